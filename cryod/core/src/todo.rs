@@ -1,0 +1,504 @@
+//! The TODO list: the agent's schedule and the source of truth for wakes.
+//!
+//! `todo.json` keeps the seed system's shape (an array of objects with `id`,
+//! `text`, `done`, `claimed`, `at`, `created`) and adds `attempt`, `every`,
+//! `cron` and `missed`. Times are written as RFC 3339 with the chamber's offset;
+//! naive local times (`2026-03-05T09:00`, as the seed system wrote them) are
+//! read in the chamber's zone. Fields this version does not know are kept.
+//!
+//! Lifecycle: pending → claimed (by a session) → done. A claim is terminal: a
+//! failed session never reopens a TODO, it adds a retry with a fresh id. A
+//! recurring TODO is a series: each due slot is claimed by advancing the series
+//! to its next slot, so a slot, once claimed, is never pending again.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, NaiveDateTime, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+use crate::time;
+
+/// Most TODOs one chamber may hold (pending and done). Beyond this, `add` is
+/// refused: a list this long is a runaway agent, not a plan.
+pub const MAX_TODOS: usize = 10_000;
+
+/// Longest TODO text accepted (characters).
+pub const MAX_TEXT: usize = 2_000;
+
+/// Longest retry delay: a persistently failing TODO still runs once a day.
+pub const RETRY_CAP: Duration = Duration::days(1);
+
+/// What to do with slots of a recurring TODO that were missed (machine off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Missed {
+    /// Run once for all the missed slots, telling the agent how many.
+    #[default]
+    Once,
+    /// Drop missed slots; run only at the next slot that comes on time.
+    Skip,
+}
+
+/// How a recurring TODO repeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repeat {
+    Every(Duration),
+    Cron(String),
+}
+
+/// One TODO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Todo {
+    pub id: u64,
+    pub text: String,
+    pub done: bool,
+    pub claimed: bool,
+    /// When it is due; `None` for an item with no time (never due by itself).
+    pub at: Option<DateTime<Utc>>,
+    pub created: Option<DateTime<Utc>>,
+    /// 0 for an original, k for the k-th retry.
+    pub attempt: u32,
+    pub repeat: Option<Repeat>,
+    pub missed: Missed,
+    /// Keys this version does not know, kept as they were.
+    extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl Todo {
+    pub fn is_pending(&self) -> bool {
+        !self.done && !self.claimed
+    }
+
+    pub fn is_due(&self, now: DateTime<Utc>) -> bool {
+        self.is_pending() && self.at.is_some_and(|at| at <= now)
+    }
+}
+
+/// A claimed slot of a TODO, as a session carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub id: u64,
+    pub text: String,
+    /// The (first) slot's due time.
+    pub due: DateTime<Utc>,
+    /// Slots of a recurring TODO coalesced into this run (1 when on time).
+    pub slots: u32,
+    pub attempt: u32,
+}
+
+/// Why a change to the list was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TodoError {
+    #[error("no TODO with id {0}")]
+    NotFound(u64),
+    #[error("TODO {0} is already done")]
+    AlreadyDone(u64),
+    #[error("TODO {0} is claimed by the running session; it completes when the session ends")]
+    Claimed(u64),
+    #[error("TODO text is empty")]
+    EmptyText,
+    #[error("TODO text is {0} characters, over the limit of {MAX_TEXT}")]
+    TextTooLong(usize),
+    #[error("this chamber holds {MAX_TODOS} TODOs, the limit: remove done ones first")]
+    TooMany,
+    #[error("invalid --every {0:?}: give a positive duration of at least a minute, such as 30m, 6h or 1d")]
+    BadEvery(String),
+    #[error("invalid --cron {0:?}: {1} (five fields: MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK, e.g. \"0 9 * * MON-FRI\")")]
+    BadCron(String, String),
+    #[error("give either --every or --cron, not both")]
+    BothRepeats,
+}
+
+/// Why `todo.json` could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileError {
+    #[error("todo.json is not valid JSON: {0}")]
+    Json(String),
+    #[error("todo.json item {index}: {message}")]
+    Item { index: usize, message: String },
+    #[error("todo.json lists id {0} twice")]
+    DuplicateId(u64),
+    #[error("todo.json holds {0} items, over the limit of {MAX_TODOS}")]
+    TooMany(usize),
+}
+
+/// The list, plus the high-water mark that keeps ids from being reused after
+/// the highest one is removed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TodoList {
+    pub items: Vec<Todo>,
+    /// The highest id ever handed out in this chamber.
+    pub high_water: u64,
+}
+
+/// What `add` should create.
+#[derive(Debug, Clone, Default)]
+pub struct NewTodo {
+    pub text: String,
+    pub at: Option<DateTime<Utc>>,
+    pub every: Option<String>,
+    pub cron: Option<String>,
+    pub missed: Missed,
+}
+
+/// The parsed form of `--every` / `--cron`, validated.
+pub fn parse_repeat(every: Option<&str>, cron: Option<&str>) -> Result<Option<Repeat>, TodoError> {
+    match (every, cron) {
+        (Some(_), Some(_)) => Err(TodoError::BothRepeats),
+        (Some(e), None) => match time::parse_duration(e) {
+            Some(d) if d >= Duration::minutes(1) => Ok(Some(Repeat::Every(d))),
+            _ => Err(TodoError::BadEvery(e.to_string())),
+        },
+        (None, Some(c)) => {
+            let fields = c.split_whitespace().count();
+            if fields != 5 {
+                return Err(TodoError::BadCron(c.to_string(), format!("{fields} fields")));
+            }
+            c.parse::<croner::Cron>().map_err(|e| TodoError::BadCron(c.to_string(), e.to_string()))?;
+            Ok(Some(Repeat::Cron(c.to_string())))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// The first slot of `repeat` strictly after `after`, in zone `tz`.
+pub fn next_slot(repeat: &Repeat, anchor: DateTime<Utc>, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    match repeat {
+        Repeat::Every(d) => {
+            let step = d.num_seconds().max(60);
+            if anchor > after {
+                return Some(anchor);
+            }
+            let k = (after - anchor).num_seconds() / step + 1;
+            anchor.checked_add_signed(Duration::seconds(step.checked_mul(k)?))
+        }
+        Repeat::Cron(c) => {
+            let cron: croner::Cron = c.parse().ok()?;
+            cron.find_next_occurrence(&after.with_timezone(&tz), false).ok().map(|t| t.with_timezone(&Utc))
+        }
+    }
+}
+
+impl TodoList {
+    pub fn get(&self, id: u64) -> Option<&Todo> {
+        self.items.iter().find(|t| t.id == id)
+    }
+
+    fn next_id(&mut self) -> u64 {
+        let max = self.items.iter().map(|t| t.id).max().unwrap_or(0);
+        self.high_water = self.high_water.max(max) + 1;
+        self.high_water
+    }
+
+    /// Adds a TODO; returns its id. A recurring TODO without `at` starts at its
+    /// first slot after `now`.
+    pub fn add(&mut self, new: NewTodo, now: DateTime<Utc>, tz: Tz) -> Result<u64, TodoError> {
+        let text = new.text.trim();
+        if text.is_empty() {
+            return Err(TodoError::EmptyText);
+        }
+        let len = text.chars().count();
+        if len > MAX_TEXT {
+            return Err(TodoError::TextTooLong(len));
+        }
+        if self.items.len() >= MAX_TODOS {
+            return Err(TodoError::TooMany);
+        }
+        let repeat = parse_repeat(new.every.as_deref(), new.cron.as_deref())?;
+        let at = match (&repeat, new.at) {
+            (_, Some(at)) => Some(at),
+            (Some(r), None) => next_slot(r, now, now, tz),
+            (None, None) => None,
+        };
+        let id = self.next_id();
+        self.items.push(Todo {
+            id,
+            text: text.to_string(),
+            done: false,
+            claimed: false,
+            at,
+            created: Some(now),
+            attempt: 0,
+            repeat,
+            missed: new.missed,
+            extra: BTreeMap::new(),
+        });
+        Ok(id)
+    }
+
+    /// Marks a pending TODO done (an agent or operator finished it by hand).
+    pub fn done(&mut self, id: u64) -> Result<(), TodoError> {
+        let t = self.items.iter_mut().find(|t| t.id == id).ok_or(TodoError::NotFound(id))?;
+        if t.done {
+            return Err(TodoError::AlreadyDone(id));
+        }
+        if t.claimed {
+            return Err(TodoError::Claimed(id));
+        }
+        t.done = true;
+        Ok(())
+    }
+
+    /// Removes a TODO that is not claimed by a running session.
+    pub fn remove(&mut self, id: u64) -> Result<Todo, TodoError> {
+        let i = self.items.iter().position(|t| t.id == id).ok_or(TodoError::NotFound(id))?;
+        if self.items[i].claimed && !self.items[i].done {
+            return Err(TodoError::Claimed(id));
+        }
+        let max = self.items.iter().map(|t| t.id).max().unwrap_or(0);
+        self.high_water = self.high_water.max(max);
+        Ok(self.items.remove(i))
+    }
+
+    /// The earliest time a pending TODO comes due.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.items.iter().filter(|t| t.is_pending()).filter_map(|t| t.at).min()
+    }
+
+    /// Pending TODOs due at `now`.
+    pub fn due(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Todo> {
+        self.items.iter().filter(move |t| t.is_due(now))
+    }
+
+    /// Whether some pending TODO declares a future wake.
+    pub fn has_pending(&self) -> bool {
+        self.items.iter().any(|t| t.is_pending() && t.at.is_some())
+    }
+
+    /// Claims every TODO due at `now` for a session. One-shot TODOs become
+    /// claimed; a recurring TODO advances to its next slot after `now`, and its
+    /// missed slots are counted (policy `Once`) or dropped (policy `Skip`, when
+    /// the newest slot is more than `grace` late).
+    pub fn claim_due(&mut self, now: DateTime<Utc>, tz: Tz, grace: Duration) -> Vec<Claim> {
+        let mut claims = Vec::new();
+        for t in self.items.iter_mut().filter(|t| t.is_due(now)) {
+            let due = t.at.expect("is_due implies at");
+            match t.repeat.clone() {
+                None => {
+                    t.claimed = true;
+                    claims.push(Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt });
+                }
+                Some(repeat) => {
+                    let mut slots = 1u32;
+                    let mut last = due;
+                    let mut next = next_slot(&repeat, due, due, tz);
+                    while let Some(n) = next.filter(|n| *n <= now) {
+                        slots = slots.saturating_add(1);
+                        last = n;
+                        next = next_slot(&repeat, due, n, tz);
+                        if slots >= 100_000 {
+                            next = next_slot(&repeat, due, now, tz);
+                            break;
+                        }
+                    }
+                    t.at = next;
+                    if t.at.is_none() {
+                        t.done = true;
+                    }
+                    let run = match t.missed {
+                        Missed::Once => true,
+                        Missed::Skip => now - last <= grace,
+                    };
+                    if run {
+                        let (due, slots) = if t.missed == Missed::Skip { (last, 1) } else { (due, slots) };
+                        claims.push(Claim { id: t.id, text: t.text.clone(), due, slots, attempt: t.attempt });
+                    }
+                }
+            }
+        }
+        claims
+    }
+
+    /// A session ended cleanly: its claimed one-shot TODOs are done.
+    pub fn complete(&mut self, claims: &[Claim]) {
+        for c in claims {
+            if let Some(t) = self.items.iter_mut().find(|t| t.id == c.id && t.repeat.is_none()) {
+                t.done = true;
+            }
+        }
+    }
+
+    /// A session failed: each claim is done and a retry `text (attempt k)` is
+    /// added, due after 2^k minutes (capped at a day), unless `max_attempts`
+    /// is exhausted. Returns the retry ids and the claims that gave up.
+    pub fn fail(&mut self, claims: &[Claim], now: DateTime<Utc>, max_attempts: u32) -> (Vec<u64>, Vec<Claim>) {
+        self.complete(claims);
+        let mut retries = Vec::new();
+        let mut exhausted = Vec::new();
+        for c in claims {
+            let k = c.attempt + 1;
+            if k > max_attempts {
+                exhausted.push(c.clone());
+                continue;
+            }
+            let delay = retry_delay(k);
+            let id = self.next_id();
+            self.items.push(Todo {
+                id,
+                text: format!("{} (attempt {k})", base_text(&c.text)),
+                done: false,
+                claimed: false,
+                at: Some(now + delay),
+                created: Some(now),
+                attempt: k,
+                repeat: None,
+                missed: Missed::Once,
+                extra: BTreeMap::new(),
+            });
+            retries.push(id);
+        }
+        (retries, exhausted)
+    }
+}
+
+/// 2^k minutes, capped at [`RETRY_CAP`].
+pub fn retry_delay(k: u32) -> Duration {
+    if k >= 11 {
+        return RETRY_CAP;
+    }
+    Duration::minutes(1i64 << k).min(RETRY_CAP)
+}
+
+/// The text without a trailing ` (attempt k)`.
+pub fn base_text(text: &str) -> &str {
+    if let Some(open) = text.rfind(" (attempt ") {
+        let tail = &text[open + 10..];
+        if tail.ends_with(')') && tail[..tail.len() - 1].bytes().all(|b| b.is_ascii_digit()) && tail.len() > 1 {
+            return &text[..open];
+        }
+    }
+    text
+}
+
+// ---- the file format -------------------------------------------------------
+
+#[derive(Serialize, Deserialize)]
+struct Record {
+    id: u64,
+    text: String,
+    #[serde(default)]
+    done: bool,
+    #[serde(default)]
+    claimed: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    at: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    created: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    every: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cron: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    missed: Option<String>,
+    #[serde(flatten)]
+    extra: BTreeMap<String, serde_json::Value>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn parse_file_time(s: &str, tz: Tz) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        .map(|n| time::resolve_local(&n, tz))
+}
+
+/// Reads `todo.json`. An empty file is an empty list. `high_water` comes from
+/// the chamber's state (ids handed out before).
+pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileError> {
+    if text.trim().is_empty() {
+        return Ok(TodoList { items: Vec::new(), high_water });
+    }
+    let records: Vec<Record> = serde_json::from_str(text).map_err(|e| FileError::Json(e.to_string()))?;
+    if records.len() > MAX_TODOS {
+        return Err(FileError::TooMany(records.len()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut items = Vec::with_capacity(records.len());
+    for (index, r) in records.into_iter().enumerate() {
+        let bad = |message: String| FileError::Item { index, message };
+        if !seen.insert(r.id) {
+            return Err(FileError::DuplicateId(r.id));
+        }
+        let at = match r.at.trim() {
+            "" => None,
+            s => Some(parse_file_time(s, tz).ok_or_else(|| bad(format!("`at` {s:?} is not a time")))?),
+        };
+        // The seed system wrote "unknown" for a missing creation time.
+        let created = parse_file_time(r.created.trim(), tz);
+        let repeat = parse_repeat(r.every.as_deref(), r.cron.as_deref()).map_err(|e| bad(e.to_string()))?;
+        let missed = match r.missed.as_deref() {
+            None | Some("once") => Missed::Once,
+            Some("skip") => Missed::Skip,
+            Some(other) => return Err(bad(format!("`missed` must be \"once\" or \"skip\", not {other:?}"))),
+        };
+        let mut extra = r.extra;
+        if !r.created.is_empty() && created.is_none() {
+            extra.insert("created".into(), serde_json::Value::String(r.created.clone()));
+        }
+        items.push(Todo {
+            id: r.id,
+            text: r.text,
+            done: r.done,
+            claimed: r.claimed,
+            at,
+            created,
+            attempt: r.attempt,
+            repeat,
+            missed,
+            extra,
+        });
+    }
+    let max = items.iter().map(|t| t.id).max().unwrap_or(0);
+    Ok(TodoList { items, high_water: high_water.max(max) })
+}
+
+/// Writes `todo.json` (pretty, one item per block, times in `tz`).
+pub fn render_file(list: &TodoList, tz: Tz) -> String {
+    let records: Vec<Record> = list
+        .items
+        .iter()
+        .map(|t| {
+            let mut extra = t.extra.clone();
+            let created = match t.created {
+                Some(c) => time::format_in(c, tz),
+                None => match extra.remove("created") {
+                    Some(serde_json::Value::String(s)) => s,
+                    _ => String::new(),
+                },
+            };
+            Record {
+                id: t.id,
+                text: t.text.clone(),
+                done: t.done,
+                claimed: t.claimed,
+                at: t.at.map(|a| time::format_in(a, tz)).unwrap_or_default(),
+                created,
+                attempt: t.attempt,
+                every: match &t.repeat {
+                    Some(Repeat::Every(d)) => Some(time::format_duration(*d)),
+                    _ => None,
+                },
+                cron: match &t.repeat {
+                    Some(Repeat::Cron(c)) => Some(c.clone()),
+                    _ => None,
+                },
+                missed: (t.missed == Missed::Skip).then(|| "skip".to_string()),
+                extra,
+            }
+        })
+        .collect();
+    let mut s = serde_json::to_string_pretty(&records).expect("TODO records always serialize");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests;

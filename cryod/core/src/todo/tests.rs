@@ -1,0 +1,207 @@
+use super::*;
+
+fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+const UTC: Tz = chrono_tz::UTC;
+
+fn one(text: &str, at: &str) -> NewTodo {
+    NewTodo { text: text.into(), at: Some(t(at)), ..NewTodo::default() }
+}
+
+#[test]
+fn reads_the_seed_format() {
+    let seed = r#"[{"id":1,"text":"check CI","done":false,"claimed":false,"at":"2026-03-05T09:00","created":"2026-03-01T10:00"},
+                  {"id":2,"text":"old","done":true,"claimed":true,"at":"","created":"unknown"}]"#;
+    let list = parse_file(seed, chrono_tz::Europe::Berlin, 0).unwrap();
+    assert_eq!(list.items.len(), 2);
+    assert_eq!(list.items[0].at, Some(t("2026-03-05T08:00:00Z")));
+    assert_eq!(list.items[1].at, None);
+    assert_eq!(list.high_water, 2);
+    // Written back: RFC 3339 with the zone's offset; the unreadable "unknown" kept.
+    let out = render_file(&list, chrono_tz::Europe::Berlin);
+    assert!(out.contains(r#""at": "2026-03-05T09:00:00+01:00""#), "{out}");
+    assert!(out.contains(r#""created": "unknown""#), "{out}");
+    assert_eq!(parse_file(&out, chrono_tz::Europe::Berlin, 0).unwrap(), list);
+}
+
+#[test]
+fn keeps_unknown_fields() {
+    let text = r#"[{"id":3,"text":"x","done":false,"at":"2026-03-05T09:00:00Z","owner":"bob"}]"#;
+    let list = parse_file(text, UTC, 0).unwrap();
+    assert!(render_file(&list, UTC).contains(r#""owner": "bob""#));
+}
+
+#[test]
+fn file_errors() {
+    assert!(matches!(parse_file("{", UTC, 0), Err(FileError::Json(_))));
+    assert!(matches!(parse_file("{}", UTC, 0), Err(FileError::Json(_))));
+    assert!(matches!(
+        parse_file(r#"[{"id":1,"text":"a","at":"soon"}]"#, UTC, 0),
+        Err(FileError::Item { index: 0, .. })
+    ));
+    assert!(matches!(
+        parse_file(r#"[{"id":1,"text":"a"},{"id":1,"text":"b"}]"#, UTC, 0),
+        Err(FileError::DuplicateId(1))
+    ));
+    assert_eq!(parse_file("  \n", UTC, 7).unwrap().high_water, 7);
+}
+
+#[test]
+fn ids_are_never_reused() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let a = list.add(one("a", "2026-03-05T13:00:00Z"), now, UTC).unwrap();
+    let b = list.add(one("b", "2026-03-05T14:00:00Z"), now, UTC).unwrap();
+    list.remove(b).unwrap();
+    let c = list.add(one("c", "2026-03-05T15:00:00Z"), now, UTC).unwrap();
+    assert_eq!((a, b, c), (1, 2, 3));
+    // Through the file: the high-water mark comes from the chamber's state.
+    let reread = parse_file(&render_file(&list, UTC), UTC, list.high_water).unwrap();
+    let mut reread = reread;
+    reread.remove(c).unwrap();
+    assert_eq!(reread.add(one("d", "2026-03-05T15:00:00Z"), now, UTC).unwrap(), 4);
+}
+
+#[test]
+fn claim_complete_and_retry() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    list.add(one("due", "2026-03-05T11:59:00Z"), now, UTC).unwrap();
+    list.add(one("later", "2026-03-06T00:00:00Z"), now, UTC).unwrap();
+    let claims = list.claim_due(now, UTC, Duration::minutes(5));
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].due, t("2026-03-05T11:59:00Z"));
+    assert!(list.get(1).unwrap().claimed);
+    // A claim is terminal: it is not due again.
+    assert!(list.claim_due(now, UTC, Duration::minutes(5)).is_empty());
+    assert_eq!(list.next_due(), Some(t("2026-03-06T00:00:00Z")));
+
+    let (retries, exhausted) = list.fail(&claims, now, 10);
+    assert!(exhausted.is_empty());
+    let retry = list.get(retries[0]).unwrap().clone();
+    assert_eq!(retry.text, "due (attempt 1)");
+    assert_eq!(retry.at, Some(now + Duration::minutes(2)));
+    assert!(list.get(1).unwrap().done);
+
+    // The retry fails again: attempt 2, 4 minutes, text not doubled.
+    let later = now + Duration::minutes(2);
+    let claims = list.claim_due(later, UTC, Duration::minutes(5));
+    let (retries, _) = list.fail(&claims, later, 10);
+    let retry = list.get(retries[0]).unwrap();
+    assert_eq!(retry.text, "due (attempt 2)");
+    assert_eq!(retry.at, Some(later + Duration::minutes(4)));
+    assert_ne!(retry.id, 1);
+}
+
+#[test]
+fn retries_stop_at_max_attempts() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    list.add(one("x", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
+    let mut at = now;
+    for k in 1..=3 {
+        let claims = list.claim_due(at, UTC, Duration::minutes(5));
+        assert_eq!(claims.len(), 1, "round {k}");
+        let (retries, exhausted) = list.fail(&claims, at, 2);
+        if k <= 2 {
+            assert_eq!(retries.len(), 1);
+            at = list.get(retries[0]).unwrap().at.unwrap();
+        } else {
+            assert!(retries.is_empty());
+            assert_eq!(exhausted.len(), 1);
+        }
+    }
+    assert_eq!(list.next_due(), None);
+}
+
+#[test]
+fn retry_delays_double_and_cap_at_a_day() {
+    assert_eq!(retry_delay(1), Duration::minutes(2));
+    assert_eq!(retry_delay(5), Duration::minutes(32));
+    assert_eq!(retry_delay(10), Duration::minutes(1024));
+    assert_eq!(retry_delay(11), Duration::days(1));
+    assert_eq!(retry_delay(200), Duration::days(1));
+    assert_eq!(base_text("a (attempt 3)"), "a");
+    assert_eq!(base_text("a (attempt x)"), "a (attempt x)");
+}
+
+#[test]
+fn done_and_remove_guard_claims() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    list.add(one("a", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
+    list.claim_due(now, UTC, Duration::minutes(5));
+    assert_eq!(list.done(1), Err(TodoError::Claimed(1)));
+    assert_eq!(list.remove(1).unwrap_err(), TodoError::Claimed(1));
+    assert_eq!(list.done(9), Err(TodoError::NotFound(9)));
+}
+
+#[test]
+fn add_refusals() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    assert_eq!(list.add(NewTodo { text: " ".into(), ..NewTodo::default() }, now, UTC), Err(TodoError::EmptyText));
+    let long = NewTodo { text: "x".repeat(MAX_TEXT + 1), ..NewTodo::default() };
+    assert!(matches!(list.add(long, now, UTC), Err(TodoError::TextTooLong(_))));
+    let both = NewTodo { text: "x".into(), every: Some("1h".into()), cron: Some("0 9 * * *".into()), ..NewTodo::default() };
+    assert_eq!(list.add(both, now, UTC), Err(TodoError::BothRepeats));
+    let bad = NewTodo { text: "x".into(), every: Some("10s".into()), ..NewTodo::default() };
+    assert!(matches!(list.add(bad, now, UTC), Err(TodoError::BadEvery(_))));
+    let bad = NewTodo { text: "x".into(), cron: Some("0 9 * *".into()), ..NewTodo::default() };
+    assert!(matches!(list.add(bad, now, UTC), Err(TodoError::BadCron(..))));
+    let bad = NewTodo { text: "x".into(), cron: Some("0 25 * * *".into()), ..NewTodo::default() };
+    assert!(matches!(list.add(bad, now, UTC), Err(TodoError::BadCron(..))));
+}
+
+#[test]
+fn recurring_every_coalesces_missed_slots() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let new = NewTodo { text: "poll".into(), every: Some("6h".into()), ..NewTodo::default() };
+    let id = list.add(new, now, UTC).unwrap();
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T18:00:00Z")));
+    // The machine was off for a day: 4 slots passed (18:00, 00:00, 06:00, 12:00).
+    let back = t("2026-03-06T13:00:00Z");
+    let claims = list.claim_due(back, UTC, Duration::minutes(5));
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].slots, 4);
+    assert_eq!(claims[0].due, t("2026-03-05T18:00:00Z"));
+    let todo = list.get(id).unwrap();
+    assert!(todo.is_pending(), "a series stays pending");
+    assert_eq!(todo.at, Some(t("2026-03-06T18:00:00Z")));
+    // Completing a recurring claim leaves the series alone.
+    list.complete(&claims);
+    assert!(list.get(id).unwrap().is_pending());
+}
+
+#[test]
+fn recurring_skip_drops_late_slots() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let new = NewTodo { text: "poll".into(), every: Some("1h".into()), missed: Missed::Skip, ..NewTodo::default() };
+    let id = list.add(new, now, UTC).unwrap();
+    // 3 hours and 30 minutes later: the newest slot (15:00) is 30 minutes late.
+    let claims = list.claim_due(t("2026-03-05T15:30:00Z"), UTC, Duration::minutes(5));
+    assert!(claims.is_empty());
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T16:00:00Z")));
+    // On time: it runs.
+    let claims = list.claim_due(t("2026-03-05T16:01:00Z"), UTC, Duration::minutes(5));
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].slots, 1);
+}
+
+#[test]
+fn recurring_cron_in_the_chamber_zone() {
+    let tz = chrono_tz::America::New_York;
+    // Friday 2026-03-06 15:00 UTC = 10:00 EST.
+    let now = t("2026-03-06T15:00:00Z");
+    let mut list = TodoList::default();
+    let new = NewTodo { text: "standup".into(), cron: Some("0 9 * * MON-FRI".into()), ..NewTodo::default() };
+    let id = list.add(new, now, tz).unwrap();
+    // Next weekday 09:00 in New York is Monday 2026-03-09, after the DST change (EDT, -4).
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-09T13:00:00Z")));
+    let reread = parse_file(&render_file(&list, tz), tz, 0).unwrap();
+    assert_eq!(reread.get(id).unwrap().repeat, Some(Repeat::Cron("0 9 * * MON-FRI".into())));
+}

@@ -1,0 +1,158 @@
+//! cryo-proto: the one definition of the `cryo.v1` protocol.
+//!
+//! It owns the generated gRPC code, the protocol number ([`PROTOCOL_VERSION`]),
+//! where the daemon's socket lives ([`socket_path`]) and how clients reach it
+//! ([`connect`]). Clients and the daemon take all of these from here and define
+//! none of them again.
+
+use std::path::{Path, PathBuf};
+
+/// Generated messages, clients and servers of package `cryo.v1`.
+pub mod v1 {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("cryo.v1");
+}
+
+/// The protocol spoken on the socket. Bump it on any change a client of the
+/// other number would misread; `Hello` compares it before anything else.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The package version shared by cryod, cryoctl and cryo-agent.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Environment variable that overrides the socket path (also set for agents).
+pub const SOCKET_ENV: &str = "CRYO_SOCKET";
+
+/// gRPC metadata key carrying an agent session's token.
+pub const TOKEN_METADATA: &str = "x-cryo-session-token";
+
+/// The socket path: `$CRYO_SOCKET`, else `$XDG_RUNTIME_DIR/cryo/cryod.sock`,
+/// else `$HOME/.cryo/run/cryod.sock`.
+pub fn socket_path() -> PathBuf {
+    socket_path_from(|k| std::env::var_os(k))
+}
+
+/// [`socket_path`] over an explicit environment (for tests and the daemon's
+/// own defaults).
+pub fn socket_path_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let non_empty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(p) = non_empty(SOCKET_ENV) {
+        return p;
+    }
+    if let Some(run) = non_empty("XDG_RUNTIME_DIR") {
+        return run.join("cryo").join("cryod.sock");
+    }
+    let home = non_empty("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".cryo").join("run").join("cryod.sock")
+}
+
+/// Why a client could not reach the daemon, in words that say what to do.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// No socket file: no daemon was started (or it runs elsewhere).
+    NoSocket(PathBuf),
+    /// A socket file without a listener: the daemon died.
+    Refused(PathBuf),
+    /// The socket belongs to someone else.
+    Denied(PathBuf),
+    /// Anything else.
+    Other(PathBuf, String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const START: &str =
+            "start it with `cryoctl daemon run` (foreground) or `cryoctl daemon install` (service)";
+        match self {
+            ConnectError::NoSocket(p) => write!(f, "cryod is not running (no socket at {}): {START}", p.display()),
+            ConnectError::Refused(p) => write!(
+                f,
+                "cryod is not running (stale socket at {}, nothing listens): {START}",
+                p.display()
+            ),
+            ConnectError::Denied(p) => write!(
+                f,
+                "permission denied on the cryod socket {}: it belongs to another user; set CRYO_SOCKET to your own",
+                p.display()
+            ),
+            ConnectError::Other(p, e) => write!(f, "cannot reach cryod at {}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// Opens a channel to the daemon's socket at `path`.
+pub async fn connect(path: &Path) -> Result<tonic::transport::Channel, ConnectError> {
+    // Check the file first: it gives a precise error without a gRPC round trip.
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConnectError::NoSocket(path.to_path_buf()));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(ConnectError::Denied(path.to_path_buf()));
+        }
+        _ => {}
+    }
+    let uri = format!("unix://{}", path.display());
+    let endpoint = tonic::transport::Endpoint::from_shared(uri)
+        .map_err(|e| ConnectError::Other(path.to_path_buf(), e.to_string()))?;
+    endpoint.connect().await.map_err(|e| classify(path, &e))
+}
+
+fn classify(path: &Path, err: &(dyn std::error::Error + 'static)) -> ConnectError {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::NotFound => ConnectError::NoSocket(path.to_path_buf()),
+                std::io::ErrorKind::ConnectionRefused => ConnectError::Refused(path.to_path_buf()),
+                std::io::ErrorKind::PermissionDenied => ConnectError::Denied(path.to_path_buf()),
+                _ => ConnectError::Other(path.to_path_buf(), io.to_string()),
+            };
+        }
+        cur = e.source();
+    }
+    ConnectError::Other(path.to_path_buf(), err.to_string())
+}
+
+/// The one line a client prints when the daemon speaks another protocol.
+pub fn mismatch_message(client: &str, daemon_protocol: u32, daemon_version: &str) -> String {
+    format!(
+        "cryod {daemon_version} speaks protocol {daemon_protocol}, {client} {VERSION} speaks {PROTOCOL_VERSION}: \
+         restart the daemon with the same version (`cryoctl daemon restart`, or stop cryod and start the new one)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn socket_path_order() {
+        assert_eq!(
+            socket_path_from(env(&[("CRYO_SOCKET", "/x/s"), ("XDG_RUNTIME_DIR", "/run/u")])),
+            PathBuf::from("/x/s")
+        );
+        assert_eq!(
+            socket_path_from(env(&[("XDG_RUNTIME_DIR", "/run/u"), ("HOME", "/h")])),
+            PathBuf::from("/run/u/cryo/cryod.sock")
+        );
+        assert_eq!(
+            socket_path_from(env(&[("XDG_RUNTIME_DIR", ""), ("HOME", "/h")])),
+            PathBuf::from("/h/.cryo/run/cryod.sock")
+        );
+    }
+
+    #[test]
+    fn mismatch_says_what_to_do() {
+        let m = mismatch_message("cryoctl", 9, "9.0.0");
+        assert!(m.contains("protocol 9"), "{m}");
+        assert!(m.contains("cryoctl daemon restart"), "{m}");
+    }
+}
