@@ -1,1 +1,148 @@
+//! cryod: the one per-user daemon that runs every chamber.
+//!
+//! `main` parses arguments and calls [`main_with`]; `cryoctl daemon run` calls
+//! the same function, so both start the daemon the same way. [`run`] is the
+//! daemon itself: given its config, a bound socket, a clock and a shutdown
+//! token, it serves until the token is cancelled.
+//!
+//! Layout: `cryo-core` (in `cryod/core`) holds the pure rules; here live the
+//! shell's pieces: [`store`] (SQLite), [`chamber`] (a chamber's files),
+//! [`daemon`] (shared state and operations), [`rpc`] (gRPC adapters),
+//! [`server`] (socket, lock, peer checks).
 
+pub mod chamber;
+pub mod clock;
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod paths;
+pub mod rpc;
+pub mod server;
+pub mod store;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::paths::Paths;
+use crate::server::Listener;
+use crate::store::Store;
+
+/// How long shutdown may take before cryod exits anyway.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Command-line options of the daemon (also `cryoctl daemon run`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// Socket path (default: $XDG_RUNTIME_DIR/cryo/cryod.sock).
+    #[arg(long, env = "CRYO_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Config file (default: $XDG_CONFIG_HOME/cryo/cryod.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Runs the daemon in the foreground until SIGTERM or SIGINT.
+pub fn main_with(args: DaemonArgs) -> ExitCode {
+    init_tracing(args.verbose);
+    match main_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cryod: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "cryod=info",
+        1 => "cryod=debug",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
+    let mut paths = Paths::from_env(args.socket);
+    if let Some(c) = args.config {
+        paths.config_file = c;
+    }
+    let config = Config::load(&paths.config_file)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(async move {
+        // Signal handlers first: once the socket answers, SIGTERM and SIGINT
+        // must already mean "shut down gracefully".
+        let shutdown = CancellationToken::new();
+        let signals = shutdown.clone();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("shutting down");
+            signals.cancel();
+        });
+        let listener = Listener::bind(&paths)?;
+        let store =
+            Store::open(&paths.database()).with_context(|| format!("opening {}", paths.database().display()))?;
+        let done = run(config, listener, store, Clock::system(), shutdown.clone());
+        tokio::pin!(done);
+        tokio::select! {
+            r = &mut done => r,
+            _ = async { shutdown.cancelled().await; tokio::time::sleep(SHUTDOWN_DEADLINE).await } => {
+                tracing::warn!("shutdown took longer than {SHUTDOWN_DEADLINE:?}; exiting anyway");
+                Ok(())
+            }
+        }
+    })?;
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// The daemon: serves the socket until `shutdown` is cancelled.
+pub async fn run(
+    config: Config,
+    listener: Listener,
+    store: Store,
+    clock: Clock,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let daemon = Daemon::load(store, clock, config).await?;
+    let socket = listener.path().to_path_buf();
+    let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
+    tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
+    tonic::transport::Server::builder()
+        .add_service(cryo_proto::v1::control_server::ControlServer::new(rpc::control::ControlService {
+            daemon: daemon.clone(),
+        }))
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+        .await
+        .context("serving the socket")?;
+    tracing::info!("cryod stopped");
+    Ok(())
+}
+
+/// RFC 3339 to the second, in UTC.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -1,1 +1,15 @@
-fn main(){}
+//! The `cryod` binary: parse arguments, then [`cryod::main_with`].
+
+use clap::Parser;
+
+/// cryo's per-user daemon: runs every registered chamber.
+#[derive(Parser)]
+#[command(name = "cryod", version)]
+struct Cli {
+    #[command(flatten)]
+    args: cryod::DaemonArgs,
+}
+
+fn main() -> std::process::ExitCode {
+    cryod::main_with(Cli::parse().args)
+}

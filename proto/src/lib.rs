@@ -61,15 +61,12 @@ pub enum ConnectError {
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const START: &str =
-            "start it with `cryoctl daemon run` (foreground) or `cryoctl daemon install` (service)";
+        const START: &str = "start it with `cryoctl daemon run` (foreground) or `cryoctl daemon install` (service)";
         match self {
             ConnectError::NoSocket(p) => write!(f, "cryod is not running (no socket at {}): {START}", p.display()),
-            ConnectError::Refused(p) => write!(
-                f,
-                "cryod is not running (stale socket at {}, nothing listens): {START}",
-                p.display()
-            ),
+            ConnectError::Refused(p) => {
+                write!(f, "cryod is not running (stale socket at {}, nothing listens): {START}", p.display())
+            }
             ConnectError::Denied(p) => write!(
                 f,
                 "permission denied on the cryod socket {}: it belongs to another user; set CRYO_SOCKET to your own",
@@ -116,12 +113,53 @@ fn classify(path: &Path, err: &(dyn std::error::Error + 'static)) -> ConnectErro
     ConnectError::Other(path.to_path_buf(), err.to_string())
 }
 
-/// The one line a client prints when the daemon speaks another protocol.
-pub fn mismatch_message(client: &str, daemon_protocol: u32, daemon_version: &str) -> String {
+/// The one line shown when a client and the daemon speak different protocols.
+pub fn mismatch_message(
+    client: &str,
+    client_version: &str,
+    client_protocol: u32,
+    daemon_version: &str,
+    daemon_protocol: u32,
+) -> String {
     format!(
-        "cryod {daemon_version} speaks protocol {daemon_protocol}, {client} {VERSION} speaks {PROTOCOL_VERSION}: \
-         restart the daemon with the same version (`cryoctl daemon restart`, or stop cryod and start the new one)"
+        "cryod {daemon_version} speaks protocol {daemon_protocol}, {client} {client_version} speaks protocol \
+         {client_protocol}: run the same version of both (restart the daemon with `cryoctl daemon restart` after upgrading)"
     )
+}
+
+/// Exit codes shared by cryoctl and cryo-agent.
+pub mod exit {
+    /// The daemon refused the request, or it failed.
+    pub const REFUSED: u8 = 1;
+    /// The command line was wrong (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// The daemon could not be reached.
+    pub const UNREACHABLE: u8 = 3;
+    /// What the request named does not exist.
+    pub const NOT_FOUND: u8 = 4;
+}
+
+/// Says `Hello` on `channel` and checks the protocol; the error is one line.
+pub async fn hello(channel: tonic::transport::Channel, client: &str) -> Result<v1::HelloReply, tonic::Status> {
+    let mut c = v1::control_client::ControlClient::new(channel);
+    let reply = c
+        .hello(v1::HelloRequest {
+            client: client.to_string(),
+            protocol: PROTOCOL_VERSION,
+            version: VERSION.to_string(),
+        })
+        .await?
+        .into_inner();
+    if reply.protocol != PROTOCOL_VERSION {
+        return Err(tonic::Status::failed_precondition(mismatch_message(
+            client,
+            VERSION,
+            PROTOCOL_VERSION,
+            &reply.version,
+            reply.protocol,
+        )));
+    }
+    Ok(reply)
 }
 
 #[cfg(test)]
@@ -151,8 +189,8 @@ mod tests {
 
     #[test]
     fn mismatch_says_what_to_do() {
-        let m = mismatch_message("cryoctl", 9, "9.0.0");
-        assert!(m.contains("protocol 9"), "{m}");
+        let m = mismatch_message("cryoctl", "0.1.0", 1, "9.0.0", 9);
+        assert!(m.contains("protocol 9") && m.contains("protocol 1"), "{m}");
         assert!(m.contains("cryoctl daemon restart"), "{m}");
     }
 }

@@ -1,1 +1,3 @@
-fn main(){}
+//! cryo's end-to-end tests: one binary, one module per capability.
+
+mod foundation;

@@ -1,1 +1,257 @@
+//! The end-to-end harness: real `cryod`, `cryoctl` and `cryo-agent` binaries
+//! in a private, short-pathed temporary HOME.
+//!
+//! Each [`Env`] is a world of its own (HOME, XDG folders, socket), so tests
+//! run in parallel. Nothing here sleeps for a fixed time: [`wait_until`] polls
+//! a condition against a deadline.
 
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any condition may take before a test fails. Generous: CI machines
+/// are shared and slow; a passing test never waits this long.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The folder holding the workspace's binaries (`target/debug`), found from
+/// the test executable (`target/debug/deps/it-*`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/debug").to_path_buf();
+    for b in ["cryod", "cryoctl", "cryo-agent"] {
+        assert!(
+            dir.join(b).exists(),
+            "{} is missing: build the workspace first (`cargo test --workspace` does)",
+            dir.join(b).display()
+        );
+    }
+    dir
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// Polls `cond` until it holds or [`DEADLINE`] passes (then panics with `what`).
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// A private world: HOME, XDG folders and a socket under one temporary folder.
+pub struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        // Short paths: a socket path must stay under ~100 bytes.
+        let dir = tempfile::Builder::new().prefix("cy").tempdir_in("/tmp").expect("temp dir");
+        for d in ["home", "run", "state", "config"] {
+            std::fs::create_dir_all(dir.path().join(d)).expect("env folder");
+        }
+        std::fs::set_permissions(dir.path().join("run"), std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("run folder mode");
+        Env { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.root().join("run/cryo/cryod.sock")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.root().join("state/cryo")
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.root().join("config/cryo/cryod.toml")
+    }
+
+    /// A path inside the world.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    /// A command with a clean environment pointing into this world.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("HOME", self.home())
+            .env("XDG_RUNTIME_DIR", self.root().join("run"))
+            .env("XDG_STATE_HOME", self.root().join("state"))
+            .env("XDG_CONFIG_HOME", self.root().join("config"))
+            .env("TMPDIR", self.root())
+            .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display()))
+            .env("TZ", "UTC")
+            .env("RUST_LOG", "cryod=debug")
+            .env("RUST_BACKTRACE", "1")
+            .current_dir(self.root())
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `cryoctl ARGS` in `cwd` (the world's root if `None`).
+    pub fn cryoctl_in(&self, cwd: Option<&Path>, args: &[&str]) -> Run {
+        let mut c = self.command(bin("cryoctl"));
+        c.args(args);
+        if let Some(d) = cwd {
+            c.current_dir(d);
+        }
+        Run::of(&format!("cryoctl {}", args.join(" ")), c.output().expect("running cryoctl"))
+    }
+
+    pub fn cryoctl(&self, args: &[&str]) -> Run {
+        self.cryoctl_in(None, args)
+    }
+
+    /// Starts `cryod` and waits until it answers on its socket.
+    pub fn start_daemon(&self) -> Daemon {
+        let d = self.spawn_daemon(&[]);
+        d.wait_ready(self);
+        d
+    }
+
+    /// Spawns `cryod ARGS` without waiting; its stderr goes to `cryod.log`.
+    pub fn spawn_daemon(&self, args: &[&str]) -> Daemon {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.path("cryod.log")).expect("daemon log");
+        let child = self
+            .command(bin("cryod"))
+            .args(args)
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("spawning cryod");
+        Daemon { child: Some(child), log: self.path("cryod.log") }
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.path("cryod.log")).unwrap_or_default()
+    }
+}
+
+/// A running cryod; killed on drop.
+pub struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
+    /// Waits until the socket accepts a connection (or the daemon exits).
+    pub fn wait_ready(&self, env: &Env) {
+        let socket = env.socket();
+        wait_until("cryod to accept connections", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    }
+
+    /// Sends `signal` and waits for the process to exit; returns its status.
+    pub fn signal_and_wait(&mut self, signal: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).expect("signal cryod");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait cryod") {
+                return status;
+            }
+            assert!(start.elapsed() < DEADLINE, "cryod did not exit after {signal:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for a daemon that should exit by itself.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait cryod") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "cryod did not exit; log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The outcome of a command, with helpers that explain failures.
+#[derive(Debug)]
+pub struct Run {
+    pub what: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn of(what: &str, o: Output) -> Run {
+        Run {
+            what: what.to_string(),
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts success; returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, Some(0), "{} failed:\nstdout: {}\nstderr: {}", self.what, self.stdout, self.stderr);
+        &self.stdout
+    }
+
+    /// Asserts failure with `code` and a one-line error; returns that line.
+    #[track_caller]
+    pub fn fails(&self, code: i32) -> &str {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{}: expected exit {code}:\nstdout: {}\nstderr: {}",
+            self.what,
+            self.stdout,
+            self.stderr
+        );
+        let line = self.stderr.trim_end();
+        assert_eq!(line.lines().count(), 1, "{}: expected one error line, got:\n{line}", self.what);
+        line
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("{}: not JSON ({e}):\n{}", self.what, self.stdout))
+    }
+}

@@ -241,7 +241,10 @@ mod tests {
     #[test]
     fn refusals() {
         assert_eq!(parse(b"---\nfrom: a\nsubject: no end", chrono_tz::UTC), Err(MessageError::Unterminated));
-        assert!(matches!(parse(b"---\nthis is not a header\n---\n", chrono_tz::UTC), Err(MessageError::BadHeader(2, _))));
+        assert!(matches!(
+            parse(b"---\nthis is not a header\n---\n", chrono_tz::UTC),
+            Err(MessageError::BadHeader(2, _))
+        ));
         assert!(matches!(parse(b"---\nfrom: a\nfrom: b\n---\n", chrono_tz::UTC), Err(MessageError::DuplicateKey(_))));
         assert_eq!(parse(&[0xff, 0xfe], chrono_tz::UTC), Err(MessageError::NotText));
         assert!(matches!(parse(&vec![b'a'; MAX_MESSAGE_BYTES + 1], chrono_tz::UTC), Err(MessageError::TooLarge(_))));

@@ -58,8 +58,8 @@ pub fn parse_time(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<DateTime<Utc
     if let Some(t) = parse_hh_mm(s) {
         return Ok(next_occurrence(t, now, tz));
     }
-    if s.starts_with('-') {
-        return match parse_offset(&s[1..]) {
+    if let Some(rest) = s.strip_prefix('-') {
+        return match parse_offset(rest) {
             Some(_) => Err(TimeError::Negative(s.to_string())),
             None => Err(TimeError::Unrecognized(s.to_string())),
         };
@@ -160,7 +160,7 @@ fn parse_absolute(s: &str, tz: Tz) -> Result<DateTime<Utc>, TimeError> {
     // With an explicit zone: Z or ±HH:MM (seconds optional).
     let normalized = s.replacen(' ', "T", 1);
     for fmt in ["%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"] {
-        if let Ok(dt) = DateTime::parse_from_str(&normalized.replace('Z', "+00:00").replace('z', "+00:00"), fmt) {
+        if let Ok(dt) = DateTime::parse_from_str(&normalized.replace(['Z', 'z'], "+00:00"), fmt) {
             check_year(dt.naive_utc(), s)?;
             return Ok(dt.with_timezone(&Utc));
         }
@@ -176,11 +176,7 @@ fn parse_absolute(s: &str, tz: Tz) -> Result<DateTime<Utc>, TimeError> {
 
 fn check_year(naive: NaiveDateTime, s: &str) -> Result<(), TimeError> {
     use chrono::Datelike;
-    if (1..=9999).contains(&naive.year()) {
-        Ok(())
-    } else {
-        Err(TimeError::OutOfRange(s.to_string()))
-    }
+    if (1..=9999).contains(&naive.year()) { Ok(()) } else { Err(TimeError::OutOfRange(s.to_string())) }
 }
 
 /// The next time the wall clock in `tz` shows `t`, strictly after `now`.

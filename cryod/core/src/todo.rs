@@ -103,7 +103,9 @@ pub enum TodoError {
     TooMany,
     #[error("invalid --every {0:?}: give a positive duration of at least a minute, such as 30m, 6h or 1d")]
     BadEvery(String),
-    #[error("invalid --cron {0:?}: {1} (five fields: MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK, e.g. \"0 9 * * MON-FRI\")")]
+    #[error(
+        "invalid --cron {0:?}: {1} (five fields: MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK, e.g. \"0 9 * * MON-FRI\")"
+    )]
     BadCron(String, String),
     #[error("give either --every or --cron, not both")]
     BothRepeats,

@@ -52,7 +52,8 @@ fn grammar_table() {
 #[test]
 fn refusals_list_the_accepted_forms() {
     let now = utc("2026-03-05T12:00:00Z");
-    let cases: &[(&str, fn(&TimeError) -> bool)] = &[
+    type Check = fn(&TimeError) -> bool;
+    let cases: &[(&str, Check)] = &[
         ("", |e| matches!(e, TimeError::Empty)),
         ("-5m", |e| matches!(e, TimeError::Negative(_))),
         ("-2 hours", |e| matches!(e, TimeError::Negative(_))),
@@ -148,14 +149,16 @@ fn dst_rules_hold_for_every_transition_of_several_years() {
                 if shift > 0 {
                     // Gap: every wall time in [wall_before, wall_before + shift) is missing.
                     let inside = wall_before + Duration::seconds(shift / 2);
-                    let got = parse_time(&inside.format("%Y-%m-%dT%H:%M:%S").to_string(), utc("2000-01-01T00:00:00Z"), z)
-                        .expect("gap time");
+                    let got =
+                        parse_time(&inside.format("%Y-%m-%dT%H:%M:%S").to_string(), utc("2000-01-01T00:00:00Z"), z)
+                            .expect("gap time");
                     assert_eq!(got, at, "{zone}: {inside} (gap) should run at the gap's end");
                 } else {
                     // Overlap: wall times in [wall_before + shift, wall_before) happen twice.
                     let inside = wall_before + Duration::seconds(shift / 2);
-                    let got = parse_time(&inside.format("%Y-%m-%dT%H:%M:%S").to_string(), utc("2000-01-01T00:00:00Z"), z)
-                        .expect("ambiguous time");
+                    let got =
+                        parse_time(&inside.format("%Y-%m-%dT%H:%M:%S").to_string(), utc("2000-01-01T00:00:00Z"), z)
+                            .expect("ambiguous time");
                     assert!(got < at, "{zone}: {inside} (ambiguous) should run before the transition");
                     assert_eq!(got.with_timezone(&z).naive_local(), inside, "{zone}: {inside}");
                 }

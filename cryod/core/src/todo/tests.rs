@@ -145,7 +145,8 @@ fn add_refusals() {
     assert_eq!(list.add(NewTodo { text: " ".into(), ..NewTodo::default() }, now, UTC), Err(TodoError::EmptyText));
     let long = NewTodo { text: "x".repeat(MAX_TEXT + 1), ..NewTodo::default() };
     assert!(matches!(list.add(long, now, UTC), Err(TodoError::TextTooLong(_))));
-    let both = NewTodo { text: "x".into(), every: Some("1h".into()), cron: Some("0 9 * * *".into()), ..NewTodo::default() };
+    let both =
+        NewTodo { text: "x".into(), every: Some("1h".into()), cron: Some("0 9 * * *".into()), ..NewTodo::default() };
     assert_eq!(list.add(both, now, UTC), Err(TodoError::BothRepeats));
     let bad = NewTodo { text: "x".into(), every: Some("10s".into()), ..NewTodo::default() };
     assert!(matches!(list.add(bad, now, UTC), Err(TodoError::BadEvery(_))));

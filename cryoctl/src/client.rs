@@ -1,0 +1,61 @@
+//! Reaching cryod: connect, say Hello, and turn every failure into one line
+//! with the exit code that classifies it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cryo_proto::exit;
+use cryo_proto::v1::control_client::ControlClient;
+use tonic::transport::Channel;
+
+/// A failure to report: one line and an exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: u8,
+}
+
+impl Failure {
+    pub fn refused(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: exit::REFUSED }
+    }
+
+    pub fn exit(self) -> ExitCode {
+        eprintln!("cryoctl: {}", self.message);
+        ExitCode::from(self.code)
+    }
+}
+
+impl From<tonic::Status> for Failure {
+    fn from(s: tonic::Status) -> Failure {
+        let code = match s.code() {
+            tonic::Code::NotFound => exit::NOT_FOUND,
+            tonic::Code::Unavailable => exit::UNREACHABLE,
+            _ => exit::REFUSED,
+        };
+        let message = if s.message().is_empty() { format!("{:?}", s.code()) } else { s.message().replace('\n', " ") };
+        Failure { message, code }
+    }
+}
+
+impl From<cryo_proto::ConnectError> for Failure {
+    fn from(e: cryo_proto::ConnectError) -> Failure {
+        Failure { message: e.to_string(), code: exit::UNREACHABLE }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::refused(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Failure>;
+
+/// A connected Control client that has said Hello.
+pub async fn control(socket: &Option<PathBuf>) -> Result<ControlClient<Channel>> {
+    let path = socket.clone().unwrap_or_else(cryo_proto::socket_path);
+    let channel = cryo_proto::connect(&path).await?;
+    cryo_proto::hello(channel.clone(), "cryoctl").await?;
+    Ok(ControlClient::new(channel))
+}

@@ -1,0 +1,4 @@
+//! One module per command group.
+
+pub mod chamber;
+pub mod demo;

@@ -1,0 +1,264 @@
+//! `cryo.toml`: one chamber's configuration.
+//!
+//! Unknown keys are errors (most are typos), except the keys only the seed
+//! system used, which are accepted with a one-line warning so its chambers run
+//! unchanged. A malformed file is reported with file, line and key, and the
+//! chamber is marked faulted; cryod never rewrites it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono_tz::Tz;
+use serde::Deserialize;
+
+use crate::config::one_line_toml_error;
+
+/// The seed system's default agent, kept so its chambers behave the same.
+pub const DEFAULT_AGENT: &str = "opencode";
+pub const DEFAULT_MAX_SESSION_SECS: u64 = 3600;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+
+/// Keys only the seed system used: accepted, warned about, ignored.
+const LEGACY_KEYS: &[&str] = &[
+    "max_retries",
+    "watch_inbox",
+    "fallback_alert",
+    "report_time",
+    "report_interval",
+    "rotate_on",
+    "providers",
+    "zulip_poll_interval",
+    "gh_poll_interval",
+    "web_host",
+    "web_port",
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    agent: Option<String>,
+    max_session_duration: Option<u64>,
+    timezone: Option<String>,
+    watch_dirs: Option<Vec<String>>,
+    provider: Option<RawProvider>,
+    max_attempts: Option<u32>,
+    sync: Option<RawSync>,
+    // Legacy keys (see LEGACY_KEYS): any value is accepted.
+    max_retries: Option<toml::Value>,
+    watch_inbox: Option<toml::Value>,
+    fallback_alert: Option<toml::Value>,
+    report_time: Option<toml::Value>,
+    report_interval: Option<toml::Value>,
+    rotate_on: Option<toml::Value>,
+    providers: Option<toml::Value>,
+    zulip_poll_interval: Option<toml::Value>,
+    gh_poll_interval: Option<toml::Value>,
+    web_host: Option<toml::Value>,
+    web_port: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    name: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ZulipSync {
+    pub site: Option<String>,
+    pub stream: String,
+    pub topic: String,
+    pub credentials: String,
+}
+
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GithubSync {
+    pub repo: String,
+    pub discussion: Option<u64>,
+    pub issue: Option<u64>,
+    pub token_file: Option<String>,
+    pub api_url: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSync {
+    zulip: Option<ZulipSync>,
+    github: Option<GithubSync>,
+}
+
+/// A chamber's settings, defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChamberConfig {
+    pub agent: String,
+    /// 0 = no limit.
+    pub max_session_duration: u64,
+    pub timezone: Tz,
+    /// Whether `timezone` came from the file (else the system's zone).
+    pub timezone_set: bool,
+    /// Absolute folders whose new files wake the agent.
+    pub watch_dirs: Vec<PathBuf>,
+    pub provider_name: Option<String>,
+    /// Secret: never printed, logged or returned by an API.
+    pub provider_env: BTreeMap<String, String>,
+    pub max_attempts: u32,
+    pub zulip: Option<ZulipSync>,
+    pub github: Option<GithubSync>,
+}
+
+/// The result of reading `cryo.toml`: the config and one-line warnings.
+pub struct Loaded {
+    pub config: ChamberConfig,
+    pub warnings: Vec<String>,
+}
+
+/// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
+pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
+    let path = dir.join("cryo.toml");
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    parse(&path, &text, dir, system_tz)
+}
+
+/// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
+pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
+    let raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
+    let key_line = |key: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(key))
+            .map(|i| format!("{}:{}", path.display(), i + 1))
+            .unwrap_or_else(|| path.display().to_string())
+    };
+    let mut warnings = Vec::new();
+    let present = [
+        raw.max_retries.is_some(),
+        raw.watch_inbox.is_some(),
+        raw.fallback_alert.is_some(),
+        raw.report_time.is_some(),
+        raw.report_interval.is_some(),
+        raw.rotate_on.is_some(),
+        raw.providers.is_some(),
+        raw.zulip_poll_interval.is_some(),
+        raw.gh_poll_interval.is_some(),
+        raw.web_host.is_some(),
+        raw.web_port.is_some(),
+    ];
+    for (key, on) in LEGACY_KEYS.iter().zip(present) {
+        if on {
+            warnings.push(format!("{}: key `{key}` is from an older cryochamber and is ignored", key_line(key)));
+        }
+    }
+    let (timezone, timezone_set) = match raw.timezone.as_deref() {
+        None | Some("") => (system_tz, false),
+        Some(name) => match name.parse::<Tz>() {
+            Ok(tz) => (tz, true),
+            Err(_) => {
+                return Err(format!(
+                    "{}: key `timezone`: {name:?} is not an IANA time zone (such as \"Europe/Berlin\" or \"UTC\")",
+                    key_line("timezone")
+                ));
+            }
+        },
+    };
+    let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
+    if agent.trim().is_empty() {
+        return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
+    }
+    let watch_dirs =
+        raw.watch_dirs.unwrap_or_else(|| vec!["messages/inbox".to_string()]).into_iter().map(|d| dir.join(d)).collect();
+    if let Some(gh) = raw.sync.as_ref().and_then(|s| s.github.as_ref())
+        && gh.discussion.is_some() == gh.issue.is_some()
+    {
+        return Err(format!(
+            "{}: [sync.github] needs exactly one of `discussion` and `issue`",
+            key_line("[sync.github]")
+        ));
+    }
+    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+    if max_attempts > 100 {
+        return Err(format!(
+            "{}: key `max_attempts`: {max_attempts} is over the limit of 100",
+            key_line("max_attempts")
+        ));
+    }
+    let (provider_name, provider_env) = match raw.provider {
+        Some(p) => (p.name, p.env),
+        None => (None, BTreeMap::new()),
+    };
+    let sync = raw.sync;
+    Ok(Loaded {
+        config: ChamberConfig {
+            agent,
+            max_session_duration: raw.max_session_duration.unwrap_or(DEFAULT_MAX_SESSION_SECS),
+            timezone,
+            timezone_set,
+            watch_dirs,
+            provider_name,
+            provider_env,
+            max_attempts,
+            zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
+            github: sync.and_then(|s| s.github),
+        },
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Loaded, String> {
+        parse(Path::new("/c/cryo.toml"), text, Path::new("/c"), chrono_tz::UTC)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = p("").unwrap().config;
+        assert_eq!(c.agent, "opencode");
+        assert_eq!(c.max_session_duration, 3600);
+        assert_eq!(c.watch_dirs, vec![PathBuf::from("/c/messages/inbox")]);
+        assert_eq!(c.max_attempts, 10);
+    }
+
+    #[test]
+    fn the_template_parses() {
+        let text = include_str!("templates/cryo.toml").replace("{{agent}}", "claude");
+        let l = p(&text).unwrap();
+        assert!(l.warnings.is_empty());
+        assert_eq!(l.config.agent, "claude");
+    }
+
+    #[test]
+    fn seed_files_parse_with_warnings() {
+        let seed = "agent = \"opencode\"\nmax_session_duration = 3600\nwatch_dirs = [\"messages/inbox\"]\nzulip_poll_interval = 5\n\n[[providers]]\nname = \"x\"\n";
+        let l = p(seed).unwrap();
+        assert_eq!(l.warnings.len(), 2, "{:?}", l.warnings);
+        assert!(
+            l.warnings[0].contains("/c/cryo.toml:6") || l.warnings[0].contains("/c/cryo.toml:4"),
+            "{:?}",
+            l.warnings
+        );
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = p("agent = \"x\"\nmax_sesion_duration = 5\n").err().unwrap();
+        assert!(e.starts_with("/c/cryo.toml:2:") && e.contains("max_sesion_duration"), "{e}");
+        let e = p("agent = \"x\"\n[provider]\nenv = { A = 1 }\n").err().unwrap();
+        assert!(e.starts_with("/c/cryo.toml:3:"), "{e}");
+        let e = p("timezone = \"Mars/Olympus\"\n").err().unwrap();
+        assert!(e.contains("cryo.toml:1") && e.contains("timezone"), "{e}");
+        let e = p("agent = \"x\n").err().unwrap();
+        assert!(e.starts_with("/c/cryo.toml:1:"), "{e}");
+        let e = p("[sync.github]\nrepo = \"a/b\"\n").err().unwrap();
+        assert!(e.contains("discussion"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+}

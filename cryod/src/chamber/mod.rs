@@ -1,0 +1,59 @@
+//! One chamber's files: its config, scaffold, mailbox and TODO store.
+//!
+//! Chamber files are the source of truth; everything cryod writes into a
+//! chamber goes through [`write_atomic`], so a reader (or a crash) never sees a
+//! half-written file.
+
+pub mod config;
+pub mod scaffold;
+
+use std::io::Write;
+use std::path::Path;
+
+/// Writes `bytes` to `path` atomically and durably: a dot-prefixed temporary
+/// in the same folder, fsync, rename over the target, fsync the folder. On
+/// any error the old file is left as it was and the temporary is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("todo.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub");
+        std::fs::create_dir(&p).unwrap();
+        // Renaming a file over a directory fails: the directory must survive.
+        assert!(write_atomic(&p, b"x").is_err());
+        assert!(p.is_dir());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,80 @@
+//! `cryoctl chamber init`: lay out a chamber's files, keeping what exists.
+
+use std::path::Path;
+
+use super::write_atomic;
+
+/// Folders every chamber has, relative to its root.
+pub const FOLDERS: &[&str] =
+    &["messages/inbox", "messages/inbox/archive", "messages/outbox", "messages/outbox/archive", "messages/attachments"];
+
+/// What init did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Scaffolded {
+    pub created: Vec<String>,
+    pub kept: Vec<String>,
+}
+
+/// Scaffolds `dir` (created if missing). `agent` goes into a new `cryo.toml`.
+pub fn init(dir: &Path, agent: Option<&str>) -> std::io::Result<Scaffolded> {
+    let mut out = Scaffolded::default();
+    std::fs::create_dir_all(dir)?;
+    let agent = agent.filter(|a| !a.trim().is_empty()).unwrap_or(super::config::DEFAULT_AGENT);
+    let toml = include_str!("templates/cryo.toml").replace("{{agent}}", &toml_escape(agent));
+    let files: [(&str, &str); 4] = [
+        ("plan.md", include_str!("templates/plan.md")),
+        ("cryo.toml", &toml),
+        ("NOTES.md", include_str!("templates/NOTES.md")),
+        (".gitignore", include_str!("templates/gitignore")),
+    ];
+    for (name, content) in files {
+        let path = dir.join(name);
+        if path.symlink_metadata().is_ok() {
+            out.kept.push(name.to_string());
+        } else {
+            write_atomic(&path, content.as_bytes())?;
+            out.created.push(name.to_string());
+        }
+    }
+    for folder in FOLDERS {
+        let path = dir.join(folder);
+        if path.is_dir() {
+            out.kept.push(format!("{folder}/"));
+        } else {
+            std::fs::create_dir_all(&path)?;
+            out.created.push(format!("{folder}/"));
+        }
+    }
+    Ok(out)
+}
+
+fn toml_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_is_idempotent_and_keeps_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("c");
+        let first = init(&c, Some("claude")).unwrap();
+        assert!(first.kept.is_empty());
+        assert!(first.created.contains(&"cryo.toml".to_string()));
+        std::fs::write(c.join("plan.md"), "my plan").unwrap();
+        let second = init(&c, Some("codex")).unwrap();
+        assert!(second.created.is_empty(), "{second:?}");
+        assert_eq!(std::fs::read_to_string(c.join("plan.md")).unwrap(), "my plan");
+        assert!(std::fs::read_to_string(c.join("cryo.toml")).unwrap().contains("agent = \"claude\""));
+    }
+
+    #[test]
+    fn an_odd_agent_string_stays_valid_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), Some("my \"agent\" \\ --flag")).unwrap();
+        let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
+        assert_eq!(l.config.agent, "my \"agent\" \\ --flag");
+    }
+}

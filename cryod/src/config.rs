@@ -1,0 +1,89 @@
+//! `cryod.toml`: the daemon's own settings. Every key is optional; an unknown
+//! key or a bad value is an error naming the file, the line and the key.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// The daemon's settings, with defaults for everything.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Agent sessions running at once across all chambers.
+    pub max_concurrent_sessions: usize,
+    /// Seconds between SIGTERM and SIGKILL when a session is ended.
+    pub stop_grace_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { max_concurrent_sessions: 4, stop_grace_seconds: 10 }
+    }
+}
+
+/// A config file that could not be used; `Display` is one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads `path`; a missing file gives the defaults.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
+        };
+        let config: Config = toml_from_str(path, &text)?;
+        if config.max_concurrent_sessions == 0 {
+            return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
+        }
+        Ok(config)
+    }
+}
+
+/// Parses TOML into `T`, turning the parser's multi-line report into one line:
+/// `FILE:LINE: message`.
+pub fn toml_from_str<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError(one_line_toml_error(path, text, &e)))
+}
+
+pub(crate) fn one_line_toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
+    let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let msg = e.message().trim().replace('\n', " ");
+    match line {
+        Some(l) => format!("{}:{l}: {msg}", path.display()),
+        None => format!("{}: {msg}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cryod.toml");
+        std::fs::write(&p, text).unwrap();
+        Config::load(&p)
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(load("").unwrap(), Config::default());
+        assert_eq!(load("max_concurrent_sessions = 8\n").unwrap().max_concurrent_sessions, 8);
+        assert_eq!(Config::load(Path::new("/nonexistent/cryod.toml")).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = load("\nmax_concurrent_session = 8\n").unwrap_err().to_string();
+        assert!(e.contains("cryod.toml:2:"), "{e}");
+        assert!(e.contains("max_concurrent_session"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = load("max_concurrent_sessions = \"many\"\n").unwrap_err().to_string();
+        assert!(e.contains(":1:") && e.contains("invalid type"), "{e}");
+        let e = load("max_concurrent_sessions = 0\n").unwrap_err().to_string();
+        assert!(e.contains("max_concurrent_sessions"), "{e}");
+    }
+}

@@ -1,0 +1,49 @@
+//! cryod's error type and its one map to gRPC status codes.
+
+use crate::store::StoreError;
+
+/// An operation refused or failed. `Display` is one line meant for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request itself is wrong (bad name, bad time, bad path).
+    #[error("{0}")]
+    Invalid(String),
+    /// What the request names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is fine but the state forbids it now.
+    #[error("{0}")]
+    Precondition(String),
+    /// It would clash with something that exists.
+    #[error("{0}")]
+    Conflict(String),
+    /// cryod's own fault; logged with detail.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => Error::Conflict(m),
+            other => Error::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Invalid(m) => tonic::Status::invalid_argument(m),
+            Error::NotFound(m) => tonic::Status::not_found(m),
+            Error::Precondition(m) => tonic::Status::failed_precondition(m),
+            Error::Conflict(m) => tonic::Status::already_exists(m),
+            Error::Internal(m) => {
+                tracing::error!(error = %m, "internal error");
+                tonic::Status::internal(m)
+            }
+        }
+    }
+}

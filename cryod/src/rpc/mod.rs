@@ -1,0 +1,32 @@
+//! The gRPC services: thin adapters from `cryo.v1` messages to [`Daemon`]
+//! operations. Conversions live in [`convert`]; errors map to status codes in
+//! one place (`impl From<Error> for tonic::Status`).
+//!
+//! [`Daemon`]: crate::daemon::Daemon
+
+pub mod control;
+pub mod convert;
+
+use cryo_proto::v1::{HelloReply, HelloRequest};
+
+use crate::daemon::Daemon;
+
+/// `Hello`: refuses a client of another protocol with one actionable line.
+pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status> {
+    if req.protocol != cryo_proto::PROTOCOL_VERSION {
+        return Err(tonic::Status::failed_precondition(cryo_proto::mismatch_message(
+            &req.client,
+            &req.version,
+            req.protocol,
+            cryo_proto::VERSION,
+            cryo_proto::PROTOCOL_VERSION,
+        )));
+    }
+    Ok(HelloReply {
+        protocol: cryo_proto::PROTOCOL_VERSION,
+        version: cryo_proto::VERSION.to_string(),
+        pid: std::process::id(),
+        started_at: crate::rfc3339(d.started_at()),
+        chambers: d.chamber_count() as u32,
+    })
+}

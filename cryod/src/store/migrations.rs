@@ -1,0 +1,82 @@
+//! Schema migrations, tracked in SQLite's `user_version`.
+//!
+//! Append a migration; never edit one that has shipped. Each runs in its own
+//! transaction with the version bump, so a crash leaves the old schema whole.
+
+use rusqlite::Connection;
+
+/// Migration `i` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the chamber registry.
+    "CREATE TABLE chambers (
+        id          INTEGER PRIMARY KEY,
+        name        TEXT NOT NULL UNIQUE,
+        path        TEXT NOT NULL UNIQUE,
+        desired     TEXT NOT NULL DEFAULT 'stopped' CHECK (desired IN ('stopped', 'started')),
+        created_at  TEXT NOT NULL
+    );",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    if current > SCHEMA_VERSION {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!(
+                "the database has schema version {current}, newer than this cryod ({SCHEMA_VERSION}): run a newer cryod"
+            )),
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_an_empty_database() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v as usize, SCHEMA_VERSION);
+        // Idempotent: a second run changes nothing.
+        migrate(&mut conn).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'chambers'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", 999).unwrap();
+        let e = migrate(&mut conn).unwrap_err().to_string();
+        assert!(e.contains("newer than this cryod"), "{e}");
+    }
+
+    #[test]
+    fn migrates_a_file_database_step_by_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        for _ in 0..2 {
+            let mut conn = Connection::open(&path).unwrap();
+            migrate(&mut conn).unwrap();
+        }
+        let conn = Connection::open(&path).unwrap();
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v as usize, SCHEMA_VERSION);
+    }
+}
