@@ -132,7 +132,10 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
     let key_line = |key: &str| {
         text.lines()
-            .position(|l| l.trim_start().starts_with(key))
+            .position(|l| {
+                let l = l.trim_start();
+                l.starts_with(key) || l.trim_start_matches('[').starts_with(key.trim_start_matches('['))
+            })
             .map(|i| format!("{}:{}", path.display(), i + 1))
             .unwrap_or_else(|| path.display().to_string())
     };
