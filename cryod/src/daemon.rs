@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
+use tokio::sync::oneshot;
 
-use crate::chamber::{config as chamber_config, scaffold};
-use crate::clock::Clock;
-use crate::config::Config;
+use crate::chamber::scaffold;
 use crate::error::{Error, Result};
-use crate::store::{ChamberRecord, Desired, Store};
+use crate::runtime::Shared;
+use crate::store::ChamberRecord;
+use crate::supervisor::{self, Event, Handle, Snapshot};
+
+pub use crate::supervisor::State;
 
 /// How an operator names a chamber.
 #[derive(Debug, Clone)]
@@ -24,41 +26,38 @@ pub enum ChamberRef {
     Path(PathBuf),
 }
 
-/// A chamber as cryod sees it now.
+/// A chamber as cryod sees it now: its registry record and its supervisor's
+/// latest snapshot.
 #[derive(Debug, Clone)]
 pub struct ChamberView {
     pub record: ChamberRecord,
-    pub state: State,
-    /// Why the chamber is faulted (file and parser message).
-    pub fault: Option<String>,
-    pub agent: String,
-    pub timezone: Tz,
-    pub warnings: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    Stopped,
-    Idle,
-    Running,
-    Faulted,
+    pub snap: Snapshot,
 }
 
 struct Entry {
     record: ChamberRecord,
-    loaded: std::result::Result<chamber_config::ChamberConfig, String>,
-    warnings: Vec<String>,
+    handle: Handle,
 }
 
-/// The daemon: store, clock, config and the registered chambers.
+impl Entry {
+    fn view(&self) -> ChamberView {
+        let mut record = self.record.clone();
+        // The supervisor owns the desired state once running.
+        record.desired = match self.handle.snapshot.borrow().state {
+            State::Stopped => crate::store::Desired::Stopped,
+            State::Idle | State::Running => crate::store::Desired::Started,
+            State::Faulted => record.desired,
+        };
+        ChamberView { record, snap: self.handle.snapshot.borrow().clone() }
+    }
+}
+
+/// The daemon: shared services and the registered chambers.
 #[derive(Clone)]
 pub struct Daemon(Arc<Inner>);
 
 struct Inner {
-    store: Store,
-    clock: Clock,
-    config: Config,
-    system_tz: Tz,
+    shared: Arc<Shared>,
     started_at: DateTime<Utc>,
     chambers: RwLock<BTreeMap<i64, Entry>>,
 }
@@ -71,29 +70,21 @@ pub struct Added {
 }
 
 impl Daemon {
-    /// Loads the registry and every chamber's config.
-    pub async fn load(store: Store, clock: Clock, config: Config) -> Result<Daemon> {
-        let system_tz = crate::clock::system_zone();
-        let started_at = clock.now();
-        let records = store.chambers().await?;
+    /// Loads the registry and starts a supervisor for every chamber.
+    pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
+        let started_at = shared.clock.now();
+        let records = shared.store.chambers().await?;
         let mut chambers = BTreeMap::new();
         for record in records {
-            let entry = load_entry(record, system_tz);
-            if let Err(fault) = &entry.loaded {
-                tracing::warn!(chamber = %entry.record.name, %fault, "chamber is faulted");
-            }
-            chambers.insert(entry.record.id, entry);
+            let handle = supervisor::spawn(shared.clone(), record.clone()).await;
+            chambers.insert(record.id, Entry { record, handle });
         }
         tracing::info!(chambers = chambers.len(), "registry loaded");
-        Ok(Daemon(Arc::new(Inner { store, clock, config, system_tz, started_at, chambers: RwLock::new(chambers) })))
+        Ok(Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers) })))
     }
 
-    pub fn clock(&self) -> &Clock {
-        &self.0.clock
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.0.config
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.0.shared
     }
 
     pub fn started_at(&self) -> DateTime<Utc> {
@@ -140,21 +131,35 @@ impl Daemon {
             }
             None => (derive_name(&canonical), false),
         };
-        let created = crate::rfc3339(self.0.clock.now());
-        let (record, existed) = self.0.store.add_chamber(base, exact, path.to_string(), created).await?;
-        let entry = load_entry(record.clone(), self.0.system_tz);
-        let view = view(&entry);
+        let created = crate::rfc3339(self.0.shared.clock.now());
+        let (record, existed) = self.0.shared.store.add_chamber(base, exact, path.to_string(), created).await?;
         if !existed {
+            let handle = supervisor::spawn(self.0.shared.clone(), record.clone()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
-            self.0.chambers.write().expect("registry lock").insert(record.id, entry);
+            self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
         }
+        let view = self.view_of(record.id).ok_or_else(|| Error::Internal("chamber vanished".into()))?;
         Ok(Added { view, already_registered: existed, init: scaffolded })
+    }
+
+    fn view_of(&self, id: i64) -> Option<ChamberView> {
+        self.0.chambers.read().expect("registry lock").get(&id).map(Entry::view)
+    }
+
+    fn handle_of(&self, id: i64) -> Result<Handle> {
+        self.0
+            .chambers
+            .read()
+            .expect("registry lock")
+            .get(&id)
+            .map(|e| e.handle.clone())
+            .ok_or_else(|| Error::NotFound("the chamber was removed".into()))
     }
 
     /// Every chamber, by name.
     pub fn list(&self) -> Vec<ChamberView> {
         let map = self.0.chambers.read().expect("registry lock");
-        let mut all: Vec<_> = map.values().map(view).collect();
+        let mut all: Vec<_> = map.values().map(Entry::view).collect();
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
     }
@@ -170,7 +175,7 @@ impl Daemon {
                 map.values().filter(|e| p.starts_with(&e.record.path)).max_by_key(|e| e.record.path.len())
             }
         };
-        found.map(view).ok_or_else(|| match r {
+        found.map(Entry::view).ok_or_else(|| match r {
             ChamberRef::Name(n) => Error::NotFound(format!("no chamber named {n:?} (see `cryoctl chamber list`)")),
             ChamberRef::Path(p) => Error::NotFound(format!(
                 "{} is not inside a registered chamber (register it with `cryoctl chamber add`)",
@@ -179,35 +184,53 @@ impl Daemon {
         })
     }
 
-    /// Unregisters a chamber; its files stay.
+    async fn ask<T>(&self, id: i64, make: impl FnOnce(oneshot::Sender<T>) -> Event) -> Result<T> {
+        let handle = self.handle_of(id)?;
+        let (tx, rx) = oneshot::channel();
+        handle.tx.send(make(tx)).map_err(|_| Error::Internal("the chamber's supervisor has stopped".into()))?;
+        rx.await.map_err(|_| Error::Internal("the chamber's supervisor did not answer".into()))
+    }
+
+    /// Unregisters a chamber (ending its session); its files stay.
     pub async fn remove(&self, r: &ChamberRef) -> Result<ChamberView> {
         let v = self.resolve(r)?;
-        self.0.store.remove_chamber(v.record.id).await?;
+        self.ask(v.record.id, Event::Remove).await?;
+        self.0.shared.store.remove_chamber(v.record.id).await?;
         self.0.chambers.write().expect("registry lock").remove(&v.record.id);
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");
         Ok(v)
     }
-}
 
-fn load_entry(record: ChamberRecord, system_tz: Tz) -> Entry {
-    match chamber_config::load(Path::new(&record.path), system_tz) {
-        Ok(l) => Entry { record, loaded: Ok(l.config), warnings: l.warnings },
-        Err(fault) => Entry { record, loaded: Err(fault), warnings: Vec::new() },
+    /// Starts a chamber. Returns the view and whether it was started already.
+    pub async fn start(&self, r: &ChamberRef) -> Result<(ChamberView, bool)> {
+        let v = self.resolve(r)?;
+        let already = self.ask(v.record.id, Event::Start).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), already))
     }
-}
 
-fn view(e: &Entry) -> ChamberView {
-    let (state, fault, agent, timezone) = match &e.loaded {
-        Err(f) => (State::Faulted, Some(f.clone()), String::new(), chrono_tz::UTC),
-        Ok(c) => {
-            let state = match e.record.desired {
-                Desired::Stopped => State::Stopped,
-                Desired::Started => State::Idle,
-            };
-            (state, None, c.agent.clone(), c.timezone)
+    /// Stops a chamber; returns once a running session has ended.
+    /// The flags: it was stopped already; a session was ended.
+    pub async fn stop(&self, r: &ChamberRef) -> Result<(ChamberView, bool, bool)> {
+        let v = self.resolve(r)?;
+        let (already, ended) = self.ask(v.record.id, Event::Stop).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), already, ended))
+    }
+
+    /// Ends every running session and stops every supervisor.
+    pub async fn shutdown(&self) {
+        let handles: Vec<Handle> =
+            self.0.chambers.read().expect("registry lock").values().map(|e| e.handle.clone()).collect();
+        let mut waits = Vec::new();
+        for h in handles {
+            let (tx, rx) = oneshot::channel();
+            if h.tx.send(Event::Shutdown(tx)).is_ok() {
+                waits.push(rx);
+            }
         }
-    };
-    ChamberView { record: e.record.clone(), state, fault, agent, timezone, warnings: e.warnings.clone() }
+        for w in waits {
+            let _ = w.await;
+        }
+    }
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

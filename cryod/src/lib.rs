@@ -10,6 +10,7 @@
 //! [`daemon`] (shared state and operations), [`rpc`] (gRPC adapters),
 //! [`server`] (socket, lock, peer checks).
 
+pub mod admission;
 pub mod chamber;
 pub mod clock;
 pub mod config;
@@ -17,8 +18,13 @@ pub mod daemon;
 pub mod error;
 pub mod paths;
 pub mod rpc;
+pub mod runtime;
+pub mod scheduler;
 pub mod server;
+pub mod spawn;
 pub mod store;
+pub mod supervisor;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -119,7 +125,8 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The daemon: serves the socket until `shutdown` is cancelled.
+/// The daemon: serves the socket until `shutdown` is cancelled, then ends
+/// running sessions and stops.
 pub async fn run(
     config: Config,
     listener: Listener,
@@ -127,17 +134,41 @@ pub async fn run(
     clock: Clock,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::load(store, clock, config).await?;
     let socket = listener.path().to_path_buf();
+    let shared = std::sync::Arc::new(runtime::Shared {
+        admission: admission::Admission::new(config.max_concurrent_sessions),
+        scheduler: scheduler::Scheduler::start(clock.clone(), shutdown.clone()),
+        watcher: watch::Watcher::start(),
+        tokens: Default::default(),
+        system_tz: clock::system_zone(),
+        socket: socket.clone(),
+        agent_bin: spawn::agent_bin_dir(),
+        store,
+        clock,
+        config,
+    });
+    let daemon = Daemon::load(shared).await?;
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
-    tonic::transport::Server::builder()
+    let serve_shutdown = shutdown.clone();
+    let served = tonic::transport::Server::builder()
         .add_service(cryo_proto::v1::control_server::ControlServer::new(rpc::control::ControlService {
             daemon: daemon.clone(),
         }))
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
-        .await
-        .context("serving the socket")?;
+        .add_service(cryo_proto::v1::agent_server::AgentServer::new(rpc::agent::AgentService {
+            daemon: daemon.clone(),
+        }))
+        .serve_with_incoming_shutdown(incoming, async move {
+            serve_shutdown.cancelled().await;
+        });
+    // Sessions end before the server stops, so their agents' last calls
+    // (and the fallback messages) still go through.
+    let drain = async {
+        shutdown.cancelled().await;
+        daemon.shutdown().await;
+    };
+    let (served, ()) = tokio::join!(served, drain);
+    served.context("serving the socket")?;
     tracing::info!("cryod stopped");
     Ok(())
 }

@@ -33,7 +33,14 @@ pub enum ChamberCmd {
         /// Agent command for a scaffolded cryo.toml (with --init).
         #[arg(long, requires = "init")]
         agent: Option<String>,
+        /// Start the chamber once registered.
+        #[arg(long)]
+        start: bool,
     },
+    /// Start a chamber: its first start runs a bootstrap session.
+    Start { chamber: Option<String> },
+    /// Stop a chamber, ending a running session; returns once it has ended.
+    Stop { chamber: Option<String> },
     /// List the registered chambers.
     #[command(alias = "ls")]
     List,
@@ -47,7 +54,9 @@ pub enum ChamberCmd {
 pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
     match cmd {
         ChamberCmd::Init { dir, agent } => init(&ctx, dir, agent).await,
-        ChamberCmd::Add { dir, name, init, agent } => add(&ctx, dir, name, init, agent).await,
+        ChamberCmd::Add { dir, name, init, agent, start } => add(&ctx, dir, name, init, agent, start).await,
+        ChamberCmd::Start { chamber } => start(&ctx, chamber).await,
+        ChamberCmd::Stop { chamber } => stop(&ctx, chamber).await,
         ChamberCmd::List => list(&ctx).await,
         ChamberCmd::Status { chamber } => status(&ctx, chamber).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
@@ -138,7 +147,14 @@ fn print_init(r: &pb::ChamberInitReply) {
     println!("chamber scaffolded in {}", r.path);
 }
 
-async fn add(ctx: &Ctx, dir: PathBuf, name: Option<String>, init: bool, agent: Option<String>) -> Result<()> {
+async fn add(
+    ctx: &Ctx,
+    dir: PathBuf,
+    name: Option<String>,
+    init: bool,
+    agent: Option<String>,
+    start: bool,
+) -> Result<()> {
     let dir = absolute(&dir)?;
     let mut c = client::control(&ctx.socket).await?;
     let r = c
@@ -147,6 +163,7 @@ async fn add(ctx: &Ctx, dir: PathBuf, name: Option<String>, init: bool, agent: O
             name: name.unwrap_or_default(),
             init,
             agent: agent.unwrap_or_default(),
+            start,
         })
         .await?
         .into_inner();
@@ -203,8 +220,17 @@ pub fn chamber_json(c: &pb::Chamber) -> serde_json::Value {
         "agent": c.agent,
         "timezone": c.timezone,
         "created_at": c.created_at,
-        "fault": if c.fault.is_empty() { serde_json::Value::Null } else { c.fault.clone().into() },
+        "fault": null_if_empty(&c.fault),
+        "session": c.session,
+        "next_wake": null_if_empty(&c.next_wake),
+        "last_result": null_if_empty(&c.last_result),
+        "mail_waiting": c.mail_waiting,
+        "attention": null_if_empty(&c.attention),
     })
+}
+
+fn null_if_empty(s: &str) -> serde_json::Value {
+    if s.is_empty() { serde_json::Value::Null } else { s.into() }
 }
 
 async fn list(ctx: &Ctx) -> Result<()> {
@@ -218,9 +244,21 @@ async fn list(ctx: &Ctx) -> Result<()> {
         println!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
         return Ok(());
     }
-    let rows: Vec<Vec<String>> =
-        r.chambers.iter().map(|c| vec![c.name.clone(), state_name(c.state).to_string(), c.path.clone()]).collect();
-    output::table(&["NAME", "STATE", "PATH"], &rows);
+    let rows: Vec<Vec<String>> = r
+        .chambers
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                state_name(c.state).to_string(),
+                if c.session == 0 { "-".into() } else { c.session.to_string() },
+                if c.next_wake.is_empty() { "-".into() } else { c.next_wake.clone() },
+                c.mail_waiting.to_string(),
+                c.path.clone(),
+            ]
+        })
+        .collect();
+    output::table(&["NAME", "STATE", "SESSION", "NEXT WAKE", "MAIL", "PATH"], &rows);
     Ok(())
 }
 
@@ -248,6 +286,19 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             println!("  timezone  {}", ch.timezone);
         }
         println!("  added     {}", ch.created_at);
+        if ch.session > 0 {
+            println!("  session   {}", ch.session);
+        }
+        if !ch.next_wake.is_empty() {
+            println!("  next wake {}", ch.next_wake);
+        }
+        if !ch.last_result.is_empty() {
+            println!("  last      {}", ch.last_result);
+        }
+        println!("  mail      {} unread", ch.mail_waiting);
+        if !ch.attention.is_empty() {
+            println!("  attention {}", ch.attention);
+        }
         if !ch.fault.is_empty() {
             println!("  fault     {}", ch.fault);
         }
@@ -268,6 +319,46 @@ async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         output::json(&chamber_json(&ch));
     } else {
         println!("removed {:?} from the registry; its files in {} are untouched", ch.name, ch.path);
+    }
+    Ok(())
+}
+
+async fn start(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_start(pb::ChamberStartRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
+    } else if r.already {
+        println!("{:?} is already started", ch.name);
+    } else {
+        println!("started {:?}", ch.name);
+    }
+    Ok(())
+}
+
+async fn stop(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_stop(pb::ChamberStopRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already, "ended_session": r.ended_session }));
+    } else if r.already {
+        println!("{:?} is already stopped", ch.name);
+    } else if r.ended_session {
+        println!("stopped {:?} (its running session was ended)", ch.name);
+    } else {
+        println!("stopped {:?}", ch.name);
     }
     Ok(())
 }

@@ -73,6 +73,7 @@ pub async fn run(_ctx: Ctx) -> Result<()> {
             name: "demo".into(),
             init: true,
             agent: String::new(),
+            start: false,
         })
         .await?
         .into_inner();

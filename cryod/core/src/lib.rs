@@ -3,9 +3,35 @@
 //! Everything here decides and nothing acts: no tokio, no files, no sockets,
 //! no clock of its own. Time arrives as a value (`now`), and results are values
 //! the daemon carries out. That keeps the rules of the product (the time
-//! grammar, the TODO lifecycle, the hibernate gate, what an agent is told)
-//! testable in milliseconds with tables.
+//! grammar, the TODO lifecycle, the hibernate gate, what an agent is told and
+//! what cryod says when a session goes wrong) testable in milliseconds.
 
+pub mod hibernate;
 pub mod message;
+pub mod prompt;
+pub mod session;
 pub mod time;
 pub mod todo;
+
+#[cfg(test)]
+mod purity {
+    /// The core stays free of I/O and runtimes (STYLE.md section 1).
+    #[test]
+    fn core_imports_no_io() {
+        let sources = [
+            include_str!("hibernate.rs"),
+            include_str!("message.rs"),
+            include_str!("prompt.rs"),
+            include_str!("session.rs"),
+            include_str!("time.rs"),
+            include_str!("todo.rs"),
+        ];
+        for src in sources {
+            for banned in
+                ["tokio", "tonic", "rusqlite", "std::fs", "std::net", "std::process", "SystemTime::now", "Utc::now"]
+            {
+                assert!(!src.contains(banned), "cryo-core must not use {banned}");
+            }
+        }
+    }
+}

@@ -324,16 +324,32 @@ impl TodoList {
     /// added, due after 2^k minutes (capped at a day), unless `max_attempts`
     /// is exhausted. Returns the retry ids and the claims that gave up.
     pub fn fail(&mut self, claims: &[Claim], now: DateTime<Utc>, max_attempts: u32) -> (Vec<u64>, Vec<Claim>) {
+        self.retry(claims, now, max_attempts, retry_delay)
+    }
+
+    /// A session was ended from outside (an operator's stop or replace): each
+    /// claim is done and re-queued at once as `text (attempt k)` with a fresh id.
+    pub fn requeue(&mut self, claims: &[Claim], now: DateTime<Utc>) -> Vec<u64> {
+        self.retry(claims, now, u32::MAX, |_| Duration::zero()).0
+    }
+
+    fn retry(
+        &mut self,
+        claims: &[Claim],
+        now: DateTime<Utc>,
+        max_attempts: u32,
+        delay: impl Fn(u32) -> Duration,
+    ) -> (Vec<u64>, Vec<Claim>) {
         self.complete(claims);
         let mut retries = Vec::new();
         let mut exhausted = Vec::new();
         for c in claims {
-            let k = c.attempt + 1;
+            let k = c.attempt.saturating_add(1);
             if k > max_attempts {
                 exhausted.push(c.clone());
                 continue;
             }
-            let delay = retry_delay(k);
+            let delay = delay(k);
             let id = self.next_id();
             self.items.push(Todo {
                 id,

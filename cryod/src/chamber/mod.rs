@@ -5,7 +5,10 @@
 //! half-written file.
 
 pub mod config;
+pub mod log;
+pub mod mailbox;
 pub mod scaffold;
+pub mod todos;
 
 use std::io::Write;
 use std::path::Path;

@@ -30,11 +30,16 @@ impl Control for ControlService {
     async fn chamber_add(&self, req: Request<pb::ChamberAddRequest>) -> R<pb::ChamberAddReply> {
         let req = req.into_inner();
         let added = self.daemon.add(Path::new(&req.dir), opt(&req.name), req.init, opt(&req.agent)).await?;
+        let mut view = added.view;
+        if req.start {
+            let r = crate::daemon::ChamberRef::Name(view.record.name.clone());
+            view = self.daemon.start(&r).await?.0;
+        }
         Ok(Response::new(pb::ChamberAddReply {
-            chamber: Some(convert::chamber(&added.view)),
+            chamber: Some(convert::chamber(&view)),
             already_registered: added.already_registered,
-            init: added.init.map(|s| convert::init_reply(added.view.record.path.clone(), s)),
-            warnings: added.view.warnings.clone(),
+            init: added.init.map(|s| convert::init_reply(view.record.path.clone(), s)),
+            warnings: view.snap.warnings.clone(),
         }))
     }
 
@@ -56,5 +61,17 @@ impl Control for ControlService {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         let v = self.daemon.remove(&r).await?;
         Ok(Response::new(pb::ChamberRemoveReply { chamber: Some(convert::chamber(&v)) }))
+    }
+
+    async fn chamber_start(&self, req: Request<pb::ChamberStartRequest>) -> R<pb::ChamberStartReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already) = self.daemon.start(&r).await?;
+        Ok(Response::new(pb::ChamberStartReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_stop(&self, req: Request<pb::ChamberStopRequest>) -> R<pb::ChamberStopReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already, ended_session) = self.daemon.stop(&r).await?;
+        Ok(Response::new(pb::ChamberStopReply { chamber: Some(convert::chamber(&v)), already, ended_session }))
     }
 }

@@ -26,16 +26,21 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
             Desired::Stopped => pb::DesiredState::Stopped,
             Desired::Started => pb::DesiredState::Started,
         } as i32,
-        state: match v.state {
+        state: match v.snap.state {
             State::Stopped => pb::ChamberState::Stopped,
             State::Idle => pb::ChamberState::Idle,
             State::Running => pb::ChamberState::Running,
             State::Faulted => pb::ChamberState::Faulted,
         } as i32,
         created_at: v.record.created_at.clone(),
-        fault: v.fault.clone().unwrap_or_default(),
-        agent: v.agent.clone(),
-        timezone: v.timezone.name().to_string(),
+        fault: v.snap.fault.clone().unwrap_or_default(),
+        agent: v.snap.agent.clone(),
+        timezone: v.snap.timezone.clone(),
+        session: v.snap.session,
+        next_wake: v.snap.next_wake.map(crate::rfc3339).unwrap_or_default(),
+        last_result: v.snap.last_result.clone().unwrap_or_default(),
+        mail_waiting: v.snap.mail_waiting,
+        attention: v.snap.attention.clone().unwrap_or_default(),
     }
 }
 
@@ -46,4 +51,44 @@ pub fn init_reply(path: String, s: Scaffolded) -> pb::ChamberInitReply {
 /// An optional string field: empty means unset.
 pub fn opt(s: &str) -> Option<&str> {
     (!s.is_empty()).then_some(s)
+}
+
+/// A stored message as a `Mail`.
+pub fn mail(m: &crate::chamber::mailbox::Stored) -> pb::Mail {
+    pb::Mail {
+        file: m.name.clone(),
+        from: m.message.from.clone(),
+        subject: m.message.subject.clone(),
+        timestamp: m.message.timestamp.map(crate::rfc3339).unwrap_or_default(),
+        body: m.message.body.clone(),
+        question: m.message.question,
+        direction: if m.folder.incoming() { "in" } else { "out" }.to_string(),
+    }
+}
+
+/// A TODO, its times in `tz`.
+pub fn todo(t: &cryo_core::todo::Todo, tz: chrono_tz::Tz) -> pb::Todo {
+    use cryo_core::todo::Repeat;
+    pb::Todo {
+        id: t.id,
+        text: t.text.clone(),
+        state: if t.done {
+            "done"
+        } else if t.claimed {
+            "claimed"
+        } else {
+            "pending"
+        }
+        .to_string(),
+        at: t.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default(),
+        attempt: t.attempt,
+        every: match &t.repeat {
+            Some(Repeat::Every(d)) => cryo_core::time::format_duration(*d),
+            _ => String::new(),
+        },
+        cron: match &t.repeat {
+            Some(Repeat::Cron(c)) => c.clone(),
+            _ => String::new(),
+        },
+    }
 }

@@ -4,6 +4,7 @@
 //!
 //! [`Daemon`]: crate::daemon::Daemon
 
+pub mod agent;
 pub mod control;
 pub mod convert;
 

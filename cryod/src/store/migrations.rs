@@ -15,6 +15,25 @@ const MIGRATIONS: &[&str] = &[
         desired     TEXT NOT NULL DEFAULT 'stopped' CHECK (desired IN ('stopped', 'started')),
         created_at  TEXT NOT NULL
     );",
+    // 2: session history, which is also the wake ledger: a wake is recorded
+    // here before its agent is spawned.
+    "CREATE TABLE sessions (
+        chamber_id  INTEGER NOT NULL REFERENCES chambers(id) ON DELETE CASCADE,
+        number      INTEGER NOT NULL,
+        wake_id     TEXT NOT NULL UNIQUE,
+        trigger     TEXT NOT NULL,
+        reasons     TEXT NOT NULL,
+        claimed     TEXT NOT NULL,
+        due_at      TEXT,
+        created_at  TEXT NOT NULL,
+        started_at  TEXT,
+        lateness_ms INTEGER,
+        pid         INTEGER,
+        ended_at    TEXT,
+        outcome     TEXT,
+        detail      TEXT,
+        PRIMARY KEY (chamber_id, number)
+    );",
 ];
 
 /// The schema version this build writes.

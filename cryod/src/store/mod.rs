@@ -8,6 +8,7 @@
 
 mod migrations;
 mod registry;
+mod sessions;
 
 use std::path::Path;
 
@@ -15,6 +16,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 pub use registry::{ChamberRecord, Desired};
+pub use sessions::{SessionRow, WakeRecord};
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 

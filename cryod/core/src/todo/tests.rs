@@ -206,3 +206,15 @@ fn recurring_cron_in_the_chamber_zone() {
     let reread = parse_file(&render_file(&list, tz), tz, 0).unwrap();
     assert_eq!(reread.get(id).unwrap().repeat, Some(Repeat::Cron("0 9 * * MON-FRI".into())));
 }
+
+#[test]
+fn requeue_is_due_now_with_a_fresh_id() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    list.add(one("x", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
+    let claims = list.claim_due(now, UTC, Duration::minutes(5));
+    let ids = list.requeue(&claims, now);
+    let t2 = list.get(ids[0]).unwrap();
+    assert_eq!((t2.id, t2.text.as_str(), t2.at), (2, "x (attempt 1)", Some(now)));
+    assert!(list.get(1).unwrap().done);
+}

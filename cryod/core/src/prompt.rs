@@ -1,0 +1,213 @@
+//! The prompt an agent receives at the start of a session: the protocol (our
+//! own text, embedded), then this session's facts: number, time and zone, why
+//! it woke, the TODO list, whether mail waits, and notices.
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+
+use crate::session::Trigger;
+use crate::time::{format_in, humanize};
+use crate::todo::{Claim, TodoList};
+
+/// The protocol every agent is given.
+pub const PROTOCOL: &str = include_str!("protocol.md");
+
+/// A wake later than this earns a DELAYED WAKE notice.
+pub const DELAY_NOTICE_AFTER: Duration = Duration::minutes(5);
+
+/// Most TODOs listed in a prompt; the rest are counted.
+const MAX_LISTED_TODOS: usize = 50;
+
+/// The facts of one session.
+pub struct PromptInput<'a> {
+    pub chamber: &'a str,
+    pub session: u64,
+    pub now: DateTime<Utc>,
+    pub tz: Tz,
+    pub trigger: Trigger,
+    /// The TODOs this session claimed.
+    pub claims: &'a [Claim],
+    /// Unread inbox messages (file names) when the session started.
+    pub mail: &'a [String],
+    pub todos: &'a TodoList,
+    /// The earliest due time of what woke it, for the delayed-wake notice.
+    pub due: Option<DateTime<Utc>>,
+    /// How the previous session ended, if it failed.
+    pub previous_failure: Option<&'a str>,
+    /// An operator's note for a manual wake.
+    pub note: Option<&'a str>,
+}
+
+pub fn build(p: &PromptInput<'_>) -> String {
+    let mut s = String::with_capacity(PROTOCOL.len() + 2048);
+    s.push_str(PROTOCOL);
+    s.push_str("\n---\n\n# This session\n\n");
+    s.push_str(&format!("- chamber: {}\n", p.chamber));
+    s.push_str(&format!("- session: {}\n", p.session));
+    s.push_str(&format!("- now: {} ({})\n", format_in(p.now, p.tz), p.tz.name()));
+    s.push_str(&format!("- woke because: {}\n", reasons(p)));
+
+    let mut notices = Vec::new();
+    if let Some(due) = p.due {
+        let late = p.now - due;
+        if p.trigger != Trigger::Inbox && late > DELAY_NOTICE_AFTER {
+            notices.push(format!(
+                "DELAYED WAKE: this wake was due at {} and runs {} late (the machine was asleep or cryo was down). \
+                 Check whether anything time-sensitive was missed.",
+                format_in(due, p.tz),
+                humanize(late)
+            ));
+        }
+    }
+    if let Some(f) = p.previous_failure {
+        notices.push(format!("PREVIOUS SESSION FAILED: {f}. Check cryo-agent.log and NOTES.md before going on."));
+    }
+    if !notices.is_empty() {
+        s.push_str("\n## Notices\n\n");
+        for n in notices {
+            s.push_str(&format!("- {n}\n"));
+        }
+    }
+
+    if let Some(note) = p.note {
+        s.push_str(&format!("\n## Operator's note\n\n{}\n", note.trim()));
+    }
+
+    s.push_str("\n## Mail\n\n");
+    if p.mail.is_empty() {
+        s.push_str("No unread mail.\n");
+    } else {
+        s.push_str(&format!(
+            "{} unread message{} wait{}: run `cryo-agent receive` first.\n",
+            p.mail.len(),
+            if p.mail.len() == 1 { "" } else { "s" },
+            if p.mail.len() == 1 { "s" } else { "" }
+        ));
+    }
+
+    s.push_str("\n## TODOs\n\n");
+    let open: Vec<_> = p.todos.items.iter().filter(|t| !t.done).collect();
+    if open.is_empty() {
+        s.push_str("None. Add one for the next wake before you hibernate (unless the plan is complete).\n");
+    } else {
+        s.push_str("`[~]` woke you (it completes when you hibernate), `[ ]` pending.\n\n");
+        for t in open.iter().take(MAX_LISTED_TODOS) {
+            let mark = if t.claimed || p.claims.iter().any(|c| c.id == t.id) { "~" } else { " " };
+            let at = t.at.map(|a| format_in(a, p.tz)).unwrap_or_else(|| "no time".into());
+            let rep = match &t.repeat {
+                Some(crate::todo::Repeat::Every(d)) => format!(", every {}", crate::time::format_duration(*d)),
+                Some(crate::todo::Repeat::Cron(c)) => format!(", cron \"{c}\""),
+                None => String::new(),
+            };
+            s.push_str(&format!("- [{mark}] {}. {} (at {at}{rep})\n", t.id, one_line(&t.text)));
+        }
+        if open.len() > MAX_LISTED_TODOS {
+            s.push_str(&format!("- … {} more: `cryo-agent todo list`\n", open.len() - MAX_LISTED_TODOS));
+        }
+    }
+    s
+}
+
+fn reasons(p: &PromptInput<'_>) -> String {
+    let mut r = Vec::new();
+    match p.trigger {
+        Trigger::Bootstrap => r.push("this is the first session of this chamber: read plan.md and begin".to_string()),
+        Trigger::Manual => r.push("an operator woke you".to_string()),
+        Trigger::Recovery => r.push("cryo restarted and is resuming this chamber".to_string()),
+        Trigger::Inbox | Trigger::Scheduled => {}
+    }
+    for c in p.claims {
+        let slots = if c.slots > 1 {
+            format!(", {} slots missed since {}, run once for all", c.slots, format_in(c.due, p.tz))
+        } else {
+            String::new()
+        };
+        r.push(format!("TODO {} is due: {}{slots}", c.id, one_line(&c.text)));
+    }
+    if !p.mail.is_empty() {
+        r.push(format!("new mail ({})", p.mail.join(", ")));
+    }
+    if r.is_empty() {
+        r.push(p.trigger.as_str().to_string());
+    }
+    r.join("; ")
+}
+
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::todo::NewTodo;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn input<'a>(todos: &'a TodoList, claims: &'a [Claim], mail: &'a [String]) -> PromptInput<'a> {
+        PromptInput {
+            chamber: "ci",
+            session: 7,
+            now: t("2026-03-05T12:00:00Z"),
+            tz: chrono_tz::Europe::Berlin,
+            trigger: Trigger::Scheduled,
+            claims,
+            mail,
+            todos,
+            due: None,
+            previous_failure: None,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn carries_the_facts() {
+        let now = t("2026-03-05T12:00:00Z");
+        let mut todos = TodoList::default();
+        todos
+            .add(
+                NewTodo { text: "check CI".into(), at: Some(t("2026-03-05T11:00:00Z")), ..NewTodo::default() },
+                now,
+                chrono_tz::UTC,
+            )
+            .unwrap();
+        let claims = todos.claim_due(now, chrono_tz::UTC, Duration::minutes(5));
+        let mail = vec!["2026-03-05T11-59-00.000Z_hi_1.md".to_string()];
+        let p = build(&input(&todos, &claims, &mail));
+        assert!(p.starts_with("# How to work in a cryo chamber"));
+        assert!(p.contains("- session: 7"));
+        assert!(p.contains("2026-03-05T13:00:00+01:00 (Europe/Berlin)"), "{p}");
+        assert!(p.contains("TODO 1 is due: check CI"));
+        assert!(p.contains("new mail (2026-03-05T11-59-00.000Z_hi_1.md)"));
+        assert!(p.contains("1 unread message waits"));
+        assert!(p.contains("- [~] 1. check CI"));
+        assert!(!p.contains("DELAYED"));
+    }
+
+    #[test]
+    fn delayed_wake_notice_only_when_late_and_not_for_mail() {
+        let todos = TodoList::default();
+        let mut i = input(&todos, &[], &[]);
+        i.due = Some(t("2026-03-05T11:50:00Z"));
+        assert!(build(&i).contains("DELAYED WAKE: this wake was due at 2026-03-05T12:50:00+01:00 and runs 10m late"));
+        i.due = Some(t("2026-03-05T11:58:00Z"));
+        assert!(!build(&i).contains("DELAYED"));
+        i.due = Some(t("2026-03-05T10:00:00Z"));
+        i.trigger = Trigger::Inbox;
+        assert!(!build(&i).contains("DELAYED"));
+    }
+
+    #[test]
+    fn previous_failure_and_bootstrap() {
+        let todos = TodoList::default();
+        let mut i = input(&todos, &[], &[]);
+        i.trigger = Trigger::Bootstrap;
+        i.previous_failure = Some("crashed: exit 2");
+        let p = build(&i);
+        assert!(p.contains("first session of this chamber"));
+        assert!(p.contains("PREVIOUS SESSION FAILED: crashed: exit 2"));
+        assert!(p.contains("None. Add one for the next wake"));
+    }
+}

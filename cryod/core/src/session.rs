@@ -1,0 +1,263 @@
+//! How a session ended, and what cryod writes about it.
+//!
+//! Invariant 1: every session produces at least one visible outbox message.
+//! Invariant 2: every claimed inbox batch is answered. When the agent did not
+//! do either, cryod writes a message from `cryochamber`; its texts are here,
+//! one for each case, so the operator can tell them apart.
+
+use crate::hibernate::Ending;
+
+/// Why a session began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Trigger {
+    /// Ranked for admission: lower runs first.
+    Inbox = 0,
+    Manual = 1,
+    Recovery = 2,
+    Bootstrap = 3,
+    Scheduled = 4,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Inbox => "inbox",
+            Trigger::Manual => "manual",
+            Trigger::Recovery => "recovery",
+            Trigger::Bootstrap => "bootstrap",
+            Trigger::Scheduled => "scheduled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Trigger> {
+        Some(match s {
+            "inbox" => Trigger::Inbox,
+            "manual" => Trigger::Manual,
+            "recovery" => Trigger::Recovery,
+            "bootstrap" => Trigger::Bootstrap,
+            "scheduled" => Trigger::Scheduled,
+            _ => return None,
+        })
+    }
+}
+
+/// How the agent process ended, as the daemon observed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Hibernated (or completed) as asked.
+    Hibernated(Ending),
+    /// Exited without hibernating.
+    Crashed(String),
+    /// Ran past `max_session_duration` and was killed.
+    TimedOut,
+    /// An operator stopped it.
+    Stopped,
+    /// The daemon stopped during the session (found at restart).
+    Interrupted,
+}
+
+impl Outcome {
+    /// Whether the session failed (its claimed TODOs get retries).
+    pub fn failed(&self) -> bool {
+        match self {
+            Outcome::Hibernated(Ending::Failure(_))
+            | Outcome::Crashed(_)
+            | Outcome::TimedOut
+            | Outcome::Interrupted => true,
+            Outcome::Hibernated(_) | Outcome::Stopped => false,
+        }
+    }
+
+    /// What happened, as a verb phrase for message subjects.
+    fn verb(&self) -> String {
+        match self {
+            Outcome::Hibernated(Ending::Failure(n)) => format!("failed (exit {n})"),
+            Outcome::Crashed(_) => "crashed".into(),
+            Outcome::TimedOut => "timed out".into(),
+            Outcome::Stopped => "was stopped by the operator".into(),
+            Outcome::Interrupted => "was interrupted (the daemon stopped)".into(),
+            Outcome::Hibernated(_) => "hibernated".into(),
+        }
+    }
+
+    /// One short phrase for status tables and logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Hibernated(Ending::Hibernate) => "hibernated".into(),
+            Outcome::Hibernated(Ending::Complete) => "completed the plan".into(),
+            Outcome::Hibernated(Ending::Failure(n)) => format!("failed: exit {n}"),
+            Outcome::Crashed(how) => format!("crashed: {how}"),
+            Outcome::TimedOut => "timed out".into(),
+            Outcome::Stopped => "stopped by the operator".into(),
+            Outcome::Interrupted => "interrupted: the daemon stopped".into(),
+        }
+    }
+}
+
+/// What the session did with the mailbox.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conversation {
+    /// A claimed batch is still without its reply.
+    pub unanswered_batch: bool,
+    /// The agent sent at least one message.
+    pub sent_any: bool,
+}
+
+/// A message cryod writes at the end of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub subject: String,
+    pub body: String,
+    /// It answers the claimed batch.
+    pub is_reply: bool,
+}
+
+/// The messages cryod owes the operator at the end of a session.
+/// `details` (exit, retries, log tail) is appended to failure reports.
+pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &str) -> Vec<Fallback> {
+    let mut out = Vec::new();
+    let details = details.trim();
+    let with_details = |s: String| if details.is_empty() { s } else { format!("{s}\n\n{details}") };
+    if outcome.failed() || matches!(outcome, Outcome::Stopped) {
+        let what = outcome.verb();
+        let (subject, body) = if conv.unanswered_batch {
+            (
+                format!("Session {session} {what} before replying"),
+                format!(
+                    "Session {session} {what} before replying to your message. It was received, and will be \
+                     picked up again when the chamber wakes."
+                ),
+            )
+        } else if !conv.sent_any {
+            (
+                format!("Session {session} {what} before sending anything"),
+                format!("Session {session} {what} before sending anything."),
+            )
+        } else {
+            (
+                format!("Session {session} {what}"),
+                format!("Session {session} {what} after sending its messages ({}).", outcome.describe()),
+            )
+        };
+        out.push(Fallback { subject, body: with_details(body), is_reply: conv.unanswered_batch });
+        return out;
+    }
+    if conv.unanswered_batch {
+        out.push(Fallback {
+            subject: format!("Session {session} hibernated without replying"),
+            body: format!(
+                "The agent received your message in session {session} but hibernated without replying. \
+                 It has the message; write again to wake it."
+            ),
+            is_reply: true,
+        });
+    } else if !conv.sent_any {
+        out.push(Fallback {
+            subject: format!("Session {session} hibernated without sending anything"),
+            body: with_details(format!("Session {session} {} without sending a message.", outcome.describe())),
+            is_reply: false,
+        });
+    }
+    out
+}
+
+/// The last `lines` non-empty lines of an agent log, with terminal escape
+/// sequences removed and the whole capped at `max_chars`.
+pub fn log_tail(log: &str, lines: usize, max_chars: usize) -> String {
+    let clean = strip_ansi(log);
+    let mut tail: Vec<&str> =
+        clean.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).rev().take(lines).collect();
+    tail.reverse();
+    let mut s = tail.join("\n");
+    if s.chars().count() > max_chars {
+        let skip = s.chars().count() - max_chars;
+        s = format!("…{}", s.chars().skip(skip + 1).collect::<String>());
+    }
+    s
+}
+
+/// Removes ANSI escape sequences (CSI, OSC) and other control characters but
+/// newlines and tabs.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    chars.next();
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' || (c == '\u{1b}' && chars.peek() == Some(&'\\')) {
+                            if c == '\u{1b}' {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                _ => {
+                    chars.next();
+                }
+            }
+        } else if c == '\r' {
+            continue;
+        } else if !c.is_control() || c == '\n' || c == '\t' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv(unanswered_batch: bool, sent_any: bool) -> Conversation {
+        Conversation { unanswered_batch, sent_any }
+    }
+
+    #[test]
+    fn the_four_texts_are_distinct() {
+        let ok = Outcome::Hibernated(Ending::Hibernate);
+        let crash = Outcome::Crashed("exit 1".into());
+        let a = fallbacks(3, &ok, conv(true, false), "");
+        let b = fallbacks(3, &crash, conv(true, false), "tail");
+        let c = fallbacks(3, &ok, conv(false, false), "");
+        let d = fallbacks(3, &crash, conv(false, false), "tail");
+        assert!(a[0].subject.contains("hibernated without replying") && a[0].is_reply);
+        assert!(b[0].subject.contains("crashed before replying") && b[0].is_reply, "{b:?}");
+        assert!(b[0].body.contains("tail"));
+        assert!(c[0].subject.contains("hibernated without sending anything") && !c[0].is_reply);
+        assert!(d[0].subject.contains("crashed before sending anything"), "{d:?}");
+        let subjects: std::collections::HashSet<_> = [&a, &b, &c, &d].iter().map(|f| f[0].subject.clone()).collect();
+        assert_eq!(subjects.len(), 4);
+    }
+
+    #[test]
+    fn no_fallback_when_the_agent_spoke() {
+        let ok = Outcome::Hibernated(Ending::Hibernate);
+        assert!(fallbacks(1, &ok, conv(false, true), "").is_empty());
+        // A failure is always reported, even after the agent spoke.
+        let f = fallbacks(1, &Outcome::TimedOut, conv(false, true), "");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].subject.contains("timed out"));
+    }
+
+    #[test]
+    fn tails_are_clean_and_capped() {
+        let log = "first\n\x1b[31mred\x1b[0m line\n\n\x1b]0;title\x07second\r\n   \nthird\n";
+        assert_eq!(log_tail(log, 2, 100), "second\nthird");
+        assert_eq!(log_tail(log, 10, 100), "first\nred line\nsecond\nthird");
+        let capped = log_tail(&"x".repeat(50), 1, 10);
+        assert_eq!(capped.chars().count(), 10);
+        assert!(capped.starts_with('…'));
+    }
+}

@@ -1,0 +1,244 @@
+//! A chamber's mailbox: `messages/inbox/` (to the agent), its `archive/`
+//! (claimed), `messages/outbox/` (from the agent or cryod) and its `archive/`
+//! (delivered by a bridge), and `messages/rejected/` for files that could not
+//! be read.
+//!
+//! Readers skip dot files and non-`.md` files. Only regular files are read: a
+//! symlink could point anywhere, so it is rejected like a malformed file. A
+//! rejected file is moved, never deleted, with a note saying why.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use cryo_core::message::{self, Message};
+
+use super::write_atomic;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Where a message lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Folder {
+    Inbox,
+    InboxArchive,
+    Outbox,
+    OutboxArchive,
+}
+
+impl Folder {
+    pub fn rel(self) -> &'static str {
+        match self {
+            Folder::Inbox => "messages/inbox",
+            Folder::InboxArchive => "messages/inbox/archive",
+            Folder::Outbox => "messages/outbox",
+            Folder::OutboxArchive => "messages/outbox/archive",
+        }
+    }
+
+    /// Messages here were written to the agent.
+    pub fn incoming(self) -> bool {
+        matches!(self, Folder::Inbox | Folder::InboxArchive)
+    }
+}
+
+/// A message read from a folder.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub folder: Folder,
+    pub name: String,
+    pub message: Message,
+}
+
+/// A chamber's mailbox.
+#[derive(Debug, Clone)]
+pub struct Mailbox {
+    root: PathBuf,
+    tz: Tz,
+}
+
+impl Mailbox {
+    pub fn new(root: &Path, tz: Tz) -> Mailbox {
+        Mailbox { root: root.to_path_buf(), tz }
+    }
+
+    pub fn dir(&self, f: Folder) -> PathBuf {
+        self.root.join(f.rel())
+    }
+
+    /// Message file names in `f`, in time order.
+    pub fn names(&self, f: Folder) -> std::io::Result<Vec<String>> {
+        let dir = self.dir(f);
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| message::is_message_name(n))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Unread messages waiting in the inbox.
+    pub fn unread(&self) -> Vec<String> {
+        self.names(Folder::Inbox).unwrap_or_default()
+    }
+
+    /// Reads and parses every message in `f`. Files that cannot be read are
+    /// moved to `messages/rejected/` when `f` is the inbox, and skipped in
+    /// other folders.
+    pub fn read(&self, f: Folder) -> std::io::Result<Vec<Stored>> {
+        let mut out = Vec::new();
+        for name in self.names(f)? {
+            match self.read_one(f, &name) {
+                Ok(m) => out.push(Stored { folder: f, name, message: m }),
+                Err(reason) => {
+                    if f == Folder::Inbox {
+                        self.reject(f, &name, &reason);
+                    } else {
+                        tracing::warn!(file = %name, %reason, "skipping an unreadable message");
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_one(&self, f: Folder, name: &str) -> Result<Message, String> {
+        let path = self.dir(f).join(name);
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
+        if !meta.file_type().is_file() {
+            return Err("not a regular file (symlinks and folders are not read)".into());
+        }
+        if meta.len() as usize > message::MAX_MESSAGE_BYTES {
+            return Err(message::MessageError::TooLarge(meta.len() as usize).to_string());
+        }
+        let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+        message::parse(&bytes, self.tz).map_err(|e| e.to_string())
+    }
+
+    /// Moves a file to `messages/rejected/` with a `.reason` note beside it.
+    pub fn reject(&self, f: Folder, name: &str, reason: &str) {
+        let rejected = self.root.join("messages/rejected");
+        let _ = std::fs::create_dir_all(&rejected);
+        let target = unique_target(&rejected, name);
+        match std::fs::rename(self.dir(f).join(name), &target) {
+            Ok(()) => {
+                let note = target.with_file_name(format!(
+                    "{}.reason",
+                    target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                ));
+                let _ = write_atomic(&note, format!("{reason}\n").as_bytes());
+                tracing::warn!(file = %name, %reason, "message rejected");
+            }
+            Err(error) => tracing::warn!(file = %name, %error, "cannot move a bad message to messages/rejected"),
+        }
+    }
+
+    /// Claims the inbox: every readable message moves to `inbox/archive/`.
+    /// Returns the claimed messages in time order.
+    pub fn claim_inbox(&self) -> std::io::Result<Vec<Stored>> {
+        let msgs = self.read(Folder::Inbox)?;
+        let archive = self.dir(Folder::InboxArchive);
+        std::fs::create_dir_all(&archive)?;
+        let mut claimed = Vec::with_capacity(msgs.len());
+        for mut m in msgs {
+            let target = unique_target(&archive, &m.name);
+            std::fs::rename(self.dir(Folder::Inbox).join(&m.name), &target)?;
+            m.folder = Folder::InboxArchive;
+            m.name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(m.name);
+            claimed.push(m);
+        }
+        if !claimed.is_empty() {
+            std::fs::File::open(&archive)?.sync_all()?;
+        }
+        Ok(claimed)
+    }
+
+    /// Writes a message into `f` atomically; returns its file name.
+    pub fn write(&self, f: Folder, msg: &Message, now: DateTime<Utc>) -> std::io::Result<String> {
+        let dir = self.dir(f);
+        std::fs::create_dir_all(&dir)?;
+        let unique = format!("{:04x}{:04x}", SEQ.fetch_add(1, Ordering::Relaxed) & 0xffff, random_u16());
+        let name = message::file_name(now, &msg.subject, &unique);
+        write_atomic(&dir.join(&name), message::render(msg, self.tz).as_bytes())?;
+        Ok(name)
+    }
+
+    /// The conversation: incoming (inbox archive) and outgoing (outbox and its
+    /// archive) messages, oldest first.
+    pub fn dialog(&self) -> Vec<Stored> {
+        let mut all = Vec::new();
+        for f in [Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
+            all.extend(self.read(f).unwrap_or_default());
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}
+
+fn unique_target(dir: &Path, name: &str) -> PathBuf {
+    let mut target = dir.join(name);
+    let mut n = 1;
+    while target.symlink_metadata().is_ok() {
+        let stem = name.strip_suffix(".md").unwrap_or(name);
+        target = dir.join(format!("{stem}-{n}.md"));
+        n += 1;
+    }
+    target
+}
+
+fn random_u16() -> u16 {
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    u16::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn claim_moves_the_batch_and_rejects_bad_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::new(dir.path(), chrono_tz::UTC);
+        let m = Message { from: "op".into(), subject: "hi".into(), body: "hello".into(), ..Message::default() };
+        let a = mb.write(Folder::Inbox, &m, now()).unwrap();
+        std::fs::write(mb.dir(Folder::Inbox).join("zz-bad.md"), "---\nfrom: x\n").unwrap();
+        std::fs::write(mb.dir(Folder::Inbox).join(".tmp.md"), "partial").unwrap();
+        std::fs::write(mb.dir(Folder::Inbox).join("notes.txt"), "ignored").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", mb.dir(Folder::Inbox).join("link.md")).unwrap();
+        assert_eq!(mb.unread().len(), 3);
+        let claimed = mb.claim_inbox().unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].name, a);
+        assert_eq!(claimed[0].message.body, "hello");
+        assert!(mb.unread().is_empty());
+        let rejected = dir.path().join("messages/rejected");
+        assert!(rejected.join("zz-bad.md").is_file());
+        assert!(std::fs::read_to_string(rejected.join("zz-bad.md.reason")).unwrap().contains("never closed"));
+        assert!(rejected.join("link.md").symlink_metadata().unwrap().file_type().is_symlink());
+        // Dot files and other files stay where they are.
+        assert!(mb.dir(Folder::Inbox).join(".tmp.md").exists());
+        assert!(mb.dir(Folder::Inbox).join("notes.txt").exists());
+    }
+
+    #[test]
+    fn names_are_unique_in_one_millisecond() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::new(dir.path(), chrono_tz::UTC);
+        let m = Message::default();
+        let names: std::collections::HashSet<_> =
+            (0..200).map(|_| mb.write(Folder::Outbox, &m, now()).unwrap()).collect();
+        assert_eq!(names.len(), 200);
+    }
+}

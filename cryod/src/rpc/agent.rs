@@ -1,0 +1,143 @@
+//! The Agent service (`cryo-agent` inside a session).
+//!
+//! Every call carries the session token (metadata `x-cryo-session-token`) and
+//! the chamber name the agent was given (`x-cryo-chamber`). The token must
+//! belong to a live session of that very chamber; then the call goes to the
+//! chamber's supervisor, which owns the chamber's files.
+
+use cryo_proto::v1 as pb;
+use cryo_proto::v1::agent_server::Agent;
+use tokio::sync::oneshot;
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use crate::daemon::Daemon;
+use crate::error::Error;
+use crate::supervisor::{AgentCall, AgentReply, Event};
+
+pub struct AgentService {
+    pub daemon: Daemon,
+}
+
+type R<T> = Result<Response<T>, Status>;
+
+/// gRPC metadata key carrying the chamber name the agent was started in.
+pub const CHAMBER_METADATA: &str = "x-cryo-chamber";
+
+impl AgentService {
+    async fn call<T>(&self, req: &Request<T>, call: AgentCall) -> Result<AgentReply, Status> {
+        let md = req.metadata();
+        let token = md.get(cryo_proto::TOKEN_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if token.is_empty() {
+            return Err(Status::unauthenticated(
+                "cryo-agent works only inside a cryo session (CRYO_SESSION_TOKEN is not set)",
+            ));
+        }
+        let entry = self.daemon.shared().tokens.lock().expect("tokens lock").get(token).cloned();
+        let Some(entry) = entry else {
+            return Err(Status::permission_denied(
+                "this session token is not valid: its session has ended (or it was never issued)",
+            ));
+        };
+        let claimed = md.get(CHAMBER_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if claimed != entry.name {
+            return Err(Status::permission_denied(format!(
+                "this session token belongs to another chamber than {claimed:?}: an agent acts only on its own chamber"
+            )));
+        }
+        let (tx, rx) = oneshot::channel();
+        entry
+            .tx
+            .send(Event::Agent { session: entry.session, call, reply: tx })
+            .map_err(|_| Status::unavailable("the chamber's supervisor has stopped"))?;
+        let reply = rx.await.map_err(|_| Status::unavailable("the session ended during the call"))?;
+        reply.map_err(Status::from)
+    }
+}
+
+fn unexpected() -> Status {
+    Error::Internal("unexpected reply from the supervisor".into()).into()
+}
+
+fn todos_reply(r: AgentReply) -> Result<pb::TodoListReply, Status> {
+    match r {
+        AgentReply::Todos { todos, tz } => Ok(pb::TodoListReply {
+            todos: todos.iter().map(|t| convert::todo(t, tz)).collect(),
+            timezone: tz.name().to_string(),
+        }),
+        _ => Err(unexpected()),
+    }
+}
+
+#[tonic::async_trait]
+impl Agent for AgentService {
+    async fn hibernate(&self, req: Request<pb::HibernateRequest>) -> R<pb::HibernateReply> {
+        let r = req.get_ref();
+        let call = AgentCall::Hibernate {
+            summary: r.summary.clone(),
+            complete: r.complete,
+            exit_code: r.exit_code,
+            linger_secs: r.linger_secs,
+        };
+        match self.call(&req, call).await? {
+            AgentReply::Hibernate(message) => Ok(Response::new(pb::HibernateReply { message })),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn send(&self, req: Request<pb::SendRequest>) -> R<pb::SendReply> {
+        let r = req.get_ref();
+        let call = AgentCall::Send { text: r.text.clone(), question: r.question, subject: r.subject.clone() };
+        match self.call(&req, call).await? {
+            AgentReply::Sent { file, reply } => Ok(Response::new(pb::SendReply { file, reply })),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn receive(&self, req: Request<pb::ReceiveRequest>) -> R<pb::ReceiveReply> {
+        match self.call(&req, AgentCall::Receive).await? {
+            AgentReply::Mail(m) => {
+                Ok(Response::new(pb::ReceiveReply { messages: m.iter().map(convert::mail).collect() }))
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn dialog(&self, req: Request<pb::DialogRequest>) -> R<pb::DialogReply> {
+        let r = req.get_ref();
+        let call = AgentCall::Dialog { last: r.last, all: r.all };
+        match self.call(&req, call).await? {
+            AgentReply::Dialog { messages, claimed } => {
+                Ok(Response::new(pb::DialogReply { messages: messages.iter().map(convert::mail).collect(), claimed }))
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn todo_add(&self, req: Request<pb::TodoAddRequest>) -> R<pb::TodoAddReply> {
+        let r = req.get_ref();
+        let call = AgentCall::TodoAdd {
+            text: r.text.clone(),
+            at: r.at.clone(),
+            every: r.every.clone(),
+            cron: r.cron.clone(),
+            missed: r.missed.clone(),
+        };
+        let list = todos_reply(self.call(&req, call).await?)?;
+        Ok(Response::new(pb::TodoAddReply { todo: list.todos.into_iter().next() }))
+    }
+
+    async fn todo_list(&self, req: Request<pb::TodoListRequest>) -> R<pb::TodoListReply> {
+        todos_reply(self.call(&req, AgentCall::TodoList).await?).map(Response::new)
+    }
+
+    async fn todo_done(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {
+        let id = req.get_ref().id;
+        todos_reply(self.call(&req, AgentCall::TodoDone(id)).await?).map(Response::new)
+    }
+
+    async fn todo_remove(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {
+        let id = req.get_ref().id;
+        todos_reply(self.call(&req, AgentCall::TodoRemove(id)).await?).map(Response::new)
+    }
+}

@@ -1,0 +1,44 @@
+//! What every supervisor and service shares: the store, the clock, the
+//! config, admission, the scheduler, the file watcher and the live session
+//! tokens.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use chrono_tz::Tz;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::admission::Admission;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::scheduler::Scheduler;
+use crate::store::Store;
+use crate::supervisor::Event;
+use crate::watch::Watcher;
+
+/// The session a token belongs to.
+#[derive(Clone)]
+pub struct TokenEntry {
+    pub chamber: i64,
+    pub name: String,
+    pub session: u64,
+    pub tx: UnboundedSender<Event>,
+}
+
+pub struct Shared {
+    pub store: Store,
+    pub clock: Clock,
+    pub config: Config,
+    pub system_tz: Tz,
+    pub admission: Admission,
+    pub scheduler: Scheduler,
+    pub watcher: Watcher,
+    /// Live sessions by token. A token is added when its agent is spawned and
+    /// removed when its session ends, so a replayed token finds nothing.
+    pub tokens: Mutex<HashMap<String, TokenEntry>>,
+    /// The socket agents are told to use (`CRYO_SOCKET`).
+    pub socket: PathBuf,
+    /// The folder holding `cryo-agent`, put first on agents' PATH.
+    pub agent_bin: Option<PathBuf>,
+}

@@ -1,0 +1,237 @@
+//! Agent processes: the command line for each agent kind, the session's
+//! environment, process groups, and ending them.
+//!
+//! Known kinds get their unattended, headless form. Flags as seen on the
+//! releases checked on 2026-11-22 (see `../shared/notes/agent-clis.md`):
+//! `@anthropic-ai/claude-code@2.1.330`, `@openai/codex@0.169.0`,
+//! `opencode-ai@1.18.33`.
+//! - `claude -p ... -- PROMPT`: the prompt goes after `--`, because
+//!   `--allowedTools` takes several values and would swallow it.
+//!   `--dangerously-skip-permissions` is refused as root unless `IS_SANDBOX=1`,
+//!   so as root the default is an explicit `--allowedTools` list.
+//! - `codex exec -C DIR --skip-git-repo-check
+//!   --dangerously-bypass-approvals-and-sandbox -c shell_environment_policy.inherit=all PROMPT`:
+//!   the sandbox would block cryo-agent's socket, and without `inherit=all`
+//!   the tool calls lose our `CRYO_*` variables.
+//! - `opencode run --dir DIR PROMPT`.
+//!
+//! Any other `agent` command runs as given, with the prompt as its last
+//! argument. A prompt too long for one argument is written to a file and the
+//! agent is told to read it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Longest prompt passed as one argument (Linux caps one at 128 KiB).
+pub const MAX_PROMPT_ARG: usize = 100 * 1024;
+
+/// A resolved command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Extra environment the kind needs (never secrets).
+    pub env: BTreeMap<String, String>,
+}
+
+/// The agent kinds cryo knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Claude,
+    Codex,
+    OpenCode,
+    Other,
+}
+
+impl Kind {
+    pub fn of(program: &str) -> Kind {
+        match Path::new(program).file_name().and_then(|n| n.to_str()) {
+            Some("claude") => Kind::Claude,
+            Some("codex") => Kind::Codex,
+            Some("opencode") => Kind::OpenCode,
+            _ => Kind::Other,
+        }
+    }
+}
+
+/// Splits a command line into words: whitespace separates, single and double
+/// quotes group, a backslash escapes the next character.
+pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    in_word = true;
+                }
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err(format!("unbalanced quote in agent command {s:?}"));
+    }
+    if in_word {
+        words.push(cur);
+    }
+    if words.is_empty() {
+        return Err("the agent command is empty".into());
+    }
+    Ok(words)
+}
+
+/// The command line that runs `agent` in `chamber` with `prompt`.
+/// `prompt_file` is where a long prompt is written (relative to the chamber).
+pub fn command_line(
+    agent: &str,
+    chamber: &Path,
+    prompt: &str,
+    prompt_file: &str,
+    as_root: bool,
+) -> Result<Launch, String> {
+    let mut words = split_words(agent)?;
+    let program = words.remove(0);
+    let extra = words;
+    let prompt_arg = if prompt.len() > MAX_PROMPT_ARG {
+        format!(
+            "Your instructions for this session are in the file {prompt_file} (too long to pass here). Read it now and follow it."
+        )
+    } else {
+        prompt.to_string()
+    };
+    let dir = chamber.to_string_lossy().into_owned();
+    let mut env = BTreeMap::new();
+    let mut args: Vec<String> = Vec::new();
+    match Kind::of(&program) {
+        Kind::Claude => {
+            args.push("-p".into());
+            args.extend(extra);
+            if as_root {
+                args.extend(["--allowedTools".into(), CLAUDE_ROOT_TOOLS.into()]);
+            } else {
+                args.push("--dangerously-skip-permissions".into());
+            }
+            args.push("--".into());
+            args.push(prompt_arg);
+        }
+        Kind::Codex => {
+            args.extend(["exec".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
+            args.push("--dangerously-bypass-approvals-and-sandbox".into());
+            args.extend(["-c".into(), "shell_environment_policy.inherit=all".into()]);
+            args.extend(extra);
+            args.push(prompt_arg);
+        }
+        Kind::OpenCode => {
+            args.extend(["run".into(), "--dir".into(), dir]);
+            args.extend(extra);
+            args.push(prompt_arg);
+        }
+        Kind::Other => {
+            args.extend(extra);
+            args.push(prompt_arg);
+        }
+    }
+    env.insert("CRYO_AGENT_KIND".into(), format!("{:?}", Kind::of(&program)).to_lowercase());
+    Ok(Launch { program, args, env })
+}
+
+/// Tools Claude Code may use unattended as root, where it refuses
+/// `--dangerously-skip-permissions`.
+const CLAUDE_ROOT_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";
+
+/// The folder holding `cryo-agent` (beside the running binary).
+pub fn agent_bin_dir() -> Option<PathBuf> {
+    std::env::current_exe().ok()?.parent().map(Path::to_path_buf)
+}
+
+/// Whether `program` can be found (absolute, relative to `cwd`, or on `path`).
+pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return executable(&p).then_some(p);
+    }
+    path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| executable(p))
+}
+
+/// Sends `signal` to the whole process group `pgid`.
+pub fn signal_group(pgid: i32, signal: nix::sys::signal::Signal) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal).is_ok()
+}
+
+/// Whether any process of group `pgid` is alive.
+pub fn group_alive(pgid: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert_eq!(split_words("sh ./agent.sh").unwrap(), ["sh", "./agent.sh"]);
+        assert_eq!(split_words(r#"my\ agent "a b" 'c "d"' e\"f"#).unwrap(), ["my agent", "a b", "c \"d\"", "e\"f"]);
+        assert_eq!(split_words("x ''").unwrap(), ["x", ""]);
+        assert!(split_words("'open").is_err());
+        assert!(split_words("   ").is_err());
+    }
+
+    #[test]
+    fn known_kinds() {
+        let c = Path::new("/c");
+        let l = command_line("claude", c, "P", "f", false).unwrap();
+        assert_eq!(l.args, ["-p", "--dangerously-skip-permissions", "--", "P"]);
+        let l = command_line("claude --model opus", c, "P", "f", true).unwrap();
+        assert_eq!(l.args[..3], ["-p", "--model", "opus"]);
+        assert_eq!(l.args[3], "--allowedTools");
+        assert_eq!(l.args[5..], ["--", "P"]);
+        let l = command_line("/usr/bin/codex", c, "P", "f", false).unwrap();
+        assert_eq!(l.program, "/usr/bin/codex");
+        assert_eq!(l.args[..4], ["exec", "-C", "/c", "--skip-git-repo-check"]);
+        assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
+        assert_eq!(l.args.last().unwrap(), "P");
+        let l = command_line("opencode", c, "P", "f", false).unwrap();
+        assert_eq!(l.args, ["run", "--dir", "/c", "P"]);
+        let l = command_line("sh agent.sh --fast", c, "P", "f", false).unwrap();
+        assert_eq!(
+            (l.program.as_str(), l.args.as_slice()),
+            ("sh", &["agent.sh".to_string(), "--fast".into(), "P".into()][..])
+        );
+    }
+
+    #[test]
+    fn long_prompts_go_through_a_file() {
+        let long = "x".repeat(MAX_PROMPT_ARG + 1);
+        let l = command_line("sh a.sh", Path::new("/c"), &long, ".cryo/prompt.md", false).unwrap();
+        assert!(l.args.last().unwrap().contains(".cryo/prompt.md"));
+        assert!(l.args.last().unwrap().len() < 1000);
+    }
+}

@@ -1,0 +1,1202 @@
+//! One task per chamber: every change of a chamber's state goes through its
+//! supervisor, so there are no locks around chamber state and no two writers
+//! of one chamber's files inside cryod.
+//!
+//! The supervisor receives [`Event`]s (operator requests, the scheduler's
+//! `Due`, inbox and file hints, admission, the agent's calls, the process's
+//! exit), asks `cryo-core` what they mean, and carries that out: claim TODOs,
+//! spawn the agent, write messages and logs, finalize the session, and tell
+//! the scheduler when it is next due.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant};
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use cryo_core::hibernate::{self, Ending, Gate, GateInput};
+use cryo_core::message::{CRYOCHAMBER, Message};
+use cryo_core::prompt::{self, PromptInput};
+use cryo_core::session::{self, Conversation, Outcome, Trigger};
+use cryo_core::todo::{self, Claim, Missed, NewTodo, Todo, TodoList};
+use nix::sys::signal::Signal;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::admission::Permit;
+use crate::chamber::config::{self as chamber_config, ChamberConfig};
+use crate::chamber::mailbox::{Folder, Mailbox, Stored};
+use crate::chamber::{log, todos};
+use crate::error::{Error, Result};
+use crate::runtime::Shared;
+use crate::spawn;
+use crate::store::{ChamberRecord, Desired, WakeRecord};
+
+/// A missed slot of a `skip` TODO later than this is dropped.
+const SKIP_GRACE: Duration = Duration::minutes(5);
+/// An agent that dies sooner than this without hibernating is probably
+/// misconfigured (wrong command, missing key).
+const QUICK_EXIT: StdDuration = StdDuration::from_secs(5);
+/// After an accepted hibernate the agent should exit; past this it is ended.
+const AFTER_HIBERNATE: StdDuration = StdDuration::from_secs(60);
+/// Lines of `cryo-agent.log` quoted in a failure report.
+const TAIL_LINES: usize = 12;
+const TAIL_CHARS: usize = 2000;
+
+/// Which chamber file changed on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Todos,
+    Config,
+}
+
+/// Everything a supervisor reacts to.
+pub enum Event {
+    Start(oneshot::Sender<Result<bool>>),
+    Stop(oneshot::Sender<Result<(bool, bool)>>),
+    Remove(oneshot::Sender<()>),
+    /// The scheduler says a TODO is due.
+    Due,
+    /// Something appeared in a watched inbox folder.
+    Inbox,
+    FileChanged(FileKind),
+    Admitted(Permit),
+    Agent {
+        session: u64,
+        call: AgentCall,
+        reply: oneshot::Sender<Result<AgentReply>>,
+    },
+    Exited {
+        session: u64,
+        status: std::process::ExitStatus,
+    },
+    Timeout {
+        session: u64,
+    },
+    /// The agent hibernated long ago but has not exited.
+    AfterHibernate {
+        session: u64,
+    },
+    LingerDone {
+        session: u64,
+    },
+    /// The grace period after SIGTERM is over.
+    Kill {
+        session: u64,
+    },
+    /// The daemon is shutting down.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// A call from `cryo-agent`.
+#[derive(Debug)]
+pub enum AgentCall {
+    Hibernate { summary: String, complete: bool, exit_code: i32, linger_secs: u32 },
+    Send { text: String, question: bool, subject: String },
+    Receive,
+    Dialog { last: u32, all: bool },
+    TodoAdd { text: String, at: String, every: String, cron: String, missed: String },
+    TodoList,
+    TodoDone(u64),
+    TodoRemove(u64),
+}
+
+pub enum AgentReply {
+    Hibernate(String),
+    Sent { file: String, reply: bool },
+    Mail(Vec<Stored>),
+    Dialog { messages: Vec<Stored>, claimed: u32 },
+    Todos { todos: Vec<Todo>, tz: Tz },
+}
+
+/// What a chamber looks like from outside, published after every event.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub state: State,
+    pub fault: Option<String>,
+    pub agent: String,
+    pub timezone: String,
+    pub session: u64,
+    pub next_wake: Option<DateTime<Utc>>,
+    pub last_result: Option<String>,
+    pub mail_waiting: u32,
+    pub attention: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum State {
+    #[default]
+    Stopped,
+    Idle,
+    Running,
+    Faulted,
+}
+
+/// A cheap handle to a supervisor.
+#[derive(Clone)]
+pub struct Handle {
+    pub tx: mpsc::UnboundedSender<Event>,
+    pub snapshot: watch::Receiver<Snapshot>,
+}
+
+/// Why cryod is cutting a session short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Timeout,
+    Stop,
+    Shutdown,
+    AfterHibernate,
+}
+
+struct Live {
+    number: u64,
+    token: String,
+    trigger: Trigger,
+    claims: Vec<Claim>,
+    pgid: i32,
+    started: Instant,
+    hibernate: Option<(Ending, String)>,
+    /// Claimed inbox messages not yet answered by a send.
+    unanswered: Vec<String>,
+    sent_any: bool,
+    linger: Option<oneshot::Sender<Result<AgentReply>>>,
+    ending: Option<Cut>,
+    stop_waiters: Vec<oneshot::Sender<Result<(bool, bool)>>>,
+    shutdown_waiters: Vec<oneshot::Sender<()>>,
+    _permit: Permit,
+}
+
+struct Sup {
+    shared: Arc<Shared>,
+    id: i64,
+    name: String,
+    root: PathBuf,
+    tx: mpsc::UnboundedSender<Event>,
+    snapshot: watch::Sender<Snapshot>,
+    desired: Desired,
+    config: std::result::Result<ChamberConfig, String>,
+    warnings: Vec<String>,
+    todos: std::result::Result<TodoList, String>,
+    last_session: u64,
+    /// A wake is queued for admission (its trigger and when it was asked for).
+    wanted: Option<(Trigger, DateTime<Utc>)>,
+    live: Option<Live>,
+    last_result: Option<String>,
+    previous_failure: Option<String>,
+    attention: Option<String>,
+    /// The plan was completed: no scheduled wakes until mail arrives.
+    completed: bool,
+}
+
+/// Starts the supervisor of `record`.
+pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let root = PathBuf::from(&record.path);
+    let from_store = shared.store.last_session_number(record.id).await.unwrap_or(0);
+    let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
+    let (snapshot, snap_rx) = watch::channel(Snapshot::default());
+    let mut sup = Sup {
+        shared,
+        id: record.id,
+        name: record.name.clone(),
+        root,
+        tx: tx.clone(),
+        snapshot,
+        desired: record.desired,
+        config: Err(String::new()),
+        warnings: Vec::new(),
+        todos: Ok(TodoList::default()),
+        last_session,
+        wanted: None,
+        live: None,
+        last_result: None,
+        previous_failure: None,
+        attention: None,
+        completed: false,
+    };
+    sup.load_config();
+    sup.load_todos();
+    if let Ok(c) = &sup.config {
+        sup.shared.watcher.watch(sup.id, &sup.root, &c.watch_dirs, &tx);
+    } else {
+        sup.shared.watcher.watch(sup.id, &sup.root, &[], &tx);
+    }
+    sup.publish();
+    tokio::spawn(sup.run(rx));
+    Handle { tx, snapshot: snap_rx }
+}
+
+impl Sup {
+    fn tz(&self) -> Tz {
+        self.config.as_ref().map(|c| c.timezone).unwrap_or(self.shared.system_tz)
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.shared.clock.now()
+    }
+
+    fn mailbox(&self) -> Mailbox {
+        Mailbox::new(&self.root, self.tz())
+    }
+
+    fn fault(&self) -> Option<String> {
+        match (&self.config, &self.todos) {
+            (Err(e), _) | (_, Err(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    fn log_event(&self, text: &str) {
+        if let Err(error) = log::event(&self.root.join("cryo.log"), self.now(), self.tz(), text) {
+            tracing::warn!(chamber = %self.name, %error, "cannot write cryo.log");
+        }
+    }
+
+    fn load_config(&mut self) {
+        match chamber_config::load(&self.root, self.shared.system_tz) {
+            Ok(l) => {
+                for w in &l.warnings {
+                    tracing::warn!(chamber = %self.name, warning = %w, "cryo.toml");
+                }
+                self.warnings = l.warnings;
+                self.config = Ok(l.config);
+            }
+            Err(e) => {
+                tracing::warn!(chamber = %self.name, fault = %e, "chamber is faulted");
+                self.config = Err(e);
+            }
+        }
+    }
+
+    fn load_todos(&mut self) {
+        self.todos = todos::load(&self.root, self.tz());
+        if let Err(e) = &self.todos {
+            tracing::warn!(chamber = %self.name, fault = %e, "chamber is faulted");
+        }
+    }
+
+    fn save_todos(&mut self, list: TodoList) -> Result<()> {
+        todos::save(&self.root, &list, self.tz()).map_err(|e| {
+            let m = format!("cannot write {}: {e}", todos::todo_path(&self.root).display());
+            tracing::error!(chamber = %self.name, error = %m, "write failed");
+            Error::Internal(m)
+        })?;
+        self.todos = Ok(list);
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let state = if self.fault().is_some() {
+            State::Faulted
+        } else if self.live.is_some() {
+            State::Running
+        } else if self.desired == Desired::Started {
+            State::Idle
+        } else {
+            State::Stopped
+        };
+        let next_wake = match (&self.todos, self.completed, self.desired) {
+            (Ok(t), false, Desired::Started) => t.next_due(),
+            _ => None,
+        };
+        let snap = Snapshot {
+            state,
+            fault: self.fault(),
+            agent: self.config.as_ref().map(|c| c.agent.clone()).unwrap_or_default(),
+            timezone: self.tz().name().to_string(),
+            session: self.live.as_ref().map(|l| l.number).unwrap_or(self.last_session),
+            next_wake,
+            last_result: self.last_result.clone(),
+            mail_waiting: self.mailbox().unread().len() as u32,
+            attention: self.attention.clone(),
+            warnings: self.warnings.clone(),
+        };
+        self.snapshot.send_replace(snap);
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        if self.desired == Desired::Started {
+            self.resume();
+            self.publish();
+        }
+        while let Some(ev) = rx.recv().await {
+            let done = self.handle(ev).await;
+            self.publish();
+            if done {
+                break;
+            }
+        }
+        self.shared.watcher.unwatch(self.id);
+        self.shared.admission.cancel(self.id);
+    }
+
+    /// Returns true when the supervisor should exit.
+    async fn handle(&mut self, ev: Event) -> bool {
+        match ev {
+            Event::Start(reply) => {
+                let r = self.start().await;
+                let _ = reply.send(r);
+            }
+            Event::Stop(reply) => self.stop(reply).await,
+            Event::Remove(reply) => {
+                if self.live.is_some() {
+                    let (tx, rx) = oneshot::channel();
+                    self.stop(tx).await;
+                    // Drive events until the session has ended.
+                    drop(rx);
+                    self.remove_after_stop(reply).await;
+                    return true;
+                }
+                self.shared.scheduler.plan(self.id, None, &self.tx);
+                let _ = reply.send(());
+                return true;
+            }
+            Event::Due => self.replan(),
+            Event::Inbox => self.on_inbox(),
+            Event::FileChanged(kind) => self.on_file_changed(kind),
+            Event::Admitted(permit) => self.admitted(permit).await,
+            Event::Agent { session, call, reply } => {
+                if self.live.as_ref().map(|l| l.number) != Some(session) {
+                    let _ = reply.send(Err(Error::Precondition("this session has ended".into())));
+                } else {
+                    self.agent_call(call, reply).await;
+                }
+            }
+            Event::Exited { session, status } => {
+                if self.live.as_ref().map(|l| l.number) == Some(session) {
+                    self.finalize(Some(status)).await;
+                }
+            }
+            Event::Timeout { session } => self.end_session(session, Cut::Timeout),
+            Event::AfterHibernate { session } => self.end_session(session, Cut::AfterHibernate),
+            Event::LingerDone { session } => self.linger_done(session),
+            Event::Kill { session } => {
+                if let Some(l) = self.live.as_ref().filter(|l| l.number == session) {
+                    spawn::signal_group(l.pgid, Signal::SIGKILL);
+                }
+            }
+            Event::Shutdown(reply) => {
+                if let Some(l) = self.live.as_mut() {
+                    l.shutdown_waiters.push(reply);
+                    let n = l.number;
+                    self.end_session(n, Cut::Shutdown);
+                } else {
+                    let _ = reply.send(());
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    async fn remove_after_stop(&mut self, reply: oneshot::Sender<()>) {
+        // The session was signalled by `stop`; wait (bounded) for its process
+        // group to go, then finalize. The chamber is being removed, so other
+        // events are not needed any more.
+        if let Some(l) = &self.live {
+            let pgid = l.pgid;
+            let deadline = Instant::now() + StdDuration::from_secs(self.shared.config.stop_grace_seconds + 2);
+            while spawn::group_alive(pgid) && Instant::now() < deadline {
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+            spawn::signal_group(pgid, Signal::SIGKILL);
+        }
+        self.finalize(None).await;
+        self.shared.scheduler.plan(self.id, None, &self.tx);
+        let _ = reply.send(());
+    }
+
+    // ---- operator requests ---------------------------------------------
+
+    async fn start(&mut self) -> Result<bool> {
+        self.load_config();
+        self.load_todos();
+        if let Some(f) = self.fault() {
+            return Err(Error::Precondition(format!("{} is faulted, so it cannot start: {f}", self.name)));
+        }
+        if let Ok(c) = &self.config {
+            let program = spawn::split_words(&c.agent).map_err(Error::Precondition)?.remove(0);
+            let path = std::env::var("PATH").unwrap_or_default();
+            if spawn::find_program(&program, &self.root, &path).is_none() {
+                return Err(Error::Precondition(format!(
+                    "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",
+                    self.root.display()
+                )));
+            }
+        }
+        if self.desired == Desired::Started {
+            return Ok(true);
+        }
+        self.shared.store.set_desired(self.id, Desired::Started).await?;
+        self.desired = Desired::Started;
+        self.attention = None;
+        tracing::info!(chamber = %self.name, "chamber started");
+        self.resume();
+        Ok(false)
+    }
+
+    async fn stop(&mut self, reply: oneshot::Sender<Result<(bool, bool)>>) {
+        let was_started = self.desired == Desired::Started;
+        if was_started {
+            if let Err(e) = self.shared.store.set_desired(self.id, Desired::Stopped).await {
+                let _ = reply.send(Err(e.into()));
+                return;
+            }
+        }
+        self.desired = Desired::Stopped;
+        self.wanted = None;
+        self.shared.admission.cancel(self.id);
+        self.shared.scheduler.plan(self.id, None, &self.tx);
+        match self.live.as_mut() {
+            Some(l) => {
+                l.stop_waiters.push(reply);
+                let n = l.number;
+                self.end_session(n, Cut::Stop);
+            }
+            None => {
+                let _ = reply.send(Ok((!was_started, false)));
+            }
+        }
+        tracing::info!(chamber = %self.name, "chamber stopped");
+    }
+
+    // ---- planning ----------------------------------------------------------
+
+    /// After a start or a daemon restart: bootstrap a new chamber, else run
+    /// what is due and what waits in the inbox.
+    fn resume(&mut self) {
+        if self.last_session == 0 && self.live.is_none() {
+            self.want(Trigger::Bootstrap);
+        }
+        self.replan();
+    }
+
+    /// Looks at the files and decides: wake now (due TODOs, unread mail) or
+    /// tell the scheduler when the next TODO is due.
+    fn replan(&mut self) {
+        if self.desired != Desired::Started || self.fault().is_some() {
+            self.shared.scheduler.plan(self.id, None, &self.tx);
+            return;
+        }
+        let now = self.now();
+        let next = match (&self.todos, self.completed) {
+            (Ok(t), false) => t.next_due(),
+            _ => None,
+        };
+        if self.live.is_none() {
+            if next.is_some_and(|t| t <= now) {
+                self.want(Trigger::Scheduled);
+            }
+            if !self.mailbox().unread().is_empty() {
+                self.want(Trigger::Inbox);
+            }
+        }
+        // While a session runs, a due TODO waits for it to end (then replan).
+        let plan = next.filter(|t| *t > now || self.live.is_none());
+        self.shared.scheduler.plan(self.id, plan.filter(|t| *t > now), &self.tx);
+    }
+
+    fn want(&mut self, trigger: Trigger) {
+        if self.desired != Desired::Started || self.live.is_some() {
+            return;
+        }
+        let now = self.now();
+        match self.wanted {
+            Some((t, _)) if t <= trigger => {}
+            Some((_, since)) => self.wanted = Some((trigger, since)),
+            None => self.wanted = Some((trigger, now)),
+        }
+        let (t, _) = self.wanted.expect("set above");
+        self.shared.admission.request(t, self.id, self.tx.clone());
+    }
+
+    fn on_inbox(&mut self) {
+        if let Some(l) = self.live.as_mut() {
+            if let Some(reply) = l.linger.take() {
+                let _ = reply.send(Err(Error::Precondition(
+                    "refused: new mail arrived while you lingered. Run `cryo-agent receive`, answer it, then hibernate again."
+                        .into(),
+                )));
+                l.hibernate = None;
+                self.log_event("linger released: new mail arrived");
+            }
+            return;
+        }
+        if !self.mailbox().unread().is_empty() {
+            self.completed = false;
+            self.want(Trigger::Inbox);
+        }
+    }
+
+    fn on_file_changed(&mut self, kind: FileKind) {
+        match kind {
+            FileKind::Todos => {
+                let before = self.todos.clone();
+                self.load_todos();
+                if self.todos != before {
+                    tracing::debug!(chamber = %self.name, "todo.json changed on disk");
+                    self.replan();
+                }
+            }
+            FileKind::Config => {
+                let before = self.config.clone();
+                self.load_config();
+                if self.config != before {
+                    tracing::info!(chamber = %self.name, "cryo.toml changed on disk");
+                    if let Ok(c) = &self.config {
+                        self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, &self.tx);
+                    }
+                    self.replan();
+                }
+            }
+        }
+    }
+
+    // ---- a session ---------------------------------------------------------
+
+    async fn admitted(&mut self, permit: Permit) {
+        let Some((trigger, asked_at)) = self.wanted.take() else { return };
+        if self.live.is_some() || self.desired != Desired::Started {
+            return;
+        }
+        self.load_todos();
+        let Ok(mut list) = self.todos.clone() else { return };
+        let now = self.now();
+        let tz = self.tz();
+        let claims = if self.completed { Vec::new() } else { list.claim_due(now, tz, SKIP_GRACE) };
+        let mail = self.mailbox().unread();
+        let demand = !claims.is_empty() || !mail.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
+        if !demand {
+            // Demand-driven: nothing is due and no mail waits.
+            if list != *self.todos.as_ref().expect("loaded") {
+                let _ = self.save_todos(list);
+            }
+            self.replan();
+            return;
+        }
+        let config = self.config.clone().expect("not faulted");
+        if !claims.is_empty() || list != *self.todos.as_ref().expect("loaded") {
+            if self.save_todos(list.clone()).is_err() {
+                self.last_result = Some("could not write todo.json; no session started".into());
+                return;
+            }
+        }
+        let number = self.last_session + 1;
+        let wake_id = format!("w{}-{}-{}", self.id, number, random_hex(6));
+        let token = random_hex(32);
+        let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
+        let prompt_text = prompt::build(&PromptInput {
+            chamber: &self.name,
+            session: number,
+            now,
+            tz,
+            trigger,
+            claims: &claims,
+            mail: &mail,
+            todos: &list,
+            due: claims.iter().map(|c| c.due).min(),
+            previous_failure: self.previous_failure.as_deref(),
+            note: None,
+        });
+        let mut reasons: Vec<String> = claims.iter().map(|c| format!("todo:{}", c.id)).collect();
+        reasons.extend(mail.iter().map(|m| format!("mail:{m}")));
+        let record = WakeRecord {
+            chamber_id: self.id,
+            number,
+            wake_id: wake_id.clone(),
+            trigger: trigger.as_str().into(),
+            reasons: serde_json::to_string(&reasons).unwrap_or_default(),
+            claimed: serde_json::to_string(&claims.iter().map(|c| c.id).collect::<Vec<_>>()).unwrap_or_default(),
+            due_at: due.map(crate::rfc3339),
+            created_at: crate::rfc3339(now),
+        };
+        if let Err(e) = self.shared.store.record_wake(record).await {
+            tracing::error!(chamber = %self.name, error = %e, "cannot record the wake; not spawning");
+            return;
+        }
+        self.last_session = number;
+        let cryo_log = self.root.join("cryo.log");
+        let _ = log::begin(&cryo_log, number, now, tz);
+        self.log_event(&format!(
+            "trigger: {} ({})",
+            trigger.as_str(),
+            if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
+        ));
+
+        let spawned = self.spawn_agent(&config, number, &wake_id, &token, &prompt_text).await;
+        let (pid, pgid) = match spawned {
+            Ok(p) => p,
+            Err(e) => {
+                self.log_event(&format!("agent could not start: {e}"));
+                let live = Live {
+                    number,
+                    token,
+                    trigger,
+                    claims,
+                    pgid: 0,
+                    started: Instant::now(),
+                    hibernate: None,
+                    unanswered: Vec::new(),
+                    sent_any: false,
+                    linger: None,
+                    ending: None,
+                    stop_waiters: Vec::new(),
+                    shutdown_waiters: Vec::new(),
+                    _permit: permit,
+                };
+                self.live = Some(live);
+                self.attention = Some(format!("the agent could not start: {e}"));
+                self.finalize_with(Outcome::Crashed(format!("could not start: {e}")), None).await;
+                return;
+            }
+        };
+        let started = self.now();
+        let lateness = due.map(|d| (started - d).num_milliseconds().max(0));
+        let _ = self.shared.store.session_started(self.id, number, pid, crate::rfc3339(started), lateness).await;
+        self.log_event(&format!("agent started (pid {pid})"));
+        tracing::info!(chamber = %self.name, session = number, pid, trigger = trigger.as_str(), "agent started");
+        self.shared.tokens.lock().expect("tokens lock").insert(
+            token.clone(),
+            crate::runtime::TokenEntry {
+                chamber: self.id,
+                name: self.name.clone(),
+                session: number,
+                tx: self.tx.clone(),
+            },
+        );
+        if config.max_session_duration > 0 {
+            let tx = self.tx.clone();
+            let limit = StdDuration::from_secs(config.max_session_duration);
+            tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                let _ = tx.send(Event::Timeout { session: number });
+            });
+        }
+        self.live = Some(Live {
+            number,
+            token,
+            trigger,
+            claims,
+            pgid,
+            started: Instant::now(),
+            hibernate: None,
+            unanswered: Vec::new(),
+            sent_any: false,
+            linger: None,
+            ending: None,
+            stop_waiters: Vec::new(),
+            shutdown_waiters: Vec::new(),
+            _permit: permit,
+        });
+    }
+
+    /// Spawns the agent in its own process group; returns (pid, pgid).
+    async fn spawn_agent(
+        &self,
+        config: &ChamberConfig,
+        number: u64,
+        wake_id: &str,
+        token: &str,
+        prompt_text: &str,
+    ) -> std::result::Result<(u32, i32), String> {
+        let dot = self.root.join(".cryo");
+        std::fs::create_dir_all(&dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
+        let prompt_rel = ".cryo/prompt.md";
+        let _ = crate::chamber::write_atomic(&self.root.join(prompt_rel), prompt_text.as_bytes());
+        let as_root = nix::unistd::geteuid().is_root();
+        let launch = spawn::command_line(&config.agent, &self.root, prompt_text, prompt_rel, as_root)?;
+        let log_path = self.root.join("cryo-agent.log");
+        let mut log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+        {
+            use std::io::Write;
+            let _ = writeln!(
+                log_file,
+                "--- cryo session {number} (wake {wake_id}) at {} ---",
+                cryo_core::time::format_in(self.now(), self.tz())
+            );
+        }
+        let mut path = std::env::var("PATH").unwrap_or_default();
+        if let Some(dir) = &self.shared.agent_bin {
+            path = format!("{}:{path}", dir.display());
+        }
+        let mut cmd = tokio::process::Command::new(&launch.program);
+        cmd.args(&launch.args)
+            .current_dir(&self.root)
+            .stdin(std::process::Stdio::null())
+            .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log_file)
+            .process_group(0)
+            .kill_on_drop(false)
+            .env("PATH", path)
+            .env("CRYO_SOCKET", &self.shared.socket)
+            .env("CRYO_CHAMBER", &self.name)
+            .env("CRYO_SESSION", number.to_string())
+            .env("CRYO_WAKE_ID", wake_id)
+            .env("CRYO_SESSION_TOKEN", token)
+            .envs(&launch.env)
+            .envs(&config.provider_env);
+        if config.timezone_set {
+            cmd.env("TZ", config.timezone.name());
+        }
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
+            _ => format!("cannot run {:?}: {e}", launch.program),
+        })?;
+        let pid = child.id().ok_or("the agent exited at once")?;
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            if let Ok(status) = child.wait().await {
+                let _ = tx.send(Event::Exited { session: number, status });
+            }
+        });
+        Ok((pid, pid as i32))
+    }
+
+    /// Ends the live session from outside: SIGTERM to its group, SIGKILL
+    /// after the grace period.
+    fn end_session(&mut self, session: u64, why: Cut) {
+        let grace = StdDuration::from_secs(match why {
+            Cut::Shutdown => self.shared.config.stop_grace_seconds.min(3),
+            _ => self.shared.config.stop_grace_seconds,
+        });
+        let Some(l) = self.live.as_mut().filter(|l| l.number == session) else { return };
+        if why == Cut::Timeout && l.hibernate.is_some() {
+            return;
+        }
+        if l.ending.is_none() || why == Cut::Stop || why == Cut::Shutdown {
+            l.ending = Some(why);
+        }
+        if let Some(reply) = l.linger.take() {
+            let _ = reply.send(Err(Error::Precondition("the session is ending".into())));
+        }
+        let pgid = l.pgid;
+        let what = match why {
+            Cut::Timeout => "session timed out: ending the agent",
+            Cut::Stop => "stopped by the operator: ending the agent",
+            Cut::Shutdown => "cryod is shutting down: ending the agent",
+            Cut::AfterHibernate => "agent did not exit after hibernating: ending it",
+        };
+        self.log_event(what);
+        spawn::signal_group(pgid, Signal::SIGTERM);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            let _ = tx.send(Event::Kill { session });
+        });
+    }
+
+    fn linger_done(&mut self, session: u64) {
+        let tz = self.tz();
+        let Some(l) = self.live.as_mut().filter(|l| l.number == session) else { return };
+        if let Some(reply) = l.linger.take() {
+            let msg = hibernate_message(&self.todos, tz, l.hibernate.as_ref().map(|h| h.0));
+            let _ = reply.send(Ok(AgentReply::Hibernate(msg)));
+            self.log_event("linger expired: hibernating");
+            self.arm_after_hibernate(session);
+        }
+    }
+
+    fn arm_after_hibernate(&self, session: u64) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(AFTER_HIBERNATE).await;
+            let _ = tx.send(Event::AfterHibernate { session });
+        });
+    }
+
+    async fn finalize(&mut self, status: Option<std::process::ExitStatus>) {
+        let Some(l) = self.live.as_ref() else { return };
+        let outcome = match (l.ending, &l.hibernate) {
+            (Some(Cut::Stop), _) => Outcome::Stopped,
+            (Some(Cut::Shutdown), None) => Outcome::Interrupted,
+            (_, Some((ending, _))) => Outcome::Hibernated(*ending),
+            (Some(Cut::Timeout), None) => Outcome::TimedOut,
+            (_, None) => Outcome::Crashed(describe_status(status)),
+        };
+        self.finalize_with(outcome, status).await;
+    }
+
+    async fn finalize_with(&mut self, outcome: Outcome, status: Option<std::process::ExitStatus>) {
+        let Some(l) = self.live.take() else { return };
+        let now = self.now();
+        let tz = self.tz();
+        self.shared.tokens.lock().expect("tokens lock").remove(&l.token);
+        if l.pgid > 0 {
+            // Leftover children (an agent's background jobs) end with the session.
+            let pgid = l.pgid;
+            if spawn::signal_group(pgid, Signal::SIGTERM) {
+                tokio::spawn(async move {
+                    tokio::time::sleep(StdDuration::from_secs(2)).await;
+                    spawn::signal_group(pgid, Signal::SIGKILL);
+                });
+            }
+        }
+        if let Some(s) = status {
+            self.log_event(&format!("agent exited: {}", describe_status(Some(s))));
+        }
+        // TODOs: complete, retry or re-queue the claims.
+        self.load_todos();
+        let mut details = Vec::new();
+        let max_attempts = self.config.as_ref().map(|c| c.max_attempts).unwrap_or(10);
+        if let Ok(mut list) = self.todos.clone() {
+            let before = list.clone();
+            match &outcome {
+                Outcome::Stopped => {
+                    let ids = list.requeue(&l.claims, now);
+                    if !ids.is_empty() {
+                        details.push(format!("Its TODOs were re-queued as {}.", ids_text(&ids)));
+                    }
+                }
+                o if o.failed() => {
+                    let (retries, exhausted) = list.fail(&l.claims, now, max_attempts);
+                    for id in &retries {
+                        if let Some(t) = list.get(*id) {
+                            details.push(format!(
+                                "Retry: TODO {id} \"{}\" at {}.",
+                                t.text,
+                                t.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default()
+                            ));
+                        }
+                    }
+                    for c in exhausted {
+                        let m = format!(
+                            "TODO {} \"{}\" failed {} times (max_attempts = {max_attempts}); cryo gave up on it and needs you to look.",
+                            c.id,
+                            todo::base_text(&c.text),
+                            c.attempt + 1
+                        );
+                        details.push(m.clone());
+                        self.attention = Some(m);
+                    }
+                }
+                _ => list.complete(&l.claims),
+            }
+            if list != before {
+                let _ = self.save_todos(list);
+            }
+        }
+        let quick = matches!(outcome, Outcome::Crashed(_)) && l.started.elapsed() < QUICK_EXIT;
+        if outcome.failed() {
+            let tail = session::log_tail(&read_tail(&self.root.join("cryo-agent.log")), TAIL_LINES, TAIL_CHARS);
+            if quick {
+                let m = format!(
+                    "The agent exited within {} seconds without hibernating: likely a misconfiguration (agent command, API key, permissions). Check `agent` in cryo.toml.",
+                    QUICK_EXIT.as_secs()
+                );
+                details.insert(0, m.clone());
+                self.attention.get_or_insert(m);
+            }
+            if !tail.is_empty() {
+                details.push(format!("Last lines of cryo-agent.log:\n\n```\n{tail}\n```"));
+            }
+        }
+        let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
+        let mailbox = self.mailbox();
+        for f in session::fallbacks(l.number, &outcome, conv, &details.join("\n\n")) {
+            let mut meta = BTreeMap::new();
+            meta.insert("session".to_string(), l.number.to_string());
+            if f.is_reply {
+                meta.insert("in_reply_to".to_string(), l.unanswered.join(" "));
+            }
+            let msg = Message {
+                from: CRYOCHAMBER.into(),
+                subject: f.subject.clone(),
+                timestamp: Some(now),
+                question: false,
+                meta,
+                body: f.body,
+            };
+            match mailbox.write(Folder::Outbox, &msg, now) {
+                Ok(name) => self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject)),
+                Err(error) => tracing::error!(chamber = %self.name, %error, "cannot write a fallback message"),
+            }
+        }
+        let summary = l.hibernate.as_ref().map(|(_, s)| s.clone()).filter(|s| !s.is_empty());
+        let result = match &summary {
+            Some(s) => format!("{}: {}", outcome.describe(), s),
+            None => outcome.describe(),
+        };
+        self.log_event(&format!("session ended: {result}"));
+        let _ = log::end(&self.root.join("cryo.log"));
+        let _ = self
+            .shared
+            .store
+            .session_ended(self.id, l.number, crate::rfc3339(now), outcome.describe(), summary.unwrap_or_default())
+            .await;
+        tracing::info!(chamber = %self.name, session = l.number, outcome = %outcome.describe(), "session ended");
+        self.previous_failure = outcome.failed().then(|| outcome.describe());
+        self.completed = outcome == Outcome::Hibernated(Ending::Complete);
+        self.last_result = Some(result);
+        let _ = l.trigger;
+        for w in l.stop_waiters {
+            let _ = w.send(Ok((false, true)));
+        }
+        let shutting_down = !l.shutdown_waiters.is_empty();
+        for w in l.shutdown_waiters {
+            let _ = w.send(());
+        }
+        drop(l._permit);
+        if !shutting_down {
+            self.replan();
+        }
+    }
+
+    // ---- the agent's calls -------------------------------------------------
+
+    async fn agent_call(&mut self, call: AgentCall, reply: oneshot::Sender<Result<AgentReply>>) {
+        let r = match call {
+            AgentCall::Hibernate { summary, complete, exit_code, linger_secs } => {
+                match self.hibernate(summary, complete, exit_code, linger_secs) {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => {
+                        // Lingering: the reply is sent later.
+                        if let Some(l) = self.live.as_mut() {
+                            l.linger = Some(reply);
+                        }
+                        return;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            AgentCall::Send { text, question, subject } => self.send(text, question, subject),
+            AgentCall::Receive => self.receive().map(AgentReply::Mail),
+            AgentCall::Dialog { last, all } => self.dialog(last, all),
+            AgentCall::TodoAdd { text, at, every, cron, missed } => self.todo_add(text, at, every, cron, missed),
+            AgentCall::TodoList => self.todo_list(),
+            AgentCall::TodoDone(id) => self.todo_change(id, true),
+            AgentCall::TodoRemove(id) => self.todo_change(id, false),
+        };
+        let _ = reply.send(r);
+    }
+
+    /// `Ok(None)`: accepted with linger; the reply waits.
+    fn hibernate(
+        &mut self,
+        summary: String,
+        complete: bool,
+        exit_code: i32,
+        linger: u32,
+    ) -> Result<Option<AgentReply>> {
+        self.load_todos();
+        let now = self.now();
+        let (has_next_wake, due_now) = match &self.todos {
+            Ok(t) => (t.has_pending(), t.due(now).count()),
+            Err(e) => {
+                return Err(Error::Precondition(format!("todo.json cannot be read, so hibernate cannot check it: {e}")));
+            }
+        };
+        let unread = self.mailbox().unread().len();
+        let gate = hibernate::gate(&GateInput { unread, has_next_wake, due_now, complete, exit_code });
+        let number = self.live.as_ref().map(|l| l.number).unwrap_or(0);
+        match gate {
+            Gate::Refuse(why) => {
+                self.log_event(&format!("hibernate refused: {why}"));
+                Err(Error::Precondition(why))
+            }
+            Gate::Accept(ending) => {
+                let l = self.live.as_mut().expect("agent calls come from a live session");
+                l.hibernate = Some((ending, summary.clone()));
+                let lingering = linger > 0 && !matches!(ending, Ending::Failure(_));
+                let what = match ending {
+                    Ending::Hibernate => "hibernate accepted".to_string(),
+                    Ending::Complete => "hibernate --complete accepted".to_string(),
+                    Ending::Failure(n) => format!("hibernate --exit {n} accepted"),
+                };
+                let summary_text = if summary.is_empty() { String::new() } else { format!(": {summary}") };
+                self.log_event(&format!("{what}{summary_text}"));
+                if lingering {
+                    let secs = linger.min(3600);
+                    self.log_event(&format!("lingering up to {secs}s for new mail"));
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(StdDuration::from_secs(u64::from(secs))).await;
+                        let _ = tx.send(Event::LingerDone { session: number });
+                    });
+                    return Ok(None);
+                }
+                self.arm_after_hibernate(number);
+                Ok(Some(AgentReply::Hibernate(hibernate_message(&self.todos, self.tz(), Some(ending)))))
+            }
+        }
+    }
+
+    fn send(&mut self, text: String, question: bool, subject: String) -> Result<AgentReply> {
+        if text.trim().is_empty() {
+            return Err(Error::Invalid("the message is empty".into()));
+        }
+        let limit = cryo_core::message::MAX_MESSAGE_BYTES - 4096;
+        if text.len() > limit {
+            return Err(Error::Invalid(format!(
+                "the message is {} bytes, over the limit of {limit}: put long output in a file under messages/attachments/ and send its name",
+                text.len()
+            )));
+        }
+        let now = self.now();
+        let l = self.live.as_mut().expect("agent calls come from a live session");
+        let mut meta = BTreeMap::new();
+        meta.insert("session".to_string(), l.number.to_string());
+        let reply = !l.unanswered.is_empty();
+        if reply {
+            meta.insert("in_reply_to".to_string(), l.unanswered.join(" "));
+        }
+        let subject = if subject.trim().is_empty() { first_line(&text) } else { subject };
+        let msg = Message { from: self.name.clone(), subject, timestamp: Some(now), question, meta, body: text };
+        let file = self
+            .mailbox()
+            .write(Folder::Outbox, &msg, now)
+            .map_err(|e| Error::Internal(format!("cannot write the outbox: {e}")))?;
+        let l = self.live.as_mut().expect("still live");
+        l.sent_any = true;
+        l.unanswered.clear();
+        let what = if question { "send (question)" } else { "send" };
+        let text = format!("{what}: {}{}", msg.subject, if reply { " [reply]" } else { "" });
+        self.log_event(&text);
+        Ok(AgentReply::Sent { file: format!("messages/outbox/{file}"), reply })
+    }
+
+    fn receive(&mut self) -> Result<Vec<Stored>> {
+        let claimed =
+            self.mailbox().claim_inbox().map_err(|e| Error::Internal(format!("cannot claim the inbox: {e}")))?;
+        if !claimed.is_empty() {
+            let names: Vec<String> = claimed.iter().map(|m| m.name.clone()).collect();
+            self.log_event(&format!("receive: {} message(s): {}", names.len(), names.join(", ")));
+            self.live.as_mut().expect("live").unanswered.extend(names);
+        }
+        Ok(claimed)
+    }
+
+    fn dialog(&mut self, last: u32, all: bool) -> Result<AgentReply> {
+        let claimed = self.receive()?.len() as u32;
+        let mut messages = self.mailbox().dialog();
+        if !all {
+            let n = if last == 0 { 20 } else { last as usize };
+            let skip = messages.len().saturating_sub(n);
+            messages.drain(..skip);
+        }
+        Ok(AgentReply::Dialog { messages, claimed })
+    }
+
+    fn todo_add(
+        &mut self,
+        text: String,
+        at: String,
+        every: String,
+        cron: String,
+        missed: String,
+    ) -> Result<AgentReply> {
+        let now = self.now();
+        let tz = self.tz();
+        let at = match at.trim() {
+            "" if every.is_empty() && cron.is_empty() => {
+                return Err(Error::Invalid("give a time with --at (or --every / --cron for a repeating TODO)".into()));
+            }
+            "" => None,
+            s => Some(cryo_core::time::parse_time(s, now, tz).map_err(|e| Error::Invalid(e.to_string()))?),
+        };
+        let missed = match missed.as_str() {
+            "" | "once" => Missed::Once,
+            "skip" => Missed::Skip,
+            other => return Err(Error::Invalid(format!("--missed must be once or skip, not {other:?}"))),
+        };
+        let opt = |s: String| (!s.trim().is_empty()).then_some(s);
+        self.load_todos();
+        let mut list = self.todos.clone().map_err(Error::Precondition)?;
+        let id = list
+            .add(NewTodo { text, at, every: opt(every), cron: opt(cron), missed }, now, tz)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let todo = list.get(id).cloned().expect("just added");
+        self.save_todos(list)?;
+        self.log_event(&format!(
+            "todo add {id}: {} (at {})",
+            todo.text,
+            todo.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default()
+        ));
+        self.replan();
+        Ok(AgentReply::Todos { todos: vec![todo], tz })
+    }
+
+    fn todo_list(&mut self) -> Result<AgentReply> {
+        self.load_todos();
+        let list = self.todos.clone().map_err(Error::Precondition)?;
+        Ok(AgentReply::Todos { todos: list.items, tz: self.tz() })
+    }
+
+    fn todo_change(&mut self, id: u64, done: bool) -> Result<AgentReply> {
+        self.load_todos();
+        let mut list = self.todos.clone().map_err(Error::Precondition)?;
+        let r = if done { list.done(id) } else { list.remove(id).map(|_| ()) };
+        r.map_err(|e| match e {
+            todo::TodoError::NotFound(_) => Error::NotFound(e.to_string()),
+            _ => Error::Precondition(e.to_string()),
+        })?;
+        self.save_todos(list)?;
+        self.log_event(&format!("todo {} {id}", if done { "done" } else { "remove" }));
+        self.replan();
+        self.todo_list()
+    }
+}
+
+fn hibernate_message(todos: &std::result::Result<TodoList, String>, tz: Tz, ending: Option<Ending>) -> String {
+    match ending {
+        Some(Ending::Complete) => "hibernating: plan complete; the chamber sleeps until a message arrives".into(),
+        Some(Ending::Failure(n)) => {
+            format!("hibernating after failure (exit {n}): cryo will retry and tell the operator")
+        }
+        _ => match todos.as_ref().ok().and_then(|t| t.next_due()) {
+            Some(t) => format!("hibernating: next wake at {}", cryo_core::time::format_in(t, tz)),
+            None => "hibernating".into(),
+        },
+    }
+}
+
+fn describe_status(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "unknown exit".into(),
+        },
+        None => "no exit status".into(),
+    }
+}
+
+fn ids_text(ids: &[u64]) -> String {
+    ids.iter().map(|i| format!("TODO {i}")).collect::<Vec<_>>().join(", ")
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let mut out: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        out.push('…');
+    }
+    out
+}
+
+/// The last 64 KiB of a file, as text.
+fn read_tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    // Only this session's part: after the last session header.
+    match text.rfind("--- cryo session ") {
+        Some(i) => text[i..].split_once('\n').map(|(_, rest)| rest.to_string()).unwrap_or_default(),
+        None => text,
+    }
+}
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,109 @@
+//! One file watcher for every chamber: inbox folders (new messages wake the
+//! agent) and the chamber folder itself (`todo.json` and `cryo.toml` edited by
+//! hand are re-read). An event is only a hint: supervisors re-read the folder
+//! and decide from what is there.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use notify::{EventKind, RecursiveMode, Watcher as _};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::supervisor::{Event, FileKind};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Inbox,
+    Root,
+}
+
+struct Route {
+    chamber: i64,
+    role: Role,
+    tx: UnboundedSender<Event>,
+}
+
+type Routes = Arc<RwLock<HashMap<PathBuf, Route>>>;
+
+#[derive(Clone)]
+pub struct Watcher {
+    inner: Arc<Mutex<Option<notify::RecommendedWatcher>>>,
+    routes: Routes,
+}
+
+impl Watcher {
+    pub fn start() -> Watcher {
+        let routes: Routes = Arc::default();
+        let r = routes.clone();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(ev) => dispatch(&r, ev),
+            Err(error) => tracing::warn!(%error, "file watcher error"),
+        });
+        let inner = match watcher {
+            Ok(w) => Some(w),
+            Err(error) => {
+                tracing::error!(%error, "no file watcher: new mail is seen only at the next wake");
+                None
+            }
+        };
+        Watcher { inner: Arc::new(Mutex::new(inner)), routes }
+    }
+
+    /// Watches `root` and `inboxes` for `chamber`.
+    pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], tx: &UnboundedSender<Event>) {
+        self.unwatch(chamber);
+        let mut guard = self.inner.lock().expect("watcher lock");
+        let Some(w) = guard.as_mut() else { return };
+        let mut routes = self.routes.write().expect("routes lock");
+        let mut add = |dir: &Path, role: Role| {
+            if role == Role::Inbox {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            match w.watch(dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    routes.insert(dir.to_path_buf(), Route { chamber, role, tx: tx.clone() });
+                }
+                Err(error) => tracing::warn!(dir = %dir.display(), %error, "cannot watch"),
+            }
+        };
+        add(root, Role::Root);
+        for d in inboxes {
+            add(d, Role::Inbox);
+        }
+    }
+
+    pub fn unwatch(&self, chamber: i64) {
+        let mut guard = self.inner.lock().expect("watcher lock");
+        let mut routes = self.routes.write().expect("routes lock");
+        let dirs: Vec<PathBuf> = routes.iter().filter(|(_, r)| r.chamber == chamber).map(|(d, _)| d.clone()).collect();
+        for d in dirs {
+            routes.remove(&d);
+            if let Some(w) = guard.as_mut() {
+                let _ = w.unwatch(&d);
+            }
+        }
+    }
+}
+
+fn dispatch(routes: &Routes, ev: notify::Event) {
+    let relevant = matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_));
+    if !relevant {
+        return;
+    }
+    let routes = routes.read().expect("routes lock");
+    for path in &ev.paths {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        let Some(route) = routes.get(dir) else { continue };
+        let event = match route.role {
+            Role::Inbox if name.ends_with(".md") && !matches!(ev.kind, EventKind::Remove(_)) => Event::Inbox,
+            Role::Root if name == "todo.json" => Event::FileChanged(FileKind::Todos),
+            Role::Root if name == "cryo.toml" => Event::FileChanged(FileKind::Config),
+            _ => continue,
+        };
+        let _ = route.tx.send(event);
+    }
+}
