@@ -187,6 +187,11 @@ struct Sup {
     attention: Option<String>,
     /// The plan was completed: no scheduled wakes until mail arrives.
     completed: bool,
+    /// Sessions that failed in a row. After a failure, mail waits before it
+    /// wakes the agent again (2^k minutes, at most a day), so an agent that
+    /// crashes on every message does not loop.
+    failures: u32,
+    mail_hold_until: Option<DateTime<Utc>>,
 }
 
 /// Starts the supervisor of `record`.
@@ -214,6 +219,8 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
         previous_failure: None,
         attention: None,
         completed: false,
+        failures: 0,
+        mail_hold_until: None,
     };
     sup.load_config();
     sup.load_todos();
@@ -428,6 +435,10 @@ impl Sup {
         if self.desired == Desired::Started {
             return Ok(true);
         }
+        // The files may have changed since the supervisor loaded them.
+        let from_log = log::last_session_number(&self.root.join("cryo.log"));
+        self.last_session = self.last_session.max(from_log);
+        self.mail_hold_until = None;
         self.shared.store.set_desired(self.id, Desired::Started).await?;
         self.desired = Desired::Started;
         self.attention = None;
@@ -438,11 +449,9 @@ impl Sup {
 
     async fn stop(&mut self, reply: oneshot::Sender<Result<(bool, bool)>>) {
         let was_started = self.desired == Desired::Started;
-        if was_started {
-            if let Err(e) = self.shared.store.set_desired(self.id, Desired::Stopped).await {
-                let _ = reply.send(Err(e.into()));
-                return;
-            }
+        if was_started && let Err(e) = self.shared.store.set_desired(self.id, Desired::Stopped).await {
+            let _ = reply.send(Err(e.into()));
+            return;
         }
         self.desired = Desired::Stopped;
         self.wanted = None;
@@ -484,17 +493,18 @@ impl Sup {
             (Ok(t), false) => t.next_due(),
             _ => None,
         };
+        let hold = self.mail_hold_until.filter(|h| *h > now);
         if self.live.is_none() {
             if next.is_some_and(|t| t <= now) {
                 self.want(Trigger::Scheduled);
             }
-            if !self.mailbox().unread().is_empty() {
+            if hold.is_none() && !self.mailbox().unread().is_empty() {
                 self.want(Trigger::Inbox);
             }
         }
         // While a session runs, a due TODO waits for it to end (then replan).
-        let plan = next.filter(|t| *t > now || self.live.is_none());
-        self.shared.scheduler.plan(self.id, plan.filter(|t| *t > now), &self.tx);
+        let wake = [next.filter(|t| *t > now), hold].into_iter().flatten().min();
+        self.shared.scheduler.plan(self.id, wake, &self.tx);
     }
 
     fn want(&mut self, trigger: Trigger) {
@@ -525,6 +535,9 @@ impl Sup {
         }
         if !self.mailbox().unread().is_empty() {
             self.completed = false;
+            if self.mail_hold_until.is_some_and(|h| h > self.now()) {
+                return;
+            }
             self.want(Trigger::Inbox);
         }
     }
@@ -576,11 +589,11 @@ impl Sup {
             return;
         }
         let config = self.config.clone().expect("not faulted");
-        if !claims.is_empty() || list != *self.todos.as_ref().expect("loaded") {
-            if self.save_todos(list.clone()).is_err() {
-                self.last_result = Some("could not write todo.json; no session started".into());
-                return;
-            }
+        if (!claims.is_empty() || list != *self.todos.as_ref().expect("loaded"))
+            && self.save_todos(list.clone()).is_err()
+        {
+            self.last_result = Some("could not write todo.json; no session started".into());
+            return;
         }
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, random_hex(6));
@@ -930,6 +943,21 @@ impl Sup {
             .await;
         tracing::info!(chamber = %self.name, session = l.number, outcome = %outcome.describe(), "session ended");
         self.previous_failure = outcome.failed().then(|| outcome.describe());
+        if outcome.failed() {
+            self.failures = self.failures.saturating_add(1);
+            let hold = todo::retry_delay(self.failures);
+            self.mail_hold_until = Some(now + hold);
+            if !self.mailbox().unread().is_empty() {
+                self.log_event(&format!(
+                    "mail waits; after {} failed session(s) the next wake for mail is held for {}",
+                    self.failures,
+                    cryo_core::time::humanize(hold)
+                ));
+            }
+        } else {
+            self.failures = 0;
+            self.mail_hold_until = None;
+        }
         self.completed = outcome == Outcome::Hibernated(Ending::Complete);
         self.last_result = Some(result);
         let _ = l.trigger;
@@ -987,7 +1015,9 @@ impl Sup {
         let (has_next_wake, due_now) = match &self.todos {
             Ok(t) => (t.has_pending(), t.due(now).count()),
             Err(e) => {
-                return Err(Error::Precondition(format!("todo.json cannot be read, so hibernate cannot check it: {e}")));
+                return Err(Error::Precondition(format!(
+                    "todo.json cannot be read, so hibernate cannot check it: {e}"
+                )));
             }
         };
         let unread = self.mailbox().unread().len();

@@ -1,3 +1,4 @@
 //! cryo's end-to-end tests: one binary, one module per capability.
 
 mod foundation;
+mod runtime;

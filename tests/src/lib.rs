@@ -255,3 +255,125 @@ impl Run {
         serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("{}: not JSON ({e}):\n{}", self.what, self.stdout))
     }
 }
+
+/// A chamber in an [`Env`] whose agent is a shell script (`sh agent.sh`).
+pub struct Chamber {
+    pub name: String,
+    pub dir: PathBuf,
+}
+
+impl Env {
+    /// Scaffolds a chamber `name` whose agent runs `script` with `sh`, adds
+    /// `toml_extra` to its cryo.toml, and registers it (not started).
+    pub fn chamber(&self, name: &str, script: &str, toml_extra: &str) -> Chamber {
+        let dir = self.path(name);
+        self.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh"]).ok();
+        std::fs::write(dir.join("agent.sh"), script).expect("agent script");
+        if !toml_extra.is_empty() {
+            let toml = dir.join("cryo.toml");
+            let text = std::fs::read_to_string(&toml).expect("cryo.toml");
+            // The template has no active table, so keys appended at the end
+            // are top-level; a key given here replaces the template's.
+            let keys: Vec<&str> = toml_extra
+                .lines()
+                .take_while(|l| !l.trim_start().starts_with('['))
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+                .collect();
+            let kept: Vec<&str> = text
+                .lines()
+                .filter(|l| !keys.iter().any(|k| l.split_once('=').is_some_and(|(lk, _)| lk.trim() == *k)))
+                .collect();
+            std::fs::write(&toml, format!("{}\n{toml_extra}\n", kept.join("\n"))).expect("cryo.toml");
+        }
+        self.cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--name", name]).ok();
+        Chamber { name: name.to_string(), dir }
+    }
+
+    /// Writes `cryod.toml`.
+    pub fn daemon_config(&self, text: &str) {
+        std::fs::create_dir_all(self.config_file().parent().unwrap()).unwrap();
+        std::fs::write(self.config_file(), text).unwrap();
+    }
+}
+
+impl Chamber {
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.join(rel)).unwrap_or_default()
+    }
+
+    pub fn cryo_log(&self) -> String {
+        self.read("cryo.log")
+    }
+
+    /// Sessions that have ended (closed blocks in cryo.log).
+    pub fn ended(&self) -> usize {
+        self.cryo_log().matches("--- CRYO END ---").count()
+    }
+
+    /// Sessions that have begun.
+    pub fn begun(&self) -> usize {
+        self.cryo_log().matches("--- CRYO SESSION ").count()
+    }
+
+    /// Waits until `n` sessions have ended.
+    pub fn wait_ended(&self, n: usize) {
+        wait_until(&format!("{}: {n} sessions to end; cryo.log:\n{}", self.name, self.cryo_log()), || {
+            self.ended() >= n
+        });
+    }
+
+    /// Messages in a folder (`messages/outbox` etc.): (file name, text), in order.
+    pub fn messages(&self, folder: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = std::fs::read_dir(self.dir.join(folder))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n.ends_with(".md") && !n.starts_with('.'))
+                    .map(|n| {
+                        let text = std::fs::read_to_string(self.dir.join(folder).join(&n)).unwrap_or_default();
+                        (n, text)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    pub fn outbox(&self) -> Vec<String> {
+        self.messages("messages/outbox").into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Outbox messages written by cryod itself.
+    pub fn fallbacks(&self) -> Vec<String> {
+        self.outbox().into_iter().filter(|t| t.contains("from: cryochamber\n")).collect()
+    }
+
+    /// Writes an inbox message the way a writer should: a dot file, renamed.
+    pub fn write_inbox(&self, n: usize, body: &str) -> String {
+        let inbox = self.dir.join("messages/inbox");
+        let name = format!("2026-01-01T00-00-{n:02}.000Z_test_{n:04}.md");
+        let tmp = inbox.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, format!("---\nfrom: tester\nsubject: test {n}\n---\n\n{body}\n")).unwrap();
+        std::fs::rename(&tmp, inbox.join(&name)).unwrap();
+        name
+    }
+
+    pub fn todos(&self) -> serde_json::Value {
+        serde_json::from_str(&self.read("todo.json")).unwrap_or(serde_json::Value::Array(vec![]))
+    }
+
+    /// Makes every pending TODO due now, by editing todo.json as a person would.
+    pub fn make_due_now(&self) {
+        let mut todos = self.todos();
+        for t in todos.as_array_mut().unwrap() {
+            if !t["done"].as_bool().unwrap_or(false) {
+                t["at"] = "2000-01-01T00:00:00Z".into();
+            }
+        }
+        let tmp = self.dir.join(".todo.json.edit");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&todos).unwrap()).unwrap();
+        std::fs::rename(tmp, self.dir.join("todo.json")).unwrap();
+    }
+}

@@ -149,7 +149,8 @@ pub fn render(msg: &Message, tz: Tz) -> String {
     out.push_str(&format!("from: {}\n", sanitize_header(&msg.from)));
     out.push_str(&format!("subject: {}\n", sanitize_header(&msg.subject)));
     if let Some(t) = msg.timestamp {
-        out.push_str(&format!("timestamp: {}\n", crate::time::format_in(t, tz)));
+        let local = t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::Millis, false);
+        out.push_str(&format!("timestamp: {local}\n"));
     }
     if msg.question {
         out.push_str("question: true\n");
@@ -218,7 +219,7 @@ mod tests {
             body: "How far along?\n\n---\nnot a header".into(),
         };
         let text = render(&m, chrono_tz::Europe::Berlin);
-        assert!(text.contains("timestamp: 2026-03-05T09:00:00+01:00"), "{text}");
+        assert!(text.contains("timestamp: 2026-03-05T09:00:00.000+01:00"), "{text}");
         assert_eq!(parse(text.as_bytes(), chrono_tz::UTC).unwrap(), m);
     }
 

@@ -49,6 +49,8 @@ pub struct Stored {
     pub folder: Folder,
     pub name: String,
     pub message: Message,
+    /// When it was written: its `timestamp`, else the file's modification time.
+    pub when: DateTime<Utc>,
 }
 
 /// A chamber's mailbox.
@@ -96,7 +98,10 @@ impl Mailbox {
         let mut out = Vec::new();
         for name in self.names(f)? {
             match self.read_one(f, &name) {
-                Ok(m) => out.push(Stored { folder: f, name, message: m }),
+                Ok((message, mtime)) => {
+                    let when = message.timestamp.unwrap_or(mtime);
+                    out.push(Stored { folder: f, name, message, when })
+                }
                 Err(reason) => {
                     if f == Folder::Inbox {
                         self.reject(f, &name, &reason);
@@ -109,7 +114,7 @@ impl Mailbox {
         Ok(out)
     }
 
-    fn read_one(&self, f: Folder, name: &str) -> Result<Message, String> {
+    fn read_one(&self, f: Folder, name: &str) -> Result<(Message, DateTime<Utc>), String> {
         let path = self.dir(f).join(name);
         let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
         if !meta.file_type().is_file() {
@@ -119,7 +124,8 @@ impl Mailbox {
             return Err(message::MessageError::TooLarge(meta.len() as usize).to_string());
         }
         let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
-        message::parse(&bytes, self.tz).map_err(|e| e.to_string())
+        let mtime = meta.modified().map(DateTime::<Utc>::from).unwrap_or_default();
+        message::parse(&bytes, self.tz).map(|m| (m, mtime)).map_err(|e| e.to_string())
     }
 
     /// Moves a file to `messages/rejected/` with a `.reason` note beside it.
@@ -177,7 +183,7 @@ impl Mailbox {
         for f in [Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
             all.extend(self.read(f).unwrap_or_default());
         }
-        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
         all
     }
 }

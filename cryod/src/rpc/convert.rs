@@ -59,7 +59,7 @@ pub fn mail(m: &crate::chamber::mailbox::Stored) -> pb::Mail {
         file: m.name.clone(),
         from: m.message.from.clone(),
         subject: m.message.subject.clone(),
-        timestamp: m.message.timestamp.map(crate::rfc3339).unwrap_or_default(),
+        timestamp: m.when.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         body: m.message.body.clone(),
         question: m.message.question,
         direction: if m.folder.incoming() { "in" } else { "out" }.to_string(),
