@@ -1,8 +1,8 @@
 //! Agent processes: the command line for each agent kind, the session's
 //! environment, process groups, and ending them.
 //!
-//! Known kinds get their unattended, headless form. Flags as seen on the
-//! releases checked on 2026-11-22 (see `../shared/notes/agent-clis.md`):
+//! Known kinds get their unattended, headless form. Flags checked against the
+//! `--help` of the releases installed from npm on 2026-11-22:
 //! `@anthropic-ai/claude-code@2.1.330`, `@openai/codex@0.169.0`,
 //! `opencode-ai@1.18.33`.
 //! - `claude -p ... -- PROMPT`: the prompt goes after `--`, because
@@ -13,7 +13,8 @@
 //!   --dangerously-bypass-approvals-and-sandbox -c shell_environment_policy.inherit=all PROMPT`:
 //!   the sandbox would block cryo-agent's socket, and without `inherit=all`
 //!   the tool calls lose our `CRYO_*` variables.
-//! - `opencode run --dir DIR PROMPT`.
+//! - `opencode run --dir DIR --auto PROMPT`: `--auto` approves the tool
+//!   permissions an unattended run needs (those not explicitly denied).
 //!
 //! Any other `agent` command runs as given, with the prompt as its last
 //! argument. A prompt too long for one argument is written to a file and the
@@ -147,7 +148,7 @@ pub fn command_line(
             args.push(prompt_arg);
         }
         Kind::OpenCode => {
-            args.extend(["run".into(), "--dir".into(), dir]);
+            args.extend(["run".into(), "--dir".into(), dir, "--auto".into()]);
             args.extend(extra);
             args.push(prompt_arg);
         }
@@ -219,7 +220,7 @@ mod tests {
         assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
         assert_eq!(l.args.last().unwrap(), "P");
         let l = command_line("opencode", c, "P", "f", false).unwrap();
-        assert_eq!(l.args, ["run", "--dir", "/c", "P"]);
+        assert_eq!(l.args, ["run", "--dir", "/c", "--auto", "P"]);
         let l = command_line("sh agent.sh --fast", c, "P", "f", false).unwrap();
         assert_eq!(
             (l.program.as_str(), l.args.as_slice()),

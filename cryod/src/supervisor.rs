@@ -303,10 +303,7 @@ impl Sup {
         } else {
             State::Stopped
         };
-        let next_wake = match (&self.todos, self.completed, self.desired) {
-            (Ok(t), false, Desired::Started) => t.next_due(),
-            _ => None,
-        };
+        let next_wake = if self.desired == Desired::Started { self.next_wake() } else { None };
         let snap = Snapshot {
             state,
             fault: self.fault(),
@@ -320,6 +317,16 @@ impl Sup {
             warnings: self.warnings.clone(),
         };
         self.snapshot.send_replace(snap);
+    }
+
+    /// When this chamber next wakes by itself: its next TODO, or held mail.
+    fn next_wake(&self) -> Option<DateTime<Utc>> {
+        let todo = match (&self.todos, self.completed) {
+            (Ok(t), false) => t.next_due(),
+            _ => None,
+        };
+        let hold = self.mail_hold_until.filter(|_| !self.mailbox().unread().is_empty());
+        [todo, hold].into_iter().flatten().min()
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {

@@ -151,6 +151,7 @@ cryo-agent hibernate --summary ok
 #[test]
 fn crash_then_success_on_the_retry() {
     let script = r#"
+printf '%s' "$1" > prompt-$CRYO_SESSION.txt
 if [ "$CRYO_SESSION" = 2 ]; then echo crash-now; exit 9; fi
 cryo-agent send "session $CRYO_SESSION" >/dev/null
 if [ "$CRYO_SESSION" = 1 ]; then cryo-agent todo add "nightly build" --at "+1s" >/dev/null; fi
@@ -175,6 +176,24 @@ cryo-agent hibernate
     let retry = todos.as_array().unwrap().iter().find(|t| t["text"] == "nightly build (attempt 1)").unwrap();
     assert_eq!(retry["done"], true, "{todos}");
     assert!(!todos.as_array().unwrap().iter().any(|t| t["text"] == "nightly build (attempt 2)"));
+    // Session 3 was told that session 2 crashed.
+    assert!(c.read("prompt-3.txt").contains("PREVIOUS SESSION FAILED: crashed: exit 9"), "{}", c.read("prompt-3.txt"));
+}
+
+#[test]
+fn an_agent_that_crashes_on_mail_does_not_loop() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "exit 2\n", "");
+    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.write_inbox(1, "this makes the agent crash");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(2);
+    wait_until("the hold to be logged", || c.cryo_log().contains("the next wake for mail is held for 2m"));
+    let st = status(&env, "c");
+    assert_eq!(st["mail_waiting"], 1, "{st}");
+    assert_eq!(st["session"], 2);
+    assert!(st["next_wake"].is_string(), "the held mail is a planned wake: {st}");
 }
 
 #[test]
