@@ -35,6 +35,12 @@ impl Clock {
         }
     }
 
+    /// Whether this is the real system clock (timers may then use the OS's
+    /// wall-clock timers directly).
+    pub fn is_system(&self) -> bool {
+        matches!(&*self.0, Inner::System)
+    }
+
     /// Moves a fixed clock; no effect on the system clock.
     pub fn set(&self, to: DateTime<Utc>) {
         if let Inner::Fixed(t) = &*self.0 {
