@@ -45,7 +45,7 @@ impl Entry {
         // The supervisor owns the desired state once running.
         record.desired = match self.handle.snapshot.borrow().state {
             State::Stopped => crate::store::Desired::Stopped,
-            State::Idle | State::Running => crate::store::Desired::Started,
+            State::Idle | State::Running | State::Paused => crate::store::Desired::Started,
             State::Faulted => record.desired,
         };
         ChamberView { record, snap: self.handle.snapshot.borrow().clone() }
@@ -214,6 +214,43 @@ impl Daemon {
         let v = self.resolve(r)?;
         let (already, ended) = self.ask(v.record.id, Event::Stop).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already, ended))
+    }
+
+    /// Pauses (or resumes) a chamber; the flag says nothing changed.
+    pub async fn pause(&self, r: &ChamberRef, pause: bool) -> Result<(ChamberView, bool)> {
+        let v = self.resolve(r)?;
+        let already = self.ask(v.record.id, |tx| Event::Pause(pause, tx)).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), already))
+    }
+
+    /// Runs a session now; with `replace`, ends a running one first.
+    pub async fn wake(
+        &self,
+        r: &ChamberRef,
+        message: Option<String>,
+        replace: bool,
+    ) -> Result<(ChamberView, supervisor::WakeOutcome)> {
+        let v = self.resolve(r)?;
+        let out = self.ask(v.record.id, |reply| Event::Wake { message, replace, reply }).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), out))
+    }
+
+    /// Writes a message into a chamber's inbox; returns the file.
+    pub async fn send(&self, r: &ChamberRef, from: &str, subject: &str, text: &str) -> Result<String> {
+        let v = self.resolve(r)?;
+        let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
+        self.ask(v.record.id, |reply| Event::Deliver { from, subject, text, reply }).await?
+    }
+
+    /// An operator's TODO call.
+    pub async fn todo(&self, r: &ChamberRef, call: supervisor::TodoCall) -> Result<supervisor::AgentReply> {
+        let v = self.resolve(r)?;
+        self.ask(v.record.id, |reply| Event::Todo { call, reply }).await?
+    }
+
+    /// The most recent sessions of a chamber, newest first.
+    pub async fn sessions(&self, id: i64, limit: u32) -> Result<Vec<crate::store::SessionRow>> {
+        Ok(self.0.shared.store.recent_sessions(id, limit).await?)
     }
 
     /// Ends every running session and stops every supervisor.

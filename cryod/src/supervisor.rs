@@ -55,6 +55,26 @@ pub enum Event {
     Start(oneshot::Sender<Result<bool>>),
     Stop(oneshot::Sender<Result<(bool, bool)>>),
     Remove(oneshot::Sender<()>),
+    /// Pause (true) or resume (false); replies whether nothing changed.
+    Pause(bool, oneshot::Sender<Result<bool>>),
+    /// An operator's wake, with an optional message for the inbox.
+    Wake {
+        message: Option<String>,
+        replace: bool,
+        reply: oneshot::Sender<Result<WakeOutcome>>,
+    },
+    /// An operator's message for the inbox.
+    Deliver {
+        from: String,
+        subject: String,
+        text: String,
+        reply: oneshot::Sender<Result<String>>,
+    },
+    /// An operator's TODO change.
+    Todo {
+        call: TodoCall,
+        reply: oneshot::Sender<Result<AgentReply>>,
+    },
     /// The scheduler says a TODO is due.
     Due,
     /// Something appeared in a watched inbox folder.
@@ -95,10 +115,24 @@ pub enum AgentCall {
     Send { text: String, question: bool, subject: String },
     Receive,
     Dialog { last: u32, all: bool },
-    TodoAdd { text: String, at: String, every: String, cron: String, missed: String },
-    TodoList,
-    TodoDone(u64),
-    TodoRemove(u64),
+    Todo(TodoCall),
+}
+
+/// A change to (or a look at) the TODO list, by the agent or an operator.
+#[derive(Debug)]
+pub enum TodoCall {
+    Add { text: String, at: String, every: String, cron: String, missed: String },
+    List,
+    Done(u64),
+    Remove(u64),
+}
+
+/// What an operator's wake did.
+#[derive(Debug, Clone, Default)]
+pub struct WakeOutcome {
+    pub replaced: bool,
+    pub queued: bool,
+    pub message_file: Option<String>,
 }
 
 pub enum AgentReply {
@@ -122,6 +156,7 @@ pub struct Snapshot {
     pub mail_waiting: u32,
     pub attention: Option<String>,
     pub warnings: Vec<String>,
+    pub last_lateness_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,6 +165,7 @@ pub enum State {
     Stopped,
     Idle,
     Running,
+    Paused,
     Faulted,
 }
 
@@ -147,6 +183,7 @@ enum Cut {
     Stop,
     Shutdown,
     AfterHibernate,
+    Replace,
 }
 
 struct Live {
@@ -192,6 +229,13 @@ struct Sup {
     /// crashes on every message does not loop.
     failures: u32,
     mail_hold_until: Option<DateTime<Utc>>,
+    paused: bool,
+    /// An operator asked for a session; it runs when the current one ends.
+    manual_queued: bool,
+    /// A `wake --replace` waiting for the old session to end: its message and
+    /// the operator's reply.
+    replace_with: Option<(Option<String>, oneshot::Sender<Result<WakeOutcome>>)>,
+    last_lateness_ms: Option<i64>,
 }
 
 /// Starts the supervisor of `record`.
@@ -221,6 +265,10 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
         completed: false,
         failures: 0,
         mail_hold_until: None,
+        paused: record.paused,
+        manual_queued: false,
+        replace_with: None,
+        last_lateness_ms: None,
     };
     sup.load_config();
     sup.load_todos();
@@ -298,12 +346,14 @@ impl Sup {
             State::Faulted
         } else if self.live.is_some() {
             State::Running
+        } else if self.desired == Desired::Started && self.paused {
+            State::Paused
         } else if self.desired == Desired::Started {
             State::Idle
         } else {
             State::Stopped
         };
-        let next_wake = if self.desired == Desired::Started { self.next_wake() } else { None };
+        let next_wake = if self.desired == Desired::Started && !self.paused { self.next_wake() } else { None };
         let snap = Snapshot {
             state,
             fault: self.fault(),
@@ -315,6 +365,7 @@ impl Sup {
             mail_waiting: self.mailbox().unread().len() as u32,
             attention: self.attention.clone(),
             warnings: self.warnings.clone(),
+            last_lateness_ms: self.last_lateness_ms,
         };
         self.snapshot.send_replace(snap);
     }
@@ -365,6 +416,19 @@ impl Sup {
                 self.shared.scheduler.plan(self.id, None, &self.tx);
                 let _ = reply.send(());
                 return true;
+            }
+            Event::Pause(pause, reply) => {
+                let r = self.set_paused(pause).await;
+                let _ = reply.send(r);
+            }
+            Event::Wake { message, replace, reply } => self.wake(message, replace, reply),
+            Event::Deliver { from, subject, text, reply } => {
+                let r = self.deliver(&from, &subject, &text, true);
+                let _ = reply.send(r);
+            }
+            Event::Todo { call, reply } => {
+                let r = self.todo_call(call, "operator");
+                let _ = reply.send(r);
             }
             Event::Due => self.replan(),
             Event::Inbox => self.on_inbox(),
@@ -477,6 +541,102 @@ impl Sup {
         tracing::info!(chamber = %self.name, "chamber stopped");
     }
 
+    async fn set_paused(&mut self, pause: bool) -> Result<bool> {
+        if pause && self.desired != Desired::Started {
+            return Err(Error::Precondition(format!("{} is stopped; only a started chamber can be paused", self.name)));
+        }
+        if self.paused == pause {
+            return Ok(true);
+        }
+        self.shared.store.set_paused(self.id, pause).await?;
+        self.paused = pause;
+        if pause {
+            self.wanted = None;
+            self.shared.admission.cancel(self.id);
+            self.shared.scheduler.plan(self.id, None, &self.tx);
+            tracing::info!(chamber = %self.name, "chamber paused");
+        } else {
+            tracing::info!(chamber = %self.name, "chamber resumed");
+            self.replan();
+        }
+        Ok(false)
+    }
+
+    fn wake(&mut self, message: Option<String>, replace: bool, reply: oneshot::Sender<Result<WakeOutcome>>) {
+        let refuse = |why: String| Err(Error::Precondition(why));
+        let check = if let Some(f) = self.fault() {
+            refuse(format!("{} is faulted: {f}", self.name))
+        } else if self.desired != Desired::Started {
+            refuse(format!("{} is stopped: start it first (`cryoctl chamber start {}`)", self.name, self.name))
+        } else if self.paused {
+            refuse(format!("{} is paused: resume it first (`cryoctl chamber resume {}`)", self.name, self.name))
+        } else if self.replace_with.is_some() {
+            refuse("a replacing wake is already under way".into())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = check {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        if let Some(l) = &self.live {
+            if replace {
+                let n = l.number;
+                self.replace_with = Some((message, reply));
+                self.end_session(n, Cut::Replace);
+                return;
+            }
+        }
+        let mut out = WakeOutcome::default();
+        if let Some(m) = message {
+            match self.deliver("operator", "", &m, false) {
+                Ok(f) => out.message_file = Some(f),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            }
+        }
+        self.completed = false;
+        self.manual_queued = true;
+        out.queued = self.live.is_some();
+        self.log_event(if out.queued { "operator wake: queued after the running session" } else { "operator wake" });
+        self.replan();
+        let _ = reply.send(Ok(out));
+    }
+
+    /// Writes an operator's message into the inbox; returns its file name.
+    /// With `wake`, the message wakes the agent as mail does (the watcher
+    /// would too, a little later).
+    fn deliver(&mut self, from: &str, subject: &str, text: &str, wake: bool) -> Result<String> {
+        if text.trim().is_empty() {
+            return Err(Error::Invalid("the message is empty".into()));
+        }
+        let limit = cryo_core::message::MAX_MESSAGE_BYTES - 4096;
+        if text.len() > limit {
+            return Err(Error::Invalid(format!("the message is {} bytes, over the limit of {limit}", text.len())));
+        }
+        let now = self.now();
+        let from = if from.trim().is_empty() { "operator" } else { from };
+        let subject = if subject.trim().is_empty() { first_line(text) } else { subject.to_string() };
+        let msg = Message {
+            from: from.to_string(),
+            subject,
+            timestamp: Some(now),
+            question: false,
+            meta: BTreeMap::new(),
+            body: text.to_string(),
+        };
+        let name = self
+            .mailbox()
+            .write(Folder::Inbox, &msg, now)
+            .map_err(|e| Error::Internal(format!("cannot write the inbox: {e}")))?;
+        if wake {
+            self.on_inbox();
+        }
+        Ok(format!("messages/inbox/{name}"))
+    }
+
     // ---- planning ----------------------------------------------------------
 
     /// After a start or a daemon restart: bootstrap a new chamber, else run
@@ -491,9 +651,12 @@ impl Sup {
     /// Looks at the files and decides: wake now (due TODOs, unread mail) or
     /// tell the scheduler when the next TODO is due.
     fn replan(&mut self) {
-        if self.desired != Desired::Started || self.fault().is_some() {
+        if self.desired != Desired::Started || self.paused || self.fault().is_some() {
             self.shared.scheduler.plan(self.id, None, &self.tx);
             return;
+        }
+        if self.manual_queued && self.live.is_none() {
+            self.want(Trigger::Manual);
         }
         let now = self.now();
         let next = match (&self.todos, self.completed) {
@@ -515,7 +678,7 @@ impl Sup {
     }
 
     fn want(&mut self, trigger: Trigger) {
-        if self.desired != Desired::Started || self.live.is_some() {
+        if self.desired != Desired::Started || self.paused || self.live.is_some() {
             return;
         }
         let now = self.now();
@@ -577,9 +740,11 @@ impl Sup {
 
     async fn admitted(&mut self, permit: Permit) {
         let Some((trigger, asked_at)) = self.wanted.take() else { return };
-        if self.live.is_some() || self.desired != Desired::Started {
+        if self.live.is_some() || self.desired != Desired::Started || self.paused {
             return;
         }
+        // Any session answers a queued operator wake; it is recorded as one.
+        let trigger = if std::mem::take(&mut self.manual_queued) { Trigger::Manual } else { trigger };
         self.load_todos();
         let Ok(mut list) = self.todos.clone() else { return };
         let now = self.now();
@@ -673,6 +838,7 @@ impl Sup {
         };
         let started = self.now();
         let lateness = due.map(|d| (started - d).num_milliseconds().max(0));
+        self.last_lateness_ms = lateness;
         let _ = self.shared.store.session_started(self.id, number, pid, crate::rfc3339(started), lateness).await;
         self.log_event(&format!("agent started (pid {pid})"));
         tracing::info!(chamber = %self.name, session = number, pid, trigger = trigger.as_str(), "agent started");
@@ -788,7 +954,7 @@ impl Sup {
         if why == Cut::Timeout && l.hibernate.is_some() {
             return;
         }
-        if l.ending.is_none() || why == Cut::Stop || why == Cut::Shutdown {
+        if l.ending.is_none() || matches!(why, Cut::Stop | Cut::Shutdown | Cut::Replace) {
             l.ending = Some(why);
         }
         if let Some(reply) = l.linger.take() {
@@ -800,6 +966,7 @@ impl Sup {
             Cut::Stop => "stopped by the operator: ending the agent",
             Cut::Shutdown => "cryod is shutting down: ending the agent",
             Cut::AfterHibernate => "agent did not exit after hibernating: ending it",
+            Cut::Replace => "replaced by the operator's wake: ending the agent",
         };
         self.log_event(what);
         spawn::signal_group(pgid, Signal::SIGTERM);
@@ -832,7 +999,7 @@ impl Sup {
     async fn finalize(&mut self, status: Option<std::process::ExitStatus>) {
         let Some(l) = self.live.as_ref() else { return };
         let outcome = match (l.ending, &l.hibernate) {
-            (Some(Cut::Stop), _) => Outcome::Stopped,
+            (Some(Cut::Stop | Cut::Replace), _) => Outcome::Stopped,
             (Some(Cut::Shutdown), None) => Outcome::Interrupted,
             (_, Some((ending, _))) => Outcome::Hibernated(*ending),
             (Some(Cut::Timeout), None) => Outcome::TimedOut,
@@ -976,6 +1143,21 @@ impl Sup {
             let _ = w.send(());
         }
         drop(l._permit);
+        if let Some((message, reply)) = self.replace_with.take() {
+            let mut out = WakeOutcome { replaced: true, ..WakeOutcome::default() };
+            if let Some(m) = message {
+                match self.deliver("operator", "", &m, false) {
+                    Ok(f) => out.message_file = Some(f),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        self.replan();
+                        return;
+                    }
+                }
+            }
+            self.manual_queued = true;
+            let _ = reply.send(Ok(out));
+        }
         if !shutting_down {
             self.replan();
         }
@@ -1001,10 +1183,7 @@ impl Sup {
             AgentCall::Send { text, question, subject } => self.send(text, question, subject),
             AgentCall::Receive => self.receive().map(AgentReply::Mail),
             AgentCall::Dialog { last, all } => self.dialog(last, all),
-            AgentCall::TodoAdd { text, at, every, cron, missed } => self.todo_add(text, at, every, cron, missed),
-            AgentCall::TodoList => self.todo_list(),
-            AgentCall::TodoDone(id) => self.todo_change(id, true),
-            AgentCall::TodoRemove(id) => self.todo_change(id, false),
+            AgentCall::Todo(call) => self.todo_call(call, "agent"),
         };
         let _ = reply.send(r);
     }
@@ -1118,6 +1297,15 @@ impl Sup {
         Ok(AgentReply::Dialog { messages, claimed })
     }
 
+    fn todo_call(&mut self, call: TodoCall, by: &str) -> Result<AgentReply> {
+        match call {
+            TodoCall::Add { text, at, every, cron, missed } => self.todo_add(text, at, every, cron, missed, by),
+            TodoCall::List => self.todo_list(),
+            TodoCall::Done(id) => self.todo_change(id, true, by),
+            TodoCall::Remove(id) => self.todo_change(id, false, by),
+        }
+    }
+
     fn todo_add(
         &mut self,
         text: String,
@@ -1125,6 +1313,7 @@ impl Sup {
         every: String,
         cron: String,
         missed: String,
+        by: &str,
     ) -> Result<AgentReply> {
         let now = self.now();
         let tz = self.tz();
@@ -1149,7 +1338,7 @@ impl Sup {
         let todo = list.get(id).cloned().expect("just added");
         self.save_todos(list)?;
         self.log_event(&format!(
-            "todo add {id}: {} (at {})",
+            "todo add {id} by {by}: {} (at {})",
             todo.text,
             todo.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default()
         ));
@@ -1163,7 +1352,7 @@ impl Sup {
         Ok(AgentReply::Todos { todos: list.items, tz: self.tz() })
     }
 
-    fn todo_change(&mut self, id: u64, done: bool) -> Result<AgentReply> {
+    fn todo_change(&mut self, id: u64, done: bool, by: &str) -> Result<AgentReply> {
         self.load_todos();
         let mut list = self.todos.clone().map_err(Error::Precondition)?;
         let r = if done { list.done(id) } else { list.remove(id).map(|_| ()) };
@@ -1172,7 +1361,7 @@ impl Sup {
             _ => Error::Precondition(e.to_string()),
         })?;
         self.save_todos(list)?;
-        self.log_event(&format!("todo {} {id}", if done { "done" } else { "remove" }));
+        self.log_event(&format!("todo {} {id} by {by}", if done { "done" } else { "remove" }));
         self.replan();
         self.todo_list()
     }

@@ -2,3 +2,4 @@
 
 mod foundation;
 mod runtime;
+mod scheduling;

@@ -41,6 +41,36 @@ pub enum ChamberCmd {
     Start { chamber: Option<String> },
     /// Stop a chamber, ending a running session; returns once it has ended.
     Stop { chamber: Option<String> },
+    /// Pause a started chamber: mail still arrives, no session starts.
+    Pause { chamber: Option<String> },
+    /// Resume a paused chamber; what became due meanwhile runs.
+    Resume { chamber: Option<String> },
+    /// Run a session now.
+    Wake {
+        chamber: Option<String>,
+        /// Also write this message to the agent's inbox.
+        #[arg(long, short)]
+        message: Option<String>,
+        /// End a running session first (its claimed TODOs are re-queued due now).
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Write a message to the chamber's agent (TEXT, or standard input).
+    Send {
+        chamber: String,
+        text: Option<String>,
+        #[arg(long, default_value = "operator")]
+        from: String,
+        #[arg(long, default_value = "")]
+        subject: String,
+    },
+    /// The chamber's TODOs: `todo [CHAMBER] list|add|done|remove`.
+    #[command(subcommand_precedence_over_arg = true)]
+    Todo {
+        chamber: Option<String>,
+        #[command(subcommand)]
+        op: TodoOp,
+    },
     /// List the registered chambers.
     #[command(alias = "ls")]
     List,
@@ -51,12 +81,39 @@ pub enum ChamberCmd {
     Remove { chamber: Option<String> },
 }
 
+#[derive(Subcommand)]
+pub enum TodoOp {
+    /// Pending and claimed TODOs.
+    List,
+    /// Schedule work for the agent.
+    Add {
+        text: String,
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+        #[arg(long, value_name = "DURATION", conflicts_with = "cron")]
+        every: Option<String>,
+        #[arg(long, value_name = "\"MIN HOUR DOM MON DOW\"")]
+        cron: Option<String>,
+        #[arg(long, value_name = "once|skip")]
+        missed: Option<String>,
+    },
+    /// Mark a TODO done.
+    Done { id: u64 },
+    /// Remove a TODO.
+    Remove { id: u64 },
+}
+
 pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
     match cmd {
         ChamberCmd::Init { dir, agent } => init(&ctx, dir, agent).await,
         ChamberCmd::Add { dir, name, init, agent, start } => add(&ctx, dir, name, init, agent, start).await,
         ChamberCmd::Start { chamber } => start(&ctx, chamber).await,
         ChamberCmd::Stop { chamber } => stop(&ctx, chamber).await,
+        ChamberCmd::Pause { chamber } => pause(&ctx, chamber, true).await,
+        ChamberCmd::Resume { chamber } => pause(&ctx, chamber, false).await,
+        ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
+        ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
+        ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,
         ChamberCmd::List => list(&ctx).await,
         ChamberCmd::Status { chamber } => status(&ctx, chamber).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
@@ -197,6 +254,7 @@ pub fn state_name(s: i32) -> &'static str {
         pb::ChamberState::Idle => "idle",
         pb::ChamberState::Running => "running",
         pb::ChamberState::Faulted => "faulted",
+        pb::ChamberState::Paused => "paused",
         pb::ChamberState::Unspecified => "unknown",
     }
 }
@@ -226,6 +284,7 @@ pub fn chamber_json(c: &pb::Chamber) -> serde_json::Value {
         "last_result": null_if_empty(&c.last_result),
         "mail_waiting": c.mail_waiting,
         "attention": null_if_empty(&c.attention),
+        "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
     })
 }
 
@@ -272,7 +331,11 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     .into_inner();
     let _ = &mut c;
     if ctx.json {
-        output::json(&serde_json::Value::Array(r.chambers.iter().map(chamber_json).collect()));
+        let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
+        if let Some(first) = out.first_mut() {
+            first["sessions"] = r.sessions.iter().map(session_json).collect();
+        }
+        output::json(&serde_json::Value::Array(out));
         return Ok(());
     }
     for ch in &r.chambers {
@@ -302,8 +365,51 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         if !ch.fault.is_empty() {
             println!("  fault     {}", ch.fault);
         }
+        if ch.last_lateness_ms >= 0 {
+            println!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
+        }
+    }
+    if !r.sessions.is_empty() {
+        println!();
+        let rows: Vec<Vec<String>> = r
+            .sessions
+            .iter()
+            .map(|s| {
+                vec![
+                    s.number.to_string(),
+                    s.trigger.clone(),
+                    dash(&s.due_at),
+                    dash(&s.started_at),
+                    if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms) },
+                    dash(&s.outcome),
+                ]
+            })
+            .collect();
+        output::table(&["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "OUTCOME"], &rows);
     }
     Ok(())
+}
+
+fn dash(s: &str) -> String {
+    if s.is_empty() { "-".into() } else { s.to_string() }
+}
+
+fn ms(n: i64) -> String {
+    if n < 1000 { format!("{n}ms") } else { format!("{:.1}s", n as f64 / 1000.0) }
+}
+
+/// The stable JSON form of a session.
+pub fn session_json(s: &pb::SessionInfo) -> serde_json::Value {
+    json!({
+        "number": s.number,
+        "trigger": s.trigger,
+        "due_at": null_if_empty(&s.due_at),
+        "started_at": null_if_empty(&s.started_at),
+        "ended_at": null_if_empty(&s.ended_at),
+        "lateness_ms": if s.lateness_ms < 0 { serde_json::Value::Null } else { s.lateness_ms.into() },
+        "outcome": null_if_empty(&s.outcome),
+        "wake_id": s.wake_id,
+    })
 }
 
 async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
@@ -360,5 +466,148 @@ async fn stop(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     } else {
         println!("stopped {:?}", ch.name);
     }
+    Ok(())
+}
+
+async fn pause(ctx: &Ctx, chamber: Option<String>, pause: bool) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move {
+            let req = pb::ChamberPauseRequest { chamber: Some(r) };
+            if pause { c.chamber_pause(req).await } else { c.chamber_resume(req).await }
+        }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    let verb = if pause { "paused" } else { "resumed" };
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
+    } else if r.already {
+        println!("{:?} was {} already", ch.name, if pause { "paused" } else { "not paused" });
+    } else {
+        println!("{verb} {:?}", ch.name);
+    }
+    Ok(())
+}
+
+async fn wake(ctx: &Ctx, chamber: Option<String>, message: Option<String>, replace: bool) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        let message = message.clone().unwrap_or_default();
+        async move { c.chamber_wake(pb::ChamberWakeRequest { chamber: Some(r), message, replace }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.clone().unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({
+            "chamber": chamber_json(&ch),
+            "replaced": r.replaced,
+            "queued": r.queued,
+            "message_file": null_if_empty(&r.message_file),
+        }));
+        return Ok(());
+    }
+    if r.replaced {
+        println!("ended the running session of {:?}", ch.name);
+    }
+    if !r.message_file.is_empty() {
+        println!("wrote {}", r.message_file);
+    }
+    if r.queued {
+        println!("{:?} will wake when its running session ends", ch.name);
+    } else {
+        println!("waking {:?}", ch.name);
+    }
+    Ok(())
+}
+
+async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, subject: String) -> Result<()> {
+    let text = match text {
+        Some(t) => t,
+        None => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+            s
+        }
+    };
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(Some(&chamber), |r| {
+        let mut c = c.clone();
+        let (text, from, subject) = (text.clone(), from.clone(), subject.clone());
+        async move { c.chamber_send(pb::ChamberSendRequest { chamber: Some(r), text, from, subject }).await }
+    })
+    .await?
+    .into_inner();
+    if ctx.json {
+        output::json(&json!({ "file": r.file }));
+    } else {
+        println!("sent: {}", r.file);
+    }
+    Ok(())
+}
+
+/// The stable JSON form of a TODO.
+pub fn todo_json(t: &pb::Todo) -> serde_json::Value {
+    json!({
+        "id": t.id,
+        "text": t.text,
+        "state": t.state,
+        "at": null_if_empty(&t.at),
+        "attempt": t.attempt,
+        "every": null_if_empty(&t.every),
+        "cron": null_if_empty(&t.cron),
+    })
+}
+
+async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
+    use pb::chamber_todo_request::Op;
+    let is_list = matches!(op, TodoOp::List);
+    let op = match op {
+        TodoOp::List => Op::List(pb::TodoListRequest {}),
+        TodoOp::Add { text, at, every, cron, missed } => Op::Add(pb::TodoAddRequest {
+            text,
+            at: at.unwrap_or_default(),
+            every: every.unwrap_or_default(),
+            cron: cron.unwrap_or_default(),
+            missed: missed.unwrap_or_default(),
+        }),
+        TodoOp::Done { id } => Op::Done(pb::TodoIdRequest { id }),
+        TodoOp::Remove { id } => Op::Remove(pb::TodoIdRequest { id }),
+    };
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        let op = op.clone();
+        async move { c.chamber_todo(pb::ChamberTodoRequest { chamber: Some(r), op: Some(op) }).await }
+    })
+    .await?
+    .into_inner();
+    if ctx.json {
+        output::json(&serde_json::Value::Array(r.todos.iter().map(todo_json).collect()));
+        return Ok(());
+    }
+    let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !is_list || t.state != "done").collect();
+    if shown.is_empty() {
+        println!("no pending TODOs");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|t| {
+            let repeat = if !t.every.is_empty() {
+                format!("every {}", t.every)
+            } else if !t.cron.is_empty() {
+                format!("cron {}", t.cron)
+            } else {
+                "-".into()
+            };
+            vec![t.id.to_string(), t.state.clone(), dash(&t.at), repeat, t.text.clone()]
+        })
+        .collect();
+    output::table(&["ID", "STATE", "AT", "REPEAT", "TEXT"], &rows);
     Ok(())
 }

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::convert;
 use crate::daemon::Daemon;
 use crate::error::Error;
-use crate::supervisor::{AgentCall, AgentReply, Event};
+use crate::supervisor::{AgentCall, AgentReply, Event, TodoCall};
 
 pub struct AgentService {
     pub daemon: Daemon,
@@ -59,7 +59,7 @@ fn unexpected() -> Status {
     Error::Internal("unexpected reply from the supervisor".into()).into()
 }
 
-fn todos_reply(r: AgentReply) -> Result<pb::TodoListReply, Status> {
+pub fn todos_reply(r: AgentReply) -> Result<pb::TodoListReply, Status> {
     match r {
         AgentReply::Todos { todos, tz } => Ok(pb::TodoListReply {
             todos: todos.iter().map(|t| convert::todo(t, tz)).collect(),
@@ -116,28 +116,22 @@ impl Agent for AgentService {
 
     async fn todo_add(&self, req: Request<pb::TodoAddRequest>) -> R<pb::TodoAddReply> {
         let r = req.get_ref();
-        let call = AgentCall::TodoAdd {
-            text: r.text.clone(),
-            at: r.at.clone(),
-            every: r.every.clone(),
-            cron: r.cron.clone(),
-            missed: r.missed.clone(),
-        };
+        let call = AgentCall::Todo(convert::todo_add(r));
         let list = todos_reply(self.call(&req, call).await?)?;
         Ok(Response::new(pb::TodoAddReply { todo: list.todos.into_iter().next() }))
     }
 
     async fn todo_list(&self, req: Request<pb::TodoListRequest>) -> R<pb::TodoListReply> {
-        todos_reply(self.call(&req, AgentCall::TodoList).await?).map(Response::new)
+        todos_reply(self.call(&req, AgentCall::Todo(TodoCall::List)).await?).map(Response::new)
     }
 
     async fn todo_done(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {
         let id = req.get_ref().id;
-        todos_reply(self.call(&req, AgentCall::TodoDone(id)).await?).map(Response::new)
+        todos_reply(self.call(&req, AgentCall::Todo(TodoCall::Done(id))).await?).map(Response::new)
     }
 
     async fn todo_remove(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {
         let id = req.get_ref().id;
-        todos_reply(self.call(&req, AgentCall::TodoRemove(id)).await?).map(Response::new)
+        todos_reply(self.call(&req, AgentCall::Todo(TodoCall::Remove(id))).await?).map(Response::new)
     }
 }

@@ -50,11 +50,18 @@ impl Control for ControlService {
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
         let req = req.into_inner();
-        let views = match req.chamber {
-            None => self.daemon.list(),
-            Some(r) => vec![self.daemon.resolve(&convert::chamber_ref(Some(r))?)?],
+        let (views, sessions) = match req.chamber {
+            None => (self.daemon.list(), Vec::new()),
+            Some(r) => {
+                let v = self.daemon.resolve(&convert::chamber_ref(Some(r))?)?;
+                let sessions = self.daemon.sessions(v.record.id, 10).await?;
+                (vec![v], sessions)
+            }
         };
-        Ok(Response::new(pb::ChamberStatusReply { chambers: views.iter().map(convert::chamber).collect() }))
+        Ok(Response::new(pb::ChamberStatusReply {
+            chambers: views.iter().map(convert::chamber).collect(),
+            sessions: sessions.iter().map(convert::session).collect(),
+        }))
     }
 
     async fn chamber_remove(&self, req: Request<pb::ChamberRemoveRequest>) -> R<pb::ChamberRemoveReply> {
@@ -67,6 +74,52 @@ impl Control for ControlService {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         let (v, already) = self.daemon.start(&r).await?;
         Ok(Response::new(pb::ChamberStartReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_pause(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already) = self.daemon.pause(&r, true).await?;
+        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_resume(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already) = self.daemon.pause(&r, false).await?;
+        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_wake(&self, req: Request<pb::ChamberWakeRequest>) -> R<pb::ChamberWakeReply> {
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let message = opt(&req.message).map(str::to_string);
+        let (v, out) = self.daemon.wake(&r, message, req.replace).await?;
+        Ok(Response::new(pb::ChamberWakeReply {
+            chamber: Some(convert::chamber(&v)),
+            replaced: out.replaced,
+            queued: out.queued,
+            message_file: out.message_file.unwrap_or_default(),
+        }))
+    }
+
+    async fn chamber_send(&self, req: Request<pb::ChamberSendRequest>) -> R<pb::ChamberSendReply> {
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let file = self.daemon.send(&r, &req.from, &req.subject, &req.text).await?;
+        Ok(Response::new(pb::ChamberSendReply { file }))
+    }
+
+    async fn chamber_todo(&self, req: Request<pb::ChamberTodoRequest>) -> R<pb::TodoListReply> {
+        use crate::supervisor::TodoCall;
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let call = match req.op {
+            None | Some(pb::chamber_todo_request::Op::List(_)) => TodoCall::List,
+            Some(pb::chamber_todo_request::Op::Add(a)) => convert::todo_add(&a),
+            Some(pb::chamber_todo_request::Op::Done(d)) => TodoCall::Done(d.id),
+            Some(pb::chamber_todo_request::Op::Remove(d)) => TodoCall::Remove(d.id),
+        };
+        let reply = self.daemon.todo(&r, call).await?;
+        super::agent::todos_reply(reply).map(Response::new)
     }
 
     async fn chamber_stop(&self, req: Request<pb::ChamberStopRequest>) -> R<pb::ChamberStopReply> {

@@ -30,6 +30,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
             State::Stopped => pb::ChamberState::Stopped,
             State::Idle => pb::ChamberState::Idle,
             State::Running => pb::ChamberState::Running,
+            State::Paused => pb::ChamberState::Paused,
             State::Faulted => pb::ChamberState::Faulted,
         } as i32,
         created_at: v.record.created_at.clone(),
@@ -41,6 +42,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         last_result: v.snap.last_result.clone().unwrap_or_default(),
         mail_waiting: v.snap.mail_waiting,
         attention: v.snap.attention.clone().unwrap_or_default(),
+        last_lateness_ms: v.snap.last_lateness_ms.unwrap_or(-1),
     }
 }
 
@@ -90,5 +92,28 @@ pub fn todo(t: &cryo_core::todo::Todo, tz: chrono_tz::Tz) -> pb::Todo {
             Some(Repeat::Cron(c)) => c.clone(),
             _ => String::new(),
         },
+    }
+}
+
+pub fn todo_add(r: &pb::TodoAddRequest) -> crate::supervisor::TodoCall {
+    crate::supervisor::TodoCall::Add {
+        text: r.text.clone(),
+        at: r.at.clone(),
+        every: r.every.clone(),
+        cron: r.cron.clone(),
+        missed: r.missed.clone(),
+    }
+}
+
+pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
+    pb::SessionInfo {
+        number: s.number,
+        trigger: s.trigger.clone(),
+        due_at: s.due_at.clone().unwrap_or_default(),
+        started_at: s.started_at.clone().unwrap_or_default(),
+        ended_at: s.ended_at.clone().unwrap_or_default(),
+        lateness_ms: s.lateness_ms.unwrap_or(-1),
+        outcome: s.outcome.clone().unwrap_or_default(),
+        wake_id: s.wake_id.clone(),
     }
 }

@@ -34,6 +34,8 @@ const MIGRATIONS: &[&str] = &[
         detail      TEXT,
         PRIMARY KEY (chamber_id, number)
     );",
+    // 3: pausing a started chamber.
+    "ALTER TABLE chambers ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -32,6 +32,8 @@ pub struct ChamberRecord {
     /// Canonical absolute path.
     pub path: String,
     pub desired: Desired,
+    /// Started but paused: no session starts until resumed.
+    pub paused: bool,
     /// RFC 3339.
     pub created_at: String,
 }
@@ -43,10 +45,11 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
         path: r.get(2)?,
         desired: Desired::parse(&r.get::<_, String>(3)?),
         created_at: r.get(4)?,
+        paused: r.get::<_, i64>(5)? != 0,
     })
 }
 
-const COLUMNS: &str = "id, name, path, desired, created_at";
+const COLUMNS: &str = "id, name, path, desired, created_at, paused";
 
 impl Store {
     pub async fn chambers(&self) -> Result<Vec<ChamberRecord>, StoreError> {
@@ -101,7 +104,7 @@ impl Store {
             )?;
             let id = tx.last_insert_rowid();
             tx.commit()?;
-            Ok((ChamberRecord { id, name, path, desired: Desired::Stopped, created_at }, false))
+            Ok((ChamberRecord { id, name, path, desired: Desired::Stopped, paused: false, created_at }, false))
         })
         .await
     }
@@ -109,6 +112,14 @@ impl Store {
     pub async fn remove_chamber(&self, id: i64) -> Result<(), StoreError> {
         self.call(move |c| {
             c.execute("DELETE FROM chambers WHERE id = ?1", [id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn set_paused(&self, id: i64, paused: bool) -> Result<(), StoreError> {
+        self.call(move |c| {
+            c.execute("UPDATE chambers SET paused = ?2 WHERE id = ?1", params![id, paused as i64])?;
             Ok(())
         })
         .await

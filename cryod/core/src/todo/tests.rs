@@ -218,3 +218,46 @@ fn requeue_is_due_now_with_a_fresh_id() {
     assert_eq!((t2.id, t2.text.as_str(), t2.at), (2, "x (attempt 1)", Some(now)));
     assert!(list.get(1).unwrap().done);
 }
+
+/// A week of a weekday-morning cron and a 6-hourly series, checked hour by
+/// hour, with the machine suspended from Tuesday 20:00 to Thursday 07:30.
+#[test]
+fn a_simulated_week_with_a_suspend() {
+    let tz = chrono_tz::Europe::Berlin;
+    let start = t("2026-03-02T00:00:00Z"); // Monday
+    let mut list = TodoList::default();
+    let standup = list
+        .add(NewTodo { text: "standup".into(), cron: Some("0 9 * * MON-FRI".into()), ..NewTodo::default() }, start, tz)
+        .unwrap();
+    let poll = list
+        .add(
+            NewTodo { text: "poll".into(), every: Some("6h".into()), missed: Missed::Skip, ..NewTodo::default() },
+            start,
+            tz,
+        )
+        .unwrap();
+    let asleep = (t("2026-03-03T19:00:00Z"), t("2026-03-05T06:30:00Z"));
+    let mut runs: Vec<(u64, DateTime<Utc>, u32)> = Vec::new();
+    let mut now = start;
+    while now < t("2026-03-09T00:00:00Z") {
+        now += Duration::minutes(30);
+        if now > asleep.0 && now < asleep.1 {
+            continue; // suspended: no wake happens
+        }
+        for c in list.claim_due(now, tz, Duration::minutes(5)) {
+            runs.push((c.id, now, c.slots));
+        }
+    }
+    let standups: Vec<_> = runs.iter().filter(|r| r.0 == standup).collect();
+    // Mon and Tue on time; Wednesday's slot, missed while asleep, runs once at
+    // wake-up (Thu 07:30 Berlin); then Thu and Fri on time; no weekend runs.
+    let days: Vec<String> = standups.iter().map(|r| r.1.with_timezone(&tz).format("%a %H:%M").to_string()).collect();
+    assert_eq!(days, ["Mon 09:00", "Tue 09:00", "Thu 07:30", "Thu 09:00", "Fri 09:00"], "{days:?}");
+    assert!(standups.iter().all(|r| r.2 == 1));
+    // The 6-hourly `skip` series drops what it missed while asleep and goes on.
+    let polls: Vec<_> = runs.iter().filter(|r| r.0 == poll).map(|r| r.1).collect();
+    assert!(polls.iter().all(|p| *p <= asleep.0 || *p >= asleep.1));
+    // 28 slots from Mon 06:00 to next Mon 00:00; the 6 that fell in the
+    // suspend (Wed 00:00 to Thu 06:00) are dropped, the rest run on time.
+    assert_eq!(polls.len(), 28 - 6, "{polls:?}");
+}
