@@ -18,7 +18,13 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 /// the test executable (`target/debug/deps/it-*`).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/debug").to_path_buf();
+    // A test runs from target/PROFILE/deps/, a binary (the bench) from target/PROFILE/.
+    let parent = exe.parent().expect("executable folder");
+    let dir = if parent.join("cryod").exists() {
+        parent.to_path_buf()
+    } else {
+        parent.parent().expect("target/PROFILE").to_path_buf()
+    };
     for b in ["cryod", "cryoctl", "cryo-agent"] {
         assert!(
             dir.join(b).exists(),

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration, NaiveDateTime, Utc};
+use chrono::{DateTime, Duration, NaiveDateTime, Timelike, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -207,7 +207,10 @@ impl TodoList {
             return Err(TodoError::TooMany);
         }
         let repeat = parse_repeat(new.every.as_deref(), new.cron.as_deref())?;
-        let at = match (&repeat, new.at) {
+        // Whole seconds: "+30m" means a time, not a time to the nanosecond.
+        let now = now.with_nanosecond(0).unwrap_or(now);
+        let new_at = new.at.map(|a| a.with_nanosecond(0).unwrap_or(a));
+        let at = match (&repeat, new_at) {
             (_, Some(at)) => Some(at),
             (Some(r), None) => next_slot(r, now, now, tz),
             (None, None) => None,
@@ -356,8 +359,8 @@ impl TodoList {
                 text: format!("{} (attempt {k})", base_text(&c.text)),
                 done: false,
                 claimed: false,
-                at: Some(now + delay),
-                created: Some(now),
+                at: Some(now.with_nanosecond(0).unwrap_or(now) + delay),
+                created: Some(now.with_nanosecond(0).unwrap_or(now)),
                 attempt: k,
                 repeat: None,
                 missed: Missed::Once,
@@ -478,6 +481,12 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
     Ok(TodoList { items, high_water: high_water.max(max) })
 }
 
+/// A time for the file: RFC 3339 in `tz`, with a fraction only if it has one
+/// (so a time written by hand to the millisecond survives a rewrite).
+fn file_time(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false)
+}
+
 /// Writes `todo.json` (pretty, one item per block, times in `tz`).
 pub fn render_file(list: &TodoList, tz: Tz) -> String {
     let records: Vec<Record> = list
@@ -486,7 +495,7 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
         .map(|t| {
             let mut extra = t.extra.clone();
             let created = match t.created {
-                Some(c) => time::format_in(c, tz),
+                Some(c) => file_time(c, tz),
                 None => match extra.remove("created") {
                     Some(serde_json::Value::String(s)) => s,
                     _ => String::new(),
@@ -497,7 +506,7 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
                 text: t.text.clone(),
                 done: t.done,
                 claimed: t.claimed,
-                at: t.at.map(|a| time::format_in(a, tz)).unwrap_or_default(),
+                at: t.at.map(|a| file_time(a, tz)).unwrap_or_default(),
                 created,
                 attempt: t.attempt,
                 every: match &t.repeat {

@@ -261,3 +261,16 @@ fn a_simulated_week_with_a_suspend() {
     // suspend (Wed 00:00 to Thu 06:00) are dropped, the rest run on time.
     assert_eq!(polls.len(), 28 - 6, "{polls:?}");
 }
+
+#[test]
+fn file_times_keep_their_precision_and_new_times_are_whole_seconds() {
+    let text = r#"[{"id":1,"text":"x","at":"2026-03-05T09:00:00.250Z"}]"#;
+    let list = parse_file(text, UTC, 0).unwrap();
+    assert!(render_file(&list, UTC).contains("2026-03-05T09:00:00.250+00:00"));
+    let mut list = TodoList::default();
+    let now = t("2026-03-05T12:00:00.987Z");
+    let id = list
+        .add(NewTodo { text: "y".into(), at: Some(now + Duration::minutes(30)), ..NewTodo::default() }, now, UTC)
+        .unwrap();
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T12:30:00Z")));
+}

@@ -1,0 +1,288 @@
+//! `cryo-bench`: measures cryo on this machine and prints the figures.
+//!
+//! Each scenario starts a real cryod in a private folder (the same harness as
+//! the tests), sets the scenario up, measures, prints a table and cleans up.
+//! Run it from a release build:
+//!
+//! ```sh
+//! cargo build --release --workspace
+//! ./target/release/cryo-bench lateness --wakes 200
+//! ./target/release/cryo-bench idle --chambers 1000 --seconds 60
+//! ```
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use cryo_proto::v1 as pb;
+use cryo_tests::{Env, wait_until};
+
+#[derive(Parser)]
+#[command(name = "cryo-bench")]
+struct Cli {
+    /// Also print the figures as one JSON object.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Wake lateness: due time to the agent process's own start, over many wakes.
+    Lateness {
+        #[arg(long, default_value_t = 200)]
+        wakes: usize,
+        #[arg(long, default_value_t = 20)]
+        chambers: usize,
+    },
+    /// An idle daemon with many chambers and TODOs: memory, start-up, and how
+    /// often it wakes (context switches of all its threads).
+    Idle {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 100)]
+        todos: usize,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    machine();
+    let figures = match cli.scenario {
+        Scenario::Lateness { wakes, chambers } => lateness(wakes, chambers),
+        Scenario::Idle { chambers, todos, seconds } => idle(chambers, todos, seconds),
+    };
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
+    }
+}
+
+type Figures = serde_json::Map<String, serde_json::Value>;
+
+fn machine() {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    println!("machine: {cores} cores, {mem} memory; build: {profile}");
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn now_ns() -> i128 {
+    #[allow(clippy::disallowed_methods)] // a benchmark measures real time
+    let t = std::time::SystemTime::now();
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+}
+
+fn rfc3339_ns(ns: i128) -> String {
+    let secs = (ns / 1_000_000_000) as i64;
+    let nanos = (ns % 1_000_000_000) as u32;
+    chrono::DateTime::from_timestamp(secs, nanos).unwrap().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Registers (and optionally starts) `n` chambers through the gRPC API.
+fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -> Vec<String> {
+    let rt = rt();
+    rt.block_on(async {
+        let channel = cryo_proto::connect(&env.socket()).await.unwrap();
+        let mut c = pb::control_client::ControlClient::new(channel);
+        let mut names = Vec::new();
+        for i in 0..n {
+            let name = format!("b{i:05}");
+            let dir = env.path(&format!("ch/{name}"));
+            c.chamber_init(pb::ChamberInitRequest { dir: dir.to_str().unwrap().into(), agent: "sh agent.sh".into() })
+                .await
+                .unwrap();
+            std::fs::write(dir.join("agent.sh"), script).unwrap();
+            std::fs::write(dir.join("cryo.log"), "--- CRYO SESSION 1 | setup ---\n--- CRYO END ---\n").unwrap();
+            prepare(i, &dir);
+            c.chamber_add(pb::ChamberAddRequest {
+                dir: dir.to_str().unwrap().into(),
+                name: name.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            names.push(name);
+        }
+        names
+    })
+}
+
+fn start_all(env: &Env, names: &[String]) {
+    rt().block_on(async {
+        let channel = cryo_proto::connect(&env.socket()).await.unwrap();
+        let mut c = pb::control_client::ControlClient::new(channel);
+        for n in names {
+            let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(n.clone())) };
+            c.chamber_start(pb::ChamberStartRequest { chamber: Some(r) }).await.unwrap();
+        }
+    });
+}
+
+fn lateness(wakes: usize, chambers: usize) -> Figures {
+    let env = Env::new();
+    env.daemon_config(&format!("max_concurrent_sessions = {}\n", chambers.max(4)));
+    let _d = env.start_daemon();
+    let per = wakes.div_ceil(chambers);
+    // Wakes of one chamber are 1.5 s apart; chambers are offset from each
+    // other so the daemon handles a steady stream, not bursts.
+    let spacing_ns: i128 = 1_500_000_000;
+    let t0 = now_ns() + 3_000_000_000;
+    let mut due: Vec<Vec<i128>> = Vec::new();
+    let script = "date +%s%N >> starts.txt\ncryo-agent send ok >/dev/null\ncryo-agent hibernate >/dev/null 2>&1 || cryo-agent hibernate --complete >/dev/null\n";
+    let names = register(&env, chambers, script, |i, dir| {
+        let offset = spacing_ns * i as i128 / chambers as i128;
+        let times: Vec<i128> = (0..per).map(|k| t0 + offset + spacing_ns * k as i128).collect();
+        let items: Vec<serde_json::Value> = times
+            .iter()
+            .enumerate()
+            .map(|(k, t)| serde_json::json!({"id": k + 1, "text": format!("wake {k}"), "done": false, "claimed": false, "at": rfc3339_ns(*t)}))
+            .collect();
+        std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+        let _ = &times;
+    });
+    for i in 0..chambers {
+        let offset = spacing_ns * i as i128 / chambers as i128;
+        due.push((0..per).map(|k| t0 + offset + spacing_ns * k as i128).collect());
+    }
+    start_all(&env, &names);
+    let total = per * chambers;
+    let dir = |n: &String| env.path(&format!("ch/{n}"));
+    let count = || {
+        names
+            .iter()
+            .map(|n| std::fs::read_to_string(dir(n).join("starts.txt")).unwrap_or_default().lines().count())
+            .sum::<usize>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30) + Duration::from_nanos((spacing_ns as u64) * per as u64);
+    while count() < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut late = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let starts: Vec<i128> = std::fs::read_to_string(dir(n).join("starts.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+            eprintln!("{n}: starts {starts:?}\n      due {:?}", due[i]);
+        }
+        for (s, d) in starts.iter().zip(&due[i]) {
+            late.push((s - d) as f64 / 1e6);
+        }
+    }
+    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let (p50, p99, max) = (percentile(&late, 0.5), percentile(&late, 0.99), late.last().copied().unwrap_or(f64::NAN));
+    println!("\nscenario: wake lateness (due time to the agent process's first command)");
+    println!("  wakes measured   {} of {total} ({chambers} chambers)", late.len());
+    println!("  p50              {p50:.1} ms");
+    println!("  p99              {p99:.1} ms");
+    println!("  max              {max:.1} ms");
+    let mut f = Figures::new();
+    f.insert("wakes".into(), late.len().into());
+    f.insert("lateness_p50_ms".into(), p50.into());
+    f.insert("lateness_p99_ms".into(), p99.into());
+    f.insert("lateness_max_ms".into(), max.into());
+    f
+}
+
+/// Context switches (voluntary + involuntary) of every thread of `pid`.
+fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for l in status.lines() {
+                if l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:") {
+                    total += l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                }
+            }
+        }
+    }
+    total
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line (11 and 12 here).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let far = now_ns() + 30 * 86_400 * 1_000_000_000;
+    let names = register(&env, chambers, "exit 0\n", |_, dir| {
+        let items: Vec<serde_json::Value> = (0..todos)
+            .map(|k| {
+                let at = rfc3339_ns(far + k as i128 * 3_600_000_000_000);
+                serde_json::json!({"id": k + 1, "text": format!("later {k}"), "done": false, "claimed": false, "at": at})
+            })
+            .collect();
+        std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+    });
+    start_all(&env, &names);
+    // Restart: measure start-up with everything registered.
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    let t = Instant::now();
+    let d = env.start_daemon();
+    let startup = t.elapsed();
+    let pid = d.pid();
+    wait_until("the daemon to settle", || {
+        let a = context_switches(pid);
+        std::thread::sleep(Duration::from_millis(500));
+        context_switches(pid) == a
+    });
+    let (cs0, cpu0) = (context_switches(pid), cpu_seconds(pid));
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (cs1, cpu1) = (context_switches(pid), cpu_seconds(pid));
+    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
+    let cpu_per_min = (cpu1 - cpu0) * 60.0 / seconds as f64;
+    let rss = rss_mb(pid);
+    println!("\nscenario: idle daemon ({chambers} chambers x {todos} TODOs in the future)");
+    println!("  start-up to ready    {:.0} ms", startup.as_secs_f64() * 1000.0);
+    println!("  resident memory      {rss:.1} MB");
+    println!("  wakeups per minute   {per_min:.1} (context switches of all threads over {seconds} s)");
+    println!("  CPU per minute       {cpu_per_min:.3} s");
+    let mut f = Figures::new();
+    f.insert("chambers".into(), chambers.into());
+    f.insert("startup_ms".into(), (startup.as_secs_f64() * 1000.0).into());
+    f.insert("rss_mb".into(), rss.into());
+    f.insert("wakeups_per_minute".into(), per_min.into());
+    f.insert("cpu_seconds_per_minute".into(), cpu_per_min.into());
+    f
+}
