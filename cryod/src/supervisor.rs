@@ -579,13 +579,13 @@ impl Sup {
             let _ = reply.send(Err(e));
             return;
         }
-        if let Some(l) = &self.live {
-            if replace {
-                let n = l.number;
-                self.replace_with = Some((message, reply));
-                self.end_session(n, Cut::Replace);
-                return;
-            }
+        if let Some(l) = &self.live
+            && replace
+        {
+            let n = l.number;
+            self.replace_with = Some((message, reply));
+            self.end_session(n, Cut::Replace);
+            return;
         }
         let mut out = WakeOutcome::default();
         if let Some(m) = message {
