@@ -13,11 +13,16 @@ pub struct Config {
     pub max_concurrent_sessions: usize,
     /// Seconds between SIGTERM and SIGKILL when a session is ended.
     pub stop_grace_seconds: u64,
+    /// `cryo.log` and `cryo-agent.log` are rotated when a session starts and
+    /// they are larger than this (bytes).
+    pub log_max_bytes: u64,
+    /// Rotated logs kept (`cryo.log.1` ... `cryo.log.N`).
+    pub log_keep: u32,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { max_concurrent_sessions: 4, stop_grace_seconds: 10 }
+        Config { max_concurrent_sessions: 4, stop_grace_seconds: 10, log_max_bytes: 8 * 1024 * 1024, log_keep: 3 }
     }
 }
 
@@ -37,6 +42,9 @@ impl Config {
         let config: Config = toml_from_str(path, &text)?;
         if config.max_concurrent_sessions == 0 {
             return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
+        }
+        if config.log_max_bytes < 4096 {
+            return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));
         }
         Ok(config)
     }

@@ -74,9 +74,26 @@ impl Daemon {
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
         let records = shared.store.chambers().await?;
+        // Sessions that were running when cryod died, and what still runs of
+        // them, are handed to their chambers' supervisors to finish.
+        let mut open: std::collections::HashMap<i64, Vec<crate::store::OpenSession>> = Default::default();
+        for s in shared.store.open_sessions().await? {
+            open.entry(s.chamber_id).or_default().push(s);
+        }
+        let processes = Arc::new(if open.is_empty() { Default::default() } else { crate::spawn::processes_by_wake() });
+        if !open.is_empty() {
+            tracing::warn!(
+                sessions = open.values().map(Vec::len).sum::<usize>(),
+                "recovering sessions left open by a stopped cryod"
+            );
+        }
         let mut chambers = BTreeMap::new();
         for record in records {
-            let handle = supervisor::spawn(shared.clone(), record.clone()).await;
+            let recovery = supervisor::Recovery {
+                open: open.remove(&record.id).unwrap_or_default(),
+                processes: processes.clone(),
+            };
+            let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
             chambers.insert(record.id, Entry { record, handle });
         }
         tracing::info!(chambers = chambers.len(), "registry loaded");
@@ -134,7 +151,7 @@ impl Daemon {
         let created = crate::rfc3339(self.0.shared.clock.now());
         let (record, existed) = self.0.shared.store.add_chamber(base, exact, path.to_string(), created).await?;
         if !existed {
-            let handle = supervisor::spawn(self.0.shared.clone(), record.clone()).await;
+            let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
             self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
         }

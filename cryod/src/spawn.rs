@@ -192,6 +192,29 @@ pub fn group_alive(pgid: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 
+/// Processes (pid, process group) that carry `CRYO_WAKE_ID`, by wake id: the
+/// agents (and their children) of sessions. Used at start-up to find agents a
+/// killed cryod left behind; the wake id in the environment proves a process
+/// is ours even if its pid was reused.
+pub fn processes_by_wake() -> std::collections::HashMap<String, Vec<(i32, i32)>> {
+    let mut out: std::collections::HashMap<String, Vec<(i32, i32)>> = Default::default();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        let Some(wake) = env
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(b"CRYO_WAKE_ID="))
+            .and_then(|v| std::str::from_utf8(v).ok())
+        else {
+            continue;
+        };
+        let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).map(|p| p.as_raw()).unwrap_or(pid);
+        out.entry(wake.to_string()).or_default().push((pid, pgid));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,6 +157,8 @@ pub struct Snapshot {
     pub attention: Option<String>,
     pub warnings: Vec<String>,
     pub last_lateness_ms: Option<i64>,
+    /// The last write into the chamber that failed, until one succeeds.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -236,10 +238,22 @@ struct Sup {
     /// the operator's reply.
     replace_with: Option<(Option<String>, oneshot::Sender<Result<WakeOutcome>>)>,
     last_lateness_ms: Option<i64>,
+    /// The last write that failed (disk full, read-only), until one succeeds.
+    write_error: Option<String>,
 }
 
-/// Starts the supervisor of `record`.
-pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
+/// What start-up recovery hands a supervisor: the sessions of this chamber
+/// that were running when cryod died, and the processes still carrying their
+/// wake ids.
+#[derive(Default)]
+pub struct Recovery {
+    pub open: Vec<crate::store::OpenSession>,
+    pub processes: Arc<std::collections::HashMap<String, Vec<(i32, i32)>>>,
+}
+
+/// Starts the supervisor of `record`, first finishing what a killed cryod
+/// left open.
+pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = mpsc::unbounded_channel();
     let root = PathBuf::from(&record.path);
     let from_store = shared.store.last_session_number(record.id).await.unwrap_or(0);
@@ -269,6 +283,7 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
         manual_queued: false,
         replace_with: None,
         last_lateness_ms: None,
+        write_error: None,
     };
     sup.load_config();
     sup.load_todos();
@@ -277,6 +292,7 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord) -> Handle {
     } else {
         sup.shared.watcher.watch(sup.id, &sup.root, &[], &tx);
     }
+    sup.recover(recovery).await;
     sup.publish();
     tokio::spawn(sup.run(rx));
     Handle { tx, snapshot: snap_rx }
@@ -331,14 +347,27 @@ impl Sup {
         }
     }
 
-    fn save_todos(&mut self, list: TodoList) -> Result<()> {
-        todos::save(&self.root, &list, self.tz()).map_err(|e| {
-            let m = format!("cannot write {}: {e}", todos::todo_path(&self.root).display());
-            tracing::error!(chamber = %self.name, error = %m, "write failed");
-            Error::Internal(m)
-        })?;
-        self.todos = Ok(list);
-        Ok(())
+    /// Changes `todo.json` through [`todos::update`] (locked, and never losing
+    /// a concurrent edit); keeps the in-memory list and the write error in step.
+    fn update_todos<T>(&mut self, change: impl FnMut(&mut TodoList) -> Result<T>) -> Result<T> {
+        match todos::update(&self.root, self.tz(), change) {
+            Ok((value, list)) => {
+                self.todos = Ok(list);
+                self.write_error = None;
+                Ok(value)
+            }
+            Err(todos::UpdateError::Fault(m)) => {
+                tracing::warn!(chamber = %self.name, fault = %m, "chamber is faulted");
+                self.todos = Err(m.clone());
+                Err(Error::Precondition(format!("the chamber is faulted: {m}")))
+            }
+            Err(todos::UpdateError::Refused(e)) => Err(e),
+            Err(todos::UpdateError::Write(m)) => {
+                tracing::error!(chamber = %self.name, error = %m, "write failed");
+                self.write_error = Some(m.clone());
+                Err(Error::Internal(m))
+            }
+        }
     }
 
     fn publish(&self) {
@@ -366,6 +395,7 @@ impl Sup {
             attention: self.attention.clone(),
             warnings: self.warnings.clone(),
             last_lateness_ms: self.last_lateness_ms,
+            error: self.write_error.clone(),
         };
         self.snapshot.send_replace(snap);
     }
@@ -483,6 +513,125 @@ impl Sup {
         self.finalize(None).await;
         self.shared.scheduler.plan(self.id, None, &self.tx);
         let _ = reply.send(());
+    }
+
+    // ---- recovery ------------------------------------------------------------
+
+    /// Finishes sessions a killed cryod left open: ends their processes,
+    /// re-queues their claimed TODOs, answers claimed mail, closes their
+    /// `cryo.log` blocks, and records them as interrupted.
+    async fn recover(&mut self, r: Recovery) {
+        let now = self.now();
+        let open_claims = self.shared.store.open_claims(self.id).await.unwrap_or_default();
+        let outgoing = self.outgoing_messages();
+        for s in &r.open {
+            let groups: Vec<i32> =
+                r.processes.get(&s.wake_id).map(|v| v.iter().map(|p| p.1).collect()).unwrap_or_default();
+            if !groups.is_empty() {
+                for g in &groups {
+                    spawn::signal_group(*g, Signal::SIGTERM);
+                }
+                let deadline = Instant::now() + StdDuration::from_secs(2);
+                while groups.iter().any(|g| spawn::group_alive(*g)) && Instant::now() < deadline {
+                    tokio::time::sleep(StdDuration::from_millis(20)).await;
+                }
+                for g in &groups {
+                    spawn::signal_group(*g, Signal::SIGKILL);
+                }
+            }
+            let claims = claims_from_json(&s.claimed);
+            let details = self.settle_claims(&Outcome::Interrupted, &claims, now);
+            // Mail this session claimed and never answered.
+            let mut unanswered = Vec::new();
+            for c in open_claims.iter().filter(|c| c.session == s.number) {
+                unanswered.extend(c.files.iter().filter(|f| !answered(&outgoing, f)).cloned());
+            }
+            let sent_any =
+                outgoing.iter().any(|m| m.meta.get("session") == Some(&s.number.to_string()) && m.from != CRYOCHAMBER);
+            let conv = Conversation { unanswered_batch: !unanswered.is_empty(), sent_any };
+            let note = if groups.is_empty() {
+                "cryod stopped during this session; it was found at restart".to_string()
+            } else {
+                format!(
+                    "cryod stopped during this session; at restart its agent was still running and was ended ({} process group(s))",
+                    groups.len()
+                )
+            };
+            let mut all_details = vec![format!("{}.", capitalize(&note))];
+            all_details.extend(details);
+            self.write_fallbacks(s.number, &Outcome::Interrupted, conv, &unanswered, &all_details.join("\n\n"), now);
+            self.log_event(&format!("session {} interrupted: {note}", s.number));
+            let _ = log::end(&self.root.join("cryo.log"));
+            let _ = self
+                .shared
+                .store
+                .session_ended(self.id, s.number, crate::rfc3339(now), Outcome::Interrupted.describe(), note.clone())
+                .await;
+            let _ = self.shared.store.journal_answer(self.id, s.number, crate::rfc3339(now)).await;
+            tracing::warn!(chamber = %self.name, session = s.number, %note, "recovered an interrupted session");
+            self.last_result = Some(Outcome::Interrupted.describe());
+            self.previous_failure = Some(Outcome::Interrupted.describe());
+        }
+        // Batches of sessions that did end, but whose answer was lost.
+        for c in open_claims.iter().filter(|c| !r.open.iter().any(|s| s.number == c.session)) {
+            let archived: Vec<&String> =
+                c.files.iter().filter(|f| self.mailbox().dir(Folder::InboxArchive).join(f).exists()).collect();
+            if archived.is_empty() {
+                // The claim was journaled but the files never moved: the agent
+                // never saw them; they are still unread mail.
+                let _ = self.shared.store.journal_drop(c.id).await;
+                continue;
+            }
+            let _ = self.shared.store.claim_answered_by_id(c.id, crate::rfc3339(now)).await;
+        }
+        if !r.open.is_empty() {
+            self.publish();
+        }
+    }
+
+    /// Every message the chamber sent (outbox and its archive).
+    fn outgoing_messages(&self) -> Vec<Message> {
+        let mb = self.mailbox();
+        [Folder::Outbox, Folder::OutboxArchive]
+            .into_iter()
+            .flat_map(|f| mb.read(f).unwrap_or_default())
+            .map(|s| s.message)
+            .collect()
+    }
+
+    /// Writes the `cryochamber` messages a session's end calls for.
+    fn write_fallbacks(
+        &mut self,
+        number: u64,
+        outcome: &Outcome,
+        conv: Conversation,
+        unanswered: &[String],
+        details: &str,
+        now: DateTime<Utc>,
+    ) {
+        let mailbox = self.mailbox();
+        for f in session::fallbacks(number, outcome, conv, details) {
+            let mut meta = BTreeMap::new();
+            meta.insert("session".to_string(), number.to_string());
+            if f.is_reply {
+                meta.insert("in_reply_to".to_string(), unanswered.join(" "));
+            }
+            let msg = Message {
+                from: CRYOCHAMBER.into(),
+                subject: f.subject.clone(),
+                timestamp: Some(now),
+                question: false,
+                meta,
+                body: f.body,
+            };
+            match mailbox.write(Folder::Outbox, &msg, now) {
+                Ok(name) => self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject)),
+                Err(error) => {
+                    tracing::error!(chamber = %self.name, %error, "cannot write a fallback message");
+                    self.write_error = Some(format!("cannot write a fallback message: {error}"));
+                }
+            }
+        }
     }
 
     // ---- operator requests ---------------------------------------------
@@ -745,28 +894,26 @@ impl Sup {
         }
         // Any session answers a queued operator wake; it is recorded as one.
         let trigger = if std::mem::take(&mut self.manual_queued) { Trigger::Manual } else { trigger };
-        self.load_todos();
-        let Ok(mut list) = self.todos.clone() else { return };
         let now = self.now();
         let tz = self.tz();
-        let claims = if self.completed { Vec::new() } else { list.claim_due(now, tz, SKIP_GRACE) };
+        let completed = self.completed;
+        let claims =
+            match self.update_todos(|l| Ok(if completed { Vec::new() } else { l.claim_due(now, tz, SKIP_GRACE) })) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.last_result = Some(format!("no session started: {e}"));
+                    return;
+                }
+            };
+        let Ok(list) = self.todos.clone() else { return };
         let mail = self.mailbox().unread();
         let demand = !claims.is_empty() || !mail.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
-            if list != *self.todos.as_ref().expect("loaded") {
-                let _ = self.save_todos(list);
-            }
             self.replan();
             return;
         }
-        let config = self.config.clone().expect("not faulted");
-        if (!claims.is_empty() || list != *self.todos.as_ref().expect("loaded"))
-            && self.save_todos(list.clone()).is_err()
-        {
-            self.last_result = Some("could not write todo.json; no session started".into());
-            return;
-        }
+        let Ok(config) = self.config.clone() else { return };
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, random_hex(6));
         let token = random_hex(32);
@@ -792,7 +939,7 @@ impl Sup {
             wake_id: wake_id.clone(),
             trigger: trigger.as_str().into(),
             reasons: serde_json::to_string(&reasons).unwrap_or_default(),
-            claimed: serde_json::to_string(&claims.iter().map(|c| c.id).collect::<Vec<_>>()).unwrap_or_default(),
+            claimed: claims_json(&claims),
             due_at: due.map(crate::rfc3339),
             created_at: crate::rfc3339(now),
         };
@@ -802,6 +949,12 @@ impl Sup {
         }
         self.last_session = number;
         let cryo_log = self.root.join("cryo.log");
+        let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
+        for path in [cryo_log.clone(), self.root.join("cryo-agent.log")] {
+            if let Err(error) = log::rotate(&path, max, keep) {
+                tracing::warn!(chamber = %self.name, %error, file = %path.display(), "cannot rotate a log");
+            }
+        }
         let _ = log::begin(&cryo_log, number, now, tz);
         self.log_event(&format!(
             "trigger: {} ({})",
@@ -1008,10 +1161,60 @@ impl Sup {
         self.finalize_with(outcome, status).await;
     }
 
+    /// Completes, retries or re-queues a session's claimed TODOs by its
+    /// outcome; returns sentences for the report.
+    fn settle_claims(&mut self, outcome: &Outcome, claims: &[Claim], now: DateTime<Utc>) -> Vec<String> {
+        let tz = self.tz();
+        let max_attempts = self.config.as_ref().map(|c| c.max_attempts).unwrap_or(10);
+        let mut details = Vec::new();
+        let requeue = matches!(outcome, Outcome::Stopped | Outcome::Interrupted);
+        let failed = outcome.failed() && !requeue;
+        let settled = self.update_todos(|list| {
+            Ok(if requeue {
+                (list.requeue(claims, now), Vec::new(), list.clone())
+            } else if failed {
+                let (r, e) = list.fail(claims, now, max_attempts);
+                (r, e, list.clone())
+            } else {
+                list.complete(claims);
+                (Vec::new(), Vec::new(), list.clone())
+            })
+        });
+        let Ok((retries, exhausted, list)) = settled else {
+            details.push(
+                "cryo could not update todo.json for this session's TODOs (see `cryoctl chamber status`).".into(),
+            );
+            return details;
+        };
+        if requeue && !retries.is_empty() {
+            details.push(format!("Its TODOs were re-queued as {}.", ids_text(&retries)));
+        } else {
+            for id in &retries {
+                if let Some(t) = list.get(*id) {
+                    details.push(format!(
+                        "Retry: TODO {id} \"{}\" at {}.",
+                        t.text,
+                        t.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        for c in exhausted {
+            let m = format!(
+                "TODO {} \"{}\" failed {} times (max_attempts = {max_attempts}); cryo gave up on it and needs you to look.",
+                c.id,
+                todo::base_text(&c.text),
+                c.attempt + 1
+            );
+            details.push(m.clone());
+            self.attention = Some(m);
+        }
+        details
+    }
+
     async fn finalize_with(&mut self, outcome: Outcome, status: Option<std::process::ExitStatus>) {
         let Some(l) = self.live.take() else { return };
         let now = self.now();
-        let tz = self.tz();
         self.shared.tokens.lock().expect("tokens lock").remove(&l.token);
         if l.pgid > 0 {
             // Leftover children (an agent's background jobs) end with the session.
@@ -1027,46 +1230,7 @@ impl Sup {
             self.log_event(&format!("agent exited: {}", describe_status(Some(s))));
         }
         // TODOs: complete, retry or re-queue the claims.
-        self.load_todos();
-        let mut details = Vec::new();
-        let max_attempts = self.config.as_ref().map(|c| c.max_attempts).unwrap_or(10);
-        if let Ok(mut list) = self.todos.clone() {
-            let before = list.clone();
-            match &outcome {
-                Outcome::Stopped => {
-                    let ids = list.requeue(&l.claims, now);
-                    if !ids.is_empty() {
-                        details.push(format!("Its TODOs were re-queued as {}.", ids_text(&ids)));
-                    }
-                }
-                o if o.failed() => {
-                    let (retries, exhausted) = list.fail(&l.claims, now, max_attempts);
-                    for id in &retries {
-                        if let Some(t) = list.get(*id) {
-                            details.push(format!(
-                                "Retry: TODO {id} \"{}\" at {}.",
-                                t.text,
-                                t.at.map(|a| cryo_core::time::format_in(a, tz)).unwrap_or_default()
-                            ));
-                        }
-                    }
-                    for c in exhausted {
-                        let m = format!(
-                            "TODO {} \"{}\" failed {} times (max_attempts = {max_attempts}); cryo gave up on it and needs you to look.",
-                            c.id,
-                            todo::base_text(&c.text),
-                            c.attempt + 1
-                        );
-                        details.push(m.clone());
-                        self.attention = Some(m);
-                    }
-                }
-                _ => list.complete(&l.claims),
-            }
-            if list != before {
-                let _ = self.save_todos(list);
-            }
-        }
+        let mut details = self.settle_claims(&outcome, &l.claims, now);
         let quick = matches!(outcome, Outcome::Crashed(_)) && l.started.elapsed() < QUICK_EXIT;
         if outcome.failed() {
             let tail = session::log_tail(&read_tail(&self.root.join("cryo-agent.log")), TAIL_LINES, TAIL_CHARS);
@@ -1083,25 +1247,9 @@ impl Sup {
             }
         }
         let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
-        let mailbox = self.mailbox();
-        for f in session::fallbacks(l.number, &outcome, conv, &details.join("\n\n")) {
-            let mut meta = BTreeMap::new();
-            meta.insert("session".to_string(), l.number.to_string());
-            if f.is_reply {
-                meta.insert("in_reply_to".to_string(), l.unanswered.join(" "));
-            }
-            let msg = Message {
-                from: CRYOCHAMBER.into(),
-                subject: f.subject.clone(),
-                timestamp: Some(now),
-                question: false,
-                meta,
-                body: f.body,
-            };
-            match mailbox.write(Folder::Outbox, &msg, now) {
-                Ok(name) => self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject)),
-                Err(error) => tracing::error!(chamber = %self.name, %error, "cannot write a fallback message"),
-            }
+        self.write_fallbacks(l.number, &outcome, conv, &l.unanswered, &details.join("\n\n"), now);
+        if conv.unanswered_batch {
+            let _ = self.shared.store.journal_answer(self.id, l.number, crate::rfc3339(now)).await;
         }
         let summary = l.hibernate.as_ref().map(|(_, s)| s.clone()).filter(|s| !s.is_empty());
         let result = match &summary {
@@ -1180,9 +1328,9 @@ impl Sup {
                     Err(e) => Err(e),
                 }
             }
-            AgentCall::Send { text, question, subject } => self.send(text, question, subject),
-            AgentCall::Receive => self.receive().map(AgentReply::Mail),
-            AgentCall::Dialog { last, all } => self.dialog(last, all),
+            AgentCall::Send { text, question, subject } => self.send(text, question, subject).await,
+            AgentCall::Receive => self.receive().await.map(AgentReply::Mail),
+            AgentCall::Dialog { last, all } => self.dialog(last, all).await,
             AgentCall::Todo(call) => self.todo_call(call, "agent"),
         };
         let _ = reply.send(r);
@@ -1241,7 +1389,7 @@ impl Sup {
         }
     }
 
-    fn send(&mut self, text: String, question: bool, subject: String) -> Result<AgentReply> {
+    async fn send(&mut self, text: String, question: bool, subject: String) -> Result<AgentReply> {
         if text.trim().is_empty() {
             return Err(Error::Invalid("the message is empty".into()));
         }
@@ -1275,19 +1423,33 @@ impl Sup {
         Ok(AgentReply::Sent { file: format!("messages/outbox/{file}"), reply })
     }
 
-    fn receive(&mut self) -> Result<Vec<Stored>> {
-        let claimed =
-            self.mailbox().claim_inbox().map_err(|e| Error::Internal(format!("cannot claim the inbox: {e}")))?;
-        if !claimed.is_empty() {
-            let names: Vec<String> = claimed.iter().map(|m| m.name.clone()).collect();
-            self.log_event(&format!("receive: {} message(s): {}", names.len(), names.join(", ")));
-            self.live.as_mut().expect("live").unanswered.extend(names);
+    /// Claims the inbox: the batch is journaled (durably, in SQLite) before
+    /// its files move to the archive, so a crash can never lose the duty to
+    /// answer it.
+    async fn receive(&mut self) -> Result<Vec<Stored>> {
+        let mailbox = self.mailbox();
+        let pending =
+            mailbox.read(Folder::Inbox).map_err(|e| Error::Internal(format!("cannot read the inbox: {e}")))?;
+        if pending.is_empty() {
+            return Ok(Vec::new());
         }
+        let names: Vec<String> = pending.iter().map(|m| m.name.clone()).collect();
+        let number = self.live.as_ref().expect("live").number;
+        let at = crate::rfc3339(self.now());
+        self.shared
+            .store
+            .journal_claim(self.id, number, names.clone(), at)
+            .await
+            .map_err(|e| Error::Internal(format!("cannot journal the claim: {e}")))?;
+        let claimed =
+            mailbox.archive(pending).map_err(|e| Error::Internal(format!("cannot archive the inbox: {e}")))?;
+        self.log_event(&format!("receive: {} message(s): {}", names.len(), names.join(", ")));
+        self.live.as_mut().expect("live").unanswered.extend(claimed.iter().map(|m| m.name.clone()));
         Ok(claimed)
     }
 
-    fn dialog(&mut self, last: u32, all: bool) -> Result<AgentReply> {
-        let claimed = self.receive()?.len() as u32;
+    async fn dialog(&mut self, last: u32, all: bool) -> Result<AgentReply> {
+        let claimed = self.receive().await?.len() as u32;
         let mut messages = self.mailbox().dialog();
         if !all {
             let n = if last == 0 { 20 } else { last as usize };
@@ -1330,13 +1492,12 @@ impl Sup {
             other => return Err(Error::Invalid(format!("--missed must be once or skip, not {other:?}"))),
         };
         let opt = |s: String| (!s.trim().is_empty()).then_some(s);
-        self.load_todos();
-        let mut list = self.todos.clone().map_err(Error::Precondition)?;
-        let id = list
-            .add(NewTodo { text, at, every: opt(every), cron: opt(cron), missed }, now, tz)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        let todo = list.get(id).cloned().expect("just added");
-        self.save_todos(list)?;
+        let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed };
+        let todo = self.update_todos(|list| {
+            let id = list.add(new.clone(), now, tz).map_err(|e| Error::Invalid(e.to_string()))?;
+            Ok(list.get(id).cloned().expect("just added"))
+        })?;
+        let id = todo.id;
         self.log_event(&format!(
             "todo add {id} by {by}: {} (at {})",
             todo.text,
@@ -1353,14 +1514,13 @@ impl Sup {
     }
 
     fn todo_change(&mut self, id: u64, done: bool, by: &str) -> Result<AgentReply> {
-        self.load_todos();
-        let mut list = self.todos.clone().map_err(Error::Precondition)?;
-        let r = if done { list.done(id) } else { list.remove(id).map(|_| ()) };
-        r.map_err(|e| match e {
-            todo::TodoError::NotFound(_) => Error::NotFound(e.to_string()),
-            _ => Error::Precondition(e.to_string()),
+        self.update_todos(|list| {
+            let r = if done { list.done(id) } else { list.remove(id).map(|_| ()) };
+            r.map_err(|e| match e {
+                todo::TodoError::NotFound(_) => Error::NotFound(e.to_string()),
+                _ => Error::Precondition(e.to_string()),
+            })
         })?;
-        self.save_todos(list)?;
         self.log_event(&format!("todo {} {id} by {by}", if done { "done" } else { "remove" }));
         self.replan();
         self.todo_list()
@@ -1390,6 +1550,46 @@ fn describe_status(status: Option<std::process::ExitStatus>) -> String {
         },
         None => "no exit status".into(),
     }
+}
+
+/// The claims as the wake ledger stores them (enough to retry them after a
+/// crash of cryod itself).
+fn claims_json(claims: &[Claim]) -> String {
+    let v: Vec<serde_json::Value> = claims
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id, "text": c.text, "due": crate::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(v).to_string()
+}
+
+/// The claims back from the ledger.
+pub fn claims_from_json(s: &str) -> Vec<Claim> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(s).unwrap_or_default();
+    v.iter()
+        .filter_map(|c| {
+            Some(Claim {
+                id: c.get("id")?.as_u64()?,
+                text: c.get("text")?.as_str()?.to_string(),
+                due: DateTime::parse_from_rfc3339(c.get("due")?.as_str()?).ok()?.with_timezone(&Utc),
+                slots: c.get("slots").and_then(|s| s.as_u64()).unwrap_or(1) as u32,
+                attempt: c.get("attempt").and_then(|s| s.as_u64()).unwrap_or(0) as u32,
+            })
+        })
+        .collect()
+}
+
+/// Whether some outgoing message answers inbox file `name`.
+fn answered(outgoing: &[Message], name: &str) -> bool {
+    outgoing.iter().any(|m| m.meta.get("in_reply_to").is_some_and(|r| r.split(' ').any(|f| f == name)))
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
 }
 
 fn ids_text(ids: &[u64]) -> String {

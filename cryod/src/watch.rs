@@ -51,35 +51,46 @@ impl Watcher {
     }
 
     /// Watches `root` and `inboxes` for `chamber`.
+    ///
+    /// The routing table is never locked while notify is called: notify's
+    /// thread may be inside `dispatch` (which reads the table) while it
+    /// answers our request, and would wait for us forever.
     pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], tx: &UnboundedSender<Event>) {
         self.unwatch(chamber);
+        let mut dirs = vec![(root.to_path_buf(), Role::Root)];
+        for d in inboxes {
+            let _ = std::fs::create_dir_all(d);
+            dirs.push((d.clone(), Role::Inbox));
+        }
+        // Route first, so no event of a new watch is dropped.
+        {
+            let mut routes = self.routes.write().expect("routes lock");
+            for (dir, role) in &dirs {
+                routes.insert(dir.clone(), Route { chamber, role: *role, tx: tx.clone() });
+            }
+        }
         let mut guard = self.inner.lock().expect("watcher lock");
         let Some(w) = guard.as_mut() else { return };
-        let mut routes = self.routes.write().expect("routes lock");
-        let mut add = |dir: &Path, role: Role| {
-            if role == Role::Inbox {
-                let _ = std::fs::create_dir_all(dir);
+        for (dir, _) in &dirs {
+            if let Err(error) = w.watch(dir, RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %dir.display(), %error, "cannot watch");
             }
-            match w.watch(dir, RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    routes.insert(dir.to_path_buf(), Route { chamber, role, tx: tx.clone() });
-                }
-                Err(error) => tracing::warn!(dir = %dir.display(), %error, "cannot watch"),
-            }
-        };
-        add(root, Role::Root);
-        for d in inboxes {
-            add(d, Role::Inbox);
         }
     }
 
     pub fn unwatch(&self, chamber: i64) {
+        let dirs: Vec<PathBuf> = {
+            let mut routes = self.routes.write().expect("routes lock");
+            let dirs: Vec<PathBuf> =
+                routes.iter().filter(|(_, r)| r.chamber == chamber).map(|(d, _)| d.clone()).collect();
+            for d in &dirs {
+                routes.remove(d);
+            }
+            dirs
+        };
         let mut guard = self.inner.lock().expect("watcher lock");
-        let mut routes = self.routes.write().expect("routes lock");
-        let dirs: Vec<PathBuf> = routes.iter().filter(|(_, r)| r.chamber == chamber).map(|(d, _)| d.clone()).collect();
-        for d in dirs {
-            routes.remove(&d);
-            if let Some(w) = guard.as_mut() {
+        if let Some(w) = guard.as_mut() {
+            for d in dirs {
                 let _ = w.unwatch(&d);
             }
         }

@@ -1,5 +1,7 @@
 //! cryo's end-to-end tests: one binary, one module per capability.
 
+mod chaos;
+mod durability;
 mod foundation;
 mod runtime;
 mod scheduling;

@@ -271,8 +271,11 @@ pub struct Chamber {
 impl Env {
     /// Scaffolds a chamber `name` whose agent runs `script` with `sh`, adds
     /// `toml_extra` to its cryo.toml, and registers it (not started).
+    /// `name` may be a path under the world's root (`a/b/c`); the chamber is
+    /// registered under its last part.
     pub fn chamber(&self, name: &str, script: &str, toml_extra: &str) -> Chamber {
         let dir = self.path(name);
+        let name = name.rsplit('/').next().unwrap_or(name);
         self.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh"]).ok();
         std::fs::write(dir.join("agent.sh"), script).expect("agent script");
         if !toml_extra.is_empty() {

@@ -285,6 +285,7 @@ pub fn chamber_json(c: &pb::Chamber) -> serde_json::Value {
         "mail_waiting": c.mail_waiting,
         "attention": null_if_empty(&c.attention),
         "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
+        "error": null_if_empty(&c.error),
     })
 }
 
@@ -364,6 +365,9 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         }
         if !ch.fault.is_empty() {
             println!("  fault     {}", ch.fault);
+        }
+        if !ch.error.is_empty() {
+            println!("  error     {}", ch.error);
         }
         if ch.last_lateness_ms >= 0 {
             println!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));

@@ -44,6 +44,33 @@ pub fn end(path: &Path) -> std::io::Result<()> {
     append(path, "--- CRYO END ---\n")
 }
 
+/// Rotates `path` if it is larger than `max_bytes`: `path` becomes `path.1`,
+/// `path.1` becomes `path.2`, ..., keeping `keep` old files.
+pub fn rotate(path: &Path, max_bytes: u64, keep: u32) -> std::io::Result<bool> {
+    let size = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(_) => return Ok(false),
+    };
+    if size <= max_bytes {
+        return Ok(false);
+    }
+    let name = |n: u32| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(format!(".{n}"));
+        std::path::PathBuf::from(p)
+    };
+    if keep == 0 {
+        std::fs::remove_file(path)?;
+        return Ok(true);
+    }
+    let _ = std::fs::remove_file(name(keep));
+    for n in (1..keep).rev() {
+        let _ = std::fs::rename(name(n), name(n + 1));
+    }
+    std::fs::rename(path, name(1))?;
+    Ok(true)
+}
+
 /// The number of the last session block in a `cryo.log` (0 if none): a
 /// chamber moved from the seed system keeps counting from where it was.
 pub fn last_session_number(path: &Path) -> u64 {
@@ -80,5 +107,21 @@ mod tests {
         assert_eq!(last_session_number(&p), 4);
         assert_eq!(one_line("--- CRYO END ---"), "- --- CRYO END ---");
         assert_eq!(last_session_number(&dir.path().join("none")), 0);
+    }
+
+    #[test]
+    fn rotation_keeps_n_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cryo.log");
+        for round in 0..5 {
+            std::fs::write(&p, format!("round {round} {}", "x".repeat(100))).unwrap();
+            assert!(rotate(&p, 50, 2).unwrap());
+            assert!(!p.exists());
+        }
+        assert!(std::fs::read_to_string(dir.path().join("cryo.log.1")).unwrap().starts_with("round 4"));
+        assert!(std::fs::read_to_string(dir.path().join("cryo.log.2")).unwrap().starts_with("round 3"));
+        assert!(!dir.path().join("cryo.log.3").exists());
+        std::fs::write(&p, "small").unwrap();
+        assert!(!rotate(&p, 50, 2).unwrap());
     }
 }

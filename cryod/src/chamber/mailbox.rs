@@ -150,6 +150,12 @@ impl Mailbox {
     /// Returns the claimed messages in time order.
     pub fn claim_inbox(&self) -> std::io::Result<Vec<Stored>> {
         let msgs = self.read(Folder::Inbox)?;
+        self.archive(msgs)
+    }
+
+    /// Moves messages read from the inbox to `inbox/archive/` (fsyncing the
+    /// folder), returning them with their archived names.
+    pub fn archive(&self, msgs: Vec<Stored>) -> std::io::Result<Vec<Stored>> {
         let archive = self.dir(Folder::InboxArchive);
         std::fs::create_dir_all(&archive)?;
         let mut claimed = Vec::with_capacity(msgs.len());

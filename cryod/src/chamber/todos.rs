@@ -1,5 +1,11 @@
 //! `todo.json` on disk, plus the id high-water mark kept in `.cryo/state.json`
 //! (so an id is never reused, even after the highest one is removed).
+//!
+//! cryod's read-modify-write of the list ([`update`]) takes an advisory lock
+//! (`.cryo/todo.lock`, for tools that cooperate) and checks, just before it
+//! replaces the file, that nobody changed it since it was read; if someone
+//! did, the change is applied again to their version. An edit made by hand
+//! while cryod runs is therefore never lost.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +13,9 @@ use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
 
 use super::write_atomic;
+
+/// How often [`update`] re-applies a change when the file keeps changing.
+const RETRIES: usize = 5;
 
 pub fn todo_path(dir: &Path) -> PathBuf {
     dir.join("todo.json")
@@ -16,32 +25,150 @@ fn state_path(dir: &Path) -> PathBuf {
     dir.join(".cryo/state.json")
 }
 
-fn high_water(dir: &Path) -> u64 {
-    std::fs::read(state_path(dir))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v.get("todo_high_water").and_then(|h| h.as_u64()))
-        .unwrap_or(0)
+/// The id high-water mark; a state file that exists but cannot be read is a
+/// fault (it is never overwritten).
+fn high_water(dir: &Path) -> Result<u64, String> {
+    let path = state_path(dir);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
+    match v.get("todo_high_water") {
+        None => Ok(0),
+        Some(h) => h.as_u64().ok_or_else(|| format!("{}: `todo_high_water` is not a number", path.display())),
+    }
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+    }
+}
+
+fn parse(dir: &Path, bytes: &[u8], tz: Tz) -> Result<TodoList, String> {
+    let path = todo_path(dir);
+    let text = std::str::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+    todo::parse_file(text, tz, high_water(dir)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Reads the list. A missing file is an empty list; a file that does not parse
 /// is an error naming it (and is never overwritten).
 pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, String> {
+    parse(dir, &read_bytes(&todo_path(dir))?, tz)
+}
+
+/// Why an update did not happen.
+#[derive(Debug)]
+pub enum UpdateError<E> {
+    /// The file (or the state file) cannot be read or parsed.
+    Fault(String),
+    /// The change itself was refused.
+    Refused(E),
+    /// Writing failed (disk full, read-only folder): the old file is intact.
+    Write(String),
+}
+
+/// Reads the list, applies `change`, and writes the result, without losing a
+/// concurrent edit. Returns the change's value and the list as written.
+pub fn update<T, E>(
+    dir: &Path,
+    tz: Tz,
+    mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
+) -> Result<(T, TodoList), UpdateError<E>> {
+    std::fs::create_dir_all(dir.join(".cryo")).map_err(|e| UpdateError::Write(e.to_string()))?;
+    let lock_path = dir.join(".cryo/todo.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
+    lock.lock().map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
     let path = todo_path(dir);
-    let text = match std::fs::read(&path) {
-        Ok(b) => String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
-    };
-    todo::parse_file(&text, tz, high_water(dir)).map_err(|e| format!("{}: {e}", path.display()))
+    for _ in 0..RETRIES {
+        let before = read_bytes(&path).map_err(UpdateError::Fault)?;
+        let mut list = parse(dir, &before, tz).map_err(UpdateError::Fault)?;
+        let old = list.clone();
+        let value = change(&mut list).map_err(UpdateError::Refused)?;
+        if list == old {
+            return Ok((value, list));
+        }
+        // Nobody may have changed the file while we computed.
+        if read_bytes(&path).map_err(UpdateError::Fault)? != before {
+            continue;
+        }
+        save(dir, &list, tz).map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
+        return Ok((value, list));
+    }
+    Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
 }
 
 /// Writes the list (and the high-water mark) atomically.
 pub fn save(dir: &Path, list: &TodoList, tz: Tz) -> std::io::Result<()> {
-    if list.high_water > high_water(dir) {
+    if list.high_water > high_water(dir).unwrap_or(u64::MAX) {
         std::fs::create_dir_all(dir.join(".cryo"))?;
         let state = serde_json::json!({ "todo_high_water": list.high_water });
         write_atomic(&state_path(dir), format!("{state}\n").as_bytes())?;
     }
     write_atomic(&todo_path(dir), todo::render_file(list, tz).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cryo_core::todo::NewTodo;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&chrono::Utc)
+    }
+
+    fn add(text: &str) -> impl FnMut(&mut TodoList) -> Result<u64, todo::TodoError> + '_ {
+        move |l| l.add(NewTodo { text: text.into(), at: Some(now()), ..NewTodo::default() }, now(), chrono_tz::UTC)
+    }
+
+    #[test]
+    fn an_edit_made_while_updating_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        update(d, chrono_tz::UTC, add("first")).unwrap();
+        // The "editor" rewrites the file while our change is being computed
+        // (the first time only).
+        let mut edited = false;
+        let (_, list) = update(d, chrono_tz::UTC, |l| {
+            if !edited {
+                edited = true;
+                std::fs::write(
+                    todo_path(d),
+                    r#"[{"id":1,"text":"first","done":false,"at":"2026-03-05T12:00:00Z"},{"id":7,"text":"by hand","done":false,"at":"2026-03-06T12:00:00Z"}]"#,
+                )
+                .unwrap();
+            }
+            add("second")(l)
+        })
+        .unwrap();
+        let texts: Vec<_> = list.items.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(texts, ["first", "by hand", "second"]);
+        assert_eq!(list.items[2].id, 8, "ids continue after the editor's");
+        assert_eq!(load(d, chrono_tz::UTC).unwrap(), list);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_a_fault_and_stays_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(todo_path(dir.path()), "[{oops").unwrap();
+        let r = update(dir.path(), chrono_tz::UTC, add("x"));
+        assert!(matches!(r, Err(UpdateError::Fault(ref m)) if m.contains("todo.json")), "{r:?}");
+        assert_eq!(std::fs::read_to_string(todo_path(dir.path())).unwrap(), "[{oops");
+        std::fs::remove_file(todo_path(dir.path())).unwrap();
+        std::fs::create_dir_all(dir.path().join(".cryo")).unwrap();
+        std::fs::write(dir.path().join(".cryo/state.json"), "garbage").unwrap();
+        assert!(load(dir.path(), chrono_tz::UTC).unwrap_err().contains("state.json"));
+        assert!(matches!(update(dir.path(), chrono_tz::UTC, add("x")), Err(UpdateError::Fault(_))));
+        assert_eq!(std::fs::read_to_string(dir.path().join(".cryo/state.json")).unwrap(), "garbage");
+    }
 }

@@ -36,6 +36,18 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 3: pausing a started chamber.
     "ALTER TABLE chambers ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;",
+    // 4: the claim journal: an inbox batch is journaled before its files are
+    // archived, and marked answered when the agent replies.
+    "CREATE TABLE claims (
+        id          INTEGER PRIMARY KEY,
+        chamber_id  INTEGER NOT NULL REFERENCES chambers(id) ON DELETE CASCADE,
+        session     INTEGER NOT NULL,
+        files       TEXT NOT NULL,
+        claimed_at  TEXT NOT NULL,
+        answered_at TEXT
+    );
+    CREATE INDEX claims_open ON claims (chamber_id) WHERE answered_at IS NULL;
+    CREATE INDEX sessions_open ON sessions (chamber_id) WHERE ended_at IS NULL;",
 ];
 
 /// The schema version this build writes.

@@ -16,7 +16,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 pub use registry::{ChamberRecord, Desired};
-pub use sessions::{SessionRow, WakeRecord};
+pub use sessions::{OpenClaim, OpenSession, SessionRow, WakeRecord};
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 

@@ -129,3 +129,114 @@ impl Store {
         .await
     }
 }
+
+/// A session that was never closed: cryod died while it ran.
+#[derive(Debug, Clone)]
+pub struct OpenSession {
+    pub chamber_id: i64,
+    pub number: u64,
+    pub wake_id: String,
+    pub pid: Option<u32>,
+    /// JSON array of the claimed TODOs (see `WakeRecord::claimed`).
+    pub claimed: String,
+}
+
+/// A journaled inbox batch without an answer.
+#[derive(Debug, Clone)]
+pub struct OpenClaim {
+    pub id: i64,
+    pub session: u64,
+    pub files: Vec<String>,
+}
+
+impl Store {
+    /// Every session of every chamber that has no end: the daemon died.
+    pub async fn open_sessions(&self) -> Result<Vec<OpenSession>, StoreError> {
+        self.call(|c| {
+            let mut st = c.prepare(
+                "SELECT chamber_id, number, wake_id, pid, claimed FROM sessions WHERE ended_at IS NULL ORDER BY chamber_id, number",
+            )?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(OpenSession {
+                        chamber_id: r.get(0)?,
+                        number: r.get::<_, i64>(1)? as u64,
+                        wake_id: r.get(2)?,
+                        pid: r.get::<_, Option<i64>>(3)?.map(|p| p as u32),
+                        claimed: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Journals a claimed batch (before its files are archived).
+    pub async fn journal_claim(
+        &self,
+        chamber_id: i64,
+        session: u64,
+        files: Vec<String>,
+        at: String,
+    ) -> Result<i64, StoreError> {
+        self.call(move |c| {
+            let files = serde_json::to_string(&files).unwrap_or_else(|_| "[]".into());
+            c.execute(
+                "INSERT INTO claims (chamber_id, session, files, claimed_at) VALUES (?1, ?2, ?3, ?4)",
+                params![chamber_id, session as i64, files, at],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+        .await
+    }
+
+    /// Marks every open batch of a session answered.
+    pub async fn journal_answer(&self, chamber_id: i64, session: u64, at: String) -> Result<(), StoreError> {
+        self.call(move |c| {
+            c.execute(
+                "UPDATE claims SET answered_at = ?3 WHERE chamber_id = ?1 AND session = ?2 AND answered_at IS NULL",
+                params![chamber_id, session as i64, at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Forgets a journaled batch whose files never reached the agent.
+    pub async fn journal_drop(&self, id: i64) -> Result<(), StoreError> {
+        self.call(move |c| {
+            c.execute("DELETE FROM claims WHERE id = ?1", [id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn open_claims(&self, chamber_id: i64) -> Result<Vec<OpenClaim>, StoreError> {
+        self.call(move |c| {
+            let mut st = c.prepare(
+                "SELECT id, session, files FROM claims WHERE chamber_id = ?1 AND answered_at IS NULL ORDER BY id",
+            )?;
+            let rows = st
+                .query_map([chamber_id], |r| {
+                    let files: String = r.get(2)?;
+                    Ok(OpenClaim {
+                        id: r.get(0)?,
+                        session: r.get::<_, i64>(1)? as u64,
+                        files: serde_json::from_str(&files).unwrap_or_default(),
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    pub async fn claim_answered_by_id(&self, id: i64, at: String) -> Result<(), StoreError> {
+        self.call(move |c| {
+            c.execute("UPDATE claims SET answered_at = ?2 WHERE id = ?1", params![id, at])?;
+            Ok(())
+        })
+        .await
+    }
+}
