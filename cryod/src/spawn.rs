@@ -192,6 +192,24 @@ pub fn group_alive(pgid: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 
+/// Ends process groups: SIGTERM to all at once, then SIGKILL to what is left
+/// after `grace`.
+pub async fn end_groups(groups: &[i32], grace: std::time::Duration) {
+    if groups.is_empty() {
+        return;
+    }
+    for g in groups {
+        signal_group(*g, nix::sys::signal::Signal::SIGTERM);
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    while groups.iter().any(|g| group_alive(*g)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for g in groups {
+        signal_group(*g, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// Processes (pid, process group) that carry `CRYO_WAKE_ID`, by wake id: the
 /// agents (and their children) of sessions. Used at start-up to find agents a
 /// killed cryod left behind; the wake id in the environment proves a process

@@ -525,20 +525,10 @@ impl Sup {
         let open_claims = self.shared.store.open_claims(self.id).await.unwrap_or_default();
         let outgoing = self.outgoing_messages();
         for s in &r.open {
+            // Its processes were ended by the daemon before supervisors started
+            // (all at once, see `Daemon::load`); here they are only counted.
             let groups: Vec<i32> =
                 r.processes.get(&s.wake_id).map(|v| v.iter().map(|p| p.1).collect()).unwrap_or_default();
-            if !groups.is_empty() {
-                for g in &groups {
-                    spawn::signal_group(*g, Signal::SIGTERM);
-                }
-                let deadline = Instant::now() + StdDuration::from_secs(2);
-                while groups.iter().any(|g| spawn::group_alive(*g)) && Instant::now() < deadline {
-                    tokio::time::sleep(StdDuration::from_millis(20)).await;
-                }
-                for g in &groups {
-                    spawn::signal_group(*g, Signal::SIGKILL);
-                }
-            }
             let claims = claims_from_json(&s.claimed);
             let details = self.settle_claims(&Outcome::Interrupted, &claims, now);
             // Mail this session claimed and never answered.

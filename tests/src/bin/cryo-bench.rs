@@ -242,6 +242,21 @@ fn rss_mb(pid: u32) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// Waits until the daemon answers a chamber list (it has loaded every chamber).
+fn wait_serving(env: &Env) {
+    rt().block_on(async {
+        loop {
+            if let Ok(ch) = cryo_proto::connect(&env.socket()).await {
+                let mut c = pb::control_client::ControlClient::new(ch);
+                if c.chamber_list(pb::ChamberListRequest {}).await.is_ok() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+}
+
 fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
     let env = Env::new();
     let mut d = env.start_daemon();
@@ -260,6 +275,7 @@ fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
     d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
     let t = Instant::now();
     let d = env.start_daemon();
+    wait_serving(&env);
     let startup = t.elapsed();
     let pid = d.pid();
     wait_until("the daemon to settle", || {
