@@ -105,7 +105,9 @@ impl Daemon {
             chambers.insert(record.id, Entry { record, handle });
         }
         tracing::info!(chambers = chambers.len(), "registry loaded");
-        Ok(Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers) })))
+        let daemon = Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers) }));
+        daemon.follow_the_system_zone();
+        Ok(daemon)
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -276,6 +278,32 @@ impl Daemon {
     /// The most recent sessions of a chamber, newest first.
     pub async fn sessions(&self, id: i64, limit: u32) -> Result<Vec<crate::store::SessionRow>> {
         Ok(self.0.shared.store.recent_sessions(id, limit).await?)
+    }
+
+    /// Watches the system's time zone; when it changes, every chamber
+    /// re-plans in the new zone.
+    fn follow_the_system_zone(&self) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        self.0.shared.watcher.watch_zone(&tx);
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                let Some(inner) = weak.upgrade() else { return };
+                let zone = crate::clock::system_zone();
+                let changed = {
+                    let mut z = inner.shared.system_tz.write().expect("zone lock");
+                    let changed = *z != zone;
+                    *z = zone;
+                    changed
+                };
+                if changed {
+                    tracing::info!(zone = zone.name(), "the system's time zone changed");
+                    for e in inner.chambers.read().expect("registry lock").values() {
+                        let _ = e.handle.tx.send(Event::FileChanged(supervisor::FileKind::Zone));
+                    }
+                }
+            }
+        });
     }
 
     /// Ends every running session and stops every supervisor.

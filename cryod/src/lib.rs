@@ -140,7 +140,7 @@ pub async fn run(
         scheduler: scheduler::Scheduler::start(clock.clone(), shutdown.clone()),
         watcher: watch::Watcher::start(),
         tokens: Default::default(),
-        system_tz: clock::system_zone(),
+        system_tz: std::sync::RwLock::new(clock::system_zone()),
         socket: socket.clone(),
         agent_bin: spawn::agent_bin_dir(),
         store,

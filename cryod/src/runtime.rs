@@ -30,7 +30,9 @@ pub struct Shared {
     pub store: Store,
     pub clock: Clock,
     pub config: Config,
-    pub system_tz: Tz,
+    /// The system's zone, for chambers that name none; updated when the
+    /// system's zone changes.
+    pub system_tz: std::sync::RwLock<Tz>,
     pub admission: Admission,
     pub scheduler: Scheduler,
     pub watcher: Watcher,
@@ -41,4 +43,10 @@ pub struct Shared {
     pub socket: PathBuf,
     /// The folder holding `cryo-agent`, put first on agents' PATH.
     pub agent_bin: Option<PathBuf>,
+}
+
+impl Shared {
+    pub fn system_tz(&self) -> Tz {
+        *self.system_tz.read().expect("zone lock")
+    }
 }

@@ -48,6 +48,8 @@ const TAIL_CHARS: usize = 2000;
 pub enum FileKind {
     Todos,
     Config,
+    /// The system's time zone changed.
+    Zone,
 }
 
 /// Everything a supervisor reacts to.
@@ -300,7 +302,7 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord, recovery: Recover
 
 impl Sup {
     fn tz(&self) -> Tz {
-        self.config.as_ref().map(|c| c.timezone).unwrap_or(self.shared.system_tz)
+        self.config.as_ref().map(|c| c.timezone).unwrap_or(self.shared.system_tz())
     }
 
     fn now(&self) -> DateTime<Utc> {
@@ -325,7 +327,7 @@ impl Sup {
     }
 
     fn load_config(&mut self) {
-        match chamber_config::load(&self.root, self.shared.system_tz) {
+        match chamber_config::load(&self.root, self.shared.system_tz()) {
             Ok(l) => {
                 for w in &l.warnings {
                     tracing::warn!(chamber = %self.name, warning = %w, "cryo.toml");
@@ -858,6 +860,17 @@ impl Sup {
                 self.load_todos();
                 if self.todos != before {
                     tracing::debug!(chamber = %self.name, "todo.json changed on disk");
+                    self.replan();
+                }
+            }
+            FileKind::Zone => {
+                // Chambers on the system's zone re-read it; repeating TODOs on
+                // a cron schedule move to the new zone's wall clock.
+                self.load_config();
+                if self.config.as_ref().is_ok_and(|c| !c.timezone_set) {
+                    let (now, tz) = (self.now(), self.tz());
+                    let _ = self.update_todos(|l| Ok(l.rezone(now, tz)));
+                    self.log_event(&format!("the system's time zone is now {}: re-planned", tz.name()));
                     self.replan();
                 }
             }

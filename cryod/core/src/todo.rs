@@ -314,6 +314,24 @@ impl TodoList {
         claims
     }
 
+    /// The chamber's zone changed: pending cron series move to their next
+    /// slot on the new zone's wall clock. Returns how many moved.
+    pub fn rezone(&mut self, now: DateTime<Utc>, tz: Tz) -> usize {
+        let mut moved = 0;
+        for t in self.items.iter_mut().filter(|t| t.is_pending()) {
+            if let (Some(Repeat::Cron(c)), Some(at)) = (&t.repeat, t.at) {
+                if at > now {
+                    let next = next_slot(&Repeat::Cron(c.clone()), now, now, tz);
+                    if next.is_some() && next != t.at {
+                        t.at = next;
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
     /// A session ended cleanly: its claimed one-shot TODOs are done.
     pub fn complete(&mut self, claims: &[Claim]) {
         for c in claims {

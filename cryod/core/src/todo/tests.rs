@@ -274,3 +274,23 @@ fn file_times_keep_their_precision_and_new_times_are_whole_seconds() {
         .unwrap();
     assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T12:30:00Z")));
 }
+
+#[test]
+fn a_zone_change_moves_cron_series_to_the_new_wall_clock() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let id = list
+        .add(
+            NewTodo { text: "standup".into(), cron: Some("0 9 * * *".into()), ..NewTodo::default() },
+            now,
+            chrono_tz::Europe::Berlin,
+        )
+        .unwrap();
+    let every =
+        list.add(NewTodo { text: "poll".into(), every: Some("6h".into()), ..NewTodo::default() }, now, UTC).unwrap();
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-06T08:00:00Z")));
+    let before = list.get(every).unwrap().at;
+    assert_eq!(list.rezone(now, chrono_tz::America::New_York), 1);
+    assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T14:00:00Z")), "09:00 in New York is still ahead today");
+    assert_eq!(list.get(every).unwrap().at, before, "a duration does not depend on the zone");
+}
