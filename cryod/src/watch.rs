@@ -88,10 +88,10 @@ impl Watcher {
             .write()
             .expect("routes lock")
             .insert(etc.clone(), Route { chamber: -1, role: Role::Zone, tx: tx.clone() });
-        if let Some(w) = self.inner.lock().expect("watcher lock").as_mut() {
-            if let Err(error) = w.watch(&etc, RecursiveMode::NonRecursive) {
-                tracing::info!(%error, "cannot watch /etc: a change of the system's time zone is seen at restart");
-            }
+        if let Some(w) = self.inner.lock().expect("watcher lock").as_mut()
+            && let Err(error) = w.watch(&etc, RecursiveMode::NonRecursive)
+        {
+            tracing::info!(%error, "cannot watch /etc: a change of the system's time zone is seen at restart");
         }
     }
 

@@ -319,13 +319,13 @@ impl TodoList {
     pub fn rezone(&mut self, now: DateTime<Utc>, tz: Tz) -> usize {
         let mut moved = 0;
         for t in self.items.iter_mut().filter(|t| t.is_pending()) {
-            if let (Some(Repeat::Cron(c)), Some(at)) = (&t.repeat, t.at) {
-                if at > now {
-                    let next = next_slot(&Repeat::Cron(c.clone()), now, now, tz);
-                    if next.is_some() && next != t.at {
-                        t.at = next;
-                        moved += 1;
-                    }
+            if let (Some(Repeat::Cron(c)), Some(at)) = (&t.repeat, t.at)
+                && at > now
+            {
+                let next = next_slot(&Repeat::Cron(c.clone()), now, now, tz);
+                if next.is_some() && next != t.at {
+                    t.at = next;
+                    moved += 1;
                 }
             }
         }
