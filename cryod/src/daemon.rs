@@ -86,14 +86,10 @@ impl Daemon {
                 sessions = open.values().map(Vec::len).sum::<usize>(),
                 "recovering sessions left open by a stopped cryod"
             );
-            let groups: Vec<i32> = open
-                .values()
-                .flatten()
-                .filter_map(|s| processes.get(&s.wake_id))
-                .flat_map(|v| v.iter().map(|p| p.1))
-                .collect();
+            let procs: Vec<(i32, i32)> =
+                open.values().flatten().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
             let grace = std::time::Duration::from_secs(shared.config.stop_grace_seconds.min(3));
-            crate::spawn::end_groups(&groups, grace).await;
+            crate::spawn::end_groups(&procs, grace).await;
         }
         let mut chambers = BTreeMap::new();
         for record in records {

@@ -192,20 +192,32 @@ pub fn group_alive(pgid: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 
-/// Ends process groups: SIGTERM to all at once, then SIGKILL to what is left
-/// after `grace`.
-pub async fn end_groups(groups: &[i32], grace: std::time::Duration) {
-    if groups.is_empty() {
+/// Whether `pid` runs (a zombie, dead but not yet reaped by its parent, does
+/// not).
+pub fn pid_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|state| state != 'Z'),
+        Err(_) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() && !cfg!(target_os = "linux"),
+    }
+}
+
+/// Ends the processes `procs` (pid, group): SIGTERM to every group at once,
+/// then SIGKILL to what still runs after `grace`.
+pub async fn end_groups(procs: &[(i32, i32)], grace: std::time::Duration) {
+    if procs.is_empty() {
         return;
     }
-    for g in groups {
+    let mut groups: Vec<i32> = procs.iter().map(|p| p.1).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for g in &groups {
         signal_group(*g, nix::sys::signal::Signal::SIGTERM);
     }
     let deadline = tokio::time::Instant::now() + grace;
-    while groups.iter().any(|g| group_alive(*g)) && tokio::time::Instant::now() < deadline {
+    while procs.iter().any(|p| pid_running(p.0)) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    for g in groups {
+    for g in &groups {
         signal_group(*g, nix::sys::signal::Signal::SIGKILL);
     }
 }

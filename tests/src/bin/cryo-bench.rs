@@ -46,6 +46,14 @@ enum Scenario {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
+    /// SIGKILL cryod while sessions run; time until the restarted daemon
+    /// serves again, with every chamber loaded and the sessions recovered.
+    Recovery {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 8)]
+        running: usize,
+    },
 }
 
 fn main() {
@@ -54,6 +62,7 @@ fn main() {
     let figures = match cli.scenario {
         Scenario::Lateness { wakes, chambers } => lateness(wakes, chambers),
         Scenario::Idle { chambers, todos, seconds } => idle(chambers, todos, seconds),
+        Scenario::Recovery { chambers, running } => recovery(chambers, running),
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
@@ -300,5 +309,50 @@ fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
     f.insert("rss_mb".into(), rss.into());
     f.insert("wakeups_per_minute".into(), per_min.into());
     f.insert("cpu_seconds_per_minute".into(), cpu_per_min.into());
+    f
+}
+
+fn recovery(chambers: usize, running: usize) -> Figures {
+    let env = Env::new();
+    env.daemon_config(&format!("max_concurrent_sessions = {}\n", running.max(1)));
+    let mut d = env.start_daemon();
+    let script = "cryo-agent send working >/dev/null\nsleep 300\n";
+    let names = register(&env, chambers, script, |i, dir| {
+        let at = if i < running { "2000-01-01T00:00:00Z" } else { "2099-01-01T00:00:00Z" };
+        std::fs::write(
+            dir.join("todo.json"),
+            format!(r#"[{{"id":1,"text":"work","done":false,"claimed":false,"at":"{at}"}}]"#),
+        )
+        .unwrap();
+    });
+    start_all(&env, &names);
+    let running_now = || {
+        rt().block_on(async {
+            let ch = cryo_proto::connect(&env.socket()).await.unwrap();
+            let mut c = pb::control_client::ControlClient::new(ch);
+            let list = c.chamber_list(pb::ChamberListRequest {}).await.unwrap().into_inner();
+            list.chambers.iter().filter(|c| c.state == pb::ChamberState::Running as i32).count()
+        })
+    };
+    wait_until("the sessions to run", || running_now() == running);
+    d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    let t = Instant::now();
+    let _d = env.start_daemon();
+    wait_serving(&env);
+    let ready = t.elapsed();
+    let interrupted = names
+        .iter()
+        .take(running)
+        .filter(|n| {
+            std::fs::read_to_string(env.path(&format!("ch/{n}/cryo.log"))).unwrap_or_default().contains("interrupted")
+        })
+        .count();
+    println!("\nscenario: recovery (SIGKILL with {running} sessions running, {chambers} chambers)");
+    println!("  restart to serving   {:.0} ms", ready.as_secs_f64() * 1000.0);
+    println!("  sessions recovered   {interrupted} of {running} (agents ended, TODOs re-queued, mail answered)");
+    let mut f = Figures::new();
+    f.insert("chambers".into(), chambers.into());
+    f.insert("recovery_ms".into(), (ready.as_secs_f64() * 1000.0).into());
+    f.insert("recovered".into(), interrupted.into());
     f
 }
