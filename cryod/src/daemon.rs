@@ -220,6 +220,7 @@ impl Daemon {
         self.ask(v.record.id, Event::Remove).await?;
         self.0.shared.store.remove_chamber(v.record.id).await?;
         self.0.chambers.write().expect("registry lock").remove(&v.record.id);
+        self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");
         Ok(v)
     }

@@ -143,6 +143,8 @@ pub async fn run(
         system_tz: std::sync::RwLock::new(clock::system_zone()),
         socket: socket.clone(),
         agent_bin: spawn::agent_bin_dir(),
+        notices: tokio::sync::broadcast::channel(4096).0,
+        shutdown: shutdown.clone(),
         store,
         clock,
         config,

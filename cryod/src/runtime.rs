@@ -17,6 +17,27 @@ use crate::store::Store;
 use crate::supervisor::Event;
 use crate::watch::Watcher;
 
+/// Something that happened in a chamber, for live views (follow streams,
+/// the hub). Sent on a broadcast channel: a slow reader may miss notices and
+/// is told so (it then re-reads the files); nothing depends on them.
+#[derive(Clone, Debug)]
+pub struct Notice {
+    pub chamber: i64,
+    pub what: NoticeKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum NoticeKind {
+    /// A line appended to `cryo.log`.
+    Log(String),
+    /// A message file appeared.
+    Message { folder: crate::chamber::mailbox::Folder, name: String },
+    /// The chamber's snapshot changed.
+    Status,
+    /// The chamber was unregistered.
+    Removed,
+}
+
 /// The session a token belongs to.
 #[derive(Clone)]
 pub struct TokenEntry {
@@ -43,9 +64,16 @@ pub struct Shared {
     pub socket: PathBuf,
     /// The folder holding `cryo-agent`, put first on agents' PATH.
     pub agent_bin: Option<PathBuf>,
+    pub notices: tokio::sync::broadcast::Sender<Notice>,
+    /// Cancelled when the daemon shuts down (streams end with it).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
+    pub fn notify(&self, chamber: i64, what: NoticeKind) {
+        let _ = self.notices.send(Notice { chamber, what });
+    }
+
     pub fn system_tz(&self) -> Tz {
         *self.system_tz.read().expect("zone lock")
     }

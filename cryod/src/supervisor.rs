@@ -28,7 +28,7 @@ use crate::chamber::config::{self as chamber_config, ChamberConfig};
 use crate::chamber::mailbox::{Folder, Mailbox, Stored};
 use crate::chamber::{log, todos};
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
+use crate::runtime::{NoticeKind, Shared};
 use crate::spawn;
 use crate::store::{ChamberRecord, Desired, WakeRecord};
 
@@ -79,8 +79,8 @@ pub enum Event {
     },
     /// The scheduler says a TODO is due.
     Due,
-    /// Something appeared in a watched inbox folder.
-    Inbox,
+    /// Something appeared in a watched inbox folder (its name, if known).
+    Inbox(Option<String>),
     FileChanged(FileKind),
     Admitted(Permit),
     Agent {
@@ -146,7 +146,7 @@ pub enum AgentReply {
 }
 
 /// What a chamber looks like from outside, published after every event.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub state: State,
     pub fault: Option<String>,
@@ -321,8 +321,17 @@ impl Sup {
     }
 
     fn log_event(&self, text: &str) {
-        if let Err(error) = log::event(&self.root.join("cryo.log"), self.now(), self.tz(), text) {
-            tracing::warn!(chamber = %self.name, %error, "cannot write cryo.log");
+        match log::event(&self.root.join("cryo.log"), self.now(), self.tz(), text) {
+            Ok(line) => self.shared.notify(self.id, NoticeKind::Log(line)),
+            Err(error) => tracing::warn!(chamber = %self.name, %error, "cannot write cryo.log"),
+        }
+    }
+
+    /// Writes a block marker to `cryo.log` (and tells live views).
+    fn log_marker(&self, r: std::io::Result<String>) {
+        match r {
+            Ok(line) => self.shared.notify(self.id, NoticeKind::Log(line)),
+            Err(error) => tracing::warn!(chamber = %self.name, %error, "cannot write cryo.log"),
         }
     }
 
@@ -399,7 +408,11 @@ impl Sup {
             last_lateness_ms: self.last_lateness_ms,
             error: self.write_error.clone(),
         };
+        let changed = *self.snapshot.borrow() != snap;
         self.snapshot.send_replace(snap);
+        if changed {
+            self.shared.notify(self.id, NoticeKind::Status);
+        }
     }
 
     /// When this chamber next wakes by itself: its next TODO, or held mail.
@@ -463,7 +476,12 @@ impl Sup {
                 let _ = reply.send(r);
             }
             Event::Due => self.replan(),
-            Event::Inbox => self.on_inbox(),
+            Event::Inbox(name) => {
+                if let Some(name) = name {
+                    self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
+                }
+                self.on_inbox();
+            }
             Event::FileChanged(kind) => self.on_file_changed(kind),
             Event::Admitted(permit) => self.admitted(permit).await,
             Event::Agent { session, call, reply } => {
@@ -553,7 +571,7 @@ impl Sup {
             all_details.extend(details);
             self.write_fallbacks(s.number, &Outcome::Interrupted, conv, &unanswered, &all_details.join("\n\n"), now);
             self.log_event(&format!("session {} interrupted: {note}", s.number));
-            let _ = log::end(&self.root.join("cryo.log"));
+            self.log_marker(log::end(&self.root.join("cryo.log")));
             let _ = self
                 .shared
                 .store
@@ -617,7 +635,10 @@ impl Sup {
                 body: f.body,
             };
             match mailbox.write(Folder::Outbox, &msg, now) {
-                Ok(name) => self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject)),
+                Ok(name) => {
+                    self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject));
+                    self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name });
+                }
                 Err(error) => {
                     tracing::error!(chamber = %self.name, %error, "cannot write a fallback message");
                     self.write_error = Some(format!("cannot write a fallback message: {error}"));
@@ -958,7 +979,7 @@ impl Sup {
                 tracing::warn!(chamber = %self.name, %error, file = %path.display(), "cannot rotate a log");
             }
         }
-        let _ = log::begin(&cryo_log, number, now, tz);
+        self.log_marker(log::begin(&cryo_log, number, now, tz));
         self.log_event(&format!(
             "trigger: {} ({})",
             trigger.as_str(),
@@ -1260,7 +1281,7 @@ impl Sup {
             None => outcome.describe(),
         };
         self.log_event(&format!("session ended: {result}"));
-        let _ = log::end(&self.root.join("cryo.log"));
+        self.log_marker(log::end(&self.root.join("cryo.log")));
         let _ = self
             .shared
             .store
@@ -1417,6 +1438,7 @@ impl Sup {
             .mailbox()
             .write(Folder::Outbox, &msg, now)
             .map_err(|e| Error::Internal(format!("cannot write the outbox: {e}")))?;
+        self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name: file.clone() });
         let l = self.live.as_mut().expect("still live");
         l.sent_any = true;
         l.unanswered.clear();

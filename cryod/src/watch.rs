@@ -127,7 +127,9 @@ fn dispatch(routes: &Routes, ev: notify::Event) {
         }
         let Some(route) = routes.get(dir) else { continue };
         let event = match route.role {
-            Role::Inbox if name.ends_with(".md") && !matches!(ev.kind, EventKind::Remove(_)) => Event::Inbox,
+            Role::Inbox if name.ends_with(".md") && !matches!(ev.kind, EventKind::Remove(_)) => {
+                Event::Inbox(Some(name.to_string()))
+            }
             Role::Root if name == "todo.json" => Event::FileChanged(FileKind::Todos),
             Role::Root if name == "cryo.toml" => Event::FileChanged(FileKind::Config),
             Role::Zone if name == "localtime" || name == "timezone" => Event::FileChanged(FileKind::Zone),

@@ -75,7 +75,35 @@ pub enum ChamberCmd {
     #[command(alias = "ls")]
     List,
     /// Show one chamber (or every chamber).
-    Status { chamber: Option<String> },
+    Status {
+        chamber: Option<String>,
+        /// Keep showing it as it changes (until Ctrl-C).
+        #[arg(long)]
+        watch: bool,
+    },
+    /// The chamber's log (cryo.log, or the agent's own output with --agent).
+    Log {
+        chamber: Option<String>,
+        /// Keep printing new lines (until Ctrl-C or the chamber is removed).
+        #[arg(long, short)]
+        follow: bool,
+        /// cryo-agent.log: the agent process's raw output.
+        #[arg(long)]
+        agent: bool,
+        /// Lines from the end to start with.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: u32,
+    },
+    /// The conversation with the agent, newest last.
+    Messages {
+        chamber: Option<String>,
+        /// Keep printing new messages (until Ctrl-C or the chamber is removed).
+        #[arg(long, short)]
+        follow: bool,
+        /// Messages from the end to start with.
+        #[arg(long, default_value_t = 20)]
+        last: u32,
+    },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
     Remove { chamber: Option<String> },
@@ -115,7 +143,10 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
         ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,
         ChamberCmd::List => list(&ctx).await,
-        ChamberCmd::Status { chamber } => status(&ctx, chamber).await,
+        ChamberCmd::Status { chamber, watch: false } => status(&ctx, chamber).await,
+        ChamberCmd::Status { chamber, watch: true } => watch(&ctx, chamber).await,
+        ChamberCmd::Log { chamber, follow, agent, lines } => log(&ctx, chamber, follow, agent, lines).await,
+        ChamberCmd::Messages { chamber, follow, last } => messages(&ctx, chamber, follow, last).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
     }
 }
@@ -614,4 +645,122 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
         .collect();
     output::table(&["ID", "STATE", "AT", "REPEAT", "TEXT"], &rows);
     Ok(())
+}
+
+/// Reads a server stream until it ends, Ctrl-C, or an error; `each` prints.
+async fn drain<T>(mut s: tonic::Streaming<T>, mut each: impl FnMut(T)) -> Result<()> {
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            item = s.message() => match item? {
+                Some(v) => each(v),
+                None => return Ok(()),
+            },
+        }
+    }
+}
+
+async fn log(ctx: &Ctx, chamber: Option<String>, follow: bool, agent: bool, lines: u32) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let s = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_log(pb::ChamberLogRequest { chamber: Some(r), agent, follow, lines }).await }
+    })
+    .await?
+    .into_inner();
+    let json = ctx.json;
+    drain(s, |chunk| {
+        for l in chunk.lines {
+            if json {
+                println!("{}", json!({ "line": l }));
+            } else {
+                println!("{l}");
+            }
+        }
+    })
+    .await
+}
+
+fn print_mail(m: &pb::Mail, chamber: &str) {
+    let when = m.timestamp.replace('T', " ");
+    let when = when.split('.').next().unwrap_or(&when);
+    let (from, to) = if m.direction == "out" {
+        (m.from.as_str(), "operator")
+    } else {
+        (m.from.as_str(), chamber)
+    };
+    let q = if m.question { "  [question]" } else { "" };
+    println!("[{when}] {from} -> {to}: {}{q}", m.subject);
+    for line in m.body.lines() {
+        println!("    {line}");
+    }
+    println!();
+}
+
+/// The stable JSON form of a message.
+pub fn mail_json(m: &pb::Mail) -> serde_json::Value {
+    json!({
+        "file": m.file,
+        "direction": m.direction,
+        "from": m.from,
+        "subject": m.subject,
+        "timestamp": m.timestamp,
+        "question": m.question,
+        "body": m.body,
+    })
+}
+
+async fn messages(ctx: &Ctx, chamber: Option<String>, follow: bool, last: u32) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let name = chamber.clone().unwrap_or_else(|| "agent".into());
+    let s = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_messages(pb::ChamberMessagesRequest { chamber: Some(r), follow, last }).await }
+    })
+    .await?
+    .into_inner();
+    let json = ctx.json;
+    let mut any = false;
+    drain(s, |m| {
+        any = true;
+        if json {
+            println!("{}", mail_json(&m));
+        } else {
+            print_mail(&m, &name);
+        }
+    })
+    .await?;
+    if !any && !follow && !json {
+        println!("no messages yet");
+    }
+    Ok(())
+}
+
+async fn watch(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let s = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_watch(pb::ChamberWatchRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    let json = ctx.json;
+    drain(s, |ch| {
+        if json {
+            println!("{}", chamber_json(&ch));
+        } else {
+            let next = if ch.next_wake.is_empty() { "-".to_string() } else { ch.next_wake.clone() };
+            let last = if ch.last_result.is_empty() { "-".to_string() } else { ch.last_result.clone() };
+            println!(
+                "{}  {}  session {}  next wake {}  mail {}  last: {}",
+                ch.name,
+                state_name(ch.state),
+                ch.session,
+                next,
+                ch.mail_waiting,
+                last
+            );
+        }
+    })
+    .await
 }

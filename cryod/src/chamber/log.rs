@@ -32,16 +32,38 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())
 }
 
-pub fn begin(path: &Path, session: u64, now: DateTime<Utc>, tz: Tz) -> std::io::Result<()> {
-    append(path, &format!("--- CRYO SESSION {session} | {} ---\n", cryo_core::time::format_in(now, tz)))
+/// Each writer returns the line it wrote (for live views).
+pub fn begin(path: &Path, session: u64, now: DateTime<Utc>, tz: Tz) -> std::io::Result<String> {
+    let line = format!("--- CRYO SESSION {session} | {} ---", cryo_core::time::format_in(now, tz));
+    append(path, &format!("{line}\n")).map(|()| line)
 }
 
-pub fn event(path: &Path, now: DateTime<Utc>, tz: Tz, text: &str) -> std::io::Result<()> {
-    append(path, &format!("[{}] {}\n", now.with_timezone(&tz).format("%H:%M:%S"), one_line(text)))
+pub fn event(path: &Path, now: DateTime<Utc>, tz: Tz, text: &str) -> std::io::Result<String> {
+    let line = format!("[{}] {}", now.with_timezone(&tz).format("%H:%M:%S"), one_line(text));
+    append(path, &format!("{line}\n")).map(|()| line)
 }
 
-pub fn end(path: &Path) -> std::io::Result<()> {
-    append(path, "--- CRYO END ---\n")
+pub fn end(path: &Path) -> std::io::Result<String> {
+    let line = "--- CRYO END ---".to_string();
+    append(path, &format!("{line}\n")).map(|()| line)
+}
+
+/// The last `n` lines of a file (reading at most its last 1 MiB).
+pub fn tail(path: &Path, n: usize) -> std::io::Result<(Vec<String>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(1024 * 1024);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    if start > 0 && !lines.is_empty() {
+        lines.remove(0); // a partial first line
+    }
+    let skip = lines.len().saturating_sub(n);
+    Ok((lines.split_off(skip), len))
 }
 
 /// Rotates `path` if it is larger than `max_bytes`: `path` becomes `path.1`,

@@ -17,6 +17,27 @@ type R<T> = Result<Response<T>, Status>;
 
 #[tonic::async_trait]
 impl Control for ControlService {
+    type ChamberLogStream = super::follow::Streamed<pb::LogLines>;
+    type ChamberMessagesStream = super::follow::Streamed<pb::Mail>;
+    type ChamberWatchStream = super::follow::Streamed<pb::Chamber>;
+
+    async fn chamber_log(&self, req: Request<pb::ChamberLogRequest>) -> R<Self::ChamberLogStream> {
+        let req = req.into_inner();
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        Ok(Response::new(super::follow::log(&self.daemon, v, req.agent, req.follow, req.lines)))
+    }
+
+    async fn chamber_messages(&self, req: Request<pb::ChamberMessagesRequest>) -> R<Self::ChamberMessagesStream> {
+        let req = req.into_inner();
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        Ok(Response::new(super::follow::messages(&self.daemon, v, req.follow, req.last)))
+    }
+
+    async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
+        let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?)?;
+        Ok(Response::new(super::follow::watch(&self.daemon, v)))
+    }
+
     async fn hello(&self, req: Request<pb::HelloRequest>) -> R<pb::HelloReply> {
         super::hello(&self.daemon, req.get_ref()).map(Response::new)
     }

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod control;
 pub mod convert;
+pub mod follow;
 
 use cryo_proto::v1::{HelloReply, HelloRequest};
 

@@ -1,0 +1,223 @@
+//! Server-streaming views of a chamber: its log, its conversation, its state.
+//!
+//! Each stream starts with what is there now, then (when following) sends
+//! what cryod itself does next, fed by the broadcast of [`Notice`]s, not by
+//! polling. A stream ends when the client goes away, when the chamber is
+//! removed, or when cryod shuts down (so shutdown never waits on a viewer).
+//!
+//! [`Notice`]: crate::runtime::Notice
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+use cryo_proto::v1 as pb;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tonic::Status;
+
+use super::convert;
+use crate::chamber::log;
+use crate::chamber::mailbox::{Folder, Mailbox};
+use crate::daemon::{ChamberView, Daemon};
+use crate::runtime::NoticeKind;
+
+pub type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+fn stream<T: Send + 'static>(rx: mpsc::Receiver<Result<T, Status>>) -> Streamed<T> {
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+fn tz_of(v: &ChamberView) -> chrono_tz::Tz {
+    v.snap.timezone.parse().unwrap_or(chrono_tz::UTC)
+}
+
+/// `ChamberLog`.
+pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) -> Streamed<pb::LogLines> {
+    let (tx, rx) = mpsc::channel(64);
+    let root = PathBuf::from(&v.record.path);
+    let path = root.join(if agent { "cryo-agent.log" } else { "cryo.log" });
+    let n = if lines == 0 { 50 } else { lines as usize };
+    let shared = d.shared().clone();
+    let id = v.record.id;
+    let mut notices = shared.notices.subscribe();
+    tokio::spawn(async move {
+        let (first, mut offset) = log::tail(&path, n).unwrap_or_default();
+        if tx.send(Ok(pb::LogLines { lines: first })).await.is_err() || !follow {
+            return;
+        }
+        if agent {
+            // The agent writes its own log: follow the file.
+            follow_file(&path, &mut offset, &tx, &shared.shutdown).await;
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                n = notices.recv() => match n {
+                    Ok(n) if n.chamber == id => match n.what {
+                        NoticeKind::Log(line) => {
+                            if tx.send(Ok(pb::LogLines { lines: vec![line] })).await.is_err() {
+                                return;
+                            }
+                        }
+                        NoticeKind::Removed => return,
+                        _ => {}
+                    },
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        let _ = tx.send(Ok(pb::LogLines { lines: vec!["[cryo: this view fell behind; some lines were skipped]".into()] })).await;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    stream(rx)
+}
+
+/// Sends what is appended to `path` from `offset` on, woken by inotify.
+async fn follow_file(
+    path: &Path,
+    offset: &mut u64,
+    tx: &mpsc::Sender<Result<pb::LogLines, Status>>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) {
+    use notify::Watcher as _;
+    let (wtx, mut wrx) = mpsc::unbounded_channel::<()>();
+    let watched = path.to_path_buf();
+    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok_and(|e| e.paths.iter().any(|p| p == &watched)) {
+            let _ = wtx.send(());
+        }
+    }) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = tx.send(Err(Status::internal(format!("cannot follow the file: {e}")))).await;
+            return;
+        }
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+        let _ = tx.send(Err(Status::internal(format!("cannot follow the file: {e}")))).await;
+        return;
+    }
+    let mut partial = String::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tx.closed() => return,
+            w = wrx.recv() => if w.is_none() { return },
+        }
+        let Ok(bytes) = read_from(path, offset) else { continue };
+        partial.push_str(&String::from_utf8_lossy(&bytes));
+        let mut lines: Vec<String> = partial.split('\n').map(str::to_string).collect();
+        partial = lines.pop().unwrap_or_default();
+        if !lines.is_empty() && tx.send(Ok(pb::LogLines { lines })).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    if len < *offset {
+        *offset = 0; // rotated or truncated
+    }
+    f.seek(SeekFrom::Start(*offset))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    *offset += buf.len() as u64;
+    Ok(buf)
+}
+
+/// `ChamberMessages`.
+pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed<pb::Mail> {
+    let (tx, rx) = mpsc::channel(64);
+    let mailbox = Mailbox::new(Path::new(&v.record.path), tz_of(&v));
+    let shared = d.shared().clone();
+    let id = v.record.id;
+    let mut notices = shared.notices.subscribe();
+    let n = if last == 0 { 20 } else { last as usize };
+    tokio::spawn(async move {
+        let mut all = mailbox.dialog();
+        all.extend(mailbox.read(Folder::Inbox).unwrap_or_default());
+        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
+        // Notices may repeat (a file is created, then renamed into place).
+        let mut seen: std::collections::HashSet<String> = all.iter().map(|m| m.name.clone()).collect();
+        let skip = all.len().saturating_sub(n);
+        for m in &all[skip..] {
+            if tx.send(Ok(convert::mail(m))).await.is_err() {
+                return;
+            }
+        }
+        if !follow {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                n = notices.recv() => match n {
+                    Ok(n) if n.chamber == id => match n.what {
+                        NoticeKind::Message { folder, name } => {
+                            if !seen.insert(name.clone()) {
+                                continue;
+                            }
+                            let found = mailbox.read(folder).unwrap_or_default().into_iter().find(|m| m.name == name);
+                            if let Some(m) = found {
+                                if tx.send(Ok(convert::mail(&m))).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        NoticeKind::Removed => return,
+                        _ => {}
+                    },
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    stream(rx)
+}
+
+/// `ChamberWatch`.
+pub fn watch(d: &Daemon, v: ChamberView) -> Streamed<pb::Chamber> {
+    let (tx, rx) = mpsc::channel(16);
+    let daemon = d.clone();
+    let shared = d.shared().clone();
+    let id = v.record.id;
+    let name = v.record.name.clone();
+    let mut notices = shared.notices.subscribe();
+    tokio::spawn(async move {
+        if tx.send(Ok(convert::chamber(&v))).await.is_err() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = shared.shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                n = notices.recv() => match n {
+                    Ok(n) if n.chamber == id => match n.what {
+                        NoticeKind::Status => {
+                            let Ok(v) = daemon.resolve(&crate::daemon::ChamberRef::Name(name.clone())) else { return };
+                            if tx.send(Ok(convert::chamber(&v))).await.is_err() {
+                                return;
+                            }
+                        }
+                        NoticeKind::Removed => return,
+                        _ => {}
+                    },
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    stream(rx)
+}
