@@ -5,3 +5,4 @@ mod durability;
 mod foundation;
 mod runtime;
 mod scheduling;
+mod operator;

@@ -386,3 +386,65 @@ impl Chamber {
         std::fs::rename(tmp, self.dir.join("todo.json")).unwrap();
     }
 }
+
+/// A long-running `cryoctl` (a follow stream) whose output lines are
+/// collected as they come.
+pub struct Follow {
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Env {
+    pub fn follow(&self, args: &[&str]) -> Follow {
+        let mut c = self.command(bin("cryoctl"));
+        c.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = c.spawn().expect("spawning cryoctl");
+        let out = child.stdout.take().expect("stdout");
+        let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                sink.lock().unwrap().push(l);
+            }
+        });
+        Follow { child, lines }
+    }
+}
+
+impl Follow {
+    pub fn text(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Waits until the output contains `s`.
+    pub fn wait_for(&self, s: &str) {
+        wait_until(&format!("follow output to contain {s:?}; have:\n{}", self.text()), || self.text().contains(s));
+    }
+
+    /// Waits for the process to end by itself; returns its exit code.
+    pub fn wait_end(&mut self) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s.code();
+            }
+            assert!(start.elapsed() < DEADLINE, "the follow stream did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Ctrl-C, as a person would; returns the exit code.
+    pub fn interrupt(&mut self) -> Option<i32> {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGINT);
+        self.wait_end()
+    }
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,113 @@
+//! Issue 6: the operator's CLI — live views, JSON schemas, clean ends.
+
+use cryo_tests::Env;
+
+const REPLY: &str = "cryo-agent receive >/dev/null\ncryo-agent send \"reply $CRYO_SESSION\" >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+
+#[test]
+fn follow_streams_see_what_happens_after_they_start() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", REPLY, "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let mut msgs = env.follow(&["chamber", "messages", "c", "--follow"]);
+    let mut log = env.follow(&["chamber", "log", "c", "--follow", "-n", "1"]);
+    let mut watch = env.follow(&["chamber", "status", "c", "--watch"]);
+    msgs.wait_for("reply 1");
+    log.wait_for("--- CRYO END ---");
+    watch.wait_for("c  idle  session 1");
+    env.cryoctl(&["chamber", "send", "c", "written after the stream started"]).ok();
+    msgs.wait_for("operator -> c: written after the stream started");
+    msgs.wait_for("reply 2");
+    log.wait_for("--- CRYO SESSION 2");
+    log.wait_for("send: reply 2 [reply]");
+    watch.wait_for("c  running  session 2");
+    watch.wait_for("c  idle  session 2");
+    // Each message shows once, even though the file system reports it twice.
+    assert_eq!(msgs.text().matches("operator -> c: written after").count(), 1, "{}", msgs.text());
+    // Ctrl-C ends a stream cleanly.
+    assert_eq!(log.interrupt(), Some(0));
+    // Removing the chamber ends the others.
+    env.cryoctl(&["chamber", "remove", "c"]).ok();
+    assert_eq!(msgs.wait_end(), Some(0));
+    assert_eq!(watch.wait_end(), Some(0));
+}
+
+#[test]
+fn follow_streams_end_when_the_daemon_stops() {
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    env.chamber("c", REPLY, "");
+    let mut f = env.follow(&["chamber", "messages", "c", "--follow"]);
+    f.wait_for("");
+    let start = std::time::Instant::now();
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "shutdown waited on a viewer");
+    f.wait_end();
+}
+
+#[test]
+fn the_agent_log_follows_the_file() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", &format!("echo first-line\n{REPLY}"), "");
+    let mut f = env.follow(&["chamber", "log", "c", "--agent", "--follow"]);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    f.wait_for("first-line");
+    f.wait_for("hibernating: next wake at");
+    c.wait_ended(1);
+    assert_eq!(f.interrupt(), Some(0));
+}
+
+#[test]
+fn json_output_has_the_documented_shape() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", REPLY, "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let list = env.cryoctl(&["chamber", "list", "--json"]).json();
+    let ch = &list[0];
+    let fields = [
+        ("id", "number"),
+        ("name", "string"),
+        ("path", "string"),
+        ("state", "string"),
+        ("desired", "string"),
+        ("agent", "string"),
+        ("timezone", "string"),
+        ("created_at", "string"),
+        ("session", "number"),
+        ("next_wake", "string"),
+        ("last_result", "string"),
+        ("mail_waiting", "number"),
+    ];
+    for (k, ty) in fields {
+        let v = &ch[k];
+        let ok = match ty {
+            "number" => v.is_number(),
+            _ => v.is_string(),
+        };
+        assert!(ok, "{k} should be a {ty}: {ch}");
+    }
+    for k in ["fault", "attention", "error"] {
+        assert!(ch[k].is_null(), "{k} is null when there is none: {ch}");
+    }
+    let st = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
+    let s = &st[0]["sessions"][0];
+    for k in ["number", "trigger", "due_at", "started_at", "ended_at", "lateness_ms", "outcome", "wake_id"] {
+        assert!(!s[k].is_null(), "session field {k}: {s}");
+    }
+    let msgs: Vec<serde_json::Value> = env
+        .cryoctl(&["chamber", "messages", "c", "--json"])
+        .ok()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(msgs[0]["direction"], "out");
+    assert_eq!(msgs[0]["body"], "reply 1");
+    let todos = env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json();
+    assert_eq!(todos[0]["state"], "pending");
+    assert_eq!(todos[0]["text"], "later");
+}
