@@ -33,8 +33,12 @@ enum Command {
     /// Chambers: create, register, list, inspect, remove.
     #[command(subcommand)]
     Chamber(cmd::chamber::ChamberCmd),
-    /// Run a private daemon with an example chamber, until Ctrl-C.
-    Demo,
+    /// Run a private daemon with a demo chamber whose agent talks back, until Ctrl-C.
+    Demo {
+        /// Use a real agent CLI instead of the demo script (claude, codex, opencode).
+        #[arg(long)]
+        agent: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
             cryod::main_with(cryod::DaemonArgs { socket: ctx.socket, config, verbose })
         }
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
-        Command::Demo => run(cmd::demo::run(ctx)),
+        Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
     }
 }
 

@@ -3,6 +3,6 @@
 mod chaos;
 mod durability;
 mod foundation;
+mod operator;
 mod runtime;
 mod scheduling;
-mod operator;

@@ -111,3 +111,25 @@ fn json_output_has_the_documented_shape() {
     assert_eq!(todos[0]["state"], "pending");
     assert_eq!(todos[0]["text"], "later");
 }
+
+#[test]
+fn the_demo_runs_headless_and_exits_cleanly_on_sigint() {
+    let env = Env::new();
+    let mut demo = env.follow(&["demo"]);
+    demo.wait_for("Session 1: all quiet");
+    let socket = demo
+        .text()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export CRYO_SOCKET=").map(str::to_string))
+        .expect("the demo says where its socket is");
+    let mut send = env.command(cryo_tests::bin("cryoctl"));
+    send.args(["chamber", "send", "demo", "hello demo"]).env("CRYO_SOCKET", &socket);
+    assert!(send.output().unwrap().status.success());
+    demo.wait_for("Thanks, I got your message");
+    demo.wait_for("hello demo");
+    demo.wait_for("Session 3: all quiet");
+    let root = std::path::Path::new(&socket).parent().unwrap().to_path_buf();
+    assert!(root.exists());
+    assert_eq!(demo.interrupt(), Some(0));
+    assert!(!root.exists(), "the demo removes its folder");
+}

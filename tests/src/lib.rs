@@ -437,7 +437,10 @@ impl Follow {
 
     /// Ctrl-C, as a person would; returns the exit code.
     pub fn interrupt(&mut self) -> Option<i32> {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGINT);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
         self.wait_end()
     }
 }

@@ -684,11 +684,7 @@ async fn log(ctx: &Ctx, chamber: Option<String>, follow: bool, agent: bool, line
 fn print_mail(m: &pb::Mail, chamber: &str) {
     let when = m.timestamp.replace('T', " ");
     let when = when.split('.').next().unwrap_or(&when);
-    let (from, to) = if m.direction == "out" {
-        (m.from.as_str(), "operator")
-    } else {
-        (m.from.as_str(), chamber)
-    };
+    let (from, to) = if m.direction == "out" { (m.from.as_str(), "operator") } else { (m.from.as_str(), chamber) };
     let q = if m.question { "  [question]" } else { "" };
     println!("[{when}] {from} -> {to}: {}{q}", m.subject);
     for line in m.body.lines() {

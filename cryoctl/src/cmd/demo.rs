@@ -1,7 +1,11 @@
 //! `cryoctl demo`: the whole product on a fresh machine, with nothing set up
 //! by hand. It starts a private cryod (its own socket, database and config
-//! under a temporary folder), creates and registers an example chamber,
-//! prints what to try, and stops and cleans up on Ctrl-C.
+//! under a temporary folder), creates a chamber whose agent is a small script
+//! that ships with cryo and really uses `cryo-agent` (it wakes, reads mail,
+//! replies, schedules its next wake ten seconds out and hibernates), prints
+//! what to try, and streams the conversation until Ctrl-C, then stops the
+//! daemon and removes the folder. `--agent claude|codex|opencode` runs the
+//! same chamber with a real agent CLI.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,6 +15,13 @@ use cryo_proto::v1 as pb;
 
 use crate::Ctx;
 use crate::client::{self, Failure, Result};
+
+/// The demo agent, shipped inside cryoctl.
+const DEMO_AGENT: &str = include_str!("demo-agent.sh");
+
+/// The plan the demo chamber starts with.
+const DEMO_PLAN: &str = "# Plan\n\nThis is cryo's demo chamber. Every ten seconds, check in: send the operator a\n\
+short status and schedule the next check-in. Answer every message you receive.\n";
 
 /// A private daemon that is stopped (and its folder removed) on drop.
 struct DemoDaemon {
@@ -22,7 +33,7 @@ impl Drop for DemoDaemon {
     fn drop(&mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(8);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 break;
@@ -43,7 +54,17 @@ fn sibling(name: &str) -> Result<PathBuf> {
     })
 }
 
-pub async fn run(_ctx: Ctx) -> Result<()> {
+fn on_path(program: &str) -> bool {
+    std::env::var("PATH").unwrap_or_default().split(':').any(|d| Path::new(d).join(program).is_file())
+}
+
+pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
+    if let Some(a) = &agent {
+        if !on_path(a) {
+            return Err(Failure::refused(format!("{a} is not on PATH: install it, or run the demo without --agent")));
+        }
+    }
+    sibling("cryo-agent")?;
     let root = std::env::temp_dir().join(format!("cryo-demo-{}", std::process::id()));
     std::fs::create_dir_all(&root)?;
     let socket = root.join("cryod.sock");
@@ -66,29 +87,57 @@ pub async fn run(_ctx: Ctx) -> Result<()> {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
-    let chamber = root.join("demo-chamber");
+    let chamber = root.join("demo");
+    std::fs::create_dir_all(&chamber)?;
+    std::fs::write(chamber.join("plan.md"), DEMO_PLAN)?;
+    std::fs::write(chamber.join("demo-agent.sh"), DEMO_AGENT)?;
+    let agent_cmd = agent.clone().unwrap_or_else(|| "sh demo-agent.sh".into());
     let added = control
         .chamber_add(pb::ChamberAddRequest {
             dir: path_str(&chamber)?,
             name: "demo".into(),
             init: true,
-            agent: String::new(),
-            start: false,
+            agent: agent_cmd.clone(),
+            start: true,
         })
         .await?
         .into_inner();
     let ch = added.chamber.unwrap_or_default();
-    println!("cryo demo: a private cryod is running (pid {}).", daemon.child.id());
-    println!("  socket   {}", socket.display());
+    let cryoctl = sibling("cryoctl")?;
+    println!("cryo demo: a private cryod is running (pid {}), with one chamber.", daemon.child.id());
     println!("  chamber  {} in {}", ch.name, ch.path);
+    println!("  agent    {agent_cmd}");
     println!();
     println!("Try, in another terminal:");
     println!("  export CRYO_SOCKET={}", socket.display());
-    println!("  {} chamber list", sibling("cryoctl")?.display());
-    println!("  {} chamber status demo", sibling("cryoctl")?.display());
+    println!("  {} chamber send demo \"hello there\"", cryoctl.display());
+    println!("  {} chamber messages demo --follow", cryoctl.display());
+    println!("  {} chamber status demo", cryoctl.display());
+    println!("  {} chamber log demo --follow", cryoctl.display());
     println!();
-    println!("Press Ctrl-C to stop the demo; it removes {} on the way out.", root.display());
-    tokio::signal::ctrl_c().await?;
+    println!("The conversation follows. Ctrl-C stops the demo and removes {}.", root.display());
+    println!();
+    let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name("demo".into())) };
+    let req = pb::ChamberMessagesRequest { chamber: Some(r), follow: true, last: 0 };
+    let mut stream = control.chamber_messages(req).await?.into_inner();
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            m = stream.message() => match m {
+                Ok(Some(m)) => {
+                    let who = if m.direction == "out" { format!("{} -> you", m.from) } else { format!("{} -> demo", m.from) };
+                    let when = m.timestamp.get(11..19).unwrap_or("");
+                    println!("[{when}] {who}:");
+                    for line in m.body.lines() {
+                        println!("    {line}");
+                    }
+                    use std::io::Write;
+                    let _ = std::io::stdout().flush();
+                }
+                Ok(None) | Err(_) => break,
+            },
+        }
+    }
     println!("\nstopping the demo daemon and cleaning up");
     drop(daemon);
     Ok(())
