@@ -1,30 +1,142 @@
-//! Human output: aligned tables and JSON.
+//! Human output: tables that fit the terminal, color only where it helps (a
+//! terminal, and never with `NO_COLOR`), and JSON.
 
-/// Prints rows as an aligned table with a header.
-pub fn table(header: &[&str], rows: &[Vec<String>]) {
+use std::io::IsTerminal;
+
+/// Whether to color stdout.
+pub fn color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The terminal's width, if stdout is one (`COLUMNS` overrides).
+fn width() -> Option<usize> {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return Some(c);
+    }
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size().map(|(w, _)| w.0 as usize)
+}
+
+/// A cell, with an optional color (an ANSI SGR code like "32").
+pub struct Cell {
+    pub text: String,
+    pub color: Option<&'static str>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell { text, color: None }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Cell {
+        Cell { text: text.to_string(), color: None }
+    }
+}
+
+pub fn colored(text: impl Into<String>, color: &'static str) -> Cell {
+    Cell { text: text.into(), color: Some(color) }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Prints rows as an aligned table. When the terminal is narrower than the
+/// table, the column `shrink` is cut with an ellipsis (JSON output always has
+/// the whole text).
+pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+            widths[i] = widths[i].max(c.text.chars().count());
         }
     }
-    let line = |cells: Vec<&str>| {
+    if let Some(total) = width() {
+        let used: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        if used > total {
+            let over = used - total;
+            widths[shrink] = widths[shrink].saturating_sub(over).max(header[shrink].len()).max(8);
+        }
+    }
+    let paint = color();
+    let line = |cells: Vec<(String, Option<&'static str>)>| {
+        let n = cells.len();
         let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+        for (i, (text, col)) in cells.into_iter().enumerate() {
+            let text = cut(&text, widths[i]);
+            let pad = widths[i] - text.chars().count();
+            let shown = match (paint, col) {
+                (true, Some(c)) => format!("\x1b[{c}m{text}\x1b[0m"),
+                _ => text,
+            };
+            s.push_str(&shown);
+            if i + 1 < n {
+                s.push_str(&" ".repeat(pad + 2));
             }
         }
         println!("{}", s.trim_end());
     };
-    line(header.to_vec());
+    line(header.iter().map(|h| (h.to_string(), if paint { Some("1") } else { None })).collect());
     for r in rows {
-        line(r.iter().map(String::as_str).collect());
+        line(r.into_iter().map(|c| (c.text, c.color)).collect());
     }
 }
 
 pub fn json(v: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(v).expect("JSON values always serialize"));
+}
+
+/// An RFC 3339 time in the local zone, short: `Sun 14:05` within a week,
+/// else `2026-03-05 14:05`.
+pub fn local_time(rfc3339: &str) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(rfc3339) else { return rfc3339.to_string() };
+    let local = t.with_timezone(&chrono::Local);
+    let now = now();
+    let ahead = t.with_timezone(&chrono::Utc) - now;
+    if ahead > chrono::Duration::zero() && ahead < chrono::Duration::days(6) {
+        local.format("%a %H:%M").to_string()
+    } else {
+        local.format("%Y-%m-%d %H:%M").to_string()
+    }
+}
+
+/// Time left until an RFC 3339 time: `12m`, `3h 5m`, `now`, `5m late`.
+pub fn time_left(rfc3339: &str) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(rfc3339) else { return String::new() };
+    let d = t.with_timezone(&chrono::Utc) - now();
+    let secs = d.num_seconds();
+    if secs.abs() < 1 {
+        return "now".into();
+    }
+    let h = humanize(secs.unsigned_abs());
+    if secs < 0 { format!("{h} late") } else { h }
+}
+
+fn humanize(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => {
+            let (h, m) = (s / 3600, s % 3600 / 60);
+            if m == 0 { format!("{h}h") } else { format!("{h}h {m}m") }
+        }
+        s => {
+            let (d, h) = (s / 86_400, s % 86_400 / 3600);
+            if h == 0 { format!("{d}d") } else { format!("{d}d {h}h") }
+        }
+    }
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    #[allow(clippy::disallowed_methods)] // a CLI shows times relative to now
+    chrono::Utc::now()
 }

@@ -161,6 +161,8 @@ pub struct Snapshot {
     pub last_lateness_ms: Option<i64>,
     /// The last write into the chamber that failed, until one succeeds.
     pub error: Option<String>,
+    /// Questions the agent asked with no message to it since.
+    pub open_questions: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -242,6 +244,7 @@ struct Sup {
     last_lateness_ms: Option<i64>,
     /// The last write that failed (disk full, read-only), until one succeeds.
     write_error: Option<String>,
+    open_questions: u32,
 }
 
 /// What start-up recovery hands a supervisor: the sessions of this chamber
@@ -286,7 +289,13 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord, recovery: Recover
         replace_with: None,
         last_lateness_ms: None,
         write_error: None,
+        open_questions: 0,
     };
+    sup.open_questions = sup.count_open_questions();
+    if let Some(last) = sup.shared.store.recent_sessions(sup.id, 1).await.ok().and_then(|v| v.into_iter().next()) {
+        sup.last_result = last.outcome;
+        sup.last_lateness_ms = last.lateness_ms;
+    }
     sup.load_config();
     sup.load_todos();
     if let Ok(c) = &sup.config {
@@ -407,6 +416,7 @@ impl Sup {
             warnings: self.warnings.clone(),
             last_lateness_ms: self.last_lateness_ms,
             error: self.write_error.clone(),
+            open_questions: self.open_questions,
         };
         let changed = *self.snapshot.borrow() != snap;
         self.snapshot.send_replace(snap);
@@ -477,6 +487,7 @@ impl Sup {
             }
             Event::Due => self.replan(),
             Event::Inbox(name) => {
+                self.open_questions = 0;
                 if let Some(name) = name {
                     self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 }
@@ -597,6 +608,21 @@ impl Sup {
         if !r.open.is_empty() {
             self.publish();
         }
+    }
+
+    /// Questions the agent asked after the last message it was sent.
+    fn count_open_questions(&self) -> u32 {
+        let mb = self.mailbox();
+        let last_in = [Folder::Inbox, Folder::InboxArchive]
+            .into_iter()
+            .flat_map(|f| mb.read(f).unwrap_or_default())
+            .map(|m| m.when)
+            .max();
+        [Folder::Outbox, Folder::OutboxArchive]
+            .into_iter()
+            .flat_map(|f| mb.read(f).unwrap_or_default())
+            .filter(|m| m.message.question && last_in.is_none_or(|t| m.when > t))
+            .count() as u32
     }
 
     /// Every message the chamber sent (outbox and its archive).
@@ -1439,6 +1465,9 @@ impl Sup {
             .write(Folder::Outbox, &msg, now)
             .map_err(|e| Error::Internal(format!("cannot write the outbox: {e}")))?;
         self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name: file.clone() });
+        if question {
+            self.open_questions += 1;
+        }
         let l = self.live.as_mut().expect("still live");
         l.sent_any = true;
         l.unanswered.clear();

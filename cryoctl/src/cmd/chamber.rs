@@ -317,6 +317,7 @@ pub fn chamber_json(c: &pb::Chamber) -> serde_json::Value {
         "attention": null_if_empty(&c.attention),
         "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
         "error": null_if_empty(&c.error),
+        "open_questions": c.open_questions,
     })
 }
 
@@ -335,21 +336,28 @@ async fn list(ctx: &Ctx) -> Result<()> {
         println!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = r
+    let rows: Vec<Vec<output::Cell>> = r
         .chambers
         .iter()
         .map(|c| {
+            let result = if !c.attention.is_empty() {
+                output::colored(format!("! {}", c.attention), "31")
+            } else {
+                dash(&c.last_result).into()
+            };
             vec![
-                c.name.clone(),
-                state_name(c.state).to_string(),
-                if c.session == 0 { "-".into() } else { c.session.to_string() },
-                if c.next_wake.is_empty() { "-".into() } else { c.next_wake.clone() },
-                c.mail_waiting.to_string(),
-                c.path.clone(),
+                c.name.as_str().into(),
+                state_cell(c.state),
+                if c.session == 0 { "-".into() } else { c.session.to_string().into() },
+                if c.next_wake.is_empty() { "-".into() } else { output::local_time(&c.next_wake).into() },
+                if c.next_wake.is_empty() { "-".into() } else { output::time_left(&c.next_wake).into() },
+                result,
+                if c.mail_waiting == 0 { "-".into() } else { output::colored(c.mail_waiting.to_string(), "1") },
+                if c.open_questions == 0 { "".into() } else { output::colored("?", "33") },
             ]
         })
         .collect();
-    output::table(&["NAME", "STATE", "SESSION", "NEXT WAKE", "MAIL", "PATH"], &rows);
+    output::table(&["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?"], rows, 5);
     Ok(())
 }
 
@@ -406,23 +414,46 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     }
     if !r.sessions.is_empty() {
         println!();
-        let rows: Vec<Vec<String>> = r
+        let rows: Vec<Vec<output::Cell>> = r
             .sessions
             .iter()
             .map(|s| {
                 vec![
-                    s.number.to_string(),
-                    s.trigger.clone(),
-                    dash(&s.due_at),
-                    dash(&s.started_at),
-                    if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms) },
-                    dash(&s.outcome),
+                    s.number.to_string().into(),
+                    s.trigger.as_str().into(),
+                    if s.due_at.is_empty() { "-".into() } else { output::local_time(&s.due_at).into() },
+                    if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
+                    if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },
+                    duration(&s.started_at, &s.ended_at).into(),
+                    dash(&s.outcome).into(),
                 ]
             })
             .collect();
-        output::table(&["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "OUTCOME"], &rows);
+        output::table(&["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "OUTCOME"], rows, 6);
     }
     Ok(())
+}
+
+/// A state, colored for a terminal.
+fn state_cell(s: i32) -> output::Cell {
+    let name = state_name(s);
+    match name {
+        "running" => output::colored(name, "32"),
+        "paused" => output::colored(name, "33"),
+        "faulted" => output::colored(name, "31"),
+        "stopped" => output::colored(name, "2"),
+        _ => name.into(),
+    }
+}
+
+/// How long a session took (`-` while it runs).
+fn duration(start: &str, end: &str) -> String {
+    let (Ok(a), Ok(b)) = (chrono::DateTime::parse_from_rfc3339(start), chrono::DateTime::parse_from_rfc3339(end))
+    else {
+        return "-".into();
+    };
+    let secs = (b - a).num_seconds().max(0);
+    if secs < 60 { format!("{secs}s") } else { format!("{}m {}s", secs / 60, secs % 60) }
 }
 
 fn dash(s: &str) -> String {
@@ -630,7 +661,7 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
         println!("no pending TODOs");
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = shown
+    let rows: Vec<Vec<output::Cell>> = shown
         .iter()
         .map(|t| {
             let repeat = if !t.every.is_empty() {
@@ -640,10 +671,11 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
             } else {
                 "-".into()
             };
-            vec![t.id.to_string(), t.state.clone(), dash(&t.at), repeat, t.text.clone()]
+            let at = if t.at.is_empty() { "-".to_string() } else { output::local_time(&t.at) };
+            vec![t.id.to_string().into(), t.state.as_str().into(), at.into(), repeat.into(), t.text.as_str().into()]
         })
         .collect();
-    output::table(&["ID", "STATE", "AT", "REPEAT", "TEXT"], &rows);
+    output::table(&["ID", "STATE", "AT", "REPEAT", "TEXT"], rows, 4);
     Ok(())
 }
 

@@ -59,10 +59,10 @@ fn on_path(program: &str) -> bool {
 }
 
 pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
-    if let Some(a) = &agent {
-        if !on_path(a) {
-            return Err(Failure::refused(format!("{a} is not on PATH: install it, or run the demo without --agent")));
-        }
+    if let Some(a) = &agent
+        && !on_path(a)
+    {
+        return Err(Failure::refused(format!("{a} is not on PATH: install it, or run the demo without --agent")));
     }
     sibling("cryo-agent")?;
     let root = std::env::temp_dir().join(format!("cryo-demo-{}", std::process::id()));

@@ -44,6 +44,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         attention: v.snap.attention.clone().unwrap_or_default(),
         last_lateness_ms: v.snap.last_lateness_ms.unwrap_or(-1),
         error: v.snap.error.clone().unwrap_or_default(),
+        open_questions: v.snap.open_questions,
     }
 }
 
