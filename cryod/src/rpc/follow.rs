@@ -7,6 +7,9 @@
 //!
 //! [`Notice`]: crate::runtime::Notice
 
+// Sends inside `select!` arms read better unfolded.
+#![allow(clippy::collapsible_match, clippy::collapsible_if)]
+
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
