@@ -46,6 +46,14 @@ enum Scenario {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
+    /// Control-plane latency: `cryoctl chamber list --json` and a `cryo-agent`
+    /// call, whole process start to exit, and the raw gRPC round trip.
+    Control {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
     /// SIGKILL cryod while sessions run; time until the restarted daemon
     /// serves again, with every chamber loaded and the sessions recovered.
     Recovery {
@@ -63,6 +71,7 @@ fn main() {
         Scenario::Lateness { wakes, chambers } => lateness(wakes, chambers),
         Scenario::Idle { chambers, todos, seconds } => idle(chambers, todos, seconds),
         Scenario::Recovery { chambers, running } => recovery(chambers, running),
+        Scenario::Control { chambers, runs } => control(chambers, runs),
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
@@ -354,5 +363,84 @@ fn recovery(chambers: usize, running: usize) -> Figures {
     f.insert("chambers".into(), chambers.into());
     f.insert("recovery_ms".into(), (ready.as_secs_f64() * 1000.0).into());
     f.insert("recovered".into(), interrupted.into());
+    f
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (percentile(&v, 0.5), percentile(&v, 0.99))
+}
+
+fn control(chambers: usize, runs: usize) -> Figures {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // One chamber's agent times its own `cryo-agent todo list` calls.
+    let script = format!(
+        "i=0\nwhile [ $i -lt {runs} ]; do a=$(date +%s%N); cryo-agent todo list >/dev/null; b=$(date +%s%N); echo $((b - a)) >> calls.txt; i=$((i + 1)); done\ncryo-agent send done >/dev/null\ncryo-agent hibernate --complete\n"
+    );
+    let names = register(&env, chambers, &script, |_, _| {});
+    wait_serving(&env);
+    // cryoctl chamber list --json, whole process.
+    let mut list = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let out = env.command(cryo_tests::bin("cryoctl")).args(["chamber", "list", "--json"]).output().unwrap();
+        list.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(out.status.success());
+    }
+    // A simple cryoctl call on one chamber.
+    let mut status = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let out = env.command(cryo_tests::bin("cryoctl")).args(["chamber", "status", &names[0], "--json"]).output().unwrap();
+        status.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(out.status.success());
+    }
+    // cryo-agent inside a real session.
+    start_all(&env, &names[..1]);
+    rt().block_on(async {
+        let ch = cryo_proto::connect(&env.socket()).await.unwrap();
+        let mut c = pb::control_client::ControlClient::new(ch);
+        let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(names[0].clone())) };
+        c.chamber_wake(pb::ChamberWakeRequest { chamber: Some(r), ..Default::default() }).await.unwrap();
+    });
+    let calls = env.path(&format!("ch/{}/calls.txt", names[0]));
+    wait_until("the agent's calls", || std::fs::read_to_string(&calls).unwrap_or_default().lines().count() >= runs);
+    let agent: Vec<f64> = std::fs::read_to_string(&calls)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse::<f64>().ok())
+        .map(|ns| ns / 1e6)
+        .collect();
+    // The raw gRPC round trip (Hello on an open channel).
+    let rtt = rt().block_on(async {
+        let ch = cryo_proto::connect(&env.socket()).await.unwrap();
+        let mut c = pb::control_client::ControlClient::new(ch);
+        let mut v = Vec::new();
+        for _ in 0..1000 {
+            let t = Instant::now();
+            c.hello(pb::HelloRequest { client: "bench".into(), protocol: cryo_proto::PROTOCOL_VERSION, version: String::new() })
+                .await
+                .unwrap();
+            v.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        v
+    });
+    let (l50, l99) = stats(list);
+    let (s50, s99) = stats(status);
+    let (a50, a99) = stats(agent);
+    let (r50, r99) = stats(rtt);
+    println!("\nscenario: control plane ({chambers} chambers, {runs} runs each)");
+    println!("  cryoctl chamber list --json    median {l50:.1} ms, p99 {l99:.1} ms (process start to exit)");
+    println!("  cryoctl chamber status NAME    median {s50:.1} ms, p99 {s99:.1} ms");
+    println!("  cryo-agent todo list           median {a50:.1} ms, p99 {a99:.1} ms (inside a session)");
+    println!("  gRPC round trip (Hello)        median {r50:.3} ms, p99 {r99:.3} ms (1000 calls, open channel)");
+    let mut f = Figures::new();
+    f.insert("list_json_median_ms".into(), l50.into());
+    f.insert("list_json_p99_ms".into(), l99.into());
+    f.insert("status_median_ms".into(), s50.into());
+    f.insert("agent_call_median_ms".into(), a50.into());
+    f.insert("agent_call_p99_ms".into(), a99.into());
+    f.insert("grpc_rtt_median_ms".into(), r50.into());
     f
 }
