@@ -4,12 +4,13 @@
 
 mod client;
 mod cmd;
+mod complete;
 mod output;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Run AI coding agents on work that spans days, weeks or years.
 #[derive(Parser)]
@@ -33,6 +34,14 @@ enum Command {
     /// Chambers: create, register, list, inspect, remove.
     #[command(subcommand)]
     Chamber(cmd::chamber::ChamberCmd),
+    /// Check the environment cryo runs in, one line each, with what to do.
+    Doctor,
+    /// Print the completion script for a shell (bash, zsh, fish); it asks
+    /// cryod for chamber names as you type.
+    Completions {
+        #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
+        shell: String,
+    },
     /// Run a private daemon with a demo chamber whose agent talks back, until Ctrl-C.
     Demo {
         /// Use a real agent CLI instead of the demo script (claude, codex, opencode).
@@ -60,6 +69,8 @@ pub struct Ctx {
 }
 
 fn main() -> ExitCode {
+    // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     let ctx = Ctx { socket: cli.socket, json: cli.json };
     match cli.command {
@@ -68,6 +79,8 @@ fn main() -> ExitCode {
         }
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
+        Command::Completions { shell } => complete::script(&shell),
+        Command::Doctor => run(cmd::doctor::run(ctx)),
     }
 }
 

@@ -133,3 +133,61 @@ fn the_demo_runs_headless_and_exits_cleanly_on_sigint() {
     assert_eq!(demo.interrupt(), Some(0));
     assert!(!root.exists(), "the demo removes its folder");
 }
+
+#[test]
+fn completions_generate_for_three_shells_and_name_chambers() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = env.cryoctl(&["completions", shell]);
+        assert!(out.ok().contains("cryoctl"), "{shell}: {}", out.stdout);
+    }
+    let _d = env.start_daemon();
+    env.chamber("alpha", "exit 0\n", "");
+    env.chamber("beta", "exit 0\n", "");
+    // What the fish script runs as you type `cryoctl chamber status <TAB>`.
+    let mut c = env.command(cryo_tests::bin("cryoctl"));
+    c.env("COMPLETE", "fish").args(["--", "cryoctl", "chamber", "status", ""]);
+    let out = String::from_utf8(c.output().unwrap().stdout).unwrap();
+    assert!(out.lines().any(|l| l.starts_with("alpha\t")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("beta\t")), "{out}");
+}
+
+#[test]
+fn doctor_checks_pass_and_fail_with_a_fix() {
+    let env = Env::new();
+    // No daemon: the daemon check fails and says how to start it.
+    let r = env.cryoctl(&["doctor"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stdout.contains("FAIL  daemon") && r.stdout.contains("cryoctl daemon run"), "{}", r.stdout);
+    assert!(r.stdout.contains("warn  service") && r.stdout.contains("cryoctl daemon install"), "{}", r.stdout);
+    let _d = env.start_daemon();
+    env.chamber("good", "exit 0\n", "");
+    let bad = env.chamber("bad", "exit 0\n", "agent = \"not-installed-agent\"");
+    let r = env.cryoctl(&["doctor", "--json"]);
+    let checks: Vec<serde_json::Value> = serde_json::from_str(&r.stdout).unwrap();
+    let find = |name: &str, detail: &str| {
+        checks.iter().find(|c| c["check"] == name && c["detail"].as_str().unwrap().contains(detail)).cloned()
+    };
+    assert_eq!(find("daemon", "serves 2 chamber").map(|c| c["level"].clone()), Some("ok".into()), "{checks:?}");
+    assert_eq!(find("socket", "is private").unwrap()["level"], "ok");
+    assert_eq!(find("agent", "good: sh found").unwrap()["level"], "ok");
+    let missing = find("agent", "bad:").unwrap();
+    assert_eq!(missing["level"], "fail");
+    assert!(missing["detail"].as_str().unwrap().contains("not on PATH"));
+    assert_eq!(r.code, Some(1), "a failing check fails the command");
+    // The agent fixed, a service unit installed and enabled: those pass.
+    std::fs::write(bad.dir.join("cryo.toml"), "agent = \"sh agent.sh\"\n").unwrap();
+    let units = env.root().join("config/systemd/user");
+    std::fs::create_dir_all(units.join("default.target.wants")).unwrap();
+    std::fs::write(units.join("cryod.service"), "[Service]\n").unwrap();
+    std::os::unix::fs::symlink(units.join("cryod.service"), units.join("default.target.wants/cryod.service")).unwrap();
+    cryo_tests::wait_until("the fixed agent to be seen", || {
+        env.cryoctl(&["doctor"]).stdout.contains("ok    agent          bad: sh found")
+    });
+    let r = env.cryoctl(&["doctor"]);
+    assert!(r.stdout.contains("ok    service"), "{}", r.stdout);
+    // A socket others can reach fails.
+    std::fs::set_permissions(env.socket(), std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let r = env.cryoctl(&["doctor"]);
+    assert!(r.stdout.contains("FAIL  socket") && r.stdout.contains("others can reach cryod"), "{}", r.stdout);
+}

@@ -38,15 +38,28 @@ pub enum ChamberCmd {
         start: bool,
     },
     /// Start a chamber: its first start runs a bootstrap session.
-    Start { chamber: Option<String> },
+    Start {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Stop a chamber, ending a running session; returns once it has ended.
-    Stop { chamber: Option<String> },
+    Stop {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Pause a started chamber: mail still arrives, no session starts.
-    Pause { chamber: Option<String> },
+    Pause {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Resume a paused chamber; what became due meanwhile runs.
-    Resume { chamber: Option<String> },
+    Resume {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Run a session now.
     Wake {
+        #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Also write this message to the agent's inbox.
         #[arg(long, short)]
@@ -57,6 +70,7 @@ pub enum ChamberCmd {
     },
     /// Write a message to the chamber's agent (TEXT, or standard input).
     Send {
+        #[arg(add = crate::complete::chambers())]
         chamber: String,
         text: Option<String>,
         #[arg(long, default_value = "operator")]
@@ -67,6 +81,7 @@ pub enum ChamberCmd {
     /// The chamber's TODOs: `todo [CHAMBER] list|add|done|remove`.
     #[command(subcommand_precedence_over_arg = true)]
     Todo {
+        #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         #[command(subcommand)]
         op: TodoOp,
@@ -76,6 +91,7 @@ pub enum ChamberCmd {
     List,
     /// Show one chamber (or every chamber).
     Status {
+        #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep showing it as it changes (until Ctrl-C).
         #[arg(long)]
@@ -83,6 +99,7 @@ pub enum ChamberCmd {
     },
     /// The chamber's log (cryo.log, or the agent's own output with --agent).
     Log {
+        #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep printing new lines (until Ctrl-C or the chamber is removed).
         #[arg(long, short)]
@@ -96,6 +113,7 @@ pub enum ChamberCmd {
     },
     /// The conversation with the agent, newest last.
     Messages {
+        #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep printing new messages (until Ctrl-C or the chamber is removed).
         #[arg(long, short)]
@@ -106,7 +124,10 @@ pub enum ChamberCmd {
     },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
-    Remove { chamber: Option<String> },
+    Remove {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]

@@ -2,3 +2,4 @@
 
 pub mod chamber;
 pub mod demo;
+pub mod doctor;

@@ -392,7 +392,8 @@ fn control(chambers: usize, runs: usize) -> Figures {
     let mut status = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
-        let out = env.command(cryo_tests::bin("cryoctl")).args(["chamber", "status", &names[0], "--json"]).output().unwrap();
+        let out =
+            env.command(cryo_tests::bin("cryoctl")).args(["chamber", "status", &names[0], "--json"]).output().unwrap();
         status.push(t.elapsed().as_secs_f64() * 1000.0);
         assert!(out.status.success());
     }
@@ -419,9 +420,13 @@ fn control(chambers: usize, runs: usize) -> Figures {
         let mut v = Vec::new();
         for _ in 0..1000 {
             let t = Instant::now();
-            c.hello(pb::HelloRequest { client: "bench".into(), protocol: cryo_proto::PROTOCOL_VERSION, version: String::new() })
-                .await
-                .unwrap();
+            c.hello(pb::HelloRequest {
+                client: "bench".into(),
+                protocol: cryo_proto::PROTOCOL_VERSION,
+                version: String::new(),
+            })
+            .await
+            .unwrap();
             v.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         v

@@ -1,0 +1,277 @@
+//! `cryoctl doctor`: checks the environment cryo runs in and says, one line
+//! each, what is fine and what to do about what is not.
+
+use std::path::{Path, PathBuf};
+
+use cryo_proto::v1 as pb;
+use serde_json::json;
+
+use crate::Ctx;
+use crate::client::Result;
+use crate::output;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub detail: String,
+}
+
+fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
+    Check { name, level, detail: detail.into() }
+}
+
+pub async fn run(ctx: Ctx) -> Result<()> {
+    let socket = ctx.socket.clone().unwrap_or_else(cryo_proto::socket_path);
+    let mut checks = Vec::new();
+    let chambers = daemon_checks(&socket, &mut checks).await;
+    checks.push(socket_check(&socket));
+    checks.push(service_check());
+    checks.push(linger_check());
+    checks.push(zone_check());
+    checks.push(clock_check());
+    for c in &chambers {
+        checks.push(agent_check(c));
+    }
+    checks.push(disk_check(&socket));
+    let failed = checks.iter().any(|c| c.level == Level::Fail);
+    if ctx.json {
+        let v: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|c| {
+                let level = match c.level {
+                    Level::Ok => "ok",
+                    Level::Warn => "warn",
+                    Level::Fail => "fail",
+                };
+                json!({ "check": c.name, "level": level, "detail": c.detail })
+            })
+            .collect();
+        output::json(&serde_json::Value::Array(v));
+    } else {
+        let paint = output::color();
+        for c in &checks {
+            let (mark, col) = match c.level {
+                Level::Ok => ("ok  ", "32"),
+                Level::Warn => ("warn", "33"),
+                Level::Fail => ("FAIL", "31"),
+            };
+            let mark = if paint { format!("\x1b[{col}m{mark}\x1b[0m") } else { mark.to_string() };
+            println!("{mark}  {:<14} {}", c.name, c.detail);
+        }
+    }
+    if failed { Err(crate::client::Failure::refused("some checks failed (see above)")) } else { Ok(()) }
+}
+
+async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> Vec<pb::Chamber> {
+    let channel = match cryo_proto::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => {
+            checks.push(check("daemon", Level::Fail, e.to_string()));
+            return Vec::new();
+        }
+    };
+    match cryo_proto::hello(channel.clone(), "cryoctl").await {
+        Ok(h) => checks.push(check(
+            "daemon",
+            Level::Ok,
+            format!("cryod {} (protocol {}, pid {}) serves {} chamber(s)", h.version, h.protocol, h.pid, h.chambers),
+        )),
+        Err(s) => {
+            checks.push(check("daemon", Level::Fail, s.message().to_string()));
+            return Vec::new();
+        }
+    }
+    let mut c = pb::control_client::ControlClient::new(channel);
+    c.chamber_list(pb::ChamberListRequest {}).await.map(|r| r.into_inner().chambers).unwrap_or_default()
+}
+
+fn socket_check(socket: &Path) -> Check {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(socket) else {
+        return check("socket", Level::Warn, format!("{} does not exist (cryod is not running)", socket.display()));
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    let dir_mode = socket.parent().and_then(|d| std::fs::metadata(d).ok()).map(|m| m.permissions().mode() & 0o777);
+    if mode & 0o077 != 0 {
+        return check(
+            "socket",
+            Level::Fail,
+            format!("{} has mode {mode:o}: others can reach cryod; restart cryod", socket.display()),
+        );
+    }
+    match dir_mode {
+        Some(d) if d & 0o077 != 0 && socket.parent().is_some_and(|p| p.ends_with("cryo")) => check(
+            "socket",
+            Level::Warn,
+            format!("its folder has mode {d:o}; `chmod 700 {}`", socket.parent().unwrap().display()),
+        ),
+        _ => check("socket", Level::Ok, format!("{} is private (mode {mode:o})", socket.display())),
+    }
+}
+
+fn config_home() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".config"))
+}
+
+fn service_check() -> Check {
+    if cfg!(target_os = "macos") {
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+        let plist = home.join("Library/LaunchAgents/dev.cryo.cryod.plist");
+        return if plist.exists() {
+            check("service", Level::Ok, format!("LaunchAgent installed at {}", plist.display()))
+        } else {
+            check("service", Level::Warn, "no LaunchAgent: cryod stops when you log out; `cryoctl daemon install`")
+        };
+    }
+    let unit = config_home().join("systemd/user/cryod.service");
+    if !unit.exists() {
+        return check(
+            "service",
+            Level::Warn,
+            "no systemd user unit: cryod stops with this shell; `cryoctl daemon install`",
+        );
+    }
+    let wanted = config_home().join("systemd/user/default.target.wants/cryod.service");
+    if wanted.exists() {
+        check("service", Level::Ok, format!("unit installed and enabled ({})", unit.display()))
+    } else {
+        check(
+            "service",
+            Level::Warn,
+            format!("unit {} is installed but not enabled; `cryoctl daemon install`", unit.display()),
+        )
+    }
+}
+
+fn linger_check() -> Check {
+    if !cfg!(target_os = "linux") {
+        return check("linger", Level::Ok, "not needed on this system");
+    }
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name))
+        .unwrap_or_default();
+    if user.is_empty() {
+        return check("linger", Level::Warn, "cannot tell the user name (USER is unset)");
+    }
+    if Path::new("/var/lib/systemd/linger").join(&user).exists() {
+        check("linger", Level::Ok, format!("user services of {user} survive logout"))
+    } else {
+        check(
+            "linger",
+            Level::Warn,
+            format!("user services stop at logout; `loginctl enable-linger {user}` keeps cryod running"),
+        )
+    }
+}
+
+fn zone_check() -> Check {
+    let zoneinfo = ["/usr/share/zoneinfo/UTC", "/usr/share/zoneinfo/Etc/UTC"].iter().any(|p| Path::new(p).exists());
+    let zone = std::env::var("TZ").ok().filter(|t| !t.is_empty()).or_else(|| {
+        std::fs::read_link("/etc/localtime")
+            .ok()
+            .and_then(|p| p.to_string_lossy().split("zoneinfo/").nth(1).map(str::to_string))
+    });
+    match (zoneinfo, zone) {
+        (true, Some(z)) => check("time zone", Level::Ok, format!("{z}; zone data present")),
+        (true, None) => check(
+            "time zone",
+            Level::Warn,
+            "the system's zone is not set; chambers default to UTC (set `timezone` in cryo.toml)",
+        ),
+        (false, _) => check(
+            "time zone",
+            Level::Warn,
+            "no /usr/share/zoneinfo; cryo carries its own zone data, but other tools will see UTC (install tzdata)",
+        ),
+    }
+}
+
+fn clock_check() -> Check {
+    // systemd-timesyncd and chrony leave a mark when the clock is synchronized.
+    let synced = ["/run/systemd/timesync/synchronized", "/var/lib/chrony/drift"].iter().any(|p| Path::new(p).exists());
+    if synced {
+        check("clock", Level::Ok, "synchronized")
+    } else {
+        check(
+            "clock",
+            Level::Warn,
+            "cannot tell whether the clock is synchronized (no timesyncd or chrony seen); wakes follow the wall clock",
+        )
+    }
+}
+
+fn agent_check(c: &pb::Chamber) -> Check {
+    let program = c.agent.split_whitespace().next().unwrap_or("");
+    if program.is_empty() {
+        return check("agent", Level::Warn, format!("{}: no agent command (faulted: {})", c.name, c.fault));
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = if program.contains('/') {
+        let p = Path::new(&c.path).join(program);
+        p.exists().then_some(p)
+    } else {
+        path.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
+    };
+    match found {
+        None => check(
+            "agent",
+            Level::Fail,
+            format!("{}: {program:?} is not on PATH (the service's PATH may differ from your shell's)", c.name),
+        ),
+        Some(p) => {
+            let mut detail = format!("{}: {program} found at {}", c.name, p.display());
+            let mut level = Level::Ok;
+            if matches!(program, "claude" | "codex" | "opencode") {
+                if let Ok(out) = std::process::Command::new(&p).arg("--version").output() {
+                    let v = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
+                    if !v.is_empty() {
+                        detail.push_str(&format!(" ({v})"));
+                    }
+                }
+                if program == "claude" && nix::unistd::geteuid().is_root() {
+                    level = Level::Warn;
+                    detail.push_str(
+                        "; as root Claude Code refuses --dangerously-skip-permissions, so cryo grants an explicit --allowedTools list",
+                    );
+                }
+            }
+            check("agent", level, detail)
+        }
+    }
+}
+
+fn disk_check(socket: &Path) -> Check {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/state"));
+    let probe = if state.exists() { state } else { socket.parent().map(Path::to_path_buf).unwrap_or_default() };
+    match nix::sys::statvfs::statvfs(&probe) {
+        Ok(s) => {
+            let free = s.blocks_available() as u64 * s.fragment_size() as u64;
+            let mb = free / (1024 * 1024);
+            if mb < 100 {
+                check("disk", Level::Fail, format!("only {mb} MB free under {}: writes will fail", probe.display()))
+            } else if mb < 1024 {
+                check("disk", Level::Warn, format!("{mb} MB free under {}", probe.display()))
+            } else {
+                check("disk", Level::Ok, format!("{:.1} GB free under {}", mb as f64 / 1024.0, probe.display()))
+            }
+        }
+        Err(e) => check("disk", Level::Warn, format!("cannot tell free space under {}: {e}", probe.display())),
+    }
+}

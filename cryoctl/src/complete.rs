@@ -1,0 +1,44 @@
+//! Shell completions. The scripts are clap_complete's dynamic ones: the shell
+//! calls `COMPLETE=SHELL cryoctl ...` as you type, so chamber names come from
+//! the running daemon (and nothing is stale after an upgrade).
+
+use std::process::ExitCode;
+
+use clap_complete::{ArgValueCandidates, CompletionCandidate};
+
+/// Completes a CHAMBER argument with the registered names.
+pub fn chambers() -> ArgValueCandidates {
+    ArgValueCandidates::new(names)
+}
+
+fn names() -> Vec<CompletionCandidate> {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
+    rt.block_on(async {
+        let path = std::env::var_os("CRYO_SOCKET").map(Into::into).unwrap_or_else(cryo_proto::socket_path);
+        let Ok(ch) = cryo_proto::connect(&path).await else { return Vec::new() };
+        let mut c = cryo_proto::v1::control_client::ControlClient::new(ch);
+        let Ok(list) = c.chamber_list(cryo_proto::v1::ChamberListRequest {}).await else { return Vec::new() };
+        list.into_inner()
+            .chambers
+            .into_iter()
+            .map(|c| CompletionCandidate::new(c.name).help(Some(c.path.into())))
+            .collect()
+    })
+}
+
+/// `cryoctl completions SHELL`: the registration script, as
+/// `COMPLETE=SHELL cryoctl` prints it.
+pub fn script(shell: &str) -> ExitCode {
+    let Ok(exe) = std::env::current_exe() else { return ExitCode::from(cryo_proto::exit::REFUSED) };
+    match std::process::Command::new(exe).env("COMPLETE", shell).output() {
+        Ok(out) if out.status.success() && !out.stdout.is_empty() => {
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&out.stdout);
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("cryoctl: cannot produce the {shell} completion script");
+            ExitCode::from(cryo_proto::exit::REFUSED)
+        }
+    }
+}
