@@ -226,17 +226,18 @@ impl Daemon {
     }
 
     /// Starts a chamber. Returns the view and whether it was started already.
-    pub async fn start(&self, r: &ChamberRef) -> Result<(ChamberView, bool)> {
+    /// With `wait`, returns once a first session's agent has started.
+    pub async fn start(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool)> {
         let v = self.resolve(r)?;
-        let already = self.ask(v.record.id, Event::Start).await??;
+        let already = self.ask(v.record.id, |reply| Event::Start { wait, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already))
     }
 
     /// Stops a chamber; returns once a running session has ended.
     /// The flags: it was stopped already; a session was ended.
-    pub async fn stop(&self, r: &ChamberRef) -> Result<(ChamberView, bool, bool)> {
+    pub async fn stop(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool, bool)> {
         let v = self.resolve(r)?;
-        let (already, ended) = self.ask(v.record.id, Event::Stop).await??;
+        let (already, ended) = self.ask(v.record.id, |reply| Event::Stop { wait, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already, ended))
     }
 

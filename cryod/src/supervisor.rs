@@ -54,8 +54,19 @@ pub enum FileKind {
 
 /// Everything a supervisor reacts to.
 pub enum Event {
-    Start(oneshot::Sender<Result<bool>>),
-    Stop(oneshot::Sender<Result<(bool, bool)>>),
+    /// Start; with `wait`, the reply comes once a first session's agent has
+    /// started (or failed to).
+    Start {
+        wait: bool,
+        reply: oneshot::Sender<Result<bool>>,
+    },
+    /// Stop; with `wait`, the reply comes once the session has ended.
+    Stop {
+        wait: bool,
+        reply: oneshot::Sender<Result<(bool, bool)>>,
+    },
+    /// Waiting for a start took too long (the session is queued).
+    StartWaitOver,
     Remove(oneshot::Sender<()>),
     /// Pause (true) or resume (false); replies whether nothing changed.
     Pause(bool, oneshot::Sender<Result<bool>>),
@@ -242,6 +253,8 @@ struct Sup {
     /// the operator's reply.
     replace_with: Option<(Option<String>, oneshot::Sender<Result<WakeOutcome>>)>,
     last_lateness_ms: Option<i64>,
+    /// Operators waiting for a start to show its first agent.
+    start_waiters: Vec<oneshot::Sender<Result<bool>>>,
     /// The last write that failed (disk full, read-only), until one succeeds.
     write_error: Option<String>,
     open_questions: u32,
@@ -288,6 +301,7 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord, recovery: Recover
         manual_queued: false,
         replace_with: None,
         last_lateness_ms: None,
+        start_waiters: Vec::new(),
         write_error: None,
         open_questions: 0,
     };
@@ -454,11 +468,39 @@ impl Sup {
     /// Returns true when the supervisor should exit.
     async fn handle(&mut self, ev: Event) -> bool {
         match ev {
-            Event::Start(reply) => {
+            Event::Start { wait, reply } => {
                 let r = self.start().await;
-                let _ = reply.send(r);
+                if wait && matches!(r, Ok(false)) && self.wanted.is_some() {
+                    self.start_waiters.push(reply);
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(StdDuration::from_secs(10)).await;
+                        let _ = tx.send(Event::StartWaitOver);
+                    });
+                } else {
+                    let _ = reply.send(r);
+                }
             }
-            Event::Stop(reply) => self.stop(reply).await,
+            Event::StartWaitOver => {
+                for w in self.start_waiters.drain(..) {
+                    let _ = w.send(Ok(false));
+                }
+            }
+            Event::Stop { wait, reply } => {
+                if wait {
+                    self.stop(reply).await;
+                } else {
+                    let (tx, mut rx) = oneshot::channel();
+                    self.stop(tx).await;
+                    let running = self.live.is_some();
+                    // Stopped already, or signalled: answer now.
+                    let r = match rx.try_recv() {
+                        Ok(r) => r,
+                        Err(_) => Ok((false, running)),
+                    };
+                    let _ = reply.send(r);
+                }
+            }
             Event::Remove(reply) => {
                 if self.live.is_some() {
                     let (tx, rx) = oneshot::channel();
@@ -1016,6 +1058,9 @@ impl Sup {
         let (pid, pgid) = match spawned {
             Ok(p) => p,
             Err(e) => {
+                for w in self.start_waiters.drain(..) {
+                    let _ = w.send(Err(Error::Precondition(format!("the agent could not start: {e}"))));
+                }
                 self.log_event(&format!("agent could not start: {e}"));
                 let live = Live {
                     number,
@@ -1044,6 +1089,9 @@ impl Sup {
         self.last_lateness_ms = lateness;
         let _ = self.shared.store.session_started(self.id, number, pid, crate::rfc3339(started), lateness).await;
         self.log_event(&format!("agent started (pid {pid})"));
+        for w in self.start_waiters.drain(..) {
+            let _ = w.send(Ok(false));
+        }
         tracing::info!(chamber = %self.name, session = number, pid, trigger = trigger.as_str(), "agent started");
         self.shared.tokens.lock().expect("tokens lock").insert(
             token.clone(),

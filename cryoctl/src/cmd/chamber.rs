@@ -37,15 +37,22 @@ pub enum ChamberCmd {
         #[arg(long)]
         start: bool,
     },
-    /// Start a chamber: its first start runs a bootstrap session.
+    /// Start a chamber: its first start runs a bootstrap session (returns
+    /// once its agent has started, or says why it could not).
     Start {
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
+        /// Return at once.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Stop a chamber, ending a running session; returns once it has ended.
     Stop {
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
+        /// Return once the session was signalled.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Pause a started chamber: mail still arrives, no session starts.
     Pause {
@@ -156,8 +163,8 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
     match cmd {
         ChamberCmd::Init { dir, agent } => init(&ctx, dir, agent).await,
         ChamberCmd::Add { dir, name, init, agent, start } => add(&ctx, dir, name, init, agent, start).await,
-        ChamberCmd::Start { chamber } => start(&ctx, chamber).await,
-        ChamberCmd::Stop { chamber } => stop(&ctx, chamber).await,
+        ChamberCmd::Start { chamber, no_wait } => start(&ctx, chamber, no_wait).await,
+        ChamberCmd::Stop { chamber, no_wait } => stop(&ctx, chamber, no_wait).await,
         ChamberCmd::Pause { chamber } => pause(&ctx, chamber, true).await,
         ChamberCmd::Resume { chamber } => pause(&ctx, chamber, false).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
@@ -516,11 +523,11 @@ async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     Ok(())
 }
 
-async fn start(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+async fn start(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
     let c = client::control(&ctx.socket).await?;
     let r = with_chamber(chamber.as_deref(), |r| {
         let mut c = c.clone();
-        async move { c.chamber_start(pb::ChamberStartRequest { chamber: Some(r) }).await }
+        async move { c.chamber_start(pb::ChamberStartRequest { chamber: Some(r), no_wait }).await }
     })
     .await?
     .into_inner();
@@ -535,11 +542,11 @@ async fn start(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     Ok(())
 }
 
-async fn stop(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+async fn stop(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
     let c = client::control(&ctx.socket).await?;
     let r = with_chamber(chamber.as_deref(), |r| {
         let mut c = c.clone();
-        async move { c.chamber_stop(pb::ChamberStopRequest { chamber: Some(r) }).await }
+        async move { c.chamber_stop(pb::ChamberStopRequest { chamber: Some(r), no_wait }).await }
     })
     .await?
     .into_inner();

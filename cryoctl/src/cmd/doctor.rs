@@ -262,7 +262,7 @@ fn disk_check(socket: &Path) -> Check {
     let probe = if state.exists() { state } else { socket.parent().map(Path::to_path_buf).unwrap_or_default() };
     match nix::sys::statvfs::statvfs(&probe) {
         Ok(s) => {
-            let free = s.blocks_available() as u64 * s.fragment_size() as u64;
+            let free = s.blocks_available() * s.fragment_size();
             let mb = free / (1024 * 1024);
             if mb < 100 {
                 check("disk", Level::Fail, format!("only {mb} MB free under {}: writes will fail", probe.display()))

@@ -54,7 +54,7 @@ impl Control for ControlService {
         let mut view = added.view;
         if req.start {
             let r = crate::daemon::ChamberRef::Name(view.record.name.clone());
-            view = self.daemon.start(&r).await?.0;
+            view = self.daemon.start(&r, true).await?.0;
         }
         Ok(Response::new(pb::ChamberAddReply {
             chamber: Some(convert::chamber(&view)),
@@ -92,8 +92,9 @@ impl Control for ControlService {
     }
 
     async fn chamber_start(&self, req: Request<pb::ChamberStartRequest>) -> R<pb::ChamberStartReply> {
-        let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already) = self.daemon.start(&r).await?;
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let (v, already) = self.daemon.start(&r, !req.no_wait).await?;
         Ok(Response::new(pb::ChamberStartReply { chamber: Some(convert::chamber(&v)), already }))
     }
 
@@ -144,8 +145,9 @@ impl Control for ControlService {
     }
 
     async fn chamber_stop(&self, req: Request<pb::ChamberStopRequest>) -> R<pb::ChamberStopReply> {
-        let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already, ended_session) = self.daemon.stop(&r).await?;
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let (v, already, ended_session) = self.daemon.stop(&r, !req.no_wait).await?;
         Ok(Response::new(pb::ChamberStopReply { chamber: Some(convert::chamber(&v)), already, ended_session }))
     }
 }

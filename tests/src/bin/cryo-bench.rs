@@ -151,7 +151,7 @@ fn start_all(env: &Env, names: &[String]) {
         let mut c = pb::control_client::ControlClient::new(channel);
         for n in names {
             let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(n.clone())) };
-            c.chamber_start(pb::ChamberStartRequest { chamber: Some(r) }).await.unwrap();
+            c.chamber_start(pb::ChamberStartRequest { chamber: Some(r), no_wait: true }).await.unwrap();
         }
     });
 }
