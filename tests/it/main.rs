@@ -6,3 +6,4 @@ mod foundation;
 mod operator;
 mod runtime;
 mod scheduling;
+mod snapshots;
