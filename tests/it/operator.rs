@@ -173,7 +173,7 @@ fn doctor_checks_pass_and_fail_with_a_fix() {
     assert_eq!(find("agent", "good: sh found").unwrap()["level"], "ok");
     let missing = find("agent", "bad:").unwrap();
     assert_eq!(missing["level"], "fail");
-    assert!(missing["detail"].as_str().unwrap().contains("not on PATH"));
+    assert!(missing["detail"].as_str().unwrap().contains("not on cryod's PATH"), "{missing}");
     assert_eq!(r.code, Some(1), "a failing check fails the command");
     // The agent fixed, a service unit installed and enabled: those pass.
     std::fs::write(bad.dir.join("cryo.toml"), "agent = \"sh agent.sh\"\n").unwrap();
@@ -208,4 +208,49 @@ fn start_returns_once_the_agent_runs_and_stop_no_wait_at_once() {
     assert_eq!(c.ended(), 0);
     c.wait_ended(1);
     assert!(c.cryo_log().contains("session ended: stopped by the operator"));
+}
+
+#[test]
+fn doctor_zone_linger_and_disk_cases() {
+    let env = Env::new();
+    let doctor = |extra: &[(&str, &str)]| {
+        let mut c = env.command(cryo_tests::bin("cryoctl"));
+        c.args(["doctor", "--json"]);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        v
+    };
+    let level = |checks: &[serde_json::Value], name: &str| {
+        checks.iter().find(|c| c["check"] == name).map(|c| c["level"].as_str().unwrap().to_string()).unwrap()
+    };
+    // Zone: a known zone passes, a wrong TZ is flagged.
+    assert_eq!(level(&doctor(&[("TZ", "Europe/Berlin")]), "time zone"), "ok");
+    assert_eq!(level(&doctor(&[("TZ", "Mars/Olympus")]), "time zone"), "warn");
+    // Linger: a user without it is told how to enable it; with it, ok.
+    let user = format!("cryo-doctor-{}", std::process::id());
+    let checks = doctor(&[("USER", &user)]);
+    assert_eq!(level(&checks, "linger"), "warn");
+    let mark = std::path::Path::new("/var/lib/systemd/linger").join(&user);
+    if std::fs::create_dir_all("/var/lib/systemd/linger").is_ok() && std::fs::write(&mark, "").is_ok() {
+        assert_eq!(level(&doctor(&[("USER", &user)]), "linger"), "ok");
+        let _ = std::fs::remove_file(&mark);
+    } else {
+        eprintln!("SKIPPED the passing linger case: /var/lib/systemd/linger is not writable here");
+    }
+    // Disk: plenty passes; a nearly full file system fails.
+    assert_eq!(level(&doctor(&[]), "disk"), "ok");
+    let small = env.path("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let mounted =
+        std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&small).status();
+    if matches!(mounted, Ok(s) if s.success()) {
+        let checks = doctor(&[("XDG_STATE_HOME", small.to_str().unwrap())]);
+        let _ = std::process::Command::new("umount").arg("-l").arg(&small).status();
+        assert_eq!(level(&checks, "disk"), "fail", "{checks:?}");
+    } else {
+        eprintln!("SKIPPED the failing disk case: cannot mount a tmpfs here");
+    }
 }

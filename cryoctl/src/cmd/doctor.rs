@@ -31,14 +31,23 @@ fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
 pub async fn run(ctx: Ctx) -> Result<()> {
     let socket = ctx.socket.clone().unwrap_or_else(cryo_proto::socket_path);
     let mut checks = Vec::new();
-    let chambers = daemon_checks(&socket, &mut checks).await;
+    let (chambers, daemon_pid) = daemon_checks(&socket, &mut checks).await;
+    // Agents run with cryod's environment, which may differ from this shell's.
+    let service_path = daemon_pid
+        .and_then(|pid| std::fs::read(format!("/proc/{pid}/environ")).ok())
+        .and_then(|env| {
+            env.split(|b| *b == 0)
+                .find_map(|kv| kv.strip_prefix(b"PATH="))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        })
+        .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
     checks.push(socket_check(&socket));
     checks.push(service_check());
     checks.push(linger_check());
     checks.push(zone_check());
     checks.push(clock_check());
     for c in &chambers {
-        checks.push(agent_check(c));
+        checks.push(agent_check(c, &service_path));
     }
     checks.push(disk_check(&socket));
     let failed = checks.iter().any(|c| c.level == Level::Fail);
@@ -70,27 +79,34 @@ pub async fn run(ctx: Ctx) -> Result<()> {
     if failed { Err(crate::client::Failure::refused("some checks failed (see above)")) } else { Ok(()) }
 }
 
-async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> Vec<pb::Chamber> {
+async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamber>, Option<u32>) {
     let channel = match cryo_proto::connect(socket).await {
         Ok(c) => c,
         Err(e) => {
             checks.push(check("daemon", Level::Fail, e.to_string()));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
-    match cryo_proto::hello(channel.clone(), "cryoctl").await {
-        Ok(h) => checks.push(check(
-            "daemon",
-            Level::Ok,
-            format!("cryod {} (protocol {}, pid {}) serves {} chamber(s)", h.version, h.protocol, h.pid, h.chambers),
-        )),
+    let pid = match cryo_proto::hello(channel.clone(), "cryoctl").await {
+        Ok(h) => {
+            checks.push(check(
+                "daemon",
+                Level::Ok,
+                format!(
+                    "cryod {} (protocol {}, pid {}) serves {} chamber(s)",
+                    h.version, h.protocol, h.pid, h.chambers
+                ),
+            ));
+            h.pid
+        }
         Err(s) => {
             checks.push(check("daemon", Level::Fail, s.message().to_string()));
-            return Vec::new();
+            return (Vec::new(), None);
         }
-    }
+    };
     let mut c = pb::control_client::ControlClient::new(channel);
-    c.chamber_list(pb::ChamberListRequest {}).await.map(|r| r.into_inner().chambers).unwrap_or_default()
+    let list = c.chamber_list(pb::ChamberListRequest {}).await.map(|r| r.into_inner().chambers).unwrap_or_default();
+    (list, Some(pid))
 }
 
 fn socket_check(socket: &Path) -> Check {
@@ -185,7 +201,13 @@ fn zone_check() -> Check {
             .ok()
             .and_then(|p| p.to_string_lossy().split("zoneinfo/").nth(1).map(str::to_string))
     });
+    let known = |z: &str| z.trim_start_matches(':').parse::<chrono_tz::Tz>().is_ok();
     match (zoneinfo, zone) {
+        (_, Some(z)) if !known(&z) => check(
+            "time zone",
+            Level::Warn,
+            format!("{z:?} is not an IANA zone: chambers fall back to UTC; fix TZ or /etc/localtime"),
+        ),
         (true, Some(z)) => check("time zone", Level::Ok, format!("{z}; zone data present")),
         (true, None) => check(
             "time zone",
@@ -214,12 +236,11 @@ fn clock_check() -> Check {
     }
 }
 
-fn agent_check(c: &pb::Chamber) -> Check {
+fn agent_check(c: &pb::Chamber, path: &str) -> Check {
     let program = c.agent.split_whitespace().next().unwrap_or("");
     if program.is_empty() {
         return check("agent", Level::Warn, format!("{}: no agent command (faulted: {})", c.name, c.fault));
     }
-    let path = std::env::var("PATH").unwrap_or_default();
     let found = if program.contains('/') {
         let p = Path::new(&c.path).join(program);
         p.exists().then_some(p)
@@ -230,7 +251,10 @@ fn agent_check(c: &pb::Chamber) -> Check {
         None => check(
             "agent",
             Level::Fail,
-            format!("{}: {program:?} is not on PATH (the service's PATH may differ from your shell's)", c.name),
+            format!(
+                "{}: {program:?} is not on cryod's PATH ({path}): install it there or give its full path in cryo.toml",
+                c.name
+            ),
         ),
         Some(p) => {
             let mut detail = format!("{}: {program} found at {}", c.name, p.display());
