@@ -24,6 +24,7 @@ pub mod server;
 pub mod spawn;
 pub mod store;
 pub mod supervisor;
+pub mod system;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -152,6 +153,7 @@ pub async fn run(
     let daemon = Daemon::load(shared).await?;
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
+    system::ready(&daemon);
     let serve_shutdown = shutdown.clone();
     let served = tonic::transport::Server::builder()
         .add_service(cryo_proto::v1::control_server::ControlServer::new(rpc::control::ControlService {

@@ -7,3 +7,4 @@ mod operator;
 mod runtime;
 mod scheduling;
 mod snapshots;
+mod service;

@@ -14,25 +14,46 @@ use std::time::{Duration, Instant};
 /// are shared and slow; a passing test never waits this long.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-/// The folder holding the workspace's binaries (`target/debug`), found from
-/// the test executable (`target/debug/deps/it-*`).
+/// The folder holding the workspace's binaries (`target/PROFILE`), found from
+/// the running executable. The first call builds the binaries with the cargo
+/// that runs the tests (a no-op when they are fresh): `cargo test` alone
+/// builds only what the test targets link, not the other packages' binaries.
 pub fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // A test runs from target/PROFILE/deps/, a binary (the bench) from target/PROFILE/.
-    let parent = exe.parent().expect("executable folder");
-    let dir = if parent.join("cryod").exists() {
-        parent.to_path_buf()
-    } else {
-        parent.parent().expect("target/PROFILE").to_path_buf()
-    };
-    for b in ["cryod", "cryoctl", "cryo-agent"] {
-        assert!(
-            dir.join(b).exists(),
-            "{} is missing: build the workspace first (`cargo test --workspace` does)",
-            dir.join(b).display()
-        );
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // A test runs from target/PROFILE/deps/, a binary (the bench) from target/PROFILE/.
+        let parent = exe.parent().expect("executable folder");
+        let dir = if parent.file_name().is_some_and(|n| n == "deps") {
+            parent.parent().expect("target/PROFILE").to_path_buf()
+        } else {
+            parent.to_path_buf()
+        };
+        build_binaries(&dir);
+        for b in ["cryod", "cryoctl", "cryo-agent"] {
+            assert!(dir.join(b).exists(), "{} is missing after building", dir.join(b).display());
+        }
+        dir
+    })
+    .clone()
+}
+
+fn build_binaries(dir: &Path) {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace).args(["build", "--quiet", "-p", "cryod", "-p", "cryoctl", "-p", "cryo-agent"]);
+    if dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
     }
-    dir
+    if let Some(target) = dir.parent() {
+        cmd.arg("--target-dir").arg(target);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => {}
+        // Without cargo (binaries copied elsewhere), use what is there.
+        other => eprintln!("note: building the binaries did not succeed ({other:?}); using those in {}", dir.display()),
+    }
 }
 
 pub fn bin(name: &str) -> PathBuf {
@@ -139,11 +160,17 @@ impl Env {
 
     /// Spawns `cryod ARGS` without waiting; its stderr goes to `cryod.log`.
     pub fn spawn_daemon(&self, args: &[&str]) -> Daemon {
+        self.spawn_daemon_with(args, &[])
+    }
+
+    /// [`Env::spawn_daemon`] with extra environment.
+    pub fn spawn_daemon_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Daemon {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.path("cryod.log")).expect("daemon log");
         let child = self
             .command(bin("cryod"))
             .args(args)
+            .envs(vars.iter().copied())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
             .spawn()

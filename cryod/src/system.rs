@@ -1,0 +1,77 @@
+//! Telling a service manager how cryod is doing (sd_notify(3)): `READY=1` once
+//! the socket is bound and every chamber is loaded and scheduled, a one-line
+//! `STATUS=` kept current, `WATCHDOG=1` at half the watchdog interval, and
+//! `STOPPING=1` on the way out. Without `NOTIFY_SOCKET` (started by hand)
+//! every call does nothing.
+
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::daemon::Daemon;
+use crate::runtime::NoticeKind;
+
+/// The one-line summary systemd shows as the unit's status.
+pub fn summary(d: &Daemon) -> String {
+    let views = d.list();
+    let running = views.iter().filter(|v| v.snap.state == crate::daemon::State::Running).count();
+    let next = views.iter().filter_map(|v| v.snap.next_wake).min();
+    let next = match next {
+        Some(t) => format!("next wake {}", crate::rfc3339(t)),
+        None => "no wake planned".into(),
+    };
+    format!("{} chamber(s), {running} session(s) running, {next}", views.len())
+}
+
+fn notify(states: &[NotifyState<'_>]) {
+    if let Err(error) = sd_notify::notify(states) {
+        tracing::debug!(%error, "sd_notify failed");
+    }
+}
+
+/// Reports readiness, then keeps the status line and the watchdog going
+/// until shutdown.
+pub fn ready(d: &Daemon) {
+    let status = summary(d);
+    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    tracing::debug!(%status, "notified the service manager: ready");
+    let shared = d.shared().clone();
+    if let Some(interval) = sd_notify::watchdog_enabled() {
+        let period = (interval / 2).max(Duration::from_millis(50));
+        let shutdown = shared.shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => notify(&[NotifyState::Watchdog]),
+                }
+            }
+        });
+    }
+    let daemon = d.clone();
+    tokio::spawn(async move {
+        let mut notices = shared.notices.subscribe();
+        let mut last = status;
+        loop {
+            let n = tokio::select! {
+                _ = shared.shutdown.cancelled() => {
+                    notify(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+                    return;
+                }
+                n = notices.recv() => n,
+            };
+            match n {
+                Ok(n) if !matches!(n.what, NoticeKind::Status | NoticeKind::Removed) => continue,
+                Err(RecvError::Closed) => return,
+                _ => {}
+            }
+            let now = summary(&daemon);
+            if now != last {
+                notify(&[NotifyState::Status(&now)]);
+                last = now;
+            }
+        }
+    });
+}
