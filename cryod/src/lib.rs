@@ -21,6 +21,7 @@ pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;
+pub mod service;
 pub mod spawn;
 pub mod store;
 pub mod supervisor;

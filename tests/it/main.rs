@@ -6,5 +6,5 @@ mod foundation;
 mod operator;
 mod runtime;
 mod scheduling;
-mod snapshots;
 mod service;
+mod snapshots;

@@ -35,7 +35,11 @@ fn cryod_reports_ready_status_watchdog_and_stopping() {
     // Ready means serving.
     env.cryoctl(&["chamber", "list"]).ok();
     wait_for(&sock, "WATCHDOG=1", &mut seen);
-    let c = env.chamber("c", "cryo-agent send hi >/dev/null\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n", "");
+    let c = env.chamber(
+        "c",
+        "cryo-agent send hi >/dev/null\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n",
+        "",
+    );
     env.cryoctl(&["chamber", "start", "c"]).ok();
     c.wait_ended(1);
     let status = wait_for(&sock, "STATUS=1 chamber(s), 0 session(s) running, next wake", &mut seen);

@@ -1,0 +1,78 @@
+//! The service files that run cryod under systemd (a user unit) or launchd
+//! (a LaunchAgent): the templates live in `packaging/`, and rendering here
+//! puts in the installed binary's path, escaped by each format's own rules.
+
+use std::path::Path;
+
+/// The systemd user unit's template.
+pub const SYSTEMD_TEMPLATE: &str = include_str!("../../packaging/systemd/cryod.service");
+/// The LaunchAgent's template.
+pub const LAUNCHD_TEMPLATE: &str = include_str!("../../packaging/launchd/dev.cryo.cryod.plist");
+/// The LaunchAgent's label.
+pub const LAUNCHD_LABEL: &str = "dev.cryo.cryod";
+/// The unit's file name.
+pub const SYSTEMD_UNIT: &str = "cryod.service";
+
+/// One word of an `ExecStart=` line: quoted, with systemd's escapes —
+/// backslash and double quote are C-escaped, `%` becomes `%%` (specifiers)
+/// and `$` becomes `$$` (variable expansion).
+pub fn systemd_word(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text for an XML (plist) string element.
+pub fn xml_text(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
+}
+
+/// The systemd unit for `cryod` at `exe`.
+pub fn render_systemd(exe: &Path) -> String {
+    SYSTEMD_TEMPLATE.replace("{{exec_start}}", &systemd_word(&exe.to_string_lossy()))
+}
+
+/// The LaunchAgent for `cryod` at `exe`, logging under `logs`.
+pub fn render_launchd(exe: &Path, logs: &Path) -> String {
+    LAUNCHD_TEMPLATE
+        .replace("{{exec}}", &xml_text(&exe.to_string_lossy()))
+        .replace("{{logs}}", &xml_text(&logs.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn systemd_escaping() {
+        assert_eq!(systemd_word("/usr/bin/cryod"), "\"/usr/bin/cryod\"");
+        assert_eq!(systemd_word("/opt/my apps/cryod"), "\"/opt/my apps/cryod\"");
+        assert_eq!(systemd_word("/a/100%/b"), "\"/a/100%%/b\"");
+        assert_eq!(systemd_word("/a/$HOME/b"), "\"/a/$$HOME/b\"");
+        assert_eq!(systemd_word("/a/\"q\"/b"), "\"/a/\\\"q\\\"/b\"");
+        assert_eq!(systemd_word("/a\\b"), "\"/a\\\\b\"");
+        let unit = render_systemd(Path::new("/opt/my apps/cryod"));
+        assert!(unit.contains("ExecStart=\"/opt/my apps/cryod\"\n"), "{unit}");
+        assert!(unit.starts_with("# cryod:"));
+        assert!(!unit.contains("{{"));
+    }
+
+    #[test]
+    fn plist_escaping() {
+        let p = render_launchd(Path::new("/Users/a&b/<x>/cryod"), Path::new("/Users/a&b/Library/Logs/cryo"));
+        assert!(p.contains("<string>/Users/a&amp;b/&lt;x&gt;/cryod</string>"), "{p}");
+        assert!(p.contains("<string>/Users/a&amp;b/Library/Logs/cryo/cryod.log</string>"));
+        assert!(p.starts_with("<!--"));
+        assert!(!p.contains("{{"));
+    }
+}
