@@ -13,10 +13,10 @@ pub const LAUNCHD_LABEL: &str = "dev.cryo.cryod";
 /// The unit's file name.
 pub const SYSTEMD_UNIT: &str = "cryod.service";
 
-/// One word of an `ExecStart=` line: quoted, with systemd's escapes —
-/// backslash and double quote are C-escaped, `%` becomes `%%` (specifiers)
-/// and `$` becomes `$$` (variable expansion).
-pub fn systemd_word(s: &str) -> String {
+/// An argument of an `ExecStart=` line, quoted with systemd's escapes:
+/// backslash and double quote C-escaped, `%` doubled (specifiers), `$`
+/// doubled (variable expansion).
+pub fn systemd_arg(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
@@ -32,6 +32,19 @@ pub fn systemd_word(s: &str) -> String {
     out
 }
 
+/// The command of `ExecStart=` for the binary at `path`. systemd takes the
+/// executable quoted (`%` still doubled; `$` is not expanded there) but
+/// refuses one whose name has quotes or backslashes; such a path is handed
+/// to `/bin/sh`, which `exec`s it, so cryod is still the main process.
+pub fn exec_start(path: &str) -> String {
+    let plain = !path.chars().any(|c| matches!(c, '"' | '\\' | '\'') || c.is_control());
+    if plain {
+        format!("\"{}\"", path.replace('%', "%%"))
+    } else {
+        format!("/bin/sh -c \"exec \\\"$$0\\\"\" {}", systemd_arg(path))
+    }
+}
+
 /// Text for an XML (plist) string element.
 pub fn xml_text(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
@@ -39,7 +52,7 @@ pub fn xml_text(s: &str) -> String {
 
 /// The systemd unit for `cryod` at `exe`.
 pub fn render_systemd(exe: &Path) -> String {
-    SYSTEMD_TEMPLATE.replace("{{exec_start}}", &systemd_word(&exe.to_string_lossy()))
+    SYSTEMD_TEMPLATE.replace("{{exec_start}}", &exec_start(&exe.to_string_lossy()))
 }
 
 /// The LaunchAgent for `cryod` at `exe`, logging under `logs`.
@@ -55,12 +68,12 @@ mod tests {
 
     #[test]
     fn systemd_escaping() {
-        assert_eq!(systemd_word("/usr/bin/cryod"), "\"/usr/bin/cryod\"");
-        assert_eq!(systemd_word("/opt/my apps/cryod"), "\"/opt/my apps/cryod\"");
-        assert_eq!(systemd_word("/a/100%/b"), "\"/a/100%%/b\"");
-        assert_eq!(systemd_word("/a/$HOME/b"), "\"/a/$$HOME/b\"");
-        assert_eq!(systemd_word("/a/\"q\"/b"), "\"/a/\\\"q\\\"/b\"");
-        assert_eq!(systemd_word("/a\\b"), "\"/a\\\\b\"");
+        assert_eq!(exec_start("/usr/bin/cryod"), "\"/usr/bin/cryod\"");
+        assert_eq!(exec_start("/opt/my apps/cryod"), "\"/opt/my apps/cryod\"");
+        assert_eq!(exec_start("/a/100%/b"), "\"/a/100%%/b\"");
+        assert_eq!(exec_start("/a/$HOME/b"), "\"/a/$HOME/b\"");
+        assert_eq!(exec_start("/a/\"q\"/b"), r#"/bin/sh -c "exec \"$$0\"" "/a/\"q\"/b""#);
+        assert_eq!(exec_start("/a\\b$%"), r#"/bin/sh -c "exec \"$$0\"" "/a\\b$$%%""#);
         let unit = render_systemd(Path::new("/opt/my apps/cryod"));
         assert!(unit.contains("ExecStart=\"/opt/my apps/cryod\"\n"), "{unit}");
         assert!(unit.starts_with("# cryod:"));
@@ -72,7 +85,10 @@ mod tests {
         let p = render_launchd(Path::new("/Users/a&b/<x>/cryod"), Path::new("/Users/a&b/Library/Logs/cryo"));
         assert!(p.contains("<string>/Users/a&amp;b/&lt;x&gt;/cryod</string>"), "{p}");
         assert!(p.contains("<string>/Users/a&amp;b/Library/Logs/cryo/cryod.log</string>"));
-        assert!(p.starts_with("<!--"));
+        assert!(
+            p.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!--"),
+            "the comment comes right after the XML declaration"
+        );
         assert!(!p.contains("{{"));
     }
 }
