@@ -61,6 +61,14 @@ enum DaemonCmd {
         #[arg(short, long, action = clap::ArgAction::Count)]
         verbose: u8,
     },
+    /// Install cryod as a user service (systemd user unit / LaunchAgent) and start it.
+    Install,
+    /// Stop and remove the service; chambers and their files stay.
+    Uninstall,
+    /// The service: installed, enabled, active, main pid, cryod's status line.
+    Status,
+    /// Restart the service.
+    Restart,
 }
 
 pub struct Ctx {
@@ -77,6 +85,10 @@ fn main() -> ExitCode {
         Command::Daemon(DaemonCmd::Run { config, verbose }) => {
             cryod::main_with(cryod::DaemonArgs { socket: ctx.socket, config, verbose })
         }
+        Command::Daemon(DaemonCmd::Install) => run(cmd::daemon::install(ctx)),
+        Command::Daemon(DaemonCmd::Uninstall) => run(cmd::daemon::uninstall(ctx)),
+        Command::Daemon(DaemonCmd::Status) => run(cmd::daemon::status(ctx)),
+        Command::Daemon(DaemonCmd::Restart) => run(cmd::daemon::restart(ctx)),
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
         Command::Completions { shell } => complete::script(&shell),

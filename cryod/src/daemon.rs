@@ -160,6 +160,8 @@ impl Daemon {
             let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
             self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
+            // Live views (and the service manager's status line) learn of it.
+            self.0.shared.notify(record.id, crate::runtime::NoticeKind::Status);
         }
         let view = self.view_of(record.id).ok_or_else(|| Error::Internal("chamber vanished".into()))?;
         Ok(Added { view, already_registered: existed, init: scaffolded })

@@ -116,3 +116,134 @@ fn rendered_plists_are_well_formed_and_keep_the_path() {
         assert_eq!(lines.next().unwrap(), "dev.cryo.cryod True True");
     }
 }
+
+/// A throwaway `systemd --user` manager in a private runtime folder, torn
+/// down on drop (see `../shared/notes/toolchain.md`).
+struct UserManager {
+    child: std::process::Child,
+    run: std::path::PathBuf,
+}
+
+impl UserManager {
+    fn start(env: &Env) -> Option<UserManager> {
+        if !nix::unistd::geteuid().is_root() || !std::path::Path::new("/lib/systemd/systemd").exists() {
+            return None;
+        }
+        let run = env.path("sdrun");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        // systemd --user starts only if it believes systemd is PID 1; the
+        // marker folder exists just while it starts.
+        let marker = std::path::Path::new("/run/systemd/system");
+        let made = !marker.exists() && std::fs::create_dir_all(marker).is_ok();
+        let child = std::process::Command::new("setsid")
+            .arg("/lib/systemd/systemd")
+            .arg("--user")
+            .env_clear()
+            .env("HOME", env.home())
+            .env("XDG_RUNTIME_DIR", &run)
+            .env("XDG_CONFIG_HOME", env.root().join("config"))
+            .env("XDG_STATE_HOME", env.root().join("state"))
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut m = UserManager { child, run };
+        let up = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            m.systemctl(&["is-system-running"]).trim() == "running"
+        });
+        if made {
+            let _ = std::fs::remove_dir(marker);
+        }
+        if up {
+            Some(m)
+        } else {
+            let _ = m.child.kill();
+            None
+        }
+    }
+
+    fn systemctl(&self, args: &[&str]) -> String {
+        std::process::Command::new("systemctl")
+            .arg("--user")
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &self.run)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn show(&self, prop: &str) -> String {
+        self.systemctl(&["show", "-p", prop, "--value", "cryod.service"]).trim().to_string()
+    }
+}
+
+impl Drop for UserManager {
+    fn drop(&mut self) {
+        let _ = self.systemctl(&["exit"]);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn install_under_a_real_systemd_user_manager() {
+    let env = Env::new();
+    let Some(sd) = UserManager::start(&env) else {
+        eprintln!(
+            "SKIPPED install_under_a_real_systemd_user_manager: needs root and /lib/systemd/systemd to start a throwaway user manager"
+        );
+        return;
+    };
+    let cryoctl = |args: &[&str]| {
+        let mut c = env.command(cryo_tests::bin("cryoctl"));
+        c.args(args)
+            .env("XDG_RUNTIME_DIR", &sd.run)
+            .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", sd.run.join("bus").display()));
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "cryoctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = cryoctl(&["daemon", "install"]);
+    assert!(out.contains("installed, enabled and started"), "{out}");
+    let unit = env.root().join("config/systemd/user/cryod.service");
+    assert!(std::fs::read_to_string(&unit).unwrap().contains("Type=notify"));
+    cryo_tests::wait_until("the unit to be active", || sd.show("ActiveState") == "active");
+    // Active means cryod said READY=1, after loading: it serves.
+    cryoctl(&["chamber", "add", env.path("c1").to_str().unwrap(), "--init"]);
+    cryo_tests::wait_until("the status text", || sd.show("StatusText").starts_with("1 chamber(s)"));
+    let status: serde_json::Value = serde_json::from_str(&cryoctl(&["daemon", "status", "--json"])).unwrap();
+    assert_eq!(status["enabled"], "enabled");
+    assert_eq!(status["active"], "active");
+    assert!(status["status"].as_str().unwrap().starts_with("1 chamber(s), 0 session(s) running"), "{status}");
+    let pid: i32 = sd.show("MainPID").parse().unwrap();
+    assert_eq!(status["main_pid"], pid);
+    // Installing again changes nothing.
+    assert!(cryoctl(&["daemon", "install"]).contains("nothing changed"));
+    // SIGKILL: systemd restarts cryod, and the chambers come back.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    cryo_tests::wait_until("a restarted cryod", || {
+        sd.show("ActiveState") == "active" && sd.show("MainPID").parse::<i32>().is_ok_and(|p| p != pid && p != 0)
+    });
+    assert_eq!(sd.show("NRestarts"), "1");
+    cryo_tests::wait_until("the chambers back", || {
+        let mut c = env.command(cryo_tests::bin("cryoctl"));
+        c.args(["chamber", "list", "--json"]).env("XDG_RUNTIME_DIR", &sd.run);
+        c.output().map(|o| String::from_utf8_lossy(&o.stdout).contains("\"c1\"")).unwrap_or(false)
+    });
+    // Uninstall removes the unit; the chamber's files stay.
+    assert!(cryoctl(&["daemon", "uninstall"]).contains("removed"));
+    assert!(!unit.exists());
+    assert_eq!(sd.show("LoadState"), "not-found");
+    assert!(env.path("c1/plan.md").exists());
+}

@@ -1,0 +1,325 @@
+//! `cryoctl daemon install|uninstall|status|restart`: one service runs one
+//! cryod for every chamber. On Linux, a systemd user unit managed through
+//! systemd's D-Bus API; on macOS, a LaunchAgent managed with `launchctl`.
+//! Uninstalling removes only the service: chambers and their files stay.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::Ctx;
+use crate::client::{Failure, Result};
+use crate::output;
+
+fn installed_cryod() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let p = exe.parent().map(|d| d.join("cryod")).filter(|p| p.is_file()).ok_or_else(|| {
+        Failure::refused(
+            "cryod is not next to cryoctl: install both binaries in the same folder (cargo install puts them there)",
+        )
+    })?;
+    Ok(std::fs::canonicalize(&p).unwrap_or(p))
+}
+
+fn config_home() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".config"))
+}
+
+/// Whether user services of this user survive logout (logind's `Linger`),
+/// read from logind's state folder.
+fn linger() -> Option<bool> {
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten()?;
+    Some(std::path::Path::new("/var/lib/systemd/linger").join(&user.name).exists())
+}
+
+fn linger_advice() -> Option<String> {
+    match linger() {
+        Some(false) => {
+            let user =
+                nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name).unwrap_or_default();
+            Some(format!(
+                "note: user services stop when you log out; `loginctl enable-linger {user}` keeps cryod running"
+            ))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod systemd {
+    //! systemd's Manager, Unit and Service interfaces, as we use them.
+
+    use zbus::OwnedObjectPath;
+
+    #[zbus::proxy(
+        interface = "org.freedesktop.systemd1.Manager",
+        default_service = "org.freedesktop.systemd1",
+        default_path = "/org/freedesktop/systemd1"
+    )]
+    pub trait Manager {
+        fn reload(&self) -> zbus::Result<()>;
+        fn enable_unit_files(
+            &self,
+            files: &[&str],
+            runtime: bool,
+            force: bool,
+        ) -> zbus::Result<(bool, Vec<(String, String, String)>)>;
+        fn disable_unit_files(&self, files: &[&str], runtime: bool) -> zbus::Result<Vec<(String, String, String)>>;
+        fn start_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+        fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+        fn restart_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+        fn get_unit_file_state(&self, file: &str) -> zbus::Result<String>;
+        fn load_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+    }
+
+    #[zbus::proxy(interface = "org.freedesktop.systemd1.Unit", default_service = "org.freedesktop.systemd1")]
+    pub trait Unit {
+        #[zbus(property)]
+        fn active_state(&self) -> zbus::Result<String>;
+        #[zbus(property)]
+        fn sub_state(&self) -> zbus::Result<String>;
+    }
+
+    #[zbus::proxy(interface = "org.freedesktop.systemd1.Service", default_service = "org.freedesktop.systemd1")]
+    pub trait Service {
+        #[zbus(property, name = "MainPID")]
+        fn main_pid(&self) -> zbus::Result<u32>;
+        #[zbus(property)]
+        fn status_text(&self) -> zbus::Result<String>;
+    }
+}
+
+#[cfg(target_os = "linux")]
+const UNIT: &str = cryod::service::SYSTEMD_UNIT;
+
+#[cfg(target_os = "linux")]
+async fn manager() -> Result<(zbus::Connection, systemd::ManagerProxy<'static>)> {
+    let conn = zbus::Connection::session().await.map_err(|e| {
+        Failure::refused(format!(
+            "no systemd user manager is reachable ({e}): run cryod in the foreground with `cryoctl daemon run`, \
+             or log in with a systemd session (DBUS_SESSION_BUS_ADDRESS / $XDG_RUNTIME_DIR/bus)"
+        ))
+    })?;
+    let m = systemd::ManagerProxy::new(&conn).await.map_err(dbus)?;
+    Ok((conn, m))
+}
+
+#[cfg(target_os = "linux")]
+fn dbus(e: zbus::Error) -> Failure {
+    Failure::refused(format!("systemd refused: {e}"))
+}
+
+#[cfg(target_os = "linux")]
+fn unit_path() -> PathBuf {
+    config_home().join("systemd/user").join(UNIT)
+}
+
+#[cfg(target_os = "linux")]
+pub async fn install(ctx: Ctx) -> Result<()> {
+    let exe = installed_cryod()?;
+    let text = cryod::service::render_systemd(&exe);
+    let path = unit_path();
+    let unchanged = std::fs::read_to_string(&path).is_ok_and(|t| t == text);
+    let (conn, m) = manager().await?;
+    let enabled = m.get_unit_file_state(UNIT).await.map(|s| s == "enabled").unwrap_or(false);
+    let active = unit_state(&conn, &m).await.map(|s| s.active == "active").unwrap_or(false);
+    if unchanged && enabled && active {
+        report(&ctx, "unchanged", &path, "cryod.service is installed, enabled and running; nothing changed");
+        return Ok(());
+    }
+    if !unchanged {
+        std::fs::create_dir_all(path.parent().expect("unit folder"))?;
+        cryod::chamber::write_atomic(&path, text.as_bytes())?;
+    }
+    m.reload().await.map_err(dbus)?;
+    m.enable_unit_files(&[UNIT], false, true).await.map_err(dbus)?;
+    if active && !unchanged {
+        m.restart_unit(UNIT, "replace").await.map_err(dbus)?;
+    } else {
+        m.start_unit(UNIT, "replace").await.map_err(dbus)?;
+    }
+    let what = if unchanged { "enabled and started" } else { "installed, enabled and started" };
+    report(&ctx, what, &path, &format!("cryod.service {what} ({})", path.display()));
+    if !ctx.json
+        && let Some(a) = linger_advice()
+    {
+        println!("{a}");
+    }
+    Ok(())
+}
+
+fn report(ctx: &Ctx, what: &str, path: &std::path::Path, line: &str) {
+    if ctx.json {
+        output::json(&json!({ "result": what, "unit": path.display().to_string(), "linger": linger() }));
+    } else {
+        println!("{line}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub async fn uninstall(ctx: Ctx) -> Result<()> {
+    let path = unit_path();
+    if !path.exists() {
+        report(&ctx, "absent", &path, "cryod.service is not installed; nothing changed");
+        return Ok(());
+    }
+    let (_conn, m) = manager().await?;
+    let _ = m.stop_unit(UNIT, "replace").await;
+    let _ = m.disable_unit_files(&[UNIT], false).await;
+    std::fs::remove_file(&path)?;
+    m.reload().await.map_err(dbus)?;
+    report(
+        &ctx,
+        "removed",
+        &path,
+        "cryod.service stopped, disabled and removed; chambers and their files are untouched",
+    );
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+struct UnitState {
+    active: String,
+    sub: String,
+    pid: u32,
+    status: String,
+}
+
+#[cfg(target_os = "linux")]
+async fn unit_state(conn: &zbus::Connection, m: &systemd::ManagerProxy<'_>) -> Result<UnitState> {
+    let obj = m.load_unit(UNIT).await.map_err(dbus)?;
+    let unit = systemd::UnitProxy::builder(conn).path(obj.clone()).build().await.map_err(dbus)?;
+    let service = systemd::ServiceProxy::builder(conn).path(obj).build().await.map_err(dbus)?;
+    Ok(UnitState {
+        active: unit.active_state().await.unwrap_or_default(),
+        sub: unit.sub_state().await.unwrap_or_default(),
+        pid: service.main_pid().await.unwrap_or(0),
+        status: service.status_text().await.unwrap_or_default(),
+    })
+}
+
+#[cfg(target_os = "linux")]
+pub async fn status(ctx: Ctx) -> Result<()> {
+    let path = unit_path();
+    let installed = path.exists();
+    let (conn, m) = manager().await?;
+    let enabled = m.get_unit_file_state(UNIT).await.unwrap_or_else(|_| "not-found".into());
+    let st = unit_state(&conn, &m).await?;
+    if ctx.json {
+        output::json(&json!({
+            "installed": installed,
+            "unit": path.display().to_string(),
+            "enabled": enabled,
+            "active": st.active,
+            "sub_state": st.sub,
+            "main_pid": st.pid,
+            "status": st.status,
+            "linger": linger(),
+        }));
+        return Ok(());
+    }
+    println!("unit       {} ({})", path.display(), if installed { "installed" } else { "not installed" });
+    println!("enabled    {enabled}");
+    println!("active     {} ({})", st.active, st.sub);
+    if st.pid != 0 {
+        println!("main pid   {}", st.pid);
+    }
+    if !st.status.is_empty() {
+        println!("status     {}", st.status);
+    }
+    if let Some(a) = linger_advice() {
+        println!("{a}");
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+pub async fn restart(ctx: Ctx) -> Result<()> {
+    let (_conn, m) = manager().await?;
+    m.restart_unit(UNIT, "replace").await.map_err(dbus)?;
+    report(&ctx, "restarted", &unit_path(), "cryod.service restarted");
+    Ok(())
+}
+
+#[cfg(target_os = "macos")]
+mod launchd {
+    //! The same verbs with `launchctl bootstrap/bootout/kickstart`.
+
+    use super::*;
+
+    fn plist_path() -> PathBuf {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join("Library/LaunchAgents")
+            .join(format!("{}.plist", cryod::service::LAUNCHD_LABEL))
+    }
+
+    fn domain() -> String {
+        format!("gui/{}", nix::unistd::getuid())
+    }
+
+    fn launchctl(args: &[&str]) -> Result<String> {
+        let out = std::process::Command::new("launchctl").args(args).output()?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(Failure::refused(format!(
+                "launchctl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
+    pub async fn install(ctx: Ctx) -> Result<()> {
+        let exe = installed_cryod()?;
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+        let logs = home.join("Library/Logs/cryo");
+        std::fs::create_dir_all(&logs)?;
+        let text = cryod::service::render_launchd(&exe, &logs);
+        let path = plist_path();
+        if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
+            report(&ctx, "unchanged", &path, "the LaunchAgent is installed; nothing changed");
+            return Ok(());
+        }
+        std::fs::create_dir_all(path.parent().expect("LaunchAgents"))?;
+        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
+        cryod::chamber::write_atomic(&path, text.as_bytes())?;
+        launchctl(&["bootstrap", &domain(), &path.to_string_lossy()])?;
+        report(&ctx, "installed", &path, &format!("LaunchAgent installed and loaded ({})", path.display()));
+        Ok(())
+    }
+
+    pub async fn uninstall(ctx: Ctx) -> Result<()> {
+        let path = plist_path();
+        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
+        let _ = std::fs::remove_file(&path);
+        report(&ctx, "removed", &path, "LaunchAgent unloaded and removed; chambers and their files are untouched");
+        Ok(())
+    }
+
+    pub async fn status(ctx: Ctx) -> Result<()> {
+        let path = plist_path();
+        let out = launchctl(&["print", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]).unwrap_or_default();
+        if ctx.json {
+            output::json(
+                &json!({ "installed": path.exists(), "plist": path.display().to_string(), "loaded": !out.is_empty() }),
+            );
+        } else {
+            println!("plist   {} ({})", path.display(), if path.exists() { "installed" } else { "not installed" });
+            println!("loaded  {}", !out.is_empty());
+        }
+        Ok(())
+    }
+
+    pub async fn restart(ctx: Ctx) -> Result<()> {
+        launchctl(&["kickstart", "-k", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)])?;
+        report(&ctx, "restarted", &plist_path(), "cryod restarted");
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "macos")]
+pub use launchd::{install, restart, status, uninstall};
