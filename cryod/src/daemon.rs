@@ -306,6 +306,11 @@ impl Daemon {
         });
     }
 
+    /// Every supervisor's event channel (for daemon-wide events).
+    pub fn senders(&self) -> Vec<tokio::sync::mpsc::UnboundedSender<Event>> {
+        self.0.chambers.read().expect("registry lock").values().map(|e| e.handle.tx.clone()).collect()
+    }
+
     /// Ends every running session and stops every supervisor.
     pub async fn shutdown(&self) {
         let handles: Vec<Handle> =

@@ -155,6 +155,7 @@ pub async fn run(
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
     system::ready(&daemon);
+    system::logind::follow(&daemon);
     let serve_shutdown = shutdown.clone();
     let served = tonic::transport::Server::builder()
         .add_service(cryo_proto::v1::control_server::ControlServer::new(rpc::control::ControlService {

@@ -119,6 +119,10 @@ pub enum Event {
     },
     /// The daemon is shutting down.
     Shutdown(oneshot::Sender<()>),
+    /// The machine is about to sleep (true) or has woken up (false).
+    Power {
+        sleeping: bool,
+    },
 }
 
 /// A call from `cryo-agent`.
@@ -528,6 +532,14 @@ impl Sup {
                 let _ = reply.send(r);
             }
             Event::Due => self.replan(),
+            Event::Power { sleeping } => {
+                if self.live.is_some() {
+                    self.log_event(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });
+                }
+                if !sleeping {
+                    self.replan();
+                }
+            }
             Event::Inbox(name) => {
                 self.open_questions = 0;
                 if let Some(name) = name {

@@ -247,3 +247,130 @@ fn install_under_a_real_systemd_user_manager() {
     assert_eq!(sd.show("LoadState"), "not-found");
     assert!(env.path("c1/plan.md").exists());
 }
+
+mod fake_logind {
+    //! A stand-in for `org.freedesktop.login1.Manager`: it hands out
+    //! inhibitor locks (one end of a pipe; the lock is held while the other
+    //! end is open) and emits `PrepareForSleep` when told.
+
+    use std::os::fd::OwnedFd;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Default, Clone)]
+    pub struct Locks(pub Arc<Mutex<Vec<OwnedFd>>>);
+
+    pub struct Manager {
+        pub locks: Locks,
+    }
+
+    #[zbus::interface(name = "org.freedesktop.login1.Manager")]
+    impl Manager {
+        fn inhibit(&self, what: &str, _who: &str, _why: &str, mode: &str) -> zbus::fdo::Result<zbus::OwnedFd> {
+            assert_eq!((what, mode), ("sleep", "delay"));
+            let (read, write) = nix::unistd::pipe().map_err(|e| zbus::fdo::Error::Failed(e.to_string()))?;
+            // We keep the read end: it sees EOF when cryod closes its end.
+            self.locks.0.lock().unwrap().push(read);
+            Ok(zbus::OwnedFd::from(write))
+        }
+
+        #[zbus(signal)]
+        pub async fn prepare_for_sleep(
+            emitter: &zbus::object_server::SignalEmitter<'_>,
+            start: bool,
+        ) -> zbus::Result<()>;
+    }
+}
+
+/// Whether the newest inhibitor lock handed out is still held by cryod.
+fn lock_held(locks: &fake_logind::Locks) -> Option<bool> {
+    use std::os::fd::AsFd;
+    let guard = locks.0.lock().unwrap();
+    let fd = guard.last()?;
+    let mut poll = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    let ready = nix::poll::poll(&mut poll, nix::poll::PollTimeout::ZERO).unwrap_or(0);
+    // Readable means EOF (nothing is ever written): the lock was released.
+    Some(ready == 0)
+}
+
+#[test]
+fn sleep_and_resume_through_a_fake_logind() {
+    if std::process::Command::new("dbus-daemon").arg("--version").output().is_err() {
+        eprintln!("SKIPPED sleep_and_resume_through_a_fake_logind: dbus-daemon is not installed");
+        return;
+    }
+    let env = Env::new();
+    let bus = std::process::Command::new("dbus-daemon")
+        .args(["--session", "--fork", "--print-address=1", "--print-pid=1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(bus.stdout).unwrap();
+    let mut lines = text.lines();
+    let address = lines.next().unwrap().to_string();
+    let bus_pid: i32 = lines.next().unwrap().trim().parse().unwrap();
+    struct KillBus(i32);
+    impl Drop for KillBus {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), Signal::SIGTERM);
+        }
+    }
+    let _bus = KillBus(bus_pid);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let locks = fake_logind::Locks::default();
+    let conn = rt.block_on(async {
+        zbus::connection::Builder::address(address.as_str())
+            .name("org.freedesktop.login1")
+            .serve_at("/org/freedesktop/login1", fake_logind::Manager { locks: locks.clone() })
+            .build()
+            .await
+            .unwrap()
+    });
+    let emit = |start: bool| {
+        rt.block_on(async {
+            let iface =
+                conn.object_server().interface::<_, fake_logind::Manager>("/org/freedesktop/login1").await.unwrap();
+            fake_logind::Manager::prepare_for_sleep(iface.signal_emitter(), start).await.unwrap();
+        })
+    };
+    let _d = {
+        let d = env.spawn_daemon_with(&[], &[("DBUS_SYSTEM_BUS_ADDRESS", &address)]);
+        d.wait_ready(&env);
+        d
+    };
+    // An agent that works until told to stop.
+    let c = env.chamber(
+        "c",
+        "cryo-agent send working >/dev/null\nwhile [ ! -e done ]; do sleep 0.05; done\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n",
+        "",
+    );
+    cryo_tests::wait_until("cryod to follow logind", || {
+        env.daemon_log().contains("following sleep and resume through logind")
+    });
+    assert!(locks.0.lock().unwrap().is_empty(), "no lock while no session runs");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    cryo_tests::wait_until("the inhibitor lock while the session runs", || lock_held(&locks) == Some(true));
+    emit(true);
+    cryo_tests::wait_until("the session log to record the sleep", || {
+        c.cryo_log().contains("the machine is going to sleep")
+    });
+    cryo_tests::wait_until("the lock to be released for sleep", || lock_held(&locks) == Some(false));
+    emit(false);
+    cryo_tests::wait_until("the resume", || c.cryo_log().contains("the machine woke up"));
+    assert!(env.daemon_log().contains("the machine woke up: re-planning every chamber"));
+    cryo_tests::wait_until("the lock to be taken again", || lock_held(&locks) == Some(true));
+    std::fs::write(c.dir.join("done"), "").unwrap();
+    c.wait_ended(1);
+    cryo_tests::wait_until("the lock to be released after the session", || lock_held(&locks) == Some(false));
+    drop(conn);
+}
+
+#[test]
+fn without_a_system_bus_cryod_says_so_once() {
+    let env = Env::new();
+    let _d = env.spawn_daemon_with(&[], &[("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")]);
+    _d.wait_ready(&env);
+    cryo_tests::wait_until("the notice", || {
+        env.daemon_log().contains("sleep and resume are seen from the wall clock only")
+    });
+    assert_eq!(env.daemon_log().matches("wall clock only").count(), 1);
+    env.cryoctl(&["chamber", "list"]).ok();
+}

@@ -4,6 +4,8 @@
 //! `STOPPING=1` on the way out. Without `NOTIFY_SOCKET` (started by hand)
 //! every call does nothing.
 
+pub mod logind;
+
 use std::time::Duration;
 
 use sd_notify::NotifyState;
