@@ -374,3 +374,13 @@ fn without_a_system_bus_cryod_says_so_once() {
     assert_eq!(env.daemon_log().matches("wall clock only").count(), 1);
     env.cryoctl(&["chamber", "list"]).ok();
 }
+
+#[test]
+fn rendered_service_files_snapshots() {
+    let exe = std::path::Path::new("/home/me/.cargo/bin/cryod");
+    insta::with_settings!({ snapshot_path => "snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!("systemd_unit", cryod::service::render_systemd(exe));
+        insta::assert_snapshot!("launchd_plist", cryod::service::render_launchd(exe, std::path::Path::new("/Users/me/Library/Logs/cryo")));
+        insta::assert_snapshot!("systemd_unit_odd_path", cryod::service::render_systemd(std::path::Path::new("/opt/a \"b\" 100%/$x\\cryod")));
+    });
+}
