@@ -384,3 +384,15 @@ fn rendered_service_files_snapshots() {
         insta::assert_snapshot!("systemd_unit_odd_path", cryod::service::render_systemd(std::path::Path::new("/opt/a \"b\" 100%/$x\\cryod")));
     });
 }
+
+#[test]
+fn install_without_a_user_manager_says_what_to_do() {
+    let env = Env::new();
+    let mut c = env.command(cryo_tests::bin("cryoctl"));
+    c.args(["daemon", "install"]).env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus");
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no systemd user manager is reachable") && err.contains("cryoctl daemon run"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
