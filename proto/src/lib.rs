@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod json;
+
 /// Generated messages, clients and servers of package `cryo.v1`.
 pub mod v1 {
     #![allow(clippy::all, missing_docs)]

@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::Ctx;
 use crate::client::{self, Failure, Result};
 use crate::output;
+use cryo_proto::json::{chamber_json, desired_name, mail_json, null_if_empty, session_json, state_name, todo_json};
 
 #[derive(Subcommand)]
 pub enum ChamberCmd {
@@ -307,52 +308,6 @@ async fn add(
     Ok(())
 }
 
-pub fn state_name(s: i32) -> &'static str {
-    match pb::ChamberState::try_from(s).unwrap_or(pb::ChamberState::Unspecified) {
-        pb::ChamberState::Stopped => "stopped",
-        pb::ChamberState::Idle => "idle",
-        pb::ChamberState::Running => "running",
-        pb::ChamberState::Faulted => "faulted",
-        pb::ChamberState::Paused => "paused",
-        pb::ChamberState::Unspecified => "unknown",
-    }
-}
-
-fn desired_name(s: i32) -> &'static str {
-    match pb::DesiredState::try_from(s).unwrap_or(pb::DesiredState::Unspecified) {
-        pb::DesiredState::Started => "started",
-        pb::DesiredState::Stopped => "stopped",
-        pb::DesiredState::Unspecified => "unknown",
-    }
-}
-
-/// The stable JSON form of a chamber (documented in README.md).
-pub fn chamber_json(c: &pb::Chamber) -> serde_json::Value {
-    json!({
-        "id": c.id,
-        "name": c.name,
-        "path": c.path,
-        "state": state_name(c.state),
-        "desired": desired_name(c.desired),
-        "agent": c.agent,
-        "timezone": c.timezone,
-        "created_at": c.created_at,
-        "fault": null_if_empty(&c.fault),
-        "session": c.session,
-        "next_wake": null_if_empty(&c.next_wake),
-        "last_result": null_if_empty(&c.last_result),
-        "mail_waiting": c.mail_waiting,
-        "attention": null_if_empty(&c.attention),
-        "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
-        "error": null_if_empty(&c.error),
-        "open_questions": c.open_questions,
-    })
-}
-
-fn null_if_empty(s: &str) -> serde_json::Value {
-    if s.is_empty() { serde_json::Value::Null } else { s.into() }
-}
-
 async fn list(ctx: &Ctx) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
     let r = c.chamber_list(pb::ChamberListRequest {}).await?.into_inner();
@@ -490,20 +445,6 @@ fn dash(s: &str) -> String {
 
 fn ms(n: i64) -> String {
     if n < 1000 { format!("{n}ms") } else { format!("{:.1}s", n as f64 / 1000.0) }
-}
-
-/// The stable JSON form of a session.
-pub fn session_json(s: &pb::SessionInfo) -> serde_json::Value {
-    json!({
-        "number": s.number,
-        "trigger": s.trigger,
-        "due_at": null_if_empty(&s.due_at),
-        "started_at": null_if_empty(&s.started_at),
-        "ended_at": null_if_empty(&s.ended_at),
-        "lateness_ms": if s.lateness_ms < 0 { serde_json::Value::Null } else { s.lateness_ms.into() },
-        "outcome": null_if_empty(&s.outcome),
-        "wake_id": s.wake_id,
-    })
 }
 
 async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
@@ -644,19 +585,6 @@ async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, su
     Ok(())
 }
 
-/// The stable JSON form of a TODO.
-pub fn todo_json(t: &pb::Todo) -> serde_json::Value {
-    json!({
-        "id": t.id,
-        "text": t.text,
-        "state": t.state,
-        "at": null_if_empty(&t.at),
-        "attempt": t.attempt,
-        "every": null_if_empty(&t.every),
-        "cron": null_if_empty(&t.cron),
-    })
-}
-
 async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     use pb::chamber_todo_request::Op;
     let is_list = matches!(op, TodoOp::List);
@@ -751,19 +679,6 @@ fn print_mail(m: &pb::Mail, chamber: &str) {
         println!("    {line}");
     }
     println!();
-}
-
-/// The stable JSON form of a message.
-pub fn mail_json(m: &pb::Mail) -> serde_json::Value {
-    json!({
-        "file": m.file,
-        "direction": m.direction,
-        "from": m.from,
-        "subject": m.subject,
-        "timestamp": m.timestamp,
-        "question": m.question,
-        "body": m.body,
-    })
 }
 
 async fn messages(ctx: &Ctx, chamber: Option<String>, follow: bool, last: u32) -> Result<()> {

@@ -1,0 +1,93 @@
+//! The JSON forms of the protocol's objects, defined once for every client
+//! (`cryoctl --json` and the hub's API print the same shapes). Fields are only
+//! ever added.
+
+use serde_json::json;
+
+use crate::v1;
+
+pub fn state_name(s: i32) -> &'static str {
+    match v1::ChamberState::try_from(s).unwrap_or(v1::ChamberState::Unspecified) {
+        v1::ChamberState::Stopped => "stopped",
+        v1::ChamberState::Idle => "idle",
+        v1::ChamberState::Running => "running",
+        v1::ChamberState::Faulted => "faulted",
+        v1::ChamberState::Paused => "paused",
+        v1::ChamberState::Unspecified => "unknown",
+    }
+}
+
+pub fn desired_name(s: i32) -> &'static str {
+    match v1::DesiredState::try_from(s).unwrap_or(v1::DesiredState::Unspecified) {
+        v1::DesiredState::Started => "started",
+        v1::DesiredState::Stopped => "stopped",
+        v1::DesiredState::Unspecified => "unknown",
+    }
+}
+
+/// The stable JSON form of a chamber (documented in README.md).
+pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "path": c.path,
+        "state": state_name(c.state),
+        "desired": desired_name(c.desired),
+        "agent": c.agent,
+        "timezone": c.timezone,
+        "created_at": c.created_at,
+        "fault": null_if_empty(&c.fault),
+        "session": c.session,
+        "next_wake": null_if_empty(&c.next_wake),
+        "last_result": null_if_empty(&c.last_result),
+        "mail_waiting": c.mail_waiting,
+        "attention": null_if_empty(&c.attention),
+        "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
+        "error": null_if_empty(&c.error),
+        "open_questions": c.open_questions,
+    })
+}
+
+pub fn null_if_empty(s: &str) -> serde_json::Value {
+    if s.is_empty() { serde_json::Value::Null } else { s.into() }
+}
+
+/// The stable JSON form of a session.
+pub fn session_json(s: &v1::SessionInfo) -> serde_json::Value {
+    json!({
+        "number": s.number,
+        "trigger": s.trigger,
+        "due_at": null_if_empty(&s.due_at),
+        "started_at": null_if_empty(&s.started_at),
+        "ended_at": null_if_empty(&s.ended_at),
+        "lateness_ms": if s.lateness_ms < 0 { serde_json::Value::Null } else { s.lateness_ms.into() },
+        "outcome": null_if_empty(&s.outcome),
+        "wake_id": s.wake_id,
+    })
+}
+
+/// The stable JSON form of a TODO.
+pub fn todo_json(t: &v1::Todo) -> serde_json::Value {
+    json!({
+        "id": t.id,
+        "text": t.text,
+        "state": t.state,
+        "at": null_if_empty(&t.at),
+        "attempt": t.attempt,
+        "every": null_if_empty(&t.every),
+        "cron": null_if_empty(&t.cron),
+    })
+}
+
+/// The stable JSON form of a message.
+pub fn mail_json(m: &v1::Mail) -> serde_json::Value {
+    json!({
+        "file": m.file,
+        "direction": m.direction,
+        "from": m.from,
+        "subject": m.subject,
+        "timestamp": m.timestamp,
+        "question": m.question,
+        "body": m.body,
+    })
+}
