@@ -36,6 +36,8 @@ enum Command {
     Chamber(cmd::chamber::ChamberCmd),
     /// Check the environment cryo runs in, one line each, with what to do.
     Doctor,
+    /// The web hub's address, with its access token, and whether it is up.
+    Hub,
     /// Print the completion script for a shell (bash, zsh, fish); it asks
     /// cryod for chamber names as you type.
     Completions {
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
         Command::Completions { shell } => complete::script(&shell),
         Command::Doctor => run(cmd::doctor::run(ctx)),
+        Command::Hub => run(cmd::hub(ctx)),
     }
 }
 

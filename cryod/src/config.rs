@@ -18,11 +18,34 @@ pub struct Config {
     pub log_max_bytes: u64,
     /// Rotated logs kept (`cryo.log.1` ... `cryo.log.N`).
     pub log_keep: u32,
+    /// The web hub.
+    pub hub: HubConfig,
+}
+
+/// `[hub]`: the web pages and JSON API served by cryod.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HubConfig {
+    pub enabled: bool,
+    /// Address to listen on; loopback by default (port 0 picks a free one).
+    pub bind: String,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig { enabled: true, bind: "127.0.0.1:8765".into() }
+    }
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { max_concurrent_sessions: 4, stop_grace_seconds: 10, log_max_bytes: 8 * 1024 * 1024, log_keep: 3 }
+        Config {
+            max_concurrent_sessions: 4,
+            stop_grace_seconds: 10,
+            log_max_bytes: 8 * 1024 * 1024,
+            log_keep: 3,
+            hub: HubConfig::default(),
+        }
     }
 }
 
@@ -42,6 +65,13 @@ impl Config {
         let config: Config = toml_from_str(path, &text)?;
         if config.max_concurrent_sessions == 0 {
             return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
+        }
+        if config.hub.bind.parse::<std::net::SocketAddr>().is_err() {
+            return Err(ConfigError(format!(
+                "{}: key `hub.bind`: {:?} is not an address like 127.0.0.1:8765",
+                path.display(),
+                config.hub.bind
+            )));
         }
         if config.log_max_bytes < 4096 {
             return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));

@@ -167,6 +167,41 @@ impl Daemon {
         Ok(Added { view, already_registered: existed, init: scaffolded })
     }
 
+    /// A chamber's view by its id (for notices).
+    pub fn view_by_id(&self, id: i64) -> Option<ChamberView> {
+        self.view_of(id)
+    }
+
+    /// The conversation of a chamber, oldest first: both directions, and
+    /// mail not yet read.
+    pub fn conversation(&self, v: &ChamberView) -> Vec<crate::chamber::mailbox::Stored> {
+        let tz = v.snap.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let mb = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz);
+        let mut all = mb.dialog();
+        all.extend(mb.read(crate::chamber::mailbox::Folder::Inbox).unwrap_or_default());
+        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
+        all
+    }
+
+    /// One of the fixed files of a chamber an operator may read.
+    pub fn read_chamber_file(&self, v: &ChamberView, name: &str) -> Result<String> {
+        if !matches!(name, "plan.md" | "NOTES.md") {
+            return Err(Error::NotFound(format!("{name} is not a chamber file the hub serves")));
+        }
+        let path = Path::new(&v.record.path).join(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(Error::Internal(format!("cannot read {}: {e}", path.display()))),
+        }
+    }
+
+    /// Replaces a chamber's `plan.md` (through its supervisor, the one writer).
+    pub async fn write_plan(&self, v: &ChamberView, text: &str) -> Result<()> {
+        let text = text.to_string();
+        self.ask(v.record.id, |reply| Event::WritePlan { text, reply }).await?
+    }
+
     fn view_of(&self, id: i64) -> Option<ChamberView> {
         self.0.chambers.read().expect("registry lock").get(&id).map(Entry::view)
     }

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod hub;
 pub mod paths;
 pub mod rpc;
 pub mod runtime;
@@ -113,7 +114,7 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
         let listener = Listener::bind(&paths)?;
         let store =
             Store::open(&paths.database()).with_context(|| format!("opening {}", paths.database().display()))?;
-        let done = run(config, listener, store, Clock::system(), shutdown.clone());
+        let done = run(config, listener, store, Clock::system(), shutdown.clone(), paths.state_dir.clone());
         tokio::pin!(done);
         tokio::select! {
             r = &mut done => r,
@@ -135,6 +136,7 @@ pub async fn run(
     store: Store,
     clock: Clock,
     shutdown: CancellationToken,
+    state_dir: PathBuf,
 ) -> anyhow::Result<()> {
     let socket = listener.path().to_path_buf();
     let shared = std::sync::Arc::new(runtime::Shared {
@@ -147,11 +149,22 @@ pub async fn run(
         agent_bin: spawn::agent_bin_dir(),
         notices: tokio::sync::broadcast::channel(4096).0,
         shutdown: shutdown.clone(),
+        hub: Default::default(),
+        state_dir: state_dir.clone(),
         store,
         clock,
         config,
     });
+    let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
+    let info = match hub_config {
+        Some(bind) => match hub::token(&state_dir) {
+            Ok(token) => hub::start(daemon.clone(), &bind, token).await,
+            Err(e) => hub::HubInfo { error: Some(format!("cannot make the hub token: {e}")), ..Default::default() },
+        },
+        None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
+    };
+    let _ = daemon.shared().hub.set(info);
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
     system::ready(&daemon);
@@ -177,6 +190,10 @@ pub async fn run(
     served.context("serving the socket")?;
     tracing::info!("cryod stopped");
     Ok(())
+}
+
+fn config_hub(shared: &runtime::Shared) -> Option<String> {
+    shared.config.hub.enabled.then(|| shared.config.hub.bind.clone())
 }
 
 /// RFC 3339 to the second, in UTC.

@@ -67,6 +67,10 @@ pub struct Shared {
     pub notices: tokio::sync::broadcast::Sender<Notice>,
     /// Cancelled when the daemon shuts down (streams end with it).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Where the hub listens (set once it is up).
+    pub hub: std::sync::OnceLock<crate::hub::HubInfo>,
+    /// The daemon's state folder (database, lock, hub token).
+    pub state_dir: PathBuf,
 }
 
 impl Shared {

@@ -123,6 +123,8 @@ pub enum Event {
     Power {
         sleeping: bool,
     },
+    /// An operator replaces `plan.md`.
+    WritePlan { text: String, reply: oneshot::Sender<Result<()>> },
 }
 
 /// A call from `cryo-agent`.
@@ -532,6 +534,18 @@ impl Sup {
                 let _ = reply.send(r);
             }
             Event::Due => self.replan(),
+            Event::WritePlan { text, reply } => {
+                let r = if text.len() > 1024 * 1024 {
+                    Err(Error::Invalid("the plan is over 1 MiB".into()))
+                } else {
+                    crate::chamber::write_atomic(&self.root.join("plan.md"), text.as_bytes())
+                        .map_err(|e| Error::Internal(format!("cannot write plan.md: {e}")))
+                };
+                if r.is_ok() {
+                    self.log_event("plan.md replaced by the operator");
+                }
+                let _ = reply.send(r);
+            }
             Event::Power { sleeping } => {
                 if self.live.is_some() {
                     self.log_event(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });

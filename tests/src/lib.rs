@@ -91,7 +91,9 @@ impl Env {
         }
         std::fs::set_permissions(dir.path().join("run"), std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .expect("run folder mode");
-        Env { dir }
+        let env = Env { dir };
+        env.daemon_config("");
+        env
     }
 
     pub fn root(&self) -> &Path {
@@ -325,9 +327,11 @@ impl Env {
         Chamber { name: name.to_string(), dir }
     }
 
-    /// Writes `cryod.toml`.
+    /// Writes `cryod.toml`. Unless `text` configures the hub, the hub listens
+    /// on a free loopback port (tests run many daemons at once).
     pub fn daemon_config(&self, text: &str) {
         std::fs::create_dir_all(self.config_file().parent().unwrap()).unwrap();
+        let text = if text.contains("[hub]") { text.to_string() } else { format!("{text}\n[hub]\nbind = \"127.0.0.1:0\"\n") };
         std::fs::write(self.config_file(), text).unwrap();
     }
 }

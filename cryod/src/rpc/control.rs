@@ -33,6 +33,11 @@ impl Control for ControlService {
         Ok(Response::new(super::follow::messages(&self.daemon, v, req.follow, req.last)))
     }
 
+    async fn hub(&self, _req: Request<pb::HubRequest>) -> R<pb::HubReply> {
+        let info = self.daemon.shared().hub.get().cloned().unwrap_or_default();
+        Ok(Response::new(pb::HubReply { url: info.url, token: info.token, up: info.up, error: info.error.unwrap_or_default() }))
+    }
+
     async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
         let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?)?;
         Ok(Response::new(super::follow::watch(&self.daemon, v)))

@@ -1,0 +1,440 @@
+//! The hub: web pages and a JSON API served by cryod itself, on loopback.
+//!
+//! Every API call needs the owner's bearer token (made on first start, kept
+//! 0600 in the state folder). The Host header must name the hub (against DNS
+//! rebinding); writes need `X-Cryo-Csrf: 1` or `Sec-Fetch-Site: same-origin`;
+//! pages get `nosniff`, `no-referrer` and a content security policy; bodies
+//! are capped. Handlers call the same [`Daemon`] operations as the gRPC
+//! services, and print the same JSON as `cryoctl --json` (`cryo_proto::json`).
+//! Only fixed files of a chamber are served (`plan.md`, `NOTES.md`, its logs),
+//! so no request can name a path outside it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use cryo_proto::json as j;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::daemon::{ChamberRef, ChamberView, Daemon};
+use crate::error::Error;
+use crate::rpc::convert;
+use crate::runtime::NoticeKind;
+use crate::supervisor::TodoCall;
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 256 * 1024;
+
+const INDEX: &str = include_str!("../../../web/index.html");
+const APP_JS: &str = include_str!("../../../web/app.js");
+const APP_CSS: &str = include_str!("../../../web/app.css");
+
+/// What `cryoctl hub` reports.
+#[derive(Debug, Clone, Default)]
+pub struct HubInfo {
+    pub url: String,
+    pub token: String,
+    pub up: bool,
+    pub error: Option<String>,
+}
+
+#[derive(Clone)]
+struct Hub {
+    daemon: Daemon,
+    token: Arc<String>,
+    hosts: Arc<Vec<String>>,
+}
+
+/// Reads (or creates, 0600) the hub's token in the state folder.
+pub fn token(state_dir: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = state_dir.join("hub-token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if t.len() >= 32 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            return Ok(t);
+        }
+    }
+    let t = crate::supervisor::random_hex(32);
+    crate::chamber::write_atomic(&path, format!("{t}\n").as_bytes())?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(t)
+}
+
+/// Binds and serves the hub until shutdown; returns where it listens.
+pub async fn start(daemon: Daemon, bind: &str, token: String) -> HubInfo {
+    let listener = match tokio::net::TcpListener::bind(bind).await {
+        Ok(l) => l,
+        Err(e) => {
+            let error = format!("cannot listen on {bind}: {e}");
+            tracing::warn!(%error, "the hub is not running");
+            return HubInfo { error: Some(error), token, ..HubInfo::default() };
+        }
+    };
+    let addr = listener.local_addr().unwrap_or_else(|_| bind.parse().expect("checked when loading the config"));
+    let url = format!("http://{addr}/");
+    let app = router(daemon.clone(), token.clone(), addr);
+    let shutdown = daemon.shared().shutdown.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+        if let Err(error) = served {
+            tracing::error!(%error, "the hub stopped");
+        }
+    });
+    tracing::info!(%url, "hub listening");
+    HubInfo { url, token, up: true, error: None }
+}
+
+/// The hub's routes (public for in-process tests).
+pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
+    let port = addr.port();
+    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
+    hosts.dedup();
+    let hub = Hub { daemon, token: Arc::new(token), hosts: Arc::new(hosts) };
+    let api = Router::new()
+        .route("/chambers", get(list).post(create))
+        .route("/chambers/{name}", get(chamber).delete(remove))
+        .route("/chambers/{name}/messages", get(messages).post(send))
+        .route("/chambers/{name}/todos", get(todos).post(todo_add))
+        .route("/chambers/{name}/todos/{id}/done", post(todo_done))
+        .route("/chambers/{name}/todos/{id}", axum::routing::delete(todo_remove))
+        .route("/chambers/{name}/plan", get(plan).put(plan_put))
+        .route("/chambers/{name}/notes", get(notes))
+        .route("/chambers/{name}/log", get(log))
+        .route("/chambers/{name}/{action}", post(control))
+        .route("/events", get(events))
+        .layer(middleware::from_fn_with_state(hub.clone(), auth));
+    Router::new()
+        .route("/", get(|| async { page(INDEX, "text/html; charset=utf-8") }))
+        .route("/app.js", get(|| async { page(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/app.css", get(|| async { page(APP_CSS, "text/css; charset=utf-8") }))
+        .nest("/api", api)
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .layer(middleware::from_fn_with_state(hub.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(hub)
+}
+
+fn page(body: &'static str, kind: &'static str) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
+             base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// Every request: the Host must be the hub itself; writes need the CSRF
+/// header (or a same-origin fetch); responses never sniff or refer.
+async fn guard(State(hub): State<Hub>, req: Request, next: Next) -> Response {
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if !hub.hosts.iter().any(|h| h == host) {
+        return (StatusCode::MISDIRECTED_REQUEST, "this hub answers only on its own address").into_response();
+    }
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+    if write && !csrf_ok(req.headers()) {
+        return (StatusCode::FORBIDDEN, "writes need the X-Cryo-Csrf header").into_response();
+    }
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    r
+}
+
+fn csrf_ok(h: &HeaderMap) -> bool {
+    h.get("x-cryo-csrf").is_some_and(|v| v == "1") || h.get("sec-fetch-site").is_some_and(|v| v == "same-origin")
+}
+
+/// API requests: the bearer token, compared in constant time. A wrong or
+/// missing token gets 401 and nothing else.
+async fn auth(State(hub): State<Hub>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !constant_time_eq(given.as_bytes(), hub.token.as_bytes()) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// An error as a status and one line of JSON.
+struct ApiError(Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self.0 {
+            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Precondition(_) => StatusCode::CONFLICT,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Internal(m) => {
+                tracing::error!(error = %m, "hub request failed");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        (status, axum::Json(json!({ "error": self.0.to_string() }))).into_response()
+    }
+}
+
+type ApiResult = Result<axum::Json<Value>, ApiError>;
+
+fn view(hub: &Hub, name: &str) -> Result<ChamberView, ApiError> {
+    Ok(hub.daemon.resolve(&ChamberRef::Name(name.to_string()))?)
+}
+
+fn chamber_value(v: &ChamberView) -> Value {
+    j::chamber_json(&convert::chamber(v))
+}
+
+async fn list(State(hub): State<Hub>) -> ApiResult {
+    Ok(axum::Json(Value::Array(hub.daemon.list().iter().map(chamber_value).collect())))
+}
+
+#[derive(Deserialize)]
+struct NewChamber {
+    dir: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    agent: String,
+    #[serde(default)]
+    start: bool,
+}
+
+async fn create(State(hub): State<Hub>, axum::Json(n): axum::Json<NewChamber>) -> ApiResult {
+    let name = (!n.name.is_empty()).then_some(n.name.as_str());
+    let agent = (!n.agent.is_empty()).then_some(n.agent.as_str());
+    let added = hub.daemon.add(Path::new(&n.dir), name, true, agent).await?;
+    let mut v = added.view;
+    if n.start {
+        v = hub.daemon.start(&ChamberRef::Name(v.record.name.clone()), false).await?.0;
+    }
+    Ok(axum::Json(json!({ "chamber": chamber_value(&v), "already_registered": added.already_registered })))
+}
+
+async fn chamber(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    let sessions = hub.daemon.sessions(v.record.id, 10).await?;
+    let sessions: Vec<Value> = sessions.iter().map(|s| j::session_json(&convert::session(s))).collect();
+    Ok(axum::Json(json!({ "chamber": chamber_value(&v), "sessions": sessions })))
+}
+
+async fn remove(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let v = hub.daemon.remove(&ChamberRef::Name(name)).await?;
+    Ok(axum::Json(chamber_value(&v)))
+}
+
+#[derive(Deserialize, Default)]
+struct ControlBody {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    replace: bool,
+}
+
+async fn control(
+    State(hub): State<Hub>,
+    UrlPath((name, action)): UrlPath<(String, String)>,
+    body: Option<axum::Json<ControlBody>>,
+) -> ApiResult {
+    let r = ChamberRef::Name(name);
+    let body = body.map(|b| b.0).unwrap_or_default();
+    let v = match action.as_str() {
+        "start" => hub.daemon.start(&r, true).await?.0,
+        "stop" => hub.daemon.stop(&r, true).await?.0,
+        "pause" => hub.daemon.pause(&r, true).await?.0,
+        "resume" => hub.daemon.pause(&r, false).await?.0,
+        "wake" => {
+            let message = (!body.message.trim().is_empty()).then(|| body.message.clone());
+            hub.daemon.wake(&r, message, body.replace).await?.0
+        }
+        other => return Err(Error::NotFound(format!("no action {other:?} (start, stop, pause, resume, wake)")).into()),
+    };
+    Ok(axum::Json(chamber_value(&v)))
+}
+
+#[derive(Deserialize)]
+struct Last {
+    #[serde(default)]
+    last: Option<usize>,
+}
+
+async fn messages(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<Last>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    let all = hub.daemon.conversation(&v);
+    let n = q.last.unwrap_or(100).min(1000);
+    let skip = all.len().saturating_sub(n);
+    Ok(axum::Json(Value::Array(all[skip..].iter().map(|m| j::mail_json(&convert::mail(m))).collect())))
+}
+
+#[derive(Deserialize)]
+struct SendBody {
+    text: String,
+    #[serde(default)]
+    subject: String,
+}
+
+async fn send(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<SendBody>) -> ApiResult {
+    let file = hub.daemon.send(&ChamberRef::Name(name), "operator", &b.subject, &b.text).await?;
+    Ok(axum::Json(json!({ "file": file })))
+}
+
+fn todos_value(reply: crate::supervisor::AgentReply) -> ApiResult {
+    let list = crate::rpc::agent::todos_reply(reply).map_err(|s| ApiError(Error::Internal(s.message().to_string())))?;
+    Ok(axum::Json(Value::Array(list.todos.iter().map(j::todo_json).collect())))
+}
+
+async fn todos(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    todos_value(hub.daemon.todo(&ChamberRef::Name(name), TodoCall::List).await?)
+}
+
+#[derive(Deserialize)]
+struct TodoBody {
+    text: String,
+    #[serde(default)]
+    at: String,
+    #[serde(default)]
+    every: String,
+    #[serde(default)]
+    cron: String,
+}
+
+async fn todo_add(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<TodoBody>) -> ApiResult {
+    let call = TodoCall::Add { text: b.text, at: b.at, every: b.every, cron: b.cron, missed: String::new() };
+    todos_value(hub.daemon.todo(&ChamberRef::Name(name), call).await?)
+}
+
+async fn todo_done(State(hub): State<Hub>, UrlPath((name, id)): UrlPath<(String, u64)>) -> ApiResult {
+    todos_value(hub.daemon.todo(&ChamberRef::Name(name), TodoCall::Done(id)).await?)
+}
+
+async fn todo_remove(State(hub): State<Hub>, UrlPath((name, id)): UrlPath<(String, u64)>) -> ApiResult {
+    todos_value(hub.daemon.todo(&ChamberRef::Name(name), TodoCall::Remove(id)).await?)
+}
+
+async fn plan(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "plan.md")? })))
+}
+
+#[derive(Deserialize)]
+struct PlanBody {
+    text: String,
+}
+
+async fn plan_put(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<PlanBody>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    hub.daemon.write_plan(&v, &b.text).await?;
+    Ok(axum::Json(json!({ "saved": true })))
+}
+
+async fn notes(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "NOTES.md")? })))
+}
+
+#[derive(Deserialize)]
+struct LogQuery {
+    #[serde(default)]
+    agent: bool,
+    #[serde(default)]
+    lines: Option<usize>,
+}
+
+async fn log(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<LogQuery>) -> ApiResult {
+    let v = view(&hub, &name)?;
+    let file = if q.agent { "cryo-agent.log" } else { "cryo.log" };
+    let path = Path::new(&v.record.path).join(file);
+    let (lines, _) = crate::chamber::log::tail(&path, q.lines.unwrap_or(200).min(5000)).unwrap_or_default();
+    Ok(axum::Json(json!({ "lines": lines })))
+}
+
+/// One SSE stream of everything: `status` (a chamber changed), `message`,
+/// `log` (a cryo.log line), `index` (chambers added or removed) and `resync`
+/// (this client fell behind: re-read everything). It ends on shutdown.
+async fn events(State(hub): State<Hub>) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(256);
+    let daemon = hub.daemon.clone();
+    let shared = daemon.shared().clone();
+    let mut notices = shared.notices.subscribe();
+    tokio::spawn(async move {
+        let _ = tx.send(Ok(": cryo hub events\n\n".to_string())).await;
+        loop {
+            let n = tokio::select! {
+                _ = shared.shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                n = notices.recv() => n,
+            };
+            let frame = match n {
+                Ok(n) => match sse_frame(&daemon, n) {
+                    Some(f) => f,
+                    None => continue,
+                },
+                Err(RecvError::Lagged(_)) => "event: resync\ndata: {}\n\n".to_string(),
+                Err(RecvError::Closed) => return,
+            };
+            if tx.send(Ok(frame)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
+    let v = daemon.view_by_id(n.chamber);
+    let name = v.as_ref().map(|v| v.record.name.clone()).unwrap_or_default();
+    let (event, data) = match n.what {
+        NoticeKind::Status => ("status", json!({ "chamber": chamber_value(v.as_ref()?) })),
+        NoticeKind::Log(line) => ("log", json!({ "chamber": name, "line": line })),
+        NoticeKind::Message { folder, name: file } => {
+            let v = v?;
+            let mb = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), v.snap.timezone.parse().unwrap_or(chrono_tz::UTC));
+            let m = mb.read(folder).ok()?.into_iter().find(|m| m.name == file)?;
+            ("message", json!({ "chamber": v.record.name, "message": j::mail_json(&convert::mail(&m)) }))
+        }
+        NoticeKind::Removed => ("index", json!({})),
+    };
+    Some(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+#[cfg(test)]
+mod tests;
