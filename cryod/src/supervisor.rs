@@ -124,7 +124,10 @@ pub enum Event {
         sleeping: bool,
     },
     /// An operator replaces `plan.md`.
-    WritePlan { text: String, reply: oneshot::Sender<Result<()>> },
+    WritePlan {
+        text: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
 }
 
 /// A call from `cryo-agent`.

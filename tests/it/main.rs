@@ -3,6 +3,7 @@
 mod chaos;
 mod durability;
 mod foundation;
+mod hub;
 mod operator;
 mod runtime;
 mod scheduling;

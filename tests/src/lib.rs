@@ -331,7 +331,8 @@ impl Env {
     /// on a free loopback port (tests run many daemons at once).
     pub fn daemon_config(&self, text: &str) {
         std::fs::create_dir_all(self.config_file().parent().unwrap()).unwrap();
-        let text = if text.contains("[hub]") { text.to_string() } else { format!("{text}\n[hub]\nbind = \"127.0.0.1:0\"\n") };
+        let text =
+            if text.contains("[hub]") { text.to_string() } else { format!("{text}\n[hub]\nbind = \"127.0.0.1:0\"\n") };
         std::fs::write(self.config_file(), text).unwrap();
     }
 }

@@ -98,7 +98,8 @@ pub async fn start(daemon: Daemon, bind: &str, token: String) -> HubInfo {
 /// The hub's routes (public for in-process tests).
 pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
     let port = addr.port();
-    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
+    let mut hosts =
+        vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
     hosts.dedup();
     let hub = Hub { daemon, token: Arc::new(token), hosts: Arc::new(hosts) };
     let api = Router::new()
@@ -307,7 +308,11 @@ struct SendBody {
     subject: String,
 }
 
-async fn send(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<SendBody>) -> ApiResult {
+async fn send(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    axum::Json(b): axum::Json<SendBody>,
+) -> ApiResult {
     let file = hub.daemon.send(&ChamberRef::Name(name), "operator", &b.subject, &b.text).await?;
     Ok(axum::Json(json!({ "file": file })))
 }
@@ -332,7 +337,11 @@ struct TodoBody {
     cron: String,
 }
 
-async fn todo_add(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<TodoBody>) -> ApiResult {
+async fn todo_add(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    axum::Json(b): axum::Json<TodoBody>,
+) -> ApiResult {
     let call = TodoCall::Add { text: b.text, at: b.at, every: b.every, cron: b.cron, missed: String::new() };
     todos_value(hub.daemon.todo(&ChamberRef::Name(name), call).await?)
 }
@@ -355,7 +364,11 @@ struct PlanBody {
     text: String,
 }
 
-async fn plan_put(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, axum::Json(b): axum::Json<PlanBody>) -> ApiResult {
+async fn plan_put(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    axum::Json(b): axum::Json<PlanBody>,
+) -> ApiResult {
     let v = view(&hub, &name)?;
     hub.daemon.write_plan(&v, &b.text).await?;
     Ok(axum::Json(json!({ "saved": true })))
@@ -427,7 +440,10 @@ fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
         NoticeKind::Log(line) => ("log", json!({ "chamber": name, "line": line })),
         NoticeKind::Message { folder, name: file } => {
             let v = v?;
-            let mb = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), v.snap.timezone.parse().unwrap_or(chrono_tz::UTC));
+            let mb = crate::chamber::mailbox::Mailbox::new(
+                Path::new(&v.record.path),
+                v.snap.timezone.parse().unwrap_or(chrono_tz::UTC),
+            );
             let m = mb.read(folder).ok()?.into_iter().find(|m| m.name == file)?;
             ("message", json!({ "chamber": v.record.name, "message": j::mail_json(&convert::mail(&m)) }))
         }
@@ -435,6 +451,3 @@ fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
     };
     Some(format!("event: {event}\ndata: {data}\n\n"))
 }
-
-#[cfg(test)]
-mod tests;

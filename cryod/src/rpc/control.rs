@@ -35,7 +35,12 @@ impl Control for ControlService {
 
     async fn hub(&self, _req: Request<pb::HubRequest>) -> R<pb::HubReply> {
         let info = self.daemon.shared().hub.get().cloned().unwrap_or_default();
-        Ok(Response::new(pb::HubReply { url: info.url, token: info.token, up: info.up, error: info.error.unwrap_or_default() }))
+        Ok(Response::new(pb::HubReply {
+            url: info.url,
+            token: info.token,
+            up: info.up,
+            error: info.error.unwrap_or_default(),
+        }))
     }
 
     async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
