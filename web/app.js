@@ -255,7 +255,7 @@ async function route() {
     if (h.startsWith("/c/")) await chamberPage(decodeURIComponent(h.slice(3)));
     else if (h === "/new") newPage();
     else await listPage();
-    main.focus();
+    main.focus({ preventScroll: true });
   } catch (e) { if (e.message !== "unauthorized") main.replaceChildren(el("p", { class: "error" }, e.message)); }
 }
 

@@ -68,6 +68,9 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
     let root = std::env::temp_dir().join(format!("cryo-demo-{}", std::process::id()));
     std::fs::create_dir_all(&root)?;
     let socket = root.join("cryod.sock");
+    // The demo's hub takes a free port, so it never clashes with a real cryod.
+    std::fs::create_dir_all(root.join("config/cryo"))?;
+    std::fs::write(root.join("config/cryo/cryod.toml"), "[hub]\nbind = \"127.0.0.1:0\"\n")?;
     let log = std::fs::File::create(root.join("cryod.log"))?;
     let child = Command::new(sibling("cryod")?)
         .env("CRYO_SOCKET", &socket)
@@ -104,9 +107,13 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
         .into_inner();
     let ch = added.chamber.unwrap_or_default();
     let cryoctl = sibling("cryoctl")?;
+    let hub = control.hub(pb::HubRequest {}).await?.into_inner();
     println!("cryo demo: a private cryod is running (pid {}), with one chamber.", daemon.child.id());
     println!("  chamber  {} in {}", ch.name, ch.path);
     println!("  agent    {agent_cmd}");
+    if hub.up {
+        println!("  hub      {}#token={}   (open it in a browser)", hub.url, hub.token);
+    }
     println!();
     println!("Try, in another terminal:");
     println!("  export CRYO_SOCKET={}", socket.display());
