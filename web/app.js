@@ -132,7 +132,7 @@ async function chamberPage(name) {
         el("section", {}, el("h2", {}, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)),
           el("form", { onsubmit: async (e) => { e.preventDefault(); try { await api(base + "/todos", "POST", { text: todoText.value, at: todoAt.value }); todoText.value = ""; todoAt.value = ""; renderTodos(); } catch (er) { flash(er); } } },
             el("div", { class: "row" }, todoText), el("div", { class: "row" }, todoAt, el("button", { type: "submit", id: "todo-add" }, "Add")))),
-        el("section", {}, el("h2", {}, "Recent sessions"), sessions(info.sessions)),
+        el("section", {}, el("h2", {}, "Recent sessions"), el("div", { id: "sessions" }, sessions(info.sessions))),
         el("section", {}, el("h2", {}, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)")))));
   scrollMessages();
 }
@@ -181,6 +181,7 @@ async function refreshHeader() {
   const info = await api("/chambers/" + encodeURIComponent(current));
   document.getElementById("state")?.replaceChildren(badge(info.chamber.state));
   document.getElementById("status")?.replaceChildren(status(info.chamber));
+  document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
 }
 
 // ---- a new chamber -----------------------------------------------------------
@@ -235,6 +236,7 @@ function handle(ev, d) {
     if (current === d.chamber.name) {
       document.getElementById("state")?.replaceChildren(badge(d.chamber.state));
       document.getElementById("status")?.replaceChildren(status(d.chamber));
+      refreshHeader().catch(() => {});
     }
   } else if (ev === "message" && current === d.chamber) {
     const box = document.getElementById("messages");
