@@ -142,7 +142,7 @@ function scrollMessages() { const m = document.getElementById("messages"); if (m
 
 function message(m) {
   const cls = "msg " + (m.direction === "out" ? "out" : "in") + (m.question ? " question" : "");
-  return el("div", { class: cls, "data-file": m.file },
+  return el("div", { class: cls, "data-file": m.file, "data-ts": m.timestamp, "data-dir": m.direction },
     el("div", { class: "meta" }, (m.direction === "out" ? m.from + " → you" : m.from + " → agent") + " · " + local(m.timestamp) + (m.question ? " · question" : "")),
     el("pre", {}, m.body));
 }

@@ -63,6 +63,27 @@ try {
   await page.waitForFunction(() => ["idle", "running"].includes(document.getElementById("state").textContent.trim()), null, { timeout: 20000 });
   out.started_shown = true;
 
+  // How long from an outbox file being written (its timestamp, to the
+  // millisecond) to the message being on the page, over MEASURE replies.
+  const n = Number(process.env.MEASURE || 0);
+  if (n > 0) {
+    await page.evaluate(() => {
+      window.__seen = [];
+      new MutationObserver((muts) => {
+        const now = Date.now();
+        for (const m of muts) for (const node of m.addedNodes) {
+          if (node.dataset && node.dataset.dir === "out") window.__seen.push(now - Date.parse(node.dataset.ts));
+        }
+      }).observe(document.getElementById("messages"), { childList: true });
+    });
+    for (let i = 0; i < n; i++) {
+      await page.fill("#send-text", "measure " + i);
+      await page.click("#send");
+      await page.waitForFunction((i) => document.getElementById("messages").textContent.includes("got: measure " + i), i, { timeout: 20000 });
+    }
+    const seen = (await page.evaluate(() => window.__seen)).sort((a, b) => a - b);
+    out.outbox_to_page_ms = { count: seen.length, median: seen[Math.floor(seen.length / 2)], p99: seen[Math.min(seen.length - 1, Math.round(seen.length * 0.99))] };
+  }
   await page.screenshot({ path: SHOTS + "/chamber-desktop.png", fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: SHOTS + "/chamber-phone.png", fullPage: true });
