@@ -10,7 +10,7 @@
 //! ./target/release/cryo-bench idle --chambers 1000 --seconds 60
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -54,6 +54,21 @@ enum Scenario {
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
+    /// Inbox latency: a message written into an inbox, until the agent process
+    /// starts and until its `receive` returns the message.
+    Inbox {
+        #[arg(long, default_value_t = 500)]
+        messages: usize,
+        #[arg(long, default_value_t = 10)]
+        chambers: usize,
+    },
+    /// A burst: every chamber due at the same instant, with a session limit.
+    Burst {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 8)]
+        limit: usize,
+    },
     /// SIGKILL cryod while sessions run; time until the restarted daemon
     /// serves again, with every chamber loaded and the sessions recovered.
     Recovery {
@@ -72,6 +87,8 @@ fn main() {
         Scenario::Idle { chambers, todos, seconds } => idle(chambers, todos, seconds),
         Scenario::Recovery { chambers, running } => recovery(chambers, running),
         Scenario::Control { chambers, runs } => control(chambers, runs),
+        Scenario::Inbox { messages, chambers } => inbox(messages, chambers),
+        Scenario::Burst { chambers, limit } => burst(chambers, limit),
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
@@ -447,5 +464,125 @@ fn control(chambers: usize, runs: usize) -> Figures {
     f.insert("agent_call_median_ms".into(), a50.into());
     f.insert("agent_call_p99_ms".into(), a99.into());
     f.insert("grpc_rtt_median_ms".into(), r50.into());
+    f
+}
+
+fn inbox(messages: usize, chambers: usize) -> Figures {
+    let env = Env::new();
+    env.daemon_config(&format!("max_concurrent_sessions = {}\n", chambers.max(4)));
+    let _d = env.start_daemon();
+    let script = "date +%s%N >> starts.txt\ncryo-agent receive >/dev/null\ndate +%s%N >> received.txt\ncryo-agent send ok >/dev/null\ncryo-agent hibernate --complete >/dev/null\n";
+    let names = register(&env, chambers, script, |_, _| {});
+    start_all(&env, &names);
+    let per = messages.div_ceil(chambers);
+    let dirs: Vec<PathBuf> = names.iter().map(|n| env.path(&format!("ch/{n}"))).collect();
+    let count = |d: &PathBuf, f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default().lines().count();
+    let mut written: Vec<Vec<i128>> = vec![Vec::new(); chambers];
+    for k in 0..per {
+        // One message to every chamber, then wait for each to be received.
+        for (i, d) in dirs.iter().enumerate() {
+            let name = format!("{k:06}-bench.md");
+            let tmp = d.join("messages/inbox").join(format!(".{name}"));
+            std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
+            written[i].push(now_ns());
+            std::fs::rename(&tmp, d.join("messages/inbox").join(&name)).unwrap();
+        }
+        for d in &dirs {
+            wait_until("the message to be received", || count(d, "received.txt") > k);
+            wait_until("the session to end", || {
+                std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().matches("--- CRYO END ---").count()
+                    > k + 1
+            });
+        }
+    }
+    let (mut start, mut recv) = (Vec::new(), Vec::new());
+    for (i, d) in dirs.iter().enumerate() {
+        let read = |f: &str| -> Vec<i128> {
+            std::fs::read_to_string(d.join(f))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect()
+        };
+        for (w, s) in written[i].iter().zip(read("starts.txt")) {
+            start.push((s - w) as f64 / 1e6);
+        }
+        for (w, r) in written[i].iter().zip(read("received.txt")) {
+            recv.push((r - w) as f64 / 1e6);
+        }
+    }
+    let (s50, s99) = stats(start);
+    let (r50, r99) = stats(recv);
+    println!("\nscenario: inbox latency ({} messages over {chambers} chambers)", per * chambers);
+    println!("  written -> agent process started    p50 {s50:.1} ms, p99 {s99:.1} ms");
+    println!("  written -> receive returned it      p50 {r50:.1} ms, p99 {r99:.1} ms");
+    let mut f = Figures::new();
+    f.insert("inbox_to_start_p50_ms".into(), s50.into());
+    f.insert("inbox_to_start_p99_ms".into(), s99.into());
+    f.insert("inbox_to_receive_p50_ms".into(), r50.into());
+    f.insert("inbox_to_receive_p99_ms".into(), r99.into());
+    f
+}
+
+fn burst(chambers: usize, limit: usize) -> Figures {
+    let env = Env::new();
+    env.daemon_config(&format!("max_concurrent_sessions = {limit}\n"));
+    let mut d = env.start_daemon();
+    let script = "date +%s%N >> runs.txt\ncryo-agent send ok >/dev/null\ncryo-agent todo add later --at +1d >/dev/null\ndate +%s%N >> ends.txt\ncryo-agent hibernate >/dev/null\n";
+    let due = rfc3339_ns(now_ns() + 600_000_000_000);
+    let names = register(&env, chambers, script, |_, dir| {
+        std::fs::write(
+            dir.join("todo.json"),
+            format!(r#"[{{"id":1,"text":"burst","done":false,"claimed":false,"at":"{due}"}}]"#),
+        )
+        .unwrap();
+    });
+    start_all(&env, &names);
+    // Everything is due in 10 minutes; stop the daemon, move every TODO to
+    // the same instant just past, and start it again: all due at once.
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    let instant = rfc3339_ns(now_ns() - 1_000_000_000);
+    for n in &names {
+        let dir = env.path(&format!("ch/{n}"));
+        std::fs::write(
+            dir.join("todo.json"),
+            format!(r#"[{{"id":1,"text":"burst","done":false,"claimed":false,"at":"{instant}"}}]"#),
+        )
+        .unwrap();
+    }
+    let t = Instant::now();
+    let _d = env.start_daemon();
+    let dirs: Vec<PathBuf> = names.iter().map(|n| env.path(&format!("ch/{n}"))).collect();
+    wait_until("every chamber to run", || dirs.iter().all(|d| d.join("ends.txt").exists()));
+    let took = t.elapsed();
+    let mut edges = Vec::new();
+    let mut twice = 0;
+    for d in &dirs {
+        let runs: Vec<i128> =
+            std::fs::read_to_string(d.join("runs.txt")).unwrap().lines().filter_map(|l| l.parse().ok()).collect();
+        let ends: Vec<i128> =
+            std::fs::read_to_string(d.join("ends.txt")).unwrap().lines().filter_map(|l| l.parse().ok()).collect();
+        if runs.len() > 1 {
+            twice += 1;
+        }
+        for (s, e) in runs.iter().zip(&ends) {
+            edges.push((*s, 1));
+            edges.push((*e, -1));
+        }
+    }
+    edges.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, x) in edges {
+        cur += x;
+        max = max.max(cur);
+    }
+    println!("\nscenario: burst ({chambers} chambers due at once, max_concurrent_sessions {limit})");
+    println!("  all ran in               {:.1} s (from the restart)", took.as_secs_f64());
+    println!("  chambers that ran twice  {twice}");
+    println!("  most at once             {max} (limit {limit})");
+    let mut f = Figures::new();
+    f.insert("burst_seconds".into(), took.as_secs_f64().into());
+    f.insert("ran_twice".into(), twice.into());
+    f.insert("max_concurrent".into(), max.into());
     f
 }
