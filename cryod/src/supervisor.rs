@@ -230,6 +230,27 @@ struct Live {
     _permit: Permit,
 }
 
+impl Live {
+    fn new(number: u64, token: String, trigger: Trigger, claims: Vec<Claim>, pgid: i32, permit: Permit) -> Live {
+        Live {
+            number,
+            token,
+            trigger,
+            claims,
+            pgid,
+            started: Instant::now(),
+            hibernate: None,
+            unanswered: Vec::new(),
+            sent_any: false,
+            linger: None,
+            ending: None,
+            stop_waiters: Vec::new(),
+            shutdown_waiters: Vec::new(),
+            _permit: permit,
+        }
+    }
+}
+
 struct Sup {
     shared: Arc<Shared>,
     id: i64,
@@ -1091,22 +1112,7 @@ impl Sup {
                     let _ = w.send(Err(Error::Precondition(format!("the agent could not start: {e}"))));
                 }
                 self.log_event(&format!("agent could not start: {e}"));
-                let live = Live {
-                    number,
-                    token,
-                    trigger,
-                    claims,
-                    pgid: 0,
-                    started: Instant::now(),
-                    hibernate: None,
-                    unanswered: Vec::new(),
-                    sent_any: false,
-                    linger: None,
-                    ending: None,
-                    stop_waiters: Vec::new(),
-                    shutdown_waiters: Vec::new(),
-                    _permit: permit,
-                };
+                let live = Live::new(number, token, trigger, claims, 0, permit);
                 self.live = Some(live);
                 self.attention = Some(format!("the agent could not start: {e}"));
                 self.finalize_with(Outcome::Crashed(format!("could not start: {e}")), None).await;
@@ -1139,22 +1145,7 @@ impl Sup {
                 let _ = tx.send(Event::Timeout { session: number });
             });
         }
-        self.live = Some(Live {
-            number,
-            token,
-            trigger,
-            claims,
-            pgid,
-            started: Instant::now(),
-            hibernate: None,
-            unanswered: Vec::new(),
-            sent_any: false,
-            linger: None,
-            ending: None,
-            stop_waiters: Vec::new(),
-            shutdown_waiters: Vec::new(),
-            _permit: permit,
-        });
+        self.live = Some(Live::new(number, token, trigger, claims, pgid, permit));
     }
 
     /// Spawns the agent in its own process group; returns (pid, pgid).
