@@ -45,6 +45,11 @@ enum Scenario {
         todos: usize,
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// The seed system's binaries (`cargo install cryochamber --root DIR`,
+        /// then DIR/bin): run the same scenario with one of its daemons per
+        /// chamber, side by side.
+        #[arg(long, value_name = "DIR")]
+        seed: Option<PathBuf>,
     },
     /// Control-plane latency: `cryoctl chamber list --json` and a `cryo-agent`
     /// call, whole process start to exit, and the raw gRPC round trip.
@@ -84,7 +89,24 @@ fn main() {
     machine();
     let figures = match cli.scenario {
         Scenario::Lateness { wakes, chambers } => lateness(wakes, chambers),
-        Scenario::Idle { chambers, todos, seconds } => idle(chambers, todos, seconds),
+        Scenario::Idle { chambers, todos, seconds, seed } => {
+            let mut f = idle(chambers, todos, seconds);
+            if let Some(seed) = seed {
+                let s = seed_idle(&seed, chambers, todos, seconds);
+                let ratio = |k: &str| {
+                    let (a, b) = (f[k].as_f64().unwrap_or(f64::NAN), s[k].as_f64().unwrap_or(f64::NAN));
+                    if a > 0.0 { format!("{:.0}x", b / a) } else { "n/a (cryo: 0)".into() }
+                };
+                println!("\n                       cryo        seed system     seed / cryo");
+                for (k, unit) in [("rss_mb", "MB"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s/min")] {
+                    println!("  {k:<22} {:>8.2} {unit:<5} {:>10.2} {unit:<5} {}", f[k].as_f64().unwrap_or(0.0), s[k].as_f64().unwrap_or(0.0), ratio(k));
+                }
+                for (k, v) in s {
+                    f.insert(format!("seed_{k}"), v);
+                }
+            }
+            f
+        }
         Scenario::Recovery { chambers, running } => recovery(chambers, running),
         Scenario::Control { chambers, runs } => control(chambers, runs),
         Scenario::Inbox { messages, chambers } => inbox(messages, chambers),
@@ -584,5 +606,80 @@ fn burst(chambers: usize, limit: usize) -> Figures {
     f.insert("burst_seconds".into(), took.as_secs_f64().into());
     f.insert("ran_twice".into(), twice.into());
     f.insert("max_concurrent".into(), max.into());
+    f
+}
+
+/// The seed system at rest: one `cryo` daemon per chamber.
+fn seed_idle(bin: &Path, chambers: usize, todos: usize, seconds: u64) -> Figures {
+    let root = tempfile::Builder::new().prefix("cyseed").tempdir_in("/tmp").unwrap();
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let cmd = |dir: &Path, args: &[&str]| {
+        std::process::Command::new(bin.join("cryo"))
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .env("HOME", &home)
+            .env("XDG_RUNTIME_DIR", root.path().join("run"))
+            .env("XDG_STATE_HOME", root.path().join("state"))
+            .env("XDG_CONFIG_HOME", root.path().join("config"))
+            .env("CRYO_NO_SERVICE", "1")
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut dirs = Vec::new();
+    for i in 0..chambers {
+        let dir = root.path().join(format!("c{i:05}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        cmd(&dir, &["init", "--agent", "sh agent.sh"]);
+        std::fs::write(dir.join("agent.sh"), "cryo-agent send hi\ncryo-agent hibernate\n").unwrap();
+        let items: Vec<serde_json::Value> = (0..todos)
+            .map(|k| serde_json::json!({"id": k + 1, "text": format!("later {k}"), "done": false, "claimed": false, "at": format!("2099-01-{:02}T{:02}:00", 1 + k % 28, k % 24), "created": "2026-01-01T00:00"}))
+            .collect();
+        std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+        cmd(&dir, &["start"]);
+        dirs.push(dir);
+    }
+    // Their daemons: every process running the seed's `cryo` binary.
+    let exe = std::fs::canonicalize(bin.join("cryo")).unwrap();
+    let pids = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+            .collect()
+    };
+    wait_until("the seed daemons to hibernate", || {
+        dirs.iter().all(|d| std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().contains("hibernate"))
+            && pids().len() >= chambers
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let ps = pids();
+    let cs = |ps: &[u32]| ps.iter().map(|p| context_switches(*p)).sum::<u64>();
+    let cpu = |ps: &[u32]| ps.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let (cs0, cpu0) = (cs(&ps), cpu(&ps));
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (cs1, cpu1) = (cs(&ps), cpu(&ps));
+    let rss: f64 = ps.iter().map(|p| rss_mb(*p)).sum();
+    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
+    println!("\nseed system: {} daemons for {chambers} chambers x {todos} TODOs", ps.len());
+    println!("  resident memory      {rss:.1} MB (sum)");
+    println!("  wakeups per minute   {per_min:.1}");
+    println!("  CPU per minute       {:.3} s", (cpu1 - cpu0) * 60.0 / seconds as f64);
+    for d in &dirs {
+        cmd(d, &["cancel"]);
+    }
+    for p in pids() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    let mut f = Figures::new();
+    f.insert("daemons".into(), ps.len().into());
+    f.insert("rss_mb".into(), rss.into());
+    f.insert("wakeups_per_minute".into(), per_min.into());
+    f.insert("cpu_seconds_per_minute".into(), ((cpu1 - cpu0) * 60.0 / seconds as f64).into());
     f
 }
