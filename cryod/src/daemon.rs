@@ -318,8 +318,10 @@ impl Daemon {
     /// Watches the system's time zone; when it changes, every chamber
     /// re-plans in the new zone.
     fn follow_the_system_zone(&self) {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        self.0.shared.watcher.watch_zone(&tx);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        crate::system::zone::follow(move || {
+            let _ = tx.send(());
+        });
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
             while rx.recv().await.is_some() {

@@ -16,8 +16,6 @@ use crate::supervisor::{Event, FileKind};
 enum Role {
     Inbox,
     Root,
-    /// `/etc`, for changes of the system's time zone.
-    Zone,
 }
 
 struct Route {
@@ -80,21 +78,6 @@ impl Watcher {
         }
     }
 
-    /// Sends `Event::FileChanged(FileKind::Zone)` to `tx` when `/etc/localtime`
-    /// or `/etc/timezone` changes.
-    pub fn watch_zone(&self, tx: &UnboundedSender<Event>) {
-        let etc = PathBuf::from("/etc");
-        self.routes
-            .write()
-            .expect("routes lock")
-            .insert(etc.clone(), Route { chamber: -1, role: Role::Zone, tx: tx.clone() });
-        if let Some(w) = self.inner.lock().expect("watcher lock").as_mut()
-            && let Err(error) = w.watch(&etc, RecursiveMode::NonRecursive)
-        {
-            tracing::info!(%error, "cannot watch /etc: a change of the system's time zone is seen at restart");
-        }
-    }
-
     pub fn unwatch(&self, chamber: i64) {
         let dirs: Vec<PathBuf> = {
             let mut routes = self.routes.write().expect("routes lock");
@@ -132,7 +115,6 @@ fn dispatch(routes: &Routes, ev: notify::Event) {
             }
             Role::Root if name == "todo.json" => Event::FileChanged(FileKind::Todos),
             Role::Root if name == "cryo.toml" => Event::FileChanged(FileKind::Config),
-            Role::Zone if name == "localtime" || name == "timezone" => Event::FileChanged(FileKind::Zone),
             _ => continue,
         };
         let _ = route.tx.send(event);

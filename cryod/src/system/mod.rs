@@ -5,6 +5,7 @@
 //! every call does nothing.
 
 pub mod logind;
+pub mod zone;
 
 use std::time::Duration;
 

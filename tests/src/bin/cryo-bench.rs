@@ -98,8 +98,14 @@ fn main() {
                     if a > 0.0 { format!("{:.0}x", b / a) } else { "n/a (cryo: 0)".into() }
                 };
                 println!("\n                       cryo        seed system     seed / cryo");
-                for (k, unit) in [("rss_mb", "MB"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s/min")] {
-                    println!("  {k:<22} {:>8.2} {unit:<5} {:>10.2} {unit:<5} {}", f[k].as_f64().unwrap_or(0.0), s[k].as_f64().unwrap_or(0.0), ratio(k));
+                for (k, unit) in [("rss_mb", "MB"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s/min")]
+                {
+                    println!(
+                        "  {k:<22} {:>8.2} {unit:<5} {:>10.2} {unit:<5} {}",
+                        f[k].as_f64().unwrap_or(0.0),
+                        s[k].as_f64().unwrap_or(0.0),
+                        ratio(k)
+                    );
                 }
                 for (k, v) in s {
                     f.insert(format!("seed_{k}"), v);
