@@ -98,7 +98,11 @@ impl Watcher {
 }
 
 fn dispatch(routes: &Routes, ev: notify::Event) {
-    let relevant = matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_));
+    // A file closed after writing is the surest sign a hand edit is complete.
+    let closed_written =
+        matches!(ev.kind, EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write)));
+    let relevant =
+        closed_written || matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_));
     if !relevant {
         return;
     }
