@@ -1104,6 +1104,18 @@ impl Sup {
             if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
         ));
 
+        // The token is valid before the agent exists: a fast agent calls
+        // cryo-agent at once. Its calls queue behind this function, so they
+        // find the session live.
+        self.shared.tokens.lock().expect("tokens lock").insert(
+            token.clone(),
+            crate::runtime::TokenEntry {
+                chamber: self.id,
+                name: self.name.clone(),
+                session: number,
+                tx: self.tx.clone(),
+            },
+        );
         let spawned = self.spawn_agent(&config, number, &wake_id, &token, &prompt_text).await;
         let (pid, pgid) = match spawned {
             Ok(p) => p,
@@ -1128,15 +1140,6 @@ impl Sup {
             let _ = w.send(Ok(false));
         }
         tracing::info!(chamber = %self.name, session = number, pid, trigger = trigger.as_str(), "agent started");
-        self.shared.tokens.lock().expect("tokens lock").insert(
-            token.clone(),
-            crate::runtime::TokenEntry {
-                chamber: self.id,
-                name: self.name.clone(),
-                session: number,
-                tx: self.tx.clone(),
-            },
-        );
         if config.max_session_duration > 0 {
             let tx = self.tx.clone();
             let limit = StdDuration::from_secs(config.max_session_duration);
@@ -1160,7 +1163,9 @@ impl Sup {
         let dot = self.root.join(".cryo");
         std::fs::create_dir_all(&dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
         let prompt_rel = ".cryo/prompt.md";
-        let _ = crate::chamber::write_atomic(&self.root.join(prompt_rel), prompt_text.as_bytes());
+        // A copy for people and for prompts too long for an argument; not worth
+        // two fsyncs on every wake (it is rewritten by the next one).
+        let _ = std::fs::write(self.root.join(prompt_rel), prompt_text.as_bytes());
         let as_root = nix::unistd::geteuid().is_root();
         let launch = spawn::command_line(&config.agent, &self.root, prompt_text, prompt_rel, as_root)?;
         let log_path = self.root.join("cryo-agent.log");

@@ -516,7 +516,26 @@ fn inbox(messages: usize, chambers: usize) -> Figures {
             std::fs::rename(&tmp, d.join("messages/inbox").join(&name)).unwrap();
         }
         for d in &dirs {
-            wait_until("the message to be received", || count(d, "received.txt") > k);
+            let tail = || {
+                let log = std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default();
+                let agent = std::fs::read_to_string(d.join("cryo-agent.log")).unwrap_or_default();
+                let a: Vec<&str> = agent.lines().rev().take(8).collect();
+                format!(
+                    "{}\n--- agent log ---\n{}",
+                    log.lines().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"),
+                    a.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            };
+            let start = Instant::now();
+            while count(d, "received.txt") <= k {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "message {k} to {} not received:\n{}",
+                    d.display(),
+                    tail()
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
             wait_until("the session to end", || {
                 std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().matches("--- CRYO END ---").count()
                     > k + 1
