@@ -89,7 +89,7 @@ fn chaos_sigkill_at_random_moments_loses_and_doubles_nothing() {
     // Settle: every chamber idle, its mail claimed, nothing due soon.
     let settled = || {
         let list = env.cryoctl(&["chamber", "list", "--json"]).json();
-        let soon = date_utc("+30 seconds");
+        let soon = cryo_tests::date_utc("+30 seconds");
         list.as_array().unwrap().iter().all(|c| {
             c["state"] == "idle" && c["mail_waiting"] == 0 && c["next_wake"].as_str().is_none_or(|t| t > soon.as_str())
         })
@@ -166,9 +166,4 @@ fn chaos_sigkill_at_random_moments_loses_and_doubles_nothing() {
         sent.len(),
         start.elapsed().as_secs_f64()
     );
-}
-
-fn date_utc(offset: &str) -> String {
-    let out = std::process::Command::new("date").args(["-u", "-d", offset, "+%Y-%m-%dT%H:%M:%SZ"]).output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

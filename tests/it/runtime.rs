@@ -311,7 +311,7 @@ fn a_delayed_wake_is_noticed_but_not_on_inbox_wakes() {
     let _d = env.start_daemon();
     let c = env.chamber("c", &script, "");
     // A TODO that was due 10 minutes ago, as if the machine had been asleep.
-    let due = chrono_due(-10);
+    let due = cryo_tests::date_utc("-10 minutes");
     std::fs::write(
         c.dir.join("todo.json"),
         format!(r#"[{{"id":1,"text":"check","done":false,"claimed":false,"at":"{due}"}}]"#),
@@ -327,14 +327,6 @@ fn a_delayed_wake_is_noticed_but_not_on_inbox_wakes() {
     c.write_inbox(1, "hello");
     c.wait_ended(3);
     assert!(!c.read("prompt-3.txt").contains("DELAYED"), "{}", c.read("prompt-3.txt"));
-}
-
-fn chrono_due(minutes_from_now: i64) -> String {
-    let out = std::process::Command::new("date")
-        .args(["-u", "-d", &format!("{minutes_from_now} minutes"), "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn missed_slots_of_a_recurring_todo_run_once() {
     let c = env.chamber("c", &format!("printf '%s' \"$1\" > prompt.txt\n{HIBERNATE}"), "");
     std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
     // Hourly, first slot three and a half hours ago: 4 slots were missed.
-    let first = date_utc("-210 minutes");
+    let first = cryo_tests::date_utc("-210 minutes");
     std::fs::write(
         c.dir.join("todo.json"),
         format!(r#"[{{"id":1,"text":"poll the queue","done":false,"claimed":false,"at":"{first}","every":"1h"}}]"#),
@@ -76,11 +76,6 @@ fn missed_slots_of_a_recurring_todo_run_once() {
     assert_eq!(series["done"], false);
     assert_eq!(series["every"], "1h");
     assert_eq!(c.begun(), 2, "one session for all missed slots");
-}
-
-fn date_utc(offset: &str) -> String {
-    let out = std::process::Command::new("date").args(["-u", "-d", offset, "+%Y-%m-%dT%H:%M:%SZ"]).output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[test]

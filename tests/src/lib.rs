@@ -483,3 +483,10 @@ impl Drop for Follow {
         let _ = self.child.wait();
     }
 }
+
+/// A UTC time `offset` from now (`date -d` syntax: "-10 minutes", "+30 seconds"),
+/// as RFC 3339 to the second.
+pub fn date_utc(offset: &str) -> String {
+    let out = Command::new("date").args(["-u", "-d", offset, "+%Y-%m-%dT%H:%M:%SZ"]).output().expect("date");
+    String::from_utf8(out.stdout).expect("date prints ASCII").trim().to_string()
+}
