@@ -99,12 +99,8 @@ struct Fail(String, u8);
 
 impl From<tonic::Status> for Fail {
     fn from(s: tonic::Status) -> Fail {
-        let code = match s.code() {
-            tonic::Code::NotFound => exit::NOT_FOUND,
-            tonic::Code::Unavailable => exit::UNREACHABLE,
-            _ => exit::REFUSED,
-        };
-        Fail(s.message().replace('\n', " "), code)
+        let (code, message) = exit::for_status(&s);
+        Fail(message, code)
     }
 }
 

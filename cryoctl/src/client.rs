@@ -28,12 +28,7 @@ impl Failure {
 
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Failure {
-        let code = match s.code() {
-            tonic::Code::NotFound => exit::NOT_FOUND,
-            tonic::Code::Unavailable => exit::UNREACHABLE,
-            _ => exit::REFUSED,
-        };
-        let message = if s.message().is_empty() { format!("{:?}", s.code()) } else { s.message().replace('\n', " ") };
+        let (code, message) = exit::for_status(&s);
         Failure { message, code }
     }
 }

@@ -139,6 +139,17 @@ pub mod exit {
     pub const UNREACHABLE: u8 = 3;
     /// What the request named does not exist.
     pub const NOT_FOUND: u8 = 4;
+
+    /// The exit code for a refusal from the daemon, and its one line.
+    pub fn for_status(s: &tonic::Status) -> (u8, String) {
+        let code = match s.code() {
+            tonic::Code::NotFound => NOT_FOUND,
+            tonic::Code::Unavailable => UNREACHABLE,
+            _ => REFUSED,
+        };
+        let message = if s.message().is_empty() { format!("{:?}", s.code()) } else { s.message().replace('\n', " ") };
+        (code, message)
+    }
 }
 
 /// Says `Hello` on `channel` and checks the protocol; the error is one line.

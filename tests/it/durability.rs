@@ -15,8 +15,8 @@ fn pid_alive(pid: i32) -> bool {
 }
 
 fn seed_history(c: &Chamber, todo_json: &str) {
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
-    std::fs::write(c.dir.join("todo.json"), todo_json).unwrap();
+    c.seed_history();
+    c.write_todos(todo_json);
 }
 
 #[test]

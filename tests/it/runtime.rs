@@ -185,7 +185,7 @@ fn an_agent_that_crashes_on_mail_does_not_loop() {
     let env = Env::new();
     let _d = env.start_daemon();
     let c = env.chamber("c", "exit 2\n", "");
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     c.write_inbox(1, "this makes the agent crash");
     env.cryoctl(&["chamber", "start", "c"]).ok();
     c.wait_ended(2);
@@ -317,7 +317,7 @@ fn a_delayed_wake_is_noticed_but_not_on_inbox_wakes() {
         format!(r#"[{{"id":1,"text":"check","done":false,"claimed":false,"at":"{due}"}}]"#),
     )
     .unwrap();
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     env.cryoctl(&["chamber", "start", "c"]).ok();
     c.wait_ended(2);
     let p = c.read("prompt-2.txt");
@@ -574,7 +574,7 @@ fn stop_ends_a_running_session_and_requeues_its_todos() {
         r#"[{"id":1,"text":"long job","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#,
     )
     .unwrap();
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     env.cryoctl(&["chamber", "start", "c"]).ok();
     wait_until("the session to run", || status(&env, "c")["state"] == "running" && !c.outbox().is_empty());
     let r = env.cryoctl(&["chamber", "stop", "c"]);

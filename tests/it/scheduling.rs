@@ -12,7 +12,7 @@ fn status(env: &Env, name: &str) -> serde_json::Value {
 /// what the test arranges wakes it).
 fn quiet_chamber(env: &Env, name: &str, script: &str) -> Chamber {
     let c = env.chamber(name, script, "");
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     std::fs::write(
         c.dir.join("todo.json"),
         r#"[{"id":1,"text":"later","done":false,"claimed":false,"at":"2099-01-01T00:00"}]"#,
@@ -57,7 +57,7 @@ fn missed_slots_of_a_recurring_todo_run_once() {
     let env = Env::new();
     let _d = env.start_daemon();
     let c = env.chamber("c", &format!("printf '%s' \"$1\" > prompt.txt\n{HIBERNATE}"), "");
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     // Hourly, first slot three and a half hours ago: 4 slots were missed.
     let first = cryo_tests::date_utc("-210 minutes");
     std::fs::write(
@@ -155,7 +155,7 @@ cryo-agent hibernate
     let env = Env::new();
     let _d = env.start_daemon();
     let c = env.chamber("c", script, "");
-    std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    c.seed_history();
     std::fs::write(
         c.dir.join("todo.json"),
         r#"[{"id":1,"text":"big job","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#,
@@ -186,7 +186,7 @@ fn a_hundred_chambers_due_at_once_all_run_once_within_the_limit() {
     let mut chambers = Vec::new();
     for i in 0..100 {
         let c = env.chamber(&format!("c{i:03}"), script, "");
-        std::fs::write(c.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+        c.seed_history();
         std::fs::write(
             c.dir.join("todo.json"),
             r#"[{"id":1,"text":"due","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#,

@@ -401,6 +401,17 @@ impl Chamber {
         name
     }
 
+    /// Writes a `cryo.log` with one finished session, so starting the chamber
+    /// runs no bootstrap session: only what a test arranges wakes it.
+    pub fn seed_history(&self) {
+        std::fs::write(self.dir.join("cryo.log"), "--- CRYO SESSION 1 | earlier ---\n--- CRYO END ---\n").unwrap();
+    }
+
+    /// Writes `todo.json` as a person would (in place).
+    pub fn write_todos(&self, json: &str) {
+        std::fs::write(self.dir.join("todo.json"), json).unwrap();
+    }
+
     pub fn todos(&self) -> serde_json::Value {
         serde_json::from_str(&self.read("todo.json")).unwrap_or(serde_json::Value::Array(vec![]))
     }

@@ -7,9 +7,6 @@
 //!
 //! [`Notice`]: crate::runtime::Notice
 
-// Sends inside `select!` arms read better unfolded.
-#![allow(clippy::collapsible_match, clippy::collapsible_if)]
-
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
@@ -35,6 +32,38 @@ fn tz_of(v: &ChamberView) -> chrono_tz::Tz {
     v.snap.timezone.parse().unwrap_or(chrono_tz::UTC)
 }
 
+/// Forwards one chamber's notices until the client goes, the chamber is
+/// removed or cryod stops: `each` turns a notice into an item to send (or
+/// none); `lagged` is sent when this reader fell behind the broadcast.
+async fn forward<T: Send + 'static>(
+    shared: &crate::runtime::Shared,
+    mut notices: tokio::sync::broadcast::Receiver<crate::runtime::Notice>,
+    id: i64,
+    tx: &mpsc::Sender<Result<T, Status>>,
+    lagged: impl Fn() -> Option<T>,
+    mut each: impl FnMut(NoticeKind) -> Option<T>,
+) {
+    loop {
+        let n = tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tx.closed() => return,
+            n = notices.recv() => n,
+        };
+        let item = match n {
+            Ok(n) if n.chamber != id => continue,
+            Ok(n) if matches!(n.what, NoticeKind::Removed) => return,
+            Ok(n) => each(n.what),
+            Err(RecvError::Lagged(_)) => lagged(),
+            Err(RecvError::Closed) => return,
+        };
+        if let Some(item) = item
+            && tx.send(Ok(item)).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// `ChamberLog`.
 pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) -> Streamed<pb::LogLines> {
     let (tx, rx) = mpsc::channel(64);
@@ -43,7 +72,7 @@ pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) ->
     let n = if lines == 0 { 50 } else { lines as usize };
     let shared = d.shared().clone();
     let id = v.record.id;
-    let mut notices = shared.notices.subscribe();
+    let notices = shared.notices.subscribe();
     tokio::spawn(async move {
         let (first, mut offset) = log::tail(&path, n).unwrap_or_default();
         if tx.send(Ok(pb::LogLines { lines: first })).await.is_err() || !follow {
@@ -54,28 +83,13 @@ pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) ->
             follow_file(&path, &mut offset, &tx, &shared.shutdown).await;
             return;
         }
-        loop {
-            tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
-                _ = tx.closed() => return,
-                n = notices.recv() => match n {
-                    Ok(n) if n.chamber == id => match n.what {
-                        NoticeKind::Log(line) => {
-                            if tx.send(Ok(pb::LogLines { lines: vec![line] })).await.is_err() {
-                                return;
-                            }
-                        }
-                        NoticeKind::Removed => return,
-                        _ => {}
-                    },
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => {
-                        let _ = tx.send(Ok(pb::LogLines { lines: vec!["[cryo: this view fell behind; some lines were skipped]".into()] })).await;
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-            }
-        }
+        let lagged =
+            || Some(pb::LogLines { lines: vec!["[cryo: this view fell behind; some lines were skipped]".into()] });
+        forward(&shared, notices, id, &tx, lagged, |what| match what {
+            NoticeKind::Log(line) => Some(pb::LogLines { lines: vec![line] }),
+            _ => None,
+        })
+        .await;
     });
     stream(rx)
 }
@@ -143,7 +157,7 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
     let mailbox = Mailbox::new(Path::new(&v.record.path), tz_of(&v));
     let shared = d.shared().clone();
     let id = v.record.id;
-    let mut notices = shared.notices.subscribe();
+    let notices = shared.notices.subscribe();
     let n = if last == 0 { 20 } else { last as usize };
     tokio::spawn(async move {
         let mut all = mailbox.dialog();
@@ -160,31 +174,23 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
         if !follow {
             return;
         }
-        loop {
-            tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
-                _ = tx.closed() => return,
-                n = notices.recv() => match n {
-                    Ok(n) if n.chamber == id => match n.what {
-                        NoticeKind::Message { folder, name } => {
-                            if !seen.insert(name.clone()) {
-                                continue;
-                            }
-                            let found = mailbox.read(folder).unwrap_or_default().into_iter().find(|m| m.name == name);
-                            if let Some(m) = found {
-                                if tx.send(Ok(convert::mail(&m))).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        NoticeKind::Removed => return,
-                        _ => {}
-                    },
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return,
-                },
-            }
-        }
+        forward(
+            &shared,
+            notices,
+            id,
+            &tx,
+            || None,
+            |what| match what {
+                NoticeKind::Message { folder, name } if seen.insert(name.clone()) => mailbox
+                    .read(folder)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|m| m.name == name)
+                    .map(|m| convert::mail(&m)),
+                _ => None,
+            },
+        )
+        .await;
     });
     stream(rx)
 }
@@ -196,31 +202,25 @@ pub fn watch(d: &Daemon, v: ChamberView) -> Streamed<pb::Chamber> {
     let shared = d.shared().clone();
     let id = v.record.id;
     let name = v.record.name.clone();
-    let mut notices = shared.notices.subscribe();
+    let notices = shared.notices.subscribe();
     tokio::spawn(async move {
         if tx.send(Ok(convert::chamber(&v))).await.is_err() {
             return;
         }
-        loop {
-            tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
-                _ = tx.closed() => return,
-                n = notices.recv() => match n {
-                    Ok(n) if n.chamber == id => match n.what {
-                        NoticeKind::Status => {
-                            let Ok(v) = daemon.resolve(&crate::daemon::ChamberRef::Name(name.clone())) else { return };
-                            if tx.send(Ok(convert::chamber(&v))).await.is_err() {
-                                return;
-                            }
-                        }
-                        NoticeKind::Removed => return,
-                        _ => {}
-                    },
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return,
-                },
-            }
-        }
+        forward(
+            &shared,
+            notices,
+            id,
+            &tx,
+            || None,
+            |what| match what {
+                NoticeKind::Status => {
+                    daemon.resolve(&crate::daemon::ChamberRef::Name(name.clone())).ok().map(|v| convert::chamber(&v))
+                }
+                _ => None,
+            },
+        )
+        .await;
     });
     stream(rx)
 }

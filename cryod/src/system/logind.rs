@@ -8,8 +8,6 @@
 //! became due, with the delayed-wake notice. Without a system bus (containers)
 //! cryod runs on; the wall-clock timer still sees a resume, only later.
 
-use std::sync::Arc;
-
 use futures_util::StreamExt;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -65,7 +63,7 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
                 let Some(signal) = s else { return Ok(()) };
                 let start = signal.args().map(|a| a.start).unwrap_or(false);
                 asleep = start;
-                broadcast(&daemon, Arc::new(start));
+                broadcast(&daemon, start);
                 if start {
                     tracing::info!("the machine is going to sleep");
                     // Let it sleep: the log lines are written (the supervisors
@@ -85,8 +83,8 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
     }
 }
 
-fn broadcast(daemon: &Daemon, sleeping: Arc<bool>) {
+fn broadcast(daemon: &Daemon, sleeping: bool) {
     for tx in daemon.senders() {
-        let _ = tx.send(Event::Power { sleeping: *sleeping });
+        let _ = tx.send(Event::Power { sleeping });
     }
 }
