@@ -21,7 +21,8 @@ fn installed_cryod() -> Result<PathBuf> {
     Ok(std::fs::canonicalize(&p).unwrap_or(p))
 }
 
-fn config_home() -> PathBuf {
+/// `$XDG_CONFIG_HOME`, else `~/.config`.
+pub(crate) fn config_home() -> PathBuf {
     std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -133,13 +133,6 @@ fn socket_check(socket: &Path) -> Check {
     }
 }
 
-fn config_home() -> PathBuf {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".config"))
-}
-
 fn service_check() -> Check {
     if cfg!(target_os = "macos") {
         let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
@@ -150,7 +143,7 @@ fn service_check() -> Check {
             check("service", Level::Warn, "no LaunchAgent: cryod stops when you log out; `cryoctl daemon install`")
         };
     }
-    let unit = config_home().join("systemd/user/cryod.service");
+    let unit = super::daemon::config_home().join("systemd/user/cryod.service");
     if !unit.exists() {
         return check(
             "service",
@@ -158,7 +151,7 @@ fn service_check() -> Check {
             "no systemd user unit: cryod stops with this shell; `cryoctl daemon install`",
         );
     }
-    let wanted = config_home().join("systemd/user/default.target.wants/cryod.service");
+    let wanted = super::daemon::config_home().join("systemd/user/default.target.wants/cryod.service");
     if wanted.exists() {
         check("service", Level::Ok, format!("unit installed and enabled ({})", unit.display()))
     } else {
