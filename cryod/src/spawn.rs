@@ -5,15 +5,23 @@
 //! `--help` of the releases installed from npm on 2026-11-22:
 //! `@anthropic-ai/claude-code@2.1.330`, `@openai/codex@0.169.0`,
 //! `opencode-ai@1.18.33`.
-//! - `claude -p ... -- PROMPT`: the prompt goes after `--`, because
-//!   `--allowedTools` takes several values and would swallow it.
-//!   `--dangerously-skip-permissions` is refused as root unless `IS_SANDBOX=1`,
-//!   so as root the default is an explicit `--allowedTools` list.
+//! - `claude -p [ARGS] --allowedTools LIST -- PROMPT`: the prompt goes after
+//!   `--`, because `--allowedTools` takes several values and would swallow
+//!   it. The same list as root and as a normal user. An agent line that
+//!   chooses `--dangerously-skip-permissions` keeps it (and gets
+//!   `IS_SANDBOX=1` as root, where Claude Code refuses the flag otherwise);
+//!   one that names its own `--allowedTools` or `--permission-mode` keeps
+//!   those.
 //! - `codex exec -C DIR --skip-git-repo-check
-//!   --dangerously-bypass-approvals-and-sandbox -c shell_environment_policy.inherit=all PROMPT`:
-//!   the sandbox would block cryo-agent's socket, and without `inherit=all`
-//!   the tool calls lose our `CRYO_*` variables.
-//! - `opencode run --dir DIR --auto PROMPT`: `--auto` approves the tool
+//!   --dangerously-bypass-approvals-and-sandbox -c shell_environment_policy.inherit=all
+//!   -c allow_login_shell=false [ARGS] PROMPT`: without `inherit=all` the tool
+//!   calls lose our `CRYO_*` variables, and a login shell (`bash -lc`, Codex's
+//!   default) runs `/etc/profile`, which resets `PATH` and loses `cryo-agent`.
+//!   An agent line that picks its own `--sandbox` keeps it instead of the
+//!   bypass; with `workspace-write`, cryod adds
+//!   `-c sandbox_workspace_write.network_access=true`, without which the
+//!   sandbox refuses every socket, cryod's too.
+//! - `opencode run --dir DIR --auto [ARGS] PROMPT`: `--auto` approves the tool
 //!   permissions an unattended run needs (those not explicitly denied).
 //!
 //! Any other `agent` command runs as given, with the prompt as its last
@@ -131,19 +139,41 @@ pub fn command_line(
     match Kind::of(&program) {
         Kind::Claude => {
             args.push("-p".into());
+            let chose =
+                |flags: &[&str]| extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
+            let skip = chose(&["--dangerously-skip-permissions"]);
+            let own_tools = chose(&["--allowedTools", "--allowed-tools", "--permission-mode"]);
             args.extend(extra);
-            if as_root {
-                args.extend(["--allowedTools".into(), CLAUDE_ROOT_TOOLS.into()]);
-            } else {
-                args.push("--dangerously-skip-permissions".into());
+            if skip && as_root {
+                // The user's explicit choice; as root Claude Code refuses it
+                // unless told it runs in a sandbox.
+                env.insert("IS_SANDBOX".into(), "1".into());
+            }
+            if !skip && !own_tools {
+                args.extend(["--allowedTools".into(), CLAUDE_TOOLS.into()]);
             }
             args.push("--".into());
             args.push(prompt_arg);
         }
         Kind::Codex => {
             args.extend(["exec".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
-            args.push("--dangerously-bypass-approvals-and-sandbox".into());
+            // The sandbox the agent line picks, if any.
+            let sandbox = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+                "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
+                "--dangerously-bypass-approvals-and-sandbox" => Some("none"),
+                a => a.strip_prefix("--sandbox="),
+            });
+            match sandbox {
+                None => args.push("--dangerously-bypass-approvals-and-sandbox".into()),
+                // Its seccomp filter refuses every socket, cryod's too,
+                // unless network access is on.
+                Some("workspace-write") => {
+                    args.extend(["-c".into(), "sandbox_workspace_write.network_access=true".into()])
+                }
+                Some(_) => {}
+            }
             args.extend(["-c".into(), "shell_environment_policy.inherit=all".into()]);
+            args.extend(["-c".into(), "allow_login_shell=false".into()]);
             args.extend(extra);
             args.push(prompt_arg);
         }
@@ -161,9 +191,9 @@ pub fn command_line(
     Ok(Launch { program, args, env })
 }
 
-/// Tools Claude Code may use unattended as root, where it refuses
-/// `--dangerously-skip-permissions`.
-const CLAUDE_ROOT_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";
+/// Tools Claude Code may use unattended: what an agent needs to work in its
+/// chamber, `Bash` among them for `cryo-agent`.
+const CLAUDE_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";
 
 /// The folder holding `cryo-agent` (beside the running binary).
 pub fn agent_bin_dir() -> Option<PathBuf> {
@@ -261,17 +291,34 @@ mod tests {
     #[test]
     fn known_kinds() {
         let c = Path::new("/c");
-        let l = command_line("claude", c, "P", "f", false).unwrap();
-        assert_eq!(l.args, ["-p", "--dangerously-skip-permissions", "--", "P"]);
+        for as_root in [false, true] {
+            let l = command_line("claude", c, "P", "f", as_root).unwrap();
+            assert_eq!(l.args, ["-p", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+            assert!(!l.env.contains_key("IS_SANDBOX"));
+        }
         let l = command_line("claude --model opus", c, "P", "f", true).unwrap();
-        assert_eq!(l.args[..3], ["-p", "--model", "opus"]);
-        assert_eq!(l.args[3], "--allowedTools");
-        assert_eq!(l.args[5..], ["--", "P"]);
+        assert_eq!(l.args, ["-p", "--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+        // The user's explicit choices stand.
+        let l = command_line("claude --dangerously-skip-permissions", c, "P", "f", true).unwrap();
+        assert_eq!(l.args, ["-p", "--dangerously-skip-permissions", "--", "P"]);
+        assert_eq!(l.env.get("IS_SANDBOX").map(String::as_str), Some("1"));
+        let l = command_line("claude --dangerously-skip-permissions", c, "P", "f", false).unwrap();
+        assert!(!l.env.contains_key("IS_SANDBOX"));
+        let l = command_line("claude --permission-mode acceptEdits", c, "P", "f", false).unwrap();
+        assert_eq!(l.args, ["-p", "--permission-mode", "acceptEdits", "--", "P"]);
+
         let l = command_line("/usr/bin/codex", c, "P", "f", false).unwrap();
         assert_eq!(l.program, "/usr/bin/codex");
         assert_eq!(l.args[..4], ["exec", "-C", "/c", "--skip-git-repo-check"]);
+        assert!(l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
         assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
+        assert!(l.args.contains(&"allow_login_shell=false".to_string()));
         assert_eq!(l.args.last().unwrap(), "P");
+        let l = command_line("codex --sandbox workspace-write", c, "P", "f", false).unwrap();
+        assert!(!l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
+        assert!(l.args.contains(&"sandbox_workspace_write.network_access=true".to_string()));
+        assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
+
         let l = command_line("opencode", c, "P", "f", false).unwrap();
         assert_eq!(l.args, ["run", "--dir", "/c", "--auto", "P"]);
         let l = command_line("sh agent.sh --fast", c, "P", "f", false).unwrap();

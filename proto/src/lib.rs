@@ -57,6 +57,9 @@ pub enum ConnectError {
     Refused(PathBuf),
     /// The socket belongs to someone else.
     Denied(PathBuf),
+    /// The socket is ours, yet connecting was refused: a sandbox around this
+    /// process (an agent CLI's) forbids sockets.
+    Blocked(PathBuf),
     /// Anything else.
     Other(PathBuf, String),
 }
@@ -74,6 +77,13 @@ impl std::fmt::Display for ConnectError {
                 "permission denied on the cryod socket {}: it belongs to another user; set CRYO_SOCKET to your own",
                 p.display()
             ),
+            ConnectError::Blocked(p) => write!(
+                f,
+                "permission denied on the cryod socket {}, which is yours: a sandbox around this process blocks \
+                 sockets (for Codex's workspace-write sandbox, cryo adds `-c sandbox_workspace_write.network_access=true`; \
+                 check the agent line in cryo.toml)",
+                p.display()
+            ),
             ConnectError::Other(p, e) => write!(f, "cannot reach cryod at {}: {e}", p.display()),
         }
     }
@@ -89,7 +99,7 @@ pub async fn connect(path: &Path) -> Result<tonic::transport::Channel, ConnectEr
             return Err(ConnectError::NoSocket(path.to_path_buf()));
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Err(ConnectError::Denied(path.to_path_buf()));
+            return Err(denied(path));
         }
         _ => {}
     }
@@ -99,6 +109,15 @@ pub async fn connect(path: &Path) -> Result<tonic::transport::Channel, ConnectEr
     endpoint.connect().await.map_err(|e| classify(path, &e))
 }
 
+/// Permission denied: someone else's socket, or ours behind a sandbox.
+fn denied(path: &Path) -> ConnectError {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.uid() == nix::unistd::geteuid().as_raw() => ConnectError::Blocked(path.to_path_buf()),
+        _ => ConnectError::Denied(path.to_path_buf()),
+    }
+}
+
 fn classify(path: &Path, err: &(dyn std::error::Error + 'static)) -> ConnectError {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
@@ -106,7 +125,7 @@ fn classify(path: &Path, err: &(dyn std::error::Error + 'static)) -> ConnectErro
             return match io.kind() {
                 std::io::ErrorKind::NotFound => ConnectError::NoSocket(path.to_path_buf()),
                 std::io::ErrorKind::ConnectionRefused => ConnectError::Refused(path.to_path_buf()),
-                std::io::ErrorKind::PermissionDenied => ConnectError::Denied(path.to_path_buf()),
+                std::io::ErrorKind::PermissionDenied => denied(path),
                 _ => ConnectError::Other(path.to_path_buf(), io.to_string()),
             };
         }

@@ -1,5 +1,6 @@
 //! cryo's end-to-end tests: one binary, one module per capability.
 
+mod agents;
 mod browser;
 mod chaos;
 mod durability;

@@ -5,6 +5,8 @@
 //! run in parallel. Nothing here sleeps for a fixed time: [`wait_until`] polls
 //! a condition against a deadline.
 
+pub mod model;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -61,11 +63,17 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// Polls `cond` until it holds or [`DEADLINE`] passes (then panics with `what`).
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_within(DEADLINE, what, cond)
+}
+
+/// [`wait_until`] with its own deadline, for what is slow by nature (a real
+/// agent CLI starting up).
+pub fn wait_until_within(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     let mut pause = Duration::from_millis(2);
     while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(50));
     }
@@ -74,6 +82,8 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 /// A private world: HOME, XDG folders and a socket under one temporary folder.
 pub struct Env {
     dir: tempfile::TempDir,
+    /// The user (uid, gid) every command runs as, when not this process's.
+    user: Option<(u32, u32)>,
 }
 
 impl Default for Env {
@@ -91,7 +101,7 @@ impl Env {
         }
         std::fs::set_permissions(dir.path().join("run"), std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .expect("run folder mode");
-        let env = Env { dir };
+        let env = Env { dir, user: None };
         env.daemon_config("");
         env
     }
@@ -121,9 +131,50 @@ impl Env {
         self.root().join(rel)
     }
 
+    /// From now on, runs every command as the user `uid`:`gid` (with
+    /// `setpriv`), and gives the world's files to that user. Only root can;
+    /// returns why not otherwise, or when that user cannot reach `needs`
+    /// (a checkout under a private home, say).
+    pub fn run_as(&mut self, uid: u32, gid: u32, needs: &[&Path]) -> Result<(), String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("only root can run a test as another user".into());
+        }
+        for p in needs.iter().copied().chain([bin_dir().join("cryod").as_path()]) {
+            let ok = Command::new("setpriv")
+                .args([format!("--reuid={uid}"), format!("--regid={gid}"), "--clear-groups".into()])
+                .args(["test", "-x"])
+                .arg(p)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if !ok {
+                return Err(format!("user {uid} cannot reach {} (or setpriv is missing)", p.display()));
+            }
+        }
+        self.user = Some((uid, gid));
+        self.give_to_user();
+        Ok(())
+    }
+
+    /// Gives every file of the world to the user set by [`Env::run_as`]
+    /// (after the test wrote some as itself).
+    pub fn give_to_user(&self) {
+        let Some((uid, gid)) = self.user else { return };
+        let status = Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg(self.root()).status();
+        assert!(status.is_ok_and(|s| s.success()), "chown of {} failed", self.root().display());
+    }
+
     /// A command with a clean environment pointing into this world.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut c = Command::new(program);
+        let mut c = match self.user {
+            None => Command::new(program),
+            Some((uid, gid)) => {
+                let mut c = Command::new("setpriv");
+                c.args([format!("--reuid={uid}"), format!("--regid={gid}"), "--clear-groups".into(), "--".into()]);
+                c.arg(program);
+                c
+            }
+        };
         c.env_clear()
             .env("HOME", self.home())
             .env("XDG_RUNTIME_DIR", self.root().join("run"))

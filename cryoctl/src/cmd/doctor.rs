@@ -229,6 +229,35 @@ fn clock_check() -> Check {
     }
 }
 
+/// The agent CLIs cryo knows, and the version its end-to-end tests run.
+const TESTED: &[(&str, &str)] = &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33")];
+
+/// The first line `PROGRAM --version` prints, within a few seconds.
+fn cli_version(program: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(program)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    out.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
 fn agent_check(c: &pb::Chamber, path: &str) -> Check {
     let program = c.agent.split_whitespace().next().unwrap_or("");
     if program.is_empty() {
@@ -252,17 +281,26 @@ fn agent_check(c: &pb::Chamber, path: &str) -> Check {
         Some(p) => {
             let mut detail = format!("{}: {program} found at {}", c.name, p.display());
             let mut level = Level::Ok;
-            if matches!(program, "claude" | "codex" | "opencode") {
-                if let Ok(out) = std::process::Command::new(&p).arg("--version").output() {
-                    let v = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
-                    if !v.is_empty() {
-                        detail.push_str(&format!(" ({v})"));
+            let name = Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or(program);
+            if let Some(tested) = TESTED.iter().find(|t| t.0 == name).map(|t| t.1) {
+                match cli_version(&p) {
+                    Some(v) if v.contains(tested) => {
+                        detail.push_str(&format!(" ({v}, the version cryo is tested with)"))
+                    }
+                    Some(v) => detail.push_str(&format!(" ({v}; cryo is tested with {tested})")),
+                    None => {
+                        level = Level::Warn;
+                        detail.push_str(" but `--version` failed: is the install complete?");
                     }
                 }
-                if program == "claude" && nix::unistd::geteuid().is_root() {
-                    level = Level::Warn;
+                let args: Vec<&str> = c.agent.split_whitespace().skip(1).collect();
+                if name == "claude"
+                    && nix::unistd::geteuid().is_root()
+                    && args.contains(&"--dangerously-skip-permissions")
+                {
                     detail.push_str(
-                        "; as root Claude Code refuses --dangerously-skip-permissions, so cryo grants an explicit --allowedTools list",
+                        "; as root Claude Code refuses --dangerously-skip-permissions unless IS_SANDBOX=1, which cryod sets \
+                         because the agent line asks for it (remove the flag to use cryo's --allowedTools list instead)",
                     );
                 }
             }

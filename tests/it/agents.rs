@@ -1,0 +1,262 @@
+//! Issue 12: the real agent CLIs (Claude Code, Codex, OpenCode, installed
+//! from npm at the versions pinned in `tests/agents/package.json`) run whole
+//! sessions under cryod, offline, against the scripted model server of
+//! `cryo_tests::model`. cryo adds nothing for the test: the chamber's agent is
+//! the bare CLI name, and only `[provider].env` points it at the local model.
+//!
+//! The plan, for each CLI: session 1 sends a message, adds a TODO a few
+//! seconds out and hibernates; the test then writes an inbox message; session
+//! 2 (woken by the message, or by the TODO if the CLI is slow) receives it,
+//! replies, marks the TODO done and hibernates with `--complete`.
+//!
+//! `.ci/run` installs the CLIs (`npm ci --prefix tests/agents`) and sets
+//! `CRYO_REQUIRE_AGENT_CLIS=1`, so there a missing CLI fails the test; on a
+//! machine without them each test says it skipped, and why. With
+//! `CRYO_MODEL_DUMP=DIR`, each test writes the requests its CLI made to
+//! `DIR/<cli>.json` (to see what a new CLI release sends).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cryo_tests::model::{ModelServer, Script};
+use cryo_tests::{Chamber, Env, wait_until_within};
+
+/// Real CLIs start slowly (a JavaScript runtime, a config scan); under a
+/// loaded CI machine a session can take many seconds.
+const SESSION_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The folder holding the installed CLIs' launchers, or why there is none.
+fn cli(bin: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("agents/node_modules/.bin").join(bin);
+    if p.exists() {
+        return Some(p);
+    }
+    let why = format!("{} is not installed; run `npm ci --prefix tests/agents` (.ci/run does)", p.display());
+    assert!(std::env::var_os("CRYO_REQUIRE_AGENT_CLIS").is_none(), "{why}");
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+fn two_session_plan() -> Script {
+    Script::new()
+        .on(
+            "- session: 1\n",
+            &[
+                "cryo-agent send 'hello from session 1'",
+                "cryo-agent todo add 'read the reply' --at +5s",
+                "cryo-agent hibernate --summary 'said hello'",
+            ],
+        )
+        .on(
+            "- session: 2\n",
+            &[
+                "cryo-agent receive",
+                "cryo-agent send 'thanks, got your note'",
+                "cryo-agent todo done 1",
+                "cryo-agent hibernate --complete --summary 'plan complete'",
+            ],
+        )
+}
+
+/// Who runs cryod (and so the agent): this test process's user, or the
+/// unprivileged `nobody` (when the tests run as root, as in CI).
+#[derive(Clone, Copy, PartialEq)]
+enum As {
+    Me,
+    Nobody,
+}
+
+/// Runs the two-session plan with the CLI `bin` (plus `args` on the agent
+/// line), `[provider].env` and any files it needs arranged by `setup`, and
+/// checks the chamber's files.
+fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    let Some(path) = cli(bin) else { return };
+    let model = ModelServer::start(two_session_plan());
+    let mut env = Env::new();
+    if who == As::Nobody
+        && let Err(why) = env.run_as(65534, 65534, &[&path])
+    {
+        eprintln!("SKIPPED running {bin} as a normal user: {why}");
+        return;
+    }
+    let provider = setup(&env, &model);
+    let toml = format!("agent = \"{} {args}\"\n\n[provider]\n{provider}\n", path.display());
+    env.give_to_user();
+    let _d = env.start_daemon();
+    let c = env.chamber(bin, "", &toml);
+    env.give_to_user();
+    env.cryoctl(&["chamber", "start", bin]).ok();
+    let diag = |c: &Chamber| {
+        format!(
+            "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel requests:\n{}",
+            c.cryo_log(),
+            c.read("cryo-agent.log"),
+            model.transcript()
+        )
+    };
+    wait_until_within(SESSION_DEADLINE, "session 1 to end", || c.ended() >= 1);
+    assert!(c.cryo_log().contains("hibernate accepted"), "session 1 did not hibernate\n{}", diag(&c));
+    c.write_inbox(1, "a note from the operator: the build is green");
+    wait_until_within(SESSION_DEADLINE, "session 2 to end", || c.ended() >= 2);
+
+    let log = c.cryo_log();
+    assert!(log.contains("hibernate --complete accepted"), "session 2 did not complete the plan\n{}", diag(&c));
+    assert_eq!(c.ended(), 2, "{}", diag(&c));
+    assert!(c.fallbacks().is_empty(), "cryod had to write a fallback: {:?}\n{}", c.fallbacks(), diag(&c));
+    let outbox = c.outbox();
+    assert!(outbox.iter().any(|m| m.contains("hello from session 1")), "{outbox:?}");
+    assert!(outbox.iter().any(|m| m.contains("thanks, got your note")), "{outbox:?}");
+    let claimed = c.messages("messages/inbox/archive");
+    assert!(claimed.iter().any(|(_, t)| t.contains("the build is green")), "the inbox message was not received");
+    if who == As::Nobody {
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(c.dir.join("todo.json")).unwrap());
+        assert_eq!(owner, 65534, "cryod did not run as the normal user");
+    }
+    let todos = c.todos().to_string();
+    assert!(todos.contains("read the reply"), "session 1's TODO is missing: {todos}");
+    // The CLI ran each scripted command through its own shell tool.
+    assert_eq!(model.answered(), two_session_plan_commands(), "{}", diag(&c));
+    // Every answered request was a streamed one, and carried the key the
+    // way its API says (`x-api-key` for Anthropic, a bearer token for OpenAI's).
+    for seen in model.seen().iter().filter(|s| s.answered.is_some()) {
+        assert_eq!(seen.body["stream"], true, "{} was not streamed", seen.path);
+        let key = seen.headers.iter().any(|(k, v)| {
+            (k == "x-api-key" && v == "sk-cryo-test") || (k == "authorization" && v == "Bearer sk-cryo-test")
+        });
+        assert!(key, "{} carried no API key: {:?}", seen.path, seen.headers);
+    }
+    if let Some(p) = std::env::var_os("CRYO_MODEL_DUMP") {
+        let dump: Vec<serde_json::Value> = model
+            .seen()
+            .into_iter()
+            .map(|s| serde_json::json!({ "path": s.path, "headers": s.headers, "body": s.body }))
+            .collect();
+        std::fs::write(PathBuf::from(p).join(format!("{bin}.json")), serde_json::to_string_pretty(&dump).unwrap())
+            .unwrap();
+    }
+    // The provider's key reached the CLI (it sent it) but not cryo's logs.
+    assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
+}
+
+fn two_session_plan_commands() -> Vec<String> {
+    let s = two_session_plan();
+    ["- session: 1\n", "- session: 2\n"].iter().flat_map(|m| s.commands(m)).collect()
+}
+
+fn claude_provider(_: &Env, model: &ModelServer) -> String {
+    format!(
+        "env = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"sk-cryo-test\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }}",
+        model.url()
+    )
+}
+
+/// Codex reads its model provider from `$CODEX_HOME/config.toml`.
+fn codex_provider(env: &Env, model: &ModelServer) -> String {
+    let home = env.path("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"m1\"\nmodel_provider = \"local\"\n\n[model_providers.local]\nname = \"local\"\n\
+             base_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            model.url()
+        ),
+    )
+    .unwrap();
+    format!("env = {{ CODEX_HOME = \"{}\", OPENAI_API_KEY = \"sk-cryo-test\" }}", home.display())
+}
+
+/// OpenCode reads an OpenAI-compatible provider from the file `OPENCODE_CONFIG` names.
+fn opencode_provider(env: &Env, model: &ModelServer) -> String {
+    let config = env.path("opencode.json");
+    let provider = serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "model": "local/m1",
+        "provider": { "local": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "local",
+            "options": { "baseURL": format!("{}/v1", model.url()), "apiKey": "sk-cryo-test" },
+            "models": { "m1": { "name": "m1" } },
+        } },
+    });
+    std::fs::write(&config, provider.to_string()).unwrap();
+    format!("env = {{ OPENCODE_CONFIG = \"{}\" }}", config.display())
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan() {
+    run_plan("claude", "", As::Me, claude_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("claude", "", As::Nobody, claude_provider);
+}
+
+/// The user's explicit choice of `--dangerously-skip-permissions` works as
+/// root too (cryod adds `IS_SANDBOX=1`, without which Claude Code refuses).
+#[test]
+fn claude_code_with_skip_permissions_chosen_by_the_user() {
+    run_plan("claude", "--dangerously-skip-permissions", As::Me, claude_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan() {
+    run_plan("codex", "", As::Me, codex_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("codex", "", As::Nobody, codex_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan() {
+    run_plan("opencode", "", As::Me, opencode_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("opencode", "", As::Nobody, opencode_provider);
+}
+
+/// The user may keep Codex's own sandbox (`--sandbox workspace-write`):
+/// cryo-agent still reaches cryod's socket from inside it (cryod turns on
+/// the sandbox's network access; without it every socket is refused).
+#[test]
+fn codex_in_its_workspace_write_sandbox() {
+    run_plan("codex", "--sandbox workspace-write", As::Me, codex_provider);
+}
+
+/// `cryoctl doctor` finds each configured CLI, reports its version against
+/// the one cryo is tested with, and explains the root pitfall of
+/// `--dangerously-skip-permissions`.
+#[test]
+fn doctor_reports_each_agent_cli() {
+    let (Some(claude), Some(codex), Some(opencode)) = (cli("claude"), cli("codex"), cli("opencode")) else { return };
+    let env = Env::new();
+    let _d = env.start_daemon();
+    env.chamber("a", "", &format!("agent = \"{}\"", claude.display()));
+    env.chamber("b", "", &format!("agent = \"{} --dangerously-skip-permissions\"", claude.display()));
+    env.chamber("c", "", &format!("agent = \"{}\"", codex.display()));
+    env.chamber("d", "", &format!("agent = \"{}\"", opencode.display()));
+    let r = env.cryoctl(&["doctor", "--json"]);
+    let checks: Vec<serde_json::Value> = serde_json::from_str(&r.stdout).unwrap();
+    let agent = |chamber: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"] == "agent" && c["detail"].as_str().unwrap().starts_with(&format!("{chamber}:")))
+            .unwrap_or_else(|| panic!("no agent check for {chamber}: {checks:?}"))
+            .clone()
+    };
+    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33")] {
+        let c = agent(chamber);
+        assert_eq!(c["level"], "ok", "{c}");
+        let detail = c["detail"].as_str().unwrap();
+        assert!(detail.contains(version) && detail.contains("the version cryo is tested with"), "{detail}");
+    }
+    let b = agent("b");
+    if nix::unistd::geteuid().is_root() {
+        assert!(b["detail"].as_str().unwrap().contains("IS_SANDBOX=1"), "{b}");
+    }
+}

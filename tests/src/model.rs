@@ -1,0 +1,421 @@
+//! A scripted model server: a local HTTP server that plays a language model
+//! for the real agent CLIs, so they run whole sessions offline.
+//!
+//! It speaks the three wire APIs the CLIs use, each streamed with server-sent
+//! events as the clients ask:
+//! - Anthropic's Messages API (`POST /v1/messages`, Claude Code),
+//! - OpenAI's Responses API (`POST /v1/responses`, Codex),
+//! - OpenAI's Chat Completions API (`POST /v1/chat/completions`, OpenCode
+//!   through an OpenAI-compatible provider).
+//!
+//! A [`Script`] maps a marker in the user's prompt (`- session: 2`) to the
+//! shell commands of that session. Each request is answered with the next
+//! command as a call of the client's shell tool; which one is next is the
+//! number of tool results the conversation already holds. When the commands
+//! are used up, or the request offers no shell tool (title generation and
+//! other side requests), the answer is a short text that ends the turn.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One session's commands, chosen by a marker in the prompt.
+#[derive(Clone, Debug, Default)]
+pub struct Script {
+    turns: Vec<(String, Vec<String>)>,
+}
+
+impl Script {
+    pub fn new() -> Script {
+        Script::default()
+    }
+
+    /// The commands to run when the prompt contains `marker`.
+    pub fn on(mut self, marker: &str, commands: &[&str]) -> Script {
+        self.turns.push((marker.to_string(), commands.iter().map(|c| c.to_string()).collect()));
+        self
+    }
+
+    /// The commands of the first turn whose marker `prompt` contains.
+    pub fn commands(&self, prompt: &str) -> Vec<String> {
+        self.commands_for(prompt).to_vec()
+    }
+
+    fn commands_for(&self, prompt: &str) -> &[String] {
+        self.turns.iter().find(|(m, _)| prompt.contains(m.as_str())).map(|(_, c)| c.as_slice()).unwrap_or(&[])
+    }
+}
+
+/// A request the server received, for assertions and for diagnosing a
+/// failing test.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+    /// The shell command this request was answered with, if any.
+    pub answered: Option<String>,
+}
+
+struct Inner {
+    script: Script,
+    seen: Mutex<Vec<Seen>>,
+}
+
+/// A running model server (stopped on drop).
+pub struct ModelServer {
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl ModelServer {
+    pub fn start(script: Script) -> ModelServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("model server runtime");
+        let inner = Arc::new(Inner { script, seen: Mutex::new(Vec::new()) });
+        let app = axum::Router::new().fallback(handle).with_state(inner.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("model server listens on a loopback port");
+        let addr = listener.local_addr().expect("model server address");
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        ModelServer { addr, inner, _runtime: runtime }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.inner.seen.lock().unwrap().clone()
+    }
+
+    /// Every command the server handed out, in order.
+    pub fn answered(&self) -> Vec<String> {
+        self.seen().into_iter().filter_map(|s| s.answered).collect()
+    }
+
+    /// One line per request (path, the command answered), for failure messages.
+    pub fn transcript(&self) -> String {
+        self.seen()
+            .iter()
+            .map(|s| format!("{} -> {}", s.path, s.answered.as_deref().unwrap_or("(end of turn)")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Which wire API a request speaks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Api {
+    Messages,
+    Responses,
+    Chat,
+}
+
+async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: String) -> Response {
+    let path = uri.path().to_string();
+    let api = match path.as_str() {
+        p if p.ends_with("/messages") => Api::Messages,
+        p if p.ends_with("/responses") => Api::Responses,
+        p if p.ends_with("/chat/completions") => Api::Chat,
+        p if p.ends_with("/count_tokens") => return axum::Json(json!({ "input_tokens": 1000 })).into_response(),
+        p if p.ends_with("/models") => {
+            return axum::Json(json!({ "object": "list", "data": [{ "id": "m1", "object": "model" }] }))
+                .into_response();
+        }
+        _ => return (StatusCode::NOT_FOUND, format!("no such endpoint {path}")).into_response(),
+    };
+    let Ok(body) = serde_json::from_str::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
+    };
+    let convo = Conversation::read(api, &body);
+    let answer = convo.shell_tool.as_ref().and_then(|tool| {
+        let commands = inner.script.commands_for(&convo.prompt);
+        commands.get(convo.tool_results).map(|cmd| (tool.clone(), cmd.clone()))
+    });
+    let kept_headers = headers
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "content-length" | "accept-encoding" | "connection"))
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_string()))
+        .collect();
+    inner.seen.lock().unwrap().push(Seen {
+        path: path.clone(),
+        headers: kept_headers,
+        body: body.clone(),
+        answered: answer.as_ref().map(|(_, c)| c.clone()),
+    });
+    let n = inner.seen.lock().unwrap().len();
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("m1").to_string();
+    let reply = match &answer {
+        Some((tool, cmd)) => Reply::Tool { name: tool.name.clone(), arguments: tool.arguments(cmd), id: n },
+        None => Reply::Text("Done.".into()),
+    };
+    let events = match api {
+        Api::Messages => messages_events(&reply, &model, n, stream),
+        Api::Responses => responses_events(&reply, &model, n, stream),
+        Api::Chat => chat_events(&reply, &model, n, stream),
+    };
+    match events {
+        Answer::Json(json) => axum::Json(json).into_response(),
+        Answer::Stream(sse) => Response::builder()
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
+            .body(Body::from(sse))
+            .unwrap(),
+    }
+}
+
+/// The shell tool a client offered, and how its arguments are shaped.
+#[derive(Clone, Debug)]
+struct ShellTool {
+    name: String,
+    /// The parameters' JSON schema.
+    params: Value,
+}
+
+impl ShellTool {
+    fn arguments(&self, cmd: &str) -> Value {
+        let props = self.params.get("properties").cloned().unwrap_or(Value::Null);
+        if props.get("cmd").is_some() {
+            return json!({ "cmd": cmd });
+        }
+        let wants_array = props.pointer("/command/type").and_then(Value::as_str) == Some("array");
+        if wants_array {
+            return json!({ "command": ["bash", "-lc", cmd] });
+        }
+        let mut args = json!({ "command": cmd });
+        if props.get("description").is_some() {
+            args["description"] = json!("scripted step");
+        }
+        args
+    }
+}
+
+/// What the server needs from a request: the prompt text, how many tool
+/// results came back so far, and the shell tool on offer.
+struct Conversation {
+    prompt: String,
+    tool_results: usize,
+    shell_tool: Option<ShellTool>,
+}
+
+const SHELL_NAMES: &[&str] = &["bash", "shell", "exec_command"];
+
+impl Conversation {
+    fn read(api: Api, body: &Value) -> Conversation {
+        let mut prompt = String::new();
+        let mut tool_results = 0;
+        let empty = Vec::new();
+        let text_of = |content: &Value, prompt: &mut String| match content {
+            Value::String(s) => prompt.push_str(s),
+            Value::Array(parts) => {
+                for p in parts {
+                    if let Some(t) = p.get("text").and_then(Value::as_str)
+                        && matches!(p.get("type").and_then(Value::as_str), Some("text" | "input_text"))
+                    {
+                        prompt.push_str(t);
+                        prompt.push('\n');
+                    }
+                }
+            }
+            _ => {}
+        };
+        match api {
+            Api::Messages | Api::Chat => {
+                for m in body.get("messages").and_then(Value::as_array).unwrap_or(&empty) {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+                    let content = m.get("content").unwrap_or(&Value::Null);
+                    match role {
+                        "user" => {
+                            text_of(content, &mut prompt);
+                            tool_results += content
+                                .as_array()
+                                .map(|parts| {
+                                    parts
+                                        .iter()
+                                        .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
+                                        .count()
+                                })
+                                .unwrap_or(0);
+                        }
+                        "tool" => tool_results += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Api::Responses => {
+                for item in body.get("input").and_then(Value::as_array).unwrap_or(&empty) {
+                    match item.get("type").and_then(Value::as_str) {
+                        Some("function_call_output" | "custom_tool_call_output") => tool_results += 1,
+                        Some("message") | None if item.get("role").and_then(Value::as_str) == Some("user") => {
+                            text_of(item.get("content").unwrap_or(&Value::Null), &mut prompt)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let shell_tool = body.get("tools").and_then(Value::as_array).and_then(|tools| {
+            tools.iter().find_map(|t| {
+                // Messages: {name, input_schema}; Responses: {type, name,
+                // parameters}; Chat: {type, function: {name, parameters}}.
+                let f = t.get("function").unwrap_or(t);
+                let name = f.get("name").and_then(Value::as_str)?;
+                SHELL_NAMES.contains(&name.to_lowercase().as_str()).then(|| ShellTool {
+                    name: name.to_string(),
+                    params: f.get("input_schema").or_else(|| f.get("parameters")).cloned().unwrap_or(Value::Null),
+                })
+            })
+        });
+        Conversation { prompt, tool_results, shell_tool }
+    }
+}
+
+/// A whole JSON answer, or a stream of server-sent events.
+enum Answer {
+    Json(Value),
+    Stream(String),
+}
+
+enum Reply {
+    Tool { name: String, arguments: Value, id: usize },
+    Text(String),
+}
+
+/// Server-sent events, one `event:`/`data:` pair each.
+fn sse(events: &[(&str, Value)]) -> String {
+    events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
+}
+
+/// Anthropic Messages API: a JSON message, or its streamed events.
+fn messages_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
+    let usage = json!({ "input_tokens": 10, "output_tokens": 5 });
+    let (block, stop) = match reply {
+        Reply::Tool { name, arguments, id } => (
+            json!({ "type": "tool_use", "id": format!("toolu_{id:04}"), "name": name, "input": arguments }),
+            "tool_use",
+        ),
+        Reply::Text(t) => (json!({ "type": "text", "text": t }), "end_turn"),
+    };
+    let id = format!("msg_{n:04}");
+    if !stream {
+        return Answer::Json(json!({
+            "id": id, "type": "message", "role": "assistant", "model": model,
+            "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage,
+        }));
+    }
+    let (start_block, delta) = match reply {
+        Reply::Tool { arguments, .. } => {
+            let mut b = block.clone();
+            b["input"] = json!({});
+            (b, json!({ "type": "input_json_delta", "partial_json": arguments.to_string() }))
+        }
+        Reply::Text(t) => (json!({ "type": "text", "text": "" }), json!({ "type": "text_delta", "text": t })),
+    };
+    Answer::Stream(sse(&[
+        (
+            "message_start",
+            json!({ "type": "message_start", "message": {
+                "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": null, "stop_sequence": null, "usage": { "input_tokens": 10, "output_tokens": 1 } } }),
+        ),
+        ("content_block_start", json!({ "type": "content_block_start", "index": 0, "content_block": start_block })),
+        ("content_block_delta", json!({ "type": "content_block_delta", "index": 0, "delta": delta })),
+        ("content_block_stop", json!({ "type": "content_block_stop", "index": 0 })),
+        (
+            "message_delta",
+            json!({ "type": "message_delta", "delta": { "stop_reason": stop, "stop_sequence": null },
+                    "usage": { "output_tokens": 5 } }),
+        ),
+        ("message_stop", json!({ "type": "message_stop" })),
+    ]))
+}
+
+/// OpenAI Responses API: a response object, or its streamed events.
+fn responses_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
+    let item = match reply {
+        Reply::Tool { name, arguments, id } => json!({
+            "type": "function_call", "id": format!("fc_{id:04}"), "call_id": format!("call_{id:04}"),
+            "name": name, "arguments": arguments.to_string(), "status": "completed",
+        }),
+        Reply::Text(t) => json!({
+            "type": "message", "id": format!("msg_{n:04}"), "role": "assistant", "status": "completed",
+            "content": [{ "type": "output_text", "text": t, "annotations": [] }],
+        }),
+    };
+    let id = format!("resp_{n:04}");
+    let usage = json!({
+        "input_tokens": 10, "input_tokens_details": { "cached_tokens": 0 },
+        "output_tokens": 5, "output_tokens_details": { "reasoning_tokens": 0 }, "total_tokens": 15,
+    });
+    let done = json!({
+        "id": id, "object": "response", "created_at": 0, "status": "completed", "model": model,
+        "output": [item.clone()], "usage": usage,
+    });
+    if !stream {
+        return Answer::Json(done);
+    }
+    let mut in_progress = done.clone();
+    in_progress["status"] = json!("in_progress");
+    in_progress["output"] = json!([]);
+    Answer::Stream(sse(&[
+        ("response.created", json!({ "type": "response.created", "sequence_number": 0, "response": in_progress })),
+        (
+            "response.output_item.added",
+            json!({ "type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item }),
+        ),
+        (
+            "response.output_item.done",
+            json!({ "type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item }),
+        ),
+        ("response.completed", json!({ "type": "response.completed", "sequence_number": 3, "response": done })),
+    ]))
+}
+
+/// OpenAI Chat Completions API: a completion, or its streamed chunks
+/// (`data:` lines ending with `[DONE]`).
+fn chat_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
+    let id = format!("chatcmpl-{n:04}");
+    let (message, finish) = match reply {
+        Reply::Tool { name, arguments, id } => (
+            json!({ "role": "assistant", "content": null, "tool_calls": [{
+                "index": 0, "id": format!("call_{id:04}"), "type": "function",
+                "function": { "name": name, "arguments": arguments.to_string() } }] }),
+            "tool_calls",
+        ),
+        Reply::Text(t) => (json!({ "role": "assistant", "content": t }), "stop"),
+    };
+    let usage = json!({ "prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15 });
+    if !stream {
+        return Answer::Json(json!({
+            "id": id, "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{ "index": 0, "message": message, "finish_reason": finish }], "usage": usage,
+        }));
+    }
+    let chunk = |delta: Value, finish: Value, usage: Value| {
+        json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }], "usage": usage })
+    };
+    let chunks = [
+        chunk(message, Value::Null, Value::Null),
+        chunk(json!({}), json!(finish), Value::Null),
+        json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": usage }),
+    ];
+    let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    out.push_str("data: [DONE]\n\n");
+    Answer::Stream(out)
+}
