@@ -310,6 +310,13 @@ impl Daemon {
         self.ask(v.record.id, |reply| Event::Todo { call, reply }).await?
     }
 
+    /// Asks a chamber's bridges to pull (or push) now; returns each one's
+    /// count or error, and every bridge's status after.
+    pub async fn sync(&self, r: &ChamberRef, pull: bool) -> Result<supervisor::SyncOutcome> {
+        let v = self.resolve(r)?;
+        self.ask(v.record.id, |reply| Event::Sync { pull, reply }).await
+    }
+
     /// The most recent sessions of a chamber, newest first.
     pub async fn sessions(&self, id: i64, limit: u32) -> Result<Vec<crate::store::SessionRow>> {
         Ok(self.0.shared.store.recent_sessions(id, limit).await?)

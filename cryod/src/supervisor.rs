@@ -123,6 +123,14 @@ pub enum Event {
     Power {
         sleeping: bool,
     },
+    /// A sync bridge's status changed.
+    BridgesChanged,
+    /// An operator asks the bridges to pull (or push) now; the answer is
+    /// each bridge's count or error, and their status after.
+    Sync {
+        pull: bool,
+        reply: oneshot::Sender<SyncOutcome>,
+    },
     /// An operator replaces `plan.md`.
     WritePlan {
         text: String,
@@ -148,6 +156,10 @@ pub enum TodoCall {
     Done(u64),
     Remove(u64),
 }
+
+/// What a pull or push asked by an operator did: per bridge, a count or an
+/// error; then every bridge's status.
+pub type SyncOutcome = (Vec<(String, std::result::Result<u64, String>)>, Vec<cryo_sync::Status>);
 
 /// What an operator's wake did.
 #[derive(Debug, Clone, Default)]
@@ -183,6 +195,9 @@ pub struct Snapshot {
     pub error: Option<String>,
     /// Questions the agent asked with no message to it since.
     pub open_questions: u32,
+    /// The sync bridges (none unless `cryo.toml` configures some and the
+    /// chamber is started).
+    pub bridges: Vec<cryo_sync::Status>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -288,6 +303,7 @@ struct Sup {
     /// The last write that failed (disk full, read-only), until one succeeds.
     write_error: Option<String>,
     open_questions: u32,
+    bridges: crate::bridges::Bridges,
 }
 
 /// What start-up recovery hands a supervisor: the sessions of this chamber
@@ -334,6 +350,12 @@ pub async fn spawn(shared: Arc<Shared>, record: ChamberRecord, recovery: Recover
         start_waiters: Vec::new(),
         write_error: None,
         open_questions: 0,
+        bridges: crate::bridges::Bridges::new({
+            let tx = tx.clone();
+            Arc::new(move || {
+                let _ = tx.send(Event::BridgesChanged);
+            })
+        }),
     };
     sup.open_questions = sup.count_open_questions();
     if let Some(last) = sup.shared.store.recent_sessions(sup.id, 1).await.ok().and_then(|v| v.into_iter().next()) {
@@ -461,6 +483,7 @@ impl Sup {
             last_lateness_ms: self.last_lateness_ms,
             error: self.write_error.clone(),
             open_questions: self.open_questions,
+            bridges: self.bridges.statuses(),
         };
         let changed = *self.snapshot.borrow() != snap;
         self.snapshot.send_replace(snap);
@@ -479,13 +502,22 @@ impl Sup {
         [todo, hold].into_iter().flatten().min()
     }
 
+    /// Runs the sync bridges `cryo.toml` asks for while the chamber is
+    /// started (paused included: mail still flows), and none otherwise.
+    fn reconcile_bridges(&mut self) {
+        let active = self.desired == Desired::Started;
+        self.bridges.reconcile(&self.root, self.config.as_ref().ok(), active);
+    }
+
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
         if self.desired == Desired::Started {
             self.resume();
-            self.publish();
         }
+        self.reconcile_bridges();
+        self.publish();
         while let Some(ev) = rx.recv().await {
             let done = self.handle(ev).await;
+            self.reconcile_bridges();
             self.publish();
             if done {
                 break;
@@ -558,6 +590,18 @@ impl Sup {
                 let _ = reply.send(r);
             }
             Event::Due => self.replan(),
+            Event::BridgesChanged => {}
+            Event::Sync { pull, reply } => {
+                let waiting = self.bridges.command(&self.root, self.tz(), pull);
+                let cells = self.bridges.cells();
+                tokio::spawn(async move {
+                    let mut out = Vec::new();
+                    for (name, rx) in waiting {
+                        out.push((name, rx.await.unwrap_or_else(|_| Err("the bridge has ended".into()))));
+                    }
+                    let _ = reply.send((out, cells.iter().map(|c| c.get()).collect()));
+                });
+            }
             Event::WritePlan { text, reply } => {
                 let r = if text.len() > 1024 * 1024 {
                     Err(Error::Invalid("the plan is over 1 MiB".into()))
@@ -756,6 +800,7 @@ impl Sup {
                 Ok(name) => {
                     self.log_event(&format!("cryochamber wrote: {} ({name})", f.subject));
                     self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name });
+                    self.bridges.outbox_changed();
                 }
                 Err(error) => {
                     tracing::error!(chamber = %self.name, %error, "cannot write a fallback message");
@@ -1538,6 +1583,7 @@ impl Sup {
             .write(Folder::Outbox, &msg, now)
             .map_err(|e| Error::Internal(format!("cannot write the outbox: {e}")))?;
         self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name: file.clone() });
+        self.bridges.outbox_changed();
         if question {
             self.open_questions += 1;
         }

@@ -45,6 +45,21 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "last_lateness_ms": if c.last_lateness_ms < 0 { serde_json::Value::Null } else { c.last_lateness_ms.into() },
         "error": null_if_empty(&c.error),
         "open_questions": c.open_questions,
+        "bridges": c.bridges.iter().map(bridge_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The stable JSON form of a sync bridge's status.
+pub fn bridge_json(b: &v1::Bridge) -> serde_json::Value {
+    json!({
+        "name": b.name,
+        "state": b.state,
+        "target": null_if_empty(&b.target),
+        "last_pull": null_if_empty(&b.last_pull),
+        "last_push": null_if_empty(&b.last_push),
+        "last_error": null_if_empty(&b.last_error),
+        "delivered": b.delivered,
+        "posted": b.posted,
     })
 }
 

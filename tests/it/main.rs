@@ -11,3 +11,4 @@ mod runtime;
 mod scheduling;
 mod service;
 mod snapshots;
+mod sync;

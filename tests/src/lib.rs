@@ -5,6 +5,8 @@
 //! run in parallel. Nothing here sleeps for a fixed time: [`wait_until`] polls
 //! a condition against a deadline.
 
+pub mod fake_github;
+pub mod fake_zulip;
 pub mod model;
 
 use std::ffi::OsStr;

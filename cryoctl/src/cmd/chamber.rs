@@ -94,6 +94,13 @@ pub enum ChamberCmd {
         #[command(subcommand)]
         op: TodoOp,
     },
+    /// The chamber's sync bridges (Zulip, GitHub): status, or pull or push now.
+    Sync {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        #[arg(value_enum, default_value = "status")]
+        action: SyncAction,
+    },
     /// List the registered chambers.
     #[command(alias = "ls")]
     List,
@@ -138,6 +145,16 @@ pub enum ChamberCmd {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum SyncAction {
+    /// Each bridge: connected or not, last pull, last push, last error.
+    Status,
+    /// Fetch new messages into the inbox now.
+    Pull,
+    /// Post the outbox now.
+    Push,
+}
+
 #[derive(Subcommand)]
 pub enum TodoOp {
     /// Pending and claimed TODOs.
@@ -171,6 +188,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
         ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,
+        ChamberCmd::Sync { chamber, action } => sync(&ctx, chamber, action).await,
         ChamberCmd::List => list(&ctx).await,
         ChamberCmd::Status { chamber, watch: false } => status(&ctx, chamber).await,
         ChamberCmd::Status { chamber, watch: true } => watch(&ctx, chamber).await,
@@ -394,6 +412,10 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         if ch.last_lateness_ms >= 0 {
             println!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
         }
+        for b in &ch.bridges {
+            let error = if b.last_error.is_empty() { String::new() } else { format!(": {}", b.last_error) };
+            println!("  sync      {} {}{error}", b.name, b.state);
+        }
     }
     if !r.sessions.is_empty() {
         println!();
@@ -583,6 +605,66 @@ async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, su
         println!("sent: {}", r.file);
     }
     Ok(())
+}
+
+async fn sync(ctx: &Ctx, chamber: Option<String>, action: SyncAction) -> Result<()> {
+    use pb::chamber_sync_request::Action;
+    let action = match action {
+        SyncAction::Status => Action::Status,
+        SyncAction::Pull => Action::Pull,
+        SyncAction::Push => Action::Push,
+    };
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_sync(pb::ChamberSyncRequest { chamber: Some(r), action: action as i32 }).await }
+    })
+    .await?
+    .into_inner();
+    let failed: Vec<&pb::SyncResult> = r.results.iter().filter(|x| !x.error.is_empty()).collect();
+    if ctx.json {
+        let results: Vec<serde_json::Value> = r
+            .results
+            .iter()
+            .map(|x| serde_json::json!({ "bridge": x.bridge, "count": x.count, "error": null_if_empty(&x.error) }))
+            .collect();
+        output::json(&serde_json::json!({
+            "bridges": r.bridges.iter().map(cryo_proto::json::bridge_json).collect::<Vec<_>>(),
+            "results": results,
+        }));
+    } else if r.bridges.is_empty() {
+        println!(
+            "no sync bridges (configure [sync.zulip] or [sync.github] in cryo.toml; they run while the chamber is started)"
+        );
+    } else {
+        for x in &r.results {
+            let verb = if action == Action::Pull { "delivered" } else { "posted" };
+            if x.error.is_empty() {
+                println!("{}: {verb} {}", x.bridge, x.count);
+            }
+        }
+        let rows: Vec<Vec<output::Cell>> = r
+            .bridges
+            .iter()
+            .map(|b| {
+                let time = |t: &str| if t.is_empty() { "-".to_string() } else { output::local_time(t) };
+                vec![
+                    b.name.as_str().into(),
+                    b.state.as_str().into(),
+                    time(&b.last_pull).into(),
+                    time(&b.last_push).into(),
+                    dash(&b.last_error).into(),
+                ]
+            })
+            .collect();
+        output::table(&["BRIDGE", "STATE", "LAST PULL", "LAST PUSH", "LAST ERROR"], rows, 4);
+    }
+    match failed.as_slice() {
+        [] => Ok(()),
+        f => Err(client::Failure::refused(
+            f.iter().map(|x| format!("{}: {}", x.bridge, x.error)).collect::<Vec<_>>().join("; "),
+        )),
+    }
 }
 
 async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {

@@ -82,6 +82,8 @@ pub struct GithubSync {
     pub issue: Option<u64>,
     pub token_file: Option<String>,
     pub api_url: Option<String>,
+    /// Seconds between polls (GitHub has no long poll); default 30.
+    pub poll_interval: Option<u64>,
 }
 
 #[derive(Deserialize)]

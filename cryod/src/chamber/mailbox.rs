@@ -174,12 +174,42 @@ impl Mailbox {
 
     /// Writes a message into `f` atomically; returns its file name.
     pub fn write(&self, f: Folder, msg: &Message, now: DateTime<Utc>) -> std::io::Result<String> {
+        let unique = format!("{:04x}{:04x}", SEQ.fetch_add(1, Ordering::Relaxed) & 0xffff, random_u16());
+        self.write_as(f, msg, now, &unique)
+    }
+
+    /// Writes a message whose name ends in `_UNIQUE.md`, `unique` chosen by
+    /// the caller (a bridge's `zulip-123`): the same message always gets the
+    /// same name.
+    pub fn write_as(&self, f: Folder, msg: &Message, at: DateTime<Utc>, unique: &str) -> std::io::Result<String> {
         let dir = self.dir(f);
         std::fs::create_dir_all(&dir)?;
-        let unique = format!("{:04x}{:04x}", SEQ.fetch_add(1, Ordering::Relaxed) & 0xffff, random_u16());
-        let name = message::file_name(now, &msg.subject, &unique);
+        let name = message::file_name(at, &msg.subject, unique);
         write_atomic(&dir.join(&name), message::render(msg, self.tz).as_bytes())?;
         Ok(name)
+    }
+
+    /// Whether the inbox or its archive holds a message written with
+    /// `unique` (see [`Mailbox::write_as`]).
+    pub fn has_incoming(&self, unique: &str) -> std::io::Result<bool> {
+        let tail = format!("_{unique}.md");
+        // The archive may have added `-N` to a name that collided.
+        let tail_n = format!("_{unique}-");
+        for f in [Folder::Inbox, Folder::InboxArchive] {
+            if self.names(f)?.iter().any(|n| n.ends_with(&tail) || n.contains(&tail_n)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Moves an outbox message to `outbox/archive/` (delivered by a bridge).
+    pub fn archive_outbox(&self, name: &str) -> std::io::Result<()> {
+        let archive = self.dir(Folder::OutboxArchive);
+        std::fs::create_dir_all(&archive)?;
+        let target = unique_target(&archive, name);
+        std::fs::rename(self.dir(Folder::Outbox).join(name), target)?;
+        std::fs::File::open(&archive)?.sync_all()
     }
 
     /// The conversation: incoming (inbox archive) and outgoing (outbox and its

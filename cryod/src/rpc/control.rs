@@ -160,4 +160,25 @@ impl Control for ControlService {
         let (v, already, ended_session) = self.daemon.stop(&r, !req.no_wait).await?;
         Ok(Response::new(pb::ChamberStopReply { chamber: Some(convert::chamber(&v)), already, ended_session }))
     }
+
+    async fn chamber_sync(&self, req: Request<pb::ChamberSyncRequest>) -> R<pb::ChamberSyncReply> {
+        use pb::chamber_sync_request::Action;
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let action = Action::try_from(req.action).unwrap_or(Action::Status);
+        let (results, bridges) = match action {
+            Action::Status => (Vec::new(), self.daemon.resolve(&r)?.snap.bridges),
+            Action::Pull | Action::Push => self.daemon.sync(&r, action == Action::Pull).await?,
+        };
+        Ok(Response::new(pb::ChamberSyncReply {
+            bridges: bridges.iter().map(convert::bridge).collect(),
+            results: results
+                .into_iter()
+                .map(|(bridge, r)| match r {
+                    Ok(count) => pb::SyncResult { bridge, count, error: String::new() },
+                    Err(error) => pb::SyncResult { bridge, count: 0, error },
+                })
+                .collect(),
+        }))
+    }
 }

@@ -45,6 +45,20 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         last_lateness_ms: v.snap.last_lateness_ms.unwrap_or(-1),
         error: v.snap.error.clone().unwrap_or_default(),
         open_questions: v.snap.open_questions,
+        bridges: v.snap.bridges.iter().map(bridge).collect(),
+    }
+}
+
+pub fn bridge(b: &cryo_sync::Status) -> pb::Bridge {
+    pb::Bridge {
+        name: b.bridge.clone(),
+        state: b.state.clone(),
+        target: b.target.clone(),
+        last_pull: b.last_pull.map(crate::rfc3339).unwrap_or_default(),
+        last_push: b.last_push.map(crate::rfc3339).unwrap_or_default(),
+        last_error: b.last_error.clone().unwrap_or_default(),
+        delivered: b.delivered,
+        posted: b.posted,
     }
 }
 

@@ -1,0 +1,144 @@
+//! Attachments: files linked from messages.
+//!
+//! Incoming: the service's upload links are downloaded into
+//! `messages/attachments/` (at most [`MAX_ATTACHMENT_BYTES`] each) and the
+//! links rewritten to the local file. Outgoing: links to files in
+//! `messages/attachments/` are uploaded and rewritten to the service's link.
+//! Only regular files inside that folder are ever read: not a symlink, not a
+//! path that climbs out, nothing under `.cryo/`, nothing named `cryo.toml`.
+
+use std::path::{Path, PathBuf};
+
+/// The folder, relative to the chamber.
+pub const DIR: &str = "messages/attachments";
+
+/// Largest file downloaded or uploaded.
+pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
+
+/// Markdown link targets in `body`: the `URL` of every `[text](URL)`.
+pub fn link_targets(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find(|c: char| c == ')' || c.is_whitespace()) else { break };
+        let target = &after[..end];
+        if !target.is_empty() && !out.iter().any(|t| t == target) {
+            out.push(target.to_string());
+        }
+        rest = &after[end..];
+    }
+    out
+}
+
+/// A file name safe to create in the attachments folder, from the last
+/// part of a link: letters, digits, `.`, `-`, `_`; no leading dot; short.
+pub fn safe_name(link: &str, prefix: &str) -> String {
+    let last = link.rsplit('/').next().unwrap_or("");
+    let last = percent_decoded(last.split(['?', '#']).next().unwrap_or(""));
+    let mut name: String =
+        last.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
+    name = name.trim_start_matches('.').to_string();
+    if name.is_empty() {
+        name = "file".into();
+    }
+    if name.len() > 80 {
+        name = name[name.len() - 80..].to_string();
+    }
+    format!("{prefix}-{name}")
+}
+
+/// `%XX` escapes decoded (bytes that do not make UTF-8 become `_`).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%' && i + 2 < b.len())
+            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .flatten();
+        match hex {
+            Some(x) => {
+                out.push(x);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The file in the attachments folder a link names, if it is one cryo may
+/// upload: a regular file, inside `messages/attachments/` once symlinks in
+/// the chamber's path are resolved, not under `.cryo/`, not `cryo.toml`,
+/// at most [`MAX_ATTACHMENT_BYTES`]. Links may be written relative to the
+/// chamber (`messages/attachments/x.png`) or to the message
+/// (`../attachments/x.png`).
+pub fn uploadable(root: &Path, link: &str) -> Option<PathBuf> {
+    let rel = link.strip_prefix("./").unwrap_or(link);
+    let rel = if let Some(r) = rel.strip_prefix("../attachments/") { format!("{DIR}/{r}") } else { rel.to_string() };
+    if !rel.starts_with(&format!("{DIR}/")) || rel.contains("..") || rel.contains('\0') {
+        return None;
+    }
+    let dir = root.join(DIR).canonicalize().ok()?;
+    let path = root.join(&rel);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.file_type().is_file() || meta.len() as usize > MAX_ATTACHMENT_BYTES {
+        return None;
+    }
+    let real = path.canonicalize().ok()?;
+    let inside = real.starts_with(&dir);
+    let secret =
+        real.components().any(|c| c.as_os_str() == ".cryo") || real.file_name().is_some_and(|n| n == "cryo.toml");
+    (inside && !secret).then_some(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_found_once() {
+        let body =
+            "see [a](/user_uploads/1/ab/a.png) and [b](https://x/y) and [a again](/user_uploads/1/ab/a.png) [bad](";
+        assert_eq!(link_targets(body), ["/user_uploads/1/ab/a.png", "https://x/y"]);
+    }
+
+    #[test]
+    fn names_are_made_safe() {
+        assert_eq!(safe_name("/user_uploads/1/ab/report final.pdf", "z7"), "z7-report_final.pdf");
+        assert_eq!(safe_name("/x/../../.bashrc", "z7"), "z7-bashrc");
+        assert_eq!(safe_name("/x/", "z7"), "z7-file");
+        assert_eq!(safe_name("/user_uploads/1/ab/plot%201.png", "z7"), "z7-plot_1.png");
+        assert_eq!(safe_name("/x/%2e%2e%2fetc%2fpasswd", "z7"), "z7-_etc_passwd");
+    }
+
+    #[test]
+    fn only_plain_files_in_the_folder_are_uploadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(DIR)).unwrap();
+        std::fs::create_dir_all(root.join(".cryo")).unwrap();
+        std::fs::write(root.join(DIR).join("ok.txt"), "fine").unwrap();
+        std::fs::write(root.join("cryo.toml"), "secret").unwrap();
+        std::fs::write(root.join(".cryo/sync-zulip.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join(DIR).join("passwd.txt")).unwrap();
+        std::os::unix::fs::symlink(root.join("cryo.toml"), root.join(DIR).join("conf.txt")).unwrap();
+        assert!(uploadable(root, "messages/attachments/ok.txt").is_some());
+        assert!(uploadable(root, "../attachments/ok.txt").is_some());
+        for bad in [
+            "messages/attachments/passwd.txt",
+            "messages/attachments/conf.txt",
+            "messages/attachments/../../cryo.toml",
+            "cryo.toml",
+            ".cryo/sync-zulip.json",
+            "/etc/passwd",
+            "messages/attachments/missing.txt",
+        ] {
+            assert!(uploadable(root, bad).is_none(), "{bad} must not be uploadable");
+        }
+    }
+}
