@@ -153,6 +153,11 @@ function status(c) {
   if (c.attention) rows.push(["attention", c.attention]);
   if (c.fault) rows.push(["fault", c.fault]);
   if (c.error) rows.push(["error", c.error]);
+  for (const b of c.bridges || []) {
+    const when = [b.last_pull ? "pulled " + local(b.last_pull) : "", b.last_push ? "pushed " + local(b.last_push) : ""].filter(Boolean).join(", ");
+    rows.push(["sync " + b.name, el("span", { class: b.state === "connected" ? "" : "error", "data-bridge": b.name },
+      b.state + (b.last_error ? ": " + b.last_error : "") + (when ? " · " + when : ""))]);
+  }
   return el("table", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
 }
 

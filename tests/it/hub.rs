@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use cryo_tests::{Env, wait_until};
 
-struct Resp {
+pub(crate) struct Resp {
     status: u16,
     headers: String,
     body: String,
 }
 
 impl Resp {
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
@@ -25,13 +25,13 @@ impl Resp {
     }
 }
 
-struct Hub {
+pub(crate) struct Hub {
     addr: String,
     token: String,
 }
 
 impl Hub {
-    fn of(env: &Env) -> Hub {
+    pub(crate) fn of(env: &Env) -> Hub {
         let j = env.cryoctl(&["hub", "--json"]).json();
         assert_eq!(j["up"], true, "{j}");
         let url = j["url"].as_str().unwrap();
@@ -73,7 +73,7 @@ impl Hub {
         Resp { status, headers: head.to_string(), body }
     }
 
-    fn get(&self, path: &str) -> Resp {
+    pub(crate) fn get(&self, path: &str) -> Resp {
         self.raw("GET", path, Some(&self.token), &[], None)
     }
 

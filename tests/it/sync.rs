@@ -221,6 +221,11 @@ fn bad_credentials_an_unknown_stream_and_loose_files_stop_only_that_bridge() {
     assert!(a.cryo_log().contains("hibernate accepted"));
     let status = env.cryoctl(&["chamber", "status", "alpha"]).ok().to_string();
     assert!(status.contains("sync      zulip stopped: checking the Zulip credentials"), "{status}");
+    // The hub shows it too.
+    let page = crate::hub::Hub::of(&env).get("/api/chambers/alpha").json();
+    let shown = &page["chamber"]["bridges"][0];
+    assert_eq!(shown["state"], "stopped", "{page}");
+    assert!(shown["last_error"].as_str().unwrap().contains("credentials were refused"), "{page}");
     // Fixed: a pull starts the bridge again.
     zuliprc(&env, fake_zulip::KEY, 0o600);
     env.cryoctl(&["chamber", "sync", "alpha", "pull"]).ok();
