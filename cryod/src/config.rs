@@ -62,7 +62,12 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
         };
-        let config: Config = toml_from_str(path, &text)?;
+        Config::parse(path, &text)
+    }
+
+    /// Parses the text of `path` (named in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml_from_str(path, text)?;
         if config.max_concurrent_sessions == 0 {
             return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
         }

@@ -17,6 +17,8 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hub;
 pub mod paths;
 pub mod rpc;
