@@ -92,10 +92,19 @@ pub fn toml_from_str<T: serde::de::DeserializeOwned>(path: &Path, text: &str) ->
 }
 
 pub(crate) fn one_line_toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
-    let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let start = e.span().map(|s| s.start.min(text.len()));
+    let line = start.map(|s| text.get(..s).unwrap_or("").matches('\n').count() + 1);
     let msg = e.message().trim().replace('\n', " ");
+    // Name the key of the line the error points at, when the message does not.
+    let key = line
+        .and_then(|l| text.lines().nth(l - 1))
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty() && k.len() <= 64 && !msg.contains(&format!("`{k}`")))
+        .map(|k| format!("key `{k}`: "))
+        .unwrap_or_default();
     match line {
-        Some(l) => format!("{}:{l}: {msg}", path.display()),
+        Some(l) => format!("{}:{l}: {key}{msg}", path.display()),
         None => format!("{}: {msg}", path.display()),
     }
 }

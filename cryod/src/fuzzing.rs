@@ -16,7 +16,8 @@ fn fixed() -> (DateTime<Utc>, Tz) {
 }
 
 /// The time grammar: parsing never panics, accepted times land in the years
-/// cryo supports, and durations are positive.
+/// cryo supports, durations are never negative, and a repeat is at least a
+/// minute.
 pub fn time_grammar(data: &[u8]) {
     let Ok(s) = std::str::from_utf8(data) else { return };
     let (now, tz) = fixed();
@@ -25,9 +26,11 @@ pub fn time_grammar(data: &[u8]) {
         assert!((1970..=9999).contains(&year), "{s:?} parsed to {t}");
     }
     if let Some(d) = cryo_core::time::parse_duration(s) {
-        assert!(d > chrono::Duration::zero(), "{s:?} parsed to a duration of {d}");
+        assert!(d >= chrono::Duration::zero(), "{s:?} parsed to a duration of {d}");
     }
-    let _ = cryo_core::todo::parse_repeat(Some(s), None);
+    if let Ok(Some(cryo_core::todo::Repeat::Every(d))) = cryo_core::todo::parse_repeat(Some(s), None) {
+        assert!(d >= chrono::Duration::minutes(1), "--every {s:?} repeats every {d}");
+    }
     let _ = cryo_core::todo::parse_repeat(None, Some(s));
 }
 
@@ -110,11 +113,8 @@ impl HubHarness {
         std::fs::create_dir_all(root.join("state")).expect("fuzz folder");
         std::fs::write(root.join("secret.md"), OUTSIDE_CANARY).expect("canary");
         std::fs::write(root.join("plan.md"), OUTSIDE_CANARY).expect("canary");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("fuzz runtime");
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("fuzz runtime");
         let token = "fuzz-token".to_string();
         let router = runtime.block_on(async {
             let clock = crate::clock::Clock::system();

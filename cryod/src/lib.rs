@@ -168,6 +168,7 @@ pub async fn run(
         None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
     };
     let _ = daemon.shared().hub.set(info);
+    server::raise_file_limit();
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
     system::ready(&daemon);

@@ -11,7 +11,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tokio::net::{UnixListener, UnixStream};
-use tokio_stream::{Stream, StreamExt, wrappers::UnixListenerStream};
+use tokio_stream::Stream;
 
 use crate::paths::Paths;
 
@@ -122,29 +122,122 @@ impl Listener {
     }
 
     /// Accepted connections from the owning user only; others are closed at
-    /// once and logged. Must be called inside the tokio runtime.
-    pub fn incoming(self) -> std::io::Result<(impl Stream<Item = std::io::Result<UnixStream>>, SocketGuard)> {
+    /// once and logged. At most [`MAX_CONNECTIONS`] are open at a time: one
+    /// more is closed at once (and logged), so a flood of idle clients cannot
+    /// use up cryod's file descriptors. A failed accept (out of descriptors)
+    /// pauses accepting briefly instead of spinning. Must be called inside the
+    /// tokio runtime.
+    pub fn incoming(self) -> std::io::Result<(impl Stream<Item = std::io::Result<Conn>>, SocketGuard)> {
         let uid = nix::unistd::getuid().as_raw();
         let listener = UnixListener::from_std(self.listener)?;
         let guard = SocketGuard { path: self.path, _lock: self._lock };
-        let stream = UnixListenerStream::new(listener).filter_map(move |conn| match conn {
-            Ok(s) => match s.peer_cred() {
-                Ok(cred) if cred.uid() == uid => Some(Ok(s)),
-                Ok(cred) => {
-                    tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
-                    None
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let stream = futures_util::stream::unfold((listener, slots), move |(listener, slots)| async move {
+            loop {
+                let s = match listener.accept().await {
+                    Ok((s, _)) => s,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed; pausing");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                match s.peer_cred() {
+                    Ok(cred) if cred.uid() == uid => {}
+                    Ok(cred) => {
+                        tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "refused a connection without peer credentials");
+                        continue;
+                    }
                 }
-                Err(error) => {
-                    tracing::warn!(%error, "refused a connection without peer credentials");
-                    None
+                match slots.clone().try_acquire_owned() {
+                    Ok(permit) => return Some((Ok(Conn { stream: s, _permit: permit }), (listener, slots))),
+                    Err(_) => {
+                        tracing::warn!(limit = MAX_CONNECTIONS, "connection limit reached; closed a new connection")
+                    }
                 }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                None
             }
         });
         Ok((stream, guard))
+    }
+}
+
+/// Most client connections open at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// An accepted connection, holding its place under [`MAX_CONNECTIONS`].
+pub struct Conn {
+    stream: UnixStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = <UnixStream as tonic::transport::server::Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for Conn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Conn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit: cryod holds a
+/// watch, a log and a pipe or two per chamber, and up to
+/// [`MAX_CONNECTIONS`] client connections.
+pub fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::warn!(%error, soft, hard, "cannot raise the open-file limit");
     }
 }
 

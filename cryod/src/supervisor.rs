@@ -1206,7 +1206,7 @@ impl Sup {
         prompt_text: &str,
     ) -> std::result::Result<(u32, i32), String> {
         let dot = self.root.join(".cryo");
-        std::fs::create_dir_all(&dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
+        crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
         let prompt_rel = ".cryo/prompt.md";
         // A copy for people and for prompts too long for an argument; not worth
         // two fsyncs on every wake (it is rewritten by the next one).

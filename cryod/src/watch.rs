@@ -59,7 +59,7 @@ impl Watcher {
         self.unwatch(chamber);
         let mut dirs = vec![(root.to_path_buf(), Role::Root)];
         for d in inboxes {
-            let _ = std::fs::create_dir_all(d);
+            let _ = crate::chamber::make_dir_in(root, d);
             dirs.push((d.clone(), Role::Inbox));
         }
         // Route first, so no event of a new watch is dropped.

@@ -161,12 +161,23 @@ pub mod exit {
 
     /// The exit code for a refusal from the daemon, and its one line.
     pub fn for_status(s: &tonic::Status) -> (u8, String) {
+        // The connection went away under the call (tonic says only
+        // "transport error").
+        let dropped = s.message().starts_with("transport error")
+            || (s.code() == tonic::Code::Unavailable && s.message().is_empty());
         let code = match s.code() {
+            _ if dropped => UNREACHABLE,
             tonic::Code::NotFound => NOT_FOUND,
             tonic::Code::Unavailable => UNREACHABLE,
             _ => REFUSED,
         };
-        let message = if s.message().is_empty() { format!("{:?}", s.code()) } else { s.message().replace('\n', " ") };
+        let message = match (s.code(), s.message()) {
+            _ if dropped => {
+                "cryod closed the connection (it is stopping, or at its limit of open connections); try again".into()
+            }
+            (c, "") => format!("{c:?}"),
+            (_, m) => m.replace('\n', " "),
+        };
         (code, message)
     }
 }

@@ -83,7 +83,11 @@ pub fn uploadable(root: &Path, link: &str) -> Option<PathBuf> {
     if !rel.starts_with(&format!("{DIR}/")) || rel.contains("..") || rel.contains('\0') {
         return None;
     }
+    // The folder itself must be the chamber's own, not a link elsewhere.
     let dir = root.join(DIR).canonicalize().ok()?;
+    if dir != root.canonicalize().ok()?.join(DIR) {
+        return None;
+    }
     let path = root.join(&rel);
     let meta = std::fs::symlink_metadata(&path).ok()?;
     if !meta.file_type().is_file() || meta.len() as usize > MAX_ATTACHMENT_BYTES {
@@ -128,6 +132,12 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", root.join(DIR).join("passwd.txt")).unwrap();
         std::os::unix::fs::symlink(root.join("cryo.toml"), root.join(DIR).join("conf.txt")).unwrap();
         assert!(uploadable(root, "messages/attachments/ok.txt").is_some());
+        // A linked folder is not the chamber's own.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(other.path().join("messages")).unwrap();
+        std::fs::write(other.path().join("secret.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(other.path(), other.path().join("messages/attachments")).unwrap();
+        assert!(uploadable(other.path(), "messages/attachments/secret.txt").is_none());
         assert!(uploadable(root, "../attachments/ok.txt").is_some());
         for bad in [
             "messages/attachments/passwd.txt",

@@ -9,7 +9,7 @@ use cryo_tests::{Env, wait_until};
 pub(crate) struct Resp {
     status: u16,
     headers: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Resp {

@@ -5,6 +5,7 @@ mod browser;
 mod chaos;
 mod durability;
 mod foundation;
+mod hostile;
 mod hub;
 mod operator;
 mod runtime;

@@ -143,11 +143,18 @@ pub fn sanitize_header(v: &str) -> String {
     s.trim().to_string()
 }
 
+/// A header value as written: sanitized, and quoted when the reader would
+/// otherwise take its own quotes off (`'x'` stays `'x'`).
+fn header_value(v: &str) -> String {
+    let v = sanitize_header(v);
+    if unquote(&v) != v { format!("\"{v}\"") } else { v }
+}
+
 /// Renders a message file; `timestamp` is written in `tz`.
 pub fn render(msg: &Message, tz: Tz) -> String {
     let mut out = String::from("---\n");
-    out.push_str(&format!("from: {}\n", sanitize_header(&msg.from)));
-    out.push_str(&format!("subject: {}\n", sanitize_header(&msg.subject)));
+    out.push_str(&format!("from: {}\n", header_value(&msg.from)));
+    out.push_str(&format!("subject: {}\n", header_value(&msg.subject)));
     if let Some(t) = msg.timestamp {
         let local = t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::Millis, false);
         out.push_str(&format!("timestamp: {local}\n"));
@@ -160,7 +167,7 @@ pub fn render(msg: &Message, tz: Tz) -> String {
         if k.is_empty() || matches!(k.as_str(), "from" | "subject" | "timestamp" | "question") {
             continue;
         }
-        out.push_str(&format!("{k}: {}\n", sanitize_header(v)));
+        out.push_str(&format!("{k}: {}\n", header_value(v)));
     }
     out.push_str("---\n\n");
     out.push_str(msg.body.trim_end());

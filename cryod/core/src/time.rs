@@ -27,7 +27,7 @@ pub enum TimeError {
     Negative(String),
     #[error("cannot read {0:?} as a time; {ACCEPTED_FORMS}")]
     Unrecognized(String),
-    #[error("{0:?} is out of range (years 1 to 9999 only)")]
+    #[error("{0:?} is out of range (years 1970 to 9999 only)")]
     OutOfRange(String),
 }
 
@@ -65,7 +65,9 @@ pub fn parse_time(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<DateTime<Utc
         };
     }
     if let Some(d) = parse_offset(s.strip_prefix('+').unwrap_or(s)) {
-        return now.checked_add_signed(d).ok_or_else(|| TimeError::OutOfRange(s.to_string()));
+        let t = now.checked_add_signed(d).ok_or_else(|| TimeError::OutOfRange(s.to_string()))?;
+        check_year(t.naive_utc(), s)?;
+        return Ok(t);
     }
     if looks_like_date(s) {
         return parse_absolute(s, tz);
@@ -174,9 +176,14 @@ fn parse_absolute(s: &str, tz: Tz) -> Result<DateTime<Utc>, TimeError> {
     Err(refused())
 }
 
+/// The years a cryo time may fall in. Earlier times mean nothing to a
+/// scheduler (and bring local mean times with offsets in seconds); later
+/// ones do not fit the file formats.
+pub const YEARS: std::ops::RangeInclusive<i32> = 1970..=9999;
+
 fn check_year(naive: NaiveDateTime, s: &str) -> Result<(), TimeError> {
     use chrono::Datelike;
-    if (1..=9999).contains(&naive.year()) { Ok(()) } else { Err(TimeError::OutOfRange(s.to_string())) }
+    if YEARS.contains(&naive.year()) { Ok(()) } else { Err(TimeError::OutOfRange(s.to_string())) }
 }
 
 /// The next time the wall clock in `tz` shows `t`, strictly after `now`.

@@ -439,14 +439,17 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// A time in `todo.json` (RFC 3339, or the seed system's naive local time),
+/// within [`time::YEARS`].
 fn parse_file_time(s: &str, tz: Tz) -> Option<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Some(t.with_timezone(&Utc));
-    }
-    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
-        .map(|n| time::resolve_local(&n, tz))
+    let t = match DateTime::parse_from_rfc3339(s) {
+        Ok(t) => t.with_timezone(&Utc),
+        Err(_) => ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+            .map(|n| time::resolve_local(&n, tz))?,
+    };
+    time::YEARS.contains(&chrono::Datelike::year(&t)).then_some(t)
 }
 
 /// Reads `todo.json`. An empty file is an empty list. `high_water` comes from
@@ -502,7 +505,13 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
 /// A time for the file: RFC 3339 in `tz`, with a fraction only if it has one
 /// (so a time written by hand to the millisecond survives a rewrite).
 fn file_time(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false)
+    let local = t.with_timezone(&tz);
+    // RFC 3339 offsets have no seconds; a zone whose offset had some
+    // (Monrovia until 1972) is written in UTC, so the time survives.
+    if chrono::Offset::fix(local.offset()).local_minus_utc() % 60 != 0 {
+        return t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    }
+    local.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false)
 }
 
 /// Writes `todo.json` (pretty, one item per block, times in `tz`).

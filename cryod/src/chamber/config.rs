@@ -118,10 +118,27 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// Largest `cryo.toml` read (a configuration, not a data file).
+pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
+
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{} is not a folder any more (a file took its place)", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the chamber folder {} is missing (moved or deleted?): put it back, or `cryoctl chamber remove` it",
+                dir.display()
+            ));
+        }
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    }
     let path = dir.join("cryo.toml");
     let text = match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() > MAX_CONFIG_BYTES => {
+            return Err(format!("{}: {} bytes, over the limit of {MAX_CONFIG_BYTES}", path.display(), bytes.len()));
+        }
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
@@ -176,8 +193,18 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     if agent.trim().is_empty() {
         return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
     }
-    let watch_dirs =
-        raw.watch_dirs.unwrap_or_else(|| vec!["messages/inbox".to_string()]).into_iter().map(|d| dir.join(d)).collect();
+    let watch_dirs = raw.watch_dirs.unwrap_or_else(|| vec!["messages/inbox".to_string()]);
+    // A chamber watches only its own folders.
+    if let Some(bad) = watch_dirs.iter().find(|d| {
+        let p = Path::new(d.as_str());
+        d.trim().is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir))
+    }) {
+        return Err(format!(
+            "{}: key `watch_dirs`: {bad:?} is not a folder inside the chamber (give a relative path without `..`)",
+            key_line("watch_dirs")
+        ));
+    }
+    let watch_dirs = watch_dirs.into_iter().map(|d| dir.join(d)).collect();
     if let Some(gh) = raw.sync.as_ref().and_then(|s| s.github.as_ref())
         && gh.discussion.is_some() == gh.issue.is_some()
     {

@@ -69,9 +69,25 @@ impl Mailbox {
         self.root.join(f.rel())
     }
 
+    /// The folder `f`, refusing one that is (or lies under) a symbolic link:
+    /// a link could lead to another chamber's mail or anywhere else.
+    fn own_dir(&self, f: Folder) -> std::io::Result<PathBuf> {
+        let mut p = self.root.clone();
+        for part in f.rel().split('/') {
+            p.push(part);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(std::io::Error::other(format!(
+                    "{} is a symbolic link; cryo uses only the chamber's own folders",
+                    p.display()
+                )));
+            }
+        }
+        Ok(p)
+    }
+
     /// Message file names in `f`, in time order.
     pub fn names(&self, f: Folder) -> std::io::Result<Vec<String>> {
-        let dir = self.dir(f);
+        let dir = self.own_dir(f)?;
         let rd = match std::fs::read_dir(&dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -98,7 +114,12 @@ impl Mailbox {
         let mut out = Vec::new();
         for name in self.names(f)? {
             match self.read_one(f, &name) {
-                Ok((message, mtime)) => {
+                Ok((mut message, mtime)) => {
+                    // Only cryod speaks as cryo: mail to the agent that claims
+                    // to says so.
+                    if f.incoming() && message.from.trim().eq_ignore_ascii_case(message::CRYOCHAMBER) {
+                        message.from = format!("{} (not cryo itself: written into the inbox)", message.from.trim());
+                    }
                     let when = message.timestamp.unwrap_or(mtime);
                     out.push(Stored { folder: f, name, message, when })
                 }
@@ -131,7 +152,7 @@ impl Mailbox {
     /// Moves a file to `messages/rejected/` with a `.reason` note beside it.
     pub fn reject(&self, f: Folder, name: &str, reason: &str) {
         let rejected = self.root.join("messages/rejected");
-        let _ = std::fs::create_dir_all(&rejected);
+        let _ = super::make_dir_in(&self.root, &rejected);
         let target = unique_target(&rejected, name);
         match std::fs::rename(self.dir(f).join(name), &target) {
             Ok(()) => {
@@ -156,8 +177,8 @@ impl Mailbox {
     /// Moves messages read from the inbox to `inbox/archive/` (fsyncing the
     /// folder), returning them with their archived names.
     pub fn archive(&self, msgs: Vec<Stored>) -> std::io::Result<Vec<Stored>> {
-        let archive = self.dir(Folder::InboxArchive);
-        std::fs::create_dir_all(&archive)?;
+        let archive = self.own_dir(Folder::InboxArchive)?;
+        super::make_dir_in(&self.root, &archive)?;
         let mut claimed = Vec::with_capacity(msgs.len());
         for mut m in msgs {
             let target = unique_target(&archive, &m.name);
@@ -182,8 +203,8 @@ impl Mailbox {
     /// the caller (a bridge's `zulip-123`): the same message always gets the
     /// same name.
     pub fn write_as(&self, f: Folder, msg: &Message, at: DateTime<Utc>, unique: &str) -> std::io::Result<String> {
-        let dir = self.dir(f);
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.own_dir(f)?;
+        super::make_dir_in(&self.root, &dir)?;
         let name = message::file_name(at, &msg.subject, unique);
         write_atomic(&dir.join(&name), message::render(msg, self.tz).as_bytes())?;
         Ok(name)
@@ -205,8 +226,8 @@ impl Mailbox {
 
     /// Moves an outbox message to `outbox/archive/` (delivered by a bridge).
     pub fn archive_outbox(&self, name: &str) -> std::io::Result<()> {
-        let archive = self.dir(Folder::OutboxArchive);
-        std::fs::create_dir_all(&archive)?;
+        let archive = self.own_dir(Folder::OutboxArchive)?;
+        super::make_dir_in(&self.root, &archive)?;
         let target = unique_target(&archive, name);
         std::fs::rename(self.dir(Folder::Outbox).join(name), target)?;
         std::fs::File::open(&archive)?.sync_all()

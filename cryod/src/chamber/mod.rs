@@ -13,6 +13,19 @@ pub mod todos;
 use std::io::Write;
 use std::path::Path;
 
+/// Creates `dir` (and its parents) inside the chamber at `root`, but never
+/// `root` itself: a chamber folder that was deleted or moved stays gone
+/// instead of coming back half empty.
+pub fn make_dir_in(root: &Path, dir: &Path) -> std::io::Result<()> {
+    if !root.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("the chamber folder {} is missing", root.display()),
+        ));
+    }
+    std::fs::create_dir_all(dir)
+}
+
 /// Writes `bytes` to `path` atomically and durably: a dot-prefixed temporary
 /// in the same folder, fsync, rename over the target, fsync the folder. On
 /// any error the old file is left as it was and the temporary is removed.

@@ -80,7 +80,7 @@ pub fn update<T, E>(
     tz: Tz,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList), UpdateError<E>> {
-    std::fs::create_dir_all(dir.join(".cryo")).map_err(|e| UpdateError::Write(e.to_string()))?;
+    super::make_dir_in(dir, &dir.join(".cryo")).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock_path = dir.join(".cryo/todo.lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -111,7 +111,7 @@ pub fn update<T, E>(
 /// Writes the list (and the high-water mark) atomically.
 pub fn save(dir: &Path, list: &TodoList, tz: Tz) -> std::io::Result<()> {
     if list.high_water > high_water(dir).unwrap_or(u64::MAX) {
-        std::fs::create_dir_all(dir.join(".cryo"))?;
+        super::make_dir_in(dir, &dir.join(".cryo"))?;
         let state = serde_json::json!({ "todo_high_water": list.high_water });
         write_atomic(&state_path(dir), format!("{state}\n").as_bytes())?;
     }
