@@ -547,3 +547,23 @@ fn a_canary_secret_never_leaves() {
         assert!(!text.contains(canary), "the canary leaked into {where_}");
     }
 }
+
+/// Catalogue row M17: a chamber whose `messages/inbox` is a symlink to
+/// another chamber's inbox cannot claim that chamber's mail.
+#[test]
+fn a_symlinked_inbox_cannot_reach_another_chamber() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let victim = env.chamber("victim", "exit 0\n", "");
+    victim.write_inbox(1, "for the victim only");
+    let script = "cryo-agent receive > got.txt 2>&1\ncryo-agent send ok >/dev/null\ncryo-agent todo add x --at +1h >/dev/null\ncryo-agent hibernate\n";
+    let thief = env.chamber("thief", script, "");
+    let inbox = thief.dir.join("messages/inbox");
+    std::fs::remove_dir_all(&inbox).unwrap();
+    std::os::unix::fs::symlink(victim.dir.join("messages/inbox"), &inbox).unwrap();
+    env.cryoctl(&["chamber", "start", "thief"]).ok();
+    thief.wait_ended(1);
+    assert!(!thief.read("got.txt").contains("for the victim only"), "{}", thief.read("got.txt"));
+    assert_eq!(victim.messages("messages/inbox").len(), 1, "the victim's mail moved");
+    assert!(victim.messages("messages/inbox/archive").is_empty());
+}

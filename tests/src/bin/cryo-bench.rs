@@ -66,6 +66,11 @@ enum Scenario {
         messages: usize,
         #[arg(long, default_value_t = 10)]
         chambers: usize,
+        /// Write one message to every chamber at once, each round (many
+        /// agents start together); by default one message at a time, round
+        /// robin over the chambers.
+        #[arg(long)]
+        burst: bool,
     },
     /// A burst: every chamber due at the same instant, with a session limit.
     Burst {
@@ -115,7 +120,7 @@ fn main() {
         }
         Scenario::Recovery { chambers, running } => recovery(chambers, running),
         Scenario::Control { chambers, runs } => control(chambers, runs),
-        Scenario::Inbox { messages, chambers } => inbox(messages, chambers),
+        Scenario::Inbox { messages, chambers, burst } => inbox(messages, chambers, burst),
         Scenario::Burst { chambers, limit } => burst(chambers, limit),
     };
     if cli.json {
@@ -495,7 +500,7 @@ fn control(chambers: usize, runs: usize) -> Figures {
     f
 }
 
-fn inbox(messages: usize, chambers: usize) -> Figures {
+fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {
     let env = Env::new();
     env.daemon_config(&format!("max_concurrent_sessions = {}\n", chambers.max(4)));
     let _d = env.start_daemon();
@@ -506,40 +511,55 @@ fn inbox(messages: usize, chambers: usize) -> Figures {
     let dirs: Vec<PathBuf> = names.iter().map(|n| env.path(&format!("ch/{n}"))).collect();
     let count = |d: &PathBuf, f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default().lines().count();
     let mut written: Vec<Vec<i128>> = vec![Vec::new(); chambers];
-    for k in 0..per {
-        // One message to every chamber, then wait for each to be received.
-        for (i, d) in dirs.iter().enumerate() {
-            let name = format!("{k:06}-bench.md");
-            let tmp = d.join("messages/inbox").join(format!(".{name}"));
-            std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
-            written[i].push(now_ns());
-            std::fs::rename(&tmp, d.join("messages/inbox").join(&name)).unwrap();
+    let tail = |d: &PathBuf| {
+        let log = std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default();
+        let agent = std::fs::read_to_string(d.join("cryo-agent.log")).unwrap_or_default();
+        let a: Vec<&str> = agent.lines().rev().take(8).collect();
+        format!(
+            "{}\n--- agent log ---\n{}",
+            log.lines().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"),
+            a.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    };
+    // Waits until chamber `d` received its message `k` and its session ended.
+    let settle = |d: &PathBuf, k: usize| {
+        let start = Instant::now();
+        while count(d, "received.txt") <= k {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "message {k} to {} not received:\n{}",
+                d.display(),
+                tail(d)
+            );
+            std::thread::sleep(Duration::from_millis(2));
         }
-        for d in &dirs {
-            let tail = || {
-                let log = std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default();
-                let agent = std::fs::read_to_string(d.join("cryo-agent.log")).unwrap_or_default();
-                let a: Vec<&str> = agent.lines().rev().take(8).collect();
-                format!(
-                    "{}\n--- agent log ---\n{}",
-                    log.lines().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"),
-                    a.into_iter().rev().collect::<Vec<_>>().join("\n")
-                )
-            };
-            let start = Instant::now();
-            while count(d, "received.txt") <= k {
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "message {k} to {} not received:\n{}",
-                    d.display(),
-                    tail()
-                );
-                std::thread::sleep(Duration::from_millis(2));
+        wait_until("the session to end", || {
+            std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().matches("--- CRYO END ---").count() > k + 1
+        });
+    };
+    let write = |d: &PathBuf, k: usize| -> i128 {
+        let name = format!("{k:06}-bench.md");
+        let tmp = d.join("messages/inbox").join(format!(".{name}"));
+        std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
+        let at = now_ns();
+        std::fs::rename(&tmp, d.join("messages/inbox").join(&name)).unwrap();
+        at
+    };
+    for k in 0..per {
+        if burst {
+            // One message to every chamber at once, then wait for them all.
+            for (i, d) in dirs.iter().enumerate() {
+                written[i].push(write(d, k));
             }
-            wait_until("the session to end", || {
-                std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().matches("--- CRYO END ---").count()
-                    > k + 1
-            });
+            for d in &dirs {
+                settle(d, k);
+            }
+        } else {
+            // One message at a time, round robin.
+            for (i, d) in dirs.iter().enumerate() {
+                written[i].push(write(d, k));
+                settle(d, k);
+            }
         }
     }
     let (mut start, mut recv) = (Vec::new(), Vec::new());
@@ -560,7 +580,8 @@ fn inbox(messages: usize, chambers: usize) -> Figures {
     }
     let (s50, s99) = stats(start);
     let (r50, r99) = stats(recv);
-    println!("\nscenario: inbox latency ({} messages over {chambers} chambers)", per * chambers);
+    let how = if burst { "all chambers at once each round" } else { "one at a time" };
+    println!("\nscenario: inbox latency ({} messages over {chambers} chambers, {how})", per * chambers);
     println!("  written -> agent process started    p50 {s50:.1} ms, p99 {s99:.1} ms");
     println!("  written -> receive returned it      p50 {r50:.1} ms, p99 {r99:.1} ms");
     let mut f = Figures::new();
