@@ -532,6 +532,8 @@ impl Sup {
         match ev {
             Event::Start { wait, reply } => {
                 let r = self.start().await;
+                self.reconcile_bridges();
+                self.publish();
                 if wait && matches!(r, Ok(false)) && self.wanted.is_some() {
                     self.start_waiters.push(reply);
                     let tx = self.tx.clone();
@@ -578,6 +580,8 @@ impl Sup {
             }
             Event::Pause(pause, reply) => {
                 let r = self.set_paused(pause).await;
+                // The caller reads the snapshot next: publish first.
+                self.publish();
                 let _ = reply.send(r);
             }
             Event::Wake { message, replace, reply } => self.wake(message, replace, reply),
@@ -860,6 +864,8 @@ impl Sup {
                 self.end_session(n, Cut::Stop);
             }
             None => {
+                self.reconcile_bridges();
+                self.publish();
                 let _ = reply.send(Ok((!was_started, false)));
             }
         }
@@ -1451,6 +1457,11 @@ impl Sup {
         self.completed = outcome == Outcome::Hibernated(Ending::Complete);
         self.last_result = Some(result);
         let _ = l.trigger;
+        // Whoever waits reads the snapshot next: it must show the end.
+        if !l.stop_waiters.is_empty() {
+            self.reconcile_bridges();
+            self.publish();
+        }
         for w in l.stop_waiters {
             let _ = w.send(Ok((false, true)));
         }
