@@ -92,31 +92,9 @@ pub fn hub_path(data: &[u8]) {
     assert!(status < 500 || status == 503, "{method} /{path} answered {status}: {body}");
     // An answer may quote the request (an unknown chamber's name): only a
     // canary the request did not carry counts.
-    if !percent_decoded(path).to_ascii_uppercase().contains("CANARY") {
+    if !cryo_sync::attach::percent_decoded(path).to_ascii_uppercase().contains("CANARY") {
         assert!(!body.contains(OUTSIDE_CANARY), "{method} /{path} served a file from outside the chamber");
     }
-}
-
-fn percent_decoded(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = (b[i] == b'%' && i + 2 < b.len())
-            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
-            .flatten();
-        match hex {
-            Some(x) => {
-                out.push(x);
-                i += 3;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A cryod (registry, supervisors, hub router) over a private folder, made

@@ -48,8 +48,8 @@ pub fn safe_name(link: &str, prefix: &str) -> String {
     format!("{prefix}-{name}")
 }
 
-/// `%XX` escapes decoded (bytes that do not make UTF-8 become `_`).
-fn percent_decoded(s: &str) -> String {
+/// `%XX` escapes decoded (bytes that do not make UTF-8 become U+FFFD).
+pub fn percent_decoded(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
