@@ -71,6 +71,10 @@ enum Scenario {
         /// robin over the chambers.
         #[arg(long)]
         burst: bool,
+        /// The seed system's binaries: the same messages to its chambers
+        /// (one daemon each), side by side.
+        #[arg(long, value_name = "DIR")]
+        seed: Option<PathBuf>,
     },
     /// A burst: every chamber due at the same instant, with a session limit.
     Burst {
@@ -120,7 +124,26 @@ fn main() {
         }
         Scenario::Recovery { chambers, running } => recovery(chambers, running),
         Scenario::Control { chambers, runs } => control(chambers, runs),
-        Scenario::Inbox { messages, chambers, burst } => inbox(messages, chambers, burst),
+        Scenario::Inbox { messages, chambers, burst, seed } => {
+            let mut f = inbox(messages, chambers, burst);
+            if let Some(seed) = seed {
+                let s = seed_inbox(&seed, messages, chambers);
+                println!("\n                            cryo        seed system     seed / cryo");
+                for k in [
+                    "inbox_to_start_p50_ms",
+                    "inbox_to_start_p99_ms",
+                    "inbox_to_receive_p50_ms",
+                    "inbox_to_receive_p99_ms",
+                ] {
+                    let (a, b) = (f[k].as_f64().unwrap_or(f64::NAN), s[k].as_f64().unwrap_or(f64::NAN));
+                    println!("  {k:<26} {a:>8.1} ms   {b:>10.1} ms   {:.1}x", b / a);
+                }
+                for (k, v) in s {
+                    f.insert(format!("seed_{k}"), v);
+                }
+            }
+            f
+        }
         Scenario::Burst { chambers, limit } => burst(chambers, limit),
     };
     if cli.json {
@@ -655,50 +678,84 @@ fn burst(chambers: usize, limit: usize) -> Figures {
     f
 }
 
-/// The seed system at rest: one `cryo` daemon per chamber.
-fn seed_idle(bin: &Path, chambers: usize, todos: usize, seconds: u64) -> Figures {
-    let root = tempfile::Builder::new().prefix("cyseed").tempdir_in("/tmp").unwrap();
-    let home = root.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let path = format!("{}:/usr/bin:/bin", bin.display());
-    let cmd = |dir: &Path, args: &[&str]| {
-        std::process::Command::new(bin.join("cryo"))
+/// Chambers of the seed system (installed with `cargo install cryochamber
+/// --root DIR`, a measuring aid only): one `cryo` daemon each, in a private
+/// HOME, started with the seed's own `cryo init` and `cryo start`.
+struct Seed {
+    bin: PathBuf,
+    root: tempfile::TempDir,
+    dirs: Vec<PathBuf>,
+}
+
+impl Seed {
+    fn new(bin: &Path) -> Seed {
+        let root = tempfile::Builder::new().prefix("cyseed").tempdir_in("/tmp").unwrap();
+        std::fs::create_dir_all(root.path().join("home")).unwrap();
+        Seed { bin: bin.to_path_buf(), root, dirs: Vec::new() }
+    }
+
+    fn cmd(&self, dir: &Path, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(self.bin.join("cryo"))
             .args(args)
             .current_dir(dir)
             .env_clear()
-            .env("HOME", &home)
-            .env("XDG_RUNTIME_DIR", root.path().join("run"))
-            .env("XDG_STATE_HOME", root.path().join("state"))
-            .env("XDG_CONFIG_HOME", root.path().join("config"))
+            .env("HOME", self.root.path().join("home"))
+            .env("XDG_RUNTIME_DIR", self.root.path().join("run"))
+            .env("XDG_STATE_HOME", self.root.path().join("state"))
+            .env("XDG_CONFIG_HOME", self.root.path().join("config"))
             .env("CRYO_NO_SERVICE", "1")
-            .env("PATH", &path)
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap()
-    };
-    let mut dirs = Vec::new();
-    for i in 0..chambers {
-        let dir = root.path().join(format!("c{i:05}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        cmd(&dir, &["init", "--agent", "sh agent.sh"]);
-        std::fs::write(dir.join("agent.sh"), "cryo-agent send hi\ncryo-agent hibernate\n").unwrap();
-        let items: Vec<serde_json::Value> = (0..todos)
-            .map(|k| serde_json::json!({"id": k + 1, "text": format!("later {k}"), "done": false, "claimed": false, "at": format!("2099-01-{:02}T{:02}:00", 1 + k % 28, k % 24), "created": "2026-01-01T00:00"}))
-            .collect();
-        std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
-        cmd(&dir, &["start"]);
-        dirs.push(dir);
     }
-    // Their daemons: every process running the seed's `cryo` binary.
-    let exe = std::fs::canonicalize(bin.join("cryo")).unwrap();
-    let pids = || -> Vec<u32> {
+
+    /// Makes `n` chambers whose agent runs `script` and whose `todo.json`
+    /// holds `todos` TODOs far in the future, and starts them.
+    fn chambers(&mut self, n: usize, script: &str, todos: usize) {
+        for i in 0..n {
+            let dir = self.root.path().join(format!("c{i:05}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            self.cmd(&dir, &["init", "--agent", "sh agent.sh"]);
+            std::fs::write(dir.join("agent.sh"), script).unwrap();
+            let items: Vec<serde_json::Value> = (0..todos)
+                .map(|k| serde_json::json!({"id": k + 1, "text": format!("later {k}"), "done": false, "claimed": false, "at": format!("2099-01-{:02}T{:02}:00", 1 + k % 28, k % 24), "created": "2026-01-01T00:00"}))
+                .collect();
+            std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+            self.cmd(&dir, &["start"]);
+            self.dirs.push(dir);
+        }
+    }
+
+    /// Every process running the seed's `cryo` binary.
+    fn pids(&self) -> Vec<u32> {
+        let exe = std::fs::canonicalize(self.bin.join("cryo")).unwrap();
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
             .collect()
-    };
+    }
+}
+
+impl Drop for Seed {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            self.cmd(d, &["cancel"]);
+        }
+        for p in self.pids() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// The seed system at rest: one `cryo` daemon per chamber.
+fn seed_idle(bin: &Path, chambers: usize, todos: usize, seconds: u64) -> Figures {
+    let mut seed = Seed::new(bin);
+    seed.chambers(chambers, "cryo-agent send hi\ncryo-agent hibernate\n", todos);
+    let dirs = seed.dirs.clone();
+    let pids = || seed.pids();
     wait_until("the seed daemons to hibernate", || {
         dirs.iter().all(|d| std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default().contains("hibernate"))
             && pids().len() >= chambers
@@ -716,16 +773,67 @@ fn seed_idle(bin: &Path, chambers: usize, todos: usize, seconds: u64) -> Figures
     println!("  resident memory      {rss:.1} MB (sum)");
     println!("  wakeups per minute   {per_min:.1}");
     println!("  CPU per minute       {:.3} s", (cpu1 - cpu0) * 60.0 / seconds as f64);
-    for d in &dirs {
-        cmd(d, &["cancel"]);
-    }
-    for p in pids() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
-    }
     let mut f = Figures::new();
     f.insert("daemons".into(), ps.len().into());
     f.insert("rss_mb".into(), rss.into());
     f.insert("wakeups_per_minute".into(), per_min.into());
     f.insert("cpu_seconds_per_minute".into(), ((cpu1 - cpu0) * 60.0 / seconds as f64).into());
+    f
+}
+
+/// The inbox scenario on the seed system: the same agent script and the same
+/// messages, one at a time, round robin over its chambers.
+fn seed_inbox(bin: &Path, messages: usize, chambers: usize) -> Figures {
+    let mut seed = Seed::new(bin);
+    // Its hibernate lingers 300 s by default; 0 ends the session at once.
+    let script = "date +%s%N >> starts.txt\ncryo-agent receive >/dev/null\ndate +%s%N >> received.txt\ncryo-agent send ok >/dev/null\ncryo-agent hibernate --linger 0 >/dev/null\ndate +%s%N >> ends.txt\n";
+    seed.chambers(chambers, script, 1);
+    let count = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default().lines().count();
+    // The first session runs at `cryo start`.
+    for d in &seed.dirs {
+        wait_until("the seed's first session", || count(d, "ends.txt") >= 1);
+    }
+    let per = messages.div_ceil(chambers);
+    let mut written: Vec<Vec<i128>> = vec![Vec::new(); chambers];
+    for k in 0..per {
+        for (i, d) in seed.dirs.iter().enumerate() {
+            let name = format!("{k:06}-bench.md");
+            let tmp = d.join("messages/inbox").join(format!(".{name}"));
+            std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
+            written[i].push(now_ns());
+            std::fs::rename(&tmp, d.join("messages/inbox").join(&name)).unwrap();
+            wait_until("the seed to answer", || count(d, "ends.txt") >= k + 2);
+        }
+    }
+    let (mut start, mut recv) = (Vec::new(), Vec::new());
+    for (i, d) in seed.dirs.iter().enumerate() {
+        let read = |f: &str| -> Vec<i128> {
+            std::fs::read_to_string(d.join(f))
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.trim().parse().ok())
+                .collect()
+        };
+        for (w, s) in written[i].iter().zip(read("starts.txt")) {
+            start.push((s - w) as f64 / 1e6);
+        }
+        for (w, r) in written[i].iter().zip(read("received.txt")) {
+            recv.push((r - w) as f64 / 1e6);
+        }
+    }
+    let (s50, s99) = stats(start);
+    let (r50, r99) = stats(recv);
+    println!(
+        "\nseed system: inbox latency ({} messages over {chambers} chambers, one daemon each, one at a time)",
+        per * chambers
+    );
+    println!("  written -> agent process started    p50 {s50:.1} ms, p99 {s99:.1} ms");
+    println!("  written -> receive returned it      p50 {r50:.1} ms, p99 {r99:.1} ms");
+    let mut f = Figures::new();
+    f.insert("inbox_to_start_p50_ms".into(), s50.into());
+    f.insert("inbox_to_start_p99_ms".into(), s99.into());
+    f.insert("inbox_to_receive_p50_ms".into(), r50.into());
+    f.insert("inbox_to_receive_p99_ms".into(), r99.into());
     f
 }
