@@ -50,31 +50,51 @@ impl Watcher {
         Watcher { inner: Arc::new(Mutex::new(inner)), routes }
     }
 
-    /// Watches `root` and `inboxes` for `chamber`.
+    /// Watches `root` and `inboxes` for `chamber`; called again when the
+    /// chamber's `watch_dirs` change. Folders that stay watched are never
+    /// unwatched in between, so no event is lost while `cryo.toml` is being
+    /// rewritten (the reload after its truncation must still see the write
+    /// that completes it).
     ///
     /// The routing table is never locked while notify is called: notify's
     /// thread may be inside `dispatch` (which reads the table) while it
     /// answers our request, and would wait for us forever.
     pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], tx: &UnboundedSender<Event>) {
-        self.unwatch(chamber);
         let mut dirs = vec![(root.to_path_buf(), Role::Root)];
         for d in inboxes {
             let _ = crate::chamber::make_dir_in(root, d);
             dirs.push((d.clone(), Role::Inbox));
         }
-        // Route first, so no event of a new watch is dropped.
-        {
+        // Route first, so no event of a new watch is dropped; then drop the
+        // routes this chamber no longer needs.
+        let (added, stale): (Vec<PathBuf>, Vec<PathBuf>) = {
             let mut routes = self.routes.write().expect("routes lock");
+            let mut added = Vec::new();
             for (dir, role) in &dirs {
-                routes.insert(dir.clone(), Route { chamber, role: *role, tx: tx.clone() });
+                let old = routes.insert(dir.clone(), Route { chamber, role: *role, tx: tx.clone() });
+                if old.is_none_or(|o| o.chamber != chamber) {
+                    added.push(dir.clone());
+                }
             }
-        }
+            let stale: Vec<PathBuf> = routes
+                .iter()
+                .filter(|(d, r)| r.chamber == chamber && !dirs.iter().any(|(w, _)| w == *d))
+                .map(|(d, _)| d.clone())
+                .collect();
+            for d in &stale {
+                routes.remove(d);
+            }
+            (added, stale)
+        };
         let mut guard = self.inner.lock().expect("watcher lock");
         let Some(w) = guard.as_mut() else { return };
-        for (dir, _) in &dirs {
+        for dir in &added {
             if let Err(error) = w.watch(dir, RecursiveMode::NonRecursive) {
                 tracing::warn!(dir = %dir.display(), %error, "cannot watch");
             }
+        }
+        for dir in &stale {
+            let _ = w.unwatch(dir);
         }
     }
 

@@ -256,3 +256,22 @@ fn logs_rotate_at_their_size_limit() {
     assert!(!c.dir.join("cryo-agent.log.3").exists(), "only log_keep old files are kept");
     assert!(std::fs::metadata(c.dir.join("cryo-agent.log")).unwrap().len() < 8192);
 }
+
+/// A `cryo.toml` rewritten in place (truncated, then written) is read in
+/// its final form, however fast the edits come: the watcher never drops
+/// the chamber's folder while re-reading it.
+#[test]
+fn in_place_edits_of_cryo_toml_are_always_picked_up() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "exit 0\n", "");
+    for i in 0..30 {
+        std::fs::write(c.dir.join("cryo.toml"), format!("agent = \"sh agent-{i}.sh\"\n")).unwrap();
+        if i % 3 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    wait_until("the last edit to be read", || {
+        env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0]["agent"] == "sh agent-29.sh"
+    });
+}

@@ -193,6 +193,8 @@ fn a_crash_between_post_and_archive_does_not_post_twice() {
     wait_until("the archive error shown", || {
         bridge(&env, "alpha")["last_error"].as_str().is_some_and(|e| e.contains("cannot archive"))
     });
+    // (The session ends first: a session cut by the kill would add a fallback.)
+    c.wait_ended(1);
     let pending = c.outbox();
     assert!(pending.iter().any(|m| m.contains("checked in")), "the message is still in the outbox");
     d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
