@@ -121,25 +121,14 @@ impl HubHarness {
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("fuzz runtime");
         let token = "fuzz-token".to_string();
         let router = runtime.block_on(async {
-            let clock = crate::clock::Clock::system();
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            let config = crate::config::Config::default();
-            let shared = std::sync::Arc::new(crate::runtime::Shared {
-                admission: crate::admission::Admission::new(1),
-                scheduler: crate::scheduler::Scheduler::start(clock.clone(), shutdown.clone()),
-                watcher: crate::watch::Watcher::start(),
-                tokens: Default::default(),
-                system_tz: std::sync::RwLock::new(chrono_tz::UTC),
-                socket: root.join("cryod.sock"),
-                agent_bin: None,
-                notices: tokio::sync::broadcast::channel(64).0,
-                shutdown,
-                hub: Default::default(),
-                state_dir: root.join("state"),
-                store: crate::store::Store::open(&root.join("state/registry.sqlite")).expect("store"),
-                clock,
-                config,
-            });
+            let shared = crate::runtime::Shared::start(
+                crate::config::Config::default(),
+                crate::store::Store::open(&root.join("state/registry.sqlite")).expect("store"),
+                crate::clock::Clock::system(),
+                tokio_util::sync::CancellationToken::new(),
+                root.join("cryod.sock"),
+                root.join("state"),
+            );
             let daemon = crate::daemon::Daemon::load(shared).await.expect("daemon");
             let chamber = root.join("alpha");
             daemon.add(&chamber, Some("alpha"), true, Some("true")).await.expect("a chamber");

@@ -142,22 +142,7 @@ pub async fn run(
     state_dir: PathBuf,
 ) -> anyhow::Result<()> {
     let socket = listener.path().to_path_buf();
-    let shared = std::sync::Arc::new(runtime::Shared {
-        admission: admission::Admission::new(config.max_concurrent_sessions),
-        scheduler: scheduler::Scheduler::start(clock.clone(), shutdown.clone()),
-        watcher: watch::Watcher::start(),
-        tokens: Default::default(),
-        system_tz: std::sync::RwLock::new(clock::system_zone()),
-        socket: socket.clone(),
-        agent_bin: spawn::agent_bin_dir(),
-        notices: tokio::sync::broadcast::channel(4096).0,
-        shutdown: shutdown.clone(),
-        hub: Default::default(),
-        state_dir: state_dir.clone(),
-        store,
-        clock,
-        config,
-    });
+    let shared = runtime::Shared::start(config, store, clock, shutdown.clone(), socket.clone(), state_dir.clone());
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
     let info = match hub_config {

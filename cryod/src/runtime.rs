@@ -74,6 +74,34 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The daemon's services, started: the scheduler's timer and the file
+    /// watcher run from here on.
+    pub fn start(
+        config: Config,
+        store: Store,
+        clock: Clock,
+        shutdown: tokio_util::sync::CancellationToken,
+        socket: PathBuf,
+        state_dir: PathBuf,
+    ) -> std::sync::Arc<Shared> {
+        std::sync::Arc::new(Shared {
+            admission: Admission::new(config.max_concurrent_sessions),
+            scheduler: Scheduler::start(clock.clone(), shutdown.clone()),
+            watcher: Watcher::start(),
+            tokens: Default::default(),
+            system_tz: std::sync::RwLock::new(crate::clock::system_zone()),
+            socket,
+            agent_bin: crate::spawn::agent_bin_dir(),
+            notices: tokio::sync::broadcast::channel(4096).0,
+            shutdown,
+            hub: Default::default(),
+            state_dir,
+            store,
+            clock,
+            config,
+        })
+    }
+
     pub fn notify(&self, chamber: i64, what: NoticeKind) {
         let _ = self.notices.send(Notice { chamber, what });
     }
