@@ -130,7 +130,8 @@ impl Zulip {
         Ok(v["messages"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_u64()).max().unwrap_or(0))
     }
 
-    async fn register(&mut self) -> Result<()> {
+    /// Registers an event queue; returns its id and last event id.
+    async fn register(&self) -> Result<(String, i64)> {
         let narrow = json!([["stream", self.cfg.stream]]).to_string();
         let req = self.post_form("register").form(&[
             ("event_types", r#"["message"]"#),
@@ -139,8 +140,7 @@ impl Zulip {
         ]);
         let v = self.call(req, "registering a Zulip event queue").await?;
         let id = v["queue_id"].as_str().ok_or_else(|| Error::transient("Zulip's register answer has no queue_id"))?;
-        self.queue = Some((id.to_string(), v["last_event_id"].as_i64().unwrap_or(-1)));
-        Ok(())
+        Ok((id.to_string(), v["last_event_id"].as_i64().unwrap_or(-1)))
     }
 
     /// Waits for events on the queue. `Ok(None)`: the queue is gone.
@@ -248,9 +248,14 @@ impl Remote for Zulip {
         }
         if self.queue.is_none() {
             // Register first, then back-fill: what arrives in between is
-            // in both, and ids tell the copies apart.
-            self.register().await?;
+            // in both, and ids tell the copies apart. The queue is kept only
+            // once the back-fill is done: a pull cut short in between (the
+            // bridge drops a long poll when the outbox changes) registers and
+            // back-fills again, instead of waiting on a queue that never saw
+            // what came before it.
+            let queue = self.register().await?;
             let raw = self.backfill(after).await?;
+            self.queue = Some(queue);
             let (msgs, last_id) = self.select(&raw, after);
             if !msgs.is_empty() {
                 return Ok((msgs, Cursor { last_id }));

@@ -124,21 +124,21 @@ fn zulip_restart_resumes_from_the_cursor_and_an_expired_queue_backfills() {
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_bridge(&env, "alpha", "connected");
     z.say("Alice", "alpha", "one");
-    wait_until("one delivered", || incoming(&c).len() == 1);
+    wait_until("one delivered", || incoming(&c).len() >= 1);
     // cryod goes down; two messages arrive meanwhile.
     d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
     z.say("Alice", "alpha", "two");
     z.say("Alice", "alpha", "three");
     let _d = env.start_daemon();
-    wait_until("two and three delivered", || incoming(&c).len() == 3);
+    wait_until("two and three delivered", || incoming(&c).len() >= 3);
     // The queue expires (Zulip collects idle queues); what comes meanwhile is back-filled.
     let registered = z.registrations();
     z.expire_queues();
     z.say("Alice", "alpha", "four");
-    wait_until("four delivered", || incoming(&c).len() == 4);
+    wait_until("four delivered", || incoming(&c).len() >= 4);
     wait_until("a new queue", || z.registrations() > registered);
     z.say("Alice", "alpha", "five");
-    wait_until("five delivered", || incoming(&c).len() == 5);
+    wait_until("five delivered", || incoming(&c).len() >= 5);
     let texts: Vec<String> = incoming(&c).into_iter().map(|(_, t)| t).collect();
     for word in ["one", "two", "three", "four", "five"] {
         let n = texts.iter().filter(|t| t.trim_end().ends_with(&format!("\n{word}"))).count();
