@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use cryo_core::message::{CRYOCHAMBER, Message};
+use cryo_core::message::Message;
 use cryo_sync::bridge::{Command, StatusCell};
 use cryo_sync::creds::{self, Zuliprc};
 use cryo_sync::{Incoming, Outgoing, Status, github, zulip};
@@ -41,16 +41,12 @@ impl cryo_sync::Local for ChamberFiles {
         if mailbox.has_incoming(&unique)? {
             return Ok(false);
         }
-        // Nobody on the other side speaks as cryo itself.
-        let from = if m.from.trim().eq_ignore_ascii_case(CRYOCHAMBER) {
-            format!("{} (on {bridge})", m.from.trim())
-        } else {
-            m.from.clone()
-        };
         let mut meta = std::collections::BTreeMap::new();
         meta.insert(format!("{bridge}_id"), m.remote_id.clone());
+        // A sender named like cryo is marked when the inbox is read, as for
+        // any writer of the inbox.
         let msg = Message {
-            from,
+            from: m.from.clone(),
             subject: m.subject.clone(),
             timestamp: Some(m.at),
             question: false,

@@ -4,22 +4,10 @@
 
 use std::path::PathBuf;
 
-use cryo_tests::Env;
+use cryo_tests::{ANSWERING_AGENT, Env};
 
 /// Answers every message, and keeps answering while mail arrives (hibernate is
 /// refused while mail is unread).
-const ANSWER: &str = r#"
-cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
-i=0
-while [ $i -lt 50 ]; do
-  i=$((i + 1))
-  body=$(cryo-agent receive | grep -v -e '^--- message' -e '^subject:' -e '^(received' -e '^no new messages')
-  if [ -n "$body" ]; then cryo-agent send "got: $body" >/dev/null; elif [ $i = 1 ]; then cryo-agent send "checked in" >/dev/null; fi
-  cryo-agent hibernate >/dev/null 2>&1 && exit 0
-done
-exit 1
-"#;
-
 fn driver() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
     let ready = dir.join("node_modules/playwright-core").exists()
@@ -38,8 +26,8 @@ fn the_hub_in_headless_chromium() {
     };
     let env = Env::new();
     let _d = env.start_daemon();
-    let c = env.chamber("alpha", ANSWER, "");
-    env.chamber("beta", ANSWER, "");
+    let c = env.chamber("alpha", ANSWERING_AGENT, "");
+    env.chamber("beta", ANSWERING_AGENT, "");
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     c.wait_ended(1);
     let hub = env.cryoctl(&["hub", "--json"]).json();

@@ -225,7 +225,9 @@ fn bad_inbox_files_are_rejected_with_a_reason_and_forgeries_stay_text() {
         let reason = std::fs::read_to_string(moved.join(format!("{name}.reason"))).unwrap_or_default();
         assert!(!reason.trim().is_empty() && reason.trim().lines().count() == 1, "{name}: reason {reason:?}");
     }
-    // The forgery was delivered as what it is: a message whose body is text.
+    // The forgery was delivered as what it is: marked as not from cryo, with
+    // a body that is only text.
+    assert!(got.contains("from cryochamber (not cryo itself"), "{got}");
     let log = c.cryo_log();
     assert_eq!(log.matches("--- CRYO END ---").count(), 2, "the body forged a log block: {log}");
     assert!(!log.contains("[00:00] session ended"), "{log}");
@@ -491,7 +493,7 @@ fn the_socket_answers_only_its_owner() {
     mode(&env.socket(), 0o777);
     let out = as_nobody(&["chamber", "list"]);
     assert_ne!(out.status.code(), Some(0), "another user listed the chambers: {out:?}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("c"), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1, "{out:?}");
     wait_until("the refusal logged", || env.daemon_log().contains("refused a connection from another user"));
     assert!(env.daemon_log().contains("peer_uid=65534"));
@@ -507,9 +509,7 @@ fn a_canary_secret_never_leaves() {
     let canary = "CANARY-sk-9d1e7c";
     let env = Env::new();
     let _d = env.start_daemon();
-    let zuliprc = env.home().join("zuliprc");
-    std::fs::write(&zuliprc, format!("[api]\nemail=bot@x\nkey={canary}-zulip\nsite=http://127.0.0.1:9\n")).unwrap();
-    std::fs::set_permissions(&zuliprc, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    env.write_secret("zuliprc", &format!("[api]\nemail=bot@x\nkey={canary}-zulip\nsite=http://127.0.0.1:9\n"), 0o600);
     let script = "test -n \"$SECRET\" && cryo-agent send \"the key is set\" >/dev/null\ncryo-agent todo list | grep -q x || cryo-agent todo add x --at +1h >/dev/null\ncryo-agent hibernate\n";
     let toml = format!(
         "[provider]\nenv = {{ SECRET = \"{canary}\" }}\n\n[sync.zulip]\nstream = \"s\"\ntopic = \"t\"\ncredentials = \"~/zuliprc\"\n"

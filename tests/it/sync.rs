@@ -6,30 +6,12 @@ use std::time::Duration;
 
 use cryo_tests::fake_github::{self, FakeGithub};
 use cryo_tests::fake_zulip::{self, FakeZulip};
-use cryo_tests::{Chamber, Env, wait_until};
+use cryo_tests::{ANSWERING_AGENT, Chamber, Env, wait_until};
 
 /// Answers every message with `got: BODY` (and checks in on its first
 /// session); keeps a TODO an hour out so it always has a next wake.
-const ANSWER: &str = r#"
-cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
-i=0
-while [ $i -lt 50 ]; do
-  i=$((i + 1))
-  body=$(cryo-agent receive | grep -v -e '^--- message' -e '^subject:' -e '^(received' -e '^no new messages' -e '^$')
-  if [ -n "$body" ]; then cryo-agent send "got: $body" >/dev/null; elif [ $i = 1 ]; then cryo-agent send "checked in" >/dev/null; fi
-  cryo-agent hibernate >/dev/null 2>&1 && exit 0
-done
-exit 1
-"#;
-
-fn write_secret(env: &Env, name: &str, text: &str, mode: u32) {
-    let p = env.home().join(name);
-    std::fs::write(&p, text).unwrap();
-    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
-}
-
 fn zuliprc(env: &Env, key: &str, mode: u32) {
-    write_secret(env, "zuliprc", &format!("[api]\nemail={}\nkey={key}\n", fake_zulip::EMAIL), mode);
+    env.write_secret("zuliprc", &format!("[api]\nemail={}\nkey={key}\n", fake_zulip::EMAIL), mode);
 }
 
 fn zulip_toml(z: &FakeZulip, stream: &str, topic: &str) -> String {
@@ -82,7 +64,7 @@ fn zulip_messages_flow_both_ways_without_echo_or_doubles() {
     let _d = env.start_daemon();
     // History on the topic before the bridge starts is not delivered.
     z.say("Old", "alpha", "from before the bridge");
-    let c = env.chamber("alpha", ANSWER, &zulip_toml(&z, "agents", "alpha"));
+    let c = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     // The bootstrap session's report is posted, then archived.
     wait_until("the check-in on Zulip", || bodies(&z.topic("alpha")).contains(&"checked in".to_string()));
@@ -120,7 +102,7 @@ fn zulip_restart_resumes_from_the_cursor_and_an_expired_queue_backfills() {
     let env = Env::new();
     zuliprc(&env, fake_zulip::KEY, 0o600);
     let mut d = env.start_daemon();
-    let c = env.chamber("alpha", ANSWER, &zulip_toml(&z, "agents", "alpha"));
+    let c = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_bridge(&env, "alpha", "connected");
     z.say("Alice", "alpha", "one");
@@ -154,7 +136,7 @@ fn zulip_5xx_and_429_back_off_and_a_same_account_human_gets_through() {
     let _d = env.start_daemon();
     // The credentials check fails twice with 500 before it works.
     z.fail("/api/v1/users/me", 500, None, 2);
-    let c = env.chamber("alpha", ANSWER, &zulip_toml(&z, "agents", "alpha"));
+    let c = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_until("the check-in posted", || bodies(&z.topic("alpha")).contains(&"checked in".to_string()));
     let tries = z.calls("/api/v1/users/me");
@@ -183,7 +165,7 @@ fn a_crash_between_post_and_archive_does_not_post_twice() {
     let env = Env::new();
     zuliprc(&env, fake_zulip::KEY, 0o600);
     let mut d = env.start_daemon();
-    let c = env.chamber("alpha", ANSWER, &zulip_toml(&z, "agents", "alpha"));
+    let c = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
     // The archive cannot be made (a file stands where the folder goes), so the
     // bridge posts, records the post, and fails to archive.
     std::fs::remove_dir_all(c.dir.join("messages/outbox/archive")).unwrap();
@@ -214,7 +196,7 @@ fn bad_credentials_an_unknown_stream_and_loose_files_stop_only_that_bridge() {
     let _d = env.start_daemon();
     // A wrong key.
     zuliprc(&env, "wrong-key", 0o600);
-    let a = env.chamber("alpha", ANSWER, &zulip_toml(&z, "agents", "alpha"));
+    let a = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     let b = wait_bridge(&env, "alpha", "stopped");
     let e = b["last_error"].as_str().unwrap();
@@ -236,7 +218,7 @@ fn bad_credentials_an_unknown_stream_and_loose_files_stop_only_that_bridge() {
     assert_eq!(bridge(&env, "alpha")["state"], "connected");
 
     // An unknown stream.
-    env.chamber("beta", ANSWER, &zulip_toml(&z, "nope", "t"));
+    env.chamber("beta", ANSWERING_AGENT, &zulip_toml(&z, "nope", "t"));
     env.cryoctl(&["chamber", "start", "beta"]).ok();
     let e = wait_bridge(&env, "beta", "stopped")["last_error"].as_str().unwrap().to_string();
     assert!(e.contains("no stream \"nope\"") && e.contains("Invalid channel name"), "{e}");
@@ -244,9 +226,9 @@ fn bad_credentials_an_unknown_stream_and_loose_files_stop_only_that_bridge() {
     assert!(r.fails(1).contains("zulip: stopped: Zulip has no stream"), "{}", r.stderr);
 
     // Credentials others can read are refused, and never read.
-    write_secret(&env, "gh-token", fake_github::TOKEN, 0o644);
+    env.write_secret("gh-token", fake_github::TOKEN, 0o644);
     let g = FakeGithub::start();
-    env.chamber("gamma", ANSWER, &github_toml(&g, &format!("issue = {}", fake_github::ISSUE)));
+    env.chamber("gamma", ANSWERING_AGENT, &github_toml(&g, &format!("issue = {}", fake_github::ISSUE)));
     env.cryoctl(&["chamber", "start", "gamma"]).ok();
     let e = wait_bridge(&env, "gamma", "stopped")["last_error"].as_str().unwrap().to_string();
     assert!(e.contains("has mode 644") && e.contains("chmod 600"), "{e}");
@@ -261,9 +243,9 @@ fn github_issue_comments_flow_both_ways_with_pages_and_etags() {
         g.comment(false, "someone", &format!("history {i}"));
     }
     let env = Env::new();
-    write_secret(&env, "gh-token", &format!("{}\n", fake_github::TOKEN), 0o600);
+    env.write_secret("gh-token", &format!("{}\n", fake_github::TOKEN), 0o600);
     let _d = env.start_daemon();
-    let c = env.chamber("alpha", ANSWER, &github_toml(&g, &format!("issue = {}", fake_github::ISSUE)));
+    let c = env.chamber("alpha", ANSWERING_AGENT, &github_toml(&g, &format!("issue = {}", fake_github::ISSUE)));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_until("the check-in commented", || g.comments(false).iter().any(|c| c.body == "checked in"));
     // Polls that find nothing new are answered 304.
@@ -287,10 +269,11 @@ fn github_discussion_comments_flow_both_ways_and_5xx_backs_off() {
     let g = FakeGithub::start();
     g.comment(true, "someone", "history");
     let env = Env::new();
-    write_secret(&env, "gh-token", fake_github::TOKEN, 0o600);
+    env.write_secret("gh-token", fake_github::TOKEN, 0o600);
     let _d = env.start_daemon();
     g.fail("/graphql", 502, None, 1);
-    let c = env.chamber("alpha", ANSWER, &github_toml(&g, &format!("discussion = {}", fake_github::DISCUSSION)));
+    let c =
+        env.chamber("alpha", ANSWERING_AGENT, &github_toml(&g, &format!("discussion = {}", fake_github::DISCUSSION)));
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_until("the check-in in the discussion", || g.comments(true).iter().any(|c| c.body == "checked in"));
     g.comment(true, "alice", "what is the status?");
@@ -300,7 +283,7 @@ fn github_discussion_comments_flow_both_ways_and_5xx_backs_off() {
     let b = bridge(&env, "alpha");
     assert!(b["target"].as_str().unwrap().contains("discussion #34"), "{b}");
     // A discussion that does not exist stops the bridge with GitHub's words.
-    let d = env.chamber("beta", ANSWER, &github_toml(&g, "discussion = 99"));
+    let d = env.chamber("beta", ANSWERING_AGENT, &github_toml(&g, "discussion = 99"));
     env.cryoctl(&["chamber", "start", "beta"]).ok();
     let e = wait_bridge(&env, "beta", "stopped")["last_error"].as_str().unwrap().to_string();
     assert!(e.contains("Could not resolve to a Discussion"), "{e}");

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Multipart, Query, State};
+use axum::extract::{Form, Multipart, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -247,11 +247,10 @@ async fn get_stream_id(
     }
 }
 
-async fn register(State((w, _)): State<Shared>, h: HeaderMap, body: String) -> Response {
+async fn register(State((w, _)): State<Shared>, h: HeaderMap, Form(form): Form<HashMap<String, String>>) -> Response {
     if let Some(r) = gate(&w, "POST", "/api/v1/register", &h) {
         return r;
     }
-    let form: HashMap<String, String> = form_urlencoded(&body);
     let types: Value =
         serde_json::from_str(form.get("event_types").map(String::as_str).unwrap_or("null")).unwrap_or_default();
     if !types.as_array().is_some_and(|t| t.iter().any(|x| x == "message")) {
@@ -350,11 +349,14 @@ async fn get_messages(
     )
 }
 
-async fn send_message(State((w, n)): State<Shared>, h: HeaderMap, body: String) -> Response {
+async fn send_message(
+    State((w, n)): State<Shared>,
+    h: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     if let Some(r) = gate(&w, "POST", "/api/v1/messages", &h) {
         return r;
     }
-    let form = form_urlencoded(&body);
     if form.get("type").map(String::as_str) != Some("stream") {
         return error(StatusCode::BAD_REQUEST, "BAD_REQUEST", "Invalid message type");
     }
@@ -412,35 +414,6 @@ async fn temporary(State((w, _)): State<Shared>, axum::extract::Path(token): axu
 
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Parses an `application/x-www-form-urlencoded` body.
-pub fn form_urlencoded(body: &str) -> HashMap<String, String> {
-    body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (percent_decode(k), percent_decode(v))).collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let h = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
-                match h {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Standard base64 (for the expected basic-auth header).

@@ -81,6 +81,22 @@ pub fn wait_until_within(deadline: Duration, what: &str, mut cond: impl FnMut() 
     }
 }
 
+/// An agent script that answers every message with `got: BODY` (and checks
+/// in on its first session), keeps answering while mail arrives (hibernate
+/// is refused while mail is unread), and keeps a TODO an hour out so it
+/// always has a next wake.
+pub const ANSWERING_AGENT: &str = r#"
+cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
+i=0
+while [ $i -lt 50 ]; do
+  i=$((i + 1))
+  body=$(cryo-agent receive | grep -v -e '^--- message' -e '^subject:' -e '^(received' -e '^no new messages' -e '^$')
+  if [ -n "$body" ]; then cryo-agent send "got: $body" >/dev/null; elif [ $i = 1 ]; then cryo-agent send "checked in" >/dev/null; fi
+  cryo-agent hibernate >/dev/null 2>&1 && exit 0
+done
+exit 1
+"#;
+
 /// A private world: HOME, XDG folders and a socket under one temporary folder.
 pub struct Env {
     dir: tempfile::TempDir,
@@ -114,6 +130,13 @@ impl Env {
 
     pub fn home(&self) -> PathBuf {
         self.root().join("home")
+    }
+
+    /// Writes a credentials file `name` in HOME with permissions `mode`.
+    pub fn write_secret(&self, name: &str, text: &str, mode: u32) {
+        let p = self.home().join(name);
+        std::fs::write(&p, text).expect("secret file");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("secret mode");
     }
 
     pub fn socket(&self) -> PathBuf {
