@@ -436,7 +436,13 @@ impl Sup {
     /// Changes `todo.json` through [`todos::update`] (locked, and never losing
     /// a concurrent edit); keeps the in-memory list and the write error in step.
     fn update_todos<T>(&mut self, change: impl FnMut(&mut TodoList) -> Result<T>) -> Result<T> {
-        match todos::update(&self.root, self.tz(), change) {
+        let (root, tz) = (&self.root, self.tz());
+        let outcome = off_worker(|| todos::update(root, tz, change));
+        self.updated(outcome)
+    }
+
+    fn updated<T>(&mut self, outcome: std::result::Result<(T, TodoList), todos::UpdateError<Error>>) -> Result<T> {
+        match outcome {
             Ok((value, list)) => {
                 self.todos = Ok(list);
                 self.write_error = None;
@@ -1237,8 +1243,15 @@ impl Sup {
         if let Some(dir) = &self.shared.agent_bin {
             path = format!("{}:{path}", dir.display());
         }
-        let mut cmd = tokio::process::Command::new(&launch.program);
-        cmd.args(&launch.args)
+        // Found here rather than by the child: a program looked up on a PATH
+        // set for the child makes std fall back from posix_spawn (vfork) to
+        // fork, which copies the daemon's page tables on every wake. One not
+        // found is left to the spawn, whose error says why.
+        let program = spawn::find_program(&launch.program, &self.root, &path)
+            .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.arg0(&launch.program)
+            .args(&launch.args)
             .current_dir(&self.root)
             .stdin(std::process::Stdio::null())
             .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
@@ -1589,9 +1602,8 @@ impl Sup {
         }
         let subject = if subject.trim().is_empty() { first_line(&text) } else { subject };
         let msg = Message { from: self.name.clone(), subject, timestamp: Some(now), question, meta, body: text };
-        let file = self
-            .mailbox()
-            .write(Folder::Outbox, &msg, now)
+        let mailbox = self.mailbox();
+        let file = off_worker(|| mailbox.write(Folder::Outbox, &msg, now))
             .map_err(|e| Error::Internal(format!("cannot write the outbox: {e}")))?;
         self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Outbox, name: file.clone() });
         self.bridges.outbox_changed();
@@ -1625,8 +1637,8 @@ impl Sup {
             .journal_claim(self.id, number, names.clone(), at)
             .await
             .map_err(|e| Error::Internal(format!("cannot journal the claim: {e}")))?;
-        let claimed =
-            mailbox.archive(pending).map_err(|e| Error::Internal(format!("cannot archive the inbox: {e}")))?;
+        let claimed = off_worker(|| mailbox.archive(pending))
+            .map_err(|e| Error::Internal(format!("cannot archive the inbox: {e}")))?;
         self.log_event(&format!("receive: {} message(s): {}", names.len(), names.join(", ")));
         self.live.as_mut().expect("live").unanswered.extend(claimed.iter().map(|m| m.name.clone()));
         Ok(claimed)
@@ -1734,6 +1746,15 @@ fn describe_status(status: Option<std::process::ExitStatus>) -> String {
         },
         None => "no exit status".into(),
     }
+}
+
+/// Runs file work that waits on the disk (a locked, fsynced rewrite of
+/// `todo.json`, a message written or archived) without holding up the
+/// runtime: its worker hands the other chambers' tasks to another thread
+/// meanwhile. Without it, one chamber's fsyncs delayed the wakes of chambers
+/// due in the same instant (the runtime has as many workers as cores).
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    tokio::task::block_in_place(f)
 }
 
 /// The claims as the wake ledger stores them (enough to retry them after a

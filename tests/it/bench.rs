@@ -1,0 +1,71 @@
+//! Issue 11: `cryo-bench` runs every scenario end to end (tiny sizes, no
+//! timing asserted: speed is measured by the bench itself, not by tests) and
+//! its JSON carries the figures. What the bench checks beyond speed is
+//! asserted: every wake measured, a burst ran each chamber exactly once
+//! within the session limit, recovery re-ran the interrupted sessions and
+//! left no agent of the killed daemon behind.
+
+use std::process::Command;
+
+/// Runs `cryo-bench ARGS --json` and returns its figures (the JSON object
+/// printed last).
+fn bench(args: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_cryo-bench")).args(args).arg("--json").output().expect("cryo-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cryo-bench {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("machine: "), "the machine comes first:\n{stdout}");
+    let json = &stdout[stdout.rfind("\n{").expect("a JSON object at the end") + 1..];
+    match serde_json::from_str(json).expect("the figures parse") {
+        serde_json::Value::Object(m) => m,
+        other => panic!("figures are not an object: {other}"),
+    }
+}
+
+fn num(f: &serde_json::Map<String, serde_json::Value>, key: &str) -> f64 {
+    f.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("no figure {key} in {f:?}"))
+}
+
+#[test]
+fn lateness_measures_every_wake() {
+    let f = bench(&["lateness", "--wakes", "6", "--chambers", "3", "--spread", "4"]);
+    assert_eq!(num(&f, "wakes"), 6.0);
+    for k in ["lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms"] {
+        assert!(num(&f, k) >= 0.0, "{k} is a lateness, never early: {f:?}");
+    }
+}
+
+#[test]
+fn burst_runs_each_chamber_once_within_the_limit() {
+    let f = bench(&["burst", "--chambers", "12", "--limit", "3"]);
+    assert_eq!(num(&f, "ran_twice"), 0.0);
+    assert_eq!(num(&f, "never_ran"), 0.0);
+    let most = num(&f, "max_concurrent");
+    assert!((1.0..=3.0).contains(&most), "at most 3 at once, got {most}");
+}
+
+#[test]
+fn recovery_reruns_the_interrupted_sessions_and_leaves_no_agent_behind() {
+    let f = bench(&["recovery", "--chambers", "6", "--running", "2"]);
+    assert_eq!(num(&f, "rerun"), 2.0);
+    assert_eq!(num(&f, "survivors"), 0.0);
+    assert!(num(&f, "recovery_ms") > 0.0);
+}
+
+#[test]
+fn idle_control_and_inbox_report_their_figures() {
+    let idle = bench(&["idle", "--chambers", "3", "--todos", "5", "--seconds", "1"]);
+    for k in ["rss_mb", "startup_ms", "wakeups_per_minute", "cpu_seconds_per_minute"] {
+        num(&idle, k);
+    }
+    let control = bench(&["control", "--chambers", "3", "--runs", "3"]);
+    for k in
+        ["list_median_ms", "status_median_ms", "agent_call_median_ms", "rtt_open_median_ms", "rtt_connect_median_ms"]
+    {
+        assert!(num(&control, k) > 0.0, "{k}: {control:?}");
+    }
+    let inbox = bench(&["inbox", "--messages", "4", "--chambers", "2"]);
+    for k in ["inbox_to_start_p50_ms", "inbox_to_receive_p99_ms"] {
+        assert!(num(&inbox, k) > 0.0, "{k}: {inbox:?}");
+    }
+}

@@ -1,0 +1,182 @@
+//! `cryo-bench`: measures cryo on this machine and prints the figures, side
+//! by side with the seed system (one daemon per chamber) when given its
+//! binaries.
+//!
+//! Each scenario starts a real cryod in a private folder (the same harness as
+//! the tests), sets the scenario up, measures, prints a table and cleans up.
+//! Run it from a release build:
+//!
+//! ```sh
+//! cargo build --release --workspace
+//! ./target/release/cryo-bench lateness --wakes 1000 --chambers 100
+//! ./target/release/cryo-bench idle --chambers 1000 --seconds 60 --seed /tmp/seed/bin
+//! ```
+
+mod cryo;
+mod measure;
+mod scripts;
+mod seed;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use measure::{Figures, side_by_side};
+
+#[derive(Parser)]
+#[command(name = "cryo-bench")]
+struct Cli {
+    /// Also print the figures as one JSON object.
+    #[arg(long, global = true)]
+    json: bool,
+    /// The seed system's binaries (`cargo install cryochamber --root DIR`,
+    /// then DIR/bin): run the same scenario on it too, with one of its
+    /// daemons per chamber, and print both side by side with their ratio.
+    #[arg(long, global = true, value_name = "DIR")]
+    seed: Option<PathBuf>,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Wake lateness: due time to the agent process's own start, over many
+    /// wakes at whole seconds, spread evenly over `--spread` seconds.
+    Lateness {
+        #[arg(long, default_value_t = 1000)]
+        wakes: usize,
+        #[arg(long, default_value_t = 100)]
+        chambers: usize,
+        /// Seconds the wakes are spread over.
+        #[arg(long, default_value_t = 200)]
+        spread: u64,
+    },
+    /// An idle daemon with many chambers and TODOs: memory, start-up, and how
+    /// often it wakes (context switches of all its threads).
+    Idle {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 100)]
+        todos: usize,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// Control-plane latency: listing the chambers, one chamber's status and
+    /// a `cryo-agent` call, whole process start to exit, and the raw round
+    /// trip on the socket.
+    Control {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
+    /// Inbox latency: a message written into an inbox, until the agent process
+    /// starts and until its `receive` returns the message.
+    Inbox {
+        #[arg(long, default_value_t = 500)]
+        messages: usize,
+        #[arg(long, default_value_t = 10)]
+        chambers: usize,
+        /// Write one message to every chamber at once, each round (many
+        /// agents start together; cryo only); by default one message at a
+        /// time, round robin over the chambers.
+        #[arg(long)]
+        burst: bool,
+    },
+    /// A burst: every chamber due at the same instant, with a session limit
+    /// (the seed system has none).
+    Burst {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 8)]
+        limit: usize,
+    },
+    /// SIGKILL the daemon(s) while sessions run; time until the restarted
+    /// daemon serves again, with every chamber loaded and the sessions
+    /// recovered.
+    Recovery {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 8)]
+        running: usize,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    machine();
+    let seed = cli.seed.as_deref();
+    if let Some(dir) = seed {
+        let version = std::process::Command::new(dir.join("cryo")).arg("--version").output();
+        let version = version.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        println!("seed system: {} ({})", version.unwrap_or_else(|e| format!("not runnable: {e}")), dir.display());
+    }
+    let (mut figures, seed_figures, rows): (Figures, Option<Figures>, &[(&str, &str)]) = match cli.scenario {
+        Scenario::Lateness { wakes, chambers, spread } => (
+            cryo::lateness(wakes, chambers, spread),
+            seed.map(|s| seed::lateness(s, wakes, chambers, spread)),
+            &[("lateness_p50_ms", "ms"), ("lateness_p99_ms", "ms"), ("lateness_max_ms", "ms")],
+        ),
+        Scenario::Idle { chambers, todos, seconds } => (
+            cryo::idle(chambers, todos, seconds),
+            seed.map(|s| seed::idle(s, chambers, todos, seconds)),
+            &[("rss_mb", "MB"), ("startup_ms", "ms"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s")],
+        ),
+        Scenario::Control { chambers, runs } => (
+            cryo::control(chambers, runs),
+            seed.map(|s| seed::control(s, chambers, runs)),
+            &[
+                ("list_median_ms", "ms"),
+                ("list_p99_ms", "ms"),
+                ("status_median_ms", "ms"),
+                ("agent_call_median_ms", "ms"),
+                ("agent_call_p99_ms", "ms"),
+                ("rtt_connect_median_ms", "ms"),
+            ],
+        ),
+        Scenario::Inbox { messages, chambers, burst } => {
+            if burst && seed.is_some() {
+                eprintln!("cryo-bench: --burst is measured on cryo only; run the seed side by side without it");
+                std::process::exit(2);
+            }
+            (
+                cryo::inbox(messages, chambers, burst),
+                seed.map(|s| seed::inbox(s, messages, chambers)),
+                &[
+                    ("inbox_to_start_p50_ms", "ms"),
+                    ("inbox_to_start_p99_ms", "ms"),
+                    ("inbox_to_receive_p50_ms", "ms"),
+                    ("inbox_to_receive_p99_ms", "ms"),
+                ],
+            )
+        }
+        Scenario::Burst { chambers, limit } => (
+            cryo::burst(chambers, limit),
+            seed.map(|s| seed::burst(s, chambers)),
+            &[("burst_seconds", "s"), ("max_concurrent", ""), ("ran_twice", ""), ("never_ran", "")],
+        ),
+        Scenario::Recovery { chambers, running } => (
+            cryo::recovery(chambers, running),
+            seed.map(|s| seed::recovery(s, chambers, running)),
+            &[("recovery_ms", "ms"), ("rerun", ""), ("survivors", "")],
+        ),
+    };
+    if let Some(s) = seed_figures {
+        side_by_side(&mut figures, s, rows);
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
+    }
+}
+
+fn machine() {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    println!("machine: {cores} cores, {mem} memory; build: {profile}");
+}

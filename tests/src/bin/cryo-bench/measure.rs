@@ -1,0 +1,244 @@
+//! What both systems' scenarios share: clocks, `/proc` readings, percentiles,
+//! the wake schedule, and the figures computed from what agents recorded.
+
+use std::path::{Path, PathBuf};
+
+/// One scenario's figures, by name (printed, and written by `--json`).
+pub type Figures = serde_json::Map<String, serde_json::Value>;
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Median and p99.
+pub fn stats(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    (percentile(&v, 0.5), percentile(&v, 0.99))
+}
+
+pub fn now_ns() -> i128 {
+    #[allow(clippy::disallowed_methods)] // a benchmark measures real time
+    let t = std::time::SystemTime::now();
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+}
+
+pub fn rfc3339_ns(ns: i128) -> String {
+    let secs = (ns / 1_000_000_000) as i64;
+    let nanos = (ns % 1_000_000_000) as u32;
+    chrono::DateTime::from_timestamp(secs, nanos).unwrap().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Context switches (voluntary + involuntary) of every thread of `pid`.
+pub fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for l in status.lines() {
+                if l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:") {
+                    total += l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                }
+            }
+        }
+    }
+    total
+}
+
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line (11 and 12 here).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+pub fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Nanosecond times an agent appended to `file`, one per line.
+pub fn times(dir: &Path, file: &str) -> Vec<i128> {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// A wake schedule both systems can express: whole seconds (the seed
+/// system's TODO times have no fractions). Each chamber gets `per` wakes
+/// `spread / per` seconds apart, and the chambers are spread over that gap,
+/// so the wakes come at a steady rate over `spread` seconds, with about
+/// `chambers * per / spread` due in the same second. Unix seconds.
+pub fn schedule(chambers: usize, per: usize, spread: u64, t0: i64) -> Vec<Vec<i64>> {
+    let gap = (spread / per.max(1) as u64).max(1) as i64;
+    (0..chambers)
+        .map(|i| {
+            let offset = i as i64 * gap / chambers as i64;
+            (0..per as i64).map(|k| t0 + offset + k * gap).collect()
+        })
+        .collect()
+}
+
+/// The first whole second at least `margin` seconds from now.
+pub fn second_after(margin: i64) -> i64 {
+    (now_ns() / 1_000_000_000) as i64 + margin + 1
+}
+
+/// Lateness of each wake: the agent's first command (`starts.txt`) minus
+/// the due time; printed and returned.
+pub fn lateness_figures(dirs: &[PathBuf], due: &[Vec<i64>]) -> Figures {
+    let mut late = Vec::new();
+    for (d, due) in dirs.iter().zip(due) {
+        let starts = times(d, "starts.txt");
+        if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+            eprintln!("{}: starts {starts:?}\n      due {due:?}", d.display());
+        }
+        for (s, d) in starts.iter().zip(due) {
+            late.push((s - *d as i128 * 1_000_000_000) as f64 / 1e6);
+        }
+    }
+    late.sort_by(|a, b| a.total_cmp(b));
+    let total: usize = due.iter().map(Vec::len).sum();
+    let (p50, p99, max) = (percentile(&late, 0.5), percentile(&late, 0.99), late.last().copied().unwrap_or(f64::NAN));
+    println!("  wakes measured   {} of {total}", late.len());
+    println!("  p50              {p50:.1} ms");
+    println!("  p99              {p99:.1} ms");
+    println!("  max              {max:.1} ms");
+    let mut f = Figures::new();
+    f.insert("wakes".into(), late.len().into());
+    f.insert("lateness_p50_ms".into(), p50.into());
+    f.insert("lateness_p99_ms".into(), p99.into());
+    f.insert("lateness_max_ms".into(), max.into());
+    f
+}
+
+/// Inbox latencies from what the agents recorded (`starts.txt`,
+/// `received.txt`: one nanosecond time per line, the first `skip` lines
+/// not for a message) against when each message was written; printed and
+/// returned.
+pub fn inbox_figures(dirs: &[PathBuf], written: &[Vec<i128>], skip: usize) -> Figures {
+    let (mut start, mut recv) = (Vec::new(), Vec::new());
+    for (d, written) in dirs.iter().zip(written) {
+        for (w, s) in written.iter().zip(times(d, "starts.txt").into_iter().skip(skip)) {
+            start.push((s - w) as f64 / 1e6);
+        }
+        for (w, r) in written.iter().zip(times(d, "received.txt").into_iter().skip(skip)) {
+            recv.push((r - w) as f64 / 1e6);
+        }
+    }
+    let (s50, s99) = stats(start);
+    let (r50, r99) = stats(recv);
+    println!("  written -> agent process started    p50 {s50:.1} ms, p99 {s99:.1} ms");
+    println!("  written -> receive returned it      p50 {r50:.1} ms, p99 {r99:.1} ms");
+    let mut f = Figures::new();
+    f.insert("inbox_to_start_p50_ms".into(), s50.into());
+    f.insert("inbox_to_start_p99_ms".into(), s99.into());
+    f.insert("inbox_to_receive_p50_ms".into(), r50.into());
+    f.insert("inbox_to_receive_p99_ms".into(), r99.into());
+    f
+}
+
+/// A burst's outcome from what the agents recorded (`runs.txt` at their
+/// start, `ends.txt` before they hibernate): how many chambers ran more
+/// than once, and the most sessions running at the same moment.
+pub fn burst_figures(dirs: &[PathBuf], took: std::time::Duration, limit: Option<usize>) -> Figures {
+    let mut edges = Vec::new();
+    let mut twice = 0;
+    let mut missing = 0;
+    for d in dirs {
+        let (runs, ends) = (times(d, "runs.txt"), times(d, "ends.txt"));
+        match runs.len() {
+            0 => missing += 1,
+            1 => {}
+            _ => twice += 1,
+        }
+        for (s, e) in runs.iter().zip(&ends) {
+            edges.push((*s, 1));
+            edges.push((*e, -1));
+        }
+    }
+    edges.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, x) in edges {
+        cur += x;
+        max = max.max(cur);
+    }
+    let limit = limit.map(|l| format!("(limit {l})")).unwrap_or_else(|| "(no limit)".into());
+    println!("  all ran in               {:.1} s (from the restart)", took.as_secs_f64());
+    println!("  chambers that ran twice  {twice}");
+    println!("  chambers that never ran  {missing}");
+    println!("  most at once             {max} {limit}");
+    let mut f = Figures::new();
+    f.insert("burst_seconds".into(), took.as_secs_f64().into());
+    f.insert("ran_twice".into(), twice.into());
+    f.insert("never_ran".into(), missing.into());
+    f.insert("max_concurrent".into(), max.into());
+    f
+}
+
+/// Prints cryo's and the seed system's figures side by side with their
+/// ratio (seed / cryo: above 1, cryo is smaller or faster), and adds the
+/// seed's figures to `cryo`'s as `seed_*` and the ratios as `ratio_*`.
+pub fn side_by_side(cryo: &mut Figures, seed: Figures, rows: &[(&str, &str)]) {
+    println!("\nside by side                         cryo      seed system   seed / cryo");
+    for (key, unit) in rows {
+        let get = |f: &Figures| f.get(*key).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+        let (a, b) = (get(cryo), get(&seed));
+        let ratio = b / a;
+        let shown = if a == 0.0 && b > 0.0 {
+            "cryo: 0".to_string()
+        } else if ratio.is_finite() {
+            format!("{ratio:.1}x")
+        } else {
+            "n/a".to_string()
+        };
+        println!("  {key:<28} {a:>10.2} {unit:<4} {b:>10.2} {unit:<4} {shown:>9}");
+        if ratio.is_finite() {
+            cryo.insert(format!("ratio_{key}"), ratio.into());
+        }
+    }
+    for (k, v) in seed {
+        cryo.insert(format!("seed_{k}"), v);
+    }
+}
+
+/// How many of the agents that ran before a crash (the first pid in each
+/// chamber's `pids.txt`) still run.
+pub fn survivors(dirs: &[PathBuf]) -> usize {
+    dirs.iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("pids.txt")).ok()?.lines().next()?.trim().parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Not gone, and not a zombie waiting for its parent.
+            !stat.is_empty() && !stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+        })
+        .count()
+}
+
+pub fn all_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// Every live process whose working folder is under `root` (agents).
+pub fn working_in(root: &Path) -> Vec<u32> {
+    all_pids().filter(|p| std::fs::read_link(format!("/proc/{p}/cwd")).is_ok_and(|c| c.starts_with(root))).collect()
+}
+
+pub fn kill_all(pids: impl IntoIterator<Item = u32>) {
+    for p in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+}
