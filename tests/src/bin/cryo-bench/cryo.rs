@@ -258,28 +258,13 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
         }
         (open, fresh)
     });
-    let (l50, l99) = stats(list);
-    let (s50, s99) = stats(status);
-    let (a50, a99) = stats(agent);
-    let (o50, o99) = stats(open);
-    let (f50, f99) = stats(fresh);
     println!("\ncryo: control plane ({chambers} chambers, {runs} runs each; process start to exit)");
-    println!("  cryoctl chamber list --json    median {l50:.1} ms, p99 {l99:.1} ms");
-    println!("  cryoctl chamber status NAME    median {s50:.1} ms, p99 {s99:.1} ms");
-    println!("  cryo-agent todo list           median {a50:.1} ms, p99 {a99:.1} ms (inside a session)");
-    println!("  gRPC Hello, open channel       median {o50:.3} ms, p99 {o99:.3} ms (1000 calls)");
-    println!("  gRPC Hello, new connection     median {f50:.3} ms, p99 {f99:.3} ms (1000 calls)");
     let mut f = Figures::new();
-    f.insert("list_median_ms".into(), l50.into());
-    f.insert("list_p99_ms".into(), l99.into());
-    f.insert("status_median_ms".into(), s50.into());
-    f.insert("status_p99_ms".into(), s99.into());
-    f.insert("agent_call_median_ms".into(), a50.into());
-    f.insert("agent_call_p99_ms".into(), a99.into());
-    f.insert("rtt_open_median_ms".into(), o50.into());
-    f.insert("rtt_open_p99_ms".into(), o99.into());
-    f.insert("rtt_connect_median_ms".into(), f50.into());
-    f.insert("rtt_connect_p99_ms".into(), f99.into());
+    timing(&mut f, "list", "cryoctl chamber list --json", list, "");
+    timing(&mut f, "status", "cryoctl chamber status NAME", status, "");
+    timing(&mut f, "agent_call", "cryo-agent todo list", agent, " (inside a session)");
+    timing(&mut f, "rtt_open", "gRPC Hello, open channel", open, " (1000 calls)");
+    timing(&mut f, "rtt_connect", "gRPC Hello, new connection", fresh, " (1000 calls)");
     f
 }
 

@@ -125,6 +125,16 @@ pub fn lateness_figures(dirs: &[PathBuf], due: &[Vec<i64>]) -> Figures {
     f
 }
 
+/// Median and p99 of `samples` (milliseconds): printed as one line after
+/// `label` and kept as `KEY_median_ms` and `KEY_p99_ms`.
+pub fn timing(f: &mut Figures, key: &str, label: &str, samples: Vec<f64>, note: &str) {
+    let (median, p99) = stats(samples);
+    let d = if median < 1.0 { 3 } else { 1 };
+    println!("  {label:<30} median {median:.d$} ms, p99 {p99:.d$} ms{note}");
+    f.insert(format!("{key}_median_ms"), median.into());
+    f.insert(format!("{key}_p99_ms"), p99.into());
+}
+
 /// Inbox latencies from what the agents recorded (`starts.txt`,
 /// `received.txt`: one nanosecond time per line, the first `skip` lines
 /// not for a message) against when each message was written; printed and

@@ -329,24 +329,12 @@ pub fn control(bin: &Path, chambers: usize, runs: usize) -> Figures {
             t.elapsed().as_secs_f64() * 1000.0
         })
         .collect();
-    let (l50, l99) = stats(list);
-    let (s50, s99) = stats(status);
-    let (a50, a99) = stats(agent);
-    let (r50, r99) = stats(rtt);
     println!("\nseed system: control plane ({chambers} chambers, one daemon each; {runs} runs each)");
-    println!("  cryo ps                        median {l50:.1} ms, p99 {l99:.1} ms (lists the {chambers} daemons)");
-    println!("  cryo status (in the chamber)   median {s50:.1} ms, p99 {s99:.1} ms");
-    println!("  cryo-agent todo list           median {a50:.1} ms, p99 {a99:.1} ms (inside a session)");
-    println!("  ping, new connection           median {r50:.3} ms, p99 {r99:.3} ms ({runs} calls)");
     let mut f = Figures::new();
-    f.insert("list_median_ms".into(), l50.into());
-    f.insert("list_p99_ms".into(), l99.into());
-    f.insert("status_median_ms".into(), s50.into());
-    f.insert("status_p99_ms".into(), s99.into());
-    f.insert("agent_call_median_ms".into(), a50.into());
-    f.insert("agent_call_p99_ms".into(), a99.into());
-    f.insert("rtt_connect_median_ms".into(), r50.into());
-    f.insert("rtt_connect_p99_ms".into(), r99.into());
+    timing(&mut f, "list", "cryo ps", list, &format!(" (lists the {chambers} daemons)"));
+    timing(&mut f, "status", "cryo status (in the chamber)", status, "");
+    timing(&mut f, "agent_call", "cryo-agent todo list", agent, " (inside a session)");
+    timing(&mut f, "rtt_connect", "ping, new connection", rtt, &format!(" ({runs} calls)"));
     f
 }
 
