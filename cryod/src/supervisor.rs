@@ -1753,6 +1753,7 @@ fn describe_status(status: Option<std::process::ExitStatus>) -> String {
 /// runtime: its worker hands the other chambers' tasks to another thread
 /// meanwhile. Without it, one chamber's fsyncs delayed the wakes of chambers
 /// due in the same instant (the runtime has as many workers as cores).
+/// Needs the multi-threaded runtime, which cryod and every harness of it use.
 fn off_worker<R>(f: impl FnOnce() -> R) -> R {
     tokio::task::block_in_place(f)
 }

@@ -59,7 +59,7 @@ fn start_all(env: &Env, names: &[String]) {
 pub const FAR: &str = "2099-01-01T00:00:00Z";
 
 /// Writes a `todo.json` holding one pending TODO per time (RFC 3339).
-pub fn write_todos(dir: &Path, at: &[String]) {
+fn write_todos(dir: &Path, at: &[String]) {
     let items: Vec<serde_json::Value> = at
         .iter()
         .enumerate()
@@ -80,16 +80,6 @@ fn wait_serving(env: &Env) {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-    });
-}
-
-/// Waits (up to the schedule's end and a minute) until every chamber's agent
-/// recorded as many starts as it has wakes due.
-pub fn wait_for_wakes(dirs: &[PathBuf], due: &[Vec<i64>], skip: usize) {
-    let last = due.iter().flatten().max().copied().unwrap_or(0);
-    let left = (last - (now_ns() / 1_000_000_000) as i64).max(0) as u64;
-    wait_until_within(Duration::from_secs(left + 60), "every wake to start its agent", || {
-        dirs.iter().zip(due).all(|(d, due)| times(d, "starts.txt").len() >= due.len() + skip)
     });
 }
 
@@ -134,24 +124,8 @@ pub fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
         std::thread::sleep(Duration::from_millis(500));
         context_switches(pid) == a
     });
-    let (cs0, cpu0) = (context_switches(pid), cpu_seconds(pid));
-    std::thread::sleep(Duration::from_secs(seconds));
-    let (cs1, cpu1) = (context_switches(pid), cpu_seconds(pid));
-    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
-    let cpu_per_min = (cpu1 - cpu0) * 60.0 / seconds as f64;
-    let rss = rss_mb(pid);
     println!("\ncryo: idle daemon ({chambers} chambers x {todos} TODOs in the future)");
-    println!("  start-up to ready    {:.0} ms", startup.as_secs_f64() * 1000.0);
-    println!("  resident memory      {rss:.1} MB");
-    println!("  wakeups per minute   {per_min:.1} (context switches of all threads over {seconds} s)");
-    println!("  CPU per minute       {cpu_per_min:.3} s");
-    let mut f = Figures::new();
-    f.insert("chambers".into(), chambers.into());
-    f.insert("startup_ms".into(), (startup.as_secs_f64() * 1000.0).into());
-    f.insert("rss_mb".into(), rss.into());
-    f.insert("wakeups_per_minute".into(), per_min.into());
-    f.insert("cpu_seconds_per_minute".into(), cpu_per_min.into());
-    f
+    at_rest(&[pid], seconds, startup)
 }
 
 pub fn recovery(chambers: usize, running: usize) -> Figures {
@@ -177,35 +151,13 @@ pub fn recovery(chambers: usize, running: usize) -> Figures {
     wait_until("the interrupted sessions to be finalized", || {
         dirs[..running].iter().all(|d| log(d).contains("interrupted"))
     });
-    let rerun = count_reruns(&dirs[..running]);
-    let survivors = survivors(&dirs[..running]);
+    println!(
+        "\ncryo: recovery (SIGKILL with {running} sessions running, {chambers} chambers; every one logged as interrupted)"
+    );
+    let f = recovered(ready, "every chamber loaded, the schedule rebuilt", &dirs[..running]);
     // The sessions run again sleep five minutes: end them with the bench.
     kill_all(working_in(env.root()));
-    println!("\ncryo: recovery (SIGKILL with {running} sessions running, {chambers} chambers)");
-    println!(
-        "  restart to serving   {:.0} ms (every chamber loaded, the schedule rebuilt)",
-        ready.as_secs_f64() * 1000.0
-    );
-    println!("  sessions recovered   {running} of {running} (logged as interrupted, TODO back in the queue)");
-    println!("  sessions run again   {rerun} of {running} within 30 s");
-    println!("  old agents still running {survivors} of {running}");
-    let mut f = Figures::new();
-    f.insert("chambers".into(), chambers.into());
-    f.insert("recovery_ms".into(), (ready.as_secs_f64() * 1000.0).into());
-    f.insert("rerun".into(), rerun.into());
-    f.insert("survivors".into(), survivors.into());
     f
-}
-
-/// How many of these chambers' agents started a second time (their work
-/// run again after the crash), waiting up to 30 s.
-pub fn count_reruns(dirs: &[PathBuf]) -> usize {
-    let rerun = || dirs.iter().filter(|d| times(d, "runs.txt").len() >= 2).count();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while rerun() < dirs.len() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    rerun()
 }
 
 pub fn control(chambers: usize, runs: usize) -> Figures {
@@ -268,16 +220,6 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     f
 }
 
-/// The agent's own timings of its `cryo-agent todo list` calls (`calls.txt`,
-/// nanoseconds), once it made `runs` of them.
-pub fn agent_calls(dir: &Path, runs: usize) -> Vec<f64> {
-    let calls = dir.join("calls.txt");
-    wait_until_within(Duration::from_secs(60), "the agent's calls", || {
-        std::fs::read_to_string(&calls).unwrap_or_default().lines().count() >= runs
-    });
-    times(dir, "calls.txt").into_iter().map(|ns| ns as f64 / 1e6).collect()
-}
-
 pub fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {
     let env = Env::new();
     env.daemon_config(&format!("max_concurrent_sessions = {}\n", chambers.max(4)));
@@ -334,17 +276,6 @@ pub fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {
     let how = if burst { "all chambers at once each round" } else { "one at a time" };
     println!("\ncryo: inbox latency ({} messages over {chambers} chambers, {how})", per * chambers);
     inbox_figures(&dirs, &written, 0)
-}
-
-/// Writes message `k` into `dir`'s inbox the way a careful writer does
-/// (a hidden file renamed into place); returns when it appeared.
-pub fn write_message(dir: &Path, k: usize) -> i128 {
-    let name = format!("{k:06}-bench.md");
-    let tmp = dir.join("messages/inbox").join(format!(".{name}"));
-    std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
-    let at = now_ns();
-    std::fs::rename(&tmp, dir.join("messages/inbox").join(&name)).unwrap();
-    at
 }
 
 pub fn burst(chambers: usize, limit: usize) -> Figures {

@@ -2,6 +2,9 @@
 //! the wake schedule, and the figures computed from what agents recorded.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cryo_tests::wait_until_within;
 
 /// One scenario's figures, by name (printed, and written by `--json`).
 pub type Figures = serde_json::Map<String, serde_json::Value>;
@@ -251,4 +254,89 @@ pub fn kill_all(pids: impl IntoIterator<Item = u32>) {
     for p in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
     }
+}
+
+/// Waits (up to the schedule's end and a minute) until every chamber's agent
+/// recorded as many starts as it has wakes due.
+pub fn wait_for_wakes(dirs: &[PathBuf], due: &[Vec<i64>], skip: usize) {
+    let last = due.iter().flatten().max().copied().unwrap_or(0);
+    let left = (last - (now_ns() / 1_000_000_000) as i64).max(0) as u64;
+    wait_until_within(Duration::from_secs(left + 60), "every wake to start its agent", || {
+        dirs.iter().zip(due).all(|(d, due)| times(d, "starts.txt").len() >= due.len() + skip)
+    });
+}
+
+/// The agent's own timings of its `cryo-agent todo list` calls (`calls.txt`,
+/// nanoseconds), once it made `runs` of them.
+pub fn agent_calls(dir: &Path, runs: usize) -> Vec<f64> {
+    let calls = dir.join("calls.txt");
+    wait_until_within(Duration::from_secs(60), "the agent's calls", || {
+        std::fs::read_to_string(&calls).unwrap_or_default().lines().count() >= runs
+    });
+    times(dir, "calls.txt").into_iter().map(|ns| ns as f64 / 1e6).collect()
+}
+
+/// Writes message `k` into `dir`'s inbox the way a careful writer does
+/// (a hidden file renamed into place); returns when it appeared.
+pub fn write_message(dir: &Path, k: usize) -> i128 {
+    let name = format!("{k:06}-bench.md");
+    let tmp = dir.join("messages/inbox").join(format!(".{name}"));
+    std::fs::write(&tmp, format!("---\nfrom: bench\nsubject: m{k}\n---\n\nmessage {k}\n")).unwrap();
+    let at = now_ns();
+    std::fs::rename(&tmp, dir.join("messages/inbox").join(&name)).unwrap();
+    at
+}
+
+/// How many of these chambers' agents started a second time (their work
+/// run again after the crash), waiting up to 30 s.
+pub fn count_reruns(dirs: &[PathBuf]) -> usize {
+    let rerun = || dirs.iter().filter(|d| times(d, "runs.txt").len() >= 2).count();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rerun() < dirs.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rerun()
+}
+
+/// Watches `pids` at rest for `seconds`: context switches and CPU per
+/// minute over the window, resident memory (summed) at its end; printed
+/// after the `startup` time and returned.
+pub fn at_rest(pids: &[u32], seconds: u64, startup: Duration) -> Figures {
+    let switches = || pids.iter().map(|p| context_switches(*p)).sum::<u64>();
+    let cpu = || pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let (cs0, cpu0) = (switches(), cpu());
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (cs1, cpu1) = (switches(), cpu());
+    let rss: f64 = pids.iter().map(|p| rss_mb(*p)).sum();
+    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
+    let cpu_per_min = (cpu1 - cpu0) * 60.0 / seconds as f64;
+    let startup_ms = startup.as_secs_f64() * 1000.0;
+    println!("  start-up to ready    {startup_ms:.0} ms");
+    println!("  resident memory      {rss:.1} MB");
+    println!("  wakeups per minute   {per_min:.1} (context switches of all threads over {seconds} s)");
+    println!("  CPU per minute       {cpu_per_min:.3} s");
+    let mut f = Figures::new();
+    f.insert("processes".into(), pids.len().into());
+    f.insert("startup_ms".into(), startup_ms.into());
+    f.insert("rss_mb".into(), rss.into());
+    f.insert("wakeups_per_minute".into(), per_min.into());
+    f.insert("cpu_seconds_per_minute".into(), cpu_per_min.into());
+    f
+}
+
+/// After a restart that took `ready` (until `what`): how many of the
+/// interrupted chambers (`busy`) ran their work again, and how many agents
+/// of the killed daemon still run; printed and returned.
+pub fn recovered(ready: Duration, what: &str, busy: &[PathBuf]) -> Figures {
+    let rerun = count_reruns(busy);
+    let survivors = survivors(busy);
+    let ready_ms = ready.as_secs_f64() * 1000.0;
+    println!("  restart to serving   {ready_ms:.0} ms ({what})");
+    println!("  sessions run again   {rerun} of {} within 30 s", busy.len());
+    println!("  old agents still running {survivors} of {}", busy.len());
+    let mut f = Figures::new();
+    f.insert("recovery_ms".into(), ready_ms.into());
+    f.insert("rerun".into(), rerun.into());
+    f.insert("survivors".into(), survivors.into());
+    f
 }

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use cryo_tests::wait_until_within;
 use nix::sys::signal::Signal;
 
-use crate::cryo::{agent_calls, count_reruns, wait_for_wakes};
 use crate::measure::*;
 use crate::scripts;
 
@@ -253,26 +252,8 @@ pub fn idle(bin: &Path, chambers: usize, todos: usize, seconds: u64) -> Figures 
     seed.wait_responding();
     let startup = t.elapsed();
     let ps = seed.pids();
-    let cs = |ps: &[u32]| ps.iter().map(|p| context_switches(*p)).sum::<u64>();
-    let cpu = |ps: &[u32]| ps.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
-    let (cs0, cpu0) = (cs(&ps), cpu(&ps));
-    std::thread::sleep(Duration::from_secs(seconds));
-    let (cs1, cpu1) = (cs(&ps), cpu(&ps));
-    let rss: f64 = ps.iter().map(|p| rss_mb(*p)).sum();
-    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
-    let cpu_per_min = (cpu1 - cpu0) * 60.0 / seconds as f64;
-    println!("\nseed system: {} daemons for {chambers} chambers x {todos} TODOs", ps.len());
-    println!("  start-up to ready    {:.0} ms (every daemon answering)", startup.as_secs_f64() * 1000.0);
-    println!("  resident memory      {rss:.1} MB (sum)");
-    println!("  wakeups per minute   {per_min:.1}");
-    println!("  CPU per minute       {cpu_per_min:.3} s");
-    let mut f = Figures::new();
-    f.insert("daemons".into(), ps.len().into());
-    f.insert("startup_ms".into(), (startup.as_secs_f64() * 1000.0).into());
-    f.insert("rss_mb".into(), rss.into());
-    f.insert("wakeups_per_minute".into(), per_min.into());
-    f.insert("cpu_seconds_per_minute".into(), cpu_per_min.into());
-    f
+    println!("\nseed system: {} daemons for {chambers} chambers x {todos} TODOs (memory summed)", ps.len());
+    at_rest(&ps, seconds, startup)
 }
 
 /// The inbox scenario on the seed system: the same agent script and the same
@@ -285,7 +266,7 @@ pub fn inbox(bin: &Path, messages: usize, chambers: usize) -> Figures {
     let mut written: Vec<Vec<i128>> = vec![Vec::new(); chambers];
     for k in 0..per {
         for (i, d) in seed.dirs.iter().enumerate() {
-            written[i].push(crate::cryo::write_message(d, k));
+            written[i].push(write_message(d, k));
             wait_until_within(Duration::from_secs(60), "the seed to answer", || count(d, "ends.txt") >= k + 2);
         }
     }
@@ -319,7 +300,7 @@ pub fn control(bin: &Path, chambers: usize, runs: usize) -> Figures {
     let list = timed(&["ps"]);
     let status = timed(&["status"]);
     std::fs::write(first.join("measure"), "").unwrap();
-    crate::cryo::write_message(&first, 0);
+    write_message(&first, 0);
     let agent = agent_calls(&first, runs);
     // Its ping takes about a quarter of a second: `runs` of them, not 1000.
     let rtt: Vec<f64> = (0..runs)
@@ -369,7 +350,7 @@ pub fn recovery(bin: &Path, chambers: usize, running: usize) -> Figures {
     let busy = &seed.dirs[..running];
     for (k, d) in busy.iter().enumerate() {
         std::fs::write(d.join("work"), "").unwrap();
-        crate::cryo::write_message(d, k);
+        write_message(d, k);
     }
     wait_until_within(Duration::from_secs(60), "the seed's sessions to run", || {
         busy.iter().all(|d| d.join("pids.txt").exists())
@@ -379,16 +360,6 @@ pub fn recovery(bin: &Path, chambers: usize, running: usize) -> Figures {
     seed.launch();
     seed.wait_responding();
     let ready = t.elapsed();
-    let rerun = count_reruns(busy);
-    let survivors = survivors(busy);
     println!("\nseed system: recovery (SIGKILL of its {chambers} daemons with {running} sessions running)");
-    println!("  restart to serving   {:.0} ms (every daemon answering)", ready.as_secs_f64() * 1000.0);
-    println!("  sessions run again   {rerun} of {running} within 30 s");
-    println!("  old agents still running {survivors} of {running}");
-    let mut f = Figures::new();
-    f.insert("chambers".into(), chambers.into());
-    f.insert("recovery_ms".into(), (ready.as_secs_f64() * 1000.0).into());
-    f.insert("rerun".into(), rerun.into());
-    f.insert("survivors".into(), survivors.into());
-    f
+    recovered(ready, "every daemon answering", busy)
 }
