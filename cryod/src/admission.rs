@@ -3,17 +3,17 @@
 //! scheduled), oldest first within a class. A burst of wakes is queued, never
 //! dropped.
 //!
-//! A chamber asks with [`Admission::request`]; when a slot is free its
-//! supervisor receives [`Event::Admitted`] carrying a [`Permit`], which frees
-//! the slot when dropped.
+//! A chamber asks with [`Admission::request`], giving a [`Sink`]; when a slot
+//! is free the sink receives a [`Permit`], which frees the slot when dropped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use cryo_core::session::Trigger;
-use tokio::sync::mpsc::UnboundedSender;
 
-use crate::supervisor::Event;
+/// Where a chamber receives its permit; it hands the permit back if the
+/// chamber is gone.
+pub type Sink = Arc<dyn Fn(Permit) -> Result<(), Permit> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Admission(Arc<Mutex<State>>);
@@ -22,7 +22,7 @@ struct State {
     limit: usize,
     running: usize,
     seq: u64,
-    queue: BTreeMap<(Trigger, u64), (i64, UnboundedSender<Event>)>,
+    queue: BTreeMap<(Trigger, u64), (i64, Sink)>,
 }
 
 /// A slot; dropping it admits the next waiting chamber.
@@ -41,10 +41,10 @@ impl Admission {
         Admission(Arc::new(Mutex::new(State { limit: limit.max(1), running: 0, seq: 0, queue: BTreeMap::new() })))
     }
 
-    /// Queues a request from `chamber`; it is answered with `Event::Admitted`.
+    /// Queues a request from `chamber`; it is answered through `sink`.
     /// A chamber has at most one request queued: a new one replaces the old
     /// if it ranks higher.
-    pub fn request(&self, trigger: Trigger, chamber: i64, tx: UnboundedSender<Event>) {
+    pub fn request(&self, trigger: Trigger, chamber: i64, sink: Sink) {
         let mut s = self.0.lock().expect("admission lock");
         if let Some(key) = s.queue.iter().find(|(_, (c, _))| *c == chamber).map(|(k, _)| *k) {
             if key.0 <= trigger {
@@ -54,7 +54,7 @@ impl Admission {
         }
         let seq = s.seq;
         s.seq += 1;
-        s.queue.insert((trigger, seq), (chamber, tx));
+        s.queue.insert((trigger, seq), (chamber, sink));
         self.grant(&mut s);
     }
 
@@ -70,13 +70,12 @@ impl Admission {
 
     fn grant(&self, s: &mut State) {
         while s.running < s.limit {
-            let Some((_, (_, tx))) = s.queue.pop_first() else { break };
+            let Some((_, (_, sink))) = s.queue.pop_first() else { break };
             s.running += 1;
             let permit = Permit { admission: self.clone() };
-            if let Err(returned) = tx.send(Event::Admitted(permit)) {
+            if let Err(returned) = sink(permit) {
                 // The chamber is gone: its permit comes back unused.
-                let Event::Admitted(p) = returned.0 else { unreachable!("we sent Admitted") };
-                std::mem::forget(p);
+                std::mem::forget(returned);
                 s.running -= 1;
             }
         }
@@ -96,42 +95,49 @@ impl Drop for Permit {
 mod tests {
     use super::*;
 
+    type Granted = std::sync::mpsc::Receiver<(i64, Permit)>;
+
+    fn sinks() -> (impl Fn(i64) -> Sink, Granted) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = Mutex::new(tx);
+        let tx = Arc::new(tx);
+        let make = move |id: i64| -> Sink {
+            let tx = tx.clone();
+            Arc::new(move |p| {
+                tx.lock().unwrap().send((id, p)).map_err(|e| e.0.1)
+            })
+        };
+        (make, rx)
+    }
+
     #[test]
     fn limit_and_priority() {
         let a = Admission::new(1);
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        a.request(Trigger::Scheduled, 1, tx.clone());
-        let first = match rx.try_recv() {
-            Ok(Event::Admitted(p)) => p,
-            _ => panic!("first request is admitted at once"),
-        };
-        a.request(Trigger::Scheduled, 2, tx.clone());
-        a.request(Trigger::Inbox, 3, tx.clone());
-        a.request(Trigger::Manual, 4, tx.clone());
+        let (sink, rx) = sinks();
+        a.request(Trigger::Scheduled, 1, sink(1));
+        let (id, first) = rx.try_recv().expect("the first request is admitted at once");
+        assert_eq!(id, 1);
+        a.request(Trigger::Scheduled, 2, sink(2));
+        a.request(Trigger::Inbox, 3, sink(3));
+        a.request(Trigger::Manual, 4, sink(4));
         assert!(rx.try_recv().is_err(), "the limit holds");
         assert_eq!(a.running(), 1);
         drop(first);
-        // Inbox ranks first.
-        let (tx3, mut rx3) = tokio::sync::mpsc::unbounded_channel::<Event>();
-        drop(tx3);
-        let _ = rx3.try_recv();
-        let p = match rx.try_recv() {
-            Ok(Event::Admitted(p)) => p,
-            _ => panic!("the next is admitted when a slot frees"),
-        };
+        let (id, p) = rx.try_recv().expect("the next is admitted when a slot frees");
+        assert_eq!(id, 3, "inbox ranks first");
         assert_eq!(a.running(), 1);
         a.cancel(4);
         drop(p);
-        assert!(matches!(rx.try_recv(), Ok(Event::Admitted(_))));
+        assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(2), "manual was cancelled; scheduled is next");
         assert!(rx.try_recv().is_err());
     }
 
     #[test]
     fn a_gone_chamber_returns_its_slot() {
         let a = Admission::new(1);
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (sink, rx) = sinks();
         drop(rx);
-        a.request(Trigger::Inbox, 1, tx);
+        a.request(Trigger::Inbox, 1, sink(1));
         assert_eq!(a.running(), 0);
     }
 }

@@ -343,16 +343,34 @@ impl Daemon {
                 if changed {
                     tracing::info!(zone = zone.name(), "the system's time zone changed");
                     for e in inner.chambers.read().expect("registry lock").values() {
-                        let _ = e.handle.tx.send(Event::FileChanged(supervisor::FileKind::Zone));
+                        let _ = e.handle.tx.send(Event::ZoneChanged);
                     }
                 }
             }
         });
     }
 
-    /// Every supervisor's event channel (for daemon-wide events).
-    pub fn senders(&self) -> Vec<tokio::sync::mpsc::UnboundedSender<Event>> {
-        self.0.chambers.read().expect("registry lock").values().map(|e| e.handle.tx.clone()).collect()
+    /// Tells every chamber the machine goes to sleep (or woke up).
+    pub fn power(&self, sleeping: bool) {
+        for e in self.0.chambers.read().expect("registry lock").values() {
+            let _ = e.handle.tx.send(Event::Power { sleeping });
+        }
+    }
+
+    /// An agent's call, for the chamber and session its token belongs to.
+    pub async fn agent_call(
+        &self,
+        chamber: i64,
+        session: u64,
+        call: supervisor::AgentCall,
+    ) -> Result<supervisor::AgentReply> {
+        let handle = self.handle_of(chamber)?;
+        let (reply, rx) = oneshot::channel();
+        handle
+            .tx
+            .send(Event::Agent { session, call, reply })
+            .map_err(|_| Error::Unavailable("the chamber's supervisor has stopped".into()))?;
+        rx.await.map_err(|_| Error::Unavailable("the session ended during the call".into()))?
     }
 
     /// Ends every running session and stops every supervisor.

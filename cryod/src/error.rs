@@ -17,6 +17,10 @@ pub enum Error {
     /// It would clash with something that exists.
     #[error("{0}")]
     Conflict(String),
+    /// The part of cryod that would answer has gone (a session ended under
+    /// the call, a chamber's supervisor stopped).
+    #[error("{0}")]
+    Unavailable(String),
     /// cryod's own fault; logged with detail.
     #[error("internal error: {0}")]
     Internal(String),
@@ -40,6 +44,7 @@ impl From<Error> for tonic::Status {
             Error::NotFound(m) => tonic::Status::not_found(m),
             Error::Precondition(m) => tonic::Status::failed_precondition(m),
             Error::Conflict(m) => tonic::Status::already_exists(m),
+            Error::Unavailable(m) => tonic::Status::unavailable(m),
             Error::Internal(m) => {
                 tracing::error!(error = %m, "internal error");
                 tonic::Status::internal(m)

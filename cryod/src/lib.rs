@@ -15,6 +15,7 @@ pub mod bridges;
 pub mod chamber;
 pub mod clock;
 pub mod config;
+pub mod convert;
 pub mod daemon;
 pub mod error;
 #[doc(hidden)]

@@ -7,14 +7,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use chrono_tz::Tz;
-use tokio::sync::mpsc::UnboundedSender;
-
 use crate::admission::Admission;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::scheduler::Scheduler;
 use crate::store::Store;
-use crate::supervisor::Event;
 use crate::watch::Watcher;
 
 /// Something that happened in a chamber, for live views (follow streams,
@@ -44,7 +41,15 @@ pub struct TokenEntry {
     pub chamber: i64,
     pub name: String,
     pub session: u64,
-    pub tx: UnboundedSender<Event>,
+}
+
+/// Where the hub listens, once it is up (or why it is not).
+#[derive(Clone, Debug, Default)]
+pub struct HubInfo {
+    pub url: String,
+    pub token: String,
+    pub up: bool,
+    pub error: Option<String>,
 }
 
 pub struct Shared {
@@ -68,7 +73,7 @@ pub struct Shared {
     /// Cancelled when the daemon shuts down (streams end with it).
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Where the hub listens (set once it is up).
-    pub hub: std::sync::OnceLock<crate::hub::HubInfo>,
+    pub hub: std::sync::OnceLock<HubInfo>,
     /// The daemon's state folder (database, lock, hub token).
     pub state_dir: PathBuf,
 }

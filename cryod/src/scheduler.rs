@@ -1,8 +1,8 @@
 //! One wall-clock scheduler for every chamber.
 //!
 //! Each chamber's next due time sits in one ordered set; the scheduler waits
-//! until the earliest, sends that chamber `Event::Due`, and waits for its next
-//! plan. No chamber has a polling loop; an idle daemon sleeps until the next
+//! until the earliest, tells that chamber through its [`Sink`], and waits for
+//! its next plan. No chamber has a polling loop; an idle daemon sleeps until the next
 //! deadline.
 //!
 //! Waiting is on the wall clock. tokio's timers measure a clock that stops
@@ -17,18 +17,22 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
+
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::supervisor::Event;
+
+/// How a chamber is told it is due; false once the chamber is gone.
+pub type Sink = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Longest sleep before the wall clock is read again, where no timerfd is
 /// used.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 enum Plan {
-    Set(i64, DateTime<Utc>, UnboundedSender<Event>),
+    Set(i64, DateTime<Utc>, Sink),
     Clear(i64),
 }
 
@@ -46,9 +50,9 @@ impl Scheduler {
     }
 
     /// Sets (or clears) when `chamber` is next due.
-    pub fn plan(&self, chamber: i64, at: Option<DateTime<Utc>>, tx: &UnboundedSender<Event>) {
+    pub fn plan(&self, chamber: i64, at: Option<DateTime<Utc>>, due: Sink) {
         let _ = self.tx.send(match at {
-            Some(t) => Plan::Set(chamber, t, tx.clone()),
+            Some(t) => Plan::Set(chamber, t, due),
             None => Plan::Clear(chamber),
         });
     }
@@ -58,7 +62,7 @@ impl Scheduler {
 #[derive(Default)]
 struct Plans {
     order: BTreeSet<(DateTime<Utc>, i64)>,
-    by_id: HashMap<i64, (DateTime<Utc>, UnboundedSender<Event>)>,
+    by_id: HashMap<i64, (DateTime<Utc>, Sink)>,
 }
 
 impl Plans {
@@ -82,8 +86,8 @@ impl Plans {
                 return Some(t);
             }
             self.order.pop_first();
-            if let Some((_, tx)) = self.by_id.remove(&id) {
-                let _ = tx.send(Event::Due);
+            if let Some((_, due)) = self.by_id.remove(&id) {
+                due();
             }
         }
         None
@@ -224,17 +228,21 @@ mod tests {
     fn fires_in_order_and_replans() {
         let mut p = Plans::default();
         let (tx, mut rx) = unbounded_channel();
-        p.apply(Plan::Set(1, t("2026-01-01T10:00:00Z"), tx.clone()));
-        p.apply(Plan::Set(2, t("2026-01-01T09:00:00Z"), tx.clone()));
-        p.apply(Plan::Set(3, t("2026-01-01T11:00:00Z"), tx.clone()));
+        let sink = |id: i64| -> Sink {
+            let tx = tx.clone();
+            Arc::new(move || tx.send(id).is_ok())
+        };
+        p.apply(Plan::Set(1, t("2026-01-01T10:00:00Z"), sink(1)));
+        p.apply(Plan::Set(2, t("2026-01-01T09:00:00Z"), sink(2)));
+        p.apply(Plan::Set(3, t("2026-01-01T11:00:00Z"), sink(3)));
         // Re-planning chamber 3 earlier replaces its old deadline.
-        p.apply(Plan::Set(3, t("2026-01-01T09:30:00Z"), tx.clone()));
+        p.apply(Plan::Set(3, t("2026-01-01T09:30:00Z"), sink(3)));
         p.apply(Plan::Clear(1));
         assert_eq!(p.fire(t("2026-01-01T08:00:00Z")), Some(t("2026-01-01T09:00:00Z")));
         assert!(rx.try_recv().is_err());
         assert_eq!(p.fire(t("2026-01-01T09:45:00Z")), None);
-        assert!(matches!(rx.try_recv(), Ok(Event::Due)));
-        assert!(matches!(rx.try_recv(), Ok(Event::Due)));
+        assert_eq!(rx.try_recv(), Ok(2));
+        assert_eq!(rx.try_recv(), Ok(3));
         assert!(rx.try_recv().is_err(), "a cleared plan never fires");
     }
 

@@ -8,9 +8,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use notify::{EventKind, RecursiveMode, Watcher as _};
-use tokio::sync::mpsc::UnboundedSender;
 
-use crate::supervisor::{Event, FileKind};
+/// What the watcher saw in a chamber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A message file appeared in a watched inbox folder (its name).
+    Inbox(String),
+    /// `todo.json` changed.
+    Todos,
+    /// `cryo.toml` changed.
+    Config,
+}
+
+/// Where a chamber receives what the watcher saw.
+pub type Sink = Arc<dyn Fn(Change) + Send + Sync>;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -21,7 +32,7 @@ enum Role {
 struct Route {
     chamber: i64,
     role: Role,
-    tx: UnboundedSender<Event>,
+    sink: Sink,
 }
 
 type Routes = Arc<RwLock<HashMap<PathBuf, Route>>>;
@@ -59,7 +70,7 @@ impl Watcher {
     /// The routing table is never locked while notify is called: notify's
     /// thread may be inside `dispatch` (which reads the table) while it
     /// answers our request, and would wait for us forever.
-    pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], tx: &UnboundedSender<Event>) {
+    pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], sink: Sink) {
         let mut dirs = vec![(root.to_path_buf(), Role::Root)];
         for d in inboxes {
             let _ = crate::chamber::make_dir_in(root, d);
@@ -71,7 +82,7 @@ impl Watcher {
             let mut routes = self.routes.write().expect("routes lock");
             let mut added = Vec::new();
             for (dir, role) in &dirs {
-                let old = routes.insert(dir.clone(), Route { chamber, role: *role, tx: tx.clone() });
+                let old = routes.insert(dir.clone(), Route { chamber, role: *role, sink: sink.clone() });
                 if old.is_none_or(|o| o.chamber != chamber) {
                     added.push(dir.clone());
                 }
@@ -133,14 +144,14 @@ fn dispatch(routes: &Routes, ev: notify::Event) {
             continue;
         }
         let Some(route) = routes.get(dir) else { continue };
-        let event = match route.role {
+        let change = match route.role {
             Role::Inbox if name.ends_with(".md") && !matches!(ev.kind, EventKind::Remove(_)) => {
-                Event::Inbox(Some(name.to_string()))
+                Change::Inbox(name.to_string())
             }
-            Role::Root if name == "todo.json" => Event::FileChanged(FileKind::Todos),
-            Role::Root if name == "cryo.toml" => Event::FileChanged(FileKind::Config),
+            Role::Root if name == "todo.json" => Change::Todos,
+            Role::Root if name == "cryo.toml" => Change::Config,
             _ => continue,
         };
-        let _ = route.tx.send(event);
+        (route.sink)(change);
     }
 }

@@ -6,6 +6,7 @@
 //! grammar, the TODO lifecycle, the hibernate gate, what an agent is told and
 //! what cryod says when a session goes wrong) testable in milliseconds.
 
+pub mod chamber;
 pub mod hibernate;
 pub mod message;
 pub mod prompt;
@@ -19,6 +20,8 @@ mod purity {
     #[test]
     fn core_imports_no_io() {
         let sources = [
+            include_str!("chamber/mod.rs"),
+            include_str!("chamber/io.rs"),
             include_str!("hibernate.rs"),
             include_str!("message.rs"),
             include_str!("prompt.rs"),

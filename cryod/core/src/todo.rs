@@ -60,6 +60,12 @@ pub struct Todo {
     pub attempt: u32,
     pub repeat: Option<Repeat>,
     pub missed: Missed,
+    /// The wake whose session holds this TODO's current claim (one-shot or a
+    /// recurring slot), until the session's end settles it. Written in the
+    /// same atomic rewrite as the claim and cleared in the same one as its
+    /// settlement, so recovery can tell a claim in flight from one that never
+    /// landed or was already settled.
+    pub claimed_by: Option<String>,
     /// Keys this version does not know, kept as they were.
     extra: BTreeMap<String, serde_json::Value>,
 }
@@ -72,6 +78,27 @@ impl Todo {
     pub fn is_due(&self, now: DateTime<Utc>) -> bool {
         self.is_pending() && self.at.is_some_and(|at| at <= now)
     }
+
+    /// Whether this TODO's claim by `wake` is still unsettled. A one-shot TODO
+    /// claimed by a version of cryo that kept no marker counts for any wake.
+    pub fn in_flight(&self, wake: &str) -> bool {
+        match &self.claimed_by {
+            Some(w) => w == wake,
+            None => self.repeat.is_none() && self.claimed && !self.done,
+        }
+    }
+}
+
+/// How a session's end settles its claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// The session ended cleanly: one-shot TODOs are done.
+    Complete,
+    /// It failed: each claim gets a retry after 2^k minutes, up to `max_attempts`.
+    Fail { now: DateTime<Utc>, max_attempts: u32 },
+    /// It was ended from outside (stop, replace, daemon stopped): each claim is
+    /// re-queued at once as a new attempt.
+    Requeue { now: DateTime<Utc> },
 }
 
 /// A claimed slot of a TODO, as a session carries it.
@@ -226,6 +253,7 @@ impl TodoList {
             attempt: 0,
             repeat,
             missed: new.missed,
+            claimed_by: None,
             extra: BTreeMap::new(),
         });
         Ok(id)
@@ -275,12 +303,32 @@ impl TodoList {
     /// missed slots are counted (policy `Once`) or dropped (policy `Skip`, when
     /// the newest slot is more than `grace` late).
     pub fn claim_due(&mut self, now: DateTime<Utc>, tz: Tz, grace: Duration) -> Vec<Claim> {
+        self.claim(now, tz, grace, None, None)
+    }
+
+    /// Claims for the session of `wake` what [`claim_due`](Self::claim_due)
+    /// would, but only among `only` (the claims the wake was recorded with),
+    /// marking each claimed TODO with the wake (see [`Todo::claimed_by`]).
+    pub fn claim_for(&mut self, wake: &str, only: &[u64], now: DateTime<Utc>, tz: Tz, grace: Duration) -> Vec<Claim> {
+        self.claim(now, tz, grace, Some(wake), Some(only))
+    }
+
+    fn claim(
+        &mut self,
+        now: DateTime<Utc>,
+        tz: Tz,
+        grace: Duration,
+        wake: Option<&str>,
+        only: Option<&[u64]>,
+    ) -> Vec<Claim> {
         let mut claims = Vec::new();
-        for t in self.items.iter_mut().filter(|t| t.is_due(now)) {
+        let chosen = |t: &Todo| t.is_due(now) && only.is_none_or(|ids| ids.contains(&t.id));
+        for t in self.items.iter_mut().filter(|t| chosen(t)) {
             let due = t.at.expect("is_due implies at");
             match t.repeat.clone() {
                 None => {
                     t.claimed = true;
+                    t.claimed_by = wake.map(str::to_string);
                     claims.push(Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt });
                 }
                 Some(repeat) => {
@@ -306,12 +354,39 @@ impl TodoList {
                     };
                     if run {
                         let (due, slots) = if t.missed == Missed::Skip { (last, 1) } else { (due, slots) };
+                        t.claimed_by = wake.map(str::to_string);
                         claims.push(Claim { id: t.id, text: t.text.clone(), due, slots, attempt: t.attempt });
                     }
                 }
             }
         }
         claims
+    }
+
+    /// The claims of `wake` that are still in flight (claimed, not settled).
+    pub fn in_flight(&self, wake: &str, claims: &[Claim]) -> Vec<Claim> {
+        claims.iter().filter(|c| self.get(c.id).is_some_and(|t| t.in_flight(wake))).cloned().collect()
+    }
+
+    /// Settles the claims of `wake` that are still in flight, as `how` says;
+    /// claims already settled (or never made) are left alone, so settling
+    /// twice (a crash between the settlement and its record) changes nothing
+    /// the second time. Returns the retry ids and the claims that gave up.
+    pub fn settle(&mut self, wake: &str, claims: &[Claim], how: Settle) -> (Vec<u64>, Vec<Claim>) {
+        let open = self.in_flight(wake, claims);
+        for c in &open {
+            if let Some(t) = self.items.iter_mut().find(|t| t.id == c.id) {
+                t.claimed_by = None;
+            }
+        }
+        match how {
+            Settle::Complete => {
+                self.complete(&open);
+                (Vec::new(), Vec::new())
+            }
+            Settle::Fail { now, max_attempts } => self.fail(&open, now, max_attempts),
+            Settle::Requeue { now } => (self.requeue(&open, now), Vec::new()),
+        }
     }
 
     /// The chamber's zone changed: pending cron series move to their next
@@ -382,6 +457,7 @@ impl TodoList {
                 attempt: k,
                 repeat: None,
                 missed: Missed::Once,
+                claimed_by: None,
                 extra: BTreeMap::new(),
             });
             retries.push(id);
@@ -431,6 +507,8 @@ struct Record {
     cron: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     missed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claimed_by: Option<String>,
     #[serde(flatten)]
     extra: BTreeMap<String, serde_json::Value>,
 }
@@ -495,6 +573,7 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
             attempt: r.attempt,
             repeat,
             missed,
+            claimed_by: r.claimed_by,
             extra,
         });
     }
@@ -545,6 +624,7 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
                     _ => None,
                 },
                 missed: (t.missed == Missed::Skip).then(|| "skip".to_string()),
+                claimed_by: t.claimed_by.clone(),
                 extra,
             }
         })

@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::daemon::{ChamberRef, ChamberView, Daemon};
 use crate::error::Error;
-use crate::rpc::convert;
+use crate::convert;
 use crate::runtime::NoticeKind;
 use crate::supervisor::TodoCall;
 
@@ -38,14 +38,7 @@ const INDEX: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");
 const APP_CSS: &str = include_str!("../../../web/app.css");
 
-/// What `cryoctl hub` reports.
-#[derive(Debug, Clone, Default)]
-pub struct HubInfo {
-    pub url: String,
-    pub token: String,
-    pub up: bool,
-    pub error: Option<String>,
-}
+pub use crate::runtime::HubInfo;
 
 #[derive(Clone)]
 struct Hub {
@@ -201,6 +194,7 @@ impl IntoResponse for ApiError {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Precondition(_) => StatusCode::CONFLICT,
             Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(m) => {
                 tracing::error!(error = %m, "hub request failed");
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -318,7 +312,7 @@ async fn send(
 }
 
 fn todos_value(reply: crate::supervisor::AgentReply) -> ApiResult {
-    let list = crate::rpc::agent::todos_reply(reply).map_err(|s| ApiError(Error::Internal(s.message().to_string())))?;
+    let list = convert::todos_reply(reply).map_err(|s| ApiError(Error::Internal(s.message().to_string())))?;
     Ok(axum::Json(Value::Array(list.todos.iter().map(j::todo_json).collect())))
 }
 

@@ -7,13 +7,12 @@
 
 use cryo_proto::v1 as pb;
 use cryo_proto::v1::agent_server::Agent;
-use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
-use super::convert;
+use crate::convert::{self, todos_reply};
 use crate::daemon::Daemon;
 use crate::error::Error;
-use crate::supervisor::{AgentCall, AgentReply, Event, TodoCall};
+use crate::supervisor::{AgentCall, AgentReply, TodoCall};
 
 pub struct AgentService {
     pub daemon: Daemon,
@@ -45,28 +44,12 @@ impl AgentService {
                 "this session token belongs to another chamber than {claimed:?}: an agent acts only on its own chamber"
             )));
         }
-        let (tx, rx) = oneshot::channel();
-        entry
-            .tx
-            .send(Event::Agent { session: entry.session, call, reply: tx })
-            .map_err(|_| Status::unavailable("the chamber's supervisor has stopped"))?;
-        let reply = rx.await.map_err(|_| Status::unavailable("the session ended during the call"))?;
-        reply.map_err(Status::from)
+        self.daemon.agent_call(entry.chamber, entry.session, call).await.map_err(Status::from)
     }
 }
 
 fn unexpected() -> Status {
     Error::Internal("unexpected reply from the supervisor".into()).into()
-}
-
-pub fn todos_reply(r: AgentReply) -> Result<pb::TodoListReply, Status> {
-    match r {
-        AgentReply::Todos { todos, tz } => Ok(pb::TodoListReply {
-            todos: todos.iter().map(|t| convert::todo(t, tz)).collect(),
-            timezone: tz.name().to_string(),
-        }),
-        _ => Err(unexpected()),
-    }
 }
 
 #[tonic::async_trait]

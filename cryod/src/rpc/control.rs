@@ -6,7 +6,7 @@ use cryo_proto::v1 as pb;
 use cryo_proto::v1::control_server::Control;
 use tonic::{Request, Response, Status};
 
-use super::convert::{self, opt};
+use crate::convert::{self, opt};
 use crate::daemon::Daemon;
 
 pub struct ControlService {
@@ -151,7 +151,7 @@ impl Control for ControlService {
             Some(pb::chamber_todo_request::Op::Remove(d)) => TodoCall::Remove(d.id),
         };
         let reply = self.daemon.todo(&r, call).await?;
-        super::agent::todos_reply(reply).map(Response::new)
+        convert::todos_reply(reply).map(Response::new)
     }
 
     async fn chamber_stop(&self, req: Request<pb::ChamberStopRequest>) -> R<pb::ChamberStopReply> {

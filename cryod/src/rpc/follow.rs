@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::Status;
 
-use super::convert;
+use crate::convert;
 use crate::chamber::log;
 use crate::chamber::mailbox::{Folder, Mailbox};
 use crate::daemon::{ChamberView, Daemon};

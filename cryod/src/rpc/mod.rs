@@ -1,12 +1,11 @@
 //! The gRPC services: thin adapters from `cryo.v1` messages to [`Daemon`]
-//! operations. Conversions live in [`convert`]; errors map to status codes in
+//! operations. Conversions live in [`crate::convert`]; errors map to status codes in
 //! one place (`impl From<Error> for tonic::Status`).
 //!
 //! [`Daemon`]: crate::daemon::Daemon
 
 pub mod agent;
 pub mod control;
-pub mod convert;
 pub mod follow;
 
 use cryo_proto::v1::{HelloReply, HelloRequest};

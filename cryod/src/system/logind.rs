@@ -13,7 +13,6 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::daemon::Daemon;
 use crate::runtime::NoticeKind;
-use crate::supervisor::Event;
 
 #[zbus::proxy(
     interface = "org.freedesktop.login1.Manager",
@@ -84,7 +83,5 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
 }
 
 fn broadcast(daemon: &Daemon, sleeping: bool) {
-    for tx in daemon.senders() {
-        let _ = tx.send(Event::Power { sleeping });
-    }
+    daemon.power(sleeping);
 }

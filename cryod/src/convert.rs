@@ -1,4 +1,5 @@
-//! Conversions between daemon types and `cryo.v1` messages, in one place.
+//! Conversions between daemon types and `cryo.v1` messages, in one place:
+//! both adapters (the gRPC services in `rpc` and the hub) use them.
 
 use std::path::PathBuf;
 
@@ -131,5 +132,16 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
         lateness_ms: s.lateness_ms.unwrap_or(-1),
         outcome: s.outcome.clone().unwrap_or_default(),
         wake_id: s.wake_id.clone(),
+    }
+}
+
+/// A TODO list answer as the protocol (and the hub's JSON) carries it.
+pub fn todos_reply(r: crate::supervisor::AgentReply) -> Result<pb::TodoListReply, tonic::Status> {
+    match r {
+        crate::supervisor::AgentReply::Todos { todos, tz } => Ok(pb::TodoListReply {
+            todos: todos.iter().map(|t| todo(t, tz)).collect(),
+            timezone: tz.name().to_string(),
+        }),
+        _ => Err(Error::Internal("unexpected reply from the supervisor".into()).into()),
     }
 }

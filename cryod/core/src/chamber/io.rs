@@ -1,0 +1,441 @@
+//! What goes into a chamber's machine ([`Input`]) and what comes out
+//! ([`Effect`]): two closed sets, so one `match` in the shell lists every
+//! thing cryod does for a chamber, and one in the machine every reason it
+//! changes.
+//!
+//! An effect whose outcome the machine needs (a write that may fail, a spawn,
+//! a ledger insert) carries a continuation tag (`then`); the shell performs
+//! it and feeds the outcome back as the matching result input with the same
+//! tag, before anything else happens to the chamber.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use crate::message::Message;
+use crate::session::Trigger;
+use crate::todo::{Claim, NewTodo, Settle, Todo, TodoError, TodoList};
+
+/// Names a caller waiting for a reply (the shell keeps the channel).
+pub type ReqId = u64;
+
+/// What the chamber's rules need of `cryo.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub agent: String,
+    pub timezone: Tz,
+    /// `timezone` was set in the file (else it follows the system's zone).
+    pub timezone_set: bool,
+    /// Seconds; 0 = no limit.
+    pub max_session_duration: u64,
+    pub max_attempts: u32,
+}
+
+/// Why a request was refused; the shell maps each kind to its status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Invalid(String),
+    Precondition(String),
+    NotFound(String),
+    Internal(String),
+}
+
+/// A call from `cryo-agent`.
+#[derive(Debug, Clone)]
+pub enum Call {
+    Hibernate { summary: String, complete: bool, exit_code: i32, linger_secs: u32 },
+    Send { text: String, question: bool, subject: String },
+    Receive,
+    Dialog { last: u32, all: bool },
+    Todo(TodoCall),
+}
+
+/// A change to (or a look at) the TODO list, by the agent or an operator.
+#[derive(Debug, Clone)]
+pub enum TodoCall {
+    Add { text: String, at: String, every: String, cron: String, missed: String },
+    List,
+    Done(u64),
+    Remove(u64),
+}
+
+/// Who made a TODO call (for `cryo.log`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    Agent,
+    Operator,
+}
+
+impl By {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Agent => "agent",
+            By::Operator => "operator",
+        }
+    }
+}
+
+/// What an operator's wake did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WakeOutcome {
+    pub replaced: bool,
+    pub queued: bool,
+    pub message_file: Option<String>,
+}
+
+/// A successful answer to a caller.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `start`: whether it was started already.
+    Started(bool),
+    /// `stop`: it was stopped already; a session was ended.
+    Stopped { already: bool, ended: bool },
+    /// `pause`/`resume`: nothing changed.
+    Paused(bool),
+    Woke(WakeOutcome),
+    /// An operator's message, as `messages/inbox/NAME`.
+    Delivered(String),
+    Hibernate(String),
+    Sent { file: String, reply: bool },
+    /// `receive`: the names the batch has in `inbox/archive/` (the shell
+    /// answers with the messages themselves).
+    Mail(Vec<String>),
+    /// `dialog`: the shell answers with the conversation's last `last` (or
+    /// `all`) messages.
+    Dialog { claimed: u32, last: u32, all: bool },
+    Todos { todos: Vec<Todo>, tz: Tz },
+    Done,
+}
+
+/// The machine's timers (the shell sleeps and feeds [`Input::Timer`] back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// `max_session_duration` is over.
+    Timeout(u64),
+    /// The agent hibernated long ago but has not exited.
+    AfterHibernate(u64),
+    /// A lingering hibernate's wait is over.
+    LingerDone(u64),
+    /// The grace after SIGTERM is over.
+    Kill(u64),
+    /// Waiting for a start's first agent took too long (it is queued).
+    StartWaitOver,
+}
+
+/// A signal for the agent's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    Term,
+    Kill,
+}
+
+/// A message folder the machine writes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Folder {
+    Inbox,
+    Outbox,
+}
+
+/// A line for `cryo.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogLine {
+    /// Opens session N's block.
+    Begin(u64),
+    Event(String),
+    /// Closes the open block.
+    End,
+}
+
+/// A wake for the ledger, recorded before its agent is spawned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeRecord {
+    pub number: u64,
+    pub wake_id: String,
+    pub trigger: Trigger,
+    /// `todo:ID` and `mail:NAME` for every reason it woke.
+    pub reasons: Vec<String>,
+    pub claims: Vec<Claim>,
+    pub due_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A pure change to `todo.json`; the shell applies it with
+/// [`TodoOp::apply`] inside its locked read-modify-write, which may re-apply
+/// it to a version someone else wrote meanwhile.
+#[derive(Debug, Clone)]
+pub enum TodoOp {
+    /// Claim what is due among `ids` for the session of `wake`.
+    Claim { wake: String, ids: Vec<u64>, now: DateTime<Utc>, tz: Tz },
+    /// Settle what `wake` still holds of `claims`.
+    Settle { wake: String, claims: Vec<Claim>, how: Settle },
+    Add { new: NewTodo, now: DateTime<Utc>, tz: Tz },
+    Done(u64),
+    Remove(u64),
+    /// The zone changed: cron series move to the new wall clock.
+    Rezone { now: DateTime<Utc>, tz: Tz },
+}
+
+/// What a [`TodoOp`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TodoDone {
+    Claimed(Vec<Claim>),
+    Settled { retries: Vec<u64>, exhausted: Vec<Claim> },
+    Added(Todo),
+    Changed,
+    Rezoned(usize),
+}
+
+impl TodoOp {
+    pub fn apply(&self, list: &mut TodoList) -> Result<TodoDone, TodoError> {
+        Ok(match self {
+            TodoOp::Claim { wake, ids, now, tz } => {
+                TodoDone::Claimed(list.claim_for(wake, ids, *now, *tz, super::SKIP_GRACE))
+            }
+            TodoOp::Settle { wake, claims, how } => {
+                let (retries, exhausted) = list.settle(wake, claims, *how);
+                TodoDone::Settled { retries, exhausted }
+            }
+            TodoOp::Add { new, now, tz } => {
+                let id = list.add(new.clone(), *now, *tz)?;
+                TodoDone::Added(list.get(id).cloned().expect("just added"))
+            }
+            TodoOp::Done(id) => {
+                list.done(*id)?;
+                TodoDone::Changed
+            }
+            TodoOp::Remove(id) => {
+                list.remove(*id)?;
+                TodoDone::Changed
+            }
+            TodoOp::Rezone { now, tz } => TodoDone::Rezoned(list.rezone(*now, *tz)),
+        })
+    }
+}
+
+/// Why a `todo.json` update did not happen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TodoWriteError {
+    /// The file (or the id state) cannot be read: the chamber is faulted.
+    Fault(String),
+    /// The change itself was refused.
+    Refused(TodoError),
+    /// Writing failed (disk full, read-only): the old file is intact.
+    Write(String),
+}
+
+/// Continuations of a `todo.json` update.
+#[derive(Debug, Clone)]
+pub enum AfterTodos {
+    /// A wake's claim: spawn next.
+    Claimed,
+    /// A session's settlement: report and close it next.
+    Settled,
+    /// A session a killed cryod left open, settled at start-up.
+    Recovered(Recovered),
+    /// A TODO call by the agent or an operator.
+    Call { req: ReqId, by: By, what: TodoWhat },
+    Rezoned,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TodoWhat {
+    Add,
+    Done(u64),
+    Remove(u64),
+}
+
+/// What recovery knows of an interrupted session while its TODOs settle.
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    pub number: u64,
+    pub unanswered: Vec<String>,
+    pub sent_any: bool,
+    pub note: String,
+}
+
+/// Continuations of a message written by the machine.
+#[derive(Debug, Clone)]
+pub enum AfterWrite {
+    /// The agent's `send`.
+    Sent { req: ReqId, reply: bool, question: bool, subject: String },
+    /// An operator's message.
+    Delivered { req: ReqId },
+    /// The message of an operator's wake.
+    WakeMessage { req: ReqId },
+    /// The message of a `wake --replace`, after the old session ended.
+    Replaced { req: ReqId },
+    /// A fallback from cryochamber.
+    Fallback { subject: String },
+}
+
+/// Continuations of the registry's desired state.
+#[derive(Debug, Clone, Copy)]
+pub enum AfterStore {
+    Started { req: ReqId, wait: bool },
+    Stopped { req: ReqId, wait: bool, was_started: bool },
+    Paused { req: ReqId, pause: bool },
+}
+
+/// Continuations of claiming the inbox.
+#[derive(Debug, Clone, Copy)]
+pub enum AfterClaim {
+    Receive(ReqId),
+    Dialog { req: ReqId, last: u32, all: bool },
+}
+
+/// A session that was open in the ledger when cryod started.
+#[derive(Debug, Clone)]
+pub struct OpenSession {
+    pub number: u64,
+    pub wake_id: String,
+    pub claims: Vec<Claim>,
+    /// Process groups of its agent that start-up found and ended.
+    pub groups_ended: usize,
+}
+
+/// An inbox batch journaled as claimed and not yet answered.
+#[derive(Debug, Clone)]
+pub struct OpenBatch {
+    pub id: i64,
+    pub session: u64,
+    pub files: Vec<String>,
+    /// Some of its files reached `inbox/archive/` (so the agent may have seen them).
+    pub archived: bool,
+}
+
+/// A message the chamber sent (outbox or its archive), as recovery needs it.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub session: Option<u64>,
+    /// Written by the agent (not a fallback of cryochamber).
+    pub by_agent: bool,
+    pub in_reply_to: Vec<String>,
+}
+
+/// What start-up found in the ledger and the folders.
+#[derive(Debug, Clone, Default)]
+pub struct Boot {
+    pub open: Vec<OpenSession>,
+    pub batches: Vec<OpenBatch>,
+    pub outgoing: Vec<Outgoing>,
+}
+
+/// Everything that happens to a chamber.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// cryod started: finish what a killed cryod left open, then resume.
+    Boot(Boot),
+
+    // ---- operators
+    /// `agent_check`: the agent's program was found (else why not);
+    /// `log_session`: the last session number `cryo.log` shows.
+    Start { req: ReqId, wait: bool, agent_check: Result<(), String>, log_session: u64 },
+    Stop { req: ReqId, wait: bool },
+    Remove { req: ReqId },
+    Pause { req: ReqId, pause: bool },
+    Wake { req: ReqId, message: Option<String>, replace: bool },
+    Deliver { req: ReqId, from: String, subject: String, text: String },
+    Todo { req: ReqId, call: TodoCall },
+    WritePlan { req: ReqId, text: String },
+    Shutdown { req: ReqId },
+
+    // ---- the world
+    /// The scheduler's deadline passed.
+    Due,
+    /// The inbox holds these unread names now; `arrived`: a watcher saw a
+    /// message arrive (else a fresh look the shell took).
+    Inbox { unread: Vec<String>, arrived: bool },
+    /// `todo.json` as it now reads.
+    TodosChanged(Result<TodoList, String>),
+    /// `cryo.toml` changed (`warnings` for keys of the seed system).
+    ConfigChanged { config: Result<Settings, String>, warnings: Vec<String> },
+    /// The system's zone changed; `config` read again under it.
+    ZoneChanged { zone: Tz, config: Result<Settings, String>, warnings: Vec<String> },
+    /// The machine goes to sleep (true) or woke (false).
+    Power { sleeping: bool },
+
+    // ---- a session
+    /// A slot under the concurrency limit; `nonce` makes the wake id unique
+    /// and `token` is the session's secret.
+    Admitted { nonce: String, token: String },
+    Agent { session: u64, req: ReqId, call: Call },
+    /// The agent process exited; `log_tail` is the end of `cryo-agent.log`.
+    Exited { session: u64, status: String, log_tail: String },
+    Timer(Timer),
+
+    // ---- results of effects
+    Recorded(Result<(), String>),
+    TodosUpdated { then: AfterTodos, result: Result<(TodoDone, TodoList), TodoWriteError> },
+    Spawned(Result<u32, String>),
+    MessageWritten { then: AfterWrite, result: Result<String, String> },
+    StoreWritten { then: AfterStore, result: Result<(), String> },
+    Journaled { then: AfterClaim, names: Vec<String>, result: Result<(), String> },
+    /// The names the batch got in `inbox/archive/`.
+    Archived { then: AfterClaim, result: Result<Vec<String>, String> },
+    PlanWritten { req: ReqId, result: Result<(), String> },
+}
+
+/// Everything cryod does for a chamber.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    // ---- schedule and admission
+    /// The chamber's next wake by itself (none: nothing scheduled).
+    Plan(Option<DateTime<Utc>>),
+    RequestAdmission(Trigger),
+    CancelAdmission,
+    /// Give back the admission slot.
+    Release,
+    ArmTimer { timer: Timer, after: Duration },
+
+    // ---- the ledger (durable, before what depends on it)
+    /// → [`Input::Recorded`]
+    RecordWake(WakeRecord),
+    SessionStarted { number: u64, pid: u32, at: DateTime<Utc>, lateness_ms: Option<i64> },
+    SessionEnded { number: u64, at: DateTime<Utc>, outcome: String, summary: String },
+    /// Journal an inbox batch as claimed by session `number`, before the
+    /// files move. → [`Input::Journaled`]
+    JournalClaim { number: u64, names: Vec<String>, then: AfterClaim },
+    /// Session `number`'s batches are answered.
+    JournalAnswer { number: u64 },
+    /// A batch of an ended session was answered (found at start-up).
+    JournalAnswered { id: i64 },
+    /// A journaled batch whose files never left the inbox: the agent never saw it.
+    JournalDrop { id: i64 },
+    /// → [`Input::StoreWritten`]
+    SetStarted { started: bool, then: AfterStore },
+    /// → [`Input::StoreWritten`]
+    SetPaused { paused: bool, then: AfterStore },
+
+    // ---- the chamber's files
+    /// → [`Input::TodosUpdated`]
+    UpdateTodos { op: TodoOp, then: AfterTodos },
+    /// → [`Input::MessageWritten`]
+    WriteMessage { folder: Folder, message: Message, then: AfterWrite },
+    /// Move these inbox files to `inbox/archive/`. → [`Input::Archived`]
+    ArchiveInbox { names: Vec<String>, then: AfterClaim },
+    /// → [`Input::PlanWritten`]
+    WritePlan { req: ReqId, text: String },
+    /// Rotate `cryo.log` and `cryo-agent.log` if they are over their size.
+    RotateLogs,
+    Log(LogLine),
+
+    // ---- processes
+    /// The token is valid from now on (a fast agent calls at once).
+    RegisterToken { token: String, session: u64 },
+    RevokeToken { token: String },
+    /// → [`Input::Spawned`]
+    Spawn { session: u64, wake_id: String, token: String, prompt: String },
+    Signal { pgid: i32, sig: Sig },
+    /// SIGTERM to what is left of an ended session's group, SIGKILL soon after.
+    EndLeftovers { pgid: i32 },
+    /// Watch the folders `cryo.toml` names now.
+    Rewatch,
+
+    // ---- views and callers
+    /// Publish the chamber's view now (a caller reads it next).
+    Publish,
+    Reply { req: ReqId, result: Result<Reply, Refusal> },
+    /// The chamber is done (removed, or cryod is shutting down).
+    Exit,
+}

@@ -1,0 +1,185 @@
+//! A supervisor's start: the chamber's machine is made from the registry,
+//! the ledger and the files, then told what a killed cryod left open.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cryo_core::chamber::{self, Boot, Chamber, Input, Limits, OpenBatch, OpenSession, Outgoing};
+use cryo_core::message::CRYOCHAMBER;
+use cryo_core::todo::Claim;
+use tokio::sync::{mpsc, watch};
+
+use super::{Event, Handle, Snapshot, Sup, settings};
+use crate::chamber::config as chamber_config;
+use crate::chamber::mailbox::{Folder, Mailbox};
+use crate::chamber::{log, todos};
+use crate::runtime::Shared;
+use crate::store::{ChamberRecord, Desired};
+
+/// What start-up recovery hands a supervisor: the sessions of this chamber
+/// that were running when cryod died, and the processes still carrying their
+/// wake ids (already ended by then, see `Daemon::load`).
+#[derive(Default)]
+pub struct Recovery {
+    pub open: Vec<crate::store::OpenSession>,
+    pub processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
+}
+
+pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let root = PathBuf::from(&record.path);
+    let system_tz = shared.system_tz();
+    let from_store = shared.store.last_session_number(record.id).await.unwrap_or(0);
+    let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
+    let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
+    let (config, warnings) = match chamber_config::load(&root, system_tz) {
+        Ok(l) => (Ok(l.config), l.warnings),
+        Err(e) => {
+            tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
+            (Err(e), Vec::new())
+        }
+    };
+    let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
+    let mailbox = Mailbox::new(&root, tz);
+    let todos = todos::load(&root, tz);
+    if let Err(e) = &todos {
+        tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
+    }
+    let machine = Chamber::new(
+        chamber::Loaded {
+            id: record.id,
+            name: record.name.clone(),
+            started: record.desired == Desired::Started,
+            paused: record.paused,
+            last_session,
+            last_result: last.as_ref().and_then(|s| s.outcome.clone()),
+            last_lateness_ms: last.and_then(|s| s.lateness_ms),
+            open_questions: open_questions(&mailbox),
+            config: config.as_ref().map(settings).map_err(Clone::clone),
+            warnings,
+            todos,
+            unread: mailbox.unread(),
+            system_tz,
+        },
+        Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
+    );
+    let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
+    let boot = boot_input(&shared, record.id, &mailbox, recovery).await;
+    let (snapshot, snap_rx) = watch::channel(Snapshot::default());
+    let changed = {
+        let tx = tx.clone();
+        Arc::new(move || {
+            let _ = tx.send(Event::BridgesChanged);
+        })
+    };
+    let mut sup = Sup {
+        shared,
+        id: record.id,
+        root,
+        tx: tx.clone(),
+        snapshot,
+        machine,
+        config,
+        waiters: HashMap::new(),
+        next_req: 0,
+        permit: None,
+        claimed: Vec::new(),
+        bridges: crate::bridges::Bridges::new(changed),
+    };
+    sup.shared.watcher.watch(sup.id, &sup.root, &watch_dirs, sup.watch_sink());
+    sup.feed(Input::Boot(boot)).await;
+    sup.publish();
+    tokio::spawn(sup.run(rx));
+    Handle { tx, snapshot: snap_rx }
+}
+
+/// The ledger's open sessions and batches, and (only if there are any) what
+/// the outbox says about them.
+async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) -> Boot {
+    let batches = shared.store.open_claims(id).await.unwrap_or_default();
+    if r.open.is_empty() && batches.is_empty() {
+        return Boot::default();
+    }
+    let archive = mailbox.dir(Folder::InboxArchive);
+    let outgoing = [Folder::Outbox, Folder::OutboxArchive]
+        .into_iter()
+        .flat_map(|f| mailbox.read(f).unwrap_or_default())
+        .map(|s| Outgoing {
+            session: s.message.meta.get("session").and_then(|n| n.parse().ok()),
+            by_agent: s.message.from != CRYOCHAMBER,
+            in_reply_to: s
+                .message
+                .meta
+                .get("in_reply_to")
+                .map(|r| r.split(' ').map(str::to_string).collect())
+                .unwrap_or_default(),
+        })
+        .collect();
+    Boot {
+        open: r
+            .open
+            .iter()
+            .map(|s| OpenSession {
+                number: s.number,
+                wake_id: s.wake_id.clone(),
+                claims: claims_from_json(&s.claimed),
+                groups_ended: r.processes.get(&s.wake_id).map(Vec::len).unwrap_or(0),
+            })
+            .collect(),
+        batches: batches
+            .into_iter()
+            .map(|c| OpenBatch {
+                archived: c.files.iter().any(|f| archive.join(f).exists()),
+                id: c.id,
+                session: c.session,
+                files: c.files,
+            })
+            .collect(),
+        outgoing,
+    }
+}
+
+/// Questions the agent asked after the last message it was sent.
+fn open_questions(mb: &Mailbox) -> u32 {
+    let last_in = [Folder::Inbox, Folder::InboxArchive]
+        .into_iter()
+        .flat_map(|f| mb.read(f).unwrap_or_default())
+        .map(|m| m.when)
+        .max();
+    [Folder::Outbox, Folder::OutboxArchive]
+        .into_iter()
+        .flat_map(|f| mb.read(f).unwrap_or_default())
+        .filter(|m| m.message.question && last_in.is_none_or(|t| m.when > t))
+        .count() as u32
+}
+
+/// The claims as the wake ledger stores them (enough to settle them after a
+/// crash of cryod itself).
+pub(super) fn claims_json(claims: &[Claim]) -> String {
+    let v: Vec<serde_json::Value> = claims
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id, "text": c.text, "due": crate::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(v).to_string()
+}
+
+/// The claims back from the ledger.
+pub fn claims_from_json(s: &str) -> Vec<Claim> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(s).unwrap_or_default();
+    v.iter()
+        .filter_map(|c| {
+            Some(Claim {
+                id: c.get("id")?.as_u64()?,
+                text: c.get("text")?.as_str()?.to_string(),
+                due: chrono::DateTime::parse_from_rfc3339(c.get("due")?.as_str()?).ok()?.with_timezone(&chrono::Utc),
+                slots: c.get("slots").and_then(|s| s.as_u64()).unwrap_or(1) as u32,
+                attempt: c.get("attempt").and_then(|s| s.as_u64()).unwrap_or(0) as u32,
+            })
+        })
+        .collect()
+}

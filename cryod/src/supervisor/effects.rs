@@ -1,0 +1,326 @@
+//! How the supervisor carries out each of the machine's effects: the store,
+//! the chamber's files, processes, timers, the scheduler, admission and the
+//! callers. Effects whose outcome the machine needs return it as the
+//! matching result input.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cryo_core::chamber::{AfterClaim, Effect, Folder as MachineFolder, Input, LogLine, Sig, TodoWriteError};
+use nix::sys::signal::Signal;
+
+use super::boot::claims_json;
+use super::{Event, Sup};
+use crate::chamber::mailbox::{Folder, Stored};
+use crate::chamber::{log, todos};
+use crate::runtime::{NoticeKind, TokenEntry};
+use crate::spawn;
+use crate::store::{Desired, WakeRecord};
+
+/// Leftovers of an ended session's group get this long after SIGTERM.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+
+impl Sup {
+    /// Performs one effect; returns its result for the machine, if it has one.
+    pub(super) async fn perform(&mut self, effect: Effect) -> Option<Input> {
+        let store = &self.shared.store;
+        match effect {
+            Effect::Plan(at) => self.shared.scheduler.plan(self.id, at, self.due_sink()),
+            Effect::RequestAdmission(trigger) => self.shared.admission.request(trigger, self.id, self.grant_sink()),
+            Effect::CancelAdmission => self.shared.admission.cancel(self.id),
+            Effect::Release => self.permit = None,
+            Effect::ArmTimer { timer, after } => {
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let _ = tx.send(Event::Timer(timer));
+                });
+            }
+            Effect::RecordWake(w) => {
+                let record = WakeRecord {
+                    chamber_id: self.id,
+                    number: w.number,
+                    wake_id: w.wake_id,
+                    trigger: w.trigger.as_str().into(),
+                    reasons: serde_json::to_string(&w.reasons).unwrap_or_default(),
+                    claimed: claims_json(&w.claims),
+                    due_at: w.due_at.map(crate::rfc3339),
+                    created_at: crate::rfc3339(w.created_at),
+                };
+                let r = store.record_wake(record).await.map_err(|e| e.to_string());
+                if let Err(error) = &r {
+                    tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
+                }
+                return Some(Input::Recorded(r));
+            }
+            Effect::SessionStarted { number, pid, at, lateness_ms } => {
+                tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
+                let _ = store.session_started(self.id, number, pid, crate::rfc3339(at), lateness_ms).await;
+            }
+            Effect::SessionEnded { number, at, outcome, summary } => {
+                tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
+                let _ = store.session_ended(self.id, number, crate::rfc3339(at), outcome, summary).await;
+            }
+            Effect::JournalClaim { number, names, then } => {
+                let at = crate::rfc3339(self.now());
+                let result =
+                    store.journal_claim(self.id, number, names.clone(), at).await.map(|_| ()).map_err(|e| e.to_string());
+                return Some(Input::Journaled { then, names, result });
+            }
+            Effect::JournalAnswer { number } => {
+                let _ = store.journal_answer(self.id, number, crate::rfc3339(self.now())).await;
+            }
+            Effect::JournalAnswered { id } => {
+                let _ = store.claim_answered_by_id(id, crate::rfc3339(self.now())).await;
+            }
+            Effect::JournalDrop { id } => {
+                let _ = store.journal_drop(id).await;
+            }
+            Effect::SetStarted { started, then } => {
+                let desired = if started { Desired::Started } else { Desired::Stopped };
+                let result = store.set_desired(self.id, desired).await.map_err(|e| e.to_string());
+                if result.is_ok() {
+                    let what = if started { "chamber started" } else { "chamber stopped" };
+                    tracing::info!(chamber = %self.machine.name(), "{what}");
+                }
+                return Some(Input::StoreWritten { then, result });
+            }
+            Effect::SetPaused { paused, then } => {
+                let result = store.set_paused(self.id, paused).await.map_err(|e| e.to_string());
+                return Some(Input::StoreWritten { then, result });
+            }
+            Effect::UpdateTodos { op, then } => {
+                let (root, tz) = (&self.root, self.machine.tz());
+                let outcome = off_worker(|| todos::update(root, tz, |list| op.apply(list)));
+                let result = outcome.map_err(|e| match e {
+                    todos::UpdateError::Fault(m) => TodoWriteError::Fault(m),
+                    todos::UpdateError::Refused(e) => TodoWriteError::Refused(e),
+                    todos::UpdateError::Write(m) => {
+                        tracing::error!(chamber = %self.machine.name(), error = %m, "write failed");
+                        TodoWriteError::Write(m)
+                    }
+                });
+                return Some(Input::TodosUpdated { then, result });
+            }
+            Effect::WriteMessage { folder, message, then } => {
+                let folder = match folder {
+                    MachineFolder::Inbox => Folder::Inbox,
+                    MachineFolder::Outbox => Folder::Outbox,
+                };
+                let (mailbox, now) = (self.mailbox(), self.now());
+                let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(|e| e.to_string());
+                match &result {
+                    Ok(name) => {
+                        self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
+                        if folder == Folder::Outbox {
+                            self.bridges.outbox_changed();
+                        }
+                    }
+                    Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot write a message"),
+                }
+                return Some(Input::MessageWritten { then, result });
+            }
+            Effect::ArchiveInbox { names, then } => return Some(self.archive(names, then)),
+            Effect::WritePlan { req, text } => {
+                let result = crate::chamber::write_atomic(&self.root.join("plan.md"), text.as_bytes())
+                    .map_err(|e| e.to_string());
+                return Some(Input::PlanWritten { req, result });
+            }
+            Effect::RotateLogs => {
+                let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
+                for path in [self.root.join("cryo.log"), self.root.join("cryo-agent.log")] {
+                    if let Err(error) = log::rotate(&path, max, keep) {
+                        tracing::warn!(chamber = %self.machine.name(), %error, file = %path.display(), "cannot rotate a log");
+                    }
+                }
+            }
+            Effect::Log(line) => self.log(line),
+            Effect::RegisterToken { token, session } => {
+                let entry = TokenEntry { chamber: self.id, name: self.machine.name().to_string(), session };
+                self.shared.tokens.lock().expect("tokens lock").insert(token, entry);
+            }
+            Effect::RevokeToken { token } => {
+                self.shared.tokens.lock().expect("tokens lock").remove(&token);
+            }
+            Effect::Spawn { session, wake_id, token, prompt } => {
+                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, &prompt)));
+            }
+            Effect::Signal { pgid, sig } => {
+                spawn::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
+            }
+            Effect::EndLeftovers { pgid } => {
+                if spawn::signal_group(pgid, Signal::SIGTERM) {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(LEFTOVER_GRACE).await;
+                        spawn::signal_group(pgid, Signal::SIGKILL);
+                    });
+                }
+            }
+            Effect::Rewatch => {
+                if let Ok(c) = &self.config {
+                    self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, self.watch_sink());
+                }
+            }
+            Effect::Publish => self.publish(),
+            Effect::Reply { req, result } => self.answer(req, result),
+            Effect::Exit => {}
+        }
+        None
+    }
+
+    /// Moves the named inbox files to the archive (those that still parse;
+    /// a bad one goes to `messages/rejected/`), keeping them for the reply.
+    fn archive(&mut self, names: Vec<String>, then: AfterClaim) -> Input {
+        let mailbox = self.mailbox();
+        let result = off_worker(|| {
+            let pending: Vec<Stored> =
+                mailbox.read(Folder::Inbox)?.into_iter().filter(|m| names.contains(&m.name)).collect();
+            mailbox.archive(pending)
+        });
+        let result = match result {
+            Ok(claimed) => {
+                let names = claimed.iter().map(|m| m.name.clone()).collect();
+                self.claimed = claimed;
+                Ok(names)
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        Input::Archived { then, result }
+    }
+
+    fn log(&mut self, line: LogLine) {
+        let path = self.root.join("cryo.log");
+        let (now, tz) = (self.now(), self.machine.tz());
+        let written = match line {
+            LogLine::Begin(n) => log::begin(&path, n, now, tz),
+            LogLine::Event(text) => log::event(&path, now, tz, &text),
+            LogLine::End => log::end(&path),
+        };
+        match written {
+            Ok(line) => self.shared.notify(self.id, NoticeKind::Log(line)),
+            Err(error) => tracing::warn!(chamber = %self.machine.name(), %error, "cannot write cryo.log"),
+        }
+    }
+
+    /// Where the scheduler sends `Due`.
+    fn due_sink(&self) -> crate::scheduler::Sink {
+        let tx = self.tx.clone();
+        Arc::new(move || tx.send(Event::Due).is_ok())
+    }
+
+    /// Where admission sends a permit (given back if the chamber is gone).
+    fn grant_sink(&self) -> crate::admission::Sink {
+        let tx = self.tx.clone();
+        Arc::new(move |p| {
+            tx.send(Event::Admitted(p)).map_err(|e| match e.0 {
+                Event::Admitted(p) => p,
+                _ => unreachable!("we sent Admitted"),
+            })
+        })
+    }
+
+    /// Where the file watcher sends what it saw.
+    pub(super) fn watch_sink(&self) -> crate::watch::Sink {
+        let tx = self.tx.clone();
+        Arc::new(move |c| {
+            let _ = tx.send(Event::Watched(c));
+        })
+    }
+
+    /// Spawns the agent in its own process group; returns its pid (the
+    /// group's id too).
+    fn spawn_agent(&self, number: u64, wake_id: &str, token: &str, prompt: &str) -> Result<u32, String> {
+        let config = self.config.as_ref().map_err(Clone::clone)?;
+        let dot = self.root.join(".cryo");
+        crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
+        let prompt_rel = ".cryo/prompt.md";
+        // A copy for people and for prompts too long for an argument; not worth
+        // two fsyncs on every wake (it is rewritten by the next one).
+        let _ = std::fs::write(self.root.join(prompt_rel), prompt.as_bytes());
+        let as_root = nix::unistd::geteuid().is_root();
+        let launch = spawn::command_line(&config.agent, &self.root, prompt, prompt_rel, as_root)?;
+        let log_path = self.root.join("cryo-agent.log");
+        let mut log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+        {
+            use std::io::Write;
+            let _ = writeln!(
+                log_file,
+                "--- cryo session {number} (wake {wake_id}) at {} ---",
+                cryo_core::time::format_in(self.now(), self.machine.tz())
+            );
+        }
+        let mut path = std::env::var("PATH").unwrap_or_default();
+        if let Some(dir) = &self.shared.agent_bin {
+            path = format!("{}:{path}", dir.display());
+        }
+        // Found here rather than by the child: a program looked up on a PATH
+        // set for the child makes std fall back from posix_spawn (vfork) to
+        // fork, which copies the daemon's page tables on every wake. One not
+        // found is left to the spawn, whose error says why.
+        let program = spawn::find_program(&launch.program, &self.root, &path)
+            .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.arg0(&launch.program)
+            .args(&launch.args)
+            .current_dir(&self.root)
+            .stdin(std::process::Stdio::null())
+            .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log_file)
+            .process_group(0)
+            .kill_on_drop(false)
+            .env("PATH", path)
+            .env("CRYO_SOCKET", &self.shared.socket)
+            .env("CRYO_CHAMBER", self.machine.name())
+            .env("CRYO_SESSION", number.to_string())
+            .env("CRYO_WAKE_ID", wake_id)
+            .env("CRYO_SESSION_TOKEN", token)
+            .envs(&launch.env)
+            .envs(&config.provider_env);
+        if config.timezone_set {
+            cmd.env("TZ", config.timezone.name());
+        }
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
+            _ => format!("cannot run {:?}: {e}", launch.program),
+        })?;
+        let pid = child.id().ok_or("the agent exited at once")?;
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            if let Ok(status) = child.wait().await {
+                let _ = tx.send(Event::Exited { session: number, status });
+            }
+        });
+        Ok(pid)
+    }
+}
+
+/// Runs file work that waits on the disk (a locked, fsynced rewrite of
+/// `todo.json`, a message written or archived) without holding up the
+/// runtime: its worker hands the other chambers' tasks to another thread
+/// meanwhile. Without it, one chamber's fsyncs delayed the wakes of chambers
+/// due in the same instant (the runtime has as many workers as cores).
+/// Needs the multi-threaded runtime, which cryod and every harness of it use.
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    tokio::task::block_in_place(f)
+}
+
+/// The end of `cryo-agent.log`: this session's part of its last 64 KiB.
+pub(super) fn read_tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    // Only this session's part: after the last session header.
+    match text.rfind("--- cryo session ") {
+        Some(i) => text[i..].split_once('\n').map(|(_, rest)| rest.to_string()).unwrap_or_default(),
+        None => text,
+    }
+}

@@ -1,0 +1,460 @@
+//! One task per chamber: the shell around the chamber's machine
+//! ([`cryo_core::chamber::Chamber`]). Every change of a chamber goes through
+//! its supervisor, so there are no locks around chamber state and no two
+//! writers of one chamber's files inside cryod.
+//!
+//! The supervisor turns what happens ([`Event`]: an operator's request, the
+//! scheduler's `Due`, a file the watcher saw, a permit, an agent's call, an
+//! exit, a timer) into the machine's [`Input`], adding what it observed of
+//! the files (the inbox, `todo.json`, `cryo.toml`); then it performs the
+//! machine's effects in order ([`effects`]), feeding each result straight
+//! back. It decides nothing itself: the rules live in `cryo-core`.
+
+mod boot;
+mod effects;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer};
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use self::boot::Recovery;
+pub use cryo_core::chamber::{Call as AgentCall, State, TodoCall, WakeOutcome};
+
+use crate::admission::Permit;
+use crate::chamber::config::{self as chamber_config, ChamberConfig};
+use crate::chamber::mailbox::{Folder, Mailbox, Stored};
+use crate::chamber::{log, todos};
+use crate::error::{Error, Result};
+use crate::runtime::{NoticeKind, Shared};
+use crate::watch::Change;
+
+/// Everything a supervisor reacts to.
+pub enum Event {
+    /// Start; with `wait`, the reply comes once a first session's agent has
+    /// started (or failed to).
+    Start { wait: bool, reply: oneshot::Sender<Result<bool>> },
+    /// Stop; with `wait`, the reply comes once the session has ended.
+    Stop { wait: bool, reply: oneshot::Sender<Result<(bool, bool)>> },
+    Remove(oneshot::Sender<()>),
+    /// Pause (true) or resume (false); replies whether nothing changed.
+    Pause(bool, oneshot::Sender<Result<bool>>),
+    /// An operator's wake, with an optional message for the inbox.
+    Wake { message: Option<String>, replace: bool, reply: oneshot::Sender<Result<WakeOutcome>> },
+    /// An operator's message for the inbox.
+    Deliver { from: String, subject: String, text: String, reply: oneshot::Sender<Result<String>> },
+    /// An operator's TODO change.
+    Todo { call: TodoCall, reply: oneshot::Sender<Result<AgentReply>> },
+    /// An operator replaces `plan.md`.
+    WritePlan { text: String, reply: oneshot::Sender<Result<()>> },
+    /// The daemon is shutting down.
+    Shutdown(oneshot::Sender<()>),
+    /// The scheduler says a TODO (or held mail) is due.
+    Due,
+    /// The file watcher saw a change.
+    Watched(Change),
+    /// The system's time zone changed.
+    ZoneChanged,
+    Admitted(Permit),
+    Agent { session: u64, call: AgentCall, reply: oneshot::Sender<Result<AgentReply>> },
+    Exited { session: u64, status: std::process::ExitStatus },
+    Timer(Timer),
+    /// The machine is about to sleep (true) or has woken up (false).
+    Power { sleeping: bool },
+    /// A sync bridge's status changed.
+    BridgesChanged,
+    /// An operator asks the bridges to pull (or push) now; the answer is
+    /// each bridge's count or error, and their status after.
+    Sync { pull: bool, reply: oneshot::Sender<SyncOutcome> },
+}
+
+/// What a pull or push asked by an operator did: per bridge, a count or an
+/// error; then every bridge's status.
+pub type SyncOutcome = (Vec<(String, std::result::Result<u64, String>)>, Vec<cryo_sync::Status>);
+
+/// The answer to an agent's call (or an operator's TODO call).
+pub enum AgentReply {
+    Hibernate(String),
+    Sent { file: String, reply: bool },
+    Mail(Vec<Stored>),
+    Dialog { messages: Vec<Stored>, claimed: u32 },
+    Todos { todos: Vec<cryo_core::todo::Todo>, tz: chrono_tz::Tz },
+}
+
+/// What a chamber looks like from outside, published after every event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub state: State,
+    pub fault: Option<String>,
+    pub agent: String,
+    pub timezone: String,
+    pub session: u64,
+    pub next_wake: Option<DateTime<Utc>>,
+    pub last_result: Option<String>,
+    pub mail_waiting: u32,
+    pub attention: Option<String>,
+    pub warnings: Vec<String>,
+    pub last_lateness_ms: Option<i64>,
+    /// The last write into the chamber that failed, until one succeeds.
+    pub error: Option<String>,
+    /// Questions the agent asked with no message to it since.
+    pub open_questions: u32,
+    /// The sync bridges (none unless `cryo.toml` configures some and the
+    /// chamber is started).
+    pub bridges: Vec<cryo_sync::Status>,
+}
+
+/// A cheap handle to a supervisor.
+#[derive(Clone)]
+pub struct Handle {
+    pub tx: mpsc::UnboundedSender<Event>,
+    pub snapshot: watch::Receiver<Snapshot>,
+}
+
+/// A caller waiting for the machine's reply.
+enum Waiter {
+    Start(oneshot::Sender<Result<bool>>),
+    Stop(oneshot::Sender<Result<(bool, bool)>>),
+    Done(oneshot::Sender<()>),
+    Pause(oneshot::Sender<Result<bool>>),
+    Wake(oneshot::Sender<Result<WakeOutcome>>),
+    Deliver(oneshot::Sender<Result<String>>),
+    Agent(oneshot::Sender<Result<AgentReply>>),
+    Plan(oneshot::Sender<Result<()>>),
+}
+
+struct Sup {
+    shared: Arc<Shared>,
+    id: i64,
+    root: PathBuf,
+    tx: mpsc::UnboundedSender<Event>,
+    snapshot: watch::Sender<Snapshot>,
+    machine: Chamber,
+    /// `cryo.toml` as last read (the machine keeps what its rules need).
+    config: std::result::Result<ChamberConfig, String>,
+    waiters: HashMap<ReqId, Waiter>,
+    next_req: ReqId,
+    /// The admission slot of the running session.
+    permit: Option<Permit>,
+    /// The batch the last `receive` archived, for its reply.
+    claimed: Vec<Stored>,
+    bridges: crate::bridges::Bridges,
+}
+
+impl Sup {
+    fn now(&self) -> DateTime<Utc> {
+        self.shared.clock.now()
+    }
+
+    fn mailbox(&self) -> Mailbox {
+        Mailbox::new(&self.root, self.machine.tz())
+    }
+
+    fn wait(&mut self, w: Waiter) -> ReqId {
+        self.next_req += 1;
+        self.waiters.insert(self.next_req, w);
+        self.next_req
+    }
+
+    /// Hands `input` to the machine and performs what it asks, depth first:
+    /// the effects a result produces run before the rest of the list.
+    async fn feed(&mut self, input: Input) {
+        let mut queue: VecDeque<Effect> = self.machine.handle(input, self.now()).into();
+        while let Some(effect) = queue.pop_front() {
+            if let Some(result) = self.perform(effect).await {
+                for e in self.machine.handle(result, self.now()).into_iter().rev() {
+                    queue.push_front(e);
+                }
+            }
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        self.publish();
+        while let Some(ev) = rx.recv().await {
+            self.event(ev).await;
+            self.publish();
+            if self.machine.finished() {
+                break;
+            }
+        }
+        self.shared.watcher.unwatch(self.id);
+        self.shared.admission.cancel(self.id);
+    }
+
+    /// Translates an event into the machine's input, with what the input
+    /// needs observed first.
+    async fn event(&mut self, ev: Event) {
+        let input = match ev {
+            Event::Start { wait, reply } => {
+                self.reload_config().await;
+                self.reload_todos().await;
+                let req = self.wait(Waiter::Start(reply));
+                let log_session = log::last_session_number(&self.root.join("cryo.log"));
+                Input::Start { req, wait, agent_check: self.agent_check(), log_session }
+            }
+            Event::Stop { wait, reply } => Input::Stop { req: self.wait(Waiter::Stop(reply)), wait },
+            Event::Remove(reply) => Input::Remove { req: self.wait(Waiter::Done(reply)) },
+            Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
+            Event::Wake { message, replace, reply } => {
+                Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
+            }
+            Event::Deliver { from, subject, text, reply } => {
+                Input::Deliver { req: self.wait(Waiter::Deliver(reply)), from, subject, text }
+            }
+            Event::Todo { call, reply } => {
+                self.reload_todos().await;
+                Input::Todo { req: self.wait(Waiter::Agent(reply)), call }
+            }
+            Event::WritePlan { text, reply } => Input::WritePlan { req: self.wait(Waiter::Plan(reply)), text },
+            Event::Shutdown(reply) => Input::Shutdown { req: self.wait(Waiter::Done(reply)) },
+            Event::Due => Input::Due,
+            Event::Watched(Change::Inbox(name)) => {
+                self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
+                Input::Inbox { unread: self.mailbox().unread(), arrived: true }
+            }
+            Event::Watched(Change::Todos) => {
+                Input::TodosChanged(todos::load(&self.root, self.machine.tz()))
+            }
+            Event::Watched(Change::Config) => match self.read_config() {
+                Some((config, warnings)) => Input::ConfigChanged { config, warnings },
+                None => return,
+            },
+            Event::ZoneChanged => {
+                let zone = self.shared.system_tz();
+                let (config, warnings) = self.read_config().unwrap_or_else(|| self.settings());
+                Input::ZoneChanged { zone, config, warnings }
+            }
+            Event::Admitted(permit) => {
+                // One slot per chamber: a permit granted while the session
+                // holds one is given back at once.
+                if self.permit.is_some() {
+                    return drop(permit);
+                }
+                self.permit = Some(permit);
+                // The files may have changed since the watcher last spoke.
+                self.reload_todos().await;
+                self.observe_inbox().await;
+                Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
+            }
+            Event::Agent { session, call, reply } => {
+                if matches!(call, AgentCall::Hibernate { .. } | AgentCall::Todo(TodoCall::List)) {
+                    self.reload_todos().await;
+                }
+                self.observe_inbox().await;
+                Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call }
+            }
+            Event::Exited { session, status } => {
+                self.observe_inbox().await;
+                let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
+                Input::Exited { session, status: describe_status(status), log_tail }
+            }
+            Event::Timer(t) => Input::Timer(t),
+            Event::Power { sleeping } => Input::Power { sleeping },
+            Event::BridgesChanged => return,
+            Event::Sync { pull, reply } => return self.sync(pull, reply),
+        };
+        self.feed(input).await;
+    }
+
+    /// The machine's view plus the bridges, published for status views.
+    fn publish(&mut self) {
+        self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
+        let v = self.machine.view();
+        let snap = Snapshot {
+            state: v.state,
+            fault: v.fault,
+            agent: v.agent,
+            timezone: v.timezone,
+            session: v.session,
+            next_wake: v.next_wake,
+            last_result: v.last_result,
+            mail_waiting: v.mail_waiting,
+            attention: v.attention,
+            warnings: v.warnings,
+            last_lateness_ms: v.last_lateness_ms,
+            error: v.error,
+            open_questions: v.open_questions,
+            bridges: self.bridges.statuses(),
+        };
+        let changed = *self.snapshot.borrow() != snap;
+        self.snapshot.send_replace(snap);
+        if changed {
+            self.shared.notify(self.id, NoticeKind::Status);
+        }
+    }
+
+    /// The machine's settings from the config as last read.
+    fn settings(&self) -> (std::result::Result<Settings, String>, Vec<String>) {
+        (self.config.as_ref().map(settings).map_err(Clone::clone), self.machine.view().warnings)
+    }
+
+    /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
+    fn read_config(&mut self) -> Option<(std::result::Result<Settings, String>, Vec<String>)> {
+        let (config, warnings) = match chamber_config::load(&self.root, self.shared.system_tz()) {
+            Ok(l) => {
+                for w in &l.warnings {
+                    tracing::warn!(chamber = %self.machine.name(), warning = %w, "cryo.toml");
+                }
+                (Ok(l.config), l.warnings)
+            }
+            Err(e) => {
+                tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
+                (Err(e), Vec::new())
+            }
+        };
+        if config == self.config && warnings == self.machine.view().warnings {
+            return None;
+        }
+        tracing::info!(chamber = %self.machine.name(), "cryo.toml read");
+        self.config = config;
+        Some((self.config.as_ref().map(settings).map_err(Clone::clone), warnings))
+    }
+
+    async fn reload_config(&mut self) {
+        if let Some((config, warnings)) = self.read_config() {
+            self.feed(Input::ConfigChanged { config, warnings }).await;
+        }
+    }
+
+    async fn reload_todos(&mut self) {
+        let todos = todos::load(&self.root, self.machine.tz());
+        if let Err(e) = &todos {
+            tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
+        }
+        if todos.as_ref().map_err(|e| e) != self.machine.todos() {
+            self.feed(Input::TodosChanged(todos)).await;
+        }
+    }
+
+    /// Tells the machine what the inbox holds, if it differs from what it knows.
+    async fn observe_inbox(&mut self) {
+        let unread = self.mailbox().unread();
+        if unread != self.machine.unread() {
+            self.feed(Input::Inbox { unread, arrived: false }).await;
+        }
+    }
+
+    /// Whether the agent's program can be found (checked at start).
+    fn agent_check(&self) -> std::result::Result<(), String> {
+        let Ok(c) = &self.config else { return Ok(()) };
+        let program = crate::spawn::split_words(&c.agent)?.remove(0);
+        let path = std::env::var("PATH").unwrap_or_default();
+        match crate::spawn::find_program(&program, &self.root, &path) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",
+                self.root.display()
+            )),
+        }
+    }
+
+    fn sync(&mut self, pull: bool, reply: oneshot::Sender<SyncOutcome>) {
+        let waiting = self.bridges.command(&self.root, self.machine.tz(), pull);
+        let cells = self.bridges.cells();
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            for (name, rx) in waiting {
+                out.push((name, rx.await.unwrap_or_else(|_| Err("the bridge has ended".into()))));
+            }
+            let _ = reply.send((out, cells.iter().map(|c| c.get()).collect()));
+        });
+    }
+
+    /// Sends the machine's answer to whoever waits for `req`.
+    fn answer(&mut self, req: ReqId, result: std::result::Result<Reply, Refusal>) {
+        let Some(waiter) = self.waiters.remove(&req) else { return };
+        let result = result.map_err(refusal);
+        // A caller that went away is no longer waiting: its send fails.
+        match (waiter, result) {
+            (Waiter::Start(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Started(true))))),
+            (Waiter::Stop(tx), r) => drop(tx.send(r.map(|r| match r {
+                Reply::Stopped { already, ended } => (already, ended),
+                _ => (false, false),
+            }))),
+            (Waiter::Done(tx), _) => drop(tx.send(())),
+            (Waiter::Pause(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Paused(true))))),
+            (Waiter::Wake(tx), r) => drop(tx.send(r.map(|r| match r {
+                Reply::Woke(w) => w,
+                _ => WakeOutcome::default(),
+            }))),
+            (Waiter::Deliver(tx), r) => drop(tx.send(r.map(|r| match r {
+                Reply::Delivered(f) => f,
+                _ => String::new(),
+            }))),
+            (Waiter::Plan(tx), r) => drop(tx.send(r.map(|_| ()))),
+            (Waiter::Agent(tx), r) => {
+                let r = r.map(|r| self.agent_reply(r));
+                drop(tx.send(r))
+            }
+        }
+    }
+
+    fn agent_reply(&mut self, r: Reply) -> AgentReply {
+        match r {
+            Reply::Hibernate(m) => AgentReply::Hibernate(m),
+            Reply::Sent { file, reply } => AgentReply::Sent { file, reply },
+            Reply::Mail(names) => {
+                let mut mail = std::mem::take(&mut self.claimed);
+                mail.retain(|m| names.contains(&m.name));
+                AgentReply::Mail(mail)
+            }
+            Reply::Dialog { claimed, last, all } => {
+                self.claimed.clear();
+                let mut messages = self.mailbox().dialog();
+                if !all {
+                    let n = if last == 0 { 20 } else { last as usize };
+                    let skip = messages.len().saturating_sub(n);
+                    messages.drain(..skip);
+                }
+                AgentReply::Dialog { messages, claimed }
+            }
+            Reply::Todos { todos, tz } => AgentReply::Todos { todos, tz },
+            _ => AgentReply::Todos { todos: Vec::new(), tz: self.machine.tz() },
+        }
+    }
+}
+
+/// Starts the supervisor of a chamber, first finishing what a killed cryod
+/// left open.
+pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Handle {
+    boot::start(shared, record, recovery).await
+}
+
+/// The machine's settings from a chamber's config.
+fn settings(c: &ChamberConfig) -> Settings {
+    Settings {
+        agent: c.agent.clone(),
+        timezone: c.timezone,
+        timezone_set: c.timezone_set,
+        max_session_duration: c.max_session_duration,
+        max_attempts: c.max_attempts,
+    }
+}
+
+fn refusal(r: Refusal) -> Error {
+    match r {
+        Refusal::Invalid(m) => Error::Invalid(m),
+        Refusal::Precondition(m) => Error::Precondition(m),
+        Refusal::NotFound(m) => Error::NotFound(m),
+        Refusal::Internal(m) => Error::Internal(m),
+    }
+}
+
+fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "unknown exit".into(),
+    }
+}
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
