@@ -103,9 +103,7 @@ mod tests {
         let tx = Arc::new(tx);
         let make = move |id: i64| -> Sink {
             let tx = tx.clone();
-            Arc::new(move |p| {
-                tx.lock().unwrap().send((id, p)).map_err(|e| e.0.1)
-            })
+            Arc::new(move |p| tx.lock().unwrap().send((id, p)).map_err(|e| e.0.1))
         };
         (make, rx)
     }

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use chrono_tz::Tz;
 use crate::admission::Admission;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::scheduler::Scheduler;
 use crate::store::Store;
 use crate::watch::Watcher;
+use chrono_tz::Tz;
 
 /// Something that happened in a chamber, for live views (follow streams,
 /// the hub). Sent on a broadcast channel: a slow reader may miss notices and

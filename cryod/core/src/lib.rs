@@ -11,6 +11,8 @@ pub mod hibernate;
 pub mod message;
 pub mod prompt;
 pub mod session;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod time;
 pub mod todo;
 

@@ -332,18 +332,7 @@ impl TodoList {
                     claims.push(Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt });
                 }
                 Some(repeat) => {
-                    let mut slots = 1u32;
-                    let mut last = due;
-                    let mut next = next_slot(&repeat, due, due, tz);
-                    while let Some(n) = next.filter(|n| *n <= now) {
-                        slots = slots.saturating_add(1);
-                        last = n;
-                        next = next_slot(&repeat, due, n, tz);
-                        if slots >= 100_000 {
-                            next = next_slot(&repeat, due, now, tz);
-                            break;
-                        }
-                    }
+                    let (slots, last, next) = missed_slots(&repeat, due, now, tz);
                     t.at = next;
                     if t.at.is_none() {
                         t.done = true;
@@ -361,6 +350,23 @@ impl TodoList {
             }
         }
         claims
+    }
+
+    /// Advances the `skip` series whose newest due slot is more than `grace`
+    /// late (what [`claim_due`](Self::claim_due) would move on without a
+    /// run); returns how many moved.
+    pub fn skip_missed(&mut self, now: DateTime<Utc>, tz: Tz, grace: Duration) -> usize {
+        let mut moved = 0;
+        for t in self.items.iter_mut().filter(|t| t.is_due(now) && t.missed == Missed::Skip) {
+            let (Some(repeat), Some(due)) = (t.repeat.clone(), t.at) else { continue };
+            let (_, last, next) = missed_slots(&repeat, due, now, tz);
+            if now - last > grace {
+                t.at = next;
+                t.done = next.is_none();
+                moved += 1;
+            }
+        }
+        moved
     }
 
     /// The claims of `wake` that are still in flight (claimed, not settled).
@@ -464,6 +470,29 @@ impl TodoList {
         }
         (retries, exhausted)
     }
+}
+
+/// The slots of a series due at `due` that have passed by `now`: how many,
+/// the newest, and the first one after `now`.
+fn missed_slots(
+    repeat: &Repeat,
+    due: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tz: Tz,
+) -> (u32, DateTime<Utc>, Option<DateTime<Utc>>) {
+    let mut slots = 1u32;
+    let mut last = due;
+    let mut next = next_slot(repeat, due, due, tz);
+    while let Some(n) = next.filter(|n| *n <= now) {
+        slots = slots.saturating_add(1);
+        last = n;
+        next = next_slot(repeat, due, n, tz);
+        if slots >= 100_000 {
+            next = next_slot(repeat, due, now, tz);
+            break;
+        }
+    }
+    (slots, last, next)
 }
 
 /// 2^k minutes, capped at [`RETRY_CAP`].

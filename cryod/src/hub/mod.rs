@@ -25,9 +25,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::convert;
 use crate::daemon::{ChamberRef, ChamberView, Daemon};
 use crate::error::Error;
-use crate::convert;
 use crate::runtime::NoticeKind;
 use crate::supervisor::TodoCall;
 

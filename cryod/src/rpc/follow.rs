@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::Status;
 
-use crate::convert;
 use crate::chamber::log;
 use crate::chamber::mailbox::{Folder, Mailbox};
+use crate::convert;
 use crate::daemon::{ChamberView, Daemon};
 use crate::runtime::NoticeKind;
 

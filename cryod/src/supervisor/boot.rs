@@ -130,7 +130,7 @@ async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) ->
         batches: batches
             .into_iter()
             .map(|c| OpenBatch {
-                archived: c.files.iter().any(|f| archive.join(f).exists()),
+                archived: c.files.iter().filter(|f| archive.join(f).exists()).cloned().collect(),
                 id: c.id,
                 session: c.session,
                 files: c.files,

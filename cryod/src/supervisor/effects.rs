@@ -64,8 +64,11 @@ impl Sup {
             }
             Effect::JournalClaim { number, names, then } => {
                 let at = crate::rfc3339(self.now());
-                let result =
-                    store.journal_claim(self.id, number, names.clone(), at).await.map(|_| ()).map_err(|e| e.to_string());
+                let result = store
+                    .journal_claim(self.id, number, names.clone(), at)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
                 return Some(Input::Journaled { then, names, result });
             }
             Effect::JournalAnswer { number } => {

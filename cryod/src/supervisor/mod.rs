@@ -36,20 +36,41 @@ use crate::watch::Change;
 pub enum Event {
     /// Start; with `wait`, the reply comes once a first session's agent has
     /// started (or failed to).
-    Start { wait: bool, reply: oneshot::Sender<Result<bool>> },
+    Start {
+        wait: bool,
+        reply: oneshot::Sender<Result<bool>>,
+    },
     /// Stop; with `wait`, the reply comes once the session has ended.
-    Stop { wait: bool, reply: oneshot::Sender<Result<(bool, bool)>> },
+    Stop {
+        wait: bool,
+        reply: oneshot::Sender<Result<(bool, bool)>>,
+    },
     Remove(oneshot::Sender<()>),
     /// Pause (true) or resume (false); replies whether nothing changed.
     Pause(bool, oneshot::Sender<Result<bool>>),
     /// An operator's wake, with an optional message for the inbox.
-    Wake { message: Option<String>, replace: bool, reply: oneshot::Sender<Result<WakeOutcome>> },
+    Wake {
+        message: Option<String>,
+        replace: bool,
+        reply: oneshot::Sender<Result<WakeOutcome>>,
+    },
     /// An operator's message for the inbox.
-    Deliver { from: String, subject: String, text: String, reply: oneshot::Sender<Result<String>> },
+    Deliver {
+        from: String,
+        subject: String,
+        text: String,
+        reply: oneshot::Sender<Result<String>>,
+    },
     /// An operator's TODO change.
-    Todo { call: TodoCall, reply: oneshot::Sender<Result<AgentReply>> },
+    Todo {
+        call: TodoCall,
+        reply: oneshot::Sender<Result<AgentReply>>,
+    },
     /// An operator replaces `plan.md`.
-    WritePlan { text: String, reply: oneshot::Sender<Result<()>> },
+    WritePlan {
+        text: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
     /// The daemon is shutting down.
     Shutdown(oneshot::Sender<()>),
     /// The scheduler says a TODO (or held mail) is due.
@@ -59,16 +80,28 @@ pub enum Event {
     /// The system's time zone changed.
     ZoneChanged,
     Admitted(Permit),
-    Agent { session: u64, call: AgentCall, reply: oneshot::Sender<Result<AgentReply>> },
-    Exited { session: u64, status: std::process::ExitStatus },
+    Agent {
+        session: u64,
+        call: AgentCall,
+        reply: oneshot::Sender<Result<AgentReply>>,
+    },
+    Exited {
+        session: u64,
+        status: std::process::ExitStatus,
+    },
     Timer(Timer),
     /// The machine is about to sleep (true) or has woken up (false).
-    Power { sleeping: bool },
+    Power {
+        sleeping: bool,
+    },
     /// A sync bridge's status changed.
     BridgesChanged,
     /// An operator asks the bridges to pull (or push) now; the answer is
     /// each bridge's count or error, and their status after.
-    Sync { pull: bool, reply: oneshot::Sender<SyncOutcome> },
+    Sync {
+        pull: bool,
+        reply: oneshot::Sender<SyncOutcome>,
+    },
 }
 
 /// What a pull or push asked by an operator did: per bridge, a count or an
@@ -216,9 +249,7 @@ impl Sup {
                 self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 Input::Inbox { unread: self.mailbox().unread(), arrived: true }
             }
-            Event::Watched(Change::Todos) => {
-                Input::TodosChanged(todos::load(&self.root, self.machine.tz()))
-            }
+            Event::Watched(Change::Todos) => Input::TodosChanged(todos::load(&self.root, self.machine.tz())),
             Event::Watched(Change::Config) => match self.read_config() {
                 Some((config, warnings)) => Input::ConfigChanged { config, warnings },
                 None => return,

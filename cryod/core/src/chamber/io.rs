@@ -90,21 +90,34 @@ pub enum Reply {
     /// `start`: whether it was started already.
     Started(bool),
     /// `stop`: it was stopped already; a session was ended.
-    Stopped { already: bool, ended: bool },
+    Stopped {
+        already: bool,
+        ended: bool,
+    },
     /// `pause`/`resume`: nothing changed.
     Paused(bool),
     Woke(WakeOutcome),
     /// An operator's message, as `messages/inbox/NAME`.
     Delivered(String),
     Hibernate(String),
-    Sent { file: String, reply: bool },
+    Sent {
+        file: String,
+        reply: bool,
+    },
     /// `receive`: the names the batch has in `inbox/archive/` (the shell
     /// answers with the messages themselves).
     Mail(Vec<String>),
     /// `dialog`: the shell answers with the conversation's last `last` (or
     /// `all`) messages.
-    Dialog { claimed: u32, last: u32, all: bool },
-    Todos { todos: Vec<Todo>, tz: Tz },
+    Dialog {
+        claimed: u32,
+        last: u32,
+        all: bool,
+    },
+    Todos {
+        todos: Vec<Todo>,
+        tz: Tz,
+    },
     Done,
 }
 
@@ -166,24 +179,49 @@ pub struct WakeRecord {
 #[derive(Debug, Clone)]
 pub enum TodoOp {
     /// Claim what is due among `ids` for the session of `wake`.
-    Claim { wake: String, ids: Vec<u64>, now: DateTime<Utc>, tz: Tz },
+    Claim {
+        wake: String,
+        ids: Vec<u64>,
+        now: DateTime<Utc>,
+        tz: Tz,
+    },
     /// Settle what `wake` still holds of `claims`.
-    Settle { wake: String, claims: Vec<Claim>, how: Settle },
-    Add { new: NewTodo, now: DateTime<Utc>, tz: Tz },
+    Settle {
+        wake: String,
+        claims: Vec<Claim>,
+        how: Settle,
+    },
+    Add {
+        new: NewTodo,
+        now: DateTime<Utc>,
+        tz: Tz,
+    },
     Done(u64),
     Remove(u64),
+    /// `skip` series whose slot passed long ago move on without a run.
+    Skip {
+        now: DateTime<Utc>,
+        tz: Tz,
+    },
     /// The zone changed: cron series move to the new wall clock.
-    Rezone { now: DateTime<Utc>, tz: Tz },
+    Rezone {
+        now: DateTime<Utc>,
+        tz: Tz,
+    },
 }
 
 /// What a [`TodoOp`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TodoDone {
     Claimed(Vec<Claim>),
-    Settled { retries: Vec<u64>, exhausted: Vec<Claim> },
+    Settled {
+        retries: Vec<u64>,
+        exhausted: Vec<Claim>,
+    },
     Added(Todo),
     Changed,
-    Rezoned(usize),
+    /// Series moved to a new slot (skipped, or re-zoned): how many.
+    Moved(usize),
 }
 
 impl TodoOp {
@@ -208,7 +246,8 @@ impl TodoOp {
                 list.remove(*id)?;
                 TodoDone::Changed
             }
-            TodoOp::Rezone { now, tz } => TodoDone::Rezoned(list.rezone(*now, *tz)),
+            TodoOp::Skip { now, tz } => TodoDone::Moved(list.skip_missed(*now, *tz, super::SKIP_GRACE)),
+            TodoOp::Rezone { now, tz } => TodoDone::Moved(list.rezone(*now, *tz)),
         })
     }
 }
@@ -234,8 +273,14 @@ pub enum AfterTodos {
     /// A session a killed cryod left open, settled at start-up.
     Recovered(Recovered),
     /// A TODO call by the agent or an operator.
-    Call { req: ReqId, by: By, what: TodoWhat },
+    Call {
+        req: ReqId,
+        by: By,
+        what: TodoWhat,
+    },
     Rezoned,
+    /// Missed `skip` slots moved on; nothing else was due.
+    Skipped,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,8 +345,9 @@ pub struct OpenBatch {
     pub id: i64,
     pub session: u64,
     pub files: Vec<String>,
-    /// Some of its files reached `inbox/archive/` (so the agent may have seen them).
-    pub archived: bool,
+    /// Those of its files that reached `inbox/archive/` (so the agent may
+    /// have seen them); the rest are still unread mail.
+    pub archived: Vec<String>,
 }
 
 /// A message the chamber sent (outbox or its archive), as recovery needs it.
@@ -330,50 +376,122 @@ pub enum Input {
     // ---- operators
     /// `agent_check`: the agent's program was found (else why not);
     /// `log_session`: the last session number `cryo.log` shows.
-    Start { req: ReqId, wait: bool, agent_check: Result<(), String>, log_session: u64 },
-    Stop { req: ReqId, wait: bool },
-    Remove { req: ReqId },
-    Pause { req: ReqId, pause: bool },
-    Wake { req: ReqId, message: Option<String>, replace: bool },
-    Deliver { req: ReqId, from: String, subject: String, text: String },
-    Todo { req: ReqId, call: TodoCall },
-    WritePlan { req: ReqId, text: String },
-    Shutdown { req: ReqId },
+    Start {
+        req: ReqId,
+        wait: bool,
+        agent_check: Result<(), String>,
+        log_session: u64,
+    },
+    Stop {
+        req: ReqId,
+        wait: bool,
+    },
+    Remove {
+        req: ReqId,
+    },
+    Pause {
+        req: ReqId,
+        pause: bool,
+    },
+    Wake {
+        req: ReqId,
+        message: Option<String>,
+        replace: bool,
+    },
+    Deliver {
+        req: ReqId,
+        from: String,
+        subject: String,
+        text: String,
+    },
+    Todo {
+        req: ReqId,
+        call: TodoCall,
+    },
+    WritePlan {
+        req: ReqId,
+        text: String,
+    },
+    Shutdown {
+        req: ReqId,
+    },
 
     // ---- the world
     /// The scheduler's deadline passed.
     Due,
     /// The inbox holds these unread names now; `arrived`: a watcher saw a
     /// message arrive (else a fresh look the shell took).
-    Inbox { unread: Vec<String>, arrived: bool },
+    Inbox {
+        unread: Vec<String>,
+        arrived: bool,
+    },
     /// `todo.json` as it now reads.
     TodosChanged(Result<TodoList, String>),
     /// `cryo.toml` changed (`warnings` for keys of the seed system).
-    ConfigChanged { config: Result<Settings, String>, warnings: Vec<String> },
+    ConfigChanged {
+        config: Result<Settings, String>,
+        warnings: Vec<String>,
+    },
     /// The system's zone changed; `config` read again under it.
-    ZoneChanged { zone: Tz, config: Result<Settings, String>, warnings: Vec<String> },
+    ZoneChanged {
+        zone: Tz,
+        config: Result<Settings, String>,
+        warnings: Vec<String>,
+    },
     /// The machine goes to sleep (true) or woke (false).
-    Power { sleeping: bool },
+    Power {
+        sleeping: bool,
+    },
 
     // ---- a session
     /// A slot under the concurrency limit; `nonce` makes the wake id unique
     /// and `token` is the session's secret.
-    Admitted { nonce: String, token: String },
-    Agent { session: u64, req: ReqId, call: Call },
+    Admitted {
+        nonce: String,
+        token: String,
+    },
+    Agent {
+        session: u64,
+        req: ReqId,
+        call: Call,
+    },
     /// The agent process exited; `log_tail` is the end of `cryo-agent.log`.
-    Exited { session: u64, status: String, log_tail: String },
+    Exited {
+        session: u64,
+        status: String,
+        log_tail: String,
+    },
     Timer(Timer),
 
     // ---- results of effects
     Recorded(Result<(), String>),
-    TodosUpdated { then: AfterTodos, result: Result<(TodoDone, TodoList), TodoWriteError> },
+    TodosUpdated {
+        then: AfterTodos,
+        result: Result<(TodoDone, TodoList), TodoWriteError>,
+    },
     Spawned(Result<u32, String>),
-    MessageWritten { then: AfterWrite, result: Result<String, String> },
-    StoreWritten { then: AfterStore, result: Result<(), String> },
-    Journaled { then: AfterClaim, names: Vec<String>, result: Result<(), String> },
+    MessageWritten {
+        then: AfterWrite,
+        result: Result<String, String>,
+    },
+    StoreWritten {
+        then: AfterStore,
+        result: Result<(), String>,
+    },
+    Journaled {
+        then: AfterClaim,
+        names: Vec<String>,
+        result: Result<(), String>,
+    },
     /// The names the batch got in `inbox/archive/`.
-    Archived { then: AfterClaim, result: Result<Vec<String>, String> },
-    PlanWritten { req: ReqId, result: Result<(), String> },
+    Archived {
+        then: AfterClaim,
+        result: Result<Vec<String>, String>,
+    },
+    PlanWritten {
+        req: ReqId,
+        result: Result<(), String>,
+    },
 }
 
 /// Everything cryod does for a chamber.
@@ -386,56 +504,116 @@ pub enum Effect {
     CancelAdmission,
     /// Give back the admission slot.
     Release,
-    ArmTimer { timer: Timer, after: Duration },
+    ArmTimer {
+        timer: Timer,
+        after: Duration,
+    },
 
     // ---- the ledger (durable, before what depends on it)
     /// → [`Input::Recorded`]
     RecordWake(WakeRecord),
-    SessionStarted { number: u64, pid: u32, at: DateTime<Utc>, lateness_ms: Option<i64> },
-    SessionEnded { number: u64, at: DateTime<Utc>, outcome: String, summary: String },
+    SessionStarted {
+        number: u64,
+        pid: u32,
+        at: DateTime<Utc>,
+        lateness_ms: Option<i64>,
+    },
+    SessionEnded {
+        number: u64,
+        at: DateTime<Utc>,
+        outcome: String,
+        summary: String,
+    },
     /// Journal an inbox batch as claimed by session `number`, before the
     /// files move. → [`Input::Journaled`]
-    JournalClaim { number: u64, names: Vec<String>, then: AfterClaim },
+    JournalClaim {
+        number: u64,
+        names: Vec<String>,
+        then: AfterClaim,
+    },
     /// Session `number`'s batches are answered.
-    JournalAnswer { number: u64 },
+    JournalAnswer {
+        number: u64,
+    },
     /// A batch of an ended session was answered (found at start-up).
-    JournalAnswered { id: i64 },
+    JournalAnswered {
+        id: i64,
+    },
     /// A journaled batch whose files never left the inbox: the agent never saw it.
-    JournalDrop { id: i64 },
+    JournalDrop {
+        id: i64,
+    },
     /// → [`Input::StoreWritten`]
-    SetStarted { started: bool, then: AfterStore },
+    SetStarted {
+        started: bool,
+        then: AfterStore,
+    },
     /// → [`Input::StoreWritten`]
-    SetPaused { paused: bool, then: AfterStore },
+    SetPaused {
+        paused: bool,
+        then: AfterStore,
+    },
 
     // ---- the chamber's files
     /// → [`Input::TodosUpdated`]
-    UpdateTodos { op: TodoOp, then: AfterTodos },
+    UpdateTodos {
+        op: TodoOp,
+        then: AfterTodos,
+    },
     /// → [`Input::MessageWritten`]
-    WriteMessage { folder: Folder, message: Message, then: AfterWrite },
+    WriteMessage {
+        folder: Folder,
+        message: Message,
+        then: AfterWrite,
+    },
     /// Move these inbox files to `inbox/archive/`. → [`Input::Archived`]
-    ArchiveInbox { names: Vec<String>, then: AfterClaim },
+    ArchiveInbox {
+        names: Vec<String>,
+        then: AfterClaim,
+    },
     /// → [`Input::PlanWritten`]
-    WritePlan { req: ReqId, text: String },
+    WritePlan {
+        req: ReqId,
+        text: String,
+    },
     /// Rotate `cryo.log` and `cryo-agent.log` if they are over their size.
     RotateLogs,
     Log(LogLine),
 
     // ---- processes
     /// The token is valid from now on (a fast agent calls at once).
-    RegisterToken { token: String, session: u64 },
-    RevokeToken { token: String },
+    RegisterToken {
+        token: String,
+        session: u64,
+    },
+    RevokeToken {
+        token: String,
+    },
     /// → [`Input::Spawned`]
-    Spawn { session: u64, wake_id: String, token: String, prompt: String },
-    Signal { pgid: i32, sig: Sig },
+    Spawn {
+        session: u64,
+        wake_id: String,
+        token: String,
+        prompt: String,
+    },
+    Signal {
+        pgid: i32,
+        sig: Sig,
+    },
     /// SIGTERM to what is left of an ended session's group, SIGKILL soon after.
-    EndLeftovers { pgid: i32 },
+    EndLeftovers {
+        pgid: i32,
+    },
     /// Watch the folders `cryo.toml` names now.
     Rewatch,
 
     // ---- views and callers
     /// Publish the chamber's view now (a caller reads it next).
     Publish,
-    Reply { req: ReqId, result: Result<Reply, Refusal> },
+    Reply {
+        req: ReqId,
+        result: Result<Reply, Refusal>,
+    },
     /// The chamber is done (removed, or cryod is shutting down).
     Exit,
 }

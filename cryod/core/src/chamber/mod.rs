@@ -144,6 +144,8 @@ struct Live {
     hibernate: Option<(Ending, String)>,
     /// Claimed inbox messages not yet answered by a send.
     unanswered: Vec<String>,
+    /// It claimed some inbox batch (the journal closes them at its end).
+    claimed_mail: bool,
     sent_any: bool,
     linger: Option<ReqId>,
     ending: Option<Cut>,
@@ -257,6 +259,11 @@ impl Chamber {
     /// The chamber is done: removed, or cryod shut it down.
     pub fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// The plan was completed: no scheduled wakes until mail arrives.
+    pub fn completed(&self) -> bool {
+        self.completed
     }
 
     pub fn unread(&self) -> &[String] {
@@ -515,7 +522,13 @@ impl Chamber {
         for s in &boot.open {
             let mut unanswered = Vec::new();
             for b in boot.batches.iter().filter(|b| b.session == s.number) {
-                unanswered.extend(b.files.iter().filter(|f| !answered(f)).cloned());
+                if b.archived.is_empty() {
+                    // Journaled, but cryod stopped before the files moved:
+                    // the agent never saw them; they are still unread mail,
+                    // for the next session to claim (and answer) afresh.
+                    self.emit(Effect::JournalDrop { id: b.id });
+                }
+                unanswered.extend(b.archived.iter().filter(|f| !answered(f)).cloned());
             }
             let sent_any = boot.outgoing.iter().any(|m| m.session == Some(s.number) && m.by_agent);
             let note = if s.groups_ended == 0 {
@@ -537,7 +550,7 @@ impl Chamber {
         }
         // Batches of sessions that did end, but whose answer was not recorded.
         for b in boot.batches.iter().filter(|b| !boot.open.iter().any(|s| s.number == b.session)) {
-            if b.archived {
+            if !b.archived.is_empty() {
                 self.emit(Effect::JournalAnswered { id: b.id });
             } else {
                 // Journaled, but the files never moved: the agent never saw
@@ -712,9 +725,11 @@ impl Chamber {
         }
         match message {
             Some(m) => match self.operator_message("operator", "", &m) {
-                Ok(message) => {
-                    self.emit(Effect::WriteMessage { folder: Folder::Inbox, message, then: AfterWrite::WakeMessage { req } })
-                }
+                Ok(message) => self.emit(Effect::WriteMessage {
+                    folder: Folder::Inbox,
+                    message,
+                    then: AfterWrite::WakeMessage { req },
+                }),
                 Err(e) => self.reply(req, Err(e)),
             },
             None => self.woke(req, None),
@@ -796,11 +811,8 @@ impl Chamber {
             (AfterWrite::Replaced { req }, Ok(name)) => {
                 self.note_unread(name.clone());
                 self.manual_queued = true;
-                let out = WakeOutcome {
-                    replaced: true,
-                    queued: false,
-                    message_file: Some(format!("messages/inbox/{name}")),
-                };
+                let out =
+                    WakeOutcome { replaced: true, queued: false, message_file: Some(format!("messages/inbox/{name}")) };
                 self.reply(req, Ok(Reply::Woke(out)));
                 self.replan();
             }
@@ -923,6 +935,10 @@ impl Chamber {
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
             self.emit(Effect::Release);
+            if list.clone().skip_missed(now, tz, SKIP_GRACE) > 0 {
+                // What was due were `skip` slots long past: they move on.
+                return self.emit(Effect::UpdateTodos { op: TodoOp::Skip { now, tz }, then: AfterTodos::Skipped });
+            }
             return self.replan();
         }
         let number = self.last_session + 1;
@@ -952,6 +968,7 @@ impl Chamber {
             started_at: None,
             hibernate: None,
             unanswered: Vec::new(),
+            claimed_mail: false,
             sent_any: false,
             linger: None,
             ending: None,
@@ -1222,6 +1239,7 @@ impl Chamber {
                 let count = names.len() as u32;
                 if let Some(l) = self.live.as_mut() {
                     l.unanswered.extend(names.iter().cloned());
+                    l.claimed_mail = true;
                 }
                 match then {
                     AfterClaim::Receive(req) => self.reply(req, Ok(Reply::Mail(names))),
@@ -1320,6 +1338,11 @@ impl Chamber {
             AfterTodos::Settled => self.settled(result),
             AfterTodos::Recovered(r) => self.recovered(r, result),
             AfterTodos::Call { req, by, what } => self.todo_called(req, by, what, result),
+            AfterTodos::Skipped => {
+                let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
+                self.log("missed slots of `skip` TODOs were skipped");
+                self.replan();
+            }
             AfterTodos::Rezoned => {
                 let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
                 let zone = self.tz().name().to_string();
@@ -1409,7 +1432,9 @@ impl Chamber {
         let tz = self.tz();
         let max_attempts = self.max_attempts();
         let Some(TodoDone::Settled { retries, exhausted }) = done else {
-            return vec!["cryo could not update todo.json for this session's TODOs (see `cryoctl chamber status`).".into()];
+            return vec![
+                "cryo could not update todo.json for this session's TODOs (see `cryoctl chamber status`).".into(),
+            ];
         };
         let mut details = Vec::new();
         if matches!(outcome, Outcome::Stopped | Outcome::Interrupted) {
@@ -1463,7 +1488,8 @@ impl Chamber {
         }
         let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
         self.write_fallbacks(l.number, &outcome, conv, &l.unanswered, &details.join("\n\n"));
-        if conv.unanswered_batch {
+        // Every batch it claimed is answered now: by the agent, or above.
+        if l.claimed_mail {
             self.emit(Effect::JournalAnswer { number: l.number });
         }
         let summary = l.hibernate.as_ref().map(|(_, s)| s.clone()).filter(|s| !s.is_empty());
@@ -1520,9 +1546,11 @@ impl Chamber {
         match self.replace_with.take() {
             Some((Some(m), req)) => match self.operator_message("operator", "", &m) {
                 // The rest follows when the message is written.
-                Ok(message) => {
-                    self.emit(Effect::WriteMessage { folder: Folder::Inbox, message, then: AfterWrite::Replaced { req } })
-                }
+                Ok(message) => self.emit(Effect::WriteMessage {
+                    folder: Folder::Inbox,
+                    message,
+                    then: AfterWrite::Replaced { req },
+                }),
                 Err(e) => {
                     self.reply(req, Err(e));
                     self.replan();
@@ -1538,7 +1566,14 @@ impl Chamber {
     }
 
     /// The `cryochamber` messages a session's end calls for.
-    fn write_fallbacks(&mut self, number: u64, outcome: &Outcome, conv: Conversation, unanswered: &[String], details: &str) {
+    fn write_fallbacks(
+        &mut self,
+        number: u64,
+        outcome: &Outcome,
+        conv: Conversation,
+        unanswered: &[String],
+        details: &str,
+    ) {
         for f in session::fallbacks(number, outcome, conv, details) {
             let mut meta = BTreeMap::new();
             meta.insert("session".to_string(), number.to_string());

@@ -1,0 +1,193 @@
+//! The invariants the simulator holds the machine to (DESIGN.md section 4),
+//! checked as the run goes and at its end.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::world::{Disk, Ledger, Proc};
+use crate::message::CRYOCHAMBER;
+use crate::todo::TodoList;
+
+/// What the checks remember across a run.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// Wake ids that spawned an agent.
+    spawned: HashSet<String>,
+    /// (chamber, session) of every spawned agent, and whether it hibernated.
+    pub sessions: BTreeMap<(usize, u64), bool>,
+    /// Inbox files moved to the archive, per chamber.
+    archived: Vec<BTreeSet<String>>,
+    /// Inbox files handed to an agent by `receive`, per chamber.
+    delivered: Vec<BTreeSet<String>>,
+    /// The highest TODO id seen, per chamber.
+    max_id: Vec<u64>,
+}
+
+pub type Verdict = Result<(), String>;
+
+impl Checker {
+    pub fn new(chambers: usize) -> Checker {
+        Checker {
+            archived: vec![BTreeSet::new(); chambers],
+            delivered: vec![BTreeSet::new(); chambers],
+            max_id: vec![0; chambers],
+            ..Checker::default()
+        }
+    }
+
+    /// Invariant 5: at most one agent spawn per wake.
+    pub fn spawn(&mut self, chamber: usize, session: u64, wake_id: &str) -> Verdict {
+        if !self.spawned.insert(wake_id.to_string()) {
+            return Err(format!("wake {wake_id} spawned a second agent"));
+        }
+        self.sessions.insert((chamber, session), false);
+        Ok(())
+    }
+
+    /// Invariant 4: claims are terminal and ids are never reused.
+    pub fn todos_written(&mut self, chamber: usize, before: &TodoList, after: &TodoList) -> Verdict {
+        let before: std::collections::HashMap<u64, &crate::todo::Todo> =
+            before.items.iter().map(|t| (t.id, t)).collect();
+        for t in &after.items {
+            match before.get(&t.id).copied() {
+                None => {
+                    if t.id <= self.max_id[chamber] {
+                        return Err(format!("chamber {chamber}: TODO id {} was handed out again", t.id));
+                    }
+                    self.max_id[chamber] = t.id;
+                }
+                Some(old) => {
+                    if old.repeat.is_none() && old.claimed && t.is_pending() {
+                        return Err(format!("chamber {chamber}: claimed TODO {} became pending again", t.id));
+                    }
+                    if old.done && !t.done {
+                        return Err(format!("chamber {chamber}: done TODO {} was reopened", t.id));
+                    }
+                    if old.repeat.is_some() && t.at.is_some() && old.at.is_some() && t.at < old.at {
+                        return Err(format!("chamber {chamber}: recurring TODO {} went back to a claimed slot", t.id));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// No inbox file is archived twice.
+    pub fn archived(&mut self, chamber: usize, names: &[String]) -> Verdict {
+        for n in names {
+            if !self.archived[chamber].insert(n.clone()) {
+                return Err(format!("chamber {chamber}: {n} was archived twice"));
+            }
+        }
+        Ok(())
+    }
+
+    /// No message is handed to an agent twice.
+    pub fn delivered(&mut self, chamber: usize, names: &[String]) -> Verdict {
+        for n in names {
+            if !self.delivered[chamber].insert(n.clone()) {
+                return Err(format!("chamber {chamber}: {n} was received by an agent twice"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariant 7 and the limit, after every step: one live agent per
+    /// chamber, at most `limit` in all.
+    pub fn processes(procs: &[Proc], limit: usize) -> Verdict {
+        let mut per: BTreeMap<usize, usize> = BTreeMap::new();
+        for p in procs.iter().filter(|p| p.alive) {
+            *per.entry(p.chamber).or_default() += 1;
+        }
+        if let Some((c, n)) = per.iter().find(|(_, n)| **n > 1) {
+            return Err(format!("chamber {c} has {n} live agents"));
+        }
+        let total: usize = per.values().sum();
+        if total > limit {
+            return Err(format!("{total} agents live at once, over the limit of {limit}"));
+        }
+        Ok(())
+    }
+
+    /// After a restart's recovery: no agent of an earlier daemon lives on.
+    pub fn recovered(procs: &[Proc], incarnation: u32) -> Verdict {
+        match procs.iter().find(|p| p.alive && p.inc < incarnation) {
+            Some(p) => Err(format!("agent {} of a killed cryod survived recovery", p.pid)),
+            None => Ok(()),
+        }
+    }
+
+    /// At the end, with every session over: invariants 1, 2 and 3.
+    pub fn end(&self, disks: &[Disk], ledger: &Ledger, due_before: chrono::DateTime<chrono::Utc>) -> Verdict {
+        for (c, d) in disks.iter().enumerate() {
+            let outgoing: Vec<_> = d.outbox.values().collect();
+            // 2. Every claimed message answered exactly once.
+            for name in &self.archived[c] {
+                let answers = outgoing
+                    .iter()
+                    .filter(|m| m.meta.get("in_reply_to").is_some_and(|r| r.split(' ').any(|f| f == name)))
+                    .count();
+                if answers != 1 {
+                    let all: Vec<String> = outgoing
+                        .iter()
+                        .filter(|m| m.meta.get("in_reply_to").is_some_and(|r| r.split(' ').any(|f| f == name)))
+                        .map(|m| {
+                            format!(
+                                "[{} in session {:?}: {:?}]",
+                                m.from,
+                                m.meta.get("session"),
+                                m.body.lines().next().unwrap_or("")
+                            )
+                        })
+                        .collect();
+                    return Err(format!("chamber {c}: claimed message {name} has {answers} answers {}", all.join(" ")));
+                }
+            }
+            // 3. Every due TODO ran (or was retried); no claim is left open.
+            if d.started && !d.paused && !d.completed && !d.faulted {
+                if let Some(t) = d.todos.items.iter().find(|t| t.is_pending() && t.at.is_some_and(|a| a <= due_before))
+                {
+                    return Err(format!(
+                        "chamber {c}: TODO {} ({:?}) came due at {:?} and never ran",
+                        t.id, t.text, t.at
+                    ));
+                }
+            }
+            if let Some(t) = d.todos.items.iter().find(|t| t.claimed_by.is_some() || (t.claimed && !t.done)) {
+                return Err(format!("chamber {c}: TODO {} is still claimed after every session ended", t.id));
+            }
+            // Blocks in cryo.log never stay open or nest.
+            let mut open = false;
+            for l in &d.log {
+                match l {
+                    crate::chamber::LogLine::Begin(n) if open => {
+                        return Err(format!("chamber {c}: session {n}'s log block opened inside another"));
+                    }
+                    crate::chamber::LogLine::Begin(_) => open = true,
+                    crate::chamber::LogLine::End => open = false,
+                    crate::chamber::LogLine::Event(_) => {}
+                }
+            }
+            if open {
+                return Err(format!("chamber {c}: a cryo.log block was never closed"));
+            }
+        }
+        // 1. Every session leaves a visible message; a failure is reported.
+        for (&(c, n), &hibernated) in &self.sessions {
+            let of_session: Vec<_> =
+                disks[c].outbox.values().filter(|m| m.meta.get("session") == Some(&n.to_string())).collect();
+            if of_session.is_empty() {
+                return Err(format!("chamber {c}: session {n} left no visible message"));
+            }
+            if !hibernated && !of_session.iter().any(|m| m.from == CRYOCHAMBER) {
+                return Err(format!("chamber {c}: session {n} ended without hibernating and nobody reported it"));
+            }
+        }
+        if let Some(r) = ledger.rows.iter().find(|r| !r.ended) {
+            return Err(format!("chamber {}: session {} is still open in the ledger", r.chamber, r.number));
+        }
+        if let Some(b) = ledger.batches.iter().find(|b| !b.answered && !b.dropped) {
+            return Err(format!("chamber {}: journaled batch {} is still unanswered", b.chamber, b.id));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1076 @@
+//! The simulated world: durable files and ledger, the process table, the
+//! volatile daemon, the people around it, and one event queue on one clock.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+
+use super::agent::{Act, Agent};
+use super::check::Checker;
+use super::{Config, Rng};
+use crate::chamber::{
+    Boot, Call, Chamber, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, Refusal,
+    Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoWriteError,
+};
+use crate::message::{CRYOCHAMBER, Message};
+use crate::session::Trigger;
+use crate::todo::{Claim, TodoList};
+
+/// Zones with DST rules of every kind (and one without).
+const ZONES: &[&str] =
+    &["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "America/Sao_Paulo", "Asia/Kolkata", "UTC"];
+/// Starts a few days before a DST change somewhere.
+const STARTS: &[&str] = &[
+    "2026-03-05T10:00:00Z",
+    "2026-03-26T08:00:00Z",
+    "2026-04-01T12:00:00Z",
+    "2026-09-30T18:00:00Z",
+    "2026-10-22T06:00:00Z",
+    "2026-10-30T23:30:00Z",
+];
+/// The simulated `max_session_duration`.
+const SESSION_LIMIT: u64 = 1800;
+const STOP_GRACE: StdDuration = StdDuration::from_secs(10);
+
+/// One chamber's durable state: its files and its registry row.
+#[derive(Debug, Clone)]
+pub struct Disk {
+    pub name: String,
+    pub tz: Tz,
+    pub max_attempts: u32,
+    pub started: bool,
+    pub paused: bool,
+    pub todos: TodoList,
+    pub inbox: BTreeMap<String, Message>,
+    pub archive: BTreeMap<String, Message>,
+    pub outbox: BTreeMap<String, Message>,
+    pub log: Vec<LogLine>,
+    /// Read from the machine at the end.
+    pub completed: bool,
+    pub faulted: bool,
+}
+
+/// One wake in the ledger.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub chamber: usize,
+    pub number: u64,
+    pub wake_id: String,
+    pub claims: Vec<Claim>,
+    pub ended: bool,
+    pub outcome: String,
+}
+
+/// A journaled inbox batch.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub id: i64,
+    pub chamber: usize,
+    pub session: u64,
+    pub files: Vec<String>,
+    pub answered: bool,
+    pub dropped: bool,
+}
+
+/// The wake ledger and the claim journal (SQLite in cryod).
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    pub rows: Vec<Row>,
+    pub batches: Vec<Batch>,
+}
+
+/// An agent process: it outlives the daemon that spawned it.
+#[derive(Debug, Clone)]
+pub struct Proc {
+    pub pid: u32,
+    pub chamber: usize,
+    pub session: u64,
+    pub wake_id: String,
+    pub token: String,
+    /// The daemon incarnation that spawned it (and waits for its exit).
+    pub inc: u32,
+    pub alive: bool,
+    pub agent: Agent,
+    pub waiting: Option<(ReqId, Call)>,
+}
+
+/// The volatile daemon: lost at a crash.
+struct Daemon {
+    inc: u32,
+    machines: Vec<Option<Chamber>>,
+    queue: BTreeMap<(Trigger, u64), usize>,
+    seq: u64,
+    running: usize,
+    slot: Vec<bool>,
+    plans: Vec<Option<DateTime<Utc>>>,
+    tokens: HashMap<String, (usize, u64)>,
+    /// Agents waiting for a reply, by request.
+    waiting: HashMap<ReqId, u32>,
+    next_req: ReqId,
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Due { inc: u32, chamber: usize, at: DateTime<Utc> },
+    Timer { inc: u32, chamber: usize, timer: crate::chamber::Timer },
+    Admit { inc: u32, chamber: usize },
+    Watch { inc: u32, chamber: usize },
+    Exited { inc: u32, pid: u32, status: String },
+    Step { pid: u32 },
+    TermExit { pid: u32 },
+    Mail { chamber: usize },
+    Operator { chamber: usize },
+    Start { chamber: usize },
+    Resume { chamber: usize },
+    Restart,
+    Sleep { hours: i64 },
+    Woke,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub chamber_days: u64,
+    pub inputs: u64,
+    pub effects: u64,
+    pub wakes: u64,
+    pub spawns: u64,
+    pub crashes: u64,
+    pub sleeps: u64,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} chamber-days, {} wakes, {} agents spawned, {} cryod crashes, {} sleeps, {} inputs, {} effects",
+            self.chamber_days, self.wakes, self.spawns, self.crashes, self.sleeps, self.inputs, self.effects
+        )
+    }
+}
+
+impl std::ops::AddAssign for Report {
+    fn add_assign(&mut self, o: Report) {
+        self.chamber_days += o.chamber_days;
+        self.inputs += o.inputs;
+        self.effects += o.effects;
+        self.wakes += o.wakes;
+        self.spawns += o.spawns;
+        self.crashes += o.crashes;
+        self.sleeps += o.sleeps;
+    }
+}
+
+/// A broken invariant, with the seed that reproduces it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub seed: u64,
+    pub message: String,
+    /// The last steps before it.
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "simulation seed {} failed: {}", self.seed, self.message)?;
+        writeln!(f, "replay it with CRYO_SIM_SEED={}; the last steps were:", self.seed)?;
+        for t in &self.trace {
+            writeln!(f, "  {t}")?;
+        }
+        Ok(())
+    }
+}
+
+pub struct World {
+    seed: u64,
+    config: Config,
+    rng: Rng,
+    now: DateTime<Utc>,
+    events: BTreeMap<(DateTime<Utc>, u64), Ev>,
+    seq: u64,
+    disks: Vec<Disk>,
+    ledger: Ledger,
+    procs: Vec<Proc>,
+    daemon: Option<Daemon>,
+    incarnation: u32,
+    crashes_on: bool,
+    externals_on: bool,
+    check: Checker,
+    report: Report,
+    trace: VecDeque<(DateTime<Utc>, usize, &'static str)>,
+    names: u64,
+    same_instant: u64,
+    steps: u64,
+    /// Every agent before this index has ended.
+    first_live: usize,
+}
+
+type Step = Result<(), String>;
+
+impl World {
+    pub fn new(seed: u64, config: Config) -> World {
+        let mut rng = Rng::new(seed);
+        let start = STARTS[rng.below(STARTS.len() as u64) as usize];
+        let now = DateTime::parse_from_rfc3339(start).expect("valid start").with_timezone(&Utc)
+            + Duration::minutes(rng.below(600) as i64);
+        let disks = (0..config.chambers)
+            .map(|i| Disk {
+                name: format!("c{i}"),
+                tz: ZONES[rng.below(ZONES.len() as u64) as usize].parse().expect("known zone"),
+                max_attempts: 2 + rng.below(6) as u32,
+                started: false,
+                paused: false,
+                todos: TodoList::default(),
+                inbox: BTreeMap::new(),
+                archive: BTreeMap::new(),
+                outbox: BTreeMap::new(),
+                log: Vec::new(),
+                completed: false,
+                faulted: false,
+            })
+            .collect();
+        World {
+            seed,
+            check: Checker::new(config.chambers),
+            config,
+            rng,
+            now,
+            events: BTreeMap::new(),
+            seq: 0,
+            disks,
+            ledger: Ledger::default(),
+            procs: Vec::new(),
+            daemon: None,
+            incarnation: 0,
+            crashes_on: true,
+            externals_on: true,
+            report: Report::default(),
+            trace: VecDeque::new(),
+            names: 0,
+            same_instant: 0,
+            steps: 0,
+            first_live: 0,
+        }
+    }
+
+    pub fn run(mut self) -> Result<Report, Failure> {
+        match self.run_inner() {
+            Ok(()) => Ok(self.report),
+            Err(message) => Err(Failure {
+                seed: self.seed,
+                message,
+                trace: self.trace.iter().map(|(t, c, what)| format!("{t} c{c} {what}")).collect(),
+            }),
+        }
+    }
+
+    fn run_inner(&mut self) -> Step {
+        let start = self.now;
+        self.restart()?;
+        for c in 0..self.disks.len() {
+            let at = self.now + Duration::seconds(self.rng.below(60) as i64);
+            self.at(at, Ev::Start { chamber: c });
+            let t = self.mail_gap();
+            self.at(t, Ev::Mail { chamber: c });
+            let t = self.now + Duration::hours(6 + self.rng.below(48) as i64);
+            self.at(t, Ev::Operator { chamber: c });
+        }
+        let t = self.now + Duration::hours(12 + self.rng.below(120) as i64);
+        let hours = 1 + self.rng.below(12) as i64;
+        self.at(t, Ev::Sleep { hours });
+        let drain = start + Duration::days(i64::from(self.config.days));
+        self.until(drain)?;
+        // The drain: no more crashes or outside input; every chamber started
+        // and resumed; two days for all that is due to run.
+        self.crashes_on = false;
+        self.externals_on = false;
+        if self.daemon.is_none() {
+            self.restart()?;
+        }
+        for c in 0..self.disks.len() {
+            self.operator(c, |req| Input::Pause { req, pause: false })?;
+            self.operator(c, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 })?;
+        }
+        let due_before = self.now;
+        self.until(due_before + Duration::days(2))?;
+        self.shutdown()?;
+        self.report.chamber_days = self.config.chambers as u64 * (u64::from(self.config.days) + 2);
+        self.check.end(&self.disks, &self.ledger, due_before)
+    }
+
+    // ---- the clock and the queue ------------------------------------------
+
+    fn at(&mut self, t: DateTime<Utc>, ev: Ev) {
+        self.seq += 1;
+        self.events.insert((t.max(self.now), self.seq), ev);
+    }
+
+    fn after(&mut self, d: StdDuration, ev: Ev) {
+        let t = self.now + Duration::from_std(d).unwrap_or(Duration::MAX);
+        self.at(t, ev);
+    }
+
+    /// A pause an agent takes before its next act.
+    fn think(&mut self) -> StdDuration {
+        StdDuration::from_millis(200 + self.rng.below(20_000))
+    }
+
+    fn mail_gap(&mut self) -> DateTime<Utc> {
+        self.now + Duration::minutes(30 + self.rng.below(24 * 60) as i64)
+    }
+
+    fn until(&mut self, end: DateTime<Utc>) -> Step {
+        while let Some((&(t, s), _)) = self.events.first_key_value() {
+            if t > end {
+                break;
+            }
+            let ev = self.events.remove(&(t, s)).expect("just seen");
+            self.steps += 1;
+            // A run's events grow with its chamber-days (a few hundred each);
+            // far more means something reschedules itself without end.
+            if self.steps > 20_000 * (self.config.chambers as u64) * (u64::from(self.config.days) + 2) {
+                return Err(format!("a runaway: {} events by {t}", self.steps));
+            }
+            if t == self.now {
+                self.same_instant += 1;
+                if self.same_instant > 100_000 {
+                    return Err(format!("a livelock: 100,000 events at {t} without time moving on"));
+                }
+            } else {
+                self.same_instant = 0;
+            }
+            self.now = t;
+            self.dispatch(ev)?;
+            // Agents end roughly in the order they started: skip the dead.
+            while self.procs.get(self.first_live).is_some_and(|p| !p.alive) {
+                self.first_live += 1;
+            }
+            Checker::processes(&self.procs[self.first_live..], self.config.limit)?;
+        }
+        self.now = end;
+        Ok(())
+    }
+
+    fn note(&mut self, chamber: usize, what: &'static str) {
+        if self.trace.len() == 80 {
+            self.trace.pop_front();
+        }
+        self.trace.push_back((self.now, chamber, what));
+    }
+
+    // ---- events ---------------------------------------------------------------
+
+    fn inc(&self) -> u32 {
+        self.daemon.as_ref().map(|d| d.inc).unwrap_or(0)
+    }
+
+    fn dispatch(&mut self, ev: Ev) -> Step {
+        let live = self.inc();
+        match ev {
+            Ev::Due { inc, chamber, at } if inc == live => {
+                let d = self.daemon.as_mut().expect("live");
+                if d.plans[chamber] == Some(at) {
+                    d.plans[chamber] = None;
+                    self.feed(chamber, Input::Due)?;
+                }
+            }
+            Ev::Timer { inc, chamber, timer } if inc == live => self.feed(chamber, Input::Timer(timer))?,
+            Ev::Admit { inc, chamber } if inc == live => self.admit(chamber)?,
+            Ev::Watch { inc, chamber } if inc == live => {
+                let unread = self.disks[chamber].inbox.keys().cloned().collect();
+                self.feed(chamber, Input::Inbox { unread, arrived: true })?;
+            }
+            Ev::Exited { inc, pid, status } if inc == live => {
+                let p = &self.procs[pid as usize];
+                let (chamber, session) = (p.chamber, p.session);
+                self.observe_inbox(chamber)?;
+                self.feed(chamber, Input::Exited { session, status, log_tail: String::new() })?;
+            }
+            Ev::Due { .. } | Ev::Timer { .. } | Ev::Admit { .. } | Ev::Watch { .. } | Ev::Exited { .. } => {}
+            Ev::Step { pid } => self.agent_step(pid)?,
+            Ev::TermExit { pid } => self.die(pid, "killed by signal 15"),
+            Ev::Mail { chamber } => {
+                if self.externals_on {
+                    let msg = self.message("someone", "a note for the agent");
+                    self.write(chamber, Folder::Inbox, msg);
+                    let t = self.mail_gap();
+                    self.at(t, Ev::Mail { chamber });
+                }
+            }
+            Ev::Operator { chamber } => {
+                if self.externals_on {
+                    self.operator_action(chamber)?;
+                    let t = self.now + Duration::hours(4 + self.rng.below(72) as i64);
+                    self.at(t, Ev::Operator { chamber });
+                }
+            }
+            Ev::Start { chamber } => {
+                let log_session = self.log_session(chamber);
+                self.operator(chamber, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session })?;
+            }
+            Ev::Resume { chamber } => self.operator(chamber, |req| Input::Pause { req, pause: false })?,
+            Ev::Restart => self.restart()?,
+            Ev::Sleep { hours } => self.sleep(hours)?,
+            Ev::Woke => {
+                for c in 0..self.disks.len() {
+                    self.feed(c, Input::Power { sleeping: false })?;
+                }
+                if self.externals_on {
+                    let t = self.now + Duration::hours(24 + self.rng.below(200) as i64);
+                    let hours = 1 + self.rng.below(12) as i64;
+                    self.at(t, Ev::Sleep { hours });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The machine sleeps: nothing runs; tokio's timers and the agents stop
+    /// with it; wall-clock deadlines that pass are due at once on waking.
+    fn sleep(&mut self, hours: i64) -> Step {
+        self.report.sleeps += 1;
+        for c in 0..self.disks.len() {
+            self.feed(c, Input::Power { sleeping: true })?;
+        }
+        let wake = self.now + Duration::hours(hours);
+        let later: Vec<_> = std::mem::take(&mut self.events).into_iter().collect();
+        for ((t, s), ev) in later {
+            let t = match ev {
+                Ev::Due { .. } => t.max(wake),
+                _ => t + Duration::hours(hours),
+            };
+            self.events.insert((t, s), ev);
+        }
+        self.at(wake, Ev::Woke);
+        Ok(())
+    }
+
+    fn log_session(&self, c: usize) -> u64 {
+        self.disks[c]
+            .log
+            .iter()
+            .filter_map(|l| if let LogLine::Begin(n) = l { Some(*n) } else { None })
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn operator(&mut self, chamber: usize, make: impl FnOnce(ReqId) -> Input) -> Step {
+        let Some(d) = self.daemon.as_mut() else { return Ok(()) };
+        d.next_req += 1;
+        let req = d.next_req;
+        self.feed(chamber, make(req))
+    }
+
+    fn operator_action(&mut self, c: usize) -> Step {
+        match self.rng.below(20) {
+            0..=5 => {
+                let text = format!("operator note {}", self.rng.hex(4));
+                self.operator(c, |req| Input::Deliver { req, from: "op".into(), subject: String::new(), text })
+            }
+            6..=8 => {
+                let message = self.rng.one_in(2).then(|| "look at this".to_string());
+                let replace = self.rng.one_in(3);
+                self.operator(c, |req| Input::Wake { req, message, replace })
+            }
+            9..=10 => {
+                let at = format!("+{}h", 1 + self.rng.below(40));
+                let call = TodoCall::Add {
+                    text: "operator task".into(),
+                    at,
+                    every: "".into(),
+                    cron: "".into(),
+                    missed: "".into(),
+                };
+                self.operator(c, |req| Input::Todo { req, call })
+            }
+            11..=12 => {
+                let wait = self.rng.one_in(2);
+                self.operator(c, |req| Input::Stop { req, wait })?;
+                let t = self.now + Duration::minutes(10 + self.rng.below(24 * 60) as i64);
+                self.at(t, Ev::Start { chamber: c });
+                Ok(())
+            }
+            13..=14 => {
+                self.operator(c, |req| Input::Pause { req, pause: true })?;
+                let t = self.now + Duration::minutes(10 + self.rng.below(24 * 60) as i64);
+                self.at(t, Ev::Resume { chamber: c });
+                Ok(())
+            }
+            _ => self.operator(c, |req| Input::Todo { req, call: TodoCall::List }),
+        }
+    }
+
+    // ---- the daemon -------------------------------------------------------------
+
+    /// A crash of cryod: its volatile half is gone; agents live on.
+    fn crash(&mut self) {
+        self.report.crashes += 1;
+        self.daemon = None;
+        self.note(0, "CRASH");
+        let t = self.now + Duration::seconds(1 + self.rng.below(600) as i64);
+        self.at(t, Ev::Restart);
+    }
+
+    /// A start of cryod: the agents of sessions still open are ended first,
+    /// then every chamber's machine is made from the durable state and
+    /// recovers (as `Daemon::load` and `supervisor::boot` do).
+    fn restart(&mut self) -> Step {
+        if self.daemon.is_some() {
+            return Ok(());
+        }
+        self.incarnation += 1;
+        self.note(0, "RESTART");
+        let mut ended: HashMap<String, usize> = HashMap::new();
+        for r in self.ledger.rows.iter().filter(|r| !r.ended) {
+            for p in self.procs.iter_mut().filter(|p| p.alive && p.wake_id == r.wake_id) {
+                p.alive = false;
+                *ended.entry(r.wake_id.clone()).or_default() += 1;
+            }
+        }
+        Checker::recovered(&self.procs, self.incarnation)?;
+        let n = self.disks.len();
+        let mut machines = Vec::with_capacity(n);
+        for (c, disk) in self.disks.iter().enumerate() {
+            let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
+            let last = rows.iter().map(|r| r.number).max().unwrap_or(0);
+            let from_log =
+                disk.log.iter().filter_map(|l| if let LogLine::Begin(n) = l { Some(*n) } else { None }).max();
+            machines.push(Some(Chamber::new(
+                Loaded {
+                    id: c as i64 + 1,
+                    name: disk.name.clone(),
+                    started: disk.started,
+                    paused: disk.paused,
+                    last_session: last.max(from_log.unwrap_or(0)),
+                    last_result: rows.iter().max_by_key(|r| r.number).map(|r| r.outcome.clone()),
+                    last_lateness_ms: None,
+                    open_questions: 0,
+                    config: Ok(settings(disk)),
+                    warnings: Vec::new(),
+                    todos: Ok(disk.todos.clone()),
+                    unread: disk.inbox.keys().cloned().collect(),
+                    system_tz: chrono_tz::UTC,
+                },
+                Limits { stop_grace: STOP_GRACE },
+            )));
+        }
+        self.daemon = Some(Daemon {
+            inc: self.incarnation,
+            machines,
+            queue: BTreeMap::new(),
+            seq: 0,
+            running: 0,
+            slot: vec![false; n],
+            plans: vec![None; n],
+            tokens: HashMap::new(),
+            waiting: HashMap::new(),
+            next_req: 0,
+        });
+        for c in 0..n {
+            let boot = self.boot_input(c, &ended);
+            self.feed(c, Input::Boot(boot))?;
+        }
+        Ok(())
+    }
+
+    fn boot_input(&self, c: usize, ended: &HashMap<String, usize>) -> Boot {
+        let disk = &self.disks[c];
+        Boot {
+            open: (self.ledger.rows.iter().filter(|r| r.chamber == c && !r.ended))
+                .map(|r| OpenSession {
+                    number: r.number,
+                    wake_id: r.wake_id.clone(),
+                    claims: r.claims.clone(),
+                    groups_ended: ended.get(&r.wake_id).copied().unwrap_or(0),
+                })
+                .collect(),
+            batches: (self.ledger.batches.iter().filter(|b| b.chamber == c && !b.answered && !b.dropped))
+                .map(|b| OpenBatch {
+                    id: b.id,
+                    session: b.session,
+                    files: b.files.clone(),
+                    archived: b.files.iter().filter(|f| disk.archive.contains_key(*f)).cloned().collect(),
+                })
+                .collect(),
+            outgoing: disk
+                .outbox
+                .values()
+                .map(|m| Outgoing {
+                    session: m.meta.get("session").and_then(|s| s.parse().ok()),
+                    by_agent: m.from != CRYOCHAMBER,
+                    in_reply_to: m
+                        .meta
+                        .get("in_reply_to")
+                        .map(|r| r.split(' ').map(str::to_string).collect())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A clean stop of cryod: every session ends, then the machines exit.
+    fn shutdown(&mut self) -> Step {
+        for c in 0..self.disks.len() {
+            let view = self.daemon.as_ref().and_then(|d| d.machines[c].as_ref()).map(|m| (m.completed(), m.fault()));
+            if let Some((completed, fault)) = view {
+                self.disks[c].completed = completed;
+                self.disks[c].faulted = fault.is_some();
+            }
+            self.operator(c, |req| Input::Shutdown { req })?;
+        }
+        let deadline = self.now + Duration::minutes(5);
+        self.until(deadline)?;
+        let open = self.daemon.as_ref().map(|d| d.machines.iter().flatten().count()).unwrap_or(0);
+        if open > 0 {
+            return Err(format!("{open} chamber(s) did not finish within five minutes of a shutdown"));
+        }
+        Ok(())
+    }
+
+    /// Hands `input` to a chamber's machine and performs its effects depth
+    /// first, as the supervisor does; cryod may crash before any effect.
+    fn feed(&mut self, c: usize, input: Input) -> Step {
+        let Some(d) = self.daemon.as_mut() else { return Ok(()) };
+        let Some(mut machine) = d.machines[c].take() else { return Ok(()) };
+        self.note(c, label(&input));
+        self.report.inputs += 1;
+        let mut queue: VecDeque<Effect> = machine.handle(input, self.now).into();
+        while let Some(effect) = queue.pop_front() {
+            if self.crashes_on && self.config.crash_one_in > 0 && self.rng.one_in(self.config.crash_one_in) {
+                self.crash();
+                return Ok(());
+            }
+            self.report.effects += 1;
+            if let Some(result) = self.perform(c, effect)? {
+                self.note(c, label(&result));
+                self.report.inputs += 1;
+                for e in machine.handle(result, self.now).into_iter().rev() {
+                    queue.push_front(e);
+                }
+            }
+        }
+        if let Some(d) = self.daemon.as_mut()
+            && !machine.finished()
+        {
+            d.machines[c] = Some(machine);
+        }
+        Ok(())
+    }
+
+    /// The shell looks at the inbox before a wake, an agent's call and an exit.
+    fn observe_inbox(&mut self, c: usize) -> Step {
+        let unread: Vec<String> = self.disks[c].inbox.keys().cloned().collect();
+        let known = self.daemon.as_ref().and_then(|d| d.machines[c].as_ref()).map(|m| m.unread().to_vec());
+        if known.is_some_and(|k| k != unread) {
+            self.feed(c, Input::Inbox { unread, arrived: false })?;
+        }
+        Ok(())
+    }
+
+    fn grant(&mut self) {
+        let inc = self.inc();
+        let Some(d) = self.daemon.as_mut() else { return };
+        let mut granted = Vec::new();
+        while d.running < self.config.limit {
+            let Some((_, c)) = d.queue.pop_first() else { break };
+            d.running += 1;
+            granted.push(c);
+        }
+        for c in granted {
+            self.at(self.now, Ev::Admit { inc, chamber: c });
+        }
+    }
+
+    fn admit(&mut self, c: usize) -> Step {
+        let d = self.daemon.as_mut().expect("live");
+        if d.machines[c].is_none() || d.slot[c] {
+            // A gone chamber, or a surplus permit: given back.
+            d.running -= 1;
+            self.grant();
+            return Ok(());
+        }
+        d.slot[c] = true;
+        self.observe_inbox(c)?;
+        let (nonce, token) = (self.rng.hex(6), self.rng.hex(16));
+        self.feed(c, Input::Admitted { nonce, token })
+    }
+
+    // ---- effects -----------------------------------------------------------------
+
+    fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, String> {
+        let inc = self.inc();
+        let d = self.daemon.as_mut().expect("effects run in a live daemon");
+        Ok(match effect {
+            Effect::Plan(at) => {
+                d.plans[c] = at;
+                if let Some(t) = at {
+                    self.at(t, Ev::Due { inc, chamber: c, at: t });
+                }
+                None
+            }
+            Effect::RequestAdmission(trigger) => {
+                let old = d.queue.iter().find(|(_, ch)| **ch == c).map(|(k, _)| *k);
+                match old {
+                    Some(k) if k.0 <= trigger => {}
+                    _ => {
+                        if let Some(k) = old {
+                            d.queue.remove(&k);
+                        }
+                        d.seq += 1;
+                        d.queue.insert((trigger, d.seq), c);
+                    }
+                }
+                self.grant();
+                None
+            }
+            Effect::CancelAdmission => {
+                d.queue.retain(|_, ch| *ch != c);
+                None
+            }
+            Effect::Release => {
+                if d.slot[c] {
+                    d.slot[c] = false;
+                    d.running -= 1;
+                }
+                self.grant();
+                None
+            }
+            Effect::ArmTimer { timer, after } => {
+                self.after(after, Ev::Timer { inc, chamber: c, timer });
+                None
+            }
+            Effect::RecordWake(w) => {
+                self.report.wakes += 1;
+                if self.ledger.rows.iter().any(|r| r.chamber == c && r.number == w.number) {
+                    return Err(format!("chamber {c}: session number {} recorded twice", w.number));
+                }
+                self.ledger.rows.push(Row {
+                    chamber: c,
+                    number: w.number,
+                    wake_id: w.wake_id,
+                    claims: w.claims,
+                    ended: false,
+                    outcome: String::new(),
+                });
+                Some(Input::Recorded(Ok(())))
+            }
+            Effect::SessionEnded { number, outcome, .. } => {
+                if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
+                    r.ended = true;
+                    r.outcome = outcome;
+                }
+                None
+            }
+            Effect::JournalClaim { number, names, then } => {
+                let id = self.ledger.batches.len() as i64 + 1;
+                let b =
+                    Batch { id, chamber: c, session: number, files: names.clone(), answered: false, dropped: false };
+                self.ledger.batches.push(b);
+                Some(Input::Journaled { then, names, result: Ok(()) })
+            }
+            Effect::JournalAnswer { number } => {
+                for b in self.ledger.batches.iter_mut().filter(|b| b.chamber == c && b.session == number) {
+                    b.answered = true;
+                }
+                None
+            }
+            Effect::JournalAnswered { id } => {
+                self.ledger.batches[id as usize - 1].answered = true;
+                None
+            }
+            Effect::JournalDrop { id } => {
+                self.ledger.batches[id as usize - 1].dropped = true;
+                None
+            }
+            Effect::SetStarted { started, then } => {
+                self.disks[c].started = started;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            Effect::SetPaused { paused, then } => {
+                self.disks[c].paused = paused;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            Effect::UpdateTodos { op, then } => {
+                let mut list = self.disks[c].todos.clone();
+                let result = match op.apply(&mut list) {
+                    Ok(done) => {
+                        self.check.todos_written(c, &self.disks[c].todos, &list)?;
+                        self.disks[c].todos = list.clone();
+                        Ok((done, list))
+                    }
+                    Err(e) => Err(TodoWriteError::Refused(e)),
+                };
+                Some(Input::TodosUpdated { then, result })
+            }
+            Effect::WriteMessage { folder, message, then } => {
+                let name = self.write(c, folder, message);
+                Some(Input::MessageWritten { then, result: Ok(name) })
+            }
+            Effect::ArchiveInbox { names, then } => {
+                let disk = &mut self.disks[c];
+                let moved: Vec<String> = names.into_iter().filter(|n| disk.inbox.contains_key(n)).collect();
+                for n in &moved {
+                    let m = disk.inbox.remove(n).expect("present");
+                    disk.archive.insert(n.clone(), m);
+                }
+                self.check.archived(c, &moved)?;
+                Some(Input::Archived { then, result: Ok(moved) })
+            }
+            Effect::WritePlan { req, .. } => Some(Input::PlanWritten { req, result: Ok(()) }),
+            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::Exit | Effect::SessionStarted { .. } => {
+                None
+            }
+            Effect::Log(line) => {
+                if !matches!(line, LogLine::Event(_)) {
+                    self.disks[c].log.push(line);
+                }
+                None
+            }
+            Effect::RegisterToken { token, session } => {
+                d.tokens.insert(token, (c, session));
+                None
+            }
+            Effect::RevokeToken { token } => {
+                d.tokens.remove(&token);
+                None
+            }
+            Effect::Spawn { session, wake_id, token, .. } => {
+                if self.rng.one_in(300) {
+                    return Ok(Some(Input::Spawned(Err("\"agent\" not found on PATH".into()))));
+                }
+                self.check.spawn(c, session, &wake_id)?;
+                self.report.spawns += 1;
+                let pid = self.procs.len() as u32;
+                let mail = !self.disks[c].inbox.is_empty();
+                let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
+                let agent = Agent::new(&mut self.rng, mail, recurring);
+                self.procs.push(Proc {
+                    pid,
+                    chamber: c,
+                    session,
+                    wake_id,
+                    token,
+                    inc,
+                    alive: true,
+                    agent,
+                    waiting: None,
+                });
+                let t = self.think();
+                self.after(t, Ev::Step { pid });
+                Some(Input::Spawned(Ok(pid)))
+            }
+            Effect::Signal { pgid, sig } => {
+                let p = &self.procs[pgid as usize];
+                if p.alive {
+                    match sig {
+                        Sig::Kill => self.die(pgid as u32, "killed by signal 9"),
+                        Sig::Term if p.agent.obeys_term => {
+                            let t = StdDuration::from_millis(self.rng.below(2000));
+                            self.after(t, Ev::TermExit { pid: pgid as u32 });
+                        }
+                        Sig::Term => {}
+                    }
+                }
+                None
+            }
+            Effect::EndLeftovers { .. } => None,
+            Effect::Reply { req, result } => {
+                if let Some(pid) = d.waiting.remove(&req) {
+                    self.agent_answer(pid, result)?;
+                }
+                None
+            }
+        })
+    }
+
+    /// Writes a message file; an inbox file is seen by the watcher soon.
+    fn write(&mut self, c: usize, folder: Folder, msg: Message) -> String {
+        self.names += 1;
+        let name = format!("{}-{:06}.md", self.now.format("%Y%m%d%H%M%S"), self.names);
+        match folder {
+            Folder::Inbox => {
+                self.disks[c].inbox.insert(name.clone(), msg);
+                if let Some(d) = &self.daemon {
+                    let inc = d.inc;
+                    self.after(StdDuration::from_millis(20), Ev::Watch { inc, chamber: c });
+                }
+            }
+            Folder::Outbox => {
+                self.disks[c].outbox.insert(name.clone(), msg);
+            }
+        }
+        name
+    }
+
+    fn message(&self, from: &str, body: &str) -> Message {
+        Message {
+            from: from.into(),
+            subject: body.into(),
+            timestamp: Some(self.now),
+            question: false,
+            meta: BTreeMap::new(),
+            body: body.into(),
+        }
+    }
+
+    // ---- agents -------------------------------------------------------------------
+
+    fn die(&mut self, pid: u32, status: &str) {
+        let p = &mut self.procs[pid as usize];
+        if !p.alive {
+            return;
+        }
+        p.alive = false;
+        p.waiting = None;
+        let hibernated = p.agent.hibernated;
+        let (chamber, session, inc) = (p.chamber, p.session, p.inc);
+        self.check.sessions.insert((chamber, session), hibernated);
+        // The daemon that spawned it hears of the exit, if it still lives.
+        if self.inc() == inc {
+            self.at(self.now, Ev::Exited { inc, pid, status: status.to_string() });
+        }
+    }
+
+    fn agent_step(&mut self, pid: u32) -> Step {
+        let p = &mut self.procs[pid as usize];
+        if !p.alive || p.waiting.is_some() {
+            return Ok(());
+        }
+        match p.agent.next() {
+            None => self.die(pid, "exit 0"),
+            Some(Act::Exit(code)) => self.die(pid, &format!("exit {code}")),
+            Some(Act::Hang) => {}
+            Some(Act::Call(call)) => {
+                p.agent.calls += 1;
+                let target = self.daemon.as_ref().and_then(|d| d.tokens.get(&p.token).copied());
+                let Some((chamber, session)) = target else {
+                    // cryod is down, or this session's token is no longer
+                    // valid: `cryo-agent` fails and the agent gives up.
+                    self.die(pid, "exit 1");
+                    return Ok(());
+                };
+                let d = self.daemon.as_mut().expect("checked");
+                d.next_req += 1;
+                let req = d.next_req;
+                d.waiting.insert(req, pid);
+                self.procs[pid as usize].waiting = Some((req, call.clone()));
+                if matches!(call, Call::Receive | Call::Dialog { .. } | Call::Hibernate { .. }) {
+                    self.observe_inbox(chamber)?;
+                }
+                self.feed(chamber, Input::Agent { session, req, call })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn agent_answer(&mut self, pid: u32, result: Result<Reply, Refusal>) -> Step {
+        let p = &mut self.procs[pid as usize];
+        let Some((_, call)) = p.waiting.take() else { return Ok(()) };
+        if !p.alive {
+            return Ok(());
+        }
+        let chamber = p.chamber;
+        match result {
+            Ok(Reply::Hibernate(_)) => {
+                p.agent.hibernated = true;
+                if !p.agent.exits_after_hibernate {
+                    p.agent.plan = VecDeque::from([Act::Hang]);
+                }
+            }
+            Ok(Reply::Mail(names)) => {
+                if !names.is_empty() && !matches!(p.agent.plan.front(), Some(Act::Exit(_))) {
+                    p.agent.plan.push_front(Act::Call(Call::Send {
+                        text: "an answer".into(),
+                        question: false,
+                        subject: String::new(),
+                    }));
+                }
+                p.agent.received += names.len() as u32;
+                self.check.delivered(chamber, &names)?;
+            }
+            Ok(Reply::Dialog { claimed, .. }) if claimed > 0 => {
+                p.agent.plan.push_front(Act::Call(Call::Send {
+                    text: "an answer".into(),
+                    question: false,
+                    subject: String::new(),
+                }));
+            }
+            Ok(_) => {}
+            Err(r) => {
+                let why = match &r {
+                    Refusal::Invalid(s) | Refusal::Precondition(s) | Refusal::NotFound(s) | Refusal::Internal(s) => {
+                        s.clone()
+                    }
+                };
+                if matches!(call, Call::Hibernate { .. }) && why.contains("new mail arrived") {
+                    p.agent.hibernated = false;
+                }
+                p.agent.refused(&call, &why, &mut self.rng);
+            }
+        }
+        let t = self.think();
+        self.after(t, Ev::Step { pid });
+        Ok(())
+    }
+}
+
+fn settings(d: &Disk) -> Settings {
+    Settings {
+        agent: "sim-agent".into(),
+        timezone: d.tz,
+        timezone_set: true,
+        max_session_duration: SESSION_LIMIT,
+        max_attempts: d.max_attempts,
+    }
+}
+
+/// A short name for an input, for the failure trace.
+fn label(i: &Input) -> &'static str {
+    match i {
+        Input::Boot(_) => "boot",
+        Input::Start { .. } => "start",
+        Input::Stop { .. } => "stop",
+        Input::Remove { .. } => "remove",
+        Input::Pause { pause: true, .. } => "pause",
+        Input::Pause { .. } => "resume",
+        Input::Wake { .. } => "wake",
+        Input::Deliver { .. } => "deliver",
+        Input::Todo { .. } => "operator todo",
+        Input::WritePlan { .. } => "write plan",
+        Input::Shutdown { .. } => "shutdown",
+        Input::Due => "due",
+        Input::Inbox { arrived: true, .. } => "mail arrived",
+        Input::Inbox { .. } => "inbox seen",
+        Input::TodosChanged(_) => "todos changed",
+        Input::ConfigChanged { .. } => "config changed",
+        Input::ZoneChanged { .. } => "zone changed",
+        Input::Power { sleeping: true } => "sleep",
+        Input::Power { .. } => "woke",
+        Input::Admitted { .. } => "admitted",
+        Input::Agent { call: Call::Hibernate { .. }, .. } => "agent hibernate",
+        Input::Agent { call: Call::Send { .. }, .. } => "agent send",
+        Input::Agent { call: Call::Receive, .. } => "agent receive",
+        Input::Agent { call: Call::Dialog { .. }, .. } => "agent dialog",
+        Input::Agent { call: Call::Todo(_), .. } => "agent todo",
+        Input::Exited { .. } => "exited",
+        Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
+        Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",
+        Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",
+        Input::Timer(crate::chamber::Timer::Kill(_)) => "timer: kill",
+        Input::Timer(crate::chamber::Timer::StartWaitOver) => "timer: start wait",
+        Input::Recorded(_) => "recorded",
+        Input::TodosUpdated { result: Ok((TodoDone::Claimed(_), _)), .. } => "todos: claimed",
+        Input::TodosUpdated { result: Ok((TodoDone::Settled { .. }, _)), .. } => "todos: settled",
+        Input::TodosUpdated { .. } => "todos updated",
+        Input::Spawned(Ok(_)) => "spawned",
+        Input::Spawned(Err(_)) => "spawn failed",
+        Input::MessageWritten { .. } => "message written",
+        Input::StoreWritten { .. } => "registry written",
+        Input::Journaled { .. } => "journaled",
+        Input::Archived { .. } => "archived",
+        Input::PlanWritten { .. } => "plan written",
+    }
+}
