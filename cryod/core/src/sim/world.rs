@@ -206,6 +206,8 @@ pub struct World {
     steps: u64,
     /// Every agent before this index has ended.
     first_live: usize,
+    /// `CRYO_SIM_TRACE=N`: print chamber N's every input and effect.
+    watch: Option<usize>,
 }
 
 type Step = Result<(), String>;
@@ -253,6 +255,7 @@ impl World {
             same_instant: 0,
             steps: 0,
             first_live: 0,
+            watch: std::env::var("CRYO_SIM_TRACE").ok().and_then(|c| c.parse().ok()),
         }
     }
 
@@ -354,7 +357,18 @@ impl World {
         Ok(())
     }
 
+    fn show(&self, chamber: usize, arrow: &str, what: &dyn fmt::Debug) {
+        if self.watch == Some(chamber) {
+            let text = format!("{what:?}");
+            let cut = text.char_indices().nth(300).map(|(i, _)| i).unwrap_or(text.len());
+            eprintln!("{} c{chamber} {arrow} {}", self.now.format("%m-%d %H:%M:%S%.3f"), &text[..cut]);
+        }
+    }
+
     fn note(&mut self, chamber: usize, what: &'static str) {
+        if self.watch == Some(chamber) || (self.watch.is_some() && what.starts_with(char::is_uppercase)) {
+            eprintln!("{} c{chamber} -- {what}", self.now.format("%m-%d %H:%M:%S%.3f"));
+        }
         if self.trace.len() == 80 {
             self.trace.pop_front();
         }
@@ -384,7 +398,7 @@ impl World {
                 self.feed(chamber, Input::Inbox { unread, arrived: true })?;
             }
             Ev::Exited { inc, pid, status } if inc == live => {
-                let p = &self.procs[pid as usize];
+                let p = &self.procs[pid as usize - 1];
                 let (chamber, session) = (p.chamber, p.session);
                 self.observe_inbox(chamber)?;
                 self.feed(chamber, Input::Exited { session, status, log_tail: String::new() })?;
@@ -636,6 +650,7 @@ impl World {
         let Some(d) = self.daemon.as_mut() else { return Ok(()) };
         let Some(mut machine) = d.machines[c].take() else { return Ok(()) };
         self.note(c, label(&input));
+        self.show(c, "=>", &input);
         self.report.inputs += 1;
         let mut queue: VecDeque<Effect> = machine.handle(input, self.now).into();
         while let Some(effect) = queue.pop_front() {
@@ -644,8 +659,10 @@ impl World {
                 return Ok(());
             }
             self.report.effects += 1;
+            self.show(c, "  <=", &effect);
             if let Some(result) = self.perform(c, effect)? {
                 self.note(c, label(&result));
+                self.show(c, "  =>", &result);
                 self.report.inputs += 1;
                 for e in machine.handle(result, self.now).into_iter().rev() {
                     queue.push_front(e);
@@ -843,7 +860,8 @@ impl World {
                 }
                 self.check.spawn(c, session, &wake_id)?;
                 self.report.spawns += 1;
-                let pid = self.procs.len() as u32;
+                // Pids start at 1, as a kernel's do (0 is "no process" to the machine).
+                let pid = self.procs.len() as u32 + 1;
                 let mail = !self.disks[c].inbox.is_empty();
                 let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
                 let agent = Agent::new(&mut self.rng, mail, recurring);
@@ -863,7 +881,7 @@ impl World {
                 Some(Input::Spawned(Ok(pid)))
             }
             Effect::Signal { pgid, sig } => {
-                let p = &self.procs[pgid as usize];
+                let p = &self.procs[pgid as usize - 1];
                 if p.alive {
                     match sig {
                         Sig::Kill => self.die(pgid as u32, "killed by signal 9"),
@@ -919,7 +937,7 @@ impl World {
     // ---- agents -------------------------------------------------------------------
 
     fn die(&mut self, pid: u32, status: &str) {
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.procs[pid as usize - 1];
         if !p.alive {
             return;
         }
@@ -935,7 +953,7 @@ impl World {
     }
 
     fn agent_step(&mut self, pid: u32) -> Step {
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.procs[pid as usize - 1];
         if !p.alive || p.waiting.is_some() {
             return Ok(());
         }
@@ -956,7 +974,7 @@ impl World {
                 d.next_req += 1;
                 let req = d.next_req;
                 d.waiting.insert(req, pid);
-                self.procs[pid as usize].waiting = Some((req, call.clone()));
+                self.procs[pid as usize - 1].waiting = Some((req, call.clone()));
                 if matches!(call, Call::Receive | Call::Dialog { .. } | Call::Hibernate { .. }) {
                     self.observe_inbox(chamber)?;
                 }
@@ -967,7 +985,7 @@ impl World {
     }
 
     fn agent_answer(&mut self, pid: u32, result: Result<Reply, Refusal>) -> Step {
-        let p = &mut self.procs[pid as usize];
+        let p = &mut self.procs[pid as usize - 1];
         let Some((_, call)) = p.waiting.take() else { return Ok(()) };
         if !p.alive {
             return Ok(());
@@ -1007,6 +1025,10 @@ impl World {
                 };
                 if matches!(call, Call::Hibernate { .. }) && why.contains("new mail arrived") {
                     p.agent.hibernated = false;
+                }
+                if matches!(call, Call::Hibernate { .. }) && why.contains("the session is ending") {
+                    // Its hibernate was accepted; the linger was cut short.
+                    p.agent.hibernated = true;
                 }
                 p.agent.refused(&call, &why, &mut self.rng);
             }
