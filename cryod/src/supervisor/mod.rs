@@ -7,7 +7,7 @@
 //! scheduler's `Due`, a file the watcher saw, a permit, an agent's call, an
 //! exit, a timer) into the machine's [`Input`], adding what it observed of
 //! the files (the inbox, `todo.json`, `cryo.toml`); then it performs the
-//! machine's effects in order ([`effects`]), feeding each result straight
+//! machine's effects in order (in `effects.rs`), feeding each result straight
 //! back. It decides nothing itself: the rules live in `cryo-core`.
 
 mod boot;
@@ -356,7 +356,7 @@ impl Sup {
         if let Err(e) = &todos {
             tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
         }
-        if todos.as_ref().map_err(|e| e) != self.machine.todos() {
+        if todos.as_ref() != self.machine.todos() {
             self.feed(Input::TodosChanged(todos)).await;
         }
     }

@@ -1,1 +1,472 @@
+//! The chamber's rules, one at a time: each test feeds the machine inputs
+//! and reads the effects it asks for, with a small rig that performs the
+//! result-bearing effects the way a healthy shell would (or fails the one a
+//! test names). The simulator (`crate::sim`) checks the same rules at random,
+//! across crashes; these pin the order and the wording.
 
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+use super::*;
+use crate::todo::{Missed, NewTodo};
+
+const PID: u32 = 4242;
+
+/// The machine, its `todo.json`, and every effect it asked for.
+struct Rig {
+    m: Chamber,
+    now: DateTime<Utc>,
+    todos: TodoList,
+    effects: Vec<Effect>,
+    /// Effects of this kind fail (by their `Debug` name: "RecordWake", …).
+    fail: Option<&'static str>,
+    written: u32,
+    req: ReqId,
+}
+
+fn settings() -> Settings {
+    Settings {
+        agent: "agent".into(),
+        timezone: chrono_tz::UTC,
+        timezone_set: true,
+        max_session_duration: 1800,
+        max_attempts: 3,
+    }
+}
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap()
+}
+
+impl Rig {
+    /// A started chamber that has run a session before, with these TODOs (one-shot, at these offsets in minutes from now) and unread mail.
+    fn new(due_in_minutes: &[i64], unread: &[&str]) -> Rig {
+        let now = t0();
+        let mut todos = TodoList::default();
+        for (i, m) in due_in_minutes.iter().enumerate() {
+            let new = NewTodo {
+                text: format!("task {}", i + 1),
+                at: Some(now + Duration::minutes(*m)),
+                every: None,
+                cron: None,
+                missed: Missed::Once,
+            };
+            todos.add(new, now - Duration::hours(1), chrono_tz::UTC).unwrap();
+        }
+        let m = Chamber::new(
+            Loaded {
+                id: 1,
+                name: "c".into(),
+                started: true,
+                paused: false,
+                last_session: 1,
+                last_result: None,
+                last_lateness_ms: None,
+                open_questions: 0,
+                config: Ok(settings()),
+                warnings: Vec::new(),
+                todos: Ok(todos.clone()),
+                unread: unread.iter().map(|s| s.to_string()).collect(),
+                system_tz: chrono_tz::UTC,
+            },
+            Limits { stop_grace: StdDuration::from_secs(10) },
+        );
+        let mut rig = Rig { m, now, todos, effects: Vec::new(), fail: None, written: 0, req: 100 };
+        rig.feed(Input::Boot(Boot::default()));
+        rig.effects.clear();
+        rig
+    }
+
+    fn req(&mut self) -> ReqId {
+        self.req += 1;
+        self.req
+    }
+
+    /// Feeds one input; performs result-bearing effects at once (as the
+    /// shell does) and returns every effect it caused, in order.
+    fn feed(&mut self, input: Input) -> Vec<Effect> {
+        let start = self.effects.len();
+        let mut queue: std::collections::VecDeque<Effect> = self.m.handle(input, self.now).into();
+        while let Some(e) = queue.pop_front() {
+            self.effects.push(e.clone());
+            if let Some(result) = self.perform(e) {
+                for e in self.m.handle(result, self.now).into_iter().rev() {
+                    queue.push_front(e);
+                }
+            }
+        }
+        self.effects[start..].to_vec()
+    }
+
+    fn fails(&self, e: &Effect) -> bool {
+        self.fail.is_some_and(|k| format!("{e:?}").starts_with(k))
+    }
+
+    fn perform(&mut self, e: Effect) -> Option<Input> {
+        let failing = self.fails(&e);
+        Some(match e {
+            Effect::RecordWake(_) => Input::Recorded(if failing { err() } else { Ok(()) }),
+            Effect::UpdateTodos { op, then } => {
+                let mut list = self.todos.clone();
+                let result = if failing {
+                    Err(TodoWriteError::Write("disk full".into()))
+                } else {
+                    match op.apply(&mut list) {
+                        Ok(done) => {
+                            self.todos = list.clone();
+                            Ok((done, list))
+                        }
+                        Err(e) => Err(TodoWriteError::Refused(e)),
+                    }
+                };
+                Input::TodosUpdated { then, result }
+            }
+            Effect::Spawn { .. } => Input::Spawned(if failing { err() } else { Ok(PID) }),
+            Effect::WriteMessage { then, .. } => {
+                self.written += 1;
+                Input::MessageWritten {
+                    then,
+                    result: if failing { err() } else { Ok(format!("m{}.md", self.written)) },
+                }
+            }
+            Effect::SetStarted { then, .. } | Effect::SetPaused { then, .. } => {
+                Input::StoreWritten { then, result: if failing { err() } else { Ok(()) } }
+            }
+            Effect::JournalClaim { names, then, .. } => {
+                Input::Journaled { then, names, result: if failing { err() } else { Ok(()) } }
+            }
+            Effect::ArchiveInbox { names, then } => {
+                Input::Archived { then, result: if failing { err() } else { Ok(names) } }
+            }
+            Effect::WritePlan { req, .. } => Input::PlanWritten { req, result: if failing { err() } else { Ok(()) } },
+            _ => return None,
+        })
+    }
+
+    /// Due, then the permit: a session starts.
+    fn wake(&mut self) -> Vec<Effect> {
+        let mut out = self.feed(Input::Due);
+        out.extend(self.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into() }));
+        out
+    }
+
+    fn call(&mut self, call: Call) -> Result<Reply, Refusal> {
+        let req = self.req();
+        let session = self.m.live_session().expect("a live session").0;
+        let out = self.feed(Input::Agent { session, req, call });
+        reply(&out, req).expect("the call was answered")
+    }
+
+    fn exit(&mut self, status: &str) -> Vec<Effect> {
+        let session = self.m.live_session().expect("a live session").0;
+        self.feed(Input::Exited { session, status: status.into(), log_tail: String::new() })
+    }
+}
+
+fn err<T>() -> Result<T, String> {
+    Err("disk full".to_string())
+}
+
+fn reply(effects: &[Effect], req: ReqId) -> Option<Result<Reply, Refusal>> {
+    effects.iter().find_map(|e| match e {
+        Effect::Reply { req: r, result } if *r == req => Some(result.clone()),
+        _ => None,
+    })
+}
+
+/// The index of the first effect `pred` matches (panics, listing them, if none).
+fn pos(effects: &[Effect], what: &str, pred: impl Fn(&Effect) -> bool) -> usize {
+    effects.iter().position(pred).unwrap_or_else(|| panic!("no {what} among {effects:#?}"))
+}
+
+fn messages(effects: &[Effect]) -> Vec<&crate::message::Message> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::WriteMessage { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+fn hibernate() -> Call {
+    Call::Hibernate { summary: "done".into(), complete: false, exit_code: 0, linger_secs: 0 }
+}
+
+fn add_todo(at: &str) -> Call {
+    Call::Todo(TodoCall::Add {
+        text: "next".into(),
+        at: at.into(),
+        every: "".into(),
+        cron: "".into(),
+        missed: "".into(),
+    })
+}
+
+#[test]
+fn a_due_wake_asks_for_admission_then_records_claims_and_spawns_in_that_order() {
+    let mut rig = Rig::new(&[0], &[]);
+    let due = rig.feed(Input::Due);
+    assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Scheduled))), "{due:#?}");
+    assert!(!due.iter().any(|e| matches!(e, Effect::Spawn { .. })), "nothing runs before a permit");
+
+    let out = rig.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into() });
+    let record = pos(&out, "RecordWake", |e| matches!(e, Effect::RecordWake(_)));
+    let claim = pos(&out, "a claim", |e| matches!(e, Effect::UpdateTodos { op: TodoOp::Claim { .. }, .. }));
+    let token = pos(&out, "RegisterToken", |e| matches!(e, Effect::RegisterToken { .. }));
+    let spawn = pos(&out, "Spawn", |e| matches!(e, Effect::Spawn { .. }));
+    let started = pos(&out, "SessionStarted", |e| matches!(e, Effect::SessionStarted { pid: PID, .. }));
+    assert!(record < claim && claim < token && token < spawn && spawn < started, "{out:#?}");
+    // The claim names the wake that holds it, in todo.json itself.
+    let Effect::RecordWake(w) = &out[record] else { unreachable!() };
+    assert_eq!(rig.todos.items[0].claimed_by.as_deref(), Some(w.wake_id.as_str()));
+    assert_eq!(w.claims.len(), 1);
+    assert_eq!(rig.m.live_session().map(|s| s.0), Some(2));
+}
+
+#[test]
+fn a_wake_whose_ledger_insert_fails_claims_nothing_and_spawns_nothing() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.fail = Some("RecordWake");
+    let out = rig.wake();
+    assert!(!out.iter().any(|e| matches!(e, Effect::Spawn { .. } | Effect::UpdateTodos { .. })), "{out:#?}");
+    assert!(out.iter().any(|e| matches!(e, Effect::Release)), "the permit goes back: {out:#?}");
+    assert!(rig.todos.items[0].is_pending(), "the TODO is still due");
+    assert_eq!(rig.m.live_session(), None);
+}
+
+#[test]
+fn a_permit_with_nothing_due_is_given_back_without_a_session() {
+    let mut rig = Rig::new(&[60], &[]);
+    // A stale deadline (the TODO moved): the machine looks again.
+    let out = rig.wake();
+    assert!(out.iter().any(|e| matches!(e, Effect::Release)), "{out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::RecordWake(_) | Effect::Spawn { .. })), "{out:#?}");
+    assert!(out.iter().any(|e| matches!(e, Effect::Plan(Some(t)) if *t == t0() + Duration::minutes(60))));
+}
+
+#[test]
+fn a_failed_spawn_fails_the_claim_as_an_attempt_and_reports_it() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.fail = Some("Spawn");
+    let out = rig.wake();
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Fail { .. }, .. }, .. })),
+        "{out:#?}"
+    );
+    let report = messages(&out);
+    assert!(report.iter().any(|m| m.from == crate::message::CRYOCHAMBER), "the failure is reported: {out:#?}");
+    assert!(out.iter().any(|e| matches!(e, Effect::SessionEnded { .. })));
+    // The TODO is retried under a fresh id, not reopened.
+    assert!(rig.todos.items[0].done);
+    assert!(rig.todos.items.iter().any(|t| t.id > rig.todos.items[0].id && t.is_pending()), "{:#?}", rig.todos);
+}
+
+#[test]
+fn hibernate_is_refused_while_mail_is_unread_and_accepted_once_it_is_received() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.call(add_todo("+1h")).unwrap();
+    rig.feed(Input::Inbox { unread: vec!["a.md".into()], arrived: true });
+    let refused = rig.call(hibernate()).unwrap_err();
+    let Refusal::Precondition(why) = refused else { panic!("{refused:?}") };
+    assert!(why.contains("unread"), "{why}");
+
+    let Ok(Reply::Mail(names)) = rig.call(Call::Receive) else { panic!("receive failed") };
+    assert_eq!(names, ["a.md"]);
+    let Ok(Reply::Sent { reply: true, .. }) =
+        rig.call(Call::Send { text: "done it".into(), question: false, subject: String::new() })
+    else {
+        panic!("the send was not a reply")
+    };
+    assert!(matches!(rig.call(hibernate()), Ok(Reply::Hibernate(_))));
+}
+
+#[test]
+fn a_session_journals_its_batch_before_archiving_it_and_closes_it_at_the_end() {
+    let mut rig = Rig::new(&[], &["a.md"]);
+    let out = rig.wake();
+    assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "mail wakes the chamber: {out:#?}");
+    rig.effects.clear();
+    rig.call(Call::Receive).unwrap();
+    let journal = pos(&rig.effects, "JournalClaim", |e| matches!(e, Effect::JournalClaim { .. }));
+    let archive = pos(&rig.effects, "ArchiveInbox", |e| matches!(e, Effect::ArchiveInbox { .. }));
+    assert!(journal < archive);
+    rig.call(Call::Send { text: "answer".into(), question: false, subject: String::new() }).unwrap();
+    rig.call(add_todo("+1h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    let end = rig.exit("exit 0");
+    // Answered by the agent: no fallback, and the journal is closed.
+    assert!(messages(&end).is_empty(), "{end:#?}");
+    assert!(end.iter().any(|e| matches!(e, Effect::JournalAnswer { number: 2 })), "{end:#?}");
+}
+
+#[test]
+fn an_exit_without_hibernating_fails_the_claim_and_answers_the_claimed_mail() {
+    let mut rig = Rig::new(&[0], &["a.md"]);
+    rig.wake();
+    rig.call(Call::Receive).unwrap();
+    let end = rig.exit("exit 1");
+    let settle = pos(&end, "a settlement", |e| {
+        matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Fail { .. }, .. }, .. })
+    });
+    let msgs = messages(&end);
+    assert_eq!(msgs.len(), 1, "one fallback, which is also the reply: {msgs:#?}");
+    assert_eq!(msgs[0].from, crate::message::CRYOCHAMBER);
+    assert_eq!(msgs[0].meta.get("in_reply_to").map(String::as_str), Some("a.md"));
+    let ended = pos(&end, "SessionEnded", |e| matches!(e, Effect::SessionEnded { .. }));
+    assert!(settle < ended);
+    assert!(end.iter().any(|e| matches!(e, Effect::JournalAnswer { number: 2 })));
+    let log_end = pos(&end, "the log block's end", |e| matches!(e, Effect::Log(LogLine::End)));
+    assert!(settle < log_end);
+}
+
+#[test]
+fn stop_sends_sigterm_then_sigkill_after_the_grace() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let req = rig.req();
+    let out = rig.feed(Input::Stop { req, wait: true });
+    assert!(out.iter().any(|e| matches!(e, Effect::Signal { pgid, sig: Sig::Term } if *pgid == PID as i32)));
+    assert!(out.iter().any(
+        |e| matches!(e, Effect::ArmTimer { timer: Timer::Kill(2), after } if *after == StdDuration::from_secs(10))
+    ));
+    assert_eq!(reply(&out, req), None, "a waiting stop answers when the session has ended");
+    let kill = rig.feed(Input::Timer(Timer::Kill(2)));
+    assert!(kill.iter().any(|e| matches!(e, Effect::Signal { sig: Sig::Kill, .. })), "{kill:#?}");
+    let end = rig.exit("killed by signal 9");
+    assert_eq!(reply(&end, req), Some(Ok(Reply::Stopped { already: false, ended: true })));
+    // A stopped session's claim goes back to the queue (requeued, not failed).
+    assert!(
+        end.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
+    );
+    assert!(!rig.m.started());
+}
+
+#[test]
+fn a_timer_of_an_ended_session_does_nothing() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.call(add_todo("+1h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    for t in [Timer::Timeout(2), Timer::Kill(2), Timer::AfterHibernate(2), Timer::LingerDone(2)] {
+        let out = rig.feed(Input::Timer(t));
+        assert!(!out.iter().any(|e| matches!(e, Effect::Signal { .. })), "{t:?}: {out:#?}");
+    }
+}
+
+#[test]
+fn boot_requeues_an_open_session_and_answers_only_the_mail_its_agent_saw() {
+    let mut rig = Rig::new(&[0], &[]);
+    // What a killed cryod left: session 1 open, claiming TODO 1, with one
+    // batch archived (seen) and one journaled whose files never moved.
+    let claims = rig.todos.clone().claim_for("w1-1-x", &[1], t0(), chrono_tz::UTC, SKIP_GRACE);
+    rig.todos.claim_for("w1-1-x", &[1], t0(), chrono_tz::UTC, SKIP_GRACE);
+    let mut m = Rig::new(&[], &["unseen.md"]);
+    m.todos = rig.todos.clone();
+    m.m = Chamber::new(
+        Loaded {
+            id: 1,
+            name: "c".into(),
+            started: true,
+            paused: false,
+            last_session: 1,
+            last_result: None,
+            last_lateness_ms: None,
+            open_questions: 0,
+            config: Ok(settings()),
+            warnings: Vec::new(),
+            todos: Ok(rig.todos.clone()),
+            unread: vec!["unseen.md".into()],
+            system_tz: chrono_tz::UTC,
+        },
+        Limits { stop_grace: StdDuration::from_secs(10) },
+    );
+    let boot = Boot {
+        open: vec![OpenSession { number: 1, wake_id: "w1-1-x".into(), claims, groups_ended: 1 }],
+        batches: vec![
+            OpenBatch { id: 7, session: 1, files: vec!["seen.md".into()], archived: vec!["seen.md".into()] },
+            OpenBatch { id: 8, session: 1, files: vec!["unseen.md".into()], archived: vec![] },
+        ],
+        outgoing: Vec::new(),
+    };
+    let out = m.feed(Input::Boot(boot));
+    assert!(out.iter().any(|e| matches!(e, Effect::JournalDrop { id: 8 })), "{out:#?}");
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
+    );
+    let msgs = messages(&out);
+    let replies: Vec<_> = msgs.iter().filter_map(|m| m.meta.get("in_reply_to")).collect();
+    assert_eq!(replies, ["seen.md"], "{msgs:#?}");
+    assert!(msgs.iter().all(|m| m.from == crate::message::CRYOCHAMBER));
+    assert!(out.iter().any(|e| matches!(e, Effect::SessionEnded { number: 1, .. })));
+    assert!(out.iter().any(|e| matches!(e, Effect::Log(LogLine::End))), "its log block is closed");
+    // The claim is back in the queue under a fresh id, and due: the chamber asks to run it.
+    assert!(m.todos.items.iter().all(|t| t.claimed_by.is_none()));
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+}
+
+#[test]
+fn a_todo_write_that_fails_is_refused_with_one_error_and_nothing_changes() {
+    let mut rig = Rig::new(&[60], &[]);
+    let before = rig.todos.clone();
+    rig.fail = Some("UpdateTodos");
+    let req = rig.req();
+    let call =
+        TodoCall::Add { text: "x".into(), at: "+2h".into(), every: "".into(), cron: "".into(), missed: "".into() };
+    let out = rig.feed(Input::Todo { req, call });
+    let Some(Err(Refusal::Internal(why))) = reply(&out, req) else { panic!("{out:#?}") };
+    assert!(why.contains("disk full"), "{why}");
+    assert_eq!(rig.todos, before);
+    assert!(!out.iter().any(|e| matches!(e, Effect::Plan(_))), "the plan stands: {out:#?}");
+}
+
+#[test]
+fn a_bad_time_is_refused_as_invalid() {
+    let mut rig = Rig::new(&[60], &[]);
+    let req = rig.req();
+    let call = TodoCall::Add {
+        text: "x".into(),
+        at: "next blursday".into(),
+        every: "".into(),
+        cron: "".into(),
+        missed: "".into(),
+    };
+    let out = rig.feed(Input::Todo { req, call });
+    assert!(matches!(reply(&out, req), Some(Err(Refusal::Invalid(_)))), "{out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::UpdateTodos { .. })), "nothing is written: {out:#?}");
+}
+
+#[test]
+fn pause_holds_wakes_and_resume_brings_them_back() {
+    let mut rig = Rig::new(&[0], &[]);
+    let req = rig.req();
+    rig.feed(Input::Pause { req, pause: true });
+    let out = rig.feed(Input::Due);
+    assert!(!out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+    let req = rig.req();
+    let out = rig.feed(Input::Pause { req, pause: false });
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+}
+
+#[test]
+fn shutdown_interrupts_the_session_and_exits() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let req = rig.req();
+    let out = rig.feed(Input::Shutdown { req });
+    assert!(out.iter().any(|e| matches!(e, Effect::Signal { sig: Sig::Term, .. })), "{out:#?}");
+    let end = rig.exit("killed by signal 15");
+    assert!(end.iter().any(|e| matches!(e, Effect::Exit)), "{end:#?}");
+    assert_eq!(reply(&end, req), Some(Ok(Reply::Done)));
+    assert!(
+        end.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
+    );
+    assert!(rig.m.finished());
+}

@@ -147,7 +147,7 @@ impl Agent {
     }
 
     /// The next act, if it has one.
-    pub fn next(&mut self) -> Option<Act> {
+    pub fn next_act(&mut self) -> Option<Act> {
         self.plan.pop_front()
     }
 

@@ -143,14 +143,11 @@ impl Checker {
                 }
             }
             // 3. Every due TODO ran (or was retried); no claim is left open.
-            if d.started && !d.paused && !d.completed && !d.faulted {
-                if let Some(t) = d.todos.items.iter().find(|t| t.is_pending() && t.at.is_some_and(|a| a <= due_before))
-                {
-                    return Err(format!(
-                        "chamber {c}: TODO {} ({:?}) came due at {:?} and never ran",
-                        t.id, t.text, t.at
-                    ));
-                }
+            let running = d.started && !d.paused && !d.completed && !d.faulted;
+            if running
+                && let Some(t) = d.todos.items.iter().find(|t| t.is_pending() && t.at.is_some_and(|a| a <= due_before))
+            {
+                return Err(format!("chamber {c}: TODO {} ({:?}) came due at {:?} and never ran", t.id, t.text, t.at));
             }
             if let Some(t) = d.todos.items.iter().find(|t| t.claimed_by.is_some() || (t.claimed && !t.done)) {
                 return Err(format!("chamber {c}: TODO {} is still claimed after every session ended", t.id));

@@ -957,7 +957,7 @@ impl World {
         if !p.alive || p.waiting.is_some() {
             return Ok(());
         }
-        match p.agent.next() {
+        match p.agent.next_act() {
             None => self.die(pid, "exit 0"),
             Some(Act::Exit(code)) => self.die(pid, &format!("exit {code}")),
             Some(Act::Hang) => {}

@@ -1,3 +1,6 @@
+//! The time grammar against fixed instants: every form `--at` accepts, and
+//! the wall-clock edge cases of DST gaps and folds in real zones.
+
 use super::*;
 use chrono::{Offset, Timelike};
 

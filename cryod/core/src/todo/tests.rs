@@ -1,3 +1,6 @@
+//! The TODO list's rules: ids never reused, claims terminal and named by
+//! their wake, retries under fresh ids, series and their missed slots.
+
 use super::*;
 
 fn t(s: &str) -> DateTime<Utc> {
