@@ -326,7 +326,7 @@ impl Daemon {
     /// re-plans in the new zone.
     fn follow_the_system_zone(&self) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        crate::system::zone::follow(move || {
+        crate::zone::follow(move || {
             let _ = tx.send(());
         });
         let weak = Arc::downgrade(&self.0);

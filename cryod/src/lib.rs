@@ -21,6 +21,8 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hub;
+#[cfg(test)]
+mod layers;
 pub mod paths;
 pub mod rpc;
 pub mod runtime;
@@ -32,6 +34,7 @@ pub mod store;
 pub mod supervisor;
 pub mod system;
 pub mod watch;
+pub mod zone;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

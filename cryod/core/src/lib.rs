@@ -30,6 +30,10 @@ mod purity {
             include_str!("session.rs"),
             include_str!("time.rs"),
             include_str!("todo.rs"),
+            include_str!("sim/mod.rs"),
+            include_str!("sim/world.rs"),
+            include_str!("sim/agent.rs"),
+            include_str!("sim/check.rs"),
         ];
         for src in sources {
             for banned in

@@ -5,7 +5,6 @@
 //! every call does nothing.
 
 pub mod logind;
-pub mod zone;
 
 use std::time::Duration;
 

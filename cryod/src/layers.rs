@@ -1,0 +1,123 @@
+//! The layers of `cryod/src`, as a test: every top-level module has a rank,
+//! and a module may use only modules of a lower rank, so no import circle
+//! can come back. `ARCHITECTURE.md` ("Layers") draws the same table.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Lowest first. A new module must be placed here (the test says so).
+const LAYERS: &[&[&str]] = &[
+    // Leaves: paths, the clock, the SQLite store, the service files.
+    &["paths", "clock", "store", "service"],
+    // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
+    &["error", "config", "scheduler"],
+    // A chamber's files (mailbox, config, TODO file I/O).
+    &["chamber"],
+    // Services the shell uses: admission, process spawning, watchers, sync bridges, the zone.
+    &["admission", "spawn", "watch", "bridges", "zone"],
+    // What every chamber task shares.
+    &["runtime"],
+    // The chamber shell around cryo_core's machine.
+    &["supervisor"],
+    // Operations on the set of chambers.
+    &["daemon"],
+    // What the adapters share (conversions to the wire).
+    &["convert"],
+    // Adapters: gRPC, the hub, the service manager, the socket.
+    &["rpc", "hub", "system", "server"],
+    // Test support that drives a whole daemon.
+    &["fuzzing"],
+];
+
+fn rank(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// The top-level modules one source file names through `crate::`.
+fn uses(src: &str) -> BTreeSet<String> {
+    let code: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let mut out = BTreeSet::new();
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // `use crate::{a, b::c, d::{e, f}}`: the names at depth one.
+            let mut depth = 0;
+            let mut start = true;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && (c.is_alphanumeric() || c == '_') => {
+                        out.insert(ident(&group[j..]));
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.insert(ident(rest));
+        }
+    }
+    out
+}
+
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read cryod/src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn dependencies_run_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| f.strip_prefix(&root).ok())
+        .filter_map(|rel| rel.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string())
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut wrong = Vec::new();
+    for m in &modules {
+        if rank(m).is_none() && m != "layers" {
+            wrong.push(format!("`{m}` has no layer: place it in cryod/src/layers.rs and ARCHITECTURE.md"));
+        }
+    }
+    let mut edges = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&root).expect("under src");
+        let top = rel.components().next().expect("a path").as_os_str().to_string_lossy();
+        let top = top.trim_end_matches(".rs");
+        let Some(from) = rank(top) else { continue };
+        let src = std::fs::read_to_string(file).expect("read a source file");
+        for used in uses(&src) {
+            let Some(to) = rank(&used).filter(|_| used != top) else { continue };
+            edges += 1;
+            if to >= from {
+                wrong.push(format!(
+                    "cryod/src/{}: `{top}` (layer {from}) uses `{used}` (layer {to}); dependencies run downward only",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(edges > 40, "the scan found only {edges} uses: is it reading the sources?");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_scan_reads_groups_and_paths() {
+    let src = "use crate::{a, b::c, d::{e, f}};\nfn x() { crate::g::h(); } // crate::comment";
+    let found: Vec<_> = uses(src).into_iter().collect();
+    assert_eq!(found, ["a", "b", "d", "g"]);
+}
