@@ -442,7 +442,7 @@ impl World {
         Ok(())
     }
 
-    /// The machine sleeps: nothing runs; tokio's timers and the agents stop
+    /// The machine sleeps: nothing runs; the runtime's timers and the agents stop
     /// with it; wall-clock deadlines that pass are due at once on waking.
     fn sleep(&mut self, hours: i64) -> Step {
         self.report.sleeps += 1;
