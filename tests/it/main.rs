@@ -14,3 +14,4 @@ mod scheduling;
 mod service;
 mod snapshots;
 mod sync;
+mod twin;

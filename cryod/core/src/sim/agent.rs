@@ -32,6 +32,9 @@ pub struct Agent {
     /// Calls made; a confused agent gives up after too many.
     pub calls: u32,
     pub received: u32,
+    /// Follows its plan to the letter (a scripted scenario): no answers
+    /// added, no advice taken from refusals.
+    pub literal: bool,
 }
 
 fn todo_add(at: String) -> Act {
@@ -143,7 +146,20 @@ impl Agent {
                 plan.push_back(Act::Exit(0));
             }
         }
-        Agent { plan, hibernated: false, obeys_term, exits_after_hibernate, calls: 0, received: 0 }
+        Agent { plan, hibernated: false, obeys_term, exits_after_hibernate, calls: 0, received: 0, literal: false }
+    }
+
+    /// An agent that does exactly `plan`, then exits 0.
+    pub fn literal(plan: Vec<Act>) -> Agent {
+        Agent {
+            plan: plan.into(),
+            hibernated: false,
+            obeys_term: true,
+            exits_after_hibernate: true,
+            calls: 0,
+            received: 0,
+            literal: true,
+        }
     }
 
     /// The next act, if it has one.
@@ -153,6 +169,9 @@ impl Agent {
 
     /// What the agent does with a refused call: the protocol's own advice.
     pub fn refused(&mut self, call: &Call, why: &str, rng: &mut Rng) {
+        if self.literal {
+            return;
+        }
         if self.calls > 40 {
             // Confused: it gives up.
             self.plan = VecDeque::from([Act::Exit(1)]);

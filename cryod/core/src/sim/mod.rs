@@ -20,7 +20,7 @@ pub mod agent;
 mod check;
 mod world;
 
-pub use self::world::{Failure, Report, World};
+pub use self::world::{Failure, Files, Report, ScriptStep, World};
 
 /// A small, fast, seedable generator (SplitMix64): the only randomness.
 #[derive(Debug, Clone)]

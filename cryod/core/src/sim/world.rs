@@ -184,6 +184,29 @@ impl fmt::Display for Failure {
     }
 }
 
+/// One step of a scripted scenario ([`World::scripted`]).
+#[derive(Debug, Clone)]
+pub enum ScriptStep {
+    /// Someone writes a message with this text into the inbox (and cryod
+    /// has seen it before the next step).
+    Mail(String),
+    /// `cryoctl chamber start`.
+    Start,
+    /// `cryoctl chamber wake`.
+    Wake,
+    /// Time passes until this many sessions have ended in all (an hour at most).
+    Ended(usize),
+}
+
+/// A scripted chamber's files at the end.
+#[derive(Debug, Clone)]
+pub struct Files {
+    /// In the order written.
+    pub outbox: Vec<Message>,
+    pub todos: TodoList,
+    pub log: Vec<LogLine>,
+}
+
 pub struct World {
     seed: u64,
     config: Config,
@@ -208,6 +231,8 @@ pub struct World {
     first_live: usize,
     /// `CRYO_SIM_TRACE=N`: print chamber N's every input and effect.
     watch: Option<usize>,
+    /// A scripted scenario's agents, one plan per session in order.
+    script: Option<VecDeque<Vec<Act>>>,
 }
 
 type Step = Result<(), String>;
@@ -256,7 +281,58 @@ impl World {
             steps: 0,
             first_live: 0,
             watch: std::env::var("CRYO_SIM_TRACE").ok().and_then(|c| c.parse().ok()),
+            script: None,
         }
+    }
+
+    /// One chamber (zone UTC, `max_attempts` as given) through a fixed
+    /// script: no crashes, no randomness that shows in its files; session
+    /// k's agent does `sessions[k - 1]` to the letter. For comparing the
+    /// machine with the real daemon on one scenario.
+    pub fn scripted(steps: &[ScriptStep], sessions: Vec<Vec<Act>>, max_attempts: u32) -> Result<Files, Failure> {
+        let mut w = World::new(0, Config { chambers: 1, days: 0, limit: 1, crash_one_in: 0 });
+        w.crashes_on = false;
+        w.externals_on = false;
+        w.disks[0].tz = chrono_tz::UTC;
+        w.disks[0].max_attempts = max_attempts;
+        w.script = Some(sessions.into());
+        match w.run_script(steps) {
+            Ok(()) => {
+                let d = &w.disks[0];
+                Ok(Files { outbox: d.outbox.values().cloned().collect(), todos: d.todos.clone(), log: d.log.clone() })
+            }
+            Err(message) => Err(Failure { seed: 0, message, trace: Vec::new() }),
+        }
+    }
+
+    fn run_script(&mut self, steps: &[ScriptStep]) -> Step {
+        self.restart()?;
+        for step in steps {
+            match step {
+                ScriptStep::Mail(text) => {
+                    let msg = self.message("tester", text);
+                    self.write(0, Folder::Inbox, msg);
+                    // The watcher sees it before the next step.
+                    self.until(self.now + Duration::seconds(1))?;
+                }
+                ScriptStep::Start => {
+                    let log_session = self.log_session(0);
+                    self.operator(0, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session })?;
+                }
+                ScriptStep::Wake => self.operator(0, |req| Input::Wake { req, message: None, replace: false })?,
+                ScriptStep::Ended(n) => {
+                    let deadline = self.now + Duration::hours(1);
+                    let ended = |w: &World| w.disks[0].log.iter().filter(|l| matches!(l, LogLine::End)).count();
+                    while ended(self) < *n {
+                        if self.now > deadline {
+                            return Err(format!("{n} sessions did not end within an hour ({} did)", ended(self)));
+                        }
+                        self.until(self.now + Duration::seconds(5))?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn run(mut self) -> Result<Report, Failure> {
@@ -318,6 +394,10 @@ impl World {
 
     /// A pause an agent takes before its next act.
     fn think(&mut self) -> StdDuration {
+        if self.script.is_some() {
+            // A script, not a model: each step takes a moment.
+            return StdDuration::from_millis(20 + self.rng.below(50));
+        }
         StdDuration::from_millis(200 + self.rng.below(20_000))
     }
 
@@ -841,7 +921,9 @@ impl World {
                 None
             }
             Effect::Log(line) => {
-                if !matches!(line, LogLine::Event(_)) {
+                // Event lines are kept for scripted runs (compared with the
+                // real cryo.log); random runs check only the blocks.
+                if self.script.is_some() || !matches!(line, LogLine::Event(_)) {
                     self.disks[c].log.push(line);
                 }
                 None
@@ -864,7 +946,10 @@ impl World {
                 let pid = self.procs.len() as u32 + 1;
                 let mail = !self.disks[c].inbox.is_empty();
                 let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
-                let agent = Agent::new(&mut self.rng, mail, recurring);
+                let agent = match self.script.as_mut() {
+                    Some(plans) => Agent::literal(plans.pop_front().unwrap_or_default()),
+                    None => Agent::new(&mut self.rng, mail, recurring),
+                };
                 self.procs.push(Proc {
                     pid,
                     chamber: c,
@@ -999,7 +1084,7 @@ impl World {
                 }
             }
             Ok(Reply::Mail(names)) => {
-                if !names.is_empty() && !matches!(p.agent.plan.front(), Some(Act::Exit(_))) {
+                if !names.is_empty() && !p.agent.literal && !matches!(p.agent.plan.front(), Some(Act::Exit(_))) {
                     p.agent.plan.push_front(Act::Call(Call::Send {
                         text: "an answer".into(),
                         question: false,
@@ -1009,7 +1094,7 @@ impl World {
                 p.agent.received += names.len() as u32;
                 self.check.delivered(chamber, &names)?;
             }
-            Ok(Reply::Dialog { claimed, .. }) if claimed > 0 => {
+            Ok(Reply::Dialog { claimed, .. }) if claimed > 0 && !p.agent.literal => {
                 p.agent.plan.push_front(Act::Call(Call::Send {
                     text: "an answer".into(),
                     question: false,
