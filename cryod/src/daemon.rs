@@ -43,7 +43,7 @@ impl Entry {
     fn view(&self) -> ChamberView {
         let mut record = self.record.clone();
         // The supervisor owns the desired state once running.
-        record.desired = match self.handle.snapshot.borrow().state {
+        record.desired = match self.handle.snapshot.borrow().view.state {
             State::Stopped => crate::store::Desired::Stopped,
             State::Idle | State::Running | State::Paused => crate::store::Desired::Started,
             State::Faulted => record.desired,
@@ -175,7 +175,7 @@ impl Daemon {
     /// The conversation of a chamber, oldest first: both directions, and
     /// mail not yet read.
     pub fn conversation(&self, v: &ChamberView) -> Vec<crate::chamber::mailbox::Stored> {
-        let tz = v.snap.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
         let mb = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz);
         let mut all = mb.dialog();
         all.extend(mb.read(crate::chamber::mailbox::Folder::Inbox).unwrap_or_default());

@@ -436,7 +436,7 @@ fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
             let v = v?;
             let mb = crate::chamber::mailbox::Mailbox::new(
                 Path::new(&v.record.path),
-                v.snap.timezone.parse().unwrap_or(chrono_tz::UTC),
+                v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC),
             );
             let m = mb.read(folder).ok()?.into_iter().find(|m| m.name == file)?;
             ("message", json!({ "chamber": v.record.name, "message": j::mail_json(&convert::mail(&m)) }))

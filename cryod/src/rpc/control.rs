@@ -70,7 +70,7 @@ impl Control for ControlService {
             chamber: Some(convert::chamber(&view)),
             already_registered: added.already_registered,
             init: added.init.map(|s| convert::init_reply(view.record.path.clone(), s)),
-            warnings: view.snap.warnings.clone(),
+            warnings: view.snap.view.warnings.clone(),
         }))
     }
 

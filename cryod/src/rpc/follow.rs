@@ -29,7 +29,7 @@ fn stream<T: Send + 'static>(rx: mpsc::Receiver<Result<T, Status>>) -> Streamed<
 }
 
 fn tz_of(v: &ChamberView) -> chrono_tz::Tz {
-    v.snap.timezone.parse().unwrap_or(chrono_tz::UTC)
+    v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC)
 }
 
 /// Forwards one chamber's notices until the client goes, the chamber is

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer};
+use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer, View};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use self::boot::Recovery;
@@ -117,26 +117,12 @@ pub enum AgentReply {
     Todos { todos: Vec<cryo_core::todo::Todo>, tz: chrono_tz::Tz },
 }
 
-/// What a chamber looks like from outside, published after every event.
+/// What a chamber looks like from outside, published after every event:
+/// the machine's view plus the sync bridges (none unless `cryo.toml`
+/// configures some and the chamber is started).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
-    pub state: State,
-    pub fault: Option<String>,
-    pub agent: String,
-    pub timezone: String,
-    pub session: u64,
-    pub next_wake: Option<DateTime<Utc>>,
-    pub last_result: Option<String>,
-    pub mail_waiting: u32,
-    pub attention: Option<String>,
-    pub warnings: Vec<String>,
-    pub last_lateness_ms: Option<i64>,
-    /// The last write into the chamber that failed, until one succeeds.
-    pub error: Option<String>,
-    /// Questions the agent asked with no message to it since.
-    pub open_questions: u32,
-    /// The sync bridges (none unless `cryo.toml` configures some and the
-    /// chamber is started).
+    pub view: View,
     pub bridges: Vec<cryo_sync::Status>,
 }
 
@@ -294,23 +280,7 @@ impl Sup {
     /// The machine's view plus the bridges, published for status views.
     fn publish(&mut self) {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
-        let v = self.machine.view();
-        let snap = Snapshot {
-            state: v.state,
-            fault: v.fault,
-            agent: v.agent,
-            timezone: v.timezone,
-            session: v.session,
-            next_wake: v.next_wake,
-            last_result: v.last_result,
-            mail_waiting: v.mail_waiting,
-            attention: v.attention,
-            warnings: v.warnings,
-            last_lateness_ms: v.last_lateness_ms,
-            error: v.error,
-            open_questions: v.open_questions,
-            bridges: self.bridges.statuses(),
-        };
+        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses() };
         let changed = *self.snapshot.borrow() != snap;
         self.snapshot.send_replace(snap);
         if changed {

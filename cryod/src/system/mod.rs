@@ -17,8 +17,8 @@ use crate::runtime::NoticeKind;
 /// The one-line summary systemd shows as the unit's status.
 pub fn summary(d: &Daemon) -> String {
     let views = d.list();
-    let running = views.iter().filter(|v| v.snap.state == crate::daemon::State::Running).count();
-    let next = views.iter().filter_map(|v| v.snap.next_wake).min();
+    let running = views.iter().filter(|v| v.snap.view.state == crate::daemon::State::Running).count();
+    let next = views.iter().filter_map(|v| v.snap.view.next_wake).min();
     let next = match next {
         Some(t) => format!("next wake {}", crate::rfc3339(t)),
         None => "no wake planned".into(),

@@ -35,6 +35,28 @@ fn settings() -> Settings {
     }
 }
 
+/// A started chamber's machine as loaded from these files.
+fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
+    Chamber::new(
+        Loaded {
+            id: 1,
+            name: "c".into(),
+            started: true,
+            paused: false,
+            last_session,
+            last_result: None,
+            last_lateness_ms: None,
+            open_questions: 0,
+            config: Ok(settings()),
+            warnings: Vec::new(),
+            todos: Ok(todos.clone()),
+            unread: unread.iter().map(|s| s.to_string()).collect(),
+            system_tz: chrono_tz::UTC,
+        },
+        Limits { stop_grace: StdDuration::from_secs(10) },
+    )
+}
+
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap()
 }
@@ -54,24 +76,7 @@ impl Rig {
             };
             todos.add(new, now - Duration::hours(1), chrono_tz::UTC).unwrap();
         }
-        let m = Chamber::new(
-            Loaded {
-                id: 1,
-                name: "c".into(),
-                started: true,
-                paused: false,
-                last_session: 1,
-                last_result: None,
-                last_lateness_ms: None,
-                open_questions: 0,
-                config: Ok(settings()),
-                warnings: Vec::new(),
-                todos: Ok(todos.clone()),
-                unread: unread.iter().map(|s| s.to_string()).collect(),
-                system_tz: chrono_tz::UTC,
-            },
-            Limits { stop_grace: StdDuration::from_secs(10) },
-        );
+        let m = machine(&todos, unread, 1);
         let mut rig = Rig { m, now, todos, effects: Vec::new(), fail: None, written: 0, req: 100 };
         rig.feed(Input::Boot(Boot::default()));
         rig.effects.clear();
@@ -368,24 +373,7 @@ fn boot_requeues_an_open_session_and_answers_only_the_mail_its_agent_saw() {
     rig.todos.claim_for("w1-1-x", &[1], t0(), chrono_tz::UTC, SKIP_GRACE);
     let mut m = Rig::new(&[], &["unseen.md"]);
     m.todos = rig.todos.clone();
-    m.m = Chamber::new(
-        Loaded {
-            id: 1,
-            name: "c".into(),
-            started: true,
-            paused: false,
-            last_session: 1,
-            last_result: None,
-            last_lateness_ms: None,
-            open_questions: 0,
-            config: Ok(settings()),
-            warnings: Vec::new(),
-            todos: Ok(rig.todos.clone()),
-            unread: vec!["unseen.md".into()],
-            system_tz: chrono_tz::UTC,
-        },
-        Limits { stop_grace: StdDuration::from_secs(10) },
-    );
+    m.m = machine(&rig.todos, &["unseen.md"], 1);
     let boot = Boot {
         open: vec![OpenSession { number: 1, wake_id: "w1-1-x".into(), claims, groups_ended: 1 }],
         batches: vec![
