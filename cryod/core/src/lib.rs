@@ -24,6 +24,11 @@ mod purity {
         let sources = [
             include_str!("chamber/mod.rs"),
             include_str!("chamber/io.rs"),
+            include_str!("chamber/calls.rs"),
+            include_str!("chamber/end.rs"),
+            include_str!("chamber/operator.rs"),
+            include_str!("chamber/recovery.rs"),
+            include_str!("chamber/wake.rs"),
             include_str!("hibernate.rs"),
             include_str!("message.rs"),
             include_str!("prompt.rs"),

@@ -1,0 +1,250 @@
+//! A session's middle: each `cryo-agent` call (hibernate through the gate,
+//! send, receive with the claim journal, dialog, TODOs), and the cuts
+//! (timeout, stop, shutdown, replace, after-hibernate) with their signals.
+
+use super::*;
+
+impl Chamber {
+    pub(super) fn agent_call(&mut self, req: ReqId, call: Call) {
+        match call {
+            Call::Hibernate { summary, complete, exit_code, linger_secs } => {
+                self.hibernate(req, summary, complete, exit_code, linger_secs)
+            }
+            Call::Send { text, question, subject } => self.send(req, text, question, subject),
+            Call::Receive => self.claim_inbox(AfterClaim::Receive(req)),
+            Call::Dialog { last, all } => self.claim_inbox(AfterClaim::Dialog { req, last, all }),
+            Call::Todo(call) => self.todo_call(req, call, By::Agent),
+        }
+    }
+
+    pub(super) fn hibernate(&mut self, req: ReqId, summary: String, complete: bool, exit_code: i32, linger: u32) {
+        let now = self.now;
+        let (has_next_wake, due_now) = match &self.todos {
+            Ok(t) => (t.has_pending(), t.due(now).count()),
+            Err(e) => {
+                let why = format!("todo.json cannot be read, so hibernate cannot check it: {e}");
+                return self.reply(req, Err(Refusal::Precondition(why)));
+            }
+        };
+        let unread = self.unread.len();
+        match hibernate::gate(&GateInput { unread, has_next_wake, due_now, complete, exit_code }) {
+            Gate::Refuse(why) => {
+                self.log(format!("hibernate refused: {why}"));
+                self.reply(req, Err(Refusal::Precondition(why)));
+            }
+            Gate::Accept(ending) => {
+                let l = self.live.as_mut().expect("agent calls come from a live session");
+                l.hibernate = Some((ending, summary.clone()));
+                let number = l.number;
+                let lingering = linger > 0 && !matches!(ending, Ending::Failure(_));
+                let what = match ending {
+                    Ending::Hibernate => "hibernate accepted".to_string(),
+                    Ending::Complete => "hibernate --complete accepted".to_string(),
+                    Ending::Failure(n) => format!("hibernate --exit {n} accepted"),
+                };
+                let summary_text = if summary.is_empty() { String::new() } else { format!(": {summary}") };
+                self.log(format!("{what}{summary_text}"));
+                if lingering {
+                    let secs = linger.min(MAX_LINGER_SECS);
+                    self.log(format!("lingering up to {secs}s for new mail"));
+                    self.live.as_mut().expect("live").linger = Some(req);
+                    return self.arm(Timer::LingerDone(number), StdDuration::from_secs(u64::from(secs)));
+                }
+                self.arm(Timer::AfterHibernate(number), AFTER_HIBERNATE);
+                let text = self.hibernate_message(Some(ending));
+                self.reply(req, Ok(Reply::Hibernate(text)));
+            }
+        }
+    }
+
+    pub(super) fn hibernate_message(&self, ending: Option<Ending>) -> String {
+        match ending {
+            Some(Ending::Complete) => "hibernating: plan complete; the chamber sleeps until a message arrives".into(),
+            Some(Ending::Failure(n)) => {
+                format!("hibernating after failure (exit {n}): cryo will retry and tell the operator")
+            }
+            _ => match self.todos.as_ref().ok().and_then(|t| t.next_due()) {
+                Some(t) => format!("hibernating: next wake at {}", crate::time::format_in(t, self.tz())),
+                None => "hibernating".into(),
+            },
+        }
+    }
+
+    pub(super) fn linger_done(&mut self, session: u64) {
+        let Some(l) = self.live.as_mut().filter(|l| l.number == session) else { return };
+        if let Some(req) = l.linger.take() {
+            let ending = l.hibernate.as_ref().map(|h| h.0);
+            let text = self.hibernate_message(ending);
+            self.reply(req, Ok(Reply::Hibernate(text)));
+            self.log("linger expired: hibernating");
+            self.arm(Timer::AfterHibernate(session), AFTER_HIBERNATE);
+        }
+    }
+
+    pub(super) fn send(&mut self, req: ReqId, text: String, question: bool, subject: String) {
+        if text.trim().is_empty() {
+            return self.reply(req, Err(Refusal::Invalid("the message is empty".into())));
+        }
+        let limit = MAX_MESSAGE_BYTES - HEADER_ROOM;
+        if text.len() > limit {
+            return self.reply(
+                req,
+                Err(Refusal::Invalid(format!(
+                    "the message is {} bytes, over the limit of {limit}: put long output in a file under messages/attachments/ and send its name",
+                    text.len()
+                ))),
+            );
+        }
+        let l = self.live.as_ref().expect("agent calls come from a live session");
+        let mut meta = BTreeMap::new();
+        meta.insert("session".to_string(), l.number.to_string());
+        let reply = !l.unanswered.is_empty();
+        if reply {
+            meta.insert("in_reply_to".to_string(), l.unanswered.join(" "));
+        }
+        let subject = if subject.trim().is_empty() { first_line(&text) } else { subject };
+        let message = Message {
+            from: self.name.clone(),
+            subject: subject.clone(),
+            timestamp: Some(self.now),
+            question,
+            meta,
+            body: text,
+        };
+        let then = AfterWrite::Sent { req, reply, question, subject };
+        self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then });
+    }
+
+    /// Claims the inbox: the batch is journaled (durably) before its files
+    /// move to the archive, so a crash can never lose the duty to answer it.
+    pub(super) fn claim_inbox(&mut self, then: AfterClaim) {
+        if self.unread.is_empty() {
+            return self.claim_answered(then, 0);
+        }
+        let number = self.live.as_ref().expect("live").number;
+        self.emit(Effect::JournalClaim { number, names: self.unread.clone(), then });
+    }
+
+    pub(super) fn archived(&mut self, then: AfterClaim, result: Result<Vec<String>, String>) {
+        match result {
+            Ok(names) => {
+                let before = std::mem::take(&mut self.unread);
+                // What did not move (rejected, vanished) is no longer unread either.
+                self.unread = before.into_iter().filter(|n| !names.contains(n)).collect();
+                self.log(format!("receive: {} message(s): {}", names.len(), names.join(", ")));
+                let count = names.len() as u32;
+                if let Some(l) = self.live.as_mut() {
+                    l.unanswered.extend(names.iter().cloned());
+                    l.claimed_mail = true;
+                }
+                match then {
+                    AfterClaim::Receive(req) => self.reply(req, Ok(Reply::Mail(names))),
+                    AfterClaim::Dialog { .. } => self.claim_answered(then, count),
+                }
+            }
+            Err(e) => {
+                let req = claim_req(then);
+                self.reply(req, Err(Refusal::Internal(format!("cannot archive the inbox: {e}"))));
+            }
+        }
+    }
+
+    pub(super) fn claim_answered(&mut self, then: AfterClaim, claimed: u32) {
+        match then {
+            AfterClaim::Receive(req) => self.reply(req, Ok(Reply::Mail(Vec::new()))),
+            AfterClaim::Dialog { req, last, all } => self.reply(req, Ok(Reply::Dialog { claimed, last, all })),
+        }
+    }
+
+    pub(super) fn todo_call(&mut self, req: ReqId, call: TodoCall, by: By) {
+        let (now, tz) = (self.now, self.tz());
+        let (op, what) = match call {
+            TodoCall::Add { text, at, every, cron, missed } => {
+                let at = match at.trim() {
+                    "" if every.is_empty() && cron.is_empty() => {
+                        let why = "give a time with --at (or --every / --cron for a repeating TODO)";
+                        return self.reply(req, Err(Refusal::Invalid(why.into())));
+                    }
+                    "" => None,
+                    s => match crate::time::parse_time(s, now, tz) {
+                        Ok(t) => Some(t),
+                        Err(e) => return self.reply(req, Err(Refusal::Invalid(e.to_string()))),
+                    },
+                };
+                let missed = match missed.as_str() {
+                    "" | "once" => Missed::Once,
+                    "skip" => Missed::Skip,
+                    other => {
+                        let why = format!("--missed must be once or skip, not {other:?}");
+                        return self.reply(req, Err(Refusal::Invalid(why)));
+                    }
+                };
+                let opt = |s: String| (!s.trim().is_empty()).then_some(s);
+                let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed };
+                (TodoOp::Add { new, now, tz }, TodoWhat::Add)
+            }
+            TodoCall::List => {
+                let r = match &self.todos {
+                    Ok(l) => Ok(Reply::Todos { todos: l.items.clone(), tz }),
+                    Err(e) => Err(Refusal::Precondition(e.clone())),
+                };
+                return self.reply(req, r);
+            }
+            TodoCall::Done(id) => (TodoOp::Done(id), TodoWhat::Done(id)),
+            TodoCall::Remove(id) => (TodoOp::Remove(id), TodoWhat::Remove(id)),
+        };
+        self.emit(Effect::UpdateTodos { op, then: AfterTodos::Call { req, by, what } });
+    }
+
+    pub(super) fn todo_called(
+        &mut self,
+        req: ReqId,
+        by: By,
+        what: TodoWhat,
+        result: Result<(TodoDone, TodoList), TodoWriteError>,
+    ) {
+        let refused = |e: TodoError| match (what, e) {
+            (TodoWhat::Add, e) => Refusal::Invalid(e.to_string()),
+            (_, e @ TodoError::NotFound(_)) => Refusal::NotFound(e.to_string()),
+            (_, e) => Refusal::Precondition(e.to_string()),
+        };
+        let tz = self.tz();
+        match (self.todos_written(result, refused), what) {
+            (Err(e), _) => self.reply(req, Err(e)),
+            (Ok(TodoDone::Added(todo)), _) => {
+                let at = todo.at.map(|a| crate::time::format_in(a, tz)).unwrap_or_default();
+                self.log(format!("todo add {} by {}: {} (at {at})", todo.id, by.as_str(), todo.text));
+                self.replan();
+                self.reply(req, Ok(Reply::Todos { todos: vec![todo], tz }));
+            }
+            (Ok(_), TodoWhat::Done(id) | TodoWhat::Remove(id)) => {
+                let verb = if matches!(what, TodoWhat::Done(_)) { "done" } else { "remove" };
+                self.log(format!("todo {verb} {id} by {}", by.as_str()));
+                self.replan();
+                let todos = self.todos.as_ref().map(|l| l.items.clone()).unwrap_or_default();
+                self.reply(req, Ok(Reply::Todos { todos, tz }));
+            }
+            (Ok(_), TodoWhat::Add) => self.reply(req, Err(Refusal::Internal("unexpected answer to an add".into()))),
+        }
+    }
+
+    pub(super) fn todos_updated(&mut self, then: AfterTodos, result: Result<(TodoDone, TodoList), TodoWriteError>) {
+        match then {
+            AfterTodos::Claimed => self.claimed(result),
+            AfterTodos::Settled => self.settled(result),
+            AfterTodos::Recovered(r) => self.recovered(r, result),
+            AfterTodos::Call { req, by, what } => self.todo_called(req, by, what, result),
+            AfterTodos::Skipped => {
+                let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
+                self.log("missed slots of `skip` TODOs were skipped");
+                self.replan();
+            }
+            AfterTodos::Rezoned => {
+                let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
+                let zone = self.tz().name().to_string();
+                self.log(format!("the system's time zone is now {zone}: re-planned"));
+                self.replan();
+            }
+        }
+    }
+}

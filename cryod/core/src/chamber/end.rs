@@ -1,0 +1,246 @@
+//! A session's end: the outcome, the settlement of its claims, the
+//! fallback messages, the ledger and the log, the permit given back, and
+//! the re-plan.
+
+use super::*;
+
+impl Chamber {
+    /// Ends the live session from outside: SIGTERM to its group, SIGKILL
+    /// after the grace period.
+    pub(super) fn end_session(&mut self, session: u64, why: Cut) {
+        let grace = match why {
+            Cut::Shutdown => self.limits.stop_grace.min(StdDuration::from_secs(3)),
+            _ => self.limits.stop_grace,
+        };
+        let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) else {
+            return;
+        };
+        if why == Cut::Timeout && l.hibernate.is_some() {
+            return;
+        }
+        if l.ending.is_none() || matches!(why, Cut::Stop | Cut::Shutdown | Cut::Replace) {
+            l.ending = Some(why);
+        }
+        let linger = l.linger.take();
+        let pgid = l.pgid;
+        if let Some(req) = linger {
+            self.reply(req, Err(Refusal::Precondition("the session is ending".into())));
+        }
+        self.log(match why {
+            Cut::Timeout => "session timed out: ending the agent",
+            Cut::Stop => "stopped by the operator: ending the agent",
+            Cut::Shutdown => "cryod is shutting down: ending the agent",
+            Cut::AfterHibernate => "agent did not exit after hibernating: ending it",
+            Cut::Replace => "replaced by the operator's wake: ending the agent",
+        });
+        if pgid > 0 {
+            self.emit(Effect::Signal { pgid, sig: Sig::Term });
+        }
+        self.arm(Timer::Kill(session), grace);
+    }
+
+    pub(super) fn finalize(&mut self, status: Option<String>, log_tail: String) {
+        let Some(l) = self.live.as_ref() else { return };
+        let outcome = match (l.ending, &l.hibernate) {
+            (Some(Cut::Stop | Cut::Replace), _) => Outcome::Stopped,
+            (Some(Cut::Shutdown), None) => Outcome::Interrupted,
+            (_, Some((ending, _))) => Outcome::Hibernated(*ending),
+            (Some(Cut::Timeout), None) => Outcome::TimedOut,
+            (_, None) => Outcome::Crashed(status.clone().unwrap_or_else(|| "no exit status".into())),
+        };
+        self.finalize_with(outcome, status, log_tail);
+    }
+
+    /// The first half of a session's end: the token goes, leftovers of its
+    /// group are ended, and its claims are settled in `todo.json`; the rest
+    /// follows when the settlement is written ([`Chamber::settled`]).
+    pub(super) fn finalize_with(&mut self, outcome: Outcome, status: Option<String>, log_tail: String) {
+        let (now, max_attempts) = (self.now, self.max_attempts());
+        let Some(l) = self.live.as_mut() else { return };
+        l.phase = Phase::Settling;
+        l.log_tail = log_tail;
+        let how = match &outcome {
+            Outcome::Stopped | Outcome::Interrupted => Settle::Requeue { now },
+            o if o.failed() => Settle::Fail { now, max_attempts },
+            _ => Settle::Complete,
+        };
+        l.outcome = Some(outcome);
+        let (token, pgid) = (l.token.clone(), l.pgid);
+        let op = TodoOp::Settle { wake: l.wake_id.clone(), claims: l.claims.clone(), how };
+        self.emit(Effect::RevokeToken { token });
+        if pgid > 0 {
+            // Leftover children (an agent's background jobs) end with the session.
+            self.emit(Effect::EndLeftovers { pgid });
+        }
+        if let Some(s) = status {
+            self.log(format!("agent exited: {s}"));
+        }
+        self.emit(Effect::UpdateTodos { op, then: AfterTodos::Settled });
+    }
+
+    /// Sentences for a session's report on how its claims were settled.
+    pub(super) fn settle_details(&mut self, outcome: &Outcome, done: Option<TodoDone>) -> Vec<String> {
+        let tz = self.tz();
+        let max_attempts = self.max_attempts();
+        let Some(TodoDone::Settled { retries, exhausted }) = done else {
+            return vec![
+                "cryo could not update todo.json for this session's TODOs (see `cryoctl chamber status`).".into(),
+            ];
+        };
+        let mut details = Vec::new();
+        if matches!(outcome, Outcome::Stopped | Outcome::Interrupted) {
+            if !retries.is_empty() {
+                details.push(format!("Its TODOs were re-queued as {}.", ids_text(&retries)));
+            }
+        } else if let Ok(list) = &self.todos {
+            for id in &retries {
+                if let Some(t) = list.get(*id) {
+                    let at = t.at.map(|a| crate::time::format_in(a, tz)).unwrap_or_default();
+                    details.push(format!("Retry: TODO {id} \"{}\" at {at}.", t.text));
+                }
+            }
+        }
+        for c in exhausted {
+            let m = format!(
+                "TODO {} \"{}\" failed {} times (max_attempts = {max_attempts}); cryo gave up on it and needs you to look.",
+                c.id,
+                todo::base_text(&c.text),
+                c.attempt + 1
+            );
+            details.push(m.clone());
+            self.attention = Some(m);
+        }
+        details
+    }
+
+    /// The second half of a session's end: the report and fallbacks, the
+    /// journal, the log block, the ledger; then whoever waited, the slot, and
+    /// what comes next.
+    pub(super) fn settled(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
+        let done = self.todos_written(result, |e| Refusal::Internal(e.to_string())).ok();
+        let Some(l) = self.live.take() else { return };
+        let now = self.now;
+        let outcome = l.outcome.clone().expect("set when the session ended");
+        let mut details = self.settle_details(&outcome, done);
+        if outcome.failed() {
+            let quick = matches!(outcome, Outcome::Crashed(_)) && l.started_at.is_none_or(|s| now - s < QUICK_EXIT);
+            if quick {
+                let m = format!(
+                    "The agent exited within {} seconds without hibernating: likely a misconfiguration (agent command, API key, permissions). Check `agent` in cryo.toml.",
+                    QUICK_EXIT.num_seconds()
+                );
+                details.insert(0, m.clone());
+                self.attention.get_or_insert(m);
+            }
+            let tail = session::log_tail(&l.log_tail, TAIL_LINES, TAIL_CHARS);
+            if !tail.is_empty() {
+                details.push(format!("Last lines of cryo-agent.log:\n\n```\n{tail}\n```"));
+            }
+        }
+        let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
+        self.write_fallbacks(l.number, &outcome, conv, &l.unanswered, &details.join("\n\n"));
+        // Every batch it claimed is answered now: by the agent, or above.
+        if l.claimed_mail {
+            self.emit(Effect::JournalAnswer { number: l.number });
+        }
+        let summary = l.hibernate.as_ref().map(|(_, s)| s.clone()).filter(|s| !s.is_empty());
+        let result = match &summary {
+            Some(s) => format!("{}: {}", outcome.describe(), s),
+            None => outcome.describe(),
+        };
+        self.log(format!("session ended: {result}"));
+        self.emit(Effect::Log(LogLine::End));
+        self.emit(Effect::SessionEnded {
+            number: l.number,
+            at: now,
+            outcome: outcome.describe(),
+            summary: summary.unwrap_or_default(),
+        });
+        self.previous_failure = outcome.failed().then(|| outcome.describe());
+        if outcome.failed() {
+            self.failures = self.failures.saturating_add(1);
+            let hold = todo::retry_delay(self.failures);
+            self.mail_hold_until = Some(now + hold);
+            if !self.unread.is_empty() {
+                self.log(format!(
+                    "mail waits; after {} failed session(s) the next wake for mail is held for {}",
+                    self.failures,
+                    crate::time::humanize(hold)
+                ));
+            }
+        } else {
+            self.failures = 0;
+            self.mail_hold_until = None;
+        }
+        self.completed = outcome == Outcome::Hibernated(Ending::Complete);
+        self.last_result = Some(result);
+        // Whoever waits reads the view next: it must show the end.
+        if !l.stop_waiters.is_empty() {
+            self.emit(Effect::Publish);
+        }
+        for w in l.stop_waiters {
+            self.reply(w, Ok(Reply::Stopped { already: false, ended: true }));
+        }
+        let shutting_down = !l.shutdown_waiters.is_empty();
+        for w in l.shutdown_waiters {
+            self.reply(w, Ok(Reply::Done));
+        }
+        self.emit(Effect::Release);
+        if let Some(req) = self.removing.take() {
+            self.emit(Effect::Plan(None));
+            self.reply(req, Ok(Reply::Done));
+            return self.exit();
+        }
+        if shutting_down {
+            return self.exit();
+        }
+        match self.replace_with.take() {
+            Some((Some(m), req)) => match self.operator_message("operator", "", &m) {
+                // The rest follows when the message is written.
+                Ok(message) => self.emit(Effect::WriteMessage {
+                    folder: Folder::Inbox,
+                    message,
+                    then: AfterWrite::Replaced { req },
+                }),
+                Err(e) => {
+                    self.reply(req, Err(e));
+                    self.replan();
+                }
+            },
+            Some((None, req)) => {
+                self.manual_queued = true;
+                self.reply(req, Ok(Reply::Woke(WakeOutcome { replaced: true, ..WakeOutcome::default() })));
+                self.replan();
+            }
+            None => self.replan(),
+        }
+    }
+
+    /// The `cryochamber` messages a session's end calls for.
+    pub(super) fn write_fallbacks(
+        &mut self,
+        number: u64,
+        outcome: &Outcome,
+        conv: Conversation,
+        unanswered: &[String],
+        details: &str,
+    ) {
+        for f in session::fallbacks(number, outcome, conv, details) {
+            let mut meta = BTreeMap::new();
+            meta.insert("session".to_string(), number.to_string());
+            if f.is_reply {
+                meta.insert("in_reply_to".to_string(), unanswered.join(" "));
+            }
+            let message = Message {
+                from: CRYOCHAMBER.into(),
+                subject: f.subject.clone(),
+                timestamp: Some(self.now),
+                question: false,
+                meta,
+                body: f.body,
+            };
+            let then = AfterWrite::Fallback { subject: f.subject };
+            self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then });
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Operators' requests: start, stop, remove, pause and resume, wake (with a
+//! message, or replacing the session), deliver, TODO calls, the plan, and
+//! shutdown; plus the files and settings that changed under the chamber.
+
+use super::*;
+
+impl Chamber {
+    pub(super) fn start(&mut self, req: ReqId, wait: bool, agent_check: Result<(), String>, log_session: u64) {
+        if let Some(f) = self.fault() {
+            let why = format!("{} is faulted, so it cannot start: {f}", self.name);
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        if let Err(why) = agent_check {
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        if self.started {
+            return self.reply(req, Ok(Reply::Started(true)));
+        }
+        // The files may have changed since the machine was made.
+        self.last_session = self.last_session.max(log_session);
+        self.mail_hold_until = None;
+        self.emit(Effect::SetStarted { started: true, then: AfterStore::Started { req, wait } });
+    }
+
+    pub(super) fn stop(&mut self, req: ReqId, wait: bool) {
+        let was_started = self.started;
+        if was_started {
+            self.emit(Effect::SetStarted { started: false, then: AfterStore::Stopped { req, wait, was_started } });
+        } else {
+            self.stopped(req, wait, was_started);
+        }
+    }
+
+    pub(super) fn stopped(&mut self, req: ReqId, wait: bool, was_started: bool) {
+        self.started = false;
+        self.wanted = None;
+        self.emit(Effect::CancelAdmission);
+        self.emit(Effect::Plan(None));
+        match self.live.as_mut() {
+            Some(l) => {
+                let n = l.number;
+                if wait {
+                    l.stop_waiters.push(req);
+                } else {
+                    self.reply(req, Ok(Reply::Stopped { already: false, ended: true }));
+                }
+                self.end_session(n, Cut::Stop);
+            }
+            None => {
+                self.emit(Effect::Publish);
+                self.reply(req, Ok(Reply::Stopped { already: !was_started, ended: false }));
+            }
+        }
+    }
+
+    pub(super) fn remove(&mut self, req: ReqId) {
+        self.started = false;
+        self.wanted = None;
+        self.emit(Effect::CancelAdmission);
+        match self.live.as_ref() {
+            Some(l) => {
+                let n = l.number;
+                self.removing = Some(req);
+                self.end_session(n, Cut::Stop);
+            }
+            None => {
+                self.emit(Effect::Plan(None));
+                self.reply(req, Ok(Reply::Done));
+                self.exit();
+            }
+        }
+    }
+
+    pub(super) fn pause(&mut self, req: ReqId, pause: bool) {
+        if pause && !self.started {
+            let why = format!("{} is stopped; only a started chamber can be paused", self.name);
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        if self.paused == pause {
+            self.emit(Effect::Publish);
+            return self.reply(req, Ok(Reply::Paused(true)));
+        }
+        self.emit(Effect::SetPaused { paused: pause, then: AfterStore::Paused { req, pause } });
+    }
+
+    pub(super) fn store_written(&mut self, then: AfterStore, result: Result<(), String>) {
+        if let Err(e) = result {
+            let req = match then {
+                AfterStore::Started { req, .. } | AfterStore::Stopped { req, .. } | AfterStore::Paused { req, .. } => {
+                    req
+                }
+            };
+            return self.reply(req, Err(Refusal::Internal(format!("cannot update the registry: {e}"))));
+        }
+        match then {
+            AfterStore::Started { req, wait } => {
+                self.started = true;
+                self.attention = None;
+                self.resume();
+                self.emit(Effect::Publish);
+                if wait && self.wanted.is_some() {
+                    self.start_waiters.push(req);
+                    self.arm(Timer::StartWaitOver, START_WAIT);
+                } else {
+                    self.reply(req, Ok(Reply::Started(false)));
+                }
+            }
+            AfterStore::Stopped { req, wait, was_started } => self.stopped(req, wait, was_started),
+            AfterStore::Paused { req, pause } => {
+                self.paused = pause;
+                if pause {
+                    self.wanted = None;
+                    self.emit(Effect::CancelAdmission);
+                    self.emit(Effect::Plan(None));
+                } else {
+                    self.replan();
+                }
+                // The caller reads the view next.
+                self.emit(Effect::Publish);
+                self.reply(req, Ok(Reply::Paused(false)));
+            }
+        }
+    }
+
+    pub(super) fn wake(&mut self, req: ReqId, message: Option<String>, replace: bool) {
+        let refusal = if let Some(f) = self.fault() {
+            Some(format!("{} is faulted: {f}", self.name))
+        } else if !self.started {
+            Some(format!("{} is stopped: start it first (`cryoctl chamber start {}`)", self.name, self.name))
+        } else if self.paused {
+            Some(format!("{} is paused: resume it first (`cryoctl chamber resume {}`)", self.name, self.name))
+        } else if self.replace_with.is_some() {
+            Some("a replacing wake is already under way".into())
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        if let Some(l) = &self.live
+            && replace
+        {
+            let n = l.number;
+            self.replace_with = Some((message, req));
+            return self.end_session(n, Cut::Replace);
+        }
+        match message {
+            Some(m) => match self.operator_message("operator", "", &m) {
+                Ok(message) => self.emit(Effect::WriteMessage {
+                    folder: Folder::Inbox,
+                    message,
+                    then: AfterWrite::WakeMessage { req },
+                }),
+                Err(e) => self.reply(req, Err(e)),
+            },
+            None => self.woke(req, None),
+        }
+    }
+
+    pub(super) fn woke(&mut self, req: ReqId, message_file: Option<String>) {
+        self.completed = false;
+        self.manual_queued = true;
+        let queued = self.live.is_some();
+        self.log(if queued { "operator wake: queued after the running session" } else { "operator wake" });
+        self.replan();
+        self.reply(req, Ok(Reply::Woke(WakeOutcome { replaced: false, queued, message_file })));
+    }
+
+    /// An operator's message for the inbox, checked.
+    pub(super) fn operator_message(&self, from: &str, subject: &str, text: &str) -> Result<Message, Refusal> {
+        if text.trim().is_empty() {
+            return Err(Refusal::Invalid("the message is empty".into()));
+        }
+        let limit = MAX_MESSAGE_BYTES - HEADER_ROOM;
+        if text.len() > limit {
+            return Err(Refusal::Invalid(format!("the message is {} bytes, over the limit of {limit}", text.len())));
+        }
+        let from = if from.trim().is_empty() { "operator" } else { from };
+        let subject = if subject.trim().is_empty() { first_line(text) } else { subject.to_string() };
+        Ok(Message {
+            from: from.to_string(),
+            subject,
+            timestamp: Some(self.now),
+            question: false,
+            meta: BTreeMap::new(),
+            body: text.to_string(),
+        })
+    }
+
+    pub(super) fn deliver(&mut self, req: ReqId, from: &str, subject: &str, text: &str) {
+        match self.operator_message(from, subject, text) {
+            Ok(message) => {
+                self.emit(Effect::WriteMessage { folder: Folder::Inbox, message, then: AfterWrite::Delivered { req } })
+            }
+            Err(e) => self.reply(req, Err(e)),
+        }
+    }
+
+    pub(super) fn message_written(&mut self, then: AfterWrite, result: Result<String, String>) {
+        match (then, result) {
+            (AfterWrite::Fallback { subject }, Ok(name)) => {
+                self.log(format!("cryochamber wrote: {subject} ({name})"));
+            }
+            (AfterWrite::Fallback { .. }, Err(e)) => {
+                self.write_error = Some(format!("cannot write a fallback message: {e}"));
+            }
+            (AfterWrite::Sent { req, reply, question, subject }, Ok(name)) => {
+                if question {
+                    self.open_questions += 1;
+                }
+                if let Some(l) = self.live.as_mut() {
+                    l.sent_any = true;
+                    l.unanswered.clear();
+                }
+                let what = if question { "send (question)" } else { "send" };
+                self.log(format!("{what}: {subject}{}", if reply { " [reply]" } else { "" }));
+                self.reply(req, Ok(Reply::Sent { file: format!("messages/outbox/{name}"), reply }));
+            }
+            (AfterWrite::Sent { req, .. }, Err(e)) => {
+                self.reply(req, Err(Refusal::Internal(format!("cannot write the outbox: {e}"))));
+            }
+            (AfterWrite::Delivered { req }, Ok(name)) => {
+                self.note_unread(name.clone());
+                self.reply(req, Ok(Reply::Delivered(format!("messages/inbox/{name}"))));
+                self.open_questions = 0;
+                self.on_inbox();
+            }
+            (AfterWrite::WakeMessage { req }, Ok(name)) => {
+                self.note_unread(name.clone());
+                self.woke(req, Some(format!("messages/inbox/{name}")));
+            }
+            (AfterWrite::Replaced { req }, Ok(name)) => {
+                self.note_unread(name.clone());
+                self.manual_queued = true;
+                let out =
+                    WakeOutcome { replaced: true, queued: false, message_file: Some(format!("messages/inbox/{name}")) };
+                self.reply(req, Ok(Reply::Woke(out)));
+                self.replan();
+            }
+            (AfterWrite::Delivered { req } | AfterWrite::WakeMessage { req }, Err(e)) => {
+                self.reply(req, Err(Refusal::Internal(format!("cannot write the inbox: {e}"))));
+            }
+            (AfterWrite::Replaced { req }, Err(e)) => {
+                self.reply(req, Err(Refusal::Internal(format!("cannot write the inbox: {e}"))));
+                self.replan();
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Recovery at start-up: the sessions a killed cryod left open are finished
+//! from what the ledger, the journal and the outbox say (their agents were
+//! ended by start-up first), then the chamber resumes.
+
+use super::*;
+
+impl Chamber {
+    /// Finishes the sessions a killed cryod left open (their processes were
+    /// ended by start-up before this): re-queues what they still hold of
+    /// their claims, answers their claimed mail, closes their `cryo.log`
+    /// blocks and records them as interrupted. Then resumes.
+    pub(super) fn boot(&mut self, boot: Boot) {
+        let answered = |name: &str| boot.outgoing.iter().any(|m| m.in_reply_to.iter().any(|f| f == name));
+        for s in &boot.open {
+            let mut unanswered = Vec::new();
+            for b in boot.batches.iter().filter(|b| b.session == s.number) {
+                if b.archived.is_empty() {
+                    // Journaled, but cryod stopped before the files moved:
+                    // the agent never saw them; they are still unread mail,
+                    // for the next session to claim (and answer) afresh.
+                    self.emit(Effect::JournalDrop { id: b.id });
+                }
+                unanswered.extend(b.archived.iter().filter(|f| !answered(f)).cloned());
+            }
+            let sent_any = boot.outgoing.iter().any(|m| m.session == Some(s.number) && m.by_agent);
+            let note = if s.groups_ended == 0 {
+                "cryod stopped during this session; it was found at restart".to_string()
+            } else {
+                format!(
+                    "cryod stopped during this session; at restart its agent was still running and was ended ({} process group(s))",
+                    s.groups_ended
+                )
+            };
+            self.last_session = self.last_session.max(s.number);
+            let op = TodoOp::Settle {
+                wake: s.wake_id.clone(),
+                claims: s.claims.clone(),
+                how: Settle::Requeue { now: self.now },
+            };
+            let then = AfterTodos::Recovered(Recovered { number: s.number, unanswered, sent_any, note });
+            self.emit(Effect::UpdateTodos { op, then });
+        }
+        // Batches of sessions that did end, but whose answer was not recorded.
+        for b in boot.batches.iter().filter(|b| !boot.open.iter().any(|s| s.number == b.session)) {
+            if !b.archived.is_empty() {
+                self.emit(Effect::JournalAnswered { id: b.id });
+            } else {
+                // Journaled, but the files never moved: the agent never saw
+                // them; they are still unread mail.
+                self.emit(Effect::JournalDrop { id: b.id });
+            }
+        }
+        if self.started {
+            self.resume();
+        } else {
+            self.replan();
+        }
+    }
+
+    pub(super) fn recovered(&mut self, r: Recovered, result: Result<(TodoDone, TodoList), TodoWriteError>) {
+        let outcome = Outcome::Interrupted;
+        let settled = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
+        let mut details = vec![format!("{}.", capitalize(&r.note))];
+        details.extend(self.settle_details(&outcome, settled.ok()));
+        let conv = Conversation { unanswered_batch: !r.unanswered.is_empty(), sent_any: r.sent_any };
+        self.write_fallbacks(r.number, &outcome, conv, &r.unanswered, &details.join("\n\n"));
+        self.log(format!("session {} interrupted: {}", r.number, r.note));
+        self.emit(Effect::Log(LogLine::End));
+        let now = self.now;
+        self.emit(Effect::SessionEnded { number: r.number, at: now, outcome: outcome.describe(), summary: r.note });
+        self.emit(Effect::JournalAnswer { number: r.number });
+        self.last_result = Some(outcome.describe());
+        self.previous_failure = Some(outcome.describe());
+        self.replan();
+    }
+}

@@ -1,0 +1,205 @@
+//! A session's beginning: a permit arrives, the wake is recorded in the
+//! ledger, its due TODOs are claimed, and the agent is spawned, in that
+//! order, each step only after the one before it succeeded.
+
+use super::*;
+
+impl Chamber {
+    pub(super) fn admitted(&mut self, nonce: String, token: String) {
+        // A chamber holds one slot at most: a permit granted while a session
+        // runs is surplus, and the shell has given it back already.
+        if self.live.is_some() {
+            return;
+        }
+        let Some((trigger, asked_at)) = self.wanted.take() else { return self.emit(Effect::Release) };
+        if !self.started || self.paused {
+            return self.emit(Effect::Release);
+        }
+        // Any session answers a queued operator wake; it is recorded as one.
+        let trigger = if std::mem::take(&mut self.manual_queued) { Trigger::Manual } else { trigger };
+        let (now, tz) = (self.now, self.tz());
+        let list = match &self.todos {
+            Ok(l) => l.clone(),
+            Err(e) => {
+                self.last_result = Some(format!("no session started: {e}"));
+                return self.emit(Effect::Release);
+            }
+        };
+        let intended = if self.completed { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
+        let demand =
+            !intended.is_empty() || !self.unread.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
+        if !demand {
+            // Demand-driven: nothing is due and no mail waits.
+            self.emit(Effect::Release);
+            if list.clone().skip_missed(now, tz, SKIP_GRACE) > 0 {
+                // What was due were `skip` slots long past: they move on.
+                return self.emit(Effect::UpdateTodos { op: TodoOp::Skip { now, tz }, then: AfterTodos::Skipped });
+            }
+            return self.replan();
+        }
+        let number = self.last_session + 1;
+        let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
+        let due = intended.iter().map(|c| c.due).min().or(Some(asked_at));
+        let mut reasons: Vec<String> = intended.iter().map(|c| format!("todo:{}", c.id)).collect();
+        reasons.extend(self.unread.iter().map(|m| format!("mail:{m}")));
+        self.emit(Effect::RecordWake(WakeRecord {
+            number,
+            wake_id: wake_id.clone(),
+            trigger,
+            reasons,
+            claims: intended.clone(),
+            due_at: due,
+            created_at: now,
+        }));
+        self.live = Some(Live {
+            number,
+            wake_id,
+            token,
+            trigger,
+            phase: Phase::Recording,
+            intended,
+            claims: Vec::new(),
+            due,
+            pgid: 0,
+            started_at: None,
+            hibernate: None,
+            unanswered: Vec::new(),
+            claimed_mail: false,
+            sent_any: false,
+            linger: None,
+            ending: None,
+            stop_waiters: Vec::new(),
+            shutdown_waiters: Vec::new(),
+            outcome: None,
+            log_tail: String::new(),
+        });
+    }
+
+    /// The wake is in the ledger: claim its TODOs in `todo.json` next. (In
+    /// this order, a crash between the two leaves a recorded wake whose
+    /// claims never landed: recovery finds nothing in flight and the TODOs,
+    /// still pending, run at the next wake.)
+    pub(super) fn recorded(&mut self, r: Result<(), String>) {
+        let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) else { return };
+        match r {
+            Ok(()) => {
+                self.last_session = l.number;
+                l.phase = Phase::Claiming;
+                let op = TodoOp::Claim {
+                    wake: l.wake_id.clone(),
+                    ids: l.intended.iter().map(|c| c.id).collect(),
+                    now: self.now,
+                    tz: self.tz(),
+                };
+                self.emit(Effect::UpdateTodos { op, then: AfterTodos::Claimed });
+            }
+            Err(e) => {
+                self.live = None;
+                self.last_result = Some(format!("no session started: cannot record the wake: {e}"));
+                self.emit(Effect::Release);
+            }
+        }
+    }
+
+    pub(super) fn claimed(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
+        let claims = match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+            Ok(TodoDone::Claimed(c)) => Ok(c),
+            Ok(_) => Err("unexpected answer to a claim".to_string()),
+            Err(r) => Err(refusal_text(r)),
+        };
+        let Some(l) = self.live.as_mut() else { return };
+        let claims = match claims {
+            Ok(c) => c,
+            Err(e) => return self.not_started(format!("cannot claim its TODOs: {e}")),
+        };
+        // Someone changed the list since the wake was decided: without what
+        // was due and without mail, there is nothing to do after all.
+        let nothing = claims.is_empty()
+            && !l.intended.is_empty()
+            && self.unread.is_empty()
+            && !matches!(l.trigger, Trigger::Bootstrap | Trigger::Manual);
+        if nothing {
+            return self.not_started("nothing was due any more".into());
+        }
+        l.claims = claims;
+        l.phase = Phase::Spawning;
+        let l = self.live.as_ref().expect("live");
+        let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
+        let list = self.todos.as_ref().cloned().unwrap_or_default();
+        let prompt = prompt::build(&PromptInput {
+            chamber: &self.name,
+            session: number,
+            now: self.now,
+            tz: self.tz(),
+            trigger,
+            claims: &l.claims,
+            mail: &self.unread,
+            todos: &list,
+            due: l.claims.iter().map(|c| c.due).min(),
+            previous_failure: self.previous_failure.as_deref(),
+            note: None,
+        });
+        let mut reasons: Vec<String> = l.claims.iter().map(|c| format!("todo:{}", c.id)).collect();
+        reasons.extend(self.unread.iter().map(|m| format!("mail:{m}")));
+        self.emit(Effect::RotateLogs);
+        self.emit(Effect::Log(LogLine::Begin(number)));
+        self.log(format!(
+            "trigger: {} ({})",
+            trigger.as_str(),
+            if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
+        ));
+        // The token is valid before the agent exists: a fast agent calls
+        // cryo-agent at once.
+        self.emit(Effect::RegisterToken { token: token.clone(), session: number });
+        self.emit(Effect::Spawn { session: number, wake_id, token, prompt });
+    }
+
+    /// A recorded wake that started no agent: closed at once in the ledger.
+    pub(super) fn not_started(&mut self, why: String) {
+        let Some(l) = self.live.take() else { return };
+        let now = self.now;
+        self.emit(Effect::SessionEnded {
+            number: l.number,
+            at: now,
+            outcome: format!("not started: {why}"),
+            summary: String::new(),
+        });
+        self.last_result = Some(format!("no session started: {why}"));
+        self.emit(Effect::Release);
+        self.replan();
+    }
+
+    pub(super) fn spawned(&mut self, r: Result<u32, String>) {
+        let now = self.now;
+        let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Spawning) else { return };
+        match r {
+            Ok(pid) => {
+                l.phase = Phase::Running;
+                l.pgid = pid as i32;
+                l.started_at = Some(now);
+                let (number, due) = (l.number, l.due);
+                let lateness_ms = due.map(|d| (now - d).num_milliseconds().max(0));
+                self.last_lateness_ms = lateness_ms;
+                self.emit(Effect::SessionStarted { number, pid, at: now, lateness_ms });
+                self.log(format!("agent started (pid {pid})"));
+                for w in std::mem::take(&mut self.start_waiters) {
+                    self.reply(w, Ok(Reply::Started(false)));
+                }
+                let limit = self.config.as_ref().map(|c| c.max_session_duration).unwrap_or(0);
+                if limit > 0 {
+                    self.arm(Timer::Timeout(number), StdDuration::from_secs(limit));
+                }
+            }
+            Err(e) => {
+                l.phase = Phase::Running;
+                for w in std::mem::take(&mut self.start_waiters) {
+                    let why = format!("the agent could not start: {e}");
+                    self.reply(w, Err(Refusal::Precondition(why)));
+                }
+                self.log(format!("agent could not start: {e}"));
+                self.attention = Some(format!("the agent could not start: {e}"));
+                self.finalize_with(Outcome::Crashed(format!("could not start: {e}")), None, String::new());
+            }
+        }
+    }
+}
