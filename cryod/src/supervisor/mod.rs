@@ -407,8 +407,7 @@ impl Sup {
                 self.claimed.clear();
                 let mut messages = self.mailbox().dialog();
                 if !all {
-                    let n = if last == 0 { 20 } else { last as usize };
-                    let skip = messages.len().saturating_sub(n);
+                    let skip = messages.len().saturating_sub(last as usize);
                     messages.drain(..skip);
                 }
                 AgentReply::Dialog { messages, claimed }

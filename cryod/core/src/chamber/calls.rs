@@ -12,7 +12,11 @@ impl Chamber {
             }
             Call::Send { text, question, subject } => self.send(req, text, question, subject),
             Call::Receive => self.claim_inbox(AfterClaim::Receive(req)),
-            Call::Dialog { last, all } => self.claim_inbox(AfterClaim::Dialog { req, last, all }),
+            Call::Dialog { last, all } => {
+                // `--last` unset: the last 20 messages.
+                let last = if last == 0 { DIALOG_LAST } else { last };
+                self.claim_inbox(AfterClaim::Dialog { req, last, all })
+            }
             Call::Todo(call) => self.todo_call(req, call, By::Agent),
         }
     }

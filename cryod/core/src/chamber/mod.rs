@@ -46,6 +46,8 @@ pub const AFTER_HIBERNATE: StdDuration = StdDuration::from_secs(60);
 pub const START_WAIT: StdDuration = StdDuration::from_secs(10);
 /// The longest linger an agent may ask for.
 pub const MAX_LINGER_SECS: u32 = 3600;
+/// How many messages `dialog` shows without `--last`.
+pub const DIALOG_LAST: u32 = 20;
 /// Lines and characters of `cryo-agent.log` quoted in a failure report.
 const TAIL_LINES: usize = 12;
 const TAIL_CHARS: usize = 2000;

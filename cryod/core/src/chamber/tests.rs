@@ -458,3 +458,12 @@ fn shutdown_interrupts_the_session_and_exits() {
     );
     assert!(rig.m.finished());
 }
+
+#[test]
+fn dialog_without_last_shows_twenty_and_claims_the_unread_mail() {
+    let mut rig = Rig::new(&[0], &["a.md"]);
+    rig.wake();
+    let reply = rig.call(Call::Dialog { last: 0, all: false });
+    assert_eq!(reply, Ok(Reply::Dialog { claimed: 1, last: DIALOG_LAST, all: false }));
+    assert_eq!(rig.call(Call::Dialog { last: 3, all: false }), Ok(Reply::Dialog { claimed: 0, last: 3, all: false }));
+}
