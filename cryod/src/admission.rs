@@ -5,8 +5,10 @@
 //!
 //! A chamber asks with [`Admission::request`], giving a [`Sink`]; when a slot
 //! is free the sink receives a [`Permit`], which frees the slot when dropped.
+//! A chamber holds one permit at most: while it holds one (or one is on its
+//! way to it), its requests are ignored; it asks again after giving it back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use cryo_core::session::Trigger;
@@ -23,11 +25,14 @@ struct State {
     running: usize,
     seq: u64,
     queue: BTreeMap<(Trigger, u64), (i64, Sink)>,
+    /// Chambers holding a permit.
+    holders: HashSet<i64>,
 }
 
 /// A slot; dropping it admits the next waiting chamber.
 pub struct Permit {
     admission: Admission,
+    chamber: i64,
 }
 
 impl std::fmt::Debug for Permit {
@@ -38,7 +43,13 @@ impl std::fmt::Debug for Permit {
 
 impl Admission {
     pub fn new(limit: usize) -> Admission {
-        Admission(Arc::new(Mutex::new(State { limit: limit.max(1), running: 0, seq: 0, queue: BTreeMap::new() })))
+        Admission(Arc::new(Mutex::new(State {
+            limit: limit.max(1),
+            running: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            holders: HashSet::new(),
+        })))
     }
 
     /// Queues a request from `chamber`; it is answered through `sink`.
@@ -46,6 +57,9 @@ impl Admission {
     /// if it ranks higher.
     pub fn request(&self, trigger: Trigger, chamber: i64, sink: Sink) {
         let mut s = self.0.lock().expect("admission lock");
+        if s.holders.contains(&chamber) {
+            return;
+        }
         if let Some(key) = s.queue.iter().find(|(_, (c, _))| *c == chamber).map(|(k, _)| *k) {
             if key.0 <= trigger {
                 return;
@@ -70,13 +84,15 @@ impl Admission {
 
     fn grant(&self, s: &mut State) {
         while s.running < s.limit {
-            let Some((_, (_, sink))) = s.queue.pop_first() else { break };
+            let Some((_, (chamber, sink))) = s.queue.pop_first() else { break };
             s.running += 1;
-            let permit = Permit { admission: self.clone() };
+            s.holders.insert(chamber);
+            let permit = Permit { admission: self.clone(), chamber };
             if let Err(returned) = sink(permit) {
                 // The chamber is gone: its permit comes back unused.
                 std::mem::forget(returned);
                 s.running -= 1;
+                s.holders.remove(&chamber);
             }
         }
     }
@@ -87,6 +103,7 @@ impl Drop for Permit {
         let admission = self.admission.clone();
         let mut s = admission.0.lock().expect("admission lock");
         s.running -= 1;
+        s.holders.remove(&self.chamber);
         admission.grant(&mut s);
     }
 }
@@ -128,6 +145,21 @@ mod tests {
         drop(p);
         assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(2), "manual was cancelled; scheduled is next");
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_chamber_holds_one_permit_at_most() {
+        let a = Admission::new(4);
+        let (sink, rx) = sinks();
+        a.request(Trigger::Scheduled, 1, sink(1));
+        let (_, p) = rx.try_recv().expect("admitted");
+        // Asked again while it holds the permit (mail arrived meanwhile).
+        a.request(Trigger::Inbox, 1, sink(1));
+        assert!(rx.try_recv().is_err(), "no second permit for the same chamber");
+        assert_eq!(a.running(), 1);
+        drop(p);
+        a.request(Trigger::Inbox, 1, sink(1));
+        assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(1), "once given back, it may ask again");
     }
 
     #[test]

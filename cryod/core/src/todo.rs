@@ -337,11 +337,7 @@ impl TodoList {
                     if t.at.is_none() {
                         t.done = true;
                     }
-                    let run = match t.missed {
-                        Missed::Once => true,
-                        Missed::Skip => now - last <= grace,
-                    };
-                    if run {
+                    if !passed_by(t.missed, last, now, grace) {
                         let (due, slots) = if t.missed == Missed::Skip { (last, 1) } else { (due, slots) };
                         t.claimed_by = wake.map(str::to_string);
                         claims.push(Claim { id: t.id, text: t.text.clone(), due, slots, attempt: t.attempt });
@@ -360,7 +356,7 @@ impl TodoList {
         for t in self.items.iter_mut().filter(|t| t.is_due(now) && t.missed == Missed::Skip) {
             let (Some(repeat), Some(due)) = (t.repeat.clone(), t.at) else { continue };
             let (_, last, next) = missed_slots(&repeat, due, now, tz);
-            if now - last > grace {
+            if passed_by(t.missed, last, now, grace) {
                 t.at = next;
                 t.done = next.is_none();
                 moved += 1;
@@ -472,6 +468,12 @@ impl TodoList {
     }
 }
 
+/// Whether a series' newest due slot `last` is passed by without a run: a
+/// `skip` series more than `grace` late.
+fn passed_by(missed: Missed, last: DateTime<Utc>, now: DateTime<Utc>, grace: Duration) -> bool {
+    missed == Missed::Skip && now - last > grace
+}
+
 /// The slots of a series due at `due` that have passed by `now`: how many,
 /// the newest, and the first one after `now`.
 fn missed_slots(
@@ -494,6 +496,10 @@ fn missed_slots(
     }
     (slots, last, next)
 }
+
+/// `max_attempts` when `cryo.toml` does not set it: how often a TODO is
+/// tried before cryo gives up on it and asks for a person.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 
 /// 2^k minutes, capped at [`RETRY_CAP`].
 pub fn retry_delay(k: u32) -> Duration {

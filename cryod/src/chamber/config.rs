@@ -16,7 +16,7 @@ use crate::config::one_line_toml_error;
 /// The seed system's default agent, kept so its chambers behave the same.
 pub const DEFAULT_AGENT: &str = "opencode";
 pub const DEFAULT_MAX_SESSION_SECS: u64 = 3600;
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
 
 /// Keys only the seed system used: accepted, warned about, ignored.
 const LEGACY_KEYS: &[&str] = &[

@@ -167,7 +167,6 @@ impl Sup {
             }
             Effect::Publish => self.publish(),
             Effect::Reply { req, result } => self.answer(req, result),
-            Effect::Exit => {}
         }
         None
     }

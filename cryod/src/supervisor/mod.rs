@@ -246,11 +246,7 @@ impl Sup {
                 Input::ZoneChanged { zone, config, warnings }
             }
             Event::Admitted(permit) => {
-                // One slot per chamber: a permit granted while the session
-                // holds one is given back at once.
-                if self.permit.is_some() {
-                    return drop(permit);
-                }
+                // Admission gives a chamber one permit at a time.
                 self.permit = Some(permit);
                 // The files may have changed since the watcher last spoke.
                 self.reload_todos().await;

@@ -238,11 +238,16 @@ impl Chamber {
             AfterTodos::Settled => self.settled(result),
             AfterTodos::Recovered(r) => self.recovered(r, result),
             AfterTodos::Call { req, by, what } => self.todo_called(req, by, what, result),
-            AfterTodos::Skipped => {
-                let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
-                self.log("missed slots of `skip` TODOs were skipped");
-                self.replan();
-            }
+            AfterTodos::Skipped => match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+                Ok(_) => {
+                    self.log("missed slots of `skip` TODOs were skipped");
+                    self.replan();
+                }
+                Err(_) => {
+                    self.hold_wakes();
+                    self.replan();
+                }
+            },
             AfterTodos::Rezoned => {
                 let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
                 let zone = self.tz().name().to_string();

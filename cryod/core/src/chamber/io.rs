@@ -41,6 +41,15 @@ pub enum Refusal {
     Internal(String),
 }
 
+impl Refusal {
+    /// The one line that says why.
+    pub fn text(&self) -> &str {
+        match self {
+            Refusal::Invalid(s) | Refusal::Precondition(s) | Refusal::NotFound(s) | Refusal::Internal(s) => s,
+        }
+    }
+}
+
 /// A call from `cryo-agent`.
 #[derive(Debug, Clone)]
 pub enum Call {
@@ -614,6 +623,4 @@ pub enum Effect {
         req: ReqId,
         result: Result<Reply, Refusal>,
     },
-    /// The chamber is done (removed, or cryod is shutting down).
-    Exit,
 }

@@ -46,6 +46,10 @@ pub const AFTER_HIBERNATE: StdDuration = StdDuration::from_secs(60);
 pub const START_WAIT: StdDuration = StdDuration::from_secs(10);
 /// The longest linger an agent may ask for.
 pub const MAX_LINGER_SECS: u32 = 3600;
+/// After a wake could not be recorded or claimed (a full disk, a read-only
+/// file system), the next attempt waits this long, so a failing write is
+/// retried once a minute rather than in a loop.
+pub const WRITE_RETRY: Duration = Duration::minutes(1);
 /// How many messages `dialog` shows without `--last`.
 pub const DIALOG_LAST: u32 = 20;
 /// Lines and characters of `cryo-agent.log` quoted in a failure report.
@@ -190,6 +194,8 @@ pub struct Chamber {
     /// crashes on every message does not loop.
     failures: u32,
     mail_hold_until: Option<DateTime<Utc>>,
+    /// A wake failed to write its record or claim: no wake before this.
+    write_retry_at: Option<DateTime<Utc>>,
     /// An operator asked for a session; it runs when the current one ends.
     manual_queued: bool,
     /// A `wake --replace` waiting for the old session to end.
@@ -228,6 +234,7 @@ impl Chamber {
             completed: false,
             failures: 0,
             mail_hold_until: None,
+            write_retry_at: None,
             manual_queued: false,
             replace_with: None,
             last_lateness_ms: l.last_lateness_ms,
@@ -322,14 +329,21 @@ impl Chamber {
         }
     }
 
-    /// When this chamber next wakes by itself: its next TODO, or held mail.
-    fn next_wake(&self) -> Option<DateTime<Utc>> {
-        let todo = match (&self.todos, self.completed) {
+    /// The next TODO's due time (none once the plan is completed).
+    fn next_todo(&self) -> Option<DateTime<Utc>> {
+        match (&self.todos, self.completed) {
             (Ok(t), false) => t.next_due(),
             _ => None,
-        };
+        }
+    }
+
+    /// When this chamber next wakes by itself: its next TODO, held mail, or
+    /// a failed write's retry.
+    fn next_wake(&self) -> Option<DateTime<Utc>> {
+        let todo = self.next_todo();
         let hold = self.mail_hold_until.filter(|_| !self.unread.is_empty());
-        [todo, hold].into_iter().flatten().min()
+        let retry = self.write_retry_at.filter(|t| *t > self.now);
+        [todo, hold, retry].into_iter().flatten().min()
     }
 
     // ---- small helpers -----------------------------------------------------
@@ -351,7 +365,7 @@ impl Chamber {
     }
 
     fn max_attempts(&self) -> u32 {
-        self.config.as_ref().map(|c| c.max_attempts).unwrap_or(10)
+        self.config.as_ref().map(|c| c.max_attempts).unwrap_or(todo::DEFAULT_MAX_ATTEMPTS)
     }
 
     fn note_unread(&mut self, name: String) {
@@ -371,6 +385,7 @@ impl Chamber {
             Ok((done, list)) => {
                 self.todos = Ok(list);
                 self.write_error = None;
+                self.write_retry_at = None;
                 Ok(done)
             }
             Err(TodoWriteError::Fault(m)) => {
@@ -494,9 +509,10 @@ impl Chamber {
         }
     }
 
+    /// The chamber is done (removed, or cryod is shutting down): the shell
+    /// stops feeding it once [`Chamber::finished`] says so.
     fn exit(&mut self) {
         self.finished = true;
-        self.emit(Effect::Exit);
     }
 
     fn timer(&mut self, t: Timer) {
@@ -539,12 +555,10 @@ impl Chamber {
             self.want(Trigger::Manual);
         }
         let now = self.now;
-        let next = match (&self.todos, self.completed) {
-            (Ok(t), false) => t.next_due(),
-            _ => None,
-        };
+        let next = self.next_todo();
         let hold = self.mail_hold_until.filter(|h| *h > now);
-        if self.live.is_none() {
+        let retry = self.write_retry_at.filter(|t| *t > now);
+        if self.live.is_none() && retry.is_none() {
             if next.is_some_and(|t| t <= now) {
                 self.want(Trigger::Scheduled);
             }
@@ -553,8 +567,16 @@ impl Chamber {
             }
         }
         // While a session runs, a due TODO waits for it to end (then replan).
-        let wake = [next.filter(|t| *t > now), hold].into_iter().flatten().min();
+        let wake = [next.filter(|t| *t > now), hold, retry].into_iter().flatten().min();
         self.emit(Effect::Plan(wake));
+    }
+
+    /// A wake's write failed: no wake (and no request for one) until
+    /// [`WRITE_RETRY`] has passed; the next re-plan says when.
+    fn hold_wakes(&mut self) {
+        self.write_retry_at = Some(self.now + WRITE_RETRY);
+        self.wanted = None;
+        self.emit(Effect::CancelAdmission);
     }
 
     fn want(&mut self, trigger: Trigger) {
@@ -592,7 +614,8 @@ impl Chamber {
         }
         if !self.unread.is_empty() {
             self.completed = false;
-            if self.mail_hold_until.is_some_and(|h| h > self.now) {
+            let held = |t: Option<DateTime<Utc>>| t.is_some_and(|h| h > self.now);
+            if held(self.mail_hold_until) || held(self.write_retry_at) {
                 return;
             }
             self.want(Trigger::Inbox);
@@ -603,12 +626,6 @@ impl Chamber {
 fn claim_req(then: AfterClaim) -> ReqId {
     match then {
         AfterClaim::Receive(req) | AfterClaim::Dialog { req, .. } => req,
-    }
-}
-
-fn refusal_text(r: Refusal) -> String {
-    match r {
-        Refusal::Invalid(s) | Refusal::Precondition(s) | Refusal::NotFound(s) | Refusal::Internal(s) => s,
     }
 }
 

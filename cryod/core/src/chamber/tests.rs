@@ -450,7 +450,6 @@ fn shutdown_interrupts_the_session_and_exits() {
     let out = rig.feed(Input::Shutdown { req });
     assert!(out.iter().any(|e| matches!(e, Effect::Signal { sig: Sig::Term, .. })), "{out:#?}");
     let end = rig.exit("killed by signal 15");
-    assert!(end.iter().any(|e| matches!(e, Effect::Exit)), "{end:#?}");
     assert_eq!(reply(&end, req), Some(Ok(Reply::Done)));
     assert!(
         end.iter()
@@ -466,4 +465,24 @@ fn dialog_without_last_shows_twenty_and_claims_the_unread_mail() {
     let reply = rig.call(Call::Dialog { last: 0, all: false });
     assert_eq!(reply, Ok(Reply::Dialog { claimed: 1, last: DIALOG_LAST, all: false }));
     assert_eq!(rig.call(Call::Dialog { last: 3, all: false }), Ok(Reply::Dialog { claimed: 0, last: 3, all: false }));
+}
+
+#[test]
+fn a_failing_claim_is_retried_a_minute_later_not_in_a_loop() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.fail = Some("UpdateTodos");
+    let out = rig.wake();
+    let ended = pos(&out, "SessionEnded", |e| matches!(e, Effect::SessionEnded { .. }));
+    assert!(!out[ended..].iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "no new request at once: {out:#?}");
+    assert!(matches!(out.last(), Some(Effect::Plan(Some(t))) if *t == t0() + WRITE_RETRY), "{out:#?}");
+    // Mail meanwhile waits for the retry too.
+    let mail = rig.feed(Input::Inbox { unread: vec!["a.md".into()], arrived: true });
+    assert!(!mail.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{mail:#?}");
+    // A minute on, with the disk writable again, the wake runs.
+    rig.fail = None;
+    rig.now = t0() + WRITE_RETRY;
+    let due = rig.feed(Input::Due);
+    assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{due:#?}");
+    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok1".into() });
+    assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "{out:#?}");
 }

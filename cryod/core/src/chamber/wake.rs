@@ -6,8 +6,9 @@ use super::*;
 
 impl Chamber {
     pub(super) fn admitted(&mut self, nonce: String, token: String) {
-        // A chamber holds one slot at most: a permit granted while a session
-        // runs is surplus, and the shell has given it back already.
+        // Admission gives a chamber one permit at a time, so none arrives
+        // while a session runs (the simulator checks it); were one to, it
+        // would not be this session's to give back.
         if self.live.is_some() {
             return;
         }
@@ -40,13 +41,11 @@ impl Chamber {
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = intended.iter().map(|c| c.due).min().or(Some(asked_at));
-        let mut reasons: Vec<String> = intended.iter().map(|c| format!("todo:{}", c.id)).collect();
-        reasons.extend(self.unread.iter().map(|m| format!("mail:{m}")));
         self.emit(Effect::RecordWake(WakeRecord {
             number,
             wake_id: wake_id.clone(),
             trigger,
-            reasons,
+            reasons: reasons(&intended, &self.unread),
             claims: intended.clone(),
             due_at: due,
             created_at: now,
@@ -83,6 +82,7 @@ impl Chamber {
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) else { return };
         match r {
             Ok(()) => {
+                self.write_retry_at = None;
                 self.last_session = l.number;
                 l.phase = Phase::Claiming;
                 let op = TodoOp::Claim {
@@ -97,6 +97,8 @@ impl Chamber {
                 self.live = None;
                 self.last_result = Some(format!("no session started: cannot record the wake: {e}"));
                 self.emit(Effect::Release);
+                self.hold_wakes();
+                self.replan();
             }
         }
     }
@@ -105,12 +107,15 @@ impl Chamber {
         let claims = match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
             Ok(TodoDone::Claimed(c)) => Ok(c),
             Ok(_) => Err("unexpected answer to a claim".to_string()),
-            Err(r) => Err(refusal_text(r)),
+            Err(r) => Err(r.text().to_string()),
         };
         let Some(l) = self.live.as_mut() else { return };
         let claims = match claims {
             Ok(c) => c,
-            Err(e) => return self.not_started(format!("cannot claim its TODOs: {e}")),
+            Err(e) => {
+                self.hold_wakes();
+                return self.not_started(format!("cannot claim its TODOs: {e}"));
+            }
         };
         // Someone changed the list since the wake was decided: without what
         // was due and without mail, there is nothing to do after all.
@@ -139,8 +144,7 @@ impl Chamber {
             previous_failure: self.previous_failure.as_deref(),
             note: None,
         });
-        let mut reasons: Vec<String> = l.claims.iter().map(|c| format!("todo:{}", c.id)).collect();
-        reasons.extend(self.unread.iter().map(|m| format!("mail:{m}")));
+        let reasons = reasons(&l.claims, &self.unread);
         self.emit(Effect::RotateLogs);
         self.emit(Effect::Log(LogLine::Begin(number)));
         self.log(format!(
@@ -202,4 +206,10 @@ impl Chamber {
             }
         }
     }
+}
+
+/// Why a wake runs: `todo:ID` for each claim, `mail:NAME` for each unread message.
+fn reasons(claims: &[Claim], unread: &[String]) -> Vec<String> {
+    let todos = claims.iter().map(|c| format!("todo:{}", c.id));
+    todos.chain(unread.iter().map(|m| format!("mail:{m}"))).collect()
 }

@@ -7,7 +7,8 @@
 //! chamber, admission under a global limit, the scheduler's plans, timers and
 //! live tokens. Everything runs on a simulated clock from one seed. Agents are
 //! scripted ([`agent`]); people write mail; operators start, stop, pause,
-//! wake and write TODOs; the machine sleeps and wakes; time zones cross DST.
+//! wake and write TODOs; the machine sleeps and wakes; time zones cross DST;
+//! a wake's ledger insert or claim fails now and then (a full disk).
 //! And between any two effects cryod may crash: its volatile part is dropped,
 //! the agents it left run on, and a restart recovers from the durable part
 //! only, as the real daemon does (`Daemon::load`: end the agents of open

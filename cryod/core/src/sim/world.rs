@@ -13,7 +13,7 @@ use super::check::Checker;
 use super::{Config, Rng};
 use crate::chamber::{
     Boot, Call, Chamber, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, Refusal,
-    Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoWriteError,
+    Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
 };
 use crate::message::{CRYOCHAMBER, Message};
 use crate::session::Trigger;
@@ -34,6 +34,8 @@ const STARTS: &[&str] = &[
 /// The simulated `max_session_duration`.
 const SESSION_LIMIT: u64 = 1800;
 const STOP_GRACE: StdDuration = StdDuration::from_secs(10);
+/// A wake's ledger insert or claim fails (a full disk) this rarely.
+const WRITE_FAILS_ONE_IN: u64 = 400;
 
 /// One chamber's durable state: its files and its registry row.
 #[derive(Debug, Clone)]
@@ -104,6 +106,7 @@ struct Daemon {
     queue: BTreeMap<(Trigger, u64), usize>,
     seq: u64,
     running: usize,
+    /// The chamber holds a permit (from the grant, before it arrives).
     slot: Vec<bool>,
     plans: Vec<Option<DateTime<Utc>>>,
     tokens: HashMap<String, (usize, u64)>,
@@ -140,14 +143,23 @@ pub struct Report {
     pub spawns: u64,
     pub crashes: u64,
     pub sleeps: u64,
+    /// Ledger inserts and claims that failed as on a full disk.
+    pub write_failures: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned, {} cryod crashes, {} sleeps, {} inputs, {} effects",
-            self.chamber_days, self.wakes, self.spawns, self.crashes, self.sleeps, self.inputs, self.effects
+            "{} chamber-days, {} wakes, {} agents spawned, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            self.chamber_days,
+            self.wakes,
+            self.spawns,
+            self.crashes,
+            self.write_failures,
+            self.sleeps,
+            self.inputs,
+            self.effects
         )
     }
 }
@@ -161,6 +173,7 @@ impl std::ops::AddAssign for Report {
         self.spawns += o.spawns;
         self.crashes += o.crashes;
         self.sleeps += o.sleeps;
+        self.write_failures += o.write_failures;
     }
 }
 
@@ -774,6 +787,8 @@ impl World {
         while d.running < self.config.limit {
             let Some((_, c)) = d.queue.pop_first() else { break };
             d.running += 1;
+            // It holds the slot from now on, though the permit is still on its way.
+            d.slot[c] = true;
             granted.push(c);
         }
         for c in granted {
@@ -783,13 +798,16 @@ impl World {
 
     fn admit(&mut self, c: usize) -> Step {
         let d = self.daemon.as_mut().expect("live");
-        if d.machines[c].is_none() || d.slot[c] {
-            // A gone chamber, or a surplus permit: given back.
+        let Some(machine) = d.machines[c].as_ref() else {
+            // A gone chamber: its permit comes back.
+            d.slot[c] = false;
             d.running -= 1;
             self.grant();
             return Ok(());
+        };
+        if machine.live_session().is_some() {
+            return Err(format!("chamber {c} was given a second permit while its session runs"));
         }
-        d.slot[c] = true;
         self.observe_inbox(c)?;
         let (nonce, token) = (self.rng.hex(6), self.rng.hex(16));
         self.feed(c, Input::Admitted { nonce, token })
@@ -808,6 +826,7 @@ impl World {
                 }
                 None
             }
+            Effect::RequestAdmission(_) if d.slot[c] => None,
             Effect::RequestAdmission(trigger) => {
                 let old = d.queue.iter().find(|(_, ch)| **ch == c).map(|(k, _)| *k);
                 match old {
@@ -838,6 +857,10 @@ impl World {
             Effect::ArmTimer { timer, after } => {
                 self.after(after, Ev::Timer { inc, chamber: c, timer });
                 None
+            }
+            Effect::RecordWake(_) if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) => {
+                self.report.write_failures += 1;
+                Some(Input::Recorded(Err("database or disk is full".into())))
             }
             Effect::RecordWake(w) => {
                 self.report.wakes += 1;
@@ -890,6 +913,13 @@ impl World {
                 self.disks[c].paused = paused;
                 Some(Input::StoreWritten { then, result: Ok(()) })
             }
+            // A wake's claim (or a skip) that cannot be written: the disk is full.
+            Effect::UpdateTodos { op: TodoOp::Claim { .. } | TodoOp::Skip { .. }, then }
+                if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) =>
+            {
+                self.report.write_failures += 1;
+                Some(Input::TodosUpdated { then, result: Err(TodoWriteError::Write("No space left on device".into())) })
+            }
             Effect::UpdateTodos { op, then } => {
                 let mut list = self.disks[c].todos.clone();
                 let result = match op.apply(&mut list) {
@@ -917,9 +947,7 @@ impl World {
                 Some(Input::Archived { then, result: Ok(moved) })
             }
             Effect::WritePlan { req, .. } => Some(Input::PlanWritten { req, result: Ok(()) }),
-            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::Exit | Effect::SessionStarted { .. } => {
-                None
-            }
+            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::SessionStarted { .. } => None,
             Effect::Log(line) => {
                 // Event lines are kept for scripted runs (compared with the
                 // real cryo.log); random runs check only the blocks.
@@ -1103,11 +1131,7 @@ impl World {
             }
             Ok(_) => {}
             Err(r) => {
-                let why = match &r {
-                    Refusal::Invalid(s) | Refusal::Precondition(s) | Refusal::NotFound(s) | Refusal::Internal(s) => {
-                        s.clone()
-                    }
-                };
+                let why = r.text().to_string();
                 if matches!(call, Call::Hibernate { .. }) && why.contains("new mail arrived") {
                     p.agent.hibernated = false;
                 }

@@ -297,3 +297,49 @@ fn a_zone_change_moves_cron_series_to_the_new_wall_clock() {
     assert_eq!(list.get(id).unwrap().at, Some(t("2026-03-05T14:00:00Z")), "09:00 in New York is still ahead today");
     assert_eq!(list.get(every).unwrap().at, before, "a duration does not depend on the zone");
 }
+
+#[test]
+fn a_claim_names_its_wake_and_settles_once() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let a = list.add(one("a", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
+    let b = list.add(one("b", "2026-03-05T11:30:00Z"), now, UTC).unwrap();
+    // The wake was recorded with `a` only: `b`, though due, stays for the next one.
+    let claims = list.claim_for("w1", &[a], now, UTC, Duration::minutes(5));
+    assert_eq!(claims.iter().map(|c| c.id).collect::<Vec<_>>(), [a]);
+    assert_eq!(list.get(a).unwrap().claimed_by.as_deref(), Some("w1"));
+    assert!(list.get(b).unwrap().is_pending());
+    assert_eq!(list.in_flight("w1", &claims), claims);
+    assert!(list.in_flight("w2", &claims).is_empty(), "another wake holds nothing");
+
+    let fail = Settle::Fail { now, max_attempts: 3 };
+    let (retries, _) = list.settle("w1", &claims, fail);
+    assert_eq!(retries.len(), 1);
+    let after = list.clone();
+    // A crash between the settlement and its record settles it again: nothing changes.
+    assert_eq!(list.settle("w1", &claims, fail), (Vec::new(), Vec::new()));
+    assert_eq!(list, after);
+    assert_eq!(list.get(a).unwrap().claimed_by, None);
+}
+
+#[test]
+fn a_claim_of_an_older_cryo_without_a_marker_is_in_flight_for_any_wake() {
+    let text = r#"[{"id":1,"text":"a","done":false,"claimed":true,"at":"2026-03-05T11:00:00Z"}]"#;
+    let list = parse_file(text, UTC, 0).unwrap();
+    assert!(list.get(1).unwrap().in_flight("w9"));
+}
+
+#[test]
+fn skip_missed_moves_only_late_skip_series() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    let every = |missed| NewTodo { text: "poll".into(), every: Some("1h".into()), missed, ..NewTodo::default() };
+    let skip = list.add(every(Missed::Skip), now, UTC).unwrap();
+    let once = list.add(every(Missed::Once), now, UTC).unwrap();
+    let late = t("2026-03-05T15:30:00Z");
+    assert_eq!(list.skip_missed(late, UTC, Duration::minutes(5)), 1);
+    assert_eq!(list.get(skip).unwrap().at, Some(t("2026-03-05T16:00:00Z")));
+    assert_eq!(list.get(once).unwrap().at, Some(t("2026-03-05T13:00:00Z")), "a `once` series keeps its slots to run");
+    // On time, nothing is skipped.
+    assert_eq!(list.skip_missed(t("2026-03-05T16:01:00Z"), UTC, Duration::minutes(5)), 0);
+}
