@@ -59,6 +59,10 @@ enum DaemonCmd {
         /// Config file (default: $XDG_CONFIG_HOME/cryo/cryod.toml).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// The store: a PostgreSQL connection string makes this cryod a
+        /// node of a fleet (overrides `[store] url`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
         /// More log output (-v info, -vv debug); RUST_LOG overrides.
         #[arg(short, long, action = clap::ArgAction::Count)]
         verbose: u8,
@@ -79,13 +83,17 @@ pub struct Ctx {
 }
 
 fn main() -> ExitCode {
+    // A fleet node's cryod runs its sessions' keepers from its own binary.
+    if let Some(code) = cryod::keeper::intercept() {
+        return code;
+    }
     // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
     clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     let ctx = Ctx { socket: cli.socket, json: cli.json };
     match cli.command {
-        Command::Daemon(DaemonCmd::Run { config, verbose }) => {
-            cryod::main_with(cryod::DaemonArgs { socket: ctx.socket, config, verbose })
+        Command::Daemon(DaemonCmd::Run { config, store, verbose }) => {
+            cryod::main_with(cryod::DaemonArgs { socket: ctx.socket, config, store, verbose })
         }
         Command::Daemon(DaemonCmd::Install) => run(cmd::daemon::install(ctx)),
         Command::Daemon(DaemonCmd::Uninstall) => run(cmd::daemon::uninstall(ctx)),

@@ -20,6 +20,34 @@ pub struct Config {
     pub log_keep: u32,
     /// The web hub.
     pub hub: HubConfig,
+    /// Where the registry and the ledger live (SQLite here, or a fleet's
+    /// PostgreSQL).
+    pub store: StoreConfig,
+}
+
+/// `[store]`: the database, and this node's place in a fleet.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `postgres://…` or `host=/path …` runs this cryod as a node of a
+    /// fleet; unset (or `sqlite:///path`) keeps the local SQLite file.
+    pub url: Option<String>,
+    /// The storage domain: the root path this node shares with the nodes
+    /// that can run the same chambers. Default: this machine
+    /// (`/etc/machine-id`), so nodes on one machine share their chambers.
+    pub domain: Option<String>,
+    /// This node's stable name, a chamber's "home" (default: the host name).
+    pub node: Option<String>,
+    /// How often the lease is renewed, in milliseconds.
+    pub heartbeat_ms: u64,
+    /// How long a renewal lasts on the database's clock, in milliseconds.
+    pub lease_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { url: None, domain: None, node: None, heartbeat_ms: 5_000, lease_ms: 30_000 }
+    }
 }
 
 /// `[hub]`: the web pages and JSON API served by cryod.
@@ -45,6 +73,7 @@ impl Default for Config {
             log_max_bytes: 8 * 1024 * 1024,
             log_keep: 3,
             hub: HubConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }
@@ -76,6 +105,18 @@ impl Config {
                 "{}: key `hub.bind`: {:?} is not an address like 127.0.0.1:8765",
                 path.display(),
                 config.hub.bind
+            )));
+        }
+        if let Some(url) = &config.store.url
+            && let Err(e) = crate::store::Location::parse(url)
+        {
+            return Err(ConfigError(format!("{}: key `store.url`: {e}", path.display())));
+        }
+        let (hb, ttl) = (config.store.heartbeat_ms, config.store.lease_ms);
+        if hb < 10 || ttl < hb * 4 {
+            return Err(ConfigError(format!(
+                "{}: key `store.lease_ms`: the lease ({ttl} ms) must last at least four heartbeats ({hb} ms each, at least 10)",
+                path.display()
             )));
         }
         if config.log_max_bytes < 4096 {

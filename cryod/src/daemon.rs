@@ -60,6 +60,9 @@ struct Inner {
     shared: Arc<Shared>,
     started_at: DateTime<Utc>,
     chambers: RwLock<BTreeMap<i64, Entry>>,
+    /// The chambers other nodes of the fleet own (or no node does yet), as
+    /// the database last said.
+    remote: RwLock<BTreeMap<i64, ChamberRecord>>,
 }
 
 /// What `add` did.
@@ -74,10 +77,21 @@ impl Daemon {
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
         let records = shared.store.chambers().await?;
+        if shared.lease.is_fleet() {
+            // A fleet node owns nothing yet: `fleet` claims its share.
+            let remote = records.into_iter().map(|r| (r.id, r)).collect();
+            tracing::info!("registry loaded; claiming this node's share of the fleet's chambers");
+            return Ok(Daemon(Arc::new(Inner {
+                shared,
+                started_at,
+                chambers: Default::default(),
+                remote: RwLock::new(remote),
+            })));
+        }
         // Sessions that were running when cryod died, and what still runs of
         // them, are handed to their chambers' supervisors to finish.
         let mut open: std::collections::HashMap<i64, Vec<crate::store::OpenSession>> = Default::default();
-        for s in shared.store.open_sessions().await? {
+        for s in shared.store.open_sessions(None).await? {
             open.entry(s.chamber_id).or_default().push(s);
         }
         let processes = Arc::new(if open.is_empty() { Default::default() } else { crate::spawn::processes_by_wake() });
@@ -101,7 +115,8 @@ impl Daemon {
             chambers.insert(record.id, Entry { record, handle });
         }
         tracing::info!(chambers = chambers.len(), "registry loaded");
-        let daemon = Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers) }));
+        let daemon =
+            Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers), remote: Default::default() }));
         daemon.follow_the_system_zone();
         Ok(daemon)
     }
@@ -116,6 +131,76 @@ impl Daemon {
 
     pub fn chamber_count(&self) -> usize {
         self.0.chambers.read().expect("registry lock").len()
+    }
+
+    /// Takes over a chamber this node has just claimed (with its new
+    /// fence): what its last owner left open (sessions, claimed mail, the
+    /// agents still running on this machine) is recovered first.
+    pub async fn adopt(&self, record: ChamberRecord) {
+        let shared = &self.0.shared;
+        let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
+        let processes = if open.is_empty() { Default::default() } else { crate::spawn::processes_by_wake() };
+        let procs: Vec<(i32, i32)> = open.iter().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
+        crate::spawn::end_groups(&procs, std::time::Duration::from_secs(1)).await;
+        if !open.is_empty() {
+            tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
+        }
+        let recovery = supervisor::Recovery { open, processes: Arc::new(processes) };
+        let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
+        tracing::info!(chamber = %record.name, fence = record.fence, "chamber taken");
+        let id = record.id;
+        self.0.remote.write().expect("registry lock").remove(&id);
+        self.0.chambers.write().expect("registry lock").insert(id, Entry { record, handle });
+        shared.notify(id, crate::runtime::NoticeKind::Status);
+    }
+
+    /// Drops a chamber at once, finalizing nothing (it is another node's
+    /// now, or this node's lease is lost): its agent is killed.
+    pub async fn drop_chamber(&self, id: i64) {
+        let Some(entry) = self.0.chambers.write().expect("registry lock").remove(&id) else { return };
+        entry.handle.drop.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
+        self.0.remote.write().expect("registry lock").insert(id, entry.record);
+        self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+    }
+
+    /// Hands a chamber over cleanly: its session ends as at shutdown, then
+    /// it is no longer run here. Returns its fence, for the release.
+    pub async fn hand_over(&self, id: i64) -> Option<crate::store::Fence> {
+        let handle = self.handle_of(id).ok()?;
+        let (tx, rx) = oneshot::channel();
+        if handle.tx.send(Event::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+        let entry = self.0.chambers.write().expect("registry lock").remove(&id)?;
+        let fence = entry.record.fence();
+        self.0.remote.write().expect("registry lock").insert(id, entry.record);
+        Some(fence)
+    }
+
+    /// The chambers this node runs, with their fences and whether a session
+    /// runs now.
+    pub fn local(&self) -> Vec<(crate::store::Fence, bool)> {
+        self.0
+            .chambers
+            .read()
+            .expect("registry lock")
+            .values()
+            .map(|e| (e.record.fence(), e.handle.snapshot.borrow().view.state == State::Running))
+            .collect()
+    }
+
+    /// What the database says of the chambers this node does not run.
+    pub fn set_remote(&self, records: Vec<ChamberRecord>) {
+        let local = self.0.chambers.read().expect("registry lock");
+        let mut remote = self.0.remote.write().expect("registry lock");
+        let before = remote.len();
+        *remote = records.into_iter().filter(|r| !local.contains_key(&r.id)).map(|r| (r.id, r)).collect();
+        drop((local, remote));
+        if before > 0 {
+            // Views of the fleet follow (cheap: one notice per round).
+            self.0.shared.notify(0, crate::runtime::NoticeKind::Status);
+        }
     }
 
     /// Scaffolds a chamber folder.
@@ -155,13 +240,23 @@ impl Daemon {
             None => (derive_name(&canonical), false),
         };
         let created = crate::rfc3339(self.0.shared.clock.now());
-        let (record, existed) = self.0.shared.store.add_chamber(base, exact, path.to_string(), created).await?;
+        let new = crate::store::NewChamber {
+            base_name: base,
+            exact_name: exact,
+            path: path.to_string(),
+            created_at: created,
+        };
+        let (record, existed) = self.0.shared.store.add_chamber(new).await?;
         if !existed {
             let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
             self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
             // Live views (and the service manager's status line) learn of it.
             self.0.shared.notify(record.id, crate::runtime::NoticeKind::Status);
+        }
+        if existed && self.view_of(record.id).is_none() {
+            // Another node's, not yet in this node's view of the fleet.
+            self.0.remote.write().expect("registry lock").insert(record.id, record.clone());
         }
         let view = self.view_of(record.id).ok_or_else(|| Error::Internal("chamber vanished".into()))?;
         Ok(Added { view, already_registered: existed, init: scaffolded })
@@ -203,39 +298,44 @@ impl Daemon {
     }
 
     fn view_of(&self, id: i64) -> Option<ChamberView> {
-        self.0.chambers.read().expect("registry lock").get(&id).map(Entry::view)
+        let local = self.0.chambers.read().expect("registry lock").get(&id).map(Entry::view);
+        local.or_else(|| self.0.remote.read().expect("registry lock").get(&id).map(remote_view))
     }
 
     fn handle_of(&self, id: i64) -> Result<Handle> {
-        self.0
-            .chambers
-            .read()
-            .expect("registry lock")
-            .get(&id)
-            .map(|e| e.handle.clone())
-            .ok_or_else(|| Error::NotFound("the chamber was removed".into()))
+        if let Some(h) = self.0.chambers.read().expect("registry lock").get(&id).map(|e| e.handle.clone()) {
+            return Ok(h);
+        }
+        match self.0.remote.read().expect("registry lock").get(&id) {
+            Some(r) => Err(Error::Precondition(format!(
+                "chamber {:?} is run by another node of the fleet ({}): run this on that node",
+                r.name,
+                r.owner.as_deref().unwrap_or("none yet; it is being taken over")
+            ))),
+            None => Err(Error::NotFound("the chamber was removed".into())),
+        }
     }
 
-    /// Every chamber, by name.
+    /// Every chamber (of every node of a fleet), by name.
     pub fn list(&self) -> Vec<ChamberView> {
-        let map = self.0.chambers.read().expect("registry lock");
-        let mut all: Vec<_> = map.values().map(Entry::view).collect();
+        let mut all: Vec<_> = self.0.chambers.read().expect("registry lock").values().map(Entry::view).collect();
+        all.extend(self.0.remote.read().expect("registry lock").values().map(remote_view));
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
     }
 
     /// One chamber, by name or by a path inside it.
     pub fn resolve(&self, r: &ChamberRef) -> Result<ChamberView> {
-        let map = self.0.chambers.read().expect("registry lock");
+        let all = self.list();
         let found = match r {
-            ChamberRef::Name(n) => map.values().find(|e| &e.record.name == n),
+            ChamberRef::Name(n) => all.into_iter().find(|v| &v.record.name == n),
             ChamberRef::Path(p) => {
                 let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
                 // The deepest registered chamber containing the path.
-                map.values().filter(|e| p.starts_with(&e.record.path)).max_by_key(|e| e.record.path.len())
+                all.into_iter().filter(|v| p.starts_with(&v.record.path)).max_by_key(|v| v.record.path.len())
             }
         };
-        found.map(Entry::view).ok_or_else(|| match r {
+        found.ok_or_else(|| match r {
             ChamberRef::Name(n) => Error::NotFound(format!("no chamber named {n:?} (see `cryoctl chamber list`)")),
             ChamberRef::Path(p) => Error::NotFound(format!(
                 "{} is not inside a registered chamber (register it with `cryoctl chamber add`)",
@@ -254,8 +354,16 @@ impl Daemon {
     /// Unregisters a chamber (ending its session); its files stay.
     pub async fn remove(&self, r: &ChamberRef) -> Result<ChamberView> {
         let v = self.resolve(r)?;
+        let fence = self
+            .0
+            .chambers
+            .read()
+            .expect("registry lock")
+            .get(&v.record.id)
+            .map(|e| e.record.fence())
+            .unwrap_or(v.record.fence());
         self.ask(v.record.id, Event::Remove).await?;
-        self.0.shared.store.remove_chamber(v.record.id).await?;
+        self.0.shared.store.remove_chamber(fence).await?;
         self.0.chambers.write().expect("registry lock").remove(&v.record.id);
         self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");
@@ -411,6 +519,31 @@ pub fn validate_name(n: &str) -> Result<()> {
             "invalid chamber name {n:?}: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
         )))
     }
+}
+
+/// A chamber another node runs, as its owner last published it.
+fn remote_view(r: &ChamberRecord) -> ChamberView {
+    let m = r.mirror.clone().unwrap_or_default();
+    let state = match (&r.owner, m.state.as_str()) {
+        (None, _) | (_, "") => match r.desired {
+            crate::store::Desired::Started => State::Idle,
+            crate::store::Desired::Stopped => State::Stopped,
+        },
+        (Some(_), s) => supervisor::state_from_name(s),
+    };
+    let view = cryo_core::chamber::View {
+        state,
+        fault: m.fault,
+        agent: m.agent,
+        timezone: m.timezone,
+        session: m.session,
+        next_wake: m.next_wake.and_then(|t| DateTime::parse_from_rfc3339(&t).ok()).map(|t| t.with_timezone(&Utc)),
+        last_result: m.last_result,
+        mail_waiting: m.mail_waiting,
+        attention: m.attention,
+        ..Default::default()
+    };
+    ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new() } }
 }
 
 /// A valid name from a folder's name.

@@ -128,6 +128,7 @@ impl HubHarness {
                 tokio_util::sync::CancellationToken::new(),
                 root.join("cryod.sock"),
                 root.join("state"),
+                crate::lease::Lease::single(),
             );
             let daemon = crate::daemon::Daemon::load(shared).await.expect("daemon");
             let chamber = root.join("alpha");

@@ -15,12 +15,16 @@ const LAYERS: &[&[&str]] = &[
     &["chamber"],
     // Services the shell uses: admission, process spawning, watchers, sync bridges, the zone.
     &["admission", "spawn", "watch", "bridges", "zone"],
+    // A session's keeper, and the node's trust in its fleet lease (both signal agents' groups).
+    &["keeper", "lease"],
     // What every chamber task shares.
     &["runtime"],
     // The chamber shell around cryo_core's machine.
     &["supervisor"],
     // Operations on the set of chambers.
     &["daemon"],
+    // A fleet node's lease and ownership loops.
+    &["fleet"],
     // What the adapters share (conversions to the wire).
     &["convert"],
     // Adapters: gRPC, the hub, the service manager, the socket.

@@ -18,11 +18,14 @@ pub mod config;
 pub mod convert;
 pub mod daemon;
 pub mod error;
+pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hub;
+pub mod keeper;
 #[cfg(test)]
 mod layers;
+pub mod lease;
 pub mod paths;
 pub mod rpc;
 pub mod runtime;
@@ -63,6 +66,11 @@ pub struct DaemonArgs {
     /// Config file (default: $XDG_CONFIG_HOME/cryo/cryod.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The store: a PostgreSQL connection string (`postgres://…` or
+    /// `host=/path …`) makes this cryod a node of a fleet; overrides
+    /// `[store] url` in cryod.toml.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -101,7 +109,11 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
     if let Some(c) = args.config {
         paths.config_file = c;
     }
-    let config = Config::load(&paths.config_file)?;
+    let mut config = Config::load(&paths.config_file)?;
+    if let Some(url) = args.store {
+        crate::store::Location::parse(&url).map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        config.store.url = Some(url);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async move {
         // Signal handlers first: once the socket answers, SIGTERM and SIGINT
@@ -119,8 +131,7 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
             signals.cancel();
         });
         let listener = Listener::bind(&paths)?;
-        let store =
-            Store::open(&paths.database()).with_context(|| format!("opening {}", paths.database().display()))?;
+        let store = open_store(&config, &paths, listener.path()).await?;
         let done = run(config, listener, store, Clock::system(), shutdown.clone(), paths.state_dir.clone());
         tokio::pin!(done);
         tokio::select! {
@@ -135,6 +146,30 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens the store `[store] url` names: the SQLite file in the state folder
+/// by default, or the fleet's PostgreSQL (registering this process as a
+/// node).
+async fn open_store(config: &Config, paths: &Paths, socket: &std::path::Path) -> anyhow::Result<Store> {
+    let location = match &config.store.url {
+        None => crate::store::Location::Sqlite(paths.database()),
+        Some(url) => crate::store::Location::parse(url).map_err(|e| anyhow::anyhow!("{e}"))?,
+    };
+    match location {
+        crate::store::Location::Sqlite(path) => {
+            Store::open(&path).with_context(|| format!("opening {}", path.display()))
+        }
+        crate::store::Location::Postgres(url) => {
+            let node = fleet::node_info(config, socket);
+            let (id, domain) = (node.id.clone(), node.domain.clone());
+            let pg = crate::store::postgres::Postgres::connect(&url, node)
+                .await
+                .map_err(|e| anyhow::anyhow!("the fleet's store: {e}"))?;
+            tracing::info!(node = %id, %domain, store = %crate::store::Backend::describe(&pg), "joined the fleet");
+            Ok(Store::from(std::sync::Arc::new(pg)))
+        }
+    }
+}
+
 /// The daemon: serves the socket until `shutdown` is cancelled, then ends
 /// running sessions and stops.
 pub async fn run(
@@ -146,9 +181,15 @@ pub async fn run(
     state_dir: PathBuf,
 ) -> anyhow::Result<()> {
     let socket = listener.path().to_path_buf();
-    let shared = runtime::Shared::start(config, store, clock, shutdown.clone(), socket.clone(), state_dir.clone());
+    let lease = match store.fleet() {
+        Some(pg) => lease::Lease::fleet(pg.registered_before() + pg.node().lease.ttl - pg.node().lease.margin()),
+        None => lease::Lease::single(),
+    };
+    let shared =
+        runtime::Shared::start(config, store, clock, shutdown.clone(), socket.clone(), state_dir.clone(), lease);
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
+    fleet::start(&daemon);
     let info = match hub_config {
         Some(bind) => match hub::token(&state_dir) {
             Ok(token) => hub::start(daemon.clone(), &bind, token).await,
@@ -178,6 +219,7 @@ pub async fn run(
     let drain = async {
         shutdown.cancelled().await;
         daemon.shutdown().await;
+        fleet::leave(&daemon).await;
     };
     let (served, ()) = tokio::join!(served, drain);
     served.context("serving the socket")?;

@@ -11,5 +11,9 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
+    // `cryod __keep …`: a session's keeper (see `cryod::keeper`).
+    if let Some(code) = cryod::keeper::intercept() {
+        return code;
+    }
     cryod::main_with(Cli::parse().args)
 }

@@ -54,6 +54,8 @@ pub struct HubInfo {
 
 pub struct Shared {
     pub store: Store,
+    /// This node's trust in its lease (always held on one machine).
+    pub lease: crate::lease::Lease,
     pub clock: Clock,
     pub config: Config,
     /// The system's zone, for chambers that name none; updated when the
@@ -88,8 +90,10 @@ impl Shared {
         shutdown: tokio_util::sync::CancellationToken,
         socket: PathBuf,
         state_dir: PathBuf,
+        lease: crate::lease::Lease,
     ) -> std::sync::Arc<Shared> {
         std::sync::Arc::new(Shared {
+            lease,
             admission: Admission::new(config.max_concurrent_sessions),
             scheduler: Scheduler::start(clock.clone(), shutdown.clone()),
             watcher: Watcher::start(),

@@ -1,93 +1,353 @@
-//! The daemon's SQLite database: the chamber registry (and, as cryo grows,
-//! session history, the wake ledger and the claim journal).
+//! The daemon's database, behind one seam: the chamber registry, the wake
+//! ledger (session history), the claim journal and the status mirror.
 //!
-//! One thread owns the connection; async code sends it closures and awaits
-//! the answer, so SQLite never blocks a tokio worker. Everything that touches
-//! the database goes through [`Store`], which keeps the storage behind one
-//! interface (a shared store for several nodes would replace this module).
+//! [`Backend`] is the seam; it has two implementations:
+//! - [`sqlite`]: one machine, one file (the default). One thread owns the
+//!   connection; async code sends it closures.
+//! - [`postgres`]: a fleet of cryod nodes on one PostgreSQL. It also holds
+//!   the nodes, their leases and who owns which chamber.
+//!
+//! Every write scoped to a chamber takes the chamber's [`Fence`]: the token
+//! its owner got when it took the chamber. The write checks it in the same
+//! transaction and fails with [`StoreError::Fenced`] if another node (or a
+//! later start of this one) has taken the chamber since.
 
-mod migrations;
-mod registry;
-mod sessions;
+pub mod postgres;
+pub mod sqlite;
 
-use std::path::Path;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
-use rusqlite::Connection;
-use tokio::sync::oneshot;
+use serde::{Deserialize, Serialize};
 
-pub use registry::{ChamberRecord, Desired};
-pub use sessions::{OpenClaim, OpenSession, SessionRow, WakeRecord};
-
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
-/// A handle to the database thread. Cheap to clone.
-#[derive(Clone)]
-pub struct Store {
-    tx: std::sync::mpsc::Sender<Job>,
-}
+/// A boxed future of a store call (the seam is a trait object).
+pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database: {0}")]
+    Postgres(String),
     #[error("the database thread has stopped")]
     Gone,
     #[error("{0}")]
     Conflict(String),
+    /// The chamber is no longer this node's, or was taken again since this
+    /// writer got its fence: nothing was written.
+    #[error("fenced: chamber {chamber} was taken by another owner (our fence {fence})")]
+    Fenced { chamber: i64, fence: i64 },
+}
+
+impl StoreError {
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, StoreError::Fenced { .. })
+    }
+}
+
+/// The right to write a chamber's rows: its id and the token its owner got
+/// when it took it (each taking increments it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub chamber: i64,
+    pub token: i64,
+}
+
+impl Fence {
+    fn fenced(self) -> StoreError {
+        StoreError::Fenced { chamber: self.chamber, fence: self.token }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Desired {
+    Stopped,
+    Started,
+}
+
+impl Desired {
+    fn as_str(self) -> &'static str {
+        match self {
+            Desired::Stopped => "stopped",
+            Desired::Started => "started",
+        }
+    }
+
+    fn parse(s: &str) -> Desired {
+        if s == "started" { Desired::Started } else { Desired::Stopped }
+    }
+}
+
+/// One registered chamber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChamberRecord {
+    pub id: i64,
+    pub name: String,
+    /// Canonical absolute path.
+    pub path: String,
+    pub desired: Desired,
+    /// Started but paused: no session starts until resumed.
+    pub paused: bool,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The owner's token (see [`Fence`]).
+    pub fence: i64,
+    /// The node that owns it now (fleet); `None` on one machine or when
+    /// no live node holds it.
+    pub owner: Option<String>,
+    /// The node name it prefers (the one that added it).
+    pub home: Option<String>,
+    /// The storage domain its folder lives in (fleet).
+    pub domain: String,
+    /// What its owner last published of it (fleet), for other nodes' views.
+    pub mirror: Option<Mirror>,
+}
+
+impl ChamberRecord {
+    pub fn fence(&self) -> Fence {
+        Fence { chamber: self.id, token: self.fence }
+    }
+}
+
+/// What a chamber's owner publishes of it for the other nodes: the status
+/// views need no more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mirror {
+    pub state: String,
+    pub session: u64,
+    pub next_wake: Option<String>,
+    pub last_result: Option<String>,
+    pub mail_waiting: u32,
+    pub attention: Option<String>,
+    pub fault: Option<String>,
+    pub agent: String,
+    pub timezone: String,
+}
+
+/// A wake about to be spawned.
+#[derive(Debug, Clone)]
+pub struct WakeRecord {
+    pub number: u64,
+    pub wake_id: String,
+    pub trigger: String,
+    /// JSON array of reasons (due TODO ids, message names).
+    pub reasons: String,
+    /// JSON array of claimed TODO ids.
+    pub claimed: String,
+    pub due_at: Option<String>,
+    pub created_at: String,
+}
+
+/// One row of history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub number: u64,
+    pub wake_id: String,
+    pub trigger: String,
+    pub due_at: Option<String>,
+    pub started_at: Option<String>,
+    pub lateness_ms: Option<i64>,
+    pub ended_at: Option<String>,
+    pub outcome: Option<String>,
+}
+
+/// A session that was never closed: its owner died while it ran.
+#[derive(Debug, Clone)]
+pub struct OpenSession {
+    pub chamber_id: i64,
+    pub number: u64,
+    pub wake_id: String,
+    pub pid: Option<u32>,
+    /// JSON array of the claimed TODOs (see `WakeRecord::claimed`).
+    pub claimed: String,
+}
+
+/// A journaled inbox batch without an answer.
+#[derive(Debug, Clone)]
+pub struct OpenClaim {
+    pub id: i64,
+    pub session: u64,
+    pub files: Vec<String>,
+}
+
+/// What registering a chamber needs.
+#[derive(Debug, Clone)]
+pub struct NewChamber {
+    pub base_name: String,
+    /// The name was asked for: a clash is an error, not a `-2` suffix.
+    pub exact_name: bool,
+    pub path: String,
+    pub created_at: String,
+}
+
+/// The name a new chamber gets: the base, or (unless exact) the base with
+/// the first free `-N` suffix.
+fn unique_name<E>(new: &NewChamber, mut taken: impl FnMut(&str) -> Result<bool, E>) -> Result<String, StoreError>
+where
+    StoreError: From<E>,
+{
+    let base = &new.base_name;
+    if !taken(base)? {
+        return Ok(base.clone());
+    }
+    if new.exact_name {
+        return Err(StoreError::Conflict(format!(
+            "the name {base:?} is taken by another chamber: choose another with --name"
+        )));
+    }
+    let mut n = 2;
+    loop {
+        let name = format!("{base}-{n}");
+        if !taken(&name)? {
+            return Ok(name);
+        }
+        n += 1;
+    }
+}
+
+/// The storage seam. Every method scoped to a chamber that writes takes its
+/// fence; reads do not.
+pub trait Backend: Send + Sync + 'static {
+    /// What this store is, for logs and `status` ("sqlite FILE", "postgres …").
+    fn describe(&self) -> String;
+
+    // The registry.
+    /// Every chamber (of every node), by name.
+    fn chambers(&self) -> Fut<'_, Vec<ChamberRecord>>;
+    /// Registers a chamber; its base name is made unique by a `-2`, `-3`...
+    /// suffix unless exact. The new chamber is this node's, with a fresh
+    /// fence. Returns the record and whether it existed already (same path).
+    fn add_chamber(&self, new: NewChamber) -> Fut<'_, (ChamberRecord, bool)>;
+    fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()>;
+    fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()>;
+    fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()>;
+    /// Publishes what other nodes show of a chamber.
+    fn set_mirror(&self, fence: Fence, mirror: Mirror) -> Fut<'_, ()>;
+
+    // The wake ledger.
+    fn record_wake(&self, fence: Fence, wake: WakeRecord) -> Fut<'_, ()>;
+    fn session_started(
+        &self,
+        fence: Fence,
+        number: u64,
+        pid: u32,
+        started_at: String,
+        lateness_ms: Option<i64>,
+    ) -> Fut<'_, ()>;
+    fn session_ended(
+        &self,
+        fence: Fence,
+        number: u64,
+        ended_at: String,
+        outcome: String,
+        detail: String,
+    ) -> Fut<'_, ()>;
+    fn last_session_number(&self, chamber: i64) -> Fut<'_, u64>;
+    /// The most recent sessions of a chamber, newest first.
+    fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>>;
+    /// Sessions with no end, of one chamber or of all.
+    fn open_sessions(&self, chamber: Option<i64>) -> Fut<'_, Vec<OpenSession>>;
+
+    // The claim journal.
+    /// Journals a claimed batch (before its files are archived).
+    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64>;
+    /// Marks every open batch of a session answered.
+    fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()>;
+    /// Forgets a journaled batch whose files never reached the agent.
+    fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()>;
+    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()>;
+    fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>>;
+}
+
+/// A handle to the store. Cheap to clone; derefs to the [`Backend`].
+#[derive(Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    /// Set when the store is a fleet's PostgreSQL.
+    fleet: Option<Arc<postgres::Postgres>>,
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+    fn deref(&self) -> &Self::Target {
+        &*self.backend
+    }
 }
 
 impl Store {
-    /// Opens (creating if needed) and migrates the database at `path`.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let mut conn = Connection::open(path)?;
-        configure(&conn)?;
-        migrations::migrate(&mut conn)?;
-        Ok(Self::spawn(conn))
+    /// The SQLite store at `path`, opened (created if needed) and migrated;
+    /// every chamber in it is taken by this process (a new fence each).
+    pub fn open(path: &std::path::Path) -> Result<Store, StoreError> {
+        Ok(Store::from(sqlite::Sqlite::open(path)?))
     }
 
-    /// An in-memory database, migrated (for tests).
+    /// An in-memory SQLite store, migrated (for tests).
     pub fn open_in_memory() -> Result<Store, StoreError> {
-        let mut conn = Connection::open_in_memory()?;
-        migrations::migrate(&mut conn)?;
-        Ok(Self::spawn(conn))
+        Ok(Store::from(sqlite::Sqlite::open_in_memory()?))
     }
 
-    fn spawn(mut conn: Connection) -> Store {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("cryod-store".into())
-            .spawn(move || {
-                for job in rx {
-                    job(&mut conn);
-                }
-            })
-            .expect("spawning the database thread");
-        Store { tx }
-    }
-
-    /// Runs `f` on the database thread.
-    pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
-    {
-        let (done, wait) = oneshot::channel();
-        self.tx
-            .send(Box::new(move |conn| {
-                let _ = done.send(f(conn));
-            }))
-            .map_err(|_| StoreError::Gone)?;
-        wait.await.map_err(|_| StoreError::Gone)?
+    /// The fleet's store, when this node is one of a fleet.
+    pub fn fleet(&self) -> Option<&Arc<postgres::Postgres>> {
+        self.fleet.as_ref()
     }
 }
 
-/// Connection settings, applied at every open (outside migrations): WAL for
-/// concurrent readers and crash safety, NORMAL sync (durable at checkpoints,
-/// never corrupt), and a busy timeout for the rare external reader.
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    Ok(())
+impl From<sqlite::Sqlite> for Store {
+    fn from(s: sqlite::Sqlite) -> Store {
+        Store { backend: Arc::new(s), fleet: None }
+    }
+}
+
+impl From<Arc<postgres::Postgres>> for Store {
+    fn from(p: Arc<postgres::Postgres>) -> Store {
+        Store { backend: p.clone(), fleet: Some(p) }
+    }
+}
+
+/// Where the store lives, from `[store] url` or `--store`: a SQLite file
+/// (the default) or a PostgreSQL connection string (`postgres://…` or
+/// `host=/path …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// Reads a store URL: `postgres://`, `postgresql://` or a key=value
+    /// string are PostgreSQL; `sqlite://PATH` or a plain path is SQLite.
+    pub fn parse(url: &str) -> Result<Location, String> {
+        let url = url.trim();
+        if url.is_empty() {
+            return Err("the store URL is empty".into());
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains('=') {
+            return url
+                .parse::<tokio_postgres::Config>()
+                .map(|_| Location::Postgres(url.to_string()))
+                .map_err(|e| format!("{url:?} is not a PostgreSQL connection string: {e}"));
+        }
+        let path = url.strip_prefix("sqlite://").unwrap_or(url);
+        if !path.starts_with('/') {
+            return Err(format!("{url:?}: a SQLite store needs an absolute path (or use postgres://…)"));
+        }
+        Ok(Location::Sqlite(path.into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        assert_eq!(Location::parse("/var/x.sqlite").unwrap(), Location::Sqlite("/var/x.sqlite".into()));
+        assert_eq!(Location::parse("sqlite:///var/x.sqlite").unwrap(), Location::Sqlite("/var/x.sqlite".into()));
+        assert!(matches!(Location::parse("postgres://u@h/db").unwrap(), Location::Postgres(_)));
+        assert!(matches!(Location::parse("host=/tmp/pg user=cryo").unwrap(), Location::Postgres(_)));
+        assert!(Location::parse("relative.sqlite").unwrap_err().contains("absolute"));
+        assert!(Location::parse("host=/tmp port=x").unwrap_err().contains("not a PostgreSQL"));
+        assert!(Location::parse(" ").is_err());
+    }
 }

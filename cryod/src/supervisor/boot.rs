@@ -9,6 +9,7 @@ use cryo_core::chamber::{self, Boot, Chamber, Input, Limits, OpenBatch, OpenSess
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::{Event, Handle, Snapshot, Sup, settings};
 use crate::chamber::config as chamber_config;
@@ -73,9 +74,16 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             let _ = tx.send(Event::BridgesChanged);
         })
     };
+    let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
+    let epoch = shared.lease.trust().epoch();
     let mut sup = Sup {
         shared,
         id: record.id,
+        fence: record.fence(),
+        epoch,
+        dropped: false,
+        agent_pgid: None,
+        mirror,
         root,
         tx: tx.clone(),
         snapshot,
@@ -90,8 +98,28 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     sup.shared.watcher.watch(sup.id, &sup.root, &watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
     sup.publish();
-    tokio::spawn(sup.run(rx));
-    Handle { tx, snapshot: snap_rx }
+    let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
+    tokio::spawn(sup.run(rx, drop.clone(), ended.clone()));
+    Handle { tx, snapshot: snap_rx, drop, ended }
+}
+
+/// The writer of a chamber's mirror: the latest snapshot, in order, until
+/// the supervisor ends (a fenced write ends it too).
+fn mirrored(shared: &Arc<Shared>, fence: crate::store::Fence) -> watch::Sender<crate::store::Mirror> {
+    let (tx, mut rx) = watch::channel(crate::store::Mirror::default());
+    let store = shared.store.clone();
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let m = rx.borrow_and_update().clone();
+            if let Err(e) = store.set_mirror(fence, m).await {
+                if e.is_fenced() {
+                    return;
+                }
+                tracing::debug!(error = %e, "cannot publish a chamber's mirror");
+            }
+        }
+    });
+    tx
 }
 
 /// The ledger's open sessions and batches, and (only if there are any) what

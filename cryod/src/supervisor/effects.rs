@@ -21,10 +21,20 @@ use crate::store::{Desired, WakeRecord};
 /// Leftovers of an ended session's group get this long after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a keeper may take to start its agent.
+const KEEPER_START: Duration = Duration::from_secs(10);
+
 impl Sup {
     /// Performs one effect; returns its result for the machine, if it has one.
     pub(super) async fn perform(&mut self, effect: Effect) -> Option<Input> {
-        let store = &self.shared.store;
+        // A fleet node writes only while it trusts its lease: a frozen one
+        // waits here; one that lost it drops the chamber.
+        if self.shared.lease.is_fleet() && !self.shared.lease.held(self.epoch).await {
+            self.dropped = true;
+            return None;
+        }
+        let store = self.shared.store.clone();
+        let fence = self.fence;
         match effect {
             Effect::Plan(at) => self.shared.scheduler.plan(self.id, at, self.due_sink()),
             Effect::RequestAdmission(trigger) => self.shared.admission.request(trigger, self.id, self.grant_sink()),
@@ -39,7 +49,6 @@ impl Sup {
             }
             Effect::RecordWake(w) => {
                 let record = WakeRecord {
-                    chamber_id: self.id,
                     number: w.number,
                     wake_id: w.wake_id,
                     trigger: w.trigger.as_str().into(),
@@ -48,7 +57,7 @@ impl Sup {
                     due_at: w.due_at.map(crate::rfc3339),
                     created_at: crate::rfc3339(w.created_at),
                 };
-                let r = store.record_wake(record).await.map_err(|e| e.to_string());
+                let r = self.fenced(store.record_wake(fence, record).await).map_err(|e| e.to_string());
                 if let Err(error) = &r {
                     tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
                 }
@@ -56,33 +65,35 @@ impl Sup {
             }
             Effect::SessionStarted { number, pid, at, lateness_ms } => {
                 tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
-                let _ = store.session_started(self.id, number, pid, crate::rfc3339(at), lateness_ms).await;
+                let r = store.session_started(fence, number, pid, crate::rfc3339(at), lateness_ms).await;
+                let _ = self.fenced(r);
             }
             Effect::SessionEnded { number, at, outcome, summary } => {
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                let _ = store.session_ended(self.id, number, crate::rfc3339(at), outcome, summary).await;
+                let r = store.session_ended(fence, number, crate::rfc3339(at), outcome, summary).await;
+                let _ = self.fenced(r);
             }
             Effect::JournalClaim { number, names, then } => {
                 let at = crate::rfc3339(self.now());
-                let result = store
-                    .journal_claim(self.id, number, names.clone(), at)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string());
+                let r = store.journal_claim(fence, number, names.clone(), at).await;
+                let result = self.fenced(r).map(|_| ()).map_err(|e| e.to_string());
                 return Some(Input::Journaled { then, names, result });
             }
             Effect::JournalAnswer { number } => {
-                let _ = store.journal_answer(self.id, number, crate::rfc3339(self.now())).await;
+                let r = store.journal_answer(fence, number, crate::rfc3339(self.now())).await;
+                let _ = self.fenced(r);
             }
             Effect::JournalAnswered { id } => {
-                let _ = store.claim_answered_by_id(id, crate::rfc3339(self.now())).await;
+                let r = store.claim_answered_by_id(fence, id, crate::rfc3339(self.now())).await;
+                let _ = self.fenced(r);
             }
             Effect::JournalDrop { id } => {
-                let _ = store.journal_drop(id).await;
+                let r = store.journal_drop(fence, id).await;
+                let _ = self.fenced(r);
             }
             Effect::SetStarted { started, then } => {
                 let desired = if started { Desired::Started } else { Desired::Stopped };
-                let result = store.set_desired(self.id, desired).await.map_err(|e| e.to_string());
+                let result = self.fenced(store.set_desired(fence, desired).await).map_err(|e| e.to_string());
                 if result.is_ok() {
                     let what = if started { "chamber started" } else { "chamber stopped" };
                     tracing::info!(chamber = %self.machine.name(), "{what}");
@@ -90,7 +101,7 @@ impl Sup {
                 return Some(Input::StoreWritten { then, result });
             }
             Effect::SetPaused { paused, then } => {
-                let result = store.set_paused(self.id, paused).await.map_err(|e| e.to_string());
+                let result = self.fenced(store.set_paused(fence, paused).await).map_err(|e| e.to_string());
                 return Some(Input::StoreWritten { then, result });
             }
             Effect::UpdateTodos { op, then } => {
@@ -147,7 +158,7 @@ impl Sup {
                 self.shared.tokens.lock().expect("tokens lock").remove(&token);
             }
             Effect::Spawn { session, wake_id, token, prompt } => {
-                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, &prompt)));
+                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, &prompt).await));
             }
             Effect::Signal { pgid, sig } => {
                 spawn::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
@@ -231,8 +242,8 @@ impl Sup {
     }
 
     /// Spawns the agent in its own process group; returns its pid (the
-    /// group's id too).
-    fn spawn_agent(&self, number: u64, wake_id: &str, token: &str, prompt: &str) -> Result<u32, String> {
+    /// group's id too). A fleet node starts it under a keeper.
+    async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, prompt: &str) -> Result<u32, String> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
         let dot = self.root.join(".cryo");
         crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
@@ -266,12 +277,21 @@ impl Sup {
         // found is left to the spawn, whose error says why.
         let program = spawn::find_program(&launch.program, &self.root, &path)
             .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.arg0(&launch.program)
-            .args(&launch.args)
-            .current_dir(&self.root)
-            .stdin(std::process::Stdio::null())
-            .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
+        let kept = self.shared.lease.is_fleet();
+        let mut cmd = if kept {
+            let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
+            let mut cmd = tokio::process::Command::new(exe);
+            let deadline = self.shared.lease.deadline().as_millis().to_string();
+            cmd.arg(crate::keeper::ARG).arg(deadline).arg(&program).args(&launch.args);
+            cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+            cmd
+        } else {
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.arg0(&launch.program).args(&launch.args).stdin(std::process::Stdio::null());
+            cmd.stdout(log_file.try_clone().map_err(|e| e.to_string())?);
+            cmd
+        };
+        cmd.current_dir(&self.root)
             .stderr(log_file)
             .process_group(0)
             .kill_on_drop(false)
@@ -290,7 +310,11 @@ impl Sup {
             std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
             _ => format!("cannot run {:?}: {e}", launch.program),
         })?;
+        if kept {
+            return self.kept(child, number).await;
+        }
         let pid = child.id().ok_or("the agent exited at once")?;
+        self.agent_pgid = Some(pid as i32);
         let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
@@ -298,6 +322,56 @@ impl Sup {
             }
         });
         Ok(pid)
+    }
+
+    /// An agent started under a keeper: waits for its pid, hands the
+    /// keeper's pipe to the lease (which extends its deadline), and reports
+    /// the agent's own status when the keeper tells it.
+    async fn kept(&mut self, mut child: tokio::process::Child, number: u64) -> Result<u32, String> {
+        use tokio::io::AsyncBufReadExt;
+        let stdin = child.stdin.take().ok_or("the keeper has no stdin")?;
+        let stdout = child.stdout.take().ok_or("the keeper has no stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(KEEPER_START, lines.next_line()).await;
+        let pid = match first {
+            Ok(Ok(Some(l))) if l.starts_with("pid ") => l[4..].trim().parse::<u32>().map_err(|e| e.to_string())?,
+            Ok(Ok(Some(l))) => {
+                let _ = child.wait().await;
+                return Err(format!("the agent did not start ({l})"));
+            }
+            _ => {
+                let _ = child.kill().await;
+                return Err("the session's keeper did not start the agent".into());
+            }
+        };
+        let pipe = stdin.into_owned_fd().map_err(|e| format!("the keeper's pipe: {e}"))?;
+        let pgid = pid as i32;
+        self.shared.lease.keep(pgid, std::fs::File::from(pipe));
+        self.agent_pgid = Some(pgid);
+        let (tx, shared) = (self.tx.clone(), self.shared.clone());
+        tokio::spawn(async move {
+            let mut status = None;
+            while let Ok(Some(l)) = lines.next_line().await {
+                status = crate::keeper::status_from_report(&l).or(status);
+            }
+            let _ = child.wait().await;
+            shared.lease.forget(pgid);
+            use std::os::unix::process::ExitStatusExt;
+            let status = status.unwrap_or_else(|| std::process::ExitStatus::from_raw(Signal::SIGKILL as i32));
+            let _ = tx.send(Event::Exited { session: number, status });
+        });
+        Ok(pid)
+    }
+
+    /// Notes a write refused by the fence: the chamber is someone else's now.
+    fn fenced<T>(&mut self, r: Result<T, crate::store::StoreError>) -> Result<T, crate::store::StoreError> {
+        if let Err(e) = &r
+            && e.is_fenced()
+        {
+            tracing::warn!(chamber = %self.machine.name(), error = %e, "dropping the chamber");
+            self.dropped = true;
+        }
+        r
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer, View};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 pub use self::boot::Recovery;
 pub use cryo_core::chamber::{Call as AgentCall, State, TodoCall, WakeOutcome};
@@ -131,6 +132,11 @@ pub struct Snapshot {
 pub struct Handle {
     pub tx: mpsc::UnboundedSender<Event>,
     pub snapshot: watch::Receiver<Snapshot>,
+    /// Cancelled to drop the chamber at once, without finalizing anything
+    /// (it is another node's now): its agent is killed.
+    pub drop: tokio_util::sync::CancellationToken,
+    /// Cancelled when the supervisor has ended, either way.
+    pub ended: tokio_util::sync::CancellationToken,
 }
 
 /// A caller waiting for the machine's reply.
@@ -148,6 +154,17 @@ enum Waiter {
 struct Sup {
     shared: Arc<Shared>,
     id: i64,
+    /// This owner's right to write the chamber's rows.
+    fence: crate::store::Fence,
+    /// The lease epoch this supervisor runs under (see `lease::Trust`).
+    epoch: u64,
+    /// The chamber is no longer ours (fenced, or the lease was lost): the
+    /// supervisor drops it without writing anything more.
+    dropped: bool,
+    /// The running agent's process group.
+    agent_pgid: Option<i32>,
+    /// What other nodes show of the chamber (fleet), written in order.
+    mirror: Option<watch::Sender<crate::store::Mirror>>,
     root: PathBuf,
     tx: mpsc::UnboundedSender<Event>,
     snapshot: watch::Sender<Snapshot>,
@@ -183,6 +200,9 @@ impl Sup {
     async fn feed(&mut self, input: Input) {
         let mut queue: VecDeque<Effect> = self.machine.handle(input, self.now()).into();
         while let Some(effect) = queue.pop_front() {
+            if self.dropped {
+                return;
+            }
             if let Some(result) = self.perform(effect).await {
                 for e in self.machine.handle(result, self.now()).into_iter().rev() {
                     queue.push_front(e);
@@ -191,17 +211,43 @@ impl Sup {
         }
     }
 
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>, drop: CancellationToken, ended: CancellationToken) {
         self.publish();
-        while let Some(ev) = rx.recv().await {
+        loop {
+            let ev = tokio::select! {
+                ev = rx.recv() => ev,
+                _ = drop.cancelled() => None,
+            };
+            let Some(ev) = ev else { break };
             self.event(ev).await;
+            if self.dropped {
+                break;
+            }
             self.publish();
             if self.machine.finished() {
                 break;
             }
         }
+        if self.dropped || drop.is_cancelled() {
+            self.drop_chamber();
+        }
         self.shared.watcher.unwatch(self.id);
         self.shared.admission.cancel(self.id);
+        ended.cancel();
+    }
+
+    /// Lets the chamber go without finalizing it: its agent is killed (never
+    /// resumed), its tokens die, nothing more is written. The next owner's
+    /// recovery closes the session and re-queues what it held.
+    fn drop_chamber(&mut self) {
+        tracing::warn!(chamber = %self.machine.name(), "chamber dropped: another owner will recover it");
+        if let Some(pgid) = self.agent_pgid.take() {
+            crate::spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            self.shared.lease.forget(pgid);
+        }
+        self.shared.tokens.lock().expect("tokens lock").retain(|_, t| t.chamber != self.id);
+        self.permit = None;
+        self.mirror = None;
     }
 
     /// Translates an event into the machine's input, with what the input
@@ -261,6 +307,7 @@ impl Sup {
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call }
             }
             Event::Exited { session, status } => {
+                self.agent_pgid = None;
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
                 Input::Exited { session, status: describe_status(status), log_tail }
@@ -278,6 +325,9 @@ impl Sup {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
         let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses() };
         let changed = *self.snapshot.borrow() != snap;
+        if changed && let Some(m) = &self.mirror {
+            m.send_replace(mirror_of(&snap.view));
+        }
         self.snapshot.send_replace(snap);
         if changed {
             self.shared.notify(self.id, NoticeKind::Status);
@@ -418,6 +468,40 @@ impl Sup {
 /// left open.
 pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Handle {
     boot::start(shared, record, recovery).await
+}
+
+/// A state's name in the mirror.
+pub fn state_name(s: State) -> &'static str {
+    match s {
+        State::Stopped => "stopped",
+        State::Idle => "idle",
+        State::Running => "running",
+        State::Paused => "paused",
+        State::Faulted => "faulted",
+    }
+}
+
+/// A state from its name in the mirror.
+pub fn state_from_name(s: &str) -> State {
+    [State::Idle, State::Running, State::Paused, State::Faulted]
+        .into_iter()
+        .find(|st| state_name(*st) == s)
+        .unwrap_or(State::Stopped)
+}
+
+/// What other nodes show of a chamber.
+fn mirror_of(v: &View) -> crate::store::Mirror {
+    crate::store::Mirror {
+        state: state_name(v.state).into(),
+        session: v.session,
+        next_wake: v.next_wake.map(crate::rfc3339),
+        last_result: v.last_result.clone(),
+        mail_waiting: v.mail_waiting,
+        attention: v.attention.clone(),
+        fault: v.fault.clone(),
+        agent: v.agent.clone(),
+        timezone: v.timezone.clone(),
+    }
 }
 
 /// The machine's settings from a chamber's config.

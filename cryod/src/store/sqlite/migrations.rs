@@ -48,6 +48,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX claims_open ON claims (chamber_id) WHERE answered_at IS NULL;
     CREATE INDEX sessions_open ON sessions (chamber_id) WHERE ended_at IS NULL;",
+    // 5: the owner's fence, taken anew by each cryod that opens the file.
+    "ALTER TABLE chambers ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -1,0 +1,221 @@
+//! A fleet node's loops: the lease, its trust, and ownership.
+//!
+//! - **Renewal**, every heartbeat: the time is taken *before* the renewal is
+//!   sent; if it comes back, the node trusts its lease until that time plus
+//!   the TTL minus a margin, on its own monotonic clock (the database judges
+//!   expiry on its own clock, from a later instant, so the node always stops
+//!   trusting first). Every keeper's deadline moves with it.
+//! - **Watch**, four times a heartbeat: with less than half the TTL of trust
+//!   left the node freezes (agents stopped, no effect performed); a renewal
+//!   thaws it. With none left the lease is lost: agents killed, chambers
+//!   dropped unfinalized; the node then joins again under a new id.
+//! - **Ownership**, every heartbeat and on each `cryo_fleet` notification:
+//!   claim this node's share, drop what the database says is no longer
+//!   ours, hand idle surplus back when others have joined, and refresh the
+//!   view of the chambers other nodes run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::lease::Trust;
+use crate::store::postgres::{LeaseTimes, NodeInfo, Postgres};
+
+/// This node's identity from `cryod.toml`: a fresh id, the stable name, the
+/// storage domain (this machine unless `[store] domain` names a shared one).
+pub fn node_info(config: &Config, socket: &std::path::Path) -> NodeInfo {
+    let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into());
+    let domain = config.store.domain.clone().unwrap_or_else(|| {
+        let id = std::fs::read_to_string("/etc/machine-id").map(|s| s.trim().to_string()).unwrap_or_default();
+        if id.is_empty() { format!("host:{host}") } else { format!("machine:{id}") }
+    });
+    NodeInfo {
+        id: crate::supervisor::random_hex(8),
+        name: config.store.node.clone().unwrap_or_else(|| host.clone()),
+        domain,
+        host,
+        pid: std::process::id(),
+        socket: socket.display().to_string(),
+        capacity: config.max_concurrent_sessions as u32,
+        lease: LeaseTimes {
+            heartbeat: Duration::from_millis(config.store.heartbeat_ms),
+            ttl: Duration::from_millis(config.store.lease_ms),
+        },
+    }
+}
+
+/// Starts the node's loops (nothing on one machine).
+pub fn start(daemon: &Daemon) {
+    let Some(pg) = daemon.shared().store.fleet().cloned() else { return };
+    let stop = daemon.shared().shutdown.clone();
+    let (kick, kicks) = tokio::sync::mpsc::unbounded_channel();
+    pg.listen(kick.clone(), stop.clone());
+    tokio::spawn(renew(daemon.clone(), pg.clone()));
+    tokio::spawn(watch(daemon.clone(), pg.clone(), kick));
+    tokio::spawn(own(daemon.clone(), pg, kicks));
+}
+
+fn times(pg: &Postgres) -> LeaseTimes {
+    pg.node().lease
+}
+
+async fn renew(daemon: Daemon, pg: Arc<Postgres>) {
+    let lease = &daemon.shared().lease;
+    let t = times(&pg);
+    let mut tick = tokio::time::interval(t.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = daemon.shared().shutdown.cancelled() => return,
+        }
+        let (Trust::Held { epoch } | Trust::Frozen { epoch }) = lease.trust() else { continue };
+        let sent = Instant::now();
+        match tokio::time::timeout(t.heartbeat, pg.renew()).await {
+            Ok(Ok(true)) if lease.trust().epoch() == epoch => {
+                lease.renewed(sent + t.ttl - t.margin());
+                if matches!(lease.trust(), Trust::Frozen { .. }) && lease.left() >= Some(t.freeze_below()) {
+                    tracing::info!("the lease is renewed: thawing");
+                    lease.set(Trust::Held { epoch });
+                }
+            }
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => {
+                tracing::error!("the lease has expired in the database");
+                lease.renewed(sent);
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the lease"),
+            Err(_) => tracing::warn!("renewing the lease takes longer than a heartbeat"),
+        }
+    }
+}
+
+async fn watch(daemon: Daemon, pg: Arc<Postgres>, kick: tokio::sync::mpsc::UnboundedSender<String>) {
+    let lease = &daemon.shared().lease;
+    let t = times(&pg);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(t.heartbeat / 4) => {}
+            _ = daemon.shared().shutdown.cancelled() => return,
+        }
+        let left = lease.left().unwrap_or(Duration::ZERO);
+        match lease.trust() {
+            Trust::Held { epoch } if left.is_zero() => lost(&daemon, &pg, epoch, &kick).await,
+            Trust::Frozen { epoch } if left.is_zero() => lost(&daemon, &pg, epoch, &kick).await,
+            Trust::Held { epoch } if left < t.freeze_below() => {
+                tracing::warn!(left_ms = left.as_millis() as u64, "the lease is not being renewed: freezing");
+                lease.set(Trust::Frozen { epoch });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The trust window ran out: kill the agents, drop every chamber without
+/// finalizing, then join again as a new node.
+async fn lost(daemon: &Daemon, pg: &Postgres, epoch: u64, kick: &tokio::sync::mpsc::UnboundedSender<String>) {
+    let lease = &daemon.shared().lease;
+    tracing::error!("the lease is lost: killing this node's agents and dropping its chambers");
+    lease.set(Trust::Lost { epoch });
+    for (fence, _) in daemon.local() {
+        daemon.drop_chamber(fence.chamber).await;
+    }
+    let t = times(pg);
+    loop {
+        if daemon.shared().shutdown.is_cancelled() {
+            return;
+        }
+        let id = crate::supervisor::random_hex(8);
+        match pg.rejoin(id.clone()).await {
+            Ok(()) => {
+                lease.renewed(pg.registered_before() + t.ttl - t.margin());
+                lease.set(Trust::Held { epoch: epoch + 1 });
+                tracing::info!(node = %id, "joined the fleet again");
+                let _ = kick.send("rejoined".into());
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot join the fleet again yet");
+                tokio::time::sleep(t.heartbeat).await;
+            }
+        }
+    }
+}
+
+async fn own(daemon: Daemon, pg: Arc<Postgres>, mut kicks: tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let t = times(&pg);
+    // Nodes starting together see each other before the first claim.
+    let mut next = tokio::time::Instant::now() + t.heartbeat;
+    let mut rounds = 0u64;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            k = kicks.recv() => if k.is_none() { return },
+            _ = daemon.shared().shutdown.cancelled() => return,
+        }
+        // Several notifications at once make one round.
+        while kicks.try_recv().is_ok() {}
+        next = tokio::time::Instant::now() + t.heartbeat;
+        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) || daemon.shared().shutdown.is_cancelled() {
+            continue;
+        }
+        if let Err(e) = round(&daemon, &pg).await {
+            tracing::warn!(error = %e, "the ownership round failed");
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(64) {
+            let _ = pg.forget_dead().await;
+        }
+    }
+}
+
+/// One ownership round.
+async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::StoreError> {
+    let claimed = pg.claim().await?;
+    for record in claimed.taken {
+        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) {
+            break;
+        }
+        daemon.adopt(record).await;
+    }
+    // What the database says is ours; anything else here is dropped.
+    let owned: HashMap<i64, i64> = pg.owned().await?.into_iter().map(|f| (f.chamber, f.token)).collect();
+    let local = daemon.local();
+    for (fence, _) in &local {
+        if owned.get(&fence.chamber) != Some(&fence.token) {
+            tracing::warn!(chamber = fence.chamber, "the chamber is no longer this node's");
+            daemon.drop_chamber(fence.chamber).await;
+        }
+    }
+    // Others joined: hand idle surplus back (a running session finishes first).
+    let slack = (claimed.share / 20).max(1);
+    let surplus = (claimed.owned as usize).saturating_sub((claimed.share + slack) as usize);
+    if surplus > 0 {
+        let idle: Vec<_> = local.iter().filter(|(_, running)| !running).map(|(f, _)| f.chamber).take(surplus).collect();
+        tracing::info!(chambers = idle.len(), share = claimed.share, "handing surplus chambers over");
+        for id in idle {
+            if let Some(fence) = daemon.hand_over(id).await {
+                let _ = pg.release(fence).await;
+            }
+        }
+    }
+    let records = crate::store::Backend::chambers(pg).await?;
+    daemon.set_remote(records);
+    Ok(())
+}
+
+/// On shutdown: release every chamber (after their sessions ended) and
+/// leave, so that others take them over at once.
+pub async fn leave(daemon: &Daemon) {
+    if let Some(pg) = daemon.shared().store.fleet()
+        && matches!(daemon.shared().lease.trust(), Trust::Held { .. } | Trust::Frozen { .. })
+    {
+        match tokio::time::timeout(Duration::from_secs(2), pg.leave()).await {
+            Ok(Ok(())) => tracing::info!("left the fleet; its chambers are released"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot leave the fleet cleanly; its lease will expire"),
+            Err(_) => tracing::warn!("leaving the fleet timed out; its lease will expire"),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! A node's trust in its lease, as the shell sees it: a gate every chamber
+//! passes before each write, and the keepers of its agents.
+//!
+//! On one machine the gate is always open. In a fleet, `fleet` renews the
+//! lease and moves the gate: `Held` (write), `Frozen` (too long without a
+//! renewal: agents stopped, every supervisor waits before its next effect),
+//! `Lost` (the trust window ran out: agents killed, chambers dropped without
+//! finalizing). Each renewal also extends the deadline of every session's
+//! keeper (see `keeper`), which kills its agent if cryod stops extending it.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+
+/// Where the gate stands. `epoch` counts lost leases: a supervisor started
+/// under one epoch is done when the epoch changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Held { epoch: u64 },
+    Frozen { epoch: u64 },
+    Lost { epoch: u64 },
+}
+
+impl Trust {
+    pub fn epoch(self) -> u64 {
+        match self {
+            Trust::Held { epoch } | Trust::Frozen { epoch } | Trust::Lost { epoch } => epoch,
+        }
+    }
+}
+
+/// A running agent's keeper: the agent's process group and the pipe that
+/// extends its deadline.
+struct Kept {
+    pgid: i32,
+    pipe: std::fs::File,
+}
+
+pub struct Lease {
+    fleet: bool,
+    state: watch::Sender<Trust>,
+    /// Until when this node trusts its lease (monotonic).
+    until: Mutex<Option<Instant>>,
+    keepers: Mutex<HashMap<i32, Kept>>,
+}
+
+impl Lease {
+    /// One machine: always held, no keepers.
+    pub fn single() -> Lease {
+        Lease {
+            fleet: false,
+            state: watch::channel(Trust::Held { epoch: 0 }).0,
+            until: Mutex::new(None),
+            keepers: Default::default(),
+        }
+    }
+
+    /// A fleet node, trusting its fresh lease until `until`.
+    pub fn fleet(until: Instant) -> Lease {
+        Lease { fleet: true, until: Mutex::new(Some(until)), ..Lease::single() }
+    }
+
+    pub fn is_fleet(&self) -> bool {
+        self.fleet
+    }
+
+    pub fn trust(&self) -> Trust {
+        *self.state.borrow()
+    }
+
+    /// Waits while frozen; true once held in `epoch`, false if the lease of
+    /// `epoch` is lost (the caller drops its chamber).
+    pub async fn held(&self, epoch: u64) -> bool {
+        let mut rx = self.state.subscribe();
+        loop {
+            match *rx.borrow_and_update() {
+                Trust::Held { epoch: e } if e == epoch => return true,
+                Trust::Frozen { epoch: e } if e == epoch => {}
+                _ => return false,
+            }
+            if rx.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Trust left (zero when none; `None` on one machine).
+    pub fn left(&self) -> Option<Duration> {
+        let until = (*self.until.lock().expect("lease lock"))?;
+        Some(until.saturating_duration_since(Instant::now()))
+    }
+
+    /// A renewal came back: trust until `until`, and tell every keeper.
+    pub fn renewed(&self, until: Instant) {
+        *self.until.lock().expect("lease lock") = Some(until);
+        let millis = until.saturating_duration_since(Instant::now()).as_millis();
+        let mut keepers = self.keepers.lock().expect("keepers lock");
+        // A keeper that is gone (its pipe broken) has nothing to keep.
+        keepers.retain(|_, k| writeln!(k.pipe, "{millis}").is_ok());
+    }
+
+    /// Moves the gate; stops (`Frozen`), continues (`Held`) or kills
+    /// (`Lost`) every kept agent's process group.
+    pub fn set(&self, trust: Trust) {
+        let before = self.trust();
+        if before == trust {
+            return;
+        }
+        let signal = match trust {
+            Trust::Frozen { .. } => Some(Signal::SIGSTOP),
+            Trust::Held { .. } if matches!(before, Trust::Frozen { .. }) => Some(Signal::SIGCONT),
+            Trust::Lost { .. } => Some(Signal::SIGKILL),
+            Trust::Held { .. } => None,
+        };
+        if let Some(signal) = signal {
+            for k in self.keepers.lock().expect("keepers lock").values() {
+                crate::spawn::signal_group(k.pgid, signal);
+            }
+        }
+        if matches!(trust, Trust::Lost { .. }) {
+            self.keepers.lock().expect("keepers lock").clear();
+        }
+        self.state.send_replace(trust);
+    }
+
+    /// The deadline a new keeper starts with: the trust left now.
+    pub fn deadline(&self) -> Duration {
+        self.left().unwrap_or(Duration::MAX)
+    }
+
+    pub fn keep(&self, pgid: i32, pipe: std::fs::File) {
+        self.keepers.lock().expect("keepers lock").insert(pgid, Kept { pgid, pipe });
+    }
+
+    pub fn forget(&self, pgid: i32) {
+        self.keepers.lock().expect("keepers lock").remove(&pgid);
+    }
+
+    /// The process groups of the kept agents.
+    pub fn kept(&self) -> Vec<i32> {
+        self.keepers.lock().expect("keepers lock").keys().copied().collect()
+    }
+}

@@ -1,0 +1,95 @@
+//! The PostgreSQL schema, in `cryo_schema(version)`.
+//!
+//! Append a migration; never edit one that has shipped. Nodes of a fleet may
+//! start at once: migrations run under a transaction-scoped advisory lock,
+//! each in the transaction that bumps the version. Every table is logged
+//! (an unlogged one is emptied by a crash, and the fences must survive).
+
+/// Migration `i` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: nodes and their leases, the registry with owners and fences, the
+    // wake ledger and the claim journal.
+    "CREATE TABLE cryo_nodes (
+        id          text PRIMARY KEY,
+        name        text NOT NULL,
+        domain      text NOT NULL,
+        host        text NOT NULL,
+        pid         integer NOT NULL,
+        socket      text NOT NULL,
+        capacity    integer NOT NULL CHECK (capacity > 0),
+        started_at  timestamptz NOT NULL DEFAULT now(),
+        renewed_at  timestamptz NOT NULL DEFAULT now(),
+        expires_at  timestamptz NOT NULL,
+        draining    boolean NOT NULL DEFAULT false
+    );
+    CREATE INDEX cryo_nodes_domain ON cryo_nodes (domain, expires_at);
+    CREATE TABLE cryo_chambers (
+        id          bigserial PRIMARY KEY,
+        name        text NOT NULL UNIQUE,
+        domain      text NOT NULL,
+        path        text NOT NULL,
+        desired     text NOT NULL DEFAULT 'stopped' CHECK (desired IN ('stopped', 'started')),
+        paused      boolean NOT NULL DEFAULT false,
+        created_at  text NOT NULL,
+        owner       text REFERENCES cryo_nodes (id) ON DELETE SET NULL,
+        fence       bigint NOT NULL DEFAULT 0,
+        home        text,
+        mirror      text,
+        UNIQUE (domain, path)
+    );
+    CREATE INDEX cryo_chambers_owner ON cryo_chambers (owner);
+    CREATE TABLE cryo_sessions (
+        chamber_id  bigint NOT NULL REFERENCES cryo_chambers (id) ON DELETE CASCADE,
+        number      bigint NOT NULL,
+        wake_id     text NOT NULL UNIQUE,
+        trigger     text NOT NULL,
+        reasons     text NOT NULL,
+        claimed     text NOT NULL,
+        due_at      text,
+        created_at  text NOT NULL,
+        started_at  text,
+        lateness_ms bigint,
+        pid         bigint,
+        ended_at    text,
+        outcome     text,
+        detail      text,
+        node        text NOT NULL,
+        fence       bigint NOT NULL,
+        PRIMARY KEY (chamber_id, number)
+    );
+    CREATE INDEX cryo_sessions_open ON cryo_sessions (chamber_id) WHERE ended_at IS NULL;
+    CREATE TABLE cryo_claims (
+        id          bigserial PRIMARY KEY,
+        chamber_id  bigint NOT NULL REFERENCES cryo_chambers (id) ON DELETE CASCADE,
+        session     bigint NOT NULL,
+        files       text NOT NULL,
+        claimed_at  text NOT NULL,
+        answered_at text
+    );
+    CREATE INDEX cryo_claims_open ON cryo_claims (chamber_id) WHERE answered_at IS NULL;",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Brings the database to [`SCHEMA_VERSION`]; refuses a newer one.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    // One migrator at a time across the fleet (the key is "cryo" in ASCII).
+    tx.execute("SELECT pg_advisory_xact_lock(1668446575)", &[]).await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS cryo_schema (version integer NOT NULL)").await?;
+    let current: Option<i32> = tx.query_opt("SELECT max(version) FROM cryo_schema", &[]).await?.and_then(|r| r.get(0));
+    let current = current.unwrap_or(0);
+    if current > SCHEMA_VERSION {
+        // Raised as the database's own error so it reads as one line.
+        tx.batch_execute(&format!(
+            "DO $$ BEGIN RAISE EXCEPTION 'the database has cryo schema version {current}, newer than this cryod ({SCHEMA_VERSION}): run a newer cryod'; END $$"
+        ))
+        .await?;
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.batch_execute(sql).await?;
+        tx.execute("INSERT INTO cryo_schema (version) VALUES ($1)", &[&(i as i32 + 1)]).await?;
+    }
+    tx.commit().await
+}

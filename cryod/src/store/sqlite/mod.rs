@@ -1,0 +1,327 @@
+//! The SQLite store: one machine, one file (the default).
+//!
+//! One thread owns the connection; async code sends it closures and awaits
+//! the answer, so SQLite never blocks a tokio worker. Opening the file takes
+//! every chamber in it (a new fence each): one cryod runs a state folder at
+//! a time (`server` holds its lock), so the fence only guards against a
+//! writer left over from before.
+
+mod migrations;
+mod registry;
+mod sessions;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+use tokio::sync::oneshot;
+
+use super::{Fence, StoreError};
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// A handle to the database thread.
+pub struct Sqlite {
+    tx: std::sync::mpsc::Sender<Job>,
+    path: String,
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        migrations::migrate(&mut conn)?;
+        take_all(&conn)?;
+        Ok(Self::spawn(conn, path.display().to_string()))
+    }
+
+    /// An in-memory database, migrated (for tests).
+    pub fn open_in_memory() -> Result<Sqlite, StoreError> {
+        let mut conn = Connection::open_in_memory()?;
+        migrations::migrate(&mut conn)?;
+        Ok(Self::spawn(conn, ":memory:".into()))
+    }
+
+    fn spawn(mut conn: Connection, path: String) -> Sqlite {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("cryod-store".into())
+            .spawn(move || {
+                for job in rx {
+                    job(&mut conn);
+                }
+            })
+            .expect("spawning the database thread");
+        Sqlite { tx, path }
+    }
+
+    /// Runs `f` on the database thread.
+    async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (done, wait) = oneshot::channel();
+        self.tx
+            .send(Box::new(move |conn| {
+                let _ = done.send(f(conn));
+            }))
+            .map_err(|_| StoreError::Gone)?;
+        wait.await.map_err(|_| StoreError::Gone)?
+    }
+
+    /// Runs `f` in a transaction that first checks `fence`.
+    async fn fenced<R, F>(&self, fence: Fence, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.call(move |c| {
+            let tx = c.transaction()?;
+            let token: Option<i64> =
+                tx.query_row("SELECT fence FROM chambers WHERE id = ?1", [fence.chamber], |r| r.get(0)).optional()?;
+            if token != Some(fence.token) {
+                return Err(fence.fenced());
+            }
+            let r = f(&tx)?;
+            tx.commit()?;
+            Ok(r)
+        })
+        .await
+    }
+}
+
+/// Connection settings, applied at every open (outside migrations): WAL for
+/// concurrent readers and crash safety, NORMAL sync (durable at checkpoints,
+/// never corrupt), and a busy timeout for the rare external reader.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// This process takes every chamber: a new fence each.
+fn take_all(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute("UPDATE chambers SET fence = fence + 1", [])?;
+    Ok(())
+}
+
+use super::{Backend, ChamberRecord, Desired, Fut, Mirror, NewChamber, OpenClaim, OpenSession, SessionRow, WakeRecord};
+use rusqlite::params;
+
+impl Backend for Sqlite {
+    fn describe(&self) -> String {
+        format!("sqlite {}", self.path)
+    }
+
+    fn chambers(&self) -> Fut<'_, Vec<ChamberRecord>> {
+        Box::pin(self.call(|c| registry::chambers(c)))
+    }
+
+    fn add_chamber(&self, new: NewChamber) -> Fut<'_, (ChamberRecord, bool)> {
+        Box::pin(self.call(move |c| registry::add_chamber(c, new)))
+    }
+
+    fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute("DELETE FROM chambers WHERE id = ?1", [fence.chamber])?;
+            Ok(())
+        }))
+    }
+
+    fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute("UPDATE chambers SET paused = ?2 WHERE id = ?1", params![fence.chamber, paused as i64])?;
+            Ok(())
+        }))
+    }
+
+    fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute("UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;
+            Ok(())
+        }))
+    }
+
+    /// One machine has no other node to show it to.
+    fn set_mirror(&self, _fence: Fence, _mirror: Mirror) -> Fut<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn record_wake(&self, fence: Fence, w: WakeRecord) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute(
+                "INSERT INTO sessions (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    fence.chamber,
+                    w.number as i64,
+                    w.wake_id,
+                    w.trigger,
+                    w.reasons,
+                    w.claimed,
+                    w.due_at,
+                    w.created_at
+                ],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn session_started(
+        &self,
+        fence: Fence,
+        number: u64,
+        pid: u32,
+        started_at: String,
+        lateness_ms: Option<i64>,
+    ) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute(
+                "UPDATE sessions SET pid = ?3, started_at = ?4, lateness_ms = ?5 WHERE chamber_id = ?1 AND number = ?2",
+                params![fence.chamber, number as i64, pid, started_at, lateness_ms],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn session_ended(
+        &self,
+        fence: Fence,
+        number: u64,
+        ended_at: String,
+        outcome: String,
+        detail: String,
+    ) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute(
+                "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5 WHERE chamber_id = ?1 AND number = ?2",
+                params![fence.chamber, number as i64, ended_at, outcome, detail],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn last_session_number(&self, chamber: i64) -> Fut<'_, u64> {
+        Box::pin(self.call(move |c| sessions::last_session_number(c, chamber)))
+    }
+
+    fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>> {
+        Box::pin(self.call(move |c| sessions::recent_sessions(c, chamber, limit)))
+    }
+
+    fn open_sessions(&self, chamber: Option<i64>) -> Fut<'_, Vec<OpenSession>> {
+        Box::pin(self.call(move |c| sessions::open_sessions(c, chamber)))
+    }
+
+    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
+        Box::pin(self.fenced(fence, move |c| {
+            let files = serde_json::to_string(&files).unwrap_or_else(|_| "[]".into());
+            c.execute(
+                "INSERT INTO claims (chamber_id, session, files, claimed_at) VALUES (?1, ?2, ?3, ?4)",
+                params![fence.chamber, session as i64, files, at],
+            )?;
+            Ok(c.last_insert_rowid())
+        }))
+    }
+
+    fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute(
+                "UPDATE claims SET answered_at = ?3 WHERE chamber_id = ?1 AND session = ?2 AND answered_at IS NULL",
+                params![fence.chamber, session as i64, at],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute("DELETE FROM claims WHERE id = ?1 AND chamber_id = ?2", [id, fence.chamber])?;
+            Ok(())
+        }))
+    }
+
+    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            c.execute(
+                "UPDATE claims SET answered_at = ?2 WHERE id = ?1 AND chamber_id = ?3",
+                params![id, at, fence.chamber],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>> {
+        Box::pin(self.call(move |c| sessions::open_claims(c, chamber)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Store;
+    use super::*;
+
+    fn new(name: &str, exact: bool, path: &str) -> NewChamber {
+        NewChamber {
+            base_name: name.into(),
+            exact_name: exact,
+            path: path.into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn names_are_made_unique_and_paths_dedupe() {
+        let s = Store::open_in_memory().unwrap();
+        let (a, existed) = s.add_chamber(new("work", false, "/a/work")).await.unwrap();
+        assert!(!existed);
+        let (b, _) = s.add_chamber(new("work", false, "/b/work")).await.unwrap();
+        assert_eq!((a.name.as_str(), b.name.as_str()), ("work", "work-2"));
+        let (again, existed) = s.add_chamber(new("other", false, "/a/work")).await.unwrap();
+        assert!(existed);
+        assert_eq!(again.id, a.id);
+        let e = s.add_chamber(new("work", true, "/c/work")).await.unwrap_err();
+        assert!(e.to_string().contains("taken"), "{e}");
+        s.set_desired(a.fence(), Desired::Started).await.unwrap();
+        s.remove_chamber(b.fence()).await.unwrap();
+        let all = s.chambers().await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].desired, Desired::Started);
+    }
+
+    /// A writer holding an old fence changes nothing; reopening the file
+    /// takes every chamber anew.
+    #[tokio::test]
+    async fn an_old_fence_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let s = Store::open(&path).unwrap();
+        let (a, _) = s.add_chamber(new("a", false, "/a")).await.unwrap();
+        let old = a.fence();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        let fresh = s.chambers().await.unwrap()[0].fence();
+        assert_eq!(fresh.token, old.token + 1);
+        let wake = WakeRecord {
+            number: 1,
+            wake_id: "w1".into(),
+            trigger: "todo".into(),
+            reasons: "[]".into(),
+            claimed: "[]".into(),
+            due_at: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let e = s.record_wake(old, wake.clone()).await.unwrap_err();
+        assert!(e.is_fenced(), "{e}");
+        assert!(s.set_desired(old, Desired::Started).await.unwrap_err().is_fenced());
+        assert!(s.remove_chamber(old).await.unwrap_err().is_fenced());
+        assert_eq!(s.last_session_number(a.id).await.unwrap(), 0);
+        assert_eq!(s.chambers().await.unwrap()[0].desired, Desired::Stopped);
+        s.record_wake(fresh, wake).await.unwrap();
+        assert_eq!(s.open_sessions(Some(a.id)).await.unwrap().len(), 1);
+        assert_eq!(s.open_sessions(Some(a.id + 1)).await.unwrap().len(), 0);
+    }
+}

@@ -1,0 +1,65 @@
+//! The chamber registry in SQLite: which folders cryod runs, under which
+//! names, and whether each should be running (the desired state survives
+//! restarts).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::super::{ChamberRecord, Desired, NewChamber, StoreError, unique_name};
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
+    Ok(ChamberRecord {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        path: r.get(2)?,
+        desired: Desired::parse(&r.get::<_, String>(3)?),
+        created_at: r.get(4)?,
+        paused: r.get::<_, i64>(5)? != 0,
+        fence: r.get(6)?,
+        owner: None,
+        home: None,
+        domain: String::new(),
+        mirror: None,
+    })
+}
+
+const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence";
+
+pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, StoreError> {
+    let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM chambers ORDER BY name"))?;
+    let rows = st.query_map([], row)?.collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Result<(ChamberRecord, bool), StoreError> {
+    let tx = c.transaction()?;
+    if let Some(existing) =
+        tx.query_row(&format!("SELECT {COLUMNS} FROM chambers WHERE path = ?1"), [&new.path], row).optional()?
+    {
+        return Ok((existing, true));
+    }
+    let name = unique_name(&new, |name| {
+        tx.query_row("SELECT 1 FROM chambers WHERE name = ?1", [name], |_| Ok(())).optional().map(|o| o.is_some())
+    })?;
+    tx.execute(
+        "INSERT INTO chambers (name, path, desired, created_at, fence) VALUES (?1, ?2, 'stopped', ?3, 1)",
+        params![name, new.path, new.created_at],
+    )?;
+    let id = tx.last_insert_rowid();
+    tx.commit()?;
+    Ok((
+        ChamberRecord {
+            id,
+            name,
+            path: new.path,
+            desired: Desired::Stopped,
+            paused: false,
+            created_at: new.created_at,
+            fence: 1,
+            owner: None,
+            home: None,
+            domain: String::new(),
+            mirror: None,
+        },
+        false,
+    ))
+}

@@ -1,0 +1,77 @@
+//! Session history (the wake ledger) and the claim journal in SQLite: every
+//! wake is recorded (with its trigger, due time and claimed TODOs) before
+//! its agent is spawned, then updated when the agent starts and when the
+//! session ends; an inbox batch is journaled before its files are archived.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::super::{OpenClaim, OpenSession, SessionRow, StoreError};
+
+pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
+    let n: Option<i64> = c
+        .query_row("SELECT max(number) FROM sessions WHERE chamber_id = ?1", [chamber], |r| r.get(0))
+        .optional()?
+        .flatten();
+    Ok(n.unwrap_or(0) as u64)
+}
+
+pub(super) fn recent_sessions(
+    c: &rusqlite::Connection,
+    chamber: i64,
+    limit: u32,
+) -> Result<Vec<SessionRow>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome
+         FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
+    )?;
+    let rows = st
+        .query_map(params![chamber, limit], |r| {
+            Ok(SessionRow {
+                number: r.get::<_, i64>(0)? as u64,
+                wake_id: r.get(1)?,
+                trigger: r.get(2)?,
+                due_at: r.get(3)?,
+                started_at: r.get(4)?,
+                lateness_ms: r.get(5)?,
+                ended_at: r.get(6)?,
+                outcome: r.get(7)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn open_sessions(c: &rusqlite::Connection, chamber: Option<i64>) -> Result<Vec<OpenSession>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT chamber_id, number, wake_id, pid, claimed FROM sessions
+         WHERE ended_at IS NULL AND (?1 IS NULL OR chamber_id = ?1) ORDER BY chamber_id, number",
+    )?;
+    let rows = st
+        .query_map([chamber], |r| {
+            Ok(OpenSession {
+                chamber_id: r.get(0)?,
+                number: r.get::<_, i64>(1)? as u64,
+                wake_id: r.get(2)?,
+                pid: r.get::<_, Option<i64>>(3)?.map(|p| p as u32),
+                claimed: r.get(4)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn open_claims(c: &rusqlite::Connection, chamber: i64) -> Result<Vec<OpenClaim>, StoreError> {
+    let mut st =
+        c.prepare("SELECT id, session, files FROM claims WHERE chamber_id = ?1 AND answered_at IS NULL ORDER BY id")?;
+    let rows = st
+        .query_map([chamber], |r| {
+            let files: String = r.get(2)?;
+            Ok(OpenClaim {
+                id: r.get(0)?,
+                session: r.get::<_, i64>(1)? as u64,
+                files: serde_json::from_str(&files).unwrap_or_default(),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
