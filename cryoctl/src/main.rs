@@ -38,6 +38,9 @@ enum Command {
     Doctor,
     /// The web hub's address, with its access token, and whether it is up.
     Hub,
+    /// A fleet of cryod nodes on one PostgreSQL.
+    #[command(subcommand)]
+    Fleet(FleetCmd),
     /// Print the completion script for a shell (bash, zsh, fish); it asks
     /// cryod for chamber names as you type.
     Completions {
@@ -50,6 +53,12 @@ enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum FleetCmd {
+    /// The nodes, their leases (on the database's clock) and their chambers.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +113,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => complete::script(&shell),
         Command::Doctor => run(cmd::doctor::run(ctx)),
         Command::Hub => run(cmd::hub(ctx)),
+        Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
     }
 }
 

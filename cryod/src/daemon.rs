@@ -190,6 +190,11 @@ impl Daemon {
             .collect()
     }
 
+    /// Whether this node runs chamber `id`.
+    pub fn runs(&self, id: i64) -> bool {
+        self.0.chambers.read().expect("registry lock").contains_key(&id)
+    }
+
     /// What the database says of the chambers this node does not run.
     pub fn set_remote(&self, records: Vec<ChamberRecord>) {
         let local = self.0.chambers.read().expect("registry lock");

@@ -219,3 +219,53 @@ pub async fn leave(daemon: &Daemon) {
         }
     }
 }
+
+/// `cryoctl fleet status`: the nodes as the database sees them.
+pub async fn status(daemon: &Daemon) -> crate::error::Result<cryo_proto::v1::FleetStatusReply> {
+    let shared = daemon.shared();
+    let Some(pg) = shared.store.fleet() else {
+        return Ok(cryo_proto::v1::FleetStatusReply {
+            fleet: false,
+            store: shared.store.describe(),
+            trust: "held".into(),
+            ..Default::default()
+        });
+    };
+    let me = pg.node_id();
+    let nodes = pg.nodes().await?;
+    let live: std::collections::HashSet<&str> =
+        nodes.iter().filter(|n| n.lease_left_ms > 0).map(|n| n.id.as_str()).collect();
+    let unowned = daemon
+        .list()
+        .iter()
+        .filter(|v| v.record.owner.as_deref().is_none_or(|o| !live.contains(o)) && !daemon.runs(v.record.id))
+        .count() as u32;
+    let trust = match shared.lease.trust() {
+        Trust::Held { .. } => "held",
+        Trust::Frozen { .. } => "frozen",
+        Trust::Lost { .. } => "lost",
+    };
+    Ok(cryo_proto::v1::FleetStatusReply {
+        fleet: true,
+        store: shared.store.describe(),
+        unowned,
+        trust: trust.into(),
+        nodes: nodes
+            .into_iter()
+            .map(|n| cryo_proto::v1::FleetNode {
+                this: n.id == me,
+                id: n.id,
+                name: n.name,
+                domain: n.domain,
+                host: n.host,
+                pid: n.pid,
+                capacity: n.capacity,
+                draining: n.draining,
+                lease_left_ms: n.lease_left_ms,
+                renewed_ago_ms: n.renewed_ago_ms,
+                chambers: n.chambers,
+                started_at: n.started_at,
+            })
+            .collect(),
+    })
+}

@@ -8,6 +8,7 @@
 pub mod fake_github;
 pub mod fake_zulip;
 pub mod model;
+pub mod pg;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -24,3 +24,56 @@ pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {
     }
     Ok(())
 }
+
+/// `cryoctl fleet status`.
+pub async fn fleet_status(ctx: crate::Ctx) -> crate::client::Result<()> {
+    let mut c = crate::client::control(&ctx.socket).await?;
+    let r = c.fleet_status(cryo_proto::v1::FleetStatusRequest {}).await?.into_inner();
+    if ctx.json {
+        let nodes: Vec<serde_json::Value> = r
+            .nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "id": n.id, "name": n.name, "domain": n.domain, "host": n.host, "pid": n.pid,
+                    "capacity": n.capacity, "draining": n.draining, "lease_left_ms": n.lease_left_ms,
+                    "renewed_ago_ms": n.renewed_ago_ms, "chambers": n.chambers, "started_at": n.started_at,
+                    "this": n.this, "live": n.lease_left_ms > 0,
+                })
+            })
+            .collect();
+        crate::output::json(&serde_json::json!({
+            "fleet": r.fleet, "store": r.store, "trust": r.trust, "unowned": r.unowned, "nodes": nodes,
+        }));
+        return Ok(());
+    }
+    if !r.fleet {
+        println!("not a fleet: this cryod keeps its chambers in {}", r.store);
+        return Ok(());
+    }
+    println!("store: {}   this node's lease: {}   chambers being taken over: {}", r.store, r.trust, r.unowned);
+    println!(
+        "{:<2}{:<16} {:<18} {:>8} {:>9} {:>8} {:>8}  STATE",
+        "", "NODE", "ID", "CHAMBERS", "CAPACITY", "LEASE", "LAG"
+    );
+    for n in &r.nodes {
+        let state = if n.lease_left_ms <= 0 {
+            "expired"
+        } else if n.draining {
+            "draining"
+        } else {
+            "live"
+        };
+        println!(
+            "{:<2}{:<16} {:<18} {:>8} {:>9} {:>7.1}s {:>6}ms  {state}",
+            if n.this { "*" } else { "" },
+            n.name,
+            n.id,
+            n.chambers,
+            n.capacity,
+            n.lease_left_ms as f64 / 1000.0,
+            n.renewed_ago_ms,
+        );
+    }
+    Ok(())
+}

@@ -43,6 +43,10 @@ impl Control for ControlService {
         }))
     }
 
+    async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
+        Ok(Response::new(crate::fleet::status(&self.daemon).await?))
+    }
+
     async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
         let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?)?;
         Ok(Response::new(super::follow::watch(&self.daemon, v)))

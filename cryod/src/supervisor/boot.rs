@@ -75,6 +75,16 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         })
     };
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
+    if let Some(pg) = shared.store.fleet() {
+        // Whoever reads the folder can tell which owner wrote it last.
+        let dot = root.join(".cryo");
+        let stamp = format!("{} {}\n", record.fence, pg.node_id());
+        if let Err(e) = crate::chamber::make_dir_in(&root, &dot)
+            .and_then(|()| crate::chamber::write_atomic(&dot.join("fence"), stamp.as_bytes()))
+        {
+            tracing::warn!(chamber = %record.name, error = %e, "cannot write .cryo/fence");
+        }
+    }
     let epoch = shared.lease.trust().epoch();
     let mut sup = Sup {
         shared,

@@ -306,6 +306,10 @@ impl Sup {
         if config.timezone_set {
             cmd.env("TZ", config.timezone.name());
         }
+        if kept {
+            // The owner's fence, for the agent's own records (traces).
+            cmd.env("CRYO_FENCE", self.fence.token.to_string());
+        }
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
             _ => format!("cannot run {:?}: {e}", launch.program),

@@ -108,7 +108,7 @@ impl Postgres {
         client
             .execute(
                 "INSERT INTO cryo_nodes (id, name, domain, host, pid, socket, capacity, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8 * interval '1 millisecond')",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::int8 * interval '1 millisecond')",
                 &[&id, &n.name, &n.domain, &n.host, &(n.pid as i32), &n.socket, &(n.capacity as i32), &ms(n.lease.ttl)],
             )
             .await?;
@@ -129,7 +129,7 @@ impl Postgres {
         let client = self.pool.get().await?;
         let st = client
             .prepare_cached(
-                "UPDATE cryo_nodes SET renewed_at = now(), expires_at = now() + $2 * interval '1 millisecond'
+                "UPDATE cryo_nodes SET renewed_at = now(), expires_at = now() + $2::int8 * interval '1 millisecond'
                  WHERE id = $1 AND expires_at > now()",
             )
             .await?;
