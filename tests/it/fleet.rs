@@ -298,11 +298,21 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
         nodes[victim].start();
     }
     wait_sessions(&cs, cs.iter().map(|c| sessions(c).len()).sum::<usize>() + 6);
-    for n in &mut nodes {
-        n.daemon.as_mut().unwrap().signal_and_wait(Signal::SIGTERM);
+    settle_owned(&nodes[0], &["n1", "n2", "n3"], 12);
+    // A node stopped with SIGTERM hands its chambers over at once (no
+    // waiting for its lease to expire).
+    let term = Instant::now();
+    nodes[1].daemon.as_mut().unwrap().signal_and_wait(Signal::SIGTERM);
+    settle_owned(&nodes[0], &["n1", "n3"], 12);
+    let handover = term.elapsed();
+    wait_sessions(&cs, cs.iter().map(|c| sessions(c).len()).sum::<usize>() + 6);
+    for n in [0, 2] {
+        nodes[n].daemon.as_mut().unwrap().signal_and_wait(Signal::SIGTERM);
     }
     let total = check(&cs);
-    eprintln!("fleet: {total} sessions over {cycles} kill cycles; takeover after SIGKILL: {takeovers:?}");
+    eprintln!(
+        "fleet: {total} sessions over {cycles} kill cycles; takeover after SIGKILL: {takeovers:?}; after SIGTERM: {handover:?} (lease {LEASE_MS} ms)"
+    );
 }
 
 /// cryod alone is stopped (SIGSTOP) past its lease: its keepers kill its
@@ -345,6 +355,9 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     // killed it.
     let last = sessions(busy).into_iter().filter(|s| s.fence < 100).max_by(|a, b| a.start.total_cmp(&b.start));
     eprintln!("fleet: froze {running} during {last:?}; keeper: {}", log.contains("stopped vouching"));
+    if std::env::var_os("CRYO_FLEET_DEBUG").is_some() {
+        eprintln!("{}\n---\n{}", busy.read("trace.log"), log);
+    }
     // Every agent the frozen node started is dead by now (its keeper killed
     // it when the deadline passed: before the lease expired in the database).
     for c in &cs {
