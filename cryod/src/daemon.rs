@@ -199,12 +199,14 @@ impl Daemon {
     pub fn set_remote(&self, records: Vec<ChamberRecord>) {
         let local = self.0.chambers.read().expect("registry lock");
         let mut remote = self.0.remote.write().expect("registry lock");
-        let before = remote.len();
-        *remote = records.into_iter().filter(|r| !local.contains_key(&r.id)).map(|r| (r.id, r)).collect();
+        let fresh: BTreeMap<i64, ChamberRecord> =
+            records.into_iter().filter(|r| !local.contains_key(&r.id)).map(|r| (r.id, r)).collect();
+        // Live views hear of the chambers whose owner or mirror changed.
+        let changed: Vec<i64> = fresh.iter().filter(|(id, r)| remote.get(id) != Some(r)).map(|(id, _)| *id).collect();
+        *remote = fresh;
         drop((local, remote));
-        if before > 0 {
-            // Views of the fleet follow (cheap: one notice per round).
-            self.0.shared.notify(0, crate::runtime::NoticeKind::Status);
+        for id in changed {
+            self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
         }
     }
 
