@@ -93,9 +93,7 @@ pub struct Ctx {
 
 fn main() -> ExitCode {
     // A fleet node's cryod runs its sessions' keepers from its own binary.
-    if let Some(code) = cryod::keeper::intercept() {
-        return code;
-    }
+    cryod::keeper::intercept();
     // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
     clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();

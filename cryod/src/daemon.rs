@@ -73,50 +73,44 @@ pub struct Added {
 }
 
 impl Daemon {
-    /// Loads the registry and starts a supervisor for every chamber.
+    /// Loads the registry and starts a supervisor for every chamber (on one
+    /// machine; a fleet node starts with none and claims its share).
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
         let records = shared.store.chambers().await?;
-        if shared.lease.is_fleet() {
-            // A fleet node owns nothing yet: `fleet` claims its share.
-            let remote = records.into_iter().map(|r| (r.id, r)).collect();
-            tracing::info!("registry loaded; claiming this node's share of the fleet's chambers");
-            return Ok(Daemon(Arc::new(Inner {
-                shared,
-                started_at,
-                chambers: Default::default(),
-                remote: RwLock::new(remote),
-            })));
-        }
-        // Sessions that were running when cryod died, and what still runs of
-        // them, are handed to their chambers' supervisors to finish.
-        let mut open: std::collections::HashMap<i64, Vec<crate::store::OpenSession>> = Default::default();
-        for s in shared.store.open_sessions(None).await? {
-            open.entry(s.chamber_id).or_default().push(s);
-        }
-        let processes = Arc::new(if open.is_empty() { Default::default() } else { crate::spawn::processes_by_wake() });
-        if !open.is_empty() {
-            tracing::warn!(
-                sessions = open.values().map(Vec::len).sum::<usize>(),
-                "recovering sessions left open by a stopped cryod"
-            );
-            let procs: Vec<(i32, i32)> =
-                open.values().flatten().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
-            let grace = std::time::Duration::from_secs(shared.config.stop_grace_seconds.min(3));
-            crate::spawn::end_groups(&procs, grace).await;
-        }
         let mut chambers = BTreeMap::new();
-        for record in records {
-            let recovery = supervisor::Recovery {
-                open: open.remove(&record.id).unwrap_or_default(),
-                processes: processes.clone(),
-            };
-            let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
-            chambers.insert(record.id, Entry { record, handle });
+        let mut remote = BTreeMap::new();
+        if shared.lease.is_fleet() {
+            remote = records.into_iter().map(|r| (r.id, r)).collect();
+            tracing::info!("registry loaded; claiming this node's share of the fleet's chambers");
+        } else {
+            // Sessions that were running when cryod died, and what still runs
+            // of them, are handed to their chambers' supervisors to finish.
+            let all = shared.store.open_sessions(None).await?;
+            if !all.is_empty() {
+                tracing::warn!(sessions = all.len(), "recovering sessions left open by a stopped cryod");
+            }
+            let processes = end_leftovers(&shared, &all).await;
+            let mut open: std::collections::HashMap<i64, Vec<crate::store::OpenSession>> = Default::default();
+            for s in all {
+                open.entry(s.chamber_id).or_default().push(s);
+            }
+            for record in records {
+                let recovery = supervisor::Recovery {
+                    open: open.remove(&record.id).unwrap_or_default(),
+                    processes: processes.clone(),
+                };
+                let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
+                chambers.insert(record.id, Entry { record, handle });
+            }
+            tracing::info!(chambers = chambers.len(), "registry loaded");
         }
-        tracing::info!(chambers = chambers.len(), "registry loaded");
-        let daemon =
-            Daemon(Arc::new(Inner { shared, started_at, chambers: RwLock::new(chambers), remote: Default::default() }));
+        let daemon = Daemon(Arc::new(Inner {
+            shared,
+            started_at,
+            chambers: RwLock::new(chambers),
+            remote: RwLock::new(remote),
+        }));
         daemon.follow_the_system_zone();
         Ok(daemon)
     }
@@ -139,13 +133,11 @@ impl Daemon {
     pub async fn adopt(&self, record: ChamberRecord) {
         let shared = &self.0.shared;
         let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
-        let processes = if open.is_empty() { Default::default() } else { crate::spawn::processes_by_wake() };
-        let procs: Vec<(i32, i32)> = open.iter().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
-        crate::spawn::end_groups(&procs, std::time::Duration::from_secs(1)).await;
         if !open.is_empty() {
             tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
         }
-        let recovery = supervisor::Recovery { open, processes: Arc::new(processes) };
+        let processes = end_leftovers(shared, &open).await;
+        let recovery = supervisor::Recovery { open, processes };
         let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
         tracing::info!(chamber = %record.name, fence = record.fence, "chamber taken");
         let id = record.id;
@@ -188,11 +180,6 @@ impl Daemon {
             .values()
             .map(|e| (e.record.fence(), e.handle.snapshot.borrow().view.state == State::Running))
             .collect()
-    }
-
-    /// Whether this node runs chamber `id`.
-    pub fn runs(&self, id: i64) -> bool {
-        self.0.chambers.read().expect("registry lock").contains_key(&id)
     }
 
     /// What the database says of the chambers this node does not run.
@@ -528,28 +515,33 @@ pub fn validate_name(n: &str) -> Result<()> {
     }
 }
 
-/// A chamber another node runs, as its owner last published it.
+/// Ends what still runs of `open` sessions on this machine (found by the
+/// wake id in their environment) and returns those processes, by wake id,
+/// for the recovery to report.
+async fn end_leftovers(
+    shared: &Shared,
+    open: &[crate::store::OpenSession],
+) -> Arc<std::collections::HashMap<String, Vec<(i32, i32)>>> {
+    if open.is_empty() {
+        return Default::default();
+    }
+    let processes = crate::spawn::processes_by_wake();
+    let procs: Vec<(i32, i32)> = open.iter().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
+    let grace = std::time::Duration::from_secs(shared.config.stop_grace_seconds.min(3));
+    crate::spawn::end_groups(&procs, grace).await;
+    Arc::new(processes)
+}
+
+/// A chamber another node runs, as its owner last published it; one no
+/// live node runs yet shows its desired state.
 fn remote_view(r: &ChamberRecord) -> ChamberView {
-    let m = r.mirror.clone().unwrap_or_default();
-    let state = match (&r.owner, m.state.as_str()) {
-        (None, _) | (_, "") => match r.desired {
+    let mut view = r.mirror.clone().unwrap_or_default();
+    if r.owner.is_none() || r.mirror.is_none() {
+        view.state = match r.desired {
             crate::store::Desired::Started => State::Idle,
             crate::store::Desired::Stopped => State::Stopped,
-        },
-        (Some(_), s) => supervisor::state_from_name(s),
-    };
-    let view = cryo_core::chamber::View {
-        state,
-        fault: m.fault,
-        agent: m.agent,
-        timezone: m.timezone,
-        session: m.session,
-        next_wake: m.next_wake.and_then(|t| DateTime::parse_from_rfc3339(&t).ok()).map(|t| t.with_timezone(&Utc)),
-        last_result: m.last_result,
-        mail_waiting: m.mail_waiting,
-        attention: m.attention,
-        ..Default::default()
-    };
+        };
+    }
     ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new() } }
 }
 

@@ -5,7 +5,8 @@
 //!   the TTL minus a margin, on its own monotonic clock (the database judges
 //!   expiry on its own clock, from a later instant, so the node always stops
 //!   trusting first). Every keeper's deadline moves with it.
-//! - **Watch**, four times a heartbeat: with less than half the TTL of trust
+//! - **Watch**, asleep until the next instant that matters (woken when a
+//!   renewal moves the end of trust): with less than half the TTL of trust
 //!   left the node freezes (agents stopped, no effect performed); a renewal
 //!   thaws it. With none left the lease is lost: agents killed, chambers
 //!   dropped unfinalized; the node then joins again under a new id.
@@ -17,6 +18,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -46,22 +49,33 @@ pub fn node_info(config: &Config, socket: &std::path::Path) -> NodeInfo {
     }
 }
 
-/// Starts the node's loops (nothing on one machine).
-pub fn start(daemon: &Daemon) {
-    let Some(pg) = daemon.shared().store.fleet().cloned() else { return };
-    let stop = daemon.shared().shutdown.clone();
+/// A fleet node's running loops. The lease is kept (renewed, watched)
+/// until the node has left, through the end of its sessions at shutdown;
+/// ownership stops changing when shutdown begins.
+pub struct Loops {
+    daemon: Daemon,
+    pg: Arc<Postgres>,
+    /// Cancelled once the node has left the fleet.
+    left: CancellationToken,
+}
+
+/// Starts the node's loops (`None` on one machine).
+pub fn start(daemon: &Daemon) -> Option<Loops> {
+    let pg = daemon.shared().store.fleet().cloned()?;
+    let left = CancellationToken::new();
     let (kick, kicks) = tokio::sync::mpsc::unbounded_channel();
-    pg.listen(kick.clone(), stop.clone());
-    tokio::spawn(renew(daemon.clone(), pg.clone()));
-    tokio::spawn(watch(daemon.clone(), pg.clone(), kick));
-    tokio::spawn(own(daemon.clone(), pg, kicks));
+    pg.listen(kick.clone(), daemon.shared().shutdown.clone());
+    tokio::spawn(renew(daemon.clone(), pg.clone(), left.clone()));
+    tokio::spawn(watch(daemon.clone(), pg.clone(), kick, left.clone()));
+    tokio::spawn(own(daemon.clone(), pg.clone(), kicks));
+    Some(Loops { daemon: daemon.clone(), pg, left })
 }
 
 fn times(pg: &Postgres) -> LeaseTimes {
     pg.node().lease
 }
 
-async fn renew(daemon: Daemon, pg: Arc<Postgres>) {
+async fn renew(daemon: Daemon, pg: Arc<Postgres>, left: CancellationToken) {
     let lease = &daemon.shared().lease;
     let t = times(&pg);
     let mut tick = tokio::time::interval(t.heartbeat);
@@ -69,13 +83,13 @@ async fn renew(daemon: Daemon, pg: Arc<Postgres>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = daemon.shared().shutdown.cancelled() => return,
+            _ = left.cancelled() => return,
         }
         let (Trust::Held { epoch } | Trust::Frozen { epoch }) = lease.trust() else { continue };
         let sent = Instant::now();
         match tokio::time::timeout(t.heartbeat, pg.renew()).await {
             Ok(Ok(true)) if lease.trust().epoch() == epoch => {
-                lease.renewed(sent + t.ttl - t.margin());
+                lease.trust_until(sent + t.ttl - t.margin());
                 if matches!(lease.trust(), Trust::Frozen { .. }) && lease.left() >= Some(t.freeze_below()) {
                     tracing::info!("the lease is renewed: thawing");
                     lease.set(Trust::Held { epoch });
@@ -84,7 +98,7 @@ async fn renew(daemon: Daemon, pg: Arc<Postgres>) {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => {
                 tracing::error!("the lease has expired in the database");
-                lease.renewed(sent);
+                lease.trust_until(Instant::now());
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the lease"),
             Err(_) => tracing::warn!("renewing the lease takes longer than a heartbeat"),
@@ -92,18 +106,34 @@ async fn renew(daemon: Daemon, pg: Arc<Postgres>) {
     }
 }
 
-async fn watch(daemon: Daemon, pg: Arc<Postgres>, kick: tokio::sync::mpsc::UnboundedSender<String>) {
+/// Sleeps until the next instant that matters (the freeze point while held,
+/// the end of trust while frozen) and wakes early when a renewal moves it.
+async fn watch(
+    daemon: Daemon,
+    pg: Arc<Postgres>,
+    kick: tokio::sync::mpsc::UnboundedSender<String>,
+    left: CancellationToken,
+) {
     let lease = &daemon.shared().lease;
     let t = times(&pg);
+    let mut until = lease.until();
     loop {
+        let Some(end) = *until.borrow_and_update() else { return };
+        // (`lost` runs in this task, and leaves the lease held or the
+        // daemon stopping: a lost lease is never seen here.)
+        let at = match lease.trust() {
+            Trust::Held { .. } => end.checked_sub(t.freeze_below()).unwrap_or(end),
+            Trust::Frozen { .. } | Trust::Lost { .. } => end,
+        };
         tokio::select! {
-            _ = tokio::time::sleep(t.heartbeat / 4) => {}
-            _ = daemon.shared().shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(at.into()) => {}
+            r = until.changed() => if r.is_err() { return } else { continue },
+            _ = left.cancelled() => return,
         }
+        // A renewal may have come in just now: judge by the trust left.
         let left = lease.left().unwrap_or(Duration::ZERO);
         match lease.trust() {
-            Trust::Held { epoch } if left.is_zero() => lost(&daemon, &pg, epoch, &kick).await,
-            Trust::Frozen { epoch } if left.is_zero() => lost(&daemon, &pg, epoch, &kick).await,
+            Trust::Held { epoch } | Trust::Frozen { epoch } if left.is_zero() => lost(&daemon, &pg, epoch, &kick).await,
             Trust::Held { epoch } if left < t.freeze_below() => {
                 tracing::warn!(left_ms = left.as_millis() as u64, "the lease is not being renewed: freezing");
                 lease.set(Trust::Frozen { epoch });
@@ -130,7 +160,7 @@ async fn lost(daemon: &Daemon, pg: &Postgres, epoch: u64, kick: &tokio::sync::mp
         let id = crate::supervisor::random_hex(8);
         match pg.rejoin(id.clone()).await {
             Ok(()) => {
-                lease.renewed(pg.registered_before() + t.ttl - t.margin());
+                lease.trust_until(pg.registered_before() + t.ttl - t.margin());
                 lease.set(Trust::Held { epoch: epoch + 1 });
                 tracing::info!(node = %id, "joined the fleet again");
                 let _ = kick.send("rejoined".into());
@@ -189,9 +219,10 @@ async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::Store
             daemon.drop_chamber(fence.chamber).await;
         }
     }
-    // Others joined: hand idle surplus back (a running session finishes first).
-    let slack = (claimed.share / 20).max(1);
-    let surplus = (claimed.owned as usize).saturating_sub((claimed.share + slack) as usize);
+    // Others joined: hand idle chambers beyond the share back (a running
+    // session finishes first). Shares are rounded up, so every node can be
+    // within its own at once: nothing is handed to and fro.
+    let surplus = claimed.owned.saturating_sub(claimed.share) as usize;
     if surplus > 0 {
         let idle: Vec<_> = local.iter().filter(|(_, running)| !running).map(|(f, _)| f.chamber).take(surplus).collect();
         tracing::info!(chambers = idle.len(), share = claimed.share, "handing surplus chambers over");
@@ -206,17 +237,20 @@ async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::Store
     Ok(())
 }
 
-/// On shutdown: release every chamber (after their sessions ended) and
-/// leave, so that others take them over at once.
-pub async fn leave(daemon: &Daemon) {
-    if let Some(pg) = daemon.shared().store.fleet()
-        && matches!(daemon.shared().lease.trust(), Trust::Held { .. } | Trust::Frozen { .. })
-    {
-        match tokio::time::timeout(Duration::from_secs(2), pg.leave()).await {
-            Ok(Ok(())) => tracing::info!("left the fleet; its chambers are released"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot leave the fleet cleanly; its lease will expire"),
-            Err(_) => tracing::warn!("leaving the fleet timed out; its lease will expire"),
+impl Loops {
+    /// On shutdown, once the sessions have ended: leave the fleet (its
+    /// chambers are released at once, and the others told), then stop
+    /// keeping the lease.
+    pub async fn leave(self) {
+        let lease = &self.daemon.shared().lease;
+        if matches!(lease.trust(), Trust::Held { .. } | Trust::Frozen { .. }) {
+            match tokio::time::timeout(Duration::from_secs(2), self.pg.leave()).await {
+                Ok(Ok(())) => tracing::info!("left the fleet; its chambers are released"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot leave the fleet cleanly; its lease will expire"),
+                Err(_) => tracing::warn!("leaving the fleet timed out; its lease will expire"),
+            }
         }
+        self.left.cancel();
     }
 }
 
@@ -233,13 +267,7 @@ pub async fn status(daemon: &Daemon) -> crate::error::Result<cryo_proto::v1::Fle
     };
     let me = pg.node_id();
     let nodes = pg.nodes().await?;
-    let live: std::collections::HashSet<&str> =
-        nodes.iter().filter(|n| n.lease_left_ms > 0).map(|n| n.id.as_str()).collect();
-    let unowned = daemon
-        .list()
-        .iter()
-        .filter(|v| v.record.owner.as_deref().is_none_or(|o| !live.contains(o)) && !daemon.runs(v.record.id))
-        .count() as u32;
+    let unowned = pg.unowned().await?;
     let trust = match shared.lease.trust() {
         Trust::Held { .. } => "held",
         Trust::Frozen { .. } => "frozen",

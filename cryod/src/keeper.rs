@@ -20,7 +20,7 @@
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitCode, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -30,17 +30,22 @@ use tokio::time::Instant;
 /// The first argument that makes a cryod binary a keeper.
 pub const ARG: &str = "__keep";
 
-/// Runs the keeper instead of the caller's `main` when the first argument
-/// is [`ARG`]; returns `None` otherwise. Call it first in every binary that
-/// embeds cryod (`cryod`, `cryoctl`).
-pub fn intercept() -> Option<ExitCode> {
+/// When the first argument is [`ARG`], runs the keeper and exits; returns
+/// otherwise. Call it first in every binary that embeds cryod (`cryod`,
+/// `cryoctl`).
+pub fn intercept() {
     let mut args = std::env::args_os().skip(1);
-    if args.next()? != ARG {
-        return None;
+    if args.next().is_none_or(|a| a != ARG) {
+        return;
     }
     let rest: Vec<OsString> = args.collect();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-    let code = runtime.block_on(keep(rest));
+    let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(keep(rest)),
+        Err(e) => {
+            eprintln!("cryo keeper: cannot start: {e}");
+            1
+        }
+    };
     // The stdin reader may sit in a blocking read: do not wait for it.
     std::process::exit(code)
 }

@@ -33,19 +33,15 @@ impl Trust {
     }
 }
 
-/// A running agent's keeper: the agent's process group and the pipe that
-/// extends its deadline.
-struct Kept {
-    pgid: i32,
-    pipe: std::fs::File,
-}
-
 pub struct Lease {
     fleet: bool,
     state: watch::Sender<Trust>,
-    /// Until when this node trusts its lease (monotonic).
-    until: Mutex<Option<Instant>>,
-    keepers: Mutex<HashMap<i32, Kept>>,
+    /// Until when this node trusts its lease (monotonic); `None` on one
+    /// machine. `fleet` waits on its changes.
+    until: watch::Sender<Option<Instant>>,
+    /// The running agents' keepers: each agent's process group, and the pipe
+    /// that extends its keeper's deadline.
+    keepers: Mutex<HashMap<i32, std::fs::File>>,
 }
 
 impl Lease {
@@ -54,14 +50,14 @@ impl Lease {
         Lease {
             fleet: false,
             state: watch::channel(Trust::Held { epoch: 0 }).0,
-            until: Mutex::new(None),
+            until: watch::channel(None).0,
             keepers: Default::default(),
         }
     }
 
     /// A fleet node, trusting its fresh lease until `until`.
     pub fn fleet(until: Instant) -> Lease {
-        Lease { fleet: true, until: Mutex::new(Some(until)), ..Lease::single() }
+        Lease { fleet: true, until: watch::channel(Some(until)).0, ..Lease::single() }
     }
 
     pub fn is_fleet(&self) -> bool {
@@ -90,17 +86,27 @@ impl Lease {
 
     /// Trust left (zero when none; `None` on one machine).
     pub fn left(&self) -> Option<Duration> {
-        let until = (*self.until.lock().expect("lease lock"))?;
+        let until = (*self.until.borrow())?;
         Some(until.saturating_duration_since(Instant::now()))
     }
 
-    /// A renewal came back: trust until `until`, and tell every keeper.
-    pub fn renewed(&self, until: Instant) {
-        *self.until.lock().expect("lease lock") = Some(until);
+    /// The end of trust as it moves (a fleet node's watch sleeps until the
+    /// next instant that matters, and wakes when a renewal moves it).
+    pub fn until(&self) -> watch::Receiver<Option<Instant>> {
+        self.until.subscribe()
+    }
+
+    /// Trusts the lease until `until` (a renewal came back, or, with now,
+    /// the database said it is gone), and tells every keeper.
+    pub fn trust_until(&self, until: Instant) {
+        self.until.send_replace(Some(until));
         let millis = until.saturating_duration_since(Instant::now()).as_millis();
         let mut keepers = self.keepers.lock().expect("keepers lock");
-        // A keeper that is gone (its pipe broken) has nothing to keep.
-        keepers.retain(|_, k| writeln!(k.pipe, "{millis}").is_ok());
+        // A keeper that is gone (its pipe broken) has nothing to keep; a full
+        // pipe (a stopped keeper) only misses this extension.
+        keepers.retain(|_, pipe| {
+            writeln!(pipe, "{millis}").map_or_else(|e| e.kind() != std::io::ErrorKind::BrokenPipe, |()| true)
+        });
     }
 
     /// Moves the gate; stops (`Frozen`), continues (`Held`) or kills
@@ -117,8 +123,8 @@ impl Lease {
             Trust::Held { .. } => None,
         };
         if let Some(signal) = signal {
-            for k in self.keepers.lock().expect("keepers lock").values() {
-                crate::spawn::signal_group(k.pgid, signal);
+            for pgid in self.keepers.lock().expect("keepers lock").keys() {
+                crate::spawn::signal_group(*pgid, signal);
             }
         }
         if matches!(trust, Trust::Lost { .. }) {
@@ -133,15 +139,10 @@ impl Lease {
     }
 
     pub fn keep(&self, pgid: i32, pipe: std::fs::File) {
-        self.keepers.lock().expect("keepers lock").insert(pgid, Kept { pgid, pipe });
+        self.keepers.lock().expect("keepers lock").insert(pgid, pipe);
     }
 
     pub fn forget(&self, pgid: i32) {
         self.keepers.lock().expect("keepers lock").remove(&pgid);
-    }
-
-    /// The process groups of the kept agents.
-    pub fn kept(&self) -> Vec<i32> {
-        self.keepers.lock().expect("keepers lock").keys().copied().collect()
     }
 }

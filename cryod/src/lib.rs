@@ -189,7 +189,7 @@ pub async fn run(
         runtime::Shared::start(config, store, clock, shutdown.clone(), socket.clone(), state_dir.clone(), lease);
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
-    fleet::start(&daemon);
+    let fleet = fleet::start(&daemon);
     let info = match hub_config {
         Some(bind) => match hub::token(&state_dir) {
             Ok(token) => hub::start(daemon.clone(), &bind, token).await,
@@ -219,7 +219,9 @@ pub async fn run(
     let drain = async {
         shutdown.cancelled().await;
         daemon.shutdown().await;
-        fleet::leave(&daemon).await;
+        if let Some(fleet) = fleet {
+            fleet.leave().await;
+        }
     };
     let (served, ()) = tokio::join!(served, drain);
     served.context("serving the socket")?;

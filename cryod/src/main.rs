@@ -12,8 +12,6 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     // `cryod __keep …`: a session's keeper (see `cryod::keeper`).
-    if let Some(code) = cryod::keeper::intercept() {
-        return code;
-    }
+    cryod::keeper::intercept();
     cryod::main_with(Cli::parse().args)
 }

@@ -19,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+pub use cryo_core::chamber::View;
 
 /// A boxed future of a store call (the seam is a trait object).
 pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -101,28 +101,13 @@ pub struct ChamberRecord {
     /// The storage domain its folder lives in (fleet).
     pub domain: String,
     /// What its owner last published of it (fleet), for other nodes' views.
-    pub mirror: Option<Mirror>,
+    pub mirror: Option<View>,
 }
 
 impl ChamberRecord {
     pub fn fence(&self) -> Fence {
         Fence { chamber: self.id, token: self.fence }
     }
-}
-
-/// What a chamber's owner publishes of it for the other nodes: the status
-/// views need no more.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mirror {
-    pub state: String,
-    pub session: u64,
-    pub next_wake: Option<String>,
-    pub last_result: Option<String>,
-    pub mail_waiting: u32,
-    pub attention: Option<String>,
-    pub fault: Option<String>,
-    pub agent: String,
-    pub timezone: String,
 }
 
 /// A wake about to be spawned.
@@ -137,6 +122,24 @@ pub struct WakeRecord {
     pub claimed: String,
     pub due_at: Option<String>,
     pub created_at: String,
+}
+
+/// A recorded wake whose agent has started.
+#[derive(Debug, Clone)]
+pub struct SessionStart {
+    pub number: u64,
+    pub pid: u32,
+    pub started_at: String,
+    pub lateness_ms: Option<i64>,
+}
+
+/// A session that has ended.
+#[derive(Debug, Clone)]
+pub struct SessionEnd {
+    pub number: u64,
+    pub ended_at: String,
+    pub outcome: String,
+    pub detail: String,
 }
 
 /// One row of history.
@@ -223,26 +226,12 @@ pub trait Backend: Send + Sync + 'static {
     fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()>;
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()>;
     /// Publishes what other nodes show of a chamber.
-    fn set_mirror(&self, fence: Fence, mirror: Mirror) -> Fut<'_, ()>;
+    fn set_mirror(&self, fence: Fence, view: View) -> Fut<'_, ()>;
 
     // The wake ledger.
     fn record_wake(&self, fence: Fence, wake: WakeRecord) -> Fut<'_, ()>;
-    fn session_started(
-        &self,
-        fence: Fence,
-        number: u64,
-        pid: u32,
-        started_at: String,
-        lateness_ms: Option<i64>,
-    ) -> Fut<'_, ()>;
-    fn session_ended(
-        &self,
-        fence: Fence,
-        number: u64,
-        ended_at: String,
-        outcome: String,
-        detail: String,
-    ) -> Fut<'_, ()>;
+    fn session_started(&self, fence: Fence, start: SessionStart) -> Fut<'_, ()>;
+    fn session_ended(&self, fence: Fence, end: SessionEnd) -> Fut<'_, ()>;
     fn last_session_number(&self, chamber: i64) -> Fut<'_, u64>;
     /// The most recent sessions of a chamber, newest first.
     fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>>;

@@ -113,10 +113,10 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     Handle { tx, snapshot: snap_rx, drop, ended }
 }
 
-/// The writer of a chamber's mirror: the latest snapshot, in order, until
-/// the supervisor ends (a fenced write ends it too).
-fn mirrored(shared: &Arc<Shared>, fence: crate::store::Fence) -> watch::Sender<crate::store::Mirror> {
-    let (tx, mut rx) = watch::channel(crate::store::Mirror::default());
+/// The writer of a chamber's mirror: the latest view, in order, until the
+/// supervisor ends (a fenced write ends it too).
+fn mirrored(shared: &Arc<Shared>, fence: crate::store::Fence) -> watch::Sender<cryo_core::chamber::View> {
+    let (tx, mut rx) = watch::channel(cryo_core::chamber::View::default());
     let store = shared.store.clone();
     tokio::spawn(async move {
         while rx.changed().await.is_ok() {

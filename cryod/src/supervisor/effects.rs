@@ -16,7 +16,7 @@ use crate::chamber::mailbox::{Folder, Stored};
 use crate::chamber::{log, todos};
 use crate::runtime::{NoticeKind, TokenEntry};
 use crate::spawn;
-use crate::store::{Desired, WakeRecord};
+use crate::store::{Desired, SessionEnd, SessionStart, WakeRecord};
 
 /// Leftovers of an ended session's group get this long after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
@@ -65,12 +65,14 @@ impl Sup {
             }
             Effect::SessionStarted { number, pid, at, lateness_ms } => {
                 tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
-                let r = store.session_started(fence, number, pid, crate::rfc3339(at), lateness_ms).await;
+                let start = SessionStart { number, pid, started_at: crate::rfc3339(at), lateness_ms };
+                let r = store.session_started(fence, start).await;
                 let _ = self.fenced(r);
             }
             Effect::SessionEnded { number, at, outcome, summary } => {
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                let r = store.session_ended(fence, number, crate::rfc3339(at), outcome, summary).await;
+                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary };
+                let r = store.session_ended(fence, end).await;
                 let _ = self.fenced(r);
             }
             Effect::JournalClaim { number, names, then } => {

@@ -164,7 +164,7 @@ struct Sup {
     /// The running agent's process group.
     agent_pgid: Option<i32>,
     /// What other nodes show of the chamber (fleet), written in order.
-    mirror: Option<watch::Sender<crate::store::Mirror>>,
+    mirror: Option<watch::Sender<View>>,
     root: PathBuf,
     tx: mpsc::UnboundedSender<Event>,
     snapshot: watch::Sender<Snapshot>,
@@ -326,7 +326,7 @@ impl Sup {
         let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses() };
         let changed = *self.snapshot.borrow() != snap;
         if changed && let Some(m) = &self.mirror {
-            m.send_replace(mirror_of(&snap.view));
+            m.send_replace(snap.view.clone());
         }
         self.snapshot.send_replace(snap);
         if changed {
@@ -468,40 +468,6 @@ impl Sup {
 /// left open.
 pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Handle {
     boot::start(shared, record, recovery).await
-}
-
-/// A state's name in the mirror.
-pub fn state_name(s: State) -> &'static str {
-    match s {
-        State::Stopped => "stopped",
-        State::Idle => "idle",
-        State::Running => "running",
-        State::Paused => "paused",
-        State::Faulted => "faulted",
-    }
-}
-
-/// A state from its name in the mirror.
-pub fn state_from_name(s: &str) -> State {
-    [State::Idle, State::Running, State::Paused, State::Faulted]
-        .into_iter()
-        .find(|st| state_name(*st) == s)
-        .unwrap_or(State::Stopped)
-}
-
-/// What other nodes show of a chamber.
-fn mirror_of(v: &View) -> crate::store::Mirror {
-    crate::store::Mirror {
-        state: state_name(v.state).into(),
-        session: v.session,
-        next_wake: v.next_wake.map(crate::rfc3339),
-        last_result: v.last_result.clone(),
-        mail_waiting: v.mail_waiting,
-        attention: v.attention.clone(),
-        fault: v.fault.clone(),
-        agent: v.agent.clone(),
-        timezone: v.timezone.clone(),
-    }
 }
 
 /// The machine's settings from a chamber's config.

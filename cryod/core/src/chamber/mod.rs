@@ -66,7 +66,8 @@ pub struct Limits {
 }
 
 /// What the chamber looks like from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum State {
     #[default]
     Stopped,
@@ -76,8 +77,10 @@ pub enum State {
     Faulted,
 }
 
-/// The chamber's state as status views show it.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// The chamber's state as status views show it (and as a fleet node
+/// publishes it for the others, in JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct View {
     pub state: State,
     pub fault: Option<String>,

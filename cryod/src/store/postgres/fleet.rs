@@ -204,7 +204,7 @@ impl Postgres {
     /// Gives a chamber up (a clean hand-over): another node may take it at
     /// once, and is told so.
     pub async fn release(&self, fence: Fence) -> Result<(), StoreError> {
-        self.fenced(
+        self.write(
             fence,
             "UPDATE cryo_chambers SET owner = NULL WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
             &[],
@@ -267,6 +267,18 @@ impl Postgres {
                 started_at: r.get(10),
             })
             .collect())
+    }
+
+    /// Chambers no live node owns (on the database's clock): being taken over.
+    pub async fn unowned(&self) -> Result<u32, StoreError> {
+        let rows = self
+            .query(
+                "SELECT count(*) FROM cryo_chambers c LEFT JOIN cryo_nodes n ON n.id = c.owner
+                 WHERE n.id IS NULL OR n.expires_at <= now()",
+                &[],
+            )
+            .await?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u32)
     }
 
     /// Forgets nodes whose lease expired more than a minute ago (their

@@ -23,8 +23,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{
-    Backend, ChamberRecord, Desired, Fence, Fut, Mirror, NewChamber, OpenClaim, OpenSession, SessionRow, StoreError,
-    WakeRecord,
+    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow,
+    SessionStart, StoreError, View, WakeRecord,
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
@@ -91,7 +91,9 @@ impl Postgres {
             config.connect_timeout(Duration::from_secs(5));
         }
         config.keepalives_idle(Duration::from_secs(10));
-        config.options(format!("-c statement_timeout={}", STATEMENT_TIMEOUT.as_millis()));
+        let options =
+            format!("{} -c statement_timeout={}", config.get_options().unwrap_or(""), STATEMENT_TIMEOUT.as_millis());
+        config.options(options.trim_start());
         let tls = tls();
         let manager = Manager::from_config(
             config.clone(),
@@ -158,6 +160,11 @@ impl Postgres {
             return Err(fence.fenced());
         }
         Ok(row.get(1))
+    }
+
+    /// [`Postgres::fenced`] for a write that returns nothing.
+    async fn write(&self, fence: Fence, write: &str, params: &[&(dyn ToSql + Sync)]) -> Result<(), StoreError> {
+        self.fenced(fence, write, params).await.map(drop)
     }
 
     async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
@@ -275,103 +282,82 @@ impl Backend for Postgres {
 
     fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()> {
         Box::pin(async move {
-            self.fenced(fence, "DELETE FROM cryo_chambers WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r", &[])
-                .await?;
-            Ok(())
+            self.write(fence, "DELETE FROM cryo_chambers WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r", &[])
+                .await
         })
     }
 
     fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()> {
         Box::pin(async move {
-            self.fenced(
+            self.write(
                 fence,
                 "UPDATE cryo_chambers SET paused = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&paused],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
         Box::pin(async move {
-            self.fenced(
+            self.write(
                 fence,
                 "UPDATE cryo_chambers SET desired = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&desired.as_str()],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
-    fn set_mirror(&self, fence: Fence, mirror: Mirror) -> Fut<'_, ()> {
+    fn set_mirror(&self, fence: Fence, view: View) -> Fut<'_, ()> {
         Box::pin(async move {
-            let json = serde_json::to_string(&mirror).unwrap_or_default();
-            self.fenced(
+            let json = serde_json::to_string(&view).unwrap_or_default();
+            self.write(
                 fence,
                 "UPDATE cryo_chambers SET mirror = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&json],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
     fn record_wake(&self, fence: Fence, w: WakeRecord) -> Fut<'_, ()> {
         Box::pin(async move {
             let number = w.number as i64;
-            self.fenced(
+            self.write(
                 fence,
                 "INSERT INTO cryo_sessions
                      (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at, node, fence)
                  SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $2, $3 FROM f RETURNING 1::int8 AS r",
                 &[&number, &w.wake_id, &w.trigger, &w.reasons, &w.claimed, &w.due_at, &w.created_at],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
-    fn session_started(
-        &self,
-        fence: Fence,
-        number: u64,
-        pid: u32,
-        started_at: String,
-        lateness_ms: Option<i64>,
-    ) -> Fut<'_, ()> {
+    fn session_started(&self, fence: Fence, s: SessionStart) -> Fut<'_, ()> {
         Box::pin(async move {
-            let (number, pid) = (number as i64, pid as i64);
-            self.fenced(
+            let (number, pid) = (s.number as i64, s.pid as i64);
+            self.write(
                 fence,
                 "UPDATE cryo_sessions SET pid = $5, started_at = $6, lateness_ms = $7
                  WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
-                &[&number, &pid, &started_at, &lateness_ms],
+                &[&number, &pid, &s.started_at, &s.lateness_ms],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
-    fn session_ended(
-        &self,
-        fence: Fence,
-        number: u64,
-        ended_at: String,
-        outcome: String,
-        detail: String,
-    ) -> Fut<'_, ()> {
+    fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(async move {
-            let number = number as i64;
-            self.fenced(
+            let number = e.number as i64;
+            self.write(
                 fence,
                 "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7
                  WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
-                &[&number, &ended_at, &outcome, &detail],
+                &[&number, &e.ended_at, &e.outcome, &e.detail],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
@@ -437,39 +423,36 @@ impl Backend for Postgres {
     fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()> {
         Box::pin(async move {
             let session = session as i64;
-            self.fenced(
+            self.write(
                 fence,
                 "UPDATE cryo_claims SET answered_at = $5
                  WHERE chamber_id = (SELECT id FROM f) AND session = $4 AND answered_at IS NULL RETURNING 1::int8 AS r",
                 &[&session, &at],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
     fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()> {
         Box::pin(async move {
-            self.fenced(
+            self.write(
                 fence,
                 "DELETE FROM cryo_claims WHERE id = $4 AND chamber_id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&id],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 
     fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()> {
         Box::pin(async move {
-            self.fenced(
+            self.write(
                 fence,
                 "UPDATE cryo_claims SET answered_at = $5
                  WHERE id = $4 AND chamber_id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&id, &at],
             )
-            .await?;
-            Ok(())
+            .await
         })
     }
 

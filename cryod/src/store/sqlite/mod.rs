@@ -108,7 +108,10 @@ fn take_all(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-use super::{Backend, ChamberRecord, Desired, Fut, Mirror, NewChamber, OpenClaim, OpenSession, SessionRow, WakeRecord};
+use super::{
+    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow, SessionStart,
+    WakeRecord,
+};
 use rusqlite::params;
 
 impl Backend for Sqlite {
@@ -146,7 +149,7 @@ impl Backend for Sqlite {
     }
 
     /// One machine has no other node to show it to.
-    fn set_mirror(&self, _fence: Fence, _mirror: Mirror) -> Fut<'_, ()> {
+    fn set_mirror(&self, _fence: Fence, _view: super::View) -> Fut<'_, ()> {
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -170,35 +173,21 @@ impl Backend for Sqlite {
         }))
     }
 
-    fn session_started(
-        &self,
-        fence: Fence,
-        number: u64,
-        pid: u32,
-        started_at: String,
-        lateness_ms: Option<i64>,
-    ) -> Fut<'_, ()> {
+    fn session_started(&self, fence: Fence, s: SessionStart) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             c.execute(
                 "UPDATE sessions SET pid = ?3, started_at = ?4, lateness_ms = ?5 WHERE chamber_id = ?1 AND number = ?2",
-                params![fence.chamber, number as i64, pid, started_at, lateness_ms],
+                params![fence.chamber, s.number as i64, s.pid, s.started_at, s.lateness_ms],
             )?;
             Ok(())
         }))
     }
 
-    fn session_ended(
-        &self,
-        fence: Fence,
-        number: u64,
-        ended_at: String,
-        outcome: String,
-        detail: String,
-    ) -> Fut<'_, ()> {
+    fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             c.execute(
                 "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5 WHERE chamber_id = ?1 AND number = ?2",
-                params![fence.chamber, number as i64, ended_at, outcome, detail],
+                params![fence.chamber, e.number as i64, e.ended_at, e.outcome, e.detail],
             )?;
             Ok(())
         }))
