@@ -82,16 +82,19 @@ function renderList() {
     main.replaceChildren(el("p", { class: "muted" }, "No chambers yet. ", el("a", { href: "#/new" }, "Create one"), "."));
     return;
   }
+  // A fleet's hub shows every node's chambers, with the node that runs each.
+  const fleet = [...chambers.values()].some((c) => c.node);
   const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
     el("tr", { "data-chamber": c.name },
       el("td", {}, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
       el("td", {}, badge(c.state)),
+      fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
       el("td", {}, c.next_wake ? [local(c.next_wake), el("div", { class: "muted" }, left(c.next_wake))] : "-"),
       el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")),
       el("td", {}, c.mail_waiting ? el("span", { class: "badge", title: "unread mail" }, "✉ " + c.mail_waiting) : "",
         c.open_questions ? el("span", { class: "q", title: "open questions" }, " ?") : "")));
   main.replaceChildren(el("table", { id: "chambers" },
-    el("thead", {}, el("tr", {}, el("th", {}, "Chamber"), el("th", {}, "State"), el("th", {}, "Next wake"), el("th", { class: "wide" }, "Last result"), el("th", {}, "Mail"))),
+    el("thead", {}, el("tr", {}, el("th", {}, "Chamber"), el("th", {}, "State"), fleet ? el("th", {}, "Node") : "", el("th", {}, "Next wake"), el("th", { class: "wide" }, "Last result"), el("th", {}, "Mail"))),
     el("tbody", {}, rows)));
 }
 
@@ -150,6 +153,7 @@ function message(m) {
 function status(c) {
   const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? local(c.next_wake) + " (" + left(c.next_wake) + ")" : "-"],
     ["last result", c.last_result || "-"], ["unread mail", c.mail_waiting], ["agent", c.agent]];
+  if (c.node) rows.push(["node", c.node]);
   if (c.attention) rows.push(["attention", c.attention]);
   if (c.fault) rows.push(["fault", c.fault]);
   if (c.error) rows.push(["error", c.error]);

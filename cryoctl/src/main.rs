@@ -59,6 +59,15 @@ enum Command {
 enum FleetCmd {
     /// The nodes, their leases (on the database's clock) and their chambers.
     Status,
+    /// Drain a node: it takes no chambers, hands its own over as their
+    /// sessions end, then leaves the fleet and exits. Waits until it has.
+    Drain {
+        /// The node's name or id.
+        node: String,
+        /// Return once the node was asked.
+        #[arg(long)]
+        no_wait: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -112,6 +121,7 @@ fn main() -> ExitCode {
         Command::Doctor => run(cmd::doctor::run(ctx)),
         Command::Hub => run(cmd::hub(ctx)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
+        Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }
 }
 

@@ -47,6 +47,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         error: v.snap.view.error.clone().unwrap_or_default(),
         open_questions: v.snap.view.open_questions,
         bridges: v.snap.bridges.iter().map(bridge).collect(),
+        node: v.record.owner_name.clone().unwrap_or_default(),
     }
 }
 

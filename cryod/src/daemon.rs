@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::chamber::scaffold;
 use crate::error::{Error, Result};
+use crate::fleet::remote::Command;
 use crate::runtime::Shared;
 use crate::store::ChamberRecord;
 use crate::supervisor::{self, Event, Handle, Snapshot};
@@ -52,6 +53,15 @@ impl Entry {
     }
 }
 
+/// A chamber this node runs, as the ownership round sees it.
+pub struct Local {
+    pub fence: crate::store::Fence,
+    /// A session runs now.
+    pub running: bool,
+    /// The node the chamber prefers.
+    pub home: Option<String>,
+}
+
 /// The daemon: shared services and the registered chambers.
 #[derive(Clone)]
 pub struct Daemon(Arc<Inner>);
@@ -63,6 +73,10 @@ struct Inner {
     /// The chambers other nodes of the fleet own (or no node does yet), as
     /// the database last said.
     remote: RwLock<BTreeMap<i64, ChamberRecord>>,
+    /// Chambers being handed over to another node now.
+    leaving: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// Chambers other nodes run whose inboxes this node watches for them.
+    remote_watched: std::sync::Mutex<std::collections::HashSet<i64>>,
 }
 
 /// What `add` did.
@@ -110,6 +124,8 @@ impl Daemon {
             started_at,
             chambers: RwLock::new(chambers),
             remote: RwLock::new(remote),
+            leaving: Default::default(),
+            remote_watched: Default::default(),
         }));
         daemon.follow_the_system_zone();
         Ok(daemon)
@@ -130,8 +146,9 @@ impl Daemon {
     /// Takes over a chamber this node has just claimed (with its new
     /// fence): what its last owner left open (sessions, claimed mail, the
     /// agents still running on this machine) is recovered first.
-    pub async fn adopt(&self, record: ChamberRecord) {
+    pub async fn adopt(&self, mut record: ChamberRecord) {
         let shared = &self.0.shared;
+        record.owner_name = shared.store.fleet().map(|pg| pg.node().name.clone());
         let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
         if !open.is_empty() {
             tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
@@ -156,30 +173,65 @@ impl Daemon {
         self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
     }
 
-    /// Hands a chamber over cleanly: its session ends as at shutdown, then
-    /// it is no longer run here. Returns its fence, for the release.
-    pub async fn hand_over(&self, id: i64) -> Option<crate::store::Fence> {
-        let handle = self.handle_of(id).ok()?;
-        let (tx, rx) = oneshot::channel();
-        if handle.tx.send(Event::Shutdown(tx)).is_ok() {
-            let _ = rx.await;
+    /// Hands a chamber over cleanly: its session ends as at shutdown, it is
+    /// no longer run here, and the database gives it to node `to` (which
+    /// becomes its home) or, without `to`, to whichever node claims it
+    /// first. `Ok(false)`: `to` could not take it (it left or began
+    /// draining), so it was released to the fleet instead.
+    pub async fn hand_over(&self, id: i64, to: Option<&str>) -> Result<bool> {
+        let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| Error::Internal("not a fleet".into()))?;
+        let handle = self.handle_of(id)?;
+        // The ownership round must not take it back while it goes.
+        self.0.leaving.lock().expect("leaving lock").insert(id);
+        let went = async {
+            let (tx, rx) = oneshot::channel();
+            if handle.tx.send(Event::Shutdown(tx)).is_ok() {
+                let _ = rx.await;
+            }
+            let entry = self.0.chambers.write().expect("registry lock").remove(&id);
+            let entry = entry.ok_or_else(|| Error::Unavailable("the chamber was dropped meanwhile".into()))?;
+            let fence = entry.record.fence();
+            self.0.remote.write().expect("registry lock").insert(id, entry.record);
+            if let Some(to) = to
+                && pg.assign(fence, to).await?
+            {
+                return Ok(true);
+            }
+            pg.release(fence).await?;
+            Ok(to.is_none())
         }
-        let entry = self.0.chambers.write().expect("registry lock").remove(&id)?;
-        let fence = entry.record.fence();
-        self.0.remote.write().expect("registry lock").insert(id, entry.record);
-        Some(fence)
+        .await;
+        self.0.leaving.lock().expect("leaving lock").remove(&id);
+        self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+        went
     }
 
-    /// The chambers this node runs, with their fences and whether a session
-    /// runs now.
-    pub fn local(&self) -> Vec<(crate::store::Fence, bool)> {
+    /// Whether the chamber is being handed over by this node now.
+    pub fn leaving(&self, id: i64) -> bool {
+        self.0.leaving.lock().expect("leaving lock").contains(&id)
+    }
+
+    /// The chambers this node runs.
+    pub fn local(&self) -> Vec<Local> {
         self.0
             .chambers
             .read()
             .expect("registry lock")
             .values()
-            .map(|e| (e.record.fence(), e.handle.snapshot.borrow().view.state == State::Running))
+            .map(|e| Local {
+                fence: e.record.fence(),
+                running: e.handle.snapshot.borrow().view.state == State::Running,
+                home: e.record.home.clone(),
+            })
             .collect()
+    }
+
+    /// Asks a chamber this node runs to read its inbox again (mail written
+    /// where the watcher cannot see it).
+    pub fn rescan(&self, id: i64) {
+        if let Some(e) = self.0.chambers.read().expect("registry lock").get(&id) {
+            let _ = e.handle.tx.send(Event::Rescan);
+        }
     }
 
     /// What the database says of the chambers this node does not run.
@@ -190,11 +242,50 @@ impl Daemon {
             records.into_iter().filter(|r| !local.contains_key(&r.id)).map(|r| (r.id, r)).collect();
         // Live views hear of the chambers whose owner or mirror changed.
         let changed: Vec<i64> = fresh.iter().filter(|(id, r)| remote.get(id) != Some(r)).map(|(id, _)| *id).collect();
+        drop(local);
+        if self.0.shared.config.store.domain.is_some() {
+            self.watch_remote_inboxes(&fresh);
+        }
         *remote = fresh;
-        drop((local, remote));
+        drop(remote);
         for id in changed {
             self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
         }
+    }
+
+    /// On a shared filesystem, another machine's writes reach no watcher of
+    /// the owner's: this node watches the inboxes of the chambers others
+    /// run in its domain, and tells their owner of new mail (which reads
+    /// its inbox again at once).
+    fn watch_remote_inboxes(&self, remote: &BTreeMap<i64, ChamberRecord>) {
+        let Some(pg) = self.0.shared.store.fleet().cloned() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let watcher = &self.0.shared.watcher;
+        let mut watched = self.0.remote_watched.lock().expect("watched lock");
+        for (&id, r) in remote {
+            let (root, inbox) = (PathBuf::from(&r.path), PathBuf::from(&r.path).join("messages/inbox"));
+            // (Only an inbox that exists: this node writes nothing into a chamber it does not run.)
+            if r.domain != pg.node().domain || watched.contains(&id) || !inbox.is_dir() {
+                continue;
+            }
+            let (pg, rt) = (pg.clone(), rt.clone());
+            let sink: crate::watch::Sink = Arc::new(move |c| {
+                if let crate::watch::Change::Inbox(_) = c {
+                    let pg = pg.clone();
+                    rt.spawn(async move { pg.mail_written(id).await });
+                }
+            });
+            watcher.watch(id, &root, &[inbox], sink);
+            watched.insert(id);
+        }
+        // Those run here now have their supervisor's watch instead.
+        watched.retain(|id| {
+            let keep = remote.contains_key(id);
+            if !keep && !self.runs(*id) {
+                watcher.unwatch(*id);
+            }
+            keep
+        });
     }
 
     /// Scaffolds a chamber folder.
@@ -240,8 +331,9 @@ impl Daemon {
             path: path.to_string(),
             created_at: created,
         };
-        let (record, existed) = self.0.shared.store.add_chamber(new).await?;
+        let (mut record, existed) = self.0.shared.store.add_chamber(new).await?;
         if !existed {
+            record.owner_name = self.0.shared.store.fleet().map(|pg| pg.node().name.clone());
             let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
             self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
@@ -288,12 +380,112 @@ impl Daemon {
     /// Replaces a chamber's `plan.md` (through its supervisor, the one writer).
     pub async fn write_plan(&self, v: &ChamberView, text: &str) -> Result<()> {
         let text = text.to_string();
+        if self.elsewhere(v) {
+            return self.forward(v, Command::WritePlan { text }).await?.done();
+        }
         self.ask(v.record.id, |reply| Event::WritePlan { text, reply }).await?
     }
 
     fn view_of(&self, id: i64) -> Option<ChamberView> {
         let local = self.0.chambers.read().expect("registry lock").get(&id).map(Entry::view);
         local.or_else(|| self.0.remote.read().expect("registry lock").get(&id).map(remote_view))
+    }
+
+    /// Whether this node runs the chamber.
+    pub fn runs(&self, id: i64) -> bool {
+        self.0.chambers.read().expect("registry lock").contains_key(&id)
+    }
+
+    /// Whether another node of the fleet runs the chamber (an operation on
+    /// it is sent to that node).
+    fn elsewhere(&self, v: &ChamberView) -> bool {
+        self.0.shared.store.fleet().is_some() && !self.runs(v.record.id)
+    }
+
+    /// The database's record of a chamber, read again (and every other
+    /// chamber's, to refresh this node's view of the fleet).
+    pub(crate) async fn refresh_record(&self, id: i64) -> Result<ChamberRecord> {
+        let records = self.0.shared.store.chambers().await?;
+        let found = records.iter().find(|r| r.id == id).cloned();
+        self.set_remote(records);
+        found.ok_or_else(|| Error::NotFound("the chamber was removed".into()))
+    }
+
+    /// Moves a chamber to another node of the fleet (by its name or id): a
+    /// clean hand-over, carried out by the chamber's owner. The chamber's
+    /// home becomes that node. Returns the view, the node's id and whether
+    /// the chamber was there already.
+    pub async fn move_to(&self, r: &ChamberRef, to: &str) -> Result<(ChamberView, String, bool)> {
+        let v = self.resolve(r)?;
+        let node = self.live_node(to).await?;
+        if node.draining {
+            return Err(Error::Precondition(format!("node {to:?} is draining: it takes no chambers")));
+        }
+        if node.domain != v.record.domain {
+            return Err(Error::Precondition(format!(
+                "node {to:?} is in storage domain {:?}, the chamber in {:?}: it cannot reach the chamber's folder",
+                node.domain, v.record.domain
+            )));
+        }
+        let id = node.id.clone();
+        let (view, already) = if self.runs(v.record.id) {
+            self.move_here_to(v.record.id, &id).await?
+        } else {
+            let (view, already, _) = self.forward(&v, Command::Move { to: id.clone() }).await?.flags(&v)?;
+            (view, already)
+        };
+        Ok((view, id, already))
+    }
+
+    /// Hands a chamber this node runs to node `to`. The flag: it was there
+    /// already.
+    pub(crate) async fn move_here_to(&self, id: i64, to: &str) -> Result<(ChamberView, bool)> {
+        let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| Error::Internal("not a fleet".into()))?;
+        let v = self.view_by_id(id).ok_or_else(|| Error::NotFound("the chamber was removed".into()))?;
+        if to == pg.node_id() {
+            return Ok((v, true));
+        }
+        if !self.hand_over(id, Some(to)).await? {
+            return Err(Error::Unavailable(format!(
+                "node {to} can no longer take chamber {:?}; it was released to the fleet",
+                v.record.name
+            )));
+        }
+        tracing::info!(chamber = %v.record.name, node = %to, "chamber moved");
+        let record = self.refresh_record(id).await?;
+        Ok((ChamberView { record, snap: v.snap }, false))
+    }
+
+    /// Marks a node draining (by name or id): it takes no chambers, hands
+    /// its own over as their sessions end, then leaves the fleet and exits.
+    /// Returns the node's id.
+    pub async fn drain(&self, node: &str) -> Result<String> {
+        let n = self.live_node(node).await?;
+        let pg = self.0.shared.store.fleet().ok_or_else(|| Error::Internal("not a fleet".into()))?;
+        pg.set_draining(&n.id).await?;
+        tracing::info!(node = %n.id, name = %n.name, "node asked to drain");
+        Ok(n.id)
+    }
+
+    /// The live node of the fleet with this name or id.
+    async fn live_node(&self, name: &str) -> Result<crate::store::postgres::FleetNode> {
+        let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| {
+            Error::Precondition("this cryod is not a node of a fleet (its store is not PostgreSQL)".into())
+        })?;
+        let nodes = pg.nodes().await?;
+        let mut live: Vec<_> =
+            nodes.iter().filter(|n| n.lease_left_ms > 0 && (n.id == name || n.name == name)).cloned().collect();
+        match live.len() {
+            0 => {
+                let names: Vec<_> = nodes.iter().filter(|n| n.lease_left_ms > 0).map(|n| n.name.as_str()).collect();
+                Err(Error::NotFound(format!(
+                    "no live node named {name:?} (live: {}; see `cryoctl fleet status`)",
+                    names.join(", ")
+                )))
+            }
+            1 => Ok(live.remove(0)),
+            _ => Err(Error::Invalid(format!("several live nodes are named {name:?}: give the node's id"))),
+        }
     }
 
     fn handle_of(&self, id: i64) -> Result<Handle> {
@@ -348,6 +540,12 @@ impl Daemon {
     /// Unregisters a chamber (ending its session); its files stay.
     pub async fn remove(&self, r: &ChamberRef) -> Result<ChamberView> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            self.forward(&v, Command::Remove).await?.done()?;
+            self.0.remote.write().expect("registry lock").remove(&v.record.id);
+            self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
+            return Ok(v);
+        }
         let fence = self
             .0
             .chambers
@@ -368,6 +566,10 @@ impl Daemon {
     /// With `wait`, returns once a first session's agent has started.
     pub async fn start(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool)> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            let (v, already, _) = self.forward(&v, Command::Start { wait }).await?.flags(&v)?;
+            return Ok((v, already));
+        }
         let already = self.ask(v.record.id, |reply| Event::Start { wait, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already))
     }
@@ -376,6 +578,9 @@ impl Daemon {
     /// The flags: it was stopped already; a session was ended.
     pub async fn stop(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool, bool)> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            return self.forward(&v, Command::Stop { wait }).await?.flags(&v);
+        }
         let (already, ended) = self.ask(v.record.id, |reply| Event::Stop { wait, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already, ended))
     }
@@ -383,6 +588,10 @@ impl Daemon {
     /// Pauses (or resumes) a chamber; the flag says nothing changed.
     pub async fn pause(&self, r: &ChamberRef, pause: bool) -> Result<(ChamberView, bool)> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            let (v, already, _) = self.forward(&v, Command::Pause { pause }).await?.flags(&v)?;
+            return Ok((v, already));
+        }
         let already = self.ask(v.record.id, |tx| Event::Pause(pause, tx)).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already))
     }
@@ -395,6 +604,9 @@ impl Daemon {
         replace: bool,
     ) -> Result<(ChamberView, supervisor::WakeOutcome)> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            return self.forward(&v, Command::Wake { message, replace }).await?.woken(&v);
+        }
         let out = self.ask(v.record.id, |reply| Event::Wake { message, replace, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), out))
     }
@@ -403,12 +615,18 @@ impl Daemon {
     pub async fn send(&self, r: &ChamberRef, from: &str, subject: &str, text: &str) -> Result<String> {
         let v = self.resolve(r)?;
         let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
+        if self.elsewhere(&v) {
+            return self.forward(&v, Command::Send { from, subject, text }).await?.file();
+        }
         self.ask(v.record.id, |reply| Event::Deliver { from, subject, text, reply }).await?
     }
 
     /// An operator's TODO call.
     pub async fn todo(&self, r: &ChamberRef, call: supervisor::TodoCall) -> Result<supervisor::AgentReply> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            return self.forward(&v, Command::Todo { call }).await?.todos();
+        }
         self.ask(v.record.id, |reply| Event::Todo { call, reply }).await?
     }
 
@@ -416,6 +634,9 @@ impl Daemon {
     /// count or error, and every bridge's status after.
     pub async fn sync(&self, r: &ChamberRef, pull: bool) -> Result<supervisor::SyncOutcome> {
         let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            return self.forward(&v, Command::Sync { pull }).await?.synced();
+        }
         self.ask(v.record.id, |reply| Event::Sync { pull, reply }).await
     }
 

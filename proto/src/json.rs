@@ -46,6 +46,7 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "error": null_if_empty(&c.error),
         "open_questions": c.open_questions,
         "bridges": c.bridges.iter().map(bridge_json).collect::<Vec<_>>(),
+        "node": null_if_empty(&c.node),
     })
 }
 

@@ -137,7 +137,7 @@ pub trait Local: Send + Sync + 'static {
 
 /// How a bridge is doing, for `chamber status`, `chamber sync` and the hub.
 /// Holds no secret.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Status {
     pub bridge: String,
     /// `connecting`, `connected`, `backing off`, `stopped`.

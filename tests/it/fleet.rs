@@ -85,7 +85,11 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         let a = Store::connect(&url, node_info("a", ttl)).await.expect("node a joins");
         let b = Store::connect(&url, node_info("b", ttl)).await.expect("node b joins (the schema exists)");
         assert_eq!(pg.sql("SELECT max(version) FROM cryo_schema"), cryod::store::postgres::SCHEMA_VERSION.to_string());
-        assert_eq!(pg.sql("SELECT count(*) FROM cryo_schema"), "1", "migrated once");
+        assert_eq!(
+            pg.sql("SELECT count(*) FROM cryo_schema"),
+            cryod::store::postgres::SCHEMA_VERSION.to_string(),
+            "each migration ran once"
+        );
 
         let new = NewChamber {
             base_name: "c".into(),
@@ -592,4 +596,158 @@ fn stop_all(nodes: &mut [Node]) {
 
 fn agent_alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/environ")).is_ok_and(|e| e.contains("CRYO_WAKE_ID="))
+}
+
+/// The node (by name) that runs each chamber, as `chamber list` on `n` shows it.
+fn placement(n: &Node) -> HashMap<String, String> {
+    let list = n.env.cryoctl(&["chamber", "list", "--json"]).json();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["node"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// Operating a fleet from any node: cryoctl and the hub on one node see
+/// every chamber with the node that runs it; an operation on a chamber
+/// another node runs is carried out by that node (its errors too);
+/// `chamber move` hands a chamber over to the node named, which keeps it;
+/// `fleet drain` empties a node, which then leaves and exits.
+#[test]
+fn fleet_is_operated_from_any_node() {
+    let Some(pg) = Postgres::start() else { return };
+    let (mut nodes, cs) = fleet(&pg, 3, 6);
+    settle_balanced(&nodes[0], &["n1", "n2", "n3"], 6);
+    wait_sessions(&cs, 6);
+    let names = ["n1", "n2", "n3"];
+    wait_until_within(TAKEOVER, "n1 to see the node of every chamber", || {
+        placement(&nodes[0]).values().all(|n| names.contains(&n.as_str()))
+    });
+    let hub = crate::hub::Hub::of(&nodes[0].env);
+    let api = hub.get("/api/chambers").json();
+    assert_eq!(api.as_array().unwrap().len(), 6, "the hub on n1 shows the whole fleet: {api}");
+    assert!(api.as_array().unwrap().iter().all(|c| c["node"].is_string()), "{api}");
+
+    // An operation on a chamber n2 runs, asked of n1.
+    let at = placement(&nodes[0]);
+    let c = cs.iter().find(|c| at[&c.name] == "n2").unwrap();
+    let n1 = &nodes[0].env;
+    let asked = Instant::now();
+    n1.cryoctl(&["chamber", "pause", &c.name]).ok();
+    let round_trip = asked.elapsed();
+    let paused_on_n2 = || nodes[1].env.cryoctl(&["chamber", "status", &c.name, "--json"]).json();
+    wait_until_within(TAKEOVER, "n2 to show the chamber paused", || paused_on_n2()[0]["state"] == "paused");
+    let sent = n1.cryoctl(&["chamber", "send", &c.name, "hello from n1", "--json"]).json();
+    let file = sent["file"].as_str().unwrap().to_string();
+    assert!(c.messages("messages/inbox").iter().any(|(n, t)| file.ends_with(n) && t.contains("hello from n1")));
+    let todos = n1.cryoctl(&["chamber", "todo", &c.name, "list", "--json"]).json();
+    assert!(todos.as_array().is_some_and(|t| !t.is_empty()), "{todos}");
+    // The owner's error, as the owner would have given it.
+    let err = n1.cryoctl(&["chamber", "todo", &c.name, "done", "999999"]).fails(4).to_string();
+    assert!(err.contains("no TODO with id 999999") && err.trim().lines().count() == 1, "{err}");
+    n1.cryoctl(&["chamber", "resume", &c.name]).ok();
+    let before = sessions(c).len();
+    wait_until_within(TAKEOVER, "the resumed chamber to run again", || sessions(c).len() > before);
+
+    // Two chambers moved to n3 (one run by n2, asked of n1; one run by n1):
+    // n3 becomes their home and keeps them while the shares even out.
+    let at = placement(&nodes[0]);
+    let from_n2 = cs.iter().find(|x| at[&x.name] == "n2").unwrap();
+    let from_n1 = cs.iter().find(|x| at[&x.name] == "n1").unwrap();
+    let n3 = nodes[2].node_id();
+    let mut moves = Vec::new();
+    for m in [from_n2, from_n1] {
+        let t = Instant::now();
+        let r = n1.cryoctl(&["chamber", "move", &m.name, "--to", "n3", "--json"]).json();
+        moves.push(t.elapsed());
+        assert_eq!(r["node"], n3.as_str(), "{r}");
+        assert_eq!(r["already"], false, "{r}");
+    }
+    let again = n1.cryoctl(&["chamber", "move", &from_n1.name, "--to", "n3", "--json"]).json();
+    assert_eq!(again["already"], true, "{again}");
+    let bad = n1.cryoctl(&["chamber", "move", &from_n1.name, "--to", "nowhere"]).fails(4).to_string();
+    assert!(bad.contains("no live node named \"nowhere\""), "{bad}");
+    settle_balanced(&nodes[0], &names, 6);
+    wait_until_within(TAKEOVER, "the moved chambers to stay on n3", || {
+        let at = placement(&nodes[0]);
+        at[&from_n2.name] == "n3" && at[&from_n1.name] == "n3"
+    });
+    let ran = total_sessions(&cs);
+    wait_sessions(&cs, ran + 6);
+
+    // n2 drained from n1: its chambers go to n1 and n3, and it exits.
+    let drain = Instant::now();
+    n1.cryoctl(&["fleet", "drain", "n2"]).ok();
+    let drained = drain.elapsed();
+    let status = nodes[1].daemon.take().unwrap().wait_exit();
+    assert!(status.success(), "a drained node exits cleanly: {status:?}");
+    settle_owned(&nodes[0], &["n1", "n3"], 6);
+    let ran = total_sessions(&cs);
+    wait_sessions(&cs, ran + 6);
+    stop_all(&mut nodes);
+    let total = check(&cs);
+    eprintln!(
+        "fleet operations: {total} sessions; pause via n1 answered in {round_trip:?}; moves {moves:?}; drain {drained:?}"
+    );
+}
+
+/// Three nodes starting at once over 300 registered chambers: each chamber
+/// is owned once, and each node holds its share within 10%.
+#[test]
+fn fleet_three_nodes_starting_at_once_share_300_chambers() {
+    let Some(pg) = Postgres::start() else { return };
+    const N: usize = 300;
+    let mut nodes: Vec<Node> = (1..=3).map(|i| Node::new(&pg, &format!("n{i}"))).collect();
+    // Registered straight into the store (by a node that then leaves), so
+    // that no node has started before the others.
+    let folders: Vec<std::path::PathBuf> = (0..N)
+        .map(|i| {
+            let dir = nodes[0].env.path(&format!("shared/c{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("cryo.toml"), "agent = \"true\"\n").unwrap();
+            std::fs::write(dir.join("plan.md"), "# plan\n").unwrap();
+            dir
+        })
+        .collect();
+    runtime().block_on(async {
+        let s = Store::connect(&pg.url("n1"), node_info("registrar", Duration::from_secs(60))).await.unwrap();
+        for (i, dir) in folders.iter().enumerate() {
+            let new = NewChamber {
+                base_name: format!("c{i}"),
+                exact_name: true,
+                path: dir.to_str().unwrap().into(),
+                created_at: "2026-11-23T00:00:00Z".into(),
+            };
+            s.add_chamber(new).await.unwrap();
+        }
+        s.leave().await.unwrap();
+    });
+    let started = Instant::now();
+    for n in &mut nodes {
+        n.daemon = Some(n.env.spawn_daemon(&[]));
+    }
+    for n in &nodes {
+        n.daemon.as_ref().unwrap().wait_ready(&n.env);
+    }
+    // (300 chambers on a loaded 2-core machine: a longer deadline.)
+    let deadline = TAKEOVER * 4;
+    wait_until_within(deadline, "every chamber owned by a live node", || {
+        let (per, unowned) = ownership(&nodes[0]);
+        unowned == 0 && per.values().sum::<u64>() == N as u64
+    });
+    let owned_in = started.elapsed();
+    // Within 10% of a third each.
+    wait_until_within(deadline, "the 300 chambers to be balanced within 10%", || {
+        let (per, unowned) = ownership(&nodes[0]);
+        unowned == 0 && per.len() == 3 && per.values().all(|c| (90..=110).contains(c))
+    });
+    let balanced_in = started.elapsed();
+    let owners = pg.sql("SELECT count(*) FROM cryo_chambers WHERE owner IS NOT NULL");
+    assert_eq!(owners.trim(), N.to_string());
+    let (per, _) = ownership(&nodes[0]);
+    if std::env::var("CRYO_FLEET_DEBUG").is_ok() {
+        eprintln!("{}", nodes[0].env.daemon_log());
+    }
+    stop_all(&mut nodes);
+    eprintln!("fleet start: {N} chambers owned in {owned_in:?}, balanced in {balanced_in:?}: {per:?}");
 }

@@ -137,6 +137,16 @@ pub enum ChamberCmd {
         #[arg(long, default_value_t = 20)]
         last: u32,
     },
+    /// Hand a chamber to another node of the fleet (a clean hand-over: a
+    /// running session ends as at shutdown and goes on there). That node
+    /// becomes the chamber's home.
+    Move {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        /// The node's name or id (see `cryoctl fleet status`).
+        #[arg(long, value_name = "NODE")]
+        to: String,
+    },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
     Remove {
@@ -195,6 +205,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Log { chamber, follow, agent, lines } => log(&ctx, chamber, follow, agent, lines).await,
         ChamberCmd::Messages { chamber, follow, last } => messages(&ctx, chamber, follow, last).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
+        ChamberCmd::Move { chamber, to } => move_to(&ctx, chamber, to).await,
     }
 }
 
@@ -337,6 +348,8 @@ async fn list(ctx: &Ctx) -> Result<()> {
         println!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
         return Ok(());
     }
+    // A fleet's chambers show the node that runs each.
+    let fleet = r.chambers.iter().any(|c| !c.node.is_empty());
     let rows: Vec<Vec<output::Cell>> = r
         .chambers
         .iter()
@@ -356,9 +369,16 @@ async fn list(ctx: &Ctx) -> Result<()> {
                 if c.mail_waiting == 0 { "-".into() } else { output::colored(c.mail_waiting.to_string(), "1") },
                 if c.open_questions == 0 { "".into() } else { output::colored("?", "33") },
             ]
+            .into_iter()
+            .chain(fleet.then(|| dash(&c.node).into()))
+            .collect()
         })
         .collect();
-    output::table(&["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?"], rows, 5);
+    let mut headers = vec!["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?"];
+    if fleet {
+        headers.push("NODE");
+    }
+    output::table(&headers, rows, 5);
     Ok(())
 }
 
@@ -522,6 +542,25 @@ async fn stop(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
         println!("stopped {:?} (its running session was ended)", ch.name);
     } else {
         println!("stopped {:?}", ch.name);
+    }
+    Ok(())
+}
+
+async fn move_to(ctx: &Ctx, chamber: Option<String>, to: String) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let (mut c, to) = (c.clone(), to.clone());
+        async move { c.chamber_move(pb::ChamberMoveRequest { chamber: Some(r), to }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "node": r.node, "already": r.already }));
+    } else if r.already {
+        println!("{:?} is on node {to} already", ch.name);
+    } else {
+        println!("moved {:?} to node {to} ({})", ch.name, r.node);
     }
     Ok(())
 }

@@ -25,6 +25,40 @@ pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {
     Ok(())
 }
 
+/// `cryoctl fleet drain NODE`: waits (unless `no_wait`) until the node has
+/// handed every chamber over and left.
+pub async fn fleet_drain(ctx: crate::Ctx, node: String, no_wait: bool) -> crate::client::Result<()> {
+    let mut c = crate::client::control(&ctx.socket).await?;
+    let id = c.fleet_drain(cryo_proto::v1::FleetDrainRequest { node: node.clone() }).await?.into_inner().node;
+    if !no_wait {
+        if !ctx.json {
+            println!("draining node {node} ({id}): it hands its chambers over as their sessions end");
+        }
+        loop {
+            let r = c.fleet_status(cryo_proto::v1::FleetStatusRequest {}).await?.into_inner();
+            let Some(n) = r.nodes.iter().find(|n| n.id == id && n.lease_left_ms > 0) else { break };
+            if n.this {
+                // This cryod drains itself: it exits once done (and could not answer then).
+                if ctx.json {
+                    crate::output::json(&serde_json::json!({ "node": id, "drained": false }));
+                } else {
+                    println!("this cryod is the node draining; it exits once its chambers are handed over");
+                }
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    if ctx.json {
+        crate::output::json(&serde_json::json!({ "node": id, "drained": !no_wait }));
+    } else if !no_wait {
+        println!("node {node} has left the fleet");
+    } else {
+        println!("node {node} ({id}) is draining");
+    }
+    Ok(())
+}
+
 /// `cryoctl fleet status`.
 pub async fn fleet_status(ctx: crate::Ctx) -> crate::client::Result<()> {
     let mut c = crate::client::control(&ctx.socket).await?;

@@ -47,6 +47,18 @@ impl Control for ControlService {
         Ok(Response::new(crate::fleet::status(&self.daemon).await?))
     }
 
+    async fn chamber_move(&self, req: Request<pb::ChamberMoveRequest>) -> R<pb::ChamberMoveReply> {
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let (v, node, already) = self.daemon.move_to(&r, &req.to).await?;
+        Ok(Response::new(pb::ChamberMoveReply { chamber: Some(convert::chamber(&v)), node, already }))
+    }
+
+    async fn fleet_drain(&self, req: Request<pb::FleetDrainRequest>) -> R<pb::FleetDrainReply> {
+        let node = self.daemon.drain(&req.into_inner().node).await?;
+        Ok(Response::new(pb::FleetDrainReply { node }))
+    }
+
     async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
         let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?)?;
         Ok(Response::new(super::follow::watch(&self.daemon, v)))

@@ -96,6 +96,8 @@ pub struct ChamberRecord {
     /// The node that owns it now (fleet); `None` on one machine or when
     /// no live node holds it.
     pub owner: Option<String>,
+    /// The owner's name, where the listing knows it (for views of the fleet).
+    pub owner_name: Option<String>,
     /// The node name it prefers (the one that added it).
     pub home: Option<String>,
     /// The storage domain its folder lives in (fleet).

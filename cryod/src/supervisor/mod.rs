@@ -78,6 +78,9 @@ pub enum Event {
     Due,
     /// The file watcher saw a change.
     Watched(Change),
+    /// Mail may have been written where the watcher cannot see it (by
+    /// another node of the fleet): read the inbox again.
+    Rescan,
     /// The system's time zone changed.
     ZoneChanged,
     Admitted(Permit),
@@ -280,6 +283,16 @@ impl Sup {
             Event::Watched(Change::Inbox(name)) => {
                 self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 Input::Inbox { unread: self.mailbox().unread(), arrived: true }
+            }
+            Event::Rescan => {
+                let unread = self.mailbox().unread();
+                if unread == self.machine.unread() {
+                    return;
+                }
+                for name in unread.iter().filter(|n| !self.machine.unread().contains(n)) {
+                    self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name: name.clone() });
+                }
+                Input::Inbox { unread, arrived: true }
             }
             Event::Watched(Change::Todos) => Input::TodosChanged(todos::load(&self.root, self.machine.tz())),
             Event::Watched(Change::Config) => match self.read_config() {

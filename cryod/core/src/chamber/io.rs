@@ -61,7 +61,7 @@ pub enum Call {
 }
 
 /// A change to (or a look at) the TODO list, by the agent or an operator.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum TodoCall {
     Add { text: String, at: String, every: String, cron: String, missed: String },
     List,
@@ -86,7 +86,7 @@ impl By {
 }
 
 /// What an operator's wake did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WakeOutcome {
     pub replaced: bool,
     pub queued: bool,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_postgres::AsyncMessage;
 
-use super::{CHAMBER_COLUMNS, Postgres, chamber_row};
+use super::{Postgres, chamber_row};
 use crate::store::{ChamberRecord, Fence, StoreError};
 
 /// The lease's timings. The defaults follow the reference systems (River:
@@ -91,6 +91,8 @@ pub struct Claimed {
     pub share: u32,
     /// Chambers this node owns, after the round.
     pub owned: u32,
+    /// This node is draining: it takes nothing and hands all it has over.
+    pub draining: bool,
 }
 
 fn ms(d: Duration) -> i64 {
@@ -180,11 +182,7 @@ impl Postgres {
                          UPDATE cryo_chambers SET owner = $2, fence = cryo_chambers.fence + 1
                          FROM c WHERE cryo_chambers.id = c.id
                          RETURNING {}",
-                        CHAMBER_COLUMNS
-                            .split(", ")
-                            .map(|c| format!("cryo_chambers.{c}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        super::columns_of("cryo_chambers")
                     ),
                     &[&n.domain, &id, &n.name, &want],
                 )
@@ -192,7 +190,7 @@ impl Postgres {
             taken = rows.iter().map(chamber_row).collect();
         }
         tx.commit().await?;
-        Ok(Claimed { share: share as u32, owned: (owned as usize + taken.len()) as u32, taken })
+        Ok(Claimed { share: share as u32, owned: (owned as usize + taken.len()) as u32, taken, draining })
     }
 
     /// The chambers this node owns, with their fences.
@@ -211,6 +209,27 @@ impl Postgres {
         )
         .await?;
         self.notify("released").await
+    }
+
+    /// Hands a chamber straight to another live node of its domain (`chamber
+    /// move`), which becomes its home: the fence is incremented, so this node
+    /// can write nothing more for it. `Ok(false)`: no such node can take it.
+    pub async fn assign(&self, fence: Fence, to: &str) -> Result<bool, StoreError> {
+        let moved = self
+            .fenced(
+                fence,
+                "UPDATE cryo_chambers SET owner = n.id, home = n.name, fence = cryo_chambers.fence + 1
+                 FROM cryo_nodes n
+                 WHERE cryo_chambers.id = (SELECT id FROM f) AND n.id = $4 AND n.expires_at > now()
+                   AND NOT n.draining AND n.domain = cryo_chambers.domain
+                 RETURNING cryo_chambers.fence AS r",
+                &[&to],
+            )
+            .await?;
+        if moved.is_some() {
+            self.notify("moved").await?;
+        }
+        Ok(moved.is_some())
     }
 
     /// Leaves the fleet: every chamber still owned is released and the node
@@ -285,6 +304,8 @@ impl Postgres {
     /// chambers' owner becomes NULL, as if released).
     pub async fn forget_dead(&self) -> Result<u64, StoreError> {
         let client = self.pool.get().await?;
+        // Commands whose asker gave up long ago (it died before reading the answer).
+        client.execute("DELETE FROM cryo_commands WHERE asked_at < now() - interval '1 hour'", &[]).await?;
         Ok(client.execute("DELETE FROM cryo_nodes WHERE expires_at < now() - interval '1 minute'", &[]).await?)
     }
 
@@ -299,7 +320,15 @@ impl Postgres {
     /// notification, and each reconnection (`"reconnected"`: something may
     /// have been missed), is sent to `tx`. A hint only: owners poll too.
     pub fn listen(&self, tx: tokio::sync::mpsc::UnboundedSender<String>, stop: tokio_util::sync::CancellationToken) {
-        let (config, tls) = (self.config.clone(), self.tls.clone());
+        let (config, tls, waiters) = (self.config.clone(), self.tls.clone(), self.waiters.clone());
+        // An answer to a command this node asked wakes its asker here.
+        let answered = move |payload: &str| {
+            let Some(id) = payload.strip_prefix("done:").and_then(|id| id.parse::<i64>().ok()) else { return false };
+            if let Some(n) = waiters.lock().expect("waiters lock").get(&id) {
+                n.notify_one();
+            }
+            true
+        };
         tokio::spawn(async move {
             loop {
                 match config.connect(tls.clone()).await {
@@ -319,6 +348,7 @@ impl Postgres {
                                 }
                                 m = messages.next() => match m {
                                     Some(Ok(AsyncMessage::Notification(n))) => {
+                                        if answered(n.payload()) { continue; }
                                         if tx.send(n.payload().to_string()).is_err() { return; }
                                     }
                                     Some(Ok(_)) => {}

@@ -67,6 +67,20 @@ const MIGRATIONS: &[&str] = &[
         answered_at text
     );
     CREATE INDEX cryo_claims_open ON cryo_claims (chamber_id) WHERE answered_at IS NULL;",
+    // 2: operations on a chamber asked of its owner by another node (a
+    // command row, a NOTIFY, an answer). No foreign key to the chamber: a
+    // `remove` answers after its chamber's row is gone.
+    "CREATE TABLE cryo_commands (
+        id          bigserial PRIMARY KEY,
+        node        text NOT NULL,
+        chamber_id  bigint,
+        body        text NOT NULL,
+        asked_by    text NOT NULL,
+        asked_at    timestamptz NOT NULL DEFAULT now(),
+        taken_at    timestamptz,
+        reply       text
+    );
+    CREATE INDEX cryo_commands_waiting ON cryo_commands (node) WHERE taken_at IS NULL;",
 ];
 
 /// The schema version this build writes.

@@ -5,14 +5,19 @@
 //! database's clock) and who owns each chamber (`cryo_chambers.owner`, with
 //! its `fence`). Taking a chamber increments its fence. Every write scoped
 //! to a chamber is one statement whose first part locks the chamber's row
-//! `FOR SHARE` if, and only if, this node owns it with the writer's fence;
-//! the write itself is conditional on that row, so a fenced writer changes
-//! nothing and learns it from the same round trip (Temporal's shard
-//! `range_id`, in one statement).
+//! `FOR NO KEY UPDATE` if, and only if, this node owns it with the writer's
+//! fence; the write itself is conditional on that row, so a fenced writer
+//! changes nothing and learns it from the same round trip (Temporal's shard
+//! `range_id`, in one statement). The lock is exclusive, not `FOR SHARE`:
+//! two writers holding a shared lock that both go on to update the row
+//! (a mirror write and a move) deadlock; the ledger's foreign keys take
+//! only `FOR KEY SHARE`, which it does not block.
 
+mod commands;
 mod fleet;
 mod migrations;
 
+pub use commands::{Called, Taken};
 pub use fleet::{FleetNode, LeaseTimes, NodeInfo};
 pub use migrations::SCHEMA_VERSION;
 
@@ -42,6 +47,8 @@ pub struct Postgres {
     /// there, on this node's monotonic clock).
     registered: std::sync::Mutex<std::time::Instant>,
     describe: String,
+    /// Commands this node asked of others, waiting for their answers.
+    waiters: commands::Waiters,
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -110,7 +117,7 @@ impl Postgres {
         let describe = describe(&config);
         let id = std::sync::RwLock::new(node.id.clone());
         let registered = std::sync::Mutex::new(std::time::Instant::now());
-        let pg = Postgres { pool, config, tls, node, id, registered, describe };
+        let pg = Postgres { pool, config, tls, node, id, registered, describe, waiters: Default::default() };
         {
             let mut client = pg.pool.get().await?;
             migrations::migrate(&mut client).await?;
@@ -146,7 +153,7 @@ impl Postgres {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<i64>, StoreError> {
         let sql = format!(
-            "WITH f AS (SELECT id FROM cryo_chambers WHERE id = $1 AND owner = $2 AND fence = $3 FOR SHARE),
+            "WITH f AS (SELECT id FROM cryo_chambers WHERE id = $1 AND owner = $2 AND fence = $3 FOR NO KEY UPDATE),
                   w AS ({write})
              SELECT (SELECT count(*) FROM f), (SELECT min(r) FROM w)"
         );
@@ -201,6 +208,11 @@ fn describe(c: &tokio_postgres::Config) -> String {
     format!("postgres {}@{host}/{}", c.get_user().unwrap_or("?"), c.get_dbname().unwrap_or(c.get_user().unwrap_or("?")))
 }
 
+/// [`CHAMBER_COLUMNS`], each qualified by a table's name or alias.
+fn columns_of(table: &str) -> String {
+    CHAMBER_COLUMNS.split(", ").map(|c| format!("{table}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
 fn chamber_row(r: &Row) -> ChamberRecord {
     ChamberRecord {
         id: r.get(0),
@@ -211,6 +223,8 @@ fn chamber_row(r: &Row) -> ChamberRecord {
         paused: r.get(5),
         fence: r.get(6),
         owner: r.get(7),
+        // Only the fleet's listing joins the owner's name in.
+        owner_name: r.try_get(11).ok().flatten(),
         home: r.get(8),
         domain: r.get(9),
         mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()),
@@ -237,7 +251,16 @@ impl Backend for Postgres {
 
     fn chambers(&self) -> Fut<'_, Vec<ChamberRecord>> {
         Box::pin(async move {
-            let rows = self.query(&format!("SELECT {CHAMBER_COLUMNS} FROM cryo_chambers ORDER BY name"), &[]).await?;
+            let rows = self
+                .query(
+                    &format!(
+                        "SELECT {}, n.name FROM cryo_chambers c LEFT JOIN cryo_nodes n ON n.id = c.owner
+                         ORDER BY c.name",
+                        columns_of("c")
+                    ),
+                    &[],
+                )
+                .await?;
             Ok(rows.iter().map(chamber_row).collect())
         })
     }

@@ -11,9 +11,16 @@
 //!   thaws it. With none left the lease is lost: agents killed, chambers
 //!   dropped unfinalized; the node then joins again under a new id.
 //! - **Ownership**, every heartbeat and on each `cryo_fleet` notification:
-//!   claim this node's share, drop what the database says is no longer
-//!   ours, hand idle surplus back when others have joined, and refresh the
+//!   claim this node's share, take the chambers moved to it, drop what the
+//!   database says is no longer ours, hand idle surplus back when others
+//!   have joined (or all of it when draining, then leave), and refresh the
 //!   view of the chambers other nodes run.
+//! - **Commands**, on `cmd:<this node>`: operations other nodes were asked
+//!   for on chambers this node runs ([`remote`]).
+//! - **Mail**, on `mail:<chamber>`: another node saw mail written into a
+//!   chamber this node runs; its inbox is read again.
+
+pub mod remote;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,11 +71,77 @@ pub fn start(daemon: &Daemon) -> Option<Loops> {
     let pg = daemon.shared().store.fleet().cloned()?;
     let left = CancellationToken::new();
     let (kick, kicks) = tokio::sync::mpsc::unbounded_channel();
-    pg.listen(kick.clone(), daemon.shared().shutdown.clone());
+    let (heard, hearing) = tokio::sync::mpsc::unbounded_channel();
+    let (ask, asks) = tokio::sync::mpsc::unbounded_channel();
+    pg.listen(heard, daemon.shared().shutdown.clone());
+    tokio::spawn(route(daemon.clone(), pg.clone(), hearing, kick.clone(), ask));
     tokio::spawn(renew(daemon.clone(), pg.clone(), left.clone()));
     tokio::spawn(watch(daemon.clone(), pg.clone(), kick, left.clone()));
     tokio::spawn(own(daemon.clone(), pg.clone(), kicks));
+    tokio::spawn(serve(daemon.clone(), pg.clone(), asks));
     Some(Loops { daemon: daemon.clone(), pg, left })
+}
+
+/// Sends each notification on `cryo_fleet` where it belongs: commands for
+/// this node to [`serve`], mail to its chamber, the rest (nodes joined or
+/// left, chambers released, added, moved) to the ownership loop.
+async fn route(
+    daemon: Daemon,
+    pg: Arc<Postgres>,
+    mut heard: tokio::sync::mpsc::UnboundedReceiver<String>,
+    kick: tokio::sync::mpsc::UnboundedSender<String>,
+    ask: tokio::sync::mpsc::UnboundedSender<()>,
+) {
+    while let Some(payload) = heard.recv().await {
+        if let Some(node) = payload.strip_prefix("cmd:") {
+            if node == pg.node_id() {
+                let _ = ask.send(());
+            }
+        } else if let Some(id) = payload.strip_prefix("mail:").and_then(|id| id.parse().ok()) {
+            daemon.rescan(id);
+        } else {
+            // A reconnection may have missed anything.
+            if payload == "reconnected" {
+                let _ = ask.send(());
+            }
+            let _ = kick.send(payload);
+        }
+    }
+}
+
+/// Carries out the commands other nodes asked of this one, each in its own
+/// task (a `stop` may wait for a session to end), on each `cmd:` for this
+/// node and every few heartbeats (a notification is only a hint).
+async fn serve(daemon: Daemon, pg: Arc<Postgres>, mut asks: tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let mut poll = tokio::time::interval(times(&pg).heartbeat * 4);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            a = asks.recv() => if a.is_none() { return },
+            _ = poll.tick() => {}
+            _ = daemon.shared().shutdown.cancelled() => return,
+        }
+        while asks.try_recv().is_ok() {}
+        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) {
+            continue;
+        }
+        let taken = match pg.take_commands().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the commands asked of this node");
+                continue;
+            }
+        };
+        for c in taken {
+            let (daemon, pg) = (daemon.clone(), pg.clone());
+            tokio::spawn(async move {
+                let reply = daemon.answer(c.chamber, &c.body).await;
+                if let Err(e) = pg.answer(c.id, &reply).await {
+                    tracing::warn!(error = %e, command = c.id, "cannot answer a command");
+                }
+            });
+        }
+    }
 }
 
 fn times(pg: &Postgres) -> LeaseTimes {
@@ -149,8 +222,8 @@ async fn lost(daemon: &Daemon, pg: &Postgres, epoch: u64, kick: &tokio::sync::mp
     let lease = &daemon.shared().lease;
     tracing::error!("the lease is lost: killing this node's agents and dropping its chambers");
     lease.set(Trust::Lost { epoch });
-    for (fence, _) in daemon.local() {
-        daemon.drop_chamber(fence.chamber).await;
+    for local in daemon.local() {
+        daemon.drop_chamber(local.fence.chamber).await;
     }
     let t = times(pg);
     loop {
@@ -198,42 +271,69 @@ async fn own(daemon: Daemon, pg: Arc<Postgres>, mut kicks: tokio::sync::mpsc::Un
         if rounds.is_multiple_of(64) {
             let _ = pg.forget_dead().await;
         }
+        // Another machine's writes into a shared folder reach no watcher here.
+        if daemon.shared().config.store.domain.is_some() {
+            for l in daemon.local() {
+                daemon.rescan(l.fence.chamber);
+            }
+        }
     }
 }
 
 /// One ownership round.
 async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::StoreError> {
     let claimed = pg.claim().await?;
+    let held = || matches!(daemon.shared().lease.trust(), Trust::Held { .. });
     for record in claimed.taken {
-        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) {
+        if !held() {
             break;
         }
         daemon.adopt(record).await;
     }
-    // What the database says is ours; anything else here is dropped.
-    let owned: HashMap<i64, i64> = pg.owned().await?.into_iter().map(|f| (f.chamber, f.token)).collect();
-    let local = daemon.local();
-    for (fence, _) in &local {
-        if owned.get(&fence.chamber) != Some(&fence.token) {
-            tracing::warn!(chamber = fence.chamber, "the chamber is no longer this node's");
-            daemon.drop_chamber(fence.chamber).await;
+    let records = crate::store::Backend::chambers(pg).await?;
+    let me = pg.node_id();
+    // What the database says is ours: a chamber moved here is taken;
+    // anything run here that is not ours is dropped.
+    let owned: HashMap<i64, i64> =
+        records.iter().filter(|r| r.owner.as_deref() == Some(&me)).map(|r| (r.id, r.fence)).collect();
+    for record in records.iter().filter(|r| r.owner.as_deref() == Some(&me) && !daemon.runs(r.id)) {
+        if held() && !daemon.leaving(record.id) {
+            daemon.adopt(record.clone()).await;
         }
     }
-    // Others joined: hand idle chambers beyond the share back (a running
-    // session finishes first). Shares are rounded up, so every node can be
-    // within its own at once: nothing is handed to and fro.
-    let surplus = claimed.owned.saturating_sub(claimed.share) as usize;
+    let local = daemon.local();
+    for l in &local {
+        if owned.get(&l.fence.chamber) != Some(&l.fence.token) {
+            tracing::warn!(chamber = l.fence.chamber, "the chamber is no longer this node's");
+            daemon.drop_chamber(l.fence.chamber).await;
+        }
+    }
+    // Others joined (or this node drains): hand idle chambers beyond the
+    // share back (a running session finishes first). Chambers whose home is
+    // this node go only for the part of the surplus the others cannot
+    // cover: a chamber moved here stays. Shares are rounded up, so every
+    // node can be within its own at once: nothing is handed to and fro.
+    let surplus = (owned.len() as u32).saturating_sub(claimed.share) as usize;
     if surplus > 0 {
-        let idle: Vec<_> = local.iter().filter(|(_, running)| !running).map(|(f, _)| f.chamber).take(surplus).collect();
+        let name = &pg.node().name;
+        let ours: Vec<_> = local.iter().filter(|l| owned.contains_key(&l.fence.chamber)).collect();
+        let (home, away): (Vec<_>, Vec<_>) = ours.into_iter().partition(|l| l.home.as_ref() == Some(name));
+        let home_may_go = surplus.saturating_sub(away.len());
+        let idle: Vec<_> = (away.into_iter().filter(|l| !l.running).take(surplus))
+            .chain(home.into_iter().filter(|l| !l.running).take(home_may_go))
+            .collect();
         tracing::info!(chambers = idle.len(), share = claimed.share, "handing surplus chambers over");
-        for id in idle {
-            if let Some(fence) = daemon.hand_over(id).await {
-                let _ = pg.release(fence).await;
+        for l in idle {
+            if let Err(e) = daemon.hand_over(l.fence.chamber, None).await {
+                tracing::warn!(error = %e, chamber = l.fence.chamber, "cannot hand the chamber over");
             }
         }
     }
-    let records = crate::store::Backend::chambers(pg).await?;
     daemon.set_remote(records);
+    if claimed.draining && daemon.local().is_empty() {
+        tracing::info!("drained: every chamber is handed over; leaving the fleet");
+        daemon.shared().shutdown.cancel();
+    }
     Ok(())
 }
 
