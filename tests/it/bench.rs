@@ -35,6 +35,37 @@ fn lateness_measures_every_wake() {
     }
 }
 
+/// Issue 18's figures: the same lateness with the PostgreSQL store, and a
+/// fleet's statements per idle node and per wake.
+#[test]
+fn the_fleet_reports_its_statements_and_lateness() {
+    if !cryo_tests::pg::installed() {
+        return;
+    }
+    let f = bench(&["lateness", "--wakes", "4", "--chambers", "2", "--spread", "3", "--postgres"]);
+    assert_eq!(num(&f, "wakes"), 4.0);
+    let f = bench(&[
+        "fleet",
+        "--nodes",
+        "2",
+        "--chambers",
+        "4",
+        "--seconds",
+        "1",
+        "--wakes",
+        "4",
+        "--spread",
+        "3",
+        "--heartbeat-ms",
+        "250",
+        "--lease-ms",
+        "1500",
+    ]);
+    assert_eq!(num(&f, "wakes"), 4.0);
+    assert!(num(&f, "statements_per_idle_node_per_second") >= 0.0, "{f:?}");
+    assert!(num(&f, "statements_per_wake") > 0.0, "a wake writes to the ledger: {f:?}");
+}
+
 #[test]
 fn burst_runs_each_chamber_once_within_the_limit() {
     let f = bench(&["burst", "--chambers", "12", "--limit", "3"]);

@@ -227,7 +227,8 @@ fn sessions(c: &Chamber) -> Vec<Session> {
 
 /// The invariants, from the files: no two sessions of a chamber overlap,
 /// no session of an older fence starts after one of a newer, each wake id
-/// started once, and `todo.json` parses.
+/// started once, `cryo.log`'s blocks carry fences that never go back, and
+/// `todo.json` parses.
 fn check(chambers: &[Chamber]) -> usize {
     let mut total = 0;
     for c in chambers {
@@ -249,6 +250,19 @@ fn check(chambers: &[Chamber]) -> usize {
             *wakes.entry(&x.wake).or_default() += 1;
         }
         assert!(wakes.values().all(|n| *n == 1), "{}: a wake started twice: {wakes:?}", c.name);
+        // Each cryo.log block names the fence of the owner that wrote it,
+        // and the fences never go back.
+        let fences: Vec<i64> = c
+            .cryo_log()
+            .lines()
+            .filter(|l| l.starts_with("--- CRYO SESSION "))
+            .map(|l| {
+                let f =
+                    l.split(" | fence ").nth(1).unwrap_or_else(|| panic!("{}: a block without its fence: {l}", c.name));
+                f.trim_end_matches(" ---").parse().unwrap()
+            })
+            .collect();
+        assert!(fences.windows(2).all(|w| w[0] <= w[1]), "{}: cryo.log's fences go back: {fences:?}", c.name);
         let todo = c.read("todo.json");
         assert!(todo.is_empty() || serde_json::from_str::<serde_json::Value>(&todo).is_ok(), "{}: todo.json", c.name);
         total += s.len();

@@ -30,18 +30,28 @@ fn bin_dir() -> Option<PathBuf> {
     std::env::var("PATH").ok()?.split(':').map(PathBuf::from).find(|d| d.join("initdb").exists())
 }
 
+/// Whether PostgreSQL is installed; if not, says so (a test then skips),
+/// or fails when `CRYO_REQUIRE_POSTGRES=1`.
+pub fn installed() -> bool {
+    if bin_dir().is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var("CRYO_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+        "PostgreSQL is required (CRYO_REQUIRE_POSTGRES=1) but initdb is not found: apt-get install postgresql"
+    );
+    eprintln!("note: PostgreSQL is not installed; skipping a fleet test (apt-get install postgresql)");
+    false
+}
+
 impl Postgres {
     /// Starts a fresh server, or returns `None` (having said why) when
     /// PostgreSQL is not installed and not required.
     pub fn start() -> Option<Postgres> {
-        let Some(bin) = bin_dir() else {
-            assert!(
-                std::env::var("CRYO_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "PostgreSQL is required (CRYO_REQUIRE_POSTGRES=1) but initdb is not found: apt-get install postgresql"
-            );
-            eprintln!("note: PostgreSQL is not installed; skipping a fleet test (apt-get install postgresql)");
+        if !installed() {
             return None;
-        };
+        }
+        let bin = bin_dir()?;
         let dir = tempfile::Builder::new().prefix("pg").tempdir_in("/tmp").expect("a folder for PostgreSQL");
         let pg = Postgres { dir, bin };
         std::fs::set_permissions(pg.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -90,8 +100,13 @@ impl Postgres {
     }
 
     fn start_server(&self) {
-        let opts =
+        let mut opts =
             format!("-k {} -c listen_addresses='' -c fsync=off -c max_connections=200", self.socket_dir().display());
+        // Counting statements per role (the benchmarks' queries per node),
+        // where the contrib module is installed (Debian ships it).
+        if self.bin.join("../lib/pg_stat_statements.so").exists() {
+            opts.push_str(" -c shared_preload_libraries=pg_stat_statements");
+        }
         let data = self.data();
         let log = self.dir.path().join("server.log");
         self.run("pg_ctl", &["-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &opts, "start"]);
@@ -110,6 +125,25 @@ impl Postgres {
         let host = self.socket_dir().display().to_string();
         let out = self.run("psql", &["-h", &host, "-U", "cryo", "-d", "postgres", "-X", "-A", "-t", "-q", "-c", sql]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Statements run so far by each role (so by each node: each has its
+    /// own), from `pg_stat_statements`; `None` without the module.
+    pub fn statements_by_role(&self) -> Option<std::collections::HashMap<String, u64>> {
+        if !self.bin.join("../lib/pg_stat_statements.so").exists() {
+            return None;
+        }
+        self.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+        let out = self.sql(
+            "SELECT r.rolname || ' ' || sum(s.calls) FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+             GROUP BY r.rolname",
+        );
+        Some(
+            out.lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(role, n)| (role.to_string(), n.trim().parse().unwrap_or(0)))
+                .collect(),
+        )
     }
 
     /// Makes a login role (one per node, so that one node's connection can

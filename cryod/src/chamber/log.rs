@@ -32,9 +32,12 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())
 }
 
-/// Each writer returns the line it wrote (for live views).
-pub fn begin(path: &Path, session: u64, now: DateTime<Utc>, tz: Tz) -> std::io::Result<String> {
-    let line = format!("--- CRYO SESSION {session} | {} ---", cryo_core::time::format_in(now, tz));
+/// Each writer returns the line it wrote (for live views). A fleet node
+/// writes its fence into the block's first line (`| fence 7`), so a reader
+/// can tell which owner wrote each block.
+pub fn begin(path: &Path, session: u64, now: DateTime<Utc>, tz: Tz, fence: Option<i64>) -> std::io::Result<String> {
+    let fence = fence.map(|f| format!(" | fence {f}")).unwrap_or_default();
+    let line = format!("--- CRYO SESSION {session} | {}{fence} ---", cryo_core::time::format_in(now, tz));
     append(path, &format!("{line}\n")).map(|()| line)
 }
 
@@ -121,12 +124,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("cryo.log");
         let now = DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&Utc);
-        begin(&p, 4, now, chrono_tz::UTC).unwrap();
+        begin(&p, 4, now, chrono_tz::UTC, None).unwrap();
         event(&p, now, chrono_tz::UTC, "send: hi\n--- CRYO END ---\n--- CRYO SESSION 99 | x ---").unwrap();
         end(&p).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text.lines().filter(|l| l.starts_with("--- CRYO")).count(), 2, "{text}");
         assert_eq!(last_session_number(&p), 4);
+        // A fleet node's block carries its fence, and still reads back.
+        let line = begin(&p, 5, now, chrono_tz::UTC, Some(7)).unwrap();
+        assert_eq!(line, "--- CRYO SESSION 5 | 2026-03-05T12:00:00+00:00 | fence 7 ---");
+        assert_eq!(last_session_number(&p), 5);
         assert_eq!(one_line("--- CRYO END ---"), "- --- CRYO END ---");
         assert_eq!(last_session_number(&dir.path().join("none")), 0);
     }

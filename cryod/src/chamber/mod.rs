@@ -17,13 +17,28 @@ use std::path::Path;
 /// `root` itself: a chamber folder that was deleted or moved stays gone
 /// instead of coming back half empty.
 pub fn make_dir_in(root: &Path, dir: &Path) -> std::io::Result<()> {
+    let missing = || {
+        std::io::Error::new(std::io::ErrorKind::NotFound, format!("the chamber folder {} is missing", root.display()))
+    };
     if !root.is_dir() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("the chamber folder {} is missing", root.display()),
-        ));
+        return Err(missing());
     }
-    std::fs::create_dir_all(dir)
+    let inside = dir.strip_prefix(root).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} is not inside the chamber", dir.display()))
+    })?;
+    // One level at a time from the root down, never the root itself: a
+    // folder deleted just after the check above stays deleted.
+    let mut path = root.to_path_buf();
+    for part in inside.components() {
+        path.push(part);
+        match std::fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` atomically and durably: a dot-prefixed temporary

@@ -16,11 +16,9 @@
 //!   have joined (or all of it when draining, then leave), and refresh the
 //!   view of the chambers other nodes run.
 //! - **Commands**, on `cmd:<this node>`: operations other nodes were asked
-//!   for on chambers this node runs ([`remote`]).
+//!   for on chambers this node runs ([`crate::daemon::remote`]).
 //! - **Mail**, on `mail:<chamber>`: another node saw mail written into a
 //!   chamber this node runs; its inbox is read again.
-
-pub mod remote;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -119,11 +119,15 @@ impl Sup {
                 });
                 return Some(Input::TodosUpdated { then, result });
             }
-            Effect::WriteMessage { folder, message, then } => {
+            Effect::WriteMessage { folder, mut message, then } => {
                 let folder = match folder {
                     MachineFolder::Inbox => Folder::Inbox,
                     MachineFolder::Outbox => Folder::Outbox,
                 };
+                // A fleet node's outbox messages carry the writer's fence.
+                if let (Folder::Outbox, Some(f)) = (folder, self.fleet_fence()) {
+                    message.meta.insert("fence".into(), f.to_string());
+                }
                 let (mailbox, now) = (self.mailbox(), self.now());
                 let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(|e| e.to_string());
                 match &result {
@@ -204,11 +208,16 @@ impl Sup {
         Input::Archived { then, result }
     }
 
+    /// The chamber's fence, for what a fleet node writes into its files.
+    fn fleet_fence(&self) -> Option<i64> {
+        self.shared.lease.is_fleet().then_some(self.fence.token)
+    }
+
     fn log(&mut self, line: LogLine) {
         let path = self.root.join("cryo.log");
         let (now, tz) = (self.now(), self.machine.tz());
         let written = match line {
-            LogLine::Begin(n) => log::begin(&path, n, now, tz),
+            LogLine::Begin(n) => log::begin(&path, n, now, tz, self.fleet_fence()),
             LogLine::Event(text) => log::event(&path, now, tz, &text),
             LogLine::End => log::end(&path),
         };

@@ -83,9 +83,18 @@ fn wait_serving(env: &Env) {
     });
 }
 
-pub fn lateness(wakes: usize, chambers: usize, spread: u64) -> Figures {
+pub fn lateness(wakes: usize, chambers: usize, spread: u64, postgres: bool) -> Figures {
     let env = Env::new();
-    env.daemon_config(&format!("max_concurrent_sessions = {}\n", chambers.max(4)));
+    // With `--postgres`, one fleet node on a fresh PostgreSQL instead of the SQLite file.
+    let pg = postgres.then(|| cryo_tests::pg::Postgres::start().expect("PostgreSQL is not installed"));
+    let store = match &pg {
+        Some(pg) => {
+            pg.role("n1");
+            format!("\n[store]\nurl = \"{}\"\nnode = \"n1\"\n", pg.url("n1"))
+        }
+        None => String::new(),
+    };
+    env.daemon_config(&format!("max_concurrent_sessions = {}\n{store}", chambers.max(4)));
     let _d = env.start_daemon();
     let names = register(&env, chambers, scripts::LATENESS, |_, _| {});
     let dirs = dirs(&env, &names);
@@ -99,8 +108,87 @@ pub fn lateness(wakes: usize, chambers: usize, spread: u64) -> Figures {
     if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
         eprintln!("{}", env.daemon_log());
     }
-    println!("\ncryo: wake lateness (due time to the agent process's first command), {chambers} chambers");
+    let store = if pg.is_some() { "the PostgreSQL store (one fleet node)" } else { "the SQLite store" };
+    println!("\ncryo: wake lateness (due time to the agent process's first command), {chambers} chambers, {store}");
     lateness_figures(&dirs, &due)
+}
+
+/// A fleet of `nodes` cryod processes on one fresh PostgreSQL with a lease
+/// of `(heartbeat, ttl)` milliseconds and `chambers` chambers: the
+/// database statements each idle node runs per second (its heartbeat
+/// cost), then the statements per wake over `wakes` wakes spread over
+/// `spread` seconds, with their lateness. Statements are counted per node
+/// (each connects as its own role) by `pg_stat_statements`.
+pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: u64, lease: (u64, u64)) -> Figures {
+    let pg = cryo_tests::pg::Postgres::start().expect("PostgreSQL is not installed");
+    let envs: Vec<(String, Env)> = (1..=nodes)
+        .map(|i| {
+            let name = format!("n{i}");
+            pg.role(&name);
+            let env = Env::new();
+            env.daemon_config(&format!(
+                "max_concurrent_sessions = 8\n[store]\nurl = \"{}\"\nnode = \"{name}\"\ndomain = \"bench\"\nheartbeat_ms = {}\nlease_ms = {}\n",
+                pg.url(&name),
+                lease.0,
+                lease.1
+            ));
+            (name, env)
+        })
+        .collect();
+    let first = &envs[0].1;
+    let _d1 = first.start_daemon();
+    let names = register(first, chambers, scripts::LATENESS, |_, dir| write_todos(dir, &[FAR.to_string()]));
+    let dirs = dirs(first, &names);
+    start_all(first, &names);
+    let _others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
+    let share = chambers.div_ceil(nodes) as u64;
+    wait_until_within(Duration::from_secs(120), "the chambers to be shared out", || {
+        let s = first.cryoctl(&["fleet", "status", "--json"]).json();
+        let live: Vec<u64> = s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["live"] == true)
+            .map(|n| n["chambers"].as_u64().unwrap())
+            .collect();
+        s["unowned"] == 0 && live.len() == nodes && live.iter().all(|c| *c <= share)
+    });
+    let count = || pg.statements_by_role().expect("pg_stat_statements (Debian's postgresql package has it)");
+    let of = |m: &std::collections::HashMap<String, u64>| -> u64 {
+        envs.iter().map(|(n, _)| m.get(n).copied().unwrap_or(0)).sum()
+    };
+    // At rest.
+    let (before, t) = (count(), Instant::now());
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (after, rest) = (count(), t.elapsed().as_secs_f64());
+    let per_node: Vec<f64> = envs
+        .iter()
+        .map(|(n, _)| (after.get(n).copied().unwrap_or(0) - before.get(n).copied().unwrap_or(0)) as f64 / rest)
+        .collect();
+    let idle = per_node.iter().sum::<f64>() / nodes as f64;
+    // Wakes.
+    let due = schedule(chambers, wakes.div_ceil(chambers), spread, second_after(3));
+    for (d, due) in dirs.iter().zip(&due) {
+        let at: Vec<String> = due.iter().map(|s| rfc3339_ns(*s as i128 * 1_000_000_000)).collect();
+        write_todos(d, &at);
+    }
+    let (before, t) = (count(), Instant::now());
+    wait_for_wakes(&dirs, &due, 0);
+    let (after, busy) = (count(), t.elapsed().as_secs_f64());
+    let ran: usize = due.iter().map(Vec::len).sum();
+    let per_wake = (of(&after) - of(&before)) as f64 - idle * nodes as f64 * busy;
+    let per_wake = per_wake / ran as f64;
+    println!(
+        "\ncryo: a fleet of {nodes} nodes on PostgreSQL, {chambers} chambers (heartbeat {} ms, lease {} ms)",
+        lease.0, lease.1
+    );
+    println!("  statements per idle node   {idle:.2} /s   (each node: {per_node:.2?}, over {rest:.0} s)");
+    println!("  statements per wake        {per_wake:.1}   ({ran} wakes, the heartbeats' share taken out)");
+    let mut f = lateness_figures(&dirs, &due);
+    f.insert("nodes".into(), nodes.into());
+    f.insert("statements_per_idle_node_per_second".into(), idle.into());
+    f.insert("statements_per_wake".into(), per_wake.into());
+    f
 }
 
 pub fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {

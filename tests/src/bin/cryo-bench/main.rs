@@ -50,6 +50,31 @@ enum Scenario {
         /// Seconds the wakes are spread over.
         #[arg(long, default_value_t = 200)]
         spread: u64,
+        /// Keep the store on a fresh PostgreSQL (one fleet node) instead
+        /// of the SQLite file (cryo only).
+        #[arg(long)]
+        postgres: bool,
+    },
+    /// A fleet on one fresh PostgreSQL: statements per idle node per second
+    /// (the heartbeat's cost) and per wake, and the wakes' lateness (cryo
+    /// only; the seed system has no fleet).
+    Fleet {
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        #[arg(long, default_value_t = 100)]
+        chambers: usize,
+        /// Seconds the fleet is measured at rest.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        #[arg(long, default_value_t = 300)]
+        wakes: usize,
+        #[arg(long, default_value_t = 30)]
+        spread: u64,
+        /// The lease's heartbeat and time to live (cryod's defaults).
+        #[arg(long, default_value_t = 5000)]
+        heartbeat_ms: u64,
+        #[arg(long, default_value_t = 30000)]
+        lease_ms: u64,
     },
     /// An idle daemon with many chambers and TODOs: memory, start-up, and how
     /// often it wakes (context switches of all its threads).
@@ -112,11 +137,18 @@ fn main() {
         println!("seed system: {} ({})", version.unwrap_or_else(|e| format!("not runnable: {e}")), dir.display());
     }
     let (mut figures, seed_figures, rows): (Figures, Option<Figures>, &[(&str, &str)]) = match cli.scenario {
-        Scenario::Lateness { wakes, chambers, spread } => (
-            cryo::lateness(wakes, chambers, spread),
+        Scenario::Lateness { wakes, chambers, spread, postgres } => (
+            cryo::lateness(wakes, chambers, spread, postgres),
             seed.map(|s| seed::lateness(s, wakes, chambers, spread)),
             &[("lateness_p50_ms", "ms"), ("lateness_p99_ms", "ms"), ("lateness_max_ms", "ms")],
         ),
+        Scenario::Fleet { nodes, chambers, seconds, wakes, spread, heartbeat_ms, lease_ms } => {
+            if seed.is_some() {
+                eprintln!("cryo-bench: the seed system has no fleet; run `fleet` without --seed");
+                std::process::exit(2);
+            }
+            (cryo::fleet(nodes, chambers, seconds, wakes, spread, (heartbeat_ms, lease_ms)), None, &[])
+        }
         Scenario::Idle { chambers, todos, seconds } => (
             cryo::idle(chambers, todos, seconds),
             seed.map(|s| seed::idle(s, chambers, todos, seconds)),

@@ -3,6 +3,8 @@
 //! [`Daemon`] is a cheap handle. The gRPC services and the hub call the same
 //! methods here, so there is one implementation of each operation.
 
+pub mod remote;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -10,9 +12,9 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 
+use self::remote::Command;
 use crate::chamber::scaffold;
 use crate::error::{Error, Result};
-use crate::fleet::remote::Command;
 use crate::runtime::Shared;
 use crate::store::ChamberRecord;
 use crate::supervisor::{self, Event, Handle, Snapshot};
