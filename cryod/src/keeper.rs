@@ -40,13 +40,19 @@ pub fn intercept() {
     }
     let rest: Vec<OsString> = args.collect();
     let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime.block_on(keep(rest)),
+        Ok(runtime) => {
+            let code = runtime.block_on(keep(rest));
+            // Dropping the runtime would wait for the stdin reader's blocking
+            // read, until cryod's next deadline line: the agent's end would
+            // be seen up to a heartbeat late.
+            runtime.shutdown_background();
+            code
+        }
         Err(e) => {
             eprintln!("cryo keeper: cannot start: {e}");
             1
         }
     };
-    // The stdin reader may sit in a blocking read: do not wait for it.
     std::process::exit(code)
 }
 

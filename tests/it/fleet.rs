@@ -227,8 +227,8 @@ fn sessions(c: &Chamber) -> Vec<Session> {
 
 /// The invariants, from the files: no two sessions of a chamber overlap,
 /// no session of an older fence starts after one of a newer, each wake id
-/// started once, `cryo.log`'s blocks carry fences that never go back, and
-/// `todo.json` parses.
+/// started once, `cryo.log`'s blocks carry fences that never go back,
+/// `todo.json` parses and no TODO is left claimed once the nodes stopped.
 fn check(chambers: &[Chamber]) -> usize {
     let mut total = 0;
     for c in chambers {
@@ -265,6 +265,17 @@ fn check(chambers: &[Chamber]) -> usize {
         assert!(fences.windows(2).all(|w| w[0] <= w[1]), "{}: cryo.log's fences go back: {fences:?}", c.name);
         let todo = c.read("todo.json");
         assert!(todo.is_empty() || serde_json::from_str::<serde_json::Value>(&todo).is_ok(), "{}: todo.json", c.name);
+        // Every claim was settled (done, or re-queued as a new attempt) by
+        // its owner or the next one's recovery: none is left in flight.
+        let open: Vec<_> = c
+            .todos()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["claimed"] == true && t["done"] != true)
+            .cloned()
+            .collect();
+        assert!(open.is_empty(), "{}: claims left unsettled: {open:?}", c.name);
         total += s.len();
     }
     total
@@ -764,4 +775,34 @@ fn fleet_three_nodes_starting_at_once_share_300_chambers() {
     }
     stop_all(&mut nodes);
     eprintln!("fleet start: {N} chambers owned in {owned_in:?}, balanced in {balanced_in:?}: {per:?}");
+}
+
+/// A keeper reports its agent's end and exits at once, while cryod still
+/// holds its stdin open and writes nothing (it writes a deadline line only
+/// once per heartbeat: before, the keeper waited for that line to exit, so
+/// every fleet session ended up to a heartbeat late and held its permit).
+#[test]
+fn a_keeper_reports_its_agents_end_at_once() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut keeper = Command::new(cryo_tests::bin("cryod"))
+        .args(["__keep", "600000", "sh", "-c", "exit 3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cryod __keep runs");
+    let _stdin = keeper.stdin.take();
+    let started = Instant::now();
+    let mut status = None;
+    wait_until_within(Duration::from_secs(30), "the keeper to exit with its stdin still open", || {
+        status = keeper.try_wait().unwrap();
+        status.is_some()
+    });
+    let took = started.elapsed();
+    let mut out = String::new();
+    keeper.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() == 2 && lines[0].starts_with("pid ") && lines[1] == "exit 3", "{out:?}");
+    assert!(status.unwrap().success());
+    eprintln!("keeper: agent's end reported and keeper gone after {took:?}");
 }

@@ -175,6 +175,22 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
     let (before, t) = (count(), Instant::now());
     wait_for_wakes(&dirs, &due, 0);
     let (after, busy) = (count(), t.elapsed().as_secs_f64());
+    if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+        for (d, due) in dirs.iter().zip(&due) {
+            let late = (times(d, "starts.txt")[0] - due[0] as i128 * 1_000_000_000) / 1_000_000;
+            if late > 500 {
+                let log = std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default();
+                eprintln!(
+                    "{} late {late} ms:\n{}",
+                    d.display(),
+                    log.lines().rev().take(12).collect::<Vec<_>>().join("\n")
+                );
+            }
+        }
+        for (n, e) in &envs {
+            eprintln!("--- {n}\n{}", e.daemon_log().lines().rev().take(40).collect::<Vec<_>>().join("\n"));
+        }
+    }
     let ran: usize = due.iter().map(Vec::len).sum();
     let per_wake = (of(&after) - of(&before)) as f64 - idle * nodes as f64 * busy;
     let per_wake = per_wake / ran as f64;
