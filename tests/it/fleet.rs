@@ -25,10 +25,12 @@ const AGENT: &str = r#"
 t() { read u _ < /proc/uptime; echo "$u"; }
 line() { echo "$1 $CRYO_CHAMBER $CRYO_FENCE $$ $CRYO_WAKE_ID $(t)" >> trace.log; }
 line start
+cryo-agent receive >/dev/null 2>&1
 n=$(cat ticks 2>/dev/null || echo 3)
 i=0
 while [ $i -lt "$n" ]; do line tick; sleep 0.1; i=$((i + 1)); done
 cryo-agent todo add "again" --at "+1s" >/dev/null
+cryo-agent send "ok" >/dev/null 2>&1
 line end
 cryo-agent hibernate >/dev/null
 "#;
@@ -264,6 +266,12 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
             })
             .collect();
         assert!(fences.windows(2).all(|w| w[0] <= w[1]), "{}: cryo.log's fences go back: {fences:?}", c.name);
+        // Every message a fleet node wrote into the outbox names its fence.
+        for folder in ["messages/outbox", "messages/outbox/archive"] {
+            for (name, text) in c.messages(folder) {
+                assert!(text.contains("\nfence: "), "{}: {folder}/{name} carries no fence:\n{text}", c.name);
+            }
+        }
         let todo = c.read("todo.json");
         assert!(todo.is_empty() || serde_json::from_str::<serde_json::Value>(&todo).is_ok(), "{}: todo.json", c.name);
         // Every claim was settled (done, or re-queued as a new attempt) by
@@ -278,6 +286,14 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
         }
         total += s.len();
     }
+    // Every claimed batch of mail was answered (by the agent, or by the
+    // recovery of whoever took the chamber over), but for a session the
+    // ledger still holds open.
+    let unanswered = pg.sql(
+        "SELECT count(*) FROM cryo_claims c WHERE c.answered_at IS NULL AND NOT EXISTS (SELECT 1 FROM cryo_sessions s
+         WHERE s.chamber_id = c.chamber_id AND s.number = c.session AND s.ended_at IS NULL)",
+    );
+    assert_eq!(unanswered, "0", "claimed mail left unanswered");
     total
 }
 
@@ -337,8 +353,13 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
     settle_balanced(&nodes[0], &["n1", "n2", "n3"], 12);
     wait_sessions(&cs, 12);
     let mut takeovers = Vec::new();
+    let mut written = Vec::new();
     for cycle in 0..cycles {
         let victim = 1 + cycle % 2;
+        // Mail for every chamber, some of it claimed when the node dies.
+        for c in &cs {
+            written.push((c, c.write_inbox(cycle, "hello")));
+        }
         let before = total_sessions(&cs);
         nodes[victim].daemon.as_mut().unwrap().signal_and_wait(Signal::SIGKILL);
         let killed = Instant::now();
@@ -361,6 +382,13 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
     wait_sessions(&cs, total_sessions(&cs) + 6);
     stop_all(&mut nodes);
     let total = check(&pg, &cs);
+    // No message was lost: each is unread or claimed (archived).
+    for (c, name) in &written {
+        let kept = ["messages/inbox", "messages/inbox/archive"]
+            .iter()
+            .any(|f| c.messages(f).iter().any(|(n, _)| n.ends_with(name.as_str())));
+        assert!(kept, "{}: {name} was lost", c.name);
+    }
     eprintln!(
         "fleet: {total} sessions over {cycles} kill cycles; takeover after SIGKILL: {takeovers:?}; after SIGTERM: {handover:?} (lease {LEASE_MS} ms)"
     );
