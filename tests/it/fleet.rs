@@ -388,6 +388,24 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
             .iter()
             .any(|f| c.messages(f).iter().any(|(n, _)| n.ends_with(name.as_str())));
         assert!(kept, "{}: {name} was lost", c.name);
+        // A claimed message is answered exactly once (by the agent or by
+        // the recovery), unless its session is still open in the ledger.
+        let claimed = c.messages("messages/inbox/archive").iter().any(|(n, _)| n.ends_with(name.as_str()));
+        let replies = ["messages/outbox", "messages/outbox/archive"]
+            .iter()
+            .flat_map(|f| c.messages(f))
+            .filter(|(_, t)| t.lines().any(|l| l.starts_with("in_reply_to:") && l.contains(name.as_str())))
+            .count();
+        let open = pg.sql(&format!(
+            "SELECT count(*) FROM cryo_sessions s JOIN cryo_chambers c ON c.id = s.chamber_id
+             WHERE c.name = '{}' AND s.ended_at IS NULL",
+            c.name
+        ));
+        if claimed && open == "0" {
+            assert_eq!(replies, 1, "{}: {name} answered {replies} times", c.name);
+        } else {
+            assert!(replies <= 1, "{}: {name} answered {replies} times", c.name);
+        }
     }
     eprintln!(
         "fleet: {total} sessions over {cycles} kill cycles; takeover after SIGKILL: {takeovers:?}; after SIGTERM: {handover:?} (lease {LEASE_MS} ms)"
