@@ -107,6 +107,10 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     };
     sup.shared.watcher.watch(sup.id, &sup.root, &watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
+    // What changed between the files' first reading and the watch (a hand
+    // edit of todo.json, mail) raised no event: read them again now.
+    sup.reload_todos().await;
+    sup.observe_inbox().await;
     sup.publish();
     let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
     tokio::spawn(sup.run(rx, drop.clone(), ended.clone()));

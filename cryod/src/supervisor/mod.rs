@@ -382,10 +382,10 @@ impl Sup {
 
     async fn reload_todos(&mut self) {
         let todos = todos::load(&self.root, self.machine.tz());
-        if let Err(e) = &todos {
-            tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
-        }
         if todos.as_ref() != self.machine.todos() {
+            if let Err(e) = &todos {
+                tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
+            }
             self.feed(Input::TodosChanged(todos)).await;
         }
     }

@@ -173,7 +173,21 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
         write_todos(d, &at);
     }
     let (before, t) = (count(), Instant::now());
-    wait_for_wakes(&dirs, &due, 0);
+    let waited = std::panic::catch_unwind(|| wait_for_wakes(&dirs, &due, 0));
+    if let Err(e) = waited {
+        // What the chambers still waiting show, and where they run.
+        eprintln!("{}", first.cryoctl(&["chamber", "list"]).stdout);
+        for (d, due) in dirs.iter().zip(&due) {
+            if times(d, "starts.txt").len() < due.len() {
+                let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+                eprintln!("{} waits: todo.json {}\ncryo.log:\n{}", d.display(), read("todo.json"), read("cryo.log"));
+            }
+        }
+        for (n, e) in &envs {
+            eprintln!("--- {n}\n{}", e.daemon_log());
+        }
+        std::panic::resume_unwind(e);
+    }
     let (after, busy) = (count(), t.elapsed().as_secs_f64());
     if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
         for (d, due) in dirs.iter().zip(&due) {
