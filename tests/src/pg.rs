@@ -146,6 +146,15 @@ impl Postgres {
         )
     }
 
+    /// The statements run so far by `role`, most frequent first: calls and
+    /// the statement's first line (for finding where a node's load comes from).
+    pub fn statements_of(&self, role: &str) -> String {
+        self.sql(&format!(
+            "SELECT s.calls || '  ' || regexp_replace(left(s.query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements s
+             JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = '{role}' ORDER BY s.calls DESC"
+        ))
+    }
+
     /// Makes a login role (one per node, so that one node's connection can
     /// be cut: [`Postgres::cut`]).
     pub fn role(&self, name: &str) {

@@ -157,6 +157,19 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
     let of = |m: &std::collections::HashMap<String, u64>| -> u64 {
         envs.iter().map(|(n, _)| m.get(n).copied().unwrap_or(0)).sum()
     };
+    // The database says who owns what before the owners have finished taking
+    // their chambers up (each adoption reads the ledger and publishes a
+    // mirror): at rest means a heartbeat in which no node ran more than
+    // its round's statements (six at most).
+    let heartbeat = Duration::from_millis(lease.0);
+    let mut last = count();
+    wait_until_within(Duration::from_secs(120), "the nodes to come to rest", || {
+        std::thread::sleep(heartbeat);
+        let now = count();
+        let busy = envs.iter().any(|(n, _)| now.get(n).unwrap_or(&0) - last.get(n).unwrap_or(&0) > 6);
+        last = now;
+        !busy
+    });
     // At rest.
     let (before, t) = (count(), Instant::now());
     std::thread::sleep(Duration::from_secs(seconds));
@@ -166,6 +179,11 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
         .map(|(n, _)| (after.get(n).copied().unwrap_or(0) - before.get(n).copied().unwrap_or(0)) as f64 / rest)
         .collect();
     let idle = per_node.iter().sum::<f64>() / nodes as f64;
+    if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+        for (n, _) in &envs {
+            eprintln!("--- statements of {n} so far\n{}", pg.statements_of(n));
+        }
+    }
     // Wakes.
     let due = schedule(chambers, wakes.div_ceil(chambers), spread, second_after(3));
     for (d, due) in dirs.iter().zip(&due) {
