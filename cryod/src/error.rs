@@ -3,7 +3,10 @@
 use crate::store::StoreError;
 
 /// An operation refused or failed. `Display` is one line meant for the user.
-#[derive(Debug, thiserror::Error)]
+/// It crosses the fleet as it is (an owner's answer to another node), so
+/// the asker gives the same status code.
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Error {
     /// The request itself is wrong (bad name, bad time, bad path).
     #[error("{0}")]

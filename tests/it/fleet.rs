@@ -334,7 +334,9 @@ fn settle_balanced(n: &Node, live: &[&str], total: u64) {
 fn settle_owned(n: &Node, live: &[&str], total: u64) {
     wait_until_within(TAKEOVER, "every chamber owned by a live node", || {
         let (per, unowned) = ownership(n);
-        unowned == 0 && per.values().sum::<u64>() == total && per.keys().all(|k| live.contains(&k.as_str()))
+        unowned == 0
+            && per.values().sum::<u64>() == total
+            && per.iter().all(|(k, c)| *c == 0 || live.contains(&k.as_str()))
     });
 }
 
@@ -379,9 +381,7 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
     nodes[1].daemon.take().unwrap().signal_and_wait(Signal::SIGTERM);
     settle_owned(&nodes[0], &["n1", "n3"], 12);
     let handover = term.elapsed();
-    wait_sessions(&cs, total_sessions(&cs) + 6);
-    stop_all(&mut nodes);
-    let total = check(&pg, &cs);
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
     // No message was lost: each is unread or claimed (archived).
     for (c, name) in &written {
         let kept = ["messages/inbox", "messages/inbox/archive"]
@@ -452,9 +452,7 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     // It notices, drops what it had, and joins again under a new id.
     wait_until_within(TAKEOVER, "the thawed node to join again", || nodes[1].node_id() != stale_id);
     assert_eq!(rows(&stale_id), before, "the thawed node changed rows under its old id");
-    wait_sessions(&cs, total_sessions(&cs) + 3);
-    stop_all(&mut nodes);
-    let total = check(&pg, &cs);
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 3);
     eprintln!("fleet: {total} sessions; chambers of a SIGSTOPped cryod taken over after {taken:?}");
 }
 
@@ -488,9 +486,7 @@ fn fleet_a_node_cut_from_the_database_blips_or_is_taken_over() {
     pg.heal("n2");
     wait_until_within(TAKEOVER, "n2 to join again", || nodes[1].node_id() != id);
     settle_owned(&nodes[0], &["n1", "n2"], 6);
-    wait_sessions(&cs, total_sessions(&cs) + 6);
-    stop_all(&mut nodes);
-    let total = check(&pg, &cs);
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
     eprintln!("fleet: {total} sessions; chambers of a node cut from the database taken over after {taken:?}");
 }
 
@@ -507,10 +503,7 @@ fn fleet_survives_a_postgres_restart() {
     pg.restart();
     let down = restart.elapsed();
     settle_owned(&nodes[0], &["n1", "n2"], 6);
-    let before = total_sessions(&cs);
-    wait_sessions(&cs, before + 6);
-    stop_all(&mut nodes);
-    let total = check(&pg, &cs);
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
     eprintln!("fleet: {total} sessions; PostgreSQL was down {down:?}; all owned again after {:?}", restart.elapsed());
 }
 
@@ -657,6 +650,14 @@ fn total_sessions(cs: &[Chamber]) -> usize {
     cs.iter().map(|c| sessions(c).len()).sum()
 }
 
+/// Lets the fleet run `more` sessions, stops every node and checks the
+/// invariants; returns the sessions run.
+fn run_on_and_check(pg: &Postgres, nodes: &mut [Node], cs: &[Chamber], more: usize) -> usize {
+    wait_sessions(cs, total_sessions(cs) + more);
+    stop_all(nodes);
+    check(pg, cs)
+}
+
 fn stop_all(nodes: &mut [Node]) {
     for n in nodes {
         if let Some(mut d) = n.daemon.take() {
@@ -667,6 +668,25 @@ fn stop_all(nodes: &mut [Node]) {
 
 fn agent_alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/environ")).is_ok_and(|e| e.contains("CRYO_WAKE_ID="))
+}
+
+/// Listens on the fleet's channel from outside the fleet (a store in a
+/// domain of its own, so it changes no node's share); the runtime keeps the
+/// listener going.
+fn listen(pg: &Postgres) -> (tokio::runtime::Runtime, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let rt = runtime();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    rt.block_on(async {
+        let mut info = node_info("listener", Duration::from_secs(60));
+        info.domain = "elsewhere".into();
+        let store = Store::connect(&pg.url("n1"), info).await.unwrap();
+        // (The listener holds a connection of its own.)
+        store.listen(tx, tokio_util::sync::CancellationToken::new());
+    });
+    let mut rx = rx;
+    // Listening once its LISTEN holds.
+    rt.block_on(async { while rx.recv().await.as_deref() != Some("reconnected") {} });
+    (rt, rx)
 }
 
 /// The node (by name) that runs each chamber, as `chamber list` on `n` shows it.
@@ -720,6 +740,31 @@ fn fleet_is_operated_from_any_node() {
     let before = sessions(c).len();
     wait_until_within(TAKEOVER, "the resumed chamber to run again", || sessions(c).len() > before);
 
+    // Mail dropped into a chamber's inbox is seen by the nodes that do not
+    // run it, and they tell its owner (`mail:<id>` on the fleet's channel;
+    // across machines the owner's own watcher would not see the file).
+    let list = n1.cryoctl(&["chamber", "list", "--json"]).json();
+    let on_n3 = list.as_array().unwrap().iter().find(|x| x["node"] == "n3").unwrap();
+    let mailed = cs.iter().find(|x| x.name == on_n3["name"].as_str().unwrap()).unwrap();
+    let (rt, mut heard) = listen(&pg);
+    mailed.write_inbox(42, "dropped in by hand");
+    let wanted = format!("mail:{}", on_n3["id"]);
+    rt.block_on(async {
+        tokio::time::timeout(TAKEOVER, async {
+            while let Some(p) = heard.recv().await {
+                if p == wanted {
+                    return;
+                }
+            }
+            panic!("the listener stopped");
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no node announced the mail ({wanted})"));
+    });
+    wait_until_within(TAKEOVER, "the dropped-in mail to be claimed", || {
+        mailed.messages("messages/inbox/archive").iter().any(|(_, t)| t.contains("dropped in by hand"))
+    });
+
     // Two chambers moved to n3 (one run by n2, asked of n1; one run by n1):
     // n3 becomes their home and keeps them while the shares even out.
     let at = placement(&nodes[0]);
@@ -753,10 +798,7 @@ fn fleet_is_operated_from_any_node() {
     let status = nodes[1].daemon.take().unwrap().wait_exit();
     assert!(status.success(), "a drained node exits cleanly: {status:?}");
     settle_owned(&nodes[0], &["n1", "n3"], 6);
-    let ran = total_sessions(&cs);
-    wait_sessions(&cs, ran + 6);
-    stop_all(&mut nodes);
-    let total = check(&pg, &cs);
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
     eprintln!(
         "fleet operations: {total} sessions; pause via n1 answered in {round_trip:?}; moves {moves:?}; drain {drained:?}"
     );

@@ -192,6 +192,9 @@ impl Daemon {
             }
             let entry = self.0.chambers.write().expect("registry lock").remove(&id);
             let entry = entry.ok_or_else(|| Error::Unavailable("the chamber was dropped meanwhile".into()))?;
+            // Until its supervisor has ended (and let go of its watches), the
+            // chamber is still this node's in every way but the registry.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
             let fence = entry.record.fence();
             self.0.remote.write().expect("registry lock").insert(id, entry.record);
             if let Some(to) = to
@@ -464,7 +467,9 @@ impl Daemon {
     pub async fn drain(&self, node: &str) -> Result<String> {
         let n = self.live_node(node).await?;
         let pg = self.0.shared.store.fleet().ok_or_else(|| Error::Internal("not a fleet".into()))?;
-        pg.set_draining(&n.id).await?;
+        if !pg.set_draining(&n.id).await? {
+            return Err(Error::NotFound(format!("node {node:?} left the fleet meanwhile")));
+        }
         tracing::info!(node = %n.id, name = %n.name, "node asked to drain");
         Ok(n.id)
     }

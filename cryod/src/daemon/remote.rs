@@ -86,25 +86,13 @@ pub enum Answer {
     Done,
 }
 
-/// The reply row: an answer, or the error the owner would have given
-/// locally (by kind, so it maps to the same status code here).
+/// The reply row: an answer, the error the owner would have given locally,
+/// or "not run here (any more): ask its owner".
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Reply {
     Ok(Box<Answer>),
-    Err { kind: ErrorKind, message: String },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ErrorKind {
-    Invalid,
-    NotFound,
-    Precondition,
-    Conflict,
-    Unavailable,
-    Internal,
-    /// The chamber is not run by the node asked (any more): ask its owner.
+    Err(Error),
     Moved,
 }
 
@@ -156,7 +144,7 @@ impl Daemon {
             };
             match serde_json::from_str::<Reply>(&reply) {
                 Ok(Reply::Ok(answer)) => return Ok(*answer),
-                Ok(Reply::Err { kind: ErrorKind::Moved, .. }) => {
+                Ok(Reply::Moved) => {
                     let fresh = self.refresh_record(record.id).await?;
                     if fresh.owner == record.owner {
                         tokio::time::sleep(pause).await;
@@ -164,7 +152,7 @@ impl Daemon {
                     }
                     record = fresh;
                 }
-                Ok(Reply::Err { kind, message }) => return Err(error_of(kind, message)),
+                Ok(Reply::Err(e)) => return Err(e),
                 Err(e) => return Err(Error::Internal(format!("node {owner} answered something unreadable: {e}"))),
             }
         }
@@ -175,13 +163,13 @@ impl Daemon {
     /// the reply row.
     pub(crate) async fn answer(&self, chamber: Option<i64>, body: &str) -> String {
         let reply = match serde_json::from_str::<Command>(body) {
-            Err(e) => Reply::Err { kind: ErrorKind::Invalid, message: format!("unreadable command: {e}") },
+            Err(e) => Reply::Err(Error::Invalid(format!("unreadable command: {e}"))),
             Ok(cmd) => match chamber {
                 Some(id) if self.runs(id) => match self.execute(id, cmd).await {
                     Ok(a) => Reply::Ok(Box::new(a)),
-                    Err(e) => Reply::Err { kind: kind_of(&e), message: e.to_string() },
+                    Err(e) => Reply::Err(e),
                 },
-                _ => Reply::Err { kind: ErrorKind::Moved, message: "the chamber is not run here".into() },
+                _ => Reply::Moved,
             },
         };
         serde_json::to_string(&reply).expect("a reply serializes")
@@ -294,29 +282,6 @@ fn unexpected(a: Answer) -> Error {
     Error::Internal(format!("the owner answered with something else: {a:?}"))
 }
 
-fn kind_of(e: &Error) -> ErrorKind {
-    match e {
-        Error::Invalid(_) => ErrorKind::Invalid,
-        Error::NotFound(_) => ErrorKind::NotFound,
-        Error::Precondition(_) => ErrorKind::Precondition,
-        Error::Conflict(_) => ErrorKind::Conflict,
-        Error::Unavailable(_) => ErrorKind::Unavailable,
-        Error::Internal(_) => ErrorKind::Internal,
-    }
-}
-
-fn error_of(kind: ErrorKind, m: String) -> Error {
-    match kind {
-        ErrorKind::Invalid => Error::Invalid(m),
-        ErrorKind::NotFound => Error::NotFound(m),
-        ErrorKind::Precondition => Error::Precondition(m),
-        ErrorKind::Conflict => Error::Conflict(m),
-        ErrorKind::Unavailable | ErrorKind::Moved => Error::Unavailable(m),
-        // Already one line, and logged by its node.
-        ErrorKind::Internal => Error::Internal(m.trim_start_matches("internal error: ").to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,11 +299,13 @@ mod tests {
         };
         let back: Command = serde_json::from_str(&serde_json::to_string(&cmd).unwrap()).unwrap();
         assert!(matches!(back, Command::Todo { call: TodoCall::Add { ref at, .. } } if at == "in 1h"));
-        let reply = Reply::Err { kind: ErrorKind::Precondition, message: "paused".into() };
-        let back: Reply = serde_json::from_str(&serde_json::to_string(&reply).unwrap()).unwrap();
-        let Reply::Err { kind, message } = back else { panic!("an error") };
-        assert!(matches!(error_of(kind, message), Error::Precondition(m) if m == "paused"));
-        let e = Error::Internal("boom".into());
-        assert!(matches!(error_of(kind_of(&e), e.to_string()), Error::Internal(m) if m == "boom"));
+        // An error keeps its kind (so its status code) and its one line.
+        for e in [Error::Precondition("paused".into()), Error::Internal("boom".into())] {
+            let line = e.to_string();
+            let back: Reply = serde_json::from_str(&serde_json::to_string(&Reply::Err(e)).unwrap()).unwrap();
+            let Reply::Err(back) = back else { panic!("an error") };
+            assert_eq!(back.to_string(), line);
+            assert_eq!(tonic::Status::from(back).code() == tonic::Code::Internal, line.starts_with("internal error"));
+        }
     }
 }

@@ -109,20 +109,17 @@ async fn route(
 
 /// Carries out the commands other nodes asked of this one, each in its own
 /// task (a `stop` may wait for a session to end), on each `cmd:` for this
-/// node and every few heartbeats (a notification is only a hint).
+/// node and on each (re)connection of the listener (what was asked while
+/// it was away).
 async fn serve(daemon: Daemon, pg: Arc<Postgres>, mut asks: tokio::sync::mpsc::UnboundedReceiver<()>) {
-    let mut poll = tokio::time::interval(times(&pg).heartbeat * 4);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             a = asks.recv() => if a.is_none() { return },
-            _ = poll.tick() => {}
             _ = daemon.shared().shutdown.cancelled() => return,
         }
         while asks.try_recv().is_ok() {}
-        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) {
-            continue;
-        }
+        // (Taken even while frozen: each supervisor waits at its gate before
+        // any effect, and a chamber dropped meanwhile is answered "moved".)
         let taken = match pg.take_commands().await {
             Ok(t) => t,
             Err(e) => {

@@ -39,8 +39,9 @@ pub struct Taken {
     pub body: String,
 }
 
-/// Polls for an answer this often, in case a notification was missed.
-const POLL: Duration = Duration::from_millis(500);
+/// How often an asker looks whether the owner is still there: a lease
+/// running out raises no notification. (An answer does: `done:<id>`.)
+const OWNER_CHECK: Duration = Duration::from_secs(1);
 
 impl Postgres {
     /// Asks `node` to carry out `body` for `chamber` and waits (up to
@@ -90,7 +91,7 @@ impl Postgres {
             }
             let woke = tokio::select! {
                 _ = notify.notified() => true,
-                _ = tokio::time::sleep(POLL) => true,
+                _ = tokio::time::sleep(OWNER_CHECK) => true,
                 _ = tokio::time::sleep_until(until) => false,
             };
             if !woke {

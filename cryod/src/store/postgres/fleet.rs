@@ -89,8 +89,6 @@ pub struct Claimed {
     pub taken: Vec<ChamberRecord>,
     /// This node's fair share of its domain's chambers now.
     pub share: u32,
-    /// Chambers this node owns, after the round.
-    pub owned: u32,
     /// This node is draining: it takes nothing and hands all it has over.
     pub draining: bool,
 }
@@ -190,13 +188,7 @@ impl Postgres {
             taken = rows.iter().map(chamber_row).collect();
         }
         tx.commit().await?;
-        Ok(Claimed { share: share as u32, owned: (owned as usize + taken.len()) as u32, taken, draining })
-    }
-
-    /// The chambers this node owns, with their fences.
-    pub async fn owned(&self) -> Result<Vec<Fence>, StoreError> {
-        let rows = self.query("SELECT id, fence FROM cryo_chambers WHERE owner = $1", &[&self.node_id()]).await?;
-        Ok(rows.iter().map(|r| Fence { chamber: r.get(0), token: r.get(1) }).collect())
+        Ok(Claimed { share: share as u32, taken, draining })
     }
 
     /// Gives a chamber up (a clean hand-over): another node may take it at
@@ -317,8 +309,10 @@ impl Postgres {
 
     /// Listens on `cryo_fleet` over a connection of its own (a pooled one
     /// could be recycled under the LISTEN), reconnecting when it drops. Each
-    /// notification, and each reconnection (`"reconnected"`: something may
-    /// have been missed), is sent to `tx`. A hint only: owners poll too.
+    /// notification, and each (re)connection once its LISTEN holds
+    /// (`"reconnected"`: anything sent before may have been missed), is
+    /// sent to `tx`; answers to this node's commands wake their askers
+    /// here (all of them on a reconnection, to look again).
     pub fn listen(&self, tx: tokio::sync::mpsc::UnboundedSender<String>, stop: tokio_util::sync::CancellationToken) {
         let (config, tls, waiters) = (self.config.clone(), self.tls.clone(), self.waiters.clone());
         // An answer to a command this node asked wakes its asker here.
@@ -329,6 +323,8 @@ impl Postgres {
             }
             true
         };
+        let waiters = self.waiters.clone();
+        let missed = move || waiters.lock().expect("waiters lock").values().for_each(|n| n.notify_one());
         tokio::spawn(async move {
             loop {
                 match config.connect(tls.clone()).await {
@@ -339,12 +335,13 @@ impl Postgres {
                         // The LISTEN is answered through the connection, so
                         // drive both until it is.
                         let mut listening = false;
-                        let _ = tx.send("reconnected".into());
                         loop {
                             tokio::select! {
                                 r = &mut listen, if !listening => {
                                     if r.is_err() { break; }
                                     listening = true;
+                                    missed();
+                                    let _ = tx.send("reconnected".into());
                                 }
                                 m = messages.next() => match m {
                                     Some(Ok(AsyncMessage::Notification(n))) => {
