@@ -33,6 +33,8 @@ struct Route {
     chamber: i64,
     role: Role,
     sink: Sink,
+    /// Held for another node's chamber ([`Watcher::watch_for_owner`]).
+    for_owner: bool,
 }
 
 type Routes = Arc<RwLock<HashMap<PathBuf, Route>>>;
@@ -82,7 +84,8 @@ impl Watcher {
             let mut routes = self.routes.write().expect("routes lock");
             let mut added = Vec::new();
             for (dir, role) in &dirs {
-                let old = routes.insert(dir.clone(), Route { chamber, role: *role, sink: sink.clone() });
+                let old =
+                    routes.insert(dir.clone(), Route { chamber, role: *role, sink: sink.clone(), for_owner: false });
                 if old.is_none_or(|o| o.chamber != chamber) {
                     added.push(dir.clone());
                 }
@@ -109,11 +112,42 @@ impl Watcher {
         }
     }
 
+    /// Watches the inbox of a chamber another node runs, on its behalf
+    /// (`sink` tells the owner), but never in place of a route this node's
+    /// own supervisor of that chamber holds: the view of the fleet is
+    /// refreshed while chambers are added and taken up here, so a remote
+    /// watch may come after the supervisor's own. A supervisor's
+    /// [`Watcher::watch`] replaces it; [`Watcher::unwatch_for_owner`]
+    /// removes it (and nothing a supervisor holds).
+    pub fn watch_for_owner(&self, chamber: i64, inbox: &Path, sink: Sink) {
+        {
+            let mut routes = self.routes.write().expect("routes lock");
+            if routes.contains_key(inbox) {
+                return;
+            }
+            routes.insert(inbox.to_path_buf(), Route { chamber, role: Role::Inbox, sink, for_owner: true });
+        }
+        let mut guard = self.inner.lock().expect("watcher lock");
+        if let Some(w) = guard.as_mut()
+            && let Err(error) = w.watch(inbox, RecursiveMode::NonRecursive)
+        {
+            tracing::warn!(dir = %inbox.display(), %error, "cannot watch");
+        }
+    }
+
     pub fn unwatch(&self, chamber: i64) {
+        self.unwatch_where(|r| r.chamber == chamber);
+    }
+
+    /// Ends a [`Watcher::watch_for_owner`] of `chamber`.
+    pub fn unwatch_for_owner(&self, chamber: i64) {
+        self.unwatch_where(|r| r.chamber == chamber && r.for_owner);
+    }
+
+    fn unwatch_where(&self, which: impl Fn(&Route) -> bool) {
         let dirs: Vec<PathBuf> = {
             let mut routes = self.routes.write().expect("routes lock");
-            let dirs: Vec<PathBuf> =
-                routes.iter().filter(|(_, r)| r.chamber == chamber).map(|(d, _)| d.clone()).collect();
+            let dirs: Vec<PathBuf> = routes.iter().filter(|(_, r)| which(r)).map(|(d, _)| d.clone()).collect();
             for d in &dirs {
                 routes.remove(d);
             }
@@ -153,5 +187,56 @@ fn dispatch(routes: &Routes, ev: notify::Event) {
             _ => continue,
         };
         (route.sink)(change);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn sink(tag: &'static str, tx: &mpsc::Sender<(&'static str, Change)>) -> Sink {
+        let tx = Mutex::new(tx.clone());
+        Arc::new(move |c| {
+            let _ = tx.lock().unwrap().send((tag, c));
+        })
+    }
+
+    /// The first event heard within a few seconds.
+    fn heard(rx: &mpsc::Receiver<(&'static str, Change)>) -> (&'static str, Change) {
+        rx.recv_timeout(Duration::from_secs(10)).expect("an event")
+    }
+
+    /// A watch held for another node's chamber never takes the place of
+    /// this node's own supervisor's (they race when a chamber is added or
+    /// taken up while the view of the fleet is refreshed), and ending it
+    /// leaves the supervisor's watch alone; a supervisor's watch replaces it.
+    #[test]
+    fn a_watch_for_the_owner_never_displaces_the_supervisors() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let inbox = root.join("messages/inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        let w = Watcher::start();
+        let (tx, rx) = mpsc::channel();
+        w.watch(1, &root, std::slice::from_ref(&inbox), sink("supervisor", &tx));
+        w.watch_for_owner(1, &inbox, sink("owner", &tx));
+        w.unwatch_for_owner(1);
+        std::fs::write(inbox.join("a.md"), "x").unwrap();
+        assert_eq!(heard(&rx), ("supervisor", Change::Inbox("a.md".into())));
+        std::fs::write(root.join("todo.json"), "[]").unwrap();
+        while let Ok(e) = rx.recv_timeout(Duration::from_millis(500)) {
+            assert_eq!(e.0, "supervisor", "{e:?}");
+        }
+        // The other way round: the supervisor's watch takes the owner's place.
+        w.unwatch(1);
+        w.watch_for_owner(1, &inbox, sink("owner", &tx));
+        std::fs::write(inbox.join("b.md"), "x").unwrap();
+        assert_eq!(heard(&rx), ("owner", Change::Inbox("b.md".into())));
+        while rx.recv_timeout(Duration::from_millis(300)).is_ok() {}
+        w.watch(1, &root, std::slice::from_ref(&inbox), sink("supervisor", &tx));
+        std::fs::write(inbox.join("c.md"), "x").unwrap();
+        assert_eq!(heard(&rx), ("supervisor", Change::Inbox("c.md".into())));
     }
 }

@@ -160,8 +160,8 @@ impl Daemon {
         let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
         tracing::info!(chamber = %record.name, fence = record.fence, "chamber taken");
         let id = record.id;
-        self.0.remote.write().expect("registry lock").remove(&id);
         self.0.chambers.write().expect("registry lock").insert(id, Entry { record, handle });
+        self.0.remote.write().expect("registry lock").remove(&id);
         shared.notify(id, crate::runtime::NoticeKind::Status);
     }
 
@@ -247,12 +247,19 @@ impl Daemon {
             records.into_iter().filter(|r| !local.contains_key(&r.id)).map(|r| (r.id, r)).collect();
         // Live views hear of the chambers whose owner or mirror changed.
         let changed: Vec<i64> = fresh.iter().filter(|(id, r)| remote.get(id) != Some(r)).map(|(id, _)| *id).collect();
-        drop(local);
-        if self.0.shared.config.store.domain.is_some() {
-            self.watch_remote_inboxes(&fresh);
-        }
+        let domain = self.0.shared.store.fleet().map(|pg| pg.node().domain.clone());
+        let inboxes: Vec<(i64, PathBuf)> = fresh
+            .values()
+            .filter(|r| Some(&r.domain) == domain.as_ref())
+            .map(|r| (r.id, PathBuf::from(&r.path).join("messages/inbox")))
+            .collect();
+        // Assigned under the registry's lock: a chamber added or taken up
+        // here meanwhile is never put back among the remote ones.
         *remote = fresh;
-        drop(remote);
+        drop((local, remote));
+        if self.0.shared.config.store.domain.is_some() {
+            self.watch_remote_inboxes(&inboxes);
+        }
         for id in changed {
             self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
         }
@@ -262,15 +269,15 @@ impl Daemon {
     /// the owner's: this node watches the inboxes of the chambers others
     /// run in its domain, and tells their owner of new mail (which reads
     /// its inbox again at once).
-    fn watch_remote_inboxes(&self, remote: &BTreeMap<i64, ChamberRecord>) {
+    fn watch_remote_inboxes(&self, inboxes: &[(i64, PathBuf)]) {
         let Some(pg) = self.0.shared.store.fleet().cloned() else { return };
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         let watcher = &self.0.shared.watcher;
         let mut watched = self.0.remote_watched.lock().expect("watched lock");
-        for (&id, r) in remote {
-            let (root, inbox) = (PathBuf::from(&r.path), PathBuf::from(&r.path).join("messages/inbox"));
+        for (id, inbox) in inboxes {
+            let id = *id;
             // (Only an inbox that exists: this node writes nothing into a chamber it does not run.)
-            if r.domain != pg.node().domain || watched.contains(&id) || !inbox.is_dir() {
+            if watched.contains(&id) || !inbox.is_dir() {
                 continue;
             }
             let (pg, rt) = (pg.clone(), rt.clone());
@@ -280,14 +287,15 @@ impl Daemon {
                     rt.spawn(async move { pg.mail_written(id).await });
                 }
             });
-            watcher.watch(id, &root, &[inbox], sink);
+            watcher.watch_for_owner(id, inbox, sink);
             watched.insert(id);
         }
-        // Those run here now have their supervisor's watch instead.
+        // Those run here now (their supervisor's watch replaced this one) or gone.
+        let remote: std::collections::HashSet<i64> = inboxes.iter().map(|(id, _)| *id).collect();
         watched.retain(|id| {
-            let keep = remote.contains_key(id);
-            if !keep && !self.runs(*id) {
-                watcher.unwatch(*id);
+            let keep = remote.contains(id);
+            if !keep {
+                watcher.unwatch_for_owner(*id);
             }
             keep
         });
@@ -342,6 +350,8 @@ impl Daemon {
             let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
             self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
+            // (A refresh of the fleet's view may have listed it as remote meanwhile.)
+            self.0.remote.write().expect("registry lock").remove(&record.id);
             // Live views (and the service manager's status line) learn of it.
             self.0.shared.notify(record.id, crate::runtime::NoticeKind::Status);
         }
