@@ -63,7 +63,10 @@ fn the_fleet_reports_its_statements_and_lateness() {
     ]);
     assert_eq!(num(&f, "wakes"), 4.0);
     assert!(num(&f, "statements_per_idle_node_per_second") >= 0.0, "{f:?}");
-    assert!(num(&f, "statements_per_wake") > 0.0, "a wake writes to the ledger: {f:?}");
+    // The per-wake figure is an estimate (the heartbeats' share taken out),
+    // noisy at this size; what the wakes ran is counted as it is.
+    assert!(num(&f, "statements_per_wake").is_finite(), "{f:?}");
+    assert!(num(&f, "statements_during_wakes") >= 4.0 * 3.0, "each wake writes its ledger row, start and end: {f:?}");
 }
 
 #[test]

@@ -304,6 +304,15 @@ fn fleet(pg: &Postgres, n: usize, chambers: usize) -> (Vec<Node>, Vec<Chamber>) 
     let mut nodes: Vec<Node> = (1..=n).map(|i| Node::new(pg, &format!("n{i}"))).collect();
     nodes[0].start();
     let cs = make_chambers(&nodes[0], chambers);
+    // A chamber added here is also "owned here, not run here" to the
+    // ownership round for a moment: it must not get a second supervisor.
+    let log = nodes[0].env.daemon_log();
+    let mut started = std::collections::HashSet::new();
+    for l in log.lines().filter(|l| l.contains("chamber runs here")) {
+        let key = l.split("chamber runs here").nth(1).unwrap().trim().to_string();
+        assert!(started.insert(key), "a chamber got two supervisors on n1: {l}\n{log}");
+    }
+    assert_eq!(started.len(), chambers, "{log}");
     for node in &mut nodes[1..] {
         node.start();
     }

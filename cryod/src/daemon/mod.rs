@@ -75,6 +75,8 @@ struct Inner {
     /// The chambers other nodes of the fleet own (or no node does yet), as
     /// the database last said.
     remote: RwLock<BTreeMap<i64, ChamberRecord>>,
+    /// Held while a chamber starts running here (added, or taken up).
+    starting: tokio::sync::Mutex<()>,
     /// Chambers being handed over to another node now.
     leaving: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Chambers other nodes run whose inboxes this node watches for them.
@@ -126,6 +128,7 @@ impl Daemon {
             started_at,
             chambers: RwLock::new(chambers),
             remote: RwLock::new(remote),
+            starting: Default::default(),
             leaving: Default::default(),
             remote_watched: Default::default(),
         }));
@@ -148,20 +151,35 @@ impl Daemon {
     /// Takes over a chamber this node has just claimed (with its new
     /// fence): what its last owner left open (sessions, claimed mail, the
     /// agents still running on this machine) is recovered first.
-    pub async fn adopt(&self, mut record: ChamberRecord) {
+    pub async fn adopt(&self, record: ChamberRecord) {
+        let _one = self.0.starting.lock().await;
+        if self.runs(record.id) {
+            return;
+        }
         let shared = &self.0.shared;
-        record.owner_name = shared.store.fleet().map(|pg| pg.node().name.clone());
         let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
         if !open.is_empty() {
             tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
         }
         let processes = end_leftovers(shared, &open).await;
-        let recovery = supervisor::Recovery { open, processes };
+        self.run_here(record, supervisor::Recovery { open, processes }).await;
+    }
+
+    /// Starts running a chamber here: its supervisor, its registry entry.
+    /// Callers hold `starting` and have checked that it does not run here
+    /// yet: a chamber just added is also the database's "owned by this
+    /// node, not run here" to the ownership round, and must not get two
+    /// supervisors.
+    async fn run_here(&self, mut record: ChamberRecord, recovery: supervisor::Recovery) {
+        let shared = &self.0.shared;
+        record.owner_name = shared.store.fleet().map(|pg| pg.node().name.clone());
         let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
-        tracing::info!(chamber = %record.name, fence = record.fence, "chamber taken");
+        tracing::info!(chamber = %record.name, fence = record.fence, "chamber runs here");
         let id = record.id;
         self.0.chambers.write().expect("registry lock").insert(id, Entry { record, handle });
+        // (A refresh of the fleet's view may have listed it as remote meanwhile.)
         self.0.remote.write().expect("registry lock").remove(&id);
+        // Live views (and the service manager's status line) learn of it.
         shared.notify(id, crate::runtime::NoticeKind::Status);
     }
 
@@ -344,16 +362,13 @@ impl Daemon {
             path: path.to_string(),
             created_at: created,
         };
-        let (mut record, existed) = self.0.shared.store.add_chamber(new).await?;
+        let (record, existed) = self.0.shared.store.add_chamber(new).await?;
         if !existed {
-            record.owner_name = self.0.shared.store.fleet().map(|pg| pg.node().name.clone());
-            let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), Default::default()).await;
             tracing::info!(chamber = %record.name, path = %record.path, "chamber registered");
-            self.0.chambers.write().expect("registry lock").insert(record.id, Entry { record: record.clone(), handle });
-            // (A refresh of the fleet's view may have listed it as remote meanwhile.)
-            self.0.remote.write().expect("registry lock").remove(&record.id);
-            // Live views (and the service manager's status line) learn of it.
-            self.0.shared.notify(record.id, crate::runtime::NoticeKind::Status);
+            let _one = self.0.starting.lock().await;
+            if !self.runs(record.id) {
+                self.run_here(record.clone(), Default::default()).await;
+            }
         }
         if existed && self.view_of(record.id).is_none() {
             // Another node's, not yet in this node's view of the fleet.
