@@ -218,6 +218,7 @@ pub async fn run(
     // (and the fallback messages) still go through.
     let drain = async {
         shutdown.cancelled().await;
+        system::stopping();
         daemon.shutdown().await;
         if let Some(fleet) = fleet {
             fleet.leave().await;

@@ -1,7 +1,7 @@
 //! Telling a service manager how cryod is doing (sd_notify(3)): `READY=1` once
 //! the socket is bound and every chamber is loaded and scheduled, a one-line
 //! `STATUS=` kept current, `WATCHDOG=1` at half the watchdog interval, and
-//! `STOPPING=1` on the way out. Without `NOTIFY_SOCKET` (started by hand)
+//! `STOPPING=1` on the way out ([`stopping`]). Without `NOTIFY_SOCKET` (started by hand)
 //! every call does nothing.
 
 pub mod logind;
@@ -32,6 +32,13 @@ fn notify(states: &[NotifyState<'_>]) {
     }
 }
 
+/// Says cryod is on its way out: called on the shutdown path itself (a
+/// task woken by the shutdown could be dropped with the runtime before it
+/// said so, on a loaded machine).
+pub fn stopping() {
+    notify(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+}
+
 /// Reports readiness, then keeps the status line and the watchdog going
 /// until shutdown.
 pub fn ready(d: &Daemon) {
@@ -58,10 +65,7 @@ pub fn ready(d: &Daemon) {
         let mut last = status;
         loop {
             let n = tokio::select! {
-                _ = shared.shutdown.cancelled() => {
-                    notify(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
-                    return;
-                }
+                _ = shared.shutdown.cancelled() => return,
                 n = notices.recv() => n,
             };
             match n {
