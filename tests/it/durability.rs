@@ -71,6 +71,49 @@ cryo-agent hibernate
     assert!(wakes.len() >= 2);
 }
 
+/// The wake's ledger row is the durable record of its claims: the agent
+/// starts right after it, and `todo.json` shows the claims next. A cryod
+/// killed between the two (or a power cut before the claim reached the
+/// disk) leaves the TODO unclaimed in the file; recovery makes the claim
+/// again from the ledger and re-queues it once, as for a claim that landed.
+#[test]
+fn a_claim_that_never_reached_todo_json_is_made_again_from_the_ledger() {
+    let script = r#"
+echo "$CRYO_WAKE_ID" >> wakes.txt
+if [ "$CRYO_SESSION" = 2 ]; then
+  echo $$ > agent.pid
+  sleep 300
+fi
+cryo-agent send "session $CRYO_SESSION" >/dev/null
+cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
+cryo-agent hibernate
+"#;
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let c = env.chamber("c", script, "");
+    let before = r#"[{"id":1,"text":"nightly","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#;
+    seed_history(&c, before);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_until("the agent to be working", || !c.read("agent.pid").is_empty());
+    wait_until("the claim in todo.json", || c.todos()[0]["claimed_by"].is_string());
+    d.signal_and_wait(Signal::SIGKILL);
+    // As if cryod had died (or the power failed) before the claim landed.
+    c.write_todos(before);
+
+    let _d = env.start_daemon();
+    c.wait_ended(3);
+    let todos = c.todos();
+    let list = todos.as_array().unwrap();
+    let first = list.iter().find(|t| t["id"] == 1).unwrap();
+    assert_eq!(first["done"], true, "the interrupted claim is settled, not left due: {todos}");
+    let retries: Vec<_> = list.iter().filter(|t| t["text"] == "nightly (attempt 1)").collect();
+    assert_eq!(retries.len(), 1, "re-queued exactly once: {todos}");
+    assert!(!list.iter().any(|t| t["text"] == "nightly" && t["done"] == false), "{todos}");
+    let wakes: Vec<String> = c.read("wakes.txt").lines().map(str::to_string).collect();
+    let unique: std::collections::HashSet<_> = wakes.iter().collect();
+    assert_eq!(wakes.len(), unique.len(), "{wakes:?}");
+}
+
 #[test]
 fn a_hand_edit_during_a_session_is_never_lost() {
     // The agent adds 30 TODOs while an "editor" adds 30 of its own, both

@@ -348,6 +348,29 @@ impl TodoList {
         claims
     }
 
+    /// Makes again the claims of `wake` that a power cut took from the file
+    /// (its rewrite at the claim is not fsynced before the agent starts: the
+    /// ledger row is the claim's durable record). A claim is made again only
+    /// where the TODO still stands where the wake found it: a one-shot TODO
+    /// pending and due, a series not yet moved past the claimed slot. Claims
+    /// that did land (or were settled since) are left alone, so this is a
+    /// no-op on a file the power cut spared.
+    pub fn reclaim(&mut self, wake: &str, claims: &[Claim], now: DateTime<Utc>, tz: Tz, grace: Duration) -> usize {
+        let lost: Vec<u64> = claims
+            .iter()
+            .filter(|c| {
+                self.get(c.id).is_some_and(|t| {
+                    !t.in_flight(wake) && t.is_due(now) && (t.repeat.is_none() || t.at.is_some_and(|at| at <= c.due))
+                })
+            })
+            .map(|c| c.id)
+            .collect();
+        if lost.is_empty() {
+            return 0;
+        }
+        self.claim_for(wake, &lost, now, tz, grace).len()
+    }
+
     /// Advances the `skip` series whose newest due slot is more than `grace`
     /// late (what [`claim_due`](Self::claim_due) would move on without a
     /// run); returns how many moved.

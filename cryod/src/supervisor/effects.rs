@@ -259,9 +259,14 @@ impl Sup {
         let dot = self.root.join(".cryo");
         crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
         let prompt_rel = ".cryo/prompt.md";
-        // A copy for people and for prompts too long for an argument; not worth
-        // two fsyncs on every wake (it is rewritten by the next one).
-        let _ = std::fs::write(self.root.join(prompt_rel), prompt.as_bytes());
+        // A copy for people, and for prompts too long for an argument (which
+        // the agent reads at once, so it is written first); not worth an
+        // fsync (it is rewritten by the next wake).
+        let prompt_path = self.root.join(prompt_rel);
+        let long = prompt.len() > spawn::MAX_PROMPT_ARG;
+        if long {
+            let _ = std::fs::write(&prompt_path, prompt.as_bytes());
+        }
         let as_root = nix::unistd::geteuid().is_root();
         let launch = spawn::command_line(&config.agent, &self.root, prompt, prompt_rel, as_root)?;
         let log_path = self.root.join("cryo-agent.log");
@@ -321,7 +326,15 @@ impl Sup {
             // The owner's fence, for the agent's own records (traces).
             cmd.env("CRYO_FENCE", self.fence.token.to_string());
         }
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        // The spawn waits for the child's exec (vfork): off the worker, so
+        // other chambers' wakes of the same instant go on meanwhile.
+        let spawned = off_worker(|| cmd.spawn());
+        // The copy for people once the agent runs, off the chamber's path.
+        if !long {
+            let text = prompt.to_string();
+            tokio::task::spawn_blocking(move || std::fs::write(prompt_path, text));
+        }
+        let mut child = spawned.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
             _ => format!("cannot run {:?}: {e}", launch.program),
         })?;

@@ -55,7 +55,7 @@ impl Chamber {
     /// group are ended, and its claims are settled in `todo.json`; the rest
     /// follows when the settlement is written ([`Chamber::settled`]).
     pub(super) fn finalize_with(&mut self, outcome: Outcome, status: Option<String>, log_tail: String) {
-        let (now, max_attempts) = (self.now, self.max_attempts());
+        let (now, max_attempts, tz) = (self.now, self.max_attempts(), self.tz());
         let Some(l) = self.live.as_mut() else { return };
         l.phase = Phase::Settling;
         l.log_tail = log_tail;
@@ -66,7 +66,7 @@ impl Chamber {
         };
         l.outcome = Some(outcome);
         let (token, pgid) = (l.token.clone(), l.pgid);
-        let op = TodoOp::Settle { wake: l.wake_id.clone(), claims: l.claims.clone(), how };
+        let op = TodoOp::Settle { wake: l.wake_id.clone(), claims: l.claims.clone(), how, now, tz };
         self.emit(Effect::RevokeToken { token });
         if pgid > 0 {
             // Leftover children (an agent's background jobs) end with the session.

@@ -194,11 +194,16 @@ pub enum TodoOp {
         now: DateTime<Utc>,
         tz: Tz,
     },
-    /// Settle what `wake` still holds of `claims`.
+    /// Settle what `wake` still holds of `claims`, first making again any
+    /// of them that never reached the file (see [`TodoList::reclaim`]: the
+    /// claim is written after the agent starts, its ledger row being its
+    /// durable record).
     Settle {
         wake: String,
         claims: Vec<Claim>,
         how: Settle,
+        now: DateTime<Utc>,
+        tz: Tz,
     },
     Add {
         new: NewTodo,
@@ -239,7 +244,8 @@ impl TodoOp {
             TodoOp::Claim { wake, ids, now, tz } => {
                 TodoDone::Claimed(list.claim_for(wake, ids, *now, *tz, super::SKIP_GRACE))
             }
-            TodoOp::Settle { wake, claims, how } => {
+            TodoOp::Settle { wake, claims, how, now, tz } => {
+                list.reclaim(wake, claims, *now, *tz, super::SKIP_GRACE);
                 let (retries, exhausted) = list.settle(wake, claims, *how);
                 TodoDone::Settled { retries, exhausted }
             }

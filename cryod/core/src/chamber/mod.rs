@@ -131,12 +131,11 @@ enum Cut {
 /// Where a session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// The wake is being recorded in the ledger.
+    /// The wake (with the claims it makes) is being recorded in the ledger.
     Recording,
-    /// Its TODOs are being claimed in `todo.json`.
-    Claiming,
     /// Its agent is being started.
     Spawning,
+    /// Its agent runs (its claims are written to `todo.json` first thing).
     Running,
     /// Its end is being settled.
     Settling,

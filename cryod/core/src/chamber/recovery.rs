@@ -36,6 +36,8 @@ impl Chamber {
                 wake: s.wake_id.clone(),
                 claims: s.claims.clone(),
                 how: Settle::Requeue { now: self.now },
+                now: self.now,
+                tz: self.tz(),
             };
             let then = AfterTodos::Recovered(Recovered { number: s.number, unanswered, sent_any, note });
             self.emit(Effect::UpdateTodos { op, then });

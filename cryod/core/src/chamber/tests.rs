@@ -210,7 +210,7 @@ fn add_todo(at: &str) -> Call {
 }
 
 #[test]
-fn a_due_wake_asks_for_admission_then_records_claims_and_spawns_in_that_order() {
+fn a_due_wake_asks_for_admission_then_records_spawns_and_claims_in_that_order() {
     let mut rig = Rig::new(&[0], &[]);
     let due = rig.feed(Input::Due);
     assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Scheduled))), "{due:#?}");
@@ -218,15 +218,17 @@ fn a_due_wake_asks_for_admission_then_records_claims_and_spawns_in_that_order() 
 
     let out = rig.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into() });
     let record = pos(&out, "RecordWake", |e| matches!(e, Effect::RecordWake(_)));
-    let claim = pos(&out, "a claim", |e| matches!(e, Effect::UpdateTodos { op: TodoOp::Claim { .. }, .. }));
     let token = pos(&out, "RegisterToken", |e| matches!(e, Effect::RegisterToken { .. }));
     let spawn = pos(&out, "Spawn", |e| matches!(e, Effect::Spawn { .. }));
     let started = pos(&out, "SessionStarted", |e| matches!(e, Effect::SessionStarted { pid: PID, .. }));
-    assert!(record < claim && claim < token && token < spawn && spawn < started, "{out:#?}");
-    // The claim names the wake that holds it, in todo.json itself.
+    let claim = pos(&out, "a claim", |e| matches!(e, Effect::UpdateTodos { op: TodoOp::Claim { .. }, .. }));
+    // The ledger row, with its claims, is the claim's durable record: the
+    // agent starts right after it, and todo.json shows the claim next.
+    assert!(record < token && token < spawn && spawn < started && started < claim, "{out:#?}");
     let Effect::RecordWake(w) = &out[record] else { unreachable!() };
-    assert_eq!(rig.todos.items[0].claimed_by.as_deref(), Some(w.wake_id.as_str()));
     assert_eq!(w.claims.len(), 1);
+    // The claim names the wake that holds it, in todo.json itself.
+    assert_eq!(rig.todos.items[0].claimed_by.as_deref(), Some(w.wake_id.as_str()));
     assert_eq!(rig.m.live_session().map(|s| s.0), Some(2));
 }
 
@@ -468,12 +470,11 @@ fn dialog_without_last_shows_twenty_and_claims_the_unread_mail() {
 }
 
 #[test]
-fn a_failing_claim_is_retried_a_minute_later_not_in_a_loop() {
+fn a_failing_record_is_retried_a_minute_later_not_in_a_loop() {
     let mut rig = Rig::new(&[0], &[]);
-    rig.fail = Some("UpdateTodos");
+    rig.fail = Some("RecordWake");
     let out = rig.wake();
-    let ended = pos(&out, "SessionEnded", |e| matches!(e, Effect::SessionEnded { .. }));
-    assert!(!out[ended..].iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "no new request at once: {out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "{out:#?}");
     assert!(matches!(out.last(), Some(Effect::Plan(Some(t))) if *t == t0() + WRITE_RETRY), "{out:#?}");
     // Mail meanwhile waits for the retry too.
     let mail = rig.feed(Input::Inbox { unread: vec!["a.md".into()], arrived: true });
@@ -485,4 +486,27 @@ fn a_failing_claim_is_retried_a_minute_later_not_in_a_loop() {
     assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{due:#?}");
     let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok1".into() });
     assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "{out:#?}");
+}
+
+#[test]
+fn a_claim_that_cannot_be_written_is_made_by_the_settlement() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.fail = Some("UpdateTodos { op: Claim");
+    let out = rig.wake();
+    assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "the agent runs: {out:#?}");
+    assert!(rig.todos.items[0].is_pending(), "the claim did not reach the file");
+    rig.fail = None;
+    rig.call(Call::Todo(TodoCall::Add {
+        text: "next".into(),
+        at: "+1 days".into(),
+        every: "".into(),
+        cron: "".into(),
+        missed: "".into(),
+    }))
+    .unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    // Settled from the ledger's record: done, not left due for another run.
+    assert!(rig.todos.items[0].done, "{:#?}", rig.todos);
+    assert_eq!(rig.todos.items[0].claimed_by, None);
 }

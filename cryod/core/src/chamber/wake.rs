@@ -74,59 +74,24 @@ impl Chamber {
         });
     }
 
-    /// The wake is in the ledger: claim its TODOs in `todo.json` next. (In
-    /// this order, a crash between the two leaves a recorded wake whose
-    /// claims never landed: recovery finds nothing in flight and the TODOs,
-    /// still pending, run at the next wake.)
+    /// The wake is in the ledger, with the claims it makes: that row is the
+    /// claim's durable record, so the agent starts next, and `todo.json`
+    /// shows the claims right after (`spawned`). A crash (or a power cut)
+    /// between the two leaves an open wake whose claims never reached the
+    /// file: the settlement makes them again first ([`TodoList::reclaim`]),
+    /// so recovery re-queues them once, as it does a claim that landed.
     pub(super) fn recorded(&mut self, r: Result<(), String>) {
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) else { return };
-        match r {
-            Ok(()) => {
-                self.write_retry_at = None;
-                self.last_session = l.number;
-                l.phase = Phase::Claiming;
-                let op = TodoOp::Claim {
-                    wake: l.wake_id.clone(),
-                    ids: l.intended.iter().map(|c| c.id).collect(),
-                    now: self.now,
-                    tz: self.tz(),
-                };
-                self.emit(Effect::UpdateTodos { op, then: AfterTodos::Claimed });
-            }
-            Err(e) => {
-                self.live = None;
-                self.last_result = Some(format!("no session started: cannot record the wake: {e}"));
-                self.emit(Effect::Release);
-                self.hold_wakes();
-                self.replan();
-            }
+        if let Err(e) = r {
+            self.live = None;
+            self.last_result = Some(format!("no session started: cannot record the wake: {e}"));
+            self.emit(Effect::Release);
+            self.hold_wakes();
+            return self.replan();
         }
-    }
-
-    pub(super) fn claimed(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
-        let claims = match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
-            Ok(TodoDone::Claimed(c)) => Ok(c),
-            Ok(_) => Err("unexpected answer to a claim".to_string()),
-            Err(r) => Err(r.text().to_string()),
-        };
-        let Some(l) = self.live.as_mut() else { return };
-        let claims = match claims {
-            Ok(c) => c,
-            Err(e) => {
-                self.hold_wakes();
-                return self.not_started(format!("cannot claim its TODOs: {e}"));
-            }
-        };
-        // Someone changed the list since the wake was decided: without what
-        // was due and without mail, there is nothing to do after all.
-        let nothing = claims.is_empty()
-            && !l.intended.is_empty()
-            && self.unread.is_empty()
-            && !matches!(l.trigger, Trigger::Bootstrap | Trigger::Manual);
-        if nothing {
-            return self.not_started("nothing was due any more".into());
-        }
-        l.claims = claims;
+        self.write_retry_at = None;
+        self.last_session = l.number;
+        l.claims = l.intended.clone();
         l.phase = Phase::Spawning;
         let l = self.live.as_ref().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
@@ -144,44 +109,43 @@ impl Chamber {
             previous_failure: self.previous_failure.as_deref(),
             note: None,
         });
-        let reasons = reasons(&l.claims, &self.unread);
+        // Nothing but the spawn stands between the record and the agent: its
+        // log block begins, and its claims are written, once it runs.
         self.emit(Effect::RotateLogs);
-        self.emit(Effect::Log(LogLine::Begin(number)));
-        self.log(format!(
-            "trigger: {} ({})",
-            trigger.as_str(),
-            if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
-        ));
         // The token is valid before the agent exists: a fast agent calls
         // cryo-agent at once.
         self.emit(Effect::RegisterToken { token: token.clone(), session: number });
         self.emit(Effect::Spawn { session: number, wake_id, token, prompt });
     }
 
-    /// A recorded wake that started no agent: closed at once in the ledger.
-    pub(super) fn not_started(&mut self, why: String) {
-        let Some(l) = self.live.take() else { return };
-        let now = self.now;
-        self.emit(Effect::SessionEnded {
-            number: l.number,
-            at: now,
-            outcome: format!("not started: {why}"),
-            summary: String::new(),
-        });
-        self.last_result = Some(format!("no session started: {why}"));
-        self.emit(Effect::Release);
-        self.replan();
+    /// The claims are in `todo.json` (or could not be written: then the
+    /// session's settlement makes them, from the ledger's record).
+    pub(super) fn claimed(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
+        if let Err(r) = self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+            self.log(format!(
+                "cannot write the claims to todo.json: {}; they are settled at the session's end",
+                r.text()
+            ));
+        }
     }
 
     pub(super) fn spawned(&mut self, r: Result<u32, String>) {
         let now = self.now;
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Spawning) else { return };
+        let (number, trigger, reasons) = (l.number, l.trigger, reasons(&l.claims, &self.unread));
+        self.emit(Effect::Log(LogLine::Begin(number)));
+        self.log(format!(
+            "trigger: {} ({})",
+            trigger.as_str(),
+            if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
+        ));
+        let l = self.live.as_mut().expect("live");
         match r {
             Ok(pid) => {
                 l.phase = Phase::Running;
                 l.pgid = pid as i32;
                 l.started_at = Some(now);
-                let (number, due) = (l.number, l.due);
+                let due = l.due;
                 let lateness_ms = due.map(|d| (now - d).num_milliseconds().max(0));
                 self.last_lateness_ms = lateness_ms;
                 self.emit(Effect::SessionStarted { number, pid, at: now, lateness_ms });
@@ -193,6 +157,14 @@ impl Chamber {
                 if limit > 0 {
                     self.arm(Timer::Timeout(number), StdDuration::from_secs(limit));
                 }
+                let l = self.live.as_ref().expect("live");
+                let op = TodoOp::Claim {
+                    wake: l.wake_id.clone(),
+                    ids: l.claims.iter().map(|c| c.id).collect(),
+                    now,
+                    tz: self.tz(),
+                };
+                self.emit(Effect::UpdateTodos { op, then: AfterTodos::Claimed });
             }
             Err(e) => {
                 l.phase = Phase::Running;

@@ -18,6 +18,8 @@ pub struct Checker {
     archived: Vec<BTreeSet<String>>,
     /// Inbox files handed to an agent by `receive`, per chamber.
     delivered: Vec<BTreeSet<String>>,
+    /// Each TODO slot an agent was spawned for: (chamber, id, due) → wake.
+    ran: BTreeMap<(usize, u64, chrono::DateTime<chrono::Utc>), String>,
     /// The highest TODO id seen, per chamber.
     max_id: Vec<u64>,
 }
@@ -40,6 +42,19 @@ impl Checker {
             return Err(format!("wake {wake_id} spawned a second agent"));
         }
         self.sessions.insert((chamber, session), false);
+        Ok(())
+    }
+
+    /// Invariant 4, across crashes and power cuts: no TODO slot is claimed
+    /// by two spawned wakes (a re-run is a new TODO, `text (attempt k)`).
+    pub fn ran(&mut self, chamber: usize, wake_id: &str, slots: &[(u64, chrono::DateTime<chrono::Utc>)]) -> Verdict {
+        for &(id, due) in slots {
+            if let Some(first) = self.ran.insert((chamber, id, due), wake_id.to_string()) {
+                return Err(format!(
+                    "chamber {chamber}: TODO {id} due {due} ran in wake {first} and again in {wake_id}"
+                ));
+            }
+        }
         Ok(())
     }
 

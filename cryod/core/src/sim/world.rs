@@ -617,6 +617,7 @@ impl World {
         self.report.crashes += 1;
         self.daemon = None;
         self.note(0, "CRASH");
+
         let t = self.now + Duration::seconds(1 + self.rng.below(600) as i64);
         self.at(t, Ev::Restart);
     }
@@ -969,6 +970,12 @@ impl World {
                     return Ok(Some(Input::Spawned(Err("\"agent\" not found on PATH".into()))));
                 }
                 self.check.spawn(c, session, &wake_id)?;
+                // The agent runs what its wake recorded (its claims reach
+                // todo.json right after).
+                let row = self.ledger.rows.iter().find(|r| r.wake_id == wake_id);
+                let slots: Vec<(u64, DateTime<Utc>)> =
+                    row.map(|r| r.claims.iter().map(|c| (c.id, c.due)).collect()).unwrap_or_default();
+                self.check.ran(c, &wake_id, &slots)?;
                 self.report.spawns += 1;
                 // Pids start at 1, as a kernel's do (0 is "no process" to the machine).
                 let pid = self.procs.len() as u32 + 1;

@@ -343,3 +343,39 @@ fn skip_missed_moves_only_late_skip_series() {
     // On time, nothing is skipped.
     assert_eq!(list.skip_missed(t("2026-03-05T16:01:00Z"), UTC, Duration::minutes(5)), 0);
 }
+
+#[test]
+fn reclaim_makes_again_only_the_claims_a_power_cut_took() {
+    let now = t("2026-03-05T12:00:00Z");
+    let grace = Duration::minutes(5);
+    let mut list = TodoList::default();
+    let a = list.add(one("a", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
+    let series = NewTodo { text: "poll".into(), every: Some("1h".into()), ..NewTodo::default() };
+    let s = list.add(series, t("2026-03-05T10:30:00Z"), UTC).unwrap();
+    let durable = list.clone();
+    let claims = list.claim_for("w1", &[a, s], now, UTC, grace);
+    assert_eq!(claims.len(), 2);
+    let claimed = list.clone();
+
+    // The claim landed: nothing to make again.
+    assert_eq!(list.reclaim("w1", &claims, now, UTC, grace), 0);
+    assert_eq!(list, claimed);
+
+    // The power cut took it: both are claimed again by the same wake, and
+    // the recovery's re-queue then runs each once more as a new attempt.
+    let later = t("2026-03-05T12:20:00Z");
+    let mut cut = durable.clone();
+    assert_eq!(cut.reclaim("w1", &claims, later, UTC, grace), 2);
+    assert_eq!(cut.in_flight("w1", &claims), claims);
+    let (retries, _) = cut.settle("w1", &claims, Settle::Requeue { now: later });
+    assert_eq!(retries.len(), 2);
+    assert!(cut.get(a).unwrap().done);
+    assert!(cut.get(s).unwrap().at.unwrap() > later, "the series moved past the claimed slot");
+
+    // Settled (or moved on) since: left alone.
+    let mut settled = claimed.clone();
+    settled.settle("w1", &claims, Settle::Complete);
+    let before = settled.clone();
+    assert_eq!(settled.reclaim("w1", &claims, t("2026-03-05T14:00:00Z"), UTC, grace), 0);
+    assert_eq!(settled, before, "a later slot of the series is not this wake's");
+}

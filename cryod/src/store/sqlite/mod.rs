@@ -5,6 +5,16 @@
 //! every chamber in it (a new fence each): one cryod runs a state folder at
 //! a time (`server` holds its lock), so the fence only guards against a
 //! writer left over from before.
+//!
+//! The thread commits in groups: the jobs waiting when it wakes run in one
+//! transaction, each in its own savepoint (one job's error undoes only its
+//! own writes), and each answer is sent once that commit is done. In WAL
+//! mode with `synchronous = NORMAL` a commit is atomic but reaches the disk
+//! at the next checkpoint; a group holding a wake's record commits with
+//! `FULL` (one fsync of the log, which makes every earlier commit durable
+//! too): that row is the durable record of the wake and of its claims,
+//! written before the agent starts (its `todo.json` claim follows the
+//! spawn). The wakes falling due in one instant share that fsync.
 
 mod migrations;
 mod registry;
@@ -17,7 +27,18 @@ use tokio::sync::oneshot;
 
 use super::{Fence, StoreError};
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// What a job leaves to do once its group's commit is known: sends its
+/// answer (or the commit's error).
+type Answer = Box<dyn FnOnce(&Result<(), String>) + Send>;
+
+struct Job {
+    /// Its commit must reach the disk before it is answered.
+    durable: bool,
+    run: Box<dyn FnOnce(&mut Connection) -> Answer + Send>,
+}
+
+/// Most jobs committed together (a bound on one group's latency).
+const GROUP: usize = 64;
 
 /// A handle to the database thread.
 pub struct Sqlite {
@@ -47,53 +68,106 @@ impl Sqlite {
         std::thread::Builder::new()
             .name("cryod-store".into())
             .spawn(move || {
-                for job in rx {
-                    job(&mut conn);
+                let mut full = false;
+                while let Ok(first) = rx.recv() {
+                    let mut group = vec![first];
+                    group.extend(rx.try_iter().take(GROUP - 1));
+                    commit_group(&mut conn, group, &mut full);
                 }
             })
             .expect("spawning the database thread");
         Sqlite { tx, path }
     }
 
-    /// Runs `f` on the database thread.
+    /// Runs `f` on the database thread; answers once its writes are committed.
     async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
+        self.run(false, f).await
+    }
+
+    /// [`call`](Self::call), `durable`: answered once the commit is on disk.
+    async fn run<R, F>(&self, durable: bool, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
         let (done, wait) = oneshot::channel();
-        self.tx
-            .send(Box::new(move |conn| {
-                let _ = done.send(f(conn));
-            }))
-            .map_err(|_| StoreError::Gone)?;
+        let run = Box::new(move |conn: &mut Connection| -> Answer {
+            let r = f(conn);
+            Box::new(move |committed: &Result<(), String>| {
+                let r = match committed {
+                    Ok(()) => r,
+                    Err(e) => Err(StoreError::Conflict(format!("database: cannot commit: {e}"))),
+                };
+                let _ = done.send(r);
+            })
+        });
+        self.tx.send(Job { durable, run }).map_err(|_| StoreError::Gone)?;
         wait.await.map_err(|_| StoreError::Gone)?
     }
 
-    /// Runs `f` in a transaction that first checks `fence`.
+    /// Runs `f` in a savepoint that first checks `fence`.
     async fn fenced<R, F>(&self, fence: Fence, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        self.call(move |c| {
-            let tx = c.transaction()?;
+        self.fenced_with(false, fence, f).await
+    }
+
+    /// [`fenced`](Self::fenced), `durable` as in [`run`](Self::run).
+    async fn fenced_with<R, F>(&self, durable: bool, fence: Fence, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.run(durable, move |c| {
+            let sp = c.savepoint()?;
             let token: Option<i64> =
-                tx.query_row("SELECT fence FROM chambers WHERE id = ?1", [fence.chamber], |r| r.get(0)).optional()?;
+                sp.query_row("SELECT fence FROM chambers WHERE id = ?1", [fence.chamber], |r| r.get(0)).optional()?;
             if token != Some(fence.token) {
                 return Err(fence.fenced());
             }
-            let r = f(&tx)?;
-            tx.commit()?;
+            let r = f(&sp)?;
+            sp.commit()?;
             Ok(r)
         })
         .await
     }
 }
 
+/// Runs a group of jobs in one transaction and answers each after its
+/// commit, made durable if one of them asks (`full`: the connection's
+/// current `synchronous`, which cannot change inside a transaction). Were
+/// the transaction not to begin (another process holds the write lock past
+/// the busy timeout), each job commits on its own.
+fn commit_group(conn: &mut Connection, group: Vec<Job>, full: &mut bool) {
+    let durable = group.iter().any(|j| j.durable);
+    if durable != *full && conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" }).is_ok() {
+        *full = durable;
+    }
+    let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+    let answers: Vec<Answer> = group.into_iter().map(|job| (job.run)(conn)).collect();
+    let committed = if began {
+        conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            e.to_string()
+        })
+    } else {
+        Ok(())
+    };
+    for answer in answers {
+        answer(&committed);
+    }
+}
+
 /// Connection settings, applied at every open (outside migrations): WAL for
 /// concurrent readers and crash safety, NORMAL sync (durable at checkpoints,
-/// never corrupt), and a busy timeout for the rare external reader.
+/// never corrupt; a wake's record commits with FULL, see the module's note),
+/// and a busy timeout for the rare external reader.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -153,8 +227,9 @@ impl Backend for Sqlite {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Durable before it answers: the wake's (and its claims') record.
     fn record_wake(&self, fence: Fence, w: WakeRecord) -> Fut<'_, ()> {
-        Box::pin(self.fenced(fence, move |c| {
+        Box::pin(self.fenced_with(true, fence, move |c| {
             c.execute(
                 "INSERT INTO sessions (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

@@ -32,7 +32,7 @@ pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, S
 }
 
 pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Result<(ChamberRecord, bool), StoreError> {
-    let tx = c.transaction()?;
+    let tx = c.savepoint()?;
     if let Some(existing) =
         tx.query_row(&format!("SELECT {COLUMNS} FROM chambers WHERE path = ?1"), [&new.path], row).optional()?
     {

@@ -34,6 +34,10 @@ struct Cli {
     /// daemons per chamber, and print both side by side with their ratio.
     #[arg(long, global = true, value_name = "DIR")]
     seed: Option<PathBuf>,
+    /// Keep N processes spinning on the CPU for the whole run (a loaded
+    /// machine; both systems see the same load).
+    #[arg(long, global = true, value_name = "N", default_value_t = 0)]
+    load: usize,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -130,6 +134,7 @@ enum Scenario {
 fn main() {
     let cli = Cli::parse();
     machine();
+    let _load = Load::start(cli.load);
     let seed = cli.seed.as_deref();
     if let Some(dir) = seed {
         let version = std::process::Command::new(dir.join("cryo")).arg("--version").output();
@@ -211,4 +216,28 @@ fn machine() {
         .unwrap_or_default();
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     println!("machine: {cores} cores, {mem} memory; build: {profile}");
+}
+
+/// CPU hogs running beside the scenario; ended when dropped.
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn start(n: usize) -> Load {
+        if n > 0 {
+            println!("background load: {n} processes spinning on the CPU");
+        }
+        // Each spins while the bench lives (even if it exits without drop).
+        let script = format!("while kill -0 {} 2>/dev/null; do :; done", std::process::id());
+        let spin = || std::process::Command::new("sh").args(["-c", &script]).spawn().expect("starting a CPU hog");
+        Load((0..n).map(|_| spin()).collect())
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
