@@ -19,10 +19,9 @@ fn seed_history(c: &Chamber, todo_json: &str) {
     c.write_todos(todo_json);
 }
 
-#[test]
-fn a_session_cut_by_sigkill_is_recovered_at_restart() {
-    // The agent claims mail and a TODO, then works "forever".
-    let script = r#"
+/// Session 2's agent claims its mail and works "forever"; the others answer
+/// and hibernate, each run recorded by its wake id.
+const WORKS_IN_SESSION_2: &str = r#"
 echo "$CRYO_WAKE_ID" >> wakes.txt
 if [ "$CRYO_SESSION" = 2 ]; then
   cryo-agent receive > got.txt
@@ -34,14 +33,33 @@ cryo-agent send "session $CRYO_SESSION" >/dev/null
 cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
 cryo-agent hibernate
 "#;
+
+/// One TODO, long due.
+const NIGHTLY: &str = r#"[{"id":1,"text":"nightly","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#;
+
+/// Starts the chamber and returns the pid of session 2's agent once it works.
+fn start_until_at_work(env: &Env, c: &Chamber) -> i32 {
+    env.cryoctl(&["chamber", "start", &c.name]).ok();
+    wait_until("the agent to be working", || !c.read("agent.pid").is_empty());
+    c.read("agent.pid").trim().parse().unwrap()
+}
+
+/// Each wake id spawned one agent (the agents record theirs in wakes.txt).
+fn no_wake_ran_twice(c: &Chamber) -> usize {
+    let wakes: Vec<String> = c.read("wakes.txt").lines().map(str::to_string).collect();
+    let unique: std::collections::HashSet<_> = wakes.iter().collect();
+    assert_eq!(wakes.len(), unique.len(), "{wakes:?}");
+    wakes.len()
+}
+
+#[test]
+fn a_session_cut_by_sigkill_is_recovered_at_restart() {
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", script, "");
-    seed_history(&c, r#"[{"id":1,"text":"nightly","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
+    let c = env.chamber("c", WORKS_IN_SESSION_2, "");
+    seed_history(&c, NIGHTLY);
     let mail = c.write_inbox(1, "please reply");
-    env.cryoctl(&["chamber", "start", "c"]).ok();
-    wait_until("the agent to be working", || !c.read("agent.pid").is_empty());
-    let agent: i32 = c.read("agent.pid").trim().parse().unwrap();
+    let agent = start_until_at_work(&env, &c);
     d.signal_and_wait(Signal::SIGKILL);
     assert!(pid_alive(agent), "the agent outlives a killed cryod");
 
@@ -64,11 +82,7 @@ cryo-agent hibernate
     let todos = c.todos();
     let retry = todos.as_array().unwrap().iter().find(|t| t["text"] == "nightly (attempt 1)").expect("retry");
     assert_ne!(retry["id"], 1);
-    // No wake id ever spawned two agents.
-    let wakes: Vec<String> = c.read("wakes.txt").lines().map(str::to_string).collect();
-    let unique: std::collections::HashSet<_> = wakes.iter().collect();
-    assert_eq!(wakes.len(), unique.len(), "{wakes:?}");
-    assert!(wakes.len() >= 2);
+    assert!(no_wake_ran_twice(&c) >= 2);
 }
 
 /// The wake's ledger row is the durable record of its claims: the agent
@@ -78,27 +92,15 @@ cryo-agent hibernate
 /// again from the ledger and re-queues it once, as for a claim that landed.
 #[test]
 fn a_claim_that_never_reached_todo_json_is_made_again_from_the_ledger() {
-    let script = r#"
-echo "$CRYO_WAKE_ID" >> wakes.txt
-if [ "$CRYO_SESSION" = 2 ]; then
-  echo $$ > agent.pid
-  sleep 300
-fi
-cryo-agent send "session $CRYO_SESSION" >/dev/null
-cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
-cryo-agent hibernate
-"#;
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", script, "");
-    let before = r#"[{"id":1,"text":"nightly","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#;
-    seed_history(&c, before);
-    env.cryoctl(&["chamber", "start", "c"]).ok();
-    wait_until("the agent to be working", || !c.read("agent.pid").is_empty());
+    let c = env.chamber("c", WORKS_IN_SESSION_2, "");
+    seed_history(&c, NIGHTLY);
+    start_until_at_work(&env, &c);
     wait_until("the claim in todo.json", || c.todos()[0]["claimed_by"].is_string());
     d.signal_and_wait(Signal::SIGKILL);
     // As if cryod had died (or the power failed) before the claim landed.
-    c.write_todos(before);
+    c.write_todos(NIGHTLY);
 
     let _d = env.start_daemon();
     c.wait_ended(3);
@@ -109,9 +111,7 @@ cryo-agent hibernate
     let retries: Vec<_> = list.iter().filter(|t| t["text"] == "nightly (attempt 1)").collect();
     assert_eq!(retries.len(), 1, "re-queued exactly once: {todos}");
     assert!(!list.iter().any(|t| t["text"] == "nightly" && t["done"] == false), "{todos}");
-    let wakes: Vec<String> = c.read("wakes.txt").lines().map(str::to_string).collect();
-    let unique: std::collections::HashSet<_> = wakes.iter().collect();
-    assert_eq!(wakes.len(), unique.len(), "{wakes:?}");
+    no_wake_ran_twice(&c);
 }
 
 #[test]

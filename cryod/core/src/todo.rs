@@ -348,13 +348,14 @@ impl TodoList {
         claims
     }
 
-    /// Makes again the claims of `wake` that a power cut took from the file
-    /// (its rewrite at the claim is not fsynced before the agent starts: the
-    /// ledger row is the claim's durable record). A claim is made again only
+    /// Makes again the claims of `wake` that never reached the file: the
+    /// ledger row is a claim's durable record, and the file is written after
+    /// the agent starts, so cryod killed (or the power cut, or the disk full)
+    /// in between leaves them out. A claim is made again only
     /// where the TODO still stands where the wake found it: a one-shot TODO
     /// pending and due, a series not yet moved past the claimed slot. Claims
     /// that did land (or were settled since) are left alone, so this is a
-    /// no-op on a file the power cut spared.
+    /// no-op on a file that has them.
     pub fn reclaim(&mut self, wake: &str, claims: &[Claim], now: DateTime<Utc>, tz: Tz, grace: Duration) -> usize {
         let lost: Vec<u64> = claims
             .iter()

@@ -32,6 +32,10 @@ pub enum StoreError {
     Postgres(String),
     #[error("the database thread has stopped")]
     Gone,
+    /// The group of writes this one was committed with did not commit:
+    /// nothing of it was written.
+    #[error("database: cannot commit: {0}")]
+    Commit(String),
     #[error("{0}")]
     Conflict(String),
     /// The chamber is no longer this node's, or was taken again since this

@@ -148,8 +148,8 @@ struct Live {
     token: String,
     trigger: Trigger,
     phase: Phase,
-    /// What the wake was recorded with; `claims` is what it got.
-    intended: Vec<Claim>,
+    /// What the wake claims, as recorded in the ledger (the durable record;
+    /// `todo.json` shows them once the agent runs).
     claims: Vec<Claim>,
     due: Option<DateTime<Utc>>,
     pgid: i32,

@@ -496,14 +496,7 @@ fn a_claim_that_cannot_be_written_is_made_by_the_settlement() {
     assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "the agent runs: {out:#?}");
     assert!(rig.todos.items[0].is_pending(), "the claim did not reach the file");
     rig.fail = None;
-    rig.call(Call::Todo(TodoCall::Add {
-        text: "next".into(),
-        at: "+1 days".into(),
-        every: "".into(),
-        cron: "".into(),
-        missed: "".into(),
-    }))
-    .unwrap();
+    rig.call(add_todo("+1 days")).unwrap();
     rig.call(hibernate()).unwrap();
     rig.exit("exit 0");
     // Settled from the ledger's record: done, not left due for another run.

@@ -26,9 +26,9 @@ impl Chamber {
                 return self.emit(Effect::Release);
             }
         };
-        let intended = if self.completed { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
+        let claims = if self.completed { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
         let demand =
-            !intended.is_empty() || !self.unread.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
+            !claims.is_empty() || !self.unread.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
             self.emit(Effect::Release);
@@ -40,13 +40,13 @@ impl Chamber {
         }
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
-        let due = intended.iter().map(|c| c.due).min().or(Some(asked_at));
+        let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         self.emit(Effect::RecordWake(WakeRecord {
             number,
             wake_id: wake_id.clone(),
             trigger,
-            reasons: reasons(&intended, &self.unread),
-            claims: intended.clone(),
+            reasons: reasons(&claims, &self.unread),
+            claims: claims.clone(),
             due_at: due,
             created_at: now,
         }));
@@ -56,8 +56,7 @@ impl Chamber {
             token,
             trigger,
             phase: Phase::Recording,
-            intended,
-            claims: Vec::new(),
+            claims,
             due,
             pgid: 0,
             started_at: None,
@@ -91,7 +90,6 @@ impl Chamber {
         }
         self.write_retry_at = None;
         self.last_session = l.number;
-        l.claims = l.intended.clone();
         l.phase = Phase::Spawning;
         let l = self.live.as_ref().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
@@ -131,14 +129,15 @@ impl Chamber {
 
     pub(super) fn spawned(&mut self, r: Result<u32, String>) {
         let now = self.now;
+        let tz = self.tz();
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Spawning) else { return };
-        let (number, trigger, reasons) = (l.number, l.trigger, reasons(&l.claims, &self.unread));
+        let number = l.number;
+        let why = reasons(&l.claims, &self.unread);
+        let trigger =
+            format!("trigger: {} ({})", l.trigger.as_str(), if why.is_empty() { "-".into() } else { why.join(", ") });
+        let claim = TodoOp::Claim { wake: l.wake_id.clone(), ids: l.claims.iter().map(|c| c.id).collect(), now, tz };
         self.emit(Effect::Log(LogLine::Begin(number)));
-        self.log(format!(
-            "trigger: {} ({})",
-            trigger.as_str(),
-            if reasons.is_empty() { "-".into() } else { reasons.join(", ") }
-        ));
+        self.log(trigger);
         let l = self.live.as_mut().expect("live");
         match r {
             Ok(pid) => {
@@ -157,14 +156,7 @@ impl Chamber {
                 if limit > 0 {
                     self.arm(Timer::Timeout(number), StdDuration::from_secs(limit));
                 }
-                let l = self.live.as_ref().expect("live");
-                let op = TodoOp::Claim {
-                    wake: l.wake_id.clone(),
-                    ids: l.claims.iter().map(|c| c.id).collect(),
-                    now,
-                    tz: self.tz(),
-                };
-                self.emit(Effect::UpdateTodos { op, then: AfterTodos::Claimed });
+                self.emit(Effect::UpdateTodos { op: claim, then: AfterTodos::Claimed });
             }
             Err(e) => {
                 l.phase = Phase::Running;

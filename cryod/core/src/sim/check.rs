@@ -45,8 +45,10 @@ impl Checker {
         Ok(())
     }
 
-    /// Invariant 4, across crashes and power cuts: no TODO slot is claimed
-    /// by two spawned wakes (a re-run is a new TODO, `text (attempt k)`).
+    /// Invariant 4, across crashes: no TODO slot is claimed by two spawned
+    /// wakes (a re-run is a new TODO, `text (attempt k)`). A crash between a
+    /// spawn and its claim's write breaks it unless the settlement makes the
+    /// claim again from the ledger.
     pub fn ran(&mut self, chamber: usize, wake_id: &str, slots: &[(u64, chrono::DateTime<chrono::Utc>)]) -> Verdict {
         for &(id, due) in slots {
             if let Some(first) = self.ran.insert((chamber, id, due), wake_id.to_string()) {

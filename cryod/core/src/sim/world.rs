@@ -617,7 +617,6 @@ impl World {
         self.report.crashes += 1;
         self.daemon = None;
         self.note(0, "CRASH");
-
         let t = self.now + Duration::seconds(1 + self.rng.below(600) as i64);
         self.at(t, Ev::Restart);
     }

@@ -100,7 +100,7 @@ impl Sqlite {
             Box::new(move |committed: &Result<(), String>| {
                 let r = match committed {
                     Ok(()) => r,
-                    Err(e) => Err(StoreError::Conflict(format!("database: cannot commit: {e}"))),
+                    Err(e) => Err(StoreError::Commit(e.clone())),
                 };
                 let _ = done.send(r);
             })
@@ -354,6 +354,50 @@ mod tests {
         let all = s.chambers().await.unwrap();
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].desired, Desired::Started);
+    }
+
+    /// The jobs waiting together commit together, yet one that fails undoes
+    /// only its own writes (its savepoint), and none is answered before the
+    /// group's commit.
+    #[tokio::test]
+    async fn a_group_commits_together_and_a_failing_job_undoes_only_itself() {
+        let s = Sqlite::open_in_memory().unwrap();
+        let (a, _) = s.call(|c| registry::add_chamber(c, new("a", false, "/a"))).await.unwrap();
+        // Hold the thread so that the next three jobs wait as one group.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        s.tx.send(Job {
+            durable: false,
+            run: Box::new(move |_| {
+                let _ = held.recv();
+                Box::new(|_| {})
+            }),
+        })
+        .unwrap();
+        // A job that writes, then fails: its write must not commit with the group.
+        let refused = s.fenced(a.fence(), |c| {
+            c.execute("UPDATE chambers SET paused = 1", [])?;
+            Err::<(), _>(StoreError::Conflict("refused after writing".into()))
+        });
+        let kept = s.fenced_with(true, a.fence(), move |c| {
+            c.execute("UPDATE chambers SET desired = 'started' WHERE id = ?1", [a.id])?;
+            Ok(())
+        });
+        let seen = s.call(|c| {
+            Ok(c.query_row("SELECT desired, paused FROM chambers", [], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?)
+        });
+        let all = async { tokio::join!(refused, kept, seen) };
+        tokio::pin!(all);
+        // Polled once, each has sent its job; none is answered while the
+        // group has not run.
+        let pending = std::future::poll_fn(|cx| std::task::Poll::Ready(all.as_mut().poll(cx).is_pending())).await;
+        assert!(pending);
+        release.send(()).unwrap();
+        let (refused, kept, seen) = all.await;
+        assert!(refused.unwrap_err().to_string().contains("refused after writing"));
+        kept.unwrap();
+        assert_eq!(seen.unwrap(), ("started".to_string(), 0), "the failed job's write was undone, the other's kept");
     }
 
     /// A writer holding an old fence changes nothing; reopening the file
