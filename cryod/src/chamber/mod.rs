@@ -45,6 +45,15 @@ pub fn make_dir_in(root: &Path, dir: &Path) -> std::io::Result<()> {
 /// in the same folder, fsync, rename over the target, fsync the folder. On
 /// any error the old file is left as it was and the temporary is removed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replacing(path, bytes, true).map(drop)
+}
+
+/// [`write_atomic`], the rename itself made durable (the folder synced) only
+/// if `durable`: the new file is always complete on disk before it takes the
+/// name, so a crash leaves the old version or the new one, never a torn one.
+/// Returns the new file's metadata, read before it took the name (so it is
+/// ours, whatever is written there next).
+pub fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<std::fs::Metadata> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
     let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
@@ -52,9 +61,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        let written = f.metadata()?;
         drop(f);
         std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
+        if durable {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(written)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
 
-use super::write_atomic;
+use super::{write_atomic, write_replacing};
 
 /// How often [`update`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
@@ -62,6 +62,25 @@ pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, String> {
     parse(dir, &read_bytes(&todo_path(dir))?, tz)
 }
 
+/// Which version of `todo.json` is on disk (device, inode, size, time of
+/// the last write): equal stamps mean the same version, as far as a
+/// re-read could tell (cryod replaces the file, so its versions differ in
+/// inode; one written in place changes its size or time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp([i64; 5]);
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp([m.dev() as i64, m.ino() as i64, m.size() as i64, m.mtime(), m.mtime_nsec()])
+    }
+}
+
+/// The stamp of `todo.json` now (`None` if it cannot be read).
+pub fn stamp(dir: &Path) -> Option<Stamp> {
+    std::fs::metadata(todo_path(dir)).ok().map(|m| Stamp::of(&m))
+}
+
 /// Why an update did not happen.
 #[derive(Debug)]
 pub enum UpdateError<E> {
@@ -73,13 +92,26 @@ pub enum UpdateError<E> {
     Write(String),
 }
 
-/// Reads the list, applies `change`, and writes the result, without losing a
-/// concurrent edit. Returns the change's value and the list as written.
+/// Reads the list, applies `change`, and writes the result durably, without
+/// losing a concurrent edit. Returns the change's value and the list as
+/// written.
 pub fn update<T, E>(
     dir: &Path,
     tz: Tz,
-    mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
+    change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList), UpdateError<E>> {
+    update_with(dir, tz, true, change).map(|(v, list, _)| (v, list))
+}
+
+/// [`update`], the new file's name made durable only if `durable` (see
+/// [`write_replacing`]); also returns the stamp of the version written, if
+/// one was.
+pub fn update_with<T, E>(
+    dir: &Path,
+    tz: Tz,
+    durable: bool,
+    mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
+) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     super::make_dir_in(dir, &dir.join(".cryo")).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock_path = dir.join(".cryo/todo.lock");
     let lock = std::fs::OpenOptions::new()
@@ -96,26 +128,31 @@ pub fn update<T, E>(
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
         if list == old {
-            return Ok((value, list));
+            return Ok((value, list, None));
         }
         // Nobody may have changed the file while we computed.
         if read_bytes(&path).map_err(UpdateError::Fault)? != before {
             continue;
         }
-        save(dir, &list, tz).map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
-        return Ok((value, list));
+        let written = save_with(dir, &list, tz, durable)
+            .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
+        return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
 }
 
-/// Writes the list (and the high-water mark) atomically.
+/// Writes the list (and the high-water mark) atomically and durably.
 pub fn save(dir: &Path, list: &TodoList, tz: Tz) -> std::io::Result<()> {
+    save_with(dir, list, tz, true).map(drop)
+}
+
+fn save_with(dir: &Path, list: &TodoList, tz: Tz, durable: bool) -> std::io::Result<std::fs::Metadata> {
     if list.high_water > high_water(dir).unwrap_or(u64::MAX) {
         super::make_dir_in(dir, &dir.join(".cryo"))?;
         let state = serde_json::json!({ "todo_high_water": list.high_water });
         write_atomic(&state_path(dir), format!("{state}\n").as_bytes())?;
     }
-    write_atomic(&todo_path(dir), todo::render_file(list, tz).as_bytes())
+    write_replacing(&todo_path(dir), todo::render_file(list, tz).as_bytes(), durable)
 }
 
 #[cfg(test)]
@@ -170,5 +207,25 @@ mod tests {
         assert!(load(dir.path(), chrono_tz::UTC).unwrap_err().contains("state.json"));
         assert!(matches!(update(dir.path(), chrono_tz::UTC, add("x")), Err(UpdateError::Fault(_))));
         assert_eq!(std::fs::read_to_string(dir.path().join(".cryo/state.json")).unwrap(), "garbage");
+    }
+
+    /// The stamp of what cryod wrote tells its own version from any other:
+    /// a hand edit in place or a replacement.
+    #[test]
+    fn the_stamp_of_a_write_is_its_own_version_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (_, _, stamp) = update_with(d, chrono_tz::UTC, false, add("first")).unwrap();
+        assert!(stamp.is_some() && stamp == super::stamp(d), "the version written is on disk");
+        let (_, _, unchanged) = update_with(d, chrono_tz::UTC, false, |_| Ok::<_, ()>(())).unwrap();
+        assert_eq!(unchanged, None, "nothing written, no new version");
+        // In place (the same inode).
+        let text = std::fs::read_to_string(todo_path(d)).unwrap();
+        std::fs::write(todo_path(d), text.replace("first", "first!")).unwrap();
+        assert_ne!(super::stamp(d), stamp);
+        let (_, _, again) = update_with(d, chrono_tz::UTC, true, add("second")).unwrap();
+        std::fs::write(d.join("other"), "[]").unwrap();
+        std::fs::rename(d.join("other"), todo_path(d)).unwrap();
+        assert_ne!(super::stamp(d), again);
     }
 }

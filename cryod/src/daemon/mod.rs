@@ -300,7 +300,7 @@ impl Daemon {
             }
             let (pg, rt) = (pg.clone(), rt.clone());
             let sink: crate::watch::Sink = Arc::new(move |c| {
-                if let crate::watch::Change::Inbox(_) = c {
+                if let crate::watch::Change::Inbox(_) | crate::watch::Change::Rescan = c {
                     let pg = pg.clone();
                     rt.spawn(async move { pg.mail_written(id).await });
                 }

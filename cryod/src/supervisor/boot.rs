@@ -103,6 +103,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         next_req: 0,
         permit: None,
         claimed: Vec::new(),
+        todos_written: None,
         bridges: crate::bridges::Bridges::new(changed),
     };
     sup.shared.watcher.watch(sup.id, &sup.root, &watch_dirs, sup.watch_sink());

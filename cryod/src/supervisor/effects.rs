@@ -108,7 +108,13 @@ impl Sup {
             }
             Effect::UpdateTodos { op, then } => {
                 let (root, tz) = (&self.root, self.machine.tz());
-                let outcome = off_worker(|| todos::update(root, tz, |list| op.apply(list)));
+                let outcome = off_worker(|| todos::update_with(root, tz, op.durable(), |list| op.apply(list)));
+                match &outcome {
+                    Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),
+                    Ok(_) => {}
+                    Err(_) => self.todos_written = None,
+                }
+                let outcome = outcome.map(|(done, list, _)| (done, list));
                 let result = outcome.map_err(|e| match e {
                     todos::UpdateError::Fault(m) => TodoWriteError::Fault(m),
                     todos::UpdateError::Refused(e) => TodoWriteError::Refused(e),

@@ -180,6 +180,9 @@ struct Sup {
     permit: Option<Permit>,
     /// The batch the last `receive` archived, for its reply.
     claimed: Vec<Stored>,
+    /// `todo.json` as cryod last wrote it: the watcher's word that it
+    /// changed is not worth a re-read while it is still that version.
+    todos_written: Option<todos::Stamp>,
     bridges: crate::bridges::Bridges,
 }
 
@@ -284,7 +287,7 @@ impl Sup {
                 self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 Input::Inbox { unread: self.mailbox().unread(), arrived: true }
             }
-            Event::Rescan => {
+            Event::Rescan | Event::Watched(Change::Rescan) => {
                 let unread = self.mailbox().unread();
                 if unread == self.machine.unread() {
                     return;
@@ -294,7 +297,13 @@ impl Sup {
                 }
                 Input::Inbox { unread, arrived: true }
             }
-            Event::Watched(Change::Todos) => Input::TodosChanged(todos::load(&self.root, self.machine.tz())),
+            Event::Watched(Change::Todos) => {
+                if self.todos_written.is_some() && todos::stamp(&self.root) == self.todos_written {
+                    return;
+                }
+                self.todos_written = None;
+                Input::TodosChanged(todos::load(&self.root, self.machine.tz()))
+            }
             Event::Watched(Change::Config) => match self.read_config() {
                 Some((config, warnings)) => Input::ConfigChanged { config, warnings },
                 None => return,

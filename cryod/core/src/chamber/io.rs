@@ -239,6 +239,14 @@ pub enum TodoDone {
 }
 
 impl TodoOp {
+    /// Whether its write must reach the disk before it counts: a claim's
+    /// need not (its wake's ledger row is its durable record, and a claim
+    /// the file lost is made again by the settlement), so the wake path
+    /// pays for one fsync of the new file and none of its folder.
+    pub fn durable(&self) -> bool {
+        !matches!(self, TodoOp::Claim { .. })
+    }
+
     pub fn apply(&self, list: &mut TodoList) -> Result<TodoDone, TodoError> {
         Ok(match self {
             TodoOp::Claim { wake, ids, now, tz } => {

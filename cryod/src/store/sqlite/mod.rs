@@ -64,6 +64,8 @@ impl Sqlite {
     }
 
     fn spawn(mut conn: Connection, path: String) -> Sqlite {
+        // Every statement the store runs stays prepared (about twenty).
+        conn.set_prepared_statement_cache_capacity(48);
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("cryod-store".into())
@@ -126,8 +128,10 @@ impl Sqlite {
     {
         self.run(durable, move |c| {
             let sp = c.savepoint()?;
-            let token: Option<i64> =
-                sp.query_row("SELECT fence FROM chambers WHERE id = ?1", [fence.chamber], |r| r.get(0)).optional()?;
+            let token: Option<i64> = sp
+                .prepare_cached("SELECT fence FROM chambers WHERE id = ?1")?
+                .query_row([fence.chamber], |r| r.get(0))
+                .optional()?;
             if token != Some(fence.token) {
                 return Err(fence.fenced());
             }
@@ -176,6 +180,12 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// `c.execute` with the statement kept prepared in the connection's cache
+/// (the wake path runs the same few statements again and again).
+fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
 /// This process takes every chamber: a new fence each.
 fn take_all(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute("UPDATE chambers SET fence = fence + 1", [])?;
@@ -203,21 +213,21 @@ impl Backend for Sqlite {
 
     fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute("DELETE FROM chambers WHERE id = ?1", [fence.chamber])?;
+            exec(c, "DELETE FROM chambers WHERE id = ?1", [fence.chamber])?;
             Ok(())
         }))
     }
 
     fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute("UPDATE chambers SET paused = ?2 WHERE id = ?1", params![fence.chamber, paused as i64])?;
+            exec(c, "UPDATE chambers SET paused = ?2 WHERE id = ?1", params![fence.chamber, paused as i64])?;
             Ok(())
         }))
     }
 
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute("UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;
+            exec(c, "UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;
             Ok(())
         }))
     }
@@ -230,7 +240,8 @@ impl Backend for Sqlite {
     /// Durable before it answers: the wake's (and its claims') record.
     fn record_wake(&self, fence: Fence, w: WakeRecord) -> Fut<'_, ()> {
         Box::pin(self.fenced_with(true, fence, move |c| {
-            c.execute(
+            exec(
+                c,
                 "INSERT INTO sessions (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
@@ -250,7 +261,8 @@ impl Backend for Sqlite {
 
     fn session_started(&self, fence: Fence, s: SessionStart) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE sessions SET pid = ?3, started_at = ?4, lateness_ms = ?5 WHERE chamber_id = ?1 AND number = ?2",
                 params![fence.chamber, s.number as i64, s.pid, s.started_at, s.lateness_ms],
             )?;
@@ -260,7 +272,8 @@ impl Backend for Sqlite {
 
     fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5 WHERE chamber_id = ?1 AND number = ?2",
                 params![fence.chamber, e.number as i64, e.ended_at, e.outcome, e.detail],
             )?;
@@ -283,7 +296,8 @@ impl Backend for Sqlite {
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
         Box::pin(self.fenced(fence, move |c| {
             let files = serde_json::to_string(&files).unwrap_or_else(|_| "[]".into());
-            c.execute(
+            exec(
+                c,
                 "INSERT INTO claims (chamber_id, session, files, claimed_at) VALUES (?1, ?2, ?3, ?4)",
                 params![fence.chamber, session as i64, files, at],
             )?;
@@ -293,7 +307,8 @@ impl Backend for Sqlite {
 
     fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE claims SET answered_at = ?3 WHERE chamber_id = ?1 AND session = ?2 AND answered_at IS NULL",
                 params![fence.chamber, session as i64, at],
             )?;
@@ -303,14 +318,15 @@ impl Backend for Sqlite {
 
     fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute("DELETE FROM claims WHERE id = ?1 AND chamber_id = ?2", [id, fence.chamber])?;
+            exec(c, "DELETE FROM claims WHERE id = ?1 AND chamber_id = ?2", [id, fence.chamber])?;
             Ok(())
         }))
     }
 
     fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE claims SET answered_at = ?2 WHERE id = ?1 AND chamber_id = ?3",
                 params![id, at, fence.chamber],
             )?;

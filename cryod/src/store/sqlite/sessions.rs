@@ -9,7 +9,8 @@ use super::super::{OpenClaim, OpenSession, SessionRow, StoreError};
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
     let n: Option<i64> = c
-        .query_row("SELECT max(number) FROM sessions WHERE chamber_id = ?1", [chamber], |r| r.get(0))
+        .prepare_cached("SELECT max(number) FROM sessions WHERE chamber_id = ?1")?
+        .query_row([chamber], |r| r.get(0))
         .optional()?
         .flatten();
     Ok(n.unwrap_or(0) as u64)
@@ -20,7 +21,7 @@ pub(super) fn recent_sessions(
     chamber: i64,
     limit: u32,
 ) -> Result<Vec<SessionRow>, StoreError> {
-    let mut st = c.prepare(
+    let mut st = c.prepare_cached(
         "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome
          FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
     )?;
@@ -42,7 +43,7 @@ pub(super) fn recent_sessions(
 }
 
 pub(super) fn open_sessions(c: &rusqlite::Connection, chamber: Option<i64>) -> Result<Vec<OpenSession>, StoreError> {
-    let mut st = c.prepare(
+    let mut st = c.prepare_cached(
         "SELECT chamber_id, number, wake_id, pid, claimed FROM sessions
          WHERE ended_at IS NULL AND (?1 IS NULL OR chamber_id = ?1) ORDER BY chamber_id, number",
     )?;
@@ -61,8 +62,9 @@ pub(super) fn open_sessions(c: &rusqlite::Connection, chamber: Option<i64>) -> R
 }
 
 pub(super) fn open_claims(c: &rusqlite::Connection, chamber: i64) -> Result<Vec<OpenClaim>, StoreError> {
-    let mut st =
-        c.prepare("SELECT id, session, files FROM claims WHERE chamber_id = ?1 AND answered_at IS NULL ORDER BY id")?;
+    let mut st = c.prepare_cached(
+        "SELECT id, session, files FROM claims WHERE chamber_id = ?1 AND answered_at IS NULL ORDER BY id",
+    )?;
     let rows = st
         .query_map([chamber], |r| {
             let files: String = r.get(2)?;
