@@ -38,6 +38,13 @@ enum Command {
     Doctor,
     /// The web hub's address, with its access token, and whether it is up.
     Hub,
+    /// cryod's figures (wake lateness, sessions, admission, agent calls):
+    /// what `GET /metrics` serves, as a table.
+    Metrics {
+        /// Print the OpenMetrics text itself.
+        #[arg(long)]
+        raw: bool,
+    },
     /// A fleet of cryod nodes on one PostgreSQL.
     #[command(subcommand)]
     Fleet(FleetCmd),
@@ -101,16 +108,12 @@ pub struct Ctx {
 }
 
 fn main() -> ExitCode {
-    // A fleet node's cryod runs its sessions' keepers from its own binary.
-    cryod::keeper::intercept();
     // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
     clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     let ctx = Ctx { socket: cli.socket, json: cli.json };
     match cli.command {
-        Command::Daemon(DaemonCmd::Run { config, store, verbose }) => {
-            cryod::main_with(cryod::DaemonArgs { socket: ctx.socket, config, store, verbose })
-        }
+        Command::Daemon(DaemonCmd::Run { config, store, verbose }) => cmd::daemon::run(ctx, config, store, verbose),
         Command::Daemon(DaemonCmd::Install) => run(cmd::daemon::install(ctx)),
         Command::Daemon(DaemonCmd::Uninstall) => run(cmd::daemon::uninstall(ctx)),
         Command::Daemon(DaemonCmd::Status) => run(cmd::daemon::status(ctx)),
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => complete::script(&shell),
         Command::Doctor => run(cmd::doctor::run(ctx)),
         Command::Hub => run(cmd::hub(ctx)),
+        Command::Metrics { raw } => run(cmd::metrics::run(ctx, raw)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
         Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }

@@ -24,7 +24,8 @@ struct State {
     limit: usize,
     running: usize,
     seq: u64,
-    queue: BTreeMap<(Trigger, u64), (i64, Sink)>,
+    /// Waiting requests: the chamber, its sink, and since when it waits.
+    queue: BTreeMap<(Trigger, u64), (i64, Sink, std::time::Instant)>,
     /// Chambers holding a permit.
     holders: HashSet<i64>,
 }
@@ -60,31 +61,41 @@ impl Admission {
         if s.holders.contains(&chamber) {
             return;
         }
-        if let Some(key) = s.queue.iter().find(|(_, (c, _))| *c == chamber).map(|(k, _)| *k) {
+        let mut since = std::time::Instant::now();
+        if let Some(key) = s.queue.iter().find(|(_, (c, ..))| *c == chamber).map(|(k, _)| *k) {
             if key.0 <= trigger {
                 return;
             }
-            s.queue.remove(&key);
+            if let Some((.., asked)) = s.queue.remove(&key) {
+                since = asked;
+            }
         }
         let seq = s.seq;
         s.seq += 1;
-        s.queue.insert((trigger, seq), (chamber, sink));
+        s.queue.insert((trigger, seq), (chamber, sink, since));
         self.grant(&mut s);
     }
 
     /// Withdraws `chamber`'s queued request, if any.
     pub fn cancel(&self, chamber: i64) {
         let mut s = self.0.lock().expect("admission lock");
-        s.queue.retain(|_, (c, _)| *c != chamber);
+        s.queue.retain(|_, (c, ..)| *c != chamber);
     }
 
     pub fn running(&self) -> usize {
         self.0.lock().expect("admission lock").running
     }
 
+    /// Requests waiting, slots held, and the limit (for the figures).
+    pub fn depth(&self) -> (usize, usize, usize) {
+        let s = self.0.lock().expect("admission lock");
+        (s.queue.len(), s.running, s.limit)
+    }
+
     fn grant(&self, s: &mut State) {
         while s.running < s.limit {
-            let Some((_, (chamber, sink))) = s.queue.pop_first() else { break };
+            let Some(((trigger, _), (chamber, sink, since))) = s.queue.pop_first() else { break };
+            crate::metrics::get().admitted(trigger.as_str(), since.elapsed());
             s.running += 1;
             s.holders.insert(chamber);
             let permit = Permit { admission: self.clone(), chamber };

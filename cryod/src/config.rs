@@ -20,6 +20,8 @@ pub struct Config {
     pub log_keep: u32,
     /// The web hub.
     pub hub: HubConfig,
+    /// `GET /metrics` on an address of its own.
+    pub metrics: MetricsConfig,
     /// Where the registry and the ledger live (SQLite here, or a fleet's
     /// PostgreSQL).
     pub store: StoreConfig,
@@ -50,6 +52,16 @@ impl Default for StoreConfig {
     }
 }
 
+/// `[metrics]`: the OpenMetrics endpoint. It is always on the hub's
+/// listener (with the hub's token); `listen` also serves it, without a
+/// token, on a loopback address of its own (for a local Prometheus).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// For example `127.0.0.1:9464`; loopback only.
+    pub listen: Option<String>,
+}
+
 /// `[hub]`: the web pages and JSON API served by cryod.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -73,6 +85,7 @@ impl Default for Config {
             log_max_bytes: 8 * 1024 * 1024,
             log_keep: 3,
             hub: HubConfig::default(),
+            metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
         }
     }
@@ -105,6 +118,14 @@ impl Config {
                 "{}: key `hub.bind`: {:?} is not an address like 127.0.0.1:8765",
                 path.display(),
                 config.hub.bind
+            )));
+        }
+        if let Some(listen) = &config.metrics.listen
+            && !listen.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback())
+        {
+            return Err(ConfigError(format!(
+                "{}: key `metrics.listen`: {listen:?} is not a loopback address like 127.0.0.1:9464 (the endpoint has no token; elsewhere, use the hub's /metrics)",
+                path.display()
             )));
         }
         if let Some(url) = &config.store.url

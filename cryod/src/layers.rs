@@ -7,8 +7,8 @@ use std::path::Path;
 
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
-    // Leaves: paths, the clock, the SQLite store, the service files.
-    &["paths", "clock", "store", "service"],
+    // Leaves: paths, the clock, the SQLite store, the service files, the metrics registry.
+    &["paths", "clock", "store", "service", "metrics"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     &["error", "config", "scheduler"],
     // A chamber's files (mailbox, config, TODO file I/O).

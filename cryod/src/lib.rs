@@ -26,6 +26,7 @@ pub mod keeper;
 #[cfg(test)]
 mod layers;
 pub mod lease;
+pub mod metrics;
 pub mod paths;
 pub mod rpc;
 pub mod runtime;
@@ -198,6 +199,11 @@ pub async fn run(
         None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
     };
     let _ = daemon.shared().hub.set(info);
+    if let Some(bind) = &daemon.shared().config.metrics.listen
+        && let Err(error) = hub::serve_metrics(daemon.clone(), bind).await
+    {
+        tracing::warn!(%error, "no metrics listener");
+    }
     server::raise_file_limit();
     let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");

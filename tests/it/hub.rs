@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use cryo_tests::{Env, wait_until};
 
 pub(crate) struct Resp {
-    status: u16,
-    headers: String,
+    pub(crate) status: u16,
+    pub(crate) headers: String,
     pub(crate) body: String,
 }
 
@@ -17,7 +17,7 @@ impl Resp {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
-    fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
             k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
@@ -27,6 +27,7 @@ impl Resp {
 
 pub(crate) struct Hub {
     addr: String,
+    /// Empty: no Authorization header.
     token: String,
 }
 
@@ -37,6 +38,16 @@ impl Hub {
         let url = j["url"].as_str().unwrap();
         let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
         Hub { addr, token: j["token"].as_str().unwrap().to_string() }
+    }
+
+    /// The same listener, with another token (`None`: none at all).
+    pub(crate) fn with_token(&self, token: Option<&str>) -> Hub {
+        Hub { addr: self.addr.clone(), token: token.unwrap_or("").to_string() }
+    }
+
+    /// A listener at `addr`, asked without a token.
+    pub(crate) fn at(addr: &str) -> Hub {
+        Hub { addr: addr.to_string(), token: String::new() }
     }
 
     /// A request with `extra` header lines; `token` None sends none.
@@ -74,7 +85,8 @@ impl Hub {
     }
 
     pub(crate) fn get(&self, path: &str) -> Resp {
-        self.raw("GET", path, Some(&self.token), &[], None)
+        let token = (!self.token.is_empty()).then_some(self.token.as_str());
+        self.raw("GET", path, token, &[], None)
     }
 
     fn write(&self, method: &str, path: &str, body: &str) -> Resp {

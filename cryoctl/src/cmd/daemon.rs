@@ -11,6 +11,31 @@ use crate::Ctx;
 use crate::client::{Failure, Result};
 use crate::output;
 
+/// `cryoctl daemon run`: becomes the `cryod` beside it (exec, same pid),
+/// so cryoctl itself carries no daemon and starts as fast as `cryo-agent`.
+pub fn run(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, verbose: u8) -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt;
+    let cryod = match installed_cryod() {
+        Ok(p) => p,
+        Err(e) => return e.exit(),
+    };
+    let mut cmd = std::process::Command::new(&cryod);
+    if let Some(s) = ctx.socket {
+        cmd.arg("--socket").arg(s);
+    }
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    if let Some(s) = store {
+        cmd.arg("--store").arg(s);
+    }
+    if verbose > 0 {
+        cmd.arg(format!("-{}", "v".repeat(verbose.into())));
+    }
+    let error = cmd.exec();
+    Failure::refused(format!("cannot run {}: {error}", cryod.display())).exit()
+}
+
 fn installed_cryod() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let p = exe.parent().map(|d| d.join("cryod")).filter(|p| p.is_file()).ok_or_else(|| {

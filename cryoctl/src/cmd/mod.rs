@@ -4,6 +4,7 @@ pub mod chamber;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
+pub mod metrics;
 
 /// `cryoctl hub`: the URL carries the token in its fragment, which a browser
 /// never sends to a server (so it never lands in a log).

@@ -57,6 +57,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Its kind, one word (a metrics label): `hibernated`, `completed`,
+    /// `failed` (hibernated with an exit code), `crashed`, `timed_out`,
+    /// `stopped`, `interrupted`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Hibernated(Ending::Hibernate) => "hibernated",
+            Outcome::Hibernated(Ending::Complete) => "completed",
+            Outcome::Hibernated(Ending::Failure(_)) => "failed",
+            Outcome::Crashed(_) => "crashed",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Stopped => "stopped",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
     /// Whether the session failed (its claimed TODOs get retries).
     pub fn failed(&self) -> bool {
         match self {

@@ -534,6 +534,28 @@ impl Daemon {
         }
     }
 
+    /// The OpenMetrics text of this node's figures (see [`crate::metrics`]).
+    pub fn metrics(&self) -> String {
+        let mut gauges = crate::metrics::Gauges::default();
+        for state in ["stopped", "idle", "running", "paused", "faulted"] {
+            gauges.chambers.insert(state.into(), 0);
+        }
+        for e in self.0.chambers.read().expect("registry lock").values() {
+            let state = match e.handle.snapshot.borrow().view.state {
+                State::Stopped => "stopped",
+                State::Idle => "idle",
+                State::Running => "running",
+                State::Paused => "paused",
+                State::Faulted => "faulted",
+            };
+            *gauges.chambers.entry(state.into()).or_default() += 1;
+        }
+        let (queued, running, limit) = self.shared().admission.depth();
+        (gauges.admission_queued, gauges.admission_running, gauges.admission_limit) =
+            (queued as u64, running as u64, limit as u64);
+        crate::metrics::get().render(&gauges)
+    }
+
     /// Every chamber (of every node of a fleet), by name.
     pub fn list(&self) -> Vec<ChamberView> {
         let mut all: Vec<_> = self.0.chambers.read().expect("registry lock").values().map(Entry::view).collect();
@@ -544,15 +566,32 @@ impl Daemon {
 
     /// One chamber, by name or by a path inside it.
     pub fn resolve(&self, r: &ChamberRef) -> Result<ChamberView> {
-        let all = self.list();
-        let found = match r {
-            ChamberRef::Name(n) => all.into_iter().find(|v| &v.record.name == n),
-            ChamberRef::Path(p) => {
-                let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-                // The deepest registered chamber containing the path.
-                all.into_iter().filter(|v| p.starts_with(&v.record.path)).max_by_key(|v| v.record.path.len())
-            }
+        // Only the match is copied out (a status call must not cost a copy
+        // of every chamber).
+        let path = match r {
+            ChamberRef::Path(p) => Some(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())),
+            ChamberRef::Name(_) => None,
         };
+        let better = |rec: &ChamberRecord, best: Option<usize>| match (r, &path) {
+            (ChamberRef::Name(n), _) => (&rec.name == n && best.is_none()).then_some(0),
+            // The deepest registered chamber containing the path.
+            (_, Some(p)) => {
+                (p.starts_with(&rec.path) && best.is_none_or(|b| rec.path.len() > b)).then_some(rec.path.len())
+            }
+            _ => None,
+        };
+        let mut found: Option<ChamberView> = None;
+        let mut best: Option<usize> = None;
+        for e in self.0.chambers.read().expect("registry lock").values() {
+            if let Some(b) = better(&e.record, best) {
+                (found, best) = (Some(e.view()), Some(b));
+            }
+        }
+        for rec in self.0.remote.read().expect("registry lock").values() {
+            if let Some(b) = better(rec, best) {
+                (found, best) = (Some(remote_view(rec)), Some(b));
+            }
+        }
         found.ok_or_else(|| match r {
             ChamberRef::Name(n) => Error::NotFound(format!("no chamber named {n:?} (see `cryoctl chamber list`)")),
             ChamberRef::Path(p) => Error::NotFound(format!(
@@ -650,7 +689,7 @@ impl Daemon {
         if self.elsewhere(&v) {
             return self.forward(&v, Command::Send { from, subject, text }).await?.file();
         }
-        self.ask(v.record.id, |reply| Event::Deliver { from, subject, text, reply }).await?
+        self.ask(v.record.id, |reply| Event::Deliver { message: Box::new((from, subject, text)), reply }).await?
     }
 
     /// An operator's TODO call.
@@ -659,7 +698,7 @@ impl Daemon {
         if self.elsewhere(&v) {
             return self.forward(&v, Command::Todo { call }).await?.todos();
         }
-        self.ask(v.record.id, |reply| Event::Todo { call, reply }).await?
+        self.ask(v.record.id, |reply| Event::Todo { call: Box::new(call), reply }).await?
     }
 
     /// Asks a chamber's bridges to pull (or push) now; returns each one's
@@ -723,7 +762,7 @@ impl Daemon {
         let (reply, rx) = oneshot::channel();
         handle
             .tx
-            .send(Event::Agent { session, call, reply })
+            .send(Event::Agent { session, call: Box::new(call), reply })
             .map_err(|_| Error::Unavailable("the chamber's supervisor has stopped".into()))?;
         rx.await.map_err(|_| Error::Unavailable("the session ended during the call".into()))?
     }

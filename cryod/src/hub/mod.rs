@@ -77,13 +77,7 @@ pub async fn start(daemon: Daemon, bind: &str, token: String) -> HubInfo {
     let addr = listener.local_addr().unwrap_or_else(|_| bind.parse().expect("checked when loading the config"));
     let url = format!("http://{addr}/");
     let app = router(daemon.clone(), token.clone(), addr);
-    let shutdown = daemon.shared().shutdown.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
-        if let Err(error) = served {
-            tracing::error!(%error, "the hub stopped");
-        }
-    });
+    serve(listener, app, &daemon, "the hub");
     tracing::info!(%url, "hub listening");
     HubInfo { url, token, up: true, error: None }
 }
@@ -108,7 +102,10 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/{action}", post(control))
         .route("/events", get(events))
         .layer(middleware::from_fn_with_state(hub.clone(), auth));
+    let metrics =
+        Router::new().route("/metrics", get(metrics)).layer(middleware::from_fn_with_state(hub.clone(), auth));
     Router::new()
+        .merge(metrics)
         .route("/", get(|| async { page(INDEX, "text/html; charset=utf-8") }))
         .route("/app.js", get(|| async { page(APP_JS, "text/javascript; charset=utf-8") }))
         .route("/app.css", get(|| async { page(APP_CSS, "text/css; charset=utf-8") }))
@@ -117,6 +114,43 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(hub)
+}
+
+/// Serves `app` on `listener` until cryod shuts down.
+fn serve(listener: tokio::net::TcpListener, app: Router, daemon: &Daemon, what: &'static str) {
+    let shutdown = daemon.shared().shutdown.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+        if let Err(error) = served {
+            tracing::error!(%error, "{what} stopped");
+        }
+    });
+}
+
+/// `GET /metrics`: the node's figures in OpenMetrics text.
+async fn metrics(State(hub): State<Hub>) -> Response {
+    metrics_response(&hub.daemon)
+}
+
+fn metrics_response(daemon: &Daemon) -> Response {
+    let mut r = daemon.metrics().into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
+    r
+}
+
+/// Serves `GET /metrics` alone, without a token, on `bind` (a loopback
+/// address: `[metrics] listen` in `cryod.toml`), until shutdown.
+pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, String> {
+    let listener =
+        tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("cannot listen on {bind} for metrics: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let app = Router::new()
+        .route("/metrics", get(|State(d): State<Daemon>| async move { metrics_response(&d) }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .with_state(daemon.clone());
+    serve(listener, app, &daemon, "the metrics listener");
+    tracing::info!(%addr, "metrics listening");
+    Ok(addr)
 }
 
 fn page(body: &'static str, kind: &'static str) -> Response {

@@ -44,7 +44,24 @@ impl AgentService {
                 "this session token belongs to another chamber than {claimed:?}: an agent acts only on its own chamber"
             )));
         }
-        self.daemon.agent_call(entry.chamber, entry.session, call).await.map_err(Status::from)
+        let (verb, t) = (verb(&call), std::time::Instant::now());
+        let r = self.daemon.agent_call(entry.chamber, entry.session, call).await.map_err(Status::from);
+        crate::metrics::get().agent_call(verb, t.elapsed());
+        r
+    }
+}
+
+/// A call's verb, as `cryo-agent` names it (a metrics label).
+fn verb(call: &AgentCall) -> &'static str {
+    match call {
+        AgentCall::Hibernate { .. } => "hibernate",
+        AgentCall::Send { .. } => "send",
+        AgentCall::Receive => "receive",
+        AgentCall::Dialog { .. } => "dialog",
+        AgentCall::Todo(TodoCall::Add { .. }) => "todo_add",
+        AgentCall::Todo(TodoCall::List) => "todo_list",
+        AgentCall::Todo(TodoCall::Done(_)) => "todo_done",
+        AgentCall::Todo(TodoCall::Remove(_)) => "todo_remove",
     }
 }
 

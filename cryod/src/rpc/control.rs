@@ -43,6 +43,10 @@ impl Control for ControlService {
         }))
     }
 
+    async fn metrics(&self, _req: Request<pb::MetricsRequest>) -> R<pb::MetricsReply> {
+        Ok(Response::new(pb::MetricsReply { text: self.daemon.metrics() }))
+    }
+
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
         Ok(Response::new(crate::fleet::status(&self.daemon).await?))
     }

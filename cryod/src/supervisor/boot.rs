@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cryo_core::chamber::{self, Boot, Chamber, Input, Limits, OpenBatch, OpenSession, Outgoing};
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{Event, Handle, Snapshot, Sup, settings};
@@ -28,7 +28,7 @@ pub struct Recovery {
 }
 
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_tz();
     let from_store = shared.store.last_session_number(record.id).await.unwrap_or(0);

@@ -12,6 +12,7 @@
 
 mod boot;
 mod effects;
+mod queue;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer, View};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use self::boot::Recovery;
@@ -33,7 +34,8 @@ use crate::error::{Error, Result};
 use crate::runtime::{NoticeKind, Shared};
 use crate::watch::Change;
 
-/// Everything a supervisor reacts to.
+/// Everything a supervisor reacts to. Kept small (large payloads boxed):
+/// every chamber's channel holds a block of 32 of them from its start.
 pub enum Event {
     /// Start; with `wait`, the reply comes once a first session's agent has
     /// started (or failed to).
@@ -55,16 +57,14 @@ pub enum Event {
         replace: bool,
         reply: oneshot::Sender<Result<WakeOutcome>>,
     },
-    /// An operator's message for the inbox.
+    /// An operator's message for the inbox: from, subject, text.
     Deliver {
-        from: String,
-        subject: String,
-        text: String,
+        message: Box<(String, String, String)>,
         reply: oneshot::Sender<Result<String>>,
     },
     /// An operator's TODO change.
     Todo {
-        call: TodoCall,
+        call: Box<TodoCall>,
         reply: oneshot::Sender<Result<AgentReply>>,
     },
     /// An operator replaces `plan.md`.
@@ -86,7 +86,7 @@ pub enum Event {
     Admitted(Permit),
     Agent {
         session: u64,
-        call: AgentCall,
+        call: Box<AgentCall>,
         reply: oneshot::Sender<Result<AgentReply>>,
     },
     Exited {
@@ -133,7 +133,7 @@ pub struct Snapshot {
 /// A cheap handle to a supervisor.
 #[derive(Clone)]
 pub struct Handle {
-    pub tx: mpsc::UnboundedSender<Event>,
+    pub tx: queue::Sender<Event>,
     pub snapshot: watch::Receiver<Snapshot>,
     /// Cancelled to drop the chamber at once, without finalizing anything
     /// (it is another node's now): its agent is killed.
@@ -169,7 +169,7 @@ struct Sup {
     /// What other nodes show of the chamber (fleet), written in order.
     mirror: Option<watch::Sender<View>>,
     root: PathBuf,
-    tx: mpsc::UnboundedSender<Event>,
+    tx: queue::Sender<Event>,
     snapshot: watch::Sender<Snapshot>,
     machine: Chamber,
     /// `cryo.toml` as last read (the machine keeps what its rules need).
@@ -217,7 +217,8 @@ impl Sup {
         }
     }
 
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>, drop: CancellationToken, ended: CancellationToken) {
+    async fn run(mut self, mut rx: queue::Receiver<Event>, drop: CancellationToken, ended: CancellationToken) {
+        self.machine.rest();
         self.publish();
         loop {
             let ev = tokio::select! {
@@ -225,7 +226,11 @@ impl Sup {
                 _ = drop.cancelled() => None,
             };
             let Some(ev) = ev else { break };
-            self.event(ev).await;
+            // Boxed: the future of an event is large (every effect's awaits)
+            // and needed only while the event is handled, not at rest.
+            Box::pin(self.event(ev)).await;
+            // At rest, the machine keeps the next due time, not the list.
+            self.machine.rest();
             if self.dropped {
                 break;
             }
@@ -273,10 +278,12 @@ impl Sup {
             Event::Wake { message, replace, reply } => {
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
-            Event::Deliver { from, subject, text, reply } => {
+            Event::Deliver { message, reply } => {
+                let (from, subject, text) = *message;
                 Input::Deliver { req: self.wait(Waiter::Deliver(reply)), from, subject, text }
             }
             Event::Todo { call, reply } => {
+                let call = *call;
                 self.reload_todos().await;
                 Input::Todo { req: self.wait(Waiter::Agent(reply)), call }
             }
@@ -322,6 +329,7 @@ impl Sup {
                 Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
             }
             Event::Agent { session, call, reply } => {
+                let call = *call;
                 if matches!(call, AgentCall::Hibernate { .. } | AgentCall::Todo(TodoCall::List)) {
                     self.reload_todos().await;
                 }
@@ -339,6 +347,10 @@ impl Sup {
             Event::BridgesChanged => return,
             Event::Sync { pull, reply } => return self.sync(pull, reply),
         };
+        if self.machine.wants_list(&input) {
+            let todos = todos::load(&self.root, self.machine.tz());
+            self.feed(Input::TodosChanged(todos)).await;
+        }
         self.feed(input).await;
     }
 
@@ -391,7 +403,7 @@ impl Sup {
 
     async fn reload_todos(&mut self) {
         let todos = todos::load(&self.root, self.machine.tz());
-        if todos.as_ref() != self.machine.todos() {
+        if self.machine.todos() != Some(todos.as_ref()) {
             if let Err(e) = &todos {
                 tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
             }

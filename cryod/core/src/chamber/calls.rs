@@ -23,7 +23,7 @@ impl Chamber {
 
     pub(super) fn hibernate(&mut self, req: ReqId, summary: String, complete: bool, exit_code: i32, linger: u32) {
         let now = self.now;
-        let (has_next_wake, due_now) = match &self.todos {
+        let (has_next_wake, due_now) = match self.list() {
             Ok(t) => (t.has_pending(), t.due(now).count()),
             Err(e) => {
                 let why = format!("todo.json cannot be read, so hibernate cannot check it: {e}");
@@ -67,7 +67,7 @@ impl Chamber {
             Some(Ending::Failure(n)) => {
                 format!("hibernating after failure (exit {n}): cryo will retry and tell the operator")
             }
-            _ => match self.todos.as_ref().ok().and_then(|t| t.next_due()) {
+            _ => match self.next_todo() {
                 Some(t) => format!("hibernating: next wake at {}", crate::time::format_in(t, self.tz())),
                 None => "hibernating".into(),
             },
@@ -188,9 +188,9 @@ impl Chamber {
                 (TodoOp::Add { new, now, tz }, TodoWhat::Add)
             }
             TodoCall::List => {
-                let r = match &self.todos {
+                let r = match self.list() {
                     Ok(l) => Ok(Reply::Todos { todos: l.items.clone(), tz }),
-                    Err(e) => Err(Refusal::Precondition(e.clone())),
+                    Err(e) => Err(Refusal::Precondition(e)),
                 };
                 return self.reply(req, r);
             }
@@ -225,7 +225,7 @@ impl Chamber {
                 let verb = if matches!(what, TodoWhat::Done(_)) { "done" } else { "remove" };
                 self.log(format!("todo {verb} {id} by {}", by.as_str()));
                 self.replan();
-                let todos = self.todos.as_ref().map(|l| l.items.clone()).unwrap_or_default();
+                let todos = self.list().map(|l| l.items.clone()).unwrap_or_default();
                 self.reply(req, Ok(Reply::Todos { todos, tz }));
             }
             (Ok(_), TodoWhat::Add) => self.reply(req, Err(Refusal::Internal("unexpected answer to an add".into()))),

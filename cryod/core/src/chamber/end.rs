@@ -92,7 +92,7 @@ impl Chamber {
             if !retries.is_empty() {
                 details.push(format!("Its TODOs were re-queued as {}.", ids_text(&retries)));
             }
-        } else if let Ok(list) = &self.todos {
+        } else if let Ok(list) = self.list() {
             for id in &retries {
                 if let Some(t) = list.get(*id) {
                     let at = t.at.map(|a| crate::time::format_in(a, tz)).unwrap_or_default();
@@ -155,6 +155,9 @@ impl Chamber {
             at: now,
             outcome: outcome.describe(),
             summary: summary.unwrap_or_default(),
+            trigger: l.trigger,
+            kind: outcome.kind(),
+            started: l.started_at,
         });
         self.previous_failure = outcome.failed().then(|| outcome.describe());
         if outcome.failed() {

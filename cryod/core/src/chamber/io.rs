@@ -540,12 +540,21 @@ pub enum Effect {
         pid: u32,
         at: DateTime<Utc>,
         lateness_ms: Option<i64>,
+        /// What woke it, and when it was due (or asked for): for the figures.
+        trigger: Trigger,
+        due: Option<DateTime<Utc>>,
     },
     SessionEnded {
         number: u64,
         at: DateTime<Utc>,
         outcome: String,
         summary: String,
+        /// For the figures: what woke it, its outcome's kind
+        /// ([`Outcome::kind`](crate::session::Outcome::kind)), when its agent
+        /// started (none if it never did, or in an earlier cryod).
+        trigger: Trigger,
+        kind: &'static str,
+        started: Option<DateTime<Utc>>,
     },
     /// Journal an inbox batch as claimed by session `number`, before the
     /// files move. → [`Input::Journaled`]

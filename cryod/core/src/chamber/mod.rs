@@ -169,6 +169,16 @@ struct Live {
     log_tail: String,
 }
 
+/// What the machine holds of `todo.json`.
+#[derive(Debug, Clone, PartialEq)]
+enum Held {
+    List(TodoList),
+    /// At rest: the next due time only.
+    Rest {
+        next_due: Option<DateTime<Utc>>,
+    },
+}
+
 /// One chamber's state; see the module documentation.
 #[derive(Debug, Clone)]
 pub struct Chamber {
@@ -179,7 +189,9 @@ pub struct Chamber {
     paused: bool,
     config: Result<Settings, String>,
     warnings: Vec<String>,
-    todos: Result<TodoList, String>,
+    /// `todo.json` as last read or written, or at rest only its next due
+    /// time ([`Chamber::rest`]); the reason it cannot be read.
+    todos: Result<Held, String>,
     unread: Vec<String>,
     system_tz: Tz,
     last_session: u64,
@@ -224,7 +236,7 @@ impl Chamber {
             paused: l.paused,
             config: l.config,
             warnings: l.warnings,
-            todos: l.todos,
+            todos: l.todos.map(Held::List),
             unread: l.unread,
             system_tz: l.system_tz,
             last_session: l.last_session,
@@ -286,8 +298,51 @@ impl Chamber {
         &self.unread
     }
 
-    pub fn todos(&self) -> Result<&TodoList, &String> {
-        self.todos.as_ref()
+    /// The list the machine holds (`None` at rest: it keeps only the next
+    /// due time then).
+    pub fn todos(&self) -> Option<Result<&TodoList, &String>> {
+        match &self.todos {
+            Ok(Held::List(l)) => Some(Ok(l)),
+            Ok(Held::Rest { .. }) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Lets go of the parsed list while no session runs, keeping what
+    /// planning and the view need (the next due time): a chamber at rest
+    /// costs a few bytes, not its whole `todo.json`. The shell calls it
+    /// after each event, and reads the file again where
+    /// [`wants_list`](Self::wants_list) says an input needs it.
+    pub fn rest(&mut self) {
+        if self.live.is_some() {
+            return;
+        }
+        if let Ok(Held::List(l)) = &self.todos {
+            self.todos = Ok(Held::Rest { next_due: l.next_due() });
+        }
+    }
+
+    /// Whether `input` needs the parsed list the machine let go of: the
+    /// shell then hands it `todo.json` first (as [`Input::TodosChanged`]).
+    /// A wake's admission (its claims and prompt) and a listing do.
+    pub fn wants_list(&self, input: &Input) -> bool {
+        matches!(self.todos, Ok(Held::Rest { .. }))
+            && matches!(
+                input,
+                Input::Admitted { .. }
+                    | Input::Todo { call: TodoCall::List, .. }
+                    | Input::Agent { call: Call::Todo(TodoCall::List) | Call::Hibernate { .. }, .. }
+            )
+    }
+
+    /// The parsed list, for what needs it (the shell gave it, see
+    /// [`wants_list`](Self::wants_list)).
+    fn list(&self) -> Result<&TodoList, String> {
+        match &self.todos {
+            Ok(Held::List(l)) => Ok(l),
+            Ok(Held::Rest { .. }) => Err("todo.json was not read when it was needed (a bug in cryod)".into()),
+            Err(e) => Err(e.clone()),
+        }
     }
 
     /// The running session's number and wake id, once its agent may exist.
@@ -334,7 +389,8 @@ impl Chamber {
     /// The next TODO's due time (none once the plan is completed).
     fn next_todo(&self) -> Option<DateTime<Utc>> {
         match (&self.todos, self.completed) {
-            (Ok(t), false) => t.next_due(),
+            (Ok(Held::List(t)), false) => t.next_due(),
+            (Ok(Held::Rest { next_due }), false) => *next_due,
             _ => None,
         }
     }
@@ -385,7 +441,7 @@ impl Chamber {
     ) -> Result<TodoDone, Refusal> {
         match result {
             Ok((done, list)) => {
-                self.todos = Ok(list);
+                self.todos = Ok(Held::List(list));
                 self.write_error = None;
                 self.write_retry_at = None;
                 Ok(done)
@@ -442,9 +498,15 @@ impl Chamber {
                 }
             }
             Input::TodosChanged(todos) => {
+                let todos = todos.map(Held::List);
+                // The list read again for a wake or a listing, as it was at rest.
+                let same_plan = matches!((&self.todos, &todos),
+                    (Ok(Held::Rest { next_due }), Ok(Held::List(l))) if *next_due == l.next_due());
                 if todos != self.todos {
                     self.todos = todos;
-                    self.replan();
+                    if !same_plan {
+                        self.replan();
+                    }
                 }
             }
             Input::ConfigChanged { config, warnings } => {

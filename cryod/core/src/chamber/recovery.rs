@@ -69,7 +69,16 @@ impl Chamber {
         self.log(format!("session {} interrupted: {}", r.number, r.note));
         self.emit(Effect::Log(LogLine::End));
         let now = self.now;
-        self.emit(Effect::SessionEnded { number: r.number, at: now, outcome: outcome.describe(), summary: r.note });
+        // Counted under `recovery`: the session's own start is an earlier cryod's.
+        self.emit(Effect::SessionEnded {
+            number: r.number,
+            at: now,
+            outcome: outcome.describe(),
+            summary: r.note,
+            trigger: Trigger::Recovery,
+            kind: outcome.kind(),
+            started: None,
+        });
         self.emit(Effect::JournalAnswer { number: r.number });
         self.last_result = Some(outcome.describe());
         self.previous_failure = Some(outcome.describe());

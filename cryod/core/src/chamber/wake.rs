@@ -19,7 +19,7 @@ impl Chamber {
         // Any session answers a queued operator wake; it is recorded as one.
         let trigger = if std::mem::take(&mut self.manual_queued) { Trigger::Manual } else { trigger };
         let (now, tz) = (self.now, self.tz());
-        let list = match &self.todos {
+        let list = match self.list() {
             Ok(l) => l.clone(),
             Err(e) => {
                 self.last_result = Some(format!("no session started: {e}"));
@@ -93,7 +93,7 @@ impl Chamber {
         l.phase = Phase::Spawning;
         let l = self.live.as_ref().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
-        let list = self.todos.as_ref().cloned().unwrap_or_default();
+        let list = self.list().cloned().unwrap_or_default();
         let prompt = prompt::build(&PromptInput {
             chamber: &self.name,
             session: number,
@@ -144,10 +144,10 @@ impl Chamber {
                 l.phase = Phase::Running;
                 l.pgid = pid as i32;
                 l.started_at = Some(now);
-                let due = l.due;
+                let (due, trigger) = (l.due, l.trigger);
                 let lateness_ms = due.map(|d| (now - d).num_milliseconds().max(0));
                 self.last_lateness_ms = lateness_ms;
-                self.emit(Effect::SessionStarted { number, pid, at: now, lateness_ms });
+                self.emit(Effect::SessionStarted { number, pid, at: now, lateness_ms, trigger, due });
                 self.log(format!("agent started (pid {pid})"));
                 for w in std::mem::take(&mut self.start_waiters) {
                     self.reply(w, Ok(Reply::Started(false)));

@@ -737,9 +737,27 @@ impl World {
         Ok(())
     }
 
+    /// One event for a chamber, as the supervisor takes it: `todo.json` is
+    /// read first if the machine let go of the list and the input needs it,
+    /// and the machine rests after.
+    fn feed(&mut self, c: usize, input: Input) -> Step {
+        fn machine(w: &mut World, c: usize) -> Option<&mut Chamber> {
+            w.daemon.as_mut().and_then(|d| d.machines[c].as_mut())
+        }
+        if machine(self, c).is_some_and(|m| m.wants_list(&input)) {
+            let list = Ok(self.disks[c].todos.clone());
+            self.handle(c, Input::TodosChanged(list))?;
+        }
+        self.handle(c, input)?;
+        if let Some(m) = machine(self, c) {
+            m.rest();
+        }
+        Ok(())
+    }
+
     /// Hands `input` to a chamber's machine and performs its effects depth
     /// first, as the supervisor does; cryod may crash before any effect.
-    fn feed(&mut self, c: usize, input: Input) -> Step {
+    fn handle(&mut self, c: usize, input: Input) -> Step {
         let Some(d) = self.daemon.as_mut() else { return Ok(()) };
         let Some(mut machine) = d.machines[c].take() else { return Ok(()) };
         self.note(c, label(&input));

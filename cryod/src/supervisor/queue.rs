@@ -1,0 +1,145 @@
+//! A supervisor's queue of events: unbounded, many senders, one receiver,
+//! and nearly free while empty. tokio's unbounded channel allocates a block
+//! of 32 slots when it is made, more than a resting chamber holds in all
+//! else; this one holds what waits, in a `VecDeque` behind a lock taken for
+//! a push or a pop.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+struct Inner<T> {
+    state: Mutex<State<T>>,
+    ready: Notify,
+}
+
+struct State<T> {
+    items: VecDeque<T>,
+    senders: usize,
+    /// The receiver is still there.
+    open: bool,
+}
+
+/// Sends to the queue; cloned freely.
+pub struct Sender<T>(Arc<Inner<T>>);
+
+/// The one receiver.
+pub struct Receiver<T>(Arc<Inner<T>>);
+
+/// The receiver is gone: the value comes back.
+#[derive(Debug)]
+pub struct SendError<T>(pub T);
+
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let inner = Arc::new(Inner {
+        state: Mutex::new(State { items: VecDeque::new(), senders: 1, open: true }),
+        ready: Notify::new(),
+    });
+    (Sender(inner.clone()), Receiver(inner))
+}
+
+impl<T> Inner<T> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State<T>> {
+        self.state.lock().expect("queue lock")
+    }
+}
+
+impl<T> Sender<T> {
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let mut s = self.0.state();
+        if !s.open {
+            return Err(SendError(value));
+        }
+        s.items.push_back(value);
+        drop(s);
+        self.0.ready.notify_one();
+        Ok(())
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.0.state().senders += 1;
+        Sender(self.0.clone())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut s = self.0.state();
+        s.senders -= 1;
+        if s.senders == 0 {
+            drop(s);
+            self.0.ready.notify_one();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next value; `None` once every sender is gone and the queue is
+    /// empty. Cancel-safe: a value is taken only by the poll that returns it.
+    pub async fn recv(&mut self) -> Option<T> {
+        loop {
+            {
+                let mut s = self.0.state();
+                if let Some(v) = s.items.pop_front() {
+                    if s.items.is_empty() && s.items.capacity() > 16 {
+                        // A burst is over: give its room back.
+                        s.items.shrink_to_fit();
+                    }
+                    return Some(v);
+                }
+                if s.senders == 0 {
+                    return None;
+                }
+            }
+            // A notification sent since the check above is kept for us.
+            self.0.ready.notified().await;
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let left = {
+            let mut s = self.0.state();
+            s.open = false;
+            std::mem::take(&mut s.items)
+        };
+        // Dropped outside the lock: a value's own drop may send elsewhere.
+        drop(left);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn values_come_in_order_and_the_end_is_seen() {
+        let (tx, mut rx) = channel();
+        let tx2 = tx.clone();
+        tx.send(1).unwrap();
+        tx2.send(2).unwrap();
+        let waiting = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(v) = rx.recv().await {
+                got.push(v);
+            }
+            got
+        });
+        tokio::task::yield_now().await;
+        tx.send(3).unwrap();
+        drop((tx, tx2));
+        assert_eq!(waiting.await.unwrap(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_value_sent_to_a_gone_receiver_comes_back() {
+        let (tx, rx) = channel();
+        tx.send("kept").unwrap();
+        drop(rx);
+        assert_eq!(tx.send("back").unwrap_err().0, "back");
+    }
+}
