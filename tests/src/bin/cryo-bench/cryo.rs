@@ -110,7 +110,36 @@ pub fn lateness(wakes: usize, chambers: usize, spread: u64, postgres: bool) -> F
     }
     let store = if pg.is_some() { "the PostgreSQL store (one fleet node)" } else { "the SQLite store" };
     println!("\ncryo: wake lateness (due time to the agent process's first command), {chambers} chambers, {store}");
-    lateness_figures(&dirs, &due)
+    let mut f = lateness_figures(&dirs, &due);
+    served_figures(&env, &mut f, "cryo_wake_lateness_seconds", "trigger=\"scheduled\"", "due time -> agent spawned");
+    f
+}
+
+/// What cryod itself measured of the same thing, read from its `/metrics`
+/// (through `cryoctl metrics --json`): the bench and production use one
+/// measure. The histogram's resolution is its buckets, so p50 and p99 are
+/// bucket bounds.
+fn served_figures(env: &Env, f: &mut Figures, name: &str, labels: &str, what: &str) {
+    let all = env.cryoctl(&["metrics", "--json"]).json();
+    let Some(s) = all.as_array().into_iter().flatten().find(|s| s["name"] == name && s["labels"] == labels) else {
+        return;
+    };
+    let ms = |k: &str| s[k].as_f64().map(|v| v * 1000.0);
+    let count = s["value"].as_f64().unwrap_or(0.0);
+    let mean = s["sum"].as_f64().map(|sum| sum * 1000.0 / count.max(1.0));
+    let show = |v: Option<f64>| v.map(|v| format!("{v:.1} ms")).unwrap_or_else(|| "-".into());
+    println!(
+        "  cryod's /metrics  {what}: {count} observed, mean {}, p50 <= {}, p99 <= {}",
+        show(mean),
+        show(ms("p50")),
+        show(ms("p99"))
+    );
+    let key = name.trim_start_matches("cryo_").trim_end_matches("_seconds");
+    for (k, v) in [("mean", mean), ("p50", ms("p50")), ("p99", ms("p99"))] {
+        if let Some(v) = v {
+            f.insert(format!("metrics_{key}_{k}_ms"), v.into());
+        }
+    }
 }
 
 /// A fleet of `nodes` cryod processes on one fresh PostgreSQL with a lease
@@ -356,6 +385,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     timing(&mut f, "agent_call", "cryo-agent todo list", agent, " (inside a session)");
     timing(&mut f, "rtt_open", "gRPC Hello, open channel", open, " (1000 calls)");
     timing(&mut f, "rtt_connect", "gRPC Hello, new connection", fresh, " (1000 calls)");
+    served_figures(&env, &mut f, "cryo_agent_call_seconds", "verb=\"todo_list\"", "todo_list inside cryod");
     f
 }
 
@@ -414,7 +444,9 @@ pub fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {
     }
     let how = if burst { "all chambers at once each round" } else { "one at a time" };
     println!("\ncryo: inbox latency ({} messages over {chambers} chambers, {how})", per * chambers);
-    inbox_figures(&dirs, &written, 0)
+    let mut f = inbox_figures(&dirs, &written, 0);
+    served_figures(&env, &mut f, "cryo_inbox_to_agent_seconds", "", "message seen -> agent spawned");
+    f
 }
 
 pub fn burst(chambers: usize, limit: usize) -> Figures {
