@@ -53,8 +53,11 @@ impl Sqlite {
         configure(&conn)?;
         migrations::migrate(&mut conn)?;
         take_all(&conn)?;
-        // Checkpoints run on a thread of their own (see `checkpointer`).
+        // Checkpoints run on a thread of their own (see `checkpointer`); a
+        // start begins with an empty log (no other writer: `server` holds
+        // the instance lock).
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         let checkpoints = checkpointer(path)?;
         Ok(Self::spawn(conn, path.display().to_string(), Some(checkpoints)))
     }
