@@ -90,6 +90,9 @@ pub struct Added {
     pub init: Option<scaffold::Scaffolded>,
 }
 
+/// Chambers booted at once when cryod starts.
+const BOOT_BATCH: usize = 64;
+
 impl Daemon {
     /// Loads the registry and starts a supervisor for every chamber (on one
     /// machine; a fleet node starts with none and claims its share).
@@ -113,13 +116,29 @@ impl Daemon {
             for s in all {
                 open.entry(s.chamber_id).or_default().push(s);
             }
-            for record in records {
-                let recovery = supervisor::Recovery {
-                    open: open.remove(&record.id).unwrap_or_default(),
-                    processes: processes.clone(),
-                };
-                let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
-                chambers.insert(record.id, Entry { record, handle });
+            // Booted a batch at a time: each boot waits for a few store
+            // queries, and the queries of a batch share the store thread's
+            // wake-ups (one after the other, the round trips were most of a
+            // start-up).
+            let mut records = records.into_iter().peekable();
+            while records.peek().is_some() {
+                let mut batch = tokio::task::JoinSet::new();
+                for record in records.by_ref().take(BOOT_BATCH) {
+                    let recovery = supervisor::Recovery {
+                        open: open.remove(&record.id).unwrap_or_default(),
+                        processes: processes.clone(),
+                    };
+                    let shared = shared.clone();
+                    batch.spawn(async move {
+                        let handle = supervisor::spawn(shared, record.clone(), recovery).await;
+                        (record, handle)
+                    });
+                }
+                while let Some(booted) = batch.join_next().await {
+                    let (record, handle) =
+                        booted.map_err(|e| Error::Internal(format!("a chamber's boot failed: {e}")))?;
+                    chambers.insert(record.id, Entry { record, handle });
+                }
             }
             tracing::info!(chambers = chambers.len(), "registry loaded");
         }

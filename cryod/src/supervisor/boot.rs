@@ -31,9 +31,10 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_tz();
-    let from_store = shared.store.last_session_number(record.id).await.unwrap_or(0);
-    let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
+    // The newest session row has the highest number: one query for both.
     let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
+    let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
+    let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
     let (config, warnings) = match chamber_config::load(&root, system_tz) {
         Ok(l) => (Ok(l.config), l.warnings),
         Err(e) => {
