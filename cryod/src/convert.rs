@@ -27,13 +27,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
             Desired::Stopped => pb::DesiredState::Stopped,
             Desired::Started => pb::DesiredState::Started,
         } as i32,
-        state: match v.snap.view.state {
-            State::Stopped => pb::ChamberState::Stopped,
-            State::Idle => pb::ChamberState::Idle,
-            State::Running => pb::ChamberState::Running,
-            State::Paused => pb::ChamberState::Paused,
-            State::Faulted => pb::ChamberState::Faulted,
-        } as i32,
+        state: state(v.snap.view.state) as i32,
         created_at: v.record.created_at.clone(),
         fault: v.snap.view.fault.clone().unwrap_or_default(),
         agent: v.snap.view.agent.clone(),
@@ -49,6 +43,33 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         bridges: v.snap.bridges.iter().map(bridge).collect(),
         node: v.record.owner_name.clone().unwrap_or_default(),
     }
+}
+
+pub fn state(s: State) -> pb::ChamberState {
+    match s {
+        State::Stopped => pb::ChamberState::Stopped,
+        State::Idle => pb::ChamberState::Idle,
+        State::Running => pb::ChamberState::Running,
+        State::Paused => pb::ChamberState::Paused,
+        State::Faulted => pb::ChamberState::Faulted,
+    }
+}
+
+/// The OpenMetrics text of this node's figures (see [`crate::metrics`]):
+/// chambers by state (named as in `--json`, every state shown), admission.
+pub fn metrics(daemon: &crate::daemon::Daemon) -> String {
+    use pb::ChamberState as S;
+    let mut gauges = crate::metrics::Gauges::default();
+    for s in [S::Stopped, S::Idle, S::Running, S::Paused, S::Faulted] {
+        gauges.chambers.insert(cryo_proto::json::state_name(s as i32).into(), 0);
+    }
+    for s in daemon.local_states() {
+        *gauges.chambers.entry(cryo_proto::json::state_name(state(s) as i32).into()).or_default() += 1;
+    }
+    let (queued, running, limit) = daemon.shared().admission.depth();
+    (gauges.admission_queued, gauges.admission_running, gauges.admission_limit) =
+        (queued as u64, running as u64, limit as u64);
+    crate::metrics::get().render(&gauges)
 }
 
 pub fn bridge(b: &cryo_sync::Status) -> pb::Bridge {

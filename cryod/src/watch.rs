@@ -349,8 +349,21 @@ mod tests {
         })
     }
 
+    type Heard = mpsc::Receiver<(&'static str, Change)>;
+
+    /// A chamber folder with an inbox, a new watcher (watching nothing
+    /// yet), and where its sinks report.
+    fn rig() -> (tempfile::TempDir, PathBuf, PathBuf, Watcher, mpsc::Sender<(&'static str, Change)>, Heard) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let inbox = root.join("messages/inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        let (tx, rx) = mpsc::channel();
+        (dir, root, inbox, Watcher::start(), tx, rx)
+    }
+
     /// The first event heard within a few seconds.
-    fn heard(rx: &mpsc::Receiver<(&'static str, Change)>) -> (&'static str, Change) {
+    fn heard(rx: &Heard) -> (&'static str, Change) {
         rx.recv_timeout(Duration::from_secs(10)).expect("an event")
     }
 
@@ -360,12 +373,7 @@ mod tests {
     /// leaves the supervisor's watch alone; a supervisor's watch replaces it.
     #[test]
     fn a_watch_for_the_owner_never_displaces_the_supervisors() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().to_path_buf();
-        let inbox = root.join("messages/inbox");
-        std::fs::create_dir_all(&inbox).unwrap();
-        let w = Watcher::start();
-        let (tx, rx) = mpsc::channel();
+        let (_dir, root, inbox, w, tx, rx) = rig();
         w.watch(1, &root, std::slice::from_ref(&inbox), sink("supervisor", &tx));
         w.watch_for_owner(1, &inbox, sink("owner", &tx));
         w.unwatch_for_owner(1);
@@ -392,13 +400,8 @@ mod tests {
     #[test]
     fn only_what_a_chamber_reads_is_heard() {
         use std::io::Write;
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().to_path_buf();
-        let inbox = root.join("messages/inbox");
-        std::fs::create_dir_all(&inbox).unwrap();
+        let (_dir, root, inbox, w, tx, rx) = rig();
         std::fs::write(root.join("notes.md"), "x").unwrap();
-        let w = Watcher::start();
-        let (tx, rx) = mpsc::channel();
         w.watch(1, &root, std::slice::from_ref(&inbox), sink("c", &tx));
         // The agent at work: reads, a log kept open and appended to, its own files.
         let _ = std::fs::read(root.join("notes.md")).unwrap();

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use cryo_tests::{Env, wait_until};
 
 use crate::hub::Hub;
-
-const AGENT: &str = "cryo-agent receive >/dev/null\ncryo-agent send ok >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+use crate::scheduling::{HIBERNATE, quiet_chamber};
 
 /// Parses OpenMetrics text with `prometheus_client` (which rejects what the
 /// format forbids); returns every sample as `name{labels}` → value, labels
@@ -53,14 +52,7 @@ fn metrics_parse_as_openmetrics_and_move_with_wakes() {
     let port = free_port();
     env.daemon_config(&format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"));
     let _d = env.start_daemon();
-    let c = env.chamber("c", AGENT, "");
-    c.seed_history();
-    std::fs::write(
-        c.dir.join("todo.json"),
-        r#"[{"id":1,"text":"later","done":false,"claimed":false,"at":"2099-01-01T00:00"}]"#,
-    )
-    .unwrap();
-    env.cryoctl(&["chamber", "start", "c"]).ok();
+    let c = quiet_chamber(&env, "c", HIBERNATE);
     let hub = Hub::of(&env);
 
     let before = parse(&hub.get("/metrics").body);

@@ -2,7 +2,7 @@
 
 use cryo_tests::{Chamber, Env, wait_until};
 
-const HIBERNATE: &str = "cryo-agent receive >/dev/null\ncryo-agent send ok >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+pub(crate) const HIBERNATE: &str = "cryo-agent receive >/dev/null\ncryo-agent send ok >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
 
 fn status(env: &Env, name: &str) -> serde_json::Value {
     env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
@@ -10,7 +10,7 @@ fn status(env: &Env, name: &str) -> serde_json::Value {
 
 /// A started chamber that has had its bootstrap session already (so only
 /// what the test arranges wakes it).
-fn quiet_chamber(env: &Env, name: &str, script: &str) -> Chamber {
+pub(crate) fn quiet_chamber(env: &Env, name: &str, script: &str) -> Chamber {
     let c = env.chamber(name, script, "");
     c.seed_history();
     std::fs::write(

@@ -5,6 +5,8 @@
 //! do either, cryod writes a message from `cryochamber`; its texts are here,
 //! one for each case, so the operator can tell them apart.
 
+use chrono::{DateTime, Utc};
+
 use crate::hibernate::Ending;
 
 /// Why a session began.
@@ -54,6 +56,12 @@ pub enum Outcome {
     Stopped,
     /// The daemon stopped during the session (found at restart).
     Interrupted,
+}
+
+/// How late a session's agent started after `due`, in whole milliseconds
+/// (none is negative: an early start counts as on time).
+pub fn lateness_ms(due: DateTime<Utc>, started: DateTime<Utc>) -> i64 {
+    (started - due).num_milliseconds().max(0)
 }
 
 impl Outcome {

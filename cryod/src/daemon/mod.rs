@@ -553,26 +553,9 @@ impl Daemon {
         }
     }
 
-    /// The OpenMetrics text of this node's figures (see [`crate::metrics`]).
-    pub fn metrics(&self) -> String {
-        let mut gauges = crate::metrics::Gauges::default();
-        for state in ["stopped", "idle", "running", "paused", "faulted"] {
-            gauges.chambers.insert(state.into(), 0);
-        }
-        for e in self.0.chambers.read().expect("registry lock").values() {
-            let state = match e.handle.snapshot.borrow().view.state {
-                State::Stopped => "stopped",
-                State::Idle => "idle",
-                State::Running => "running",
-                State::Paused => "paused",
-                State::Faulted => "faulted",
-            };
-            *gauges.chambers.entry(state.into()).or_default() += 1;
-        }
-        let (queued, running, limit) = self.shared().admission.depth();
-        (gauges.admission_queued, gauges.admission_running, gauges.admission_limit) =
-            (queued as u64, running as u64, limit as u64);
-        crate::metrics::get().render(&gauges)
+    /// The state of each chamber this node runs.
+    pub fn local_states(&self) -> Vec<State> {
+        self.0.chambers.read().expect("registry lock").values().map(|e| e.handle.snapshot.borrow().view.state).collect()
     }
 
     /// Every chamber (of every node of a fleet), by name.
@@ -587,30 +570,18 @@ impl Daemon {
     pub fn resolve(&self, r: &ChamberRef) -> Result<ChamberView> {
         // Only the match is copied out (a status call must not cost a copy
         // of every chamber).
-        let path = match r {
-            ChamberRef::Path(p) => Some(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())),
-            ChamberRef::Name(_) => None,
+        let local = self.0.chambers.read().expect("registry lock");
+        let remote = self.0.remote.read().expect("registry lock");
+        let mut all = local.values().map(|e| (&e.record, Some(e))).chain(remote.values().map(|r| (r, None)));
+        let hit = match r {
+            ChamberRef::Name(n) => all.find(|(rec, _)| &rec.name == n),
+            ChamberRef::Path(p) => {
+                let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+                // The deepest registered chamber containing the path.
+                all.filter(|(rec, _)| p.starts_with(&rec.path)).max_by_key(|(rec, _)| rec.path.len())
+            }
         };
-        let better = |rec: &ChamberRecord, best: Option<usize>| match (r, &path) {
-            (ChamberRef::Name(n), _) => (&rec.name == n && best.is_none()).then_some(0),
-            // The deepest registered chamber containing the path.
-            (_, Some(p)) => {
-                (p.starts_with(&rec.path) && best.is_none_or(|b| rec.path.len() > b)).then_some(rec.path.len())
-            }
-            _ => None,
-        };
-        let mut found: Option<ChamberView> = None;
-        let mut best: Option<usize> = None;
-        for e in self.0.chambers.read().expect("registry lock").values() {
-            if let Some(b) = better(&e.record, best) {
-                (found, best) = (Some(e.view()), Some(b));
-            }
-        }
-        for rec in self.0.remote.read().expect("registry lock").values() {
-            if let Some(b) = better(rec, best) {
-                (found, best) = (Some(remote_view(rec)), Some(b));
-            }
-        }
+        let found = hit.map(|(rec, local)| local.map(Entry::view).unwrap_or_else(|| remote_view(rec)));
         found.ok_or_else(|| match r {
             ChamberRef::Name(n) => Error::NotFound(format!("no chamber named {n:?} (see `cryoctl chamber list`)")),
             ChamberRef::Path(p) => Error::NotFound(format!(

@@ -133,7 +133,7 @@ async fn metrics(State(hub): State<Hub>) -> Response {
 }
 
 fn metrics_response(daemon: &Daemon) -> Response {
-    let mut r = daemon.metrics().into_response();
+    let mut r = crate::convert::metrics(daemon).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
     r
 }

@@ -44,7 +44,7 @@ impl Control for ControlService {
     }
 
     async fn metrics(&self, _req: Request<pb::MetricsRequest>) -> R<pb::MetricsReply> {
-        Ok(Response::new(pb::MetricsReply { text: self.daemon.metrics() }))
+        Ok(Response::new(pb::MetricsReply { text: convert::metrics(&self.daemon) }))
     }
 
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {

@@ -63,19 +63,21 @@ impl Sup {
                 }
                 return Some(Input::Recorded(r));
             }
-            Effect::SessionStarted { number, pid, at, lateness_ms, trigger, due } => {
+            Effect::SessionStarted { number, pid, at, trigger, due } => {
                 tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
                 if let Some(late) = due.and_then(|d| (at - d).to_std().ok()) {
                     crate::metrics::get().wake_started(trigger.as_str(), late);
                 }
+                let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
                 let start = SessionStart { number, pid, started_at: crate::rfc3339(at), lateness_ms };
                 let r = store.session_started(fence, start).await;
                 let _ = self.fenced(r);
             }
-            Effect::SessionEnded { number, at, outcome, summary, trigger, kind, started } => {
-                tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
+            Effect::SessionEnded { number, at, outcome, summary, trigger, started } => {
                 let lasted = started.and_then(|s| (at - s).to_std().ok());
-                crate::metrics::get().session_ended(trigger.as_str(), kind, lasted);
+                crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
+                let outcome = outcome.describe();
+                tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
                 let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary };
                 let r = store.session_ended(fence, end).await;
                 let _ = self.fenced(r);

@@ -267,7 +267,6 @@ impl Sup {
         let input = match ev {
             Event::Start { wait, reply } => {
                 self.reload_config().await;
-                self.reload_todos().await;
                 let req = self.wait(Waiter::Start(reply));
                 let log_session = log::last_session_number(&self.root.join("cryo.log"));
                 Input::Start { req, wait, agent_check: self.agent_check(), log_session }
@@ -282,11 +281,7 @@ impl Sup {
                 let (from, subject, text) = *message;
                 Input::Deliver { req: self.wait(Waiter::Deliver(reply)), from, subject, text }
             }
-            Event::Todo { call, reply } => {
-                let call = *call;
-                self.reload_todos().await;
-                Input::Todo { req: self.wait(Waiter::Agent(reply)), call }
-            }
+            Event::Todo { call, reply } => Input::Todo { req: self.wait(Waiter::Agent(reply)), call: *call },
             Event::WritePlan { text, reply } => Input::WritePlan { req: self.wait(Waiter::Plan(reply)), text },
             Event::Shutdown(reply) => Input::Shutdown { req: self.wait(Waiter::Done(reply)) },
             Event::Due => Input::Due,
@@ -323,18 +318,13 @@ impl Sup {
             Event::Admitted(permit) => {
                 // Admission gives a chamber one permit at a time.
                 self.permit = Some(permit);
-                // The files may have changed since the watcher last spoke.
-                self.reload_todos().await;
+                // The inbox may have changed since the watcher last spoke.
                 self.observe_inbox().await;
                 Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
             }
             Event::Agent { session, call, reply } => {
-                let call = *call;
-                if matches!(call, AgentCall::Hibernate { .. } | AgentCall::Todo(TodoCall::List)) {
-                    self.reload_todos().await;
-                }
                 self.observe_inbox().await;
-                Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call }
+                Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
             Event::Exited { session, status } => {
                 self.agent_pgid = None;
@@ -347,9 +337,10 @@ impl Sup {
             Event::BridgesChanged => return,
             Event::Sync { pull, reply } => return self.sync(pull, reply),
         };
-        if self.machine.wants_list(&input) {
-            let todos = todos::load(&self.root, self.machine.tz());
-            self.feed(Input::TodosChanged(todos)).await;
+        // The file may have changed since the watcher last spoke (and a
+        // resting machine holds no list).
+        if Chamber::wants_list(&input) {
+            self.reload_todos().await;
         }
         self.feed(input).await;
     }

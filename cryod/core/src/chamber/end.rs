@@ -153,10 +153,9 @@ impl Chamber {
         self.emit(Effect::SessionEnded {
             number: l.number,
             at: now,
-            outcome: outcome.describe(),
+            outcome: outcome.clone(),
             summary: summary.unwrap_or_default(),
             trigger: l.trigger,
-            kind: outcome.kind(),
             started: l.started_at,
         });
         self.previous_failure = outcome.failed().then(|| outcome.describe());

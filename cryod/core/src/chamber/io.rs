@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::message::Message;
-use crate::session::Trigger;
+use crate::session::{Outcome, Trigger};
 use crate::todo::{Claim, NewTodo, Settle, Todo, TodoError, TodoList};
 
 /// Names a caller waiting for a reply (the shell keeps the channel).
@@ -539,21 +539,19 @@ pub enum Effect {
         number: u64,
         pid: u32,
         at: DateTime<Utc>,
-        lateness_ms: Option<i64>,
-        /// What woke it, and when it was due (or asked for): for the figures.
+        /// What woke it, and when it was due (or asked for): its lateness is
+        /// `at - due`.
         trigger: Trigger,
         due: Option<DateTime<Utc>>,
     },
     SessionEnded {
         number: u64,
         at: DateTime<Utc>,
-        outcome: String,
+        outcome: Outcome,
         summary: String,
-        /// For the figures: what woke it, its outcome's kind
-        /// ([`Outcome::kind`](crate::session::Outcome::kind)), when its agent
-        /// started (none if it never did, or in an earlier cryod).
+        /// For the figures: what woke it, and when its agent started (none
+        /// if it never did, or in an earlier cryod).
         trigger: Trigger,
-        kind: &'static str,
         started: Option<DateTime<Utc>>,
     },
     /// Journal an inbox batch as claimed by session `number`, before the

@@ -311,8 +311,8 @@ impl Chamber {
     /// Lets go of the parsed list while no session runs, keeping what
     /// planning and the view need (the next due time): a chamber at rest
     /// costs a few bytes, not its whole `todo.json`. The shell calls it
-    /// after each event, and reads the file again where
-    /// [`wants_list`](Self::wants_list) says an input needs it.
+    /// after each event; [`wants_list`](Self::wants_list) says when it reads
+    /// the file again.
     pub fn rest(&mut self) {
         if self.live.is_some() {
             return;
@@ -322,17 +322,19 @@ impl Chamber {
         }
     }
 
-    /// Whether `input` needs the parsed list the machine let go of: the
-    /// shell then hands it `todo.json` first (as [`Input::TodosChanged`]).
-    /// A wake's admission (its claims and prompt) and a listing do.
-    pub fn wants_list(&self, input: &Input) -> bool {
-        matches!(self.todos, Ok(Held::Rest { .. }))
-            && matches!(
-                input,
-                Input::Admitted { .. }
-                    | Input::Todo { call: TodoCall::List, .. }
-                    | Input::Agent { call: Call::Todo(TodoCall::List) | Call::Hibernate { .. }, .. }
-            )
+    /// Whether `input` decides from the TODO list, so the shell reads
+    /// `todo.json` first and hands it over (as [`Input::TodosChanged`]) if it
+    /// differs from what the machine holds, which at rest it always does: a
+    /// start, a wake's admission (its claims and prompt), an operator's TODO
+    /// call, and an agent's hibernate (the gate) or listing.
+    pub fn wants_list(input: &Input) -> bool {
+        matches!(
+            input,
+            Input::Start { .. }
+                | Input::Admitted { .. }
+                | Input::Todo { .. }
+                | Input::Agent { call: Call::Todo(TodoCall::List) | Call::Hibernate { .. }, .. }
+        )
     }
 
     /// The parsed list, for what needs it (the shell gave it, see

@@ -73,10 +73,9 @@ impl Chamber {
         self.emit(Effect::SessionEnded {
             number: r.number,
             at: now,
-            outcome: outcome.describe(),
+            outcome: outcome.clone(),
             summary: r.note,
             trigger: Trigger::Recovery,
-            kind: outcome.kind(),
             started: None,
         });
         self.emit(Effect::JournalAnswer { number: r.number });

@@ -145,9 +145,8 @@ impl Chamber {
                 l.pgid = pid as i32;
                 l.started_at = Some(now);
                 let (due, trigger) = (l.due, l.trigger);
-                let lateness_ms = due.map(|d| (now - d).num_milliseconds().max(0));
-                self.last_lateness_ms = lateness_ms;
-                self.emit(Effect::SessionStarted { number, pid, at: now, lateness_ms, trigger, due });
+                self.last_lateness_ms = due.map(|d| session::lateness_ms(d, now));
+                self.emit(Effect::SessionStarted { number, pid, at: now, trigger, due });
                 self.log(format!("agent started (pid {pid})"));
                 for w in std::mem::take(&mut self.start_waiters) {
                     self.reply(w, Ok(Reply::Started(false)));

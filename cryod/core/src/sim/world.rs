@@ -738,19 +738,28 @@ impl World {
     }
 
     /// One event for a chamber, as the supervisor takes it: `todo.json` is
-    /// read first if the machine let go of the list and the input needs it,
-    /// and the machine rests after.
+    /// handed over first where the input decides from it (and differs from
+    /// what the machine holds), and the machine rests after.
     fn feed(&mut self, c: usize, input: Input) -> Step {
         fn machine(w: &mut World, c: usize) -> Option<&mut Chamber> {
             w.daemon.as_mut().and_then(|d| d.machines[c].as_mut())
         }
-        if machine(self, c).is_some_and(|m| m.wants_list(&input)) {
+        let held = self.daemon.as_ref().and_then(|d| d.machines[c].as_ref()).map(|m| m.todos());
+        let stale = held.is_some_and(|h| h != Some(Ok(&self.disks[c].todos)));
+        if Chamber::wants_list(&input) && stale {
             let list = Ok(self.disks[c].todos.clone());
             self.handle(c, Input::TodosChanged(list))?;
         }
         self.handle(c, input)?;
         if let Some(m) = machine(self, c) {
+            let planned = m.view().next_wake;
             m.rest();
+            if m.view().next_wake != planned {
+                return Err(format!(
+                    "chamber {c}: at rest it plans {:?}, with its list {planned:?}",
+                    m.view().next_wake
+                ));
+            }
         }
         Ok(())
     }
@@ -898,7 +907,7 @@ impl World {
             Effect::SessionEnded { number, outcome, .. } => {
                 if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
                     r.ended = true;
-                    r.outcome = outcome;
+                    r.outcome = outcome.describe();
                 }
                 None
             }
