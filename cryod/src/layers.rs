@@ -27,8 +27,12 @@ const LAYERS: &[&[&str]] = &[
     &["fleet"],
     // What the adapters share (conversions to the wire).
     &["convert"],
-    // Adapters: gRPC, the hub, the service manager, the socket.
-    &["rpc", "hub", "system", "server"],
+    // Adapters: gRPC, the service manager.
+    &["rpc", "system"],
+    // The operator's MCP tools (over the Control service, in process or not).
+    &["mcp"],
+    // Adapters that serve the others: the hub (with `/mcp`), the socket.
+    &["hub", "server"],
     // Test support that drives a whole daemon.
     &["fuzzing"],
 ];

@@ -26,6 +26,7 @@ pub mod keeper;
 #[cfg(test)]
 mod layers;
 pub mod lease;
+pub mod mcp;
 pub mod metrics;
 pub mod paths;
 pub mod rpc;

@@ -27,6 +27,11 @@
 //! Any other `agent` command runs as given, with the prompt as its last
 //! argument. A prompt too long for one argument is written to a file and the
 //! agent is told to read it.
+//!
+//! Unless the chamber says `mcp = false`, each known kind also gets
+//! `cryo-agent mcp` as an MCP server named `cryo`, without touching the
+//! user's own configuration files. What was verified on the pinned CLIs, and
+//! how each exposes the tools, is in `spawn-mcp.md` beside this file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,9 +44,28 @@ pub const MAX_PROMPT_ARG: usize = 100 * 1024;
 pub struct Launch {
     pub program: String,
     pub args: Vec<String>,
-    /// Extra environment the kind needs (never secrets).
+    /// Extra environment the kind needs; it wins over `[provider].env`
+    /// (whose `OPENCODE_CONFIG_CONTENT` it merges).
     pub env: BTreeMap<String, String>,
+    /// Files to write first (path relative to the chamber, contents): the
+    /// MCP configuration a kind reads from a file.
+    pub files: Vec<(String, String)>,
 }
+
+/// `cryo-agent mcp` as this session's MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mcp {
+    /// The `cryo-agent` binary (absolute when found).
+    pub program: String,
+}
+
+/// Where Claude Code's MCP configuration is written, in the chamber.
+pub const CLAUDE_MCP_CONFIG: &str = ".cryo/mcp.json";
+
+/// The session's variables an MCP server needs (Codex filters a server's
+/// environment to a few variables plus those it is told to forward).
+const SESSION_VARS: &[&str] =
+    &["CRYO_SOCKET", "CRYO_CHAMBER", "CRYO_SESSION", "CRYO_WAKE_ID", "CRYO_SESSION_TOKEN", "TZ"];
 
 /// The agent kinds cryo knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +84,11 @@ impl Kind {
             Some("opencode") => Kind::OpenCode,
             _ => Kind::Other,
         }
+    }
+
+    /// The kind of an `agent` command line (its first word).
+    pub fn of_agent(agent: &str) -> Kind {
+        split_words(agent).ok().and_then(|w| w.into_iter().next()).map(|p| Kind::of(&p)).unwrap_or(Kind::Other)
     }
 }
 
@@ -122,6 +151,8 @@ pub fn command_line(
     prompt: &str,
     prompt_file: &str,
     as_root: bool,
+    mcp: Option<&Mcp>,
+    provider_env: &BTreeMap<String, String>,
 ) -> Result<Launch, String> {
     let mut words = split_words(agent)?;
     let program = words.remove(0);
@@ -136,7 +167,10 @@ pub fn command_line(
     let dir = chamber.to_string_lossy().into_owned();
     let mut env = BTreeMap::new();
     let mut args: Vec<String> = Vec::new();
-    match Kind::of(&program) {
+    let mut files = Vec::new();
+    let kind = Kind::of(&program);
+    let mcp = mcp.filter(|_| kind != Kind::Other);
+    match kind {
         Kind::Claude => {
             args.push("-p".into());
             let chose =
@@ -149,8 +183,20 @@ pub fn command_line(
                 // unless told it runs in a sandbox.
                 env.insert("IS_SANDBOX".into(), "1".into());
             }
-            if !skip && !own_tools {
-                args.extend(["--allowedTools".into(), CLAUDE_TOOLS.into()]);
+            if let Some(m) = mcp {
+                let config = serde_json::json!({ "mcpServers": { "cryo": { "command": m.program, "args": ["mcp"] } } });
+                files.push((CLAUDE_MCP_CONFIG.to_string(), format!("{config:#}\n")));
+                let path = chamber.join(CLAUDE_MCP_CONFIG).to_string_lossy().into_owned();
+                args.extend(["--mcp-config".into(), path, "--strict-mcp-config".into()]);
+            }
+            match (skip, own_tools, mcp.is_some()) {
+                (false, false, true) => {
+                    args.extend(["--allowedTools".into(), format!("{CLAUDE_TOOLS},{CLAUDE_MCP_TOOLS}")])
+                }
+                (false, false, false) => args.extend(["--allowedTools".into(), CLAUDE_TOOLS.into()]),
+                // The user's own list stands; cryo's tools are allowed beside it.
+                (false, true, true) => args.extend(["--allowedTools".into(), CLAUDE_MCP_TOOLS.into()]),
+                (true, _, _) | (false, true, false) => {}
             }
             args.push("--".into());
             args.push(prompt_arg);
@@ -174,11 +220,29 @@ pub fn command_line(
             }
             args.extend(["-c".into(), "shell_environment_policy.inherit=all".into()]);
             args.extend(["-c".into(), "allow_login_shell=false".into()]);
+            if let Some(m) = mcp {
+                let string = |s: &str| toml::Value::String(s.to_string()).to_string();
+                let vars = SESSION_VARS.iter().map(|v| string(v)).collect::<Vec<_>>().join(",");
+                for setting in [
+                    format!("mcp_servers.cryo.command={}", string(&m.program)),
+                    "mcp_servers.cryo.args=[\"mcp\"]".to_string(),
+                    format!("mcp_servers.cryo.env_vars=[{vars}]"),
+                    // exec never asks: without this every MCP call is refused.
+                    "mcp_servers.cryo.default_tools_approval_mode=\"approve\"".to_string(),
+                    // Wait for the server before the first request (else ~1 s).
+                    "mcp_servers.cryo.required=true".to_string(),
+                ] {
+                    args.extend(["-c".into(), setting]);
+                }
+            }
             args.extend(extra);
             args.push(prompt_arg);
         }
         Kind::OpenCode => {
             args.extend(["run".into(), "--dir".into(), dir, "--auto".into()]);
+            if let Some(m) = mcp {
+                env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
+            }
             args.extend(extra);
             args.push(prompt_arg);
         }
@@ -187,13 +251,49 @@ pub fn command_line(
             args.push(prompt_arg);
         }
     }
-    env.insert("CRYO_AGENT_KIND".into(), format!("{:?}", Kind::of(&program)).to_lowercase());
-    Ok(Launch { program, args, env })
+    env.insert("CRYO_AGENT_KIND".into(), format!("{kind:?}").to_lowercase());
+    Ok(Launch { program, args, env, files })
+}
+
+/// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`
+/// (from `[provider].env`), if any, with the `cryo` server and the permission
+/// for its tools added. OpenCode merges it over its config files.
+fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> Result<String, String> {
+    use serde_json::{Value, json};
+    let mut config = match provider_env.get("OPENCODE_CONFIG_CONTENT") {
+        Some(text) => serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(Value::is_object)
+            .ok_or("[provider].env OPENCODE_CONFIG_CONTENT is not a JSON object")?,
+        None => json!({}),
+    };
+    let server = json!({ "type": "local", "command": [m.program, "mcp"], "enabled": true });
+    let object = |v: &mut Value, key: &str| -> Result<(), String> {
+        let slot = v.as_object_mut().expect("an object").entry(key).or_insert_with(|| json!({}));
+        if !slot.is_object() {
+            return Err(format!("[provider].env OPENCODE_CONFIG_CONTENT: `{key}` is not an object"));
+        }
+        Ok(())
+    };
+    object(&mut config, "mcp")?;
+    config["mcp"]["cryo"] = server;
+    match config.get("permission") {
+        // A single answer for every tool ("allow", "ask") stands as the user's.
+        Some(Value::String(_)) => {}
+        _ => {
+            object(&mut config, "permission")?;
+            config["permission"]["cryo_*"] = json!("allow");
+        }
+    }
+    Ok(config.to_string())
 }
 
 /// Tools Claude Code may use unattended: what an agent needs to work in its
 /// chamber, `Bash` among them for `cryo-agent`.
 const CLAUDE_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";
+
+/// cryo's own MCP tools, as Claude Code names them (`mcp__cryo__hibernate`, ...).
+const CLAUDE_MCP_TOOLS: &str = "mcp__cryo";
 
 /// The folder holding `cryo-agent` (beside the running binary).
 pub fn agent_bin_dir() -> Option<PathBuf> {
@@ -288,50 +388,109 @@ mod tests {
         assert!(split_words("   ").is_err());
     }
 
+    /// A command line without MCP (`mcp = false`), in chamber `/c`.
+    fn line(agent: &str, as_root: bool) -> Result<Launch, String> {
+        command_line(agent, Path::new("/c"), "P", "f", as_root, None, &BTreeMap::new())
+    }
+
     #[test]
     fn known_kinds() {
-        let c = Path::new("/c");
         for as_root in [false, true] {
-            let l = command_line("claude", c, "P", "f", as_root).unwrap();
+            let l = line("claude", as_root).unwrap();
             assert_eq!(l.args, ["-p", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
             assert!(!l.env.contains_key("IS_SANDBOX"));
         }
-        let l = command_line("claude --model opus", c, "P", "f", true).unwrap();
+        let l = line("claude --model opus", true).unwrap();
         assert_eq!(l.args, ["-p", "--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
         // The user's explicit choices stand.
-        let l = command_line("claude --dangerously-skip-permissions", c, "P", "f", true).unwrap();
+        let l = line("claude --dangerously-skip-permissions", true).unwrap();
         assert_eq!(l.args, ["-p", "--dangerously-skip-permissions", "--", "P"]);
         assert_eq!(l.env.get("IS_SANDBOX").map(String::as_str), Some("1"));
-        let l = command_line("claude --dangerously-skip-permissions", c, "P", "f", false).unwrap();
+        let l = line("claude --dangerously-skip-permissions", false).unwrap();
         assert!(!l.env.contains_key("IS_SANDBOX"));
-        let l = command_line("claude --permission-mode acceptEdits", c, "P", "f", false).unwrap();
+        let l = line("claude --permission-mode acceptEdits", false).unwrap();
         assert_eq!(l.args, ["-p", "--permission-mode", "acceptEdits", "--", "P"]);
 
-        let l = command_line("/usr/bin/codex", c, "P", "f", false).unwrap();
+        let l = line("/usr/bin/codex", false).unwrap();
         assert_eq!(l.program, "/usr/bin/codex");
         assert_eq!(l.args[..4], ["exec", "-C", "/c", "--skip-git-repo-check"]);
+        assert!(!l.args.iter().any(|a| a.contains("mcp")));
         assert!(l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
         assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
         assert!(l.args.contains(&"allow_login_shell=false".to_string()));
         assert_eq!(l.args.last().unwrap(), "P");
-        let l = command_line("codex --sandbox workspace-write", c, "P", "f", false).unwrap();
+        let l = line("codex --sandbox workspace-write", false).unwrap();
         assert!(!l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
         assert!(l.args.contains(&"sandbox_workspace_write.network_access=true".to_string()));
         assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
 
-        let l = command_line("opencode", c, "P", "f", false).unwrap();
+        let l = line("opencode", false).unwrap();
         assert_eq!(l.args, ["run", "--dir", "/c", "--auto", "P"]);
-        let l = command_line("sh agent.sh --fast", c, "P", "f", false).unwrap();
+        assert!(!l.env.contains_key("OPENCODE_CONFIG_CONTENT") && l.files.is_empty());
+        let l = line("sh agent.sh --fast", false).unwrap();
         assert_eq!(
             (l.program.as_str(), l.args.as_slice()),
             ("sh", &["agent.sh".to_string(), "--fast".into(), "P".into()][..])
         );
     }
 
+    /// Every kind's command line with and without cryo's MCP server, as
+    /// cryod spawns it (`mcp = false` must stay the line of before).
+    #[test]
+    fn command_lines_with_and_without_mcp() {
+        let m = Mcp { program: "/opt/cryo/cryo-agent".into() };
+        let mut out = String::new();
+        for agent in [
+            "claude",
+            "claude --allowedTools Bash",
+            "claude --dangerously-skip-permissions",
+            "codex",
+            "codex --sandbox workspace-write",
+            "opencode",
+            "sh agent.sh",
+        ] {
+            for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {
+                let l = command_line(agent, Path::new("/c"), "P", "f", false, mcp, &BTreeMap::new()).unwrap();
+                out.push_str(&format!("# {agent} ({name})\n{} {}\n", l.program, l.args.join(" ")));
+                for (k, v) in &l.env {
+                    out.push_str(&format!("  env {k}={v}\n"));
+                }
+                for (path, text) in &l.files {
+                    out.push_str(&format!("  file {path}: {}\n", text.replace('\n', " ")));
+                }
+            }
+        }
+        insta::assert_snapshot!(out);
+    }
+
+    /// OpenCode's inline config merges the user's own, and keeps a single
+    /// permission answer the user gave for every tool.
+    #[test]
+    fn opencode_config_merges_the_users() {
+        let m = Mcp { program: "cryo-agent".into() };
+        let mut env = BTreeMap::new();
+        env.insert(
+            "OPENCODE_CONFIG_CONTENT".to_string(),
+            r#"{"model":"local/m1","mcp":{"other":{"type":"local","command":["x"]}},"permission":{"bash":"ask"}}"#
+                .to_string(),
+        );
+        let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+        assert_eq!(v["model"], "local/m1");
+        assert_eq!(v["mcp"]["other"]["command"][0], "x");
+        assert_eq!(v["mcp"]["cryo"]["command"], serde_json::json!(["cryo-agent", "mcp"]));
+        assert_eq!(v["permission"], serde_json::json!({ "bash": "ask", "cryo_*": "allow" }));
+        env.insert("OPENCODE_CONFIG_CONTENT".to_string(), r#"{"permission":"allow"}"#.to_string());
+        let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+        assert_eq!(v["permission"], "allow");
+        env.insert("OPENCODE_CONFIG_CONTENT".to_string(), "[1]".to_string());
+        assert!(opencode_config(&m, &env).unwrap_err().contains("not a JSON object"));
+    }
+
     #[test]
     fn long_prompts_go_through_a_file() {
         let long = "x".repeat(MAX_PROMPT_ARG + 1);
-        let l = command_line("sh a.sh", Path::new("/c"), &long, ".cryo/prompt.md", false).unwrap();
+        let l =
+            command_line("sh a.sh", Path::new("/c"), &long, ".cryo/prompt.md", false, None, &BTreeMap::new()).unwrap();
         assert!(l.args.last().unwrap().contains(".cryo/prompt.md"));
         assert!(l.args.last().unwrap().len() < 1000);
     }

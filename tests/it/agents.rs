@@ -10,6 +10,10 @@
 //! replies, marks the TODO done and hibernates with `--complete`.
 //!
 //! `.ci/run` installs the CLIs (`npm ci --prefix tests/agents`) and sets
+//! The same plan runs again through cryo's MCP tools only (issue 20): the
+//! model server calls `send`, `todo_add`, `hibernate`, ... under the names
+//! each CLI gives them, and never the shell.
+//!
 //! `CRYO_REQUIRE_AGENT_CLIS=1`, so there a missing CLI fails the test; on a
 //! machine without them each test says it skipped, and why. With
 //! `CRYO_MODEL_DUMP=DIR`, each test writes the requests its CLI made to
@@ -35,6 +39,29 @@ fn cli(bin: &str) -> Option<PathBuf> {
     assert!(std::env::var_os("CRYO_REQUIRE_AGENT_CLIS").is_none(), "{why}");
     eprintln!("SKIPPED: {why}");
     None
+}
+
+/// The two-session plan through MCP tools only.
+fn two_session_plan_by_tools() -> Script {
+    use serde_json::json;
+    Script::new()
+        .on_tools(
+            "- session: 1\n",
+            &[
+                ("send", json!({ "text": "hello from session 1, through MCP" })),
+                ("todo_add", json!({ "text": "read the reply", "at": "+5s" })),
+                ("hibernate", json!({ "summary": "said hello" })),
+            ],
+        )
+        .on_tools(
+            "- session: 2\n",
+            &[
+                ("receive", json!({})),
+                ("send", json!({ "text": "thanks, got your note (MCP)" })),
+                ("todo_done", json!({ "id": 1 })),
+                ("hibernate", json!({ "complete": true, "summary": "plan complete" })),
+            ],
+        )
 }
 
 fn two_session_plan() -> Script {
@@ -70,8 +97,26 @@ enum As {
 /// line), `[provider].env` and any files it needs arranged by `setup`, and
 /// checks the chamber's files.
 fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    run_script(bin, args, who, setup, two_session_plan(), ("hello from session 1", "thanks, got your note"));
+}
+
+/// [`run_plan`] with the MCP tools instead of the shell.
+fn run_plan_by_tools(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    let sent = ("hello from session 1, through MCP", "thanks, got your note (MCP)");
+    run_script(bin, args, who, setup, two_session_plan_by_tools(), sent);
+}
+
+fn run_script(
+    bin: &str,
+    args: &str,
+    who: As,
+    setup: impl FnOnce(&Env, &ModelServer) -> String,
+    script: Script,
+    sent: (&str, &str),
+) {
     let Some(path) = cli(bin) else { return };
-    let model = ModelServer::start(two_session_plan());
+    let expected: Vec<String> = ["- session: 1\n", "- session: 2\n"].iter().flat_map(|m| script.commands(m)).collect();
+    let model = ModelServer::start(script);
     let mut env = Env::new();
     if who == As::Nobody
         && let Err(why) = env.run_as(65534, 65534, &[&path])
@@ -104,8 +149,8 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
     assert_eq!(c.ended(), 2, "{}", diag(&c));
     assert!(c.fallbacks().is_empty(), "cryod had to write a fallback: {:?}\n{}", c.fallbacks(), diag(&c));
     let outbox = c.outbox();
-    assert!(outbox.iter().any(|m| m.contains("hello from session 1")), "{outbox:?}");
-    assert!(outbox.iter().any(|m| m.contains("thanks, got your note")), "{outbox:?}");
+    assert!(outbox.iter().any(|m| m.contains(sent.0)), "{outbox:?}");
+    assert!(outbox.iter().any(|m| m.contains(sent.1)), "{outbox:?}");
     let claimed = c.messages("messages/inbox/archive");
     assert!(claimed.iter().any(|(_, t)| t.contains("the build is green")), "the inbox message was not received");
     if who == As::Nobody {
@@ -114,8 +159,15 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
     }
     let todos = c.todos().to_string();
     assert!(todos.contains("read the reply"), "session 1's TODO is missing: {todos}");
-    // The CLI ran each scripted command through its own shell tool.
-    assert_eq!(model.answered(), two_session_plan_commands(), "{}", diag(&c));
+    // The CLI ran each scripted step: a command through its own shell tool,
+    // or a call of cryo's MCP tool; nothing else.
+    assert_eq!(model.answered(), expected, "{}", diag(&c));
+    let by_tools = expected.iter().any(|s| s.starts_with("tool "));
+    if by_tools && bin == "claude" {
+        // Claude Code defers MCP tools: each was fetched by a search first.
+        assert!(!model.searches().is_empty(), "no ToolSearch call: {}", model.transcript());
+        assert!(c.read(".cryo/mcp.json").contains("\"mcpServers\""), "{}", c.read(".cryo/mcp.json"));
+    }
     // Every answered request was a streamed one, and carried the key the
     // way its API says (`x-api-key` for Anthropic, a bearer token for OpenAI's).
     for seen in model.seen().iter().filter(|s| s.answered.is_some()) {
@@ -136,11 +188,6 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
     }
     // The provider's key reached the CLI (it sent it) but not cryo's logs.
     assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
-}
-
-fn two_session_plan_commands() -> Vec<String> {
-    let s = two_session_plan();
-    ["- session: 1\n", "- session: 2\n"].iter().flat_map(|m| s.commands(m)).collect()
 }
 
 fn claude_provider(_: &Env, model: &ModelServer) -> String {
@@ -226,6 +273,43 @@ fn opencode_runs_a_two_session_plan_as_a_normal_user() {
 #[test]
 fn codex_in_its_workspace_write_sandbox() {
     run_plan("codex", "--sandbox workspace-write", As::Me, codex_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("claude", "", As::Me, claude_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("claude", "", As::Nobody, claude_provider);
+}
+
+/// A user's own `--allowedTools` stands, and cryo's tools are allowed
+/// beside it (a second `--allowedTools mcp__cryo`: the lists add up).
+#[test]
+fn claude_code_with_its_own_allowed_tools_still_reaches_cryo_tools() {
+    run_plan_by_tools("claude", "--allowedTools Read", As::Me, claude_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("codex", "", As::Me, codex_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("codex", "", As::Nobody, codex_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("opencode", "", As::Me, opencode_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("opencode", "", As::Nobody, opencode_provider);
 }
 
 /// `cryoctl doctor` finds each configured CLI, reports its version against

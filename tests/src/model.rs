@@ -9,11 +9,16 @@
 //!   through an OpenAI-compatible provider).
 //!
 //! A [`Script`] maps a marker in the user's prompt (`- session: 2`) to the
-//! shell commands of that session. Each request is answered with the next
-//! command as a call of the client's shell tool; which one is next is the
-//! number of tool results the conversation already holds. When the commands
-//! are used up, or the request offers no shell tool (title generation and
-//! other side requests), the answer is a short text that ends the turn.
+//! steps of that session: shell commands, answered as a call of the client's
+//! shell tool, or calls of cryo's MCP tools by name (`send`), answered with
+//! the name under which the client offers them: Anthropic `mcp__cryo__send`,
+//! OpenAI Responses `send` inside the namespace `mcp__cryo`, Chat Completions
+//! `cryo_send`. A tool the client only lists as deferred (Claude Code's tool
+//! search) is first fetched with a `ToolSearch` call. Which step is next is
+//! the number of calls the conversation already holds, tool searches aside.
+//! When the steps are used up, or the request offers no tool for the next one
+//! (title generation and other side requests), the answer is a short text
+//! that ends the turn.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -24,10 +29,29 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-/// One session's commands, chosen by a marker in the prompt.
+/// One step of a session: a shell command, or a call of one of cryo's MCP
+/// tools with its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Shell(String),
+    Tool(String, Value),
+}
+
+impl Step {
+    /// How the step is shown in [`ModelServer::answered`]: the command, or
+    /// `tool NAME ARGS`.
+    pub fn label(&self) -> String {
+        match self {
+            Step::Shell(c) => c.clone(),
+            Step::Tool(name, args) => format!("tool {name} {args}"),
+        }
+    }
+}
+
+/// One session's steps, chosen by a marker in the prompt.
 #[derive(Clone, Debug, Default)]
 pub struct Script {
-    turns: Vec<(String, Vec<String>)>,
+    turns: Vec<(String, Vec<Step>)>,
 }
 
 impl Script {
@@ -35,18 +59,26 @@ impl Script {
         Script::default()
     }
 
-    /// The commands to run when the prompt contains `marker`.
+    /// The shell commands to run when the prompt contains `marker`.
     pub fn on(mut self, marker: &str, commands: &[&str]) -> Script {
-        self.turns.push((marker.to_string(), commands.iter().map(|c| c.to_string()).collect()));
+        self.turns.push((marker.to_string(), commands.iter().map(|c| Step::Shell(c.to_string())).collect()));
         self
     }
 
-    /// The commands of the first turn whose marker `prompt` contains.
-    pub fn commands(&self, prompt: &str) -> Vec<String> {
-        self.commands_for(prompt).to_vec()
+    /// The MCP tool calls (cryo's tool name, arguments) to make when the
+    /// prompt contains `marker`.
+    pub fn on_tools(mut self, marker: &str, calls: &[(&str, Value)]) -> Script {
+        self.turns
+            .push((marker.to_string(), calls.iter().map(|(n, a)| Step::Tool(n.to_string(), a.clone())).collect()));
+        self
     }
 
-    fn commands_for(&self, prompt: &str) -> &[String] {
+    /// The steps' labels of the first turn whose marker `prompt` contains.
+    pub fn commands(&self, prompt: &str) -> Vec<String> {
+        self.steps_for(prompt).iter().map(Step::label).collect()
+    }
+
+    fn steps_for(&self, prompt: &str) -> &[Step] {
         self.turns.iter().find(|(m, _)| prompt.contains(m.as_str())).map(|(_, c)| c.as_slice()).unwrap_or(&[])
     }
 }
@@ -58,7 +90,8 @@ pub struct Seen {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
-    /// The shell command this request was answered with, if any.
+    /// The step this request was answered with, if any ([`Step::label`]);
+    /// a tool search is `ToolSearch QUERY`.
     pub answered: Option<String>,
 }
 
@@ -102,9 +135,14 @@ impl ModelServer {
         self.inner.seen.lock().unwrap().clone()
     }
 
-    /// Every command the server handed out, in order.
+    /// Every step the server handed out, in order (tool searches aside).
     pub fn answered(&self) -> Vec<String> {
-        self.seen().into_iter().filter_map(|s| s.answered).collect()
+        self.seen().into_iter().filter_map(|s| s.answered).filter(|a| !a.starts_with(TOOL_SEARCH)).collect()
+    }
+
+    /// Every tool search the server asked for (Claude Code's deferred tools).
+    pub fn searches(&self) -> Vec<String> {
+        self.seen().into_iter().filter_map(|s| s.answered).filter(|a| a.starts_with(TOOL_SEARCH)).collect()
     }
 
     /// One line per request (path, the command answered), for failure messages.
@@ -142,10 +180,7 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
     };
     let convo = Conversation::read(api, &body);
-    let answer = convo.shell_tool.as_ref().and_then(|tool| {
-        let commands = inner.script.commands_for(&convo.prompt);
-        commands.get(convo.tool_results).map(|cmd| (tool.clone(), cmd.clone()))
-    });
+    let answer = inner.script.steps_for(&convo.prompt).get(convo.calls).and_then(|step| convo.call(step));
     let kept_headers = headers
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "content-length" | "accept-encoding" | "connection"))
@@ -155,13 +190,13 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         path: path.clone(),
         headers: kept_headers,
         body: body.clone(),
-        answered: answer.as_ref().map(|(_, c)| c.clone()),
+        answered: answer.as_ref().map(|c| c.label.clone()),
     });
     let n = inner.seen.lock().unwrap().len();
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("m1").to_string();
-    let reply = match &answer {
-        Some((tool, cmd)) => Reply::Tool { name: tool.name.clone(), arguments: tool.arguments(cmd), id: n },
+    let reply = match answer {
+        Some(c) => Reply::Tool { name: c.name, namespace: c.namespace, arguments: c.arguments, id: n },
         None => Reply::Text("Done.".into()),
     };
     let events = match api {
@@ -205,20 +240,70 @@ impl ShellTool {
     }
 }
 
-/// What the server needs from a request: the prompt text, how many tool
-/// results came back so far, and the shell tool on offer.
+/// What the server needs from a request: the prompt text, how many calls
+/// the model made so far (tool searches aside), and the tools on offer.
 struct Conversation {
     prompt: String,
-    tool_results: usize,
+    calls: usize,
     shell_tool: Option<ShellTool>,
+    /// Every offered tool: (namespace, name).
+    offered: Vec<(Option<String>, String)>,
+}
+
+/// A call to answer with.
+struct Call {
+    name: String,
+    namespace: Option<String>,
+    arguments: Value,
+    label: String,
 }
 
 const SHELL_NAMES: &[&str] = &["bash", "shell", "exec_command"];
 
+/// Claude Code's tool that loads deferred tools' schemas.
+const TOOL_SEARCH: &str = "ToolSearch";
+
+impl Conversation {
+    /// The call that makes `step`, if the request offers what it needs.
+    fn call(&self, step: &Step) -> Option<Call> {
+        match step {
+            Step::Shell(cmd) => self.shell_tool.as_ref().map(|t| Call {
+                name: t.name.clone(),
+                namespace: None,
+                arguments: t.arguments(cmd),
+                label: step.label(),
+            }),
+            Step::Tool(tool, args) => {
+                let found = self.offered.iter().find(|(ns, name)| match ns {
+                    Some(ns) => ns.contains("cryo") && name == tool,
+                    None => *name == format!("mcp__cryo__{tool}") || *name == format!("cryo_{tool}"),
+                });
+                if let Some((namespace, name)) = found {
+                    return Some(Call {
+                        name: name.clone(),
+                        namespace: namespace.clone(),
+                        arguments: args.clone(),
+                        label: step.label(),
+                    });
+                }
+                // Deferred: listed by name only, fetched by a search first.
+                let search = self.offered.iter().any(|(ns, n)| ns.is_none() && n == TOOL_SEARCH);
+                let query = format!("select:mcp__cryo__{tool}");
+                search.then(|| Call {
+                    name: TOOL_SEARCH.into(),
+                    namespace: None,
+                    arguments: json!({ "query": query, "max_results": 5 }),
+                    label: format!("{TOOL_SEARCH} {query}"),
+                })
+            }
+        }
+    }
+}
+
 impl Conversation {
     fn read(api: Api, body: &Value) -> Conversation {
         let mut prompt = String::new();
-        let mut tool_results = 0;
+        let mut calls = 0;
         let empty = Vec::new();
         let text_of = |content: &Value, prompt: &mut String| match content {
             Value::String(s) => prompt.push_str(s),
@@ -234,25 +319,23 @@ impl Conversation {
             }
             _ => {}
         };
+        let not_search = |name: Option<&str>| name != Some(TOOL_SEARCH);
         match api {
             Api::Messages | Api::Chat => {
                 for m in body.get("messages").and_then(Value::as_array).unwrap_or(&empty) {
                     let role = m.get("role").and_then(Value::as_str).unwrap_or("");
                     let content = m.get("content").unwrap_or(&Value::Null);
                     match role {
-                        "user" => {
-                            text_of(content, &mut prompt);
-                            tool_results += content
-                                .as_array()
-                                .map(|parts| {
-                                    parts
-                                        .iter()
-                                        .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
-                                        .count()
-                                })
-                                .unwrap_or(0);
+                        "user" => text_of(content, &mut prompt),
+                        "assistant" => {
+                            // Messages: tool_use blocks; Chat: tool_calls.
+                            let blocks = content.as_array().unwrap_or(&empty).iter().filter(|b| {
+                                b.get("type").and_then(Value::as_str) == Some("tool_use")
+                                    && not_search(b.get("name").and_then(Value::as_str))
+                            });
+                            calls += blocks.count();
+                            calls += m.get("tool_calls").and_then(Value::as_array).map_or(0, Vec::len);
                         }
-                        "tool" => tool_results += 1,
                         _ => {}
                     }
                 }
@@ -260,7 +343,7 @@ impl Conversation {
             Api::Responses => {
                 for item in body.get("input").and_then(Value::as_array).unwrap_or(&empty) {
                     match item.get("type").and_then(Value::as_str) {
-                        Some("function_call_output" | "custom_tool_call_output") => tool_results += 1,
+                        Some("function_call" | "custom_tool_call") => calls += 1,
                         Some("message") | None if item.get("role").and_then(Value::as_str) == Some("user") => {
                             text_of(item.get("content").unwrap_or(&Value::Null), &mut prompt)
                         }
@@ -269,19 +352,31 @@ impl Conversation {
                 }
             }
         }
-        let shell_tool = body.get("tools").and_then(Value::as_array).and_then(|tools| {
-            tools.iter().find_map(|t| {
-                // Messages: {name, input_schema}; Responses: {type, name,
-                // parameters}; Chat: {type, function: {name, parameters}}.
-                let f = t.get("function").unwrap_or(t);
-                let name = f.get("name").and_then(Value::as_str)?;
-                SHELL_NAMES.contains(&name.to_lowercase().as_str()).then(|| ShellTool {
+        // Messages: {name, input_schema}; Responses: {type, name,
+        // parameters}, or a namespace {type, name, tools}; Chat: {type,
+        // function: {name, parameters}}.
+        let mut offered = Vec::new();
+        let mut shell_tool = None;
+        for t in body.get("tools").and_then(Value::as_array).unwrap_or(&empty) {
+            let f = t.get("function").unwrap_or(t);
+            let Some(name) = f.get("name").and_then(Value::as_str) else { continue };
+            if t.get("type").and_then(Value::as_str) == Some("namespace") {
+                for inner in t.get("tools").and_then(Value::as_array).unwrap_or(&empty) {
+                    if let Some(n) = inner.get("name").and_then(Value::as_str) {
+                        offered.push((Some(name.to_string()), n.to_string()));
+                    }
+                }
+                continue;
+            }
+            offered.push((None, name.to_string()));
+            if shell_tool.is_none() && SHELL_NAMES.contains(&name.to_lowercase().as_str()) {
+                shell_tool = Some(ShellTool {
                     name: name.to_string(),
                     params: f.get("input_schema").or_else(|| f.get("parameters")).cloned().unwrap_or(Value::Null),
-                })
-            })
-        });
-        Conversation { prompt, tool_results, shell_tool }
+                });
+            }
+        }
+        Conversation { prompt, calls, shell_tool, offered }
     }
 }
 
@@ -292,7 +387,7 @@ enum Answer {
 }
 
 enum Reply {
-    Tool { name: String, arguments: Value, id: usize },
+    Tool { name: String, namespace: Option<String>, arguments: Value, id: usize },
     Text(String),
 }
 
@@ -305,7 +400,7 @@ fn sse(events: &[(&str, Value)]) -> String {
 fn messages_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
     let usage = json!({ "input_tokens": 10, "output_tokens": 5 });
     let (block, stop) = match reply {
-        Reply::Tool { name, arguments, id } => (
+        Reply::Tool { name, arguments, id, .. } => (
             json!({ "type": "tool_use", "id": format!("toolu_{id:04}"), "name": name, "input": arguments }),
             "tool_use",
         ),
@@ -348,10 +443,16 @@ fn messages_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer
 /// OpenAI Responses API: a response object, or its streamed events.
 fn responses_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
     let item = match reply {
-        Reply::Tool { name, arguments, id } => json!({
-            "type": "function_call", "id": format!("fc_{id:04}"), "call_id": format!("call_{id:04}"),
-            "name": name, "arguments": arguments.to_string(), "status": "completed",
-        }),
+        Reply::Tool { name, namespace, arguments, id } => {
+            let mut item = json!({
+                "type": "function_call", "id": format!("fc_{id:04}"), "call_id": format!("call_{id:04}"),
+                "name": name, "arguments": arguments.to_string(), "status": "completed",
+            });
+            if let Some(ns) = namespace {
+                item["namespace"] = json!(ns);
+            }
+            item
+        }
         Reply::Text(t) => json!({
             "type": "message", "id": format!("msg_{n:04}"), "role": "assistant", "status": "completed",
             "content": [{ "type": "output_text", "text": t, "annotations": [] }],
@@ -391,7 +492,7 @@ fn responses_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answe
 fn chat_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
     let id = format!("chatcmpl-{n:04}");
     let (message, finish) = match reply {
-        Reply::Tool { name, arguments, id } => (
+        Reply::Tool { name, arguments, id, .. } => (
             json!({ "role": "assistant", "content": null, "tool_calls": [{
                 "index": 0, "id": format!("call_{id:04}"), "type": "function",
                 "function": { "name": name, "arguments": arguments.to_string() } }] }),

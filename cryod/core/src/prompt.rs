@@ -36,7 +36,15 @@ pub struct PromptInput<'a> {
     pub previous_failure: Option<&'a str>,
     /// An operator's note for a manual wake.
     pub note: Option<&'a str>,
+    /// cryo's verbs are also MCP tools in the agent's tool list.
+    pub mcp: bool,
 }
+
+/// Said when the agent has cryo's MCP tools.
+pub const MCP_NOTE: &str = "Your tool list has cryo's verbs as tools, from the MCP server named `cryo`: `hibernate`, \
+`send`, `receive`, `dialog`, `todo_add`, `todo_list`, `todo_done`, `todo_remove` and `time`, shaped like the \
+commands above (`todo add --at` is `todo_add` with `at`). Prefer them to the shell (no quoting); the `cryo-agent` \
+commands still work.";
 
 pub fn build(p: &PromptInput<'_>) -> String {
     let mut s = String::with_capacity(PROTOCOL.len() + 2048);
@@ -46,6 +54,9 @@ pub fn build(p: &PromptInput<'_>) -> String {
     s.push_str(&format!("- session: {}\n", p.session));
     s.push_str(&format!("- now: {} ({})\n", format_in(p.now, p.tz), p.tz.name()));
     s.push_str(&format!("- woke because: {}\n", reasons(p)));
+    if p.mcp {
+        s.push_str(&format!("- tools: {MCP_NOTE}\n"));
+    }
 
     let mut notices = Vec::new();
     if let Some(due) = p.due {
@@ -159,6 +170,7 @@ mod tests {
             due: None,
             previous_failure: None,
             note: None,
+            mcp: false,
         }
     }
 
@@ -184,6 +196,10 @@ mod tests {
         assert!(p.contains("1 unread message waits"));
         assert!(p.contains("- [~] 1. check CI"));
         assert!(!p.contains("DELAYED"));
+        assert!(!p.contains("MCP"));
+        let mut with_tools = input(&todos, &claims, &mail);
+        with_tools.mcp = true;
+        assert!(build(&with_tools).contains("- tools: Your tool list has cryo's verbs as tools"));
     }
 
     #[test]

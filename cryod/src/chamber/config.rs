@@ -42,6 +42,7 @@ struct Raw {
     watch_dirs: Option<Vec<String>>,
     provider: Option<RawProvider>,
     max_attempts: Option<u32>,
+    mcp: Option<bool>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -108,6 +109,9 @@ pub struct ChamberConfig {
     /// Secret: never printed, logged or returned by an API.
     pub provider_env: BTreeMap<String, String>,
     pub max_attempts: u32,
+    /// Offer `cryo-agent mcp` to a known agent CLI as its `cryo` MCP server
+    /// (`mcp`, default true; no effect on other agent commands).
+    pub mcp: bool,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -235,6 +239,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             provider_name,
             provider_env,
             max_attempts,
+            mcp: raw.mcp.unwrap_or(true),
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },
@@ -257,6 +262,10 @@ mod tests {
         assert_eq!(c.max_session_duration, 3600);
         assert_eq!(c.watch_dirs, vec![PathBuf::from("/c/messages/inbox")]);
         assert_eq!(c.max_attempts, 10);
+        assert!(c.mcp);
+        assert!(!p("mcp = false\n").unwrap().config.mcp);
+        let e = p("mcp = \"no\"\n").err().unwrap();
+        assert!(e.starts_with("/c/cryo.toml:1:") && e.contains("mcp"), "{e}");
     }
 
     #[test]

@@ -416,7 +416,7 @@ impl Daemon {
     /// One of the fixed files of a chamber an operator may read.
     pub fn read_chamber_file(&self, v: &ChamberView, name: &str) -> Result<String> {
         if !matches!(name, "plan.md" | "NOTES.md") {
-            return Err(Error::NotFound(format!("{name} is not a chamber file the hub serves")));
+            return Err(Error::NotFound(format!("{name} is not a chamber file cryo serves (plan.md, NOTES.md)")));
         }
         let path = Path::new(&v.record.path).join(name);
         match std::fs::read(&path) {

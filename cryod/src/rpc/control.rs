@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use crate::convert::{self, opt};
 use crate::daemon::Daemon;
 
+#[derive(Clone)]
 pub struct ControlService {
     pub daemon: Daemon,
 }
@@ -45,6 +46,12 @@ impl Control for ControlService {
 
     async fn metrics(&self, _req: Request<pb::MetricsRequest>) -> R<pb::MetricsReply> {
         Ok(Response::new(pb::MetricsReply { text: convert::metrics(&self.daemon) }))
+    }
+
+    async fn chamber_file(&self, req: Request<pb::ChamberFileRequest>) -> R<pb::ChamberFileReply> {
+        let req = req.into_inner();
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name)? }))
     }
 
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {

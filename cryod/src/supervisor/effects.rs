@@ -281,7 +281,33 @@ impl Sup {
             let _ = std::fs::write(&prompt_path, prompt.as_bytes());
         }
         let as_root = nix::unistd::geteuid().is_root();
-        let launch = spawn::command_line(&config.agent, &self.root, prompt, prompt_rel, as_root)?;
+        let mut path = std::env::var("PATH").unwrap_or_default();
+        if let Some(dir) = &self.shared.agent_bin {
+            path = format!("{}:{path}", dir.display());
+        }
+        let mcp = config.mcp.then(|| spawn::Mcp {
+            program: spawn::find_program("cryo-agent", &self.root, &path)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "cryo-agent".into()),
+        });
+        let launch = spawn::command_line(
+            &config.agent,
+            &self.root,
+            prompt,
+            prompt_rel,
+            as_root,
+            mcp.as_ref(),
+            &config.provider_env,
+        )?;
+        // The same every session, once the binary's place is known: written
+        // only when it changes (not on every wake's path).
+        for (rel, text) in &launch.files {
+            let file = self.root.join(rel);
+            if std::fs::read(&file).ok().as_deref() != Some(text.as_bytes()) {
+                crate::chamber::write_replacing(&file, text.as_bytes(), false)
+                    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            }
+        }
         let log_path = self.root.join("cryo-agent.log");
         let mut log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -295,10 +321,6 @@ impl Sup {
                 "--- cryo session {number} (wake {wake_id}) at {} ---",
                 cryo_core::time::format_in(self.now(), self.machine.tz())
             );
-        }
-        let mut path = std::env::var("PATH").unwrap_or_default();
-        if let Some(dir) = &self.shared.agent_bin {
-            path = format!("{}:{path}", dir.display());
         }
         // Found here rather than by the child: a program looked up on a PATH
         // set for the child makes std fall back from posix_spawn (vfork) to
@@ -330,8 +352,8 @@ impl Sup {
             .env("CRYO_SESSION", number.to_string())
             .env("CRYO_WAKE_ID", wake_id)
             .env("CRYO_SESSION_TOKEN", token)
-            .envs(&launch.env)
-            .envs(&config.provider_env);
+            .envs(&config.provider_env)
+            .envs(&launch.env);
         if config.timezone_set {
             cmd.env("TZ", config.timezone.name());
         }

@@ -503,6 +503,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         timezone_set: c.timezone_set,
         max_session_duration: c.max_session_duration,
         max_attempts: c.max_attempts,
+        mcp: c.mcp && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Settings {
     /// Seconds; 0 = no limit.
     pub max_session_duration: u64,
     pub max_attempts: u32,
+    /// The agent has cryo's verbs as MCP tools (the prompt says so).
+    pub mcp: bool,
 }
 
 /// Why a request was refused; the shell maps each kind to its status code.

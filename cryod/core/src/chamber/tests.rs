@@ -32,6 +32,7 @@ fn settings() -> Settings {
         timezone_set: true,
         max_session_duration: 1800,
         max_attempts: 3,
+        mcp: false,
     }
 }
 

@@ -106,6 +106,7 @@ impl Chamber {
             due: l.claims.iter().map(|c| c.due).min(),
             previous_failure: self.previous_failure.as_deref(),
             note: None,
+            mcp: self.config.as_ref().is_ok_and(|c| c.mcp),
         });
         // Nothing but the spawn stands between the record and the agent: its
         // log block begins, and its claims are written, once it runs.

@@ -1188,6 +1188,7 @@ fn settings(d: &Disk) -> Settings {
         timezone_set: true,
         max_session_duration: SESSION_LIMIT,
         max_attempts: d.max_attempts,
+        mcp: false,
     }
 }
 
