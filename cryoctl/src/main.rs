@@ -45,6 +45,14 @@ enum Command {
         #[arg(long)]
         raw: bool,
     },
+    /// Serve cryo's operator tools (list, status, messages, send, wake,
+    /// pause, resume, TODOs) and chamber resources to an MCP client on
+    /// stdin/stdout: `claude mcp add cryo -- cryoctl mcp`.
+    Mcp {
+        /// Offer only the tools that read (list, status, messages, TODOs).
+        #[arg(long)]
+        read_only: bool,
+    },
     /// A fleet of cryod nodes on one PostgreSQL.
     #[command(subcommand)]
     Fleet(FleetCmd),
@@ -124,6 +132,7 @@ fn main() -> ExitCode {
         Command::Doctor => run(cmd::doctor::run(ctx)),
         Command::Hub => run(cmd::hub(ctx)),
         Command::Metrics { raw } => run(cmd::metrics::run(ctx, raw)),
+        Command::Mcp { read_only } => run(cmd::mcp(ctx, read_only)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
         Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }

@@ -45,13 +45,25 @@ impl Hub {
         Hub { addr: self.addr.clone(), token: token.unwrap_or("").to_string() }
     }
 
+    /// The owner's token.
+    pub(crate) fn token(&self) -> String {
+        self.token.clone()
+    }
+
     /// A listener at `addr`, asked without a token.
     pub(crate) fn at(addr: &str) -> Hub {
         Hub { addr: addr.to_string(), token: String::new() }
     }
 
     /// A request with `extra` header lines; `token` None sends none.
-    fn raw(&self, method: &str, path: &str, token: Option<&str>, extra: &[&str], body: Option<&str>) -> Resp {
+    pub(crate) fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        extra: &[&str],
+        body: Option<&str>,
+    ) -> Resp {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");

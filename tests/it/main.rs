@@ -9,6 +9,7 @@ mod fleet;
 mod foundation;
 mod hostile;
 mod hub;
+mod mcp;
 mod metrics;
 mod operator;
 mod runtime;

@@ -7,6 +7,7 @@
 
 pub mod fake_github;
 pub mod fake_zulip;
+pub mod mcp;
 pub mod model;
 pub mod pg;
 

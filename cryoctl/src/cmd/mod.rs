@@ -6,6 +6,18 @@ pub mod demo;
 pub mod doctor;
 pub mod metrics;
 
+/// `cryoctl mcp`: the operator's MCP server (`cryod::mcp`) on stdio, over
+/// cryod's socket, until the client closes standard input.
+pub async fn mcp(ctx: crate::Ctx, read_only: bool) -> crate::client::Result<()> {
+    use rmcp::ServiceExt;
+    let c = crate::client::control(&ctx.socket).await?;
+    let tools = cryod::mcp::OperatorTools::new(cryod::mcp::Backend::Remote(c), read_only);
+    let mcp = |e: &dyn std::fmt::Display| crate::client::Failure::refused(format!("MCP: {e}"));
+    let running = tools.serve(rmcp::transport::stdio()).await.map_err(|e| mcp(&e))?;
+    running.waiting().await.map_err(|e| mcp(&e))?;
+    Ok(())
+}
+
 /// `cryoctl hub`: the URL carries the token in its fragment, which a browser
 /// never sends to a server (so it never lands in a log).
 pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {

@@ -104,8 +104,12 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .layer(middleware::from_fn_with_state(hub.clone(), auth));
     let metrics =
         Router::new().route("/metrics", get(metrics)).layer(middleware::from_fn_with_state(hub.clone(), auth));
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp_service(&hub.daemon))
+        .layer(middleware::from_fn_with_state(hub.clone(), auth));
     Router::new()
         .merge(metrics)
+        .merge(mcp)
         .route("/", get(|| async { page(INDEX, "text/html; charset=utf-8") }))
         .route("/app.js", get(|| async { page(APP_JS, "text/javascript; charset=utf-8") }))
         .route("/app.css", get(|| async { page(APP_CSS, "text/css; charset=utf-8") }))
@@ -114,6 +118,32 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(hub)
+}
+
+/// `/mcp`: the operator's MCP tools (`crate::mcp`) over streamable HTTP,
+/// for an assistant on another device. Stateless (each POST stands alone:
+/// no session to keep or expire) with JSON answers; the hub's own guard
+/// checks the Host and its `auth` the bearer token.
+fn mcp_service(
+    daemon: &Daemon,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    crate::mcp::OperatorTools,
+    rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let backend = crate::mcp::Backend::Local(crate::rpc::control::ControlService { daemon: daemon.clone() });
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(MAX_BODY)
+        .with_cancellation_token(daemon.shared().shutdown.child_token())
+        .disable_allowed_hosts();
+    StreamableHttpService::new(
+        move || Ok(crate::mcp::OperatorTools::new(backend.clone(), false)),
+        Default::default(),
+        config,
+    )
 }
 
 /// Serves `app` on `listener` until cryod shuts down.
@@ -175,7 +205,9 @@ async fn guard(State(hub): State<Hub>, req: Request, next: Next) -> Response {
     if !hub.hosts.iter().any(|h| h == host) {
         return (StatusCode::MISDIRECTED_REQUEST, "this hub answers only on its own address").into_response();
     }
-    let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+    // `/mcp` answers MCP clients, which send no CSRF header; the bearer
+    // token it needs is never sent by a browser on its own.
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD) && req.uri().path() != "/mcp";
     if write && !csrf_ok(req.headers()) {
         return (StatusCode::FORBIDDEN, "writes need the X-Cryo-Csrf header").into_response();
     }
