@@ -2,7 +2,7 @@
 //! input and output (the official SDK, `rmcp`).
 //!
 //! Tools are named and shaped after the command line (`todo add --at` is
-//! `todo_add` with `at`), call the same [`verbs`](crate::verbs), and
+//! `todo_add` with `at`), call the same [`crate::verbs`], and
 //! authenticate with the session's environment exactly as the CLI does. A
 //! refusal of cryod's (a hibernate while mail is unread, a bad `at`) is a
 //! tool error carrying the same one line; the connection to cryod is made at

@@ -7,7 +7,8 @@
 //! are capped. Handlers call the same [`Daemon`] operations as the gRPC
 //! services, and print the same JSON as `cryoctl --json` (`cryo_proto::json`).
 //! Only fixed files of a chamber are served (`plan.md`, `NOTES.md`, its logs),
-//! so no request can name a path outside it.
+//! so no request can name a path outside it. `/mcp` serves the operator's MCP
+//! tools (`crate::mcp`) over streamable HTTP with the same token.
 
 use std::net::SocketAddr;
 use std::path::Path;
