@@ -348,6 +348,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     // cryo-agent inside a real session: the agent times its own calls.
     let first = env.path(&format!("ch/{}", names[0]));
     std::fs::write(first.join("measure"), "").unwrap();
+    std::fs::write(first.join("measure-mcp"), "").unwrap();
     start_all(&env, &names[..1]);
     rt().block_on(async {
         let ch = cryo_proto::connect(&env.socket()).await.unwrap();
@@ -356,6 +357,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
         c.chamber_wake(pb::ChamberWakeRequest { chamber: Some(r), ..Default::default() }).await.unwrap();
     });
     let agent = agent_calls(&first, runs);
+    let (mcp_start, mcp_calls) = mcp_calls(&env, &first, runs);
     let hello =
         || pb::HelloRequest { client: "bench".into(), protocol: cryo_proto::PROTOCOL_VERSION, version: String::new() };
     // The raw gRPC round trip: Hello on an open channel, and with a new
@@ -383,10 +385,53 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     timing(&mut f, "list", "cryoctl chamber list --json", list, "");
     timing(&mut f, "status", "cryoctl chamber status NAME", status, "");
     timing(&mut f, "agent_call", "cryo-agent todo list", agent, " (inside a session)");
+    timing(&mut f, "mcp_start", "cryo-agent mcp, start and initialize", mcp_start, "");
+    timing(&mut f, "mcp_call", "MCP tool todo_list, open server", mcp_calls, "");
     timing(&mut f, "rtt_open", "gRPC Hello, open channel", open, " (1000 calls)");
     timing(&mut f, "rtt_connect", "gRPC Hello, new connection", fresh, " (1000 calls)");
     served_figures(&env, &mut f, "cryo_agent_call_seconds", "verb=\"todo_list\"", "todo_list inside cryod");
     f
+}
+
+/// The session's verbs through `cryo-agent mcp`, as an agent CLI calls
+/// them: the server's start and handshake (`runs` times), then `runs` calls
+/// of `todo_list` on one open server. The chamber's agent waits meanwhile.
+fn mcp_calls(env: &Env, dir: &Path, runs: usize) -> (Vec<f64>, Vec<f64>) {
+    use cryo_tests::mcp::StdioClient;
+    wait_until_within(Duration::from_secs(60), "the session's environment", || {
+        std::fs::read_to_string(dir.join("session.env")).is_ok_and(|t| t.contains("CRYO_SESSION_TOKEN="))
+    });
+    let vars = std::fs::read_to_string(dir.join("session.env")).unwrap();
+    let server = || {
+        let mut cmd = env.command(cryo_tests::bin("cryo-agent"));
+        cmd.arg("mcp").current_dir(dir);
+        for (k, v) in vars.lines().filter_map(|l| l.split_once('=')) {
+            cmd.env(k, v);
+        }
+        cmd
+    };
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let starts = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let c = StdioClient::start(server());
+            let took = ms(t);
+            c.finish();
+            took
+        })
+        .collect();
+    let mut c = StdioClient::start(server());
+    let calls = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let r = c.call("todo_list", serde_json::json!({}));
+            assert!(r["isError"] != true, "todo_list through MCP: {r}");
+            ms(t)
+        })
+        .collect();
+    c.finish();
+    std::fs::write(dir.join("mcp-done"), "").unwrap();
+    (starts, calls)
 }
 
 pub fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {

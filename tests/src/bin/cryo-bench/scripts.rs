@@ -42,11 +42,20 @@ cryo-agent hibernate --linger 0 >/dev/null
 
 /// Where a `measure` file exists, times `runs` calls of `cryo-agent todo
 /// list` (nanoseconds into `calls.txt`); then hibernates.
+/// Times `cryo-agent todo list` from inside a session; with `measure-mcp`
+/// (cryo only), then publishes the session's environment and waits (at most
+/// a minute) for `mcp-done` while the bench calls the same verb through
+/// `cryo-agent mcp`.
 pub fn control(runs: usize) -> String {
     format!(
         "if [ -f measure ]; then
   i=0
   while [ $i -lt {runs} ]; do a=$(date +%s%N); cryo-agent todo list >/dev/null; b=$(date +%s%N); echo $((b - a)) >> calls.txt; i=$((i + 1)); done
+  if [ -f measure-mcp ]; then
+    env | grep -e '^CRYO_' -e '^TZ=' > session.env.tmp && mv session.env.tmp session.env
+    i=0
+    while [ ! -f mcp-done ] && [ $i -lt 1200 ]; do i=$((i + 1)); sleep 0.05; done
+  fi
 fi
 date +%s%N >> ends.txt
 cryo-agent hibernate --linger 0 >/dev/null 2>&1 || cryo-agent hibernate --complete >/dev/null
