@@ -93,9 +93,15 @@ fn idle_control_and_inbox_report_their_figures() {
         num(&idle, k);
     }
     let control = bench(&["control", "--chambers", "3", "--runs", "3"]);
-    for k in
-        ["list_median_ms", "status_median_ms", "agent_call_median_ms", "rtt_open_median_ms", "rtt_connect_median_ms"]
-    {
+    for k in [
+        "list_median_ms",
+        "status_median_ms",
+        "agent_call_median_ms",
+        "mcp_start_median_ms",
+        "mcp_call_median_ms",
+        "rtt_open_median_ms",
+        "rtt_connect_median_ms",
+    ] {
         assert!(num(&control, k) > 0.0, "{k}: {control:?}");
     }
     let inbox = bench(&["inbox", "--messages", "4", "--chambers", "2"]);
