@@ -25,6 +25,10 @@ pub struct Config {
     /// Where the registry and the ledger live (SQLite here, or a fleet's
     /// PostgreSQL).
     pub store: StoreConfig,
+    /// `[prices."MODEL"]`: USD per million tokens (`input`, `output`,
+    /// `cached`), for agents whose CLI reports no cost; over the shipped
+    /// table (`agent_events::default_prices`).
+    pub prices: std::collections::BTreeMap<String, crate::agent_events::Price>,
 }
 
 /// `[store]`: the database, and this node's place in a fleet.
@@ -87,6 +91,7 @@ impl Default for Config {
             hub: HubConfig::default(),
             metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
+            prices: Default::default(),
         }
     }
 }

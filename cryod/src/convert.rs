@@ -154,6 +154,12 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
         lateness_ms: s.lateness_ms.unwrap_or(-1),
         outcome: s.outcome.clone().unwrap_or_default(),
         wake_id: s.wake_id.clone(),
+        model: s.usage.model.clone().unwrap_or_default(),
+        input_tokens: s.usage.input_tokens,
+        output_tokens: s.usage.output_tokens,
+        cached_tokens: s.usage.cached_tokens,
+        cost_usd: s.usage.cost_usd.unwrap_or(-1.0),
+        provider_session: s.usage.provider_session.clone().unwrap_or_default(),
     }
 }
 

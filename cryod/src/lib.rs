@@ -11,6 +11,7 @@
 //! [`server`] (socket, lock, peer checks).
 
 pub mod admission;
+pub mod agent_events;
 pub mod bridges;
 pub mod chamber;
 pub mod clock;

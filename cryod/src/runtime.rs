@@ -78,6 +78,8 @@ pub struct Shared {
     pub hub: std::sync::OnceLock<HubInfo>,
     /// The daemon's state folder (database, lock, hub token).
     pub state_dir: PathBuf,
+    /// What tokens cost, for agents whose CLI reports no cost.
+    pub prices: std::sync::Arc<crate::agent_events::Prices>,
 }
 
 impl Shared {
@@ -105,6 +107,7 @@ impl Shared {
             shutdown,
             hub: Default::default(),
             state_dir,
+            prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
             store,
             clock,
             config,

@@ -50,6 +50,10 @@ pub struct Launch {
     /// Files to write first (path relative to the chamber, contents): the
     /// MCP configuration a kind reads from a file.
     pub files: Vec<(String, String)>,
+    /// The machine-readable stream the kind writes on stdout (known kinds).
+    pub events: Option<crate::agent_events::Format>,
+    /// The model the agent line names (`--model`/`-m`), if any.
+    pub model: Option<String>,
 }
 
 /// `cryo-agent mcp` as this session's MCP server.
@@ -157,6 +161,10 @@ pub fn command_line(
     let mut words = split_words(agent)?;
     let program = words.remove(0);
     let extra = words;
+    let model = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "--model" | "-m" => extra.get(i + 1).cloned(),
+        a => a.strip_prefix("--model=").map(str::to_string),
+    });
     let prompt_arg = if prompt.len() > MAX_PROMPT_ARG {
         format!(
             "Your instructions for this session are in the file {prompt_file} (too long to pass here). Read it now and follow it."
@@ -173,6 +181,7 @@ pub fn command_line(
     match kind {
         Kind::Claude => {
             args.push("-p".into());
+            args.extend(["--output-format".into(), "stream-json".into(), "--verbose".into()]);
             let chose =
                 |flags: &[&str]| extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
             let skip = chose(&["--dangerously-skip-permissions"]);
@@ -202,7 +211,7 @@ pub fn command_line(
             args.push(prompt_arg);
         }
         Kind::Codex => {
-            args.extend(["exec".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
+            args.extend(["exec".into(), "--json".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
             // The sandbox the agent line picks, if any.
             let sandbox = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
                 "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
@@ -239,7 +248,7 @@ pub fn command_line(
             args.push(prompt_arg);
         }
         Kind::OpenCode => {
-            args.extend(["run".into(), "--dir".into(), dir, "--auto".into()]);
+            args.extend(["run".into(), "--format".into(), "json".into(), "--dir".into(), dir, "--auto".into()]);
             if let Some(m) = mcp {
                 env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
             }
@@ -252,7 +261,13 @@ pub fn command_line(
         }
     }
     env.insert("CRYO_AGENT_KIND".into(), format!("{kind:?}").to_lowercase());
-    Ok(Launch { program, args, env, files })
+    let events = match kind {
+        Kind::Claude => Some(crate::agent_events::Format::Claude),
+        Kind::Codex => Some(crate::agent_events::Format::Codex),
+        Kind::OpenCode => Some(crate::agent_events::Format::OpenCode),
+        Kind::Other => None,
+    };
+    Ok(Launch { program, args, env, files, events, model })
 }
 
 /// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`
@@ -286,6 +301,32 @@ fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> Result<S
         }
     }
     Ok(config.to_string())
+}
+
+/// The model a kind's own configuration names, for a stream that does not
+/// say (Codex: `model` in `$CODEX_HOME/config.toml`; OpenCode: `model` in
+/// the file `OPENCODE_CONFIG` names). Claude Code's stream names it.
+pub fn configured_model(
+    format: crate::agent_events::Format,
+    chamber: &Path,
+    provider_env: &BTreeMap<String, String>,
+) -> Option<String> {
+    use crate::agent_events::Format;
+    let var = |k: &str| provider_env.get(k).cloned().or_else(|| std::env::var(k).ok()).filter(|v| !v.is_empty());
+    let file = match format {
+        Format::Claude => return None,
+        Format::Codex => var("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| var("HOME").map(|h| Path::new(&h).join(".codex")))?
+            .join("config.toml"),
+        Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
+    };
+    let text = std::fs::read_to_string(chamber.join(file)).ok()?;
+    let model = match format {
+        Format::Codex => toml::from_str::<toml::Table>(&text).ok()?.get("model")?.as_str()?.to_string(),
+        _ => serde_json::from_str::<serde_json::Value>(&text).ok()?.get("model")?.as_str()?.to_string(),
+    };
+    Some(model)
 }
 
 /// Tools Claude Code may use unattended: what an agent needs to work in its
@@ -397,23 +438,27 @@ mod tests {
     fn known_kinds() {
         for as_root in [false, true] {
             let l = line("claude", as_root).unwrap();
-            assert_eq!(l.args, ["-p", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+            assert_eq!(
+                l.args,
+                ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", CLAUDE_TOOLS, "--", "P"]
+            );
             assert!(!l.env.contains_key("IS_SANDBOX"));
         }
         let l = line("claude --model opus", true).unwrap();
-        assert_eq!(l.args, ["-p", "--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+        assert_eq!(l.args[4..], ["--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+        assert_eq!(l.model.as_deref(), Some("opus"));
         // The user's explicit choices stand.
         let l = line("claude --dangerously-skip-permissions", true).unwrap();
-        assert_eq!(l.args, ["-p", "--dangerously-skip-permissions", "--", "P"]);
+        assert_eq!(l.args[4..], ["--dangerously-skip-permissions", "--", "P"]);
         assert_eq!(l.env.get("IS_SANDBOX").map(String::as_str), Some("1"));
         let l = line("claude --dangerously-skip-permissions", false).unwrap();
         assert!(!l.env.contains_key("IS_SANDBOX"));
         let l = line("claude --permission-mode acceptEdits", false).unwrap();
-        assert_eq!(l.args, ["-p", "--permission-mode", "acceptEdits", "--", "P"]);
+        assert_eq!(l.args[4..], ["--permission-mode", "acceptEdits", "--", "P"]);
 
         let l = line("/usr/bin/codex", false).unwrap();
         assert_eq!(l.program, "/usr/bin/codex");
-        assert_eq!(l.args[..4], ["exec", "-C", "/c", "--skip-git-repo-check"]);
+        assert_eq!(l.args[..5], ["exec", "--json", "-C", "/c", "--skip-git-repo-check"]);
         assert!(!l.args.iter().any(|a| a.contains("mcp")));
         assert!(l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
         assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
@@ -425,13 +470,14 @@ mod tests {
         assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
 
         let l = line("opencode", false).unwrap();
-        assert_eq!(l.args, ["run", "--dir", "/c", "--auto", "P"]);
+        assert_eq!(l.args, ["run", "--format", "json", "--dir", "/c", "--auto", "P"]);
         assert!(!l.env.contains_key("OPENCODE_CONFIG_CONTENT") && l.files.is_empty());
         let l = line("sh agent.sh --fast", false).unwrap();
         assert_eq!(
             (l.program.as_str(), l.args.as_slice()),
             ("sh", &["agent.sh".to_string(), "--fast".into(), "P".into()][..])
         );
+        assert_eq!(l.events, None, "an unknown command's output is kept as it is");
     }
 
     /// Every kind's command line with and without cryo's MCP server, as

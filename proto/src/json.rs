@@ -79,6 +79,12 @@ pub fn session_json(s: &v1::SessionInfo) -> serde_json::Value {
         "lateness_ms": if s.lateness_ms < 0 { serde_json::Value::Null } else { s.lateness_ms.into() },
         "outcome": null_if_empty(&s.outcome),
         "wake_id": s.wake_id,
+        "model": null_if_empty(&s.model),
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "cached_tokens": s.cached_tokens,
+        "cost_usd": if s.cost_usd < 0.0 { serde_json::Value::Null } else { s.cost_usd.into() },
+        "provider_session": null_if_empty(&s.provider_session),
     })
 }
 

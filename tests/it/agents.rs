@@ -126,6 +126,8 @@ fn run_script(
     }
     let provider = setup(&env, &model);
     let toml = format!("agent = \"{} {args}\"\n\n[provider]\n{provider}\n", path.display());
+    // A price for the scripted model, for the CLIs that report no cost.
+    env.daemon_config("[prices.m1]\ninput = 1000.0\noutput = 2000.0\n");
     env.give_to_user();
     let _d = env.start_daemon();
     let c = env.chamber(bin, "", &toml);
@@ -186,6 +188,25 @@ fn run_script(
         std::fs::write(PathBuf::from(p).join(format!("{bin}.json")), serde_json::to_string_pretty(&dump).unwrap())
             .unwrap();
     }
+    // The ledger has what each session used, from the CLI's own stream.
+    let status = env.cryoctl(&["chamber", "status", bin, "--json"]).json();
+    let sessions = status[0]["sessions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(sessions.len(), 2, "{status}");
+    for s in &sessions {
+        assert!(s["input_tokens"].as_u64() > Some(0) && s["output_tokens"].as_u64() > Some(0), "{s}");
+        assert!(s["provider_session"].as_str().is_some_and(|p| !p.is_empty()), "{s}");
+        assert!(s["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{s}");
+        let model = s["model"].as_str().unwrap_or_default();
+        assert!(model.ends_with("m1") || model.starts_with("claude"), "{s}");
+    }
+    // The transcript: each tool call and its result, readable; the raw
+    // events beside it.
+    let transcript = c.read("cryo-agent.log");
+    assert!(transcript.lines().any(|l| l.starts_with("→ ") && l.contains("send")), "{transcript}");
+    assert!(transcript.lines().any(|l| l.starts_with("← ") && l.contains("messages/outbox/")), "{transcript}");
+    assert!(transcript.contains("[usage: "), "{transcript}");
+    let raw = c.read(".cryo/agent-events.jsonl");
+    assert!(raw.lines().count() > 4 && raw.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
     // The provider's key reached the CLI (it sent it) but not cryo's logs.
     assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
 }

@@ -71,7 +71,21 @@ fn wake(number: u64) -> WakeRecord {
 }
 
 fn ended(number: u64, outcome: &str) -> SessionEnd {
-    SessionEnd { number, ended_at: "2026-11-23T00:01:00Z".into(), outcome: outcome.into(), detail: String::new() }
+    let usage = Some(cryod::agent_events::Usage {
+        model: Some("m1".into()),
+        input_tokens: 10,
+        output_tokens: 5,
+        cached_tokens: 2,
+        cost_usd: Some(0.5),
+        provider_session: Some("ses-1".into()),
+    });
+    SessionEnd {
+        number,
+        ended_at: "2026-11-23T00:01:00Z".into(),
+        outcome: outcome.into(),
+        detail: String::new(),
+        usage,
+    }
 }
 
 /// The store on a real PostgreSQL: migrated from empty (twice, as two nodes
@@ -132,6 +146,9 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!(b.open_sessions(Some(c.id)).await.unwrap().len(), 1, "the old owner's open session is recoverable");
         b.session_ended(taken.fence(), ended(1, "interrupted")).await.unwrap();
         assert!(b.open_sessions(Some(c.id)).await.unwrap().is_empty());
+        // What the session used is kept with it.
+        let row = b.recent_sessions(c.id, 1).await.unwrap().remove(0);
+        assert_eq!(row.usage, ended(1, "").usage.unwrap());
         let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], "t".into()).await.unwrap();
         assert_eq!(b.open_claims(c.id).await.unwrap()[0].id, id);
         b.claim_answered_by_id(taken.fence(), id, "t".into()).await.unwrap();

@@ -450,13 +450,24 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
                     if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
                     if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },
                     duration(&s.started_at, &s.ended_at).into(),
+                    tokens(s).into(),
+                    if s.cost_usd < 0.0 { "-".into() } else { format!("${:.4}", s.cost_usd).into() },
                     dash(&s.outcome).into(),
                 ]
             })
             .collect();
-        output::table(&["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "OUTCOME"], rows, 6);
+        let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "OUTCOME"];
+        output::table(&head, rows, 8);
     }
     Ok(())
+}
+
+/// A session's tokens, in / out (`-` when its agent's stream said none).
+fn tokens(s: &pb::SessionInfo) -> String {
+    if s.input_tokens == 0 && s.output_tokens == 0 {
+        return "-".into();
+    }
+    format!("{}/{}", s.input_tokens, s.output_tokens)
 }
 
 /// A state, colored for a terminal.

@@ -146,10 +146,12 @@ pub struct SessionEnd {
     pub ended_at: String,
     pub outcome: String,
     pub detail: String,
+    /// What the agent's stream said it used (known kinds).
+    pub usage: Option<crate::agent_events::Usage>,
 }
 
 /// One row of history.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SessionRow {
     pub number: u64,
     pub wake_id: String,
@@ -159,6 +161,7 @@ pub struct SessionRow {
     pub lateness_ms: Option<i64>,
     pub ended_at: Option<String>,
     pub outcome: Option<String>,
+    pub usage: crate::agent_events::Usage,
 }
 
 /// A session that was never closed: its owner died while it ran.

@@ -94,6 +94,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         epoch,
         dropped: false,
         agent_pgid: None,
+        usage: None,
         mirror,
         root,
         tx: tx.clone(),

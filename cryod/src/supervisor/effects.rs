@@ -3,7 +3,7 @@
 //! callers. Effects whose outcome the machine needs return it as the
 //! matching result input.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,7 +78,8 @@ impl Sup {
                 crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
                 let outcome = outcome.describe();
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary };
+                let usage = self.usage.take().filter(|(n, _)| *n == number).map(|(_, u)| u);
+                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage };
                 let r = store.session_ended(fence, end).await;
                 let _ = self.fenced(r);
             }
@@ -162,7 +163,8 @@ impl Sup {
             }
             Effect::RotateLogs => {
                 let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
-                for path in [self.root.join("cryo.log"), self.root.join("cryo-agent.log")] {
+                let events = self.root.join(".cryo").join(EVENTS_FILE);
+                for path in [self.root.join("cryo.log"), self.root.join("cryo-agent.log"), events] {
                     if let Err(error) = log::rotate(&path, max, keep) {
                         tracing::warn!(chamber = %self.machine.name(), %error, file = %path.display(), "cannot rotate a log");
                     }
@@ -339,9 +341,16 @@ impl Sup {
         } else {
             let mut cmd = tokio::process::Command::new(&program);
             cmd.arg0(&launch.program).args(&launch.args).stdin(std::process::Stdio::null());
-            cmd.stdout(log_file.try_clone().map_err(|e| e.to_string())?);
+            // A known kind's event stream is read (transcript and usage);
+            // anything else writes straight to the log.
+            if launch.events.is_some() {
+                cmd.stdout(std::process::Stdio::piped());
+            } else {
+                cmd.stdout(log_file.try_clone().map_err(|e| e.to_string())?);
+            }
             cmd
         };
+        let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
         cmd.current_dir(&self.root)
             .stderr(log_file)
             .process_group(0)
@@ -378,10 +387,23 @@ impl Sup {
         }
         let pid = child.id().ok_or("the agent exited at once")?;
         self.agent_pgid = Some(pid as i32);
+        let stream = match (launch.events, child.stdout.take()) {
+            (Some(format), Some(out)) => {
+                let model =
+                    launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &config.provider_env));
+                let raw = dot.join(EVENTS_FILE);
+                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone()))
+            }
+            _ => None,
+        };
         let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
-                let _ = tx.send(Event::Exited { session: number, status });
+                let usage = match stream {
+                    Some(s) => s.finish().await,
+                    None => None,
+                };
+                let _ = tx.send(Event::Exited { session: number, status, usage });
             }
         });
         Ok(pid)
@@ -421,7 +443,7 @@ impl Sup {
             shared.lease.forget(pgid);
             use std::os::unix::process::ExitStatusExt;
             let status = status.unwrap_or_else(|| std::process::ExitStatus::from_raw(Signal::SIGKILL as i32));
-            let _ = tx.send(Event::Exited { session: number, status });
+            let _ = tx.send(Event::Exited { session: number, status, usage: None });
         });
         Ok(pid)
     }
@@ -436,6 +458,62 @@ impl Sup {
         }
         r
     }
+}
+
+/// The raw event stream of a known kind's agent, in `.cryo/`.
+pub const EVENTS_FILE: &str = "agent-events.jsonl";
+
+/// How long the end of an agent's stream is awaited once it exited (a child
+/// it left running may hold the pipe open).
+const STREAM_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A known kind's stdout being read: its lines go raw to
+/// `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log`, and what
+/// the session used is gathered.
+struct EventStream {
+    usage: Arc<std::sync::Mutex<crate::agent_events::Usage>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl EventStream {
+    /// What the stream said, once it ended (or after [`STREAM_DRAIN`]).
+    async fn finish(self) -> Option<Box<crate::agent_events::Usage>> {
+        let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
+        let u = self.usage.lock().expect("usage lock").clone();
+        (!u.is_empty()).then(|| Box::new(u))
+    }
+}
+
+fn read_events(
+    out: tokio::process::ChildStdout,
+    format: crate::agent_events::Format,
+    model: Option<String>,
+    raw: PathBuf,
+    mut transcript: std::fs::File,
+    prices: Arc<crate::agent_events::Prices>,
+) -> EventStream {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    let usage = Arc::new(std::sync::Mutex::new(crate::agent_events::Usage::default()));
+    let shared = usage.clone();
+    let done = tokio::spawn(async move {
+        let mut reader = crate::agent_events::Reader::new(format, model);
+        let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw).ok();
+        let mut lines = tokio::io::BufReader::new(out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(f) = raw.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            let text: String = reader.line(&line).into_iter().map(|l| l + "\n").collect();
+            let _ = transcript.write_all(text.as_bytes());
+            let mut u = reader.usage.clone();
+            if u.cost_usd.is_none() {
+                u.cost_usd = prices.cost(&u);
+            }
+            *shared.lock().expect("usage lock") = u;
+        }
+    });
+    EventStream { usage, done }
 }
 
 /// Runs file work that waits on the disk (a locked, fsynced rewrite of

@@ -92,6 +92,8 @@ pub enum Event {
     Exited {
         session: u64,
         status: std::process::ExitStatus,
+        /// What the agent's stream said it used (known kinds).
+        usage: Option<Box<crate::agent_events::Usage>>,
     },
     Timer(Timer),
     /// The machine is about to sleep (true) or has woken up (false).
@@ -184,6 +186,8 @@ struct Sup {
     /// changed is not worth a re-read while it is still that version.
     todos_written: Option<todos::Stamp>,
     bridges: crate::bridges::Bridges,
+    /// What the last agent's stream said it used, for its session's row.
+    usage: Option<(u64, crate::agent_events::Usage)>,
 }
 
 impl Sup {
@@ -326,8 +330,9 @@ impl Sup {
                 self.observe_inbox().await;
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
-            Event::Exited { session, status } => {
+            Event::Exited { session, status, usage } => {
                 self.agent_pgid = None;
+                self.usage = usage.map(|u| (session, *u));
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
                 Input::Exited { session, status: describe_status(status), log_tail }

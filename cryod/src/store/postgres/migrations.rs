@@ -81,6 +81,10 @@ const MIGRATIONS: &[&str] = &[
         reply       text
     );
     CREATE INDEX cryo_commands_waiting ON cryo_commands (node) WHERE taken_at IS NULL;",
+    // 3: what each session used, from its agent's event stream.
+    "ALTER TABLE cryo_sessions ADD COLUMN model text,
+        ADD COLUMN input_tokens bigint, ADD COLUMN output_tokens bigint, ADD COLUMN cached_tokens bigint,
+        ADD COLUMN cost_usd double precision, ADD COLUMN provider_session text;",
 ];
 
 /// The schema version this build writes.

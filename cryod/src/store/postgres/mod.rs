@@ -241,6 +241,14 @@ fn session_row(r: &Row) -> SessionRow {
         lateness_ms: r.get(5),
         ended_at: r.get(6),
         outcome: r.get(7),
+        usage: crate::agent_events::Usage {
+            model: r.get(8),
+            input_tokens: r.get::<_, Option<i64>>(9).unwrap_or(0) as u64,
+            output_tokens: r.get::<_, Option<i64>>(10).unwrap_or(0) as u64,
+            cached_tokens: r.get::<_, Option<i64>>(11).unwrap_or(0) as u64,
+            cost_usd: r.get(12),
+            provider_session: r.get(13),
+        },
     }
 }
 
@@ -374,11 +382,24 @@ impl Backend for Postgres {
     fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(async move {
             let number = e.number as i64;
+            let u = e.usage.as_ref();
             self.write(
                 fence,
-                "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7
+                "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7, model = $8, input_tokens = $9,
+                 output_tokens = $10, cached_tokens = $11, cost_usd = $12, provider_session = $13
                  WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
-                &[&number, &e.ended_at, &e.outcome, &e.detail],
+                &[
+                    &number,
+                    &e.ended_at,
+                    &e.outcome,
+                    &e.detail,
+                    &u.and_then(|u| u.model.clone()),
+                    &u.map(|u| u.input_tokens as i64),
+                    &u.map(|u| u.output_tokens as i64),
+                    &u.map(|u| u.cached_tokens as i64),
+                    &u.and_then(|u| u.cost_usd),
+                    &u.and_then(|u| u.provider_session.clone()),
+                ],
             )
             .await
         })
@@ -396,7 +417,8 @@ impl Backend for Postgres {
             let limit = limit as i64;
             let rows = self
                 .query(
-                    "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome
+                    "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
+                            model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session
                      FROM cryo_sessions WHERE chamber_id = $1 ORDER BY number DESC LIMIT $2",
                     &[&chamber, &limit],
                 )

@@ -50,6 +50,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX sessions_open ON sessions (chamber_id) WHERE ended_at IS NULL;",
     // 5: the owner's fence, taken anew by each cryod that opens the file.
     "ALTER TABLE chambers ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;",
+    // 6: what each session used, from its agent's event stream.
+    "ALTER TABLE sessions ADD COLUMN model TEXT;
+    ALTER TABLE sessions ADD COLUMN input_tokens INTEGER;
+    ALTER TABLE sessions ADD COLUMN output_tokens INTEGER;
+    ALTER TABLE sessions ADD COLUMN cached_tokens INTEGER;
+    ALTER TABLE sessions ADD COLUMN cost_usd REAL;
+    ALTER TABLE sessions ADD COLUMN provider_session TEXT;",
 ];
 
 /// The schema version this build writes.

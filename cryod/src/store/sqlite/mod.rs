@@ -314,8 +314,22 @@ impl Backend for Sqlite {
         Box::pin(self.fenced(fence, move |c| {
             exec(
                 c,
-                "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5 WHERE chamber_id = ?1 AND number = ?2",
-                params![fence.chamber, e.number as i64, e.ended_at, e.outcome, e.detail],
+                "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5, model = ?6, input_tokens = ?7,
+                 output_tokens = ?8, cached_tokens = ?9, cost_usd = ?10, provider_session = ?11
+                 WHERE chamber_id = ?1 AND number = ?2",
+                params![
+                    fence.chamber,
+                    e.number as i64,
+                    e.ended_at,
+                    e.outcome,
+                    e.detail,
+                    e.usage.as_ref().and_then(|u| u.model.clone()),
+                    e.usage.as_ref().map(|u| u.input_tokens as i64),
+                    e.usage.as_ref().map(|u| u.output_tokens as i64),
+                    e.usage.as_ref().map(|u| u.cached_tokens as i64),
+                    e.usage.as_ref().and_then(|u| u.cost_usd),
+                    e.usage.as_ref().and_then(|u| u.provider_session.clone()),
+                ],
             )?;
             Ok(())
         }))

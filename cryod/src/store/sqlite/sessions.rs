@@ -22,7 +22,8 @@ pub(super) fn recent_sessions(
     limit: u32,
 ) -> Result<Vec<SessionRow>, StoreError> {
     let mut st = c.prepare_cached(
-        "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome
+        "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
+                model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session
          FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
     )?;
     let rows = st
@@ -36,6 +37,14 @@ pub(super) fn recent_sessions(
                 lateness_ms: r.get(5)?,
                 ended_at: r.get(6)?,
                 outcome: r.get(7)?,
+                usage: crate::agent_events::Usage {
+                    model: r.get(8)?,
+                    input_tokens: r.get::<_, Option<i64>>(9)?.unwrap_or(0) as u64,
+                    output_tokens: r.get::<_, Option<i64>>(10)?.unwrap_or(0) as u64,
+                    cached_tokens: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as u64,
+                    cost_usd: r.get(12)?,
+                    provider_session: r.get(13)?,
+                },
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
