@@ -53,6 +53,15 @@ enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// What sessions used, tokens and cost, summed by chamber, provider
+    /// account, day (UTC) or model; the whole fleet's on a fleet.
+    Usage {
+        #[arg(long, default_value = "chamber", value_parser = ["chamber", "provider", "day", "model"])]
+        by: String,
+        /// The window: 7d, 24h, today, a date (2026-11-01) or all.
+        #[arg(long, default_value = "7d")]
+        since: String,
+    },
     /// A fleet of cryod nodes on one PostgreSQL.
     #[command(subcommand)]
     Fleet(FleetCmd),
@@ -133,6 +142,7 @@ fn main() -> ExitCode {
         Command::Hub => run(cmd::hub(ctx)),
         Command::Metrics { raw } => run(cmd::metrics::run(ctx, raw)),
         Command::Mcp { read_only } => run(cmd::mcp(ctx, read_only)),
+        Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
         Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }

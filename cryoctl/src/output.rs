@@ -136,7 +136,7 @@ fn humanize(secs: u64) -> String {
     }
 }
 
-fn now() -> chrono::DateTime<chrono::Utc> {
+pub fn now() -> chrono::DateTime<chrono::Utc> {
     #[allow(clippy::disallowed_methods)] // a CLI shows times relative to now
     chrono::Utc::now()
 }

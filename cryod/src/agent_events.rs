@@ -38,6 +38,8 @@ pub struct Usage {
     /// table (`Prices`).
     pub cost_usd: Option<f64>,
     pub provider_session: Option<String>,
+    /// The provider account that served it (`spawn::provider_account`).
+    pub provider: Option<String>,
 }
 
 impl Usage {

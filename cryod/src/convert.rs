@@ -173,3 +173,44 @@ pub fn todos_reply(r: crate::supervisor::AgentReply) -> Result<pb::TodoListReply
         _ => Err(Error::Internal("unexpected reply from the supervisor".into()).into()),
     }
 }
+
+/// Usage rows summed by `by` ("chamber", "provider", "day" or "model"),
+/// largest cost first (days in order), with their total.
+pub fn usage(
+    rows: &[crate::store::UsageRow],
+    names: &std::collections::HashMap<i64, String>,
+    by: &str,
+) -> Result<pb::UsageReply, Error> {
+    let key = |r: &crate::store::UsageRow| -> String {
+        let k = match by {
+            "" | "chamber" => names.get(&r.chamber_id).cloned(),
+            "provider" => r.provider.clone(),
+            "day" => Some(r.day.clone()),
+            "model" => r.model.clone(),
+            _ => None,
+        };
+        k.unwrap_or_else(|| "-".into())
+    };
+    if !matches!(by, "" | "chamber" | "provider" | "day" | "model") {
+        return Err(Error::Invalid(format!("cannot sum usage by {by:?}: give chamber, provider, day or model")));
+    }
+    let add = |into: &mut pb::UsageRow, r: &crate::store::UsageRow| {
+        into.sessions += r.sessions;
+        into.input_tokens += r.input_tokens;
+        into.output_tokens += r.output_tokens;
+        into.cached_tokens += r.cached_tokens;
+        into.cost_usd += r.cost_usd;
+    };
+    let mut sums: std::collections::BTreeMap<String, pb::UsageRow> = Default::default();
+    let mut total = pb::UsageRow { key: "total".into(), ..Default::default() };
+    for r in rows.iter().filter(|r| by != "chamber" && !by.is_empty() || names.contains_key(&r.chamber_id)) {
+        let k = key(r);
+        add(sums.entry(k.clone()).or_insert_with(|| pb::UsageRow { key: k, ..Default::default() }), r);
+        add(&mut total, r);
+    }
+    let mut rows: Vec<pb::UsageRow> = sums.into_values().collect();
+    if by != "day" {
+        rows.sort_by(|a, b| b.cost_usd.total_cmp(&a.cost_usd).then(b.sessions.cmp(&a.sessions)));
+    }
+    Ok(pb::UsageReply { rows, total: Some(total) })
+}

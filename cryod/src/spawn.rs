@@ -329,6 +329,27 @@ pub fn configured_model(
     Some(model)
 }
 
+/// The provider account a chamber's sessions bill: `[provider] name`, else
+/// the kind with a hash of its `[provider].env` (two API keys, or two
+/// endpoints, are two accounts): `claude`, `claude-3f9a1c2e`.
+pub fn provider_account(c: &crate::chamber::config::ChamberConfig) -> String {
+    if let Some(n) = c.provider_name.as_deref().filter(|n| !n.trim().is_empty()) {
+        return n.trim().to_string();
+    }
+    let kind = format!("{:?}", Kind::of_agent(&c.agent)).to_lowercase();
+    if c.provider_env.is_empty() {
+        return kind;
+    }
+    // FNV-1a: stable across builds (std's hasher is not promised to be).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (k, v) in &c.provider_env {
+        for b in k.bytes().chain([b'=']).chain(v.bytes()).chain([b'\n']) {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{kind}-{:08x}", h >> 32)
+}
+
 /// Tools Claude Code may use unattended: what an agent needs to work in its
 /// chamber, `Bash` among them for `cryo-agent`.
 const CLAUDE_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";

@@ -199,6 +199,19 @@ fn run_script(
         let model = s["model"].as_str().unwrap_or_default();
         assert!(model.ends_with("m1") || model.starts_with("claude"), "{s}");
     }
+    // `cryoctl usage` sums them, by chamber and by provider account (the
+    // kind and a hash of its `[provider].env`); list and status show cost.
+    let by_chamber = env.cryoctl(&["usage", "--json"]).json();
+    assert_eq!(by_chamber["rows"][0]["key"], bin, "{by_chamber}");
+    assert_eq!(by_chamber["total"]["sessions"], 2, "{by_chamber}");
+    let by_provider = env.cryoctl(&["usage", "--by", "provider", "--since", "today", "--json"]).json();
+    let kind = if bin == "claude" { "claude-" } else { bin };
+    assert!(by_provider["rows"][0]["key"].as_str().unwrap().starts_with(kind), "{by_provider}");
+    let table = env.cryoctl(&["usage", "--by", "model"]);
+    assert!(table.ok().contains("TOTAL"), "{}", table.ok());
+    eprintln!("cryoctl usage --by model ({bin}):\n{}", table.ok());
+    assert!(env.cryoctl(&["chamber", "list"]).ok().contains("COST"));
+    assert!(env.cryoctl(&["chamber", "status", bin]).ok().contains("over 30 days (2 sessions)"));
     // The transcript: each tool call and its result, readable; the raw
     // events beside it.
     let transcript = c.read("cryo-agent.log");

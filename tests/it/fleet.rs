@@ -78,6 +78,7 @@ fn ended(number: u64, outcome: &str) -> SessionEnd {
         cached_tokens: 2,
         cost_usd: Some(0.5),
         provider_session: Some("ses-1".into()),
+        provider: Some("anthropic".into()),
     });
     SessionEnd {
         number,

@@ -350,6 +350,7 @@ async fn list(ctx: &Ctx) -> Result<()> {
     }
     // A fleet's chambers show the node that runs each.
     let fleet = r.chambers.iter().any(|c| !c.node.is_empty());
+    let today = super::usage::today_by_chamber(ctx).await?;
     let rows: Vec<Vec<output::Cell>> = r
         .chambers
         .iter()
@@ -368,13 +369,14 @@ async fn list(ctx: &Ctx) -> Result<()> {
                 result,
                 if c.mail_waiting == 0 { "-".into() } else { output::colored(c.mail_waiting.to_string(), "1") },
                 if c.open_questions == 0 { "".into() } else { output::colored("?", "33") },
+                today.get(&c.name).map(|usd| super::usage::cost(*usd)).unwrap_or_else(|| "-".into()).into(),
             ]
             .into_iter()
             .chain(fleet.then(|| dash(&c.node).into()))
             .collect()
         })
         .collect();
-    let mut headers = vec!["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?"];
+    let mut headers = vec!["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?", "COST"];
     if fleet {
         headers.push("NODE");
     }
@@ -391,10 +393,22 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     .await?
     .into_inner();
     let _ = &mut c;
+    // One chamber's cost over three windows.
+    let windows = match r.chambers.as_slice() {
+        [one] => {
+            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
+            super::usage::windows(ctx, by).await?
+        }
+        _ => None,
+    };
     if ctx.json {
         let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
         if let Some(first) = out.first_mut() {
             first["sessions"] = r.sessions.iter().map(session_json).collect();
+            if let Some(([today, week, month], sessions)) = windows {
+                first["cost_usd"] =
+                    serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
+            }
         }
         output::json(&serde_json::Value::Array(out));
         return Ok(());
@@ -420,6 +434,15 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             println!("  last      {}", ch.last_result);
         }
         println!("  mail      {} unread", ch.mail_waiting);
+        if let Some(([today, week, month], sessions)) = windows {
+            use super::usage::cost;
+            println!(
+                "  cost      {} today, {} over 7 days, {} over 30 days ({sessions} sessions)",
+                cost(today),
+                cost(week),
+                cost(month)
+            );
+        }
         if !ch.attention.is_empty() {
             println!("  attention {}", ch.attention);
         }

@@ -54,6 +54,18 @@ impl Control for ControlService {
         Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name)? }))
     }
 
+    async fn usage(&self, req: Request<pb::UsageRequest>) -> R<pb::UsageReply> {
+        let req = req.into_inner();
+        let only = match req.chamber {
+            Some(r) => Some(self.daemon.resolve(&convert::chamber_ref(Some(r))?)?.record.id),
+            None => None,
+        };
+        let mut rows = self.daemon.shared().store.usage(req.since).await.map_err(crate::error::Error::from)?;
+        rows.retain(|r| only.is_none_or(|id| r.chamber_id == id));
+        let names = self.daemon.list().into_iter().map(|v| (v.record.id, v.record.name.clone())).collect();
+        Ok(Response::new(convert::usage(&rows, &names, &req.by)?))
+    }
+
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
         Ok(Response::new(crate::fleet::status(&self.daemon).await?))
     }

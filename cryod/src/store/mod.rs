@@ -164,6 +164,35 @@ pub struct SessionRow {
     pub usage: crate::agent_events::Usage,
 }
 
+/// Sessions' usage summed over one chamber, UTC day, provider and model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    pub chamber_id: i64,
+    /// `YYYY-MM-DD` (UTC) of the sessions' ends.
+    pub day: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub sessions: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    /// The sum of the costs that are known.
+    pub cost_usd: f64,
+}
+
+/// The SQL of [`Backend::usage`] (the same in SQLite and PostgreSQL).
+const USAGE_SQL: &str = "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*),
+        coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
+        coalesce(sum(cost_usd), 0)
+    FROM TABLE WHERE ended_at IS NOT NULL AND ended_at >= PARAM
+    GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model
+    ORDER BY 2, 1";
+
+/// [`USAGE_SQL`] for a table and its placeholder style.
+pub fn usage_sql(table: &str, param: &str) -> String {
+    USAGE_SQL.replace("TABLE", table).replace("PARAM", param)
+}
+
 /// A session that was never closed: its owner died while it ran.
 #[derive(Debug, Clone)]
 pub struct OpenSession {
@@ -246,6 +275,9 @@ pub trait Backend: Send + Sync + 'static {
     fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>>;
     /// Sessions with no end, of one chamber or of all.
     fn open_sessions(&self, chamber: Option<i64>) -> Fut<'_, Vec<OpenSession>>;
+    /// What sessions ended at or after `since` (RFC 3339, UTC) used, summed
+    /// per chamber, UTC day, provider account and model.
+    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).

@@ -78,7 +78,12 @@ impl Sup {
                 crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
                 let outcome = outcome.describe();
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                let usage = self.usage.take().filter(|(n, _)| *n == number).map(|(_, u)| u);
+                let account = self.config.as_ref().ok().map(spawn::provider_account);
+                let usage = self
+                    .usage
+                    .take()
+                    .filter(|(n, _)| *n == number)
+                    .map(|(_, u)| crate::agent_events::Usage { provider: account, ..u });
                 let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage };
                 let r = store.session_ended(fence, end).await;
                 let _ = self.fenced(r);

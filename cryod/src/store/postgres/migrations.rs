@@ -84,7 +84,7 @@ const MIGRATIONS: &[&str] = &[
     // 3: what each session used, from its agent's event stream.
     "ALTER TABLE cryo_sessions ADD COLUMN model text,
         ADD COLUMN input_tokens bigint, ADD COLUMN output_tokens bigint, ADD COLUMN cached_tokens bigint,
-        ADD COLUMN cost_usd double precision, ADD COLUMN provider_session text;",
+        ADD COLUMN cost_usd double precision, ADD COLUMN provider_session text, ADD COLUMN provider text;",
 ];
 
 /// The schema version this build writes.

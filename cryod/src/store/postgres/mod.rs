@@ -29,7 +29,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{
     Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow,
-    SessionStart, StoreError, View, WakeRecord,
+    SessionStart, StoreError, UsageRow, View, WakeRecord,
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
@@ -248,6 +248,7 @@ fn session_row(r: &Row) -> SessionRow {
             cached_tokens: r.get::<_, Option<i64>>(11).unwrap_or(0) as u64,
             cost_usd: r.get(12),
             provider_session: r.get(13),
+            provider: r.get(14),
         },
     }
 }
@@ -386,7 +387,7 @@ impl Backend for Postgres {
             self.write(
                 fence,
                 "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7, model = $8, input_tokens = $9,
-                 output_tokens = $10, cached_tokens = $11, cost_usd = $12, provider_session = $13
+                 output_tokens = $10, cached_tokens = $11, cost_usd = $12, provider_session = $13, provider = $14
                  WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
                 &[
                     &number,
@@ -399,6 +400,7 @@ impl Backend for Postgres {
                     &u.map(|u| u.cached_tokens as i64),
                     &u.and_then(|u| u.cost_usd),
                     &u.and_then(|u| u.provider_session.clone()),
+                    &u.and_then(|u| u.provider.clone()),
                 ],
             )
             .await
@@ -418,12 +420,32 @@ impl Backend for Postgres {
             let rows = self
                 .query(
                     "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
-                            model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session
+                            model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider
                      FROM cryo_sessions WHERE chamber_id = $1 ORDER BY number DESC LIMIT $2",
                     &[&chamber, &limit],
                 )
                 .await?;
             Ok(rows.iter().map(session_row).collect())
+        })
+    }
+
+    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>> {
+        Box::pin(async move {
+            let rows = self.query(&crate::store::usage_sql("cryo_sessions", "$1"), &[&since]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| UsageRow {
+                    chamber_id: r.get(0),
+                    day: r.get(1),
+                    provider: r.get(2),
+                    model: r.get(3),
+                    sessions: r.get::<_, i64>(4) as u64,
+                    input_tokens: r.get::<_, i64>(5) as u64,
+                    output_tokens: r.get::<_, i64>(6) as u64,
+                    cached_tokens: r.get::<_, i64>(7) as u64,
+                    cost_usd: r.get(8),
+                })
+                .collect())
         })
     }
 

@@ -56,7 +56,8 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN output_tokens INTEGER;
     ALTER TABLE sessions ADD COLUMN cached_tokens INTEGER;
     ALTER TABLE sessions ADD COLUMN cost_usd REAL;
-    ALTER TABLE sessions ADD COLUMN provider_session TEXT;",
+    ALTER TABLE sessions ADD COLUMN provider_session TEXT;
+    ALTER TABLE sessions ADD COLUMN provider TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -234,7 +234,7 @@ fn take_all(conn: &Connection) -> rusqlite::Result<()> {
 
 use super::{
     Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow, SessionStart,
-    WakeRecord,
+    UsageRow, WakeRecord,
 };
 use rusqlite::params;
 
@@ -315,8 +315,8 @@ impl Backend for Sqlite {
             exec(
                 c,
                 "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5, model = ?6, input_tokens = ?7,
-                 output_tokens = ?8, cached_tokens = ?9, cost_usd = ?10, provider_session = ?11
-                 WHERE chamber_id = ?1 AND number = ?2",
+                 output_tokens = ?8, cached_tokens = ?9, cost_usd = ?10, provider_session = ?11,
+                 provider = ?12 WHERE chamber_id = ?1 AND number = ?2",
                 params![
                     fence.chamber,
                     e.number as i64,
@@ -329,6 +329,7 @@ impl Backend for Sqlite {
                     e.usage.as_ref().map(|u| u.cached_tokens as i64),
                     e.usage.as_ref().and_then(|u| u.cost_usd),
                     e.usage.as_ref().and_then(|u| u.provider_session.clone()),
+                    e.usage.as_ref().and_then(|u| u.provider.clone()),
                 ],
             )?;
             Ok(())
@@ -345,6 +346,10 @@ impl Backend for Sqlite {
 
     fn open_sessions(&self, chamber: Option<i64>) -> Fut<'_, Vec<OpenSession>> {
         Box::pin(self.call(move |c| sessions::open_sessions(c, chamber)))
+    }
+
+    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>> {
+        Box::pin(self.call(move |c| sessions::usage(c, &since)))
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {

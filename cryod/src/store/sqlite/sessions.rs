@@ -5,7 +5,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::super::{OpenClaim, OpenSession, SessionRow, StoreError};
+use super::super::{OpenClaim, OpenSession, SessionRow, StoreError, UsageRow};
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
     let n: Option<i64> = c
@@ -23,7 +23,7 @@ pub(super) fn recent_sessions(
 ) -> Result<Vec<SessionRow>, StoreError> {
     let mut st = c.prepare_cached(
         "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
-                model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session
+                model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider
          FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
     )?;
     let rows = st
@@ -44,6 +44,7 @@ pub(super) fn recent_sessions(
                     cached_tokens: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as u64,
                     cost_usd: r.get(12)?,
                     provider_session: r.get(13)?,
+                    provider: r.get(14)?,
                 },
             })
         })?
@@ -81,6 +82,26 @@ pub(super) fn open_claims(c: &rusqlite::Connection, chamber: i64) -> Result<Vec<
                 id: r.get(0)?,
                 session: r.get::<_, i64>(1)? as u64,
                 files: serde_json::from_str(&files).unwrap_or_default(),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn usage(c: &rusqlite::Connection, since: &str) -> Result<Vec<UsageRow>, StoreError> {
+    let mut st = c.prepare_cached(&crate::store::usage_sql("sessions", "?1"))?;
+    let rows = st
+        .query_map(params![since], |r| {
+            Ok(UsageRow {
+                chamber_id: r.get(0)?,
+                day: r.get(1)?,
+                provider: r.get(2)?,
+                model: r.get(3)?,
+                sessions: r.get::<_, i64>(4)? as u64,
+                input_tokens: r.get::<_, i64>(5)? as u64,
+                output_tokens: r.get::<_, i64>(6)? as u64,
+                cached_tokens: r.get::<_, i64>(7)? as u64,
+                cost_usd: r.get(8)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
