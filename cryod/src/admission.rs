@@ -5,10 +5,13 @@
 //!
 //! A chamber asks with [`Admission::request`], giving a [`Sink`]; when a slot
 //! is free the sink receives a [`Permit`], which frees the slot when dropped.
+//! A request names its provider account; an account with a limit of its own
+//! (`[providers.NAME] max_concurrent` in `cryod.toml`) is admitted up to it,
+//! and its waiting requests let the others pass meanwhile.
 //! A chamber holds one permit at most: while it holds one (or one is on its
 //! way to it), its requests are ignored; it asks again after giving it back.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use cryo_core::session::Trigger;
@@ -24,16 +27,34 @@ struct State {
     limit: usize,
     running: usize,
     seq: u64,
-    /// Waiting requests: the chamber, its sink, and since when it waits.
-    queue: BTreeMap<(Trigger, u64), (i64, Sink, std::time::Instant)>,
+    /// Waiting requests, in the order they are admitted.
+    queue: BTreeMap<(Trigger, u64), Waiting>,
     /// Chambers holding a permit.
     holders: HashSet<i64>,
+    /// Provider accounts' own limits, and their permits out.
+    provider_limits: HashMap<String, usize>,
+    provider_running: HashMap<String, usize>,
+}
+
+struct Waiting {
+    chamber: i64,
+    sink: Sink,
+    since: std::time::Instant,
+    provider: Option<String>,
+}
+
+impl State {
+    fn provider_full(&self, provider: &Option<String>) -> bool {
+        let Some(p) = provider else { return false };
+        self.provider_limits.get(p).is_some_and(|limit| self.provider_running.get(p).copied().unwrap_or(0) >= *limit)
+    }
 }
 
 /// A slot; dropping it admits the next waiting chamber.
 pub struct Permit {
     admission: Admission,
     chamber: i64,
+    provider: Option<String>,
 }
 
 impl std::fmt::Debug for Permit {
@@ -43,43 +64,47 @@ impl std::fmt::Debug for Permit {
 }
 
 impl Admission {
-    pub fn new(limit: usize) -> Admission {
+    /// `limit` agents at once in all; `providers`: accounts with a limit of
+    /// their own.
+    pub fn new(limit: usize, providers: HashMap<String, usize>) -> Admission {
         Admission(Arc::new(Mutex::new(State {
             limit: limit.max(1),
             running: 0,
             seq: 0,
             queue: BTreeMap::new(),
             holders: HashSet::new(),
+            provider_limits: providers.into_iter().map(|(p, n)| (p, n.max(1))).collect(),
+            provider_running: HashMap::new(),
         })))
     }
 
-    /// Queues a request from `chamber`; it is answered through `sink`.
-    /// A chamber has at most one request queued: a new one replaces the old
-    /// if it ranks higher.
-    pub fn request(&self, trigger: Trigger, chamber: i64, sink: Sink) {
+    /// Queues a request from `chamber`, whose sessions bill `provider`; it
+    /// is answered through `sink`. A chamber has at most one request queued:
+    /// a new one replaces the old if it ranks higher.
+    pub fn request(&self, trigger: Trigger, chamber: i64, provider: Option<String>, sink: Sink) {
         let mut s = self.0.lock().expect("admission lock");
         if s.holders.contains(&chamber) {
             return;
         }
         let mut since = std::time::Instant::now();
-        if let Some(key) = s.queue.iter().find(|(_, (c, ..))| *c == chamber).map(|(k, _)| *k) {
+        if let Some(key) = s.queue.iter().find(|(_, w)| w.chamber == chamber).map(|(k, _)| *k) {
             if key.0 <= trigger {
                 return;
             }
-            if let Some((.., asked)) = s.queue.remove(&key) {
-                since = asked;
+            if let Some(w) = s.queue.remove(&key) {
+                since = w.since;
             }
         }
         let seq = s.seq;
         s.seq += 1;
-        s.queue.insert((trigger, seq), (chamber, sink, since));
+        s.queue.insert((trigger, seq), Waiting { chamber, sink, since, provider });
         self.grant(&mut s);
     }
 
     /// Withdraws `chamber`'s queued request, if any.
     pub fn cancel(&self, chamber: i64) {
         let mut s = self.0.lock().expect("admission lock");
-        s.queue.retain(|_, (c, ..)| *c != chamber);
+        s.queue.retain(|_, w| w.chamber != chamber);
     }
 
     pub fn running(&self) -> usize {
@@ -93,18 +118,39 @@ impl Admission {
     }
 
     fn grant(&self, s: &mut State) {
+        // Requests of a provider at its own limit wait, in their places.
+        let mut passed = Vec::new();
         while s.running < s.limit {
-            let Some(((trigger, _), (chamber, sink, since))) = s.queue.pop_first() else { break };
-            crate::metrics::get().admitted(trigger.as_str(), since.elapsed());
-            s.running += 1;
-            s.holders.insert(chamber);
-            let permit = Permit { admission: self.clone(), chamber };
-            if let Err(returned) = sink(permit) {
+            let Some((key, w)) = s.queue.pop_first() else { break };
+            if s.provider_full(&w.provider) {
+                passed.push((key, w));
+                continue;
+            }
+            crate::metrics::get().admitted(key.0.as_str(), w.since.elapsed());
+            s.take(w.chamber, &w.provider, 1);
+            let permit = Permit { admission: self.clone(), chamber: w.chamber, provider: w.provider.clone() };
+            if let Err(returned) = (w.sink)(permit) {
                 // The chamber is gone: its permit comes back unused.
                 std::mem::forget(returned);
-                s.running -= 1;
-                s.holders.remove(&chamber);
+                s.take(w.chamber, &w.provider, -1);
             }
+        }
+        s.queue.extend(passed);
+    }
+}
+
+impl State {
+    /// Counts a permit out (`1`) or back in (`-1`).
+    fn take(&mut self, chamber: i64, provider: &Option<String>, n: isize) {
+        self.running = self.running.saturating_add_signed(n);
+        if n > 0 {
+            self.holders.insert(chamber);
+        } else {
+            self.holders.remove(&chamber);
+        }
+        if let Some(p) = provider {
+            let count = self.provider_running.entry(p.clone()).or_insert(0);
+            *count = count.saturating_add_signed(n);
         }
     }
 }
@@ -113,8 +159,7 @@ impl Drop for Permit {
     fn drop(&mut self) {
         let admission = self.admission.clone();
         let mut s = admission.0.lock().expect("admission lock");
-        s.running -= 1;
-        s.holders.remove(&self.chamber);
+        s.take(self.chamber, &self.provider, -1);
         admission.grant(&mut s);
     }
 }
@@ -138,14 +183,14 @@ mod tests {
 
     #[test]
     fn limit_and_priority() {
-        let a = Admission::new(1);
+        let a = Admission::new(1, HashMap::new());
         let (sink, rx) = sinks();
-        a.request(Trigger::Scheduled, 1, sink(1));
+        a.request(Trigger::Scheduled, 1, None, sink(1));
         let (id, first) = rx.try_recv().expect("the first request is admitted at once");
         assert_eq!(id, 1);
-        a.request(Trigger::Scheduled, 2, sink(2));
-        a.request(Trigger::Inbox, 3, sink(3));
-        a.request(Trigger::Manual, 4, sink(4));
+        a.request(Trigger::Scheduled, 2, None, sink(2));
+        a.request(Trigger::Inbox, 3, None, sink(3));
+        a.request(Trigger::Manual, 4, None, sink(4));
         assert!(rx.try_recv().is_err(), "the limit holds");
         assert_eq!(a.running(), 1);
         drop(first);
@@ -160,25 +205,51 @@ mod tests {
 
     #[test]
     fn a_chamber_holds_one_permit_at_most() {
-        let a = Admission::new(4);
+        let a = Admission::new(4, HashMap::new());
         let (sink, rx) = sinks();
-        a.request(Trigger::Scheduled, 1, sink(1));
+        a.request(Trigger::Scheduled, 1, None, sink(1));
         let (_, p) = rx.try_recv().expect("admitted");
         // Asked again while it holds the permit (mail arrived meanwhile).
-        a.request(Trigger::Inbox, 1, sink(1));
+        a.request(Trigger::Inbox, 1, None, sink(1));
         assert!(rx.try_recv().is_err(), "no second permit for the same chamber");
         assert_eq!(a.running(), 1);
         drop(p);
-        a.request(Trigger::Inbox, 1, sink(1));
+        a.request(Trigger::Inbox, 1, None, sink(1));
         assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(1), "once given back, it may ask again");
     }
 
     #[test]
+    fn a_provider_limit_holds_and_lets_others_pass() {
+        let a = Admission::new(3, HashMap::from([("p".to_string(), 1)]));
+        let (sink, rx) = sinks();
+        let p = || Some("p".to_string());
+        a.request(Trigger::Scheduled, 1, p(), sink(1));
+        a.request(Trigger::Inbox, 2, p(), sink(2));
+        a.request(Trigger::Scheduled, 3, Some("q".into()), sink(3));
+        a.request(Trigger::Scheduled, 4, None, sink(4));
+        let got: Vec<i64> = rx.try_iter().map(|(id, permit)| (id, std::mem::forget(permit)).0).collect();
+        assert_eq!(got, [1, 3, 4], "p's second waits; the others pass it");
+        assert_eq!(a.depth(), (1, 3, 3));
+    }
+
+    #[test]
+    fn a_provider_slot_goes_to_its_next_request() {
+        let a = Admission::new(4, HashMap::from([("p".to_string(), 1)]));
+        let (sink, rx) = sinks();
+        a.request(Trigger::Scheduled, 1, Some("p".into()), sink(1));
+        let (_, first) = rx.try_recv().expect("admitted");
+        a.request(Trigger::Scheduled, 2, Some("p".into()), sink(2));
+        assert!(rx.try_recv().is_err(), "p is at its limit");
+        drop(first);
+        assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(2));
+    }
+
+    #[test]
     fn a_gone_chamber_returns_its_slot() {
-        let a = Admission::new(1);
+        let a = Admission::new(1, HashMap::new());
         let (sink, rx) = sinks();
         drop(rx);
-        a.request(Trigger::Inbox, 1, sink(1));
+        a.request(Trigger::Inbox, 1, None, sink(1));
         assert_eq!(a.running(), 0);
     }
 }

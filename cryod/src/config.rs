@@ -29,6 +29,18 @@ pub struct Config {
     /// `cached`), for agents whose CLI reports no cost; over the shipped
     /// table (`agent_events::default_prices`).
     pub prices: std::collections::BTreeMap<String, crate::agent_events::Price>,
+    /// `[providers.NAME]`: what one provider account may do (its name is a
+    /// chamber's `[provider] name`, or what `cryoctl usage --by provider`
+    /// shows).
+    pub providers: std::collections::BTreeMap<String, ProviderConfig>,
+}
+
+/// `[providers.NAME]` in `cryod.toml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Sessions of this account running at once (beside the global limit).
+    pub max_concurrent: Option<usize>,
 }
 
 /// `[store]`: the database, and this node's place in a fleet.
@@ -92,6 +104,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
             prices: Default::default(),
+            providers: Default::default(),
         }
     }
 }

@@ -96,7 +96,10 @@ impl Shared {
     ) -> std::sync::Arc<Shared> {
         std::sync::Arc::new(Shared {
             lease,
-            admission: Admission::new(config.max_concurrent_sessions),
+            admission: Admission::new(
+                config.max_concurrent_sessions,
+                config.providers.iter().filter_map(|(n, p)| Some((n.clone(), p.max_concurrent?))).collect(),
+            ),
             scheduler: Scheduler::start(clock.clone(), shutdown.clone()),
             watcher: Watcher::start(),
             tokens: Default::default(),

@@ -12,6 +12,7 @@ mod hub;
 mod mcp;
 mod metrics;
 mod operator;
+mod providers;
 mod runtime;
 mod scheduling;
 mod service;

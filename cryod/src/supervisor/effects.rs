@@ -37,7 +37,10 @@ impl Sup {
         let fence = self.fence;
         match effect {
             Effect::Plan(at) => self.shared.scheduler.plan(self.id, at, self.due_sink()),
-            Effect::RequestAdmission(trigger) => self.shared.admission.request(trigger, self.id, self.grant_sink()),
+            Effect::RequestAdmission(trigger) => {
+                let provider = self.config.as_ref().ok().map(spawn::provider_account);
+                self.shared.admission.request(trigger, self.id, provider, self.grant_sink())
+            }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => self.permit = None,
             Effect::ArmTimer { timer, after } => {

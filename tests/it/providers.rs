@@ -1,0 +1,44 @@
+//! Issue 21: providers. Per-provider concurrency with scripted agents (any
+//! agent command bills the account its chamber names); usage, cost and the
+//! transcript of the real CLIs are checked in `agents.rs`.
+
+use cryo_tests::{Chamber, Env};
+
+/// The agent's work: its start and end times, with some time between.
+const TIMED_AGENT: &str = "date +%s%N > start.txt\ncryo-agent send hi >/dev/null\n\
+cryo-agent todo add later --at +1h >/dev/null\nsleep 0.2\ndate +%s%N > end.txt\ncryo-agent hibernate\n";
+
+/// Chambers due at once, each with a TODO long past.
+fn due_chamber(env: &Env, name: &str, provider: &str) -> Chamber {
+    let c = env.chamber(name, TIMED_AGENT, &format!("[provider]\nname = \"{provider}\"\n"));
+    c.seed_history();
+    c.write_todos(r#"[{"id":1,"text":"due","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
+    c
+}
+
+fn span(c: &Chamber) -> (u128, u128) {
+    (c.read("start.txt").trim().parse().unwrap(), c.read("end.txt").trim().parse().unwrap())
+}
+
+#[test]
+fn max_concurrent_per_provider_holds_with_five_chambers_due_at_once() {
+    let env = Env::new();
+    env.daemon_config("max_concurrent_sessions = 4\n\n[providers.p1]\nmax_concurrent = 1\n");
+    let _d = env.start_daemon();
+    let p1: Vec<Chamber> = (0..5).map(|i| due_chamber(&env, &format!("p1-{i}"), "p1")).collect();
+    let other = due_chamber(&env, "other", "p2");
+    for c in p1.iter().chain([&other]) {
+        env.cryoctl(&["chamber", "start", &c.name, "--no-wait"]).ok();
+    }
+    for c in p1.iter().chain([&other]) {
+        c.wait_ended(2);
+    }
+    let mut spans: Vec<(u128, u128)> = p1.iter().map(span).collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "two sessions of p1 overlapped: {spans:?}");
+    }
+    // The other account was not held behind p1's queue.
+    let (other_start, _) = span(&other);
+    assert!(other_start < spans[4].0, "p2 waited for all of p1: {other_start} vs {spans:?}");
+}
