@@ -150,6 +150,10 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         // What the session used is kept with it.
         let row = b.recent_sessions(c.id, 1).await.unwrap().remove(0);
         assert_eq!(row.usage, ended(1, "").usage.unwrap());
+        let sums = b.usage("2026-01-01".into()).await.unwrap();
+        assert_eq!(sums.len(), 1, "{sums:?}");
+        assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");
+        assert_eq!(sums[0].provider.as_deref(), Some("anthropic"));
         let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], "t".into()).await.unwrap();
         assert_eq!(b.open_claims(c.id).await.unwrap()[0].id, id);
         b.claim_answered_by_id(taken.fence(), id, "t".into()).await.unwrap();

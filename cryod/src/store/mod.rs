@@ -181,9 +181,10 @@ pub struct UsageRow {
 }
 
 /// The SQL of [`Backend::usage`] (the same in SQLite and PostgreSQL).
+/// (PostgreSQL sums `bigint` as `numeric`: each sum is cast back.)
 const USAGE_SQL: &str = "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*),
-        coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
-        coalesce(sum(cost_usd), 0)
+        CAST(coalesce(sum(input_tokens), 0) AS BIGINT), CAST(coalesce(sum(output_tokens), 0) AS BIGINT),
+        CAST(coalesce(sum(cached_tokens), 0) AS BIGINT), CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION)
     FROM TABLE WHERE ended_at IS NOT NULL AND ended_at >= PARAM
     GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model
     ORDER BY 2, 1";
