@@ -34,6 +34,8 @@ struct State {
     /// Provider accounts' own limits, and their permits out.
     provider_limits: HashMap<String, usize>,
     provider_running: HashMap<String, usize>,
+    /// Accounts held at their provider's limit, until then.
+    held: HashMap<String, std::time::Instant>,
 }
 
 struct Waiting {
@@ -46,6 +48,9 @@ struct Waiting {
 impl State {
     fn provider_full(&self, provider: &Option<String>) -> bool {
         let Some(p) = provider else { return false };
+        if self.held.get(p).is_some_and(|until| *until > std::time::Instant::now()) {
+            return true;
+        }
         self.provider_limits.get(p).is_some_and(|limit| self.provider_running.get(p).copied().unwrap_or(0) >= *limit)
     }
 }
@@ -75,7 +80,33 @@ impl Admission {
             holders: HashSet::new(),
             provider_limits: providers.into_iter().map(|(p, n)| (p, n.max(1))).collect(),
             provider_running: HashMap::new(),
+            held: HashMap::new(),
         })))
+    }
+
+    /// Holds `provider`'s requests for `left` (its limit was reached): they
+    /// wait in their places, and go through in order when it is over.
+    pub fn hold(&self, provider: &str, left: std::time::Duration) {
+        let until = std::time::Instant::now() + left;
+        {
+            let mut s = self.0.lock().expect("admission lock");
+            let at = s.held.entry(provider.to_string()).or_insert(until);
+            *at = (*at).max(until);
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until.into()).await;
+            let mut s = me.0.lock().expect("admission lock");
+            s.held.retain(|_, t| *t > std::time::Instant::now());
+            me.grant(&mut s);
+        });
+    }
+
+    /// Accounts held at their limit now, with the time left.
+    pub fn holds(&self) -> Vec<(String, std::time::Duration)> {
+        let s = self.0.lock().expect("admission lock");
+        let now = std::time::Instant::now();
+        s.held.iter().filter(|(_, t)| **t > now).map(|(p, t)| (p.clone(), *t - now)).collect()
     }
 
     /// Queues a request from `chamber`, whose sessions bill `provider`; it

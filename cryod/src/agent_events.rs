@@ -49,6 +49,17 @@ impl Usage {
     }
 }
 
+/// The provider refused for its limit: when it said it resets, if it did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limited {
+    /// Seconds since the epoch (a usage window's reset).
+    pub resets_at: Option<i64>,
+    /// Or a delay the CLI was told (milliseconds, from its last retry).
+    pub retry_after_ms: Option<u64>,
+    /// The CLI's own words.
+    pub text: String,
+}
+
 /// Longest line of a tool's result shown in the transcript, and how many.
 const RESULT_LINES: usize = 3;
 const LINE_CHARS: usize = 200;
@@ -57,6 +68,10 @@ const LINE_CHARS: usize = 200;
 pub struct Reader {
     format: Format,
     pub usage: Usage,
+    /// The stream ended on the provider's limit.
+    pub limited: Option<Limited>,
+    /// The delay of the last retry after a 429 (Claude Code's `api_retry`).
+    retry_ms: Option<u64>,
     /// OpenCode reports a cost per step; summed here.
     cost_reported: f64,
 }
@@ -65,7 +80,7 @@ impl Reader {
     /// `model` is what the agent line or the CLI's config names, if any
     /// (Codex and OpenCode do not repeat it in their events).
     pub fn new(format: Format, model: Option<String>) -> Reader {
-        Reader { format, usage: Usage { model, ..Usage::default() }, cost_reported: 0.0 }
+        Reader { format, usage: Usage { model, ..Usage::default() }, limited: None, retry_ms: None, cost_reported: 0.0 }
     }
 
     /// The transcript lines for one line of output; anything that is not
@@ -107,6 +122,15 @@ impl Reader {
                 ));
                 if !failed.is_empty() {
                     out.push(format!("error: MCP server(s) not connected: {}", failed.join(", ")));
+                }
+            }
+            (Some("system"), Some("api_retry")) => {
+                if v["error_status"] == 429 {
+                    self.retry_ms = v["retry_delay_ms"].as_u64();
+                    out.push(format!(
+                        "limit: the provider refused (429); Claude Code retries in {} s",
+                        self.retry_ms.unwrap_or(0) / 1000
+                    ));
                 }
             }
             (Some("assistant"), _) => {
@@ -154,6 +178,14 @@ impl Reader {
                 if v["is_error"] == true {
                     let why = str_at(v, "/result").unwrap_or("the run failed");
                     out.push(format!("error: {}", clip(why)));
+                    if v["api_error_status"] == 429 || v["api_error"] == "usage_limit_reached" {
+                        let info = v.pointer("/api_error_params/rate_limit_info");
+                        self.limited = Some(Limited {
+                            resets_at: info.and_then(|i| i["resetsAt"].as_i64()),
+                            retry_after_ms: self.retry_ms,
+                            text: why.to_string(),
+                        });
+                    }
                 }
                 out.push(self.summary());
             }
@@ -429,6 +461,25 @@ mod tests {
         assert!(t.iter().any(|l| l.starts_with("→ cryo_send: {\"text\"")), "{t:?}");
         assert!(t.iter().any(|l| l == "→ bash: cryo-agent send 'hello from session 1'"), "{t:?}");
         assert!(t.iter().any(|l| l == "← hibernating: next wake at 2026-11-23T18:12:30+00:00"), "{t:?}");
+    }
+
+    /// Claude Code 2.1.330 against a Messages API answering 429 with
+    /// `retry-after: 20` (it retries) and then `600` (it gives up).
+    #[test]
+    fn claude_at_the_providers_limit() {
+        let mut r = Reader::new(Format::Claude, None);
+        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":20553,"error_status":429,"error":"rate_limit","session_id":"s1"}"#;
+        assert_eq!(r.line(retry), ["limit: the provider refused (429); Claude Code retries in 20 s"]);
+        assert_eq!(r.limited, None, "a retry inside the session is not the end");
+        let result = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later.","session_id":"s1","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#;
+        r.line(result);
+        let l = r.limited.clone().expect("limited");
+        assert_eq!((l.resets_at, l.retry_after_ms), (None, Some(20553)));
+        assert!(l.text.starts_with("API Error: Request rejected (429)"));
+        let mut r = Reader::new(Format::Claude, None);
+        let window = r#"{"type":"result","is_error":true,"api_error":"usage_limit_reached","api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":1795460000}},"result":"limit reached"}"#;
+        r.line(window);
+        assert_eq!(r.limited.expect("limited").resets_at, Some(1795460000));
     }
 
     #[test]

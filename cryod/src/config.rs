@@ -33,6 +33,9 @@ pub struct Config {
     /// chamber's `[provider] name`, or what `cryoctl usage --by provider`
     /// shows).
     pub providers: std::collections::BTreeMap<String, ProviderConfig>,
+    /// How long a provider's limit holds its account when the CLI said no
+    /// reset time (seconds).
+    pub limit_hold_seconds: u64,
 }
 
 /// `[providers.NAME]` in `cryod.toml`.
@@ -105,6 +108,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             prices: Default::default(),
             providers: Default::default(),
+            limit_hold_seconds: 300,
         }
     }
 }

@@ -98,6 +98,8 @@ pub struct Seen {
 struct Inner {
     script: Script,
     seen: Mutex<Vec<Seen>>,
+    /// API keys refused with 429 until then (a provider's limit).
+    limits: Mutex<Vec<(String, std::time::Instant)>>,
 }
 
 /// A running model server (stopped on drop).
@@ -114,7 +116,7 @@ impl ModelServer {
             .enable_all()
             .build()
             .expect("model server runtime");
-        let inner = Arc::new(Inner { script, seen: Mutex::new(Vec::new()) });
+        let inner = Arc::new(Inner { script, seen: Mutex::new(Vec::new()), limits: Mutex::new(Vec::new()) });
         let app = axum::Router::new().fallback(handle).with_state(inner.clone());
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -126,6 +128,18 @@ impl ModelServer {
         ModelServer { addr, inner, _runtime: runtime }
     }
 
+    /// Refuses every request made with `key` for `window`, as a provider at
+    /// its limit does: 429, `retry-after` a long way off (so the CLI gives
+    /// up rather than wait), each API's error body.
+    pub fn limit(&self, key: &str, window: std::time::Duration) {
+        self.inner.limits.lock().unwrap().push((key.to_string(), std::time::Instant::now() + window));
+    }
+
+    /// The requests refused at a limit, by path.
+    pub fn refused(&self) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.answered.as_deref() == Some(REFUSED)).collect()
+    }
+
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -135,9 +149,14 @@ impl ModelServer {
         self.inner.seen.lock().unwrap().clone()
     }
 
-    /// Every step the server handed out, in order (tool searches aside).
+    /// Every step the server handed out, in order (tool searches and
+    /// refusals aside).
     pub fn answered(&self) -> Vec<String> {
-        self.seen().into_iter().filter_map(|s| s.answered).filter(|a| !a.starts_with(TOOL_SEARCH)).collect()
+        self.seen()
+            .into_iter()
+            .filter_map(|s| s.answered)
+            .filter(|a| !a.starts_with(TOOL_SEARCH) && a != REFUSED)
+            .collect()
     }
 
     /// Every tool search the server asked for (Claude Code's deferred tools).
@@ -179,6 +198,33 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     let Ok(body) = serde_json::from_str::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
     };
+    let key = headers
+        .get("x-api-key")
+        .or_else(|| headers.get("authorization"))
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_start_matches("Bearer ").to_string())
+        .unwrap_or_default();
+    let limited = inner.limits.lock().unwrap().iter().any(|(k, until)| *k == key && std::time::Instant::now() < *until);
+    if limited {
+        inner.seen.lock().unwrap().push(Seen {
+            path: path.clone(),
+            headers: Vec::new(),
+            body: body.clone(),
+            answered: Some(REFUSED.into()),
+        });
+        let error = match api {
+            Api::Messages => json!({ "type": "error", "error": { "type": "rate_limit_error",
+                "message": "This request would exceed your account's rate limit. Please try again later." } }),
+            _ => json!({ "error": { "type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
+                "message": "Rate limit reached. Please try again later." } }),
+        };
+        return Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header("content-type", "application/json")
+            .header("retry-after", "600")
+            .body(Body::from(error.to_string()))
+            .unwrap();
+    }
     let convo = Conversation::read(api, &body);
     let answer = inner.script.steps_for(&convo.prompt).get(convo.calls).and_then(|step| convo.call(step));
     let kept_headers = headers
@@ -259,6 +305,9 @@ struct Call {
 }
 
 const SHELL_NAMES: &[&str] = &["bash", "shell", "exec_command"];
+
+/// How a request refused at a limit shows in [`Seen::answered`].
+pub const REFUSED: &str = "429";
 
 /// Claude Code's tool that loads deferred tools' schemas.
 const TOOL_SEARCH: &str = "ToolSearch";

@@ -56,6 +56,9 @@ pub enum Outcome {
     Stopped,
     /// The daemon stopped during the session (found at restart).
     Interrupted,
+    /// The provider's limit ended it; it resumes at `until` (`local`: that
+    /// time in the chamber's zone, for people).
+    Limited { until: DateTime<Utc>, local: String },
 }
 
 /// How late a session's agent started after `due`, in whole milliseconds
@@ -77,6 +80,7 @@ impl Outcome {
             Outcome::TimedOut => "timed_out",
             Outcome::Stopped => "stopped",
             Outcome::Interrupted => "interrupted",
+            Outcome::Limited { .. } => "limited",
         }
     }
 
@@ -87,7 +91,7 @@ impl Outcome {
             | Outcome::Crashed(_)
             | Outcome::TimedOut
             | Outcome::Interrupted => true,
-            Outcome::Hibernated(_) | Outcome::Stopped => false,
+            Outcome::Hibernated(_) | Outcome::Stopped | Outcome::Limited { .. } => false,
         }
     }
 
@@ -99,6 +103,7 @@ impl Outcome {
             Outcome::TimedOut => "timed out".into(),
             Outcome::Stopped => "was stopped by the operator".into(),
             Outcome::Interrupted => "was interrupted (the daemon stopped)".into(),
+            Outcome::Limited { .. } => "hit the provider's limit".into(),
             Outcome::Hibernated(_) => "hibernated".into(),
         }
     }
@@ -113,6 +118,7 @@ impl Outcome {
             Outcome::TimedOut => "timed out".into(),
             Outcome::Stopped => "stopped by the operator".into(),
             Outcome::Interrupted => "interrupted: the daemon stopped".into(),
+            Outcome::Limited { local, .. } => format!("limited: the provider's limit was reached; resumes at {local}"),
         }
     }
 }
@@ -141,6 +147,27 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
     let mut out = Vec::new();
     let details = details.trim();
     let with_details = |s: String| if details.is_empty() { s } else { format!("{s}\n\n{details}") };
+    if let Outcome::Limited { local, .. } = outcome {
+        // One honest message: no failure report, no misconfiguration.
+        if conv.unanswered_batch {
+            out.push(Fallback {
+                subject: format!("Session {session}: the provider's limit was reached"),
+                body: format!(
+                    "The provider's limit was reached while I worked on your message; I will answer after {local}."
+                ),
+                is_reply: true,
+            });
+        } else if !conv.sent_any {
+            out.push(Fallback {
+                subject: format!("Session {session}: the provider's limit was reached"),
+                body: with_details(format!(
+                    "Session {session} stopped at the provider's limit; its work resumes after {local}."
+                )),
+                is_reply: false,
+            });
+        }
+        return out;
+    }
     if outcome.failed() || matches!(outcome, Outcome::Stopped) {
         let what = outcome.verb();
         let (subject, body) = if conv.unanswered_batch {

@@ -99,6 +99,9 @@ pub enum Settle {
     /// It was ended from outside (stop, replace, daemon stopped): each claim is
     /// re-queued at once as a new attempt.
     Requeue { now: DateTime<Utc> },
+    /// The provider's limit stopped it: each claim is queued again for
+    /// `until`, as the same attempt (a limit is not a failure).
+    Defer { until: DateTime<Utc> },
 }
 
 /// A claimed slot of a TODO, as a session carries it.
@@ -412,6 +415,7 @@ impl TodoList {
             }
             Settle::Fail { now, max_attempts } => self.fail(&open, now, max_attempts),
             Settle::Requeue { now } => (self.requeue(&open, now), Vec::new()),
+            Settle::Defer { until } => (self.defer(&open, until), Vec::new()),
         }
     }
 
@@ -453,6 +457,33 @@ impl TodoList {
     /// claim is done and re-queued at once as `text (attempt k)` with a fresh id.
     pub fn requeue(&mut self, claims: &[Claim], now: DateTime<Utc>) -> Vec<u64> {
         self.retry(claims, now, u32::MAX, |_| Duration::zero()).0
+    }
+
+    /// Queues each claim again for `until`, with its text and attempt
+    /// unchanged; returns the new ids.
+    pub fn defer(&mut self, claims: &[Claim], until: DateTime<Utc>) -> Vec<u64> {
+        self.complete(claims);
+        let at = until.with_nanosecond(0).unwrap_or(until);
+        claims
+            .iter()
+            .map(|c| {
+                let id = self.next_id();
+                self.items.push(Todo {
+                    id,
+                    text: c.text.clone(),
+                    done: false,
+                    claimed: false,
+                    at: Some(at),
+                    created: Some(at),
+                    attempt: c.attempt,
+                    repeat: None,
+                    missed: Missed::Once,
+                    claimed_by: None,
+                    extra: BTreeMap::new(),
+                });
+                id
+            })
+            .collect()
     }
 
     fn retry(

@@ -43,6 +43,14 @@ impl Sup {
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => self.permit = None,
+            Effect::HoldProvider { until } => {
+                if let Ok(config) = &self.config {
+                    let account = spawn::provider_account(config);
+                    let left = (until - self.now()).to_std().unwrap_or_default();
+                    tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
+                    self.shared.admission.hold(&account, left);
+                }
+            }
             Effect::ArmTimer { timer, after } => {
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
@@ -407,11 +415,11 @@ impl Sup {
         let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
-                let usage = match stream {
+                let (usage, limited) = match stream {
                     Some(s) => s.finish().await,
-                    None => None,
+                    None => (None, None),
                 };
-                let _ = tx.send(Event::Exited { session: number, status, usage });
+                let _ = tx.send(Event::Exited { session: number, status, usage, limited });
             }
         });
         Ok(pid)
@@ -451,7 +459,7 @@ impl Sup {
             shared.lease.forget(pgid);
             use std::os::unix::process::ExitStatusExt;
             let status = status.unwrap_or_else(|| std::process::ExitStatus::from_raw(Signal::SIGKILL as i32));
-            let _ = tx.send(Event::Exited { session: number, status, usage: None });
+            let _ = tx.send(Event::Exited { session: number, status, usage: None, limited: None });
         });
         Ok(pid)
     }
@@ -479,16 +487,23 @@ const STREAM_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log`, and what
 /// the session used is gathered.
 struct EventStream {
-    usage: Arc<std::sync::Mutex<crate::agent_events::Usage>>,
+    seen: Arc<std::sync::Mutex<Seen>>,
     done: tokio::task::JoinHandle<()>,
+}
+
+/// What a stream said so far.
+#[derive(Default)]
+struct Seen {
+    usage: crate::agent_events::Usage,
+    limited: Option<crate::agent_events::Limited>,
 }
 
 impl EventStream {
     /// What the stream said, once it ended (or after [`STREAM_DRAIN`]).
-    async fn finish(self) -> Option<Box<crate::agent_events::Usage>> {
+    async fn finish(self) -> (Option<Box<crate::agent_events::Usage>>, Option<Box<crate::agent_events::Limited>>) {
         let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
-        let u = self.usage.lock().expect("usage lock").clone();
-        (!u.is_empty()).then(|| Box::new(u))
+        let seen = std::mem::take(&mut *self.seen.lock().expect("stream lock"));
+        ((!seen.usage.is_empty()).then(|| Box::new(seen.usage)), seen.limited.map(Box::new))
     }
 }
 
@@ -502,8 +517,8 @@ fn read_events(
 ) -> EventStream {
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
-    let usage = Arc::new(std::sync::Mutex::new(crate::agent_events::Usage::default()));
-    let shared = usage.clone();
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    let shared = seen.clone();
     let done = tokio::spawn(async move {
         let mut reader = crate::agent_events::Reader::new(format, model);
         let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw).ok();
@@ -518,10 +533,10 @@ fn read_events(
             if u.cost_usd.is_none() {
                 u.cost_usd = prices.cost(&u);
             }
-            *shared.lock().expect("usage lock") = u;
+            *shared.lock().expect("stream lock") = Seen { usage: u, limited: reader.limited.clone() };
         }
     });
-    EventStream { usage, done }
+    EventStream { seen, done }
 }
 
 /// Runs file work that waits on the disk (a locked, fsynced rewrite of

@@ -94,6 +94,8 @@ pub enum Event {
         status: std::process::ExitStatus,
         /// What the agent's stream said it used (known kinds).
         usage: Option<Box<crate::agent_events::Usage>>,
+        /// Its stream ended on the provider's limit.
+        limited: Option<Box<crate::agent_events::Limited>>,
     },
     Timer(Timer),
     /// The machine is about to sleep (true) or has woken up (false).
@@ -191,6 +193,22 @@ struct Sup {
 }
 
 impl Sup {
+    /// When a provider's limit is over: the reset it named, else after the
+    /// delay it asked for, else after `limit_hold_seconds`; plus up to ten
+    /// seconds, so the held wakes of many chambers do not all start at once.
+    fn limit_until(&self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
+        let now = self.now();
+        let told = l
+            .resets_at
+            .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
+            .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
+        let at = told
+            .filter(|t| *t > now)
+            .unwrap_or(now + chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64));
+        let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) % 10_000;
+        at + chrono::Duration::milliseconds(jitter as i64)
+    }
+
     fn now(&self) -> DateTime<Utc> {
         self.shared.clock.now()
     }
@@ -330,12 +348,13 @@ impl Sup {
                 self.observe_inbox().await;
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
-            Event::Exited { session, status, usage } => {
+            Event::Exited { session, status, usage, limited } => {
                 self.agent_pgid = None;
                 self.usage = usage.map(|u| (session, *u));
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
-                Input::Exited { session, status: describe_status(status), log_tail }
+                let limited = limited.map(|l| self.limit_until(&l));
+                Input::Exited { session, status: describe_status(status), log_tail, limited }
             }
             Event::Timer(t) => Input::Timer(t),
             Event::Power { sleeping } => Input::Power { sleeping },

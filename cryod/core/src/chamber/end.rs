@@ -39,14 +39,17 @@ impl Chamber {
         self.arm(Timer::Kill(session), grace);
     }
 
-    pub(super) fn finalize(&mut self, status: Option<String>, log_tail: String) {
+    pub(super) fn finalize(&mut self, status: Option<String>, log_tail: String, limited: Option<DateTime<Utc>>) {
+        let tz = self.tz();
         let Some(l) = self.live.as_ref() else { return };
-        let outcome = match (l.ending, &l.hibernate) {
-            (Some(Cut::Stop | Cut::Replace), _) => Outcome::Stopped,
-            (Some(Cut::Shutdown), None) => Outcome::Interrupted,
-            (_, Some((ending, _))) => Outcome::Hibernated(*ending),
-            (Some(Cut::Timeout), None) => Outcome::TimedOut,
-            (_, None) => Outcome::Crashed(status.clone().unwrap_or_else(|| "no exit status".into())),
+        let outcome = match (l.ending, &l.hibernate, limited) {
+            (Some(Cut::Stop | Cut::Replace), ..) => Outcome::Stopped,
+            (Some(Cut::Shutdown), None, _) => Outcome::Interrupted,
+            (_, Some((ending, _)), _) => Outcome::Hibernated(*ending),
+            // The provider refused: not the agent's failure, whatever its exit.
+            (_, None, Some(until)) => Outcome::Limited { until, local: crate::time::format_in(until, tz) },
+            (Some(Cut::Timeout), None, None) => Outcome::TimedOut,
+            (_, None, None) => Outcome::Crashed(status.clone().unwrap_or_else(|| "no exit status".into())),
         };
         self.finalize_with(outcome, status, log_tail);
     }
@@ -61,6 +64,7 @@ impl Chamber {
         l.log_tail = log_tail;
         let how = match &outcome {
             Outcome::Stopped | Outcome::Interrupted => Settle::Requeue { now },
+            Outcome::Limited { until, .. } => Settle::Defer { until: *until },
             o if o.failed() => Settle::Fail { now, max_attempts },
             _ => Settle::Complete,
         };
@@ -88,7 +92,11 @@ impl Chamber {
             ];
         };
         let mut details = Vec::new();
-        if matches!(outcome, Outcome::Stopped | Outcome::Interrupted) {
+        if let Outcome::Limited { local, .. } = outcome {
+            if !retries.is_empty() {
+                details.push(format!("Its TODOs wait for the reset as {} (at {local}).", ids_text(&retries)));
+            }
+        } else if matches!(outcome, Outcome::Stopped | Outcome::Interrupted) {
             if !retries.is_empty() {
                 details.push(format!("Its TODOs were re-queued as {}.", ids_text(&retries)));
             }
@@ -170,6 +178,13 @@ impl Chamber {
                     crate::time::humanize(hold)
                 ));
             }
+        } else if let Outcome::Limited { until, local } = &outcome {
+            // Mail waits for the reset too, and so does every chamber on the
+            // same account.
+            self.log(format!("the provider's limit was reached: this chamber and its account wait until {local}"));
+            self.failures = 0;
+            self.mail_hold_until = Some(*until);
+            self.emit(Effect::HoldProvider { until: *until });
         } else {
             self.failures = 0;
             self.mail_hold_until = None;

@@ -485,6 +485,9 @@ pub enum Input {
         session: u64,
         status: String,
         log_tail: String,
+        /// The agent's stream said the provider's limit stopped it, until
+        /// then (the shell reads the stream).
+        limited: Option<DateTime<Utc>>,
     },
     Timer(Timer),
 
@@ -529,6 +532,11 @@ pub enum Effect {
     CancelAdmission,
     /// Give back the admission slot.
     Release,
+    /// The provider's limit was reached: hold every wake of this chamber's
+    /// provider account until then.
+    HoldProvider {
+        until: DateTime<Utc>,
+    },
     ArmTimer {
         timer: Timer,
         after: Duration,

@@ -546,9 +546,9 @@ impl Chamber {
                     self.reply(req, Err(Refusal::Precondition("this session has ended".into())));
                 }
             }
-            Input::Exited { session, status, log_tail } => {
+            Input::Exited { session, status, log_tail, limited } => {
                 if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
-                    self.finalize(Some(status), log_tail);
+                    self.finalize(Some(status), log_tail, limited);
                 }
             }
             Input::Timer(t) => self.timer(t),

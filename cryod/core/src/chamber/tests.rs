@@ -166,7 +166,7 @@ impl Rig {
 
     fn exit(&mut self, status: &str) -> Vec<Effect> {
         let session = self.m.live_session().expect("a live session").0;
-        self.feed(Input::Exited { session, status: status.into(), log_tail: String::new() })
+        self.feed(Input::Exited { session, status: status.into(), log_tail: String::new(), limited: None })
     }
 }
 
@@ -503,4 +503,30 @@ fn a_claim_that_cannot_be_written_is_made_by_the_settlement() {
     // Settled from the ledger's record: done, not left due for another run.
     assert!(rig.todos.items[0].done, "{:#?}", rig.todos);
     assert_eq!(rig.todos.items[0].claimed_by, None);
+}
+
+/// The provider's limit is not a failure: the claims wait for the reset as
+/// the same attempt, the claimed mail gets one honest reply, mail waits for
+/// the reset, the account is held, and nobody is asked to look.
+#[test]
+fn a_limited_session_defers_its_claims_to_the_reset_and_holds_the_account() {
+    let mut rig = Rig::new(&[0], &["a.md"]);
+    rig.wake();
+    rig.call(Call::Receive).unwrap();
+    let session = rig.m.live_session().expect("live").0;
+    let until = rig.now + Duration::minutes(20);
+    let end =
+        rig.feed(Input::Exited { session, status: "exit 1".into(), log_tail: String::new(), limited: Some(until) });
+    assert!(end.iter().any(
+        |e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Defer { until: u }, .. }, .. } if *u == until)
+    ));
+    let again = rig.todos.items.iter().find(|t| !t.done).expect("the claim waits again");
+    assert_eq!((again.at, again.attempt, again.text.as_str()), (Some(until), 0, "task 1"));
+    let msgs = messages(&end);
+    assert_eq!(msgs.len(), 1, "{msgs:#?}");
+    assert!(msgs[0].body.contains("I will answer after 2026-11-23T09:20:00+00:00"), "{}", msgs[0].body);
+    assert_eq!(msgs[0].meta.get("in_reply_to").map(String::as_str), Some("a.md"));
+    assert!(end.iter().any(|e| matches!(e, Effect::HoldProvider { until: u } if *u == until)));
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Limited { .. }, .. })));
+    assert!(rig.m.view().attention.is_none(), "a limit asks nobody to look");
 }

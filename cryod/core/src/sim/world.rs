@@ -494,7 +494,7 @@ impl World {
                 let p = &self.procs[pid as usize - 1];
                 let (chamber, session) = (p.chamber, p.session);
                 self.observe_inbox(chamber)?;
-                self.feed(chamber, Input::Exited { session, status, log_tail: String::new() })?;
+                self.feed(chamber, Input::Exited { session, status, log_tail: String::new(), limited: None })?;
             }
             Ev::Due { .. } | Ev::Timer { .. } | Ev::Admit { .. } | Ev::Watch { .. } | Ev::Exited { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
@@ -873,6 +873,8 @@ impl World {
                 d.queue.retain(|_, ch| *ch != c);
                 None
             }
+            // Its agents never meet a provider's limit.
+            Effect::HoldProvider { .. } => None,
             Effect::Release => {
                 if d.slot[c] {
                     d.slot[c] = false;
