@@ -124,14 +124,12 @@ impl Reader {
                     out.push(format!("error: MCP server(s) not connected: {}", failed.join(", ")));
                 }
             }
-            (Some("system"), Some("api_retry")) => {
-                if v["error_status"] == 429 {
-                    self.retry_ms = v["retry_delay_ms"].as_u64();
-                    out.push(format!(
-                        "limit: the provider refused (429); Claude Code retries in {} s",
-                        self.retry_ms.unwrap_or(0) / 1000
-                    ));
-                }
+            (Some("system"), Some("api_retry")) if v["error_status"] == 429 => {
+                self.retry_ms = v["retry_delay_ms"].as_u64();
+                out.push(format!(
+                    "limit: the provider refused (429); Claude Code retries in {} s",
+                    self.retry_ms.unwrap_or(0) / 1000
+                ));
             }
             (Some("assistant"), _) => {
                 if let Some(m) = str_at(v, "/message/model") {
