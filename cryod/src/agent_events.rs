@@ -247,7 +247,15 @@ impl Reader {
             Some("turn.failed") => {
                 out.push(format!("error: {}", clip(str_at(v, "/error/message").unwrap_or("the turn failed"))))
             }
-            Some("error") => out.push(format!("error: {}", clip(str_at(v, "/message").unwrap_or("?")))),
+            Some("error") => {
+                let message = str_at(v, "/message").unwrap_or("?");
+                out.push(format!("error: {}", clip(message)));
+                // "Reconnecting... 1/5 (exceeded retry limit, last status:
+                // 429 Too Many Requests)": Codex would wait out the limit.
+                if message.contains("429") || message.contains("usage limit") {
+                    self.limited.get_or_insert(Limited { text: message.to_string(), ..Limited::default() });
+                }
+            }
             _ => {}
         }
     }
@@ -478,6 +486,20 @@ mod tests {
         let window = r#"{"type":"result","is_error":true,"api_error":"usage_limit_reached","api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":1795460000}},"result":"limit reached"}"#;
         r.line(window);
         assert_eq!(r.limited.expect("limited").resets_at, Some(1795460000));
+    }
+
+    /// Codex 0.169.0 against a Responses API answering 429 (`retry-after:
+    /// 600`): it says so once, then waits.
+    #[test]
+    fn codex_at_the_providers_limit() {
+        let mut r = Reader::new(Format::Codex, None);
+        r.line(r#"{"type":"turn.started"}"#);
+        assert_eq!(r.limited, None);
+        let t = r.line(
+            r#"{"type":"error","message":"Reconnecting... 1/5 (exceeded retry limit, last status: 429 Too Many Requests)"}"#,
+        );
+        assert!(t[0].starts_with("error: Reconnecting... 1/5"), "{t:?}");
+        assert!(r.limited.expect("limited").text.contains("429 Too Many Requests"));
     }
 
     #[test]

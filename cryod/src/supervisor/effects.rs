@@ -275,6 +275,14 @@ impl Sup {
         })
     }
 
+    /// Where a session's stream reports the provider's limit.
+    fn limit_sink(&self, session: u64) -> Box<dyn Fn(crate::agent_events::Limited) + Send> {
+        let tx = self.tx.clone();
+        Box::new(move |limited| {
+            let _ = tx.send(Event::Limit { session, limited: Box::new(limited) });
+        })
+    }
+
     /// Where the file watcher sends what it saw.
     pub(super) fn watch_sink(&self) -> crate::watch::Sink {
         let tx = self.tx.clone();
@@ -408,7 +416,8 @@ impl Sup {
                 let model =
                     launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &config.provider_env));
                 let raw = dot.join(EVENTS_FILE);
-                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone()))
+                let limit = self.limit_sink(number);
+                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone(), limit))
             }
             _ => None,
         };
@@ -514,6 +523,7 @@ fn read_events(
     raw: PathBuf,
     mut transcript: std::fs::File,
     prices: Arc<crate::agent_events::Prices>,
+    limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
 ) -> EventStream {
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
@@ -533,7 +543,14 @@ fn read_events(
             if u.cost_usd.is_none() {
                 u.cost_usd = prices.cost(&u);
             }
-            *shared.lock().expect("stream lock") = Seen { usage: u, limited: reader.limited.clone() };
+            let mut seen = shared.lock().expect("stream lock");
+            if seen.limited.is_none()
+                && let Some(l) = &reader.limited
+            {
+                // Told at once: an agent that would wait out the limit is ended.
+                limit(l.clone());
+            }
+            *seen = Seen { usage: u, limited: reader.limited.clone() };
         }
     });
     EventStream { seen, done }

@@ -98,6 +98,11 @@ pub enum Event {
         limited: Option<Box<crate::agent_events::Limited>>,
     },
     Timer(Timer),
+    /// The running agent's stream says the provider's limit was reached.
+    Limit {
+        session: u64,
+        limited: Box<crate::agent_events::Limited>,
+    },
     /// The machine is about to sleep (true) or has woken up (false).
     Power {
         sleeping: bool,
@@ -357,6 +362,7 @@ impl Sup {
                 Input::Exited { session, status: describe_status(status), log_tail, limited }
             }
             Event::Timer(t) => Input::Timer(t),
+            Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
             Event::Sync { pull, reply } => return self.sync(pull, reply),

@@ -32,6 +32,7 @@ impl Chamber {
             Cut::Shutdown => "cryod is shutting down: ending the agent",
             Cut::AfterHibernate => "agent did not exit after hibernating: ending it",
             Cut::Replace => "replaced by the operator's wake: ending the agent",
+            Cut::Limit => "the provider's limit was reached: ending the agent (it would only wait)",
         });
         if pgid > 0 {
             self.emit(Effect::Signal { pgid, sig: Sig::Term });
@@ -42,6 +43,7 @@ impl Chamber {
     pub(super) fn finalize(&mut self, status: Option<String>, log_tail: String, limited: Option<DateTime<Utc>>) {
         let tz = self.tz();
         let Some(l) = self.live.as_ref() else { return };
+        let limited = limited.or(l.limited);
         let outcome = match (l.ending, &l.hibernate, limited) {
             (Some(Cut::Stop | Cut::Replace), ..) => Outcome::Stopped,
             (Some(Cut::Shutdown), None, _) => Outcome::Interrupted,

@@ -489,6 +489,12 @@ pub enum Input {
         /// then (the shell reads the stream).
         limited: Option<DateTime<Utc>>,
     },
+    /// The agent's stream says the provider's limit was reached and the
+    /// agent would only wait: the session ends as limited, until then.
+    ProviderLimit {
+        session: u64,
+        until: DateTime<Utc>,
+    },
     Timer(Timer),
 
     // ---- results of effects

@@ -126,6 +126,8 @@ enum Cut {
     Shutdown,
     AfterHibernate,
     Replace,
+    /// The provider's limit was reached (the agent would only wait).
+    Limit,
 }
 
 /// Where a session is in its life.
@@ -162,6 +164,8 @@ struct Live {
     sent_any: bool,
     linger: Option<ReqId>,
     ending: Option<Cut>,
+    /// The agent's stream said the provider's limit stopped it, until then.
+    limited: Option<DateTime<Utc>>,
     stop_waiters: Vec<ReqId>,
     shutdown_waiters: Vec<ReqId>,
     /// Set when the session ends, for its settlement.
@@ -544,6 +548,12 @@ impl Chamber {
                     self.agent_call(req, call);
                 } else {
                     self.reply(req, Err(Refusal::Precondition("this session has ended".into())));
+                }
+            }
+            Input::ProviderLimit { session, until } => {
+                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                    l.limited = Some(until);
+                    self.end_session(session, Cut::Limit);
                 }
             }
             Input::Exited { session, status, log_tail, limited } => {

@@ -530,3 +530,25 @@ fn a_limited_session_defers_its_claims_to_the_reset_and_holds_the_account() {
     assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Limited { .. }, .. })));
     assert!(rig.m.view().attention.is_none(), "a limit asks nobody to look");
 }
+
+/// An agent that would only wait out the limit (its stream said so) is
+/// ended, and its session is limited, not stopped or crashed.
+#[test]
+fn a_limit_seen_while_the_agent_runs_ends_it_as_limited() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let session = rig.m.live_session().expect("live").0;
+    let until = rig.now + Duration::minutes(5);
+    let out = rig.feed(Input::ProviderLimit { session, until });
+    assert!(out.iter().any(|e| matches!(e, Effect::Signal { sig: Sig::Term, .. })), "{out:#?}");
+    let end = rig.exit("signal 15 (SIGTERM)");
+    assert!(
+        end.iter().any(
+            |e| matches!(e, Effect::SessionEnded { outcome: Outcome::Limited { until: u, .. }, .. } if *u == until)
+        )
+    );
+    assert!(end.iter().any(|e| matches!(e, Effect::HoldProvider { .. })));
+    let msgs = messages(&end);
+    assert_eq!(msgs.len(), 1, "one honest status message: {msgs:#?}");
+    assert!(msgs[0].body.contains("stopped at the provider's limit"), "{}", msgs[0].body);
+}

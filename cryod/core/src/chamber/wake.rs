@@ -66,6 +66,7 @@ impl Chamber {
             sent_any: false,
             linger: None,
             ending: None,
+            limited: None,
             stop_waiters: Vec::new(),
             shutdown_waiters: Vec::new(),
             outcome: None,
