@@ -60,6 +60,20 @@ pub struct Limited {
     pub text: String,
 }
 
+/// A provider's limit in one of OpenCode's log lines (`--print-logs` on
+/// stderr; its JSON events say nothing of a 429, it waits silently):
+/// `level=ERROR ... message="stream error" ... error.error="AI_APICallError:
+/// Rate limit reached. ..."`.
+pub fn opencode_log_limit(line: &str) -> Option<Limited> {
+    if !line.contains("level=ERROR") {
+        return None;
+    }
+    let error = line.split_once("error.error=").map(|(_, e)| e.trim_matches('"')).unwrap_or(line);
+    let lower = error.to_lowercase();
+    (lower.contains("rate limit") || lower.contains("429") || lower.contains("usage limit"))
+        .then(|| Limited { text: error.to_string(), ..Limited::default() })
+}
+
 /// Longest line of a tool's result shown in the transcript, and how many.
 const RESULT_LINES: usize = 3;
 const LINE_CHARS: usize = 200;
@@ -500,6 +514,17 @@ mod tests {
         );
         assert!(t[0].starts_with("error: Reconnecting... 1/5"), "{t:?}");
         assert!(r.limited.expect("limited").text.contains("429 Too Many Requests"));
+    }
+
+    /// OpenCode 1.18.33 with `--print-logs` against a Chat Completions API
+    /// answering 429.
+    #[test]
+    fn opencode_at_the_providers_limit() {
+        let line = r#"timestamp=2026-11-23T18:54:56.547Z level=ERROR run=4e8ac471 message="stream error" providerID=local modelID=m1 session.id=ses_x small=false agent=build mode=primary error.error="AI_APICallError: Rate limit reached. Please try again later.""#;
+        let l = opencode_log_limit(line).expect("limited");
+        assert_eq!(l.text, "AI_APICallError: Rate limit reached. Please try again later.");
+        assert_eq!(opencode_log_limit("timestamp=… level=WARN message=\"slow\""), None);
+        assert_eq!(opencode_log_limit("level=ERROR message=\"stream error\" error.error=\"disk full\""), None);
     }
 
     #[test]

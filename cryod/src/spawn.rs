@@ -248,7 +248,10 @@ pub fn command_line(
             args.push(prompt_arg);
         }
         Kind::OpenCode => {
-            args.extend(["run".into(), "--format".into(), "json".into(), "--dir".into(), dir, "--auto".into()]);
+            args.extend(["run".into(), "--format".into(), "json".into()]);
+            // Its JSON events say nothing of a provider's limit; its logs do.
+            args.extend(["--print-logs".into(), "--log-level".into(), "WARN".into()]);
+            args.extend(["--dir".into(), dir, "--auto".into()]);
             if let Some(m) = mcp {
                 env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
             }
@@ -491,7 +494,10 @@ mod tests {
         assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
 
         let l = line("opencode", false).unwrap();
-        assert_eq!(l.args, ["run", "--format", "json", "--dir", "/c", "--auto", "P"]);
+        assert_eq!(
+            l.args,
+            ["run", "--format", "json", "--print-logs", "--log-level", "WARN", "--dir", "/c", "--auto", "P"]
+        );
         assert!(!l.env.contains_key("OPENCODE_CONFIG_CONTENT") && l.files.is_empty());
         let l = line("sh agent.sh --fast", false).unwrap();
         assert_eq!(

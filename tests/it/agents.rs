@@ -422,7 +422,14 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     wait_until_within(SESSION_DEADLINE, "a's limited session to end", || a.ended() >= 2);
     let status = env.cryoctl(&["chamber", "status", "lim-a", "--json"]).json();
     let outcome = status[0]["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
-    assert!(outcome.starts_with("limited"), "{status}\n{}", diag(&a));
+    let keys: Vec<String> = model
+        .seen()
+        .iter()
+        .flat_map(|s| {
+            s.headers.iter().filter(|(k, _)| k == "authorization" || k == "x-api-key").map(|(_, v)| v.clone())
+        })
+        .collect();
+    assert!(outcome.starts_with("limited"), "{status}\n{}\nkeys: {keys:?}", diag(&a));
     assert!(status[0]["attention"].is_null(), "{status}");
     let todos = a.todos();
     let waiting = todos.as_array().unwrap().iter().find(|t| t["done"] == false).expect("the TODO waits again");
@@ -465,4 +472,23 @@ fn claude_code_at_its_providers_limit_holds_the_account_not_the_others() {
 #[test]
 fn codex_at_its_providers_limit_holds_the_account_not_the_others() {
     limit_scenario("codex", |env, model, key| codex_provider(env, model).replace("sk-cryo-test", key));
+}
+
+/// OpenCode names its limit only in its logs (`--print-logs`, read on
+/// stderr): each key has its own config file, so two keys are two accounts.
+#[test]
+fn opencode_at_its_providers_limit_holds_the_account_not_the_others() {
+    limit_scenario("opencode", |env, model, key| {
+        let config = env.path(&format!("opencode-{key}.json"));
+        if !config.exists() {
+            assert!(opencode_provider(env, model).contains("OPENCODE_CONFIG"));
+            // Not left as `opencode.json` above the chambers: OpenCode merges
+            // every one it finds walking up from its folder.
+            let shared = env.path("opencode.json");
+            let body = std::fs::read_to_string(&shared).unwrap().replace("sk-cryo-test", key);
+            std::fs::remove_file(shared).unwrap();
+            std::fs::write(&config, body).unwrap();
+        }
+        format!("env = {{ OPENCODE_CONFIG = \"{}\" }}", config.display())
+    });
 }

@@ -375,8 +375,15 @@ impl Sup {
             cmd
         };
         let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
+        // OpenCode tells of a provider's limit only in its logs (stderr).
+        let logs_read = !kept && launch.events == Some(crate::agent_events::Format::OpenCode);
+        let stderr_log = log_file.try_clone().map_err(|e| e.to_string())?;
+        if logs_read {
+            cmd.stderr(std::process::Stdio::piped());
+        } else {
+            cmd.stderr(log_file);
+        }
         cmd.current_dir(&self.root)
-            .stderr(log_file)
             .process_group(0)
             .kill_on_drop(false)
             .env("PATH", path)
@@ -421,6 +428,9 @@ impl Sup {
             }
             _ => None,
         };
+        if let (Some(s), Some(err)) = (&stream, child.stderr.take()) {
+            read_logs(err, stderr_log, s.seen.clone(), self.limit_sink(number));
+        }
         let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
@@ -544,16 +554,42 @@ fn read_events(
                 u.cost_usd = prices.cost(&u);
             }
             let mut seen = shared.lock().expect("stream lock");
+            seen.usage = u;
             if seen.limited.is_none()
                 && let Some(l) = &reader.limited
             {
                 // Told at once: an agent that would wait out the limit is ended.
+                seen.limited = Some(l.clone());
                 limit(l.clone());
             }
-            *seen = Seen { usage: u, limited: reader.limited.clone() };
         }
     });
     EventStream { seen, done }
+}
+
+/// An agent's log lines (OpenCode's stderr): kept in `cryo-agent.log` as
+/// they are, and read for the provider's limit.
+fn read_logs(
+    err: tokio::process::ChildStderr,
+    mut log: std::fs::File,
+    seen: Arc<std::sync::Mutex<Seen>>,
+    limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
+) {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = writeln!(log, "{line}");
+            if let Some(l) = crate::agent_events::opencode_log_limit(&line) {
+                let mut seen = seen.lock().expect("stream lock");
+                if seen.limited.is_none() {
+                    seen.limited = Some(l.clone());
+                    limit(l);
+                }
+            }
+        }
+    });
 }
 
 /// Runs file work that waits on the disk (a locked, fsynced rewrite of
