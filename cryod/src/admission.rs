@@ -102,11 +102,22 @@ impl Admission {
         });
     }
 
-    /// Accounts held at their limit now, with the time left.
-    pub fn holds(&self) -> Vec<(String, std::time::Duration)> {
+    /// Accounts held at their limit now: the time left, and how many
+    /// chambers' wakes wait for each.
+    pub fn holds(&self) -> Vec<(String, std::time::Duration, usize)> {
         let s = self.0.lock().expect("admission lock");
         let now = std::time::Instant::now();
-        s.held.iter().filter(|(_, t)| **t > now).map(|(p, t)| (p.clone(), *t - now)).collect()
+        let mut out: Vec<_> = s
+            .held
+            .iter()
+            .filter(|(_, t)| **t > now)
+            .map(|(p, t)| {
+                let waiting = s.queue.values().filter(|w| w.provider.as_deref() == Some(p.as_str())).count();
+                (p.clone(), *t - now, waiting)
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Queues a request from `chamber`, whose sessions bill `provider`; it
@@ -273,6 +284,20 @@ mod tests {
         assert!(rx.try_recv().is_err(), "p is at its limit");
         drop(first);
         assert_eq!(rx.try_recv().map(|g| g.0).ok(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn a_held_provider_waits_and_others_pass() {
+        let a = Admission::new(4, HashMap::new());
+        let (sink, rx) = sinks();
+        a.hold("p", std::time::Duration::from_secs(60));
+        a.request(Trigger::Scheduled, 1, Some("p".into()), sink(1));
+        a.request(Trigger::Scheduled, 2, Some("q".into()), sink(2));
+        let got: Vec<i64> = rx.try_iter().map(|(id, permit)| (id, std::mem::forget(permit)).0).collect();
+        assert_eq!(got, [2], "p is held; q passes");
+        let holds = a.holds();
+        assert_eq!((holds[0].0.as_str(), holds[0].2), ("p", 1));
+        assert!(holds[0].1 > std::time::Duration::from_secs(50));
     }
 
     #[test]

@@ -214,3 +214,19 @@ pub fn usage(
     }
     Ok(pb::UsageReply { rows, total: Some(total) })
 }
+
+/// The provider accounts held at their limit now.
+pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
+    let now = daemon.shared().clock.now();
+    daemon
+        .shared()
+        .admission
+        .holds()
+        .into_iter()
+        .map(|(provider, left, waiting)| pb::ProviderHold {
+            provider,
+            until: crate::rfc3339(now + chrono::Duration::from_std(left).unwrap_or_default()),
+            waiting: waiting as u32,
+        })
+        .collect()
+}

@@ -447,6 +447,14 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     wait_until_within(SESSION_DEADLINE, "the other key's session", || other.ended() >= 2);
     assert_eq!(b.begun(), 1, "b was held: no agent started\n{}", b.cryo_log());
     assert_eq!(model.refused().len(), refused, "no request was made for the held account");
+    // The hold is shown: list, status, doctor, the hub.
+    let list = env.cryoctl(&["chamber", "list"]).ok().to_string();
+    assert!(list.contains(": limited until ") && list.contains("(1 chamber(s) waiting)"), "{list}");
+    assert!(env.cryoctl(&["chamber", "status", "lim-b"]).ok().contains("limit     "), "status shows the hold");
+    let doctor = env.cryoctl(&["doctor", "--json"]).json();
+    assert!(doctor.as_array().unwrap().iter().any(|c| c["check"] == "provider" && c["level"] == "warn"), "{doctor}");
+    let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
+    assert_eq!(limits[0]["waiting"], 1, "{limits}");
     assert!(other.outbox().iter().any(|m| m.contains("hello from other")), "{}", diag(&other));
 
     // After the hold: both run, and complete.

@@ -381,7 +381,23 @@ async fn list(ctx: &Ctx) -> Result<()> {
         headers.push("NODE");
     }
     output::table(&headers, rows, 5);
+    print_holds(&r.holds);
     Ok(())
+}
+
+/// `claude-3f9a1c2e: limited until Mon 14:05 (2 chambers waiting)`, one line
+/// per provider account held at its limit.
+pub fn hold_line(h: &pb::ProviderHold) -> String {
+    format!("{}: limited until {} ({} chamber(s) waiting)", h.provider, output::local_time(&h.until), h.waiting)
+}
+
+fn print_holds(holds: &[pb::ProviderHold]) {
+    if !holds.is_empty() {
+        println!();
+    }
+    for h in holds {
+        println!("{}", hold_line(h));
+    }
 }
 
 async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
@@ -434,6 +450,9 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             println!("  last      {}", ch.last_result);
         }
         println!("  mail      {} unread", ch.mail_waiting);
+        for h in &r.holds {
+            println!("  limit     {}", hold_line(h));
+        }
         if let Some(([today, week, month], sessions)) = windows {
             use super::usage::cost;
             println!(

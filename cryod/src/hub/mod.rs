@@ -101,6 +101,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/notes", get(notes))
         .route("/chambers/{name}/log", get(log))
         .route("/chambers/{name}/{action}", post(control))
+        .route("/limits", get(limits))
         .route("/events", get(events))
         .layer(middleware::from_fn_with_state(hub.clone(), auth));
     let metrics =
@@ -279,6 +280,14 @@ fn view(hub: &Hub, name: &str) -> Result<ChamberView, ApiError> {
 
 fn chamber_value(v: &ChamberView) -> Value {
     j::chamber_json(&convert::chamber(v))
+}
+
+/// `GET /api/limits`: provider accounts held at their limit now
+/// (`provider`, `until`, `waiting`).
+async fn limits(State(hub): State<Hub>) -> ApiResult {
+    let holds = convert::holds(&hub.daemon);
+    let v = holds.iter().map(|h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting }));
+    Ok(axum::Json(Value::Array(v.collect())))
 }
 
 async fn list(State(hub): State<Hub>) -> ApiResult {

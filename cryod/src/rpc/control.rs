@@ -115,7 +115,7 @@ impl Control for ControlService {
 
     async fn chamber_list(&self, _req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
         let chambers = self.daemon.list().iter().map(convert::chamber).collect();
-        Ok(Response::new(pb::ChamberListReply { chambers }))
+        Ok(Response::new(pb::ChamberListReply { chambers, holds: convert::holds(&self.daemon) }))
     }
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
@@ -131,6 +131,7 @@ impl Control for ControlService {
         Ok(Response::new(pb::ChamberStatusReply {
             chambers: views.iter().map(convert::chamber).collect(),
             sessions: sessions.iter().map(convert::session).collect(),
+            holds: convert::holds(&self.daemon),
         }))
     }
 
