@@ -44,6 +44,40 @@ pub struct Config {
 pub struct ProviderConfig {
     /// Sessions of this account running at once (beside the global limit).
     pub max_concurrent: Option<usize>,
+    /// The account's budget, over all its chambers (see [`Budget`]).
+    pub daily_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
+    pub daily_sessions: Option<u32>,
+    pub max_session_usd: Option<f64>,
+}
+
+impl ProviderConfig {
+    pub fn budget(&self) -> Budget {
+        Budget {
+            daily_usd: self.daily_usd,
+            monthly_usd: self.monthly_usd,
+            daily_sessions: self.daily_sessions,
+            max_session_usd: self.max_session_usd,
+        }
+    }
+}
+
+/// A budget (`[budget]` in `cryo.toml`, or a provider's in `cryod.toml`):
+/// days and months are UTC's. At 80% cryo says so once; at 100% the chamber
+/// is paused with attention; a session past `max_session_usd` is stopped.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    pub daily_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
+    pub daily_sessions: Option<u32>,
+    pub max_session_usd: Option<f64>,
+}
+
+impl Budget {
+    pub fn is_empty(&self) -> bool {
+        *self == Budget::default()
+    }
 }
 
 /// `[store]`: the database, and this node's place in a fleet.

@@ -500,3 +500,84 @@ fn opencode_at_its_providers_limit_holds_the_account_not_the_others() {
         format!("env = {{ OPENCODE_CONFIG = \"{}\" }}", config.display())
     });
 }
+
+/// Issue 21: budgets, with OpenCode (its steps report tokens as they come;
+/// `[prices.m1]` makes each scripted step cost $0.02). A daily budget of
+/// $0.09: the first session ($0.08) earns the 80% notice, the second pauses
+/// the chamber with attention, and a resume releases it. A chamber with
+/// `max_session_usd = 0.03` is stopped at its second step, as over budget,
+/// its TODO waiting for the next day.
+#[test]
+fn opencode_budgets_notice_pause_and_stop_an_expensive_session() {
+    let Some(path) = cli("opencode") else { return };
+    let script = Script::new()
+        .on(
+            "- chamber: thrifty\n- session: 1\n",
+            &["cryo-agent send 'one'", "cryo-agent todo add again --at +2s", "cryo-agent hibernate"],
+        )
+        .on("- chamber: thrifty\n- session: 2\n", &["cryo-agent send 'two'", "cryo-agent hibernate --complete"])
+        .on(
+            "- chamber: capped\n",
+            &["cryo-agent send 'a'", "cryo-agent send 'b'", "cryo-agent send 'c'", "cryo-agent hibernate --complete"],
+        );
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    env.daemon_config("[prices.m1]\ninput = 1000.0\noutput = 2000.0\n");
+    let provider = opencode_provider(&env, &model);
+    // Kept out of the chambers' parent folder (OpenCode merges it).
+    let config = env.path("oc/opencode.json");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::rename(env.path("opencode.json"), &config).unwrap();
+    let provider = provider.replace(&env.path("opencode.json").display().to_string(), &config.display().to_string());
+    let _d = env.start_daemon();
+    let toml =
+        |budget: &str| format!("agent = \"{}\"\n\n[provider]\n{provider}\n\n[budget]\n{budget}\n", path.display());
+    let thrifty = env.chamber("thrifty", "", &toml("daily_usd = 0.09"));
+    let capped = env.chamber("capped", "", &toml("max_session_usd = 0.03"));
+    let status = |name: &str| env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone();
+
+    env.cryoctl(&["chamber", "start", "thrifty"]).ok();
+    let diag = |c: &Chamber| {
+        format!(
+            "cryo.log:\n{}\ncryo-agent.log:\n{}\noutbox: {:?}\nmodel:\n{}\nstatus: {}",
+            c.cryo_log(),
+            c.read("cryo-agent.log"),
+            c.outbox(),
+            model.transcript(),
+            status(&c.name)
+        )
+    };
+    let noticed = || thrifty.outbox().iter().any(|m| m.contains("of this chamber's daily_usd ($0.09) is used"));
+    wait_until_within(SESSION_DEADLINE, "the first session", || thrifty.ended() >= 1);
+    wait_until_within(Duration::from_secs(10), "the notice", || {
+        noticed() || {
+            eprintln!("{}", diag(&thrifty));
+            false
+        }
+    });
+    wait_until_within(SESSION_DEADLINE, "the pause", || status("thrifty")["state"] == "paused");
+    let s = status("thrifty");
+    assert!(s["attention"].as_str().unwrap().starts_with("budget reached (this chamber's daily_usd = $0.09"), "{s}");
+    assert_eq!(thrifty.ended(), 2, "{}", thrifty.cryo_log());
+    env.cryoctl(&["chamber", "resume", "thrifty"]).ok();
+    let s = status("thrifty");
+    assert!(s["state"] != "paused" && s["attention"].is_null(), "a resume releases it: {s}");
+
+    capped.seed_history();
+    capped.write_todos(r#"[{"id":1,"text":"work","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
+    env.cryoctl(&["chamber", "start", "capped"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the capped session to end", || capped.ended() >= 2);
+    let s = status("capped");
+    let outcome = s["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    assert!(outcome.starts_with("over budget"), "{s}\n{}", capped.cryo_log());
+    assert!(
+        !capped.cryo_log().contains("hibernate --complete accepted"),
+        "stopped before its end\n{}",
+        capped.cryo_log()
+    );
+    let todos = capped.todos();
+    let waiting = todos.as_array().unwrap().iter().find(|t| t["done"] == false).expect("the TODO waits");
+    let tomorrow = cryo_tests::date_utc("tomorrow")[..10].to_string();
+    assert!(waiting["at"].as_str().unwrap().starts_with(&tomorrow), "it waits for the next day: {todos}");
+    assert!(s["attention"].is_null(), "{s}");
+}

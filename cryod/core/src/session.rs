@@ -59,6 +59,9 @@ pub enum Outcome {
     /// The provider's limit ended it; it resumes at `until` (`local`: that
     /// time in the chamber's zone, for people).
     Limited { until: DateTime<Utc>, local: String },
+    /// It cost more than `max_session_usd` and was stopped; its claims
+    /// wait until `until`.
+    OverBudget { until: DateTime<Utc>, local: String },
 }
 
 /// How late a session's agent started after `due`, in whole milliseconds
@@ -81,6 +84,7 @@ impl Outcome {
             Outcome::Stopped => "stopped",
             Outcome::Interrupted => "interrupted",
             Outcome::Limited { .. } => "limited",
+            Outcome::OverBudget { .. } => "over_budget",
         }
     }
 
@@ -91,7 +95,7 @@ impl Outcome {
             | Outcome::Crashed(_)
             | Outcome::TimedOut
             | Outcome::Interrupted => true,
-            Outcome::Hibernated(_) | Outcome::Stopped | Outcome::Limited { .. } => false,
+            Outcome::Hibernated(_) | Outcome::Stopped | Outcome::Limited { .. } | Outcome::OverBudget { .. } => false,
         }
     }
 
@@ -104,6 +108,7 @@ impl Outcome {
             Outcome::Stopped => "was stopped by the operator".into(),
             Outcome::Interrupted => "was interrupted (the daemon stopped)".into(),
             Outcome::Limited { .. } => "hit the provider's limit".into(),
+            Outcome::OverBudget { .. } => "went over its budget".into(),
             Outcome::Hibernated(_) => "hibernated".into(),
         }
     }
@@ -119,6 +124,9 @@ impl Outcome {
             Outcome::Stopped => "stopped by the operator".into(),
             Outcome::Interrupted => "interrupted: the daemon stopped".into(),
             Outcome::Limited { local, .. } => format!("limited: the provider's limit was reached; resumes at {local}"),
+            Outcome::OverBudget { local, .. } => {
+                format!("over budget: stopped at max_session_usd; its TODOs wait until {local}")
+            }
         }
     }
 }
@@ -131,6 +139,9 @@ pub struct Conversation {
     /// The agent sent at least one message.
     pub sent_any: bool,
 }
+
+/// How a budget's attention line begins (a resume clears it).
+pub const BUDGET_REACHED: &str = "budget reached";
 
 /// A message cryod writes at the end of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +177,15 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
                 is_reply: false,
             });
         }
+        return out;
+    }
+    if let Outcome::OverBudget { local, .. } = outcome {
+        let subject = format!("Session {session} went over its budget");
+        let body = format!(
+            "Session {session} cost more than max_session_usd and was stopped{}; its work waits until {local}.",
+            if conv.unanswered_batch { " before replying to your message" } else { "" }
+        );
+        out.push(Fallback { subject, body: with_details(body), is_reply: conv.unanswered_batch });
         return out;
     }
     if outcome.failed() || matches!(outcome, Outcome::Stopped) {

@@ -43,6 +43,7 @@ struct Raw {
     provider: Option<RawProvider>,
     max_attempts: Option<u32>,
     mcp: Option<bool>,
+    budget: Option<crate::config::Budget>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -112,6 +113,8 @@ pub struct ChamberConfig {
     /// Offer `cryo-agent mcp` to a known agent CLI as its `cryo` MCP server
     /// (`mcp`, default true; no effect on other agent commands).
     pub mcp: bool,
+    /// `[budget]`: what this chamber may spend.
+    pub budget: crate::config::Budget,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -240,6 +243,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             provider_env,
             max_attempts,
             mcp: raw.mcp.unwrap_or(true),
+            budget: raw.budget.unwrap_or_default(),
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },

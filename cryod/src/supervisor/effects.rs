@@ -38,8 +38,14 @@ impl Sup {
         match effect {
             Effect::Plan(at) => self.shared.scheduler.plan(self.id, at, self.due_sink()),
             Effect::RequestAdmission(trigger) => {
+                // A budget reached pauses the chamber before its agent starts.
+                let budget = self.budget_check().await;
+                if matches!(&budget, Some(Input::Budget { reached: Some(_), .. })) {
+                    return budget;
+                }
                 let provider = self.config.as_ref().ok().map(spawn::provider_account);
-                self.shared.admission.request(trigger, self.id, provider, self.grant_sink())
+                self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
+                return budget;
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => self.permit = None,
@@ -97,7 +103,9 @@ impl Sup {
                     .map(|(_, u)| crate::agent_events::Usage { provider: account, ..u });
                 let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage };
                 let r = store.session_ended(fence, end).await;
-                let _ = self.fenced(r);
+                if self.fenced(r).is_ok() {
+                    return self.budget_check().await;
+                }
             }
             Effect::JournalClaim { number, names, then } => {
                 let at = crate::rfc3339(self.now());
@@ -275,6 +283,14 @@ impl Sup {
         })
     }
 
+    /// Where a session's stream reports it went over `max_session_usd`.
+    fn over_budget_sink(&self, session: u64) -> Box<dyn Fn() + Send> {
+        let tx = self.tx.clone();
+        Box::new(move || {
+            let _ = tx.send(Event::OverBudget { session });
+        })
+    }
+
     /// Where a session's stream reports the provider's limit.
     fn limit_sink(&self, session: u64) -> Box<dyn Fn(crate::agent_events::Limited) + Send> {
         let tx = self.tx.clone();
@@ -423,8 +439,11 @@ impl Sup {
                 let model =
                     launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &config.provider_env));
                 let raw = dot.join(EVENTS_FILE);
-                let limit = self.limit_sink(number);
-                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone(), limit))
+                let tell = Tell {
+                    limit: self.limit_sink(number),
+                    over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
+                };
+                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone(), tell))
             }
             _ => None,
         };
@@ -526,6 +545,14 @@ impl EventStream {
     }
 }
 
+/// What a session's stream tells the supervisor as soon as it is seen.
+struct Tell {
+    /// The provider's limit.
+    limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
+    /// The cost passed `max_session_usd` (the maximum, and whom to tell).
+    over: Option<(f64, Box<dyn Fn() + Send>)>,
+}
+
 fn read_events(
     out: tokio::process::ChildStdout,
     format: crate::agent_events::Format,
@@ -533,14 +560,16 @@ fn read_events(
     raw: PathBuf,
     mut transcript: std::fs::File,
     prices: Arc<crate::agent_events::Prices>,
-    limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
+    tell: Tell,
 ) -> EventStream {
+    let Tell { limit, over } = tell;
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
     let shared = seen.clone();
     let done = tokio::spawn(async move {
         let mut reader = crate::agent_events::Reader::new(format, model);
+        let mut told_over = false;
         let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw).ok();
         let mut lines = tokio::io::BufReader::new(out).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -552,6 +581,13 @@ fn read_events(
             let mut u = reader.usage.clone();
             if u.cost_usd.is_none() {
                 u.cost_usd = prices.cost(&u);
+            }
+            if let (Some((max, tell)), Some(cost)) = (&over, u.cost_usd)
+                && cost > *max
+                && !told_over
+            {
+                told_over = true;
+                tell();
             }
             let mut seen = shared.lock().expect("stream lock");
             seen.usage = u;

@@ -98,6 +98,10 @@ pub enum Event {
         limited: Option<Box<crate::agent_events::Limited>>,
     },
     Timer(Timer),
+    /// The running session cost more than `max_session_usd`.
+    OverBudget {
+        session: u64,
+    },
     /// The running agent's stream says the provider's limit was reached.
     Limit {
         session: u64,
@@ -195,9 +199,93 @@ struct Sup {
     bridges: crate::bridges::Bridges,
     /// What the last agent's stream said it used, for its session's row.
     usage: Option<(u64, crate::agent_events::Usage)>,
+    /// Budget notices already given (budget, key and period), once each.
+    budget_noticed: std::collections::HashSet<String>,
+    /// The budget (key and period) that paused the chamber, and those an
+    /// operator released by resuming it (not paused again this period).
+    budget_paused: Option<String>,
+    budget_released: std::collections::HashSet<String>,
+}
+
+/// The next UTC midnight: when a daily budget starts again.
+fn next_utc_day(now: DateTime<Utc>) -> DateTime<Utc> {
+    let day = now.date_naive().succ_opt().unwrap_or(now.date_naive());
+    day.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or(now)
 }
 
 impl Sup {
+    /// The budgets that apply (the chamber's `[budget]`, its provider
+    /// account's in `cryod.toml`), with the account's name; none if unset.
+    fn budgets(&self) -> Option<(String, crate::config::Budget, crate::config::Budget)> {
+        let config = self.config.as_ref().ok()?;
+        let account = crate::spawn::provider_account(config);
+        let theirs = self.shared.config.providers.get(&account).map(|p| p.budget()).unwrap_or_default();
+        (!config.budget.is_empty() || !theirs.is_empty()).then(|| (account, config.budget.clone(), theirs))
+    }
+
+    /// The lowest `max_session_usd` that applies.
+    fn max_session_usd(&self) -> Option<f64> {
+        let (_, own, theirs) = self.budgets()?;
+        [own.max_session_usd, theirs.max_session_usd].into_iter().flatten().reduce(f64::min)
+    }
+
+    /// Measures the budgets against the ledger (UTC day and month): what
+    /// the machine should be told (an 80% notice once, or the pause at
+    /// 100%), if anything.
+    async fn budget_check(&mut self) -> Option<Input> {
+        let (account, own, theirs) = self.budgets()?;
+        let now = self.now();
+        let month = chrono::Datelike::with_day(&now.date_naive(), 1)?.and_hms_opt(0, 0, 0)?.and_utc();
+        let rows = self.shared.store.usage(crate::rfc3339(month)).await.ok()?;
+        let today = now.format("%Y-%m-%d").to_string();
+        let spent = |mine: &dyn Fn(&crate::store::UsageRow) -> bool| {
+            let rows = rows.iter().filter(|r| mine(r));
+            rows.fold([0.0, 0.0, 0.0], |[day, month, sessions], r| {
+                let d = r.day == today;
+                let today_usd = if d { r.cost_usd } else { 0.0 };
+                let today_n = if d { r.sessions as f64 } else { 0.0 };
+                [day + today_usd, month + r.cost_usd, sessions + today_n]
+            })
+        };
+        let id = self.id;
+        let mine = spent(&|r| r.chamber_id == id);
+        let accounts = spent(&|r| r.provider.as_deref() == Some(account.as_str()));
+        if let Some(k) = self.budget_paused.take_if(|_| !self.machine.paused()) {
+            // Resumed by an operator: this budget no longer pauses it, this period.
+            self.budget_released.insert(k);
+        }
+        let (mut notice, mut reached) = (None, None);
+        let mut reached_key = None;
+        let period = [today.clone(), today[..7].to_string(), today.clone()];
+        for (who, b, used) in [("this chamber's".to_string(), own, mine), (format!("{account}'s"), theirs, accounts)] {
+            let limits = [b.daily_usd, b.monthly_usd, b.daily_sessions.map(f64::from)];
+            for (i, key) in ["daily_usd", "monthly_usd", "daily_sessions"].iter().enumerate() {
+                let Some(limit) = limits[i] else { continue };
+                let shown = |v: f64| if i == 2 { format!("{v}") } else { format!("${v:.2}") };
+                let key_period = format!("{who} {key} {}", period[i]);
+                if used[i] >= limit && !self.budget_released.contains(&key_period) {
+                    reached_key.get_or_insert(key_period);
+                    reached.get_or_insert(format!(
+                        "{} ({who} {key} = {}, {} used)",
+                        cryo_core::session::BUDGET_REACHED,
+                        shown(limit),
+                        shown(used[i])
+                    ));
+                } else if used[i] >= 0.8 * limit && used[i] < limit && self.budget_noticed.insert(key_period) {
+                    notice.get_or_insert(format!("{} of {who} {key} ({}) is used.", shown(used[i]), shown(limit)));
+                }
+            }
+        }
+        if notice.is_none() && reached.is_none() {
+            return None;
+        }
+        if reached.is_some() {
+            self.budget_paused = reached_key;
+        }
+        self.next_req += 1;
+        Some(Input::Budget { req: self.next_req, notice, reached })
+    }
+
     /// When a provider's limit is over: the reset it named, else after the
     /// delay it asked for, else after `limit_hold_seconds`; plus up to ten
     /// seconds, so the held wakes of many chambers do not all start at once.
@@ -363,6 +451,7 @@ impl Sup {
             }
             Event::Timer(t) => Input::Timer(t),
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
+            Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
             Event::Sync { pull, reply } => return self.sync(pull, reply),

@@ -33,6 +33,7 @@ impl Chamber {
             Cut::AfterHibernate => "agent did not exit after hibernating: ending it",
             Cut::Replace => "replaced by the operator's wake: ending the agent",
             Cut::Limit => "the provider's limit was reached: ending the agent (it would only wait)",
+            Cut::OverBudget => "the session went over max_session_usd: ending the agent",
         });
         if pgid > 0 {
             self.emit(Effect::Signal { pgid, sig: Sig::Term });
@@ -46,6 +47,10 @@ impl Chamber {
         let limited = limited.or(l.limited);
         let outcome = match (l.ending, &l.hibernate, limited) {
             (Some(Cut::Stop | Cut::Replace), ..) => Outcome::Stopped,
+            (Some(Cut::OverBudget), None, _) => {
+                let until = l.over_budget.unwrap_or(self.now);
+                Outcome::OverBudget { until, local: crate::time::format_in(until, tz) }
+            }
             (Some(Cut::Shutdown), None, _) => Outcome::Interrupted,
             (_, Some((ending, _)), _) => Outcome::Hibernated(*ending),
             // The provider refused: not the agent's failure, whatever its exit.
@@ -66,7 +71,7 @@ impl Chamber {
         l.log_tail = log_tail;
         let how = match &outcome {
             Outcome::Stopped | Outcome::Interrupted => Settle::Requeue { now },
-            Outcome::Limited { until, .. } => Settle::Defer { until: *until },
+            Outcome::Limited { until, .. } | Outcome::OverBudget { until, .. } => Settle::Defer { until: *until },
             o if o.failed() => Settle::Fail { now, max_attempts },
             _ => Settle::Complete,
         };
@@ -94,9 +99,9 @@ impl Chamber {
             ];
         };
         let mut details = Vec::new();
-        if let Outcome::Limited { local, .. } = outcome {
+        if let Outcome::Limited { local, .. } | Outcome::OverBudget { local, .. } = outcome {
             if !retries.is_empty() {
-                details.push(format!("Its TODOs wait for the reset as {} (at {local}).", ids_text(&retries)));
+                details.push(format!("Its TODOs wait as {} (until {local}).", ids_text(&retries)));
             }
         } else if matches!(outcome, Outcome::Stopped | Outcome::Interrupted) {
             if !retries.is_empty() {

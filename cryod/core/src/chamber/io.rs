@@ -495,6 +495,20 @@ pub enum Input {
         session: u64,
         until: DateTime<Utc>,
     },
+    /// The running session cost more than `max_session_usd`: it is stopped
+    /// as over budget, and its claims wait until `until` (the next period).
+    OverBudget {
+        session: u64,
+        until: DateTime<Utc>,
+    },
+    /// The shell measured the budgets: `notice` is said once to the
+    /// operator (80%); `reached` pauses the chamber with that attention
+    /// (100%). `req` answers nobody.
+    Budget {
+        req: ReqId,
+        notice: Option<String>,
+        reached: Option<String>,
+    },
     Timer(Timer),
 
     // ---- results of effects

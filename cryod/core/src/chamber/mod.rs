@@ -128,6 +128,8 @@ enum Cut {
     Replace,
     /// The provider's limit was reached (the agent would only wait).
     Limit,
+    /// The session cost more than `max_session_usd`.
+    OverBudget,
 }
 
 /// Where a session is in its life.
@@ -166,6 +168,8 @@ struct Live {
     ending: Option<Cut>,
     /// The agent's stream said the provider's limit stopped it, until then.
     limited: Option<DateTime<Utc>>,
+    /// It went over `max_session_usd`; its claims wait until then.
+    over_budget: Option<DateTime<Utc>>,
     stop_waiters: Vec<ReqId>,
     shutdown_waiters: Vec<ReqId>,
     /// Set when the session ends, for its settlement.
@@ -286,6 +290,11 @@ impl Chamber {
     /// Started (paused included): bridges run, mail is taken in.
     pub fn started(&self) -> bool {
         self.started
+    }
+
+    /// Paused: no session starts.
+    pub fn paused(&self) -> bool {
+        self.paused
     }
 
     /// The chamber is done: removed, or cryod shut it down.
@@ -556,6 +565,13 @@ impl Chamber {
                     self.end_session(session, Cut::Limit);
                 }
             }
+            Input::OverBudget { session, until } => {
+                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                    l.over_budget = Some(until);
+                    self.end_session(session, Cut::OverBudget);
+                }
+            }
+            Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
             Input::Exited { session, status, log_tail, limited } => {
                 if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
                     self.finalize(Some(status), log_tail, limited);

@@ -71,6 +71,28 @@ impl Chamber {
         }
     }
 
+    /// What the shell measured of the budgets (see `Input::Budget`).
+    pub(super) fn budget(&mut self, req: ReqId, notice: Option<String>, reached: Option<String>) {
+        if let Some(n) = notice {
+            self.log(format!("budget: {n}"));
+            let subject = "Budget: 80% used".to_string();
+            let message = Message {
+                from: CRYOCHAMBER.into(),
+                subject: subject.clone(),
+                timestamp: Some(self.now),
+                question: false,
+                meta: BTreeMap::new(),
+                body: n,
+            };
+            self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then: AfterWrite::Fallback { subject } });
+        }
+        if let Some(why) = reached.filter(|_| self.started && !self.paused) {
+            self.log(format!("{why}: pausing the chamber"));
+            self.attention = Some(why);
+            self.pause(req, true);
+        }
+    }
+
     pub(super) fn pause(&mut self, req: ReqId, pause: bool) {
         if pause && !self.started {
             let why = format!("{} is stopped; only a started chamber can be paused", self.name);
@@ -113,6 +135,10 @@ impl Chamber {
                     self.emit(Effect::CancelAdmission);
                     self.emit(Effect::Plan(None));
                 } else {
+                    // A resume releases a budget's pause.
+                    if self.attention.as_deref().is_some_and(|a| a.starts_with(session::BUDGET_REACHED)) {
+                        self.attention = None;
+                    }
                     self.replan();
                 }
                 // The caller reads the view next.

@@ -552,3 +552,22 @@ fn a_limit_seen_while_the_agent_runs_ends_it_as_limited() {
     assert_eq!(msgs.len(), 1, "one honest status message: {msgs:#?}");
     assert!(msgs[0].body.contains("stopped at the provider's limit"), "{}", msgs[0].body);
 }
+
+/// A budget's notice is one message from cryochamber; a budget reached
+/// pauses the chamber with attention, and a resume releases it.
+#[test]
+fn a_budget_notices_pauses_and_a_resume_releases_it() {
+    let mut rig = Rig::new(&[60], &[]);
+    let out =
+        rig.feed(Input::Budget { req: 1, notice: Some("$0.80 of daily_usd ($1.00) is used.".into()), reached: None });
+    let msgs = messages(&out);
+    assert_eq!((msgs.len(), msgs[0].from.as_str()), (1, crate::message::CRYOCHAMBER));
+    assert!(!rig.m.paused());
+    let why = format!("{} (this chamber's daily_usd = $1.00, $1.20 used)", session::BUDGET_REACHED);
+    let out = rig.feed(Input::Budget { req: 2, notice: None, reached: Some(why.clone()) });
+    assert!(out.iter().any(|e| matches!(e, Effect::SetPaused { paused: true, .. })), "{out:#?}");
+    assert!(rig.m.paused());
+    assert_eq!(rig.m.view().attention.as_deref(), Some(why.as_str()));
+    rig.feed(Input::Pause { req: 3, pause: false });
+    assert!(!rig.m.paused() && rig.m.view().attention.is_none(), "a resume releases the budget's pause");
+}

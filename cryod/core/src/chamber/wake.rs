@@ -67,6 +67,7 @@ impl Chamber {
             linger: None,
             ending: None,
             limited: None,
+            over_budget: None,
             stop_waiters: Vec::new(),
             shutdown_waiters: Vec::new(),
             outcome: None,

@@ -1224,6 +1224,8 @@ fn label(i: &Input) -> &'static str {
         Input::Agent { call: Call::Todo(_), .. } => "agent todo",
         Input::Exited { .. } => "exited",
         Input::ProviderLimit { .. } => "provider limit",
+        Input::OverBudget { .. } => "over budget",
+        Input::Budget { .. } => "budget",
         Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
         Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",
         Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",
