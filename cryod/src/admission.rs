@@ -102,6 +102,12 @@ impl Admission {
         });
     }
 
+    /// How long `provider` is still held at its limit, if it is.
+    pub fn held(&self, provider: &str) -> Option<std::time::Duration> {
+        let s = self.0.lock().expect("admission lock");
+        s.held.get(provider).and_then(|t| t.checked_duration_since(std::time::Instant::now()))
+    }
+
     /// Accounts held at their limit now: the time left, and how many
     /// chambers' wakes wait for each.
     pub fn holds(&self) -> Vec<(String, std::time::Duration, usize)> {

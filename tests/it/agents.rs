@@ -396,6 +396,10 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
         let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
         s.on(&format!("- chamber: {n}\n"), &steps)
     });
+    let script = script.on(
+        "- chamber: lim-mail\n",
+        &["cryo-agent receive", "cryo-agent send 'read it'", "cryo-agent hibernate --complete"],
+    );
     let model = ModelServer::start(script);
     let env = Env::new();
     const HOLD: u64 = 20;
@@ -455,13 +459,25 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     assert!(doctor.as_array().unwrap().iter().any(|c| c["check"] == "provider" && c["level"] == "warn"), "{doctor}");
     let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
     assert_eq!(limits[0]["waiting"], 1, "{limits}");
+    // Mail to a chamber of the held account: its sender is told when it
+    // will be read.
+    let mail = chamber("lim-mail", "sk-limited");
+    env.cryoctl(&["chamber", "start", "lim-mail", "--no-wait"]).ok();
+    mail.write_inbox(1, "are you there?");
+    wait_until_within(SESSION_DEADLINE, "the sender to be told", || {
+        mail.outbox().iter().any(|m| m.contains("your message will be read after"))
+    });
+    assert_eq!(mail.begun(), 1, "no agent for the held account\n{}", mail.cryo_log());
     assert!(other.outbox().iter().any(|m| m.contains("hello from other")), "{}", diag(&other));
 
     // After the hold: both run, and complete.
     let ran = |c: &Chamber| c.outbox().iter().any(|m| m.contains(&format!("hello from {}", c.name)));
     wait_until_within(SESSION_DEADLINE, "a's deferred work", || ran(&a));
     wait_until_within(SESSION_DEADLINE, "b's held work", || ran(&b));
-    for c in [&a, &b] {
+    wait_until_within(SESSION_DEADLINE, "the held mail's answer", || {
+        mail.outbox().iter().any(|m| m.contains("read it"))
+    });
+    for c in [&a, &b, &mail] {
         let s = env.cryoctl(&["chamber", "status", &c.name, "--json"]).json();
         assert!(s[0]["attention"].is_null(), "{s}");
     }

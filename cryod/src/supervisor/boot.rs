@@ -98,6 +98,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         budget_noticed: Default::default(),
         budget_paused: None,
         budget_released: Default::default(),
+        told_held: false,
         mirror,
         root,
         tx: tx.clone(),

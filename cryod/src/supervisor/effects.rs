@@ -44,8 +44,30 @@ impl Sup {
                     return budget;
                 }
                 let provider = self.config.as_ref().ok().map(spawn::provider_account);
+                // Mail for an account held at its limit: its sender is told
+                // when it will be read (once per hold).
+                let held = provider.as_deref().and_then(|p| self.shared.admission.held(p));
+                let notice = match held {
+                    Some(left) if trigger == cryo_core::session::Trigger::Inbox && !self.told_held => {
+                        self.told_held = true;
+                        let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
+                        let at = cryo_core::time::format_in(at, self.machine.tz());
+                        Some(Input::Notice {
+                            subject: "Your message waits for the provider's limit".into(),
+                            body: format!(
+                                "The provider's limit for this chamber's account was reached; your message will be \
+                                 read after {at}."
+                            ),
+                        })
+                    }
+                    Some(_) => None,
+                    None => {
+                        self.told_held = false;
+                        None
+                    }
+                };
                 self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
-                return budget;
+                return budget.or(notice);
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => self.permit = None,

@@ -205,6 +205,8 @@ struct Sup {
     /// operator released by resuming it (not paused again this period).
     budget_paused: Option<String>,
     budget_released: std::collections::HashSet<String>,
+    /// The sender of mail was told it waits for a provider's limit (this hold).
+    told_held: bool,
 }
 
 /// The next UTC midnight: when a daily budget starts again.

@@ -501,6 +501,12 @@ pub enum Input {
         session: u64,
         until: DateTime<Utc>,
     },
+    /// A message from cryochamber to the operator (the shell's news: a
+    /// message that waits for a provider's limit).
+    Notice {
+        subject: String,
+        body: String,
+    },
     /// The shell measured the budgets: `notice` is said once to the
     /// operator (80%); `reached` pauses the chamber with that attention
     /// (100%). `req` answers nobody.

@@ -572,6 +572,7 @@ impl Chamber {
                 }
             }
             Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
+            Input::Notice { subject, body } => self.notice(subject, body),
             Input::Exited { session, status, log_tail, limited } => {
                 if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
                     self.finalize(Some(status), log_tail, limited);

@@ -71,20 +71,24 @@ impl Chamber {
         }
     }
 
+    /// A message from cryochamber to the operator, and a log line.
+    pub(super) fn notice(&mut self, subject: String, body: String) {
+        self.log(format!("{subject}: {body}"));
+        let message = Message {
+            from: CRYOCHAMBER.into(),
+            subject: subject.clone(),
+            timestamp: Some(self.now),
+            question: false,
+            meta: BTreeMap::new(),
+            body,
+        };
+        self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then: AfterWrite::Fallback { subject } });
+    }
+
     /// What the shell measured of the budgets (see `Input::Budget`).
     pub(super) fn budget(&mut self, req: ReqId, notice: Option<String>, reached: Option<String>) {
         if let Some(n) = notice {
-            self.log(format!("budget: {n}"));
-            let subject = "Budget: 80% used".to_string();
-            let message = Message {
-                from: CRYOCHAMBER.into(),
-                subject: subject.clone(),
-                timestamp: Some(self.now),
-                question: false,
-                meta: BTreeMap::new(),
-                body: n,
-            };
-            self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then: AfterWrite::Fallback { subject } });
+            self.notice("Budget: 80% used".into(), n);
         }
         if let Some(why) = reached.filter(|_| self.started && !self.paused) {
             self.log(format!("{why}: pausing the chamber"));

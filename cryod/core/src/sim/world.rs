@@ -1226,6 +1226,7 @@ fn label(i: &Input) -> &'static str {
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",
         Input::Budget { .. } => "budget",
+        Input::Notice { .. } => "notice",
         Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
         Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",
         Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",
