@@ -189,7 +189,7 @@ const USAGE_SQL: &str = "SELECT chamber_id, substr(ended_at, 1, 10), provider, m
     GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model
     ORDER BY 2, 1";
 
-/// [`USAGE_SQL`] for a table and its placeholder style.
+/// The usage query (the same SQL in SQLite and PostgreSQL) for a table and its placeholder style.
 pub fn usage_sql(table: &str, param: &str) -> String {
     USAGE_SQL.replace("TABLE", table).replace("PARAM", param)
 }
