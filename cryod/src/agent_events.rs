@@ -86,6 +86,10 @@ pub struct Reader {
     pub limited: Option<Limited>,
     /// The delay of the last retry after a 429 (Claude Code's `api_retry`).
     retry_ms: Option<u64>,
+    /// Claude Code's messages so far, by id: their usage as last seen (a
+    /// message's blocks come one line each), until its `result` gives the
+    /// totals; what the session used while it runs.
+    messages: std::collections::BTreeMap<String, (u64, u64, u64)>,
     /// OpenCode reports a cost per step; summed here.
     cost_reported: f64,
 }
@@ -94,7 +98,14 @@ impl Reader {
     /// `model` is what the agent line or the CLI's config names, if any
     /// (Codex and OpenCode do not repeat it in their events).
     pub fn new(format: Format, model: Option<String>) -> Reader {
-        Reader { format, usage: Usage { model, ..Usage::default() }, limited: None, retry_ms: None, cost_reported: 0.0 }
+        Reader {
+            format,
+            usage: Usage { model, ..Usage::default() },
+            limited: None,
+            retry_ms: None,
+            messages: Default::default(),
+            cost_reported: 0.0,
+        }
     }
 
     /// The transcript lines for one line of output; anything that is not
@@ -146,8 +157,16 @@ impl Reader {
                 ));
             }
             (Some("assistant"), _) => {
-                if let Some(m) = str_at(v, "/message/model") {
+                if let Some(m) = str_at(v, "/message/model").filter(|m| !m.starts_with('<')) {
                     u.model = Some(m.to_string());
+                }
+                if let Some(id) = str_at(v, "/message/id") {
+                    let mu = &v["message"]["usage"];
+                    let (read, written) = (num(mu, "cache_read_input_tokens"), num(mu, "cache_creation_input_tokens"));
+                    let seen = (num(mu, "input_tokens") + read + written, num(mu, "output_tokens"), read);
+                    self.messages.insert(id.to_string(), seen);
+                    let sum = self.messages.values().fold((0, 0, 0), |a, m| (a.0 + m.0, a.1 + m.1, a.2 + m.2));
+                    (u.input_tokens, u.output_tokens, u.cached_tokens) = sum;
                 }
                 for part in v["message"]["content"].as_array().into_iter().flatten() {
                     match part["type"].as_str() {
@@ -445,8 +464,15 @@ mod tests {
         let (t, u) = read(Format::Claude, None, include_str!("testdata/claude-stream.jsonl"));
         assert_eq!(u.model.as_deref(), Some("claude-opus-5-5"));
         assert_eq!(u.provider_session.as_deref(), Some("67d0929e-d211-4e51-954a-22e4a92a1a9a"));
-        assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens), (70, 35, 0));
+        assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens), (70, 35, 0), "the result's totals");
         assert_eq!(u.cost_usd, Some(0.0009800000000000002));
+        // Before the result, what the messages so far used.
+        let mut r = Reader::new(Format::Claude, None);
+        for l in include_str!("testdata/claude-stream.jsonl").lines().filter(|l| !l.contains("\"total_cost_usd\"")) {
+            r.line(l);
+        }
+        assert!(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, "{:?}", r.usage);
+        assert_eq!(r.usage.cost_usd, None);
         assert!(t.iter().any(|l| l.starts_with("[session 67d0929e")), "{t:?}");
         assert!(
             t.contains(&"→ mcp__cryo__send: {\"text\":\"hello from session 1, through MCP\"}".to_string()),
