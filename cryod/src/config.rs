@@ -44,25 +44,13 @@ pub struct Config {
 pub struct ProviderConfig {
     /// Sessions of this account running at once (beside the global limit).
     pub max_concurrent: Option<usize>,
-    /// The account's budget, over all its chambers (see [`Budget`]).
-    pub daily_usd: Option<f64>,
-    pub monthly_usd: Option<f64>,
-    pub daily_sessions: Option<u32>,
-    pub max_session_usd: Option<f64>,
+    /// `[providers.NAME.budget]`: the account's, over all its chambers.
+    #[serde(default)]
+    pub budget: Budget,
 }
 
-impl ProviderConfig {
-    pub fn budget(&self) -> Budget {
-        Budget {
-            daily_usd: self.daily_usd,
-            monthly_usd: self.monthly_usd,
-            daily_sessions: self.daily_sessions,
-            max_session_usd: self.max_session_usd,
-        }
-    }
-}
-
-/// A budget (`[budget]` in `cryo.toml`, or a provider's in `cryod.toml`):
+/// A budget (`[budget]` in `cryo.toml`, `[providers.NAME.budget]` in
+/// `cryod.toml`):
 /// days and months are UTC's. At 80% cryo says so once; at 100% the chamber
 /// is paused with attention; a session past `max_session_usd` is stopped.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -243,6 +231,20 @@ mod tests {
         assert_eq!(load("").unwrap(), Config::default());
         assert_eq!(load("max_concurrent_sessions = 8\n").unwrap().max_concurrent_sessions, 8);
         assert_eq!(Config::load(Path::new("/nonexistent/cryod.toml")).unwrap(), Config::default());
+        let c = load(
+            "limit_hold_seconds = 20\n[prices.m1]\ninput = 1.0\noutput = 2.0\n\
+             [providers.p1]\nmax_concurrent = 2\n[providers.p1.budget]\ndaily_usd = 5.0\nmax_session_usd = 1.5\n",
+        )
+        .unwrap();
+        assert_eq!(c.limit_hold_seconds, 20);
+        assert_eq!(c.prices["m1"].cached, None);
+        let p1 = &c.providers["p1"];
+        assert_eq!(
+            (p1.max_concurrent, p1.budget.daily_usd, p1.budget.max_session_usd),
+            (Some(2), Some(5.0), Some(1.5))
+        );
+        let e = load("[providers.p1.budget]\ndaily_usdd = 5.0\n").unwrap_err().to_string();
+        assert!(e.contains(":2:") && e.contains("daily_usdd"), "{e}");
     }
 
     #[test]

@@ -174,26 +174,23 @@ pub fn todos_reply(r: crate::supervisor::AgentReply) -> Result<pb::TodoListReply
     }
 }
 
-/// Usage rows summed by `by` ("chamber", "provider", "day" or "model"),
-/// largest cost first (days in order), with their total.
+/// Usage rows summed by `by` ("chamber", the default, "provider", "day" or
+/// "model"), largest cost first (days in order), with their total. A key
+/// that is unknown (a chamber no longer listed, a session with no model)
+/// sums as "-".
 pub fn usage(
     rows: &[crate::store::UsageRow],
     names: &std::collections::HashMap<i64, String>,
     by: &str,
 ) -> Result<pb::UsageReply, Error> {
-    let key = |r: &crate::store::UsageRow| -> String {
-        let k = match by {
-            "" | "chamber" => names.get(&r.chamber_id).cloned(),
-            "provider" => r.provider.clone(),
-            "day" => Some(r.day.clone()),
-            "model" => r.model.clone(),
-            _ => None,
-        };
-        k.unwrap_or_else(|| "-".into())
+    type Key = fn(&crate::store::UsageRow, &std::collections::HashMap<i64, String>) -> Option<String>;
+    let key: Key = match by {
+        "" | "chamber" => |r, names| names.get(&r.chamber_id).cloned(),
+        "provider" => |r, _| r.provider.clone(),
+        "day" => |r, _| Some(r.day.clone()),
+        "model" => |r, _| r.model.clone(),
+        _ => return Err(Error::Invalid(format!("cannot sum usage by {by:?}: give chamber, provider, day or model"))),
     };
-    if !matches!(by, "" | "chamber" | "provider" | "day" | "model") {
-        return Err(Error::Invalid(format!("cannot sum usage by {by:?}: give chamber, provider, day or model")));
-    }
     let add = |into: &mut pb::UsageRow, r: &crate::store::UsageRow| {
         into.sessions += r.sessions;
         into.input_tokens += r.input_tokens;
@@ -203,8 +200,8 @@ pub fn usage(
     };
     let mut sums: std::collections::BTreeMap<String, pb::UsageRow> = Default::default();
     let mut total = pb::UsageRow { key: "total".into(), ..Default::default() };
-    for r in rows.iter().filter(|r| by != "chamber" && !by.is_empty() || names.contains_key(&r.chamber_id)) {
-        let k = key(r);
+    for r in rows {
+        let k = key(r, names).unwrap_or_else(|| "-".into());
         add(sums.entry(k.clone()).or_insert_with(|| pb::UsageRow { key: k, ..Default::default() }), r);
         add(&mut total, r);
     }

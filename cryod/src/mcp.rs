@@ -228,6 +228,20 @@ impl OperatorTools {
         Ok(batches.into_iter().flat_map(|b| b.lines).collect())
     }
 
+    async fn pause_or_resume(&self, chamber: &str, pause: bool) -> Result<(String, Value), Status> {
+        let req = pb::ChamberPauseRequest { chamber: chamber_ref(chamber) };
+        let r =
+            if pause { call!(&self.backend, chamber_pause, req)? } else { call!(&self.backend, chamber_resume, req)? };
+        let c = r.chamber.unwrap_or_default();
+        let what = match (pause, r.already) {
+            (true, true) => "was paused already",
+            (true, false) => "paused",
+            (false, true) => "was not paused",
+            (false, false) => "resumed",
+        };
+        Ok((format!("{what}: {}", chamber_line(&c)), json!({ "chamber": j::chamber_json(&c), "already": r.already })))
+    }
+
     async fn todo(&self, chamber: &str, op: pb::chamber_todo_request::Op) -> Result<(String, Value), Status> {
         let req = pb::ChamberTodoRequest { chamber: chamber_ref(chamber), op: Some(op) };
         Ok(todo_lines(&call!(&self.backend, chamber_todo, req)?))
@@ -349,36 +363,12 @@ impl OperatorTools {
 
     #[tool(description = "Pause a chamber: no new session starts (a running one finishes); mail waits.")]
     async fn pause(&self, Parameters(a): Parameters<ChamberArg>) -> CallToolResult {
-        result(
-            async {
-                let r =
-                    call!(&self.backend, chamber_pause, pb::ChamberPauseRequest { chamber: chamber_ref(&a.chamber) })?;
-                let c = r.chamber.unwrap_or_default();
-                let what = if r.already { "was paused already" } else { "paused" };
-                Ok((
-                    format!("{what}: {}", chamber_line(&c)),
-                    json!({ "chamber": j::chamber_json(&c), "already": r.already }),
-                ))
-            }
-            .await,
-        )
+        result(self.pause_or_resume(&a.chamber, true).await)
     }
 
     #[tool(description = "Resume a paused chamber: what came due meanwhile runs now.")]
     async fn resume(&self, Parameters(a): Parameters<ChamberArg>) -> CallToolResult {
-        result(
-            async {
-                let r =
-                    call!(&self.backend, chamber_resume, pb::ChamberPauseRequest { chamber: chamber_ref(&a.chamber) })?;
-                let c = r.chamber.unwrap_or_default();
-                let what = if r.already { "was not paused" } else { "resumed" };
-                Ok((
-                    format!("{what}: {}", chamber_line(&c)),
-                    json!({ "chamber": j::chamber_json(&c), "already": r.already }),
-                ))
-            }
-            .await,
-        )
+        result(self.pause_or_resume(&a.chamber, false).await)
     }
 
     #[tool(

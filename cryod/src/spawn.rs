@@ -54,6 +54,8 @@ pub struct Launch {
     pub events: Option<crate::agent_events::Format>,
     /// The model the agent line names (`--model`/`-m`), if any.
     pub model: Option<String>,
+    /// Its stderr carries log lines to read (OpenCode's provider limit).
+    pub read_logs: bool,
 }
 
 /// `cryo-agent mcp` as this session's MCP server.
@@ -176,6 +178,7 @@ pub fn command_line(
     let mut env = BTreeMap::new();
     let mut args: Vec<String> = Vec::new();
     let mut files = Vec::new();
+    let mut read_logs = false;
     let kind = Kind::of(&program);
     let mcp = mcp.filter(|_| kind != Kind::Other);
     match kind {
@@ -249,8 +252,10 @@ pub fn command_line(
         }
         Kind::OpenCode => {
             args.extend(["run".into(), "--format".into(), "json".into()]);
-            // Its JSON events say nothing of a provider's limit; its logs do.
+            // Its JSON events say nothing of a provider's limit; its logs
+            // (on stderr) do, and cryod reads them.
             args.extend(["--print-logs".into(), "--log-level".into(), "WARN".into()]);
+            read_logs = true;
             args.extend(["--dir".into(), dir, "--auto".into()]);
             if let Some(m) = mcp {
                 env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
@@ -270,7 +275,7 @@ pub fn command_line(
         Kind::OpenCode => Some(crate::agent_events::Format::OpenCode),
         Kind::Other => None,
     };
-    Ok(Launch { program, args, env, files, events, model })
+    Ok(Launch { program, args, env, files, events, model, read_logs })
 }
 
 /// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`
@@ -504,7 +509,7 @@ mod tests {
             (l.program.as_str(), l.args.as_slice()),
             ("sh", &["agent.sh".to_string(), "--fast".into(), "P".into()][..])
         );
-        assert_eq!(l.events, None, "an unknown command's output is kept as it is");
+        assert_eq!((l.events, l.read_logs), (None, false), "an unknown command's output is kept as it is");
     }
 
     /// Every kind's command line with and without cryo's MCP server, as

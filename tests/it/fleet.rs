@@ -71,7 +71,7 @@ fn wake(number: u64) -> WakeRecord {
 }
 
 fn ended(number: u64, outcome: &str) -> SessionEnd {
-    let usage = Some(cryod::agent_events::Usage {
+    let usage = cryod::agent_events::Usage {
         model: Some("m1".into()),
         input_tokens: 10,
         output_tokens: 5,
@@ -79,7 +79,7 @@ fn ended(number: u64, outcome: &str) -> SessionEnd {
         cost_usd: Some(0.5),
         provider_session: Some("ses-1".into()),
         provider: Some("anthropic".into()),
-    });
+    };
     SessionEnd {
         number,
         ended_at: "2026-11-23T00:01:00Z".into(),
@@ -149,7 +149,7 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert!(b.open_sessions(Some(c.id)).await.unwrap().is_empty());
         // What the session used is kept with it.
         let row = b.recent_sessions(c.id, 1).await.unwrap().remove(0);
-        assert_eq!(row.usage, ended(1, "").usage.unwrap());
+        assert_eq!(row.usage, ended(1, "").usage);
         let sums = b.usage("2026-01-01".into()).await.unwrap();
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");

@@ -42,3 +42,24 @@ fn max_concurrent_per_provider_holds_with_five_chambers_due_at_once() {
     let (other_start, _) = span(&other);
     assert!(other_start < spans[4].0, "p2 waited for all of p1: {other_start} vs {spans:?}");
 }
+
+/// A provider account's budget (`[providers.NAME.budget]`) counts all its
+/// chambers: once one chamber's session used the account's one session of
+/// the day, the other is paused before its agent starts.
+#[test]
+fn a_provider_budget_pauses_every_chamber_of_the_account() {
+    let env = Env::new();
+    env.daemon_config("[providers.p1.budget]\ndaily_sessions = 1\n");
+    let _d = env.start_daemon();
+    let (first, second) = (due_chamber(&env, "first", "p1"), due_chamber(&env, "second", "p1"));
+    let paused = |name: &str| env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone();
+    env.cryoctl(&["chamber", "start", "first"]).ok();
+    first.wait_ended(2);
+    cryo_tests::wait_until("the first chamber's pause", || paused("first")["state"] == "paused");
+    env.cryoctl(&["chamber", "start", "second", "--no-wait"]).ok();
+    cryo_tests::wait_until("the second chamber's pause", || paused("second")["state"] == "paused");
+    let s = paused("second");
+    let why = s["attention"].as_str().unwrap_or_default();
+    assert!(why.starts_with("budget reached (p1's daily_sessions = 1, 1 used)"), "{s}");
+    assert_eq!(second.begun(), 1, "no agent started for it\n{}", second.cryo_log());
+}

@@ -350,7 +350,7 @@ async fn list(ctx: &Ctx) -> Result<()> {
     }
     // A fleet's chambers show the node that runs each.
     let fleet = r.chambers.iter().any(|c| !c.node.is_empty());
-    let today = super::usage::today_by_chamber(ctx).await?;
+    let today = super::usage::today_by_chamber(&mut c).await?;
     let rows: Vec<Vec<output::Cell>> = r
         .chambers
         .iter()
@@ -408,12 +408,11 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     })
     .await?
     .into_inner();
-    let _ = &mut c;
     // One chamber's cost over three windows.
     let windows = match r.chambers.as_slice() {
         [one] => {
             let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
-            super::usage::windows(ctx, by).await?
+            super::usage::windows(&mut c, by).await?
         }
         _ => None,
     };

@@ -31,14 +31,16 @@ pub fn since(arg: &str) -> Result<Option<DateTime<Utc>>> {
     })
 }
 
+/// The client of the command that asks (it has said Hello).
+type Control = pb::control_client::ControlClient<tonic::transport::Channel>;
+
 /// Asks cryod for usage since `since`, summed `by`, of one chamber or all.
 pub async fn fetch(
-    ctx: &Ctx,
+    c: &mut Control,
     by: &str,
     since: Option<DateTime<Utc>>,
     chamber: Option<pb::ChamberRef>,
 ) -> Result<pb::UsageReply> {
-    let mut c = client::control(&ctx.socket).await?;
     let since = since.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
     Ok(c.usage(pb::UsageRequest { by: by.to_string(), since, chamber }).await?.into_inner())
 }
@@ -63,7 +65,7 @@ fn row_json(r: &pb::UsageRow) -> serde_json::Value {
 /// `cryoctl usage [--by chamber|provider|day|model] [--since 7d]`.
 pub async fn run(ctx: Ctx, by: String, since_arg: String) -> Result<()> {
     let from = since(&since_arg)?;
-    let r = fetch(&ctx, &by, from, None).await?;
+    let r = fetch(&mut client::control(&ctx.socket).await?, &by, from, None).await?;
     let total = r.total.unwrap_or_default();
     if ctx.json {
         output::json(&json!({
@@ -97,8 +99,8 @@ pub async fn run(ctx: Ctx, by: String, since_arg: String) -> Result<()> {
 }
 
 /// Each chamber's cost since local midnight, by name (for `chamber list`).
-pub async fn today_by_chamber(ctx: &Ctx) -> Result<std::collections::HashMap<String, f64>> {
-    let r = fetch(ctx, "chamber", since("today")?, None).await?;
+pub async fn today_by_chamber(c: &mut Control) -> Result<std::collections::HashMap<String, f64>> {
+    let r = fetch(c, "chamber", since("today")?, None).await?;
     // Sessions of agents whose use is unknown (no tokens, no cost) show none.
     Ok(r.rows.into_iter().filter(known).map(|r| (r.key, r.cost_usd)).collect())
 }
@@ -111,9 +113,9 @@ fn known(r: &pb::UsageRow) -> bool {
 /// One chamber's cost today, over 7 days and over 30 days, and its
 /// sessions over 30 days (for `chamber status`); none if its agents' use is
 /// unknown.
-pub async fn windows(ctx: &Ctx, chamber: pb::ChamberRef) -> Result<Option<([f64; 3], u64)>> {
+pub async fn windows(c: &mut Control, chamber: pb::ChamberRef) -> Result<Option<([f64; 3], u64)>> {
     let now = output::now();
-    let r = fetch(ctx, "day", Some(now - Duration::days(30)), Some(chamber)).await?;
+    let r = fetch(c, "day", Some(now - Duration::days(30)), Some(chamber)).await?;
     if !r.rows.iter().any(known) {
         return Ok(None);
     }

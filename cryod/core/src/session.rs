@@ -159,24 +159,15 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
     let details = details.trim();
     let with_details = |s: String| if details.is_empty() { s } else { format!("{s}\n\n{details}") };
     if let Outcome::Limited { local, .. } = outcome {
-        // One honest message: no failure report, no misconfiguration.
-        if conv.unanswered_batch {
-            out.push(Fallback {
-                subject: format!("Session {session}: the provider's limit was reached"),
-                body: format!(
-                    "The provider's limit was reached while I worked on your message; I will answer after {local}."
-                ),
-                is_reply: true,
-            });
-        } else if !conv.sent_any {
-            out.push(Fallback {
-                subject: format!("Session {session}: the provider's limit was reached"),
-                body: with_details(format!(
-                    "Session {session} stopped at the provider's limit; its work resumes after {local}."
-                )),
-                is_reply: false,
-            });
-        }
+        // One honest message, always (the session ended without its
+        // hibernate): no failure report, no misconfiguration.
+        let subject = format!("Session {session}: the provider's limit was reached");
+        let body = if conv.unanswered_batch {
+            format!("The provider's limit was reached while I worked on your message; I will answer after {local}.")
+        } else {
+            with_details(format!("Session {session} stopped at the provider's limit; its work resumes after {local}."))
+        };
+        out.push(Fallback { subject, body, is_reply: conv.unanswered_batch });
         return out;
     }
     if let Outcome::OverBudget { local, .. } = outcome {

@@ -146,8 +146,9 @@ pub struct SessionEnd {
     pub ended_at: String,
     pub outcome: String,
     pub detail: String,
-    /// What the agent's stream said it used (known kinds).
-    pub usage: Option<crate::agent_events::Usage>,
+    /// What the agent's stream said it used (known kinds), and the provider
+    /// account it billed (every session).
+    pub usage: crate::agent_events::Usage,
 }
 
 /// One row of history.

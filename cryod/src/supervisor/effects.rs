@@ -117,12 +117,11 @@ impl Sup {
                 crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
                 let outcome = outcome.describe();
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                let account = self.config.as_ref().ok().map(spawn::provider_account);
-                let usage = self
-                    .usage
-                    .take()
-                    .filter(|(n, _)| *n == number)
-                    .map(|(_, u)| crate::agent_events::Usage { provider: account, ..u });
+                // The account is known for every session (its budget counts
+                // them all), what it used only for a known kind's.
+                let used = self.usage.take().filter(|(n, _)| *n == number).map(|(_, u)| u).unwrap_or_default();
+                let provider = self.config.as_ref().ok().map(spawn::provider_account);
+                let usage = crate::agent_events::Usage { provider, ..used };
                 let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage };
                 let r = store.session_ended(fence, end).await;
                 if self.fenced(r).is_ok() {
@@ -413,10 +412,8 @@ impl Sup {
             cmd
         };
         let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
-        // OpenCode tells of a provider's limit only in its logs (stderr).
-        let logs_read = !kept && launch.events == Some(crate::agent_events::Format::OpenCode);
         let stderr_log = log_file.try_clone().map_err(|e| e.to_string())?;
-        if logs_read {
+        if launch.read_logs && !kept {
             cmd.stderr(std::process::Stdio::piped());
         } else {
             cmd.stderr(log_file);
@@ -558,6 +555,17 @@ struct Seen {
     limited: Option<crate::agent_events::Limited>,
 }
 
+impl Seen {
+    /// Keeps the first limit seen (stdout or the logs), and tells it at
+    /// once: an agent that would wait out the limit is ended.
+    fn limited(&mut self, l: &crate::agent_events::Limited, tell: &dyn Fn(crate::agent_events::Limited)) {
+        if self.limited.is_none() {
+            self.limited = Some(l.clone());
+            tell(l.clone());
+        }
+    }
+}
+
 impl EventStream {
     /// What the stream said, once it ended (or after [`STREAM_DRAIN`]).
     async fn finish(self) -> (Option<Box<crate::agent_events::Usage>>, Option<Box<crate::agent_events::Limited>>) {
@@ -613,12 +621,8 @@ fn read_events(
             }
             let mut seen = shared.lock().expect("stream lock");
             seen.usage = u;
-            if seen.limited.is_none()
-                && let Some(l) = &reader.limited
-            {
-                // Told at once: an agent that would wait out the limit is ended.
-                seen.limited = Some(l.clone());
-                limit(l.clone());
+            if let Some(l) = &reader.limited {
+                seen.limited(l, &*limit);
             }
         }
     });
@@ -640,11 +644,7 @@ fn read_logs(
         while let Ok(Some(line)) = lines.next_line().await {
             let _ = writeln!(log, "{line}");
             if let Some(l) = crate::agent_events::opencode_log_limit(&line) {
-                let mut seen = seen.lock().expect("stream lock");
-                if seen.limited.is_none() {
-                    seen.limited = Some(l.clone());
-                    limit(l);
-                }
+                seen.lock().expect("stream lock").limited(&l, &*limit);
             }
         }
     });

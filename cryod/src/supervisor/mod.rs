@@ -221,7 +221,7 @@ impl Sup {
     fn budgets(&self) -> Option<(String, crate::config::Budget, crate::config::Budget)> {
         let config = self.config.as_ref().ok()?;
         let account = crate::spawn::provider_account(config);
-        let theirs = self.shared.config.providers.get(&account).map(|p| p.budget()).unwrap_or_default();
+        let theirs = self.shared.config.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
         (!config.budget.is_empty() || !theirs.is_empty()).then(|| (account, config.budget.clone(), theirs))
     }
 

@@ -383,7 +383,7 @@ impl Backend for Postgres {
     fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(async move {
             let number = e.number as i64;
-            let u = e.usage.as_ref();
+            let u = &e.usage;
             self.write(
                 fence,
                 "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7, model = $8, input_tokens = $9,
@@ -394,13 +394,13 @@ impl Backend for Postgres {
                     &e.ended_at,
                     &e.outcome,
                     &e.detail,
-                    &u.and_then(|u| u.model.clone()),
-                    &u.map(|u| u.input_tokens as i64),
-                    &u.map(|u| u.output_tokens as i64),
-                    &u.map(|u| u.cached_tokens as i64),
-                    &u.and_then(|u| u.cost_usd),
-                    &u.and_then(|u| u.provider_session.clone()),
-                    &u.and_then(|u| u.provider.clone()),
+                    &u.model,
+                    &(u.input_tokens as i64),
+                    &(u.output_tokens as i64),
+                    &(u.cached_tokens as i64),
+                    &u.cost_usd,
+                    &u.provider_session,
+                    &u.provider,
                 ],
             )
             .await

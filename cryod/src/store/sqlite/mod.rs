@@ -312,6 +312,7 @@ impl Backend for Sqlite {
 
     fn session_ended(&self, fence: Fence, e: SessionEnd) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
+            let u = e.usage;
             exec(
                 c,
                 "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5, model = ?6, input_tokens = ?7,
@@ -323,13 +324,13 @@ impl Backend for Sqlite {
                     e.ended_at,
                     e.outcome,
                     e.detail,
-                    e.usage.as_ref().and_then(|u| u.model.clone()),
-                    e.usage.as_ref().map(|u| u.input_tokens as i64),
-                    e.usage.as_ref().map(|u| u.output_tokens as i64),
-                    e.usage.as_ref().map(|u| u.cached_tokens as i64),
-                    e.usage.as_ref().and_then(|u| u.cost_usd),
-                    e.usage.as_ref().and_then(|u| u.provider_session.clone()),
-                    e.usage.as_ref().and_then(|u| u.provider.clone()),
+                    u.model,
+                    u.input_tokens as i64,
+                    u.output_tokens as i64,
+                    u.cached_tokens as i64,
+                    u.cost_usd,
+                    u.provider_session,
+                    u.provider,
                 ],
             )?;
             Ok(())
