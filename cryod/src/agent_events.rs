@@ -68,10 +68,19 @@ pub fn opencode_log_limit(line: &str) -> Option<Limited> {
     if !line.contains("level=ERROR") {
         return None;
     }
-    let error = line.split_once("error.error=").map(|(_, e)| e.trim_matches('"')).unwrap_or(line);
-    let lower = error.to_lowercase();
-    (lower.contains("rate limit") || lower.contains("429") || lower.contains("usage limit"))
-        .then(|| Limited { text: error.to_string(), ..Limited::default() })
+    // Only the error's own words: the rest of the line (its timestamp's
+    // milliseconds, ids) may hold any digits.
+    let (_, error) = line.split_once("error.error=")?;
+    let error = error.trim_matches('"');
+    says_limit(error).then(|| Limited { text: error.to_string(), ..Limited::default() })
+}
+
+/// Whether an error's text is a provider's limit: a 429 (as a number of its
+/// own, not digits inside another), "Too Many Requests", a rate or usage limit.
+fn says_limit(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let status = lower.split(|c: char| !c.is_ascii_digit()).any(|n| n == "429");
+    status || ["too many requests", "rate limit", "usage limit"].iter().any(|w| lower.contains(w))
 }
 
 /// Longest line of a tool's result shown in the transcript, and how many.
@@ -285,7 +294,7 @@ impl Reader {
                 out.push(format!("error: {}", clip(message)));
                 // "Reconnecting... 1/5 (exceeded retry limit, last status:
                 // 429 Too Many Requests)": Codex would wait out the limit.
-                if message.contains("429") || message.contains("usage limit") {
+                if says_limit(message) {
                     self.limited.get_or_insert(Limited { text: message.to_string(), ..Limited::default() });
                 }
             }
@@ -551,6 +560,10 @@ mod tests {
         assert_eq!(l.text, "AI_APICallError: Rate limit reached. Please try again later.");
         assert_eq!(opencode_log_limit("timestamp=… level=WARN message=\"slow\""), None);
         assert_eq!(opencode_log_limit("level=ERROR message=\"stream error\" error.error=\"disk full\""), None);
+        // A timestamp's milliseconds are not a status (a chamber was held for one).
+        let models = r#"timestamp=2026-11-23T19:54:29.429Z level=ERROR run=c182c9d2 message="Failed to fetch models.dev" cause="Unable to connect""#;
+        assert_eq!(opencode_log_limit(models), None);
+        assert!(!says_limit("request 14291 failed") && says_limit("last status: 429 Too Many Requests"));
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct Agent {
     /// Follows its plan to the letter (a scripted scenario): no answers
     /// added, no advice taken from refusals.
     pub literal: bool,
+    /// Ended without its hibernate, it had met its provider's limit, which
+    /// resets this many minutes later (its stream says so).
+    pub limit_resets_in: Option<u64>,
 }
 
 fn todo_add(at: String) -> Act {
@@ -146,7 +149,17 @@ impl Agent {
                 plan.push_back(Act::Exit(0));
             }
         }
-        Agent { plan, hibernated: false, obeys_term, exits_after_hibernate, calls: 0, received: 0, literal: false }
+        let limit_resets_in = (rng.below(6) == 0).then(|| 1 + rng.below(120));
+        Agent {
+            plan,
+            hibernated: false,
+            obeys_term,
+            exits_after_hibernate,
+            calls: 0,
+            received: 0,
+            literal: false,
+            limit_resets_in,
+        }
     }
 
     /// An agent that does exactly `plan`, then exits 0.
@@ -159,6 +172,7 @@ impl Agent {
             calls: 0,
             received: 0,
             literal: true,
+            limit_resets_in: None,
         }
     }
 

@@ -492,11 +492,11 @@ impl World {
             }
             Ev::Exited { inc, pid, status } if inc == live => {
                 let p = &self.procs[pid as usize - 1];
-                let (chamber, session, hibernated) = (p.chamber, p.session, p.agent.hibernated);
-                // Now and then an agent that did not hibernate met its
-                // provider's limit (its stream said so): resumes later.
-                let limited = (!hibernated && self.rng.below(6) == 0)
-                    .then(|| self.now + Duration::minutes(1 + self.rng.below(120) as i64));
+                let (chamber, session) = (p.chamber, p.session);
+                // An agent that did not hibernate may have met its provider's
+                // limit (its stream said so): its work resumes later.
+                let resets = p.agent.limit_resets_in.filter(|_| !p.agent.hibernated);
+                let limited = resets.map(|m| self.now + Duration::minutes(m as i64));
                 self.observe_inbox(chamber)?;
                 self.feed(chamber, Input::Exited { session, status, log_tail: String::new(), limited })?;
             }
