@@ -160,6 +160,7 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
         cached_tokens: s.usage.cached_tokens,
         cost_usd: s.usage.cost_usd.unwrap_or(-1.0),
         provider_session: s.usage.provider_session.clone().unwrap_or_default(),
+        resumed_from: s.resumed_from.unwrap_or(0),
     }
 }
 

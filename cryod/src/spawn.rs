@@ -149,17 +149,26 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// The command line that runs `agent` in `chamber` with `prompt`.
-/// `prompt_file` is where a long prompt is written (relative to the chamber).
+/// What one session asks of the agent.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    pub prompt: &'a str,
+    /// Where a long prompt is written (relative to the chamber).
+    pub prompt_file: &'a str,
+    /// The provider conversation to continue (a known kind's own id), if any.
+    pub resume: Option<&'a str>,
+}
+
+/// The command line that runs `agent` in `chamber` for `turn`.
 pub fn command_line(
     agent: &str,
     chamber: &Path,
-    prompt: &str,
-    prompt_file: &str,
+    turn: &Turn<'_>,
     as_root: bool,
     mcp: Option<&Mcp>,
     provider_env: &BTreeMap<String, String>,
 ) -> Result<Launch, String> {
+    let (prompt, prompt_file) = (turn.prompt, turn.prompt_file);
     let mut words = split_words(agent)?;
     let program = words.remove(0);
     let extra = words;
@@ -210,6 +219,9 @@ pub fn command_line(
                 (false, true, true) => args.extend(["--allowedTools".into(), CLAUDE_MCP_TOOLS.into()]),
                 (true, _, _) | (false, true, false) => {}
             }
+            if let Some(id) = turn.resume {
+                args.extend(["--resume".into(), id.into()]);
+            }
             args.push("--".into());
             args.push(prompt_arg);
         }
@@ -248,6 +260,10 @@ pub fn command_line(
                 }
             }
             args.extend(extra);
+            if let Some(id) = turn.resume {
+                // `exec`'s options stand before its `resume` subcommand.
+                args.extend(["resume".into(), id.into()]);
+            }
             args.push(prompt_arg);
         }
         Kind::OpenCode => {
@@ -261,6 +277,9 @@ pub fn command_line(
                 env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
             }
             args.extend(extra);
+            if let Some(id) = turn.resume {
+                args.extend(["--session".into(), id.into()]);
+            }
             args.push(prompt_arg);
         }
         Kind::Other => {
@@ -460,7 +479,22 @@ mod tests {
 
     /// A command line without MCP (`mcp = false`), in chamber `/c`.
     fn line(agent: &str, as_root: bool) -> Result<Launch, String> {
-        command_line(agent, Path::new("/c"), "P", "f", as_root, None, &BTreeMap::new())
+        command_line(agent, Path::new("/c"), &turn("P"), as_root, None, &BTreeMap::new())
+    }
+
+    fn turn(prompt: &str) -> Turn<'_> {
+        Turn { prompt, prompt_file: ".cryo/prompt.md", resume: None }
+    }
+
+    /// Each kind continues a conversation with its own flag.
+    #[test]
+    fn resuming_a_conversation() {
+        let t = Turn { resume: Some("ID"), ..turn("P") };
+        let line = |agent| command_line(agent, Path::new("/c"), &t, false, None, &BTreeMap::new()).unwrap().args;
+        assert_eq!(line("claude")[6..], ["--resume", "ID", "--", "P"]);
+        assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "P"]);
+        assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
+        assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
     }
 
     #[test]
@@ -528,7 +562,7 @@ mod tests {
             "sh agent.sh",
         ] {
             for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {
-                let l = command_line(agent, Path::new("/c"), "P", "f", false, mcp, &BTreeMap::new()).unwrap();
+                let l = command_line(agent, Path::new("/c"), &turn("P"), false, mcp, &BTreeMap::new()).unwrap();
                 out.push_str(&format!("# {agent} ({name})\n{} {}\n", l.program, l.args.join(" ")));
                 for (k, v) in &l.env {
                     out.push_str(&format!("  env {k}={v}\n"));
@@ -567,8 +601,7 @@ mod tests {
     #[test]
     fn long_prompts_go_through_a_file() {
         let long = "x".repeat(MAX_PROMPT_ARG + 1);
-        let l =
-            command_line("sh a.sh", Path::new("/c"), &long, ".cryo/prompt.md", false, None, &BTreeMap::new()).unwrap();
+        let l = command_line("sh a.sh", Path::new("/c"), &turn(&long), false, None, &BTreeMap::new()).unwrap();
         assert!(l.args.last().unwrap().contains(".cryo/prompt.md"));
         assert!(l.args.last().unwrap().len() < 1000);
     }

@@ -619,3 +619,131 @@ fn claude_code_is_stopped_over_max_session_usd_while_it_runs() {
     assert!(outcome.starts_with("over budget"), "{s}\n{}\n{}", c.cryo_log(), c.read("cryo-agent.log"));
     assert!(!c.cryo_log().contains("hibernate --complete accepted"), "{}", c.cryo_log());
 }
+
+/// What one session of a continuity run sent the model.
+#[derive(Debug)]
+struct Turned {
+    session: u64,
+    resumed_from: Option<u64>,
+    /// Requests answered in this session, and the largest one's size.
+    requests: usize,
+    max_bytes: usize,
+    /// Earlier sessions' markers its requests carried.
+    earlier: Vec<String>,
+}
+
+/// Issue 22: `sessions` sessions of `bin`, each woken by the TODO the one
+/// before it left, with `session = "resume"` (capped at `max_sessions`) or
+/// `"fresh"`; returns what each sent the model, checked against the ledger.
+fn continuity_run(
+    bin: &str,
+    resume: bool,
+    sessions: u64,
+    max_sessions: u32,
+    setup: impl FnOnce(&Env, &ModelServer) -> String,
+) -> Option<Vec<Turned>> {
+    let path = cli(bin)?;
+    let script = (1..=sessions).fold(Script::new(), |s, n| {
+        let send = format!("cryo-agent send 'note {n}'");
+        let last = n == sessions;
+        let steps: Vec<String> = if last {
+            vec![send, "cryo-agent hibernate --complete --summary done".into()]
+        } else {
+            vec![send, "cryo-agent todo add 'go on' --at +2s".into(), format!("cryo-agent hibernate --summary s{n}")]
+        };
+        let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+        s.on(&format!("- session: {n}\n"), &steps)
+    });
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let provider = setup(&env, &model);
+    let mode = if resume { "resume" } else { "fresh" };
+    let toml = format!(
+        "agent = \"{}\"\nsession = \"{mode}\"\nresume_max_sessions = {max_sessions}\n\n[provider]\n{provider}\n",
+        path.display()
+    );
+    let _d = env.start_daemon();
+    let c = env.chamber(bin, "", &toml);
+    env.cryoctl(&["chamber", "start", bin]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel requests:\n{}", c.cryo_log(), model.transcript());
+    let deadline = SESSION_DEADLINE * sessions as u32;
+    wait_until_within(deadline, "every session to end", || c.ended() >= sessions as usize);
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
+    let status = env.cryoctl(&["chamber", "status", bin, "--json"]).json();
+    let rows = status[0]["sessions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), sessions as usize, "{status}");
+    let seen = model.seen();
+    let turned = (1..=sessions)
+        .map(|n| {
+            let marker = format!("- session: {n}\n");
+            let mine: Vec<_> =
+                seen.iter().filter(|s| s.answered.is_some() && s.turn.as_deref() == Some(&marker)).collect();
+            assert!(!mine.is_empty(), "session {n} made no scripted request\n{}", diag(&c));
+            let row = rows.iter().find(|r| r["number"] == n).expect("a ledger row");
+            let mut earlier: Vec<String> = mine.iter().flat_map(|s| s.earlier.clone()).collect();
+            earlier.sort();
+            earlier.dedup();
+            Turned {
+                session: n,
+                resumed_from: row["resumed_from"].as_u64(),
+                requests: mine.len(),
+                max_bytes: mine.iter().map(|s| s.bytes).max().unwrap_or(0),
+                earlier,
+            }
+        })
+        .collect::<Vec<_>>();
+    // The ledger, the CLI's requests and the prompt agree: a session
+    // resumed from N carries session N's turns (and so every earlier one of
+    // its conversation); a fresh one carries none.
+    for t in &turned {
+        match t.resumed_from {
+            Some(from) => {
+                assert_eq!(from, t.session - 1, "{turned:?}");
+                let marker = format!("- session: {from}\n");
+                assert!(t.earlier.contains(&marker), "session {} did not carry session {from}: {turned:?}", t.session);
+            }
+            None => assert!(t.earlier.is_empty(), "a fresh session carried earlier turns: {turned:?}"),
+        }
+    }
+    Some(turned)
+}
+
+/// Claude Code (`--resume ID`): five sessions resumed, against five fresh;
+/// prints the request sizes (the closing note's figure).
+#[test]
+fn claude_code_continues_its_conversation_across_wakes() {
+    let Some(resumed) = continuity_run("claude", true, 5, 5, claude_provider) else { return };
+    let resumed_from: Vec<_> = resumed.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), Some(2), Some(3), Some(4)]);
+    let fresh = continuity_run("claude", false, 5, 5, claude_provider).expect("the CLI is there");
+    assert!(fresh.iter().all(|t| t.resumed_from.is_none()));
+    eprintln!("claude: largest request per session (bytes), resumed vs fresh:");
+    for (r, f) in resumed.iter().zip(&fresh) {
+        eprintln!(
+            "  session {}: resumed {:>7} ({} requests, carries {} earlier)  fresh {:>7} ({} requests)",
+            r.session,
+            r.max_bytes,
+            r.requests,
+            r.earlier.len(),
+            f.max_bytes,
+            f.requests
+        );
+    }
+}
+
+/// Codex (`codex exec resume ID`): past `resume_max_sessions` the next
+/// session starts afresh and is told why.
+#[test]
+fn codex_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("codex", true, 3, 2, codex_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// OpenCode (`run --session ID`).
+#[test]
+fn opencode_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("opencode", true, 3, 2, opencode_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}

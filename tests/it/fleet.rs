@@ -67,6 +67,7 @@ fn wake(number: u64) -> WakeRecord {
         claimed: "[]".into(),
         due_at: None,
         created_at: "2026-11-23T00:00:00Z".into(),
+        resumed_from: (number > 1).then_some(number - 1),
     }
 }
 
@@ -86,6 +87,7 @@ fn ended(number: u64, outcome: &str) -> SessionEnd {
         outcome: outcome.into(),
         detail: String::new(),
         usage,
+        thread: Some((2, 17)),
     }
 }
 
@@ -150,6 +152,19 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         // What the session used is kept with it.
         let row = b.recent_sessions(c.id, 1).await.unwrap().remove(0);
         assert_eq!(row.usage, ended(1, "").usage);
+        assert_eq!((row.resumed_from, row.thread), (None, Some((2, 17))), "the conversation it left is kept");
+        // Slots that passed without a session.
+        let slot = cryod::store::PassedSlot {
+            slot_at: "2026-11-23T09:00:00Z".into(),
+            todo_id: Some(3),
+            todo_text: Some("look at CI".into()),
+            what: "skipped".into(),
+            reason: "no new failure".into(),
+            at: "2026-11-23T09:00:01Z".into(),
+        };
+        b.record_passed(taken.fence(), vec![slot.clone()]).await.unwrap();
+        assert!(a.record_passed(c.fence(), vec![slot.clone()]).await.unwrap_err().is_fenced());
+        assert_eq!(b.passed(c.id, 10).await.unwrap(), vec![slot]);
         let sums = b.usage("2026-01-01".into()).await.unwrap();
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");

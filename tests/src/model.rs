@@ -78,6 +78,11 @@ impl Script {
         self.steps_for(prompt).iter().map(Step::label).collect()
     }
 
+    /// The first marker `text` contains.
+    fn marker_in(&self, text: &str) -> Option<&str> {
+        self.turns.iter().map(|(m, _)| m.as_str()).find(|m| text.contains(m))
+    }
+
     fn steps_for(&self, prompt: &str) -> &[Step] {
         self.turns.iter().find(|(m, _)| prompt.contains(m.as_str())).map(|(_, c)| c.as_slice()).unwrap_or(&[])
     }
@@ -93,6 +98,12 @@ pub struct Seen {
     /// The step this request was answered with, if any ([`Step::label`]);
     /// a tool search is `ToolSearch QUERY`.
     pub answered: Option<String>,
+    /// The script's marker of the newest prompt it carries (its session).
+    pub turn: Option<String>,
+    /// Markers of earlier prompts it carries too (a resumed conversation).
+    pub earlier: Vec<String>,
+    /// The request body's size in bytes.
+    pub bytes: usize,
 }
 
 struct Inner {
@@ -183,6 +194,7 @@ enum Api {
 }
 
 async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: String) -> Response {
+    let bytes = body.len();
     let path = uri.path().to_string();
     let api = match path.as_str() {
         p if p.ends_with("/messages") => Api::Messages,
@@ -211,6 +223,9 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             headers: Vec::new(),
             body: body.clone(),
             answered: Some(REFUSED.into()),
+            turn: None,
+            earlier: Vec::new(),
+            bytes: 0,
         });
         let error = match api {
             Api::Messages => json!({ "type": "error", "error": { "type": "rate_limit_error",
@@ -225,7 +240,7 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             .body(Body::from(error.to_string()))
             .unwrap();
     }
-    let convo = Conversation::read(api, &body);
+    let convo = Conversation::read(api, &body, &inner.script);
     let answer = inner.script.steps_for(&convo.prompt).get(convo.calls).and_then(|step| convo.call(step));
     let kept_headers = headers
         .iter()
@@ -237,6 +252,9 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         headers: kept_headers,
         body: body.clone(),
         answered: answer.as_ref().map(|c| c.label.clone()),
+        turn: convo.turn.clone(),
+        earlier: convo.earlier.clone(),
+        bytes,
     });
     let n = inner.seen.lock().unwrap().len();
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -287,10 +305,15 @@ impl ShellTool {
 }
 
 /// What the server needs from a request: the prompt text, how many calls
-/// the model made so far (tool searches aside), and the tools on offer.
+/// the model made so far (tool searches aside), and the tools on offer. A
+/// conversation resumed across sessions carries earlier sessions' prompts
+/// and calls: the newest prompt with a marker starts the current turn.
 struct Conversation {
     prompt: String,
     calls: usize,
+    /// The marker of the current turn, and those of earlier ones.
+    turn: Option<String>,
+    earlier: Vec<String>,
     shell_tool: Option<ShellTool>,
     /// Every offered tool: (namespace, name).
     offered: Vec<(Option<String>, String)>,
@@ -350,23 +373,35 @@ impl Conversation {
 }
 
 impl Conversation {
-    fn read(api: Api, body: &Value) -> Conversation {
+    fn read(api: Api, body: &Value, script: &Script) -> Conversation {
         let mut prompt = String::new();
         let mut calls = 0;
+        let mut turn: Option<String> = None;
+        let mut earlier = Vec::new();
         let empty = Vec::new();
-        let text_of = |content: &Value, prompt: &mut String| match content {
-            Value::String(s) => prompt.push_str(s),
-            Value::Array(parts) => {
-                for p in parts {
-                    if let Some(t) = p.get("text").and_then(Value::as_str)
-                        && matches!(p.get("type").and_then(Value::as_str), Some("text" | "input_text"))
-                    {
-                        prompt.push_str(t);
-                        prompt.push('\n');
+        // A user message's text; one with a marker begins a new turn.
+        let mut text_of = |content: &Value, prompt: &mut String, calls: &mut usize| {
+            let mut text = String::new();
+            match content {
+                Value::String(s) => text.push_str(s),
+                Value::Array(parts) => {
+                    for p in parts {
+                        if let Some(t) = p.get("text").and_then(Value::as_str)
+                            && matches!(p.get("type").and_then(Value::as_str), Some("text" | "input_text"))
+                        {
+                            text.push_str(t);
+                            text.push('\n');
+                        }
                     }
                 }
+                _ => {}
             }
-            _ => {}
+            if let Some(m) = script.marker_in(&text) {
+                earlier.extend(turn.replace(m.to_string()));
+                prompt.clear();
+                *calls = 0;
+            }
+            prompt.push_str(&text);
         };
         let not_search = |name: Option<&str>| name != Some(TOOL_SEARCH);
         match api {
@@ -375,7 +410,7 @@ impl Conversation {
                     let role = m.get("role").and_then(Value::as_str).unwrap_or("");
                     let content = m.get("content").unwrap_or(&Value::Null);
                     match role {
-                        "user" => text_of(content, &mut prompt),
+                        "user" => text_of(content, &mut prompt, &mut calls),
                         "assistant" => {
                             // Messages: tool_use blocks; Chat: tool_calls.
                             let blocks = content.as_array().unwrap_or(&empty).iter().filter(|b| {
@@ -394,7 +429,7 @@ impl Conversation {
                     match item.get("type").and_then(Value::as_str) {
                         Some("function_call" | "custom_tool_call") => calls += 1,
                         Some("message") | None if item.get("role").and_then(Value::as_str) == Some("user") => {
-                            text_of(item.get("content").unwrap_or(&Value::Null), &mut prompt)
+                            text_of(item.get("content").unwrap_or(&Value::Null), &mut prompt, &mut calls)
                         }
                         _ => {}
                     }
@@ -425,7 +460,7 @@ impl Conversation {
                 });
             }
         }
-        Conversation { prompt, calls, shell_tool, offered }
+        Conversation { prompt, calls, turn, earlier, shell_tool, offered }
     }
 }
 

@@ -486,7 +486,12 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             .map(|s| {
                 vec![
                     s.number.to_string().into(),
-                    s.trigger.as_str().into(),
+                    // A session that continued another's conversation says which.
+                    if s.resumed_from > 0 {
+                        format!("{} (cont. {})", s.trigger, s.resumed_from).into()
+                    } else {
+                        s.trigger.as_str().into()
+                    },
                     if s.due_at.is_empty() { "-".into() } else { output::local_time(&s.due_at).into() },
                     if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
                     if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },

@@ -38,7 +38,20 @@ pub struct PromptInput<'a> {
     pub note: Option<&'a str>,
     /// cryo's verbs are also MCP tools in the agent's tool list.
     pub mcp: bool,
+    /// The session whose conversation this one continues: the agent has
+    /// the protocol and the chamber in its context already, so the prompt
+    /// says only what is new.
+    pub resumed_from: Option<u64>,
+    /// More notices (why the conversation is new, a failed check).
+    pub notices: &'a [String],
 }
+
+/// Opens the prompt of a resumed session, in place of the protocol.
+pub const RESUMED: &str = "# A new session in the same chamber\n\n\
+You hibernated at the end of your last session, and this is a new one that continues the same conversation. \
+Everything you were told at its start still holds: `cryo-agent receive` first when mail waits, answer every \
+message, add a TODO for your next wake, and `cryo-agent hibernate` as the LAST thing you do. Re-read plan.md \
+and NOTES.md if you are unsure where you are. What is new:\n";
 
 /// Said when the agent has cryo's MCP tools.
 pub const MCP_NOTE: &str = "Your tool list has cryo's verbs as tools, from the MCP server named `cryo`: `hibernate`, \
@@ -48,13 +61,21 @@ commands still work.";
 
 pub fn build(p: &PromptInput<'_>) -> String {
     let mut s = String::with_capacity(PROTOCOL.len() + 2048);
-    s.push_str(PROTOCOL);
-    s.push_str("\n---\n\n# This session\n\n");
+    match p.resumed_from {
+        None => {
+            s.push_str(PROTOCOL);
+            s.push_str("\n---\n\n# This session\n\n");
+        }
+        Some(_) => s.push_str(RESUMED),
+    }
     s.push_str(&format!("- chamber: {}\n", p.chamber));
     s.push_str(&format!("- session: {}\n", p.session));
     s.push_str(&format!("- now: {} ({})\n", format_in(p.now, p.tz), p.tz.name()));
     s.push_str(&format!("- woke because: {}\n", reasons(p)));
-    if p.mcp {
+    if let Some(n) = p.resumed_from {
+        s.push_str(&format!("- conversation: continued from session {n}\n"));
+    }
+    if p.mcp && p.resumed_from.is_none() {
         s.push_str(&format!("- tools: {MCP_NOTE}\n"));
     }
 
@@ -73,6 +94,7 @@ pub fn build(p: &PromptInput<'_>) -> String {
     if let Some(f) = p.previous_failure {
         notices.push(format!("PREVIOUS SESSION FAILED: {f}. Check cryo-agent.log and NOTES.md before going on."));
     }
+    notices.extend(p.notices.iter().cloned());
     if !notices.is_empty() {
         s.push_str("\n## Notices\n\n");
         for n in notices {
@@ -84,6 +106,14 @@ pub fn build(p: &PromptInput<'_>) -> String {
         s.push_str(&format!("\n## Operator's note\n\n{}\n", note.trim()));
     }
 
+    if p.resumed_from.is_some() {
+        // Short: what woke it says which TODOs it claimed; the list is one
+        // `todo list` away.
+        if !p.mail.is_empty() {
+            s.push_str(&format!("\n{} unread message(s): run `cryo-agent receive` first.\n", p.mail.len()));
+        }
+        return s;
+    }
     s.push_str("\n## Mail\n\n");
     if p.mail.is_empty() {
         s.push_str("No unread mail.\n");
@@ -171,6 +201,8 @@ mod tests {
             previous_failure: None,
             note: None,
             mcp: false,
+            resumed_from: None,
+            notices: &[],
         }
     }
 
@@ -225,5 +257,27 @@ mod tests {
         assert!(p.contains("first session of this chamber"));
         assert!(p.contains("PREVIOUS SESSION FAILED: crashed: exit 2"));
         assert!(p.contains("None. Add one for the next wake"));
+    }
+
+    #[test]
+    fn a_resumed_session_gets_what_is_new_only() {
+        let now = t("2026-03-05T12:00:00Z");
+        let mut todos = TodoList::default();
+        let new = NewTodo { text: "check CI".into(), at: Some(t("2026-03-05T11:00:00Z")), ..NewTodo::default() };
+        todos.add(new, now, chrono_tz::UTC).unwrap();
+        let claims = todos.claim_due(now, chrono_tz::UTC, Duration::minutes(5));
+        let mail = vec!["m.md".to_string()];
+        let notices = vec!["CHECK: it said so".to_string()];
+        let mut i = input(&todos, &claims, &mail);
+        i.resumed_from = Some(6);
+        i.notices = &notices;
+        let p = build(&i);
+        assert!(p.starts_with("# A new session in the same chamber"), "{p}");
+        assert!(!p.contains(PROTOCOL.lines().next().unwrap()));
+        assert!(p.contains("- session: 7") && p.contains("continued from session 6"), "{p}");
+        assert!(p.contains("TODO 1 is due: check CI") && p.contains("1 unread message(s)"), "{p}");
+        assert!(p.contains("- CHECK: it said so"), "{p}");
+        assert!(!p.contains("## TODOs"));
+        assert!(p.len() * 4 < build(&input(&todos, &claims, &mail)).len(), "{} bytes", p.len());
     }
 }

@@ -140,6 +140,121 @@ pub struct Conversation {
     pub sent_any: bool,
 }
 
+/// How a chamber's sessions follow one another (`session` and the
+/// `resume_max_*` keys of `cryo.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Continuity {
+    /// `session = "resume"`: a session continues the provider conversation
+    /// of the one before it, within the caps; else each starts afresh.
+    pub resume: bool,
+    /// The longest pause after which a conversation is resumed (providers
+    /// keep their prompt caches for minutes to hours).
+    pub max_age: chrono::Duration,
+    /// The most sessions one conversation spans.
+    pub max_sessions: u32,
+    /// The most tokens one conversation may have used (input, output and
+    /// cached, summed over its sessions); `None`: no cap.
+    pub max_tokens: Option<u64>,
+}
+
+impl Default for Continuity {
+    fn default() -> Self {
+        Continuity {
+            resume: false,
+            max_age: DEFAULT_RESUME_MAX_AGE,
+            max_sessions: DEFAULT_RESUME_MAX_SESSIONS,
+            max_tokens: None,
+        }
+    }
+}
+
+/// `resume_max_age` unless set: a few hours.
+pub const DEFAULT_RESUME_MAX_AGE: chrono::Duration = chrono::Duration::hours(3);
+/// `resume_max_sessions` unless set.
+pub const DEFAULT_RESUME_MAX_SESSIONS: u32 = 10;
+
+/// What a session's agent reported of its provider conversation: its id
+/// and the tokens the session used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Used {
+    pub conversation: String,
+    pub tokens: u64,
+}
+
+/// A provider conversation the next session may resume: the last session
+/// that spoke in it, how many sessions it spans and what they used.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Thread {
+    /// The provider's id of the conversation (to resume).
+    pub conversation: String,
+    /// The session that last spoke in it.
+    pub session: u64,
+    pub ended_at: DateTime<Utc>,
+    /// Sessions in it so far (1: only `session`).
+    pub sessions: u32,
+    /// Tokens its sessions used, summed.
+    pub tokens: u64,
+}
+
+impl Outcome {
+    /// Whether the conversation of a session that ended so may be resumed:
+    /// only after a hibernate (or a completed plan). After a crash, a
+    /// timeout, a stop, an interruption, a failure, a provider's limit or a
+    /// budget's stop the next session starts afresh.
+    pub fn resumable(&self) -> bool {
+        matches!(self, Outcome::Hibernated(Ending::Hibernate | Ending::Complete))
+    }
+}
+
+/// The conversation a session that ended with `outcome` leaves for the next
+/// one: `resumed` (the thread it continued, if it did) extended by what it
+/// `used`, or a new thread of one session; none when it may not be resumed
+/// or the agent reported no conversation.
+pub fn thread_after(
+    number: u64,
+    at: DateTime<Utc>,
+    outcome: &Outcome,
+    resumed: Option<&Thread>,
+    used: Option<&Used>,
+) -> Option<Thread> {
+    let used = used.filter(|u| !u.conversation.is_empty() && outcome.resumable())?;
+    let (sessions, tokens) = resumed.map(|t| (t.sessions, t.tokens)).unwrap_or((0, 0));
+    Some(Thread {
+        conversation: used.conversation.clone(),
+        session: number,
+        ended_at: at,
+        sessions: sessions + 1,
+        tokens: tokens.saturating_add(used.tokens),
+    })
+}
+
+/// Whether the next session resumes `thread`: `Ok` if it does, else why it
+/// starts afresh (`None` when there is nothing to say: resuming is off, or
+/// there is no conversation to continue).
+pub fn resume(c: &Continuity, thread: Option<&Thread>, now: DateTime<Utc>) -> Result<Thread, Option<String>> {
+    let Some(t) = thread.filter(|_| c.resume) else { return Err(None) };
+    let age = now - t.ended_at;
+    if age > c.max_age {
+        return Err(Some(format!(
+            "the last conversation ended {} ago, more than resume_max_age ({})",
+            crate::time::humanize(age),
+            crate::time::humanize(c.max_age)
+        )));
+    }
+    if t.sessions >= c.max_sessions {
+        return Err(Some(format!(
+            "the last conversation spans {} sessions, the most resume_max_sessions allows",
+            t.sessions
+        )));
+    }
+    if let Some(max) = c.max_tokens
+        && t.tokens >= max
+    {
+        return Err(Some(format!("the last conversation used {} tokens, over resume_max_tokens ({max})", t.tokens)));
+    }
+    Ok(t.clone())
+}
+
 /// How a budget's attention line begins (a resume clears it).
 pub const BUDGET_REACHED: &str = "budget reached";
 

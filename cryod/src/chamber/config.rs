@@ -44,6 +44,10 @@ struct Raw {
     max_attempts: Option<u32>,
     mcp: Option<bool>,
     budget: Option<crate::config::Budget>,
+    session: Option<String>,
+    resume_max_age: Option<String>,
+    resume_max_sessions: Option<u32>,
+    resume_max_tokens: Option<u64>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -115,6 +119,9 @@ pub struct ChamberConfig {
     pub mcp: bool,
     /// `[budget]`: what this chamber may spend.
     pub budget: crate::config::Budget,
+    /// `session` and `resume_max_*`: whether sessions continue one
+    /// provider conversation.
+    pub continuity: cryo_core::session::Continuity,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -196,6 +203,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             }
         },
     };
+    let continuity = continuity(&raw, &key_line)?;
     let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
     if agent.trim().is_empty() {
         return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
@@ -244,11 +252,48 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             max_attempts,
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
+            continuity,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },
         warnings,
     })
+}
+
+/// `session`, `resume_max_age`, `resume_max_sessions`, `resume_max_tokens`.
+fn continuity(raw: &Raw, key_line: &dyn Fn(&str) -> String) -> Result<cryo_core::session::Continuity, String> {
+    use cryo_core::session::Continuity;
+    let resume = match raw.session.as_deref() {
+        None | Some("fresh") => false,
+        Some("resume") => true,
+        Some(other) => {
+            return Err(format!(
+                "{}: key `session`: {other:?} is neither \"fresh\" nor \"resume\"",
+                key_line("session")
+            ));
+        }
+    };
+    let mut c = Continuity { resume, ..Continuity::default() };
+    if let Some(age) = raw.resume_max_age.as_deref() {
+        c.max_age =
+            cryo_core::time::parse_duration(age).filter(|d| *d > chrono::Duration::zero()).ok_or_else(|| {
+                format!(
+                    "{}: key `resume_max_age`: {age:?} is not a duration (such as \"90m\" or \"4h\")",
+                    key_line("resume_max_age")
+                )
+            })?;
+    }
+    if let Some(n) = raw.resume_max_sessions {
+        if n == 0 {
+            return Err(format!(
+                "{}: key `resume_max_sessions`: 0 would never resume (say session = \"fresh\")",
+                key_line("resume_max_sessions")
+            ));
+        }
+        c.max_sessions = n;
+    }
+    c.max_tokens = raw.resume_max_tokens;
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -270,6 +315,29 @@ mod tests {
         assert!(!p("mcp = false\n").unwrap().config.mcp);
         let e = p("mcp = \"no\"\n").err().unwrap();
         assert!(e.starts_with("/c/cryo.toml:1:") && e.contains("mcp"), "{e}");
+    }
+
+    #[test]
+    fn continuity_keys() {
+        let c = p("").unwrap().config.continuity;
+        assert!(!c.resume && c.max_sessions == 10 && c.max_tokens.is_none());
+        let c =
+            p("session = \"resume\"\nresume_max_age = \"90m\"\nresume_max_sessions = 3\nresume_max_tokens = 500000\n")
+                .unwrap()
+                .config
+                .continuity;
+        assert_eq!(
+            (c.resume, c.max_age, c.max_sessions, c.max_tokens),
+            (true, chrono::Duration::minutes(90), 3, Some(500_000))
+        );
+        for (bad, line) in [
+            ("session = \"again\"\n", 1),
+            ("agent = \"x\"\nresume_max_age = \"soon\"\n", 2),
+            ("resume_max_sessions = 0\n", 1),
+        ] {
+            let e = p(bad).err().unwrap();
+            assert!(e.starts_with(&format!("/c/cryo.toml:{line}:")), "{e}");
+        }
     }
 
     #[test]

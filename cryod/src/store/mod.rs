@@ -128,6 +128,8 @@ pub struct WakeRecord {
     pub claimed: String,
     pub due_at: Option<String>,
     pub created_at: String,
+    /// The session whose provider conversation it continues.
+    pub resumed_from: Option<u64>,
 }
 
 /// A recorded wake whose agent has started.
@@ -149,6 +151,9 @@ pub struct SessionEnd {
     /// What the agent's stream said it used (known kinds), and the provider
     /// account it billed (every session).
     pub usage: crate::agent_events::Usage,
+    /// The conversation it leaves to resume: how many sessions it spans and
+    /// the tokens they used (with `usage.provider_session`, its id).
+    pub thread: Option<(u32, u64)>,
 }
 
 /// One row of history.
@@ -163,6 +168,26 @@ pub struct SessionRow {
     pub ended_at: Option<String>,
     pub outcome: Option<String>,
     pub usage: crate::agent_events::Usage,
+    /// The session whose conversation it continued.
+    pub resumed_from: Option<u64>,
+    /// The conversation it left to resume (see [`SessionEnd::thread`]).
+    pub thread: Option<(u32, u64)>,
+}
+
+/// A scheduled slot that passed without a session: a pre-check said there
+/// was nothing to do (`skipped`), or it could not run (`missed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassedSlot {
+    /// RFC 3339: when the slot was due.
+    pub slot_at: String,
+    pub todo_id: Option<u64>,
+    pub todo_text: Option<String>,
+    /// `skipped` or `missed`.
+    pub what: String,
+    /// Why, in one line (the check's first line of output, or the reason).
+    pub reason: String,
+    /// RFC 3339: when it was recorded.
+    pub at: String,
 }
 
 /// Sessions' usage summed over one chamber, UTC day, provider and model.
@@ -183,6 +208,14 @@ pub struct UsageRow {
 
 /// The SQL of [`Backend::usage`] (the same in SQLite and PostgreSQL).
 /// (PostgreSQL sums `bigint` as `numeric`: each sum is cast back.)
+/// The columns of a [`SessionRow`], in order (the same in SQLite and PostgreSQL).
+pub const SESSION_COLUMNS: &str = "number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
+    model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider,
+    resumed_from, thread_sessions, thread_tokens";
+
+/// The columns of a [`PassedSlot`], in order.
+pub const PASSED_COLUMNS: &str = "slot_at, todo_id, todo_text, what, reason, at";
+
 const USAGE_SQL: &str = "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*),
         CAST(coalesce(sum(input_tokens), 0) AS BIGINT), CAST(coalesce(sum(output_tokens), 0) AS BIGINT),
         CAST(coalesce(sum(cached_tokens), 0) AS BIGINT), CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION)
@@ -280,6 +313,10 @@ pub trait Backend: Send + Sync + 'static {
     /// What sessions ended at or after `since` (RFC 3339, UTC) used, summed
     /// per chamber, UTC day, provider account and model.
     fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>>;
+    /// Records slots that passed without a session.
+    fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()>;
+    /// A chamber's passed slots, newest first.
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).

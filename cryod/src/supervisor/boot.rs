@@ -27,6 +27,20 @@ pub struct Recovery {
     pub processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
 }
 
+/// The conversation the newest session left to resume, as its row keeps it
+/// (none if it is still open: recovery ends it as interrupted).
+fn thread_of(row: &crate::store::SessionRow) -> Option<cryo_core::session::Thread> {
+    let (sessions, tokens) = row.thread?;
+    let ended_at = chrono::DateTime::parse_from_rfc3339(row.ended_at.as_deref()?).ok()?.with_timezone(&chrono::Utc);
+    Some(cryo_core::session::Thread {
+        conversation: row.usage.provider_session.clone()?,
+        session: row.number,
+        ended_at,
+        sessions,
+        tokens,
+    })
+}
+
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
@@ -43,6 +57,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         }
     };
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
+    let thread = last.as_ref().and_then(thread_of);
     let mailbox = Mailbox::new(&root, tz);
     let todos = todos::load(&root, tz);
     if let Err(e) = &todos {
@@ -63,6 +78,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             todos,
             unread: mailbox.unread(),
             system_tz,
+            thread,
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );

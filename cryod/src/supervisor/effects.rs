@@ -23,6 +23,8 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a keeper may take to start its agent.
 const KEEPER_START: Duration = Duration::from_secs(10);
+/// Where the prompt is kept for people (and for one too long for an argument).
+const PROMPT_FILE: &str = ".cryo/prompt.md";
 
 impl Sup {
     /// Performs one effect; returns its result for the machine, if it has one.
@@ -95,6 +97,7 @@ impl Sup {
                     claimed: claims_json(&w.claims),
                     due_at: w.due_at.map(crate::rfc3339),
                     created_at: crate::rfc3339(w.created_at),
+                    resumed_from: w.resumed_from,
                 };
                 let r = self.fenced(store.record_wake(fence, record).await).map_err(|e| e.to_string());
                 if let Err(error) = &r {
@@ -112,7 +115,7 @@ impl Sup {
                 let r = store.session_started(fence, start).await;
                 let _ = self.fenced(r);
             }
-            Effect::SessionEnded { number, at, outcome, summary, trigger, started } => {
+            Effect::SessionEnded { number, at, outcome, summary, trigger, started, thread } => {
                 let lasted = started.and_then(|s| (at - s).to_std().ok());
                 crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
                 let outcome = outcome.describe();
@@ -122,7 +125,8 @@ impl Sup {
                 let used = self.usage.take().filter(|(n, _)| *n == number).map(|(_, u)| u).unwrap_or_default();
                 let provider = self.config.as_ref().ok().map(spawn::provider_account);
                 let usage = crate::agent_events::Usage { provider, ..used };
-                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage };
+                let thread = thread.map(|t| (t.sessions, t.tokens));
+                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
                 let r = store.session_ended(fence, end).await;
                 if self.fenced(r).is_ok() {
                     return self.budget_check().await;
@@ -223,8 +227,9 @@ impl Sup {
             Effect::RevokeToken { token } => {
                 self.shared.tokens.lock().expect("tokens lock").remove(&token);
             }
-            Effect::Spawn { session, wake_id, token, prompt } => {
-                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, &prompt).await));
+            Effect::Spawn { session, wake_id, token, prompt, resume } => {
+                let turn = spawn::Turn { prompt: &prompt, prompt_file: PROMPT_FILE, resume: resume.as_deref() };
+                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, &turn).await));
             }
             Effect::Signal { pgid, sig } => {
                 spawn::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
@@ -330,11 +335,17 @@ impl Sup {
 
     /// Spawns the agent in its own process group; returns its pid (the
     /// group's id too). A fleet node starts it under a keeper.
-    async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, prompt: &str) -> Result<u32, String> {
+    async fn spawn_agent(
+        &mut self,
+        number: u64,
+        wake_id: &str,
+        token: &str,
+        turn: &spawn::Turn<'_>,
+    ) -> Result<u32, String> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
         let dot = self.root.join(".cryo");
         crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
-        let prompt_rel = ".cryo/prompt.md";
+        let (prompt, prompt_rel) = (turn.prompt, turn.prompt_file);
         // A copy for people, and for prompts too long for an argument (which
         // the agent reads at once, so it is written first); not worth an
         // fsync (it is rewritten by the next wake).
@@ -353,15 +364,7 @@ impl Sup {
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "cryo-agent".into()),
         });
-        let launch = spawn::command_line(
-            &config.agent,
-            &self.root,
-            prompt,
-            prompt_rel,
-            as_root,
-            mcp.as_ref(),
-            &config.provider_env,
-        )?;
+        let launch = spawn::command_line(&config.agent, &self.root, turn, as_root, mcp.as_ref(), &config.provider_env)?;
         // The same every session, once the binary's place is known: written
         // only when it changes (not on every wake's path).
         for (rel, text) in &launch.files {

@@ -449,7 +449,11 @@ impl Sup {
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
                 let limited = limited.map(|l| self.limit_until(&l));
-                Input::Exited { session, status: describe_status(status), log_tail, limited }
+                let used = self.usage.as_ref().filter(|(n, _)| *n == session).and_then(|(_, u)| {
+                    let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
+                    u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
+                });
+                Input::Exited { session, status: describe_status(status), log_tail, limited, used }
             }
             Event::Timer(t) => Input::Timer(t),
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
@@ -625,6 +629,11 @@ fn settings(c: &ChamberConfig) -> Settings {
         max_session_duration: c.max_session_duration,
         max_attempts: c.max_attempts,
         mcp: c.mcp && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
+        // Only a known kind names its conversation, and can be told to resume it.
+        continuity: cryo_core::session::Continuity {
+            resume: c.continuity.resume && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
+            ..c.continuity
+        },
     }
 }
 

@@ -165,6 +165,9 @@ impl Chamber {
         };
         self.log(format!("session ended: {result}"));
         self.emit(Effect::Log(LogLine::End));
+        // The conversation the next session may resume (or none: it starts
+        // afresh after anything but a hibernate).
+        self.thread = session::thread_after(l.number, now, &outcome, l.resumed.as_ref(), l.used.as_ref());
         self.emit(Effect::SessionEnded {
             number: l.number,
             at: now,
@@ -172,6 +175,7 @@ impl Chamber {
             summary: summary.unwrap_or_default(),
             trigger: l.trigger,
             started: l.started_at,
+            thread: self.thread.clone(),
         });
         self.previous_failure = outcome.failed().then(|| outcome.describe());
         if outcome.failed() {

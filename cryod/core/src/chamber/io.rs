@@ -32,6 +32,8 @@ pub struct Settings {
     pub max_attempts: u32,
     /// The agent has cryo's verbs as MCP tools (the prompt says so).
     pub mcp: bool,
+    /// Whether and how far sessions continue one conversation.
+    pub continuity: crate::session::Continuity,
 }
 
 /// Why a request was refused; the shell maps each kind to its status code.
@@ -182,6 +184,8 @@ pub struct WakeRecord {
     pub claims: Vec<Claim>,
     pub due_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// The session whose conversation this one continues.
+    pub resumed_from: Option<u64>,
 }
 
 /// A pure change to `todo.json`; the shell applies it with
@@ -488,6 +492,8 @@ pub enum Input {
         /// The agent's stream said the provider's limit stopped it, until
         /// then (the shell reads the stream).
         limited: Option<DateTime<Utc>>,
+        /// The provider conversation it spoke in, and what it used.
+        used: Option<crate::session::Used>,
     },
     /// The agent's stream says the provider's limit was reached and the
     /// agent would only wait: the session ends as limited, until then.
@@ -589,6 +595,8 @@ pub enum Effect {
         /// if it never did, or in an earlier cryod).
         trigger: Trigger,
         started: Option<DateTime<Utc>>,
+        /// The conversation it leaves for the next session to resume.
+        thread: Option<crate::session::Thread>,
     },
     /// Journal an inbox batch as claimed by session `number`, before the
     /// files move. → [`Input::Journaled`]
@@ -661,6 +669,8 @@ pub enum Effect {
         wake_id: String,
         token: String,
         prompt: String,
+        /// The provider conversation to continue (its id), if any.
+        resume: Option<String>,
     },
     Signal {
         pgid: i32,

@@ -116,6 +116,8 @@ pub struct Loaded {
     pub todos: Result<TodoList, String>,
     pub unread: Vec<String>,
     pub system_tz: Tz,
+    /// The conversation the last session left to resume (from the ledger).
+    pub thread: Option<session::Thread>,
 }
 
 /// Why cryod is cutting a session short.
@@ -175,6 +177,12 @@ struct Live {
     /// Set when the session ends, for its settlement.
     outcome: Option<Outcome>,
     log_tail: String,
+    /// The conversation it continues, if it resumed one.
+    resumed: Option<session::Thread>,
+    /// What the agent reported of its conversation, at its exit.
+    used: Option<session::Used>,
+    /// Notices for its prompt (why it starts afresh, a failed check).
+    notices: Vec<String>,
 }
 
 /// What the machine holds of `todo.json`.
@@ -229,6 +237,8 @@ pub struct Chamber {
     open_questions: u32,
     /// A `remove` waiting for the running session to end.
     removing: Option<ReqId>,
+    /// The conversation the next session may resume.
+    thread: Option<session::Thread>,
     finished: bool,
     now: DateTime<Utc>,
     out: Vec<Effect>,
@@ -264,6 +274,7 @@ impl Chamber {
             write_error: None,
             open_questions: l.open_questions,
             removing: None,
+            thread: l.thread,
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
             out: Vec::new(),
@@ -573,8 +584,9 @@ impl Chamber {
             }
             Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
             Input::Notice { subject, body } => self.notice(subject, body),
-            Input::Exited { session, status, log_tail, limited } => {
-                if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
+            Input::Exited { session, status, log_tail, limited, used } => {
+                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                    l.used = used;
                     self.finalize(Some(status), log_tail, limited);
                 }
             }

@@ -69,7 +69,9 @@ impl Chamber {
         self.log(format!("session {} interrupted: {}", r.number, r.note));
         self.emit(Effect::Log(LogLine::End));
         let now = self.now;
-        // Counted under `recovery`: the session's own start is an earlier cryod's.
+        // Counted under `recovery`: the session's own start is an earlier
+        // cryod's. Its conversation is not resumed.
+        self.thread = None;
         self.emit(Effect::SessionEnded {
             number: r.number,
             at: now,
@@ -77,6 +79,7 @@ impl Chamber {
             summary: r.note,
             trigger: Trigger::Recovery,
             started: None,
+            thread: None,
         });
         self.emit(Effect::JournalAnswer { number: r.number });
         self.last_result = Some(outcome.describe());

@@ -33,6 +33,7 @@ fn settings() -> Settings {
         max_session_duration: 1800,
         max_attempts: 3,
         mcp: false,
+        continuity: crate::session::Continuity::default(),
     }
 }
 
@@ -53,6 +54,7 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             todos: Ok(todos.clone()),
             unread: unread.iter().map(|s| s.to_string()).collect(),
             system_tz: chrono_tz::UTC,
+            thread: None,
         },
         Limits { stop_grace: StdDuration::from_secs(10) },
     )
@@ -165,8 +167,14 @@ impl Rig {
     }
 
     fn exit(&mut self, status: &str) -> Vec<Effect> {
+        self.exit_in(status, None)
+    }
+
+    /// Exits, the agent's stream having named its conversation.
+    fn exit_in(&mut self, status: &str, conversation: Option<&str>) -> Vec<Effect> {
         let session = self.m.live_session().expect("a live session").0;
-        self.feed(Input::Exited { session, status: status.into(), log_tail: String::new(), limited: None })
+        let used = conversation.map(|c| crate::session::Used { conversation: c.into(), tokens: 1000 });
+        self.feed(Input::Exited { session, status: status.into(), log_tail: String::new(), limited: None, used })
     }
 }
 
@@ -515,8 +523,13 @@ fn a_limited_session_defers_its_claims_to_the_reset_and_holds_the_account() {
     rig.call(Call::Receive).unwrap();
     let session = rig.m.live_session().expect("live").0;
     let until = rig.now + Duration::minutes(20);
-    let end =
-        rig.feed(Input::Exited { session, status: "exit 1".into(), log_tail: String::new(), limited: Some(until) });
+    let end = rig.feed(Input::Exited {
+        session,
+        status: "exit 1".into(),
+        log_tail: String::new(),
+        limited: Some(until),
+        used: None,
+    });
     assert!(end.iter().any(
         |e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Defer { until: u }, .. }, .. } if *u == until)
     ));
@@ -570,4 +583,70 @@ fn a_budget_notices_pauses_and_a_resume_releases_it() {
     assert_eq!(rig.m.view().attention.as_deref(), Some(why.as_str()));
     rig.feed(Input::Pause { req: 3, pause: false });
     assert!(!rig.m.paused() && rig.m.view().attention.is_none(), "a resume releases the budget's pause");
+}
+
+/// The spawn and the ledger row of the session about to start.
+fn spawn_of(out: &[Effect]) -> (Option<String>, String, Option<u64>) {
+    let resume = out.iter().find_map(|e| match e {
+        Effect::Spawn { resume, prompt, .. } => Some((resume.clone(), prompt.clone())),
+        _ => None,
+    });
+    let (resume, prompt) = resume.unwrap_or_else(|| panic!("no spawn among {out:#?}"));
+    let from = out.iter().find_map(|e| match e {
+        Effect::RecordWake(w) => Some(w.resumed_from),
+        _ => None,
+    });
+    (resume, prompt, from.expect("a recorded wake"))
+}
+
+/// `session = "resume"`: a session after a hibernate continues its
+/// conversation (short prompt, the ledger says from which), one after a
+/// crash starts afresh, and past `resume_max_sessions` the next is told why
+/// it starts afresh.
+#[test]
+fn sessions_continue_one_conversation_within_the_caps() {
+    let mut rig = Rig::new(&[0], &[]);
+    let continuity = crate::session::Continuity { resume: true, max_sessions: 2, ..Default::default() };
+    rig.feed(Input::ConfigChanged { config: Ok(Settings { continuity, ..settings() }), warnings: Vec::new() });
+    let round = |rig: &mut Rig, crash: bool, conversation: &str| {
+        let req = rig.req();
+        let mut out = rig.feed(Input::Wake { req, message: None, replace: false });
+        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() }));
+        let spawn = spawn_of(&out);
+        if !crash {
+            let add = TodoCall::Add {
+                text: "next".into(),
+                at: "+9h".into(),
+                every: String::new(),
+                cron: String::new(),
+                missed: String::new(),
+            };
+            rig.call(Call::Todo(add)).unwrap();
+            rig.call(hibernate()).unwrap();
+        }
+        rig.exit_in(if crash { "exit 1" } else { "exit 0" }, Some(conversation));
+        rig.now += Duration::minutes(10);
+        spawn
+    };
+    let (resume, prompt, from) = round(&mut rig, false, "A");
+    assert_eq!((resume, from), (None, None));
+    assert!(prompt.starts_with(crate::prompt::PROTOCOL.lines().next().unwrap()));
+    let (resume, prompt, from) = round(&mut rig, false, "A");
+    assert_eq!((resume.as_deref(), from), (Some("A"), Some(2)), "the rig's first session is 2");
+    assert!(prompt.starts_with("# A new session in the same chamber"), "{prompt}");
+    // Two sessions in conversation A: the cap.
+    let (resume, prompt, _) = round(&mut rig, true, "B");
+    assert_eq!(resume, None);
+    assert!(prompt.contains("FRESH CONVERSATION: the last conversation spans 2 sessions"), "{prompt}");
+    // After a crash: afresh, with nothing to say about caps.
+    let (resume, prompt, _) = round(&mut rig, false, "C");
+    assert_eq!(resume, None);
+    assert!(!prompt.contains("FRESH CONVERSATION"), "{prompt}");
+    let (resume, _, from) = round(&mut rig, false, "C");
+    assert_eq!((resume.as_deref(), from), (Some("C"), Some(5)));
+    // Too long a pause.
+    rig.now += Duration::hours(4);
+    let (resume, prompt, _) = round(&mut rig, false, "D");
+    assert_eq!(resume, None);
+    assert!(prompt.contains("more than resume_max_age (3h)"), "{prompt}");
 }

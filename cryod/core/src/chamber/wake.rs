@@ -41,6 +41,17 @@ impl Chamber {
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
+        let continuity = self.config.as_ref().map(|c| c.continuity).unwrap_or_default();
+        let mut notices = Vec::new();
+        let resumed = match session::resume(&continuity, self.thread.as_ref(), now) {
+            Ok(t) => Some(t),
+            Err(why) => {
+                if let Some(why) = why {
+                    notices.push(format!("FRESH CONVERSATION: {why}, so this session starts a new one."));
+                }
+                None
+            }
+        };
         self.emit(Effect::RecordWake(WakeRecord {
             number,
             wake_id: wake_id.clone(),
@@ -49,6 +60,7 @@ impl Chamber {
             claims: claims.clone(),
             due_at: due,
             created_at: now,
+            resumed_from: resumed.as_ref().map(|t| t.session),
         }));
         self.live = Some(Live {
             number,
@@ -72,6 +84,9 @@ impl Chamber {
             shutdown_waiters: Vec::new(),
             outcome: None,
             log_tail: String::new(),
+            resumed,
+            used: None,
+            notices,
         });
     }
 
@@ -109,14 +124,17 @@ impl Chamber {
             previous_failure: self.previous_failure.as_deref(),
             note: None,
             mcp: self.config.as_ref().is_ok_and(|c| c.mcp),
+            resumed_from: l.resumed.as_ref().map(|t| t.session),
+            notices: &l.notices,
         });
+        let resume = l.resumed.as_ref().map(|t| t.conversation.clone());
         // Nothing but the spawn stands between the record and the agent: its
         // log block begins, and its claims are written, once it runs.
         self.emit(Effect::RotateLogs);
         // The token is valid before the agent exists: a fast agent calls
         // cryo-agent at once.
         self.emit(Effect::RegisterToken { token: token.clone(), session: number });
-        self.emit(Effect::Spawn { session: number, wake_id, token, prompt });
+        self.emit(Effect::Spawn { session: number, wake_id, token, prompt, resume });
     }
 
     /// The claims are in `todo.json` (or could not be written: then the
@@ -141,6 +159,21 @@ impl Chamber {
         let claim = TodoOp::Claim { wake: l.wake_id.clone(), ids: l.claims.iter().map(|c| c.id).collect(), now, tz };
         self.emit(Effect::Log(LogLine::Begin(number)));
         self.log(trigger);
+        let l = self.live.as_ref().expect("live");
+        let said = match &l.resumed {
+            Some(t) => Some(format!(
+                "continuing the conversation of session {} ({} session(s) in it so far)",
+                t.session, t.sessions
+            )),
+            None => l
+                .notices
+                .iter()
+                .find_map(|n| n.strip_prefix("FRESH CONVERSATION: "))
+                .map(|n| format!("a new conversation: {n}")),
+        };
+        if let Some(said) = said {
+            self.log(said);
+        }
         let l = self.live.as_mut().expect("live");
         match r {
             Ok(pid) => {

@@ -205,3 +205,51 @@ impl Checker {
         Ok(())
     }
 }
+
+/// Session continuity: a session resumes a conversation only when its
+/// chamber resumes, the session before it (the newest in the ledger)
+/// hibernated, spoke in that very conversation, and the conversation is
+/// within every cap; its ledger row names that session.
+pub fn resumed(
+    chamber: usize,
+    session: u64,
+    resume: Option<&str>,
+    rows: &[&super::world::Row],
+    c: &crate::session::Continuity,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Verdict {
+    let row = rows.iter().find(|r| r.number == session);
+    let from = row.and_then(|r| r.resumed_from);
+    let Some(id) = resume else {
+        return match from {
+            Some(n) => {
+                Err(format!("chamber {chamber}: session {session} is recorded as resumed from {n} but starts afresh"))
+            }
+            None => Ok(()),
+        };
+    };
+    let fail = |why: String| Err(format!("chamber {chamber}: session {session} resumed {id:?}: {why}"));
+    if !c.resume {
+        return fail("the chamber starts every session afresh".into());
+    }
+    let Some(prev) = rows.iter().filter(|r| r.number < session).max_by_key(|r| r.number) else {
+        return fail("there is no session before it".into());
+    };
+    if from != Some(prev.number) {
+        return fail(format!("its row says it resumed {from:?}, the session before it is {}", prev.number));
+    }
+    if !prev.ended || !prev.resumable {
+        return fail(format!("session {} ended {:?}, which is not resumed", prev.number, prev.outcome));
+    }
+    let Some(t) = &prev.thread else { return fail(format!("session {} left no conversation", prev.number)) };
+    if t.conversation != id {
+        return fail(format!("session {} spoke in {:?}", prev.number, t.conversation));
+    }
+    if prev.ended_at.is_some_and(|at| now - at > c.max_age) {
+        return fail("past resume_max_age".into());
+    }
+    if t.sessions >= c.max_sessions || c.max_tokens.is_some_and(|m| t.tokens >= m) {
+        return fail(format!("past a cap: {} sessions, {} tokens", t.sessions, t.tokens));
+    }
+    Ok(())
+}

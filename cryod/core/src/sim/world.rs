@@ -9,14 +9,14 @@ use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
 use super::agent::{Act, Agent};
-use super::check::Checker;
+use super::check::{self, Checker};
 use super::{Config, Rng};
 use crate::chamber::{
     Boot, Call, Chamber, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, Refusal,
     Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
 };
 use crate::message::{CRYOCHAMBER, Message};
-use crate::session::Trigger;
+use crate::session::{Continuity, Trigger, Used};
 use crate::todo::{Claim, TodoList};
 
 /// Zones with DST rules of every kind (and one without).
@@ -53,6 +53,8 @@ pub struct Disk {
     /// Read from the machine at the end.
     pub completed: bool,
     pub faulted: bool,
+    /// `session = "resume"`.
+    pub resume: bool,
 }
 
 /// One wake in the ledger.
@@ -64,6 +66,13 @@ pub struct Row {
     pub claims: Vec<Claim>,
     pub ended: bool,
     pub outcome: String,
+    /// The session whose conversation it continued.
+    pub resumed_from: Option<u64>,
+    /// When it ended, whether its outcome lets its conversation be resumed,
+    /// and the conversation it left (as cryod records it).
+    pub ended_at: Option<DateTime<Utc>>,
+    pub resumable: bool,
+    pub thread: Option<crate::session::Thread>,
 }
 
 /// A journaled inbox batch.
@@ -97,6 +106,8 @@ pub struct Proc {
     pub alive: bool,
     pub agent: Agent,
     pub waiting: Option<(ReqId, Call)>,
+    /// The provider conversation it speaks in.
+    pub conversation: String,
 }
 
 /// The volatile daemon: lost at a crash.
@@ -145,16 +156,19 @@ pub struct Report {
     pub sleeps: u64,
     /// Ledger inserts and claims that failed as on a full disk.
     pub write_failures: u64,
+    /// Sessions that continued their predecessor's conversation.
+    pub resumed: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
+            self.resumed,
             self.crashes,
             self.write_failures,
             self.sleeps,
@@ -174,6 +188,7 @@ impl std::ops::AddAssign for Report {
         self.crashes += o.crashes;
         self.sleeps += o.sleeps;
         self.write_failures += o.write_failures;
+        self.resumed += o.resumed;
     }
 }
 
@@ -270,6 +285,7 @@ impl World {
                 log: Vec::new(),
                 completed: false,
                 faulted: false,
+                resume: rng.one_in(2),
             })
             .collect();
         World {
@@ -497,8 +513,11 @@ impl World {
                 // limit (its stream said so): its work resumes later.
                 let resets = p.agent.limit_resets_in.filter(|_| !p.agent.hibernated);
                 let limited = resets.map(|m| self.now + Duration::minutes(m as i64));
+                // What its stream said of its conversation (tokens vary by session).
+                let used = Used { conversation: p.conversation.clone(), tokens: 1000 + (session * 737) % 2000 };
                 self.observe_inbox(chamber)?;
-                self.feed(chamber, Input::Exited { session, status, log_tail: String::new(), limited })?;
+                let input = Input::Exited { session, status, log_tail: String::new(), limited, used: Some(used) };
+                self.feed(chamber, input)?;
             }
             Ev::Due { .. } | Ev::Timer { .. } | Ev::Admit { .. } | Ev::Watch { .. } | Ev::Exited { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
@@ -664,6 +683,9 @@ impl World {
                     todos: Ok(disk.todos.clone()),
                     unread: disk.inbox.keys().cloned().collect(),
                     system_tz: chrono_tz::UTC,
+                    // The conversation the newest session left, as cryod
+                    // reads it from the ledger (none if it is open).
+                    thread: rows.iter().max_by_key(|r| r.number).and_then(|r| r.thread.clone()),
                 },
                 Limits { stop_grace: STOP_GRACE },
             )));
@@ -907,13 +929,20 @@ impl World {
                     claims: w.claims,
                     ended: false,
                     outcome: String::new(),
+                    resumed_from: w.resumed_from,
+                    ended_at: None,
+                    resumable: false,
+                    thread: None,
                 });
                 Some(Input::Recorded(Ok(())))
             }
-            Effect::SessionEnded { number, outcome, .. } => {
+            Effect::SessionEnded { number, outcome, at, thread, .. } => {
                 if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
                     r.ended = true;
                     r.outcome = outcome.describe();
+                    r.ended_at = Some(at);
+                    r.resumable = matches!(outcome.kind(), "hibernated" | "completed");
+                    r.thread = thread;
                 }
                 None
             }
@@ -997,11 +1026,15 @@ impl World {
                 d.tokens.remove(&token);
                 None
             }
-            Effect::Spawn { session, wake_id, token, .. } => {
+            Effect::Spawn { session, wake_id, token, resume, .. } => {
                 if self.rng.one_in(300) {
                     return Ok(Some(Input::Spawned(Err("\"agent\" not found on PATH".into()))));
                 }
                 self.check.spawn(c, session, &wake_id)?;
+                let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
+                check::resumed(c, session, resume.as_deref(), &rows, &continuity(&self.disks[c]), self.now)?;
+                self.report.resumed += u64::from(resume.is_some());
+                let conversation = resume.unwrap_or_else(|| format!("conv-{c}-{session}"));
                 // The agent runs what its wake recorded (its claims reach
                 // todo.json right after).
                 let row = self.ledger.rows.iter().find(|r| r.wake_id == wake_id);
@@ -1027,6 +1060,7 @@ impl World {
                     alive: true,
                     agent,
                     waiting: None,
+                    conversation,
                 });
                 let t = self.think();
                 self.after(t, Ev::Step { pid });
@@ -1195,7 +1229,14 @@ fn settings(d: &Disk) -> Settings {
         max_session_duration: SESSION_LIMIT,
         max_attempts: d.max_attempts,
         mcp: false,
+        continuity: continuity(d),
     }
+}
+
+/// A chamber's continuity: half of them resume, with caps the simulated
+/// days reach.
+fn continuity(d: &Disk) -> Continuity {
+    Continuity { resume: d.resume, max_age: Duration::hours(2), max_sessions: 3, max_tokens: Some(5000) }
 }
 
 /// A short name for an input, for the failure trace.

@@ -85,6 +85,20 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE cryo_sessions ADD COLUMN model text,
         ADD COLUMN input_tokens bigint, ADD COLUMN output_tokens bigint, ADD COLUMN cached_tokens bigint,
         ADD COLUMN cost_usd double precision, ADD COLUMN provider_session text, ADD COLUMN provider text;",
+    // 4: session continuity, and the slots that passed without a session.
+    "ALTER TABLE cryo_sessions ADD COLUMN resumed_from bigint,
+        ADD COLUMN thread_sessions bigint, ADD COLUMN thread_tokens bigint;
+    CREATE TABLE cryo_passed (
+        id          bigserial PRIMARY KEY,
+        chamber_id  bigint NOT NULL REFERENCES cryo_chambers (id) ON DELETE CASCADE,
+        slot_at     text NOT NULL,
+        todo_id     bigint,
+        todo_text   text,
+        what        text NOT NULL,
+        reason      text NOT NULL,
+        at          text NOT NULL
+    );
+    CREATE INDEX cryo_passed_by_chamber ON cryo_passed (chamber_id, id);",
 ];
 
 /// The schema version this build writes.

@@ -28,8 +28,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{
-    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow,
-    SessionStart, StoreError, UsageRow, View, WakeRecord,
+    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, SessionEnd,
+    SessionRow, SessionStart, StoreError, UsageRow, View, WakeRecord,
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
@@ -250,6 +250,8 @@ fn session_row(r: &Row) -> SessionRow {
             provider_session: r.get(13),
             provider: r.get(14),
         },
+        resumed_from: r.get::<_, Option<i64>>(15).map(|n| n as u64),
+        thread: r.get::<_, Option<i64>>(16).map(|n| (n as u32, r.get::<_, Option<i64>>(17).unwrap_or(0) as u64)),
     }
 }
 
@@ -356,12 +358,13 @@ impl Backend for Postgres {
     fn record_wake(&self, fence: Fence, w: WakeRecord) -> Fut<'_, ()> {
         Box::pin(async move {
             let number = w.number as i64;
+            let resumed_from = w.resumed_from.map(|n| n as i64);
             self.write(
                 fence,
                 "INSERT INTO cryo_sessions
-                     (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at, node, fence)
-                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $2, $3 FROM f RETURNING 1::int8 AS r",
-                &[&number, &w.wake_id, &w.trigger, &w.reasons, &w.claimed, &w.due_at, &w.created_at],
+                     (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at, node, fence, resumed_from)
+                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $2, $3, $11 FROM f RETURNING 1::int8 AS r",
+                &[&number, &w.wake_id, &w.trigger, &w.reasons, &w.claimed, &w.due_at, &w.created_at, &resumed_from],
             )
             .await
         })
@@ -387,7 +390,8 @@ impl Backend for Postgres {
             self.write(
                 fence,
                 "UPDATE cryo_sessions SET ended_at = $5, outcome = $6, detail = $7, model = $8, input_tokens = $9,
-                 output_tokens = $10, cached_tokens = $11, cost_usd = $12, provider_session = $13, provider = $14
+                 output_tokens = $10, cached_tokens = $11, cost_usd = $12, provider_session = $13, provider = $14,
+                 thread_sessions = $15, thread_tokens = $16
                  WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
                 &[
                     &number,
@@ -401,6 +405,8 @@ impl Backend for Postgres {
                     &u.cost_usd,
                     &u.provider_session,
                     &u.provider,
+                    &e.thread.map(|t| t.0 as i64),
+                    &e.thread.map(|t| t.1 as i64),
                 ],
             )
             .await
@@ -419,13 +425,55 @@ impl Backend for Postgres {
             let limit = limit as i64;
             let rows = self
                 .query(
-                    "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
-                            model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider
-                     FROM cryo_sessions WHERE chamber_id = $1 ORDER BY number DESC LIMIT $2",
+                    &format!(
+                        "SELECT {} FROM cryo_sessions WHERE chamber_id = $1 ORDER BY number DESC LIMIT $2",
+                        crate::store::SESSION_COLUMNS
+                    ),
                     &[&chamber, &limit],
                 )
                 .await?;
             Ok(rows.iter().map(session_row).collect())
+        })
+    }
+
+    fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()> {
+        Box::pin(async move {
+            for p in &slots {
+                let todo_id = p.todo_id.map(|n| n as i64);
+                self.write(
+                    fence,
+                    &format!(
+                        "INSERT INTO cryo_passed (chamber_id, {}) SELECT f.id, $4, $5, $6, $7, $8, $9 FROM f
+                         RETURNING 1::int8 AS r",
+                        crate::store::PASSED_COLUMNS
+                    ),
+                    &[&p.slot_at, &todo_id, &p.todo_text, &p.what, &p.reason, &p.at],
+                )
+                .await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>> {
+        Box::pin(async move {
+            let limit = limit as i64;
+            let sql = format!(
+                "SELECT {} FROM cryo_passed WHERE chamber_id = $1 ORDER BY id DESC LIMIT $2",
+                crate::store::PASSED_COLUMNS
+            );
+            let rows = self.query(&sql, &[&chamber, &limit]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| PassedSlot {
+                    slot_at: r.get(0),
+                    todo_id: r.get::<_, Option<i64>>(1).map(|n| n as u64),
+                    todo_text: r.get(2),
+                    what: r.get(3),
+                    reason: r.get(4),
+                    at: r.get(5),
+                })
+                .collect())
         })
     }
 

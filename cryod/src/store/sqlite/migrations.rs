@@ -58,6 +58,22 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN cost_usd REAL;
     ALTER TABLE sessions ADD COLUMN provider_session TEXT;
     ALTER TABLE sessions ADD COLUMN provider TEXT;",
+    // 7: session continuity (which session a session resumed, and the
+    // conversation it left), and the slots that passed without a session.
+    "ALTER TABLE sessions ADD COLUMN resumed_from INTEGER;
+    ALTER TABLE sessions ADD COLUMN thread_sessions INTEGER;
+    ALTER TABLE sessions ADD COLUMN thread_tokens INTEGER;
+    CREATE TABLE passed (
+        id          INTEGER PRIMARY KEY,
+        chamber_id  INTEGER NOT NULL REFERENCES chambers(id) ON DELETE CASCADE,
+        slot_at     TEXT NOT NULL,
+        todo_id     INTEGER,
+        todo_text   TEXT,
+        what        TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        at          TEXT NOT NULL
+    );
+    CREATE INDEX passed_by_chamber ON passed (chamber_id, id);",
 ];
 
 /// The schema version this build writes.

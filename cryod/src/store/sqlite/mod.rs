@@ -233,8 +233,8 @@ fn take_all(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 use super::{
-    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, SessionEnd, SessionRow, SessionStart,
-    UsageRow, WakeRecord,
+    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, SessionEnd, SessionRow,
+    SessionStart, UsageRow, WakeRecord,
 };
 use rusqlite::params;
 
@@ -282,8 +282,9 @@ impl Backend for Sqlite {
         Box::pin(self.fenced_with(true, fence, move |c| {
             exec(
                 c,
-                "INSERT INTO sessions (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO sessions
+                     (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at, resumed_from)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     fence.chamber,
                     w.number as i64,
@@ -292,7 +293,8 @@ impl Backend for Sqlite {
                     w.reasons,
                     w.claimed,
                     w.due_at,
-                    w.created_at
+                    w.created_at,
+                    w.resumed_from.map(|n| n as i64)
                 ],
             )?;
             Ok(())
@@ -317,7 +319,7 @@ impl Backend for Sqlite {
                 c,
                 "UPDATE sessions SET ended_at = ?3, outcome = ?4, detail = ?5, model = ?6, input_tokens = ?7,
                  output_tokens = ?8, cached_tokens = ?9, cost_usd = ?10, provider_session = ?11,
-                 provider = ?12 WHERE chamber_id = ?1 AND number = ?2",
+                 provider = ?12, thread_sessions = ?13, thread_tokens = ?14 WHERE chamber_id = ?1 AND number = ?2",
                 params![
                     fence.chamber,
                     e.number as i64,
@@ -331,6 +333,8 @@ impl Backend for Sqlite {
                     u.cost_usd,
                     u.provider_session,
                     u.provider,
+                    e.thread.map(|t| t.0 as i64),
+                    e.thread.map(|t| t.1 as i64),
                 ],
             )?;
             Ok(())
@@ -351,6 +355,14 @@ impl Backend for Sqlite {
 
     fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>> {
         Box::pin(self.call(move |c| sessions::usage(c, &since)))
+    }
+
+    fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| sessions::record_passed(c, fence.chamber, &slots)))
+    }
+
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>> {
+        Box::pin(self.call(move |c| sessions::passed(c, chamber, limit)))
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
@@ -497,6 +509,7 @@ mod tests {
             claimed: "[]".into(),
             due_at: None,
             created_at: "2026-01-01T00:00:00Z".into(),
+            resumed_from: None,
         };
         let e = s.record_wake(old, wake.clone()).await.unwrap_err();
         assert!(e.is_fenced(), "{e}");

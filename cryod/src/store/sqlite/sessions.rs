@@ -5,7 +5,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::super::{OpenClaim, OpenSession, SessionRow, StoreError, UsageRow};
+use super::super::{OpenClaim, OpenSession, PassedSlot, SessionRow, StoreError, UsageRow};
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
     let n: Option<i64> = c
@@ -21,11 +21,10 @@ pub(super) fn recent_sessions(
     chamber: i64,
     limit: u32,
 ) -> Result<Vec<SessionRow>, StoreError> {
-    let mut st = c.prepare_cached(
-        "SELECT number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
-                model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider
-         FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
-    )?;
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {} FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
+        crate::store::SESSION_COLUMNS
+    ))?;
     let rows = st
         .query_map(params![chamber, limit], |r| {
             Ok(SessionRow {
@@ -45,6 +44,11 @@ pub(super) fn recent_sessions(
                     cost_usd: r.get(12)?,
                     provider_session: r.get(13)?,
                     provider: r.get(14)?,
+                },
+                resumed_from: r.get::<_, Option<i64>>(15)?.map(|n| n as u64),
+                thread: match (r.get::<_, Option<i64>>(16)?, r.get::<_, Option<i64>>(17)?) {
+                    (Some(n), t) => Some((n as u32, t.unwrap_or(0) as u64)),
+                    _ => None,
                 },
             })
         })?
@@ -102,6 +106,37 @@ pub(super) fn usage(c: &rusqlite::Connection, since: &str) -> Result<Vec<UsageRo
                 output_tokens: r.get::<_, i64>(6)? as u64,
                 cached_tokens: r.get::<_, i64>(7)? as u64,
                 cost_usd: r.get(8)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn record_passed(c: &rusqlite::Connection, chamber: i64, slots: &[PassedSlot]) -> Result<(), StoreError> {
+    let mut st = c.prepare_cached(&format!(
+        "INSERT INTO passed (chamber_id, {}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        crate::store::PASSED_COLUMNS
+    ))?;
+    for p in slots {
+        st.execute(params![chamber, p.slot_at, p.todo_id.map(|n| n as i64), p.todo_text, p.what, p.reason, p.at])?;
+    }
+    Ok(())
+}
+
+pub(super) fn passed(c: &rusqlite::Connection, chamber: i64, limit: u32) -> Result<Vec<PassedSlot>, StoreError> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {} FROM passed WHERE chamber_id = ?1 ORDER BY id DESC LIMIT ?2",
+        crate::store::PASSED_COLUMNS
+    ))?;
+    let rows = st
+        .query_map(params![chamber, limit], |r| {
+            Ok(PassedSlot {
+                slot_at: r.get(0)?,
+                todo_id: r.get::<_, Option<i64>>(1)?.map(|n| n as u64),
+                todo_text: r.get(2)?,
+                what: r.get(3)?,
+                reason: r.get(4)?,
+                at: r.get(5)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
