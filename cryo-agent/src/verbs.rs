@@ -107,6 +107,12 @@ pub struct TodoAdd {
     #[arg(long, value_name = "once|skip")]
     #[serde(default)]
     pub missed: Option<String>,
+    /// A shell command cryod runs in the chamber before a scheduled wake for this TODO:
+    /// exit 0 wakes you (its output is in your prompt), exit 78 means nothing to do (the
+    /// slot passes, no session), anything else wakes you with a notice.
+    #[arg(long, value_name = "CMD")]
+    #[serde(default)]
+    pub precheck: Option<String>,
 }
 
 /// A TODO named by its number.
@@ -232,6 +238,7 @@ impl Session {
                 every: a.every.unwrap_or_default(),
                 cron: a.cron.unwrap_or_default(),
                 missed: a.missed.unwrap_or_default(),
+                precheck: a.precheck.unwrap_or_default(),
             })
             .await?
             .into_inner();

@@ -127,6 +127,7 @@ pub fn todo(t: &cryo_core::todo::Todo, tz: chrono_tz::Tz) -> pb::Todo {
             Some(Repeat::Every(d)) => cryo_core::time::format_duration(*d),
             _ => String::new(),
         },
+        precheck: t.precheck.clone().unwrap_or_default(),
         cron: match &t.repeat {
             Some(Repeat::Cron(c)) => c.clone(),
             _ => String::new(),
@@ -141,6 +142,18 @@ pub fn todo_add(r: &pb::TodoAddRequest) -> crate::supervisor::TodoCall {
         every: r.every.clone(),
         cron: r.cron.clone(),
         missed: r.missed.clone(),
+        precheck: r.precheck.clone(),
+    }
+}
+
+pub fn passed(p: &crate::store::PassedSlot) -> pb::PassedSlot {
+    pb::PassedSlot {
+        slot_at: p.slot_at.clone(),
+        todo_id: p.todo_id.unwrap_or(0),
+        todo_text: p.todo_text.clone().unwrap_or_default(),
+        what: p.what.clone(),
+        reason: p.reason.clone(),
+        at: p.at.clone(),
     }
 }
 

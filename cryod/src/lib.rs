@@ -30,6 +30,7 @@ pub mod lease;
 pub mod mcp;
 pub mod metrics;
 pub mod paths;
+pub mod precheck;
 pub mod rpc;
 pub mod runtime;
 pub mod scheduler;

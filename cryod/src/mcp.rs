@@ -119,6 +119,10 @@ pub struct TodoAdd {
     /// Missed slots of a repeating TODO: "once" (default) or "skip".
     #[serde(default)]
     pub missed: String,
+    /// A shell command run in the chamber before a scheduled wake for it: exit 0 wakes the agent
+    /// (its output in the prompt), 78 passes the slot by (nothing to do), anything else wakes it.
+    #[serde(default)]
+    pub precheck: String,
 }
 
 fn chamber_ref(name: &str) -> Option<pb::ChamberRef> {
@@ -382,7 +386,14 @@ impl OperatorTools {
     #[tool(description = "Schedule work for a chamber's agent: a TODO at a time is a wake (default: now). \
         Repeat with `every` or `cron`.")]
     async fn todo_add(&self, Parameters(a): Parameters<TodoAdd>) -> CallToolResult {
-        let add = pb::TodoAddRequest { text: a.text, at: a.at, every: a.every, cron: a.cron, missed: a.missed };
+        let add = pb::TodoAddRequest {
+            text: a.text,
+            at: a.at,
+            every: a.every,
+            cron: a.cron,
+            missed: a.missed,
+            precheck: a.precheck,
+        };
         result(self.todo(&a.chamber, pb::chamber_todo_request::Op::Add(add)).await)
     }
 }

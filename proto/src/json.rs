@@ -89,6 +89,18 @@ pub fn session_json(s: &v1::SessionInfo) -> serde_json::Value {
     })
 }
 
+/// The stable JSON form of a slot that passed without a session.
+pub fn passed_json(p: &v1::PassedSlot) -> serde_json::Value {
+    json!({
+        "slot_at": p.slot_at,
+        "todo": if p.todo_id == 0 { serde_json::Value::Null } else { p.todo_id.into() },
+        "text": null_if_empty(&p.todo_text),
+        "what": p.what,
+        "reason": p.reason,
+        "at": p.at,
+    })
+}
+
 /// The stable JSON form of a TODO.
 pub fn todo_json(t: &v1::Todo) -> serde_json::Value {
     json!({
@@ -99,6 +111,7 @@ pub fn todo_json(t: &v1::Todo) -> serde_json::Value {
         "attempt": t.attempt,
         "every": null_if_empty(&t.every),
         "cron": null_if_empty(&t.cron),
+        "precheck": null_if_empty(&t.precheck),
     })
 }
 

@@ -164,7 +164,7 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         };
         b.record_passed(taken.fence(), vec![slot.clone()]).await.unwrap();
         assert!(a.record_passed(c.fence(), vec![slot.clone()]).await.unwrap_err().is_fenced());
-        assert_eq!(b.passed(c.id, 10).await.unwrap(), vec![slot]);
+        assert_eq!(b.passed(c.id, 10).await.unwrap(), (1, vec![slot]));
         let sums = b.usage("2026-01-01".into()).await.unwrap();
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");

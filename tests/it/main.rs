@@ -19,3 +19,4 @@ mod service;
 mod snapshots;
 mod sync;
 mod twin;
+mod wakes;

@@ -42,6 +42,7 @@ fn scenario() -> (Vec<ScriptStep>, Vec<Vec<Act>>) {
                 every: String::new(),
                 cron: String::new(),
                 missed: String::new(),
+                precheck: String::new(),
             })),
             hibernate("first", false),
         ],

@@ -180,6 +180,11 @@ pub enum TodoOp {
         cron: Option<String>,
         #[arg(long, value_name = "once|skip")]
         missed: Option<String>,
+        /// A shell command run in the chamber before a scheduled wake for this TODO: exit 0
+        /// wakes the agent (its output in the prompt), 78 passes the slot (nothing to do),
+        /// anything else wakes it with a notice.
+        #[arg(long, value_name = "CMD")]
+        precheck: Option<String>,
     },
     /// Mark a TODO done.
     Done { id: u64 },
@@ -420,6 +425,8 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
         if let Some(first) = out.first_mut() {
             first["sessions"] = r.sessions.iter().map(session_json).collect();
+            first["passed"] = r.passed.iter().map(cryo_proto::json::passed_json).collect();
+            first["passed_total"] = r.passed_total.into();
             if let Some(([today, week, month], sessions)) = windows {
                 first["cost_usd"] =
                     serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
@@ -449,6 +456,19 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             println!("  last      {}", ch.last_result);
         }
         println!("  mail      {} unread", ch.mail_waiting);
+        if r.passed_total > 0 {
+            // Sessions against wakes that passed without one.
+            let last = r.passed.first().map(|p| {
+                let why = if p.reason.is_empty() { String::new() } else { format!(": {}", p.reason) };
+                format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
+            });
+            println!(
+                "  wakes     {} session(s), {} slot(s) passed without one{}",
+                ch.session,
+                r.passed_total,
+                last.unwrap_or_default()
+            );
+        }
         for h in &r.holds {
             println!("  limit     {}", hold_line(h));
         }
@@ -768,12 +788,13 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     let is_list = matches!(op, TodoOp::List);
     let op = match op {
         TodoOp::List => Op::List(pb::TodoListRequest {}),
-        TodoOp::Add { text, at, every, cron, missed } => Op::Add(pb::TodoAddRequest {
+        TodoOp::Add { text, at, every, cron, missed, precheck } => Op::Add(pb::TodoAddRequest {
             text,
             at: at.unwrap_or_default(),
             every: every.unwrap_or_default(),
             cron: cron.unwrap_or_default(),
             missed: missed.unwrap_or_default(),
+            precheck: precheck.unwrap_or_default(),
         }),
         TodoOp::Done { id } => Op::Done(pb::TodoIdRequest { id }),
         TodoOp::Remove { id } => Op::Remove(pb::TodoIdRequest { id }),

@@ -66,9 +66,16 @@ pub struct Todo {
     /// settlement, so recovery can tell a claim in flight from one that never
     /// landed or was already settled.
     pub claimed_by: Option<String>,
+    /// A command run before a scheduled wake for it: exit 0 wakes the
+    /// agent, [`PRECHECK_SKIP`] passes the slot by (see `Settings::precheck`).
+    pub precheck: Option<String>,
     /// Keys this version does not know, kept as they were.
     extra: BTreeMap<String, serde_json::Value>,
 }
+
+/// The exit status with which a pre-check says there is nothing to do
+/// (the "neutral" code of some CI systems: `EX_CONFIG` in sysexits.h).
+pub const PRECHECK_SKIP: i32 = 78;
 
 impl Todo {
     pub fn is_pending(&self) -> bool {
@@ -171,6 +178,7 @@ pub struct NewTodo {
     pub every: Option<String>,
     pub cron: Option<String>,
     pub missed: Missed,
+    pub precheck: Option<String>,
 }
 
 /// The parsed form of `--every` / `--cron`, validated.
@@ -257,6 +265,7 @@ impl TodoList {
             repeat,
             missed: new.missed,
             claimed_by: None,
+            precheck: new.precheck.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()),
             extra: BTreeMap::new(),
         });
         Ok(id)
@@ -375,6 +384,20 @@ impl TodoList {
         self.claim_for(wake, &lost, now, tz, grace).len()
     }
 
+    /// Passes by the due slots of `ids` without a run (a pre-check said
+    /// there was nothing to do): a one-shot TODO is done, a series moves to
+    /// its next slot. Returns the slots passed by.
+    pub fn pass(&mut self, ids: &[u64], now: DateTime<Utc>, tz: Tz, grace: Duration) -> Vec<Claim> {
+        let passed = self.claim(now, tz, grace, None, Some(ids));
+        for c in &passed {
+            if let Some(t) = self.items.iter_mut().find(|t| t.id == c.id && t.repeat.is_none()) {
+                t.claimed = false;
+                t.done = true;
+            }
+        }
+        passed
+    }
+
     /// Advances the `skip` series whose newest due slot is more than `grace`
     /// late (what [`claim_due`](Self::claim_due) would move on without a
     /// run); returns how many moved.
@@ -479,6 +502,8 @@ impl TodoList {
                     repeat: None,
                     missed: Missed::Once,
                     claimed_by: None,
+                    // Its check said "wake" already.
+                    precheck: None,
                     extra: BTreeMap::new(),
                 });
                 id
@@ -515,6 +540,8 @@ impl TodoList {
                 repeat: None,
                 missed: Missed::Once,
                 claimed_by: None,
+                // Its check said "wake" already.
+                precheck: None,
                 extra: BTreeMap::new(),
             });
             retries.push(id);
@@ -599,6 +626,8 @@ struct Record {
     missed: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     claimed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    precheck: Option<String>,
     #[serde(flatten)]
     extra: BTreeMap<String, serde_json::Value>,
 }
@@ -664,6 +693,7 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
             repeat,
             missed,
             claimed_by: r.claimed_by,
+            precheck: r.precheck.filter(|p| !p.trim().is_empty()),
             extra,
         });
     }
@@ -715,6 +745,7 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
                 },
                 missed: (t.missed == Missed::Skip).then(|| "skip".to_string()),
                 claimed_by: t.claimed_by.clone(),
+                precheck: t.precheck.clone(),
                 extra,
             }
         })

@@ -16,6 +16,8 @@ use crate::config::one_line_toml_error;
 /// The seed system's default agent, kept so its chambers behave the same.
 pub const DEFAULT_AGENT: &str = "opencode";
 pub const DEFAULT_MAX_SESSION_SECS: u64 = 3600;
+/// `precheck_timeout` unless set: a check is meant to be cheap.
+pub const DEFAULT_PRECHECK_SECS: u64 = 60;
 pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
 
 /// Keys only the seed system used: accepted, warned about, ignored.
@@ -48,6 +50,8 @@ struct Raw {
     resume_max_age: Option<String>,
     resume_max_sessions: Option<u32>,
     resume_max_tokens: Option<u64>,
+    precheck: Option<String>,
+    precheck_timeout: Option<u64>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -122,6 +126,10 @@ pub struct ChamberConfig {
     /// `session` and `resume_max_*`: whether sessions continue one
     /// provider conversation.
     pub continuity: cryo_core::session::Continuity,
+    /// `precheck`: run before each scheduled wake of a TODO without its own.
+    pub precheck: Option<String>,
+    /// `precheck_timeout`, seconds (default 60).
+    pub precheck_timeout: u64,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -204,6 +212,14 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
         },
     };
     let continuity = continuity(&raw, &key_line)?;
+    let precheck = raw.precheck.clone().map(|p| p.trim().to_string()).filter(|p| !p.is_empty());
+    let precheck_timeout = raw.precheck_timeout.unwrap_or(DEFAULT_PRECHECK_SECS);
+    if !(1..=3600).contains(&precheck_timeout) {
+        return Err(format!(
+            "{}: key `precheck_timeout`: {precheck_timeout} seconds is outside 1..=3600",
+            key_line("precheck_timeout")
+        ));
+    }
     let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
     if agent.trim().is_empty() {
         return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
@@ -253,6 +269,8 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
             continuity,
+            precheck,
+            precheck_timeout,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },

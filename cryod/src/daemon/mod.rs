@@ -706,6 +706,12 @@ impl Daemon {
         Ok(self.0.shared.store.recent_sessions(id, limit).await?)
     }
 
+    /// How many scheduled slots of a chamber passed without a session, and
+    /// the newest of them.
+    pub async fn passed(&self, id: i64, limit: u32) -> Result<(u64, Vec<crate::store::PassedSlot>)> {
+        Ok(self.0.shared.store.passed(id, limit).await?)
+    }
+
     /// Watches the system's time zone; when it changes, every chamber
     /// re-plans in the new zone.
     fn follow_the_system_zone(&self) {

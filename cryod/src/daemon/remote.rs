@@ -295,6 +295,7 @@ mod tests {
                 every: String::new(),
                 cron: String::new(),
                 missed: String::new(),
+                precheck: String::new(),
             },
         };
         let back: Command = serde_json::from_str(&serde_json::to_string(&cmd).unwrap()).unwrap();

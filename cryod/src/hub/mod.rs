@@ -405,6 +405,8 @@ struct TodoBody {
     every: String,
     #[serde(default)]
     cron: String,
+    #[serde(default)]
+    precheck: String,
 }
 
 async fn todo_add(
@@ -412,7 +414,14 @@ async fn todo_add(
     UrlPath(name): UrlPath<String>,
     axum::Json(b): axum::Json<TodoBody>,
 ) -> ApiResult {
-    let call = TodoCall::Add { text: b.text, at: b.at, every: b.every, cron: b.cron, missed: String::new() };
+    let call = TodoCall::Add {
+        text: b.text,
+        at: b.at,
+        every: b.every,
+        cron: b.cron,
+        missed: String::new(),
+        precheck: b.precheck,
+    };
     todos_value(hub.daemon.todo(&ChamberRef::Name(name), call).await?)
 }
 

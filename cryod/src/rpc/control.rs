@@ -120,18 +120,21 @@ impl Control for ControlService {
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
         let req = req.into_inner();
-        let (views, sessions) = match req.chamber {
-            None => (self.daemon.list(), Vec::new()),
+        let (views, sessions, (passed_total, passed)) = match req.chamber {
+            None => (self.daemon.list(), Vec::new(), (0, Vec::new())),
             Some(r) => {
                 let v = self.daemon.resolve(&convert::chamber_ref(Some(r))?)?;
                 let sessions = self.daemon.sessions(v.record.id, 10).await?;
-                (vec![v], sessions)
+                let passed = self.daemon.passed(v.record.id, 10).await?;
+                (vec![v], sessions, passed)
             }
         };
         Ok(Response::new(pb::ChamberStatusReply {
             chambers: views.iter().map(convert::chamber).collect(),
             sessions: sessions.iter().map(convert::session).collect(),
             holds: convert::holds(&self.daemon),
+            passed: passed.iter().map(convert::passed).collect(),
+            passed_total,
         }))
     }
 

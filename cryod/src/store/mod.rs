@@ -315,8 +315,9 @@ pub trait Backend: Send + Sync + 'static {
     fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>>;
     /// Records slots that passed without a session.
     fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()>;
-    /// A chamber's passed slots, newest first.
-    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>>;
+    /// How many slots of a chamber passed without a session, and the newest
+    /// `limit` of them, newest first.
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, (u64, Vec<PassedSlot>)>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).

@@ -73,6 +73,24 @@ impl Sup {
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => self.permit = None,
+            Effect::Precheck { nonce, checks, timeout } => self.precheck(nonce, checks, timeout),
+            Effect::RecordPassed(slots) => {
+                let at = crate::rfc3339(self.now());
+                let slots = slots
+                    .into_iter()
+                    .map(|p| crate::store::PassedSlot {
+                        slot_at: crate::rfc3339(p.due),
+                        todo_id: Some(p.todo),
+                        todo_text: Some(p.text),
+                        what: p.what.to_string(),
+                        reason: p.reason,
+                        at: at.clone(),
+                    })
+                    .collect();
+                if let Err(error) = store.record_passed(fence, slots).await {
+                    tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
+                }
+            }
             Effect::HoldProvider { until } => {
                 if let Ok(config) = &self.config {
                     let account = spawn::provider_account(config);
@@ -251,6 +269,31 @@ impl Sup {
             Effect::Reply { req, result } => self.answer(req, result),
         }
         None
+    }
+
+    /// Runs a wake's pre-checks off the chamber's path (one after another;
+    /// a stop meanwhile leaves them to their time limit, and their answer
+    /// is ignored), and reports what they said.
+    fn precheck(&self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
+        let (tx, root) = (self.tx.clone(), self.root.clone());
+        let mut env = self.config.as_ref().map(|c| c.provider_env.clone()).unwrap_or_default();
+        env.insert("CRYO_CHAMBER".into(), self.machine.name().to_string());
+        env.insert("CRYO_PRECHECK".into(), "1".into());
+        if let Ok(c) = &self.config
+            && c.timezone_set
+        {
+            env.insert("TZ".into(), c.timezone.name().to_string());
+        }
+        let name = self.machine.name().to_string();
+        tokio::spawn(async move {
+            let mut results = Vec::with_capacity(checks.len());
+            for check in checks {
+                let said = crate::precheck::run(&root, &check.command, &env, timeout).await;
+                tracing::info!(chamber = %name, command = %check.command, ?said, "pre-check");
+                results.push((check, said));
+            }
+            let _ = tx.send(Event::Prechecked { nonce, results });
+        });
     }
 
     /// Moves the named inbox files to the archive (those that still parse;

@@ -98,6 +98,11 @@ pub enum Event {
         limited: Option<Box<crate::agent_events::Limited>>,
     },
     Timer(Timer),
+    /// A wake's pre-checks answered.
+    Prechecked {
+        nonce: String,
+        results: Vec<(cryo_core::chamber::Check, cryo_core::chamber::Checked)>,
+    },
     /// The running session cost more than `max_session_usd`.
     OverBudget {
         session: u64,
@@ -456,6 +461,7 @@ impl Sup {
                 Input::Exited { session, status: describe_status(status), log_tail, limited, used }
             }
             Event::Timer(t) => Input::Timer(t),
+            Event::Prechecked { nonce, results } => Input::Prechecked { nonce, results },
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Power { sleeping } => Input::Power { sleeping },
@@ -629,6 +635,8 @@ fn settings(c: &ChamberConfig) -> Settings {
         max_session_duration: c.max_session_duration,
         max_attempts: c.max_attempts,
         mcp: c.mcp && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
+        precheck: c.precheck.clone(),
+        precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
         // Only a known kind names its conversation, and can be told to resume it.
         continuity: cryo_core::session::Continuity {
             resume: c.continuity.resume && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,

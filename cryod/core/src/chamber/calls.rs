@@ -163,7 +163,7 @@ impl Chamber {
     pub(super) fn todo_call(&mut self, req: ReqId, call: TodoCall, by: By) {
         let (now, tz) = (self.now, self.tz());
         let (op, what) = match call {
-            TodoCall::Add { text, at, every, cron, missed } => {
+            TodoCall::Add { text, at, every, cron, missed, precheck } => {
                 let at = match at.trim() {
                     "" if every.is_empty() && cron.is_empty() => {
                         let why = "give a time with --at (or --every / --cron for a repeating TODO)";
@@ -184,7 +184,7 @@ impl Chamber {
                     }
                 };
                 let opt = |s: String| (!s.trim().is_empty()).then_some(s);
-                let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed };
+                let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed, precheck: opt(precheck) };
                 (TodoOp::Add { new, now, tz }, TodoWhat::Add)
             }
             TodoCall::List => {
@@ -238,6 +238,29 @@ impl Chamber {
             AfterTodos::Settled => self.settled(result),
             AfterTodos::Recovered(r) => self.recovered(r, result),
             AfterTodos::Call { req, by, what } => self.todo_called(req, by, what, result),
+            AfterTodos::Passed => {
+                let passing = std::mem::take(&mut self.passing);
+                match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+                    Ok(TodoDone::Passed(done)) => {
+                        let slots: Vec<Passed> = passing
+                            .into_iter()
+                            .filter(|p| done.iter().any(|d| d.id == p.todo && d.due == p.due))
+                            .collect();
+                        if !slots.is_empty() {
+                            self.emit(Effect::RecordPassed(slots));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        // They stay due: not again before a minute has passed.
+                        self.log("cannot write todo.json: the passed slots come due again");
+                        self.hold_wakes();
+                    }
+                }
+                if self.live.is_none() {
+                    self.replan();
+                }
+            }
             AfterTodos::Skipped => match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
                 Ok(_) => {
                     self.log("missed slots of `skip` TODOs were skipped");

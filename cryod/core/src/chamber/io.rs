@@ -34,6 +34,42 @@ pub struct Settings {
     pub mcp: bool,
     /// Whether and how far sessions continue one conversation.
     pub continuity: crate::session::Continuity,
+    /// `precheck`: the command run before a scheduled wake for a TODO that
+    /// names none of its own.
+    pub precheck: Option<String>,
+    /// How long a pre-check may run before it counts as failed.
+    pub precheck_timeout: Duration,
+}
+
+/// A pre-check to run before a scheduled wake, and the TODOs it gates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub command: String,
+    pub todos: Vec<u64>,
+}
+
+/// What a pre-check said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// It exited 0: the wake goes ahead, with its output for the prompt.
+    Wake { output: String },
+    /// It exited [`crate::todo::PRECHECK_SKIP`]: nothing to do; its first
+    /// line of output says why.
+    Skip { line: String },
+    /// Any other exit, a timeout, or it could not run: the wake goes ahead
+    /// (a failing check never holds a wake back).
+    Failed { why: String },
+}
+
+/// A slot that passed without a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passed {
+    pub due: DateTime<Utc>,
+    pub todo: u64,
+    pub text: String,
+    /// `skipped` (a pre-check said there was nothing to do) or `missed`.
+    pub what: &'static str,
+    pub reason: String,
 }
 
 /// Why a request was refused; the shell maps each kind to its status code.
@@ -67,7 +103,7 @@ pub enum Call {
 /// A change to (or a look at) the TODO list, by the agent or an operator.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum TodoCall {
-    Add { text: String, at: String, every: String, cron: String, missed: String },
+    Add { text: String, at: String, every: String, cron: String, missed: String, precheck: String },
     List,
     Done(u64),
     Remove(u64),
@@ -228,6 +264,13 @@ pub enum TodoOp {
         now: DateTime<Utc>,
         tz: Tz,
     },
+    /// Pre-checks said there is nothing to do: the due slots of `ids` pass
+    /// without a run (see [`TodoList::pass`]).
+    Pass {
+        ids: Vec<u64>,
+        now: DateTime<Utc>,
+        tz: Tz,
+    },
 }
 
 /// What a [`TodoOp`] did.
@@ -242,6 +285,8 @@ pub enum TodoDone {
     Changed,
     /// Series moved to a new slot (skipped, or re-zoned): how many.
     Moved(usize),
+    /// Slots passed by without a run.
+    Passed(Vec<Claim>),
 }
 
 impl TodoOp {
@@ -277,6 +322,7 @@ impl TodoOp {
             }
             TodoOp::Skip { now, tz } => TodoDone::Moved(list.skip_missed(*now, *tz, super::SKIP_GRACE)),
             TodoOp::Rezone { now, tz } => TodoDone::Moved(list.rezone(*now, *tz)),
+            TodoOp::Pass { ids, now, tz } => TodoDone::Passed(list.pass(ids, *now, *tz, super::SKIP_GRACE)),
         })
     }
 }
@@ -310,6 +356,8 @@ pub enum AfterTodos {
     Rezoned,
     /// Missed `skip` slots moved on; nothing else was due.
     Skipped,
+    /// Slots a pre-check passed by.
+    Passed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -522,6 +570,11 @@ pub enum Input {
         reached: Option<String>,
     },
     Timer(Timer),
+    /// The pre-checks of the wake `nonce` answered (one per check, in order).
+    Prechecked {
+        nonce: String,
+        results: Vec<(Check, Checked)>,
+    },
 
     // ---- results of effects
     Recorded(Result<(), String>),
@@ -564,6 +617,16 @@ pub enum Effect {
     CancelAdmission,
     /// Give back the admission slot.
     Release,
+    /// Run these pre-checks in the chamber (each in its own process group,
+    /// output captured, ended after `timeout`) for the wake `nonce`, whose
+    /// permit the chamber holds meanwhile. → [`Input::Prechecked`], later.
+    Precheck {
+        nonce: String,
+        checks: Vec<Check>,
+        timeout: Duration,
+    },
+    /// Record slots that passed without a session in the ledger.
+    RecordPassed(Vec<Passed>),
     /// The provider's limit was reached: hold every wake of this chamber's
     /// provider account until then.
     HoldProvider {

@@ -183,6 +183,18 @@ struct Live {
     used: Option<session::Used>,
     /// Notices for its prompt (why it starts afresh, a failed check).
     notices: Vec<String>,
+    /// Its pre-checks' output (command, output), for its prompt as data.
+    data: Vec<(String, String)>,
+}
+
+/// A wake whose permit is held while its pre-checks run.
+#[derive(Debug, Clone)]
+struct Checking {
+    nonce: String,
+    token: String,
+    trigger: Trigger,
+    asked_at: DateTime<Utc>,
+    claims: Vec<Claim>,
 }
 
 /// What the machine holds of `todo.json`.
@@ -213,6 +225,10 @@ pub struct Chamber {
     last_session: u64,
     /// A wake is queued for admission (its trigger and when it was asked for).
     wanted: Option<(Trigger, DateTime<Utc>)>,
+    /// A wake holds its permit while its pre-checks run.
+    checking: Option<Checking>,
+    /// Slots its pre-checks passed by, recorded once `todo.json` says so.
+    passing: Vec<Passed>,
     live: Option<Live>,
     last_result: Option<String>,
     previous_failure: Option<String>,
@@ -259,6 +275,8 @@ impl Chamber {
             system_tz: l.system_tz,
             last_session: l.last_session,
             wanted: None,
+            checking: None,
+            passing: Vec::new(),
             live: None,
             last_result: l.last_result,
             previous_failure: None,
@@ -356,6 +374,7 @@ impl Chamber {
             input,
             Input::Start { .. }
                 | Input::Admitted { .. }
+                | Input::Prechecked { .. }
                 | Input::Todo { .. }
                 | Input::Agent { call: Call::Todo(TodoCall::List) | Call::Hibernate { .. }, .. }
         )
@@ -372,6 +391,11 @@ impl Chamber {
     }
 
     /// The running session's number and wake id, once its agent may exist.
+    /// A wake holds its permit while its pre-checks run.
+    pub fn checking(&self) -> bool {
+        self.checking.is_some()
+    }
+
     pub fn live_session(&self) -> Option<(u64, &str)> {
         self.live.as_ref().map(|l| (l.number, l.wake_id.as_str()))
     }
@@ -591,6 +615,7 @@ impl Chamber {
                 }
             }
             Input::Timer(t) => self.timer(t),
+            Input::Prechecked { nonce, results } => self.prechecked(nonce, results),
             Input::Recorded(r) => self.recorded(r),
             Input::TodosUpdated { then, result } => self.todos_updated(then, result),
             Input::Spawned(r) => self.spawned(r),
@@ -676,6 +701,14 @@ impl Chamber {
         self.emit(Effect::Plan(wake));
     }
 
+    /// A wake waiting on its pre-checks is dropped (stop, pause, removal):
+    /// its permit goes back, and their answer, when it comes, is ignored.
+    fn drop_check(&mut self) {
+        if self.checking.take().is_some() {
+            self.emit(Effect::Release);
+        }
+    }
+
     /// A wake's write failed: no wake (and no request for one) until
     /// [`WRITE_RETRY`] has passed; the next re-plan says when.
     fn hold_wakes(&mut self) {
@@ -685,7 +718,7 @@ impl Chamber {
     }
 
     fn want(&mut self, trigger: Trigger) {
-        if !self.started || self.paused || self.live.is_some() {
+        if !self.started || self.paused || self.live.is_some() || self.checking.is_some() {
             return;
         }
         let t = match self.wanted {

@@ -34,6 +34,7 @@ impl Chamber {
     pub(super) fn stopped(&mut self, req: ReqId, wait: bool, was_started: bool) {
         self.started = false;
         self.wanted = None;
+        self.drop_check();
         self.emit(Effect::CancelAdmission);
         self.emit(Effect::Plan(None));
         match self.live.as_mut() {
@@ -56,6 +57,7 @@ impl Chamber {
     pub(super) fn remove(&mut self, req: ReqId) {
         self.started = false;
         self.wanted = None;
+        self.drop_check();
         self.emit(Effect::CancelAdmission);
         match self.live.as_ref() {
             Some(l) => {
@@ -136,6 +138,7 @@ impl Chamber {
                 self.paused = pause;
                 if pause {
                     self.wanted = None;
+                    self.drop_check();
                     self.emit(Effect::CancelAdmission);
                     self.emit(Effect::Plan(None));
                 } else {

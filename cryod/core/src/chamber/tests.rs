@@ -34,6 +34,8 @@ fn settings() -> Settings {
         max_attempts: 3,
         mcp: false,
         continuity: crate::session::Continuity::default(),
+        precheck: None,
+        precheck_timeout: StdDuration::from_secs(60),
     }
 }
 
@@ -76,6 +78,7 @@ impl Rig {
                 every: None,
                 cron: None,
                 missed: Missed::Once,
+                precheck: None,
             };
             todos.add(new, now - Duration::hours(1), chrono_tz::UTC).unwrap();
         }
@@ -215,6 +218,7 @@ fn add_todo(at: &str) -> Call {
         every: "".into(),
         cron: "".into(),
         missed: "".into(),
+        precheck: String::new(),
     })
 }
 
@@ -416,8 +420,14 @@ fn a_todo_write_that_fails_is_refused_with_one_error_and_nothing_changes() {
     let before = rig.todos.clone();
     rig.fail = Some("UpdateTodos");
     let req = rig.req();
-    let call =
-        TodoCall::Add { text: "x".into(), at: "+2h".into(), every: "".into(), cron: "".into(), missed: "".into() };
+    let call = TodoCall::Add {
+        text: "x".into(),
+        at: "+2h".into(),
+        every: "".into(),
+        cron: "".into(),
+        missed: "".into(),
+        precheck: "".into(),
+    };
     let out = rig.feed(Input::Todo { req, call });
     let Some(Err(Refusal::Internal(why))) = reply(&out, req) else { panic!("{out:#?}") };
     assert!(why.contains("disk full"), "{why}");
@@ -435,6 +445,7 @@ fn a_bad_time_is_refused_as_invalid() {
         every: "".into(),
         cron: "".into(),
         missed: "".into(),
+        precheck: String::new(),
     };
     let out = rig.feed(Input::Todo { req, call });
     assert!(matches!(reply(&out, req), Some(Err(Refusal::Invalid(_)))), "{out:#?}");
@@ -620,6 +631,7 @@ fn sessions_continue_one_conversation_within_the_caps() {
                 every: String::new(),
                 cron: String::new(),
                 missed: String::new(),
+                precheck: String::new(),
             };
             rig.call(Call::Todo(add)).unwrap();
             rig.call(hibernate()).unwrap();

@@ -38,11 +38,110 @@ impl Chamber {
             }
             return self.replan();
         }
+        // A scheduled wake (or one cryo owes since it was down) asks its
+        // pre-checks first; mail and operators' wakes never do.
+        let checks = if matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && self.unread.is_empty() {
+            self.checks(&list, &claims)
+        } else {
+            Vec::new()
+        };
+        if !checks.is_empty() {
+            let timeout = self.config.as_ref().map(|c| c.precheck_timeout).unwrap_or(StdDuration::from_secs(60));
+            let n = checks.len();
+            self.log(format!("running {n} pre-check(s) before the wake"));
+            self.checking = Some(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims });
+            return self.emit(Effect::Precheck { nonce, checks, timeout });
+        }
+        self.begin(Checking { nonce, token, trigger, asked_at, claims }, Vec::new(), Vec::new());
+    }
+
+    /// The pre-checks each claim's wake must ask: a TODO's own, else the
+    /// chamber's; TODOs with the same command share one run.
+    fn checks(&self, list: &TodoList, claims: &[Claim]) -> Vec<Check> {
+        let default = self.config.as_ref().ok().and_then(|c| c.precheck.clone());
+        let mut checks: Vec<Check> = Vec::new();
+        for c in claims {
+            let Some(command) = list.get(c.id).and_then(|t| t.precheck.clone()).or_else(|| default.clone()) else {
+                continue;
+            };
+            match checks.iter_mut().find(|k| k.command == command) {
+                Some(k) => k.todos.push(c.id),
+                None => checks.push(Check { command, todos: vec![c.id] }),
+            }
+        }
+        checks
+    }
+
+    /// The pre-checks answered: the slots whose check said "nothing to do"
+    /// pass (recorded in the ledger, nothing shown as a failure); the wake
+    /// goes ahead for the rest (with the checks' output in the prompt, and
+    /// a notice for a check that failed), or, if nothing is left and no
+    /// mail came meanwhile, the permit goes back.
+    pub(super) fn prechecked(&mut self, nonce: String, results: Vec<(Check, Checked)>) {
+        let Some(c) = self.checking.take_if(|c| c.nonce == nonce) else { return };
+        if !self.started || self.paused {
+            self.emit(Effect::Release);
+            return self.replan();
+        }
+        let (now, tz) = (self.now, self.tz());
+        let mut skipped: Vec<(u64, String)> = Vec::new();
+        let (mut notices, mut data) = (Vec::new(), Vec::new());
+        for (check, result) in results {
+            match result {
+                Checked::Wake { output } if !output.trim().is_empty() => data.push((check.command, output)),
+                Checked::Wake { .. } => {}
+                Checked::Skip { line } => skipped.extend(check.todos.iter().map(|id| (*id, line.clone()))),
+                Checked::Failed { why } => notices.push(format!(
+                    "PRE-CHECK FAILED: `{}` {why}; this wake goes ahead (a failing check never holds one back).",
+                    one_line(&check.command)
+                )),
+            }
+        }
+        let why = |id: u64| skipped.iter().find(|(s, _)| *s == id).map(|(_, l)| l.clone());
+        let (passed, claims): (Vec<Claim>, Vec<Claim>) = c.claims.iter().cloned().partition(|cl| why(cl.id).is_some());
+        let wakes = !claims.is_empty() || !self.unread.is_empty();
+        if !wakes {
+            // The permit goes back first: the re-plan after the slots pass
+            // may ask for the next one.
+            self.emit(Effect::Release);
+        }
+        if !passed.is_empty() {
+            let ids: Vec<u64> = passed.iter().map(|p| p.id).collect();
+            for p in &passed {
+                let line = why(p.id).unwrap_or_default();
+                let said = if line.is_empty() { String::new() } else { format!(": {line}") };
+                self.log(format!("TODO {} passed: its pre-check found nothing to do{said}", p.id));
+            }
+            // Recorded once todo.json says they passed (`passed`).
+            self.passing = passed
+                .iter()
+                .map(|p| Passed {
+                    due: p.due,
+                    todo: p.id,
+                    text: p.text.clone(),
+                    what: "skipped",
+                    reason: why(p.id).unwrap_or_default(),
+                })
+                .collect();
+            self.emit(Effect::UpdateTodos { op: TodoOp::Pass { ids, now, tz }, then: AfterTodos::Passed });
+        }
+        if !wakes {
+            if passed.is_empty() {
+                self.replan();
+            }
+            return;
+        }
+        self.begin(Checking { claims, ..c }, notices, data);
+    }
+
+    /// Records the wake in the ledger and begins its session.
+    fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
+        let Checking { nonce, token, trigger, asked_at, claims } = w;
+        let now = self.now;
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         let continuity = self.config.as_ref().map(|c| c.continuity).unwrap_or_default();
-        let mut notices = Vec::new();
         let resumed = match session::resume(&continuity, self.thread.as_ref(), now) {
             Ok(t) => Some(t),
             Err(why) => {
@@ -87,6 +186,7 @@ impl Chamber {
             resumed,
             used: None,
             notices,
+            data,
         });
     }
 
@@ -126,6 +226,7 @@ impl Chamber {
             mcp: self.config.as_ref().is_ok_and(|c| c.mcp),
             resumed_from: l.resumed.as_ref().map(|t| t.session),
             notices: &l.notices,
+            data: &l.data,
         });
         let resume = l.resumed.as_ref().map(|t| t.conversation.clone());
         // Nothing but the spawn stands between the record and the agent: its
@@ -205,6 +306,10 @@ impl Chamber {
             }
         }
     }
+}
+
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 /// Why a wake runs: `todo:ID` for each claim, `mail:NAME` for each unread message.

@@ -47,6 +47,7 @@ fn todo_add(at: String) -> Act {
         every: String::new(),
         cron: String::new(),
         missed: String::new(),
+        precheck: String::new(),
     }))
 }
 
@@ -131,6 +132,7 @@ impl Agent {
                         every: String::new(),
                         cron: format!("{} {} * * *", 15 * rng.below(4), rng.below(24)),
                         missed: if rng.below(2) == 0 { "skip".into() } else { String::new() },
+                        precheck: String::new(),
                     }))),
                     1 => plan.push_back(Act::Call(Call::Todo(TodoCall::Add {
                         text: "poll".into(),
@@ -138,6 +140,7 @@ impl Agent {
                         every: format!("{}h", 2 + rng.below(20)),
                         cron: String::new(),
                         missed: String::new(),
+                        precheck: String::new(),
                     }))),
                     2 => plan.push_back(Act::Call(Call::Todo(TodoCall::List))),
                     3 => plan.push_back(Act::Call(Call::Dialog { last: 5, all: false })),

@@ -37,6 +37,7 @@ fn budget(name: &str, base: u64, runs: u64, config: Config) -> Report {
     assert!(total.wakes >= total.chamber_days, "sim {name}: too few wakes to mean anything: {total}");
     assert!(total.spawns * 2 >= total.wakes, "sim {name}: most wakes started no agent: {total}");
     assert!(total.resumed > 0, "sim {name}: no session continued a conversation: {total}");
+    assert!(total.passed > 0, "sim {name}: no pre-check passed a slot by: {total}");
     assert!(
         total.crashes > 0 && total.write_failures > 0,
         "sim {name}: cryod never crashed or failed a write: {total}"
@@ -72,6 +73,9 @@ const JOURNAL_LEFT_OPEN: &str = "a batch the agent answered itself stayed open i
      fallback closed it), so the ledger disagreed with the outbox until the next restart";
 const SKIP_LIVELOCK: &str = "a `missed = \"skip\"` slot past its grace asked for admission, was found not \
      due, released the permit without moving the slot on, and asked again at once, forever";
+const CHECK_LOST_WAKE: &str = "pre-checks passed every slot of a wake; the re-plan after the pass asked for \
+     admission while the chamber still held its permit (it was given back just after), so admission ignored \
+     the request, and a TODO due meanwhile never ran";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -87,6 +91,8 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (18_096_569_145_920_848_705, CROWDED, SKIP_LIVELOCK),
     (17_134_657_154_357_960_554, CRASHY, SKIP_LIVELOCK),
     (1_711_268_496_115_134_733, ROOMY, SKIP_LIVELOCK),
+    (9_175_585_874_890_280_693, CRASHY, CHECK_LOST_WAKE),
+    (18_235_295_482_185_047_831, CRASHY, CHECK_LOST_WAKE),
 ];
 
 #[test]

@@ -12,8 +12,8 @@ use super::agent::{Act, Agent};
 use super::check::{self, Checker};
 use super::{Config, Rng};
 use crate::chamber::{
-    Boot, Call, Chamber, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, Refusal,
-    Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
+    Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
+    Outgoing, Refusal, Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
 };
 use crate::message::{CRYOCHAMBER, Message};
 use crate::session::{Continuity, Trigger, Used};
@@ -55,6 +55,8 @@ pub struct Disk {
     pub faulted: bool,
     /// `session = "resume"`.
     pub resume: bool,
+    /// It has a `precheck`.
+    pub precheck: bool,
 }
 
 /// One wake in the ledger.
@@ -117,6 +119,8 @@ struct Daemon {
     queue: BTreeMap<(Trigger, u64), usize>,
     seq: u64,
     running: usize,
+    /// The chamber's permit has arrived (and is not given back yet).
+    arrived: Vec<bool>,
     /// The chamber holds a permit (from the grant, before it arrives).
     slot: Vec<bool>,
     plans: Vec<Option<DateTime<Utc>>>,
@@ -133,6 +137,7 @@ enum Ev {
     Admit { inc: u32, chamber: usize },
     Watch { inc: u32, chamber: usize },
     Exited { inc: u32, pid: u32, status: String },
+    Checked { inc: u32, chamber: usize, nonce: String, results: Vec<(Check, Checked)> },
     Step { pid: u32 },
     TermExit { pid: u32 },
     Mail { chamber: usize },
@@ -158,17 +163,20 @@ pub struct Report {
     pub write_failures: u64,
     /// Sessions that continued their predecessor's conversation.
     pub resumed: u64,
+    /// Slots their pre-checks passed by.
+    pub passed: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
             self.resumed,
+            self.passed,
             self.crashes,
             self.write_failures,
             self.sleeps,
@@ -189,6 +197,7 @@ impl std::ops::AddAssign for Report {
         self.sleeps += o.sleeps;
         self.write_failures += o.write_failures;
         self.resumed += o.resumed;
+        self.passed += o.passed;
     }
 }
 
@@ -286,6 +295,7 @@ impl World {
                 completed: false,
                 faulted: false,
                 resume: rng.one_in(2),
+                precheck: rng.one_in(3),
             })
             .collect();
         World {
@@ -502,6 +512,9 @@ impl World {
             }
             Ev::Timer { inc, chamber, timer } if inc == live => self.feed(chamber, Input::Timer(timer))?,
             Ev::Admit { inc, chamber } if inc == live => self.admit(chamber)?,
+            Ev::Checked { inc, chamber, nonce, results } if inc == live => {
+                self.feed(chamber, Input::Prechecked { nonce, results })?
+            }
             Ev::Watch { inc, chamber } if inc == live => {
                 let unread = self.disks[chamber].inbox.keys().cloned().collect();
                 self.feed(chamber, Input::Inbox { unread, arrived: true })?;
@@ -519,7 +532,12 @@ impl World {
                 let input = Input::Exited { session, status, log_tail: String::new(), limited, used: Some(used) };
                 self.feed(chamber, input)?;
             }
-            Ev::Due { .. } | Ev::Timer { .. } | Ev::Admit { .. } | Ev::Watch { .. } | Ev::Exited { .. } => {}
+            Ev::Due { .. }
+            | Ev::Timer { .. }
+            | Ev::Admit { .. }
+            | Ev::Watch { .. }
+            | Ev::Exited { .. }
+            | Ev::Checked { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
             Ev::TermExit { pid } => self.die(pid, "killed by signal 15"),
             Ev::Mail { chamber } => {
@@ -613,6 +631,7 @@ impl World {
                     every: "".into(),
                     cron: "".into(),
                     missed: "".into(),
+                    precheck: String::new(),
                 };
                 self.operator(c, |req| Input::Todo { req, call })
             }
@@ -697,6 +716,7 @@ impl World {
             seq: 0,
             running: 0,
             slot: vec![false; n],
+            arrived: vec![false; n],
             plans: vec![None; n],
             tokens: HashMap::new(),
             waiting: HashMap::new(),
@@ -777,6 +797,14 @@ impl World {
             self.handle(c, Input::TodosChanged(list))?;
         }
         self.handle(c, input)?;
+        if let Some(d) = self.daemon.as_ref()
+            && d.arrived[c]
+            && let Some(m) = d.machines[c].as_ref()
+            && m.live_session().is_none()
+            && !m.checking()
+        {
+            return Err(format!("chamber {c} holds its permit with no session and no pre-check"));
+        }
         if let Some(m) = machine(self, c) {
             let planned = m.view().next_wake;
             m.rest();
@@ -862,6 +890,9 @@ impl World {
             return Err(format!("chamber {c} was given a second permit while its session runs"));
         }
         self.observe_inbox(c)?;
+        if let Some(d) = self.daemon.as_mut() {
+            d.arrived[c] = true;
+        }
         let (nonce, token) = (self.rng.hex(6), self.rng.hex(16));
         self.feed(c, Input::Admitted { nonce, token })
     }
@@ -901,7 +932,33 @@ impl World {
             }
             // Its agents never meet a provider's limit.
             Effect::HoldProvider { .. } => None,
+            Effect::Precheck { nonce, checks, timeout } => {
+                // Each check says wake, nothing to do, or fails; it takes
+                // up to its timeout.
+                let results = checks
+                    .into_iter()
+                    .map(|k| {
+                        let said = match self.rng.below(20) {
+                            0..=9 => Checked::Wake { output: "2 new failures".into() },
+                            10..=16 => Checked::Skip { line: "nothing new".into() },
+                            _ => Checked::Failed { why: "exited 2".into() },
+                        };
+                        (k, said)
+                    })
+                    .collect();
+                let t = StdDuration::from_millis(self.rng.below(timeout.as_millis() as u64 / 10 + 1));
+                self.after(t, Ev::Checked { inc, chamber: c, nonce, results });
+                None
+            }
+            Effect::RecordPassed(slots) => {
+                // A slot passed by never runs (and one that ran is never passed).
+                let marks: Vec<(u64, DateTime<Utc>)> = slots.iter().map(|p| (p.todo, p.due)).collect();
+                self.check.ran(c, "(passed by its pre-check)", &marks)?;
+                self.report.passed += slots.len() as u64;
+                None
+            }
             Effect::Release => {
+                d.arrived[c] = false;
                 if d.slot[c] {
                     d.slot[c] = false;
                     d.running -= 1;
@@ -1230,6 +1287,8 @@ fn settings(d: &Disk) -> Settings {
         max_attempts: d.max_attempts,
         mcp: false,
         continuity: continuity(d),
+        precheck: d.precheck.then(|| "./is-there-work".to_string()),
+        precheck_timeout: StdDuration::from_secs(60),
     }
 }
 
@@ -1268,6 +1327,7 @@ fn label(i: &Input) -> &'static str {
         Input::Agent { call: Call::Dialog { .. }, .. } => "agent dialog",
         Input::Agent { call: Call::Todo(_), .. } => "agent todo",
         Input::Exited { .. } => "exited",
+        Input::Prechecked { .. } => "prechecked",
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",
         Input::Budget { .. } => "budget",

@@ -455,7 +455,7 @@ impl Backend for Postgres {
         })
     }
 
-    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>> {
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, (u64, Vec<PassedSlot>)> {
         Box::pin(async move {
             let limit = limit as i64;
             let sql = format!(
@@ -463,7 +463,9 @@ impl Backend for Postgres {
                 crate::store::PASSED_COLUMNS
             );
             let rows = self.query(&sql, &[&chamber, &limit]).await?;
-            Ok(rows
+            let total = self.query("SELECT count(*) FROM cryo_passed WHERE chamber_id = $1", &[&chamber]).await?;
+            let total = total.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0) as u64;
+            let slots = rows
                 .iter()
                 .map(|r| PassedSlot {
                     slot_at: r.get(0),
@@ -473,7 +475,8 @@ impl Backend for Postgres {
                     reason: r.get(4),
                     at: r.get(5),
                 })
-                .collect())
+                .collect();
+            Ok((total, slots))
         })
     }
 

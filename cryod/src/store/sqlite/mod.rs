@@ -361,7 +361,7 @@ impl Backend for Sqlite {
         Box::pin(self.fenced(fence, move |c| sessions::record_passed(c, fence.chamber, &slots)))
     }
 
-    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<PassedSlot>> {
+    fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, (u64, Vec<PassedSlot>)> {
         Box::pin(self.call(move |c| sessions::passed(c, chamber, limit)))
     }
 

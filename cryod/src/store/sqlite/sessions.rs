@@ -123,7 +123,9 @@ pub(super) fn record_passed(c: &rusqlite::Connection, chamber: i64, slots: &[Pas
     Ok(())
 }
 
-pub(super) fn passed(c: &rusqlite::Connection, chamber: i64, limit: u32) -> Result<Vec<PassedSlot>, StoreError> {
+pub(super) fn passed(c: &rusqlite::Connection, chamber: i64, limit: u32) -> Result<(u64, Vec<PassedSlot>), StoreError> {
+    let total: i64 =
+        c.prepare_cached("SELECT count(*) FROM passed WHERE chamber_id = ?1")?.query_row([chamber], |r| r.get(0))?;
     let mut st = c.prepare_cached(&format!(
         "SELECT {} FROM passed WHERE chamber_id = ?1 ORDER BY id DESC LIMIT ?2",
         crate::store::PASSED_COLUMNS
@@ -140,5 +142,5 @@ pub(super) fn passed(c: &rusqlite::Connection, chamber: i64, limit: u32) -> Resu
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    Ok((total as u64, rows))
 }

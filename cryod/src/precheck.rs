@@ -1,0 +1,118 @@
+//! Pre-checks: the cheap command a scheduled wake runs before its agent.
+//!
+//! A check runs as `/bin/sh -c CMD` in the chamber's folder, in its own
+//! process group, with its output captured and a time limit. What it says
+//! (exit 0: there is work; exit [`PRECHECK_SKIP`]: nothing to do; anything
+//! else: it failed, and the wake goes ahead) is the machine's to act on.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use cryo_core::chamber::Checked;
+pub use cryo_core::todo::PRECHECK_SKIP;
+use tokio::io::AsyncReadExt;
+
+/// Most bytes of a check's output kept (the prompt quotes less).
+const MAX_OUTPUT: u64 = 64 * 1024;
+
+/// Runs `command` in `dir` with `env` added to cryod's own, for at most
+/// `timeout`; the whole process group is killed at the limit.
+pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, timeout: Duration) -> Checked {
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .envs(env)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Checked::Failed { why: format!("could not start: {e}") },
+    };
+    let pgid = child.id().map(|p| p as i32);
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            if let Some(p) = pipe {
+                let _ = p.take(MAX_OUTPUT).read_to_end(&mut out).await;
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Checked::Failed { why: format!("could not be waited for: {e}") },
+        Err(_) => {
+            if let Some(g) = pgid {
+                kill_group(g);
+            }
+            let _ = child.wait().await;
+            return Checked::Failed { why: format!("timed out after {timeout:?}") };
+        }
+    };
+    // Whatever it started in the background ends with it.
+    if let Some(g) = pgid {
+        kill_group(g);
+    }
+    let output = stdout.await.unwrap_or_default();
+    let errors = stderr.await.unwrap_or_default();
+    let first = |s: &str| s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
+    match status.code() {
+        Some(0) => Checked::Wake { output },
+        Some(PRECHECK_SKIP) => {
+            Checked::Skip { line: if first(&output).is_empty() { first(&errors) } else { first(&output) } }
+        }
+        Some(n) => {
+            let said = first(&errors);
+            Checked::Failed { why: if said.is_empty() { format!("exited {n}") } else { format!("exited {n}: {said}") } }
+        }
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            Checked::Failed { why: format!("was killed by signal {}", status.signal().unwrap_or(0)) }
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(command: &str, timeout: Duration) -> Checked {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("CRYO_TEST_VAR".to_string(), "seen".to_string());
+        rt.block_on(run(dir.path(), command, &env, timeout))
+    }
+
+    #[test]
+    fn what_a_check_says() {
+        let t = Duration::from_secs(10);
+        assert_eq!(
+            check("echo \"two failures, $CRYO_TEST_VAR\"", t),
+            Checked::Wake { output: "two failures, seen\n".into() }
+        );
+        assert_eq!(check("printf '\\nnothing new\\nmore'; exit 78", t), Checked::Skip { line: "nothing new".into() });
+        assert_eq!(check("echo quiet >&2; exit 78", t), Checked::Skip { line: "quiet".into() });
+        assert_eq!(check("echo boom >&2; exit 3", t), Checked::Failed { why: "exited 3: boom".into() });
+        assert_eq!(check("exit 1", t), Checked::Failed { why: "exited 1".into() });
+        assert_eq!(check("kill -9 $$", t), Checked::Failed { why: "was killed by signal 9".into() });
+        let at = std::time::Instant::now();
+        // The limit ends the whole group, a background child too.
+        assert_eq!(
+            check("sleep 30 & sleep 30", Duration::from_millis(300)),
+            Checked::Failed { why: "timed out after 300ms".into() }
+        );
+        assert!(at.elapsed() < Duration::from_secs(20));
+    }
+}

@@ -1,0 +1,133 @@
+//! Issue 22: smarter wakes. Pre-check gates (a cheap command decides
+//! whether a scheduled wake needs its agent), with scripted agents; session
+//! continuity runs with the real CLIs in `agents`.
+
+use cryo_tests::{Chamber, Env, wait_until};
+
+/// Writes its prompt to `prompt-N.txt` and hibernates (with a far TODO).
+const AGENT: &str = "printf '%s' \"$1\" > \"prompt-$CRYO_SESSION.txt\"\ncryo-agent receive >/dev/null\ncryo-agent send ok >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+
+/// Says there is work when the file `work` exists (printing it), nothing
+/// to do (78) otherwise; counts its runs in `checks`.
+const CHECK: &str = "echo run >> checks\nif [ -f work ]; then echo \"found: $(cat work)\"; exit 0; fi\necho 'nothing new since the last look'\nexit 78\n";
+
+fn status(env: &Env, name: &str) -> serde_json::Value {
+    env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
+}
+
+/// A started chamber with a far TODO only, past its first session.
+fn gated(env: &Env, name: &str, toml: &str) -> Chamber {
+    let c = env.chamber(name, AGENT, toml);
+    std::fs::write(c.dir.join("check.sh"), CHECK).unwrap();
+    c.seed_history();
+    std::fs::write(
+        c.dir.join("todo.json"),
+        r#"[{"id":1,"text":"later","done":false,"claimed":false,"at":"2099-01-01T00:00"}]"#,
+    )
+    .unwrap();
+    env.cryoctl(&["chamber", "start", name]).ok();
+    c
+}
+
+fn checks(c: &Chamber) -> usize {
+    c.read("checks").lines().count()
+}
+
+/// A chamber's `precheck` that finds nothing passes the slot: no agent, the
+/// TODO done for it, the pass in the ledger with the check's first line, no
+/// failure shown; once it finds work, the agent wakes with its output.
+#[test]
+fn a_precheck_gates_a_scheduled_wake() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = gated(&env, "c", "precheck = \"sh check.sh\"\n");
+    env.cryoctl(&["chamber", "todo", "c", "add", "look at CI", "--at", "+1s"]).ok();
+    wait_until("the slot to pass", || status(&env, "c")["passed_total"] == 1);
+    let s = status(&env, "c");
+    assert_eq!(s["passed"][0]["what"], "skipped", "{s}");
+    assert_eq!(s["passed"][0]["reason"], "nothing new since the last look", "{s}");
+    assert_eq!(s["passed"][0]["text"], "look at CI", "{s}");
+    assert!(s["attention"].is_null() && s["last_result"].is_null(), "a pass is no failure: {s}");
+    assert_eq!((c.begun(), checks(&c)), (1, 1), "no agent ran, the check ran once");
+    let todos = c.todos();
+    let done = todos.as_array().unwrap().iter().find(|t| t["id"] == 2).map(|t| t["done"].clone());
+    assert_eq!(done, Some(serde_json::json!(true)), "the one-shot TODO is done for its slot: {todos}");
+    assert!(c.cryo_log().contains("TODO 2 passed: its pre-check found nothing to do"), "{}", c.cryo_log());
+    let text = env.cryoctl(&["chamber", "status", "c"]).ok().to_string();
+    assert!(text.contains("1 slot(s) passed without one"), "{text}");
+
+    // Now there is work: the agent wakes, the check's output in its prompt.
+    std::fs::write(c.dir.join("work"), "2 new failures on main").unwrap();
+    env.cryoctl(&["chamber", "todo", "c", "add", "look at CI", "--at", "+1s"]).ok();
+    c.wait_ended(2);
+    let p = c.read("prompt-2.txt");
+    assert!(p.contains("## Pre-check output") && p.contains("found: 2 new failures on main"), "{p}");
+    assert_eq!(status(&env, "c")["passed_total"], 1);
+}
+
+/// A recurring TODO whose check finds nothing moves on to its next slot.
+#[test]
+fn a_passed_series_moves_to_its_next_slot() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", AGENT, "precheck = \"sh check.sh\"\n");
+    std::fs::write(c.dir.join("check.sh"), CHECK).unwrap();
+    c.seed_history();
+    let first = cryo_tests::date_utc("-30 seconds");
+    std::fs::write(
+        c.dir.join("todo.json"),
+        format!(r#"[{{"id":1,"text":"poll","done":false,"claimed":false,"at":"{first}","every":"1h"}}]"#),
+    )
+    .unwrap();
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_until("the slot to pass", || status(&env, "c")["passed_total"] == 1);
+    let todos = c.todos();
+    let series = &todos.as_array().unwrap()[0];
+    assert_eq!(series["done"], false, "{todos}");
+    assert_ne!(series["at"].as_str().unwrap(), first, "the series moved on: {todos}");
+    assert_eq!(c.begun(), 1);
+}
+
+/// A check that fails (any other exit) or runs past `precheck_timeout`
+/// never holds a wake back: the agent runs, told why.
+#[test]
+fn a_failing_or_slow_precheck_fails_open() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = gated(&env, "c", "precheck = \"echo 'gh: not logged in' >&2; exit 4\"\n");
+    env.cryoctl(&["chamber", "todo", "c", "add", "look", "--at", "+1s"]).ok();
+    c.wait_ended(2);
+    let p = c.read("prompt-2.txt");
+    assert!(p.contains("PRE-CHECK FAILED: `echo 'gh: not logged in' >&2; exit 4` exited 4: gh: not logged in"), "{p}");
+
+    let slow = gated(&env, "slow", "precheck = \"sleep 30\"\nprecheck_timeout = 1\n");
+    env.cryoctl(&["chamber", "todo", "slow", "add", "look", "--at", "+1s"]).ok();
+    slow.wait_ended(2);
+    let p = slow.read("prompt-2.txt");
+    assert!(p.contains("PRE-CHECK FAILED: `sleep 30` timed out after 1s"), "{p}");
+}
+
+/// Mail and operators' wakes never run the check; a TODO's own
+/// `--precheck` (from cryoctl or the agent) stands for the chamber's.
+#[test]
+fn mail_and_operators_never_wait_for_a_check_and_todos_carry_their_own() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = gated(&env, "c", "precheck = \"sh check.sh\"\n");
+    c.write_inbox(1, "hello");
+    c.wait_ended(2);
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    c.wait_ended(3);
+    assert_eq!(checks(&c), 0, "no check ran for mail or a wake");
+
+    // The TODO's own check, not the chamber's (which would find work).
+    std::fs::write(c.dir.join("work"), "something").unwrap();
+    let r = env.cryoctl(&["chamber", "todo", "c", "add", "nightly", "--at", "+1s", "--precheck", "echo idle; exit 78"]);
+    r.ok();
+    let list = env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json();
+    let todo = list.as_array().unwrap().iter().find(|t| t["text"] == "nightly").cloned().unwrap();
+    assert_eq!(todo["precheck"], "echo idle; exit 78", "{list}");
+    wait_until("the slot to pass", || status(&env, "c")["passed_total"] == 1);
+    assert_eq!(status(&env, "c")["passed"][0]["reason"], "idle");
+    assert_eq!((c.begun(), checks(&c)), (3, 0));
+}
