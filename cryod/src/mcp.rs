@@ -343,7 +343,12 @@ impl OperatorTools {
                     subject: a.subject,
                 };
                 let r = call!(&self.backend, chamber_send, req)?;
-                Ok((format!("sent: {}", r.file), json!({ "file": r.file })))
+                let waits = (!r.waits.is_empty()).then(|| r.waits.clone());
+                let text = match &waits {
+                    Some(w) => format!("sent: {}\nnot read yet: {w}", r.file),
+                    None => format!("sent: {}", r.file),
+                };
+                Ok((text, json!({ "file": r.file, "waits": waits })))
             }
             .await,
         )

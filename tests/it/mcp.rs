@@ -79,7 +79,7 @@ fn agent_tools_speak_the_protocol_inside_a_session() {
     assert_eq!(properties(&tools, "hibernate"), ["complete", "exit_code", "linger_secs", "summary"]);
     assert_eq!(properties(&tools, "send"), ["question", "subject", "text"]);
     assert_eq!(properties(&tools, "dialog"), ["all", "last"]);
-    assert_eq!(properties(&tools, "todo_add"), ["at", "cron", "every", "missed", "text"]);
+    assert_eq!(properties(&tools, "todo_add"), ["at", "cron", "every", "missed", "precheck", "text"]);
     assert_eq!(properties(&tools, "todo_done"), ["id"]);
     assert_eq!(properties(&tools, "todo_remove"), ["id"]);
     assert_eq!(properties(&tools, "time"), ["expr"]);

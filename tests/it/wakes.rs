@@ -131,3 +131,37 @@ fn mail_and_operators_never_wait_for_a_check_and_todos_carry_their_own() {
     assert_eq!(status(&env, "c")["passed"][0]["reason"], "idle");
     assert_eq!((c.begun(), checks(&c)), (3, 0));
 }
+
+/// Mail that will not be read at once says so, with when and how to have
+/// it read now; `chamber wake` has it read at once.
+#[test]
+fn mail_that_must_wait_says_when_it_will_be_read() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "exit 1\n", "");
+    c.seed_history();
+    let send = |text: &str| env.cryoctl(&["chamber", "send", "c", text, "--json"]).json();
+    let stopped = send("are you there?");
+    assert!(stopped["waits"].as_str().unwrap().contains("c is stopped"), "{stopped}");
+    assert!(stopped["waits"].as_str().unwrap().contains("cryoctl chamber start c"), "{stopped}");
+    // Started, the mail wakes the agent, which crashes: the next mail waits.
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(2);
+    let held = send("again?");
+    let line = held["waits"].as_str().unwrap_or_default().to_string();
+    assert!(line.contains("after 1 failed session(s) in a row") && line.contains("cryoctl chamber wake c"), "{held}");
+    let text = env.cryoctl(&["chamber", "send", "c", "a third"]).ok().to_string();
+    assert!(text.contains("not read yet: after 1 failed session(s)"), "{text}");
+    // The operator's wake does not wait for the back-off.
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    c.wait_ended(3);
+    env.cryoctl(&["chamber", "pause", "c"]).ok();
+    let paused = send("paused?");
+    assert!(paused["waits"].as_str().unwrap().contains("cryoctl chamber resume c"), "{paused}");
+
+    // A chamber that reads its mail at once says nothing.
+    let ok = gated(&env, "ok", "");
+    let r = env.cryoctl(&["chamber", "send", "ok", "hello", "--json"]).json();
+    assert!(r["waits"].is_null(), "{r}");
+    ok.wait_ended(2);
+}

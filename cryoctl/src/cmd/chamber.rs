@@ -716,9 +716,13 @@ async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, su
     .await?
     .into_inner();
     if ctx.json {
-        output::json(&json!({ "file": r.file }));
+        let waits = if r.waits.is_empty() { serde_json::Value::Null } else { r.waits.clone().into() };
+        output::json(&json!({ "file": r.file, "waits": waits }));
     } else {
         println!("sent: {}", r.file);
+        if !r.waits.is_empty() {
+            println!("  not read yet: {}", r.waits);
+        }
     }
     Ok(())
 }

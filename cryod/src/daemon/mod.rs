@@ -673,11 +673,11 @@ impl Daemon {
     }
 
     /// Writes a message into a chamber's inbox; returns the file.
-    pub async fn send(&self, r: &ChamberRef, from: &str, subject: &str, text: &str) -> Result<String> {
+    pub async fn send(&self, r: &ChamberRef, from: &str, subject: &str, text: &str) -> Result<supervisor::Delivered> {
         let v = self.resolve(r)?;
         let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
         if self.elsewhere(&v) {
-            return self.forward(&v, Command::Send { from, subject, text }).await?.file();
+            return self.forward(&v, Command::Send { from, subject, text }).await?.delivered();
         }
         self.ask(v.record.id, |reply| Event::Deliver { message: Box::new((from, subject, text)), reply }).await?
     }

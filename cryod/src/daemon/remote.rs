@@ -74,6 +74,8 @@ pub enum Answer {
     },
     /// The message file written.
     File(String),
+    /// An operator's message written, and why it waits, if it does.
+    Delivered(crate::supervisor::Delivered),
     /// The TODO list after the call, as `todo.json` writes it, and its zone.
     Todos {
         file: String,
@@ -197,7 +199,7 @@ impl Daemon {
                 let (v, outcome) = self.wake(&r, message, replace).await?;
                 Answer::Woken { view: v.snap.view, outcome }
             }
-            Command::Send { from, subject, text } => Answer::File(self.send(&r, &from, &subject, &text).await?),
+            Command::Send { from, subject, text } => Answer::Delivered(self.send(&r, &from, &subject, &text).await?),
             Command::Todo { call } => match self.todo(&r, call).await? {
                 crate::supervisor::AgentReply::Todos { todos, tz } => {
                     let list = cryo_core::todo::TodoList { items: todos, high_water: 0 };
@@ -244,6 +246,15 @@ impl Answer {
     pub fn file(self) -> Result<String> {
         match self {
             Answer::File(f) => Ok(f),
+            Answer::Delivered(d) => Ok(d.file),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn delivered(self) -> Result<crate::supervisor::Delivered> {
+        match self {
+            Answer::Delivered(d) => Ok(d),
+            Answer::File(file) => Ok(crate::supervisor::Delivered { file, waits: None }),
             other => Err(unexpected(other)),
         }
     }

@@ -383,8 +383,8 @@ async fn send(
     UrlPath(name): UrlPath<String>,
     axum::Json(b): axum::Json<SendBody>,
 ) -> ApiResult {
-    let file = hub.daemon.send(&ChamberRef::Name(name), "operator", &b.subject, &b.text).await?;
-    Ok(axum::Json(json!({ "file": file })))
+    let d = hub.daemon.send(&ChamberRef::Name(name), "operator", &b.subject, &b.text).await?;
+    Ok(axum::Json(json!({ "file": d.file, "waits": d.waits })))
 }
 
 fn todos_value(reply: crate::supervisor::AgentReply) -> ApiResult {

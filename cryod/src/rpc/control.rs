@@ -179,8 +179,8 @@ impl Control for ControlService {
     async fn chamber_send(&self, req: Request<pb::ChamberSendRequest>) -> R<pb::ChamberSendReply> {
         let req = req.into_inner();
         let r = convert::chamber_ref(req.chamber)?;
-        let file = self.daemon.send(&r, &req.from, &req.subject, &req.text).await?;
-        Ok(Response::new(pb::ChamberSendReply { file }))
+        let d = self.daemon.send(&r, &req.from, &req.subject, &req.text).await?;
+        Ok(Response::new(pb::ChamberSendReply { file: d.file, waits: d.waits.unwrap_or_default() }))
     }
 
     async fn chamber_todo(&self, req: Request<pb::ChamberTodoRequest>) -> R<pb::TodoListReply> {

@@ -60,7 +60,7 @@ pub enum Event {
     /// An operator's message for the inbox: from, subject, text.
     Deliver {
         message: Box<(String, String, String)>,
-        reply: oneshot::Sender<Result<String>>,
+        reply: oneshot::Sender<Result<Delivered>>,
     },
     /// An operator's TODO change.
     Todo {
@@ -139,6 +139,15 @@ pub enum AgentReply {
     Todos { todos: Vec<cryo_core::todo::Todo>, tz: chrono_tz::Tz },
 }
 
+/// An operator's message written into the inbox: its file, and when the
+/// agent will not read it at once, one line saying when and how to have it
+/// read now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Delivered {
+    pub file: String,
+    pub waits: Option<String>,
+}
+
 /// What a chamber looks like from outside, published after every event:
 /// the machine's view plus the sync bridges (none unless `cryo.toml`
 /// configures some and the chamber is started).
@@ -167,7 +176,7 @@ enum Waiter {
     Done(oneshot::Sender<()>),
     Pause(oneshot::Sender<Result<bool>>),
     Wake(oneshot::Sender<Result<WakeOutcome>>),
-    Deliver(oneshot::Sender<Result<String>>),
+    Deliver(oneshot::Sender<Result<Delivered>>),
     Agent(oneshot::Sender<Result<AgentReply>>),
     Plan(oneshot::Sender<Result<()>>),
 }
@@ -584,16 +593,31 @@ impl Sup {
                 Reply::Woke(w) => w,
                 _ => WakeOutcome::default(),
             }))),
-            (Waiter::Deliver(tx), r) => drop(tx.send(r.map(|r| match r {
-                Reply::Delivered(f) => f,
-                _ => String::new(),
-            }))),
+            (Waiter::Deliver(tx), r) => {
+                let r = r.map(|r| match r {
+                    Reply::Delivered { file, waits } => Delivered { file, waits: waits.or_else(|| self.held_line()) },
+                    _ => Delivered::default(),
+                });
+                drop(tx.send(r))
+            }
             (Waiter::Plan(tx), r) => drop(tx.send(r.map(|_| ()))),
             (Waiter::Agent(tx), r) => {
                 let r = r.map(|r| self.agent_reply(r));
                 drop(tx.send(r))
             }
         }
+    }
+
+    /// Mail for an account held at its provider's limit waits for the reset.
+    fn held_line(&self) -> Option<String> {
+        let provider = self.config.as_ref().ok().map(crate::spawn::provider_account)?;
+        let left = self.shared.admission.held(&provider)?;
+        let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
+        let name = self.machine.name();
+        Some(format!(
+            "{provider} is limited: its agent reads it after {} (`cryoctl chamber wake {name}` tries now)",
+            cryo_core::time::format_in(at, self.machine.tz())
+        ))
     }
 
     fn agent_reply(&mut self, r: Reply) -> AgentReply {

@@ -146,8 +146,13 @@ pub enum Reply {
     /// `pause`/`resume`: nothing changed.
     Paused(bool),
     Woke(WakeOutcome),
-    /// An operator's message, as `messages/inbox/NAME`.
-    Delivered(String),
+    /// An operator's message, as `messages/inbox/NAME`, and, when the
+    /// agent will not read it at once, one line saying when and how to wake
+    /// it now ([`Chamber::mail_waits`]).
+    Delivered {
+        file: String,
+        waits: Option<String>,
+    },
     Hibernate(String),
     Sent {
         file: String,

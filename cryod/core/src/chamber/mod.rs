@@ -391,6 +391,48 @@ impl Chamber {
     }
 
     /// The running session's number and wake id, once its agent may exist.
+    /// Why mail written now would not be read at once, and when it will be
+    /// and how to have it read now; `None` when the agent reads it at once
+    /// (or is running, and is told).
+    pub fn mail_waits(&self) -> Option<String> {
+        let name = &self.name;
+        if let Some(f) = self.fault() {
+            return Some(format!("{name} is faulted ({f}): nothing is read until that is fixed"));
+        }
+        if !self.started {
+            return Some(format!(
+                "{name} is stopped: its agent reads it when the chamber starts (`cryoctl chamber start {name}`)"
+            ));
+        }
+        if self.paused {
+            let why = self
+                .attention
+                .as_deref()
+                .filter(|a| a.starts_with(session::BUDGET_REACHED))
+                .map(|a| format!(" ({a})"))
+                .unwrap_or_default();
+            return Some(format!(
+                "{name} is paused{why}: its agent reads it when the chamber resumes (`cryoctl chamber resume {name}`)"
+            ));
+        }
+        if self.live.is_some() || self.checking.is_some() {
+            return None;
+        }
+        let tz = self.tz();
+        let wake_now = format!("`cryoctl chamber wake {name}` has it read now");
+        if let Some(at) = self.write_retry_at.filter(|t| *t > self.now) {
+            let at = crate::time::format_in(at, tz);
+            return Some(format!("a write into {name} failed; the next try, at {at}, reads it ({wake_now})"));
+        }
+        let hold = self.mail_hold_until.filter(|h| *h > self.now)?;
+        let why = if self.failures > 0 {
+            format!("after {} failed session(s) in a row, mail waits", self.failures)
+        } else {
+            "the provider's limit was reached: mail waits".to_string()
+        };
+        Some(format!("{why}; its agent reads it at {} ({wake_now})", crate::time::format_in(hold, tz)))
+    }
+
     /// A wake holds its permit while its pre-checks run.
     pub fn checking(&self) -> bool {
         self.checking.is_some()

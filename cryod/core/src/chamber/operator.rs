@@ -254,9 +254,10 @@ impl Chamber {
             }
             (AfterWrite::Delivered { req }, Ok(name)) => {
                 self.note_unread(name.clone());
-                self.reply(req, Ok(Reply::Delivered(format!("messages/inbox/{name}"))));
                 self.open_questions = 0;
                 self.on_inbox();
+                let waits = self.mail_waits();
+                self.reply(req, Ok(Reply::Delivered { file: format!("messages/inbox/{name}"), waits }));
             }
             (AfterWrite::WakeMessage { req }, Ok(name)) => {
                 self.note_unread(name.clone());

@@ -662,3 +662,19 @@ fn sessions_continue_one_conversation_within_the_caps() {
     assert_eq!(resume, None);
     assert!(prompt.contains("more than resume_max_age (3h)"), "{prompt}");
 }
+
+/// Mail to a chamber that will not read it at once says why, until when,
+/// and how to have it read now.
+#[test]
+fn mail_that_waits_says_so() {
+    let mut rig = Rig::new(&[60], &[]);
+    assert_eq!(rig.m.mail_waits(), None, "an idle started chamber reads mail at once");
+    let req = rig.req();
+    rig.feed(Input::Wake { req, message: None, replace: false });
+    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    rig.exit("exit 1");
+    let line = rig.m.mail_waits().expect("held after a failure");
+    assert!(line.contains("after 1 failed session(s) in a row") && line.contains("cryoctl chamber wake c"), "{line}");
+    rig.feed(Input::Pause { req: 9, pause: true });
+    assert!(rig.m.mail_waits().unwrap().contains("cryoctl chamber resume c"));
+}
