@@ -33,7 +33,9 @@ pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, time
         Ok(c) => c,
         Err(e) => return Checked::Failed { why: format!("could not start: {e}") },
     };
-    let pgid = child.id().map(|p| p as i32);
+    // The whole group ends with the check: at its end (whatever it left in
+    // the background), at the time limit, or when its task is aborted.
+    let group = child.id().map(|p| Group(p as i32));
     let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
         tokio::spawn(async move {
             let mut out = Vec::new();
@@ -48,18 +50,9 @@ pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, time
     let status = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Checked::Failed { why: format!("could not be waited for: {e}") },
-        Err(_) => {
-            if let Some(g) = pgid {
-                kill_group(g);
-            }
-            let _ = child.wait().await;
-            return Checked::Failed { why: format!("timed out after {timeout:?}") };
-        }
+        Err(_) => return Checked::Failed { why: format!("timed out after {timeout:?}") },
     };
-    // Whatever it started in the background ends with it.
-    if let Some(g) = pgid {
-        kill_group(g);
-    }
+    drop(group);
     let output = stdout.await.unwrap_or_default();
     let errors = stderr.await.unwrap_or_default();
     let first = |s: &str| s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
@@ -79,8 +72,13 @@ pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, time
     }
 }
 
-fn kill_group(pgid: i32) {
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+/// A check's process group, killed when dropped.
+struct Group(i32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +112,43 @@ mod tests {
             Checked::Failed { why: "timed out after 300ms".into() }
         );
         assert!(at.elapsed() < Duration::from_secs(20));
+    }
+
+    /// A check whose task is aborted (its wake's permit went back) ends
+    /// with its whole group.
+    #[test]
+    fn an_aborted_check_ends_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let root = dir.path().to_path_buf();
+        let pid = rt.block_on(async {
+            let task = tokio::spawn(async move {
+                run(&root, "sleep 60 & echo $! > bg.pid; wait", &BTreeMap::new(), Duration::from_secs(120)).await
+            });
+            let file = dir.path().join("bg.pid");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let pid = loop {
+                if let Some(p) = std::fs::read_to_string(&file).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+                    break p;
+                }
+                assert!(std::time::Instant::now() < deadline, "the check did not start");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            task.abort();
+            let _ = task.await;
+            pid
+        });
+        let gone = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() || zombie(pid);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !gone() {
+            assert!(std::time::Instant::now() < deadline, "the check's background child {pid} outlived it");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Killed but not yet reaped by its parent (the shell, itself killed).
+    fn zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
     }
 }

@@ -468,6 +468,12 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
         mail.outbox().iter().any(|m| m.contains("your message will be read after"))
     });
     assert_eq!(mail.begun(), 1, "no agent for the held account\n{}", mail.cryo_log());
+    // An operator's message says so at once.
+    let sent = env.cryoctl(&["chamber", "send", "lim-mail", "still there?", "--json"]).json();
+    assert!(
+        sent["waits"].as_str().is_some_and(|w| w.contains("at its provider's limit: its agent reads it after")),
+        "{sent}"
+    );
     assert!(other.outbox().iter().any(|m| m.contains("hello from other")), "{}", diag(&other));
 
     // After the hold: both run, and complete.
@@ -704,6 +710,12 @@ fn continuity_run(
             }
             None => assert!(t.earlier.is_empty(), "a fresh session carried earlier turns: {turned:?}"),
         }
+    }
+    // Past a cap, the agent was told why its conversation is new (the
+    // last session's prompt is the one kept).
+    if resume && turned.last().is_some_and(|t| t.resumed_from.is_none()) && sessions > 1 {
+        let prompt = c.read(".cryo/prompt.md");
+        assert!(prompt.contains("FRESH CONVERSATION: the last conversation spans"), "{prompt}");
     }
     Some(turned)
 }

@@ -11,7 +11,12 @@ fn status(env: &Env, name: &str) -> serde_json::Value {
 /// A started chamber that has had its bootstrap session already (so only
 /// what the test arranges wakes it).
 pub(crate) fn quiet_chamber(env: &Env, name: &str, script: &str) -> Chamber {
-    let c = env.chamber(name, script, "");
+    quiet_chamber_with(env, name, script, "")
+}
+
+/// [`quiet_chamber`] with more keys in its `cryo.toml`.
+pub(crate) fn quiet_chamber_with(env: &Env, name: &str, script: &str, toml: &str) -> Chamber {
+    let c = env.chamber(name, script, toml);
     c.seed_history();
     std::fs::write(
         c.dir.join("todo.json"),

@@ -15,17 +15,11 @@ fn status(env: &Env, name: &str) -> serde_json::Value {
     env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
 }
 
-/// A started chamber with a far TODO only, past its first session.
+/// A started chamber with a far TODO only, past its first session, and the
+/// check script `check.sh`.
 fn gated(env: &Env, name: &str, toml: &str) -> Chamber {
-    let c = env.chamber(name, AGENT, toml);
+    let c = crate::scheduling::quiet_chamber_with(env, name, AGENT, toml);
     std::fs::write(c.dir.join("check.sh"), CHECK).unwrap();
-    c.seed_history();
-    std::fs::write(
-        c.dir.join("todo.json"),
-        r#"[{"id":1,"text":"later","done":false,"claimed":false,"at":"2099-01-01T00:00"}]"#,
-    )
-    .unwrap();
-    env.cryoctl(&["chamber", "start", name]).ok();
     c
 }
 
@@ -164,4 +158,22 @@ fn mail_that_must_wait_says_when_it_will_be_read() {
     let r = env.cryoctl(&["chamber", "send", "ok", "hello", "--json"]).json();
     assert!(r["waits"].is_null(), "{r}");
     ok.wait_ended(2);
+}
+
+/// A stop while a check runs gives the permit back and ends the check with
+/// its whole process group.
+#[test]
+fn a_stop_ends_a_running_precheck() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = gated(&env, "c", "precheck = \"sleep 300 & echo $! > check.pid; wait\"\n");
+    env.cryoctl(&["chamber", "todo", "c", "add", "look", "--at", "+1s"]).ok();
+    wait_until("the check to run", || c.read("check.pid").trim().parse::<i32>().is_ok());
+    let pid: i32 = c.read("check.pid").trim().parse().unwrap();
+    env.cryoctl(&["chamber", "stop", "c"]).ok();
+    wait_until("the check's process to end", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    });
+    assert_eq!(c.begun(), 1, "no agent ran");
 }

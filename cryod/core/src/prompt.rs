@@ -196,7 +196,8 @@ fn reasons(p: &PromptInput<'_>) -> String {
     r.join("; ")
 }
 
-fn one_line(s: &str) -> String {
+/// `s` on one line: control characters (newlines too) become spaces.
+pub(crate) fn one_line(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 

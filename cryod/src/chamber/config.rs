@@ -17,7 +17,7 @@ use crate::config::one_line_toml_error;
 pub const DEFAULT_AGENT: &str = "opencode";
 pub const DEFAULT_MAX_SESSION_SECS: u64 = 3600;
 /// `precheck_timeout` unless set: a check is meant to be cheap.
-pub const DEFAULT_PRECHECK_SECS: u64 = 60;
+pub const DEFAULT_PRECHECK_SECS: u64 = cryo_core::chamber::DEFAULT_PRECHECK_TIMEOUT.as_secs();
 pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
 
 /// Keys only the seed system used: accepted, warned about, ignored.

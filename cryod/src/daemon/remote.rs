@@ -72,8 +72,6 @@ pub enum Answer {
         view: View,
         outcome: WakeOutcome,
     },
-    /// The message file written.
-    File(String),
     /// An operator's message written, and why it waits, if it does.
     Delivered(crate::supervisor::Delivered),
     /// The TODO list after the call, as `todo.json` writes it, and its zone.
@@ -243,18 +241,9 @@ impl Answer {
         }
     }
 
-    pub fn file(self) -> Result<String> {
-        match self {
-            Answer::File(f) => Ok(f),
-            Answer::Delivered(d) => Ok(d.file),
-            other => Err(unexpected(other)),
-        }
-    }
-
     pub fn delivered(self) -> Result<crate::supervisor::Delivered> {
         match self {
             Answer::Delivered(d) => Ok(d),
-            Answer::File(file) => Ok(crate::supervisor::Delivered { file, waits: None }),
             other => Err(unexpected(other)),
         }
     }

@@ -115,6 +115,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         budget_paused: None,
         budget_released: Default::default(),
         told_held: false,
+        checks: None,
         mirror,
         root,
         tx: tx.clone(),

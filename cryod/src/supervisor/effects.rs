@@ -45,15 +45,11 @@ impl Sup {
                 if matches!(&budget, Some(Input::Budget { reached: Some(_), .. })) {
                     return budget;
                 }
-                let provider = self.config.as_ref().ok().map(spawn::provider_account);
                 // Mail for an account held at its limit: its sender is told
                 // when it will be read (once per hold).
-                let held = provider.as_deref().and_then(|p| self.shared.admission.held(p));
-                let notice = match held {
-                    Some(left) if trigger == cryo_core::session::Trigger::Inbox && !self.told_held => {
+                let notice = match self.held_until() {
+                    Some((_, at)) if trigger == cryo_core::session::Trigger::Inbox && !self.told_held => {
                         self.told_held = true;
-                        let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
-                        let at = cryo_core::time::format_in(at, self.machine.tz());
                         Some(Input::Notice {
                             subject: "Your message waits for the provider's limit".into(),
                             body: format!(
@@ -68,11 +64,19 @@ impl Sup {
                         None
                     }
                 };
+                let provider = self.config.as_ref().ok().map(spawn::provider_account);
                 self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
                 return budget.or(notice);
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
-            Effect::Release => self.permit = None,
+            Effect::Release => {
+                self.permit = None;
+                // Checks run under their wake's permit: given back (a stop,
+                // a pause), whatever still runs of them ends.
+                if let Some(checks) = self.checks.take() {
+                    checks.abort();
+                }
+            }
             Effect::Precheck { nonce, checks, timeout } => self.precheck(nonce, checks, timeout),
             Effect::RecordPassed(slots) => {
                 let at = crate::rfc3339(self.now());
@@ -271,10 +275,10 @@ impl Sup {
         None
     }
 
-    /// Runs a wake's pre-checks off the chamber's path (one after another;
-    /// a stop meanwhile leaves them to their time limit, and their answer
-    /// is ignored), and reports what they said.
-    fn precheck(&self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
+    /// Runs a wake's pre-checks off the chamber's path, one after another,
+    /// and reports what they said (ended with their process groups if the
+    /// permit goes back first).
+    fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
         let (tx, root) = (self.tx.clone(), self.root.clone());
         let mut env = self.config.as_ref().map(|c| c.provider_env.clone()).unwrap_or_default();
         env.insert("CRYO_CHAMBER".into(), self.machine.name().to_string());
@@ -285,7 +289,7 @@ impl Sup {
             env.insert("TZ".into(), c.timezone.name().to_string());
         }
         let name = self.machine.name().to_string();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut results = Vec::with_capacity(checks.len());
             for check in checks {
                 let said = crate::precheck::run(&root, &check.command, &env, timeout).await;
@@ -294,6 +298,7 @@ impl Sup {
             }
             let _ = tx.send(Event::Prechecked { nonce, results });
         });
+        self.checks = Some(task.abort_handle());
     }
 
     /// Moves the named inbox files to the archive (those that still parse;

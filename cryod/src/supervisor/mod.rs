@@ -221,6 +221,9 @@ struct Sup {
     budget_released: std::collections::HashSet<String>,
     /// The sender of mail was told it waits for a provider's limit (this hold).
     told_held: bool,
+    /// The running pre-checks of the wake that holds the permit (ended
+    /// when the permit goes back).
+    checks: Option<tokio::task::AbortHandle>,
 }
 
 /// The next UTC midnight: when a daily budget starts again.
@@ -459,14 +462,15 @@ impl Sup {
             }
             Event::Exited { session, status, usage, limited } => {
                 self.agent_pgid = None;
+                // The conversation it spoke in, for the machine; the rest for its row.
+                let used = usage.as_ref().and_then(|u| {
+                    let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
+                    u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
+                });
                 self.usage = usage.map(|u| (session, *u));
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
                 let limited = limited.map(|l| self.limit_until(&l));
-                let used = self.usage.as_ref().filter(|(n, _)| *n == session).and_then(|(_, u)| {
-                    let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
-                    u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
-                });
                 Input::Exited { session, status: describe_status(status), log_tail, limited, used }
             }
             Event::Timer(t) => Input::Timer(t),
@@ -608,16 +612,20 @@ impl Sup {
         }
     }
 
-    /// Mail for an account held at its provider's limit waits for the reset.
-    fn held_line(&self) -> Option<String> {
-        let provider = self.config.as_ref().ok().map(crate::spawn::provider_account)?;
-        let left = self.shared.admission.held(&provider)?;
+    /// This chamber's provider account, if admission holds it at its limit,
+    /// and when the hold ends (in the chamber's zone, for people).
+    pub(super) fn held_until(&self) -> Option<(String, String)> {
+        let account = self.config.as_ref().ok().map(crate::spawn::provider_account)?;
+        let left = self.shared.admission.held(&account)?;
         let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
-        let name = self.machine.name();
-        Some(format!(
-            "{provider} is limited: its agent reads it after {} (`cryoctl chamber wake {name}` tries now)",
-            cryo_core::time::format_in(at, self.machine.tz())
-        ))
+        Some((account, cryo_core::time::format_in(at, self.machine.tz())))
+    }
+
+    /// Mail for an account held at its provider's limit waits for the reset
+    /// (an operator's wake waits too: admission holds every wake of it).
+    fn held_line(&self) -> Option<String> {
+        let (account, at) = self.held_until()?;
+        Some(format!("{account} is at its provider's limit: its agent reads it after {at}"))
     }
 
     fn agent_reply(&mut self, r: Reply) -> AgentReply {
@@ -652,20 +660,19 @@ pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, rec
 
 /// The machine's settings from a chamber's config.
 fn settings(c: &ChamberConfig) -> Settings {
+    // Only a known kind takes cryo's MCP server, names its conversation and
+    // can be told to resume it.
+    let known = crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other;
     Settings {
         agent: c.agent.clone(),
         timezone: c.timezone,
         timezone_set: c.timezone_set,
         max_session_duration: c.max_session_duration,
         max_attempts: c.max_attempts,
-        mcp: c.mcp && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
+        mcp: c.mcp && known,
         precheck: c.precheck.clone(),
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
-        // Only a known kind names its conversation, and can be told to resume it.
-        continuity: cryo_core::session::Continuity {
-            resume: c.continuity.resume && crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other,
-            ..c.continuity
-        },
+        continuity: cryo_core::session::Continuity { resume: c.continuity.resume && known, ..c.continuity },
     }
 }
 

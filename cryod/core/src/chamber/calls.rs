@@ -238,17 +238,21 @@ impl Chamber {
             AfterTodos::Settled => self.settled(result),
             AfterTodos::Recovered(r) => self.recovered(r, result),
             AfterTodos::Call { req, by, what } => self.todo_called(req, by, what, result),
-            AfterTodos::Passed => {
-                let passing = std::mem::take(&mut self.passing);
+            AfterTodos::Passed { skipped } => {
                 match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
-                    Ok(TodoDone::Passed(done)) => {
-                        let slots: Vec<Passed> = passing
+                    // What did pass (a slot edited away meanwhile did not) goes into the ledger.
+                    Ok(TodoDone::Passed(done)) if !done.is_empty() => {
+                        let slots = done
                             .into_iter()
-                            .filter(|p| done.iter().any(|d| d.id == p.todo && d.due == p.due))
+                            .map(|d| Passed {
+                                reason: skipped.get(&d.id).cloned().unwrap_or_default(),
+                                due: d.due,
+                                todo: d.id,
+                                text: d.text,
+                                what: "skipped",
+                            })
                             .collect();
-                        if !slots.is_empty() {
-                            self.emit(Effect::RecordPassed(slots));
-                        }
+                        self.emit(Effect::RecordPassed(slots));
                     }
                     Ok(_) => {}
                     Err(_) => {

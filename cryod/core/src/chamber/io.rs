@@ -361,8 +361,10 @@ pub enum AfterTodos {
     Rezoned,
     /// Missed `skip` slots moved on; nothing else was due.
     Skipped,
-    /// Slots a pre-check passed by.
-    Passed,
+    /// Slots pre-checks passed by, with each check's first line.
+    Passed {
+        skipped: std::collections::BTreeMap<u64, String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

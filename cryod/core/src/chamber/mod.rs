@@ -50,6 +50,8 @@ pub const MAX_LINGER_SECS: u32 = 3600;
 /// file system), the next attempt waits this long, so a failing write is
 /// retried once a minute rather than in a loop.
 pub const WRITE_RETRY: Duration = Duration::minutes(1);
+/// How long a pre-check may run unless `precheck_timeout` says otherwise.
+pub const DEFAULT_PRECHECK_TIMEOUT: StdDuration = StdDuration::from_secs(60);
 /// How many messages `dialog` shows without `--last`.
 pub const DIALOG_LAST: u32 = 20;
 /// Lines and characters of `cryo-agent.log` quoted in a failure report.
@@ -179,9 +181,11 @@ struct Live {
     log_tail: String,
     /// The conversation it continues, if it resumed one.
     resumed: Option<session::Thread>,
+    /// Why it starts a new conversation though the chamber resumes (a cap).
+    fresh: Option<String>,
     /// What the agent reported of its conversation, at its exit.
     used: Option<session::Used>,
-    /// Notices for its prompt (why it starts afresh, a failed check).
+    /// Notices for its prompt (a failed check).
     notices: Vec<String>,
     /// Its pre-checks' output (command, output), for its prompt as data.
     data: Vec<(String, String)>,
@@ -227,8 +231,6 @@ pub struct Chamber {
     wanted: Option<(Trigger, DateTime<Utc>)>,
     /// A wake holds its permit while its pre-checks run.
     checking: Option<Checking>,
-    /// Slots its pre-checks passed by, recorded once `todo.json` says so.
-    passing: Vec<Passed>,
     live: Option<Live>,
     last_result: Option<String>,
     previous_failure: Option<String>,
@@ -276,7 +278,6 @@ impl Chamber {
             last_session: l.last_session,
             wanted: None,
             checking: None,
-            passing: Vec::new(),
             live: None,
             last_result: l.last_result,
             previous_failure: None,

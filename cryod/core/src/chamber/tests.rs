@@ -35,7 +35,7 @@ fn settings() -> Settings {
         mcp: false,
         continuity: crate::session::Continuity::default(),
         precheck: None,
-        precheck_timeout: StdDuration::from_secs(60),
+        precheck_timeout: DEFAULT_PRECHECK_TIMEOUT,
     }
 }
 

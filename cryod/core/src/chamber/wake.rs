@@ -46,7 +46,7 @@ impl Chamber {
             Vec::new()
         };
         if !checks.is_empty() {
-            let timeout = self.config.as_ref().map(|c| c.precheck_timeout).unwrap_or(StdDuration::from_secs(60));
+            let timeout = self.config.as_ref().map(|c| c.precheck_timeout).unwrap_or(DEFAULT_PRECHECK_TIMEOUT);
             let n = checks.len();
             self.log(format!("running {n} pre-check(s) before the wake"));
             self.checking = Some(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims });
@@ -84,7 +84,8 @@ impl Chamber {
             return self.replan();
         }
         let (now, tz) = (self.now, self.tz());
-        let mut skipped: Vec<(u64, String)> = Vec::new();
+        // Each slot a check passed by, with the check's word for it.
+        let mut skipped: BTreeMap<u64, String> = BTreeMap::new();
         let (mut notices, mut data) = (Vec::new(), Vec::new());
         for (check, result) in results {
             match result {
@@ -93,63 +94,44 @@ impl Chamber {
                 Checked::Skip { line } => skipped.extend(check.todos.iter().map(|id| (*id, line.clone()))),
                 Checked::Failed { why } => notices.push(format!(
                     "PRE-CHECK FAILED: `{}` {why}; this wake goes ahead (a failing check never holds one back).",
-                    one_line(&check.command)
+                    prompt::one_line(&check.command)
                 )),
             }
         }
-        let why = |id: u64| skipped.iter().find(|(s, _)| *s == id).map(|(_, l)| l.clone());
-        let (passed, claims): (Vec<Claim>, Vec<Claim>) = c.claims.iter().cloned().partition(|cl| why(cl.id).is_some());
+        let claims: Vec<Claim> = c.claims.iter().filter(|cl| !skipped.contains_key(&cl.id)).cloned().collect();
         let wakes = !claims.is_empty() || !self.unread.is_empty();
         if !wakes {
             // The permit goes back first: the re-plan after the slots pass
             // may ask for the next one.
             self.emit(Effect::Release);
         }
-        if !passed.is_empty() {
-            let ids: Vec<u64> = passed.iter().map(|p| p.id).collect();
-            for p in &passed {
-                let line = why(p.id).unwrap_or_default();
+        if !skipped.is_empty() {
+            for (id, line) in &skipped {
                 let said = if line.is_empty() { String::new() } else { format!(": {line}") };
-                self.log(format!("TODO {} passed: its pre-check found nothing to do{said}", p.id));
+                self.log(format!("TODO {id} passed: its pre-check found nothing to do{said}"));
             }
-            // Recorded once todo.json says they passed (`passed`).
-            self.passing = passed
-                .iter()
-                .map(|p| Passed {
-                    due: p.due,
-                    todo: p.id,
-                    text: p.text.clone(),
-                    what: "skipped",
-                    reason: why(p.id).unwrap_or_default(),
-                })
-                .collect();
-            self.emit(Effect::UpdateTodos { op: TodoOp::Pass { ids, now, tz }, then: AfterTodos::Passed });
+            let ids = skipped.keys().copied().collect();
+            self.emit(Effect::UpdateTodos { op: TodoOp::Pass { ids, now, tz }, then: AfterTodos::Passed { skipped } });
+        } else if !wakes {
+            self.replan();
         }
         if !wakes {
-            if passed.is_empty() {
-                self.replan();
-            }
             return;
         }
         self.begin(Checking { claims, ..c }, notices, data);
     }
 
     /// Records the wake in the ledger and begins its session.
-    fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
+    fn begin(&mut self, w: Checking, notices: Vec<String>, data: Vec<(String, String)>) {
         let Checking { nonce, token, trigger, asked_at, claims } = w;
         let now = self.now;
         let number = self.last_session + 1;
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         let continuity = self.config.as_ref().map(|c| c.continuity).unwrap_or_default();
-        let resumed = match session::resume(&continuity, self.thread.as_ref(), now) {
-            Ok(t) => Some(t),
-            Err(why) => {
-                if let Some(why) = why {
-                    notices.push(format!("FRESH CONVERSATION: {why}, so this session starts a new one."));
-                }
-                None
-            }
+        let (resumed, fresh) = match session::resume(&continuity, self.thread.as_ref(), now) {
+            Ok(t) => (Some(t), None),
+            Err(why) => (None, why),
         };
         self.emit(Effect::RecordWake(WakeRecord {
             number,
@@ -184,6 +166,7 @@ impl Chamber {
             outcome: None,
             log_tail: String::new(),
             resumed,
+            fresh,
             used: None,
             notices,
             data,
@@ -211,6 +194,8 @@ impl Chamber {
         let l = self.live.as_ref().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
         let list = self.list().cloned().unwrap_or_default();
+        let fresh = l.fresh.iter().map(|why| format!("FRESH CONVERSATION: {why}, so this session starts a new one."));
+        let notices: Vec<String> = fresh.chain(l.notices.iter().cloned()).collect();
         let prompt = prompt::build(&PromptInput {
             chamber: &self.name,
             session: number,
@@ -225,7 +210,7 @@ impl Chamber {
             note: None,
             mcp: self.config.as_ref().is_ok_and(|c| c.mcp),
             resumed_from: l.resumed.as_ref().map(|t| t.session),
-            notices: &l.notices,
+            notices: &notices,
             data: &l.data,
         });
         let resume = l.resumed.as_ref().map(|t| t.conversation.clone());
@@ -266,11 +251,7 @@ impl Chamber {
                 "continuing the conversation of session {} ({} session(s) in it so far)",
                 t.session, t.sessions
             )),
-            None => l
-                .notices
-                .iter()
-                .find_map(|n| n.strip_prefix("FRESH CONVERSATION: "))
-                .map(|n| format!("a new conversation: {n}")),
+            None => l.fresh.as_ref().map(|why| format!("a new conversation: {why}")),
         };
         if let Some(said) = said {
             self.log(said);
@@ -306,10 +287,6 @@ impl Chamber {
             }
         }
     }
-}
-
-fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 /// Why a wake runs: `todo:ID` for each claim, `mail:NAME` for each unread message.

@@ -1292,7 +1292,7 @@ fn settings(d: &Disk) -> Settings {
         mcp: false,
         continuity: continuity(d),
         precheck: d.precheck.then(|| "./is-there-work".to_string()),
-        precheck_timeout: StdDuration::from_secs(60),
+        precheck_timeout: crate::chamber::DEFAULT_PRECHECK_TIMEOUT,
     }
 }
 
