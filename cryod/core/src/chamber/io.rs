@@ -148,7 +148,7 @@ pub enum Reply {
     Woke(WakeOutcome),
     /// An operator's message, as `messages/inbox/NAME`, and, when the
     /// agent will not read it at once, one line saying when and how to wake
-    /// it now ([`Chamber::mail_waits`]).
+    /// it now ([`super::Chamber::mail_waits`]).
     Delivered {
         file: String,
         waits: Option<String>,
