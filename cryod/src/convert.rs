@@ -42,6 +42,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         open_questions: v.snap.view.open_questions,
         bridges: v.snap.bridges.iter().map(bridge).collect(),
         node: v.record.owner_name.clone().unwrap_or_default(),
+        handoffs: v.snap.view.handoffs.clone().unwrap_or_default(),
     }
 }
 

@@ -80,6 +80,25 @@ pub struct Shared {
     pub state_dir: PathBuf,
     /// What tokens cost, for agents whose CLI reports no cost.
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
+    /// The names of the chambers cryod knows (those of other nodes of a
+    /// fleet too): an `[[on_end]]` table may name only these.
+    pub names: std::sync::RwLock<std::collections::HashSet<String>>,
+    /// Each chamber's `[[on_end]]` targets, as its supervisor last read
+    /// them (to name the loop a hand-off closes).
+    pub links: std::sync::RwLock<HashMap<String, Vec<String>>>,
+    /// Hand-offs for the daemon to deliver (it takes the receiver).
+    pub handoffs: tokio::sync::mpsc::UnboundedSender<HandOffJob>,
+    pub handoff_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>>>,
+}
+
+/// A hand-off on its way: chamber `from` (its id and name) hands a
+/// session's end on to another chamber's inbox.
+#[derive(Debug)]
+pub struct HandOffJob {
+    pub from_id: i64,
+    pub from: String,
+    pub handoff: cryo_core::chamber::handoff::HandOff,
+    pub looped: Option<Vec<String>>,
 }
 
 impl Shared {
@@ -94,7 +113,12 @@ impl Shared {
         state_dir: PathBuf,
         lease: crate::lease::Lease,
     ) -> std::sync::Arc<Shared> {
+        let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
         std::sync::Arc::new(Shared {
+            names: Default::default(),
+            links: Default::default(),
+            handoffs,
+            handoff_rx: Mutex::new(Some(handoff_rx)),
             lease,
             admission: Admission::new(
                 config.max_concurrent_sessions,
@@ -119,6 +143,14 @@ impl Shared {
 
     pub fn notify(&self, chamber: i64, what: NoticeKind) {
         let _ = self.notices.send(Notice { chamber, what });
+    }
+
+    /// The loop a hand-off from `from` to `to` closes, if the chambers'
+    /// `[[on_end]]` links lead back.
+    pub fn handoff_loop(&self, from: &str, to: &str) -> Option<Vec<String>> {
+        let links = self.links.read().expect("links lock");
+        let next = |c: &str| links.get(c).cloned().unwrap_or_default();
+        cryo_core::chamber::handoff::loop_through(from, to, &next)
     }
 
     pub fn system_tz(&self) -> Tz {

@@ -177,3 +177,95 @@ fn a_stop_ends_a_running_precheck() {
     });
     assert_eq!(c.begun(), 1, "no agent ran");
 }
+
+/// Receives its mail into `mail-N.txt`, then hibernates with a summary
+/// (`complete` when the file `done` exists) and a far TODO.
+const RELAY: &str = "cryo-agent receive > \"mail-$CRYO_SESSION.txt\"\ncryo-agent send ok >/dev/null\ncryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\nif [ -f done ]; then cryo-agent hibernate --complete --summary \"built v$CRYO_SESSION\"; else cryo-agent hibernate --summary \"looked $CRYO_SESSION\"; fi\n";
+
+/// `[[on_end]]`: a completed session is handed on to another chamber as a
+/// message from the first (its summary, its session number), which wakes
+/// it; a hibernate that does not match is not; status shows the link.
+#[test]
+fn a_completed_session_is_handed_on_to_the_next_chamber() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let b = env.chamber("b", RELAY, "");
+    b.seed_history();
+    env.cryoctl(&["chamber", "start", "b"]).ok();
+    let a = env.chamber("a", RELAY, "[[on_end]]\nchamber = \"b\"\nwhen = \"completed\"\n");
+    std::fs::write(a.dir.join("done"), "").unwrap();
+    a.seed_history();
+    env.cryoctl(&["chamber", "start", "a"]).ok();
+    env.cryoctl(&["chamber", "wake", "a"]).ok();
+    a.wait_ended(2);
+    b.wait_ended(2);
+    let mail = b.read("mail-2.txt");
+    assert!(mail.contains("a: session 2 completed the plan"), "{mail}");
+    assert!(mail.contains("Session 2 of a ended: completed the plan.") && mail.contains("built v2"), "{mail}");
+    let archived = b.messages("messages/inbox/archive");
+    assert!(archived.iter().any(|(_, t)| t.contains("from: a\n")), "from the first chamber: {archived:?}");
+    wait_until("a's log to say so", || a.cryo_log().contains("handed session 2 on to b (messages/inbox/"));
+    let s = status(&env, "a");
+    let line = s["handoffs"].as_str().unwrap_or_default();
+    assert!(line.starts_with("→ b when completed; last: session 2 → b at "), "{s}");
+    assert!(env.cryoctl(&["chamber", "status", "a"]).ok().contains("on end    → b when completed"));
+
+    // A hibernate with more to do is not "completed": nothing is handed on.
+    std::fs::remove_file(a.dir.join("done")).unwrap();
+    env.cryoctl(&["chamber", "wake", "a"]).ok();
+    a.wait_ended(3);
+    assert!(!a.cryo_log().contains("handed session 3"), "{}", a.cryo_log());
+    assert_eq!(b.begun(), 2, "b was not woken again");
+}
+
+/// A loop (a → b → a, on every end) runs, but each link carries at most
+/// its `max_per_hour`: the next hand-off waits, and status shows the loop.
+#[test]
+fn a_loop_of_hand_offs_is_rate_limited_and_shown() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let link = |to: &str| format!("[[on_end]]\nchamber = \"{to}\"\nwhen = \"any\"\nmax_per_hour = 1\n");
+    // b first (a's link must name a registered chamber); then b's link to a.
+    let b = env.chamber("b", RELAY, "");
+    let a = env.chamber("a", RELAY, &link("b"));
+    let toml = b.dir.join("cryo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}\n{}", link("a"))).unwrap();
+    for c in [&a, &b] {
+        c.seed_history();
+        env.cryoctl(&["chamber", "start", &c.name]).ok();
+    }
+    wait_until("b to take its link", || status(&env, "b")["handoffs"].as_str().is_some_and(|l| l.contains("→ a")));
+    env.cryoctl(&["chamber", "wake", "a"]).ok();
+    // a(2) → b(2) → a(3); a's link to b carried one this hour: it waits.
+    a.wait_ended(3);
+    b.wait_ended(2);
+    wait_until("a's hand-off to wait", || a.cryo_log().contains("hand-off of session 3 to b waits until"));
+    let s = status(&env, "a");
+    let line = s["handoffs"].as_str().unwrap_or_default().to_string();
+    assert!(line.contains("1 waiting for the rate limit"), "{s}");
+    assert!(line.contains("loop: a → b → a"), "{s}");
+    assert!(a.cryo_log().contains("a loop of hand-offs: a → b → a"), "{}", a.cryo_log());
+    assert_eq!(b.begun(), 2, "b is not woken again within the hour");
+}
+
+/// An `[[on_end]]` naming no registered chamber is a config error naming
+/// the file and line; once that chamber is registered, the chamber reads
+/// its file again and runs.
+#[test]
+fn a_chain_to_an_unknown_chamber_is_a_config_error_until_it_exists() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let a = env.chamber("a", RELAY, "[[on_end]]\nchamber = \"later\"\nwhen = \"failed\"\n");
+    let s = status(&env, "a");
+    let line = a.read("cryo.toml").lines().position(|l| l.starts_with("chamber = \"later\"")).unwrap() + 1;
+    let want = format!("cryo.toml:{line}: [[on_end]] `chamber`: no chamber named \"later\" is registered");
+    assert_eq!(s["state"], "faulted", "{s}");
+    assert!(s["fault"].as_str().unwrap().contains(&want), "{s}");
+    let bad = env.chamber("bad", RELAY, "[[on_end]]\nchamber = \"a\"\nwhen = \"sometimes\"\n");
+    let fault = status(&env, "bad")["fault"].as_str().unwrap_or_default().to_string();
+    assert!(fault.contains("[[on_end]] `when`: \"sometimes\" is none of"), "{fault}");
+    assert!(bad.read("cryo.toml").contains("sometimes"), "the file is left as it was");
+    env.chamber("later", RELAY, "");
+    wait_until("a to read its cryo.toml again", || status(&env, "a")["state"] == "stopped");
+}

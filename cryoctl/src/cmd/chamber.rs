@@ -456,6 +456,9 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             println!("  last      {}", ch.last_result);
         }
         println!("  mail      {} unread", ch.mail_waiting);
+        if !ch.handoffs.is_empty() {
+            println!("  on end    {}", ch.handoffs);
+        }
         if r.passed_total > 0 {
             // Sessions against wakes that passed without one.
             let last = r.passed.first().map(|p| {

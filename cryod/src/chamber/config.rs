@@ -12,6 +12,7 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 
 use crate::config::one_line_toml_error;
+use cryo_core::chamber::handoff::OnEnd;
 
 /// The seed system's default agent, kept so its chambers behave the same.
 pub const DEFAULT_AGENT: &str = "opencode";
@@ -52,6 +53,7 @@ struct Raw {
     resume_max_tokens: Option<u64>,
     precheck: Option<String>,
     precheck_timeout: Option<u64>,
+    on_end: Option<Vec<RawOnEnd>>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -65,6 +67,23 @@ struct Raw {
     gh_poll_interval: Option<toml::Value>,
     web_host: Option<toml::Value>,
     web_port: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOnEnd {
+    chamber: toml::Spanned<String>,
+    when: toml::Spanned<String>,
+    message: Option<toml::Spanned<String>>,
+    max_per_hour: Option<toml::Spanned<u32>>,
+}
+
+/// One `[[on_end]]` table, and where it names its chamber (`file:line`,
+/// for the error if no such chamber is registered).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chain {
+    pub link: OnEnd,
+    pub at: String,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +149,8 @@ pub struct ChamberConfig {
     pub precheck: Option<String>,
     /// `precheck_timeout`, seconds (default 60).
     pub precheck_timeout: u64,
+    /// `[[on_end]]`: the chambers a session's end is handed on to.
+    pub on_end: Vec<Chain>,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -170,7 +191,7 @@ pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
 
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
 pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
-    let raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
+    let mut raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
     let key_line = |key: &str| {
         text.lines()
             .position(|l| {
@@ -220,6 +241,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             key_line("precheck_timeout")
         ));
     }
+    let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
     let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
     if agent.trim().is_empty() {
         return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
@@ -271,11 +293,62 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             continuity,
             precheck,
             precheck_timeout,
+            on_end,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },
         warnings,
     })
+}
+
+/// `[[on_end]]` tables, each checked where it stands (`file:line`). Whether
+/// its chamber exists is for the caller, which knows the registry.
+fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, String> {
+    let at = |span: std::ops::Range<usize>| {
+        let line = text.get(..span.start).unwrap_or("").matches('\n').count() + 1;
+        format!("{}:{line}", path.display())
+    };
+    let mut out = Vec::new();
+    for r in raw {
+        let here = at(r.chamber.span());
+        let chamber = r.chamber.into_inner().trim().to_string();
+        if chamber.is_empty() {
+            return Err(format!("{here}: [[on_end]] `chamber` is empty: name the chamber to hand on to"));
+        }
+        let when = cryo_core::chamber::handoff::When::parse(r.when.get_ref().trim()).ok_or_else(|| {
+            format!(
+                "{}: [[on_end]] `when`: {:?} is none of \"completed\", \"hibernated\", \"failed\", \"any\"",
+                at(r.when.span()),
+                r.when.get_ref()
+            )
+        })?;
+        let message = match r.message {
+            Some(m) => {
+                if let Some(bad) = cryo_core::chamber::handoff::unknown_placeholder(m.get_ref()) {
+                    return Err(format!(
+                        "{}: [[on_end]] `message`: {{{bad}}} is not a placeholder (use {})",
+                        at(m.span()),
+                        cryo_core::chamber::handoff::PLACEHOLDERS
+                            .iter()
+                            .map(|p| format!("{{{p}}}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                Some(m.into_inner())
+            }
+            None => None,
+        };
+        let max_per_hour = match r.max_per_hour {
+            Some(n) if *n.get_ref() == 0 || *n.get_ref() > 60 => {
+                return Err(format!("{}: [[on_end]] `max_per_hour`: {} is outside 1..=60", at(n.span()), n.get_ref()));
+            }
+            Some(n) => n.into_inner(),
+            None => cryo_core::chamber::handoff::DEFAULT_HANDOFFS_PER_HOUR,
+        };
+        out.push(Chain { link: OnEnd { chamber, when, message, max_per_hour }, at: here });
+    }
+    Ok(out)
 }
 
 /// `session`, `resume_max_age`, `resume_max_sessions`, `resume_max_tokens`.
@@ -391,5 +464,26 @@ mod tests {
         let e = p("[sync.github]\nrepo = \"a/b\"\n").err().unwrap();
         assert!(e.contains("discussion"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn on_end_tables() {
+        let c = p("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\n\n[[on_end]]\nchamber = \"c\"\nwhen = \"failed\"\nmessage = \"{chamber} #{session}\"\nmax_per_hour = 2\n")
+            .unwrap()
+            .config;
+        let links: Vec<_> =
+            c.on_end.iter().map(|c| (c.link.chamber.as_str(), c.at.as_str(), c.link.max_per_hour)).collect();
+        assert_eq!(links, vec![("b", "/c/cryo.toml:2", 6), ("c", "/c/cryo.toml:6", 2)]);
+        let err = |t: &str| p(t).err().unwrap();
+        assert_eq!(
+            err("[[on_end]]\nchamber = \"b\"\nwhen = \"often\"\n"),
+            "/c/cryo.toml:3: [[on_end]] `when`: \"often\" is none of \"completed\", \"hibernated\", \"failed\", \"any\""
+        );
+        assert!(
+            err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmessage = \"{sumary}\"\n")
+                .starts_with("/c/cryo.toml:4: [[on_end]] `message`: {sumary} is not a placeholder")
+        );
+        assert!(err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmax_per_hour = 0\n").starts_with("/c/cryo.toml:4:"));
+        assert!(err("[[on_end]]\nchamber = \"b\"\n").contains("missing field `when`"));
     }
 }

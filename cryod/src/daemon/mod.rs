@@ -99,6 +99,8 @@ impl Daemon {
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
         let records = shared.store.chambers().await?;
+        // `[[on_end]]` may name any of them: known before the first boot.
+        *shared.names.write().expect("names lock") = records.iter().map(|r| r.name.clone()).collect();
         let mut chambers = BTreeMap::new();
         let mut remote = BTreeMap::new();
         if shared.lease.is_fleet() {
@@ -152,6 +154,7 @@ impl Daemon {
             remote_watched: Default::default(),
         }));
         daemon.follow_the_system_zone();
+        daemon.deliver_handoffs();
         Ok(daemon)
     }
 
@@ -200,6 +203,59 @@ impl Daemon {
         self.0.remote.write().expect("registry lock").remove(&id);
         // Live views (and the service manager's status line) learn of it.
         shared.notify(id, crate::runtime::NoticeKind::Status);
+        self.note_names();
+    }
+
+    /// Keeps the names `[[on_end]]` may use the registry's; a chamber
+    /// faulted on a name it did not know reads its `cryo.toml` again.
+    fn note_names(&self) {
+        let names: std::collections::HashSet<String> = {
+            let local = self.0.chambers.read().expect("registry lock");
+            let remote = self.0.remote.read().expect("registry lock");
+            local.values().map(|e| e.record.name.clone()).chain(remote.values().map(|r| r.name.clone())).collect()
+        };
+        let mut known = self.0.shared.names.write().expect("names lock");
+        if *known == names {
+            return;
+        }
+        *known = names;
+        drop(known);
+        for e in self.0.chambers.read().expect("registry lock").values() {
+            if e.handle.snapshot.borrow().view.state == State::Faulted {
+                let _ = e.handle.tx.send(Event::Watched(crate::watch::Change::Config));
+            }
+        }
+    }
+
+    /// Delivers the chambers' hand-offs (`[[on_end]]`), each as an
+    /// operator's message from its chamber, wherever the other chamber
+    /// runs; the sender hears how it went.
+    fn deliver_handoffs(&self) {
+        let Some(mut rx) = self.0.shared.handoff_rx.lock().expect("hand-off lock").take() else { return };
+        let daemon = Arc::downgrade(&self.0);
+        let shutdown = self.0.shared.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let job = tokio::select! {
+                    job = rx.recv() => job,
+                    () = shutdown.cancelled() => None,
+                };
+                let (Some(job), Some(inner)) = (job, daemon.upgrade()) else { break };
+                tokio::spawn(Daemon(inner).hand_off(job));
+            }
+        });
+    }
+
+    async fn hand_off(self, job: crate::runtime::HandOffJob) {
+        let h = job.handoff;
+        let sent = self.send(&ChamberRef::Name(h.to.clone()), &job.from, &h.subject, &h.body).await;
+        tracing::info!(from = %job.from, to = %h.to, session = h.session, ok = sent.is_ok(), "hand-off");
+        let result = sent
+            .map(|d| cryo_core::chamber::handoff::HandedOff { file: d.file, waits: d.waits, looped: job.looped })
+            .map_err(|e| e.to_string());
+        if let Ok(handle) = self.handle_of(job.from_id) {
+            let _ = handle.tx.send(Event::HandedOff { to: h.to, session: h.session, result });
+        }
     }
 
     /// Drops a chamber at once, finalizing nothing (it is another node's
@@ -300,6 +356,7 @@ impl Daemon {
         for id in changed {
             self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
         }
+        self.note_names();
     }
 
     /// On a shared filesystem, another machine's writes reach no watcher of
@@ -392,6 +449,7 @@ impl Daemon {
         if existed && self.view_of(record.id).is_none() {
             // Another node's, not yet in this node's view of the fleet.
             self.0.remote.write().expect("registry lock").insert(record.id, record.clone());
+            self.note_names();
         }
         let view = self.view_of(record.id).ok_or_else(|| Error::Internal("chamber vanished".into()))?;
         Ok(Added { view, already_registered: existed, init: scaffolded })
@@ -605,6 +663,7 @@ impl Daemon {
             self.forward(&v, Command::Remove).await?.done()?;
             self.0.remote.write().expect("registry lock").remove(&v.record.id);
             self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
+            self.note_names();
             return Ok(v);
         }
         let fence = self
@@ -618,7 +677,9 @@ impl Daemon {
         self.ask(v.record.id, Event::Remove).await?;
         self.0.shared.store.remove_chamber(fence).await?;
         self.0.chambers.write().expect("registry lock").remove(&v.record.id);
+        self.0.shared.links.write().expect("links lock").remove(&v.record.name);
         self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
+        self.note_names();
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");
         Ok(v)
     }

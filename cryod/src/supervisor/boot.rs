@@ -12,7 +12,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{Event, Handle, Snapshot, Sup, settings};
-use crate::chamber::config as chamber_config;
 use crate::chamber::mailbox::{Folder, Mailbox};
 use crate::chamber::{log, todos};
 use crate::runtime::Shared;
@@ -49,13 +48,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
     let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
     let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
-    let (config, warnings) = match chamber_config::load(&root, system_tz) {
-        Ok(l) => (Ok(l.config), l.warnings),
-        Err(e) => {
-            tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
-            (Err(e), Vec::new())
-        }
-    };
+    let (config, warnings) = super::load_config(&shared, &root, &record.name);
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let thread = last.as_ref().and_then(thread_of);
     let mailbox = Mailbox::new(&root, tz);

@@ -95,6 +95,16 @@ impl Sup {
                     tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
                 }
             }
+            Effect::HandOff(handoff) => {
+                let from = self.machine.name().to_string();
+                let looped = self.shared.handoff_loop(&from, &handoff.to);
+                let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
+                if let Err(e) = self.shared.handoffs.send(job) {
+                    let h = e.0.handoff;
+                    let result = Err("cryod is stopping".to_string());
+                    return Some(Input::HandedOff { to: h.to, session: h.session, result });
+                }
+            }
             Effect::HoldProvider { until } => {
                 if let Ok(config) = &self.config {
                     let account = spawn::provider_account(config);

@@ -118,6 +118,12 @@ pub enum Event {
     },
     /// A sync bridge's status changed.
     BridgesChanged,
+    /// A hand-off of this chamber's was delivered (or not).
+    HandedOff {
+        to: String,
+        session: u64,
+        result: std::result::Result<cryo_core::chamber::handoff::HandedOff, String>,
+    },
     /// An operator asks the bridges to pull (or push) now; the answer is
     /// each bridge's count or error, and their status after.
     Sync {
@@ -479,6 +485,7 @@ impl Sup {
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
+            Event::HandedOff { to, session, result } => Input::HandedOff { to, session, result },
             Event::Sync { pull, reply } => return self.sync(pull, reply),
         };
         // The file may have changed since the watcher last spoke (and a
@@ -510,18 +517,7 @@ impl Sup {
 
     /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
     fn read_config(&mut self) -> Option<(std::result::Result<Settings, String>, Vec<String>)> {
-        let (config, warnings) = match chamber_config::load(&self.root, self.shared.system_tz()) {
-            Ok(l) => {
-                for w in &l.warnings {
-                    tracing::warn!(chamber = %self.machine.name(), warning = %w, "cryo.toml");
-                }
-                (Ok(l.config), l.warnings)
-            }
-            Err(e) => {
-                tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
-                (Err(e), Vec::new())
-            }
-        };
+        let (config, warnings) = load_config(&self.shared, &self.root, self.machine.name());
         if config == self.config && warnings == self.machine.view().warnings {
             return None;
         }
@@ -658,6 +654,46 @@ pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, rec
     boot::start(shared, record, recovery).await
 }
 
+/// Reads a chamber's `cryo.toml` and checks what only cryod can: that
+/// each `[[on_end]]` names a chamber it knows. Notes the chamber's links.
+pub(super) fn load_config(
+    shared: &Shared,
+    root: &std::path::Path,
+    name: &str,
+) -> (std::result::Result<ChamberConfig, String>, Vec<String>) {
+    let loaded = chamber_config::load(root, shared.system_tz()).and_then(|l| {
+        let names = shared.names.read().expect("names lock");
+        match l.config.on_end.iter().find(|c| !names.contains(&c.link.chamber)) {
+            Some(c) => Err(format!(
+                "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
+                c.at, c.link.chamber
+            )),
+            None => Ok(l),
+        }
+    });
+    let targets: Vec<String> =
+        loaded.as_ref().map(|l| l.config.on_end.iter().map(|c| c.link.chamber.clone()).collect()).unwrap_or_default();
+    let mut links = shared.links.write().expect("links lock");
+    if targets.is_empty() {
+        links.remove(name);
+    } else {
+        links.insert(name.to_string(), targets);
+    }
+    drop(links);
+    match loaded {
+        Ok(l) => {
+            for w in &l.warnings {
+                tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
+            }
+            (Ok(l.config), l.warnings)
+        }
+        Err(e) => {
+            tracing::warn!(chamber = %name, fault = %e, "chamber is faulted");
+            (Err(e), Vec::new())
+        }
+    }
+}
+
 /// The machine's settings from a chamber's config.
 fn settings(c: &ChamberConfig) -> Settings {
     // Only a known kind takes cryo's MCP server, names its conversation and
@@ -672,6 +708,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         mcp: c.mcp && known,
         precheck: c.precheck.clone(),
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
+        on_end: c.on_end.iter().map(|c| c.link.clone()).collect(),
         continuity: cryo_core::session::Continuity { resume: c.continuity.resume && known, ..c.continuity },
     }
 }

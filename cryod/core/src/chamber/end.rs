@@ -172,11 +172,12 @@ impl Chamber {
             number: l.number,
             at: now,
             outcome: outcome.clone(),
-            summary: summary.unwrap_or_default(),
+            summary: summary.clone().unwrap_or_default(),
             trigger: l.trigger,
             started: l.started_at,
             thread: self.thread.clone(),
         });
+        self.hand_off_after(l.number, &outcome, summary.as_deref().unwrap_or(""));
         self.previous_failure = outcome.failed().then(|| outcome.describe());
         if outcome.failed() {
             self.failures = self.failures.saturating_add(1);

@@ -39,6 +39,8 @@ pub struct Settings {
     pub precheck: Option<String>,
     /// How long a pre-check may run before it counts as failed.
     pub precheck_timeout: Duration,
+    /// `[[on_end]]`: the chambers a session's end is handed on to.
+    pub on_end: Vec<super::handoff::OnEnd>,
 }
 
 /// A pre-check to run before a scheduled wake, and the TODOs it gates.
@@ -188,6 +190,8 @@ pub enum Timer {
     Kill(u64),
     /// Waiting for a start's first agent took too long (it is queued).
     StartWaitOver,
+    /// A held hand-off's link may carry it now.
+    HandOffs,
 }
 
 /// A signal for the agent's process group.
@@ -577,6 +581,12 @@ pub enum Input {
         reached: Option<String>,
     },
     Timer(Timer),
+    /// A hand-off was delivered to `to` (or could not be).
+    HandedOff {
+        to: String,
+        session: u64,
+        result: Result<super::handoff::HandedOff, String>,
+    },
     /// The pre-checks of the wake `nonce` answered (one per check, in order).
     Prechecked {
         nonce: String,
@@ -634,6 +644,9 @@ pub enum Effect {
     },
     /// Record slots that passed without a session in the ledger.
     RecordPassed(Vec<Passed>),
+    /// Deliver a session's end into another chamber's inbox, from this one
+    /// (`[[on_end]]`). → [`Input::HandedOff`]
+    HandOff(super::handoff::HandOff),
     /// The provider's limit was reached: hold every wake of this chamber's
     /// provider account until then.
     HoldProvider {

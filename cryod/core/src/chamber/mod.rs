@@ -15,6 +15,7 @@
 
 mod calls;
 mod end;
+pub mod handoff;
 mod io;
 mod operator;
 mod recovery;
@@ -99,6 +100,8 @@ pub struct View {
     pub error: Option<String>,
     /// Questions the agent asked with no message to it since.
     pub open_questions: u32,
+    /// `[[on_end]]`: the links, the last hand-off, what waits, a loop.
+    pub handoffs: Option<String>,
 }
 
 /// What the chamber holds when its machine is made (from the registry, the
@@ -257,6 +260,7 @@ pub struct Chamber {
     removing: Option<ReqId>,
     /// The conversation the next session may resume.
     thread: Option<session::Thread>,
+    handoffs: handoff::HandOffs,
     finished: bool,
     now: DateTime<Utc>,
     out: Vec<Effect>,
@@ -294,6 +298,7 @@ impl Chamber {
             open_questions: l.open_questions,
             removing: None,
             thread: l.thread,
+            handoffs: handoff::HandOffs::default(),
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
             out: Vec::new(),
@@ -476,6 +481,7 @@ impl Chamber {
             last_lateness_ms: self.last_lateness_ms,
             error: self.write_error.clone(),
             open_questions: self.open_questions,
+            handoffs: self.handoff_line(),
         }
     }
 
@@ -659,6 +665,7 @@ impl Chamber {
             }
             Input::Timer(t) => self.timer(t),
             Input::Prechecked { nonce, results } => self.prechecked(nonce, results),
+            Input::HandedOff { to, session, result } => self.handed_off(to, session, result),
             Input::Recorded(r) => self.recorded(r),
             Input::TodosUpdated { then, result } => self.todos_updated(then, result),
             Input::Spawned(r) => self.spawned(r),
@@ -685,6 +692,7 @@ impl Chamber {
     /// The chamber is done (removed, or cryod is shutting down): the shell
     /// stops feeding it once [`Chamber::finished`] says so.
     fn exit(&mut self) {
+        self.drop_handoffs();
         self.finished = true;
     }
 
@@ -699,6 +707,7 @@ impl Chamber {
                     self.emit(Effect::Signal { pgid, sig: Sig::Kill });
                 }
             }
+            Timer::HandOffs => self.release_handoffs(),
             Timer::StartWaitOver => {
                 for w in std::mem::take(&mut self.start_waiters) {
                     self.reply(w, Ok(Reply::Started(false)));

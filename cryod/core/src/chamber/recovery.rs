@@ -76,11 +76,12 @@ impl Chamber {
             number: r.number,
             at: now,
             outcome: outcome.clone(),
-            summary: r.note,
+            summary: r.note.clone(),
             trigger: Trigger::Recovery,
             started: None,
             thread: None,
         });
+        self.hand_off_after(r.number, &outcome, &r.note);
         self.emit(Effect::JournalAnswer { number: r.number });
         self.last_result = Some(outcome.describe());
         self.previous_failure = Some(outcome.describe());

@@ -36,6 +36,7 @@ fn settings() -> Settings {
         continuity: crate::session::Continuity::default(),
         precheck: None,
         precheck_timeout: DEFAULT_PRECHECK_TIMEOUT,
+        on_end: Vec::new(),
     }
 }
 
@@ -677,4 +678,86 @@ fn mail_that_waits_says_so() {
     assert!(line.contains("after 1 failed session(s) in a row") && line.contains("cryoctl chamber wake c"), "{line}");
     rig.feed(Input::Pause { req: 9, pause: true });
     assert!(rig.m.mail_waits().unwrap().contains("cryoctl chamber resume c"));
+}
+
+/// `[[on_end]]`: a matching end is handed on (with the summary and the
+/// session number), others are not, and a link carries at most its rate an
+/// hour: the rest wait in order for the timer, and say so.
+#[test]
+fn session_ends_are_handed_on_at_the_links_rate() {
+    use handoff::{HandedOff, OnEnd, When};
+    let mut rig = Rig::new(&[0], &[]);
+    let on_end = vec![
+        OnEnd { chamber: "review".into(), when: When::Hibernated, message: None, max_per_hour: 2 },
+        OnEnd {
+            chamber: "pager".into(),
+            when: When::Failed,
+            message: Some("{chamber} broke: {outcome}".into()),
+            max_per_hour: 6,
+        },
+    ];
+    rig.feed(Input::ConfigChanged { config: Ok(Settings { on_end, ..settings() }), warnings: Vec::new() });
+    let handoffs = |out: &[Effect]| -> Vec<handoff::HandOff> {
+        out.iter()
+            .filter_map(|e| match e {
+                Effect::HandOff(h) => Some(h.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let session = |rig: &mut Rig, crash: bool| {
+        let req = rig.req();
+        let mut out = rig.feed(Input::Wake { req, message: None, replace: false });
+        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() }));
+        if !crash {
+            rig.call(add_todo("+9h")).unwrap();
+            rig.call(hibernate()).unwrap();
+        }
+        out.extend(rig.exit(if crash { "exit 1" } else { "exit 0" }));
+        rig.now += Duration::minutes(10);
+        out
+    };
+    let out = session(&mut rig, false);
+    let sent = handoffs(&out);
+    assert_eq!(sent.len(), 1, "{out:#?}");
+    assert_eq!((sent[0].to.as_str(), sent[0].session), ("review", 2));
+    assert_eq!(sent[0].subject, "c: session 2 hibernated");
+    assert_eq!(sent[0].body, "Session 2 of c ended: hibernated.\n\ndone");
+    let ended = pos(&out, "SessionEnded", |e| matches!(e, Effect::SessionEnded { .. }));
+    let handed = pos(&out, "HandOff", |e| matches!(e, Effect::HandOff(_)));
+    assert!(ended < handed, "the ledger has the end before it is handed on");
+    let done = HandedOff {
+        file: "messages/inbox/x.md".into(),
+        waits: None,
+        looped: Some(vec!["c".into(), "review".into(), "c".into()]),
+    };
+    rig.feed(Input::HandedOff { to: "review".into(), session: 2, result: Ok(done) });
+    let line = rig.m.view().handoffs.expect("a line");
+    assert!(line.starts_with("→ review when hibernated, → pager when failed; last: session 2 → review"), "{line}");
+    assert!(line.ends_with("loop: c → review → c"), "{line}");
+
+    // A crash goes to the pager only, with its template.
+    let sent = handoffs(&session(&mut rig, true));
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].to.as_str(), sent[0].body.as_str()), ("pager", "c broke: crashed: exit 1"));
+
+    // The second hibernate within the hour is sent; the third waits.
+    assert_eq!(handoffs(&session(&mut rig, false)).len(), 1);
+    let out = session(&mut rig, false);
+    assert!(handoffs(&out).is_empty(), "over the link's rate");
+    let armed = out.iter().find_map(|e| match e {
+        Effect::ArmTimer { timer: Timer::HandOffs, after } => Some(*after),
+        _ => None,
+    });
+    assert_eq!(armed, Some(StdDuration::from_secs(30 * 60)), "the first of the hour was sent 30 minutes ago");
+    assert!(rig.m.view().handoffs.unwrap().contains("1 waiting for the rate limit"));
+    let logged = out.iter().any(|e| matches!(e, Effect::Log(LogLine::Event(t)) if t.contains("to review waits until")));
+    assert!(logged, "{out:#?}");
+    rig.now += Duration::minutes(20);
+    let sent = handoffs(&rig.feed(Input::Timer(Timer::HandOffs)));
+    assert_eq!(sent.iter().map(|h| h.session).collect::<Vec<_>>(), vec![5]);
+
+    // A failed delivery needs a person.
+    rig.feed(Input::HandedOff { to: "review".into(), session: 5, result: Err("no chamber named \"review\"".into()) });
+    assert!(rig.m.view().attention.unwrap().contains("could not hand session 5 on to review"));
 }

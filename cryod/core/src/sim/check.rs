@@ -22,6 +22,10 @@ pub struct Checker {
     ran: BTreeMap<(usize, u64, chrono::DateTime<chrono::Utc>), String>,
     /// The highest TODO id seen, per chamber.
     max_id: Vec<u64>,
+    /// Sessions whose end their `[[on_end]]` matched, not yet handed on.
+    to_hand_off: BTreeSet<(usize, u64)>,
+    /// When each link (from, to) carried a hand-off.
+    links: BTreeMap<(usize, usize), Vec<chrono::DateTime<chrono::Utc>>>,
 }
 
 pub type Verdict = Result<(), String>;
@@ -56,6 +60,43 @@ impl Checker {
                     "chamber {chamber}: TODO {id} due {due} ran in wake {first} and again in {wake_id}"
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// A session ended as its chamber's `[[on_end]]` asks to hand on.
+    pub fn ended_for_handoff(&mut self, chamber: usize, session: u64) {
+        self.to_hand_off.insert((chamber, session));
+    }
+
+    /// A crash of cryod: the links' counts were in its memory.
+    pub fn forget_links(&mut self) {
+        self.links.clear();
+    }
+
+    /// Chaining: a hand-off is for a session whose end matched, at most
+    /// once, and no link carries more than its rate in any hour.
+    pub fn handed_off(
+        &mut self,
+        from: usize,
+        to: usize,
+        session: u64,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Verdict {
+        if !self.to_hand_off.remove(&(from, session)) {
+            return Err(format!(
+                "chamber {from} handed session {session} on to chamber {to}, but no such end is owed a hand-off (twice, or one that did not match)"
+            ));
+        }
+        let sent = self.links.entry((from, to)).or_default();
+        sent.retain(|t| now - *t < chrono::Duration::hours(1));
+        sent.push(now);
+        if sent.len() as u32 > limit {
+            return Err(format!(
+                "the link from chamber {from} to chamber {to} carried {} hand-offs within an hour (limit {limit})",
+                sent.len()
+            ));
         }
         Ok(())
     }
@@ -135,18 +176,28 @@ impl Checker {
 
     /// At the end, with every session over: invariants 1, 2 and 3.
     pub fn end(&self, disks: &[Disk], ledger: &Ledger, due_before: chrono::DateTime<chrono::Utc>) -> Verdict {
+        // Indexed once: a long run has tens of thousands of messages.
+        let mut by_session: BTreeMap<(usize, u64), Vec<&crate::message::Message>> = BTreeMap::new();
         for (c, d) in disks.iter().enumerate() {
-            let outgoing: Vec<_> = d.outbox.values().collect();
+            for m in d.outbox.values() {
+                if let Some(n) = m.meta.get("session").and_then(|n| n.parse().ok()) {
+                    by_session.entry((c, n)).or_default().push(m);
+                }
+            }
+        }
+        for (c, d) in disks.iter().enumerate() {
+            let mut answers: std::collections::HashMap<&str, Vec<&crate::message::Message>> = Default::default();
+            for m in d.outbox.values() {
+                for f in m.meta.get("in_reply_to").map(|r| r.split(' ')).into_iter().flatten() {
+                    answers.entry(f).or_default().push(m);
+                }
+            }
             // 2. Every claimed message answered exactly once.
             for name in &self.archived[c] {
-                let answers = outgoing
-                    .iter()
-                    .filter(|m| m.meta.get("in_reply_to").is_some_and(|r| r.split(' ').any(|f| f == name)))
-                    .count();
-                if answers != 1 {
-                    let all: Vec<String> = outgoing
+                let found = answers.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+                if found.len() != 1 {
+                    let all: Vec<String> = found
                         .iter()
-                        .filter(|m| m.meta.get("in_reply_to").is_some_and(|r| r.split(' ').any(|f| f == name)))
                         .map(|m| {
                             format!(
                                 "[{} in session {:?}: {:?}]",
@@ -156,7 +207,11 @@ impl Checker {
                             )
                         })
                         .collect();
-                    return Err(format!("chamber {c}: claimed message {name} has {answers} answers {}", all.join(" ")));
+                    return Err(format!(
+                        "chamber {c}: claimed message {name} has {} answers {}",
+                        found.len(),
+                        all.join(" ")
+                    ));
                 }
             }
             // 3. Every due TODO ran (or was retried); no claim is left open.
@@ -187,8 +242,7 @@ impl Checker {
         }
         // 1. Every session leaves a visible message; a failure is reported.
         for (&(c, n), &hibernated) in &self.sessions {
-            let of_session: Vec<_> =
-                disks[c].outbox.values().filter(|m| m.meta.get("session") == Some(&n.to_string())).collect();
+            let of_session = by_session.get(&(c, n)).map(Vec::as_slice).unwrap_or(&[]);
             if of_session.is_empty() {
                 return Err(format!("chamber {c}: session {n} left no visible message"));
             }

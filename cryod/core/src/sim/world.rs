@@ -11,6 +11,7 @@ use chrono_tz::Tz;
 use super::agent::{Act, Agent};
 use super::check::{self, Checker};
 use super::{Config, Rng};
+use crate::chamber::handoff::{HandedOff, OnEnd, When};
 use crate::chamber::{
     Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
     Outgoing, Refusal, Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
@@ -57,6 +58,9 @@ pub struct Disk {
     pub resume: bool,
     /// It has a `precheck`.
     pub precheck: bool,
+    /// Its `[[on_end]]` table: the chamber it hands on to, when, and the
+    /// link's rate.
+    pub on_end: Option<(usize, When, u32)>,
 }
 
 /// One wake in the ledger.
@@ -165,18 +169,21 @@ pub struct Report {
     pub resumed: u64,
     /// Slots their pre-checks passed by.
     pub passed: u64,
+    /// Sessions' ends handed on to another chamber.
+    pub handoffs: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} hand-offs, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
             self.resumed,
             self.passed,
+            self.handoffs,
             self.crashes,
             self.write_failures,
             self.sleeps,
@@ -198,6 +205,7 @@ impl std::ops::AddAssign for Report {
         self.write_failures += o.write_failures;
         self.resumed += o.resumed;
         self.passed += o.passed;
+        self.handoffs += o.handoffs;
     }
 }
 
@@ -296,8 +304,27 @@ impl World {
                 faulted: false,
                 resume: rng.one_in(2),
                 precheck: rng.one_in(3),
+                on_end: None,
             })
-            .collect();
+            .collect::<Vec<Disk>>();
+        // Hand-offs: a fifth of the chambers hand on to the next one, and
+        // some pairs hand on to each other on every end (a loop, with a
+        // tight rate so the limit is met).
+        let mut disks = disks;
+        let n = disks.len();
+        for i in 0..n {
+            if n < 2 || disks[i].on_end.is_some() {
+                continue;
+            }
+            let next = (i + 1) % n;
+            if rng.one_in(20) && disks[next].on_end.is_none() {
+                disks[i].on_end = Some((next, When::Any, 1));
+                disks[next].on_end = Some((i, When::Any, 1));
+            } else if rng.one_in(8) {
+                let when = [When::Completed, When::Hibernated, When::Failed, When::Any][rng.below(4) as usize];
+                disks[i].on_end = Some((next, when, 6));
+            }
+        }
         World {
             seed,
             check: Checker::new(config.chambers),
@@ -662,6 +689,8 @@ impl World {
     fn crash(&mut self) {
         self.report.crashes += 1;
         self.daemon = None;
+        // The hand-off rate is counted in memory: a new cryod starts afresh.
+        self.check.forget_links();
         self.note(0, "CRASH");
         let t = self.now + Duration::seconds(1 + self.rng.below(600) as i64);
         self.at(t, Ev::Restart);
@@ -997,7 +1026,32 @@ impl World {
                 });
                 Some(Input::Recorded(Ok(())))
             }
+            Effect::HandOff(h) => {
+                let to = h.to.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|i| *i < self.disks.len());
+                let Some(to) = to else {
+                    return Err(format!("chamber {c} handed on to an unknown chamber {:?}", h.to));
+                };
+                let limit = self.disks[c].on_end.map(|o| o.2).unwrap_or(0);
+                self.check.handed_off(c, to, h.session, self.now, limit)?;
+                self.report.handoffs += 1;
+                let from = self.disks[c].name.clone();
+                let message = Message { subject: h.subject, body: h.body, ..self.message(&from, "") };
+                let file = self.write(to, Folder::Inbox, message);
+                let links = |name: &str| -> Vec<String> {
+                    let i = name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok());
+                    i.and_then(|i| self.disks.get(i))
+                        .and_then(|d| d.on_end)
+                        .map(|o| vec![format!("c{}", o.0)])
+                        .unwrap_or_default()
+                };
+                let looped = crate::chamber::handoff::loop_through(&from, &h.to, &links);
+                let done = HandedOff { file, waits: None, looped };
+                Some(Input::HandedOff { to: h.to, session: h.session, result: Ok(done) })
+            }
             Effect::SessionEnded { number, outcome, at, thread, .. } => {
+                if self.disks[c].on_end.is_some_and(|o| o.1.matches(&outcome)) {
+                    self.check.ended_for_handoff(c, number);
+                }
                 if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
                     r.ended = true;
                     r.outcome = outcome.describe();
@@ -1293,6 +1347,11 @@ fn settings(d: &Disk) -> Settings {
         continuity: continuity(d),
         precheck: d.precheck.then(|| "./is-there-work".to_string()),
         precheck_timeout: crate::chamber::DEFAULT_PRECHECK_TIMEOUT,
+        on_end: d
+            .on_end
+            .iter()
+            .map(|&(to, when, max_per_hour)| OnEnd { chamber: format!("c{to}"), when, message: None, max_per_hour })
+            .collect(),
     }
 }
 
@@ -1332,6 +1391,7 @@ fn label(i: &Input) -> &'static str {
         Input::Agent { call: Call::Todo(_), .. } => "agent todo",
         Input::Exited { .. } => "exited",
         Input::Prechecked { .. } => "prechecked",
+        Input::HandedOff { .. } => "handed off",
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",
         Input::Budget { .. } => "budget",
@@ -1341,6 +1401,7 @@ fn label(i: &Input) -> &'static str {
         Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",
         Input::Timer(crate::chamber::Timer::Kill(_)) => "timer: kill",
         Input::Timer(crate::chamber::Timer::StartWaitOver) => "timer: start wait",
+        Input::Timer(crate::chamber::Timer::HandOffs) => "timer: hand-offs",
         Input::Recorded(_) => "recorded",
         Input::TodosUpdated { result: Ok((TodoDone::Claimed(_), _)), .. } => "todos: claimed",
         Input::TodosUpdated { result: Ok((TodoDone::Settled { .. }, _)), .. } => "todos: settled",
