@@ -48,7 +48,7 @@ fn a_precheck_gates_a_scheduled_wake() {
     assert_eq!(done, Some(serde_json::json!(true)), "the one-shot TODO is done for its slot: {todos}");
     assert!(c.cryo_log().contains("TODO 2 passed: its pre-check found nothing to do"), "{}", c.cryo_log());
     let text = env.cryoctl(&["chamber", "status", "c"]).ok().to_string();
-    assert!(text.contains("1 slot(s) passed without one"), "{text}");
+    assert!(text.contains("1 slot(s) passed by a pre-check or missed"), "{text}");
 
     // Now there is work: the agent wakes, the check's output in its prompt.
     std::fs::write(c.dir.join("work"), "2 new failures on main").unwrap();

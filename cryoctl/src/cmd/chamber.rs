@@ -466,11 +466,15 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
                 format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
             });
             println!(
-                "  wakes     {} session(s), {} slot(s) passed without one{}",
+                "  wakes     {} session(s), {} slot(s) passed by a pre-check or missed{}",
                 ch.session,
                 r.passed_total,
                 last.unwrap_or_default()
             );
+            // "Why did it not run at 09:00?"
+            for p in r.passed.iter().filter(|p| p.what == "missed").take(3) {
+                println!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
+            }
         }
         for h in &r.holds {
             println!("  limit     {}", hold_line(h));

@@ -10,6 +10,7 @@ pub mod chamber;
 pub mod hibernate;
 pub mod message;
 pub mod prompt;
+pub mod schedule;
 pub mod session;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

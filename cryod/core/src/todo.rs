@@ -121,6 +121,9 @@ pub struct Claim {
     /// Slots of a recurring TODO coalesced into this run (1 when on time).
     pub slots: u32,
     pub attempt: u32,
+    /// Earlier slots of a `skip` series passed by without a run (how many,
+    /// and the first): missed, not run.
+    pub skipped: Option<(u32, DateTime<Utc>)>,
 }
 
 /// Why a change to the list was refused.
@@ -341,7 +344,14 @@ impl TodoList {
                 None => {
                     t.claimed = true;
                     t.claimed_by = wake.map(str::to_string);
-                    claims.push(Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt });
+                    claims.push(Claim {
+                        id: t.id,
+                        text: t.text.clone(),
+                        due,
+                        slots: 1,
+                        attempt: t.attempt,
+                        skipped: None,
+                    });
                 }
                 Some(repeat) => {
                     let (slots, last, next) = missed_slots(&repeat, due, now, tz);
@@ -350,9 +360,12 @@ impl TodoList {
                         t.done = true;
                     }
                     if !passed_by(t.missed, last, now, grace) {
-                        let (due, slots) = if t.missed == Missed::Skip { (last, 1) } else { (due, slots) };
+                        let skip = t.missed == Missed::Skip;
+                        let skipped = (skip && slots > 1).then_some((slots - 1, due));
+                        let (due, slots) = if skip { (last, 1) } else { (due, slots) };
                         t.claimed_by = wake.map(str::to_string);
-                        claims.push(Claim { id: t.id, text: t.text.clone(), due, slots, attempt: t.attempt });
+                        let text = t.text.clone();
+                        claims.push(Claim { id: t.id, text, due, slots, attempt: t.attempt, skipped });
                     }
                 }
             }
@@ -400,16 +413,17 @@ impl TodoList {
 
     /// Advances the `skip` series whose newest due slot is more than `grace`
     /// late (what [`claim_due`](Self::claim_due) would move on without a
-    /// run); returns how many moved.
-    pub fn skip_missed(&mut self, now: DateTime<Utc>, tz: Tz, grace: Duration) -> usize {
-        let mut moved = 0;
+    /// run); returns the slots each passed by (`due`: the first).
+    pub fn skip_missed(&mut self, now: DateTime<Utc>, tz: Tz, grace: Duration) -> Vec<Claim> {
+        let mut moved = Vec::new();
         for t in self.items.iter_mut().filter(|t| t.is_due(now) && t.missed == Missed::Skip) {
             let (Some(repeat), Some(due)) = (t.repeat.clone(), t.at) else { continue };
-            let (_, last, next) = missed_slots(&repeat, due, now, tz);
+            let (slots, last, next) = missed_slots(&repeat, due, now, tz);
             if passed_by(t.missed, last, now, grace) {
                 t.at = next;
                 t.done = next.is_none();
-                moved += 1;
+                let text = t.text.clone();
+                moved.push(Claim { id: t.id, text, due, slots, attempt: t.attempt, skipped: None });
             }
         }
         moved

@@ -238,6 +238,7 @@ pub fn claims_from_json(s: &str) -> Vec<Claim> {
                 due: chrono::DateTime::parse_from_rfc3339(c.get("due")?.as_str()?).ok()?.with_timezone(&chrono::Utc),
                 slots: c.get("slots").and_then(|s| s.as_u64()).unwrap_or(1) as u32,
                 attempt: c.get("attempt").and_then(|s| s.as_u64()).unwrap_or(0) as u32,
+                skipped: None,
             })
         })
         .collect()

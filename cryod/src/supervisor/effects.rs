@@ -45,20 +45,23 @@ impl Sup {
                 if matches!(&budget, Some(Input::Budget { reached: Some(_), .. })) {
                     return budget;
                 }
-                // Mail for an account held at its limit: its sender is told
-                // when it will be read (once per hold).
-                let notice = match self.held_until() {
-                    Some((_, at)) if trigger == cryo_core::session::Trigger::Inbox && !self.told_held => {
-                        self.told_held = true;
-                        Some(Input::Notice {
-                            subject: "Your message waits for the provider's limit".into(),
-                            body: format!(
+                // An account held at its limit: the machine knows why its
+                // wakes wait, and the sender of mail is told when it will be
+                // read (once per hold).
+                let held = match self.held_until() {
+                    Some((_, local, until)) => {
+                        let tell = trigger == cryo_core::session::Trigger::Inbox && !self.told_held;
+                        self.told_held |= tell;
+                        let notice = tell.then(|| {
+                            let subject = "Your message waits for the provider's limit".to_string();
+                            let body = format!(
                                 "The provider's limit for this chamber's account was reached; your message will be \
-                                 read after {at}."
-                            ),
-                        })
+                                 read after {local}."
+                            );
+                            (subject, body)
+                        });
+                        Some(Input::ProviderHeld { until, local, notice })
                     }
-                    Some(_) => None,
                     None => {
                         self.told_held = false;
                         None
@@ -66,7 +69,7 @@ impl Sup {
                 };
                 let provider = self.config.as_ref().ok().map(spawn::provider_account);
                 self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
-                return budget.or(notice);
+                return budget.or(held);
             }
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
             Effect::Release => {

@@ -610,17 +610,17 @@ impl Sup {
 
     /// This chamber's provider account, if admission holds it at its limit,
     /// and when the hold ends (in the chamber's zone, for people).
-    pub(super) fn held_until(&self) -> Option<(String, String)> {
+    pub(super) fn held_until(&self) -> Option<(String, String, DateTime<Utc>)> {
         let account = self.config.as_ref().ok().map(crate::spawn::provider_account)?;
         let left = self.shared.admission.held(&account)?;
         let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
-        Some((account, cryo_core::time::format_in(at, self.machine.tz())))
+        Some((account, cryo_core::time::format_in(at, self.machine.tz()), at))
     }
 
     /// Mail for an account held at its provider's limit waits for the reset
     /// (an operator's wake waits too: admission holds every wake of it).
     fn held_line(&self) -> Option<String> {
-        let (account, at) = self.held_until()?;
+        let (account, at, _) = self.held_until()?;
         Some(format!("{account} is at its provider's limit: its agent reads it after {at}"))
     }
 

@@ -266,8 +266,10 @@ impl Chamber {
                 }
             }
             AfterTodos::Skipped => match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
-                Ok(_) => {
-                    self.log("missed slots of `skip` TODOs were skipped");
+                Ok(done) => {
+                    if let TodoDone::Skipped(moved) = done {
+                        self.skipped(&moved);
+                    }
                     self.replan();
                 }
                 Err(_) => {

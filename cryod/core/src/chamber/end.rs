@@ -178,6 +178,10 @@ impl Chamber {
             thread: self.thread.clone(),
         });
         self.hand_off_after(l.number, &outcome, summary.as_deref().unwrap_or(""));
+        self.spans.close(now, &missed::Why::Busy(l.number));
+        if let Outcome::Limited { until, local } = &outcome {
+            self.spans.span(now, *until, missed::Why::Limited(local.clone()));
+        }
         self.previous_failure = outcome.failed().then(|| outcome.describe());
         if outcome.failed() {
             self.failures = self.failures.saturating_add(1);

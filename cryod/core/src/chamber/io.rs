@@ -292,8 +292,11 @@ pub enum TodoDone {
     },
     Added(Todo),
     Changed,
-    /// Series moved to a new slot (skipped, or re-zoned): how many.
+    /// Series moved to a new slot (re-zoned): how many.
     Moved(usize),
+    /// `skip` series whose slots passed long ago moved on (`due`: the
+    /// first slot each passed by, `slots`: how many).
+    Skipped(Vec<Claim>),
     /// Slots passed by without a run.
     Passed(Vec<Claim>),
 }
@@ -329,7 +332,7 @@ impl TodoOp {
                 list.remove(*id)?;
                 TodoDone::Changed
             }
-            TodoOp::Skip { now, tz } => TodoDone::Moved(list.skip_missed(*now, *tz, super::SKIP_GRACE)),
+            TodoOp::Skip { now, tz } => TodoDone::Skipped(list.skip_missed(*now, *tz, super::SKIP_GRACE)),
             TodoOp::Rezone { now, tz } => TodoDone::Moved(list.rezone(*now, *tz)),
             TodoOp::Pass { ids, now, tz } => TodoDone::Passed(list.pass(ids, *now, *tz, super::SKIP_GRACE)),
         })
@@ -571,6 +574,14 @@ pub enum Input {
     Notice {
         subject: String,
         body: String,
+    },
+    /// Admission holds this chamber's wakes: its provider account is at its
+    /// limit until `until` (`local`: in the chamber's zone). With `notice`,
+    /// the sender of mail is told (subject, body).
+    ProviderHeld {
+        until: DateTime<Utc>,
+        local: String,
+        notice: Option<(String, String)>,
     },
     /// The shell measured the budgets: `notice` is said once to the
     /// operator (80%); `reached` pauses the chamber with that attention

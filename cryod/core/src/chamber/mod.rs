@@ -17,6 +17,7 @@ mod calls;
 mod end;
 pub mod handoff;
 mod io;
+mod missed;
 mod operator;
 mod recovery;
 #[cfg(test)]
@@ -261,6 +262,8 @@ pub struct Chamber {
     /// The conversation the next session may resume.
     thread: Option<session::Thread>,
     handoffs: handoff::HandOffs,
+    /// When and why it could not wake, to explain missed slots.
+    spans: missed::Spans,
     finished: bool,
     now: DateTime<Utc>,
     out: Vec<Effect>,
@@ -299,6 +302,7 @@ impl Chamber {
             removing: None,
             thread: l.thread,
             handoffs: handoff::HandOffs::default(),
+            spans: missed::Spans::default(),
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
             out: Vec::new(),
@@ -628,6 +632,11 @@ impl Chamber {
                 }
             }
             Input::Power { sleeping } => {
+                if sleeping {
+                    self.spans.open(self.now, missed::Why::Asleep);
+                } else {
+                    self.spans.close(self.now, &missed::Why::Asleep);
+                }
                 if self.live.is_some() {
                     self.log(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });
                 }
@@ -657,6 +666,15 @@ impl Chamber {
             }
             Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
             Input::Notice { subject, body } => self.notice(subject, body),
+            Input::ProviderHeld { until, local, notice } => {
+                // From the oldest slot it holds up (or now).
+                let now = self.now;
+                let from = self.list().ok().and_then(|l| l.due(now).filter_map(|t| t.at).min()).unwrap_or(now);
+                self.spans.span(from, until, missed::Why::Limited(local));
+                if let Some((subject, body)) = notice {
+                    self.notice(subject, body);
+                }
+            }
             Input::Exited { session, status, log_tail, limited, used } => {
                 if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
                     l.used = used;

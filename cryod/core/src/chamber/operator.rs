@@ -33,6 +33,7 @@ impl Chamber {
 
     pub(super) fn stopped(&mut self, req: ReqId, wait: bool, was_started: bool) {
         self.started = false;
+        self.spans.open(self.now, missed::Why::Stopped);
         self.wanted = None;
         self.drop_check();
         self.emit(Effect::CancelAdmission);
@@ -123,6 +124,7 @@ impl Chamber {
         match then {
             AfterStore::Started { req, wait } => {
                 self.started = true;
+                self.spans.close(self.now, &missed::Why::Stopped);
                 self.attention = None;
                 self.resume();
                 self.emit(Effect::Publish);
@@ -136,6 +138,11 @@ impl Chamber {
             AfterStore::Stopped { req, wait, was_started } => self.stopped(req, wait, was_started),
             AfterStore::Paused { req, pause } => {
                 self.paused = pause;
+                if pause {
+                    self.spans.open(self.now, missed::Why::Paused);
+                } else {
+                    self.spans.close(self.now, &missed::Why::Paused);
+                }
                 if pause {
                     self.wanted = None;
                     self.drop_check();

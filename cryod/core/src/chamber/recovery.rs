@@ -10,6 +10,17 @@ impl Chamber {
     /// their claims, answers their claimed mail, closes their `cryo.log`
     /// blocks and records them as interrupted. Then resumes.
     pub(super) fn boot(&mut self, boot: Boot) {
+        // Before now no cryod ran it, or it was stopped or paused anyway.
+        let before = match (self.started, self.paused) {
+            (false, _) => missed::Why::Stopped,
+            (true, true) => missed::Why::Paused,
+            (true, false) => missed::Why::Down { since: self.now },
+        };
+        if matches!(before, missed::Why::Down { .. }) {
+            self.spans.span(DateTime::<Utc>::MIN_UTC, self.now, before);
+        } else {
+            self.spans.open(DateTime::<Utc>::MIN_UTC, before);
+        }
         let answered = |name: &str| boot.outgoing.iter().any(|m| m.in_reply_to.iter().any(|f| f == name));
         for s in &boot.open {
             let mut unanswered = Vec::new();

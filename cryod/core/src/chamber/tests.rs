@@ -761,3 +761,38 @@ fn session_ends_are_handed_on_at_the_links_rate() {
     rig.feed(Input::HandedOff { to: "review".into(), session: 5, result: Err("no chamber named \"review\"".into()) });
     assert!(rig.m.view().attention.unwrap().contains("could not hand session 5 on to review"));
 }
+
+/// A slot that runs late is recorded as missed, with the span that held it:
+/// here a pause; before the first boot, cryod not running.
+#[test]
+fn a_late_slot_is_recorded_with_why() {
+    let mut rig = Rig::new(&[30], &[]);
+    rig.feed(Input::Pause { req: 1, pause: true });
+    rig.now += Duration::hours(2);
+    rig.feed(Input::Pause { req: 2, pause: false });
+    let out = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    let rows = out
+        .iter()
+        .find_map(|e| match e {
+            Effect::RecordPassed(rows) => Some(rows.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no missed slot among {out:#?}"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].todo, rows[0].what), (1, "missed"));
+    assert_eq!(rows[0].reason, "ran 1h 30m late in session 2: the chamber was paused");
+
+    // Slots before this cryod started: it was not running.
+    let mut rig = Rig::new(&[-90], &[]);
+    let out = rig.feed(Input::Due);
+    let mut out2 = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    out2.extend(out);
+    let reason = out2.iter().find_map(|e| match e {
+        Effect::RecordPassed(rows) => Some(rows[0].reason.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        reason.as_deref(),
+        Some("ran 1h 30m late in session 2: cryod was not running (it started at 2026-11-23T09:00:00+00:00)")
+    );
+}

@@ -32,7 +32,7 @@ impl Chamber {
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
             self.emit(Effect::Release);
-            if list.clone().skip_missed(now, tz, SKIP_GRACE) > 0 {
+            if !list.clone().skip_missed(now, tz, SKIP_GRACE).is_empty() {
                 // What was due were `skip` slots long past: they move on.
                 return self.emit(Effect::UpdateTodos { op: TodoOp::Skip { now, tz }, then: AfterTodos::Skipped });
             }
@@ -263,8 +263,11 @@ impl Chamber {
                 l.pgid = pid as i32;
                 l.started_at = Some(now);
                 let (due, trigger) = (l.due, l.trigger);
+                let claims = l.claims.clone();
                 self.last_lateness_ms = due.map(|d| session::lateness_ms(d, now));
                 self.emit(Effect::SessionStarted { number, pid, at: now, trigger, due });
+                self.missed_in(number, &claims);
+                self.spans.open(now, missed::Why::Busy(number));
                 self.log(format!("agent started (pid {pid})"));
                 for w in std::mem::take(&mut self.start_waiters) {
                     self.reply(w, Ok(Reply::Started(false)));

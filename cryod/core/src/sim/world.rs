@@ -14,7 +14,7 @@ use super::{Config, Rng};
 use crate::chamber::handoff::{HandedOff, OnEnd, When};
 use crate::chamber::{
     Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
-    Outgoing, Refusal, Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
+    Outgoing, Passed, Refusal, Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
 };
 use crate::message::{CRYOCHAMBER, Message};
 use crate::session::{Continuity, Trigger, Used};
@@ -171,18 +171,21 @@ pub struct Report {
     pub passed: u64,
     /// Sessions' ends handed on to another chamber.
     pub handoffs: u64,
+    /// Slots recorded as missed (late, run as one, or skipped), with a reason.
+    pub missed: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} hand-offs, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
             self.resumed,
             self.passed,
+            self.missed,
             self.handoffs,
             self.crashes,
             self.write_failures,
@@ -206,6 +209,7 @@ impl std::ops::AddAssign for Report {
         self.resumed += o.resumed;
         self.passed += o.passed;
         self.handoffs += o.handoffs;
+        self.missed += o.missed;
     }
 }
 
@@ -985,9 +989,15 @@ impl World {
             }
             Effect::RecordPassed(slots) => {
                 // A slot passed by never runs (and one that ran is never passed).
-                let marks: Vec<(u64, DateTime<Utc>)> = slots.iter().map(|p| (p.todo, p.due)).collect();
+                // (A missed slot is one that ran late, or one of many run as one.)
+                let passed: Vec<&Passed> = slots.iter().filter(|p| p.what == "skipped").collect();
+                let marks: Vec<(u64, DateTime<Utc>)> = passed.iter().map(|p| (p.todo, p.due)).collect();
                 self.check.ran(c, "(passed by its pre-check)", &marks)?;
-                self.report.passed += slots.len() as u64;
+                self.report.passed += passed.len() as u64;
+                self.report.missed += (slots.len() - passed.len()) as u64;
+                if let Some(p) = slots.iter().find(|p| p.what == "missed" && p.reason.is_empty()) {
+                    return Err(format!("chamber {c}: TODO {} missed its slot for no reason given", p.todo));
+                }
                 None
             }
             Effect::Release => {
@@ -1396,6 +1406,7 @@ fn label(i: &Input) -> &'static str {
         Input::OverBudget { .. } => "over budget",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
+        Input::ProviderHeld { .. } => "provider held",
         Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
         Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",
         Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",
