@@ -62,6 +62,13 @@ enum Command {
         #[arg(long, default_value = "7d")]
         since: String,
     },
+    /// Every chamber's coming wakes on one time line (local time, zone and
+    /// UTC offset, recurrence, gate, daylight-saving notes, what holds one).
+    Schedule {
+        /// How many wakes.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        count: u32,
+    },
     /// A fleet of cryod nodes on one PostgreSQL.
     #[command(subcommand)]
     Fleet(FleetCmd),
@@ -143,6 +150,7 @@ fn main() -> ExitCode {
         Command::Metrics { raw } => run(cmd::metrics::run(ctx, raw)),
         Command::Mcp { read_only } => run(cmd::mcp(ctx, read_only)),
         Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
+        Command::Schedule { count } => run(async move { cmd::schedule::run(&ctx, None, count).await }),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
         Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }

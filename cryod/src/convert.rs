@@ -46,6 +46,25 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
     }
 }
 
+/// One coming wake, on the wire.
+pub fn scheduled(p: &crate::daemon::schedule::Planned) -> pb::ScheduledWake {
+    let local = p.wake.at.with_timezone(&p.tz);
+    pb::ScheduledWake {
+        chamber: p.chamber.clone(),
+        at: crate::rfc3339(p.wake.at),
+        local: local.to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+        timezone: p.tz.name().to_string(),
+        zone: local.format("%Z").to_string(),
+        todo: p.wake.todo,
+        text: p.wake.text.clone(),
+        repeat: p.wake.repeat.clone().unwrap_or_default(),
+        precheck: p.wake.precheck.clone().unwrap_or_default(),
+        note: p.wake.note.clone().unwrap_or_default(),
+        overdue: p.wake.overdue,
+        held: p.held.clone().unwrap_or_default(),
+    }
+}
+
 pub fn state(s: State) -> pb::ChamberState {
     match s {
         State::Stopped => pb::ChamberState::Stopped,

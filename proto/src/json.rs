@@ -102,6 +102,24 @@ pub fn passed_json(p: &v1::PassedSlot) -> serde_json::Value {
     })
 }
 
+/// The stable JSON form of a coming wake (`cryoctl schedule`).
+pub fn scheduled_json(w: &v1::ScheduledWake) -> serde_json::Value {
+    json!({
+        "chamber": w.chamber,
+        "at": w.at,
+        "local": w.local,
+        "timezone": w.timezone,
+        "zone": w.zone,
+        "todo": w.todo,
+        "text": w.text,
+        "repeat": null_if_empty(&w.repeat),
+        "precheck": null_if_empty(&w.precheck),
+        "note": null_if_empty(&w.note),
+        "overdue": w.overdue,
+        "held": null_if_empty(&w.held),
+    })
+}
+
 /// The stable JSON form of a TODO.
 pub fn todo_json(t: &v1::Todo) -> serde_json::Value {
     json!({

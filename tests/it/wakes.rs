@@ -269,3 +269,84 @@ fn a_chain_to_an_unknown_chamber_is_a_config_error_until_it_exists() {
     env.chamber("later", RELAY, "");
     wait_until("a to read its cryo.toml again", || status(&env, "a")["state"] == "stopped");
 }
+
+/// `chamber schedule`: the coming wakes in the chamber's zone with its UTC
+/// offset, their recurrence and gate, a note where a daylight-saving change
+/// moves a slot or doubles its hour, and what holds them (a stopped
+/// chamber); `cryoctl schedule` lays every chamber on one time line.
+#[test]
+fn the_schedule_explains_the_coming_wakes() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    env.chamber("c", AGENT, "timezone = \"Europe/Berlin\"\nprecheck = \"sh check.sh\"\n");
+    let todo = |args: &[&str]| {
+        let mut a = vec!["chamber", "todo", "c", "add"];
+        a.extend_from_slice(args);
+        env.cryoctl(&a).ok();
+    };
+    // The last Sundays of March and October: the EU's clock changes.
+    todo(&["spring", "--cron", "30 2 * 3 0L"]);
+    todo(&["autumn", "--cron", "30 2 * 10 0L"]);
+    todo(&["soon", "--at", "+1h", "--precheck", "test -f work || exit 78"]);
+    let r = env.cryoctl(&["chamber", "schedule", "c", "--count", "3", "--json"]).json();
+    let wakes = r["wakes"].as_array().unwrap().clone();
+    assert_eq!(wakes.len(), 3, "{r}");
+    assert_eq!(wakes[0]["text"], "soon", "soonest first: {r}");
+    assert_eq!(wakes[0]["precheck"], "test -f work || exit 78", "a TODO's own gate: {r}");
+    assert_eq!(wakes[0]["held"].as_str().unwrap(), "the chamber is stopped (cryoctl chamber start c)");
+    let by = |t: &str| wakes.iter().find(|w| w["text"] == t).unwrap().clone();
+    let spring = by("spring");
+    assert_eq!(spring["repeat"], "cron 30 2 * 3 0L");
+    assert_eq!(spring["precheck"], "sh check.sh", "the chamber's gate: {spring}");
+    assert!(spring["local"].as_str().unwrap().ends_with("T03:00:00+02:00"), "moved to the gap's end: {spring}");
+    assert_eq!(spring["zone"], "CEST");
+    assert!(spring["note"].as_str().unwrap().contains("does not exist on"), "{spring}");
+    let autumn = by("autumn");
+    assert!(autumn["local"].as_str().unwrap().ends_with("T02:30:00+02:00"), "{autumn}");
+    assert!(autumn["note"].as_str().unwrap().contains("02:30 happens twice"), "{autumn}");
+    let text = env.cryoctl(&["chamber", "schedule", "c"]).ok().to_string();
+    assert!(text.contains("CEST (UTC+02:00)  TODO 1 \"spring\" · cron 30 2 * 3 0L · gated by `sh check.sh`"), "{text}");
+    assert!(text.contains("DST: its time does not exist on"), "{text}");
+
+    // Across chambers, on one time line.
+    let d = env.chamber("d", AGENT, "");
+    d.write_todos(&format!(
+        r#"[{{"id":1,"text":"first of all","done":false,"claimed":false,"at":"{}"}}]"#,
+        cryo_tests::date_utc("+30 minutes")
+    ));
+    let all = env.cryoctl(&["schedule", "--json"]).json();
+    let order: Vec<(String, String)> = all["wakes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["chamber"].as_str().unwrap().into(), w["text"].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(order[..2], [("d".into(), "first of all".into()), ("c".into(), "soon".into())], "{all}");
+}
+
+/// A slot that came due while cryod was not running is recorded as missed,
+/// with that reason, once it runs.
+#[test]
+fn a_slot_missed_while_cryod_was_down_says_why() {
+    let env = Env::new();
+    let d = env.start_daemon();
+    let c = crate::scheduling::quiet_chamber_with(&env, "c", AGENT, "");
+    drop(d);
+    c.write_todos(&format!(
+        r#"[{{"id":1,"text":"report","done":false,"claimed":false,"at":"{}"}}]"#,
+        cryo_tests::date_utc("-20 minutes")
+    ));
+    let _d = env.start_daemon();
+    c.wait_ended(2);
+    wait_until("the missed slot in the ledger", || status(&env, "c")["passed_total"] == 1);
+    let s = status(&env, "c");
+    let p = &s["passed"][0];
+    assert_eq!((p["what"].as_str(), p["todo"].as_u64()), (Some("missed"), Some(1)), "{s}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("ran 20m") && reason.contains("late in session 2: cryod was not running (it started at "),
+        "{reason}"
+    );
+    let text = env.cryoctl(&["chamber", "status", "c"]).ok().to_string();
+    assert!(text.contains("  missed    TODO 1 due ") && text.contains("cryod was not running"), "{text}");
+}

@@ -147,6 +147,16 @@ pub enum ChamberCmd {
         #[arg(long, value_name = "NODE")]
         to: String,
     },
+    /// The chamber's coming wakes: each TODO slot in local time with zone
+    /// and UTC offset, its recurrence and gate, daylight-saving notes, and
+    /// what holds it back. Missed slots are in `chamber status`.
+    Schedule {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        /// How many wakes.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        count: u32,
+    },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
     Remove {
@@ -211,6 +221,10 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Messages { chamber, follow, last } => messages(&ctx, chamber, follow, last).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
         ChamberCmd::Move { chamber, to } => move_to(&ctx, chamber, to).await,
+        ChamberCmd::Schedule { chamber, count } => {
+            let r = chamber_ref(chamber.as_deref())?;
+            super::schedule::run(&ctx, Some(r), count).await
+        }
     }
 }
 

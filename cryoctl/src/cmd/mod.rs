@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod metrics;
+pub mod schedule;
 pub mod usage;
 
 /// `cryoctl mcp`: the operator's MCP server (`cryod::mcp`) on stdio, over

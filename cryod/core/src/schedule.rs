@@ -55,7 +55,7 @@ pub fn upcoming(list: &TodoList, now: DateTime<Utc>, tz: Tz, count: usize, prech
             at = next_slot(repeat, first, slot.max(now), tz);
         }
     }
-    out.sort_by(|a, b| (a.at, a.todo).cmp(&(b.at, b.todo)));
+    out.sort_by_key(|u| (u.at, u.todo));
     out.truncate(count);
     out
 }
@@ -141,7 +141,10 @@ mod tests {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
-    fn list(todos: &[(&str, Option<&str>, Option<&str>, Option<&str>)], now: DateTime<Utc>, tz: Tz) -> TodoList {
+    /// Text, at, every, cron.
+    type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    fn list(todos: &[Row], now: DateTime<Utc>, tz: Tz) -> TodoList {
         let mut l = TodoList::default();
         for (text, at, every, cron) in todos {
             let new = NewTodo {

@@ -4,6 +4,7 @@
 //! methods here, so there is one implementation of each operation.
 
 pub mod remote;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -66,6 +66,17 @@ impl Control for ControlService {
         Ok(Response::new(convert::usage(&rows, &names, &req.by)?))
     }
 
+    async fn schedule(&self, req: Request<pb::ScheduleRequest>) -> R<pb::ScheduleReply> {
+        let req = req.into_inner();
+        let only = match req.chamber {
+            Some(r) => Some(convert::chamber_ref(Some(r))?),
+            None => None,
+        };
+        let count = if req.count == 0 { 10 } else { req.count as usize };
+        let (wakes, problems) = self.daemon.schedule(only.as_ref(), count)?;
+        Ok(Response::new(pb::ScheduleReply { wakes: wakes.iter().map(convert::scheduled).collect(), problems }))
+    }
+
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
         Ok(Response::new(crate::fleet::status(&self.daemon).await?))
     }
