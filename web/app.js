@@ -113,7 +113,12 @@ async function chamberPage(name) {
   const base = "/chambers/" + encodeURIComponent(name);
   const act = (a) => el("button", { onclick: async () => { try { await api(base + "/" + a, "POST", {}); refreshHeader(); } catch (e) { flash(e); } } }, a);
   const text = el("textarea", { id: "send-text", rows: 3, placeholder: "Write to the agent (Ctrl+Enter sends)", "aria-label": "message" });
-  const send = async () => { if (!text.value.trim()) return; try { await api(base + "/messages", "POST", { text: text.value }); text.value = ""; } catch (e) { flash(e); } };
+  // When the agent will not read it at once, the answer says when (and how to have it read now).
+  const waits = el("p", { id: "waits", class: "note", role: "status" });
+  const send = async () => {
+    if (!text.value.trim()) return;
+    try { const r = await api(base + "/messages", "POST", { text: text.value }); text.value = ""; waits.textContent = r.waits ? "Not read yet: " + r.waits : ""; } catch (e) { flash(e); }
+  };
   text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(); });
   const todoText = el("input", { id: "todo-text", placeholder: "TODO", "aria-label": "TODO text" });
   const todoAt = el("input", { id: "todo-at", placeholder: "when: +2h, tomorrow 09:00", "aria-label": "TODO time" });
@@ -126,7 +131,7 @@ async function chamberPage(name) {
     el("div", { class: "grid" },
       el("div", {},
         el("section", {}, el("h2", {}, "Conversation"), el("div", { id: "messages" }, msgs.map(message)),
-          text, el("div", { class: "row" }, el("button", { class: "primary", id: "send", onclick: send }, "Send"))),
+          text, el("div", { class: "row" }, el("button", { class: "primary", id: "send", onclick: send }, "Send")), waits),
         el("section", {}, el("h2", {}, "Plan"), planText,
           el("div", { class: "row" }, el("button", { onclick: async () => { try { await api(base + "/plan", "PUT", { text: planText.value }); } catch (e) { flash(e); } } }, "Save plan"))),
         el("section", {}, el("h2", {}, "Log"), el("pre", { class: "log", id: "log" }, log.lines.join("\n")))),

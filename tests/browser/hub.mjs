@@ -59,9 +59,15 @@ try {
   await page.click("#controls button:text('stop')");
   await page.waitForFunction(() => document.getElementById("state").textContent.trim() === "stopped", null, { timeout: 20000 });
   out.stopped_shown = true;
+  // Mail to a stopped chamber says it waits, and how to have it read.
+  await page.fill("#send-text", "while stopped");
+  await page.click("#send");
+  await page.waitForFunction(() => document.getElementById("waits").textContent.includes("is stopped"), null, { timeout: 10000 });
+  out.waits_shown = await page.textContent("#waits");
   await page.click("#controls button:text('start')");
   await page.waitForFunction(() => ["idle", "running"].includes(document.getElementById("state").textContent.trim()), null, { timeout: 20000 });
   out.started_shown = true;
+  await page.waitForFunction(() => document.getElementById("messages").textContent.includes("got: while stopped"), null, { timeout: 20000 });
 
   // How long from an outbox file being written (its timestamp, to the
   // millisecond) to the message being on the page, over MEASURE replies.

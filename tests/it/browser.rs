@@ -64,6 +64,12 @@ fn the_hub_in_headless_chromium() {
     // Stop and start changed the state shown.
     assert_eq!(seen["stopped_shown"], true);
     assert_eq!(seen["started_shown"], true);
+    // The send while stopped said it waits, and how to have it read now.
+    let waits = seen["waits_shown"].as_str().unwrap_or_default();
+    assert!(
+        waits.starts_with("Not read yet: alpha is stopped") && waits.contains("cryoctl chamber start alpha"),
+        "{waits}"
+    );
     let m = &seen["outbox_to_page_ms"];
     assert_eq!(m["count"], 50, "{m}");
     eprintln!(

@@ -159,7 +159,15 @@ fn chaos_sigkill_at_random_moments_loses_and_doubles_nothing() {
         for (name, text) in archived.iter().chain(&outgoing) {
             assert!(text.starts_with("---\n") && text[4..].contains("\n---\n"), "{}: {name} does not parse", c.name);
         }
-        assert!(!c.dir.join("messages/rejected").exists(), "{}: something was rejected", c.name);
+        let rejected = c.messages("messages/rejected");
+        let reasons: Vec<String> = std::fs::read_dir(c.dir.join("messages/rejected"))
+            .map(|rd| rd.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect())
+            .unwrap_or_default();
+        assert!(
+            rejected.is_empty() && reasons.is_empty(),
+            "{}: something was rejected: {rejected:?} {reasons:?}",
+            c.name
+        );
     }
     eprintln!(
         "chaos: {cycles} cycles, {kills} kills, {sessions} sessions, {} messages in, {replies_total} out ({fallbacks} from cryochamber), {:.1} s",

@@ -123,6 +123,9 @@ impl Mailbox {
                     let when = message.timestamp.unwrap_or(mtime);
                     out.push(Stored { folder: f, name, message, when })
                 }
+                // Gone since it was listed (moved away by whoever wrote
+                // it): nothing to read, nothing to reject.
+                Err(_) if std::fs::symlink_metadata(self.dir(f).join(&name)).is_err() => {}
                 Err(reason) => {
                     if f == Folder::Inbox {
                         self.reject(f, &name, &reason);
