@@ -69,6 +69,9 @@ enum Command {
         #[arg(long, short = 'n', default_value_t = 20)]
         count: u32,
     },
+    /// The notifiers of cryod.toml (its notify tables): try them, read what they did.
+    #[command(subcommand)]
+    Notify(NotifyCmd),
     /// A fleet of cryod nodes on one PostgreSQL.
     #[command(subcommand)]
     Fleet(FleetCmd),
@@ -83,6 +86,18 @@ enum Command {
         /// Use a real agent CLI instead of the demo script (claude, codex, opencode).
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum NotifyCmd {
+    /// Send a test event through one notifier (by name) or all, and print
+    /// each result (exit 1 if one failed).
+    Test { name: Option<String> },
+    /// Recent deliveries, newest first, with their outcome.
+    Log {
+        #[arg(long, short = 'n', default_value_t = 50)]
+        limit: u32,
     },
 }
 
@@ -151,6 +166,8 @@ fn main() -> ExitCode {
         Command::Mcp { read_only } => run(cmd::mcp(ctx, read_only)),
         Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
         Command::Schedule { count } => run(async move { cmd::schedule::run(&ctx, None, count).await }),
+        Command::Notify(NotifyCmd::Test { name }) => run(cmd::notify::test(ctx, name)),
+        Command::Notify(NotifyCmd::Log { limit }) => run(cmd::notify::log(ctx, limit)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),
         Command::Fleet(FleetCmd::Drain { node, no_wait }) => run(cmd::fleet_drain(ctx, node, no_wait)),
     }

@@ -36,6 +36,8 @@ pub struct Config {
     /// How long a provider's limit holds its account when the CLI said no
     /// reset time (seconds).
     pub limit_hold_seconds: u64,
+    /// `[[notify]]`: who hears of the events worth a person's attention.
+    pub notify: Vec<NotifierConfig>,
 }
 
 /// `[providers.NAME]` in `cryod.toml`.
@@ -66,6 +68,95 @@ impl Budget {
     pub fn is_empty(&self) -> bool {
         *self == Budget::default()
     }
+}
+
+/// `[[notify]]`: one notifier. `kind` says how it delivers; `events` and
+/// `chambers` (default: all) say what it hears of.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NotifierConfig {
+    /// Shown in `cryoctl notify log` and named by `notify test NAME`
+    /// (default: the kind and its place in the list).
+    pub name: Option<String>,
+    /// `webhook`, `ntfy` or `command`.
+    pub kind: String,
+    #[serde(default)]
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub chambers: Vec<String>,
+    /// `webhook`: where the JSON goes; `ntfy`: the topic's URL.
+    pub url: Option<String>,
+    /// `webhook`: the HMAC-SHA256 key (a 0600 file).
+    pub secret_file: Option<String>,
+    /// `ntfy`: a bearer token (a 0600 file).
+    pub token_file: Option<String>,
+    /// `command`: run with `sh -c`, the event in its environment and as
+    /// JSON on its standard input.
+    pub command: Option<String>,
+    /// `"22:00-07:00"` in the system's zone: all but `question` and
+    /// `daemon` wait until it ends.
+    pub quiet_hours: Option<String>,
+    /// Notices per chamber per hour (default 20); more are dropped, and
+    /// `notify log` says so.
+    pub max_per_hour: Option<u32>,
+    /// Attempts after the first, with back-off from `retry_seconds`
+    /// (default 5 and 2: 2, 4, 8, 16, 32 s).
+    pub retries: Option<u32>,
+    pub retry_seconds: Option<u64>,
+}
+
+impl NotifierConfig {
+    pub const KINDS: &'static [&'static str] = &["webhook", "ntfy", "command"];
+
+    pub fn name(&self, index: usize) -> String {
+        self.name.clone().unwrap_or_else(|| format!("{}-{}", self.kind, index + 1))
+    }
+
+    /// What only a person can fix, in one line.
+    pub fn check(&self) -> Result<(), String> {
+        if !Self::KINDS.contains(&self.kind.as_str()) {
+            return Err(format!("`kind`: {:?} is none of {}", self.kind, Self::KINDS.join(", ")));
+        }
+        if let Some(bad) = self.events.iter().find(|e| !cryo_core::chamber::notice::KINDS.contains(&e.as_str())) {
+            return Err(format!(
+                "`events`: {bad:?} is not an event (use {})",
+                cryo_core::chamber::notice::KINDS.join(", ")
+            ));
+        }
+        let url = |what: &str| match self.url.as_deref() {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => Ok(()),
+            Some(u) => Err(format!("`url`: {u:?} is not an http(s) URL")),
+            None => Err(format!("a {what} needs `url`")),
+        };
+        match self.kind.as_str() {
+            "webhook" => {
+                url("webhook")?;
+                if self.secret_file.is_none() {
+                    return Err("a webhook needs `secret_file` (its HMAC-SHA256 key, mode 0600)".into());
+                }
+            }
+            "ntfy" => url("ntfy notifier")?,
+            _ => {
+                if self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                    return Err("a command notifier needs `command`".into());
+                }
+            }
+        }
+        if let Some(q) = &self.quiet_hours {
+            parse_quiet_hours(q).ok_or_else(|| format!("`quiet_hours`: {q:?} is not like \"22:00-07:00\""))?;
+        }
+        if self.max_per_hour == Some(0) {
+            return Err("`max_per_hour`: 0 would drop every notice".into());
+        }
+        Ok(())
+    }
+}
+
+/// `"22:00-07:00"`: the start and end of quiet hours (wall clock).
+pub fn parse_quiet_hours(s: &str) -> Option<(chrono::NaiveTime, chrono::NaiveTime)> {
+    let (a, b) = s.split_once('-')?;
+    let t = |x: &str| chrono::NaiveTime::parse_from_str(x.trim(), "%H:%M").ok();
+    Some((t(a)?, t(b)?))
 }
 
 /// `[store]`: the database, and this node's place in a fleet.
@@ -131,6 +222,7 @@ impl Default for Config {
             prices: Default::default(),
             providers: Default::default(),
             limit_hold_seconds: 300,
+            notify: Vec::new(),
         }
     }
 }
@@ -183,6 +275,10 @@ impl Config {
                 "{}: key `store.lease_ms`: the lease ({ttl} ms) must last at least four heartbeats ({hb} ms each, at least 10)",
                 path.display()
             )));
+        }
+        for (i, n) in config.notify.iter().enumerate() {
+            n.check()
+                .map_err(|e| ConfigError(format!("{}: [[notify]] #{} ({}): {e}", path.display(), i + 1, n.name(i))))?;
         }
         if config.log_max_bytes < 4096 {
             return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));

@@ -46,6 +46,21 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
     }
 }
 
+/// One notifier's delivery, on the wire.
+pub fn delivery(d: &crate::notifier::Delivery) -> pb::Delivery {
+    pb::Delivery {
+        at: crate::rfc3339(d.at),
+        notifier: d.notifier.clone(),
+        event: d.event.clone(),
+        kind: d.kind.clone(),
+        chamber: d.chamber.clone(),
+        ok: d.ok,
+        outcome: d.outcome.clone(),
+        attempts: d.attempts,
+        latency_ms: d.latency_ms,
+    }
+}
+
 /// One coming wake, on the wire.
 pub fn scheduled(p: &crate::daemon::schedule::Planned) -> pb::ScheduledWake {
     let local = p.wake.at.with_timezone(&p.tz);

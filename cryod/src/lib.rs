@@ -29,6 +29,7 @@ mod layers;
 pub mod lease;
 pub mod mcp;
 pub mod metrics;
+pub mod notifier;
 pub mod paths;
 pub mod precheck;
 pub mod rpc;

@@ -86,6 +86,8 @@ pub struct Shared {
     /// Each chamber's `[[on_end]]` targets, as its supervisor last read
     /// them (to name the loop a hand-off closes).
     pub links: std::sync::RwLock<HashMap<String, Vec<String>>>,
+    /// The notifiers of `[[notify]]`, and what they delivered.
+    pub notifiers: crate::notifier::Notifiers,
     /// Hand-offs for the daemon to deliver (it takes the receiver).
     pub handoffs: tokio::sync::mpsc::UnboundedSender<HandOffJob>,
     pub handoff_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>>>,
@@ -116,6 +118,7 @@ impl Shared {
         let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
         std::sync::Arc::new(Shared {
             names: Default::default(),
+            notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone()),
             links: Default::default(),
             handoffs,
             handoff_rx: Mutex::new(Some(handoff_rx)),

@@ -102,6 +102,21 @@ pub fn passed_json(p: &v1::PassedSlot) -> serde_json::Value {
     })
 }
 
+/// The stable JSON form of a notifier's delivery (`cryoctl notify`).
+pub fn delivery_json(d: &v1::Delivery) -> serde_json::Value {
+    json!({
+        "at": d.at,
+        "notifier": d.notifier,
+        "event": d.event,
+        "kind": d.kind,
+        "chamber": null_if_empty(&d.chamber),
+        "ok": d.ok,
+        "outcome": d.outcome,
+        "attempts": d.attempts,
+        "latency_ms": d.latency_ms,
+    })
+}
+
 /// The stable JSON form of a coming wake (`cryoctl schedule`).
 pub fn scheduled_json(w: &v1::ScheduledWake) -> serde_json::Value {
     json!({

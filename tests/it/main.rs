@@ -12,6 +12,7 @@ mod hub;
 mod mcp;
 mod metrics;
 mod operator;
+mod people;
 mod providers;
 mod runtime;
 mod scheduling;

@@ -10,6 +10,7 @@ pub mod fake_zulip;
 pub mod mcp;
 pub mod model;
 pub mod pg;
+pub mod receiver;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod metrics;
+pub mod notify;
 pub mod schedule;
 pub mod usage;
 

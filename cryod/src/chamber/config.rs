@@ -54,6 +54,7 @@ struct Raw {
     precheck: Option<String>,
     precheck_timeout: Option<u64>,
     on_end: Option<Vec<RawOnEnd>>,
+    expect_activity_within: Option<String>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -151,6 +152,8 @@ pub struct ChamberConfig {
     pub precheck_timeout: u64,
     /// `[[on_end]]`: the chambers a session's end is handed on to.
     pub on_end: Vec<Chain>,
+    /// `expect_activity_within`: the dead man's switch.
+    pub expect_activity_within: Option<chrono::Duration>,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -242,6 +245,17 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
         ));
     }
     let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
+    let expect_activity_within = match raw.expect_activity_within.as_deref() {
+        None => None,
+        Some(w) => Some(cryo_core::time::parse_duration(w).filter(|d| *d >= chrono::Duration::seconds(1)).ok_or_else(
+            || {
+                format!(
+                    "{}: key `expect_activity_within`: {w:?} is not a duration (such as \"2d\")",
+                    key_line("expect_activity_within")
+                )
+            },
+        )?),
+    };
     let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
     if agent.trim().is_empty() {
         return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
@@ -294,6 +308,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             precheck,
             precheck_timeout,
             on_end,
+            expect_activity_within,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },

@@ -156,6 +156,7 @@ impl Daemon {
         }));
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
+        daemon.mark_running();
         Ok(daemon)
     }
 
@@ -205,6 +206,33 @@ impl Daemon {
         // Live views (and the service manager's status line) learn of it.
         shared.notify(id, crate::runtime::NoticeKind::Status);
         self.note_names();
+    }
+
+    /// Marks cryod running until a clean stop; a mark found at start means
+    /// the last one did not stop cleanly: the `daemon` event says so.
+    fn mark_running(&self) {
+        let shared = &self.0.shared;
+        let marker = running_marker(shared);
+        if let Ok(was) = std::fs::read_to_string(&marker) {
+            let at = self.0.started_at;
+            let body = format!(
+                "The cryod that started at {} did not stop cleanly (killed, crashed, or the machine lost power). Sessions it left open were recovered; see `cryoctl chamber list`.",
+                was.trim()
+            );
+            let event = crate::notifier::Event {
+                id: format!("daemon:unclean:{}", at.timestamp_millis()),
+                kind: "daemon".into(),
+                chamber: String::new(),
+                title: "cryod started after an unclean stop".into(),
+                body,
+                url: shared.hub.get().filter(|h| h.up).map(|h| h.url.clone()).unwrap_or_default(),
+                at,
+            };
+            shared.notifiers.notify(event, shared.system_tz());
+        }
+        if let Err(e) = std::fs::write(&marker, crate::rfc3339(self.0.started_at)) {
+            tracing::warn!(error = %e, file = %marker.display(), "cannot mark cryod running");
+        }
     }
 
     /// Keeps the names `[[on_end]]` may use the registry's; a chamber
@@ -839,6 +867,8 @@ impl Daemon {
         for w in waits {
             let _ = w.await;
         }
+        // A clean stop: the next start is not an unclean one.
+        let _ = std::fs::remove_file(running_marker(&self.0.shared));
     }
 }
 
@@ -902,6 +932,11 @@ fn derive_name(dir: &Path) -> String {
         raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect();
     s = s.trim_start_matches(['.', '-']).chars().take(64).collect();
     if s.is_empty() { "chamber".to_string() } else { s }
+}
+
+/// Present while a cryod runs; left behind by one that did not stop cleanly.
+fn running_marker(shared: &Shared) -> PathBuf {
+    shared.state_dir.join("cryod.running")
 }
 
 #[cfg(test)]

@@ -77,6 +77,34 @@ impl Control for ControlService {
         Ok(Response::new(pb::ScheduleReply { wakes: wakes.iter().map(convert::scheduled).collect(), problems }))
     }
 
+    async fn notify_test(&self, req: Request<pb::NotifyTestRequest>) -> R<pb::NotifyLogReply> {
+        let name = req.into_inner().name;
+        let shared = self.daemon.shared();
+        let at = shared.clock.now();
+        let event = crate::notifier::Event {
+            id: format!("test:{}", crate::supervisor::random_hex(6)),
+            kind: "test".into(),
+            chamber: String::new(),
+            title: "cryo: a test notice".into(),
+            body: "`cryoctl notify test` sent this, to check that notices reach you.".into(),
+            url: shared.hub.get().filter(|h| h.up).map(|h| h.url.clone()).unwrap_or_default(),
+            at,
+        };
+        let only = (!name.is_empty()).then_some(name.as_str());
+        let done =
+            shared.notifiers.test(only, event, shared.system_tz()).await.map_err(crate::error::Error::NotFound)?;
+        Ok(Response::new(pb::NotifyLogReply { deliveries: done.iter().map(convert::delivery).collect() }))
+    }
+
+    async fn notify_log(&self, req: Request<pb::NotifyLogRequest>) -> R<pb::NotifyLogReply> {
+        let limit = match req.into_inner().limit {
+            0 => 50,
+            n => n as usize,
+        };
+        let log = self.daemon.shared().notifiers.log(limit);
+        Ok(Response::new(pb::NotifyLogReply { deliveries: log.iter().map(convert::delivery).collect() }))
+    }
+
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
         Ok(Response::new(crate::fleet::status(&self.daemon).await?))
     }

@@ -51,6 +51,11 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let (config, warnings) = super::load_config(&shared, &root, &record.name);
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let thread = last.as_ref().and_then(thread_of);
+    // The dead man's switch counts from the newest visible message.
+    let last_visible = match &config {
+        Ok(c) if c.expect_activity_within.is_some() => newest_message(&root),
+        _ => None,
+    };
     let mailbox = Mailbox::new(&root, tz);
     let todos = todos::load(&root, tz);
     if let Err(e) = &todos {
@@ -72,6 +77,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             unread: mailbox.unread(),
             system_tz,
             thread,
+            last_visible,
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
@@ -215,6 +221,19 @@ fn open_questions(mb: &Mailbox) -> u32 {
 
 /// The claims as the wake ledger stores them (enough to settle them after a
 /// crash of cryod itself).
+/// When the newest message in the outbox (or its archive) was written.
+fn newest_message(root: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc>> {
+    ["messages/outbox", "messages/outbox/archive"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(root.join(d)).ok())
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".md"))
+        .filter_map(|e| e.metadata().ok()?.modified().ok())
+        .max()
+        .map(chrono::DateTime::<chrono::Utc>::from)
+}
+
 pub(super) fn claims_json(claims: &[Claim]) -> String {
     let v: Vec<serde_json::Value> = claims
         .iter()

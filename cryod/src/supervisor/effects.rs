@@ -98,6 +98,22 @@ impl Sup {
                     tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
                 }
             }
+            Effect::Notify(n) => {
+                let url = match self.shared.hub.get() {
+                    Some(h) if h.up => format!("{}#/c/{}", h.url.trim_end_matches('/'), self.machine.name()),
+                    _ => String::new(),
+                };
+                let event = crate::notifier::Event {
+                    id: n.id,
+                    kind: n.kind.to_string(),
+                    chamber: self.machine.name().to_string(),
+                    title: n.title,
+                    body: n.body,
+                    url,
+                    at: self.now(),
+                };
+                self.shared.notifiers.notify(event, self.shared.system_tz());
+            }
             Effect::HandOff(handoff) => {
                 let from = self.machine.name().to_string();
                 let looped = self.shared.handoff_loop(&from, &handoff.to);

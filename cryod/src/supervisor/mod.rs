@@ -709,6 +709,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         precheck: c.precheck.clone(),
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
         on_end: c.on_end.iter().map(|c| c.link.clone()).collect(),
+        expect_activity_within: c.expect_activity_within,
         continuity: cryo_core::session::Continuity { resume: c.continuity.resume && known, ..c.continuity },
     }
 }

@@ -107,6 +107,7 @@ impl Chamber {
             meta.insert("in_reply_to".to_string(), l.unanswered.join(" "));
         }
         let subject = if subject.trim().is_empty() { first_line(&text) } else { subject };
+        let body = if question { text.chars().take(2000).collect() } else { String::new() };
         let message = Message {
             from: self.name.clone(),
             subject: subject.clone(),
@@ -115,7 +116,7 @@ impl Chamber {
             meta,
             body: text,
         };
-        let then = AfterWrite::Sent { req, reply, question, subject };
+        let then = AfterWrite::Sent { req, reply, question, subject, body };
         self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then });
     }
 

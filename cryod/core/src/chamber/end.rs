@@ -154,6 +154,7 @@ impl Chamber {
         }
         let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
         self.write_fallbacks(l.number, &outcome, conv, &l.unanswered, &details.join("\n\n"));
+        self.notice_end(l.number, &outcome, &details.join("\n\n"));
         // Every batch it claimed is answered now: by the agent, or above.
         if l.claimed_mail {
             self.emit(Effect::JournalAnswer { number: l.number });

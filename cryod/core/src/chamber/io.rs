@@ -41,6 +41,9 @@ pub struct Settings {
     pub precheck_timeout: Duration,
     /// `[[on_end]]`: the chambers a session's end is handed on to.
     pub on_end: Vec<super::handoff::OnEnd>,
+    /// `expect_activity_within`: raise `silent` after this long without a
+    /// visible message while started.
+    pub expect_activity_within: Option<chrono::Duration>,
 }
 
 /// A pre-check to run before a scheduled wake, and the TODOs it gates.
@@ -192,6 +195,8 @@ pub enum Timer {
     StartWaitOver,
     /// A held hand-off's link may carry it now.
     HandOffs,
+    /// The dead man's switch: `expect_activity_within` may be over.
+    Silence,
 }
 
 /// A signal for the agent's process group.
@@ -394,7 +399,7 @@ pub struct Recovered {
 #[derive(Debug, Clone)]
 pub enum AfterWrite {
     /// The agent's `send`.
-    Sent { req: ReqId, reply: bool, question: bool, subject: String },
+    Sent { req: ReqId, reply: bool, question: bool, subject: String, body: String },
     /// An operator's message.
     Delivered { req: ReqId },
     /// The message of an operator's wake.
@@ -655,6 +660,8 @@ pub enum Effect {
     },
     /// Record slots that passed without a session in the ledger.
     RecordPassed(Vec<Passed>),
+    /// Tell people (the notifiers of `cryod.toml`).
+    Notify(super::notice::Notice),
     /// Deliver a session's end into another chamber's inbox, from this one
     /// (`[[on_end]]`). → [`Input::HandedOff`]
     HandOff(super::handoff::HandOff),

@@ -18,6 +18,7 @@ mod end;
 pub mod handoff;
 mod io;
 mod missed;
+pub mod notice;
 mod operator;
 mod recovery;
 #[cfg(test)]
@@ -124,6 +125,8 @@ pub struct Loaded {
     pub system_tz: Tz,
     /// The conversation the last session left to resume (from the ledger).
     pub thread: Option<session::Thread>,
+    /// When its newest visible message was written (from the outbox).
+    pub last_visible: Option<DateTime<Utc>>,
 }
 
 /// Why cryod is cutting a session short.
@@ -264,6 +267,13 @@ pub struct Chamber {
     handoffs: handoff::HandOffs,
     /// When and why it could not wake, to explain missed slots.
     spans: missed::Spans,
+    /// When the chamber last wrote a visible message (the dead man's switch).
+    last_visible: Option<DateTime<Utc>>,
+    silent_armed: bool,
+    /// `silent` was raised for this silence.
+    silent_told: bool,
+    /// Events raised since this machine was made (their ids' sequence).
+    raised: u64,
     finished: bool,
     now: DateTime<Utc>,
     out: Vec<Effect>,
@@ -303,6 +313,10 @@ impl Chamber {
             thread: l.thread,
             handoffs: handoff::HandOffs::default(),
             spans: missed::Spans::default(),
+            last_visible: l.last_visible,
+            silent_armed: false,
+            silent_told: false,
+            raised: 0,
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
             out: Vec::new(),
@@ -312,7 +326,9 @@ impl Chamber {
     /// The one entry point: what `input` changes, and what to do about it.
     pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Vec<Effect> {
         self.now = now;
+        let (attention, fault) = (self.attention.clone(), self.fault());
         self.step(input);
+        self.notice_changes(attention, fault);
         std::mem::take(&mut self.out)
     }
 
@@ -615,6 +631,7 @@ impl Chamber {
             Input::ConfigChanged { config, warnings } => {
                 self.warnings = warnings;
                 self.config = config;
+                self.arm_silence();
                 if self.config.is_ok() {
                     self.emit(Effect::Rewatch);
                 }
@@ -665,14 +682,14 @@ impl Chamber {
                 }
             }
             Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
-            Input::Notice { subject, body } => self.notice(subject, body),
+            Input::Notice { subject, body } => self.notice_message(subject, body),
             Input::ProviderHeld { until, local, notice } => {
                 // From the oldest slot it holds up (or now).
                 let now = self.now;
                 let from = self.list().ok().and_then(|l| l.due(now).filter_map(|t| t.at).min()).unwrap_or(now);
                 self.spans.span(from, until, missed::Why::Limited(local));
                 if let Some((subject, body)) = notice {
-                    self.notice(subject, body);
+                    self.notice_message(subject, body);
                 }
             }
             Input::Exited { session, status, log_tail, limited, used } => {
@@ -726,6 +743,7 @@ impl Chamber {
                 }
             }
             Timer::HandOffs => self.release_handoffs(),
+            Timer::Silence => self.silence_over(),
             Timer::StartWaitOver => {
                 for w in std::mem::take(&mut self.start_waiters) {
                     self.reply(w, Ok(Reply::Started(false)));

@@ -75,7 +75,7 @@ impl Chamber {
     }
 
     /// A message from cryochamber to the operator, and a log line.
-    pub(super) fn notice(&mut self, subject: String, body: String) {
+    pub(super) fn notice_message(&mut self, subject: String, body: String) {
         self.log(format!("{subject}: {body}"));
         let message = Message {
             from: CRYOCHAMBER.into(),
@@ -91,7 +91,9 @@ impl Chamber {
     /// What the shell measured of the budgets (see `Input::Budget`).
     pub(super) fn budget(&mut self, req: ReqId, notice: Option<String>, reached: Option<String>) {
         if let Some(n) = notice {
-            self.notice("Budget: 80% used".into(), n);
+            let key = format!("80-{}", self.now.format("%Y-%m-%d"));
+            self.notice("budget", &key, format!("{}: 80% of a budget used", self.name), &n);
+            self.notice_message("Budget: 80% used".into(), n);
         }
         if let Some(why) = reached.filter(|_| self.started && !self.paused) {
             self.log(format!("{why}: pausing the chamber"));
@@ -240,14 +242,17 @@ impl Chamber {
         match (then, result) {
             (AfterWrite::Fallback { subject }, Ok(name)) => {
                 self.log(format!("cryochamber wrote: {subject} ({name})"));
+                self.heard();
             }
             (AfterWrite::Fallback { .. }, Err(e)) => {
                 self.write_error = Some(format!("cannot write a fallback message: {e}"));
             }
-            (AfterWrite::Sent { req, reply, question, subject }, Ok(name)) => {
+            (AfterWrite::Sent { req, reply, question, subject, body }, Ok(name)) => {
                 if question {
                     self.open_questions += 1;
+                    self.notice("question", &name, format!("{} asks: {subject}", self.name), &body);
                 }
+                self.heard();
                 if let Some(l) = self.live.as_mut() {
                     l.sent_any = true;
                     l.unanswered.clear();

@@ -63,6 +63,7 @@ impl Chamber {
                 self.emit(Effect::JournalDrop { id: b.id });
             }
         }
+        self.arm_silence();
         if self.started {
             self.resume();
         } else {

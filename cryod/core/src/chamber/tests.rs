@@ -37,6 +37,7 @@ fn settings() -> Settings {
         precheck: None,
         precheck_timeout: DEFAULT_PRECHECK_TIMEOUT,
         on_end: Vec::new(),
+        expect_activity_within: None,
     }
 }
 
@@ -58,6 +59,7 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             unread: unread.iter().map(|s| s.to_string()).collect(),
             system_tz: chrono_tz::UTC,
             thread: None,
+            last_visible: None,
         },
         Limits { stop_grace: StdDuration::from_secs(10) },
     )

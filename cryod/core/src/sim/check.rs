@@ -24,6 +24,8 @@ pub struct Checker {
     max_id: Vec<u64>,
     /// Sessions whose end their `[[on_end]]` matched, not yet handed on.
     to_hand_off: BTreeSet<(usize, u64)>,
+    /// The ids of the events raised for people.
+    pub notified: HashSet<String>,
     /// When each link (from, to) carried a hand-off.
     links: BTreeMap<(usize, usize), Vec<chrono::DateTime<chrono::Utc>>>,
 }

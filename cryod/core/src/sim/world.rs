@@ -173,13 +173,15 @@ pub struct Report {
     pub handoffs: u64,
     /// Slots recorded as missed (late, run as one, or skipped), with a reason.
     pub missed: u64,
+    /// Events raised for people (each once).
+    pub notices: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -187,6 +189,7 @@ impl fmt::Display for Report {
             self.passed,
             self.missed,
             self.handoffs,
+            self.notices,
             self.crashes,
             self.write_failures,
             self.sleeps,
@@ -210,6 +213,7 @@ impl std::ops::AddAssign for Report {
         self.passed += o.passed;
         self.handoffs += o.handoffs;
         self.missed += o.missed;
+        self.notices += o.notices;
     }
 }
 
@@ -742,6 +746,7 @@ impl World {
                     // The conversation the newest session left, as cryod
                     // reads it from the ledger (none if it is open).
                     thread: rows.iter().max_by_key(|r| r.number).and_then(|r| r.thread.clone()),
+                    last_visible: None,
                 },
                 Limits { stop_grace: STOP_GRACE },
             )));
@@ -1035,6 +1040,20 @@ impl World {
                     thread: None,
                 });
                 Some(Input::Recorded(Ok(())))
+            }
+            Effect::Notify(n) => {
+                if !self.check.notified.insert(n.id.clone()) {
+                    return Err(format!("chamber {c}: the event {} was raised twice", n.id));
+                }
+                if n.kind == "silent" {
+                    // Silent means no visible message for the whole window.
+                    let newest = self.disks[c].outbox.values().filter_map(|m| m.timestamp).max();
+                    if newest.is_some_and(|t| self.now - t < Duration::days(2)) {
+                        return Err(format!("chamber {c}: silent raised with a message of {newest:?} at {}", self.now));
+                    }
+                }
+                self.report.notices += 1;
+                None
             }
             Effect::HandOff(h) => {
                 let to = h.to.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|i| *i < self.disks.len());
@@ -1362,6 +1381,7 @@ fn settings(d: &Disk) -> Settings {
             .iter()
             .map(|&(to, when, max_per_hour)| OnEnd { chamber: format!("c{to}"), when, message: None, max_per_hour })
             .collect(),
+        expect_activity_within: Some(Duration::days(2)),
     }
 }
 
@@ -1413,6 +1433,7 @@ fn label(i: &Input) -> &'static str {
         Input::Timer(crate::chamber::Timer::Kill(_)) => "timer: kill",
         Input::Timer(crate::chamber::Timer::StartWaitOver) => "timer: start wait",
         Input::Timer(crate::chamber::Timer::HandOffs) => "timer: hand-offs",
+        Input::Timer(crate::chamber::Timer::Silence) => "timer: silence",
         Input::Recorded(_) => "recorded",
         Input::TodosUpdated { result: Ok((TodoDone::Claimed(_), _)), .. } => "todos: claimed",
         Input::TodosUpdated { result: Ok((TodoDone::Settled { .. }, _)), .. } => "todos: settled",

@@ -1,0 +1,360 @@
+//! Reaching people: the notifiers of `cryod.toml` (`[[notify]]`) deliver
+//! the events a chamber's machine raises (`cryo_core::chamber::notice`) and
+//! the daemon's own. Each notifier delivers an event once (by its id), at
+//! most `max_per_hour` per chamber, holds all but `question` and `daemon`
+//! through its quiet hours, and retries with back-off; every delivery runs
+//! in a task of its own, so no wake ever waits for a person's phone.
+//! `cryoctl notify log` reads the recent deliveries kept here.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use crate::config::NotifierConfig;
+
+/// Deliveries kept for `notify log`.
+const LOG_KEPT: usize = 500;
+/// Event ids a notifier remembers, to deliver each once.
+const SEEN_KEPT: usize = 10_000;
+/// One attempt's time limit (an HTTP request, a command).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Kinds quiet hours never hold.
+const URGENT: &[&str] = &["question", "daemon"];
+
+/// An event for people.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Event {
+    pub id: String,
+    /// `question`, `failed`, … (`cryo_core::chamber::notice::KINDS`), or `test`.
+    #[serde(rename = "event")]
+    pub kind: String,
+    pub chamber: String,
+    pub title: String,
+    pub body: String,
+    /// The chamber's page on the hub (empty without a hub).
+    pub url: String,
+    pub at: DateTime<Utc>,
+}
+
+/// What one notifier did with one event.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub at: DateTime<Utc>,
+    pub notifier: String,
+    pub event: String,
+    pub kind: String,
+    pub chamber: String,
+    pub ok: bool,
+    /// `delivered (HTTP 200)`, `failed: …`, `held by quiet hours until …`,
+    /// `dropped: …`.
+    pub outcome: String,
+    pub attempts: u32,
+    /// From the event to its delivery (or the last attempt).
+    pub latency_ms: u64,
+}
+
+struct One {
+    name: String,
+    config: NotifierConfig,
+    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+    /// Deliveries per chamber in the last hour.
+    sent: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+/// Every notifier, and the log of what they did.
+#[derive(Clone)]
+pub struct Notifiers {
+    list: Arc<Vec<One>>,
+    log: Arc<Mutex<VecDeque<Delivery>>>,
+    http: reqwest::Client,
+    clock: crate::clock::Clock,
+}
+
+impl Notifiers {
+    pub fn new(configs: &[NotifierConfig], clock: crate::clock::Clock) -> Notifiers {
+        let list = configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| One {
+                name: c.name(i),
+                config: c.clone(),
+                seen: Default::default(),
+                sent: Default::default(),
+            })
+            .collect();
+        // TLS by rustls with ring, installed once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().expect("an HTTP client with rustls");
+        Notifiers { list: Arc::new(list), log: Default::default(), http, clock }
+    }
+
+    /// Hands `event` to every notifier that wants it, each in a task of its
+    /// own; returns at once.
+    pub fn notify(&self, event: Event, tz: Tz) {
+        for i in 0..self.list.len() {
+            if !self.list[i].wants(&event) {
+                continue;
+            }
+            let (me, event) = (self.clone(), event.clone());
+            tokio::spawn(async move {
+                me.deliver(i, event, tz, false).await;
+            });
+        }
+    }
+
+    /// Sends `event` through the notifier named `name` (or all), past
+    /// quiet hours, rate and filters; waits for each result.
+    pub async fn test(&self, name: Option<&str>, event: Event, tz: Tz) -> Result<Vec<Delivery>, String> {
+        let chosen: Vec<usize> =
+            (0..self.list.len()).filter(|i| name.is_none_or(|n| self.list[*i].name == n)).collect();
+        if chosen.is_empty() {
+            return Err(match name {
+                Some(n) => format!("no notifier named {n:?} in cryod.toml"),
+                None => "no [[notify]] in cryod.toml".into(),
+            });
+        }
+        let runs = chosen.into_iter().map(|i| {
+            let (me, event) = (self.clone(), event.clone());
+            tokio::spawn(async move { me.deliver(i, event, tz, true).await })
+        });
+        let mut out = Vec::new();
+        for r in runs.collect::<Vec<_>>() {
+            out.extend(r.await.ok().flatten());
+        }
+        Ok(out)
+    }
+
+    /// The wall clock, never before the event.
+    fn now_after(&self, e: &Event) -> DateTime<Utc> {
+        self.clock.now().max(e.at)
+    }
+
+    /// The newest deliveries first.
+    pub fn log(&self, limit: usize) -> Vec<Delivery> {
+        self.log.lock().expect("log lock").iter().rev().take(limit).cloned().collect()
+    }
+
+    fn record(&self, d: Delivery) -> Delivery {
+        tracing::info!(notifier = %d.notifier, event = %d.event, ok = d.ok, outcome = %d.outcome, "notice");
+        let mut log = self.log.lock().expect("log lock");
+        if log.len() == LOG_KEPT {
+            log.pop_front();
+        }
+        log.push_back(d.clone());
+        d
+    }
+
+    async fn deliver(&self, i: usize, event: Event, tz: Tz, test: bool) -> Option<Delivery> {
+        let one = &self.list[i];
+        let entry = |ok: bool, outcome: String, attempts: u32| Delivery {
+            at: self.now_after(&event),
+            notifier: one.name.clone(),
+            event: event.id.clone(),
+            kind: event.kind.clone(),
+            chamber: event.chamber.clone(),
+            ok,
+            outcome,
+            attempts,
+            latency_ms: 0,
+        };
+        if !test {
+            if !one.first_time(&event.id) {
+                return None;
+            }
+            if let Some(limit) = one.over_rate(&event.chamber) {
+                let why = format!("dropped: over max_per_hour ({limit}) for {}", event.chamber);
+                return Some(self.record(entry(false, why, 0)));
+            }
+            if let Some(wait) = one.quiet_for(&event.kind, self.clock.now(), tz) {
+                let until = self.now_after(&event) + chrono::Duration::from_std(wait).unwrap_or_default();
+                let at = cryo_core::time::format_in(until, tz);
+                self.record(entry(false, format!("held by quiet hours until {at}"), 0));
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let retries = if test { 0 } else { one.config.retries.unwrap_or(5) };
+        let base = Duration::from_secs(one.config.retry_seconds.unwrap_or(2));
+        let mut attempts = 0;
+        let outcome = loop {
+            attempts += 1;
+            match self.send(one, &event).await {
+                Ok(how) => break Ok(how),
+                Err(e) if attempts > retries => break Err(e),
+                Err(e) => {
+                    tracing::debug!(notifier = %one.name, error = %e, attempts, "notice not delivered; retrying");
+                    tokio::time::sleep(base * 2u32.saturating_pow(attempts - 1)).await;
+                }
+            }
+        };
+        let latency = (self.now_after(&event) - event.at).num_milliseconds().max(0) as u64;
+        let mut d = match outcome {
+            Ok(how) => entry(true, format!("delivered ({how})"), attempts),
+            Err(e) => entry(false, format!("failed after {attempts} attempt(s): {e}"), attempts),
+        };
+        d.latency_ms = latency;
+        Some(self.record(d))
+    }
+
+    async fn send(&self, one: &One, e: &Event) -> Result<String, String> {
+        let c = &one.config;
+        match c.kind.as_str() {
+            "webhook" => {
+                let body = serde_json::to_vec(e).map_err(|x| x.to_string())?;
+                let key = read_secret(c.secret_file.as_deref().unwrap_or_default())?;
+                let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes()), &body);
+                let sig: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+                let r = self
+                    .http
+                    .post(c.url.as_deref().unwrap_or_default())
+                    .header("Content-Type", "application/json")
+                    .header("User-Agent", concat!("cryod/", env!("CARGO_PKG_VERSION")))
+                    .header("X-Cryo-Event", &e.kind)
+                    .header("X-Cryo-Delivery", &e.id)
+                    .header("Idempotency-Key", &e.id)
+                    .header("X-Cryo-Signature-256", format!("sha256={sig}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|x| x.without_url().to_string())?;
+                status(r.status())
+            }
+            "ntfy" => {
+                let priority = match e.kind.as_str() {
+                    "question" | "daemon" | "failed" => "high",
+                    "silent" | "attention" | "limited" | "budget" => "default",
+                    _ => "low",
+                };
+                let mut r = self
+                    .http
+                    .post(c.url.as_deref().unwrap_or_default())
+                    .header("Title", header_text(&e.title))
+                    .header("Priority", priority)
+                    .header("Tags", format!("cryo,{}", e.kind))
+                    .body(e.body.clone());
+                if !e.url.is_empty() {
+                    r = r.header("Click", &e.url);
+                }
+                if let Some(f) = c.token_file.as_deref() {
+                    r = r.bearer_auth(read_secret(f)?);
+                }
+                let r = r.send().await.map_err(|x| x.without_url().to_string())?;
+                status(r.status())
+            }
+            _ => run_command(c.command.as_deref().unwrap_or_default(), e).await,
+        }
+    }
+}
+
+impl One {
+    fn wants(&self, e: &Event) -> bool {
+        let c = &self.config;
+        (c.events.is_empty() || c.events.contains(&e.kind))
+            && (c.chambers.is_empty() || c.chambers.contains(&e.chamber))
+    }
+
+    /// Whether this notifier has not had this event yet (and now has).
+    fn first_time(&self, id: &str) -> bool {
+        let mut seen = self.seen.lock().expect("seen lock");
+        if !seen.0.insert(id.to_string()) {
+            return false;
+        }
+        seen.1.push_back(id.to_string());
+        if seen.1.len() > SEEN_KEPT
+            && let Some(old) = seen.1.pop_front()
+        {
+            seen.0.remove(&old);
+        }
+        true
+    }
+
+    /// The limit, if this chamber has had as many notices within the hour.
+    fn over_rate(&self, chamber: &str) -> Option<u32> {
+        let limit = self.config.max_per_hour.unwrap_or(20);
+        let mut sent = self.sent.lock().expect("rate lock");
+        let q = sent.entry(chamber.to_string()).or_default();
+        let now = Instant::now();
+        while q.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(3600)) {
+            q.pop_front();
+        }
+        if q.len() as u32 >= limit {
+            return Some(limit);
+        }
+        q.push_back(now);
+        None
+    }
+
+    /// How long quiet hours hold an event of this kind now.
+    fn quiet_for(&self, kind: &str, now: DateTime<Utc>, tz: Tz) -> Option<Duration> {
+        if URGENT.contains(&kind) {
+            return None;
+        }
+        let (start, end) = crate::config::parse_quiet_hours(self.config.quiet_hours.as_deref()?)?;
+        let now = now.with_timezone(&tz);
+        let t = now.time();
+        let inside = if start <= end { t >= start && t < end } else { t >= start || t < end };
+        if !inside {
+            return None;
+        }
+        let next = cryo_core::time::next_occurrence(end, now.with_timezone(&Utc), tz);
+        (next - now.with_timezone(&Utc)).to_std().ok()
+    }
+}
+
+fn status(s: reqwest::StatusCode) -> Result<String, String> {
+    if s.is_success() { Ok(format!("HTTP {}", s.as_u16())) } else { Err(format!("HTTP {}", s.as_u16())) }
+}
+
+/// A header value: one line of printable ASCII (ntfy reads UTF-8 titles
+/// only RFC 2047-encoded; the rest is kept plain).
+fn header_text(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(200).collect()
+}
+
+/// A credential from a file only its owner may read (`~/` is the home).
+fn read_secret(path: &str) -> Result<String, String> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    let path = cryo_sync::creds::expand(path, &home, &home);
+    Ok(cryo_sync::creds::read_secret(&path)?.trim().to_string())
+}
+
+/// `command`: `sh -c`, the event in `CRYO_*` variables and as JSON on
+/// standard input; exit 0 is delivered.
+async fn run_command(command: &str, e: &Event) -> Result<String, String> {
+    use tokio::io::AsyncWriteExt;
+    let json = serde_json::to_vec(e).map_err(|x| x.to_string())?;
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("CRYO_EVENT", &e.kind)
+        .env("CRYO_EVENT_ID", &e.id)
+        .env("CRYO_CHAMBER", &e.chamber)
+        .env("CRYO_TITLE", &e.title)
+        .env("CRYO_BODY", &e.body)
+        .env("CRYO_URL", &e.url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|x| format!("cannot run sh: {x}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&json).await;
+    }
+    let out = tokio::time::timeout(ATTEMPT_TIMEOUT, child.wait_with_output())
+        .await
+        .map_err(|_| format!("still running after {} s", ATTEMPT_TIMEOUT.as_secs()))?
+        .map_err(|x| x.to_string())?;
+    if out.status.success() {
+        return Ok("exit 0".into());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let how = match out.status.code() {
+        Some(c) => format!("exit {c}"),
+        None => "killed by a signal".to_string(),
+    };
+    Err(if line.is_empty() { how } else { format!("{how}: {line}") })
+}

@@ -1,0 +1,212 @@
+//! Issue 23: reaching people. The notifiers of `cryod.toml` against real
+//! receivers on 127.0.0.1 (a webhook endpoint that checks the signature, an
+//! ntfy-style server) and a command notifier writing its stdin to a file.
+
+use cryo_tests::receiver::Receiver;
+use cryo_tests::{Env, wait_until};
+
+/// Asks a question, then hibernates with a far TODO.
+const ASKS: &str = "cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\ncryo-agent send --question 'Which branch should I release from?' >/dev/null\ncryo-agent hibernate\n";
+
+fn log(env: &Env) -> Vec<serde_json::Value> {
+    env.cryoctl(&["notify", "log", "--json"]).json().as_array().cloned().unwrap_or_default()
+}
+
+fn hmac_hex(key: &str, body: &[u8]) -> String {
+    let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes()), body);
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A question reaches every notifier once: the webhook signed (GitHub's
+/// scheme, checked here), ntfy with its title, priority, tags, click link
+/// and bearer token, and the command with the event as JSON on stdin.
+#[test]
+fn a_question_reaches_every_notifier_once() {
+    let env = Env::new();
+    let r = Receiver::start();
+    env.write_secret("hook.key", "s3cret-key\n", 0o600);
+    env.write_secret("ntfy.token", "tk_123\n", 0o600);
+    let out = env.path("notices.jsonl");
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"hook\"\nkind = \"webhook\"\nurl = \"{}\"\nsecret_file = \"{}\"\n\n\
+         [[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\ntoken_file = \"{}\"\nevents = [\"question\", \"failed\"]\n\n\
+         [[notify]]\nname = \"desktop\"\nkind = \"command\"\ncommand = \"cat >> {}; echo >> {}\"\nevents = [\"question\"]\n",
+        r.url("/hook"),
+        env.home().join("hook.key").display(),
+        r.url("/topic"),
+        env.home().join("ntfy.token").display(),
+        out.display(),
+        out.display()
+    ));
+    let _d = env.start_daemon();
+    let c = env.chamber("c", ASKS, "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    wait_until("the three deliveries", || log(&env).iter().filter(|d| d["kind"] == "question").count() == 3);
+
+    let hooks: Vec<_> = r.got("/hook").into_iter().filter(|g| g.json()["event"] == "question").collect();
+    assert_eq!(hooks.len(), 1, "once");
+    let h = &hooks[0];
+    let j = h.json();
+    assert_eq!(j["chamber"], "c");
+    assert_eq!(j["title"], "c asks: Which branch should I release from?");
+    assert!(j["body"].as_str().unwrap().contains("Which branch"), "{j}");
+    assert!(j["url"].as_str().unwrap().ends_with("#/c/c"), "a link to the chamber's page: {j}");
+    assert!(j["id"].as_str().unwrap().starts_with("c:question:"), "{j}");
+    assert_eq!(h.header("X-Cryo-Signature-256"), format!("sha256={}", hmac_hex("s3cret-key", &h.body)));
+    assert_eq!(h.header("Idempotency-Key"), j["id"].as_str().unwrap());
+    assert_eq!(h.header("X-Cryo-Event"), "question");
+
+    let phone = r.got("/topic");
+    assert_eq!(phone.len(), 1, "ntfy once");
+    let p = &phone[0];
+    assert_eq!(p.header("Title"), "c asks: Which branch should I release from?");
+    assert_eq!((p.header("Priority"), p.header("Tags")), ("high", "cryo,question"));
+    assert_eq!(p.header("Authorization"), "Bearer tk_123");
+    assert!(p.header("Click").ends_with("#/c/c"));
+    assert!(String::from_utf8_lossy(&p.body).contains("Which branch"));
+
+    let lines = std::fs::read_to_string(&out).unwrap();
+    let notices: Vec<serde_json::Value> =
+        lines.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(notices.len(), 1, "{lines}");
+    assert_eq!(notices[0]["event"], "question");
+    eprintln!(
+        "measured: question to webhook receiver {} ms, to ntfy receiver {} ms",
+        h.at_ms - chrono::DateTime::parse_from_rfc3339(j["at"].as_str().unwrap()).unwrap().timestamp_millis(),
+        p.at_ms - chrono::DateTime::parse_from_rfc3339(j["at"].as_str().unwrap()).unwrap().timestamp_millis()
+    );
+    let text = env.cryoctl(&["notify", "log"]).ok().to_string();
+    assert!(text.contains("hook") && text.contains("delivered (HTTP 200)"), "{text}");
+}
+
+/// A crash loop raises one `failed` per failed session, each delivered
+/// once, and past `max_per_hour` they are dropped (and the log says so).
+#[test]
+fn a_crash_loop_is_rate_limited() {
+    let env = Env::new();
+    let r = Receiver::start();
+    env.write_secret("hook.key", "k", 0o600);
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"hook\"\nkind = \"webhook\"\nurl = \"{}\"\nsecret_file = \"{}\"\nevents = [\"failed\"]\nmax_per_hour = 2\n",
+        r.url("/hook"),
+        env.home().join("hook.key").display()
+    ));
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "exit 3\n", "");
+    c.seed_history();
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    for n in 2..=4 {
+        env.cryoctl(&["chamber", "wake", "c"]).ok();
+        c.wait_ended(n);
+    }
+    wait_until("three outcomes in the log", || log(&env).len() == 3);
+    let got = r.got("/hook");
+    let ids: Vec<String> = got.iter().map(|g| g.json()["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids, ["c:failed:session-2", "c:failed:session-3"], "one per failure, two an hour");
+    assert!(got[0].json()["title"].as_str().unwrap().contains("session 2 crashed: exit 3"), "{}", got[0].json());
+    let dropped = log(&env).into_iter().find(|d| !d["ok"].as_bool().unwrap()).unwrap();
+    assert_eq!(dropped["outcome"], "dropped: over max_per_hour (2) for c", "{dropped}");
+    assert_eq!(dropped["event"], "c:failed:session-4");
+}
+
+/// Quiet hours hold a `failed` and let a `question` through.
+#[test]
+fn quiet_hours_hold_all_but_questions() {
+    let env = Env::new();
+    let r = Receiver::start();
+    let hm = |offset: &str| {
+        let out = std::process::Command::new("date").args(["-d", offset, "+%H:%M"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\nquiet_hours = \"{}-{}\"\n",
+        r.url("/topic"),
+        hm("-1 hour"),
+        hm("+2 hours")
+    ));
+    let _d = env.start_daemon();
+    let asks = env.chamber("asks", ASKS, "");
+    let fails = env.chamber("fails", "exit 2\n", "");
+    fails.seed_history();
+    for c in ["asks", "fails"] {
+        env.cryoctl(&["chamber", "start", c]).ok();
+    }
+    env.cryoctl(&["chamber", "wake", "fails"]).ok();
+    asks.wait_ended(1);
+    fails.wait_ended(2);
+    wait_until("the question delivered", || r.got("/topic").iter().any(|g| g.header("Tags") == "cryo,question"));
+    wait_until("the failure held", || {
+        log(&env)
+            .iter()
+            .any(|d| d["kind"] == "failed" && d["outcome"].as_str().unwrap().starts_with("held by quiet hours until"))
+    });
+    assert!(!r.got("/topic").iter().any(|g| g.header("Tags") == "cryo,failed"), "held, not sent");
+}
+
+/// `silent` once the chamber wrote nothing visible for its window, once.
+#[test]
+fn a_silent_chamber_raises_silent_once() {
+    let env = Env::new();
+    let out = env.path("notices.jsonl");
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"desktop\"\nkind = \"command\"\ncommand = \"cat >> {}; echo >> {}\"\nevents = [\"silent\"]\n",
+        out.display(),
+        out.display()
+    ));
+    let _d = env.start_daemon();
+    let c = crate::scheduling::quiet_chamber_with(
+        &env,
+        "c",
+        "cryo-agent send 'hello' >/dev/null\ncryo-agent hibernate\n",
+        "expect_activity_within = \"3s\"\n",
+    );
+    wait_until("silent", || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("\"silent\"")));
+    let events = || std::fs::read_to_string(&out).unwrap().matches("\"silent\"").count();
+    let j: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
+    assert!(j["title"].as_str().unwrap().starts_with("c has been silent for "), "{j}");
+    // Once per silence: a while later, still one.
+    wait_until("a second window to pass", || {
+        std::fs::metadata(&out).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().unwrap_or_default().as_secs() >= 4)
+    });
+    assert_eq!(events(), 1);
+    // A message ends the silence; the next one is told again.
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    c.wait_ended(2);
+    wait_until("a second silence", || events() == 2);
+    assert!(c.cryo_log().contains("no visible message (expect_activity_within)"));
+}
+
+/// A notifier that is down is retried with back-off, its failure is in
+/// `notify log`, and no wake waits for it; `notify test` tries one by name.
+#[test]
+fn a_notifier_that_is_down_delays_nothing() {
+    let env = Env::new();
+    let r = Receiver::start();
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\nretries = 2\nretry_seconds = 1\n",
+        r.url("/topic")
+    ));
+    r.fail_next(100);
+    let _d = env.start_daemon();
+    let c = crate::scheduling::quiet_chamber_with(&env, "c", ASKS, "");
+    env.cryoctl(&["chamber", "todo", "c", "add", "soon", "--at", "+1s"]).ok();
+    c.wait_ended(2);
+    let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
+    let late = s[0]["sessions"][0]["lateness_ms"].as_i64().unwrap();
+    assert!(late < 5000, "the wake did not wait for the notifier: {late} ms late");
+    wait_until("the failure in the log", || {
+        log(&env)
+            .iter()
+            .any(|d| d["outcome"].as_str().is_some_and(|o| o.starts_with("failed after 3 attempt(s): HTTP 503")))
+    });
+    assert!(r.refused() >= 3, "retried");
+    // Up again: a test notice goes through, and names it.
+    r.fail_next(0);
+    let ok = env.cryoctl(&["notify", "test", "phone", "--json"]).json();
+    assert_eq!((ok[0]["notifier"].as_str(), ok[0]["ok"].as_bool()), (Some("phone"), Some(true)), "{ok}");
+    assert_eq!(r.got("/topic").last().unwrap().header("Tags"), "cryo,test");
+    let none = env.cryoctl(&["notify", "test", "nosuch"]);
+    assert!(none.fails(4).contains("no notifier named \"nosuch\""), "{}", none.stderr);
+}
