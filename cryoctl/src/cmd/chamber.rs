@@ -157,6 +157,13 @@ pub enum ChamberCmd {
         #[arg(long, short = 'n', default_value_t = 10)]
         count: u32,
     },
+    /// Create (or replace) the chamber's webhook secret and print the hub URL
+    /// senders POST to and the secret, once (`POST /hooks/CHAMBER`, signed
+    /// with HMAC-SHA256 as GitHub does; the payload arrives marked untrusted).
+    Hook {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
     Remove {
@@ -221,6 +228,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Messages { chamber, follow, last } => messages(&ctx, chamber, follow, last).await,
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
         ChamberCmd::Move { chamber, to } => move_to(&ctx, chamber, to).await,
+        ChamberCmd::Hook { chamber } => hook(&ctx, chamber).await,
         ChamberCmd::Schedule { chamber, count } => {
             let r = chamber_ref(chamber.as_deref())?;
             super::schedule::run(&ctx, Some(r), count).await
@@ -281,6 +289,29 @@ where
         }
         other => other.map_err(Failure::from),
     }
+}
+
+async fn hook(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_hook(pb::ChamberHookRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    if ctx.json {
+        output::json(&serde_json::json!({ "chamber": r.chamber, "url": r.url, "secret": r.secret }));
+        return Ok(());
+    }
+    println!("webhook for {} (the secret is shown once; run this again to replace it)", r.chamber);
+    if r.url.is_empty() {
+        println!("  url     (the hub is not up: POST /hooks/{} on its address)", r.chamber);
+    } else {
+        println!("  url     {}", r.url);
+    }
+    println!("  secret  {}", r.secret);
+    println!("  sign    X-Hub-Signature-256: sha256=HMAC-SHA256(secret, body), as GitHub does");
+    Ok(())
 }
 
 async fn init(ctx: &Ctx, dir: Option<PathBuf>, agent: Option<String>) -> Result<()> {

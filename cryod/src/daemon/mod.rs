@@ -3,6 +3,7 @@
 //! [`Daemon`] is a cheap handle. The gRPC services and the hub call the same
 //! methods here, so there is one implementation of each operation.
 
+mod hooks;
 pub mod remote;
 pub mod schedule;
 
@@ -764,12 +765,24 @@ impl Daemon {
 
     /// Writes a message into a chamber's inbox; returns the file.
     pub async fn send(&self, r: &ChamberRef, from: &str, subject: &str, text: &str) -> Result<supervisor::Delivered> {
+        self.send_with(r, from, subject, text, Default::default()).await
+    }
+
+    /// [`Daemon::send`], with front matter beyond `from` and `subject`.
+    pub async fn send_with(
+        &self,
+        r: &ChamberRef,
+        from: &str,
+        subject: &str,
+        text: &str,
+        meta: std::collections::BTreeMap<String, String>,
+    ) -> Result<supervisor::Delivered> {
         let v = self.resolve(r)?;
         let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
         if self.elsewhere(&v) {
-            return self.forward(&v, Command::Send { from, subject, text }).await?.delivered();
+            return self.forward(&v, Command::Send { from, subject, text, meta }).await?.delivered();
         }
-        self.ask(v.record.id, |reply| Event::Deliver { message: Box::new((from, subject, text)), reply }).await?
+        self.ask(v.record.id, |reply| Event::Deliver { message: Box::new((from, subject, text, meta)), reply }).await?
     }
 
     /// An operator's TODO call.

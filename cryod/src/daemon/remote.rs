@@ -39,6 +39,8 @@ pub enum Command {
         from: String,
         subject: String,
         text: String,
+        #[serde(default)]
+        meta: std::collections::BTreeMap<String, String>,
     },
     Todo {
         call: TodoCall,
@@ -197,7 +199,9 @@ impl Daemon {
                 let (v, outcome) = self.wake(&r, message, replace).await?;
                 Answer::Woken { view: v.snap.view, outcome }
             }
-            Command::Send { from, subject, text } => Answer::Delivered(self.send(&r, &from, &subject, &text).await?),
+            Command::Send { from, subject, text, meta } => {
+                Answer::Delivered(self.send_with(&r, &from, &subject, &text, meta).await?)
+            }
             Command::Todo { call } => match self.todo(&r, call).await? {
                 crate::supervisor::AgentReply::Todos { todos, tz } => {
                     let list = cryo_core::todo::TodoList { items: todos, high_water: 0 };

@@ -41,11 +41,14 @@ const APP_CSS: &str = include_str!("../../../web/app.css");
 
 pub use crate::runtime::HubInfo;
 
+pub mod hooks;
+
 #[derive(Clone)]
 struct Hub {
     daemon: Daemon,
     token: Arc<String>,
     hosts: Arc<Vec<String>>,
+    hooks: hooks::Hooks,
 }
 
 /// Reads (or creates, 0600) the hub's token in the state folder.
@@ -89,7 +92,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
     let mut hosts =
         vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
     hosts.dedup();
-    let hub = Hub { daemon, token: Arc::new(token), hosts: Arc::new(hosts) };
+    let hub = Hub { daemon, token: Arc::new(token), hosts: Arc::new(hosts), hooks: Default::default() };
     let api = Router::new()
         .route("/chambers", get(list).post(create))
         .route("/chambers/{name}", get(chamber).delete(remove))
@@ -116,6 +119,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/app.js", get(|| async { page(APP_JS, "text/javascript; charset=utf-8") }))
         .route("/app.css", get(|| async { page(APP_CSS, "text/css; charset=utf-8") }))
         .nest("/api", api)
+        .route("/hooks/{name}", post(hooks::receive))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -203,6 +207,11 @@ fn page(body: &'static str, kind: &'static str) -> Response {
 /// Every request: the Host must be the hub itself; writes need the CSRF
 /// header (or a same-origin fetch); responses never sniff or refer.
 async fn guard(State(hub): State<Hub>, req: Request, next: Next) -> Response {
+    // A webhook is signed with its chamber's secret: it comes through a
+    // proxy (another Host) from a sender that knows no CSRF header.
+    if req.uri().path().starts_with("/hooks/") {
+        return next.run(req).await;
+    }
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !hub.hosts.iter().any(|h| h == host) {
         return (StatusCode::MISDIRECTED_REQUEST, "this hub answers only on its own address").into_response();

@@ -96,6 +96,16 @@ impl Control for ControlService {
         Ok(Response::new(pb::NotifyLogReply { deliveries: done.iter().map(convert::delivery).collect() }))
     }
 
+    async fn chamber_hook(&self, req: Request<pb::ChamberHookRequest>) -> R<pb::ChamberHookReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (chamber, secret) = self.daemon.rotate_hook(&r)?;
+        let url = match self.daemon.shared().hub.get() {
+            Some(h) if h.up => format!("{}hooks/{chamber}", h.url),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ChamberHookReply { chamber, url, secret }))
+    }
+
     async fn notify_log(&self, req: Request<pb::NotifyLogRequest>) -> R<pb::NotifyLogReply> {
         let limit = match req.into_inner().limit {
             0 => 50,

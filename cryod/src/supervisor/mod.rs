@@ -57,9 +57,10 @@ pub enum Event {
         replace: bool,
         reply: oneshot::Sender<Result<WakeOutcome>>,
     },
-    /// An operator's message for the inbox: from, subject, text.
+    /// An operator's message for the inbox: from, subject, text, and
+    /// front matter beyond them.
     Deliver {
-        message: Box<(String, String, String)>,
+        message: Box<(String, String, String, std::collections::BTreeMap<String, String>)>,
         reply: oneshot::Sender<Result<Delivered>>,
     },
     /// An operator's TODO change.
@@ -418,8 +419,8 @@ impl Sup {
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
             Event::Deliver { message, reply } => {
-                let (from, subject, text) = *message;
-                Input::Deliver { req: self.wait(Waiter::Deliver(reply)), from, subject, text }
+                let (from, subject, text, meta) = *message;
+                Input::Deliver { req: self.wait(Waiter::Deliver(reply)), from, subject, text, meta }
             }
             Event::Todo { call, reply } => Input::Todo { req: self.wait(Waiter::Agent(reply)), call: *call },
             Event::WritePlan { text, reply } => Input::WritePlan { req: self.wait(Waiter::Plan(reply)), text },

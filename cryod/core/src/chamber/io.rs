@@ -496,6 +496,8 @@ pub enum Input {
     },
     Deliver {
         req: ReqId,
+        /// Front matter beyond `from` and `subject` (a webhook's marks).
+        meta: std::collections::BTreeMap<String, String>,
         from: String,
         subject: String,
         text: String,

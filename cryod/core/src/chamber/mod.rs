@@ -587,7 +587,7 @@ impl Chamber {
             Input::Remove { req } => self.remove(req),
             Input::Pause { req, pause } => self.pause(req, pause),
             Input::Wake { req, message, replace } => self.wake(req, message, replace),
-            Input::Deliver { req, from, subject, text } => self.deliver(req, &from, &subject, &text),
+            Input::Deliver { req, from, subject, text, meta } => self.deliver(req, &from, &subject, &text, meta),
             Input::Todo { req, call } => self.todo_call(req, call, By::Operator),
             Input::WritePlan { req, text } => {
                 if text.len() > 1024 * 1024 {

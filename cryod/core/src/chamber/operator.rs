@@ -229,9 +229,17 @@ impl Chamber {
         })
     }
 
-    pub(super) fn deliver(&mut self, req: ReqId, from: &str, subject: &str, text: &str) {
+    pub(super) fn deliver(
+        &mut self,
+        req: ReqId,
+        from: &str,
+        subject: &str,
+        text: &str,
+        meta: BTreeMap<String, String>,
+    ) {
         match self.operator_message(from, subject, text) {
-            Ok(message) => {
+            Ok(mut message) => {
+                message.meta = meta;
                 self.emit(Effect::WriteMessage { folder: Folder::Inbox, message, then: AfterWrite::Delivered { req } })
             }
             Err(e) => self.reply(req, Err(e)),

@@ -655,7 +655,13 @@ impl World {
         match self.rng.below(20) {
             0..=5 => {
                 let text = format!("operator note {}", self.rng.hex(4));
-                self.operator(c, |req| Input::Deliver { req, from: "op".into(), subject: String::new(), text })
+                self.operator(c, |req| Input::Deliver {
+                    req,
+                    from: "op".into(),
+                    subject: String::new(),
+                    text,
+                    meta: BTreeMap::new(),
+                })
             }
             6..=8 => {
                 let message = self.rng.one_in(2).then(|| "look at this".to_string());
