@@ -38,6 +38,25 @@ pub struct Config {
     pub limit_hold_seconds: u64,
     /// `[[notify]]`: who hears of the events worth a person's attention.
     pub notify: Vec<NotifierConfig>,
+    /// `[heartbeat]`: an external monitor pinged while cryod is healthy.
+    pub heartbeat: Option<HeartbeatConfig>,
+}
+
+/// `[heartbeat]`: a healthchecks-style URL that cryod POSTs to every
+/// `interval` (default `5m`) while its store answers, so that something
+/// outside the machine notices when cryod (or the machine) is gone.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatConfig {
+    pub url: String,
+    pub interval: Option<String>,
+}
+
+impl HeartbeatConfig {
+    pub fn every(&self) -> Option<std::time::Duration> {
+        let d = cryo_core::time::parse_duration(self.interval.as_deref().unwrap_or("5m"))?;
+        d.to_std().ok().filter(|d| *d >= std::time::Duration::from_secs(1))
+    }
 }
 
 /// `[providers.NAME]` in `cryod.toml`.
@@ -223,6 +242,7 @@ impl Default for Config {
             providers: Default::default(),
             limit_hold_seconds: 300,
             notify: Vec::new(),
+            heartbeat: None,
         }
     }
 }
@@ -279,6 +299,22 @@ impl Config {
         for (i, n) in config.notify.iter().enumerate() {
             n.check()
                 .map_err(|e| ConfigError(format!("{}: [[notify]] #{} ({}): {e}", path.display(), i + 1, n.name(i))))?;
+        }
+        if let Some(h) = &config.heartbeat {
+            if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
+                return Err(ConfigError(format!(
+                    "{}: key `heartbeat.url`: {:?} is not an http(s) URL",
+                    path.display(),
+                    h.url
+                )));
+            }
+            if h.every().is_none() {
+                return Err(ConfigError(format!(
+                    "{}: key `heartbeat.interval`: {:?} is not a duration of a second or more (such as \"5m\")",
+                    path.display(),
+                    h.interval.as_deref().unwrap_or_default()
+                )));
+            }
         }
         if config.log_max_bytes < 4096 {
             return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));

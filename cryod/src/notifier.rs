@@ -132,6 +132,12 @@ impl Notifiers {
         self.clock.now().max(e.at)
     }
 
+    /// One heartbeat: a POST to `url`; whether it was taken.
+    pub async fn ping(&self, url: &str) -> Result<(), String> {
+        let r = self.http.post(url).body("").send().await.map_err(|x| x.without_url().to_string())?;
+        status(r.status()).map(|_| ())
+    }
+
     /// The newest deliveries first.
     pub fn log(&self, limit: usize) -> Vec<Delivery> {
         self.log.lock().expect("log lock").iter().rev().take(limit).cloned().collect()

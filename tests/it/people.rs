@@ -275,3 +275,32 @@ fn webhooks_in_are_signed_fenced_and_refused_when_bad() {
     // A chamber without a hook, or none at all: the same 401.
     assert_eq!(hub.raw("POST", "/hooks/nosuch", None, &[], Some(body)).status, 401);
 }
+
+/// `[heartbeat]` pings the monitor while cryod is healthy; a cryod started
+/// after one was killed raises `daemon`.
+#[test]
+fn the_heartbeat_pings_and_an_unclean_stop_is_told() {
+    let env = Env::new();
+    let r = Receiver::start();
+    let out = env.path("notices.jsonl");
+    env.daemon_config(&format!(
+        "[heartbeat]\nurl = \"{}\"\ninterval = \"1s\"\n\n[[notify]]\nkind = \"command\"\ncommand = \"cat >> {}; echo >> {}\"\nevents = [\"daemon\"]\n",
+        r.url("/ping"),
+        out.display(),
+        out.display()
+    ));
+    let d = env.start_daemon();
+    wait_until("three pings", || r.got("/ping").len() >= 3);
+    assert!(!out.exists(), "a first start is no unclean one");
+    drop(d); // SIGKILL
+    let _d = env.start_daemon();
+    wait_until("the daemon event", || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("unclean stop")));
+    let j: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (j["event"].as_str(), j["title"].as_str()),
+        (Some("daemon"), Some("cryod started after an unclean stop"))
+    );
+    let log = env.cryoctl(&["notify", "log", "--json"]).json();
+    assert_eq!(log[0]["notifier"], "command-1", "the default name: {log}");
+}

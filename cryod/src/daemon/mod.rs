@@ -158,6 +158,7 @@ impl Daemon {
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
         daemon.mark_running();
+        daemon.heartbeat();
         Ok(daemon)
     }
 
@@ -207,6 +208,33 @@ impl Daemon {
         // Live views (and the service manager's status line) learn of it.
         shared.notify(id, crate::runtime::NoticeKind::Status);
         self.note_names();
+    }
+
+    /// `[heartbeat]`: pings the monitor every interval while the store
+    /// answers (a cryod that cannot reach its store is not healthy).
+    fn heartbeat(&self) {
+        let Some(hb) = self.0.shared.config.heartbeat.clone() else { return };
+        let every = hb.every().expect("checked when the config was read");
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.shared.shutdown.is_cancelled() {
+                    return;
+                }
+                match inner.shared.store.last_session_number(0).await {
+                    Ok(_) => {
+                        if let Err(error) = inner.shared.notifiers.ping(&hb.url).await {
+                            tracing::warn!(%error, "the heartbeat's monitor did not take the ping");
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "the store does not answer: no heartbeat"),
+                }
+            }
+        });
     }
 
     /// Marks cryod running until a clean stop; a mark found at start means
