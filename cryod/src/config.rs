@@ -112,6 +112,18 @@ pub struct NotifierConfig {
     /// `command`: run with `sh -c`, the event in its environment and as
     /// JSON on its standard input.
     pub command: Option<String>,
+    /// `email`: the SMTP server, `host:port` (587 with STARTTLS, 465 with TLS).
+    pub smtp: Option<String>,
+    /// `email`: `starttls` (default), `tls`, or `none` (a server on this
+    /// machine only).
+    pub tls: Option<String>,
+    /// `email`: the sender and the recipients.
+    pub from: Option<String>,
+    #[serde(default)]
+    pub to: Vec<String>,
+    /// `email`: `user` and `password` on two lines (a 0600 file); none: no
+    /// login.
+    pub credentials_file: Option<String>,
     /// `"22:00-07:00"` in the system's zone: all but `question` and
     /// `daemon` wait until it ends.
     pub quiet_hours: Option<String>,
@@ -125,7 +137,7 @@ pub struct NotifierConfig {
 }
 
 impl NotifierConfig {
-    pub const KINDS: &'static [&'static str] = &["webhook", "ntfy", "command"];
+    pub const KINDS: &'static [&'static str] = &["webhook", "ntfy", "command", "email"];
 
     pub fn name(&self, index: usize) -> String {
         self.name.clone().unwrap_or_else(|| format!("{}-{}", self.kind, index + 1))
@@ -155,6 +167,23 @@ impl NotifierConfig {
                 }
             }
             "ntfy" => url("ntfy notifier")?,
+            "email" => {
+                let smtp = self.smtp.as_deref().ok_or("an email notifier needs `smtp` (host:port)")?;
+                let (host, port) = smtp.rsplit_once(':').ok_or(format!("`smtp`: {smtp:?} is not host:port"))?;
+                if host.is_empty() || port.parse::<u16>().is_err() {
+                    return Err(format!("`smtp`: {smtp:?} is not host:port"));
+                }
+                match self.tls.as_deref().unwrap_or("starttls") {
+                    "starttls" | "tls" => {}
+                    "none" if matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]") => {}
+                    "none" => return Err("`tls = \"none\"` is for a server on this machine only".into()),
+                    other => return Err(format!("`tls`: {other:?} is none of starttls, tls, none")),
+                }
+                let from = self.from.as_deref().ok_or("an email notifier needs `from`")?;
+                if !from.contains('@') || self.to.is_empty() || self.to.iter().any(|t| !t.contains('@')) {
+                    return Err("an email notifier needs `from` and `to` (a list) as addresses".into());
+                }
+            }
             _ => {
                 if self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
                     return Err("a command notifier needs `command`".into());

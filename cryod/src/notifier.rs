@@ -249,6 +249,7 @@ impl Notifiers {
                 let r = r.send().await.map_err(|x| x.without_url().to_string())?;
                 status(r.status())
             }
+            "email" => send_email(c, e).await,
             _ => run_command(c.command.as_deref().unwrap_or_default(), e).await,
         }
     }
@@ -324,6 +325,42 @@ fn read_secret(path: &str) -> Result<String, String> {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
     let path = cryo_sync::creds::expand(path, &home, &home);
     Ok(cryo_sync::creds::read_secret(&path)?.trim().to_string())
+}
+
+/// `email`: one message to every recipient, over SMTP with STARTTLS or
+/// TLS (lettre, rustls with the system's roots), logging in with the
+/// credentials file if there is one.
+async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+    let mut m = Message::builder()
+        .from(c.from.as_deref().unwrap_or_default().parse().map_err(|x| format!("`from`: {x}"))?)
+        .subject(&e.title)
+        .header(lettre::message::header::ContentType::TEXT_PLAIN);
+    for to in &c.to {
+        m = m.to(to.parse().map_err(|x| format!("`to` {to:?}: {x}"))?);
+    }
+    let link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
+    let body = format!("{}\n\n{}{link}\n\n(cryo event {}, id {})\n", e.title, e.body, e.kind, e.id);
+    let message = m.body(body).map_err(|x| x.to_string())?;
+    let smtp = c.smtp.as_deref().unwrap_or_default();
+    let (host, port) = smtp.rsplit_once(':').unwrap_or((smtp, "587"));
+    let port: u16 = port.parse().map_err(|_| format!("`smtp`: {smtp:?}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let builder = match c.tls.as_deref().unwrap_or("starttls") {
+        "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(host).map_err(|x| x.to_string())?,
+        "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host),
+        _ => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host).map_err(|x| x.to_string())?,
+    };
+    let mut builder = builder.port(port).timeout(Some(ATTEMPT_TIMEOUT));
+    if let Some(f) = c.credentials_file.as_deref() {
+        let text = read_secret(f)?;
+        let mut lines = text.lines().map(str::trim);
+        let (user, pass) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+        builder =
+            builder.credentials(lettre::transport::smtp::authentication::Credentials::new(user.into(), pass.into()));
+    }
+    let r = builder.build().send(message).await.map_err(|x| x.to_string())?;
+    Ok(format!("SMTP {}", r.code()))
 }
 
 /// `command`: `sh -c`, the event in `CRYO_*` variables and as JSON on

@@ -304,3 +304,29 @@ fn the_heartbeat_pings_and_an_unclean_stop_is_told() {
     let log = env.cryoctl(&["notify", "log", "--json"]).json();
     assert_eq!(log[0]["notifier"], "command-1", "the default name: {log}");
 }
+
+/// The email notifier delivers over SMTP to a local server, logging in
+/// with the credentials file.
+#[test]
+fn an_email_reaches_the_smtp_server() {
+    let env = Env::new();
+    let smtp = cryo_tests::smtp::Smtp::start();
+    env.write_secret("smtp.creds", "cryo@example.com\nhunter2\n", 0o600);
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"mail\"\nkind = \"email\"\nsmtp = \"127.0.0.1:{}\"\ntls = \"none\"\nfrom = \"cryo@example.com\"\nto = [\"me@example.com\"]\ncredentials_file = \"{}\"\nevents = [\"question\"]\n",
+        smtp.port,
+        env.home().join("smtp.creds").display()
+    ));
+    let _d = env.start_daemon();
+    let c = env.chamber("c", ASKS, "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    wait_until("the email", || !smtp.mails().is_empty());
+    let m = &smtp.mails()[0];
+    assert_eq!((m.from.as_str(), m.to.as_slice()), ("cryo@example.com", &["me@example.com".to_string()][..]));
+    assert_eq!(m.login, Some(("cryo@example.com".into(), "hunter2".into())));
+    assert!(m.data.contains("Subject: c asks: Which branch should I release from?"), "{}", m.data);
+    assert!(m.data.contains("Which branch"), "{}", m.data);
+    wait_until("the log", || log(&env).iter().any(|d| d["notifier"] == "mail" && d["ok"] == true));
+    assert!(log(&env)[0]["outcome"].as_str().unwrap().starts_with("delivered (SMTP 250"), "{:?}", log(&env));
+}

@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod model;
 pub mod pg;
 pub mod receiver;
+pub mod smtp;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
