@@ -124,6 +124,9 @@ pub struct NotifierConfig {
     /// `email`: `user` and `password` on two lines (a 0600 file); none: no
     /// login.
     pub credentials_file: Option<String>,
+    /// `webpush`: who runs this cryod, for push services (VAPID's `sub`,
+    /// `mailto:` or `https:`; default `mailto:cryo@localhost`).
+    pub contact: Option<String>,
     /// `"22:00-07:00"` in the system's zone: all but `question` and
     /// `daemon` wait until it ends.
     pub quiet_hours: Option<String>,
@@ -137,7 +140,7 @@ pub struct NotifierConfig {
 }
 
 impl NotifierConfig {
-    pub const KINDS: &'static [&'static str] = &["webhook", "ntfy", "command", "email"];
+    pub const KINDS: &'static [&'static str] = &["webhook", "ntfy", "command", "email", "webpush"];
 
     pub fn name(&self, index: usize) -> String {
         self.name.clone().unwrap_or_else(|| format!("{}-{}", self.kind, index + 1))
@@ -182,6 +185,13 @@ impl NotifierConfig {
                 let from = self.from.as_deref().ok_or("an email notifier needs `from`")?;
                 if !from.contains('@') || self.to.is_empty() || self.to.iter().any(|t| !t.contains('@')) {
                     return Err("an email notifier needs `from` and `to` (a list) as addresses".into());
+                }
+            }
+            "webpush" => {
+                if let Some(c) = &self.contact
+                    && !(c.starts_with("mailto:") || c.starts_with("https://"))
+                {
+                    return Err(format!("`contact`: {c:?} is neither a mailto: nor an https: URL"));
                 }
             }
             _ => {

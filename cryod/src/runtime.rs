@@ -118,7 +118,7 @@ impl Shared {
         let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
         std::sync::Arc::new(Shared {
             names: Default::default(),
-            notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone()),
+            notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             links: Default::default(),
             handoffs,
             handoff_rx: Mutex::new(Some(handoff_rx)),

@@ -330,3 +330,90 @@ fn an_email_reaches_the_smtp_server() {
     wait_until("the log", || log(&env).iter().any(|d| d["notifier"] == "mail" && d["ok"] == true));
     assert!(log(&env)[0]["outcome"].as_str().unwrap().starts_with("delivered (SMTP 250"), "{:?}", log(&env));
 }
+
+/// Web Push: a device subscribed through the hub's API gets each notice
+/// encrypted for it (RFC 8291, decrypted here with the device's private
+/// key) and signed with cryod's VAPID key (RFC 8292, checked here).
+#[test]
+fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use ring::{aead, agreement, hkdf, rand, rand::SecureRandom, signature};
+    let env = Env::new();
+    let r = Receiver::start();
+    env.daemon_config("[[notify]]\nname = \"devices\"\nkind = \"webpush\"\nevents = [\"question\"]\n");
+    let _d = env.start_daemon();
+    let hub = crate::hub::Hub::of(&env);
+    // The browser's side of a subscription: a P-256 key and a secret.
+    let rng = rand::SystemRandom::new();
+    let device = agreement::EphemeralPrivateKey::generate(&agreement::ECDH_P256, &rng).unwrap();
+    let device_public = device.compute_public_key().unwrap().as_ref().to_vec();
+    let mut auth = [0u8; 16];
+    rng.fill(&mut auth).unwrap();
+    let sub = serde_json::json!({
+        "endpoint": r.url("/push/dev1"),
+        "keys": { "p256dh": B64.encode(&device_public), "auth": B64.encode(auth) },
+        "name": "my phone",
+    });
+    let token = hub.token();
+    let added = hub.raw("POST", "/api/push", Some(&token), &["X-Cryo-Csrf: 1"], Some(&sub.to_string()));
+    assert_eq!(added.status, 200, "{}", added.body);
+    let list: serde_json::Value = serde_json::from_str(&hub.get("/api/push").body).unwrap();
+    assert_eq!(list["subscriptions"][0]["name"], "my phone", "{list}");
+    let vapid = list["key"].as_str().unwrap().to_string();
+    assert_eq!(B64.decode(&vapid).unwrap().len(), 65, "an uncompressed P-256 key");
+
+    let c = env.chamber("c", ASKS, "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    wait_until("the push", || !r.got("/push/dev1").is_empty());
+    let p = r.got("/push/dev1").remove(0);
+    assert_eq!(p.header("Content-Encoding"), "aes128gcm");
+    assert!(p.header("TTL").parse::<u64>().is_ok());
+    // RFC 8292: vapid t=JWT, k=the key the page was given.
+    let a = p.header("Authorization").to_string();
+    let (t, k) = a.strip_prefix("vapid t=").and_then(|r| r.split_once(", k=")).expect("vapid t=…, k=…");
+    assert_eq!(k, vapid);
+    let (signed, sig) = t.rsplit_once('.').unwrap();
+    signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, B64.decode(k).unwrap())
+        .verify(signed.as_bytes(), &B64.decode(sig).unwrap())
+        .expect("the JWT is signed with the VAPID key");
+    let claims: serde_json::Value =
+        serde_json::from_slice(&B64.decode(signed.split_once('.').unwrap().1).unwrap()).unwrap();
+    assert_eq!(claims["aud"].as_str().unwrap(), format!("http://{}", r.addr));
+    // RFC 8291: decrypt with the device's key.
+    let body = &p.body;
+    let (salt, rest) = body.split_at(16);
+    let idlen = rest[4] as usize;
+    let (server_public, ciphertext) = rest[5..].split_at(idlen);
+    let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, server_public);
+    let ecdh = agreement::agree_ephemeral(device, &peer, |s| s.to_vec()).unwrap();
+    struct Len(usize);
+    impl hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            self.0
+        }
+    }
+    let expand = |prk: &hkdf::Prk, info: &[&[u8]], n: usize| {
+        let mut out = vec![0u8; n];
+        prk.expand(info, Len(n)).unwrap().fill(&mut out).unwrap();
+        out
+    };
+    let ikm = expand(
+        &hkdf::Salt::new(hkdf::HKDF_SHA256, &auth).extract(&ecdh),
+        &[b"WebPush: info\0", &device_public, server_public],
+        32,
+    );
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&ikm);
+    let cek = expand(&prk, &[b"Content-Encoding: aes128gcm\0"], 16);
+    let nonce = expand(&prk, &[b"Content-Encoding: nonce\0"], 12);
+    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).unwrap());
+    let mut data = ciphertext.to_vec();
+    let plain = key
+        .open_in_place(aead::Nonce::try_assume_unique_for_key(&nonce).unwrap(), aead::Aad::empty(), &mut data)
+        .expect("it decrypts with the device's key");
+    assert_eq!(plain.last(), Some(&2), "one record, the last");
+    let notice: serde_json::Value = serde_json::from_slice(&plain[..plain.len() - 1]).unwrap();
+    assert_eq!(notice["title"], "c asks: Which branch should I release from?", "{notice}");
+    assert!(notice["url"].as_str().unwrap().ends_with("#/c/c"), "{notice}");
+}

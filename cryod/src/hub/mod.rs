@@ -105,6 +105,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/log", get(log))
         .route("/chambers/{name}/{action}", post(control))
         .route("/limits", get(limits))
+        .route("/push", get(push_list).post(push_add).delete(push_remove))
         .route("/events", get(events))
         .layer(middleware::from_fn_with_state(hub.clone(), auth));
     let metrics =
@@ -403,6 +404,60 @@ fn todos_value(reply: crate::supervisor::AgentReply) -> ApiResult {
 
 async fn todos(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
     todos_value(hub.daemon.todo(&ChamberRef::Name(name), TodoCall::List).await?)
+}
+
+#[derive(Deserialize)]
+struct PushBody {
+    endpoint: String,
+    keys: crate::notifier::webpush::Keys,
+    #[serde(default)]
+    name: String,
+}
+
+/// `GET /api/push`: the VAPID key (the page's `applicationServerKey`) and
+/// the devices subscribed (their names and push services, never their keys).
+async fn push_list(State(hub): State<Hub>) -> ApiResult {
+    let dir = &hub.daemon.shared().state_dir;
+    let key = crate::notifier::webpush::Vapid::load_or_make(dir).map_err(Error::Internal)?.public();
+    let subs: Vec<Value> = crate::notifier::webpush::subscriptions(dir)
+        .iter()
+        .map(|s| {
+            let service =
+                reqwest::Url::parse(&s.endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+            json!({ "name": s.name, "service": service, "endpoint": s.endpoint })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "key": key, "subscriptions": subs })))
+}
+
+/// `POST /api/push`: subscribes a device (replacing one with the same endpoint).
+async fn push_add(State(hub): State<Hub>, axum::Json(b): axum::Json<PushBody>) -> ApiResult {
+    let sub = crate::notifier::webpush::Subscription { endpoint: b.endpoint, keys: b.keys, name: b.name };
+    crate::notifier::webpush::check(&sub).map_err(Error::Invalid)?;
+    let dir = &hub.daemon.shared().state_dir;
+    let mut subs = crate::notifier::webpush::subscriptions(dir);
+    subs.retain(|s| s.endpoint != sub.endpoint);
+    subs.push(sub);
+    crate::notifier::webpush::save_subscriptions(dir, &subs).map_err(Error::Internal)?;
+    Ok(axum::Json(json!({ "subscriptions": subs.len() })))
+}
+
+#[derive(Deserialize)]
+struct PushRemove {
+    endpoint: String,
+}
+
+/// `DELETE /api/push`: forgets a device.
+async fn push_remove(State(hub): State<Hub>, axum::Json(b): axum::Json<PushRemove>) -> ApiResult {
+    let dir = &hub.daemon.shared().state_dir;
+    let mut subs = crate::notifier::webpush::subscriptions(dir);
+    let before = subs.len();
+    subs.retain(|s| s.endpoint != b.endpoint);
+    if subs.len() == before {
+        return Err(Error::NotFound("no device with that endpoint".into()).into());
+    }
+    crate::notifier::webpush::save_subscriptions(dir, &subs).map_err(Error::Internal)?;
+    Ok(axum::Json(json!({ "subscriptions": subs.len() })))
 }
 
 #[derive(Deserialize)]

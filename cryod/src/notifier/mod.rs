@@ -15,6 +15,8 @@ use chrono_tz::Tz;
 
 use crate::config::NotifierConfig;
 
+pub mod webpush;
+
 /// Deliveries kept for `notify log`.
 const LOG_KEPT: usize = 500;
 /// Event ids a notifier remembers, to deliver each once.
@@ -71,10 +73,12 @@ pub struct Notifiers {
     log: Arc<Mutex<VecDeque<Delivery>>>,
     http: reqwest::Client,
     clock: crate::clock::Clock,
+    /// Where the VAPID key and the devices' subscriptions are kept.
+    state_dir: std::path::PathBuf,
 }
 
 impl Notifiers {
-    pub fn new(configs: &[NotifierConfig], clock: crate::clock::Clock) -> Notifiers {
+    pub fn new(configs: &[NotifierConfig], clock: crate::clock::Clock, state_dir: std::path::PathBuf) -> Notifiers {
         let list = configs
             .iter()
             .enumerate()
@@ -88,7 +92,7 @@ impl Notifiers {
         // TLS by rustls with ring, installed once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().expect("an HTTP client with rustls");
-        Notifiers { list: Arc::new(list), log: Default::default(), http, clock }
+        Notifiers { list: Arc::new(list), log: Default::default(), http, clock, state_dir }
     }
 
     /// Hands `event` to every notifier that wants it, each in a task of its
@@ -130,6 +134,60 @@ impl Notifiers {
     /// The wall clock, never before the event.
     fn now_after(&self, e: &Event) -> DateTime<Utc> {
         self.clock.now().max(e.at)
+    }
+
+    /// `webpush`: the notice to every subscribed device, encrypted for
+    /// each; a device its push service no longer knows (404, 410) is
+    /// forgotten.
+    async fn push(&self, c: &NotifierConfig, e: &Event) -> Result<String, String> {
+        let subs = webpush::subscriptions(&self.state_dir);
+        if subs.is_empty() {
+            return Err("no device is subscribed (the hub's \"notify this device\")".into());
+        }
+        let vapid = webpush::Vapid::load_or_make(&self.state_dir)?;
+        let mut body: String = e.body.chars().take(1000).collect();
+        let mut payload = serde_json::json!({ "title": e.title, "body": body, "url": e.url, "event": e.kind, "chamber": e.chamber, "id": e.id });
+        while payload.to_string().len() > webpush::MAX_PAYLOAD && !body.is_empty() {
+            body.truncate(body.len() / 2);
+            payload["body"] = body.clone().into();
+        }
+        let payload = payload.to_string();
+        let contact = c.contact.clone().unwrap_or_else(|| "mailto:cryo@localhost".into());
+        let urgency = if URGENT.contains(&e.kind.as_str()) || e.kind == "failed" { "high" } else { "normal" };
+        let (mut sent, mut gone, mut errors) = (0, Vec::new(), Vec::new());
+        for s in &subs {
+            let auth = vapid.authorization(&s.endpoint, self.clock.now().timestamp(), &contact)?;
+            let sealed = webpush::encrypt(s, payload.as_bytes())?;
+            let r = self
+                .http
+                .post(&s.endpoint)
+                .header("Content-Encoding", "aes128gcm")
+                .header("Content-Type", "application/octet-stream")
+                .header("TTL", "86400")
+                .header("Urgency", urgency)
+                .header("Authorization", auth)
+                .body(sealed)
+                .send()
+                .await;
+            match r {
+                Ok(r) if r.status().is_success() => sent += 1,
+                Ok(r) if matches!(r.status().as_u16(), 404 | 410) => gone.push(s.endpoint.clone()),
+                Ok(r) => errors.push(format!("{}: HTTP {}", s.name, r.status().as_u16())),
+                Err(x) => errors.push(format!("{}: {}", s.name, x.without_url())),
+            }
+        }
+        if !gone.is_empty() {
+            let kept: Vec<_> = subs.iter().filter(|s| !gone.contains(&s.endpoint)).cloned().collect();
+            webpush::save_subscriptions(&self.state_dir, &kept)?;
+        }
+        match (sent, errors.is_empty()) {
+            (_, true) => Ok(format!(
+                "{sent} device(s){}",
+                if gone.is_empty() { String::new() } else { format!(", {} gone and forgotten", gone.len()) }
+            )),
+            (0, false) => Err(errors.join("; ")),
+            (_, false) => Ok(format!("{sent} device(s); failed: {}", errors.join("; "))),
+        }
     }
 
     /// One heartbeat: a POST to `url`; whether it was taken.
@@ -250,6 +308,7 @@ impl Notifiers {
                 status(r.status())
             }
             "email" => send_email(c, e).await,
+            "webpush" => self.push(c, e).await,
             _ => run_command(c.command.as_deref().unwrap_or_default(), e).await,
         }
     }
