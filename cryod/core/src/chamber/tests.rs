@@ -798,3 +798,42 @@ fn a_late_slot_is_recorded_with_why() {
         Some("ran 1h 30m late in session 2: cryod was not running (it started at 2026-11-23T09:00:00+00:00)")
     );
 }
+
+/// The dead man's switch: `silent` only after a whole window without a
+/// visible message while started, once per silence; a message ends it.
+#[test]
+fn silent_is_raised_once_after_a_whole_quiet_window() {
+    let mut rig = Rig::new(&[60 * 24], &[]);
+    let window = Duration::hours(1);
+    let settings = Settings { expect_activity_within: Some(window), ..settings() };
+    rig.feed(Input::ConfigChanged { config: Ok(settings), warnings: Vec::new() });
+    let silent = |out: &[Effect]| out.iter().filter(|e| matches!(e, Effect::Notify(n) if n.kind == "silent")).count();
+    // The agent talks 30 minutes in: the timer at the hour finds it recent.
+    rig.now += Duration::minutes(30);
+    let req = rig.req();
+    rig.feed(Input::Wake { req, message: None, replace: false });
+    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    rig.call(add_todo("+9h")).unwrap();
+    rig.call(Call::Send { text: "still here".into(), question: false, subject: String::new() }).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    rig.now = t0() + Duration::hours(1);
+    let out = rig.feed(Input::Timer(Timer::Silence));
+    assert_eq!(silent(&out), 0, "the agent spoke half an hour ago");
+    let rearmed = out.iter().any(|e| matches!(e, Effect::ArmTimer { timer: Timer::Silence, .. }));
+    assert!(rearmed, "armed again for what is left: {out:#?}");
+    // A whole window of nothing: once.
+    rig.now = t0() + Duration::minutes(91);
+    let out = rig.feed(Input::Timer(Timer::Silence));
+    assert_eq!(silent(&out), 1);
+    let n = out
+        .iter()
+        .find_map(|e| match e {
+            Effect::Notify(n) => Some(n.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(n.title.starts_with("c has been silent for 1h"), "{n:?}");
+    rig.now += Duration::hours(5);
+    assert_eq!(silent(&rig.feed(Input::Timer(Timer::Silence))), 0, "once per silence");
+}
