@@ -146,6 +146,18 @@ impl NotifierConfig {
         self.name.clone().unwrap_or_else(|| format!("{}-{}", self.kind, index + 1))
     }
 
+    /// `email`: the SMTP server's host (without brackets) and port.
+    pub fn smtp_addr(&self) -> Result<(&str, u16), String> {
+        let smtp = self.smtp.as_deref().ok_or("an email notifier needs `smtp` (host:port)")?;
+        let bad = || format!("`smtp`: {smtp:?} is not host:port");
+        let (host, port) = smtp.rsplit_once(':').ok_or_else(bad)?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match port.parse::<u16>() {
+            Ok(port) if !host.is_empty() => Ok((host, port)),
+            _ => Err(bad()),
+        }
+    }
+
     /// What only a person can fix, in one line.
     pub fn check(&self) -> Result<(), String> {
         if !Self::KINDS.contains(&self.kind.as_str()) {
@@ -171,14 +183,10 @@ impl NotifierConfig {
             }
             "ntfy" => url("ntfy notifier")?,
             "email" => {
-                let smtp = self.smtp.as_deref().ok_or("an email notifier needs `smtp` (host:port)")?;
-                let (host, port) = smtp.rsplit_once(':').ok_or(format!("`smtp`: {smtp:?} is not host:port"))?;
-                if host.is_empty() || port.parse::<u16>().is_err() {
-                    return Err(format!("`smtp`: {smtp:?} is not host:port"));
-                }
+                let (host, _) = self.smtp_addr()?;
                 match self.tls.as_deref().unwrap_or("starttls") {
                     "starttls" | "tls" => {}
-                    "none" if matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]") => {}
+                    "none" if matches!(host, "127.0.0.1" | "localhost" | "::1") => {}
                     "none" => return Err("`tls = \"none\"` is for a server on this machine only".into()),
                     other => return Err(format!("`tls`: {other:?} is none of starttls, tls, none")),
                 }

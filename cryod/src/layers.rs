@@ -16,9 +16,10 @@ const LAYERS: &[&[&str]] = &[
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
     // Services the shell uses: admission, process spawning, watchers, sync bridges, the zone.
-    &["admission", "spawn", "watch", "bridges", "zone", "precheck", "notifier"],
+    &["admission", "spawn", "watch", "bridges", "zone", "precheck"],
     // A session's keeper, and the node's trust in its fleet lease (both signal agents' groups).
-    &["keeper", "lease"],
+    // The notifiers (their command runs through `precheck`'s runner).
+    &["keeper", "lease", "notifier"],
     // What every chamber task shares.
     &["runtime"],
     // The chamber shell around cryo_core's machine.

@@ -19,23 +19,84 @@ const MAX_OUTPUT: u64 = 64 * 1024;
 /// Runs `command` in `dir` with `env` added to cryod's own, for at most
 /// `timeout`; the whole process group is killed at the limit.
 pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, timeout: Duration) -> Checked {
+    match shell(Some(dir), command, env, None, timeout).await {
+        Ran::Exited { code: 0, stdout, .. } => Checked::Wake { output: stdout },
+        Ran::Exited { code: PRECHECK_SKIP, stdout, stderr } => Checked::Skip {
+            line: if first_line(&stdout).is_empty() { first_line(&stderr) } else { first_line(&stdout) },
+        },
+        failed => Checked::Failed { why: failed.failure() },
+    }
+}
+
+/// What a short command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ran {
+    Exited {
+        code: i32,
+        stdout: String,
+        stderr: String,
+    },
+    Killed {
+        signal: i32,
+    },
+    /// It could not start, be waited for, or ran out of time.
+    Failed(String),
+}
+
+impl Ran {
+    /// Why it did not succeed, in a few words: `exited 3: the first line
+    /// it wrote to stderr`, `was killed by signal 9`, `timed out after 1s`.
+    pub fn failure(&self) -> String {
+        match self {
+            Ran::Exited { code, stderr, .. } => match first_line(stderr) {
+                said if said.is_empty() => format!("exited {code}"),
+                said => format!("exited {code}: {said}"),
+            },
+            Ran::Killed { signal } => format!("was killed by signal {signal}"),
+            Ran::Failed(why) => why.clone(),
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string()
+}
+
+/// Runs `sh -c command` (in `dir`, else where cryod runs) in its own
+/// process group, with `env` added, `stdin` given to it (else none), its
+/// output captured, for at most `timeout`. The whole group ends with it:
+/// at its end, at the limit, or when the task running this is aborted.
+pub async fn shell(
+    dir: Option<&Path>,
+    command: &str,
+    env: &BTreeMap<String, String>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+) -> Ran {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::io::AsyncWriteExt;
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(dir)
         .envs(env)
         .process_group(0)
-        .stdin(std::process::Stdio::null())
+        .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return Checked::Failed { why: format!("could not start: {e}") },
+        Err(e) => return Ran::Failed(format!("could not start: {e}")),
     };
-    // The whole group ends with the check: at its end (whatever it left in
-    // the background), at the time limit, or when its task is aborted.
     let group = child.id().map(|p| Group(p as i32));
+    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), stdin) {
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&bytes).await;
+        });
+    }
     let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
         tokio::spawn(async move {
             let mut out = Vec::new();
@@ -49,26 +110,14 @@ pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, time
     let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
     let status = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Checked::Failed { why: format!("could not be waited for: {e}") },
-        Err(_) => return Checked::Failed { why: format!("timed out after {timeout:?}") },
+        Ok(Err(e)) => return Ran::Failed(format!("could not be waited for: {e}")),
+        Err(_) => return Ran::Failed(format!("timed out after {timeout:?}")),
     };
     drop(group);
-    let output = stdout.await.unwrap_or_default();
-    let errors = stderr.await.unwrap_or_default();
-    let first = |s: &str| s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
+    let (stdout, stderr) = (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default());
     match status.code() {
-        Some(0) => Checked::Wake { output },
-        Some(PRECHECK_SKIP) => {
-            Checked::Skip { line: if first(&output).is_empty() { first(&errors) } else { first(&output) } }
-        }
-        Some(n) => {
-            let said = first(&errors);
-            Checked::Failed { why: if said.is_empty() { format!("exited {n}") } else { format!("exited {n}: {said}") } }
-        }
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            Checked::Failed { why: format!("was killed by signal {}", status.signal().unwrap_or(0)) }
-        }
+        Some(code) => Ran::Exited { code, stdout, stderr },
+        None => Ran::Killed { signal: status.signal().unwrap_or(0) },
     }
 }
 

@@ -156,6 +156,15 @@ impl Shared {
         cryo_core::chamber::handoff::loop_through(from, to, &next)
     }
 
+    /// `path` on the hub (`""` for its front page, `#/c/NAME` for a
+    /// chamber's), or empty while the hub is not up.
+    pub fn hub_link(&self, path: &str) -> String {
+        match self.hub.get() {
+            Some(h) if h.up => format!("{}{path}", h.url),
+            _ => String::new(),
+        }
+    }
+
     pub fn system_tz(&self) -> Tz {
         *self.system_tz.read().expect("zone lock")
     }

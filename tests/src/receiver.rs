@@ -37,6 +37,8 @@ struct World {
     /// Requests still to refuse (with 503), and how many were refused.
     failing: u32,
     refused: u32,
+    /// Paths answered 410 Gone (a push subscription that expired).
+    gone: Vec<String>,
 }
 
 pub struct Receiver {
@@ -52,6 +54,9 @@ async fn take(
     body: Bytes,
 ) -> StatusCode {
     let mut w = world.lock().unwrap();
+    if w.gone.contains(&format!("/{path}")) {
+        return StatusCode::GONE;
+    }
     if w.failing > 0 {
         w.failing -= 1;
         w.refused += 1;
@@ -91,6 +96,11 @@ impl Receiver {
     /// Refuses the next `n` requests with 503.
     pub fn fail_next(&self, n: u32) {
         self.world.lock().unwrap().failing = n;
+    }
+
+    /// Answers `path` with 410 Gone from now on.
+    pub fn gone(&self, path: &str) {
+        self.world.lock().unwrap().gone.push(path.to_string());
     }
 
     pub fn refused(&self) -> u32 {

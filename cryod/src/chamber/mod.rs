@@ -54,11 +54,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Returns the new file's metadata, read before it took the name (so it is
 /// ours, whatever is written there next).
 pub fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<std::fs::Metadata> {
+    write_file(path, bytes, durable, None)
+}
+
+/// [`write_atomic`] for a secret: the file is the owner's alone (0600) from
+/// the moment it exists, never readable by others on its way in.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_file(path, bytes, true, Some(0o600)).map(drop)
+}
+
+fn write_file(path: &Path, bytes: &[u8], durable: bool, mode: Option<u32>) -> std::io::Result<std::fs::Metadata> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
     let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create(true).truncate(true);
+        if let Some(m) = mode {
+            open.mode(m);
+        }
+        let mut f = open.open(&tmp)?;
+        if let Some(m) = mode {
+            // (A temporary left by a crash keeps its old mode: set it.)
+            f.set_permissions(std::fs::Permissions::from_mode(m))?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         let written = f.metadata()?;
@@ -88,6 +108,17 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn a_secret_is_the_owners_alone_from_the_start() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("key");
+        write_atomic(&p, b"old").unwrap();
+        write_secret(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -23,8 +23,7 @@ impl Daemon {
         std::fs::create_dir_all(dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         let secret = crate::supervisor::random_hex(32);
-        crate::chamber::write_atomic(&path, format!("{secret}\n").as_bytes())
-            .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
+        crate::chamber::write_secret(&path, format!("{secret}\n").as_bytes())
             .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
         Ok((v.record.name, secret))
     }

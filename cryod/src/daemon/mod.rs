@@ -254,7 +254,7 @@ impl Daemon {
                 chamber: String::new(),
                 title: "cryod started after an unclean stop".into(),
                 body,
-                url: shared.hub.get().filter(|h| h.up).map(|h| h.url.clone()).unwrap_or_default(),
+                url: shared.hub_link(""),
                 at,
             };
             shared.notifiers.notify(event, shared.system_tz());

@@ -7,7 +7,7 @@
 //! payload lands in the inbox as a message marked untrusted in its front
 //! matter, its body fenced and introduced as data, not instructions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,11 +28,20 @@ pub const PER_MINUTE: usize = 30;
 const REMEMBER: Duration = Duration::from_secs(24 * 3600);
 
 /// What the hooks remember: delivery ids, and each chamber's recent deliveries.
-#[derive(Default)]
 pub(super) struct Seen {
-    ids: HashMap<String, Instant>,
+    ids: HashSet<String>,
     order: VecDeque<(Instant, String)>,
-    recent: HashMap<String, VecDeque<Instant>>,
+    recent: crate::notifier::Window,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen {
+            ids: HashSet::new(),
+            order: VecDeque::new(),
+            recent: crate::notifier::Window::new(Duration::from_secs(60), PER_MINUTE),
+        }
+    }
 }
 
 pub(super) type Hooks = Arc<Mutex<Seen>>;
@@ -66,7 +75,7 @@ pub(super) async fn receive(
     let Ok(secret) = std::fs::read_to_string(hub.daemon.hook_secret_path(v.record.id)) else { return unauthorised() };
     let given = header(&headers, &["x-hub-signature-256", "x-cryo-signature-256"]);
     let Some(hex) = given.and_then(|s| s.strip_prefix("sha256=")) else { return unauthorised() };
-    let Some(tag) = unhex(hex) else { return unauthorised() };
+    let Ok(tag) = hex::decode(hex) else { return unauthorised() };
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.trim().as_bytes());
     if ring::hmac::verify(&key, &body, &tag).is_err() {
         return unauthorised();
@@ -75,9 +84,7 @@ pub(super) async fn receive(
     // body's own digest: the same delivery is taken once.
     let id = match header(&headers, &["x-github-delivery", "x-cryo-delivery", "idempotency-key", "x-request-id"]) {
         Some(d) => line(d, 200),
-        None => {
-            ring::digest::digest(&ring::digest::SHA256, &body).as_ref().iter().map(|b| format!("{b:02x}")).collect()
-        }
+        None => hex::encode(ring::digest::digest(&ring::digest::SHA256, &body)),
     };
     let chamber = v.record.name.clone();
     let id_kept = id.clone();
@@ -129,35 +136,23 @@ impl Seen {
             self.ids.remove(&old);
         }
         let key = format!("{chamber}\n{id}");
-        if self.ids.contains_key(&key) {
+        if self.ids.contains(&key) {
             return Some(Admit::Replay);
         }
-        let recent = self.recent.entry(chamber.to_string()).or_default();
-        while recent.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60)) {
-            recent.pop_front();
+        if let Err(wait) = self.recent.take(chamber) {
+            return Some(Admit::Later((wait.as_secs_f64().ceil() as u64).max(1)));
         }
-        if recent.len() >= PER_MINUTE {
-            let oldest = *recent.front().expect("full");
-            return Some(Admit::Later(60u64.saturating_sub(now.duration_since(oldest).as_secs()).max(1)));
-        }
-        recent.push_back(now);
-        self.ids.insert(key.clone(), now);
+        self.ids.insert(key.clone());
         self.order.push_back((now, key));
         None
     }
-}
 
-impl Seen {
+    /// A delivery not taken after all: the sender may deliver it again.
     fn forget(&mut self, chamber: &str, id: &str) {
-        self.ids.remove(&format!("{chamber}\n{id}"));
+        let key = format!("{chamber}\n{id}");
+        self.ids.remove(&key);
+        self.order.retain(|(_, k)| *k != key);
     }
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
 }
 
 fn longest_run(s: &str, c: char) -> usize {

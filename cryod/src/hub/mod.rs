@@ -63,8 +63,7 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
         }
     }
     let t = crate::supervisor::random_hex(32);
-    crate::chamber::write_atomic(&path, format!("{t}\n").as_bytes())?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    crate::chamber::write_secret(&path, format!("{t}\n").as_bytes())?;
     Ok(t)
 }
 
@@ -417,9 +416,10 @@ struct PushBody {
 /// `GET /api/push`: the VAPID key (the page's `applicationServerKey`) and
 /// the devices subscribed (their names and push services, never their keys).
 async fn push_list(State(hub): State<Hub>) -> ApiResult {
-    let dir = &hub.daemon.shared().state_dir;
-    let key = crate::notifier::webpush::Vapid::load_or_make(dir).map_err(Error::Internal)?.public();
-    let subs: Vec<Value> = crate::notifier::webpush::subscriptions(dir)
+    let notifiers = &hub.daemon.shared().notifiers;
+    let key = notifiers.push_key().map_err(Error::Internal)?;
+    let subs: Vec<Value> = notifiers
+        .devices()
         .iter()
         .map(|s| {
             let service =
@@ -433,13 +433,8 @@ async fn push_list(State(hub): State<Hub>) -> ApiResult {
 /// `POST /api/push`: subscribes a device (replacing one with the same endpoint).
 async fn push_add(State(hub): State<Hub>, axum::Json(b): axum::Json<PushBody>) -> ApiResult {
     let sub = crate::notifier::webpush::Subscription { endpoint: b.endpoint, keys: b.keys, name: b.name };
-    crate::notifier::webpush::check(&sub).map_err(Error::Invalid)?;
-    let dir = &hub.daemon.shared().state_dir;
-    let mut subs = crate::notifier::webpush::subscriptions(dir);
-    subs.retain(|s| s.endpoint != sub.endpoint);
-    subs.push(sub);
-    crate::notifier::webpush::save_subscriptions(dir, &subs).map_err(Error::Internal)?;
-    Ok(axum::Json(json!({ "subscriptions": subs.len() })))
+    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::Invalid)?;
+    Ok(axum::Json(json!({ "subscriptions": n })))
 }
 
 #[derive(Deserialize)]
@@ -449,15 +444,10 @@ struct PushRemove {
 
 /// `DELETE /api/push`: forgets a device.
 async fn push_remove(State(hub): State<Hub>, axum::Json(b): axum::Json<PushRemove>) -> ApiResult {
-    let dir = &hub.daemon.shared().state_dir;
-    let mut subs = crate::notifier::webpush::subscriptions(dir);
-    let before = subs.len();
-    subs.retain(|s| s.endpoint != b.endpoint);
-    if subs.len() == before {
-        return Err(Error::NotFound("no device with that endpoint".into()).into());
+    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::Internal)? {
+        Some(n) => Ok(axum::Json(json!({ "subscriptions": n }))),
+        None => Err(Error::NotFound("no device with that endpoint".into()).into()),
     }
-    crate::notifier::webpush::save_subscriptions(dir, &subs).map_err(Error::Internal)?;
-    Ok(axum::Json(json!({ "subscriptions": subs.len() })))
 }
 
 #[derive(Deserialize)]

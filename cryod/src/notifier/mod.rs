@@ -63,7 +63,36 @@ struct One {
     config: NotifierConfig,
     seen: Mutex<(HashSet<String>, VecDeque<String>)>,
     /// Deliveries per chamber in the last hour.
-    sent: Mutex<HashMap<String, VecDeque<Instant>>>,
+    sent: Mutex<Window>,
+}
+
+/// At most `limit` per key in any `span`: a sliding window of counts.
+pub struct Window {
+    span: Duration,
+    limit: usize,
+    hits: HashMap<String, VecDeque<Instant>>,
+}
+
+impl Window {
+    pub fn new(span: Duration, limit: usize) -> Window {
+        Window { span, limit, hits: HashMap::new() }
+    }
+
+    /// Counts one for `key` if the window has room; else says how long
+    /// until it has.
+    pub fn take(&mut self, key: &str) -> Result<(), Duration> {
+        let now = Instant::now();
+        let q = self.hits.entry(key.to_string()).or_default();
+        while q.front().is_some_and(|t| now.duration_since(*t) >= self.span) {
+            q.pop_front();
+        }
+        if q.len() >= self.limit {
+            let oldest = *q.front().expect("full");
+            return Err(self.span.saturating_sub(now.duration_since(oldest)));
+        }
+        q.push_back(now);
+        Ok(())
+    }
 }
 
 /// Every notifier, and the log of what they did.
@@ -75,6 +104,8 @@ pub struct Notifiers {
     clock: crate::clock::Clock,
     /// Where the VAPID key and the devices' subscriptions are kept.
     state_dir: std::path::PathBuf,
+    /// Held while the subscriptions file is read and rewritten.
+    devices: Arc<Mutex<()>>,
 }
 
 impl Notifiers {
@@ -86,13 +117,13 @@ impl Notifiers {
                 name: c.name(i),
                 config: c.clone(),
                 seen: Default::default(),
-                sent: Default::default(),
+                sent: Mutex::new(Window::new(Duration::from_secs(3600), c.max_per_hour.unwrap_or(20) as usize)),
             })
             .collect();
         // TLS by rustls with ring, installed once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().expect("an HTTP client with rustls");
-        Notifiers { list: Arc::new(list), log: Default::default(), http, clock, state_dir }
+        Notifiers { list: Arc::new(list), log: Default::default(), http, clock, state_dir, devices: Default::default() }
     }
 
     /// Hands `event` to every notifier that wants it, each in a task of its
@@ -136,11 +167,53 @@ impl Notifiers {
         self.clock.now().max(e.at)
     }
 
+    /// The VAPID public key (made on first use): a page's
+    /// `applicationServerKey`.
+    pub fn push_key(&self) -> Result<String, String> {
+        Ok(webpush::Vapid::load_or_make(&self.state_dir)?.public())
+    }
+
+    /// The devices subscribed to Web Push.
+    pub fn devices(&self) -> Vec<webpush::Subscription> {
+        let _one = self.devices.lock().expect("devices lock");
+        webpush::subscriptions(&self.state_dir)
+    }
+
+    /// Subscribes a device (replacing one with the same endpoint); returns
+    /// how many there are.
+    pub fn subscribe(&self, sub: webpush::Subscription) -> Result<usize, String> {
+        webpush::check(&sub)?;
+        self.change_devices(|subs| {
+            subs.retain(|s| s.endpoint != sub.endpoint);
+            subs.push(sub);
+        })
+    }
+
+    /// Forgets the devices at these endpoints; returns how many are left,
+    /// or `None` if none of them was subscribed.
+    pub fn unsubscribe(&self, endpoints: &[String]) -> Result<Option<usize>, String> {
+        let mut found = false;
+        let left = self.change_devices(|subs| {
+            let before = subs.len();
+            subs.retain(|s| !endpoints.contains(&s.endpoint));
+            found = subs.len() < before;
+        })?;
+        Ok(found.then_some(left))
+    }
+
+    fn change_devices(&self, change: impl FnOnce(&mut Vec<webpush::Subscription>)) -> Result<usize, String> {
+        let _one = self.devices.lock().expect("devices lock");
+        let mut subs = webpush::subscriptions(&self.state_dir);
+        change(&mut subs);
+        webpush::save_subscriptions(&self.state_dir, &subs)?;
+        Ok(subs.len())
+    }
+
     /// `webpush`: the notice to every subscribed device, encrypted for
     /// each; a device its push service no longer knows (404, 410) is
     /// forgotten.
     async fn push(&self, c: &NotifierConfig, e: &Event) -> Result<String, String> {
-        let subs = webpush::subscriptions(&self.state_dir);
+        let subs = self.devices();
         if subs.is_empty() {
             return Err("no device is subscribed (the hub's \"notify this device\")".into());
         }
@@ -153,7 +226,7 @@ impl Notifiers {
         }
         let payload = payload.to_string();
         let contact = c.contact.clone().unwrap_or_else(|| "mailto:cryo@localhost".into());
-        let urgency = if URGENT.contains(&e.kind.as_str()) || e.kind == "failed" { "high" } else { "normal" };
+        let urgency = if priority(&e.kind) == "high" { "high" } else { "normal" };
         let (mut sent, mut gone, mut errors) = (0, Vec::new(), Vec::new());
         for s in &subs {
             let auth = vapid.authorization(&s.endpoint, self.clock.now().timestamp(), &contact)?;
@@ -177,8 +250,7 @@ impl Notifiers {
             }
         }
         if !gone.is_empty() {
-            let kept: Vec<_> = subs.iter().filter(|s| !gone.contains(&s.endpoint)).cloned().collect();
-            webpush::save_subscriptions(&self.state_dir, &kept)?;
+            self.unsubscribe(&gone)?;
         }
         match (sent, errors.is_empty()) {
             (_, true) => Ok(format!(
@@ -228,7 +300,8 @@ impl Notifiers {
             if !one.first_time(&event.id) {
                 return None;
             }
-            if let Some(limit) = one.over_rate(&event.chamber) {
+            if one.sent.lock().expect("rate lock").take(&event.chamber).is_err() {
+                let limit = one.config.max_per_hour.unwrap_or(20);
                 let why = format!("dropped: over max_per_hour ({limit}) for {}", event.chamber);
                 return Some(self.record(entry(false, why, 0)));
             }
@@ -269,7 +342,7 @@ impl Notifiers {
                 let body = serde_json::to_vec(e).map_err(|x| x.to_string())?;
                 let key = read_secret(c.secret_file.as_deref().unwrap_or_default())?;
                 let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes()), &body);
-                let sig: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+                let sig = hex::encode(tag);
                 let r = self
                     .http
                     .post(c.url.as_deref().unwrap_or_default())
@@ -286,16 +359,11 @@ impl Notifiers {
                 status(r.status())
             }
             "ntfy" => {
-                let priority = match e.kind.as_str() {
-                    "question" | "daemon" | "failed" => "high",
-                    "silent" | "attention" | "limited" | "budget" => "default",
-                    _ => "low",
-                };
                 let mut r = self
                     .http
                     .post(c.url.as_deref().unwrap_or_default())
                     .header("Title", header_text(&e.title))
-                    .header("Priority", priority)
+                    .header("Priority", priority(&e.kind))
                     .header("Tags", format!("cryo,{}", e.kind))
                     .body(e.body.clone());
                 if !e.url.is_empty() {
@@ -336,22 +404,6 @@ impl One {
         true
     }
 
-    /// The limit, if this chamber has had as many notices within the hour.
-    fn over_rate(&self, chamber: &str) -> Option<u32> {
-        let limit = self.config.max_per_hour.unwrap_or(20);
-        let mut sent = self.sent.lock().expect("rate lock");
-        let q = sent.entry(chamber.to_string()).or_default();
-        let now = Instant::now();
-        while q.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(3600)) {
-            q.pop_front();
-        }
-        if q.len() as u32 >= limit {
-            return Some(limit);
-        }
-        q.push_back(now);
-        None
-    }
-
     /// How long quiet hours hold an event of this kind now.
     fn quiet_for(&self, kind: &str, now: DateTime<Utc>, tz: Tz) -> Option<Duration> {
         if URGENT.contains(&kind) {
@@ -366,6 +418,16 @@ impl One {
         }
         let next = cryo_core::time::next_occurrence(end, now.with_timezone(&Utc), tz);
         (next - now.with_timezone(&Utc)).to_std().ok()
+    }
+}
+
+/// How loud an event of this kind is: `high` (a person is needed now),
+/// `default`, or `low` (news); ntfy's priorities, and Web Push's urgency.
+fn priority(kind: &str) -> &'static str {
+    match kind {
+        "question" | "daemon" | "failed" => "high",
+        "silent" | "attention" | "limited" | "budget" => "default",
+        _ => "low",
     }
 }
 
@@ -401,10 +463,7 @@ async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
     let link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
     let body = format!("{}\n\n{}{link}\n\n(cryo event {}, id {})\n", e.title, e.body, e.kind, e.id);
     let message = m.body(body).map_err(|x| x.to_string())?;
-    let smtp = c.smtp.as_deref().unwrap_or_default();
-    let (host, port) = smtp.rsplit_once(':').unwrap_or((smtp, "587"));
-    let port: u16 = port.parse().map_err(|_| format!("`smtp`: {smtp:?}"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let (host, port) = c.smtp_addr()?;
     let builder = match c.tls.as_deref().unwrap_or("starttls") {
         "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(host).map_err(|x| x.to_string())?,
         "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host),
@@ -422,41 +481,24 @@ async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
     Ok(format!("SMTP {}", r.code()))
 }
 
-/// `command`: `sh -c`, the event in `CRYO_*` variables and as JSON on
-/// standard input; exit 0 is delivered.
+/// `command`: `sh -c` (through the pre-checks' runner: its own process
+/// group, output captured, a time limit), the event in `CRYO_*` variables
+/// and as JSON on standard input; exit 0 is delivered.
 async fn run_command(command: &str, e: &Event) -> Result<String, String> {
-    use tokio::io::AsyncWriteExt;
     let json = serde_json::to_vec(e).map_err(|x| x.to_string())?;
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .env("CRYO_EVENT", &e.kind)
-        .env("CRYO_EVENT_ID", &e.id)
-        .env("CRYO_CHAMBER", &e.chamber)
-        .env("CRYO_TITLE", &e.title)
-        .env("CRYO_BODY", &e.body)
-        .env("CRYO_URL", &e.url)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|x| format!("cannot run sh: {x}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&json).await;
+    let env = [
+        ("CRYO_EVENT", &e.kind),
+        ("CRYO_EVENT_ID", &e.id),
+        ("CRYO_CHAMBER", &e.chamber),
+        ("CRYO_TITLE", &e.title),
+        ("CRYO_BODY", &e.body),
+        ("CRYO_URL", &e.url),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.clone()))
+    .collect();
+    match crate::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
+        crate::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
+        failed => Err(failed.failure()),
     }
-    let out = tokio::time::timeout(ATTEMPT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| format!("still running after {} s", ATTEMPT_TIMEOUT.as_secs()))?
-        .map_err(|x| x.to_string())?;
-    if out.status.success() {
-        return Ok("exit 0".into());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let line = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let how = match out.status.code() {
-        Some(c) => format!("exit {c}"),
-        None => "killed by a signal".to_string(),
-    };
-    Err(if line.is_empty() { how } else { format!("{how}: {line}") })
 }

@@ -94,7 +94,6 @@ pub struct Vapid {
 impl Vapid {
     /// Reads the key from `dir/vapid.pk8`, or makes it.
     pub fn load_or_make(dir: &Path) -> Result<Vapid, String> {
-        use std::os::unix::fs::PermissionsExt;
         let rng = rand::SystemRandom::new();
         let path = dir.join("vapid.pk8");
         let pk8 = match std::fs::read(&path) {
@@ -102,9 +101,7 @@ impl Vapid {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let doc = signature::EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
                     .map_err(|_| "cannot make a VAPID key")?;
-                crate::chamber::write_atomic(&path, doc.as_ref())
-                    .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                crate::chamber::write_secret(&path, doc.as_ref()).map_err(|e| format!("{}: {e}", path.display()))?;
                 doc.as_ref().to_vec()
             }
             Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -163,10 +160,7 @@ pub fn subscriptions(dir: &Path) -> Vec<Subscription> {
 }
 
 pub fn save_subscriptions(dir: &Path, subs: &[Subscription]) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
     let path = subscriptions_path(dir);
     let text = serde_json::to_vec_pretty(subs).map_err(|e| e.to_string())?;
-    crate::chamber::write_atomic(&path, &text)
-        .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
-        .map_err(|e| format!("{}: {e}", path.display()))
+    crate::chamber::write_secret(&path, &text).map_err(|e| format!("{}: {e}", path.display()))
 }

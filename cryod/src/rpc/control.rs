@@ -87,7 +87,7 @@ impl Control for ControlService {
             chamber: String::new(),
             title: "cryo: a test notice".into(),
             body: "`cryoctl notify test` sent this, to check that notices reach you.".into(),
-            url: shared.hub.get().filter(|h| h.up).map(|h| h.url.clone()).unwrap_or_default(),
+            url: shared.hub_link(""),
             at,
         };
         let only = (!name.is_empty()).then_some(name.as_str());
@@ -99,10 +99,7 @@ impl Control for ControlService {
     async fn chamber_hook(&self, req: Request<pb::ChamberHookRequest>) -> R<pb::ChamberHookReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         let (chamber, secret) = self.daemon.rotate_hook(&r)?;
-        let url = match self.daemon.shared().hub.get() {
-            Some(h) if h.up => format!("{}hooks/{chamber}", h.url),
-            _ => String::new(),
-        };
+        let url = self.daemon.shared().hub_link(&format!("hooks/{chamber}"));
         Ok(Response::new(pb::ChamberHookReply { chamber, url, secret }))
     }
 

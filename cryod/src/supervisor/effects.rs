@@ -99,10 +99,7 @@ impl Sup {
                 }
             }
             Effect::Notify(n) => {
-                let url = match self.shared.hub.get() {
-                    Some(h) if h.up => format!("{}#/c/{}", h.url.trim_end_matches('/'), self.machine.name()),
-                    _ => String::new(),
-                };
+                let url = self.shared.hub_link(&format!("#/c/{}", self.machine.name()));
                 let event = crate::notifier::Event {
                     id: n.id,
                     kind: n.kind.to_string(),

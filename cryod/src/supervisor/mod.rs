@@ -736,5 +736,5 @@ fn describe_status(s: std::process::ExitStatus) -> String {
 pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     getrandom::fill(&mut b).expect("the OS random source works");
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex::encode(b)
 }

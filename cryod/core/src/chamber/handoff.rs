@@ -127,36 +127,25 @@ fn render(template: &str, chamber: &str, session: u64, outcome: &Outcome, summar
 /// What the machine keeps of its hand-offs.
 #[derive(Debug, Clone, Default)]
 pub(super) struct HandOffs {
-    /// When each link last carried hand-offs (within the window).
+    /// When each link carried hand-offs (within the window).
     sent: Vec<(String, DateTime<Utc>)>,
-    /// Hand-offs over their link's rate, in order.
-    held: VecDeque<Held>,
+    /// At most one per link: a hand-off over its link's rate, and the limit.
+    held: Vec<(HandOff, u32)>,
     /// The last hand-off delivered: to, session, when.
     last: Option<(String, u64, DateTime<Utc>)>,
     /// The last loop a hand-off closed.
     looped: Option<Vec<String>>,
-    /// When the armed timer fires (one timer, not one per release).
+    /// When the armed timer fires (one timer, not one per hand-off).
     armed: Option<DateTime<Utc>>,
 }
 
-/// A hand-off waiting for its link's rate.
-#[derive(Debug, Clone)]
-struct Held {
-    handoff: HandOff,
-    limit: u32,
-    /// The log said it waits.
-    told: bool,
-}
-
 impl HandOffs {
-    fn sent_within(&self, to: &str, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
-        self.sent.iter().filter(|(t, at)| t == to && now - *at < WINDOW).map(|(_, at)| *at).collect()
-    }
-
-    /// When the link to `to` may carry its next hand-off.
+    /// When the link to `to` may carry its next hand-off (none: now).
     fn free_at(&self, to: &str, limit: u32, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let recent = self.sent_within(to, now);
-        (recent.len() as u32 >= limit).then(|| recent.iter().min().copied().unwrap_or(now) + WINDOW)
+        let recent = self.sent.iter().filter(|(t, at)| t == to && now - *at < WINDOW).map(|(_, at)| *at);
+        let (count, oldest) = recent
+            .fold((0u32, None), |(n, o): (u32, Option<DateTime<Utc>>), at| (n + 1, Some(o.map_or(at, |o| o.min(at)))));
+        (count >= limit).then(|| oldest.unwrap_or(now) + WINDOW)
     }
 }
 
@@ -165,75 +154,72 @@ impl Chamber {
         self.config.as_ref().map(|c| c.on_end.as_slice()).unwrap_or(&[])
     }
 
-    /// A session ended so: hands it on where `[[on_end]]` says.
+    /// A session ended so: hands it on where `[[on_end]]` says, now, or
+    /// once its link's rate allows (a newer end replaces one waiting: the
+    /// other chamber hears of the latest; the log keeps the rest).
     pub(super) fn hand_off_after(&mut self, number: u64, outcome: &Outcome, summary: &str) {
+        let now = self.now;
+        self.handoffs.sent.retain(|(_, at)| now - *at < WINDOW);
         let matching: Vec<OnEnd> = self.on_end().iter().filter(|o| o.when.matches(outcome)).cloned().collect();
         for o in matching {
-            let template = o.message.as_deref().unwrap_or(DEFAULT_MESSAGE);
             let h = HandOff {
                 to: o.chamber.clone(),
                 session: number,
                 subject: format!("{}: session {number} {}", self.name, outcome.describe()),
-                body: render(template, &self.name, number, outcome, summary),
+                body: render(o.message.as_deref().unwrap_or(DEFAULT_MESSAGE), &self.name, number, outcome, summary),
             };
-            // One waits per link: a newer end replaces it (the other
-            // chamber hears of the latest; the log keeps the rest).
-            if let Some(old) = self.handoffs.held.iter_mut().find(|w| w.handoff.to == h.to) {
-                let replaced = std::mem::replace(&mut old.handoff, h);
+            if let Some((old, _)) = self.handoffs.held.iter_mut().find(|(w, _)| w.to == h.to) {
+                let replaced = std::mem::replace(old, h);
                 self.log(format!(
                     "hand-off of session {} to {} dropped: session {number}'s end replaces it while the link waits",
                     replaced.session, replaced.to
                 ));
                 continue;
             }
-            self.handoffs.held.push_back(Held { handoff: h, limit: o.max_per_hour, told: false });
-        }
-        self.release_handoffs();
-    }
-
-    /// Sends every held hand-off its link's rate allows now (in order: one
-    /// still held keeps the later ones of its link behind it); arms the
-    /// timer for the next.
-    pub(super) fn release_handoffs(&mut self) {
-        let now = self.now;
-        self.handoffs.sent.retain(|(_, at)| now - *at < WINDOW);
-        let mut waiting: VecDeque<Held> = VecDeque::new();
-        let mut next: Option<DateTime<Utc>> = None;
-        while let Some(mut held) = self.handoffs.held.pop_front() {
-            let to = held.handoff.to.clone();
-            let behind = waiting.iter().any(|w| w.handoff.to == to);
-            match self.handoffs.free_at(&to, held.limit, now) {
-                None if !behind => {
-                    self.handoffs.sent.push((to, now));
-                    self.emit(Effect::HandOff(held.handoff));
-                }
-                free => {
-                    if let Some(at) = free {
-                        next = Some(next.map_or(at, |n| n.min(at)));
-                    }
-                    if !held.told {
-                        held.told = true;
-                        let until = free.map(|at| format!(" until {}", crate::time::format_in(at, self.tz())));
-                        self.log(format!(
-                            "hand-off of session {} to {to} waits{}: {} an hour is this link's limit (max_per_hour)",
-                            held.handoff.session,
-                            until.unwrap_or_default(),
-                            held.limit
-                        ));
-                    }
-                    waiting.push_back(held);
+            match self.handoffs.free_at(&h.to, o.max_per_hour, now) {
+                None => self.send_handoff(h),
+                Some(at) => {
+                    self.log(format!(
+                        "hand-off of session {number} to {} waits until {}: {} an hour is this link's limit (max_per_hour)",
+                        h.to,
+                        crate::time::format_in(at, self.tz()),
+                        o.max_per_hour
+                    ));
+                    self.handoffs.held.push((h, o.max_per_hour));
+                    self.arm_handoffs(at);
                 }
             }
         }
-        self.handoffs.held = waiting;
+    }
+
+    fn send_handoff(&mut self, h: HandOff) {
+        self.handoffs.sent.push((h.to.clone(), self.now));
+        self.emit(Effect::HandOff(h));
+    }
+
+    fn arm_handoffs(&mut self, at: DateTime<Utc>) {
+        if self.handoffs.armed.is_none_or(|a| at < a) {
+            self.handoffs.armed = Some(at);
+            self.arm(Timer::HandOffs, (at - self.now).to_std().unwrap_or_default());
+        }
+    }
+
+    /// The timer: sends each waiting hand-off whose link has room now, and
+    /// arms the timer for the rest.
+    pub(super) fn release_handoffs(&mut self) {
+        let now = self.now;
         if self.handoffs.armed.is_some_and(|a| a <= now) {
             self.handoffs.armed = None;
         }
-        if let Some(at) = next
-            && self.handoffs.armed.is_none_or(|a| at < a)
-        {
-            self.handoffs.armed = Some(at);
-            self.arm(Timer::HandOffs, (at - now).to_std().unwrap_or_default());
+        self.handoffs.sent.retain(|(_, at)| now - *at < WINDOW);
+        for (h, limit) in std::mem::take(&mut self.handoffs.held) {
+            match self.handoffs.free_at(&h.to, limit, now) {
+                None => self.send_handoff(h),
+                Some(at) => {
+                    self.handoffs.held.push((h, limit));
+                    self.arm_handoffs(at);
+                }
+            }
         }
     }
 
@@ -260,7 +246,7 @@ impl Chamber {
 
     /// Hand-offs still held when the chamber's machine ends are lost: said.
     pub(super) fn drop_handoffs(&mut self) {
-        for Held { handoff: h, .. } in std::mem::take(&mut self.handoffs.held) {
+        for (h, _) in std::mem::take(&mut self.handoffs.held) {
             self.log(format!("hand-off of session {} to {} dropped: cryod stopped while it waited", h.session, h.to));
         }
     }
