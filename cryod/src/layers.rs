@@ -8,8 +8,8 @@ use std::path::Path;
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
     // Leaves: paths, the clock, the SQLite store, the service files, the metrics registry.
-    // The agent CLIs' event streams (pure parsing: what a session used).
-    &["agent_events"],
+    // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit.
+    &["agent_events", "fds"],
     &["paths", "clock", "store", "service", "metrics"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     &["error", "config", "scheduler"],

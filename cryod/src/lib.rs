@@ -19,6 +19,7 @@ pub mod config;
 pub mod convert;
 pub mod daemon;
 pub mod error;
+pub mod fds;
 pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;

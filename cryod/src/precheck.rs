@@ -87,7 +87,8 @@ pub async fn shell(
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
-    let mut child = match cmd.spawn() {
+    let spawned = crate::fds::spawn_when_clear(|| cmd.spawn()).await;
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return Ran::Failed(format!("could not start: {e}")),
     };

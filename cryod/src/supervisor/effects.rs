@@ -515,7 +515,10 @@ impl Sup {
         }
         // The spawn waits for the child's exec (vfork): off the worker, so
         // other chambers' wakes of the same instant go on meanwhile.
-        let spawned = off_worker(|| cmd.spawn());
+        let spawned = off_worker(|| {
+            let _gate = crate::fds::spawning();
+            cmd.spawn()
+        });
         // The copy for people once the agent runs, off the chamber's path.
         if !long {
             let text = prompt.to_string();

@@ -49,9 +49,12 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
         // Hold the lock exactly while sessions run (and we are awake).
         let want = !asleep && shared.admission.running() > 0;
         if want && lock.is_none() {
-            match login.inhibit("sleep", "cryod", "recording running agent sessions before sleep", "delay").await {
-                Ok(fd) => lock = Some(fd),
-                Err(error) => tracing::warn!(%error, "logind refused a sleep inhibitor"),
+            // The lock is one end of a pipe: no agent may inherit it.
+            let why = "recording running agent sessions before sleep";
+            match crate::fds::receive(login.inhibit("sleep", "cryod", why, "delay")) {
+                Some(Ok(fd)) => lock = Some(fd),
+                Some(Err(error)) => tracing::warn!(%error, "logind refused a sleep inhibitor"),
+                None => tracing::warn!("logind did not answer for a sleep inhibitor"),
             }
         } else if !want && lock.is_some() {
             lock = None;
