@@ -201,6 +201,12 @@ fn slug(s: &str) -> String {
 
 /// Whether a directory entry is a message file readers should look at: not a
 /// dot file (a writer's temporary), and ending in `.md`.
+/// The time a name made by [`file_name`] starts with.
+pub fn time_of_name(name: &str) -> Option<DateTime<Utc>> {
+    let stamp = name.get(..24)?;
+    chrono::NaiveDateTime::parse_from_str(stamp, "%Y-%m-%dT%H-%M-%S%.3fZ").ok().map(|t| t.and_utc())
+}
+
 pub fn is_message_name(name: &str) -> bool {
     !name.starts_with('.') && name.ends_with(".md") && name.len() > 3
 }
@@ -211,6 +217,14 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_name_gives_back_its_time() {
+        let at = t("2026-11-24T09:08:07.654Z");
+        assert_eq!(time_of_name(&file_name(at, "Hi there", "ab12")), Some(at));
+        assert_eq!(time_of_name("notes.md"), None);
+        assert_eq!(time_of_name("2026-13-24T09-08-07.654Z_x.md"), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::write_atomic;
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Where a message lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Folder {
     Inbox,
     InboxArchive,
@@ -245,6 +245,40 @@ impl Mailbox {
         }
         all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
         all
+    }
+
+    /// One page of the whole conversation (unread mail included), oldest
+    /// first: the `limit` messages just before the one named `before`, or
+    /// the newest `limit`. Only the folders are listed and only the page's
+    /// files are read, so a page costs the same for ten messages or ten
+    /// thousand. Order is by the time in the file name (every name cryo
+    /// writes starts with it), else the file's modification time. The flag
+    /// says whether older messages remain.
+    pub fn page(&self, before: Option<&str>, limit: usize) -> (Vec<Stored>, bool) {
+        let mut keyed: Vec<(DateTime<Utc>, String, Folder)> = Vec::new();
+        for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
+            for name in self.names(f).unwrap_or_default() {
+                let at = message::time_of_name(&name).or_else(|| {
+                    let meta = std::fs::symlink_metadata(self.dir(f).join(&name)).ok()?;
+                    meta.modified().ok().map(DateTime::<Utc>::from)
+                });
+                keyed.push((at.unwrap_or_default(), name, f));
+            }
+        }
+        keyed.sort();
+        let end = match before {
+            Some(b) => keyed.iter().position(|(_, n, _)| n == b).unwrap_or(0),
+            None => keyed.len(),
+        };
+        let start = end.saturating_sub(limit);
+        let mut out = Vec::with_capacity(end - start);
+        for (_, name, f) in &keyed[start..end] {
+            if let Ok((message, mtime)) = self.read_one(*f, name) {
+                let when = message.timestamp.unwrap_or(mtime);
+                out.push(Stored { folder: *f, name: name.clone(), message, when });
+            }
+        }
+        (out, start > 0)
     }
 }
 

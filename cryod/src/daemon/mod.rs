@@ -518,15 +518,16 @@ impl Daemon {
         self.view_of(id)
     }
 
-    /// The conversation of a chamber, oldest first: both directions, and
-    /// mail not yet read.
-    pub fn conversation(&self, v: &ChamberView) -> Vec<crate::chamber::mailbox::Stored> {
+    /// A page of a chamber's conversation, oldest first: both directions,
+    /// and mail not yet read (see `Mailbox::page`).
+    pub fn conversation_page(
+        &self,
+        v: &ChamberView,
+        before: Option<&str>,
+        limit: usize,
+    ) -> (Vec<crate::chamber::mailbox::Stored>, bool) {
         let tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
-        let mb = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz);
-        let mut all = mb.dialog();
-        all.extend(mb.read(crate::chamber::mailbox::Folder::Inbox).unwrap_or_default());
-        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
-        all
+        crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz).page(before, limit)
     }
 
     /// One of the fixed files of a chamber an operator may read.

@@ -42,6 +42,7 @@ const APP_CSS: &str = include_str!("../../../web/app.css");
 pub use crate::runtime::HubInfo;
 
 pub mod hooks;
+mod markdown;
 
 #[derive(Clone)]
 struct Hub {
@@ -367,17 +368,32 @@ async fn control(
 }
 
 #[derive(Deserialize)]
-struct Last {
+struct Page {
+    /// The `file` of the oldest message shown: the page before it.
+    #[serde(default)]
+    before: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The older name for `limit`.
     #[serde(default)]
     last: Option<usize>,
 }
 
-async fn messages(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<Last>) -> ApiResult {
+/// `GET /api/chambers/NAME/messages[?before=FILE][&limit=N]`: a page of the
+/// conversation, oldest first, each message with its `html` (Markdown made
+/// safe) beside its `body`. An empty page: nothing older.
+async fn messages(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<Page>) -> ApiResult {
     let v = view(&hub, &name)?;
-    let all = hub.daemon.conversation(&v);
-    let n = q.last.unwrap_or(100).min(1000);
-    let skip = all.len().saturating_sub(n);
-    Ok(axum::Json(Value::Array(all[skip..].iter().map(|m| j::mail_json(&convert::mail(m))).collect())))
+    let n = q.limit.or(q.last).unwrap_or(100).clamp(1, 1000);
+    let (page, _) = hub.daemon.conversation_page(&v, q.before.as_deref(), n);
+    Ok(axum::Json(Value::Array(page.iter().map(message_value).collect())))
+}
+
+/// A message as `cryoctl --json` prints it, with its `html`.
+fn message_value(m: &crate::chamber::mailbox::Stored) -> Value {
+    let mut v = j::mail_json(&convert::mail(m));
+    v["html"] = Value::String(markdown::to_html(&m.message.body));
+    v
 }
 
 #[derive(Deserialize)]
@@ -578,7 +594,7 @@ fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
                 v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC),
             );
             let m = mb.read(folder).ok()?.into_iter().find(|m| m.name == file)?;
-            ("message", json!({ "chamber": v.record.name, "message": j::mail_json(&convert::mail(&m)) }))
+            ("message", json!({ "chamber": v.record.name, "message": message_value(&m) }))
         }
         NoticeKind::Removed => ("index", json!({})),
     };
