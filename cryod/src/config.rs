@@ -267,11 +267,14 @@ pub struct HubConfig {
     pub enabled: bool,
     /// Address to listen on; loopback by default (port 0 picks a free one).
     pub bind: String,
+    /// What each chamber's `messages/attachments/` may hold of uploads
+    /// from the hub, in MiB.
+    pub attachment_quota_mb: u64,
 }
 
 impl Default for HubConfig {
     fn default() -> Self {
-        HubConfig { enabled: true, bind: "127.0.0.1:8765".into() }
+        HubConfig { enabled: true, bind: "127.0.0.1:8765".into(), attachment_quota_mb: 100 }
     }
 }
 

@@ -41,8 +41,24 @@ const APP_CSS: &str = include_str!("../../../web/app.css");
 
 pub use crate::runtime::HubInfo;
 
+mod attachments;
 pub mod hooks;
+pub mod invites;
 mod markdown;
+mod settings;
+
+use invites::Role;
+
+/// Sends one credential (the owner's token or one guest's) may make a minute.
+pub const SENDS_PER_MINUTE: usize = 20;
+/// Uploads one credential may make a minute.
+pub const UPLOADS_PER_MINUTE: usize = 10;
+
+/// Each credential's recent sends and uploads.
+struct Rates {
+    send: crate::notifier::Window,
+    upload: crate::notifier::Window,
+}
 
 #[derive(Clone)]
 struct Hub {
@@ -50,6 +66,40 @@ struct Hub {
     token: Arc<String>,
     hosts: Arc<Vec<String>>,
     hooks: hooks::Hooks,
+    invites: invites::Invites,
+    rates: Arc<std::sync::Mutex<Rates>>,
+    /// Held while an upload checks the quota and writes.
+    uploads: Arc<tokio::sync::Mutex<()>>,
+    /// Held while a `cryo.toml` is read and rewritten.
+    settings: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Hub {
+    /// A chamber `role` may see; one it may not is "not found", as if it
+    /// did not exist.
+    fn chamber_for(&self, role: &Role, name: &str) -> Result<ChamberView, ApiError> {
+        if !role.sees(name) {
+            return Err(Error::NotFound(format!("no chamber named {name:?}")).into());
+        }
+        view(self, name)
+    }
+
+    /// Counts a send or an upload against `role`'s rate; over it, the 429
+    /// to answer with.
+    fn over_rate(&self, role: &Role, upload: bool) -> Option<Response> {
+        let mut rates = self.rates.lock().expect("rates lock");
+        let (window, what, limit) = if upload {
+            (&mut rates.upload, "uploads", UPLOADS_PER_MINUTE)
+        } else {
+            (&mut rates.send, "sends", SENDS_PER_MINUTE)
+        };
+        let wait = window.take(&role.credential()).err()?;
+        let secs = (wait.as_secs_f64().ceil() as u64).max(1);
+        let body = json!({ "error": format!("over {limit} {what} a minute; try again in {secs} s") });
+        let mut r = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        Some(r)
+    }
 }
 
 /// Reads (or creates, 0600) the hub's token in the state folder.
@@ -92,7 +142,22 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
     let mut hosts =
         vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
     hosts.dedup();
-    let hub = Hub { daemon, token: Arc::new(token), hosts: Arc::new(hosts), hooks: Default::default() };
+    let minute = std::time::Duration::from_secs(60);
+    let rates = Rates {
+        send: crate::notifier::Window::new(minute, SENDS_PER_MINUTE),
+        upload: crate::notifier::Window::new(minute, UPLOADS_PER_MINUTE),
+    };
+    let invites = invites::Invites::load(&daemon.shared().state_dir);
+    let hub = Hub {
+        daemon,
+        token: Arc::new(token),
+        hosts: Arc::new(hosts),
+        hooks: Default::default(),
+        invites,
+        rates: Arc::new(std::sync::Mutex::new(rates)),
+        uploads: Default::default(),
+        settings: Default::default(),
+    };
     let api = Router::new()
         .route("/chambers", get(list).post(create))
         .route("/chambers/{name}", get(chamber).delete(remove))
@@ -103,10 +168,19 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/plan", get(plan).put(plan_put))
         .route("/chambers/{name}/notes", get(notes))
         .route("/chambers/{name}/log", get(log))
+        .route("/chambers/{name}/settings", get(settings::get).put(settings::put))
+        .route(
+            "/chambers/{name}/attachments",
+            post(attachments::upload).layer(DefaultBodyLimit::max(attachments::MAX_UPLOAD + 1)),
+        )
+        .route("/chambers/{name}/attachments/{file}", get(attachments::fetch))
         .route("/chambers/{name}/{action}", post(control))
         .route("/limits", get(limits))
         .route("/push", get(push_list).post(push_add).delete(push_remove))
         .route("/events", get(events))
+        .route("/me", get(me))
+        .route("/invites", get(invite_list).post(invite_add))
+        .route("/invites/{name}", axum::routing::delete(invite_remove))
         .layer(middleware::from_fn_with_state(hub.clone(), auth));
     let metrics =
         Router::new().route("/metrics", get(metrics)).layer(middleware::from_fn_with_state(hub.clone(), auth));
@@ -197,7 +271,7 @@ fn page(body: &'static str, kind: &'static str) -> Response {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; \
              base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         ),
     );
@@ -234,19 +308,46 @@ fn csrf_ok(h: &HeaderMap) -> bool {
     h.get("x-cryo-csrf").is_some_and(|v| v == "1") || h.get("sec-fetch-site").is_some_and(|v| v == "same-origin")
 }
 
-/// API requests: the bearer token, compared in constant time. A wrong or
-/// missing token gets 401 and nothing else.
-async fn auth(State(hub): State<Hub>, req: Request, next: Next) -> Response {
+/// API requests: the owner's bearer token or a guest's invite token, each
+/// compared in constant time. A wrong or missing token gets 401 and nothing
+/// else; a guest asking for more than conversations gets 403. The role goes
+/// to the handlers, which keep a guest to its own chambers.
+async fn auth(State(hub): State<Hub>, mut req: Request, next: Next) -> Response {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !constant_time_eq(given.as_bytes(), hub.token.as_bytes()) {
+    let role = if constant_time_eq(given.as_bytes(), hub.token.as_bytes()) {
+        Role::Owner
+    } else if let Some(g) = (!given.is_empty()).then(|| hub.invites.guest(given)).flatten() {
+        Role::Guest(Arc::new(g))
+    } else {
         return StatusCode::UNAUTHORIZED.into_response();
+    };
+    if matches!(role, Role::Guest(_)) && !guest_may(req.method(), req.uri().path()) {
+        let body = json!({ "error": "an invite opens only its chambers' conversations" });
+        return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
     }
+    req.extensions_mut().insert(role);
     next.run(req).await
+}
+
+/// The routes a guest may use (the handlers then check the chamber):
+/// who it is, the list, a chamber's summary, its conversation and sends,
+/// attachments, and the event stream.
+fn guest_may(method: &Method, path: &str) -> bool {
+    let path = path.strip_prefix("/api").unwrap_or(path);
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let get = *method == Method::GET;
+    match parts.as_slice() {
+        ["me"] | ["events"] | ["chambers"] | ["chambers", _] => get,
+        ["chambers", _, "messages"] => get || *method == Method::POST,
+        ["chambers", _, "attachments"] => *method == Method::POST,
+        ["chambers", _, "attachments", _] => get,
+        _ => false,
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -300,8 +401,71 @@ async fn limits(State(hub): State<Hub>) -> ApiResult {
     Ok(axum::Json(Value::Array(v.collect())))
 }
 
-async fn list(State(hub): State<Hub>) -> ApiResult {
-    Ok(axum::Json(Value::Array(hub.daemon.list().iter().map(chamber_value).collect())))
+type Who = axum::Extension<Role>;
+
+/// What a guest sees of a chamber: its name and whether it is busy, never
+/// its folder, agent, log or attention lines.
+fn guest_chamber_value(v: &ChamberView) -> Value {
+    let c = chamber_value(v);
+    json!({
+        "name": c["name"], "state": c["state"], "next_wake": c["next_wake"],
+        "open_questions": c["open_questions"], "mail_waiting": c["mail_waiting"],
+    })
+}
+
+fn chamber_value_for(role: &Role, v: &ChamberView) -> Value {
+    match role {
+        Role::Owner => chamber_value(v),
+        Role::Guest(_) => guest_chamber_value(v),
+    }
+}
+
+async fn list(State(hub): State<Hub>, axum::Extension(role): Who) -> ApiResult {
+    let list = hub.daemon.list();
+    let seen = list.iter().filter(|v| role.sees(&v.record.name));
+    Ok(axum::Json(Value::Array(seen.map(|v| chamber_value_for(&role, v)).collect())))
+}
+
+/// `GET /api/me`: the role of the token in use (`owner`, or `guest` with
+/// its `name` and `chambers`).
+async fn me(axum::Extension(role): Who) -> ApiResult {
+    Ok(axum::Json(match role {
+        Role::Owner => json!({ "role": "owner" }),
+        Role::Guest(g) => json!({ "role": "guest", "name": g.name, "chambers": g.chambers }),
+    }))
+}
+
+#[derive(Deserialize)]
+struct NewInvite {
+    name: String,
+    chambers: Vec<String>,
+}
+
+/// `POST /api/invites` `{name, chambers}`: mints a guest's link, answering
+/// `{name, token, link}` (the token is shown this once).
+async fn invite_add(State(hub): State<Hub>, axum::Json(n): axum::Json<NewInvite>) -> ApiResult {
+    let mut chambers = Vec::new();
+    for c in &n.chambers {
+        chambers.push(view(&hub, c)?.record.name);
+    }
+    chambers.dedup();
+    let created = hub.daemon.shared().clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let token = hub.invites.mint(n.name.trim(), chambers, created)?;
+    let link = hub.daemon.shared().hub_link(&format!("#token={token}"));
+    Ok(axum::Json(json!({ "name": n.name.trim(), "token": token, "link": link })))
+}
+
+/// `GET /api/invites`: each invite's name, chambers and when it was made.
+async fn invite_list(State(hub): State<Hub>) -> ApiResult {
+    let list = hub.invites.list();
+    let v = list.iter().map(|i| json!({ "name": i.name, "chambers": i.chambers, "created": i.created }));
+    Ok(axum::Json(Value::Array(v.collect())))
+}
+
+/// `DELETE /api/invites/NAME`: revokes it; its guest is cut off at once.
+async fn invite_remove(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    hub.invites.revoke(&name)?;
+    Ok(axum::Json(json!({ "revoked": name })))
 }
 
 #[derive(Deserialize)]
@@ -326,8 +490,11 @@ async fn create(State(hub): State<Hub>, axum::Json(n): axum::Json<NewChamber>) -
     Ok(axum::Json(json!({ "chamber": chamber_value(&v), "already_registered": added.already_registered })))
 }
 
-async fn chamber(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
-    let v = view(&hub, &name)?;
+async fn chamber(State(hub): State<Hub>, axum::Extension(role): Who, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let v = hub.chamber_for(&role, &name)?;
+    if let Role::Guest(_) = role {
+        return Ok(axum::Json(json!({ "chamber": guest_chamber_value(&v), "sessions": [] })));
+    }
     let sessions = hub.daemon.sessions(v.record.id, 10).await?;
     let sessions: Vec<Value> = sessions.iter().map(|s| j::session_json(&convert::session(s))).collect();
     Ok(axum::Json(json!({ "chamber": chamber_value(&v), "sessions": sessions })))
@@ -382,8 +549,13 @@ struct Page {
 /// `GET /api/chambers/NAME/messages[?before=FILE][&limit=N]`: a page of the
 /// conversation, oldest first, each message with its `html` (Markdown made
 /// safe) beside its `body`. An empty page: nothing older.
-async fn messages(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<Page>) -> ApiResult {
-    let v = view(&hub, &name)?;
+async fn messages(
+    State(hub): State<Hub>,
+    axum::Extension(role): Who,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<Page>,
+) -> ApiResult {
+    let v = hub.chamber_for(&role, &name)?;
     let n = q.limit.or(q.last).unwrap_or(100).clamp(1, 1000);
     let (page, _) = hub.daemon.conversation_page(&v, q.before.as_deref(), n);
     Ok(axum::Json(Value::Array(page.iter().map(message_value).collect())))
@@ -403,13 +575,29 @@ struct SendBody {
     subject: String,
 }
 
+/// `POST /api/chambers/NAME/messages`: mail to the agent, from the
+/// operator or, stamped with its name, from a guest.
 async fn send(
     State(hub): State<Hub>,
+    axum::Extension(role): Who,
     UrlPath(name): UrlPath<String>,
     axum::Json(b): axum::Json<SendBody>,
-) -> ApiResult {
-    let d = hub.daemon.send(&ChamberRef::Name(name), "operator", &b.subject, &b.text).await?;
-    Ok(axum::Json(json!({ "file": d.file, "waits": d.waits })))
+) -> Response {
+    let v = match hub.chamber_for(&role, &name) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(refused) = hub.over_rate(&role, false) {
+        return refused;
+    }
+    let from = match &role {
+        Role::Owner => "operator".to_string(),
+        Role::Guest(g) => format!("{} (guest)", g.name),
+    };
+    match hub.daemon.send(&ChamberRef::Name(v.record.name), &from, &b.subject, &b.text).await {
+        Ok(d) => axum::Json(json!({ "file": d.file, "waits": d.waits })).into_response(),
+        Err(e) => ApiError(e).into_response(),
+    }
 }
 
 fn todos_value(reply: crate::supervisor::AgentReply) -> ApiResult {
@@ -547,21 +735,27 @@ async fn log(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Q
 /// One SSE stream of everything: `status` (a chamber changed), `message`,
 /// `log` (a cryo.log line), `index` (chambers added or removed) and `resync`
 /// (this client fell behind: re-read everything). It ends on shutdown.
-async fn events(State(hub): State<Hub>) -> Response {
+async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(256);
     let daemon = hub.daemon.clone();
     let shared = daemon.shared().clone();
     let mut notices = shared.notices.subscribe();
+    let mut revoked = hub.invites.watch();
     tokio::spawn(async move {
         let _ = tx.send(Ok(": cryo hub events\n\n".to_string())).await;
         loop {
             let n = tokio::select! {
                 _ = shared.shutdown.cancelled() => return,
                 _ = tx.closed() => return,
+                // A guest's stream ends the moment its invite is revoked.
+                _ = revoked.changed() => match &role {
+                    Role::Guest(g) if !hub.invites.stands(g) => return,
+                    _ => continue,
+                },
                 n = notices.recv() => n,
             };
             let frame = match n {
-                Ok(n) => match sse_frame(&daemon, n) {
+                Ok(n) => match sse_frame(&daemon, &role, n) {
                     Some(f) => f,
                     None => continue,
                 },
@@ -581,11 +775,15 @@ async fn events(State(hub): State<Hub>) -> Response {
     r
 }
 
-fn sse_frame(daemon: &Daemon, n: crate::runtime::Notice) -> Option<String> {
+fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice) -> Option<String> {
     let v = daemon.view_by_id(n.chamber);
     let name = v.as_ref().map(|v| v.record.name.clone()).unwrap_or_default();
+    if !matches!(n.what, NoticeKind::Removed) && !role.sees(&name) {
+        return None;
+    }
     let (event, data) = match n.what {
-        NoticeKind::Status => ("status", json!({ "chamber": chamber_value(v.as_ref()?) })),
+        NoticeKind::Status => ("status", json!({ "chamber": chamber_value_for(role, v.as_ref()?) })),
+        NoticeKind::Log(_) if matches!(role, Role::Guest(_)) => return None,
         NoticeKind::Log(line) => ("log", json!({ "chamber": name, "line": line })),
         NoticeKind::Message { folder, name: file } => {
             let v = v?;

@@ -1,0 +1,184 @@
+//! Attachments from the hub: uploaded into the chamber's
+//! `messages/attachments/` (the folder the sync bridges use), linked from the
+//! message that goes with them, and served back to the page.
+//!
+//! An upload is capped at the bridges' own size, counted against the
+//! chamber's quota (`[hub] attachment_quota_mb`), stored under a fresh name
+//! made of safe characters only, and written only if the folder is the
+//! chamber's own (not a link elsewhere). A file is served only from that
+//! folder, as a download (`Content-Disposition: attachment`), typed as an
+//! image only when its bytes are PNG, JPEG, GIF or WebP (never SVG or HTML),
+//! else `application/octet-stream`, in a sandbox of its own.
+
+use std::path::{Path, PathBuf};
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cryo_sync::attach;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, Hub, Who};
+use crate::error::Error;
+
+/// Largest upload: what the bridges carry.
+pub const MAX_UPLOAD: usize = attach::MAX_ATTACHMENT_BYTES;
+
+#[derive(Deserialize)]
+pub(super) struct Upload {
+    /// The file's own name, for the stored name and the link's text.
+    #[serde(default)]
+    name: String,
+}
+
+/// The image types served as images, by their first bytes.
+fn image_type(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// The chamber's attachments folder, made if missing, refused if it is not
+/// the chamber's own.
+fn own_folder(root: &Path) -> Result<PathBuf, Error> {
+    let dir = root.join(attach::DIR);
+    crate::chamber::make_dir_in(root, &dir)
+        .map_err(|e| Error::Internal(format!("cannot make {}: {e}", dir.display())))?;
+    let real = dir.canonicalize().map_err(|e| Error::Internal(e.to_string()))?;
+    let expected = root.canonicalize().map_err(|e| Error::Internal(e.to_string()))?.join(attach::DIR);
+    if real != expected {
+        return Err(Error::Precondition(format!("{} is not the chamber's own folder (a link?)", attach::DIR)));
+    }
+    Ok(dir)
+}
+
+/// Bytes the regular files in `dir` take.
+fn used(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.file_type().is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// `POST /api/chambers/NAME/attachments?name=FILE` with the file as the
+/// body: stores it, answering `{file, name, size, type, markdown}` (the
+/// link to put in the message).
+pub(super) async fn upload(
+    State(hub): State<Hub>,
+    axum::Extension(role): Who,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<Upload>,
+    body: Bytes,
+) -> Response {
+    let v = match hub.chamber_for(&role, &name) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    if body.len() > MAX_UPLOAD {
+        return too_large(format!("an attachment is at most {} MiB", MAX_UPLOAD >> 20));
+    }
+    if body.is_empty() {
+        return ApiError(Error::Invalid("an empty file".into())).into_response();
+    }
+    if let Some(refused) = hub.over_rate(&role, true) {
+        return refused;
+    }
+    let quota = hub.daemon.shared().config.hub.attachment_quota_mb.saturating_mul(1 << 20);
+    let now = hub.daemon.shared().clock.now();
+    let prefix = format!("{}-{}", now.format("%Y%m%dT%H%M%S"), crate::supervisor::random_hex(2));
+    let stored = attach::safe_name(if q.name.is_empty() { "file" } else { &q.name }, &prefix);
+    let root = PathBuf::from(&v.record.path);
+    let kind = image_type(&body);
+    let size = body.len();
+    let _one_at_a_time = hub.uploads.lock().await;
+    let file = stored.clone();
+    let wrote = tokio::task::spawn_blocking(move || -> Result<bool, Error> {
+        let dir = own_folder(&root)?;
+        if used(&dir) + size as u64 > quota {
+            return Ok(false);
+        }
+        crate::chamber::write_atomic(&dir.join(&file), &body)
+            .map_err(|e| Error::Internal(format!("cannot store the attachment: {e}")))?;
+        Ok(true)
+    })
+    .await;
+    match wrote {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => {
+            return too_large(format!(
+                "over the chamber's attachment quota ({} MiB; `[hub] attachment_quota_mb` in cryod.toml)",
+                quota >> 20
+            ));
+        }
+        Ok(Err(e)) => return ApiError(e).into_response(),
+        Err(e) => return ApiError(Error::Internal(e.to_string())).into_response(),
+    }
+    let rel = format!("{}/{stored}", attach::DIR);
+    let label: String = q.name.chars().filter(|c| !"[]()\n\r".contains(*c)).collect();
+    let label = if label.trim().is_empty() { stored.clone() } else { label };
+    let markdown = format!("{}[{label}]({rel})", if kind.is_some() { "!" } else { "" });
+    let kind = kind.unwrap_or("application/octet-stream");
+    axum::Json(json!({ "file": rel, "name": stored, "size": size, "type": kind, "markdown": markdown })).into_response()
+}
+
+fn too_large(why: String) -> Response {
+    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(json!({ "error": why }))).into_response()
+}
+
+/// `GET /api/chambers/NAME/attachments/FILE`: the file, as a download.
+pub(super) async fn fetch(
+    State(hub): State<Hub>,
+    axum::Extension(role): Who,
+    UrlPath((name, file)): UrlPath<(String, String)>,
+) -> Response {
+    let v = match hub.chamber_for(&role, &name) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let not_found = || ApiError(Error::NotFound(format!("no attachment {file:?}"))).into_response();
+    if file.contains('/') || file.starts_with('.') {
+        return not_found();
+    }
+    let root = PathBuf::from(&v.record.path);
+    let Some(path) = attach::uploadable(&root, &format!("{}/{file}", attach::DIR)) else { return not_found() };
+    let Ok(bytes) = tokio::fs::read(&path).await else { return not_found() };
+    let kind = image_type(&bytes).unwrap_or("application/octet-stream");
+    let mut r = (StatusCode::OK, bytes).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    let disposition = format!("attachment; filename=\"{file}\"");
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_str(&disposition).unwrap_or(HeaderValue::from_static("attachment")),
+    );
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'none'; sandbox"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::image_type;
+
+    #[test]
+    fn only_raster_images_are_images() {
+        assert_eq!(image_type(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+        assert_eq!(image_type(b"\xff\xd8\xff\xe0"), Some("image/jpeg"));
+        assert_eq!(image_type(b"GIF89a.."), Some("image/gif"));
+        assert_eq!(image_type(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(image_type(b"<svg xmlns=\"http://www.w3.org/2000/svg\">"), None);
+        assert_eq!(image_type(b"<html><script>"), None);
+    }
+}

@@ -1,0 +1,214 @@
+//! A chamber's settings from the hub: the documented top-level keys of
+//! `cryo.toml`, read and rewritten with toml_edit so the file keeps its
+//! comments, order and every key the page does not touch. The new text is
+//! checked by the same parser cryod loads it with before it replaces the
+//! file; a bad value is one error line and the file is left as it was. The
+//! chamber's watcher sees the change, so the next session uses it.
+//! `[provider].env` values are never sent to the page, only their names.
+
+use std::path::{Path, PathBuf};
+
+use axum::extract::{Path as UrlPath, State};
+use serde_json::{Map, Value, json};
+use toml_edit::{DocumentMut, Item};
+
+use super::{ApiResult, Hub, view};
+use crate::error::Error;
+
+/// The keys the page may set, with their TOML type.
+pub const KEYS: &[(&str, Kind)] = &[
+    ("agent", Kind::Text),
+    ("timezone", Kind::Text),
+    ("max_session_duration", Kind::Integer),
+    ("max_attempts", Kind::Integer),
+    ("mcp", Kind::Bool),
+    ("session", Kind::Text),
+    ("resume_max_age", Kind::Text),
+    ("resume_max_sessions", Kind::Integer),
+    ("resume_max_tokens", Kind::Integer),
+    ("precheck", Kind::Text),
+    ("precheck_timeout", Kind::Integer),
+    ("expect_activity_within", Kind::Text),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Integer,
+    Bool,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Integer => "integer",
+            Kind::Bool => "bool",
+        }
+    }
+}
+
+/// The settable keys as the file has them (`null`: not set, the default
+/// applies), and the provider's name and env names.
+pub fn read(text: &str) -> Result<Value, String> {
+    let doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| one_line(&e))?;
+    let mut keys = Vec::new();
+    for (key, kind) in KEYS {
+        let value = match doc.get(key).and_then(Item::as_value) {
+            Some(v) if v.is_str() => json!(v.as_str()),
+            Some(v) if v.is_integer() => json!(v.as_integer()),
+            Some(v) if v.is_bool() => json!(v.as_bool()),
+            _ => Value::Null,
+        };
+        keys.push(json!({ "key": key, "kind": kind.name(), "value": value }));
+    }
+    let provider = doc.get("provider").and_then(Item::as_table_like);
+    let name = provider.and_then(|p| p.get("name")).and_then(Item::as_str);
+    let env: Vec<&str> = provider
+        .and_then(|p| p.get("env"))
+        .and_then(Item::as_table_like)
+        .map(|t| t.iter().map(|(k, _)| k).collect())
+        .unwrap_or_default();
+    Ok(json!({ "keys": keys, "provider": { "name": name, "env": env } }))
+}
+
+/// `text` with `changes` applied (a `null` value removes the key: the
+/// default applies); everything else stays as written.
+pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, String> {
+    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| one_line(&e))?;
+    for (key, value) in changes {
+        let Some((_, kind)) = KEYS.iter().find(|(k, _)| k == key) else {
+            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            return Err(format!("`{key}` is not a setting the hub changes ({})", known.join(", ")));
+        };
+        let new = match (kind, value) {
+            (_, Value::Null) => {
+                doc.remove(key);
+                continue;
+            }
+            (Kind::Text, Value::String(s)) => toml_edit::value(s.as_str()),
+            (Kind::Integer, Value::Number(n)) if n.as_i64().is_some_and(|n| n >= 0) => {
+                toml_edit::value(n.as_i64().unwrap_or_default())
+            }
+            (Kind::Bool, Value::Bool(b)) => toml_edit::value(*b),
+            (kind, v) => return Err(format!("`{key}` takes {} {}, not {v}", article(*kind), kind.name())),
+        };
+        match doc.get_mut(key) {
+            // Keep the line's comment and spacing: change only the value.
+            Some(Item::Value(old)) => {
+                let decor = old.decor().clone();
+                let mut v = new.into_value().expect("a value");
+                *v.decor_mut() = decor;
+                *old = v;
+            }
+            _ => {
+                doc.insert(key, new);
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+fn article(kind: Kind) -> &'static str {
+    if kind == Kind::Integer { "an" } else { "a" }
+}
+
+fn one_line(e: &toml_edit::TomlError) -> String {
+    e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or("not TOML").trim().to_string()
+}
+
+fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
+    let v = view(hub, name).map_err(|e| e.0)?;
+    let dir = PathBuf::from(&v.record.path);
+    Ok((dir.join("cryo.toml"), dir))
+}
+
+fn read_text(path: &Path) -> Result<String, Error> {
+    match std::fs::read(path) {
+        Ok(b) if b.len() > crate::chamber::config::MAX_CONFIG_BYTES => Err(Error::Precondition(format!(
+            "{} is over {} bytes",
+            path.display(),
+            crate::chamber::config::MAX_CONFIG_BYTES
+        ))),
+        Ok(b) => String::from_utf8(b).map_err(|_| Error::Precondition(format!("{} is not UTF-8 text", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(Error::Internal(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+/// `GET /api/chambers/NAME/settings`.
+pub(super) async fn get(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let (path, _) = config_path(&hub, &name)?;
+    let text = read_text(&path)?;
+    let v = read(&text).map_err(|e| Error::Precondition(format!("{}: {e}", path.display())))?;
+    Ok(axum::Json(v))
+}
+
+/// `PUT /api/chambers/NAME/settings` with `{KEY: VALUE, ...}`: rewrites
+/// `cryo.toml`, answering the settings as they now are.
+pub(super) async fn put(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    axum::Json(changes): axum::Json<Map<String, Value>>,
+) -> ApiResult {
+    let (path, dir) = config_path(&hub, &name)?;
+    let _one_writer = hub.settings.lock().await;
+    let text = read_text(&path)?;
+    let new = rewrite(&text, &changes).map_err(Error::Invalid)?;
+    // What cryod would make of it: refused here rather than faulting the chamber.
+    let tz = hub.daemon.shared().system_tz();
+    crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
+    crate::chamber::write_atomic(&path, new.as_bytes())
+        .map_err(|e| Error::Internal(format!("cannot write {}: {e}", path.display())))?;
+    Ok(axum::Json(read(&new).map_err(Error::Internal)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "# my chamber\nagent = \"claude\"  # the model I pay for\n\n# Longest session\nmax_session_duration = 3600\n# timezone = \"UTC\"\n\n[provider]\nname = \"anthropic\"\nenv = { ANTHROPIC_API_KEY = \"sk-secret\" }\n";
+
+    fn changes(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_change_keeps_every_comment_and_the_order() {
+        let new = rewrite(FILE, &changes(json!({ "agent": "codex", "timezone": "Europe/Berlin" }))).unwrap();
+        assert!(
+            new.starts_with("# my chamber\nagent = \"codex\"  # the model I pay for\n\n# Longest session\n"),
+            "{new}"
+        );
+        // A new key goes after the last one set, before the comments that lead into the next table.
+        assert!(
+            new.contains("max_session_duration = 3600\ntimezone = \"Europe/Berlin\"\n# timezone = \"UTC\"\n"),
+            "{new}"
+        );
+        assert!(
+            new.contains("[provider]\nname = \"anthropic\"\nenv = { ANTHROPIC_API_KEY = \"sk-secret\" }\n"),
+            "{new}"
+        );
+        // The new key sits with the top-level keys, before [provider].
+        assert!(new.find("timezone = \"Europe").unwrap() < new.find("[provider]").unwrap(), "{new}");
+        let removed = rewrite(&new, &changes(json!({ "timezone": null }))).unwrap();
+        assert!(!removed.contains("timezone = \"Europe"), "{removed}");
+    }
+
+    #[test]
+    fn secrets_stay_in_the_file() {
+        let v = read(FILE).unwrap();
+        assert_eq!(v["provider"]["env"], json!(["ANTHROPIC_API_KEY"]));
+        assert!(!v.to_string().contains("sk-secret"));
+        assert_eq!(v["keys"][0], json!({ "key": "agent", "kind": "text", "value": "claude" }));
+    }
+
+    #[test]
+    fn wrong_keys_and_types_are_one_line() {
+        let e = rewrite(FILE, &changes(json!({ "provider": "x" }))).unwrap_err();
+        assert!(e.starts_with("`provider` is not a setting the hub changes"), "{e}");
+        let e = rewrite(FILE, &changes(json!({ "max_session_duration": "long" }))).unwrap_err();
+        assert_eq!(e, "`max_session_duration` takes an integer, not \"long\"");
+        assert!(rewrite("agent = ", &Map::new()).unwrap_err().lines().count() == 1);
+    }
+}
