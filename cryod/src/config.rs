@@ -270,11 +270,22 @@ pub struct HubConfig {
     /// What each chamber's `messages/attachments/` may hold of uploads
     /// from the hub, in MiB.
     pub attachment_quota_mb: u64,
+    /// Messages one credential (the owner's token, each invite) may send a
+    /// minute through the hub.
+    pub sends_per_minute: usize,
+    /// Files one credential may upload a minute.
+    pub uploads_per_minute: usize,
 }
 
 impl Default for HubConfig {
     fn default() -> Self {
-        HubConfig { enabled: true, bind: "127.0.0.1:8765".into(), attachment_quota_mb: 100 }
+        HubConfig {
+            enabled: true,
+            bind: "127.0.0.1:8765".into(),
+            attachment_quota_mb: 100,
+            sends_per_minute: 30,
+            uploads_per_minute: 10,
+        }
     }
 }
 

@@ -1,8 +1,33 @@
 // Drives the cryo hub in headless Chromium and prints what it saw as JSON.
 // Run by tests/it/browser.rs; inputs come from the environment:
 //   HUB_URL (the page, no fragment), HUB_TOKEN, CHAMBER (whose agent answers
-//   "got: <text>"), SHOTS (a folder for screenshots), CHROMIUM (the browser).
+//   "got: <text>"), SHOTS (a folder for screenshots), CHROMIUM (the browser),
+//   MANY (a chamber with 10,000 messages), TZ_CHAMBER (whose agent answers
+//   "tz=$TZ"), QUOTA_CHAMBER (whose attachment quota is 1 MiB).
 import { chromium } from "playwright-core";
+import { createRequire } from "node:module";
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+// A 2x2 PNG (red), for an upload that shows inline.
+const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGP4z8DAwMDAxMDAAAAjAwIBu6lZ4wAAAABJRU5ErkJggg==", "base64");
+
+// Opens a chamber's page and waits until it is that chamber's (a hash
+// change re-renders in place: the old page is there until then).
+async function go(page, name) {
+  await page.goto(process.env.HUB_URL + "#/c/" + name);
+  await page.waitForFunction((name) => document.querySelector("main h1")?.firstChild?.textContent === name + " "
+    || document.querySelector("main h1")?.firstChild?.textContent === name, name, { timeout: 20000 });
+}
+
+// Serious and critical accessibility violations on the page now (axe-core).
+async function axe(page, name, out) {
+  await page.addScriptTag({ path: AXE });
+  const r = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")));
+  out.axe = out.axe || {};
+  out.axe[name] = r;
+}
 
 const { HUB_URL, HUB_TOKEN, CHAMBER, SHOTS } = process.env;
 const out = {};
@@ -24,7 +49,8 @@ try {
     out.leaked_without_token = okApi.length > 0 || (await page.content()).includes(CHAMBER);
     await ctx.close();
   }
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  // bypassCSP only so the test can add axe-core's script to the page.
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true });
   const page = await ctx.newPage();
   await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
   await page.waitForSelector("#chambers tbody tr", { timeout: 10000 });
@@ -32,6 +58,11 @@ try {
   out.list = await page.$$eval("#chambers tbody tr", (rows) => rows.map((r) => r.getAttribute("data-chamber")));
   out.token_kept_out_of_url = !page.url().includes(HUB_TOKEN);
   await page.screenshot({ path: SHOTS + "/list-desktop.png", fullPage: true });
+  await axe(page, "list", out);
+  // Installable: the manifest is linked and the service worker registers.
+  await page.waitForFunction(() => document.body.dataset.sw === "registered", null, { timeout: 10000 });
+  out.sw_registered = true;
+  out.manifest = await page.evaluate(async () => (await fetch(document.querySelector("link[rel=manifest]").href)).json());
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: SHOTS + "/list-phone.png", fullPage: true });
   await page.setViewportSize({ width: 1280, height: 800 });
@@ -39,6 +70,10 @@ try {
   // One chamber: send a message and see the reply arrive without a reload.
   await page.click(`a[href="#/c/${CHAMBER}"]`);
   await page.waitForSelector("#messages", { timeout: 10000 });
+  const buttons = () => page.$$eval("#controls button", (bs) => bs.map((b) => b.textContent));
+  await page.waitForFunction(() => document.getElementById("state").textContent.trim() === "idle", null, { timeout: 20000 });
+  out.controls_idle = await buttons();
+  await axe(page, "chamber", out);
   let reloaded = false;
   page.on("load", () => { reloaded = true; });
   await page.fill("#send-text", "hello from the browser");
@@ -59,6 +94,8 @@ try {
   await page.click("#controls button:text('stop')");
   await page.waitForFunction(() => document.getElementById("state").textContent.trim() === "stopped", null, { timeout: 20000 });
   out.stopped_shown = true;
+  await page.waitForFunction(() => document.querySelectorAll("#controls button").length === 1, null, { timeout: 10000 });
+  out.controls_stopped = await buttons();
   // Mail to a stopped chamber says it waits, and how to have it read.
   await page.fill("#send-text", "while stopped");
   await page.click("#send");
@@ -90,9 +127,130 @@ try {
     const seen = (await page.evaluate(() => window.__seen)).sort((a, b) => a - b);
     out.outbox_to_page_ms = { count: seen.length, median: seen[Math.floor(seen.length / 2)], p99: seen[Math.min(seen.length - 1, Math.round(seen.length * 0.99))] };
   }
+
+  // Markdown is rendered, and nothing active an agent (or anyone) writes runs.
+  await page.evaluate(() => { window.__pwned = 0; });
+  await page.fill("#send-text", "**bold** <script>window.__pwned=1</script> <img src=x onerror=\"window.__pwned=2\"> [x](javascript:window.__pwned=3)");
+  await page.click("#send");
+  await page.waitForFunction(() => [...document.querySelectorAll("#messages .msg.out")].some((m) => m.textContent.includes("got: ")  && m.querySelector("strong")), null, { timeout: 20000 });
+  for (const a of await page.$$("#messages a")) { const h = await a.getAttribute("href"); if (h && h.startsWith("javascript")) out.js_link = h; }
+  out.inert = await page.evaluate(() => ({
+    pwned: window.__pwned,
+    scripts: document.querySelectorAll("#messages script").length,
+    handlers: [...document.querySelectorAll("#messages *")].filter((e) => [...e.attributes].some((a) => a.name.startsWith("on"))).length,
+    bold: document.querySelectorAll("#messages .msg strong").length > 0,
+  }));
+
+  // An image attached to a message shows inline (fetched with the token).
+  await page.setInputFiles("#send-files", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+  await page.fill("#send-text", "a picture");
+  await page.click("#send");
+  await page.waitForFunction(() => [...document.querySelectorAll("#messages img.inline")].some((i) => i.complete && i.naturalWidth === 2), null, { timeout: 20000 });
+  out.image_inline = true;
+
   await page.screenshot({ path: SHOTS + "/chamber-desktop.png", fullPage: true });
-  await page.setViewportSize({ width: 390, height: 844 });
+  await page.setViewportSize({ width: 360, height: 780 });
   await page.screenshot({ path: SHOTS + "/chamber-phone.png", fullPage: true });
+  out.phone_overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // The quota: a second large upload is refused, and says why.
+  if (process.env.QUOTA_CHAMBER) {
+    await go(page, process.env.QUOTA_CHAMBER);
+    const big = Buffer.concat([PNG, Buffer.alloc(700 * 1024)]);
+    await page.setInputFiles("#send-files", { name: "big1.png", mimeType: "image/png", buffer: big });
+    await page.fill("#send-text", "first");
+    await page.click("#send");
+    await page.waitForFunction(() => document.getElementById("send-text").value === "", null, { timeout: 10000 });
+    await page.setInputFiles("#send-files", { name: "big2.png", mimeType: "image/png", buffer: big });
+    await page.fill("#send-text", "second");
+    await page.click("#send");
+    await page.waitForFunction(() => document.getElementById("error").textContent.includes("quota"), null, { timeout: 10000 });
+    out.quota_error = await page.textContent("#error");
+  }
+
+  // Settings: a new time zone is written to cryo.toml, and the next session has it.
+  if (process.env.TZ_CHAMBER) {
+    await go(page, process.env.TZ_CHAMBER);
+    await page.fill("#set-timezone", "Europe/Berlin");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("settings-saved").textContent.includes("Saved"), null, { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector("#controls button[data-action=wake]"), null, { timeout: 20000 });
+    await page.click("#controls button[data-action=wake]");
+    await page.waitForFunction(() => document.getElementById("messages").textContent.includes("tz=Europe/Berlin"), null, { timeout: 20000 });
+    out.settings_used = true;
+    await axe(page, "settings", out);
+  }
+
+  // 10,000 messages: the first page paints as fast as a small chamber's, and
+  // older pages come on scroll.
+  if (process.env.MANY) {
+    // From the list to a chamber's first page of messages, painted.
+    const open = async (name) => {
+      await page.goto(HUB_URL + "#/");
+      await page.waitForSelector("#chambers", { timeout: 10000 });
+      const t = Date.now();
+      await go(page, name);
+      await page.waitForFunction(() => document.querySelectorAll("#messages .msg").length > 0, null, { timeout: 20000 });
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
+      return Date.now() - t;
+    };
+    out.first_paint_many_ms = await open(process.env.MANY);
+    out.first_paint_small_ms = await open(CHAMBER);
+    await open(process.env.MANY);
+    out.first_page = await page.$$eval("#messages .msg", (m) => m.length);
+    for (let i = 0; i < 3; i++) {
+      const n = await page.$$eval("#messages .msg", (m) => m.length);
+      await page.$eval("#messages", (b) => { b.scrollTop = 0; b.dispatchEvent(new Event("scroll")); });
+      await page.waitForFunction((n) => document.querySelectorAll("#messages .msg").length > n, n, { timeout: 10000 });
+    }
+    out.after_scrolls = await page.$$eval("#messages .msg", (m) => m.length);
+    out.oldest_after_scrolls = await page.$eval("#messages .msg", (m) => m.textContent);
+  }
+
+  // Sharing: an invite opens only its chamber; the guest's mail is stamped with
+  // its name; revoking ends the guest's stream at once.
+  await page.goto(HUB_URL + "#/share");
+  await page.waitForSelector("#invite-name", { timeout: 10000 });
+  await axe(page, "share", out);
+  await page.fill("#invite-name", "ann");
+  await page.check(`.invite-chamber[value="${CHAMBER}"]`);
+  await page.click("#invite-add");
+  await page.waitForSelector("#invite-url", { timeout: 10000 });
+  const link = await page.inputValue("#invite-url");
+  out.invite_link_has_token = link.includes("#token=");
+  out.devices_panel = await page.isVisible("#push-subscribe");
+  // Allowed, so the subscription goes as far as the browser's push service.
+  await ctx.grantPermissions(["notifications"]);
+  await page.click("#push-subscribe");
+  await page.waitForFunction(() => document.getElementById("push-status").textContent !== "", null, { timeout: 20000 });
+  out.push_status = await page.textContent("#push-status");
+  out.devices = await page.$$eval("#devices li", (l) => l.map((x) => x.textContent));
+
+  const guestCtx = await browser.newContext({ viewport: { width: 360, height: 780 }, bypassCSP: true });
+  const guest = await guestCtx.newPage();
+  await guest.goto(link);
+  await guest.waitForSelector("#chambers tbody tr", { timeout: 10000 });
+  out.guest_list = await guest.$$eval("#chambers tbody tr", (rows) => rows.map((r) => r.getAttribute("data-chamber")));
+  await guest.screenshot({ path: SHOTS + "/guest-list-phone.png", fullPage: true });
+  await guest.click(`a[href="#/c/${CHAMBER}"]`);
+  await guest.waitForSelector("#send-text", { timeout: 10000 });
+  out.guest_sees = await guest.evaluate(() => ({ log: !!document.getElementById("log"), plan: !!document.getElementById("plan-text"), settings: !!document.getElementById("settings"), controls: !!document.getElementById("controls") }));
+  await axe(guest, "guest", out);
+  await guest.fill("#send-text", "hello from a guest");
+  await guest.click("#send");
+  await guest.waitForFunction(() => document.getElementById("messages").textContent.includes("got: hello from a guest"), null, { timeout: 20000 });
+  out.guest_reply = true;
+  await guest.screenshot({ path: SHOTS + "/guest-chamber-phone.png", fullPage: true });
+  const endedBefore = await guest.evaluate(() => document.body.dataset.streamEnded || "");
+  await page.goto(HUB_URL + "#/share");
+  await page.waitForSelector(`[data-invite="ann"] button`, { timeout: 10000 });
+  await page.click(`[data-invite="ann"] button`);
+  await guest.waitForFunction((b) => (document.body.dataset.streamEnded || "") !== b, endedBefore, { timeout: 10000 });
+  out.guest_stream_ended = true;
+  await guest.waitForSelector("#signin", { timeout: 10000 });
+  out.guest_signed_out = true;
+  await guestCtx.close();
   await ctx.close();
 } catch (e) {
   out.error = String(e && e.stack || e);

@@ -25,11 +25,34 @@ fn the_hub_in_headless_chromium() {
         return;
     };
     let env = Env::new();
+    env.daemon_config("[hub]\nbind = \"127.0.0.1:0\"\nattachment_quota_mb = 1\nsends_per_minute = 500\n");
     let _d = env.start_daemon();
     let c = env.chamber("alpha", ANSWERING_AGENT, "");
     env.chamber("beta", ANSWERING_AGENT, "");
-    env.cryoctl(&["chamber", "start", "alpha"]).ok();
+    // Says which zone its session has; its settings change on the page.
+    let tzc = env.chamber(
+        "tzc",
+        "cryo-agent send \"tz=${TZ:-none}\" >/dev/null\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n",
+        "# my own comment, kept\n",
+    );
+    // 10,000 messages, never started.
+    let many = env.chamber("many", ANSWERING_AGENT, "");
+    let archive = many.dir.join("messages/outbox/archive");
+    std::fs::create_dir_all(&archive).unwrap();
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
+    for i in 0..10_000 {
+        let at = start + chrono::Duration::seconds(i * 60);
+        let name = format!("{}_note-{i}_x{i}.md", at.format("%Y-%m-%dT%H-%M-%S%.3fZ"));
+        let text =
+            format!("---\nfrom: agent\nsubject: note {i}\ntimestamp: {}\n---\n\nnote number {i}\n", at.to_rfc3339());
+        std::fs::write(archive.join(name), text).unwrap();
+    }
+    env.chamber("q", ANSWERING_AGENT, "");
+    for name in ["alpha", "tzc", "q"] {
+        env.cryoctl(&["chamber", "start", name]).ok();
+    }
     c.wait_ended(1);
+    tzc.wait_ended(1);
     let hub = env.cryoctl(&["hub", "--json"]).json();
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -40,6 +63,9 @@ fn the_hub_in_headless_chromium() {
         .env("CHAMBER", "alpha")
         .env("SHOTS", &shots)
         .env("MEASURE", "50")
+        .env("MANY", "many")
+        .env("TZ_CHAMBER", "tzc")
+        .env("QUOTA_CHAMBER", "q")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -49,8 +75,8 @@ fn the_hub_in_headless_chromium() {
     // Without the token: the sign-in screen, and nothing read.
     assert_eq!(seen["signin_shown"], true);
     assert_eq!(seen["leaked_without_token"], false);
-    // The list shows both chambers.
-    assert_eq!(seen["list"], serde_json::json!(["alpha", "beta"]));
+    // The list shows every chamber.
+    assert_eq!(seen["list"], serde_json::json!(["alpha", "beta", "many", "q", "tzc"]));
     assert_eq!(seen["token_kept_out_of_url"], true);
     // Sending from the page put a file in the inbox (the agent claimed it) ...
     let archived: Vec<String> = c.messages("messages/inbox/archive").into_iter().map(|(_, t)| t).collect();
@@ -76,12 +102,71 @@ fn the_hub_in_headless_chromium() {
         "measured: outbox file to the open page, over 50 replies: median {} ms, p99 {} ms",
         m["median"], m["p99"]
     );
-    let weight: u64 = ["index.html", "app.js", "app.css"]
+    let weight: u64 = ["index.html", "app.js", "lib.js", "chamber.js", "owner.js", "sw.js", "app.css"]
         .iter()
         .map(|f| std::fs::metadata(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../web").join(f)).unwrap().len())
         .sum();
     eprintln!("measured: page weight {weight} bytes uncompressed (all assets)");
-    for shot in ["list-desktop", "list-phone", "chamber-desktop", "chamber-phone"] {
+    // Controls follow the state.
+    assert_eq!(seen["controls_idle"], serde_json::json!(["wake", "pause", "stop"]));
+    assert_eq!(seen["controls_stopped"], serde_json::json!(["start"]));
+    // Markdown renders; a script, an onerror image and a javascript: link stay inert.
+    assert_eq!(seen["inert"], serde_json::json!({ "pwned": 0, "scripts": 0, "handlers": 0, "bold": true }));
+    assert!(seen["js_link"].is_null(), "a javascript: link reached the page: {}", seen["js_link"]);
+    // An image upload shows inline; it sits in the chamber's attachments folder.
+    assert_eq!(seen["image_inline"], true);
+    let stored: Vec<String> = std::fs::read_dir(c.dir.join("messages/attachments"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(stored.iter().any(|n| n.ends_with("-dot.png")), "{stored:?}");
+    assert_eq!(seen["phone_overflow"], false, "the chamber page is wider than a 360 px phone");
+    // The quota: the second 700 KiB upload is refused.
+    let quota = seen["quota_error"].as_str().unwrap_or_default();
+    assert!(quota.contains("over the chamber's attachment quota (1 MiB"), "{quota}");
+    // Settings: cryo.toml rewritten with its comments, and the next session has the zone.
+    assert_eq!(seen["settings_used"], true);
+    let toml = tzc.read("cryo.toml");
+    assert!(toml.contains("timezone = \"Europe/Berlin\"") && toml.contains("# my own comment, kept"), "{toml}");
+    assert!(toml.contains("# The agent: a known kind"), "the template's comments are kept");
+    // 10,000 messages: the newest page first, older pages on scroll.
+    assert_eq!(seen["first_page"], 50);
+    assert_eq!(seen["after_scrolls"], 200);
+    assert!(
+        seen["oldest_after_scrolls"].as_str().unwrap().contains("note number 9800"),
+        "{}",
+        seen["oldest_after_scrolls"]
+    );
+    eprintln!(
+        "measured: first paint of a chamber with 10,000 messages {} ms, of a small one {} ms",
+        seen["first_paint_many_ms"], seen["first_paint_small_ms"]
+    );
+    // Installable.
+    assert_eq!(seen["sw_registered"], true);
+    assert_eq!(seen["manifest"]["display"], "standalone");
+    // Sharing: the invite opens only its chamber, without log, plan, settings or controls.
+    assert_eq!(seen["invite_link_has_token"], true);
+    assert_eq!(seen["guest_list"], serde_json::json!(["alpha"]));
+    assert_eq!(
+        seen["guest_sees"],
+        serde_json::json!({ "log": false, "plan": false, "settings": false, "controls": false })
+    );
+    assert_eq!(seen["guest_reply"], true);
+    let from_guest = c.messages("messages/inbox/archive").into_iter().find(|(_, t)| t.contains("hello from a guest"));
+    assert!(from_guest.as_ref().is_some_and(|(_, t)| t.contains("from: ann (guest)")), "{from_guest:?}");
+    assert_eq!(seen["guest_stream_ended"], true);
+    assert_eq!(seen["guest_signed_out"], true);
+    // Web Push as far as a headless browser goes: the button answers, and
+    // the device list is shown (no push service is reachable here).
+    assert_eq!(seen["devices_panel"], true);
+    eprintln!("the browser's answer to \"Notify this device\": {}", seen["push_status"]);
+    // axe-core: no serious or critical violation on any page.
+    for (page, found) in seen["axe"].as_object().expect("axe ran") {
+        assert_eq!(found, &serde_json::json!([]), "accessibility violations on {page}");
+    }
+    for shot in
+        ["list-desktop", "list-phone", "chamber-desktop", "chamber-phone", "guest-list-phone", "guest-chamber-phone"]
+    {
         let p = shots.join(format!("{shot}.png"));
         assert!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "{} missing", p.display());
     }

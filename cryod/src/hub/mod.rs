@@ -35,9 +35,19 @@ use crate::supervisor::TodoCall;
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 256 * 1024;
 
-const INDEX: &str = include_str!("../../../web/index.html");
-const APP_JS: &str = include_str!("../../../web/app.js");
-const APP_CSS: &str = include_str!("../../../web/app.css");
+/// The page's files, embedded: path, bytes, type.
+const ASSETS: &[(&str, &[u8], &str)] = &[
+    ("/", include_bytes!("../../../web/index.html"), "text/html; charset=utf-8"),
+    ("/app.js", include_bytes!("../../../web/app.js"), "text/javascript; charset=utf-8"),
+    ("/lib.js", include_bytes!("../../../web/lib.js"), "text/javascript; charset=utf-8"),
+    ("/chamber.js", include_bytes!("../../../web/chamber.js"), "text/javascript; charset=utf-8"),
+    ("/owner.js", include_bytes!("../../../web/owner.js"), "text/javascript; charset=utf-8"),
+    ("/sw.js", include_bytes!("../../../web/sw.js"), "text/javascript; charset=utf-8"),
+    ("/app.css", include_bytes!("../../../web/app.css"), "text/css; charset=utf-8"),
+    ("/manifest.webmanifest", include_bytes!("../../../web/manifest.webmanifest"), "application/manifest+json"),
+    ("/icon-192.png", include_bytes!("../../../web/icon-192.png"), "image/png"),
+    ("/icon-512.png", include_bytes!("../../../web/icon-512.png"), "image/png"),
+];
 
 pub use crate::runtime::HubInfo;
 
@@ -49,15 +59,13 @@ mod settings;
 
 use invites::Role;
 
-/// Sends one credential (the owner's token or one guest's) may make a minute.
-pub const SENDS_PER_MINUTE: usize = 20;
-/// Uploads one credential may make a minute.
-pub const UPLOADS_PER_MINUTE: usize = 10;
-
-/// Each credential's recent sends and uploads.
+/// Each credential's recent sends and uploads (`[hub] sends_per_minute`,
+/// `uploads_per_minute`).
 struct Rates {
     send: crate::notifier::Window,
     upload: crate::notifier::Window,
+    sends: usize,
+    uploads: usize,
 }
 
 #[derive(Clone)]
@@ -88,11 +96,9 @@ impl Hub {
     /// to answer with.
     fn over_rate(&self, role: &Role, upload: bool) -> Option<Response> {
         let mut rates = self.rates.lock().expect("rates lock");
-        let (window, what, limit) = if upload {
-            (&mut rates.upload, "uploads", UPLOADS_PER_MINUTE)
-        } else {
-            (&mut rates.send, "sends", SENDS_PER_MINUTE)
-        };
+        let (sends, uploads) = (rates.sends, rates.uploads);
+        let (window, what, limit) =
+            if upload { (&mut rates.upload, "uploads", uploads) } else { (&mut rates.send, "sends", sends) };
         let wait = window.take(&role.credential()).err()?;
         let secs = (wait.as_secs_f64().ceil() as u64).max(1);
         let body = json!({ "error": format!("over {limit} {what} a minute; try again in {secs} s") });
@@ -143,9 +149,12 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
     hosts.dedup();
     let minute = std::time::Duration::from_secs(60);
+    let c = &daemon.shared().config.hub;
     let rates = Rates {
-        send: crate::notifier::Window::new(minute, SENDS_PER_MINUTE),
-        upload: crate::notifier::Window::new(minute, UPLOADS_PER_MINUTE),
+        send: crate::notifier::Window::new(minute, c.sends_per_minute.max(1)),
+        upload: crate::notifier::Window::new(minute, c.uploads_per_minute.max(1)),
+        sends: c.sends_per_minute.max(1),
+        uploads: c.uploads_per_minute.max(1),
     };
     let invites = invites::Invites::load(&daemon.shared().state_dir);
     let hub = Hub {
@@ -169,6 +178,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/notes", get(notes))
         .route("/chambers/{name}/log", get(log))
         .route("/chambers/{name}/settings", get(settings::get).put(settings::put))
+        .route("/chambers/{name}/transcript", get(transcript))
         .route(
             "/chambers/{name}/attachments",
             post(attachments::upload).layer(DefaultBodyLimit::max(attachments::MAX_UPLOAD + 1)),
@@ -190,9 +200,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
     Router::new()
         .merge(metrics)
         .merge(mcp)
-        .route("/", get(|| async { page(INDEX, "text/html; charset=utf-8") }))
-        .route("/app.js", get(|| async { page(APP_JS, "text/javascript; charset=utf-8") }))
-        .route("/app.css", get(|| async { page(APP_CSS, "text/css; charset=utf-8") }))
+        .merge(assets())
         .nest("/api", api)
         .route("/hooks/{name}", post(hooks::receive))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
@@ -264,7 +272,16 @@ pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, Str
     Ok(addr)
 }
 
-fn page(body: &'static str, kind: &'static str) -> Response {
+/// The page's files (public: they hold no data).
+fn assets() -> Router<Hub> {
+    let mut r = Router::new();
+    for (path, body, kind) in ASSETS {
+        r = r.route(path, get(move || async move { page(body, kind) }));
+    }
+    r
+}
+
+fn page(body: &'static [u8], kind: &'static str) -> Response {
     let mut r = body.into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
@@ -272,7 +289,7 @@ fn page(body: &'static str, kind: &'static str) -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; \
-             base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+             manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         ),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -767,12 +784,33 @@ async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response 
             }
         }
     });
-    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    sse(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)))
+}
+
+fn sse(body: Body) -> Response {
     let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
+}
+
+/// `GET /api/chambers/NAME/transcript`: the agent's transcript
+/// (`cryo-agent.log`) as an event stream: its last lines, then each line as
+/// the agent writes it (`event: lines`, `{lines}`), until the page goes.
+async fn transcript(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> Response {
+    use tokio_stream::StreamExt;
+    let v = match view(&hub, &name) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let frames = crate::rpc::follow::log(&hub.daemon, v, true, true, 200).map(|r| {
+        Ok::<_, std::convert::Infallible>(match r {
+            Ok(l) => format!("event: lines\ndata: {}\n\n", json!({ "lines": l.lines })),
+            Err(s) => format!("event: error\ndata: {}\n\n", json!({ "error": s.message() })),
+        })
+    });
+    sse(Body::from_stream(frames))
 }
 
 fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice) -> Option<String> {

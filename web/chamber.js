@@ -1,0 +1,307 @@
+// One chamber: its controls, conversation (paged, Markdown made safe by
+// cryod, attachments), status, TODOs, plan, settings, log and the agent's
+// live transcript. A guest sees the conversation only.
+"use strict";
+
+import { api, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, state, upload } from "./lib.js";
+
+const PAGE = 50;
+let oldest = null; // the file of the oldest message shown: the cursor for the page before
+let loadingOlder = false;
+let transcript = null; // the open transcript stream, if any
+
+// What each control does, shown beside it; which ones a state offers.
+const CONTROLS = {
+  start: "plan its wakes and run what is due",
+  wake: "start a session now",
+  pause: "let mail arrive but start no session",
+  resume: "start sessions again",
+  stop: "end any session and plan nothing",
+};
+export function controlsFor(s) {
+  switch (s) {
+    case "stopped": return ["start"];
+    case "idle": return ["wake", "pause", "stop"];
+    case "running": return ["pause", "stop"];
+    case "paused": return ["resume", "stop"];
+    case "faulted": return ["start", "stop"];
+    default: return [];
+  }
+}
+
+function controls(c) {
+  const base = chamberPath(c.name);
+  return controlsFor(c.state).map((a) => el("div", { class: "control" },
+    el("button", { "data-action": a, "aria-describedby": "does-" + a, onclick: async (e) => {
+      e.target.disabled = true;
+      try { const v = await api(base + "/" + a, "POST", {}); showState(v); } catch (er) { flash(er); e.target.disabled = false; }
+    } }, a),
+    el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
+}
+
+function showState(c) {
+  document.getElementById("state")?.replaceChildren(badge(c.state));
+  if (isOwner()) document.getElementById("controls")?.replaceChildren(...controls(c));
+  document.getElementById("status")?.replaceChildren(status(c));
+}
+
+export async function chamberPage(name) {
+  state.current = name;
+  oldest = null;
+  const main = document.getElementById("main");
+  main.dataset.page = "chamber";
+  const base = chamberPath(name);
+  const owner = isOwner();
+  const [info, msgs, extra] = await Promise.all([
+    api(base), api(base + "/messages?limit=" + PAGE),
+    owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings")]) : null,
+  ]);
+  const c = info.chamber;
+  const conversation = el("section", { "aria-labelledby": "h-conv" }, el("h2", { id: "h-conv" }, "Conversation"),
+    el("div", { id: "messages", tabindex: "0", "aria-label": "messages, oldest first", "aria-live": "polite" }, msgs.map(message)),
+    composer(base));
+  let body;
+  if (owner) {
+    const [todos, plan, notes, log, settings] = extra;
+    const planText = el("textarea", { id: "plan-text", rows: 10 });
+    planText.value = plan.text;
+    body = el("div", { class: "grid" },
+      el("div", {},
+        conversation,
+        el("section", { "aria-labelledby": "h-tx" }, el("h2", { id: "h-tx" }, "Agent transcript"),
+          el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
+          el("pre", { class: "log", id: "transcript", tabindex: "0", "aria-label": "agent transcript" })),
+        el("section", { "aria-labelledby": "h-plan" }, el("h2", { id: "h-plan" }, el("label", { for: "plan-text" }, "Plan")), planText,
+          el("div", { class: "row" }, el("button", { onclick: async () => { try { await api(base + "/plan", "PUT", { text: planText.value }); } catch (e) { flash(e); } } }, "Save plan"))),
+        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
+      el("div", {},
+        el("section", { "aria-labelledby": "h-status" }, el("h2", { id: "h-status" }, "Status"), el("div", { id: "status" }, status(c))),
+        el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base)),
+        el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Recent sessions"), el("div", { id: "sessions" }, sessions(info.sessions))),
+        el("section", { "aria-labelledby": "h-settings" }, el("h2", { id: "h-settings" }, "Settings"), settingsForm(base, settings)),
+        el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)"))));
+  } else {
+    body = conversation;
+  }
+  main.replaceChildren(
+    el("h1", {}, c.name, " ", el("span", { id: "state" }, badge(c.state))),
+    el("div", { id: "error", class: "error", role: "alert" }),
+    owner ? el("div", { class: "row", id: "controls", role: "group", "aria-label": "controls" }, controls(c)) : "",
+    body);
+  oldest = msgs.length ? msgs[0].file : null;
+  const box = document.getElementById("messages");
+  box.addEventListener("scroll", () => { if (box.scrollTop < 40) older(base); });
+  await showAttachments(box, base);
+  scrollMessages();
+  if (owner) followTranscript(base);
+}
+
+// ---- the conversation ----------------------------------------------------------
+function message(m) {
+  const cls = "msg " + (m.direction === "out" ? "out" : "in") + (m.question ? " question" : "");
+  // `html` is cryod's rendering of the Markdown, already sanitised: the only
+  // markup set here. The raw body is never parsed as HTML.
+  const body = el("div", { class: "md" });
+  const t = document.createElement("template");
+  t.innerHTML = m.html ?? "";
+  for (const img of t.content.querySelectorAll("img")) { img.dataset.src = img.getAttribute("src") || ""; img.removeAttribute("src"); }
+  body.append(t.content);
+  return el("article", { class: cls, "data-file": m.file, "data-ts": m.timestamp, "data-dir": m.direction },
+    el("div", { class: "meta" }, m.question ? el("span", { class: "badge qbadge" }, "open question") : "", " ",
+      (m.direction === "out" ? m.from + " → you" : m.from + " → agent") + " · " + local(m.timestamp)),
+    body);
+}
+
+// Links and images into messages/attachments/ are fetched with the token.
+async function showAttachments(root, base) {
+  const prefix = "messages/attachments/";
+  for (const img of root.querySelectorAll("img[data-src]")) {
+    const src = img.dataset.src;
+    img.removeAttribute("data-src");
+    if (!src.startsWith(prefix)) { img.replaceWith(el("span", { class: "muted" }, "[an image from elsewhere is not loaded]")); continue; }
+    try { img.src = await blobUrl(base + "/attachments/" + encodeURIComponent(src.slice(prefix.length))); img.classList.add("inline"); } catch (e) { img.alt = e.message; }
+  }
+  for (const a of root.querySelectorAll("a[href^='" + prefix + "']")) {
+    const file = a.getAttribute("href").slice(prefix.length);
+    a.href = "#";
+    a.dataset.attachment = file;
+    a.addEventListener("click", async (e) => {
+      e.preventDefault();
+      try { const url = await blobUrl(base + "/attachments/" + encodeURIComponent(file)); const d = el("a", { href: url, download: file }); d.click(); } catch (er) { flash(er); }
+    });
+  }
+}
+
+async function older(base) {
+  if (loadingOlder || !oldest) return;
+  loadingOlder = true;
+  try {
+    const page = await api(base + "/messages?limit=" + PAGE + "&before=" + encodeURIComponent(oldest));
+    const box = document.getElementById("messages");
+    if (!box || !page.length) { oldest = null; return; }
+    const before = box.scrollHeight;
+    const nodes = page.map(message);
+    box.prepend(...nodes);
+    for (const n of nodes) await showAttachments(n, base);
+    box.scrollTop += box.scrollHeight - before;
+    oldest = page[0].file;
+  } catch (e) { flash(e); } finally { loadingOlder = false; }
+}
+
+export async function addMessage(m) {
+  const box = document.getElementById("messages");
+  if (!box || box.querySelector(`[data-file="${CSS.escape(m.file)}"]`)) return;
+  const node = message(m);
+  box.append(node);
+  await showAttachments(node, chamberPath(state.current));
+  scrollMessages();
+}
+
+function scrollMessages() { const m = document.getElementById("messages"); if (m) m.scrollTop = m.scrollHeight; }
+
+function composer(base) {
+  const text = el("textarea", { id: "send-text", rows: 3, placeholder: "Write to the agent (Ctrl+Enter sends)" });
+  const files = el("input", { id: "send-files", type: "file", multiple: true, class: "files" });
+  // When the agent will not read it at once, the answer says when (and how to have it read now).
+  const waits = el("p", { id: "waits", class: "note", role: "status" });
+  const send = async () => {
+    if (!text.value.trim() && !files.files.length) return;
+    try {
+      const links = [];
+      for (const f of files.files) links.push((await upload(base + "/attachments", f)).markdown);
+      const body = [text.value.trim(), ...links].filter(Boolean).join("\n\n");
+      const r = await api(base + "/messages", "POST", { text: body });
+      text.value = ""; files.value = "";
+      waits.textContent = r.waits ? "Not read yet: " + r.waits : "";
+    } catch (e) { flash(e); }
+  };
+  text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(); });
+  return el("div", { class: "composer" },
+    el("label", { for: "send-text", class: "sr-only" }, "Message"), text,
+    el("div", { class: "row" }, el("label", { for: "send-files" }, "Attach"), files,
+      el("button", { class: "primary", id: "send", onclick: send }, "Send")), waits);
+}
+
+// ---- status, sessions, TODOs, settings -----------------------------------------------
+function status(c) {
+  const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? local(c.next_wake) + " (" + left(c.next_wake) + ")" : "-"]];
+  if (c.last_result !== undefined) rows.push(["last result", c.last_result || "-"], ["unread mail", c.mail_waiting], ["agent", c.agent]);
+  if (c.node) rows.push(["node", c.node]);
+  if (c.attention) rows.push(["attention", c.attention]);
+  if (c.fault) rows.push(["fault", c.fault]);
+  if (c.error) rows.push(["error", c.error]);
+  for (const b of c.bridges || []) {
+    const when = [b.last_pull ? "pulled " + local(b.last_pull) : "", b.last_push ? "pushed " + local(b.last_push) : ""].filter(Boolean).join(", ");
+    rows.push(["sync " + b.name, el("span", { class: b.state === "connected" ? "" : "error", "data-bridge": b.name },
+      b.state + (b.last_error ? ": " + b.last_error : "") + (when ? " · " + when : ""))]);
+  }
+  return el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v)))));
+}
+
+function sessions(list) {
+  if (!list.length) return el("p", { class: "muted" }, "none yet");
+  return el("table", {}, el("thead", {}, el("tr", {}, ["#", "trigger", "late", "outcome", "cost"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number },
+      el("td", {}, s.number), el("td", {}, s.trigger), el("td", {}, s.lateness_ms == null ? "-" : s.lateness_ms + " ms"),
+      el("td", { class: "outcome-" + (s.outcome || "running") }, s.outcome || "running"),
+      el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2))))));
+}
+
+function todoItems(todos) {
+  const base = chamberPath(state.current);
+  return todos.filter((t) => t.state !== "done").map((t) =>
+    el("li", { "data-todo": t.id }, t.text, " ", el("span", { class: "muted" }, t.at ? local(t.at) : "no time", t.every ? " · every " + t.every : "", t.cron ? " · " + t.cron : ""), " ",
+      el("button", { "aria-label": "done: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id + "/done", "POST", {}); renderTodos(); } catch (e) { flash(e); } } }, "done"), " ",
+      el("button", { "aria-label": "remove: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id, "DELETE"); renderTodos(); } catch (e) { flash(e); } } }, "remove")));
+}
+
+function todoForm(base) {
+  const text = el("input", { id: "todo-text" });
+  const at = el("input", { id: "todo-at", placeholder: "+2h, tomorrow 09:00" });
+  const form = el("form", {},
+    el("div", { class: "field" }, el("label", { for: "todo-text" }, "New TODO"), text),
+    el("div", { class: "field" }, el("label", { for: "todo-at" }, "When"), at),
+    el("div", { class: "row" }, el("button", { type: "submit", id: "todo-add" }, "Add")));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try { await api(base + "/todos", "POST", { text: text.value, at: at.value }); text.value = ""; at.value = ""; renderTodos(); } catch (er) { flash(er); }
+  });
+  return form;
+}
+
+export async function renderTodos() {
+  if (!state.current || !isOwner()) return;
+  const todos = await api(chamberPath(state.current) + "/todos");
+  document.getElementById("todos")?.replaceChildren(...todoItems(todos));
+}
+
+// The documented keys of cryo.toml; cryod rewrites the file keeping its
+// comments. An empty field removes the key (its default applies).
+function settingsForm(base, s) {
+  const fields = s.keys.map((k) => {
+    const id = "set-" + k.key;
+    const input = k.kind === "bool"
+      ? el("select", { id, "data-key": k.key, "data-kind": k.kind }, ["", "true", "false"].map((o) => el("option", { value: o, selected: String(k.value ?? "") === o }, o || "(default)")))
+      : el("input", { id, "data-key": k.key, "data-kind": k.kind, value: k.value ?? "", inputmode: k.kind === "integer" ? "numeric" : undefined, placeholder: "(default)" });
+    return el("div", { class: "field" }, el("label", { for: id }, k.key), input);
+  });
+  const done = el("p", { id: "settings-saved", role: "status", class: "muted" });
+  const form = el("form", { id: "settings" }, fields,
+    el("p", { class: "muted" }, "Provider: ", s.provider.name || "(none)", s.provider.env.length ? " · env: " + s.provider.env.join(", ") + " (values stay in cryo.toml)" : ""),
+    el("div", { class: "row" }, el("button", { type: "submit", id: "settings-save" }, "Save settings")), done);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const changes = {};
+    for (const k of s.keys) {
+      const input = form.querySelector(`[data-key="${k.key}"]`);
+      const raw = input.value.trim();
+      const v = raw === "" ? null : k.kind === "integer" ? Number(raw) : k.kind === "bool" ? raw === "true" : raw;
+      if (v !== (k.value ?? null)) changes[k.key] = v;
+    }
+    try { s = await api(base + "/settings", "PUT", changes); done.textContent = "Saved to cryo.toml."; } catch (er) { done.textContent = ""; flash(er); }
+  });
+  return form;
+}
+
+export async function refreshHeader() {
+  if (!state.current) return;
+  const info = await api(chamberPath(state.current));
+  showState(info.chamber);
+  if (isOwner()) document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
+}
+
+export function chamberChanged(c) { if (state.current === c.name) { showState(c); refreshHeader().catch(() => {}); } }
+
+export function logLine(line) {
+  const log = document.getElementById("log");
+  if (log) { log.textContent += "\n" + line; log.scrollTop = log.scrollHeight; }
+}
+
+// The agent's transcript: what is there, then each line as the agent works.
+async function followTranscript(base) {
+  transcript?.abort();
+  const ctl = new AbortController();
+  transcript = ctl;
+  const pre = document.getElementById("transcript");
+  try {
+    const r = await fetch("/api" + base + "/transcript", { headers: { Authorization: "Bearer " + state.token }, signal: ctl.signal });
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const frame = buf.slice(0, i); buf = buf.slice(i + 2);
+        const data = /^data: (.*)$/m.exec(frame)?.[1];
+        if (!data || !pre.isConnected) continue;
+        for (const l of JSON.parse(data).lines) pre.textContent += l + "\n";
+        pre.scrollTop = pre.scrollHeight;
+      }
+    }
+  } catch (_) { /* left the page, or cryod went away */ }
+}
+
+export function leaveChamber() { transcript?.abort(); transcript = null; }

@@ -1,0 +1,101 @@
+// What every page of the hub shares: the token, the API, elements, times.
+"use strict";
+
+export const state = {
+  token: localStorage.getItem("cryo-token") || "",
+  me: null, // {role: "owner"} or {role: "guest", name, chambers}
+  chambers: new Map(),
+  current: null, // the chamber page shown, if any
+};
+
+// The token comes once in the URL fragment (never sent to a server or kept
+// in its logs), then lives in localStorage.
+export function takeTokenFromUrl() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) {
+    setToken(fragment.get("token"));
+    history.replaceState(null, "", location.pathname + "#/");
+  }
+}
+
+export function setToken(t) {
+  state.token = t;
+  if (t) localStorage.setItem("cryo-token", t); else localStorage.removeItem("cryo-token");
+}
+
+export const isOwner = () => state.me?.role === "owner";
+
+export function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) e.append(kid instanceof Node ? kid : document.createTextNode(String(kid ?? "")));
+  return e;
+}
+
+export class Unauthorized extends Error {}
+
+async function answer(r) {
+  if (r.status === 401) throw new Unauthorized("That token was not accepted (revoked, or mistyped).");
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const e = new Error(data.error || r.statusText);
+    e.status = r.status;
+    e.retryAfter = r.headers.get("Retry-After");
+    throw e;
+  }
+  return data;
+}
+
+function auth(extra = {}) {
+  return { Authorization: "Bearer " + state.token, "X-Cryo-Csrf": "1", ...extra };
+}
+
+export async function api(path, method = "GET", body) {
+  const r = await fetch("/api" + path, {
+    method,
+    headers: auth(body ? { "Content-Type": "application/json" } : {}),
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return answer(r);
+}
+
+export async function upload(path, file) {
+  const r = await fetch("/api" + path + "?name=" + encodeURIComponent(file.name), {
+    method: "POST", headers: auth({ "Content-Type": "application/octet-stream" }), body: file,
+  });
+  return answer(r);
+}
+
+// A file the API serves only with the token: fetched, then shown from memory.
+export async function blobUrl(path) {
+  const r = await fetch("/api" + path, { headers: auth() });
+  if (!r.ok) throw new Error("cannot fetch " + path + ": " + r.status);
+  return URL.createObjectURL(await r.blob());
+}
+
+export const chamberPath = (name) => "/chambers/" + encodeURIComponent(name);
+
+// ---- times -------------------------------------------------------------------
+export function local(t) {
+  if (!t) return "-";
+  return new Date(t).toLocaleString([], { weekday: "short", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+export function left(t) {
+  if (!t) return "";
+  let s = Math.round((new Date(t) - Date.now()) / 1000);
+  const late = s < 0; s = Math.abs(s);
+  const txt = s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : s < 86400 ? Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m" : Math.floor(s / 86400) + "d";
+  return late ? txt + " late" : "in " + txt;
+}
+
+export function badge(s) { return el("span", { class: "badge state-" + s }, s); }
+
+export function flash(e) {
+  const box = document.getElementById("error");
+  if (box) box.textContent = e.message + (e.retryAfter ? " (try again in " + e.retryAfter + " s)" : "");
+}

@@ -1,0 +1,142 @@
+// The chamber list, a new chamber, and the owner's sharing page (invites
+// and the devices Web Push reaches).
+"use strict";
+
+import { api, badge, el, flash, isOwner, left, local, state } from "./lib.js";
+
+const main = () => document.getElementById("main");
+
+// ---- the chamber list --------------------------------------------------------
+export async function listPage() {
+  state.current = null;
+  const list = await api("/chambers");
+  state.chambers = new Map(list.map((c) => [c.name, c]));
+  main().dataset.page = "list";
+  renderList();
+}
+
+// Drawn again on each change while the list is shown.
+export function renderList() {
+  if (state.current || main().dataset.page !== "list") return;
+  const chambers = state.chambers;
+  if (chambers.size === 0) {
+    main().replaceChildren(el("div", { id: "list-page" }, el("p", { class: "muted" }, "No chambers yet. ",
+      isOwner() ? [el("a", { href: "#/new" }, "Create one"), "."] : "")));
+    return;
+  }
+  // A fleet's hub shows every node's chambers, with the node that runs each.
+  const fleet = [...chambers.values()].some((c) => c.node);
+  const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
+    el("tr", { "data-chamber": c.name },
+      el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
+      el("td", {}, badge(c.state)),
+      fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
+      el("td", {}, c.next_wake ? [local(c.next_wake), el("div", { class: "muted" }, left(c.next_wake))] : "-"),
+      isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")) : "",
+      el("td", {}, c.mail_waiting ? el("span", { class: "badge", title: "unread mail" }, "✉ " + c.mail_waiting) : "",
+        c.open_questions ? el("span", { class: "q", title: "open questions" }, " ?") : "")));
+  main().replaceChildren(el("div", { id: "list-page" }, el("h1", { class: "sr-only" }, "Chambers"),
+    el("table", { id: "chambers" },
+      el("caption", { class: "sr-only" }, "Chambers"),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Chamber"), el("th", { scope: "col" }, "State"),
+        fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
+        isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Mail"))),
+      el("tbody", {}, rows))));
+}
+
+// ---- a new chamber -----------------------------------------------------------
+export function newPage() {
+  state.current = null;
+  main().dataset.page = "new";
+  const field = (id, label, attrs = {}) => [el("label", { for: id }, label), el("input", { id, ...attrs })];
+  const start = el("input", { id: "new-start", type: "checkbox", class: "check" });
+  const form = el("form", {},
+    el("div", { class: "field" }, field("new-name", "Name")),
+    el("div", { class: "field" }, field("new-dir", "Folder (absolute path)", { required: true })),
+    el("div", { class: "field" }, field("new-agent", "Agent: claude, codex, opencode or a command")),
+    el("div", { class: "row" }, start, el("label", { for: "new-start" }, "Start it now")),
+    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Create")));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const v = (id) => document.getElementById(id).value;
+    try {
+      const r = await api("/chambers", "POST", { name: v("new-name"), dir: v("new-dir"), agent: v("new-agent"), start: start.checked });
+      location.hash = "#/c/" + encodeURIComponent(r.chamber.name);
+    } catch (er) { flash(er); }
+  });
+  main().replaceChildren(el("section", {}, el("h1", {}, "New chamber"), el("div", { id: "error", class: "error", role: "alert" }), form));
+  document.getElementById("new-name").focus();
+}
+
+// ---- sharing: invites and devices ----------------------------------------------
+export async function sharePage() {
+  state.current = null;
+  main().dataset.page = "share";
+  const [invites, list, push] = await Promise.all([api("/invites"), api("/chambers"), api("/push")]);
+  const name = el("input", { id: "invite-name", required: true, maxlength: 40, autocomplete: "off" });
+  const boxes = list.map((c) => el("label", { class: "row" },
+    el("input", { type: "checkbox", class: "check invite-chamber", value: c.name }), c.name));
+  const shown = el("div", { id: "invite-link", role: "status" });
+  const form = el("form", {},
+    el("div", { class: "field" }, el("label", { for: "invite-name" }, "Guest's name"), name),
+    el("fieldset", {}, el("legend", {}, "Chambers the guest may see and write to"), boxes),
+    el("div", { class: "row" }, el("button", { class: "primary", type: "submit", id: "invite-add" }, "Make a link")), shown);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const chambers = boxes.map((b) => b.querySelector("input")).filter((i) => i.checked).map((i) => i.value);
+    try {
+      const r = await api("/invites", "POST", { name: name.value.trim(), chambers });
+      const link = el("input", { id: "invite-url", readonly: true, value: r.link, "aria-label": "the link for " + r.name });
+      shown.replaceChildren(el("p", {}, "The link for ", el("strong", {}, r.name), " (shown this once; send it privately):"), link);
+      link.select();
+      renderInvites(await api("/invites"));
+    } catch (er) { flash(er); }
+  });
+  main().replaceChildren(
+    el("h1", {}, "Sharing and devices"),
+    el("div", { id: "error", class: "error", role: "alert" }),
+    el("section", {}, el("h2", {}, "Invite a guest"),
+      el("p", { class: "muted" }, "A guest sees only the chambers chosen here, and only their conversations. Revoking cuts the guest off at once."),
+      form),
+    el("section", {}, el("h2", {}, "Invites"), el("ul", { id: "invites" })),
+    el("section", {}, el("h2", {}, "This device"), devicePanel(push)));
+  renderInvites(invites);
+}
+
+function renderInvites(invites) {
+  const ul = document.getElementById("invites");
+  if (!ul) return;
+  if (!invites.length) { ul.replaceChildren(el("li", { class: "muted" }, "none")); return; }
+  ul.replaceChildren(...invites.map((i) => el("li", { "data-invite": i.name },
+    el("strong", {}, i.name), " · ", i.chambers.join(", "), " · ", el("span", { class: "muted" }, "made " + local(i.created)), " ",
+    el("button", { "aria-label": "revoke " + i.name, onclick: async () => {
+      try { await api("/invites/" + encodeURIComponent(i.name), "DELETE"); renderInvites(await api("/invites")); } catch (e) { flash(e); }
+    } }, "revoke"))));
+}
+
+// Web Push: "notify this device" subscribes this browser with cryod's VAPID
+// key; the list shows every device cryod notifies.
+function devicePanel(push) {
+  const list = el("ul", { id: "devices" });
+  const render = (subs) => list.replaceChildren(...(subs.length ? subs.map((s) =>
+    el("li", { "data-device": s.endpoint }, s.name || "a device", " · ", el("span", { class: "muted" }, s.service), " ",
+      el("button", { "aria-label": "forget " + (s.name || "this device"), onclick: async () => {
+        try { await api("/push", "DELETE", { endpoint: s.endpoint }); render((await api("/push")).subscriptions); } catch (e) { flash(e); }
+      } }, "forget"))) : [el("li", { class: "muted" }, "no device is notified")]));
+  render(push.subscriptions);
+  const why = el("p", { id: "push-status", role: "status", class: "muted" });
+  const button = el("button", { id: "push-subscribe", onclick: async () => {
+    try {
+      if (!("serviceWorker" in navigator) || !("PushManager" in window)) throw new Error("this browser has no Web Push");
+      if (await Notification.requestPermission() !== "granted") throw new Error("notifications are not allowed for this page");
+      const reg = await navigator.serviceWorker.ready;
+      const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: push.key });
+      const j = sub.toJSON();
+      await api("/push", "POST", { endpoint: j.endpoint, keys: j.keys, name: navigator.userAgent.split(") ")[0].split("(")[1] || "browser" });
+      render((await api("/push")).subscriptions);
+      why.textContent = "This device is notified.";
+    } catch (e) { why.textContent = "Not subscribed: " + e.message; }
+  } }, "Notify this device");
+  return el("div", {}, el("p", {}, "Questions, failures and other notices from cryod's ", el("code", {}, "webpush"), " notifier reach the devices below."),
+    el("div", { class: "row" }, button), why, list);
+}

@@ -1,0 +1,47 @@
+// The hub's service worker: it keeps the page's shell (HTML, scripts, style,
+// icons) for a quick start and shows Web Push notices. It never stores what
+// the API answers (chambers, messages, tokens): only the fixed files below.
+"use strict";
+
+const SHELL = "cryo-shell-v1";
+const FILES = ["/", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
+
+self.addEventListener("install", (e) => {
+  e.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));
+});
+
+self.addEventListener("activate", (e) => {
+  e.waitUntil(caches.keys()
+    .then((keys) => Promise.all(keys.filter((k) => k !== SHELL).map((k) => caches.delete(k))))
+    .then(() => self.clients.claim()));
+});
+
+// The shell: network first (a new cryod brings new files), the cache when
+// offline. Anything else (the API above all) goes straight to the network.
+self.addEventListener("fetch", (e) => {
+  const url = new URL(e.request.url);
+  if (e.request.method !== "GET" || url.origin !== location.origin || !FILES.includes(url.pathname)) return;
+  e.respondWith(fetch(e.request)
+    .then((r) => { const copy = r.clone(); caches.open(SHELL).then((c) => c.put(e.request, copy)); return r; })
+    .catch(() => caches.match(e.request)));
+});
+
+// A notice from cryod (encrypted for this device; the browser decrypts it):
+// {title, body, url, kind, chamber}.
+self.addEventListener("push", (e) => {
+  let n = {};
+  try { n = e.data ? e.data.json() : {}; } catch (_) { n = { title: "cryo", body: e.data ? e.data.text() : "" }; }
+  e.waitUntil(self.registration.showNotification(n.title || "cryo", {
+    body: n.body || "", tag: n.id || undefined, icon: "/icon-192.png", badge: "/icon-192.png",
+    data: { url: n.url || "/" },
+  }));
+});
+
+self.addEventListener("notificationclick", (e) => {
+  e.notification.close();
+  const url = (e.notification.data && e.notification.data.url) || "/";
+  e.waitUntil(self.clients.matchAll({ type: "window" }).then((list) => {
+    for (const c of list) if (c.url.startsWith(self.registration.scope)) { c.navigate(url); return c.focus(); }
+    return self.clients.openWindow(url);
+  }));
+});
