@@ -64,6 +64,18 @@ impl Hub {
         extra: &[&str],
         body: Option<&str>,
     ) -> Resp {
+        self.raw_bytes(method, path, token, extra, body.map(str::as_bytes))
+    }
+
+    /// [`Hub::raw`] with a body of any bytes.
+    pub(crate) fn raw_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        extra: &[&str],
+        body: Option<&[u8]>,
+    ) -> Resp {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -76,13 +88,18 @@ impl Hub {
         for h in extra {
             req.push_str(&format!("{h}\r\n"));
         }
-        let body = body.unwrap_or("");
+        let body = body.unwrap_or(b"");
         if !body.is_empty() || method != "GET" {
-            req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+            if !extra.iter().any(|h| h.to_ascii_lowercase().starts_with("content-type:")) {
+                req.push_str("Content-Type: application/json\r\n");
+            }
+            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         req.push_str("\r\n");
-        req.push_str(body);
-        s.write_all(req.as_bytes()).unwrap();
+        let mut bytes = req.into_bytes();
+        bytes.extend_from_slice(body);
+        // A server may answer (413) before reading a large body.
+        let _ = s.write_all(&bytes);
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         let text = String::from_utf8_lossy(&out).into_owned();
@@ -157,7 +174,7 @@ fn the_auth_matrix_host_and_csrf_checks() {
     // Security headers; the page is public, the API is not.
     let page = hub.raw("GET", "/", None, &[], None);
     assert_eq!(page.status, 200);
-    assert!(page.body.contains("<script src=\"/app.js\""));
+    assert!(page.body.contains("<script type=\"module\" src=\"/app.js\""));
     assert_eq!(page.header("x-content-type-options").as_deref(), Some("nosniff"));
     assert_eq!(page.header("referrer-policy").as_deref(), Some("no-referrer"));
     assert!(page.header("content-security-policy").unwrap().contains("default-src 'none'"));
@@ -298,4 +315,252 @@ fn cryoctl_hub_prints_the_url_with_the_token_in_the_fragment() {
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&token_file).unwrap().permissions()) & 0o777;
     assert_eq!(mode, 0o600);
     assert!(line.ends_with(std::fs::read_to_string(&token_file).unwrap().trim()));
+}
+
+/// Issue 24: the routes of this wave, as each credential sees them.
+#[test]
+fn invites_open_only_their_chambers_and_end_on_revocation() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let a = env.chamber("a", AGENT, "");
+    env.chamber("b", AGENT, "");
+    let hub = Hub::of(&env);
+    // Minting: owner only, CSRF and Host checked like every write.
+    let body = r#"{"name":"ann","chambers":["a"]}"#;
+    assert_eq!(hub.raw("POST", "/api/invites", None, &["X-Cryo-Csrf: 1"], Some(body)).status, 401);
+    assert_eq!(hub.raw("POST", "/api/invites", Some(&hub.token), &[], Some(body)).status, 403);
+    assert_eq!(
+        hub.raw("POST", "/api/invites", Some(&hub.token), &["X-Cryo-Csrf: 1", "Host: evil.example"], Some(body)).status,
+        421
+    );
+    assert_eq!(hub.write("POST", "/api/invites", r#"{"name":"x","chambers":["nope"]}"#).status, 404);
+    let minted = hub.write("POST", "/api/invites", body);
+    assert_eq!(minted.status, 200, "{}", minted.body);
+    let minted = minted.json();
+    let token = minted["token"].as_str().unwrap().to_string();
+    assert!(minted["link"].as_str().unwrap().ends_with(&format!("/#token={token}")), "{minted}");
+    assert_eq!(hub.write("POST", "/api/invites", body).status, 409, "one invite per name");
+    // Kept hashed, 0600; listed without the token.
+    let file = env.state_dir().join("hub-invites.json");
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(!kept.contains(&token) && kept.contains("sha256"));
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions()) & 0o777,
+        0o600
+    );
+    let list = hub.get("/api/invites").json();
+    assert_eq!(list[0]["name"], "ann");
+    assert_eq!(list[0]["chambers"], serde_json::json!(["a"]));
+    assert!(!list.to_string().contains(&token));
+
+    let guest = hub.with_token(Some(&token));
+    assert_eq!(guest.get("/api/me").json(), serde_json::json!({ "role": "guest", "name": "ann", "chambers": ["a"] }));
+    let seen = guest.get("/api/chambers").json();
+    assert_eq!(seen.as_array().unwrap().len(), 1);
+    assert_eq!(seen[0]["name"], "a");
+    assert!(seen[0].get("path").is_none() && seen[0].get("agent").is_none(), "a guest sees no folder or agent: {seen}");
+    assert_eq!(guest.get("/api/chambers/a/messages").status, 200);
+    for path in ["/api/chambers/b", "/api/chambers/b/messages", "/api/chambers/b/attachments/x.png"] {
+        assert_eq!(guest.get(path).status, 404, "{path}: another chamber is as if it did not exist");
+    }
+    for path in [
+        "/api/chambers/a/plan",
+        "/api/chambers/a/log",
+        "/api/chambers/a/todos",
+        "/api/chambers/a/settings",
+        "/api/chambers/a/transcript",
+        "/api/invites",
+        "/api/limits",
+        "/api/push",
+        "/metrics",
+    ] {
+        let r = guest.get(path);
+        assert!(r.status == 403 || (path == "/metrics" && r.status == 401), "{path}: {}", r.status);
+    }
+    for (method, path) in [("POST", "/api/chambers/a/stop"), ("POST", "/api/invites"), ("DELETE", "/api/chambers/a")] {
+        assert_eq!(guest.write(method, path, "{}").status, 403, "{method} {path}");
+    }
+    assert_eq!(guest.write("POST", "/api/chambers/b/messages", r#"{"text":"hi"}"#).status, 404);
+    // A guest's send is stamped with its name.
+    let sent = guest.write("POST", "/api/chambers/a/messages", r#"{"text":"from ann"}"#);
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let inbox = a.messages("messages/inbox");
+    assert!(inbox.iter().any(|(_, t)| t.contains("from: ann (guest)") && t.contains("from ann")), "{inbox:?}");
+
+    // The guest's event stream ends the moment the invite is revoked.
+    let mut s = TcpStream::connect(&hub.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    write!(s, "GET /api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n", hub.addr).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    let start = Instant::now();
+    while !got.contains("cryo hub events") {
+        assert!(start.elapsed() < Duration::from_secs(20), "no stream: {got}");
+        if let Ok(n) = s.read(&mut buf) {
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    assert_eq!(hub.write("DELETE", "/api/invites/ann", "").status, 200);
+    // The body ends (its last chunk), or the connection closes.
+    wait_until("the guest's stream to end", || match s.read(&mut buf) {
+        Ok(0) => true,
+        Ok(n) => {
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+            got.ends_with("\r\n0\r\n\r\n")
+        }
+        Err(_) => false,
+    });
+    assert_eq!(guest.get("/api/chambers").status, 401);
+    assert_eq!(hub.write("DELETE", "/api/invites/ann", "").status, 404);
+}
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+#[test]
+fn uploads_are_capped_counted_and_served_safely() {
+    let env = Env::new();
+    env.daemon_config("[hub]\nbind = \"127.0.0.1:0\"\nattachment_quota_mb = 1\nuploads_per_minute = 4\n");
+    let _d = env.start_daemon();
+    let a = env.chamber("a", AGENT, "");
+    let hub = Hub::of(&env);
+    let up = |name: &str, body: &[u8]| {
+        let path = format!("/api/chambers/a/attachments?name={name}");
+        let headers = ["X-Cryo-Csrf: 1", "Content-Type: application/octet-stream"];
+        hub.raw_bytes("POST", &path, Some(&hub.token), &headers, Some(body))
+    };
+    // A page posing as an image gets a safe name and is served as a download.
+    let r = up("..%2F..%2Fevil.html", b"<html><script>alert(1)</script>");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    let stored = j["name"].as_str().unwrap().to_string();
+    assert!(stored.ends_with("-evil.html"), "{stored}");
+    assert!(!stored.contains('/'));
+    assert_eq!(j["type"], "application/octet-stream");
+    assert_eq!(j["markdown"], format!("[../../evil.html](messages/attachments/{stored})"));
+    assert!(a.dir.join("messages/attachments").join(&stored).is_file());
+    let got = hub.get(&format!("/api/chambers/a/attachments/{stored}"));
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("content-type").as_deref(), Some("application/octet-stream"));
+    assert!(got.header("content-disposition").unwrap().starts_with("attachment"));
+    assert!(got.header("content-security-policy").unwrap().contains("sandbox"));
+    // An image is typed by its bytes, and linked to show inline.
+    let j = up("dot.png", PNG).json();
+    assert_eq!(j["type"], "image/png");
+    assert!(j["markdown"].as_str().unwrap().starts_with("![dot.png](messages/attachments/"));
+    let name = j["name"].as_str().unwrap();
+    assert_eq!(
+        hub.get(&format!("/api/chambers/a/attachments/{name}")).header("content-type").as_deref(),
+        Some("image/png")
+    );
+    // Only files of the folder: no climbing out, no symlink.
+    std::os::unix::fs::symlink(a.dir.join("cryo.toml"), a.dir.join("messages/attachments/link.txt")).unwrap();
+    for path in ["..%2Fcryo.toml", "link.txt", "..%2F..%2Fcryo.toml", ".hidden", "missing.png"] {
+        let r = hub.get(&format!("/api/chambers/a/attachments/{path}"));
+        assert_eq!(r.status, 404, "{path}");
+        assert!(!r.body.contains("agent ="), "{path} leaked cryo.toml");
+    }
+    // Over the size cap: 413, nothing stored.
+    let before = std::fs::read_dir(a.dir.join("messages/attachments")).unwrap().count();
+    assert_eq!(up("big.bin", &vec![0u8; 10 * 1024 * 1024 + 1]).status, 413);
+    // The quota: 1 MiB in all.
+    assert_eq!(up("half.bin", &vec![1u8; 600 * 1024]).status, 200);
+    let over = up("more.bin", &vec![1u8; 600 * 1024]);
+    assert_eq!(over.status, 413);
+    assert!(over.json()["error"].as_str().unwrap().contains("quota"), "{}", over.body);
+    assert_eq!(std::fs::read_dir(a.dir.join("messages/attachments")).unwrap().count(), before + 1);
+    // The rate: four uploads a minute for this credential (the refused one over the quota counted).
+    let limited = up("one-more.png", PNG);
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    let wait: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    // Without the token or the CSRF header: nothing.
+    assert_eq!(
+        hub.raw_bytes("POST", "/api/chambers/a/attachments?name=x", None, &["X-Cryo-Csrf: 1"], Some(PNG)).status,
+        401
+    );
+    assert_eq!(
+        hub.raw_bytes("POST", "/api/chambers/a/attachments?name=x", Some(&hub.token), &[], Some(PNG)).status,
+        403
+    );
+}
+
+#[test]
+fn settings_rewrite_cryo_toml_and_refuse_bad_values() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let a = env.chamber(
+        "a",
+        AGENT,
+        "# kept comment\n[provider]\nname = \"acme\"\nenv = { ACME_KEY = \"sk-very-secret\" }\n",
+    );
+    let hub = Hub::of(&env);
+    let got = hub.get("/api/chambers/a/settings");
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert!(!got.body.contains("sk-very-secret"), "a secret value left cryod: {}", got.body);
+    assert_eq!(got.json()["provider"], serde_json::json!({ "name": "acme", "env": ["ACME_KEY"] }));
+    let before = a.read("cryo.toml");
+    for bad in
+        [r#"{"timezone":"Mars/Base"}"#, r#"{"max_session_duration":"long"}"#, r#"{"provider":"x"}"#, r#"{"agent":""}"#]
+    {
+        let r = hub.write("PUT", "/api/chambers/a/settings", bad);
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert_eq!(r.json()["error"].as_str().unwrap().lines().count(), 1);
+        assert_eq!(a.read("cryo.toml"), before, "{bad} changed the file");
+    }
+    let r = hub.write("PUT", "/api/chambers/a/settings", r#"{"timezone":"Europe/Berlin","max_attempts":5}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = a.read("cryo.toml");
+    assert!(after.contains("timezone = \"Europe/Berlin\"") && after.contains("max_attempts = 5"), "{after}");
+    assert!(after.contains("# kept comment") && after.contains("# The agent: a known kind"), "comments kept");
+    assert!(after.contains("sk-very-secret"), "the provider's env is left as it was");
+    // cryod reads the file again by itself.
+    wait_until("the chamber to take the new zone", || {
+        hub.get("/api/chambers/a").json()["chamber"]["timezone"] == "Europe/Berlin"
+    });
+    // Without CSRF: refused.
+    assert_eq!(
+        hub.raw("PUT", "/api/chambers/a/settings", Some(&hub.token), &[], Some(r#"{"timezone":"UTC"}"#)).status,
+        403
+    );
+}
+
+#[test]
+fn messages_come_in_pages_with_safe_html_and_sends_are_rated() {
+    let env = Env::new();
+    env.daemon_config("[hub]\nbind = \"127.0.0.1:0\"\nsends_per_minute = 2\n");
+    let _d = env.start_daemon();
+    let a = env.chamber("a", AGENT, "");
+    let dir = a.dir.join("messages/outbox/archive");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..120 {
+        let name = format!("2026-01-01T00-{:02}-{:02}.000Z_m_{i}.md", i / 60, i % 60);
+        let at = format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60);
+        std::fs::write(
+            dir.join(name),
+            format!("---\nfrom: agent\ntimestamp: {at}\n---\n\nm{i} *x* <script>bad()</script>\n"),
+        )
+        .unwrap();
+    }
+    let hub = Hub::of(&env);
+    let page = |q: &str| hub.get(&format!("/api/chambers/a/messages{q}")).json().as_array().unwrap().clone();
+    let newest = page("?limit=50");
+    assert_eq!(newest.len(), 50);
+    assert!(newest[49]["body"].as_str().unwrap().starts_with("m119"));
+    let html = newest[49]["html"].as_str().unwrap();
+    assert!(html.contains("<em>x</em>") && !html.contains("<script"), "{html}");
+    let older = page(&format!("?limit=50&before={}", newest[0]["file"].as_str().unwrap()));
+    assert_eq!(older.len(), 50);
+    assert!(older[49]["body"].as_str().unwrap().starts_with("m69"));
+    let oldest = page(&format!("?limit=50&before={}", older[0]["file"].as_str().unwrap()));
+    assert_eq!(oldest.len(), 20);
+    assert!(oldest[0]["body"].as_str().unwrap().starts_with("m0 "));
+    assert!(page(&format!("?limit=50&before={}", oldest[0]["file"].as_str().unwrap())).is_empty());
+    // Two sends a minute for this credential, then 429 with Retry-After; nothing written.
+    for i in 0..2 {
+        assert_eq!(hub.write("POST", "/api/chambers/a/messages", &format!(r#"{{"text":"s{i}"}}"#)).status, 200);
+    }
+    let r = hub.write("POST", "/api/chambers/a/messages", r#"{"text":"s2"}"#);
+    assert_eq!(r.status, 429);
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(a.messages("messages/inbox").len(), 2);
 }
