@@ -4,6 +4,7 @@
 "use strict";
 
 import { api, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, state, upload } from "./lib.js";
+import { chamberTimeline, digest } from "./timeline.js";
 
 const PAGE = 50;
 let oldest = null; // the file of the oldest message shown: the cursor for the page before
@@ -54,7 +55,7 @@ export async function chamberPage(name) {
   const owner = isOwner();
   const [info, msgs, extra] = await Promise.all([
     api(base), api(base + "/messages?limit=" + PAGE),
-    owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings")]) : null,
+    owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
   ]);
   const c = info.chamber;
   const conversation = el("section", { "aria-labelledby": "h-conv" }, el("h2", { id: "h-conv" }, "Conversation"),
@@ -62,10 +63,13 @@ export async function chamberPage(name) {
     composer(base));
   let body;
   if (owner) {
-    const [todos, plan, notes, log, settings] = extra;
+    const [todos, plan, notes, log, settings, history] = extra;
     const planText = el("textarea", { id: "plan-text", rows: 10 });
     planText.value = plan.text;
-    body = el("div", { class: "grid" },
+    body = el("div", {},
+      el("section", { "aria-labelledby": "h-time" }, el("h2", { id: "h-time" }, "The last 7 days and what comes next"),
+        el("div", { id: "timeline-box" }, chamberTimeline(history)), el("div", { class: "scroll" }, digest(history))),
+      el("div", { class: "grid" },
       el("div", {},
         conversation,
         el("section", { "aria-labelledby": "h-tx" }, el("h2", { id: "h-tx" }, "Agent transcript"),
@@ -79,7 +83,7 @@ export async function chamberPage(name) {
         el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base)),
         el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Recent sessions"), el("div", { id: "sessions" }, sessions(info.sessions))),
         el("section", { "aria-labelledby": "h-settings" }, el("h2", { id: "h-settings" }, "Settings"), settingsForm(base, settings)),
-        el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)"))));
+        el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)")))));
   } else {
     body = conversation;
   }
@@ -267,7 +271,12 @@ export async function refreshHeader() {
   if (!state.current) return;
   const info = await api(chamberPath(state.current));
   showState(info.chamber);
-  if (isOwner()) document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
+  if (isOwner()) {
+    document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
+    const h = await api(chamberPath(state.current) + "/history?days=7");
+    document.getElementById("timeline-box")?.replaceChildren(chamberTimeline(h));
+    document.getElementById("digest")?.replaceWith(digest(h));
+  }
 }
 
 export function chamberChanged(c) { if (state.current === c.name) { showState(c); refreshHeader().catch(() => {}); } }

@@ -3,14 +3,16 @@
 "use strict";
 
 import { api, badge, el, flash, isOwner, left, local, state } from "./lib.js";
+import { fleetTimeline } from "./timeline.js";
 
 const main = () => document.getElementById("main");
 
 // ---- the chamber list --------------------------------------------------------
 export async function listPage() {
   state.current = null;
-  const list = await api("/chambers");
+  const [list, schedule] = await Promise.all([api("/chambers"), isOwner() ? api("/schedule?count=200") : null]);
   state.chambers = new Map(list.map((c) => [c.name, c]));
+  state.schedule = schedule;
   main().dataset.page = "list";
   renderList();
 }
@@ -41,7 +43,9 @@ export function renderList() {
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Chamber"), el("th", { scope: "col" }, "State"),
         fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
         isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Mail"))),
-      el("tbody", {}, rows))));
+      el("tbody", {}, rows)),
+    state.schedule ? el("section", { "aria-labelledby": "h-fleet" }, el("h2", { id: "h-fleet" }, "The next day"),
+      fleetTimeline(state.schedule, [...chambers.keys()].sort())) : ""));
 }
 
 // ---- a new chamber -----------------------------------------------------------

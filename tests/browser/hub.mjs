@@ -59,6 +59,8 @@ try {
   out.token_kept_out_of_url = !page.url().includes(HUB_TOKEN);
   await page.screenshot({ path: SHOTS + "/list-desktop.png", fullPage: true });
   await axe(page, "list", out);
+  await page.waitForSelector("#fleet-timeline", { timeout: 10000 });
+  out.fleet_wake_alpha = (await page.$$('#fleet-timeline circle[data-wake="alpha"]')).length > 0;
   // Installable: the manifest is linked and the service worker registers.
   await page.waitForFunction(() => document.body.dataset.sw === "registered", null, { timeout: 10000 });
   out.sw_registered = true;
@@ -207,6 +209,19 @@ try {
     out.after_scrolls = await page.$$eval("#messages .msg", (m) => m.length);
     out.oldest_after_scrolls = await page.$eval("#messages .msg", (m) => m.textContent);
   }
+
+  // The timeline: a crashed session in the failure colour; the digest counts it.
+  await go(page, "crash");
+  await page.waitForSelector("#timeline rect[data-outcome]", { timeout: 10000 });
+  out.crash_bar = await page.$eval("#timeline rect[data-outcome]", (r) => ({
+    outcome: r.dataset.outcome, fill: getComputedStyle(r).fill,
+    bad: getComputedStyle(document.documentElement).getPropertyValue("--bad").trim(),
+  }));
+  // The colour as the browser resolves it, for comparing.
+  out.crash_bar.bad = await page.evaluate((c) => { const d = document.createElement("div"); d.style.color = c; document.body.append(d); const v = getComputedStyle(d).color; d.remove(); return v; }, out.crash_bar.bad);
+  out.crash_digest_failures = await page.$eval("#digest tbody tr:first-child td:nth-of-type(2)", (t) => t.textContent);
+  await axe(page, "timeline", out);
+  await page.screenshot({ path: SHOTS + "/timeline-desktop.png", fullPage: false });
 
   // Sharing: an invite opens only its chamber; the guest's mail is stamped with
   // its name; revoking ends the guest's stream at once.

@@ -48,11 +48,14 @@ fn the_hub_in_headless_chromium() {
         std::fs::write(archive.join(name), text).unwrap();
     }
     env.chamber("q", ANSWERING_AGENT, "");
-    for name in ["alpha", "tzc", "q"] {
+    // Crashes: its session is red on the timeline.
+    let crash = env.chamber("crash", "echo dying >&2\nexit 3\n", "");
+    for name in ["alpha", "tzc", "q", "crash"] {
         env.cryoctl(&["chamber", "start", name]).ok();
     }
     c.wait_ended(1);
     tzc.wait_ended(1);
+    crash.wait_ended(1);
     let hub = env.cryoctl(&["hub", "--json"]).json();
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -76,7 +79,7 @@ fn the_hub_in_headless_chromium() {
     assert_eq!(seen["signin_shown"], true);
     assert_eq!(seen["leaked_without_token"], false);
     // The list shows every chamber.
-    assert_eq!(seen["list"], serde_json::json!(["alpha", "beta", "many", "q", "tzc"]));
+    assert_eq!(seen["list"], serde_json::json!(["alpha", "beta", "crash", "many", "q", "tzc"]));
     assert_eq!(seen["token_kept_out_of_url"], true);
     // Sending from the page put a file in the inbox (the agent claimed it) ...
     let archived: Vec<String> = c.messages("messages/inbox/archive").into_iter().map(|(_, t)| t).collect();
@@ -102,7 +105,7 @@ fn the_hub_in_headless_chromium() {
         "measured: outbox file to the open page, over 50 replies: median {} ms, p99 {} ms",
         m["median"], m["p99"]
     );
-    let weight: u64 = ["index.html", "app.js", "lib.js", "chamber.js", "owner.js", "sw.js", "app.css"]
+    let weight: u64 = ["index.html", "app.js", "lib.js", "chamber.js", "owner.js", "timeline.js", "sw.js", "app.css"]
         .iter()
         .map(|f| std::fs::metadata(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../web").join(f)).unwrap().len())
         .sum();
@@ -141,6 +144,17 @@ fn the_hub_in_headless_chromium() {
         "measured: first paint of a chamber with 10,000 messages {} ms, of a small one {} ms",
         seen["first_paint_many_ms"], seen["first_paint_small_ms"]
     );
+    // Timelines: the crashed session in the failure colour, the digest counts it,
+    // and the fleet's next wakes include alpha's.
+    assert_eq!(
+        seen["crash_bar"]["outcome"].as_str().map(|o| o.starts_with("crashed")),
+        Some(true),
+        "{}",
+        seen["crash_bar"]
+    );
+    assert_eq!(seen["crash_bar"]["fill"], seen["crash_bar"]["bad"], "{}", seen["crash_bar"]);
+    assert_eq!(seen["crash_digest_failures"], "1");
+    assert_eq!(seen["fleet_wake_alpha"], true);
     // Installable.
     assert_eq!(seen["sw_registered"], true);
     assert_eq!(seen["manifest"]["display"], "standalone");

@@ -42,6 +42,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
     ("/lib.js", include_bytes!("../../../web/lib.js"), "text/javascript; charset=utf-8"),
     ("/chamber.js", include_bytes!("../../../web/chamber.js"), "text/javascript; charset=utf-8"),
     ("/owner.js", include_bytes!("../../../web/owner.js"), "text/javascript; charset=utf-8"),
+    ("/timeline.js", include_bytes!("../../../web/timeline.js"), "text/javascript; charset=utf-8"),
     ("/sw.js", include_bytes!("../../../web/sw.js"), "text/javascript; charset=utf-8"),
     ("/app.css", include_bytes!("../../../web/app.css"), "text/css; charset=utf-8"),
     ("/manifest.webmanifest", include_bytes!("../../../web/manifest.webmanifest"), "application/manifest+json"),
@@ -52,6 +53,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
 pub use crate::runtime::HubInfo;
 
 mod attachments;
+mod history;
 pub mod hooks;
 pub mod invites;
 mod markdown;
@@ -179,6 +181,8 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/log", get(log))
         .route("/chambers/{name}/settings", get(settings::get).put(settings::put))
         .route("/chambers/{name}/transcript", get(transcript))
+        .route("/chambers/{name}/history", get(history::chamber))
+        .route("/schedule", get(history::fleet))
         .route(
             "/chambers/{name}/attachments",
             post(attachments::upload).layer(DefaultBodyLimit::max(attachments::MAX_UPLOAD + 1)),

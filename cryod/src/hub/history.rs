@@ -1,0 +1,145 @@
+//! What happened and what comes next, for the pictures on the hub's pages:
+//! a chamber's sessions of the last days with a digest per day (sessions,
+//! failures, messages in and out, cost), derived from the ledger and the
+//! mailbox's file names; and the fleet's coming wakes with the sessions
+//! running now.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use cryo_proto::json as j;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiResult, Hub, view};
+use crate::chamber::mailbox::{Folder, Mailbox};
+use crate::convert;
+use crate::daemon::ChamberRef;
+
+/// Most sessions a history holds.
+const MAX_SESSIONS: u32 = 2000;
+
+#[derive(Deserialize)]
+pub(super) struct Days {
+    #[serde(default)]
+    days: Option<u32>,
+}
+
+/// Whether a ledger outcome is a failure (as `Outcome::failed` says).
+fn failed(outcome: &str) -> bool {
+    ["failed", "crashed", "timed_out", "interrupted"].iter().any(|k| outcome.starts_with(k))
+}
+
+fn parse(t: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc())
+}
+
+/// One day's digest.
+#[derive(Default)]
+struct Day {
+    sessions: u32,
+    failures: u32,
+    messages_in: u32,
+    messages_out: u32,
+    cost_usd: Option<f64>,
+}
+
+/// `GET /api/chambers/NAME/history?days=7`: `sessions` (those that began in
+/// the window, oldest first, in `--json`'s shape), `days` (one digest per day
+/// in the chamber's zone, newest first), `upcoming` (the next wakes).
+pub(super) async fn chamber(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<Days>,
+) -> ApiResult {
+    let v = view(&hub, &name)?;
+    let days = q.days.unwrap_or(7).clamp(1, 90);
+    let tz: Tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let now = hub.daemon.shared().clock.now();
+    let since = now - chrono::Duration::days(i64::from(days));
+    let rows = hub.daemon.sessions(v.record.id, MAX_SESSIONS).await?;
+    let mut digest: BTreeMap<chrono::NaiveDate, Day> = BTreeMap::new();
+    for d in 0..days {
+        digest.entry((now - chrono::Duration::days(i64::from(d))).with_timezone(&tz).date_naive()).or_default();
+    }
+    let mut sessions = Vec::new();
+    for s in rows.iter().rev() {
+        let Some(at) = s.started_at.as_deref().and_then(parse) else { continue };
+        if at < since {
+            continue;
+        }
+        let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
+        day.sessions += 1;
+        if s.outcome.as_deref().is_some_and(failed) {
+            day.failures += 1;
+        }
+        if let Some(c) = s.usage.cost_usd {
+            *day.cost_usd.get_or_insert(0.0) += c;
+        }
+        sessions.push(j::session_json(&convert::session(s)));
+    }
+    let root = Path::new(&v.record.path);
+    let mb = Mailbox::new(root, tz);
+    for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
+        for name in mb.names(f).unwrap_or_default() {
+            let Some(at) = cryo_core::message::time_of_name(&name).filter(|t| *t >= since) else { continue };
+            let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
+            if f.incoming() { day.messages_in += 1 } else { day.messages_out += 1 }
+        }
+    }
+    let days: Vec<Value> = digest
+        .iter()
+        .rev()
+        .filter(|(d, _)| **d >= since.with_timezone(&tz).date_naive())
+        .map(|(d, x)| {
+            json!({
+                "day": d.to_string(), "sessions": x.sessions, "failures": x.failures,
+                "messages_in": x.messages_in, "messages_out": x.messages_out, "cost_usd": x.cost_usd,
+            })
+        })
+        .collect();
+    let (upcoming, _) = hub.daemon.schedule(Some(&ChamberRef::Name(v.record.name.clone())), 20)?;
+    let upcoming: Vec<Value> = upcoming.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
+    Ok(axum::Json(json!({ "timezone": tz.name(), "sessions": sessions, "days": days, "upcoming": upcoming })))
+}
+
+#[derive(Deserialize)]
+pub(super) struct Count {
+    #[serde(default)]
+    count: Option<usize>,
+}
+
+/// `GET /api/schedule?count=50`: every chamber's coming wakes on one time
+/// line (`wakes`, in `cryoctl schedule --json`'s shape), and the sessions
+/// running now (`running`: chamber, session, started).
+pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> ApiResult {
+    let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50))?;
+    let wakes: Vec<Value> = wakes.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
+    let mut running = Vec::new();
+    for v in hub.daemon.list() {
+        if v.snap.view.state != cryo_core::chamber::State::Running {
+            continue;
+        }
+        let last = hub.daemon.sessions(v.record.id, 1).await?;
+        let started = last.first().and_then(|s| s.started_at.clone());
+        running
+            .push(json!({ "chamber": v.record.name, "session": last.first().map(|s| s.number), "started": started }));
+    }
+    Ok(axum::Json(json!({ "wakes": wakes, "running": running, "problems": problems })))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failures_are_what_the_machine_calls_failed() {
+        for f in ["failed", "crashed", "crashed (exit 3)", "timed_out", "interrupted"] {
+            assert!(super::failed(f), "{f}");
+        }
+        for ok in ["hibernated", "completed", "stopped", "limited", "over_budget"] {
+            assert!(!super::failed(ok), "{ok}");
+        }
+    }
+}
