@@ -209,7 +209,8 @@ fn a_notifier_that_is_down_delays_nothing() {
     r.fail_next(0);
     let ok = env.cryoctl(&["notify", "test", "phone", "--json"]).json();
     assert_eq!((ok[0]["notifier"].as_str(), ok[0]["ok"].as_bool()), (Some("phone"), Some(true)), "{ok}");
-    assert_eq!(r.got("/topic").last().unwrap().header("Tags"), "cryo,test");
+    // (A question's notice still in back-off may land after it.)
+    assert!(r.got("/topic").iter().any(|g| g.header("Tags") == "cryo,test"), "the test notice arrived");
     let none = env.cryoctl(&["notify", "test", "nosuch"]);
     assert!(none.fails(4).contains("no notifier named \"nosuch\""), "{}", none.stderr);
 }
