@@ -3,7 +3,7 @@
 // follows one event stream for live updates.
 "use strict";
 
-import { api, el, isOwner, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
+import { api, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, renderTodos } from "./chamber.js";
 import { listPage, newPage, renderList, sharePage } from "./owner.js";
 
@@ -71,21 +71,7 @@ async function follow() {
       if (r.status === 401) { signIn("This link was revoked."); continue; }
       if (!r.ok || !r.body) throw new Error("events: " + r.status);
       live.classList.add("on");
-      const reader = r.body.getReader();
-      const dec = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const frame = buf.slice(0, i); buf = buf.slice(i + 2);
-          const ev = /^event: (.*)$/m.exec(frame)?.[1];
-          const data = /^data: (.*)$/m.exec(frame)?.[1];
-          if (ev) handle(ev, data ? JSON.parse(data) : {});
-        }
-      }
+      await readEvents(r, handle);
     } catch (e) { /* the daemon restarted or the network blinked: retry */ }
     live.classList.remove("on");
     document.body.dataset.streamEnded = String(Date.now());

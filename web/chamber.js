@@ -3,7 +3,7 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, state, upload } from "./lib.js";
+import { api, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, readEvents, state, upload } from "./lib.js";
 import { chamberTimeline, digest } from "./timeline.js";
 
 const PAGE = 50;
@@ -294,22 +294,11 @@ async function followTranscript(base) {
   const pre = document.getElementById("transcript");
   try {
     const r = await fetch("/api" + base + "/transcript", { headers: { Authorization: "Bearer " + state.token }, signal: ctl.signal });
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let i;
-      while ((i = buf.indexOf("\n\n")) >= 0) {
-        const frame = buf.slice(0, i); buf = buf.slice(i + 2);
-        const data = /^data: (.*)$/m.exec(frame)?.[1];
-        if (!data || !pre.isConnected) continue;
-        for (const l of JSON.parse(data).lines) pre.textContent += l + "\n";
-        pre.scrollTop = pre.scrollHeight;
-      }
-    }
+    await readEvents(r, (ev, d) => {
+      if (ev !== "lines" || !pre.isConnected) return;
+      for (const l of d.lines) pre.textContent += l + "\n";
+      pre.scrollTop = pre.scrollHeight;
+    });
   } catch (_) { /* left the page, or cryod went away */ }
 }
 

@@ -99,3 +99,23 @@ export function flash(e) {
   const box = document.getElementById("error");
   if (box) box.textContent = e.message + (e.retryAfter ? " (try again in " + e.retryAfter + " s)" : "");
 }
+
+// Reads an event stream (`event: NAME` / `data: JSON` frames) from a fetch
+// response, calling `each(name, data)` per frame, until it ends.
+export async function readEvents(r, each) {
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const frame = buf.slice(0, i); buf = buf.slice(i + 2);
+      const ev = /^event: (.*)$/m.exec(frame)?.[1];
+      const data = /^data: (.*)$/m.exec(frame)?.[1];
+      if (ev) each(ev, data ? JSON.parse(data) : {});
+    }
+  }
+}
