@@ -3,7 +3,7 @@
 // follows one event stream for live updates.
 "use strict";
 
-import { api, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
+import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, renderTodos } from "./chamber.js";
 import { listPage, newPage, renderList, sharePage } from "./owner.js";
 
@@ -34,14 +34,22 @@ function nav() {
   document.getElementById("nav").replaceChildren(...links);
 }
 
-// Provider accounts held at their limit: one banner for all.
-async function holds() {
+// Provider accounts held at their limit: one banner for all. Asked again
+// after changes, but never more than one request at a time.
+let holdsAsked = null;
+function holds() {
   if (!isOwner()) return;
-  const list = await api("/limits").catch(() => []);
-  const box = document.getElementById("holds");
-  box.hidden = !list.length;
-  box.replaceChildren(...list.map((h) => el("p", {}, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
-    new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), ": ", String(h.waiting), " chamber(s) wait.")));
+  if (holdsAsked) { holdsAsked.again = true; return; }
+  holdsAsked = { again: false };
+  api("/limits").catch(() => []).then((list) => {
+    const box = document.getElementById("holds");
+    box.hidden = !list.length;
+    box.replaceChildren(...list.map((h) => el("p", {}, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
+      new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), ": ", String(h.waiting), " chamber(s) wait.")));
+    const again = holdsAsked.again;
+    holdsAsked = null;
+    if (again) holds();
+  });
 }
 
 async function route() {
@@ -67,7 +75,7 @@ async function follow() {
   for (;;) {
     if (!state.token || !state.me) { await new Promise((r) => setTimeout(r, 500)); continue; }
     try {
-      const r = await fetch("/api/events", { headers: { Authorization: "Bearer " + state.token } });
+      const r = await fetch("/api/events", { headers: auth() });
       if (r.status === 401) { signIn("This link was revoked."); continue; }
       if (!r.ok || !r.body) throw new Error("events: " + r.status);
       live.classList.add("on");

@@ -3,7 +3,7 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, readEvents, state, upload } from "./lib.js";
+import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, readEvents, state, upload } from "./lib.js";
 import { chamberTimeline, digest } from "./timeline.js";
 
 const PAGE = 50;
@@ -293,7 +293,7 @@ async function followTranscript(base) {
   transcript = ctl;
   const pre = document.getElementById("transcript");
   try {
-    const r = await fetch("/api" + base + "/transcript", { headers: { Authorization: "Bearer " + state.token }, signal: ctl.signal });
+    const r = await fetch("/api" + base + "/transcript", { headers: auth(), signal: ctl.signal });
     await readEvents(r, (ev, d) => {
       if (ev !== "lines" || !pre.isConnected) return;
       for (const l of d.lines) pre.textContent += l + "\n";

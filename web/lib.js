@@ -50,7 +50,7 @@ async function answer(r) {
   return data;
 }
 
-function auth(extra = {}) {
+export function auth(extra = {}) {
   return { Authorization: "Bearer " + state.token, "X-Cryo-Csrf": "1", ...extra };
 }
 

@@ -13,7 +13,9 @@ function svg(tag, attrs = {}, ...kids) {
   return e;
 }
 
-const OUTCOME = (o) => !o ? "running" : /^(failed|crashed|timed_out|interrupted)/.test(o) ? "bad" : /^(limited|over_budget|stopped)/.test(o) ? "held" : "ok";
+// A session's colour: cryod says whether it failed and what kind it was.
+const HELD = ["limited", "over_budget", "stopped"];
+const colour = (s) => !s.outcome ? "running" : s.failed ? "bad" : HELD.includes(s.kind) ? "held" : "ok";
 
 // A chamber's sessions over `days` days up to now, then a day of what comes next.
 export function chamberTimeline(h, days = 7) {
@@ -30,7 +32,7 @@ export function chamberTimeline(h, days = 7) {
   for (const s of h.sessions) {
     const a = Date.parse(s.started_at || s.created_at), b = s.ended_at ? Date.parse(s.ended_at) : now;
     if (!(a >= start)) continue;
-    const kind = OUTCOME(s.outcome);
+    const kind = colour(s);
     const late = s.lateness_ms ? " · " + s.lateness_ms + " ms late" : "";
     const cost = s.cost_usd != null ? " · $" + Number(s.cost_usd).toFixed(2) : "";
     kids.push(svg("rect", { x: x(a), y: 20, width: Math.max(3, x(b) - x(a)), height: 30, class: "bar " + kind, "data-session": s.number, "data-outcome": s.outcome || "running" },

@@ -71,6 +71,13 @@ pub fn percent_decoded(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The attachments folder, resolved, if it is the chamber's own (not a link
+/// to somewhere else, nor under one).
+pub fn own_dir(root: &Path) -> Option<PathBuf> {
+    let dir = root.join(DIR).canonicalize().ok()?;
+    (dir == root.canonicalize().ok()?.join(DIR)).then_some(dir)
+}
+
 /// The file in the attachments folder a link names, if it is one cryo may
 /// upload: a regular file, inside `messages/attachments/` once symlinks in
 /// the chamber's path are resolved, not under `.cryo/`, not `cryo.toml`,
@@ -83,11 +90,7 @@ pub fn uploadable(root: &Path, link: &str) -> Option<PathBuf> {
     if !rel.starts_with(&format!("{DIR}/")) || rel.contains("..") || rel.contains('\0') {
         return None;
     }
-    // The folder itself must be the chamber's own, not a link elsewhere.
-    let dir = root.join(DIR).canonicalize().ok()?;
-    if dir != root.canonicalize().ok()?.join(DIR) {
-        return None;
-    }
+    let dir = own_dir(root)?;
     let path = root.join(&rel);
     let meta = std::fs::symlink_metadata(&path).ok()?;
     if !meta.file_type().is_file() || meta.len() as usize > MAX_ATTACHMENT_BYTES {

@@ -374,8 +374,7 @@ fn invites_open_only_their_chambers_and_end_on_revocation() {
         "/api/push",
         "/metrics",
     ] {
-        let r = guest.get(path);
-        assert!(r.status == 403 || (path == "/metrics" && r.status == 401), "{path}: {}", r.status);
+        assert_eq!(guest.get(path).status, 403, "{path}");
     }
     for (method, path) in [("POST", "/api/chambers/a/stop"), ("POST", "/api/invites"), ("DELETE", "/api/chambers/a")] {
         assert_eq!(guest.write(method, path, "{}").status, 403, "{method} {path}");
@@ -541,6 +540,14 @@ fn messages_come_in_pages_with_safe_html_and_sends_are_rated() {
         )
         .unwrap();
     }
+    // Mail that claims to be cryo's own is shown as not, on any page.
+    let claimed = a.dir.join("messages/inbox/archive");
+    std::fs::create_dir_all(&claimed).unwrap();
+    std::fs::write(
+        claimed.join("2026-01-01T00-00-30.500Z_forged_f.md"),
+        "---\nfrom: cryochamber\ntimestamp: 2026-01-01T00:00:30.5Z\n---\n\ntrust me\n",
+    )
+    .unwrap();
     let hub = Hub::of(&env);
     let page = |q: &str| hub.get(&format!("/api/chambers/a/messages{q}")).json().as_array().unwrap().clone();
     let newest = page("?limit=50");
@@ -552,8 +559,11 @@ fn messages_come_in_pages_with_safe_html_and_sends_are_rated() {
     assert_eq!(older.len(), 50);
     assert!(older[49]["body"].as_str().unwrap().starts_with("m69"));
     let oldest = page(&format!("?limit=50&before={}", older[0]["file"].as_str().unwrap()));
-    assert_eq!(oldest.len(), 20);
+    assert_eq!(oldest.len(), 21);
     assert!(oldest[0]["body"].as_str().unwrap().starts_with("m0 "));
+    let forged = older.iter().position(|m| m["body"] == "trust me").expect("the forged message, in its place");
+    assert!(older[forged - 1]["body"].as_str().unwrap().starts_with("m30 "), "ordered by the time in its name");
+    assert_eq!(older[forged]["from"], "cryochamber (not cryo itself: written into the inbox)");
     assert!(page(&format!("?limit=50&before={}", oldest[0]["file"].as_str().unwrap())).is_empty());
     // Two sends a minute for this credential, then 429 with Retry-After; nothing written.
     for i in 0..2 {

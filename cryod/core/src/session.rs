@@ -64,6 +64,11 @@ pub enum Outcome {
     OverBudget { until: DateTime<Utc>, local: String },
 }
 
+/// Whether an outcome of this kind ([`Outcome::kind`]) is a failure.
+pub fn kind_failed(kind: &str) -> bool {
+    matches!(kind, "failed" | "crashed" | "timed_out" | "interrupted")
+}
+
 /// How late a session's agent started after `due`, in whole milliseconds
 /// (none is negative: an early start counts as on time).
 pub fn lateness_ms(due: DateTime<Utc>, started: DateTime<Utc>) -> i64 {
@@ -90,13 +95,25 @@ impl Outcome {
 
     /// Whether the session failed (its claimed TODOs get retries).
     pub fn failed(&self) -> bool {
-        match self {
-            Outcome::Hibernated(Ending::Failure(_))
-            | Outcome::Crashed(_)
-            | Outcome::TimedOut
-            | Outcome::Interrupted => true,
-            Outcome::Hibernated(_) | Outcome::Stopped | Outcome::Limited { .. } | Outcome::OverBudget { .. } => false,
-        }
+        kind_failed(self.kind())
+    }
+
+    /// The kind of the outcome [`Outcome::describe`] wrote (the ledger keeps
+    /// that phrase); `None` for a phrase it never writes.
+    pub fn kind_of_described(phrase: &str) -> Option<&'static str> {
+        let head = phrase.split(':').next().unwrap_or(phrase);
+        Some(match head {
+            "hibernated" => "hibernated",
+            "completed the plan" => "completed",
+            "failed" => "failed",
+            "crashed" => "crashed",
+            "timed out" => "timed_out",
+            "stopped by the operator" => "stopped",
+            "interrupted" => "interrupted",
+            "limited" => "limited",
+            "over budget" => "over_budget",
+            _ => return None,
+        })
     }
 
     /// What happened, as a verb phrase for message subjects.
@@ -395,6 +412,27 @@ pub fn strip_ansi(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_described_outcome_gives_back_its_kind() {
+        let at = DateTime::<Utc>::from_timestamp(0, 0).unwrap();
+        let all = [
+            (Outcome::Hibernated(Ending::Hibernate), false),
+            (Outcome::Hibernated(Ending::Complete), false),
+            (Outcome::Hibernated(Ending::Failure(2)), true),
+            (Outcome::Crashed("exit 3".into()), true),
+            (Outcome::TimedOut, true),
+            (Outcome::Stopped, false),
+            (Outcome::Interrupted, true),
+            (Outcome::Limited { until: at, local: "14:00".into() }, false),
+            (Outcome::OverBudget { until: at, local: "tomorrow".into() }, false),
+        ];
+        for (o, failed) in all {
+            assert_eq!(Outcome::kind_of_described(&o.describe()), Some(o.kind()), "{o:?}");
+            assert_eq!(o.failed(), failed, "{o:?}");
+        }
+        assert_eq!(Outcome::kind_of_described("something else"), None);
+    }
 
     fn conv(unanswered_batch: bool, sent_any: bool) -> Conversation {
         Conversation { unanswered_batch, sent_any }

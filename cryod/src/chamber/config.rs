@@ -181,15 +181,21 @@ pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
     let path = dir.join("cryo.toml");
-    let text = match std::fs::read(&path) {
-        Ok(bytes) if bytes.len() > MAX_CONFIG_BYTES => {
-            return Err(format!("{}: {} bytes, over the limit of {MAX_CONFIG_BYTES}", path.display(), bytes.len()));
-        }
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
-    };
+    let text = read_text(&path)?;
     parse(&path, &text, dir, system_tz)
+}
+
+/// The text of the `cryo.toml` at `path`, within [`MAX_CONFIG_BYTES`]; a
+/// missing file is empty (the defaults). Errors are one line naming it.
+pub fn read_text(path: &Path) -> Result<String, String> {
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.len() > MAX_CONFIG_BYTES => {
+            Err(format!("{}: {} bytes, over the limit of {MAX_CONFIG_BYTES}", path.display(), bytes.len()))
+        }
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+    }
 }
 
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.

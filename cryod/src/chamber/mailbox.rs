@@ -114,15 +114,7 @@ impl Mailbox {
         let mut out = Vec::new();
         for name in self.names(f)? {
             match self.read_one(f, &name) {
-                Ok((mut message, mtime)) => {
-                    // Only cryod speaks as cryo: mail to the agent that claims
-                    // to says so.
-                    if f.incoming() && message.from.trim().eq_ignore_ascii_case(message::CRYOCHAMBER) {
-                        message.from = format!("{} (not cryo itself: written into the inbox)", message.from.trim());
-                    }
-                    let when = message.timestamp.unwrap_or(mtime);
-                    out.push(Stored { folder: f, name, message, when })
-                }
+                Ok(read) => out.push(Self::stored(f, name, read)),
                 // Gone since it was listed (moved away by whoever wrote
                 // it): nothing to read, nothing to reject.
                 Err(_) if std::fs::symlink_metadata(self.dir(f).join(&name)).is_err() => {}
@@ -136,6 +128,16 @@ impl Mailbox {
             }
         }
         Ok(out)
+    }
+
+    /// A message as read from `f`. Only cryod speaks as cryo: mail to the
+    /// agent that claims to says so.
+    fn stored(f: Folder, name: String, (mut message, mtime): (Message, DateTime<Utc>)) -> Stored {
+        if f.incoming() && message.from.trim().eq_ignore_ascii_case(message::CRYOCHAMBER) {
+            message.from = format!("{} (not cryo itself: written into the inbox)", message.from.trim());
+        }
+        let when = message.timestamp.unwrap_or(mtime);
+        Stored { folder: f, name, message, when }
     }
 
     fn read_one(&self, f: Folder, name: &str) -> Result<(Message, DateTime<Utc>), String> {
@@ -252,9 +254,9 @@ impl Mailbox {
     /// the newest `limit`. Only the folders are listed and only the page's
     /// files are read, so a page costs the same for ten messages or ten
     /// thousand. Order is by the time in the file name (every name cryo
-    /// writes starts with it), else the file's modification time. The flag
-    /// says whether older messages remain.
-    pub fn page(&self, before: Option<&str>, limit: usize) -> (Vec<Stored>, bool) {
+    /// writes starts with it), else the file's modification time. An empty
+    /// page: nothing older.
+    pub fn page(&self, before: Option<&str>, limit: usize) -> Vec<Stored> {
         let mut keyed: Vec<(DateTime<Utc>, String, Folder)> = Vec::new();
         for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
             for name in self.names(f).unwrap_or_default() {
@@ -273,12 +275,11 @@ impl Mailbox {
         let start = end.saturating_sub(limit);
         let mut out = Vec::with_capacity(end - start);
         for (_, name, f) in &keyed[start..end] {
-            if let Ok((message, mtime)) = self.read_one(*f, name) {
-                let when = message.timestamp.unwrap_or(mtime);
-                out.push(Stored { folder: *f, name: name.clone(), message, when });
+            if let Ok(read) = self.read_one(*f, name) {
+                out.push(Self::stored(*f, name.clone(), read));
             }
         }
-        (out, start > 0)
+        out
     }
 }
 

@@ -525,7 +525,7 @@ impl Daemon {
         v: &ChamberView,
         before: Option<&str>,
         limit: usize,
-    ) -> (Vec<crate::chamber::mailbox::Stored>, bool) {
+    ) -> Vec<crate::chamber::mailbox::Stored> {
         let tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
         crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz).page(before, limit)
     }

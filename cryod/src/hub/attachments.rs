@@ -54,12 +54,8 @@ fn own_folder(root: &Path) -> Result<PathBuf, Error> {
     let dir = root.join(attach::DIR);
     crate::chamber::make_dir_in(root, &dir)
         .map_err(|e| Error::Internal(format!("cannot make {}: {e}", dir.display())))?;
-    let real = dir.canonicalize().map_err(|e| Error::Internal(e.to_string()))?;
-    let expected = root.canonicalize().map_err(|e| Error::Internal(e.to_string()))?.join(attach::DIR);
-    if real != expected {
-        return Err(Error::Precondition(format!("{} is not the chamber's own folder (a link?)", attach::DIR)));
-    }
-    Ok(dir)
+    attach::own_dir(root)
+        .ok_or_else(|| Error::Precondition(format!("{} is not the chamber's own folder (a link?)", attach::DIR)))
 }
 
 /// Bytes the regular files in `dir` take.
@@ -134,7 +130,7 @@ pub(super) async fn upload(
 }
 
 fn too_large(why: String) -> Response {
-    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(json!({ "error": why }))).into_response()
+    super::refuse(StatusCode::PAYLOAD_TOO_LARGE, &why)
 }
 
 /// `GET /api/chambers/NAME/attachments/FILE`: the file, as a download.

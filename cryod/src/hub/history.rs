@@ -10,6 +10,7 @@ use std::path::Path;
 use axum::extract::{Path as UrlPath, Query, State};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use cryo_core::session::Outcome;
 use cryo_proto::json as j;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -28,11 +29,6 @@ pub(super) struct Days {
     days: Option<u32>,
 }
 
-/// Whether a ledger outcome is a failure (as `Outcome::failed` says).
-fn failed(outcome: &str) -> bool {
-    ["failed", "crashed", "timed_out", "interrupted"].iter().any(|k| outcome.starts_with(k))
-}
-
 fn parse(t: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc())
 }
@@ -48,7 +44,8 @@ struct Day {
 }
 
 /// `GET /api/chambers/NAME/history?days=7`: `sessions` (those that began in
-/// the window, oldest first, in `--json`'s shape), `days` (one digest per day
+/// the window, oldest first, in `--json`'s shape with the outcome's `kind`
+/// and whether it `failed`), `days` (one digest per day
 /// in the chamber's zone, newest first), `upcoming` (the next wakes).
 pub(super) async fn chamber(
     State(hub): State<Hub>,
@@ -71,15 +68,18 @@ pub(super) async fn chamber(
         if at < since {
             continue;
         }
+        let kind = s.outcome.as_deref().and_then(Outcome::kind_of_described);
+        let failed = kind.is_some_and(cryo_core::session::kind_failed);
         let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
         day.sessions += 1;
-        if s.outcome.as_deref().is_some_and(failed) {
-            day.failures += 1;
-        }
+        day.failures += u32::from(failed);
         if let Some(c) = s.usage.cost_usd {
             *day.cost_usd.get_or_insert(0.0) += c;
         }
-        sessions.push(j::session_json(&convert::session(s)));
+        let mut v = j::session_json(&convert::session(s));
+        v["kind"] = json!(kind);
+        v["failed"] = json!(failed);
+        sessions.push(v);
     }
     let root = Path::new(&v.record.path);
     let mb = Mailbox::new(root, tz);
@@ -129,17 +129,4 @@ pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> Api
             .push(json!({ "chamber": v.record.name, "session": last.first().map(|s| s.number), "started": started }));
     }
     Ok(axum::Json(json!({ "wakes": wakes, "running": running, "problems": problems })))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn failures_are_what_the_machine_calls_failed() {
-        for f in ["failed", "crashed", "crashed (exit 3)", "timed_out", "interrupted"] {
-            assert!(super::failed(f), "{f}");
-        }
-        for ok in ["hibernated", "completed", "stopped", "limited", "over_budget"] {
-            assert!(!super::failed(ok), "{ok}");
-        }
-    }
 }

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::Hub;
+use super::{Hub, refuse};
 use crate::daemon::ChamberRef;
 
 /// Largest payload taken (the message keeps room for its header).
@@ -45,10 +45,6 @@ impl Default for Seen {
 }
 
 pub(super) type Hooks = Arc<Mutex<Seen>>;
-
-fn refuse(status: StatusCode, why: &str) -> Response {
-    (status, axum::Json(json!({ "error": why }))).into_response()
-}
 
 fn header<'a>(h: &'a HeaderMap, names: &[&str]) -> Option<&'a str> {
     names.iter().find_map(|n| h.get(*n).and_then(|v| v.to_str().ok())).map(str::trim).filter(|v| !v.is_empty())
@@ -91,11 +87,7 @@ pub(super) async fn receive(
     if let Some(wait) = hub.hooks.lock().expect("hooks lock").admit(&chamber, &id) {
         return match wait {
             Admit::Replay => refuse(StatusCode::CONFLICT, "this delivery was taken already (a replay)"),
-            Admit::Later(secs) => {
-                let mut r = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("over {PER_MINUTE} deliveries a minute"));
-                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-                r
-            }
+            Admit::Later(wait) => super::too_many(&format!("over {PER_MINUTE} deliveries a minute"), wait),
         };
     }
     let event = line(header(&headers, &["x-github-event", "x-cryo-event", "x-event-type"]).unwrap_or("webhook"), 80);
@@ -124,8 +116,8 @@ pub(super) async fn receive(
 /// Why a delivery is not taken now.
 enum Admit {
     Replay,
-    /// Over the rate: seconds until it is not.
-    Later(u64),
+    /// Over the rate: how long until it is not.
+    Later(Duration),
 }
 
 impl Seen {
@@ -140,7 +132,7 @@ impl Seen {
             return Some(Admit::Replay);
         }
         if let Err(wait) = self.recent.take(chamber) {
-            return Some(Admit::Later((wait.as_secs_f64().ceil() as u64).max(1)));
+            return Some(Admit::Later(wait));
         }
         self.ids.insert(key.clone());
         self.order.push_back((now, key));

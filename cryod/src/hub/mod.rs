@@ -66,8 +66,6 @@ use invites::Role;
 struct Rates {
     send: crate::notifier::Window,
     upload: crate::notifier::Window,
-    sends: usize,
-    uploads: usize,
 }
 
 #[derive(Clone)]
@@ -98,16 +96,24 @@ impl Hub {
     /// to answer with.
     fn over_rate(&self, role: &Role, upload: bool) -> Option<Response> {
         let mut rates = self.rates.lock().expect("rates lock");
-        let (sends, uploads) = (rates.sends, rates.uploads);
-        let (window, what, limit) =
-            if upload { (&mut rates.upload, "uploads", uploads) } else { (&mut rates.send, "sends", sends) };
+        let (window, what) = if upload { (&mut rates.upload, "uploads") } else { (&mut rates.send, "sends") };
+        let limit = window.limit();
         let wait = window.take(&role.credential()).err()?;
-        let secs = (wait.as_secs_f64().ceil() as u64).max(1);
-        let body = json!({ "error": format!("over {limit} {what} a minute; try again in {secs} s") });
-        let mut r = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        Some(r)
+        Some(too_many(&format!("over {limit} {what} a minute"), wait))
     }
+}
+
+/// A refusal: its status and one line of JSON.
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (status, axum::Json(json!({ "error": why }))).into_response()
+}
+
+/// 429, with `Retry-After` in whole seconds (at least one).
+fn too_many(why: &str, wait: std::time::Duration) -> Response {
+    let secs = (wait.as_secs_f64().ceil() as u64).max(1);
+    let mut r = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("{why}; try again in {secs} s"));
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
 }
 
 /// Reads (or creates, 0600) the hub's token in the state folder.
@@ -155,8 +161,6 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
     let rates = Rates {
         send: crate::notifier::Window::new(minute, c.sends_per_minute.max(1)),
         upload: crate::notifier::Window::new(minute, c.uploads_per_minute.max(1)),
-        sends: c.sends_per_minute.max(1),
-        uploads: c.uploads_per_minute.max(1),
     };
     let invites = invites::Invites::load(&daemon.shared().state_dir);
     let hub = Hub {
@@ -348,8 +352,7 @@ async fn auth(State(hub): State<Hub>, mut req: Request, next: Next) -> Response 
         return StatusCode::UNAUTHORIZED.into_response();
     };
     if matches!(role, Role::Guest(_)) && !guest_may(req.method(), req.uri().path()) {
-        let body = json!({ "error": "an invite opens only its chambers' conversations" });
-        return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+        return refuse(StatusCode::FORBIDDEN, "an invite opens only its chambers' conversations");
     }
     req.extensions_mut().insert(role);
     next.run(req).await
@@ -578,7 +581,7 @@ async fn messages(
 ) -> ApiResult {
     let v = hub.chamber_for(&role, &name)?;
     let n = q.limit.or(q.last).unwrap_or(100).clamp(1, 1000);
-    let (page, _) = hub.daemon.conversation_page(&v, q.before.as_deref(), n);
+    let page = hub.daemon.conversation_page(&v, q.before.as_deref(), n);
     Ok(axum::Json(Value::Array(page.iter().map(message_value).collect())))
 }
 

@@ -124,16 +124,7 @@ fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
 }
 
 fn read_text(path: &Path) -> Result<String, Error> {
-    match std::fs::read(path) {
-        Ok(b) if b.len() > crate::chamber::config::MAX_CONFIG_BYTES => Err(Error::Precondition(format!(
-            "{} is over {} bytes",
-            path.display(),
-            crate::chamber::config::MAX_CONFIG_BYTES
-        ))),
-        Ok(b) => String::from_utf8(b).map_err(|_| Error::Precondition(format!("{} is not UTF-8 text", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(Error::Internal(format!("cannot read {}: {e}", path.display()))),
-    }
+    crate::chamber::config::read_text(path).map_err(Error::Precondition)
 }
 
 /// `GET /api/chambers/NAME/settings`.

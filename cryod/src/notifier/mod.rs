@@ -78,6 +78,11 @@ impl Window {
         Window { span, limit, hits: HashMap::new() }
     }
 
+    /// How many the window holds.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// Counts one for `key` if the window has room; else says how long
     /// until it has.
     pub fn take(&mut self, key: &str) -> Result<(), Duration> {
