@@ -18,30 +18,65 @@ const CONTROLS = {
   pause: "let mail arrive but start no session",
   resume: "start sessions again",
   stop: "end any session and plan nothing",
+  archive: "hide it from the list; it never starts until unarchived",
+  unarchive: "list it again (it stays stopped)",
+  reset: "move its TODOs, notes, messages and logs into history/ and begin again",
 };
-export function controlsFor(s) {
+export function controlsFor(s, archived) {
+  if (archived) return ["unarchive", "reset"];
   switch (s) {
-    case "stopped": return ["start"];
+    case "stopped": return ["start", "archive", "reset"];
     case "idle": return ["wake", "pause", "stop"];
     case "running": return ["pause", "stop"];
     case "paused": return ["resume", "stop"];
-    case "faulted": return ["start", "stop"];
+    case "faulted": return ["start", "stop", "reset"];
     default: return [];
   }
 }
 
 function controls(c) {
   const base = chamberPath(c.name);
-  return controlsFor(c.state).map((a) => el("div", { class: "control" },
+  return controlsFor(c.state, c.archived).map((a) => el("div", { class: "control" },
     el("button", { "data-action": a, "aria-describedby": "does-" + a, onclick: async (e) => {
+      if (a === "reset") { confirmReset(c); return; }
       e.target.disabled = true;
       try { const v = await api(base + "/" + a, "POST", {}); showState(v); } catch (er) { flash(er); e.target.disabled = false; }
     } }, a),
     el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
 }
 
+// A reset asks first: the chamber's name, typed.
+function confirmReset(c) {
+  const input = el("input", { id: "reset-name", autocomplete: "off", spellcheck: "false" });
+  const go = el("button", { class: "danger", type: "submit", disabled: true }, "Reset");
+  const form = el("form", { method: "dialog" },
+    el("h2", { id: "h-reset" }, "Reset " + c.name + "?"),
+    el("p", {}, "It is stopped first. Its todo.json, NOTES.md, messages and logs move into ",
+      el("code", {}, "history/"), " inside the chamber; plan.md and cryo.toml stay. It begins again from its plan when started."),
+    el("label", { for: "reset-name" }, "Type its name to go on"), input,
+    el("div", { class: "row" }, go, el("button", { type: "button", onclick: () => dialog.close() }, "Cancel")));
+  const dialog = el("dialog", { id: "reset-dialog", "aria-labelledby": "h-reset" }, form);
+  input.addEventListener("input", () => { go.disabled = input.value !== c.name; });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    go.disabled = true;
+    try {
+      const v = await api(chamberPath(c.name) + "/reset", "POST", { confirm: input.value });
+      dialog.close();
+      await chamberPage(c.name);
+      const box = document.getElementById("error");
+      if (box) box.textContent = "";
+      document.getElementById("controls")?.after(el("p", { id: "reset-done", role: "status" }, "Reset: the earlier files are in " + v.history + "/."));
+    } catch (er) { dialog.close(); flash(er); }
+  });
+  dialog.addEventListener("close", () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
+  input.focus();
+}
+
 function showState(c) {
-  document.getElementById("state")?.replaceChildren(badge(c.state));
+  document.getElementById("state")?.replaceChildren(badge(c.archived ? "archived" : c.state));
   if (isOwner()) document.getElementById("controls")?.replaceChildren(...controls(c));
   document.getElementById("status")?.replaceChildren(status(c));
 }
@@ -88,7 +123,7 @@ export async function chamberPage(name) {
     body = conversation;
   }
   main.replaceChildren(
-    el("h1", {}, c.name, " ", el("span", { id: "state" }, badge(c.state))),
+    el("h1", {}, c.name, " ", el("span", { id: "state" }, badge(c.archived ? "archived" : c.state))),
     el("div", { id: "error", class: "error", role: "alert" }),
     owner ? el("div", { class: "row", id: "controls", role: "group", "aria-label": "controls" }, controls(c)) : "",
     body);

@@ -10,7 +10,7 @@ const main = () => document.getElementById("main");
 // ---- the chamber list --------------------------------------------------------
 export async function listPage() {
   state.current = null;
-  const [list, schedule] = await Promise.all([api("/chambers"), isOwner() ? api("/schedule?count=200") : null]);
+  const [list, schedule] = await Promise.all([api("/chambers?archived=1"), isOwner() ? api("/schedule?count=200") : null]);
   state.chambers = new Map(list.map((c) => [c.name, c]));
   state.schedule = schedule;
   main().dataset.page = "list";
@@ -20,10 +20,15 @@ export async function listPage() {
 // Drawn again on each change while the list is shown.
 export function renderList() {
   if (state.current || main().dataset.page !== "list") return;
-  const chambers = state.chambers;
+  const all = [...state.chambers.values()];
+  const archived = all.filter((c) => c.archived).length;
+  const chambers = new Map(all.filter((c) => state.showArchived || !c.archived).map((c) => [c.name, c]));
+  const toggle = archived ? el("p", {}, el("button", { id: "show-archived", "aria-pressed": String(!!state.showArchived),
+    onclick: () => { state.showArchived = !state.showArchived; renderList(); } },
+  (state.showArchived ? "Hide" : "Show") + " archived (" + archived + ")")) : "";
   if (chambers.size === 0) {
-    main().replaceChildren(el("div", { id: "list-page" }, el("p", { class: "muted" }, "No chambers yet. ",
-      isOwner() ? [el("a", { href: "#/new" }, "Create one"), "."] : "")));
+    main().replaceChildren(el("div", { id: "list-page" }, el("p", { class: "muted" }, archived ? "Every chamber is archived. " : "No chambers yet. ",
+      isOwner() ? [el("a", { href: "#/new" }, "Create one"), "."] : ""), toggle));
     return;
   }
   // A fleet's hub shows every node's chambers, with the node that runs each.
@@ -31,7 +36,7 @@ export function renderList() {
   const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
     el("tr", { "data-chamber": c.name },
       el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
-      el("td", {}, badge(c.state)),
+      el("td", {}, badge(c.archived ? "archived" : c.state)),
       fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
       el("td", {}, c.next_wake ? [local(c.next_wake), el("div", { class: "muted" }, left(c.next_wake))] : "-"),
       isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")) : "",
@@ -44,6 +49,7 @@ export function renderList() {
         fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
         isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Mail"))),
       el("tbody", {}, rows)),
+    toggle,
     state.schedule ? el("section", { "aria-labelledby": "h-fleet" }, el("h2", { id: "h-fleet" }, "The next day"),
       fleetTimeline(state.schedule, [...chambers.keys()].sort())) : ""));
 }

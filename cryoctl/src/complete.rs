@@ -17,7 +17,9 @@ fn names() -> Vec<CompletionCandidate> {
         let path = std::env::var_os("CRYO_SOCKET").map(Into::into).unwrap_or_else(cryo_proto::socket_path);
         let Ok(ch) = cryo_proto::connect(&path).await else { return Vec::new() };
         let mut c = cryo_proto::v1::control_client::ControlClient::new(ch);
-        let Ok(list) = c.chamber_list(cryo_proto::v1::ChamberListRequest {}).await else { return Vec::new() };
+        let Ok(list) = c.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await else {
+            return Vec::new();
+        };
         list.into_inner()
             .chambers
             .into_iter()

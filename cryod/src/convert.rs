@@ -43,6 +43,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         bridges: v.snap.bridges.iter().map(bridge).collect(),
         node: v.record.owner_name.clone().unwrap_or_default(),
         handoffs: v.snap.view.handoffs.clone().unwrap_or_default(),
+        archived: v.snap.view.archived,
     }
 }
 

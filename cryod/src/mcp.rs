@@ -271,7 +271,7 @@ impl OperatorTools {
     async fn list_chambers(&self) -> CallToolResult {
         result(
             async {
-                let r = call!(&self.backend, chamber_list, pb::ChamberListRequest {})?;
+                let r = call!(&self.backend, chamber_list, pb::ChamberListRequest { archived: false })?;
                 let text = if r.chambers.is_empty() {
                     "no chambers".to_string()
                 } else {
@@ -423,7 +423,7 @@ impl ServerHandler for OperatorTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let r = call!(&self.backend, chamber_list, pb::ChamberListRequest {})
+        let r = call!(&self.backend, chamber_list, pb::ChamberListRequest { archived: false })
             .map_err(|s| ErrorData::internal_error(cryo_proto::exit::for_status(&s).1, None))?;
         let resources = r
             .chambers

@@ -48,6 +48,7 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "bridges": c.bridges.iter().map(bridge_json).collect::<Vec<_>>(),
         "node": null_if_empty(&c.node),
         "handoffs": null_if_empty(&c.handoffs),
+        "archived": c.archived,
     })
 }
 

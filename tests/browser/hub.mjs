@@ -96,7 +96,7 @@ try {
   await page.click("#controls button:text('stop')");
   await page.waitForFunction(() => document.getElementById("state").textContent.trim() === "stopped", null, { timeout: 20000 });
   out.stopped_shown = true;
-  await page.waitForFunction(() => document.querySelectorAll("#controls button").length === 1, null, { timeout: 10000 });
+  await page.waitForFunction(() => document.querySelector("#controls button[data-action=start]"), null, { timeout: 10000 });
   out.controls_stopped = await buttons();
   // Mail to a stopped chamber says it waits, and how to have it read.
   await page.fill("#send-text", "while stopped");
@@ -222,6 +222,32 @@ try {
   out.crash_digest_failures = await page.$eval("#digest tbody tr:first-child td:nth-of-type(2)", (t) => t.textContent);
   await axe(page, "timeline", out);
   await page.screenshot({ path: SHOTS + "/timeline-desktop.png", fullPage: false });
+
+  // Reset asks first (the chamber's name, typed), then moves the runtime
+  // files into history/; archive hides the chamber from the list.
+  await go(page, "beta");
+  await page.waitForSelector("#controls button[data-action=reset]", { timeout: 10000 });
+  out.controls_beta = await buttons();
+  await page.click("#controls button[data-action=reset]");
+  await page.waitForSelector("#reset-dialog[open]", { timeout: 5000 });
+  out.reset_locked = await page.$eval("#reset-dialog button.danger", (b) => b.disabled);
+  await axe(page, "reset", out);
+  await page.screenshot({ path: SHOTS + "/reset-dialog.png", fullPage: false });
+  await page.fill("#reset-name", "beta");
+  await page.click("#reset-dialog button.danger");
+  await page.waitForSelector("#reset-done", { timeout: 10000 });
+  out.reset_done = await page.textContent("#reset-done");
+  await page.click("#controls button[data-action=archive]");
+  await page.waitForFunction(() => document.getElementById("state").textContent.trim() === "archived", null, { timeout: 10000 });
+  out.controls_archived = await buttons();
+  await page.goto(HUB_URL + "#/");
+  await page.waitForSelector("#show-archived", { timeout: 10000 });
+  const listed = () => page.$$eval("#chambers tbody tr", (rows) => rows.map((r) => r.getAttribute("data-chamber")));
+  out.list_archived_hidden = await listed();
+  await page.click("#show-archived");
+  await page.waitForSelector('#chambers tr[data-chamber="beta"]', { timeout: 10000 });
+  out.list_archived_shown = await listed();
+  out.archived_badge = await page.textContent('#chambers tr[data-chamber="beta"] .badge');
 
   // Sharing: an invite opens only its chamber; the guest's mail is stamped with
   // its name; revoking ends the guest's stream at once.

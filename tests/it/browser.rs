@@ -28,7 +28,9 @@ fn the_hub_in_headless_chromium() {
     env.daemon_config("[hub]\nbind = \"127.0.0.1:0\"\nattachment_quota_mb = 1\nsends_per_minute = 500\n");
     let _d = env.start_daemon();
     let c = env.chamber("alpha", ANSWERING_AGENT, "");
-    env.chamber("beta", ANSWERING_AGENT, "");
+    // Never started; reset and archived on the page.
+    let beta = env.chamber("beta", ANSWERING_AGENT, "");
+    std::fs::write(beta.dir.join("NOTES.md"), "beta's notes\n").unwrap();
     // Says which zone its session has; its settings change on the page.
     let tzc = env.chamber(
         "tzc",
@@ -112,7 +114,21 @@ fn the_hub_in_headless_chromium() {
     eprintln!("measured: page weight {weight} bytes uncompressed (all assets)");
     // Controls follow the state.
     assert_eq!(seen["controls_idle"], serde_json::json!(["wake", "pause", "stop"]));
-    assert_eq!(seen["controls_stopped"], serde_json::json!(["start"]));
+    assert_eq!(seen["controls_stopped"], serde_json::json!(["start", "archive", "reset"]));
+    // Reset asked for the name first, then moved the files into history/.
+    assert_eq!(seen["controls_beta"], serde_json::json!(["start", "archive", "reset"]));
+    assert_eq!(seen["reset_locked"], true, "the reset button waits for the name");
+    let done = seen["reset_done"].as_str().unwrap_or_default();
+    let history = done.trim_start_matches("Reset: the earlier files are in ").trim_end_matches("/.");
+    assert!(history.starts_with("history/"), "{done}");
+    assert_eq!(std::fs::read_to_string(beta.dir.join(history).join("NOTES.md")).unwrap(), "beta's notes\n");
+    assert!(beta.read("NOTES.md").contains("# Notes") && beta.dir.join("plan.md").is_file());
+    // Archived: its controls, hidden from the list until asked for.
+    assert_eq!(seen["controls_archived"], serde_json::json!(["unarchive", "reset"]));
+    assert_eq!(seen["list_archived_hidden"], serde_json::json!(["alpha", "crash", "many", "q", "tzc"]));
+    assert_eq!(seen["list_archived_shown"], serde_json::json!(["alpha", "beta", "crash", "many", "q", "tzc"]));
+    assert_eq!(seen["archived_badge"], "archived");
+    assert_eq!(env.cryoctl(&["chamber", "status", "beta", "--json"]).json()[0]["archived"], true);
     // Markdown renders; a script, an onerror image and a javascript: link stay inert.
     assert_eq!(seen["inert"], serde_json::json!({ "pwned": 0, "scripts": 0, "handlers": 0, "bold": true }));
     assert!(seen["js_link"].is_null(), "a javascript: link reached the page: {}", seen["js_link"]);
@@ -178,9 +194,15 @@ fn the_hub_in_headless_chromium() {
     for (page, found) in seen["axe"].as_object().expect("axe ran") {
         assert_eq!(found, &serde_json::json!([]), "accessibility violations on {page}");
     }
-    for shot in
-        ["list-desktop", "list-phone", "chamber-desktop", "chamber-phone", "guest-list-phone", "guest-chamber-phone"]
-    {
+    for shot in [
+        "list-desktop",
+        "list-phone",
+        "chamber-desktop",
+        "chamber-phone",
+        "guest-list-phone",
+        "guest-chamber-phone",
+        "reset-dialog",
+    ] {
         let p = shots.join(format!("{shot}.png"));
         assert!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "{} missing", p.display());
     }

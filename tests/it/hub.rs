@@ -376,7 +376,13 @@ fn invites_open_only_their_chambers_and_end_on_revocation() {
     ] {
         assert_eq!(guest.get(path).status, 403, "{path}");
     }
-    for (method, path) in [("POST", "/api/chambers/a/stop"), ("POST", "/api/invites"), ("DELETE", "/api/chambers/a")] {
+    for (method, path) in [
+        ("POST", "/api/chambers/a/stop"),
+        ("POST", "/api/chambers/a/archive"),
+        ("POST", "/api/chambers/a/reset"),
+        ("POST", "/api/invites"),
+        ("DELETE", "/api/chambers/a"),
+    ] {
         assert_eq!(guest.write(method, path, "{}").status, 403, "{method} {path}");
     }
     assert_eq!(guest.write("POST", "/api/chambers/b/messages", r#"{"text":"hi"}"#).status, 404);
@@ -573,4 +579,94 @@ fn messages_come_in_pages_with_safe_html_and_sends_are_rated() {
     assert_eq!(r.status, 429);
     assert!(r.header("retry-after").is_some());
     assert_eq!(a.messages("messages/inbox").len(), 2);
+}
+
+#[test]
+fn archive_hides_a_chamber_and_reset_moves_its_files_into_history() {
+    let env = Env::new();
+    let d = env.start_daemon();
+    let c = env.chamber("c", AGENT, "");
+    env.chamber("other", AGENT, "");
+    let hub = Hub::of(&env);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    std::fs::write(c.dir.join("NOTES.md"), "what the agent learnt\n").unwrap();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
+    };
+
+    // Reset: refused without the CSRF header, and without (or with a wrong)
+    // confirmation; nothing moves.
+    let confirm = r#"{"confirm":"c"}"#;
+    assert_eq!(hub.raw("POST", "/api/chambers/c/reset", Some(&hub.token), &[], Some(confirm)).status, 403);
+    for body in ["{}", r#"{"confirm":"other"}"#] {
+        let r = hub.write("POST", "/api/chambers/c/reset", body);
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains("confirm"), "{}", r.body);
+    }
+    assert!(!c.dir.join("history").exists() && c.dir.join("todo.json").exists());
+    // From the CLI, without a terminal to ask on and without --yes: refused.
+    let asked = env.cryoctl(&["chamber", "reset", "c"]).fails(1).to_string();
+    assert!(asked.contains("--yes"), "{asked}");
+    assert!(!c.dir.join("history").exists());
+
+    // Confirmed, on a started chamber: stopped, then the files move.
+    let reset = hub.write("POST", "/api/chambers/c/reset", confirm);
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    let reset = reset.json();
+    assert_eq!(reset["state"], "stopped");
+    let history = reset["history"].as_str().unwrap().to_string();
+    assert!(history.starts_with("history/"), "{history}");
+    let old = c.dir.join(&history);
+    assert_eq!(std::fs::read_to_string(old.join("NOTES.md")).unwrap(), "what the agent learnt\n");
+    assert!(old.join("todo.json").is_file() && old.join("cryo-agent.log").is_file());
+    assert!(std::fs::read_to_string(old.join("cryo.log")).unwrap().contains("--- CRYO END ---"));
+    assert!(!std::fs::read_dir(old.join("messages/outbox")).unwrap().collect::<Vec<_>>().is_empty());
+    // What stays, and what begins afresh.
+    assert!(c.dir.join("plan.md").is_file() && c.dir.join("cryo.toml").is_file() && c.dir.join("agent.sh").is_file());
+    assert!(!c.dir.join("todo.json").exists());
+    assert!(c.read("NOTES.md").contains("# Notes"), "NOTES.md is the template again");
+    assert!(c.messages("messages/outbox").is_empty() && c.dir.join("messages/inbox").is_dir());
+    assert!(c.read("cryo.log").contains("reset by the operator"), "{}", c.read("cryo.log"));
+    assert_eq!(hub.get("/api/chambers/c/messages").json(), serde_json::json!([]));
+    assert_eq!(hub.get("/api/chambers/c/todos").json(), serde_json::json!([]));
+    // It runs again from its plan; mail sent now reaches the agent, which
+    // watches the new inbox.
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_until("a session after the reset", || c.read("cryo.log").contains("--- CRYO END ---"));
+    hub.write("POST", "/api/chambers/c/messages", r#"{"text":"after the reset"}"#);
+    wait_until("the reply to mail after the reset", || {
+        c.messages("messages/inbox/archive").iter().any(|(_, t)| t.contains("after the reset"))
+    });
+    // The CLI's reset, confirmed with --yes.
+    let again = env.cryoctl(&["chamber", "reset", "c", "--yes", "--json"]).json();
+    assert!(again["history"].as_str().unwrap().starts_with("history/") && again["history"] != history.as_str());
+
+    // Archive (of a started chamber): stopped, hidden from the default lists,
+    // never started; shown with ?archived=1 and --archived.
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    assert_eq!(hub.raw("POST", "/api/chambers/c/archive", Some(&hub.token), &[], Some("{}")).status, 403);
+    let archived = hub.write("POST", "/api/chambers/c/archive", "{}").json();
+    assert_eq!((archived["state"].as_str(), archived["archived"].as_bool()), (Some("stopped"), Some(true)));
+    assert_eq!(names(&hub.get("/api/chambers").json()), ["other"]);
+    assert_eq!(names(&hub.get("/api/chambers?archived=1").json()), ["c", "other"]);
+    assert_eq!(names(&env.cryoctl(&["chamber", "list", "--json"]).json()), ["other"]);
+    let all = env.cryoctl(&["chamber", "list", "--archived", "--json"]).json();
+    assert_eq!(all[0]["archived"], true);
+    assert!(env.cryoctl(&["chamber", "list", "--archived"]).ok().contains("archived"));
+    let refused = env.cryoctl(&["chamber", "start", "c"]).fails(1).to_string();
+    assert!(refused.contains("archived") && refused.contains("cryoctl chamber unarchive c"), "{refused}");
+    assert_eq!(hub.write("POST", "/api/chambers/c/start", "{}").status, 409);
+    assert_eq!(env.cryoctl(&["chamber", "archive", "c", "--json"]).json()["already"], true);
+    // It stays archived (and stopped) across a restart of cryod.
+    drop(d);
+    let _d = env.start_daemon();
+    let after = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
+    assert_eq!((after[0]["state"].as_str(), after[0]["archived"].as_bool()), (Some("stopped"), Some(true)));
+    // Unarchived: listed again, still stopped, and it starts.
+    assert!(env.cryoctl(&["chamber", "unarchive", "c"]).ok().contains("unarchived"));
+    let after = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
+    assert_eq!((after[0]["state"].as_str(), after[0]["archived"].as_bool()), (Some("stopped"), Some(false)));
+    assert_eq!(names(&env.cryoctl(&["chamber", "list", "--json"]).json()), ["c", "other"]);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
 }

@@ -65,6 +65,27 @@ pub enum ChamberCmd {
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
+    /// Archive a chamber: stop it (ending a running session), hide it from
+    /// `chamber list` and refuse to start it until it is unarchived.
+    Archive {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
+    /// Unarchive a chamber: listed again, still stopped.
+    Unarchive {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
+    /// Begin a chamber again: stop it, move todo.json, NOTES.md, messages/,
+    /// the logs and .cryo/ into history/TIMESTAMP/, and lay out fresh ones
+    /// (plan.md and cryo.toml stay). Asks first.
+    Reset {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        /// Do not ask (for scripts).
+        #[arg(long, short)]
+        yes: bool,
+    },
     /// Run a session now.
     Wake {
         #[arg(add = crate::complete::chambers())]
@@ -101,9 +122,13 @@ pub enum ChamberCmd {
         #[arg(value_enum, default_value = "status")]
         action: SyncAction,
     },
-    /// List the registered chambers.
+    /// List the registered chambers (archived ones with --archived).
     #[command(alias = "ls")]
-    List,
+    List {
+        /// Archived chambers too.
+        #[arg(long)]
+        archived: bool,
+    },
     /// Show one chamber (or every chamber).
     Status {
         #[arg(add = crate::complete::chambers())]
@@ -217,11 +242,14 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Stop { chamber, no_wait } => stop(&ctx, chamber, no_wait).await,
         ChamberCmd::Pause { chamber } => pause(&ctx, chamber, true).await,
         ChamberCmd::Resume { chamber } => pause(&ctx, chamber, false).await,
+        ChamberCmd::Archive { chamber } => archive(&ctx, chamber, true).await,
+        ChamberCmd::Unarchive { chamber } => archive(&ctx, chamber, false).await,
+        ChamberCmd::Reset { chamber, yes } => reset(&ctx, chamber, yes).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
         ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,
         ChamberCmd::Sync { chamber, action } => sync(&ctx, chamber, action).await,
-        ChamberCmd::List => list(&ctx).await,
+        ChamberCmd::List { archived } => list(&ctx, archived).await,
         ChamberCmd::Status { chamber, watch: false } => status(&ctx, chamber).await,
         ChamberCmd::Status { chamber, watch: true } => watch(&ctx, chamber).await,
         ChamberCmd::Log { chamber, follow, agent, lines } => log(&ctx, chamber, follow, agent, lines).await,
@@ -387,9 +415,9 @@ async fn add(
     Ok(())
 }
 
-async fn list(ctx: &Ctx) -> Result<()> {
+async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
-    let r = c.chamber_list(pb::ChamberListRequest {}).await?.into_inner();
+    let r = c.chamber_list(pb::ChamberListRequest { archived }).await?.into_inner();
     if ctx.json {
         output::json(&serde_json::Value::Array(r.chambers.iter().map(chamber_json).collect()));
         return Ok(());
@@ -412,7 +440,7 @@ async fn list(ctx: &Ctx) -> Result<()> {
             };
             vec![
                 c.name.as_str().into(),
-                state_cell(c.state),
+                if c.archived { output::colored("archived", "2") } else { state_cell(c.state) },
                 if c.session == 0 { "-".into() } else { c.session.to_string().into() },
                 if c.next_wake.is_empty() { "-".into() } else { output::local_time(&c.next_wake).into() },
                 if c.next_wake.is_empty() { "-".into() } else { output::time_left(&c.next_wake).into() },
@@ -713,6 +741,80 @@ async fn pause(ctx: &Ctx, chamber: Option<String>, pause: bool) -> Result<()> {
         println!("{:?} was {} already", ch.name, if pause { "paused" } else { "not paused" });
     } else {
         println!("{verb} {:?}", ch.name);
+    }
+    Ok(())
+}
+
+async fn archive(ctx: &Ctx, chamber: Option<String>, archive: bool) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move {
+            let req = pb::ChamberPauseRequest { chamber: Some(r) };
+            if archive { c.chamber_archive(req).await } else { c.chamber_unarchive(req).await }
+        }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
+    } else if r.already {
+        println!("{:?} was {} already", ch.name, if archive { "archived" } else { "not archived" });
+    } else if archive {
+        println!("archived {:?} (stopped; `cryoctl chamber list --archived` shows it)", ch.name);
+    } else {
+        println!("unarchived {:?} (stopped; `cryoctl chamber start {}` starts it)", ch.name, ch.name);
+    }
+    Ok(())
+}
+
+async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    if !yes {
+        let status = with_chamber(chamber.as_deref(), |r| {
+            let mut c = c.clone();
+            async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
+        })
+        .await?
+        .into_inner();
+        let ch = status.chambers.into_iter().next().unwrap_or_default();
+        confirm_reset(&ch)?;
+    }
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_reset(pb::ChamberResetRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "history": r.history }));
+    } else {
+        println!("reset {:?}: its earlier files are in {}/ (the chamber is stopped)", ch.name, r.history);
+    }
+    Ok(())
+}
+
+/// Asks on the terminal for the chamber's name before a reset.
+fn confirm_reset(ch: &pb::Chamber) -> Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::refused("a reset asks first: run it on a terminal, or pass --yes"));
+    }
+    eprint!(
+        "Reset {:?}? It is stopped, and its todo.json, NOTES.md, messages and logs move into {}/history/.\n\
+         Type its name to go on: ",
+        ch.name, ch.path
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Failure::refused(format!("cannot read the answer: {e}")))?;
+    if line.trim() != ch.name {
+        return Err(Failure::refused("not reset: the name did not match"));
     }
     Ok(())
 }

@@ -105,7 +105,8 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
         }
     };
     let mut c = pb::control_client::ControlClient::new(channel);
-    let reply = c.chamber_list(pb::ChamberListRequest {}).await.map(|r| r.into_inner()).unwrap_or_default();
+    let reply =
+        c.chamber_list(pb::ChamberListRequest { archived: false }).await.map(|r| r.into_inner()).unwrap_or_default();
     // A provider's limit holds its chambers' wakes: worth knowing, nothing to fix.
     for h in &reply.holds {
         checks.push(check("provider", Level::Warn, super::chamber::hold_line(h)));

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod log;
 pub mod mailbox;
+pub mod reset;
 pub mod scaffold;
 pub mod todos;
 

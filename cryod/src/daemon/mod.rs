@@ -777,6 +777,38 @@ impl Daemon {
         Ok((self.view_of(v.record.id).unwrap_or(v), already))
     }
 
+    /// Archives a chamber (stopping it first: an archived chamber is never
+    /// started) or unarchives it (it stays stopped); the flag says nothing
+    /// changed.
+    pub async fn archive(&self, r: &ChamberRef, archive: bool) -> Result<(ChamberView, bool)> {
+        let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            let (v, already, _) = self.forward(&v, Command::Archive { archive }).await?.flags(&v)?;
+            return Ok((v, already));
+        }
+        if archive && v.snap.view.state != State::Stopped {
+            self.ask(v.record.id, |reply| Event::Stop { wait: true, reply }).await??;
+        }
+        let already = self.ask(v.record.id, |tx| Event::Archive(archive, tx)).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), already))
+    }
+
+    /// Resets a chamber: stops it (ending a session), then moves its
+    /// runtime files into `history/TIMESTAMP/`; returns that folder
+    /// (relative to the chamber). The chamber stays stopped.
+    pub async fn reset(&self, r: &ChamberRef) -> Result<(ChamberView, String)> {
+        let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            let (view, dir) = self.forward(&v, Command::Reset).await?.reset()?;
+            return Ok((remote::with_view(&v, view), dir));
+        }
+        if v.snap.view.state != State::Stopped {
+            self.ask(v.record.id, |reply| Event::Stop { wait: true, reply }).await??;
+        }
+        let dir = self.ask(v.record.id, Event::Reset).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), dir))
+    }
+
     /// Runs a session now; with `replace`, ends a running one first.
     pub async fn wake(
         &self,
@@ -963,6 +995,7 @@ fn remote_view(r: &ChamberRecord) -> ChamberView {
             crate::store::Desired::Started => State::Idle,
             crate::store::Desired::Stopped => State::Stopped,
         };
+        view.archived = r.archived;
     }
     ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new() } }
 }

@@ -31,6 +31,10 @@ pub enum Command {
     Pause {
         pause: bool,
     },
+    Archive {
+        archive: bool,
+    },
+    Reset,
     Wake {
         message: Option<String>,
         replace: bool,
@@ -73,6 +77,11 @@ pub enum Answer {
     Woken {
         view: View,
         outcome: WakeOutcome,
+    },
+    /// A reset: the view after it, and the `history/` folder.
+    Reset {
+        view: View,
+        dir: String,
     },
     /// An operator's message written, and why it waits, if it does.
     Delivered(crate::supervisor::Delivered),
@@ -195,6 +204,14 @@ impl Daemon {
                 let (v, already) = self.pause(&r, pause).await?;
                 flags(v, already, false)
             }
+            Command::Archive { archive } => {
+                let (v, already) = self.archive(&r, archive).await?;
+                flags(v, already, false)
+            }
+            Command::Reset => {
+                let (v, dir) = self.reset(&r).await?;
+                Answer::Reset { view: v.snap.view, dir }
+            }
             Command::Wake { message, replace } => {
                 let (v, outcome) = self.wake(&r, message, replace).await?;
                 Answer::Woken { view: v.snap.view, outcome }
@@ -234,6 +251,14 @@ impl Answer {
     pub fn flags(self, v: &ChamberView) -> Result<(ChamberView, bool, bool)> {
         match self {
             Answer::Flags { view, already, ended } => Ok((with_view(v, view), already, ended)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The view after a reset, and where the runtime files went.
+    pub fn reset(self) -> Result<(View, String)> {
+        match self {
+            Answer::Reset { view, dir } => Ok((view, dir)),
             other => Err(unexpected(other)),
         }
     }
@@ -278,7 +303,7 @@ impl Answer {
     }
 }
 
-fn with_view(v: &ChamberView, view: View) -> ChamberView {
+pub(super) fn with_view(v: &ChamberView, view: View) -> ChamberView {
     ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new() } }
 }
 

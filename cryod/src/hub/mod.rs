@@ -444,9 +444,17 @@ fn chamber_value_for(role: &Role, v: &ChamberView) -> Value {
     }
 }
 
-async fn list(State(hub): State<Hub>, axum::Extension(role): Who) -> ApiResult {
+#[derive(Deserialize)]
+struct ListQuery {
+    /// Archived chambers too (`?archived=1`).
+    #[serde(default)]
+    archived: Option<String>,
+}
+
+async fn list(State(hub): State<Hub>, axum::Extension(role): Who, Query(q): Query<ListQuery>) -> ApiResult {
+    let archived = q.archived.is_some_and(|a| !matches!(a.as_str(), "" | "0" | "false"));
     let list = hub.daemon.list();
-    let seen = list.iter().filter(|v| role.sees(&v.record.name));
+    let seen = list.iter().filter(|v| role.sees(&v.record.name) && (archived || !v.snap.view.archived));
     Ok(axum::Json(Value::Array(seen.map(|v| chamber_value_for(&role, v)).collect())))
 }
 
@@ -535,6 +543,9 @@ struct ControlBody {
     message: String,
     #[serde(default)]
     replace: bool,
+    /// A reset's confirmation: the chamber's name.
+    #[serde(default)]
+    confirm: String,
 }
 
 async fn control(
@@ -549,11 +560,30 @@ async fn control(
         "stop" => hub.daemon.stop(&r, true).await?.0,
         "pause" => hub.daemon.pause(&r, true).await?.0,
         "resume" => hub.daemon.pause(&r, false).await?.0,
+        "archive" => hub.daemon.archive(&r, true).await?.0,
+        "unarchive" => hub.daemon.archive(&r, false).await?.0,
+        "reset" => {
+            let v = hub.daemon.resolve(&r)?;
+            if body.confirm != v.record.name {
+                let why = format!(
+                    "a reset moves the chamber's files into history/: confirm it with {{\"confirm\": {:?}}}",
+                    v.record.name
+                );
+                return Err(Error::Invalid(why).into());
+            }
+            let (v, history) = hub.daemon.reset(&r).await?;
+            let mut value = chamber_value(&v);
+            value["history"] = history.into();
+            return Ok(axum::Json(value));
+        }
         "wake" => {
             let message = (!body.message.trim().is_empty()).then(|| body.message.clone());
             hub.daemon.wake(&r, message, body.replace).await?.0
         }
-        other => return Err(Error::NotFound(format!("no action {other:?} (start, stop, pause, resume, wake)")).into()),
+        other => {
+            let actions = "start, stop, pause, resume, wake, archive, unarchive, reset";
+            return Err(Error::NotFound(format!("no action {other:?} ({actions})")).into());
+        }
     };
     Ok(axum::Json(chamber_value(&v)))
 }

@@ -159,8 +159,10 @@ impl Control for ControlService {
         }))
     }
 
-    async fn chamber_list(&self, _req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
-        let chambers = self.daemon.list().iter().map(convert::chamber).collect();
+    async fn chamber_list(&self, req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
+        let archived = req.into_inner().archived;
+        let views = self.daemon.list();
+        let chambers = views.iter().filter(|v| archived || !v.snap.view.archived).map(convert::chamber).collect();
         Ok(Response::new(pb::ChamberListReply { chambers, holds: convert::holds(&self.daemon) }))
     }
 
@@ -207,6 +209,24 @@ impl Control for ControlService {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         let (v, already) = self.daemon.pause(&r, false).await?;
         Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_archive(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already) = self.daemon.archive(&r, true).await?;
+        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_unarchive(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, already) = self.daemon.archive(&r, false).await?;
+        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+    }
+
+    async fn chamber_reset(&self, req: Request<pb::ChamberResetRequest>) -> R<pb::ChamberResetReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, history) = self.daemon.reset(&r).await?;
+        Ok(Response::new(pb::ChamberResetReply { chamber: Some(convert::chamber(&v)), history }))
     }
 
     async fn chamber_wake(&self, req: Request<pb::ChamberWakeRequest>) -> R<pb::ChamberWakeReply> {

@@ -93,6 +93,8 @@ pub struct ChamberRecord {
     pub desired: Desired,
     /// Started but paused: no session starts until resumed.
     pub paused: bool,
+    /// Archived: hidden from the default list, never started.
+    pub archived: bool,
     /// RFC 3339.
     pub created_at: String,
     /// The owner's token (see [`Fence`]).
@@ -297,6 +299,7 @@ pub trait Backend: Send + Sync + 'static {
     fn add_chamber(&self, new: NewChamber) -> Fut<'_, (ChamberRecord, bool)>;
     fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()>;
     fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()>;
+    fn set_archived(&self, fence: Fence, archived: bool) -> Fut<'_, ()>;
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()>;
     /// Publishes what other nodes show of a chamber.
     fn set_mirror(&self, fence: Fence, view: View) -> Fut<'_, ()>;

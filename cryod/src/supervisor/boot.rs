@@ -40,6 +40,12 @@ fn thread_of(row: &crate::store::SessionRow) -> Option<cryo_core::session::Threa
     })
 }
 
+/// When a session's wake was recorded (its start, else when it was due).
+fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chrono::Utc>> {
+    let at = row.started_at.as_deref().or(row.due_at.as_deref())?;
+    chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
@@ -50,7 +56,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
     let (config, warnings) = super::load_config(&shared, &root, &record.name);
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
-    let thread = last.as_ref().and_then(thread_of);
+    // A reset begins a new conversation.
+    let reset = crate::chamber::reset::last_reset(&root);
+    let thread = last.as_ref().and_then(thread_of).filter(|t| reset.is_none_or(|r| t.ended_at > r));
     // The dead man's switch counts from the newest visible message.
     let last_visible = match &config {
         Ok(c) if c.expect_activity_within.is_some() => newest_message(&root),
@@ -67,6 +75,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             name: record.name.clone(),
             started: record.desired == Desired::Started,
             paused: record.paused,
+            archived: record.archived,
+            // Reset, and no session was recorded since.
+            begun_again: reset.is_some_and(|r| last.as_ref().is_none_or(|s| session_began(s) < Some(r))),
             last_session,
             last_result: last.as_ref().and_then(|s| s.outcome.clone()),
             last_lateness_ms: last.and_then(|s| s.lateness_ms),

@@ -211,6 +211,30 @@ impl Sup {
                 let result = self.fenced(store.set_paused(fence, paused).await).map_err(|e| e.to_string());
                 return Some(Input::StoreWritten { then, result });
             }
+            Effect::SetArchived { archived, then } => {
+                let result = self.fenced(store.set_archived(fence, archived).await).map_err(|e| e.to_string());
+                if result.is_ok() {
+                    let what = if archived { "chamber archived" } else { "chamber unarchived" };
+                    tracing::info!(chamber = %self.machine.name(), "{what}");
+                }
+                return Some(Input::StoreWritten { then, result });
+            }
+            Effect::Reset { req } => {
+                let (root, now) = (&self.root, self.now());
+                let result = off_worker(|| crate::chamber::reset::to_history(root, now)).map_err(|e| e.to_string());
+                match &result {
+                    Ok(dir) => {
+                        tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
+                        // The watched folders are new ones now.
+                        if let Ok(c) = &self.config {
+                            self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, self.watch_sink());
+                        }
+                        self.todos_written = None;
+                    }
+                    Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot reset"),
+                }
+                return Some(Input::ResetDone { req, result });
+            }
             Effect::UpdateTodos { op, then } => {
                 let (root, tz) = (&self.root, self.machine.tz());
                 let outcome = off_worker(|| todos::update_with(root, tz, op.durable(), |list| op.apply(list)));

@@ -51,6 +51,10 @@ pub enum Event {
     Remove(oneshot::Sender<()>),
     /// Pause (true) or resume (false); replies whether nothing changed.
     Pause(bool, oneshot::Sender<Result<bool>>),
+    /// Archive (true) or unarchive (false); replies whether nothing changed.
+    Archive(bool, oneshot::Sender<Result<bool>>),
+    /// Move the runtime files into `history/`; replies with that folder.
+    Reset(oneshot::Sender<Result<String>>),
     /// An operator's wake, with an optional message for the inbox.
     Wake {
         message: Option<String>,
@@ -182,6 +186,8 @@ enum Waiter {
     Stop(oneshot::Sender<Result<(bool, bool)>>),
     Done(oneshot::Sender<()>),
     Pause(oneshot::Sender<Result<bool>>),
+    Archive(oneshot::Sender<Result<bool>>),
+    Reset(oneshot::Sender<Result<String>>),
     Wake(oneshot::Sender<Result<WakeOutcome>>),
     Deliver(oneshot::Sender<Result<Delivered>>),
     Agent(oneshot::Sender<Result<AgentReply>>),
@@ -415,6 +421,8 @@ impl Sup {
             Event::Stop { wait, reply } => Input::Stop { req: self.wait(Waiter::Stop(reply)), wait },
             Event::Remove(reply) => Input::Remove { req: self.wait(Waiter::Done(reply)) },
             Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
+            Event::Archive(archive, reply) => Input::Archive { req: self.wait(Waiter::Archive(reply)), archive },
+            Event::Reset(reply) => Input::Reset { req: self.wait(Waiter::Reset(reply)) },
             Event::Wake { message, replace, reply } => {
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
@@ -590,6 +598,11 @@ impl Sup {
             }))),
             (Waiter::Done(tx), _) => drop(tx.send(())),
             (Waiter::Pause(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Paused(true))))),
+            (Waiter::Archive(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Archived(true))))),
+            (Waiter::Reset(tx), r) => drop(tx.send(r.map(|r| match r {
+                Reply::Reset(dir) => dir,
+                _ => String::new(),
+            }))),
             (Waiter::Wake(tx), r) => drop(tx.send(r.map(|r| match r {
                 Reply::Woke(w) => w,
                 _ => WakeOutcome::default(),

@@ -150,6 +150,10 @@ pub enum Reply {
     },
     /// `pause`/`resume`: nothing changed.
     Paused(bool),
+    /// `archive`/`unarchive`: nothing changed.
+    Archived(bool),
+    /// `reset`: where the runtime files went (`history/TIMESTAMP`).
+    Reset(String),
     Woke(WakeOutcome),
     /// An operator's message, as `messages/inbox/NAME`, and, when the
     /// agent will not read it at once, one line saying when and how to wake
@@ -416,6 +420,7 @@ pub enum AfterStore {
     Started { req: ReqId, wait: bool },
     Stopped { req: ReqId, wait: bool, was_started: bool },
     Paused { req: ReqId, pause: bool },
+    Archived { req: ReqId, archive: bool },
 }
 
 /// Continuations of claiming the inbox.
@@ -488,6 +493,17 @@ pub enum Input {
     Pause {
         req: ReqId,
         pause: bool,
+    },
+    /// Archive (true: hidden from the default list, never started) or
+    /// unarchive; only a stopped chamber is archived.
+    Archive {
+        req: ReqId,
+        archive: bool,
+    },
+    /// Move the runtime files into `history/TIMESTAMP/` (a stopped chamber
+    /// only): the chamber begins again from its plan and config.
+    Reset {
+        req: ReqId,
     },
     Wake {
         req: ReqId,
@@ -640,6 +656,12 @@ pub enum Input {
         req: ReqId,
         result: Result<(), String>,
     },
+    /// The runtime files were moved into this folder (relative to the
+    /// chamber), or why not.
+    ResetDone {
+        req: ReqId,
+        result: Result<String, String>,
+    },
 }
 
 /// Everything cryod does for a chamber.
@@ -730,6 +752,11 @@ pub enum Effect {
         paused: bool,
         then: AfterStore,
     },
+    /// → [`Input::StoreWritten`]
+    SetArchived {
+        archived: bool,
+        then: AfterStore,
+    },
 
     // ---- the chamber's files
     /// → [`Input::TodosUpdated`]
@@ -752,6 +779,13 @@ pub enum Effect {
     WritePlan {
         req: ReqId,
         text: String,
+    },
+    /// Move the chamber's runtime files (`todo.json`, `NOTES.md`, the
+    /// messages, the logs, `.cryo/` but for the bridges' cursors) into
+    /// `history/TIMESTAMP/`, and scaffold what `init` makes. No session
+    /// runs. → [`Input::ResetDone`]
+    Reset {
+        req: ReqId,
     },
     /// Rotate `cryo.log` and `cryo-agent.log` if they are over their size.
     RotateLogs,

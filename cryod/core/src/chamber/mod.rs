@@ -104,6 +104,8 @@ pub struct View {
     pub open_questions: u32,
     /// `[[on_end]]`: the links, the last hand-off, what waits, a loop.
     pub handoffs: Option<String>,
+    /// Archived: hidden from the default list, never started.
+    pub archived: bool,
 }
 
 /// What the chamber holds when its machine is made (from the registry, the
@@ -114,6 +116,10 @@ pub struct Loaded {
     pub name: String,
     pub started: bool,
     pub paused: bool,
+    pub archived: bool,
+    /// It was reset and has run no session since: its next start
+    /// bootstraps, as a new chamber's first does.
+    pub begun_again: bool,
     pub last_session: u64,
     pub last_result: Option<String>,
     pub last_lateness_ms: Option<i64>,
@@ -226,6 +232,10 @@ pub struct Chamber {
     limits: Limits,
     started: bool,
     paused: bool,
+    /// Archived: stopped, and refusing to start until unarchived.
+    archived: bool,
+    /// Reset, with no session since: the next start bootstraps.
+    begun_again: bool,
     config: Result<Settings, String>,
     warnings: Vec<String>,
     /// `todo.json` as last read or written, or at rest only its next due
@@ -287,6 +297,8 @@ impl Chamber {
             limits,
             started: l.started,
             paused: l.paused,
+            archived: l.archived,
+            begun_again: l.begun_again,
             config: l.config,
             warnings: l.warnings,
             todos: l.todos.map(Held::List),
@@ -350,6 +362,10 @@ impl Chamber {
     /// Paused: no session starts.
     pub fn paused(&self) -> bool {
         self.paused
+    }
+
+    pub fn is_archived(&self) -> bool {
+        self.archived
     }
 
     /// The chamber is done: removed, or cryod shut it down.
@@ -502,6 +518,7 @@ impl Chamber {
             error: self.write_error.clone(),
             open_questions: self.open_questions,
             handoffs: self.handoff_line(),
+            archived: self.archived,
         }
     }
 
@@ -586,6 +603,8 @@ impl Chamber {
             Input::Stop { req, wait } => self.stop(req, wait),
             Input::Remove { req } => self.remove(req),
             Input::Pause { req, pause } => self.pause(req, pause),
+            Input::Archive { req, archive } => self.archive(req, archive),
+            Input::Reset { req } => self.reset(req),
             Input::Wake { req, message, replace } => self.wake(req, message, replace),
             Input::Deliver { req, from, subject, text, meta } => self.deliver(req, &from, &subject, &text, meta),
             Input::Todo { req, call } => self.todo_call(req, call, By::Operator),
@@ -721,6 +740,7 @@ impl Chamber {
                 }
                 Err(e) => self.reply(req, Err(Refusal::Internal(format!("cannot write plan.md: {e}")))),
             },
+            Input::ResetDone { req, result } => self.reset_done(req, result),
         }
     }
 
@@ -757,7 +777,7 @@ impl Chamber {
     /// After a start or a daemon restart: bootstrap a new chamber, else run
     /// what is due and what waits in the inbox.
     fn resume(&mut self) {
-        if self.last_session == 0 && self.live.is_none() {
+        if (self.last_session == 0 || self.begun_again) && self.live.is_none() {
             self.want(Trigger::Bootstrap);
         }
         self.replan();

@@ -13,6 +13,11 @@ impl Chamber {
         if let Err(why) = agent_check {
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
+        if self.archived {
+            let name = &self.name;
+            let why = format!("{name} is archived: unarchive it first (`cryoctl chamber unarchive {name}`)");
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
         if self.started {
             return self.reply(req, Ok(Reply::Started(true)));
         }
@@ -114,12 +119,71 @@ impl Chamber {
         self.emit(Effect::SetPaused { paused: pause, then: AfterStore::Paused { req, pause } });
     }
 
+    /// Why a chamber cannot be archived or reset now: it must be stopped,
+    /// with no session left.
+    fn not_stopped(&self, what: &str) -> Option<String> {
+        let name = &self.name;
+        if self.started {
+            Some(format!("{name} is started: stop it before it is {what} (`cryoctl chamber stop {name}`)"))
+        } else if self.live.is_some() || self.checking.is_some() {
+            Some(format!("{name}'s last session is still ending; try again when it has"))
+        } else {
+            None
+        }
+    }
+
+    pub(super) fn archive(&mut self, req: ReqId, archive: bool) {
+        if archive && let Some(why) = self.not_stopped("archived") {
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        if self.archived == archive {
+            self.emit(Effect::Publish);
+            return self.reply(req, Ok(Reply::Archived(true)));
+        }
+        self.emit(Effect::SetArchived { archived: archive, then: AfterStore::Archived { req, archive } });
+    }
+
+    pub(super) fn reset(&mut self, req: ReqId) {
+        if let Some(why) = self.not_stopped("reset") {
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        self.emit(Effect::Reset { req });
+    }
+
+    /// The runtime files are in `history/`: the chamber begins again from
+    /// its plan and config, as if new (its ledger and session numbers go on).
+    pub(super) fn reset_done(&mut self, req: ReqId, result: Result<String, String>) {
+        let dir = match result {
+            Ok(dir) => dir,
+            Err(e) => return self.reply(req, Err(Refusal::Internal(format!("cannot reset: {e}")))),
+        };
+        self.todos = Ok(Held::List(TodoList::default()));
+        self.unread.clear();
+        self.attention = None;
+        self.previous_failure = None;
+        self.completed = false;
+        self.failures = 0;
+        self.mail_hold_until = None;
+        self.write_retry_at = None;
+        self.manual_queued = false;
+        self.write_error = None;
+        self.open_questions = 0;
+        self.thread = None;
+        self.last_visible = None;
+        self.silent_told = false;
+        self.begun_again = true;
+        self.log(format!("reset by the operator: the earlier runtime files are in {dir}/"));
+        self.emit(Effect::Publish);
+        self.reply(req, Ok(Reply::Reset(dir)));
+    }
+
     pub(super) fn store_written(&mut self, then: AfterStore, result: Result<(), String>) {
         if let Err(e) = result {
             let req = match then {
-                AfterStore::Started { req, .. } | AfterStore::Stopped { req, .. } | AfterStore::Paused { req, .. } => {
-                    req
-                }
+                AfterStore::Started { req, .. }
+                | AfterStore::Stopped { req, .. }
+                | AfterStore::Paused { req, .. }
+                | AfterStore::Archived { req, .. } => req,
             };
             return self.reply(req, Err(Refusal::Internal(format!("cannot update the registry: {e}"))));
         }
@@ -138,6 +202,12 @@ impl Chamber {
                 }
             }
             AfterStore::Stopped { req, wait, was_started } => self.stopped(req, wait, was_started),
+            AfterStore::Archived { req, archive } => {
+                self.archived = archive;
+                self.log(if archive { "archived by the operator" } else { "unarchived by the operator" });
+                self.emit(Effect::Publish);
+                self.reply(req, Ok(Reply::Archived(false)));
+            }
             AfterStore::Paused { req, pause } => {
                 self.paused = pause;
                 if pause {

@@ -49,6 +49,8 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             name: "c".into(),
             started: true,
             paused: false,
+            archived: false,
+            begun_again: false,
             last_session,
             last_result: None,
             last_lateness_ms: None,
@@ -144,7 +146,7 @@ impl Rig {
                     result: if failing { err() } else { Ok(format!("m{}.md", self.written)) },
                 }
             }
-            Effect::SetStarted { then, .. } | Effect::SetPaused { then, .. } => {
+            Effect::SetStarted { then, .. } | Effect::SetPaused { then, .. } | Effect::SetArchived { then, .. } => {
                 Input::StoreWritten { then, result: if failing { err() } else { Ok(()) } }
             }
             Effect::JournalClaim { names, then, .. } => {
@@ -154,6 +156,12 @@ impl Rig {
                 Input::Archived { then, result: if failing { err() } else { Ok(names) } }
             }
             Effect::WritePlan { req, .. } => Input::PlanWritten { req, result: if failing { err() } else { Ok(()) } },
+            Effect::Reset { req } => {
+                if !failing {
+                    self.todos = TodoList::default();
+                }
+                Input::ResetDone { req, result: if failing { err() } else { Ok("history/20261123T090000Z".into()) } }
+            }
             _ => return None,
         })
     }
@@ -465,6 +473,67 @@ fn pause_holds_wakes_and_resume_brings_them_back() {
     let req = rig.req();
     let out = rig.feed(Input::Pause { req, pause: false });
     assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+}
+
+#[test]
+fn an_archived_chamber_is_stopped_and_refuses_to_start_until_unarchived() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    // Started, a session running: archive is refused, nothing is written.
+    let req = rig.req();
+    let out = rig.feed(Input::Archive { req, archive: true });
+    assert!(matches!(reply(&out, req), Some(Err(Refusal::Precondition(w))) if w.contains("stop it")), "{out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::SetArchived { .. })), "{out:#?}");
+    let req = rig.req();
+    rig.feed(Input::Stop { req, wait: true });
+    rig.exit("killed by signal 15");
+    let req = rig.req();
+    let out = rig.feed(Input::Archive { req, archive: true });
+    assert_eq!(reply(&out, req), Some(Ok(Reply::Archived(false))));
+    assert!(rig.m.is_archived() && rig.m.view().archived);
+    let req = rig.req();
+    assert_eq!(reply(&rig.feed(Input::Archive { req, archive: true }), req), Some(Ok(Reply::Archived(true))));
+    // Never started while archived: not by an operator, not by due work.
+    let req = rig.req();
+    let out = rig.feed(Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 });
+    assert!(matches!(reply(&out, req), Some(Err(Refusal::Precondition(w))) if w.contains("unarchive")), "{out:#?}");
+    assert!(!rig.feed(Input::Due).iter().any(|e| matches!(e, Effect::RequestAdmission(_))));
+    let req = rig.req();
+    rig.feed(Input::Archive { req, archive: false });
+    assert!(!rig.m.is_archived());
+    let req = rig.req();
+    let out = rig.feed(Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 });
+    assert_eq!(reply(&out, req), Some(Ok(Reply::Started(false))));
+}
+
+#[test]
+fn reset_needs_a_stopped_chamber_and_begins_it_again() {
+    let mut rig = Rig::new(&[0, 60], &["a.md"]);
+    let req = rig.req();
+    let out = rig.feed(Input::Reset { req });
+    assert!(matches!(reply(&out, req), Some(Err(Refusal::Precondition(_)))), "started: {out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::Reset { .. })));
+    let req = rig.req();
+    rig.feed(Input::Stop { req, wait: false });
+    // A failed move changes nothing.
+    rig.fail = Some("Reset");
+    let req = rig.req();
+    let out = rig.feed(Input::Reset { req });
+    assert!(matches!(reply(&out, req), Some(Err(Refusal::Internal(_)))), "{out:#?}");
+    assert_eq!(rig.m.unread().len(), 1);
+    rig.fail = None;
+    let req = rig.req();
+    let out = rig.feed(Input::Reset { req });
+    assert_eq!(reply(&out, req), Some(Ok(Reply::Reset("history/20261123T090000Z".into()))));
+    assert!(rig.m.unread().is_empty());
+    assert_eq!(rig.m.todos().map(|t| t.map(|l| l.items.len())), Some(Ok(0)));
+    assert!(rig.m.view().attention.is_none() && rig.m.view().next_wake.is_none());
+    // Started again, it begins from its plan: a bootstrap session, as a new
+    // chamber's first.
+    let req = rig.req();
+    let out = rig.feed(Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 });
+    assert_eq!(reply(&out, req), Some(Ok(Reply::Started(false))));
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Bootstrap))), "{out:#?}");
 }
 
 #[test]

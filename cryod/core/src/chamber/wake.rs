@@ -143,6 +143,7 @@ impl Chamber {
             created_at: now,
             resumed_from: resumed.as_ref().map(|t| t.session),
         }));
+        self.begun_again = false;
         self.live = Some(Live {
             number,
             wake_id,

@@ -46,6 +46,7 @@ pub struct Disk {
     pub max_attempts: u32,
     pub started: bool,
     pub paused: bool,
+    pub archived: bool,
     pub todos: TodoList,
     pub inbox: BTreeMap<String, Message>,
     pub archive: BTreeMap<String, Message>,
@@ -136,20 +137,61 @@ struct Daemon {
 
 #[derive(Debug, Clone)]
 enum Ev {
-    Due { inc: u32, chamber: usize, at: DateTime<Utc> },
-    Timer { inc: u32, chamber: usize, timer: crate::chamber::Timer },
-    Admit { inc: u32, chamber: usize },
-    Watch { inc: u32, chamber: usize },
-    Exited { inc: u32, pid: u32, status: String },
-    Checked { inc: u32, chamber: usize, nonce: String, results: Vec<(Check, Checked)> },
-    Step { pid: u32 },
-    TermExit { pid: u32 },
-    Mail { chamber: usize },
-    Operator { chamber: usize },
-    Start { chamber: usize },
-    Resume { chamber: usize },
+    Due {
+        inc: u32,
+        chamber: usize,
+        at: DateTime<Utc>,
+    },
+    Timer {
+        inc: u32,
+        chamber: usize,
+        timer: crate::chamber::Timer,
+    },
+    Admit {
+        inc: u32,
+        chamber: usize,
+    },
+    Watch {
+        inc: u32,
+        chamber: usize,
+    },
+    Exited {
+        inc: u32,
+        pid: u32,
+        status: String,
+    },
+    Checked {
+        inc: u32,
+        chamber: usize,
+        nonce: String,
+        results: Vec<(Check, Checked)>,
+    },
+    Step {
+        pid: u32,
+    },
+    TermExit {
+        pid: u32,
+    },
+    Mail {
+        chamber: usize,
+    },
+    Operator {
+        chamber: usize,
+    },
+    Start {
+        chamber: usize,
+    },
+    Resume {
+        chamber: usize,
+    },
+    /// Unarchive, then start.
+    Unarchive {
+        chamber: usize,
+    },
     Restart,
-    Sleep { hours: i64 },
+    Sleep {
+        hours: i64,
+    },
     Woke,
 }
 
@@ -303,6 +345,7 @@ impl World {
                 max_attempts: 2 + rng.below(6) as u32,
                 started: false,
                 paused: false,
+                archived: false,
                 todos: TodoList::default(),
                 inbox: BTreeMap::new(),
                 archive: BTreeMap::new(),
@@ -449,7 +492,7 @@ impl World {
         }
         for c in 0..self.disks.len() {
             self.operator(c, |req| Input::Pause { req, pause: false })?;
-            self.operator(c, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 })?;
+            self.unarchive(c)?;
         }
         let due_before = self.now;
         self.until(due_before + Duration::days(2))?;
@@ -599,6 +642,7 @@ impl World {
                 self.operator(chamber, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session })?;
             }
             Ev::Resume { chamber } => self.operator(chamber, |req| Input::Pause { req, pause: false })?,
+            Ev::Unarchive { chamber } => self.unarchive(chamber)?,
             Ev::Restart => self.restart()?,
             Ev::Sleep { hours } => self.sleep(hours)?,
             Ev::Woke => {
@@ -651,6 +695,11 @@ impl World {
         self.feed(chamber, make(req))
     }
 
+    fn unarchive(&mut self, c: usize) -> Step {
+        self.operator(c, |req| Input::Archive { req, archive: false })?;
+        self.operator(c, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 })
+    }
+
     fn operator_action(&mut self, c: usize) -> Step {
         match self.rng.below(20) {
             0..=5 => {
@@ -691,6 +740,15 @@ impl World {
                 self.operator(c, |req| Input::Pause { req, pause: true })?;
                 let t = self.now + Duration::minutes(10 + self.rng.below(24 * 60) as i64);
                 self.at(t, Ev::Resume { chamber: c });
+                Ok(())
+            }
+            15 => {
+                // Archived while a session may still be ending (then refused).
+                let wait = self.rng.one_in(2);
+                self.operator(c, |req| Input::Stop { req, wait })?;
+                self.operator(c, |req| Input::Archive { req, archive: true })?;
+                let t = self.now + Duration::minutes(10 + self.rng.below(24 * 60) as i64);
+                self.at(t, Ev::Unarchive { chamber: c });
                 Ok(())
             }
             _ => self.operator(c, |req| Input::Todo { req, call: TodoCall::List }),
@@ -740,6 +798,8 @@ impl World {
                     name: disk.name.clone(),
                     started: disk.started,
                     paused: disk.paused,
+                    archived: disk.archived,
+                    begun_again: false,
                     last_session: last.max(from_log.unwrap_or(0)),
                     last_result: rows.iter().max_by_key(|r| r.number).map(|r| r.outcome.clone()),
                     last_lateness_ms: None,
@@ -1125,6 +1185,11 @@ impl World {
                 self.disks[c].paused = paused;
                 Some(Input::StoreWritten { then, result: Ok(()) })
             }
+            Effect::SetArchived { archived, then } => {
+                self.disks[c].archived = archived;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            Effect::Reset { .. } => return Err(format!("chamber {c}: a reset nobody asked for")),
             // A wake's claim (or a skip) that cannot be written: the disk is full.
             Effect::UpdateTodos { op: TodoOp::Claim { .. } | TodoOp::Skip { .. }, then }
                 if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) =>
@@ -1179,6 +1244,9 @@ impl World {
             Effect::Spawn { session, wake_id, token, resume, .. } => {
                 if self.rng.one_in(300) {
                     return Ok(Some(Input::Spawned(Err("\"agent\" not found on PATH".into()))));
+                }
+                if self.disks[c].archived || !self.disks[c].started {
+                    return Err(format!("chamber {c}: session {session} spawned while stopped or archived"));
                 }
                 self.check.spawn(c, session, &wake_id)?;
                 let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
@@ -1406,6 +1474,9 @@ fn label(i: &Input) -> &'static str {
         Input::Remove { .. } => "remove",
         Input::Pause { pause: true, .. } => "pause",
         Input::Pause { .. } => "resume",
+        Input::Archive { archive: true, .. } => "archive",
+        Input::Archive { .. } => "unarchive",
+        Input::Reset { .. } => "reset",
         Input::Wake { .. } => "wake",
         Input::Deliver { .. } => "deliver",
         Input::Todo { .. } => "operator todo",
@@ -1451,5 +1522,6 @@ fn label(i: &Input) -> &'static str {
         Input::Journaled { .. } => "journaled",
         Input::Archived { .. } => "archived",
         Input::PlanWritten { .. } => "plan written",
+        Input::ResetDone { .. } => "reset done",
     }
 }

@@ -99,6 +99,8 @@ const MIGRATIONS: &[&str] = &[
         at          text NOT NULL
     );
     CREATE INDEX cryo_passed_by_chamber ON cryo_passed (chamber_id, id);",
+    // 5: archived chambers (hidden from the default list, never started).
+    "ALTER TABLE cryo_chambers ADD COLUMN archived boolean NOT NULL DEFAULT false;",
 ];
 
 /// The schema version this build writes.

@@ -33,7 +33,8 @@ use super::{
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
-const CHAMBER_COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror";
+const CHAMBER_COLUMNS: &str =
+    "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror, archived";
 
 /// The fleet's store, as one node sees it.
 pub struct Postgres {
@@ -221,10 +222,11 @@ fn chamber_row(r: &Row) -> ChamberRecord {
         desired: Desired::parse(r.get(3)),
         created_at: r.get(4),
         paused: r.get(5),
+        archived: r.get(11),
         fence: r.get(6),
         owner: r.get(7),
         // Only the fleet's listing joins the owner's name in.
-        owner_name: r.try_get(11).ok().flatten(),
+        owner_name: r.try_get(12).ok().flatten(),
         home: r.get(8),
         domain: r.get(9),
         mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()),
@@ -327,6 +329,17 @@ impl Backend for Postgres {
                 fence,
                 "UPDATE cryo_chambers SET paused = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&paused],
+            )
+            .await
+        })
+    }
+
+    fn set_archived(&self, fence: Fence, archived: bool) -> Fut<'_, ()> {
+        Box::pin(async move {
+            self.write(
+                fence,
+                "UPDATE cryo_chambers SET archived = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
+                &[&archived],
             )
             .await
         })

@@ -74,6 +74,8 @@ const MIGRATIONS: &[&str] = &[
         at          TEXT NOT NULL
     );
     CREATE INDEX passed_by_chamber ON passed (chamber_id, id);",
+    // 8: archived chambers (hidden from the default list, never started).
+    "ALTER TABLE chambers ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -265,6 +265,13 @@ impl Backend for Sqlite {
         }))
     }
 
+    fn set_archived(&self, fence: Fence, archived: bool) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            exec(c, "UPDATE chambers SET archived = ?2 WHERE id = ?1", params![fence.chamber, archived as i64])?;
+            Ok(())
+        }))
+    }
+
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             exec(c, "UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;

@@ -15,6 +15,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
         created_at: r.get(4)?,
         paused: r.get::<_, i64>(5)? != 0,
         fence: r.get(6)?,
+        archived: r.get::<_, i64>(7)? != 0,
         owner: None,
         owner_name: None,
         home: None,
@@ -23,7 +24,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
     })
 }
 
-const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence";
+const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived";
 
 pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, StoreError> {
     let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM chambers ORDER BY name"))?;
@@ -54,6 +55,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
             path: new.path,
             desired: Desired::Stopped,
             paused: false,
+            archived: false,
             created_at: new.created_at,
             fence: 1,
             owner: None,

@@ -74,7 +74,7 @@ fn wait_serving(env: &Env) {
         loop {
             if let Ok(ch) = cryo_proto::connect(&env.socket()).await {
                 let mut c = pb::control_client::ControlClient::new(ch);
-                if c.chamber_list(pb::ChamberListRequest {}).await.is_ok() {
+                if c.chamber_list(pb::ChamberListRequest { archived: false }).await.is_ok() {
                     return;
                 }
             }

@@ -1,0 +1,168 @@
+//! `cryoctl chamber reset`: a stopped chamber's runtime files move into
+//! `history/TIMESTAMP/`, and the chamber begins again from its plan and
+//! config as `init` lays it out.
+//!
+//! Moved: `todo.json`, `NOTES.md`, `messages/`, the logs (rotated ones
+//! too) and `.cryo/`, but for what describes the world outside the chamber
+//! (the bridges' cursors, which would otherwise import a chat's whole history
+//! again, and a fleet owner's fence stamp). Kept: `plan.md`, `cryo.toml`,
+//! `.gitignore`, `history/` itself and anything else the operator put there.
+//! Every move is a rename inside the chamber: nothing is copied, and a move
+//! that fails puts back what moved before it.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+/// The folder that keeps what resets moved, relative to the chamber.
+pub const HISTORY: &str = "history";
+/// When the chamber was last reset (RFC 3339), in `.cryo/`.
+const MARK: &str = "reset";
+
+/// Whether a name at the chamber's top level is a runtime file.
+fn runtime(name: &str) -> bool {
+    matches!(name, "todo.json" | "NOTES.md" | "messages")
+        || ["cryo.log", "cryo-agent.log"].iter().any(|log| name == *log || name.starts_with(&format!("{log}.")))
+}
+
+/// Whether a file of `.cryo/` stays: it describes the world, not the chamber.
+fn kept_in_dot(name: &str) -> bool {
+    (name.starts_with("sync-") && name.ends_with(".json")) || name == "fence"
+}
+
+/// Moves the runtime files of the chamber at `root` into a new
+/// `history/TIMESTAMP/` and scaffolds what `init` makes; returns that
+/// folder, relative to `root`.
+pub fn to_history(root: &Path, now: DateTime<Utc>) -> std::io::Result<String> {
+    let history = root.join(HISTORY);
+    super::make_dir_in(root, &history)?;
+    let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
+    let (mut rel, mut n) = (format!("{HISTORY}/{stamp}"), 1);
+    while root.join(&rel).symlink_metadata().is_ok() {
+        n += 1;
+        rel = format!("{HISTORY}/{stamp}-{n}");
+    }
+    let dest = root.join(&rel);
+    std::fs::create_dir(&dest)?;
+    let mut moves: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let name = entry?.file_name();
+        if runtime(&name.to_string_lossy()) {
+            moves.push((root.join(&name), dest.join(&name)));
+        }
+    }
+    let dot = root.join(".cryo");
+    if dot.is_dir() {
+        for entry in std::fs::read_dir(&dot)? {
+            let name = entry?.file_name();
+            if !kept_in_dot(&name.to_string_lossy()) {
+                moves.push((dot.join(&name), dest.join(".cryo").join(&name)));
+            }
+        }
+    }
+    moves.sort();
+    let mut done: Vec<&(PathBuf, PathBuf)> = Vec::new();
+    for m in &moves {
+        let moved = match m.1.parent() {
+            Some(parent) => std::fs::create_dir_all(parent).and_then(|()| std::fs::rename(&m.0, &m.1)),
+            None => std::fs::rename(&m.0, &m.1),
+        };
+        if let Err(e) = moved {
+            for (from, to) in done.iter().rev() {
+                let _ = std::fs::rename(to, from);
+            }
+            let _ = std::fs::remove_dir_all(&dest);
+            return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", m.0.display())));
+        }
+        done.push(m);
+    }
+    super::scaffold::init(root, None)?;
+    super::make_dir_in(root, &dot)?;
+    super::write_atomic(&dot.join(MARK), now.to_rfc3339().as_bytes())?;
+    Ok(rel)
+}
+
+/// When the chamber at `root` was last reset, if ever.
+pub fn last_reset(root: &Path) -> Option<DateTime<Utc>> {
+    let text = std::fs::read_to_string(root.join(".cryo").join(MARK)).ok()?;
+    DateTime::parse_from_rfc3339(text.trim()).ok().map(|t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn runtime_files_move_and_the_rest_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        super::super::scaffold::init(root, Some("agent")).unwrap();
+        std::fs::write(root.join("plan.md"), "the plan").unwrap();
+        for (rel, text) in [
+            ("todo.json", "[]"),
+            ("NOTES.md", "my notes"),
+            ("messages/inbox/a.md", "mail"),
+            ("messages/attachments/x.png", "png"),
+            ("cryo.log", "log"),
+            ("cryo.log.1", "old log"),
+            ("cryo-agent.log", "agent"),
+            (".cryo/state.json", "{}"),
+            (".cryo/agent-events.jsonl", "{}"),
+            (".cryo/sync-zulip.json", "{\"cursor\":7}"),
+            ("src/main.rs", "fn main() {}"),
+            ("cryo.logbook", "not a log"),
+        ] {
+            write(root, rel, text);
+        }
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:20:30Z").unwrap().with_timezone(&Utc);
+        let rel = to_history(root, now).unwrap();
+        assert_eq!(rel, "history/20261124T102030Z");
+        let old = root.join(&rel);
+        for moved in [
+            "todo.json",
+            "NOTES.md",
+            "messages/inbox/a.md",
+            "messages/attachments/x.png",
+            "cryo.log",
+            "cryo.log.1",
+            "cryo-agent.log",
+            ".cryo/state.json",
+            ".cryo/agent-events.jsonl",
+        ] {
+            assert!(old.join(moved).is_file(), "{moved} moved");
+            assert!(!root.join(moved).exists() || moved == "NOTES.md", "{moved} is gone from the chamber");
+        }
+        // Kept: the brief, the config, the operator's own files, the cursors.
+        assert_eq!(std::fs::read_to_string(root.join("plan.md")).unwrap(), "the plan");
+        assert!(root.join("cryo.toml").is_file() && root.join("src/main.rs").is_file());
+        assert!(root.join("cryo.logbook").is_file());
+        assert!(root.join(".cryo/sync-zulip.json").is_file());
+        // Scaffolded afresh.
+        assert_ne!(std::fs::read_to_string(root.join("NOTES.md")).unwrap(), "my notes");
+        assert!(root.join("messages/inbox").is_dir() && root.join("messages/attachments").is_dir());
+        assert_eq!(last_reset(root), Some(now));
+        // A second reset in the same second gets its own folder.
+        assert_eq!(to_history(root, now).unwrap(), "history/20261124T102030Z-2");
+    }
+
+    #[test]
+    fn a_reset_that_cannot_begin_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (rel, text) in [("NOTES.md", "notes"), ("todo.json", "[]"), (".cryo/state.json", "{}")] {
+            write(root, rel, text);
+        }
+        // `history` is a file: no folder can be made in it.
+        std::fs::write(root.join(HISTORY), "in the way").unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:20:30Z").unwrap().with_timezone(&Utc);
+        assert!(to_history(root, now).is_err());
+        assert_eq!(std::fs::read_to_string(root.join("NOTES.md")).unwrap(), "notes");
+        assert!(root.join("todo.json").is_file() && root.join(".cryo/state.json").is_file());
+    }
+}
