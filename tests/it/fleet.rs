@@ -785,6 +785,16 @@ fn fleet_is_operated_from_any_node() {
     n1.cryoctl(&["chamber", "resume", &c.name]).ok();
     let before = sessions(c).len();
     wait_until_within(TAKEOVER, "the resumed chamber to run again", || sessions(c).len() > before);
+    // Archived from n1: its owner stops it, and no node lists it by default.
+    n1.cryoctl(&["chamber", "archive", &c.name]).ok();
+    wait_until_within(TAKEOVER, "n2 to show the chamber archived", || {
+        let v = paused_on_n2();
+        v[0]["archived"] == true && v[0]["state"] == "stopped"
+    });
+    wait_until_within(TAKEOVER, "n1's list to leave it out", || !placement(&nodes[0]).contains_key(&c.name));
+    assert!(n1.cryoctl(&["chamber", "start", &c.name]).fails(1).contains("is archived"));
+    n1.cryoctl(&["chamber", "unarchive", &c.name]).ok();
+    n1.cryoctl(&["chamber", "start", &c.name]).ok();
 
     // Mail dropped into a chamber's inbox is seen by the nodes that do not
     // run it, and they tell its owner (`mail:<id>` on the fleet's channel;
