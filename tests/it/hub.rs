@@ -171,6 +171,57 @@ fn the_auth_matrix_host_and_csrf_checks() {
             .status,
         403
     );
+    // Every route of the API: no token or a wrong one is 401 and says
+    // nothing, another Host is 421, and a write without the CSRF header is
+    // 403 (guests: `invites_open_only_their_chambers_and_end_on_revocation`).
+    let wrong_token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let routes: &[(&str, &str, bool)] = &[
+        ("GET", "/api/chambers?archived=1", false),
+        ("GET", "/api/chambers/c/todos", false),
+        ("GET", "/api/chambers/c/plan", false),
+        ("GET", "/api/chambers/c/notes", false),
+        ("GET", "/api/chambers/c/log", false),
+        ("GET", "/api/chambers/c/settings", false),
+        ("GET", "/api/chambers/c/transcript", false),
+        ("GET", "/api/chambers/c/history?days=7", false),
+        ("GET", "/api/chambers/c/attachments/x.png", false),
+        ("GET", "/api/schedule", false),
+        ("GET", "/api/limits", false),
+        ("GET", "/api/push", false),
+        ("GET", "/api/invites", false),
+        ("GET", "/api/me", false),
+        ("POST", "/api/chambers", true),
+        ("POST", "/api/chambers/c/todos", true),
+        ("PUT", "/api/chambers/c/plan", true),
+        ("PUT", "/api/chambers/c/settings", true),
+        ("POST", "/api/chambers/c/attachments?name=x.png", true),
+        ("POST", "/api/chambers/c/start", true),
+        ("POST", "/api/chambers/c/archive", true),
+        ("POST", "/api/chambers/c/unarchive", true),
+        ("POST", "/api/chambers/c/reset", true),
+        ("POST", "/api/invites", true),
+        ("DELETE", "/api/invites/ann", true),
+        ("POST", "/api/push", true),
+        ("DELETE", "/api/chambers/c", true),
+    ];
+    for &(method, path, write) in routes {
+        let none = hub.raw(method, path, None, &["X-Cryo-Csrf: 1"], Some("{}"));
+        assert_eq!((none.status, none.body.as_str()), (401, ""), "{method} {path} without a token");
+        let wrong = hub.raw(method, path, Some(wrong_token), &["X-Cryo-Csrf: 1"], Some("{}"));
+        assert_eq!((wrong.status, wrong.body.as_str()), (401, ""), "{method} {path} with a wrong token");
+        let host = hub.raw(method, path, Some(&hub.token), &["Host: attacker.example", "X-Cryo-Csrf: 1"], Some("{}"));
+        assert_eq!(host.status, 421, "{method} {path} for another Host");
+        if write {
+            assert_eq!(
+                hub.raw(method, path, Some(&hub.token), &[], Some("{}")).status,
+                403,
+                "{method} {path} without CSRF"
+            );
+        }
+    }
+    // Nothing of that reached the chamber.
+    assert_eq!(hub.get("/api/chambers/c").json()["chamber"]["state"], "stopped");
+    assert!(!env.path("c").join("history").exists() && env.path("c").join("plan.md").exists());
     // Security headers; the page is public, the API is not.
     let page = hub.raw("GET", "/", None, &[], None);
     assert_eq!(page.status, 200);
