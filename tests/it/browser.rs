@@ -8,7 +8,7 @@ use cryo_tests::{ANSWERING_AGENT, Env};
 
 /// Answers every message, and keeps answering while mail arrives (hibernate is
 /// refused while mail is unread).
-fn driver() -> Option<PathBuf> {
+pub(crate) fn driver() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
     let ready = dir.join("node_modules/playwright-core").exists()
         && std::process::Command::new("node").arg("--version").output().is_ok()
