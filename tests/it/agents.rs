@@ -306,7 +306,26 @@ fn opencode_runs_a_two_session_plan_as_a_normal_user() {
 /// the sandbox's network access; without it every socket is refused).
 #[test]
 fn codex_in_its_workspace_write_sandbox() {
-    run_plan("codex", "--sandbox workspace-write", As::Me, codex_provider);
+    run_plan("codex", "--sandbox workspace-write", As::Me, codex_provider_outside_tmp);
+}
+
+/// [`codex_provider`], with `CODEX_HOME` outside the temporary folders:
+/// where bubblewrap is installed, Codex's sandbox runs its helper through
+/// links it makes in `CODEX_HOME`, and it refuses to make them under a
+/// temporary folder (the helper is then not found inside the sandbox, and
+/// every tool call fails).
+fn codex_provider_outside_tmp(env: &Env, model: &ModelServer) -> String {
+    let line = codex_provider(env, model);
+    let home = env.path("codex-home");
+    // One test uses it: made afresh on each run.
+    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("codex-home-workspace-write");
+    let _ = std::fs::remove_dir_all(&outside);
+    std::fs::create_dir_all(&outside).unwrap();
+    for entry in std::fs::read_dir(&home).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), outside.join(entry.file_name())).unwrap();
+    }
+    line.replace(&home.display().to_string(), &outside.display().to_string())
 }
 
 #[test]
