@@ -364,12 +364,14 @@ pub fn provider_account(c: &crate::chamber::config::ChamberConfig) -> String {
         return n.trim().to_string();
     }
     let kind = format!("{:?}", Kind::of_agent(&c.agent)).to_lowercase();
-    if c.provider_env.is_empty() {
+    if c.provider_env.is_empty() && c.provider_env_files.is_empty() {
         return kind;
     }
-    // FNV-1a: stable across builds (std's hasher is not promised to be).
+    // FNV-1a: stable across builds (std's hasher is not promised to be). A
+    // key kept in a file counts by the file's path.
+    let files = c.provider_env_files.iter().map(|(k, p)| (k.clone(), format!("file:{}", p.display())));
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (k, v) in &c.provider_env {
+    for (k, v) in c.provider_env.iter().map(|(k, v)| (k.clone(), v.clone())).chain(files) {
         for b in k.bytes().chain([b'=']).chain(v.bytes()).chain([b'\n']) {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }

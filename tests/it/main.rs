@@ -15,6 +15,7 @@ mod operator;
 mod people;
 mod providers;
 mod runtime;
+mod sandbox;
 mod scheduling;
 mod service;
 mod snapshots;

@@ -92,7 +92,22 @@ pub struct Chain {
 struct RawProvider {
     name: Option<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<String, RawEnvValue>,
+}
+
+/// A `[provider].env` value: the text itself, or `{ file = "PATH" }`, a
+/// file only its owner may read, read at each spawn.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a string, or a table { file = \"PATH\" } naming a file that holds the value")]
+enum RawEnvValue {
+    Text(String),
+    File(RawEnvFile),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnvFile {
+    file: String,
 }
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]
@@ -137,6 +152,9 @@ pub struct ChamberConfig {
     pub provider_name: Option<String>,
     /// Secret: never printed, logged or returned by an API.
     pub provider_env: BTreeMap<String, String>,
+    /// `[provider].env` values kept in files (absolute), read at each spawn
+    /// ([`ChamberConfig::agent_env`]).
+    pub provider_env_files: BTreeMap<String, PathBuf>,
     pub max_attempts: u32,
     /// Offer `cryo-agent mcp` to a known agent CLI as its `cryo` MCP server
     /// (`mcp`, default true; no effect on other agent commands).
@@ -168,6 +186,54 @@ pub struct Loaded {
 pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
 
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
+/// A path from `cryo.toml`: `~/…` under the user's home, a relative one
+/// under the chamber.
+fn expand_home(raw: &str, dir: &Path) -> Result<PathBuf, String> {
+    if raw.trim().is_empty() {
+        return Err("an empty file name".into());
+    }
+    if let Some(rest) = raw.strip_prefix("~/") {
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or("`~` needs HOME, which is not set")?;
+        return Ok(PathBuf::from(home).join(rest));
+    }
+    let p = Path::new(raw);
+    Ok(if p.is_absolute() { p.to_path_buf() } else { dir.join(p) })
+}
+
+/// The longest secret file read (a key, a token: not a document).
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+impl ChamberConfig {
+    /// `[provider].env` for a spawn: the values written in `cryo.toml`, and
+    /// those kept in files, read now. A file that is missing, not a plain
+    /// file, too large, or readable by anyone but its owner is refused with
+    /// one line naming the key (its value is never in the line).
+    pub fn agent_env(&self) -> Result<BTreeMap<String, String>, String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut env = self.provider_env.clone();
+        for (key, path) in &self.provider_env_files {
+            let refuse = |why: String| format!("[provider].env.{key}: {}: {why}", path.display());
+            let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
+            if !meta.is_file() {
+                return Err(refuse("not a file".into()));
+            }
+            if meta.mode() & 0o077 != 0 {
+                return Err(refuse(format!(
+                    "readable by others (mode {:o}): `chmod 600 {}`",
+                    meta.mode() & 0o777,
+                    path.display()
+                )));
+            }
+            if meta.len() > MAX_SECRET_BYTES {
+                return Err(refuse(format!("over {} KiB: not a key", MAX_SECRET_BYTES / 1024)));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| refuse(e.to_string()))?;
+            env.insert(key.clone(), text.trim_end_matches(['\n', '\r']).to_string());
+        }
+        Ok(env)
+    }
+}
+
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
@@ -293,9 +359,22 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             key_line("max_attempts")
         ));
     }
-    let (provider_name, provider_env) = match raw.provider {
-        Some(p) => (p.name, p.env),
-        None => (None, BTreeMap::new()),
+    let (mut provider_env, mut provider_env_files) = (BTreeMap::new(), BTreeMap::new());
+    let provider_name = match raw.provider {
+        Some(p) => {
+            for (k, v) in p.env {
+                match v {
+                    RawEnvValue::Text(t) => drop(provider_env.insert(k, t)),
+                    RawEnvValue::File(f) => {
+                        let path = expand_home(&f.file, dir)
+                            .map_err(|e| format!("{}: [provider].env.{k}: {e}", key_line("[provider]")))?;
+                        provider_env_files.insert(k, path);
+                    }
+                }
+            }
+            p.name
+        }
+        None => None,
     };
     let sync = raw.sync;
     Ok(Loaded {
@@ -307,6 +386,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             watch_dirs,
             provider_name,
             provider_env,
+            provider_env_files,
             max_attempts,
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),

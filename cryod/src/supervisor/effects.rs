@@ -330,7 +330,10 @@ impl Sup {
     /// permit goes back first).
     fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
         let (tx, root) = (self.tx.clone(), self.root.clone());
-        let mut env = self.config.as_ref().map(|c| c.provider_env.clone()).unwrap_or_default();
+        // A key file that cannot be read leaves its key out: the agent's
+        // spawn says why.
+        let mut env =
+            self.config.as_ref().map(|c| c.agent_env().unwrap_or_else(|_| c.provider_env.clone())).unwrap_or_default();
         env.insert("CRYO_CHAMBER".into(), self.machine.name().to_string());
         env.insert("CRYO_PRECHECK".into(), "1".into());
         if let Ok(c) = &self.config
@@ -441,6 +444,8 @@ impl Sup {
         turn: &spawn::Turn<'_>,
     ) -> Result<u32, String> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
+        // Keys kept in files are read now, so a rotated key is used at once.
+        let provider_env = config.agent_env()?;
         let dot = self.root.join(".cryo");
         crate::chamber::make_dir_in(&self.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
         let (prompt, prompt_rel) = (turn.prompt, turn.prompt_file);
@@ -462,7 +467,7 @@ impl Sup {
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "cryo-agent".into()),
         });
-        let launch = spawn::command_line(&config.agent, &self.root, turn, as_root, mcp.as_ref(), &config.provider_env)?;
+        let launch = spawn::command_line(&config.agent, &self.root, turn, as_root, mcp.as_ref(), &provider_env)?;
         // The same every session, once the binary's place is known: written
         // only when it changes (not on every wake's path).
         for (rel, text) in &launch.files {
@@ -528,7 +533,7 @@ impl Sup {
             .env("CRYO_SESSION", number.to_string())
             .env("CRYO_WAKE_ID", wake_id)
             .env("CRYO_SESSION_TOKEN", token)
-            .envs(&config.provider_env)
+            .envs(&provider_env)
             .envs(&launch.env);
         if config.timezone_set {
             cmd.env("TZ", config.timezone.name());
@@ -559,8 +564,7 @@ impl Sup {
         self.agent_pgid = Some(pid as i32);
         let stream = match (launch.events, child.stdout.take()) {
             (Some(format), Some(out)) => {
-                let model =
-                    launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &config.provider_env));
+                let model = launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &provider_env));
                 let raw = dot.join(EVENTS_FILE);
                 let tell = Tell {
                     limit: self.limit_sink(number),
