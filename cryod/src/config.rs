@@ -40,6 +40,20 @@ pub struct Config {
     pub notify: Vec<NotifierConfig>,
     /// `[heartbeat]`: an external monitor pinged while cryod is healthy.
     pub heartbeat: Option<HeartbeatConfig>,
+    /// How agents are confined when their `cryo.toml` does not say.
+    pub sandbox: Sandbox,
+}
+
+/// How an agent's session is confined (`sandbox` in `cryo.toml`, its
+/// default in `cryod.toml`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Sandbox {
+    /// Unconfined: the agent reaches what the user does.
+    #[default]
+    Off,
+    /// Linux's Landlock (see `sandbox`).
+    Landlock,
 }
 
 /// `[heartbeat]`: a healthchecks-style URL that cryod POSTs to every
@@ -304,6 +318,7 @@ impl Default for Config {
             limit_hold_seconds: 300,
             notify: Vec::new(),
             heartbeat: None,
+            sandbox: Sandbox::Off,
         }
     }
 }

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
     // Services the shell uses: admission, process spawning, watchers, sync bridges, the zone.
-    &["admission", "spawn", "watch", "bridges", "zone", "precheck"],
+    &["admission", "spawn", "sandbox", "watch", "bridges", "zone", "precheck"],
     // A session's keeper, and the node's trust in its fleet lease (both signal agents' groups).
     // The notifiers (their command runs through `precheck`'s runner).
     &["keeper", "lease", "notifier"],

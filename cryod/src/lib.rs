@@ -35,6 +35,7 @@ pub mod paths;
 pub mod precheck;
 pub mod rpc;
 pub mod runtime;
+pub mod sandbox;
 pub mod scheduler;
 pub mod server;
 pub mod service;

@@ -13,5 +13,7 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     // `cryod __keep …`: a session's keeper (see `cryod::keeper`).
     cryod::keeper::intercept();
+    // `cryod __sandbox …`: a confined agent's launcher (see `cryod::sandbox`).
+    cryod::sandbox::intercept();
     cryod::main_with(Cli::parse().args)
 }

@@ -1,7 +1,148 @@
-//! Issue 25: what an agent can reach. Keys kept outside the chamber
+//! Issue 25: what an agent can reach. A scripted agent under each mode tries
+//! what it must not do and what it must; keys kept outside the chamber
 //! (`[provider].env` values read from a file at each spawn).
 
+use cryo_tests::receiver::Receiver;
 use cryo_tests::{Env, wait_until};
+
+/// An agent that tries each thing, writes `ok NAME` or `blocked NAME` to
+/// `probes.txt` in its chamber, then hibernates.
+fn prober(env: &Env, daemon_pid: u32, http: &str) -> String {
+    let world = env.root().display().to_string();
+    let probes: Vec<(&str, String)> = vec![
+        // Must be blocked.
+        ("ssh_key", "cat \"$HOME/.ssh/id_test\"".into()),
+        ("other_chambers_mail", format!("cat {world}/peer/messages/inbox/*.md")),
+        ("write_outside", format!("touch {world}/outside-file")),
+        ("write_home", "touch \"$HOME/made-by-agent\"".into()),
+        ("write_tmp", "touch /tmp/cryo-sandbox-probe".into()),
+        ("database", format!("cat {world}/state/cryo/cryod.db")),
+        ("hub_token", format!("cat {world}/state/cryo/hub-token")),
+        ("cryod_environ", format!("cat /proc/{daemon_pid}/environ")),
+        ("cryods_secret", "test -n \"$AWS_SECRET_ACCESS_KEY\"".into()),
+        // Must work.
+        ("write_chamber", "touch made-inside".into()),
+        ("write_project", format!("touch {world}/project/made-here")),
+        ("read_readable", format!("cat {world}/docs/readme.txt")),
+        ("write_readable", format!("touch {world}/docs/new")),
+        ("tmpdir", "touch \"$TMPDIR/scratch\"".into()),
+        (
+            "git",
+            format!(
+                "cd {world}/project && git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x"
+            ),
+        ),
+        (
+            "http",
+            format!(
+                "/usr/bin/python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], data=b\"{{}}\").read()' {http}"
+            ),
+        ),
+        ("send", "cryo-agent send 'hello from the sandbox'".into()),
+        ("todo_add", "cryo-agent todo add later --at +1h".into()),
+        ("todo_list", "cryo-agent todo list".into()),
+        ("time", "cryo-agent time".into()),
+        ("receive", "cryo-agent receive".into()),
+        ("dialog", "cryo-agent dialog".into()),
+    ];
+    let mut script = String::from(
+        "t() { if sh -c \"$2\" >/dev/null 2>&1; then echo \"ok $1\"; else echo \"blocked $1\"; fi >> probes.txt; }\n: > probes.txt\n",
+    );
+    for (name, cmd) in probes {
+        script.push_str(&format!("t {name} '{}'\n", cmd.replace('\'', "'\\''")));
+    }
+    script.push_str("cryo-agent hibernate\n");
+    script
+}
+
+/// What the probes said, by name.
+fn probes(c: &cryo_tests::Chamber) -> std::collections::BTreeMap<String, String> {
+    c.read("probes.txt")
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(v, k)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+#[test]
+fn landlock_confines_an_agent_to_its_chamber_and_projects() {
+    let mut env = Env::new();
+    // As a normal user: run as root, Landlock's ptrace rule does not keep
+    // the agent out of cryod's /proc/PID/environ (a gap still open).
+    if nix::unistd::geteuid().is_root() {
+        let bin = cryo_tests::bin_dir();
+        if let Err(why) = env.run_as(65534, 65534, &[bin.as_path()]) {
+            eprintln!("SKIPPED landlock_confines_an_agent_to_its_chamber_and_projects: {why}");
+            return;
+        }
+    }
+    let http = Receiver::start();
+    let d = env.spawn_daemon_with(&[], &[("AWS_SECRET_ACCESS_KEY", "leaked")]);
+    d.wait_ready(&env);
+    std::fs::create_dir_all(env.home().join(".ssh")).unwrap();
+    env.write_secret(".ssh/id_test", "PRIVATE KEY", 0o600);
+    for dir in ["project", "docs"] {
+        std::fs::create_dir_all(env.path(dir)).unwrap();
+    }
+    std::fs::write(env.path("docs/readme.txt"), "read me").unwrap();
+    env.give_to_user();
+    let peer = env.chamber("peer", "cryo-agent hibernate\n", "");
+    peer.write_inbox(1, "the peer's private mail");
+    let script = prober(&env, d.pid(), &http.url("/reach"));
+    let world = env.root().display().to_string();
+    let c = env.chamber(
+        "c",
+        &script,
+        &format!("sandbox = \"landlock\"\nwritable = [\"{world}/project\"]\nreadable = [\"{world}/docs\"]\n"),
+    );
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let seen = probes(&c);
+    for blocked in [
+        "ssh_key",
+        "other_chambers_mail",
+        "write_outside",
+        "write_home",
+        "write_tmp",
+        "database",
+        "hub_token",
+        "cryod_environ",
+        "cryods_secret",
+        "write_readable",
+    ] {
+        assert_eq!(seen.get(blocked).map(String::as_str), Some("blocked"), "{blocked}: {seen:?}");
+    }
+    let mut worked =
+        vec!["write_chamber", "write_project", "read_readable", "tmpdir", "http", "send", "todo_add", "todo_list"];
+    worked.extend(["time", "receive", "dialog"]);
+    if std::process::Command::new("git").arg("--version").output().is_ok() {
+        worked.push("git");
+    } else {
+        eprintln!("SKIPPED the git probe: no git on this machine");
+    }
+    for ok in worked {
+        assert_eq!(seen.get(ok).map(String::as_str), Some("ok"), "{ok}: {seen:?}");
+    }
+    assert!(!http.got("/reach").is_empty(), "the local HTTP server was reached");
+    assert!(c.read("cryo.log").contains("hibernated"), "{}", c.read("cryo.log"));
+    assert!(!env.path("outside-file").exists() && !env.home().join("made-by-agent").exists());
+    eprintln!("landlock: {seen:?}");
+}
+
+#[test]
+fn without_landlock_a_confined_session_does_not_start() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[("CRYO_LANDLOCK", "0")]);
+    d.wait_ready(&env);
+    let c = env.chamber("c", "touch ran\ncryo-agent hibernate\n", "sandbox = \"landlock\"\n");
+    // The start says why, in one line; so does the chamber's status.
+    let refused = env.cryoctl(&["chamber", "start", "c"]).fails(1).to_string();
+    assert!(refused.contains("this kernel has no Landlock") && refused.contains("sandbox = \"off\""), "{refused}");
+    let log = || std::fs::read_to_string(c.dir.join("cryo.log")).unwrap_or_default();
+    wait_until("the refusal", || log().contains("no Landlock"));
+    assert!(!c.dir.join("ran").exists(), "the agent never ran");
+    let status = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
+    assert!(status[0]["attention"].as_str().is_some_and(|a| a.contains("no Landlock")), "{status}");
+}
 
 /// Says what `MY_KEY` held, then hibernates.
 const SAYS_KEY: &str = "cryo-agent send \"key=${MY_KEY:-none}\" >/dev/null\ncryo-agent hibernate\n";

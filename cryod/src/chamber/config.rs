@@ -55,6 +55,9 @@ struct Raw {
     precheck_timeout: Option<u64>,
     on_end: Option<Vec<RawOnEnd>>,
     expect_activity_within: Option<String>,
+    sandbox: Option<crate::config::Sandbox>,
+    writable: Option<Vec<String>>,
+    readable: Option<Vec<String>>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -172,6 +175,12 @@ pub struct ChamberConfig {
     pub on_end: Vec<Chain>,
     /// `expect_activity_within`: the dead man's switch.
     pub expect_activity_within: Option<chrono::Duration>,
+    /// `sandbox`; `None`: cryod.toml's default.
+    pub sandbox: Option<crate::config::Sandbox>,
+    /// `writable` and `readable`: folders a sandboxed agent may also write,
+    /// or read (absolute).
+    pub writable: Vec<PathBuf>,
+    pub readable: Vec<PathBuf>,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -376,6 +385,14 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
         }
         None => None,
     };
+    let folders = |key: &str, list: Option<Vec<String>>| -> Result<Vec<PathBuf>, String> {
+        list.unwrap_or_default()
+            .iter()
+            .map(|f| expand_home(f, dir).map_err(|e| format!("{}: key `{key}`: {e}", key_line(key))))
+            .collect()
+    };
+    let writable = folders("writable", raw.writable.take())?;
+    let readable = folders("readable", raw.readable.take())?;
     let sync = raw.sync;
     Ok(Loaded {
         config: ChamberConfig {
@@ -395,6 +412,9 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             precheck_timeout,
             on_end,
             expect_activity_within,
+            sandbox: raw.sandbox,
+            writable,
+            readable,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },

@@ -497,17 +497,37 @@ impl Sup {
         // found is left to the spawn, whose error says why.
         let program = spawn::find_program(&launch.program, &self.root, &path)
             .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
+        // Confined: run through cryod's sandbox launcher, which restricts
+        // itself and becomes the agent.
+        let confined = match config.sandbox.unwrap_or(self.shared.config.sandbox) {
+            crate::config::Sandbox::Off => None,
+            crate::config::Sandbox::Landlock => {
+                if let Some(why) = crate::sandbox::unavailable() {
+                    return Err(why);
+                }
+                let (mut policy, tmp) = self.sandbox_policy(config, &provider_env).await?;
+                policy.arg0 = launch.program.clone();
+                Some((policy, tmp))
+            }
+        };
+        let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match &confined {
+            Some((policy, _)) => {
+                let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
+                (exe, crate::sandbox::wrap(policy, &program, &launch.args))
+            }
+            None => (program, launch.args.iter().map(Into::into).collect()),
+        };
         let kept = self.shared.lease.is_fleet();
         let mut cmd = if kept {
             let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
             let mut cmd = tokio::process::Command::new(exe);
             let deadline = self.shared.lease.deadline().as_millis().to_string();
-            cmd.arg(crate::keeper::ARG).arg(deadline).arg(&program).args(&launch.args);
+            cmd.arg(crate::keeper::ARG).arg(deadline).arg(&program).args(&args);
             cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
             cmd
         } else {
             let mut cmd = tokio::process::Command::new(&program);
-            cmd.arg0(&launch.program).args(&launch.args).stdin(std::process::Stdio::null());
+            cmd.arg0(&launch.program).args(&args).stdin(std::process::Stdio::null());
             // A known kind's event stream is read (transcript and usage);
             // anything else writes straight to the log.
             if launch.events.is_some() {
@@ -517,6 +537,11 @@ impl Sup {
             }
             cmd
         };
+        // A confined agent gets only an allowlist of cryod's environment,
+        // and a private TMPDIR.
+        if let Some((_, tmp)) = &confined {
+            cmd.env_clear().envs(std::env::vars().filter(|(k, _)| crate::sandbox::env_kept(k))).env("TMPDIR", tmp);
+        }
         let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
         let stderr_log = log_file.try_clone().map_err(|e| e.to_string())?;
         if launch.read_logs && !kept {
@@ -588,6 +613,32 @@ impl Sup {
             }
         });
         Ok(pid)
+    }
+
+    /// What a sandboxed session may reach (see `sandbox`), and its private
+    /// temporary folder.
+    async fn sandbox_policy(
+        &self,
+        config: &crate::chamber::config::ChamberConfig,
+        provider_env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(crate::sandbox::Policy, std::path::PathBuf), String> {
+        let tmp = self.root.join(".cryo/tmp");
+        crate::chamber::make_dir_in(&self.root, &tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+        let paths = crate::paths::Paths::from_env(None);
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+        let mut hidden: Vec<std::path::PathBuf> = vec![paths.state_dir.clone(), std::path::PathBuf::from("/tmp")];
+        hidden.extend(paths.config_file.parent().map(std::path::Path::to_path_buf));
+        hidden.extend(home.clone());
+        hidden.extend(std::env::var_os("TMPDIR").filter(|t| !t.is_empty() && t != "/").map(std::path::PathBuf::from));
+        // Every other chamber (of every node).
+        let others = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
+        hidden.extend(others.into_iter().filter(|c| c.id != self.id).map(|c| std::path::PathBuf::from(c.path)));
+        let mut writable = vec![self.root.clone(), std::path::PathBuf::from("/dev")];
+        writable.extend(config.writable.iter().cloned());
+        writable.extend(home.as_deref().map(|h| crate::sandbox::cli_state(h, provider_env)).unwrap_or_default());
+        let policy =
+            crate::sandbox::Policy { writable, readable: config.readable.clone(), hidden, arg0: String::new() };
+        Ok((policy, tmp))
     }
 
     /// An agent started under a keeper: waits for its pid, hands the
