@@ -240,10 +240,10 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Add { dir, name, init, agent, start } => add(&ctx, dir, name, init, agent, start).await,
         ChamberCmd::Start { chamber, no_wait } => start(&ctx, chamber, no_wait).await,
         ChamberCmd::Stop { chamber, no_wait } => stop(&ctx, chamber, no_wait).await,
-        ChamberCmd::Pause { chamber } => pause(&ctx, chamber, true).await,
-        ChamberCmd::Resume { chamber } => pause(&ctx, chamber, false).await,
-        ChamberCmd::Archive { chamber } => archive(&ctx, chamber, true).await,
-        ChamberCmd::Unarchive { chamber } => archive(&ctx, chamber, false).await,
+        ChamberCmd::Pause { chamber } => switch(&ctx, chamber, Switch::Pause).await,
+        ChamberCmd::Resume { chamber } => switch(&ctx, chamber, Switch::Resume).await,
+        ChamberCmd::Archive { chamber } => switch(&ctx, chamber, Switch::Archive).await,
+        ChamberCmd::Unarchive { chamber } => switch(&ctx, chamber, Switch::Unarchive).await,
         ChamberCmd::Reset { chamber, yes } => reset(&ctx, chamber, yes).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
@@ -722,50 +722,50 @@ async fn move_to(ctx: &Ctx, chamber: Option<String>, to: String) -> Result<()> {
     Ok(())
 }
 
-async fn pause(ctx: &Ctx, chamber: Option<String>, pause: bool) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move {
-            let req = pb::ChamberPauseRequest { chamber: Some(r) };
-            if pause { c.chamber_pause(req).await } else { c.chamber_resume(req).await }
-        }
-    })
-    .await?
-    .into_inner();
-    let ch = r.chamber.unwrap_or_default();
-    let verb = if pause { "paused" } else { "resumed" };
-    if ctx.json {
-        output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
-    } else if r.already {
-        println!("{:?} was {} already", ch.name, if pause { "paused" } else { "not paused" });
-    } else {
-        println!("{verb} {:?}", ch.name);
-    }
-    Ok(())
+/// The four on/off operations on a chamber, which share a request and a reply.
+#[derive(Clone, Copy)]
+enum Switch {
+    Pause,
+    Resume,
+    Archive,
+    Unarchive,
 }
 
-async fn archive(ctx: &Ctx, chamber: Option<String>, archive: bool) -> Result<()> {
+async fn switch(ctx: &Ctx, chamber: Option<String>, op: Switch) -> Result<()> {
     let c = client::control(&ctx.socket).await?;
     let r = with_chamber(chamber.as_deref(), |r| {
         let mut c = c.clone();
         async move {
             let req = pb::ChamberPauseRequest { chamber: Some(r) };
-            if archive { c.chamber_archive(req).await } else { c.chamber_unarchive(req).await }
+            match op {
+                Switch::Pause => c.chamber_pause(req).await,
+                Switch::Resume => c.chamber_resume(req).await,
+                Switch::Archive => c.chamber_archive(req).await,
+                Switch::Unarchive => c.chamber_unarchive(req).await,
+            }
         }
     })
     .await?
     .into_inner();
     let ch = r.chamber.unwrap_or_default();
+    let name = &ch.name;
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
-    } else if r.already {
-        println!("{:?} was {} already", ch.name, if archive { "archived" } else { "not archived" });
-    } else if archive {
-        println!("archived {:?} (stopped; `cryoctl chamber list --archived` shows it)", ch.name);
-    } else {
-        println!("unarchived {:?} (stopped; `cryoctl chamber start {}` starts it)", ch.name, ch.name);
+        return Ok(());
     }
+    let line = match (op, r.already) {
+        (Switch::Pause, true) => format!("{name:?} was paused already"),
+        (Switch::Resume, true) => format!("{name:?} was not paused already"),
+        (Switch::Archive, true) => format!("{name:?} was archived already"),
+        (Switch::Unarchive, true) => format!("{name:?} was not archived already"),
+        (Switch::Pause, false) => format!("paused {name:?}"),
+        (Switch::Resume, false) => format!("resumed {name:?}"),
+        (Switch::Archive, false) => format!("archived {name:?} (stopped; `cryoctl chamber list --archived` shows it)"),
+        (Switch::Unarchive, false) => {
+            format!("unarchived {name:?} (stopped; `cryoctl chamber start {name}` starts it)")
+        }
+    };
+    println!("{line}");
     Ok(())
 }
 
