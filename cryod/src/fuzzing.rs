@@ -126,8 +126,11 @@ impl HubHarness {
                 crate::store::Store::open(&root.join("state/registry.sqlite")).expect("store"),
                 crate::clock::Clock::system(),
                 tokio_util::sync::CancellationToken::new(),
-                root.join("cryod.sock"),
-                root.join("state"),
+                &crate::paths::Paths {
+                    socket: root.join("cryod.sock"),
+                    state_dir: root.join("state"),
+                    config_file: root.join("config/cryod.toml"),
+                },
                 crate::lease::Lease::single(),
             );
             let daemon = crate::daemon::Daemon::load(shared).await.expect("daemon");

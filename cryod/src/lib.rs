@@ -139,7 +139,7 @@ fn main_inner(args: DaemonArgs) -> anyhow::Result<()> {
         });
         let listener = Listener::bind(&paths)?;
         let store = open_store(&config, &paths, listener.path()).await?;
-        let done = run(config, listener, store, Clock::system(), shutdown.clone(), paths.state_dir.clone());
+        let done = run(config, listener, store, Clock::system(), shutdown.clone(), &paths);
         tokio::pin!(done);
         tokio::select! {
             r = &mut done => r,
@@ -185,15 +185,16 @@ pub async fn run(
     store: Store,
     clock: Clock,
     shutdown: CancellationToken,
-    state_dir: PathBuf,
+    paths: &Paths,
 ) -> anyhow::Result<()> {
     let socket = listener.path().to_path_buf();
+    let state_dir = paths.state_dir.clone();
+    let paths = Paths { socket: socket.clone(), ..paths.clone() };
     let lease = match store.fleet() {
         Some(pg) => lease::Lease::fleet(pg.registered_before() + pg.node().lease.ttl - pg.node().lease.margin()),
         None => lease::Lease::single(),
     };
-    let shared =
-        runtime::Shared::start(config, store, clock, shutdown.clone(), socket.clone(), state_dir.clone(), lease);
+    let shared = runtime::Shared::start(config, store, clock, shutdown.clone(), &paths, lease);
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
     let fleet = fleet::start(&daemon);

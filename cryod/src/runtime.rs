@@ -78,6 +78,9 @@ pub struct Shared {
     pub hub: std::sync::OnceLock<HubInfo>,
     /// The daemon's state folder (database, lock, hub token).
     pub state_dir: PathBuf,
+    /// The folder of the `cryod.toml` in use (`--config`, else the
+    /// user's): hidden from confined agents, as `state_dir` is.
+    pub config_dir: PathBuf,
     /// What tokens cost, for agents whose CLI reports no cost.
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
     /// The names of the chambers cryod knows (those of other nodes of a
@@ -111,10 +114,12 @@ impl Shared {
         store: Store,
         clock: Clock,
         shutdown: tokio_util::sync::CancellationToken,
-        socket: PathBuf,
-        state_dir: PathBuf,
+        paths: &crate::paths::Paths,
         lease: crate::lease::Lease,
     ) -> std::sync::Arc<Shared> {
+        let (socket, state_dir) = (paths.socket.clone(), paths.state_dir.clone());
+        let config_file = std::path::absolute(&paths.config_file).unwrap_or_else(|_| paths.config_file.clone());
+        let config_dir = config_file.parent().map(PathBuf::from).unwrap_or(config_file);
         let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
         std::sync::Arc::new(Shared {
             names: Default::default(),
@@ -137,6 +142,7 @@ impl Shared {
             shutdown,
             hub: Default::default(),
             state_dir,
+            config_dir,
             prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
             store,
             clock,

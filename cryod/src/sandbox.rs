@@ -127,7 +127,9 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| format!("cannot set up the Landlock sandbox: {e}");
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
-    let hidden: Vec<PathBuf> = policy.hidden.iter().map(|h| canonical(h)).collect();
+    // A relative or empty root would hide everything (every path starts
+    // with the empty one): only absolute ones count.
+    let hidden: Vec<PathBuf> = policy.hidden.iter().filter(|h| h.is_absolute()).map(|h| canonical(h)).collect();
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)

@@ -4,7 +4,7 @@
 //   "got: <text>"), SHOTS (a folder for screenshots), CHROMIUM (the browser),
 //   MANY (a chamber with 10,000 messages), TZ_CHAMBER (whose agent answers
 //   "tz=$TZ"), QUOTA_CHAMBER (whose attachment quota is 1 MiB).
-import { chromium } from "playwright-core";
+import { drive } from "./driver.mjs";
 import { createRequire } from "node:module";
 
 const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
@@ -30,13 +30,7 @@ async function axe(page, name, out) {
 }
 
 const { HUB_URL, HUB_TOKEN, CHAMBER, SHOTS } = process.env;
-const out = {};
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
-try {
+await drive(async (browser, out) => {
   // Without the token: the sign-in screen, and nothing read.
   {
     const ctx = await browser.newContext();
@@ -293,9 +287,4 @@ try {
   out.guest_signed_out = true;
   await guestCtx.close();
   await ctx.close();
-} catch (e) {
-  out.error = String(e && e.stack || e);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

@@ -5,17 +5,12 @@
 // as the browser's push service hands it over once decrypted. (No push
 // service is reachable here, so the DevTools protocol delivers it in the
 // service's place.)
-import { chromium } from "playwright-core";
+import { drive } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, PUSH_PAYLOAD } = process.env;
 const origin = new URL(HUB_URL).origin;
 const scope = new URL("/", HUB_URL).href;
-const out = {};
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-try {
+await drive(async (browser, out) => {
   const ctx = await browser.newContext();
   await ctx.grantPermissions(["notifications"], { origin });
   const page = await ctx.newPage();
@@ -47,9 +42,4 @@ try {
   });
   out.permission = await page.evaluate(() => Notification.permission);
   await ctx.close();
-} catch (e) {
-  out.error = String(e && e.stack || e);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

@@ -685,6 +685,7 @@ fn archive_hides_a_chamber_and_reset_moves_its_files_into_history() {
     // watches the new inbox.
     env.cryoctl(&["chamber", "start", "c"]).ok();
     wait_until("a session after the reset", || c.read("cryo.log").contains("--- CRYO END ---"));
+    assert!(c.read("cryo.log").contains("trigger: bootstrap"), "it begins again: {}", c.read("cryo.log"));
     hub.write("POST", "/api/chambers/c/messages", r#"{"text":"after the reset"}"#);
     wait_until("the reply to mail after the reset", || {
         c.messages("messages/inbox/archive").iter().any(|(_, t)| t.contains("after the reset"))

@@ -6,18 +6,22 @@ use cryo_tests::receiver::Receiver;
 use cryo_tests::{Env, wait_until};
 
 /// An agent that tries each thing, writes `ok NAME` or `blocked NAME` to
-/// `probes.txt` in its chamber, then hibernates.
-fn prober(env: &Env, daemon_pid: u32, http: &str) -> String {
+/// `probes.txt` in its chamber, then hibernates. `outside` holds cryod's
+/// state and config folders and a peer chamber, outside `/tmp` (which
+/// hides the test's world whole).
+fn prober(env: &Env, outside: &std::path::Path, daemon_pid: u32, http: &str) -> String {
     let world = env.root().display().to_string();
+    let outside = outside.display();
     let probes: Vec<(&str, String)> = vec![
         // Must be blocked.
         ("ssh_key", "cat \"$HOME/.ssh/id_test\"".into()),
-        ("other_chambers_mail", format!("cat {world}/peer/messages/inbox/*.md")),
+        ("other_chambers_mail", format!("cat {outside}/peer/messages/inbox/*.md")),
         ("write_outside", format!("touch {world}/outside-file")),
         ("write_home", "touch \"$HOME/made-by-agent\"".into()),
         ("write_tmp", "touch /tmp/cryo-sandbox-probe".into()),
-        ("database", format!("cat {world}/state/cryo/cryod.db")),
-        ("hub_token", format!("cat {world}/state/cryo/hub-token")),
+        ("database", format!("cat {outside}/state/cryo/cryod.db")),
+        ("hub_token", format!("cat {outside}/state/cryo/hub-token")),
+        ("cryod_config", format!("cat {outside}/config/cryo/cryod.toml")),
         ("cryod_environ", format!("cat /proc/{daemon_pid}/environ")),
         ("cryods_secret", "test -n \"$AWS_SECRET_ACCESS_KEY\"".into()),
         // Must work.
@@ -80,8 +84,31 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         }
     }
     let http = Receiver::start();
-    let d = env.spawn_daemon_with(&[], &[("AWS_SECRET_ACCESS_KEY", "leaked")]);
+    // cryod's state and config folders, its TMPDIR and a peer chamber lie
+    // outside /tmp, where the world is (hidden whole): each probe of them
+    // tests its own rule.
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = outside.path();
+    for dir in ["state", "config/cryo", "tmp"] {
+        std::fs::create_dir_all(out.join(dir)).unwrap();
+    }
+    std::fs::copy(env.config_file(), out.join("config/cryo/cryod.toml")).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        let owned = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(out).status();
+        assert!(owned.is_ok_and(|s| s.success()));
+    }
+    let var = |dir: &str| out.join(dir).display().to_string();
+    let (state, config, tmp) = (var("state"), var("config"), var("tmp"));
+    let vars = [
+        ("AWS_SECRET_ACCESS_KEY", "leaked"),
+        ("XDG_STATE_HOME", state.as_str()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+        ("TMPDIR", tmp.as_str()),
+    ];
+    let d = env.spawn_daemon_with(&[], &vars);
     d.wait_ready(&env);
+    let made = |rel: &str| out.join(rel).is_file();
+    wait_until("cryod's database and hub token", || made("state/cryo/cryod.db") && made("state/cryo/hub-token"));
     std::fs::create_dir_all(env.home().join(".ssh")).unwrap();
     env.write_secret(".ssh/id_test", "PRIVATE KEY", 0o600);
     for dir in ["project", "docs"] {
@@ -89,9 +116,11 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
     }
     std::fs::write(env.path("docs/readme.txt"), "read me").unwrap();
     env.give_to_user();
-    let peer = env.chamber("peer", "cryo-agent hibernate\n", "");
-    peer.write_inbox(1, "the peer's private mail");
-    let script = prober(&env, d.pid(), &http.url("/reach"));
+    let peer = out.join("peer");
+    env.cryoctl(&["chamber", "add", peer.to_str().unwrap(), "--init"]).ok();
+    std::fs::write(peer.join("messages/inbox/2026-01-01T00-00-00.000Z_private.md"), "the peer's private mail\n")
+        .unwrap();
+    let script = prober(&env, out, d.pid(), &http.url("/reach"));
     let world = env.root().display().to_string();
     let c = env.chamber(
         "c",
@@ -109,6 +138,7 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         "write_tmp",
         "database",
         "hub_token",
+        "cryod_config",
         "cryod_environ",
         "cryods_secret",
         "write_readable",

@@ -194,7 +194,6 @@ pub struct Loaded {
 /// Largest `cryo.toml` read (a configuration, not a data file).
 pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
 
-/// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 /// A path from `cryo.toml`: `~/…` under the user's home, a relative one
 /// under the chamber.
 fn expand_home(raw: &str, dir: &Path) -> Result<PathBuf, String> {
@@ -243,6 +242,7 @@ impl ChamberConfig {
     }
 }
 
+/// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}

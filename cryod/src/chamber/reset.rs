@@ -61,25 +61,35 @@ pub fn to_history(root: &Path, now: DateTime<Utc>) -> std::io::Result<String> {
         }
     }
     moves.sort();
-    let mut done: Vec<&(PathBuf, PathBuf)> = Vec::new();
-    for m in &moves {
-        let moved = match m.1.parent() {
-            Some(parent) => std::fs::create_dir_all(parent).and_then(|()| std::fs::rename(&m.0, &m.1)),
-            None => std::fs::rename(&m.0, &m.1),
-        };
-        if let Err(e) = moved {
-            for (from, to) in done.iter().rev() {
-                let _ = std::fs::rename(to, from);
-            }
-            let _ = std::fs::remove_dir_all(&dest);
-            return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", m.0.display())));
-        }
-        done.push(m);
+    if let Err((from, e)) = move_all(&moves, |from, to| std::fs::rename(from, to)) {
+        let _ = std::fs::remove_dir_all(&dest);
+        return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", from.display())));
     }
     super::scaffold::init(root, None)?;
     super::make_dir_in(root, &dot)?;
     super::write_atomic(&dot.join(MARK), now.to_rfc3339().as_bytes())?;
     Ok(rel)
+}
+
+/// Makes each move (`rename`, creating the destination's folder first);
+/// if one fails, puts back those made before it and says which failed.
+fn move_all(
+    moves: &[(PathBuf, PathBuf)],
+    mut rename: impl FnMut(&Path, &Path) -> std::io::Result<()>,
+) -> Result<(), (PathBuf, std::io::Error)> {
+    for (i, (from, to)) in moves.iter().enumerate() {
+        let moved = match to.parent() {
+            Some(parent) => std::fs::create_dir_all(parent).and_then(|()| rename(from, to)),
+            None => rename(from, to),
+        };
+        if let Err(e) = moved {
+            for (back_from, back_to) in moves[..i].iter().rev() {
+                let _ = rename(back_to, back_from);
+            }
+            return Err((from.clone(), e));
+        }
+    }
+    Ok(())
 }
 
 /// When the chamber at `root` was last reset, if ever.
@@ -149,6 +159,29 @@ mod tests {
         assert_eq!(last_reset(root), Some(now));
         // A second reset in the same second gets its own folder.
         assert_eq!(to_history(root, now).unwrap(), "history/20261124T102030Z-2");
+    }
+
+    #[test]
+    fn a_move_that_fails_puts_back_those_made_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let names = ["a", "b", "c"];
+        for n in names {
+            write(root, n, n);
+        }
+        let moves: Vec<(PathBuf, PathBuf)> = names.iter().map(|n| (root.join(n), root.join("to").join(n))).collect();
+        // The third move fails (a full disk, say); the first two were made.
+        let mut calls = 0;
+        let failed = move_all(&moves, |from, to| {
+            calls += 1;
+            if calls == 3 { Err(std::io::Error::other("no space left")) } else { std::fs::rename(from, to) }
+        })
+        .unwrap_err();
+        assert_eq!(failed.0, root.join("c"));
+        for n in names {
+            assert_eq!(std::fs::read_to_string(root.join(n)).unwrap(), n, "{n} is back in place");
+            assert!(!root.join("to").join(n).exists());
+        }
     }
 
     #[test]

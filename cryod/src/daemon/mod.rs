@@ -683,6 +683,13 @@ impl Daemon {
         all
     }
 
+    /// The chambers a list shows: archived ones only when asked for.
+    pub fn listed(&self, archived: bool) -> Vec<ChamberView> {
+        let mut all = self.list();
+        all.retain(|v| archived || !v.snap.view.archived);
+        all
+    }
+
     /// One chamber, by name or by a path inside it.
     pub fn resolve(&self, r: &ChamberRef) -> Result<ChamberView> {
         // Only the match is copied out (a status call must not cost a copy

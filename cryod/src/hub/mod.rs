@@ -453,8 +453,8 @@ struct ListQuery {
 
 async fn list(State(hub): State<Hub>, axum::Extension(role): Who, Query(q): Query<ListQuery>) -> ApiResult {
     let archived = q.archived.is_some_and(|a| !matches!(a.as_str(), "" | "0" | "false"));
-    let list = hub.daemon.list();
-    let seen = list.iter().filter(|v| role.sees(&v.record.name) && (archived || !v.snap.view.archived));
+    let list = hub.daemon.listed(archived);
+    let seen = list.iter().filter(|v| role.sees(&v.record.name));
     Ok(axum::Json(Value::Array(seen.map(|v| chamber_value_for(&role, v)).collect())))
 }
 

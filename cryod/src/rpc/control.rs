@@ -160,9 +160,7 @@ impl Control for ControlService {
     }
 
     async fn chamber_list(&self, req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
-        let archived = req.into_inner().archived;
-        let views = self.daemon.list();
-        let chambers = views.iter().filter(|v| archived || !v.snap.view.archived).map(convert::chamber).collect();
+        let chambers = self.daemon.listed(req.into_inner().archived).iter().map(convert::chamber).collect();
         Ok(Response::new(pb::ChamberListReply { chambers, holds: convert::holds(&self.daemon) }))
     }
 

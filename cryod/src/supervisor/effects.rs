@@ -225,10 +225,6 @@ impl Sup {
                 match &result {
                     Ok(dir) => {
                         tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
-                        // The watched folders are new ones now.
-                        if let Ok(c) = &self.config {
-                            self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, self.watch_sink());
-                        }
                         self.todos_written = None;
                     }
                     Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot reset"),
@@ -499,28 +495,23 @@ impl Sup {
             .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
         // Confined: run through cryod's sandbox launcher, which restricts
         // itself and becomes the agent.
+        let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
         let confined = match config.sandbox.unwrap_or(self.shared.config.sandbox) {
             crate::config::Sandbox::Off => None,
             crate::config::Sandbox::Landlock => {
                 if let Some(why) = crate::sandbox::unavailable() {
                     return Err(why);
                 }
-                let (mut policy, tmp) = self.sandbox_policy(config, &provider_env).await?;
-                policy.arg0 = launch.program.clone();
-                Some((policy, tmp))
+                Some(self.sandbox_policy(config, &provider_env, &launch.program).await?)
             }
         };
         let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match &confined {
-            Some((policy, _)) => {
-                let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
-                (exe, crate::sandbox::wrap(policy, &program, &launch.args))
-            }
+            Some((policy, _)) => (own_exe()?, crate::sandbox::wrap(policy, &program, &launch.args)),
             None => (program, launch.args.iter().map(Into::into).collect()),
         };
         let kept = self.shared.lease.is_fleet();
         let mut cmd = if kept {
-            let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
-            let mut cmd = tokio::process::Command::new(exe);
+            let mut cmd = tokio::process::Command::new(own_exe()?);
             let deadline = self.shared.lease.deadline().as_millis().to_string();
             cmd.arg(crate::keeper::ARG).arg(deadline).arg(&program).args(&args);
             cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
@@ -616,18 +607,18 @@ impl Sup {
     }
 
     /// What a sandboxed session may reach (see `sandbox`), and its private
-    /// temporary folder.
+    /// temporary folder; `arg0` is the agent's name for itself.
     async fn sandbox_policy(
         &self,
         config: &crate::chamber::config::ChamberConfig,
         provider_env: &std::collections::BTreeMap<String, String>,
+        arg0: &str,
     ) -> Result<(crate::sandbox::Policy, std::path::PathBuf), String> {
         let tmp = self.root.join(".cryo/tmp");
         crate::chamber::make_dir_in(&self.root, &tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-        let paths = crate::paths::Paths::from_env(None);
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
-        let mut hidden: Vec<std::path::PathBuf> = vec![paths.state_dir.clone(), std::path::PathBuf::from("/tmp")];
-        hidden.extend(paths.config_file.parent().map(std::path::Path::to_path_buf));
+        let mut hidden =
+            vec![self.shared.state_dir.clone(), self.shared.config_dir.clone(), std::path::PathBuf::from("/tmp")];
         hidden.extend(home.clone());
         hidden.extend(std::env::var_os("TMPDIR").filter(|t| !t.is_empty() && t != "/").map(std::path::PathBuf::from));
         // Every other chamber (of every node).
@@ -636,9 +627,8 @@ impl Sup {
         let mut writable = vec![self.root.clone(), std::path::PathBuf::from("/dev")];
         writable.extend(config.writable.iter().cloned());
         writable.extend(home.as_deref().map(|h| crate::sandbox::cli_state(h, provider_env)).unwrap_or_default());
-        let policy =
-            crate::sandbox::Policy { writable, readable: config.readable.clone(), hidden, arg0: String::new() };
-        Ok((policy, tmp))
+        let readable = config.readable.clone();
+        Ok((crate::sandbox::Policy { writable, readable, hidden, arg0: arg0.to_string() }, tmp))
     }
 
     /// An agent started under a keeper: waits for its pid, hands the

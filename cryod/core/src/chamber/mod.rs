@@ -364,10 +364,6 @@ impl Chamber {
         self.paused
     }
 
-    pub fn is_archived(&self) -> bool {
-        self.archived
-    }
-
     /// The chamber is done: removed, or cryod shut it down.
     pub fn finished(&self) -> bool {
         self.finished

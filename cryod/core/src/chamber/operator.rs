@@ -173,6 +173,8 @@ impl Chamber {
         self.silent_told = false;
         self.begun_again = true;
         self.log(format!("reset by the operator: the earlier runtime files are in {dir}/"));
+        // The watched folders are new ones.
+        self.emit(Effect::Rewatch);
         self.emit(Effect::Publish);
         self.reply(req, Ok(Reply::Reset(dir)));
     }

@@ -490,7 +490,7 @@ fn an_archived_chamber_is_stopped_and_refuses_to_start_until_unarchived() {
     let req = rig.req();
     let out = rig.feed(Input::Archive { req, archive: true });
     assert_eq!(reply(&out, req), Some(Ok(Reply::Archived(false))));
-    assert!(rig.m.is_archived() && rig.m.view().archived);
+    assert!(rig.m.view().archived);
     let req = rig.req();
     assert_eq!(reply(&rig.feed(Input::Archive { req, archive: true }), req), Some(Ok(Reply::Archived(true))));
     // Never started while archived: not by an operator, not by due work.
@@ -500,7 +500,7 @@ fn an_archived_chamber_is_stopped_and_refuses_to_start_until_unarchived() {
     assert!(!rig.feed(Input::Due).iter().any(|e| matches!(e, Effect::RequestAdmission(_))));
     let req = rig.req();
     rig.feed(Input::Archive { req, archive: false });
-    assert!(!rig.m.is_archived());
+    assert!(!rig.m.view().archived);
     let req = rig.req();
     let out = rig.feed(Input::Start { req, wait: false, agent_check: Ok(()), log_session: 0 });
     assert_eq!(reply(&out, req), Some(Ok(Reply::Started(false))));
@@ -525,6 +525,7 @@ fn reset_needs_a_stopped_chamber_and_begins_it_again() {
     let req = rig.req();
     let out = rig.feed(Input::Reset { req });
     assert_eq!(reply(&out, req), Some(Ok(Reply::Reset("history/20261123T090000Z".into()))));
+    assert!(out.iter().any(|e| matches!(e, Effect::Rewatch)), "the new inbox is watched: {out:#?}");
     assert!(rig.m.unread().is_empty());
     assert_eq!(rig.m.todos().map(|t| t.map(|l| l.items.len())), Some(Ok(0)));
     assert!(rig.m.view().attention.is_none() && rig.m.view().next_wake.is_none());
