@@ -162,8 +162,10 @@ pub mod exit {
     /// The exit code for a refusal from the daemon, and its one line.
     pub fn for_status(s: &tonic::Status) -> (u8, String) {
         // The connection went away under the call (tonic says only
-        // "transport error").
+        // "transport error", or "operation was canceled" when hyper saw the
+        // stream reset; cryod itself never answers Cancelled).
         let dropped = s.message().starts_with("transport error")
+            || s.code() == tonic::Code::Cancelled
             || (s.code() == tonic::Code::Unavailable && s.message().is_empty());
         let code = match s.code() {
             _ if dropped => UNREACHABLE,
@@ -235,5 +237,19 @@ mod tests {
         let m = mismatch_message("cryoctl", "0.1.0", 1, "9.0.0", 9);
         assert!(m.contains("protocol 9") && m.contains("protocol 1"), "{m}");
         assert!(m.contains("cryoctl daemon restart"), "{m}");
+    }
+
+    #[test]
+    fn a_connection_that_went_away_is_unreachable() {
+        for s in [
+            tonic::Status::cancelled("operation was canceled"),
+            tonic::Status::unknown("transport error"),
+            tonic::Status::unavailable(""),
+        ] {
+            let (code, message) = exit::for_status(&s);
+            assert_eq!(code, exit::UNREACHABLE, "{s:?}");
+            assert!(message.contains("cryod closed the connection"), "{message}");
+        }
+        assert_eq!(exit::for_status(&tonic::Status::not_found("no chamber x")).0, exit::NOT_FOUND);
     }
 }
