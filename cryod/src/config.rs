@@ -54,6 +54,24 @@ pub enum Sandbox {
     Off,
     /// Linux's Landlock (see `sandbox`).
     Landlock,
+    /// Bubblewrap: private mount, process and IPC namespaces (see `sandbox`).
+    Bwrap,
+}
+
+impl Sandbox {
+    /// Its name in `cryo.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sandbox::Off => "off",
+            Sandbox::Landlock => "landlock",
+            Sandbox::Bwrap => "bwrap",
+        }
+    }
+
+    /// The mode named `s`.
+    pub fn parse(s: &str) -> Option<Sandbox> {
+        [Sandbox::Off, Sandbox::Landlock, Sandbox::Bwrap].into_iter().find(|m| m.as_str() == s)
+    }
 }
 
 /// `[heartbeat]`: a healthchecks-style URL that cryod POSTs to every

@@ -1,25 +1,35 @@
-//! Confining an agent to its chamber (`sandbox = "landlock"` in
-//! `cryo.toml`): Linux's unprivileged filesystem sandbox, applied to the
-//! agent's whole process tree by a launcher (`cryod __sandbox POLICY --
-//! PROGRAM ARGS`) that restricts itself, then runs the agent in its place.
+//! Confining an agent to its chamber (`sandbox = "landlock" | "bwrap"` in
+//! `cryo.toml`), for its whole process tree.
 //!
-//! What the agent may reach:
+//! What the agent may reach, in either mode:
 //! - read and write: its chamber, the folders in `writable`, a private
-//!   temporary folder (`.cryo/tmp`, its `TMPDIR`), `/dev`, and the agent
-//!   CLI's own state folder (`~/.claude`, `$CODEX_HOME`, OpenCode's);
-//! - read only: the folders in `readable`, and everything else outside the
-//!   hidden roots;
+//!   temporary folder (`.cryo/tmp`, its `TMPDIR`), and the agent CLI's own
+//!   state folder (`~/.claude`, `$CODEX_HOME`, OpenCode's);
+//! - read only: the folders in `readable`, the agent program's own install
+//!   (and its `#!` interpreter's), cryod's socket, and everything else
+//!   outside the hidden roots;
 //! - nothing of the hidden roots: the user's home, cryod's state folder
 //!   (its database, the hub's tokens) and config folder, every other
 //!   chamber, `/tmp` and cryod's own `TMPDIR`.
 //!
-//! The network stays open and cryod's socket reachable (Landlock does not
-//! govern `connect`). Landlock's ptrace rule keeps an agent run as a normal
-//! user out of `/proc/<pid>/environ` and `mem` of any process outside its
-//! domain, cryod's among them; one run as root still reads them (found by
-//! the tests; not yet closed). A kernel without Landlock refuses the session (fail
-//! closed): cryod asks the kernel before the spawn, and the launcher runs
-//! nothing unless the kernel enforced every rule.
+//! The network stays open and cryod's socket reachable.
+//!
+//! `landlock`: Linux's unprivileged filesystem sandbox, applied by a
+//! launcher (`cryod __sandbox POLICY -- PROGRAM ARGS`) that restricts
+//! itself, then runs the agent in its place. Landlock's ptrace rule keeps an
+//! agent run as a normal user out of `/proc/<pid>/environ` and `mem` of any
+//! process outside its domain, cryod's among them; one run as root still
+//! reads them (found by the tests, not closed; `bwrap` has no such gap).
+//!
+//! `bwrap`: bubblewrap (Debian's `bubblewrap`) builds a private mount
+//! namespace: the system read-only, an empty tmpfs over each hidden root,
+//! the allowed folders bound back, a fresh `/dev`, a private `/tmp`, and a
+//! process namespace of its own (so `/proc` shows only the session).
+//!
+//! Either refuses the session (fail closed) if the kernel or the tool cannot
+//! provide it: cryod asks before the spawn, the Landlock launcher runs
+//! nothing unless the kernel enforced every rule, and bwrap runs nothing if
+//! a mount fails.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -29,6 +39,8 @@ use landlock::{
     RulesetStatus,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::config::Sandbox;
 
 /// `cryod __sandbox POLICY -- PROGRAM ARGS`: the launcher.
 pub const ARG: &str = "__sandbox";
@@ -64,17 +76,119 @@ pub struct Policy {
     pub readable: Vec<PathBuf>,
     /// Unreadable, but for what `writable` and `readable` name inside them.
     pub hidden: Vec<PathBuf>,
+    /// Reached but not listed: cryod's socket (its folder, bound read-only
+    /// by bwrap; Landlock does not govern `connect`).
+    pub reachable: Vec<PathBuf>,
     /// The agent's `argv[0]`.
     pub arg0: String,
 }
 
-/// Why a confined session cannot start on this kernel, if it cannot.
-pub fn unavailable() -> Option<String> {
-    (!kernel_has_landlock()).then(|| {
-        "sandbox = \"landlock\", but this kernel has no Landlock (Linux 5.13 or later, with landlock among its \
-         LSMs): the session is not started (sandbox = \"off\" runs it unconfined)"
-            .to_string()
-    })
+/// Why a session confined by `mode` cannot start here, if it cannot.
+pub fn unavailable(mode: Sandbox) -> Option<String> {
+    match mode {
+        Sandbox::Off => None,
+        Sandbox::Landlock => (!kernel_has_landlock()).then(|| {
+            "sandbox = \"landlock\", but this kernel has no Landlock (Linux 5.13 or later, with landlock among its \
+             LSMs): the session is not started (sandbox = \"off\" runs it unconfined)"
+                .to_string()
+        }),
+        Sandbox::Bwrap => bwrap().err().map(|why| {
+            format!("sandbox = \"bwrap\", but {why}: the session is not started (sandbox = \"off\" runs it unconfined)")
+        }),
+    }
+}
+
+/// The strongest mode this machine provides: `bwrap` (namespaces hide the
+/// other processes too), then `landlock`, then `off`.
+pub fn strongest() -> Sandbox {
+    [Sandbox::Bwrap, Sandbox::Landlock].into_iter().find(|m| unavailable(*m).is_none()).unwrap_or(Sandbox::Off)
+}
+
+/// Set in cryod's environment, names the bubblewrap program instead of
+/// `bwrap` on its `PATH` (packaging; tests name a missing one).
+pub const BWRAP_OVERRIDE: &str = "CRYO_BWRAP";
+
+/// bubblewrap's program, once it has made a sandbox on this machine (a
+/// success is remembered; a failure is asked again next time, so that
+/// installing the package is enough).
+pub fn bwrap() -> Result<PathBuf, String> {
+    static WORKS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(p) = WORKS.get() {
+        return Ok(p.clone());
+    }
+    let program = match std::env::var_os(BWRAP_OVERRIDE).filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file()))
+            .ok_or("bubblewrap is not installed (`apt-get install bubblewrap`)")?,
+    };
+    let out = std::process::Command::new(&program)
+        .args(["--ro-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--proc", "/proc", "--dev", "/dev"])
+        .args(["--tmpfs", "/tmp", "--", "/bin/sh", "-c", "exit 0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said = said.lines().next().unwrap_or("no reason given");
+        return Err(format!("{} cannot make a sandbox here ({said})", program.display()));
+    }
+    Ok(WORKS.get_or_init(|| program).clone())
+}
+
+/// The arguments of bubblewrap running `program ARGS` under `policy`. Its
+/// `/tmp` is a private tmpfs; `TMPDIR` (the chamber's `.cryo/tmp`) is where
+/// files too big for memory go.
+pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut push = |a: &[&std::ffi::OsStr]| out.extend(a.iter().map(|s| s.to_os_string()));
+    push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+    push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
+    push(&["--unshare-pid".as_ref(), "--unshare-ipc".as_ref()]);
+    // Each mount after those of the folders holding it: an allowed folder
+    // inside a hidden root is bound back over its tmpfs; a hidden root
+    // inside an allowed folder is covered after the bind.
+    let mut mounts: Vec<(PathBuf, &str)> = vec![(PathBuf::from("/tmp"), "--tmpfs")];
+    let system = |p: &Path| p == Path::new("/") || p.starts_with("/dev") || p.starts_with("/proc");
+    for h in policy.hidden.iter().filter(|h| h.is_absolute()) {
+        let h = canonical(h);
+        if h.is_dir() && !system(&h) {
+            mounts.push((h, "--tmpfs"));
+        }
+    }
+    for (paths, how) in
+        [(&policy.reachable, "--ro-bind"), (&policy.readable, "--ro-bind"), (&policy.writable, "--bind")]
+    {
+        for p in paths.iter().filter(|p| p.is_absolute()) {
+            let p = canonical(p);
+            if !system(&p) {
+                mounts.push((p, how));
+            }
+        }
+    }
+    // A folder named twice keeps its widest access (what the user listed
+    // beats a hidden root).
+    let rank = |how: &str| ["--bind", "--ro-bind", "--tmpfs"].iter().position(|h| *h == how);
+    mounts
+        .sort_by(|a, b| (a.0.components().count(), &a.0, rank(a.1)).cmp(&(b.0.components().count(), &b.0, rank(b.1))));
+    mounts.dedup_by(|later, first| later.0 == first.0);
+    for (p, how) in &mounts {
+        match *how {
+            "--tmpfs" => push(&[how.as_ref(), p.as_os_str()]),
+            _ => push(&[how.as_ref(), p.as_os_str(), p.as_os_str()]),
+        }
+    }
+    // A hidden root is empty and read-only (a write fails, as under
+    // Landlock, rather than vanish with the session); /tmp stays writable.
+    for (p, how) in &mounts {
+        if *how == "--tmpfs" && p != Path::new("/tmp") {
+            push(&["--remount-ro".as_ref(), p.as_os_str()]);
+        }
+    }
+    push(&["--".as_ref(), program.as_os_str()]);
+    out.extend(args.iter().map(OsString::from));
+    out
 }
 
 /// The launcher's arguments for `program ARGS` under `policy` (the program
@@ -120,7 +234,7 @@ fn launch(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
 /// Restricts this process (and what it runs) to `policy`; fails unless the
 /// kernel enforced every rule.
 fn restrict(policy: &Policy) -> Result<(), String> {
-    if let Some(why) = unavailable() {
+    if let Some(why) = unavailable(Sandbox::Landlock) {
         return Err(why);
     }
     let abi = ABI_WANTED;
@@ -193,6 +307,37 @@ pub fn cli_state(home: &Path, provider_env: &std::collections::BTreeMap<String, 
     dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
 
+/// The folders `program` needs to run, read-only: its install (the
+/// `node_modules` holding its resolved file, or that file's folder) and its
+/// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
+pub fn program_install(program: &Path, path: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let install = |p: &Path| {
+        let real = canonical(p);
+        let modules = real.ancestors().find(|a| a.file_name().is_some_and(|n| n == "node_modules"));
+        modules.or(real.parent()).map(Path::to_path_buf)
+    };
+    let mut out: Vec<PathBuf> = install(program).into_iter().collect();
+    let head = std::fs::File::open(program)
+        .and_then(|f| {
+            let mut buf = Vec::with_capacity(256);
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, 256), &mut buf).map(|_| buf)
+        })
+        .unwrap_or_default();
+    let line = String::from_utf8_lossy(&head);
+    let Some(line) = line.strip_prefix("#!").and_then(|l| l.lines().next()) else { return out };
+    let mut words = line.split_whitespace();
+    let Some(first) = words.next() else { return out };
+    let interpreter = if first.ends_with("/env") {
+        let Some(name) = words.find(|w| !w.starts_with('-')) else { return out };
+        std::env::split_paths(path).map(|d| d.join(name)).find(|p| p.is_file())
+    } else {
+        Some(PathBuf::from(first))
+    };
+    out.extend(interpreter.as_deref().and_then(install));
+    out.dedup();
+    out
+}
+
 /// What of cryod's environment a sandboxed agent keeps (beside `CRYO_*`,
 /// `[provider].env` and what the launch sets).
 pub const ENV_KEPT: &[&str] = &[
@@ -254,5 +399,67 @@ mod tests {
         for dropped in ["AWS_SECRET_ACCESS_KEY", "CRYO_HUB_TOKEN", "DATABASE_URL", "SSH_AUTH_SOCK"] {
             assert!(!env_kept(dropped), "{dropped}");
         }
+    }
+
+    #[test]
+    fn bwrap_mounts_each_folder_after_those_holding_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = canonical(dir.path());
+        for d in ["home/.ssh", "home/chambers/c", "home/chambers/peer", "home/.claude", "srv/project/private", "run"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let at = |d: &str| root.join(d);
+        let policy = Policy {
+            writable: vec![at("home/chambers/c"), at("srv/project"), at("home/.claude"), PathBuf::from("/dev")],
+            readable: vec![at("home/chambers/c")],
+            hidden: vec![at("home"), at("home/chambers/peer"), at("srv/project/private"), at("missing"), "rel".into()],
+            reachable: vec![at("run")],
+            arg0: "agent".into(),
+        };
+        let args: Vec<String> = bwrap_args(&policy, Path::new("/usr/bin/agent"), &["a prompt".into()])
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        let pos = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle:?} in {line}"));
+        let r = root.display();
+        // The system first, read-only, with its own /dev, /proc and /tmp.
+        assert!(line.starts_with("--ro-bind / / --dev /dev --proc /proc --unshare-pid --unshare-ipc"), "{line}");
+        assert!(line.contains("--tmpfs /tmp"), "{line}");
+        // Home hidden, then the chamber and the CLI's state bound back into it
+        // (the chamber read-write although also listed readable).
+        assert!(pos(&format!("--tmpfs {r}/home ")) < pos(&format!("--bind {r}/home/chambers/c ")), "{line}");
+        assert!(pos(&format!("--tmpfs {r}/home ")) < pos(&format!("--bind {r}/home/.claude ")), "{line}");
+        assert!(!line.contains(&format!("--ro-bind {r}/home/chambers/c ")), "{line}");
+        // The project bound, then its hidden part covered, and each hidden
+        // root made read-only once everything is mounted.
+        assert!(pos(&format!("--bind {r}/srv/project ")) < pos(&format!("--tmpfs {r}/srv/project/private")), "{line}");
+        assert!(pos(&format!("--remount-ro {r}/home ")) > pos(&format!("--bind {r}/home/chambers/c ")), "{line}");
+        assert!(!line.contains("--remount-ro /tmp "), "{line}");
+        assert!(line.contains(&format!("--ro-bind {r}/run {r}/run")), "{line}");
+        // Neither the host's /dev, nor a missing or relative root.
+        assert!(!line.contains("--bind /dev") && !line.contains("missing") && !line.contains(" rel"), "{line}");
+        assert!(line.ends_with("-- /usr/bin/agent a prompt"), "{line}");
+    }
+
+    #[test]
+    fn a_programs_install_is_its_node_modules_and_its_interpreters_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = canonical(dir.path());
+        let pkg = root.join("lib/node_modules/@acme/agent");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("node/bin")).unwrap();
+        std::fs::write(pkg.join("cli.js"), "#!/usr/bin/env -S node --no-warnings\n").unwrap();
+        std::fs::write(root.join("node/bin/node"), "").unwrap();
+        std::os::unix::fs::symlink(pkg.join("cli.js"), root.join("bin/agent")).unwrap();
+        let path = std::env::join_paths([root.join("bin"), root.join("node/bin")]).unwrap();
+        assert_eq!(
+            program_install(&root.join("bin/agent"), &path),
+            vec![root.join("lib/node_modules"), root.join("node/bin")]
+        );
+        std::fs::write(root.join("bin/tool"), "#!/bin/sh\n").unwrap();
+        let sh = canonical(Path::new("/bin/sh"));
+        assert_eq!(program_install(&root.join("bin/tool"), &path), vec![root.join("bin"), sh.parent().unwrap().into()]);
     }
 }

@@ -16,9 +16,10 @@ fn prober(env: &Env, outside: &std::path::Path, daemon_pid: u32, http: &str) -> 
         // Must be blocked.
         ("ssh_key", "cat \"$HOME/.ssh/id_test\"".into()),
         ("other_chambers_mail", format!("cat {outside}/peer/messages/inbox/*.md")),
-        ("write_outside", format!("touch {world}/outside-file")),
+        ("write_outside", format!("touch {outside}/outside-file")),
         ("write_home", "touch \"$HOME/made-by-agent\"".into()),
-        ("write_tmp", "touch /tmp/cryo-sandbox-probe".into()),
+        ("read_tmp", format!("cat {world}/tmp-secret.txt")),
+        ("write_tmp", format!("touch /tmp/{}", tmp_probe(env))),
         ("database", format!("cat {outside}/state/cryo/cryod.db")),
         ("hub_token", format!("cat {outside}/state/cryo/hub-token")),
         ("cryod_config", format!("cat {outside}/config/cryo/cryod.toml")),
@@ -59,6 +60,12 @@ fn prober(env: &Env, outside: &std::path::Path, daemon_pid: u32, http: &str) -> 
     script
 }
 
+/// The file the prober makes in `/tmp`: blocked (Landlock), or made in a
+/// private `/tmp` (bwrap); never in the real one.
+fn tmp_probe(env: &Env) -> String {
+    format!("cryo-probe-{}", env.root().file_name().unwrap().to_string_lossy())
+}
+
 /// What the probes said, by name.
 fn probes(c: &cryo_tests::Chamber) -> std::collections::BTreeMap<String, String> {
     c.read("probes.txt")
@@ -73,13 +80,43 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         eprintln!("SKIPPED landlock_confines_an_agent_to_its_chamber_and_projects: this kernel has no Landlock");
         return;
     }
-    let mut env = Env::new();
     // As a normal user: run as root, Landlock's ptrace rule does not keep
-    // the agent out of cryod's /proc/PID/environ (a gap still open).
-    if nix::unistd::geteuid().is_root() {
+    // the agent out of cryod's /proc/PID/environ (bwrap's namespace does).
+    confines("landlock", true);
+}
+
+#[test]
+fn bwrap_confines_an_agent_as_root() {
+    if let Err(why) = cryod::sandbox::bwrap() {
+        eprintln!("SKIPPED bwrap_confines_an_agent_as_root: {why}");
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED bwrap_confines_an_agent_as_root: not run as root");
+        return;
+    }
+    confines("bwrap", false);
+}
+
+#[test]
+fn bwrap_confines_an_agent_as_a_normal_user() {
+    if let Err(why) = cryod::sandbox::bwrap() {
+        eprintln!("SKIPPED bwrap_confines_an_agent_as_a_normal_user: {why}");
+        return;
+    }
+    confines("bwrap", true);
+}
+
+/// Runs the prober under `mode` (as user 65534 if `normal_user` and this
+/// is root) and checks each probe.
+fn confines(mode: &str, normal_user: bool) {
+    let mut env = Env::new();
+    let root = nix::unistd::geteuid().is_root();
+    let as_nobody = root && normal_user;
+    if as_nobody {
         let bin = cryo_tests::bin_dir();
         if let Err(why) = env.run_as(65534, 65534, &[bin.as_path()]) {
-            eprintln!("SKIPPED landlock_confines_an_agent_to_its_chamber_and_projects: {why}");
+            eprintln!("SKIPPED {mode} as a normal user: {why}");
             return;
         }
     }
@@ -93,7 +130,7 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         std::fs::create_dir_all(out.join(dir)).unwrap();
     }
     std::fs::copy(env.config_file(), out.join("config/cryo/cryod.toml")).unwrap();
-    if nix::unistd::geteuid().is_root() {
+    if as_nobody {
         let owned = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(out).status();
         assert!(owned.is_ok_and(|s| s.success()));
     }
@@ -115,6 +152,7 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         std::fs::create_dir_all(env.path(dir)).unwrap();
     }
     std::fs::write(env.path("docs/readme.txt"), "read me").unwrap();
+    std::fs::write(env.path("tmp-secret.txt"), "under /tmp").unwrap();
     env.give_to_user();
     let peer = out.join("peer");
     env.cryoctl(&["chamber", "add", peer.to_str().unwrap(), "--init"]).ok();
@@ -125,7 +163,7 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
     let c = env.chamber(
         "c",
         &script,
-        &format!("sandbox = \"landlock\"\nwritable = [\"{world}/project\"]\nreadable = [\"{world}/docs\"]\n"),
+        &format!("sandbox = \"{mode}\"\nwritable = [\"{world}/project\"]\nreadable = [\"{world}/docs\"]\n"),
     );
     env.cryoctl(&["chamber", "start", "c"]).ok();
     c.wait_ended(1);
@@ -135,7 +173,7 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
         "other_chambers_mail",
         "write_outside",
         "write_home",
-        "write_tmp",
+        "read_tmp",
         "database",
         "hub_token",
         "cryod_config",
@@ -156,26 +194,42 @@ fn landlock_confines_an_agent_to_its_chamber_and_projects() {
     for ok in worked {
         assert_eq!(seen.get(ok).map(String::as_str), Some("ok"), "{ok}: {seen:?}");
     }
+    // /tmp: Landlock keeps the agent out of it; bwrap gives it a private one.
+    let private_tmp = if mode == "bwrap" { "ok" } else { "blocked" };
+    assert_eq!(seen.get("write_tmp").map(String::as_str), Some(private_tmp), "write_tmp: {seen:?}");
+    assert!(!std::path::Path::new("/tmp").join(tmp_probe(&env)).exists(), "the real /tmp was written");
     assert!(!http.got("/reach").is_empty(), "the local HTTP server was reached");
     assert!(c.read("cryo.log").contains("hibernated"), "{}", c.read("cryo.log"));
-    assert!(!env.path("outside-file").exists() && !env.home().join("made-by-agent").exists());
-    eprintln!("landlock: {seen:?}");
+    assert!(!out.join("outside-file").exists() && !env.home().join("made-by-agent").exists());
+    eprintln!("{mode}: {seen:?}");
 }
 
 #[test]
 fn without_landlock_a_confined_session_does_not_start() {
+    refused("landlock", ("CRYO_LANDLOCK", "0"), "this kernel has no Landlock");
+}
+
+#[test]
+fn without_bubblewrap_a_confined_session_does_not_start() {
+    refused("bwrap", ("CRYO_BWRAP", "/nonexistent/bwrap"), "cannot run /nonexistent/bwrap");
+}
+
+/// A chamber confined by `mode`, on a cryod told by `var` that the mode is
+/// missing: the start says `why` in one line, as does the chamber's status,
+/// and the agent never runs.
+fn refused(mode: &str, var: (&str, &str), why: &str) {
     let env = Env::new();
-    let d = env.spawn_daemon_with(&[], &[("CRYO_LANDLOCK", "0")]);
+    let d = env.spawn_daemon_with(&[], &[var]);
     d.wait_ready(&env);
-    let c = env.chamber("c", "touch ran\ncryo-agent hibernate\n", "sandbox = \"landlock\"\n");
-    // The start says why, in one line; so does the chamber's status.
+    let c = env.chamber("c", "touch ran\ncryo-agent hibernate\n", &format!("sandbox = \"{mode}\"\n"));
     let refused = env.cryoctl(&["chamber", "start", "c"]).fails(1).to_string();
-    assert!(refused.contains("this kernel has no Landlock") && refused.contains("sandbox = \"off\""), "{refused}");
+    assert!(refused.contains(why) && refused.contains("sandbox = \"off\""), "{refused}");
+    assert_eq!(refused.trim_end().lines().count(), 1, "{refused}");
     let log = || std::fs::read_to_string(c.dir.join("cryo.log")).unwrap_or_default();
-    wait_until("the refusal", || log().contains("no Landlock"));
+    wait_until("the refusal", || log().contains(why));
     assert!(!c.dir.join("ran").exists(), "the agent never ran");
     let status = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
-    assert!(status[0]["attention"].as_str().is_some_and(|a| a.contains("no Landlock")), "{status}");
+    assert!(status[0]["attention"].as_str().is_some_and(|a| a.contains(why)), "{status}");
 }
 
 /// Says what `MY_KEY` held, then hibernates.

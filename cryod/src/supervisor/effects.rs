@@ -493,21 +493,27 @@ impl Sup {
         // found is left to the spawn, whose error says why.
         let program = spawn::find_program(&launch.program, &self.root, &path)
             .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
-        // Confined: run through cryod's sandbox launcher, which restricts
-        // itself and becomes the agent.
+        // Confined: run through cryod's Landlock launcher, which restricts
+        // itself and becomes the agent, or through bubblewrap.
         let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-        let confined = match config.sandbox.unwrap_or(self.shared.config.sandbox) {
+        let mode = config.sandbox.unwrap_or(self.shared.config.sandbox);
+        if let Some(why) = crate::sandbox::unavailable(mode) {
+            return Err(why);
+        }
+        let confined = match mode {
             crate::config::Sandbox::Off => None,
-            crate::config::Sandbox::Landlock => {
-                if let Some(why) = crate::sandbox::unavailable() {
-                    return Err(why);
-                }
-                Some(self.sandbox_policy(config, &provider_env, &launch.program).await?)
-            }
+            _ => Some(self.sandbox_policy(config, &provider_env, &launch.program, &program, &path).await?),
         };
-        let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match &confined {
-            Some((policy, _)) => (own_exe()?, crate::sandbox::wrap(policy, &program, &launch.args)),
-            None => (program, launch.args.iter().map(Into::into).collect()),
+        let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match (mode, &confined) {
+            (crate::config::Sandbox::Landlock, Some((policy, _))) => {
+                (own_exe()?, crate::sandbox::wrap(policy, &program, &launch.args))
+            }
+            (crate::config::Sandbox::Bwrap, Some((policy, _))) => {
+                // The resolved file: a link to it may lie in a hidden root.
+                let real = std::fs::canonicalize(&program).unwrap_or(program);
+                (crate::sandbox::bwrap()?, crate::sandbox::bwrap_args(policy, &real, &launch.args))
+            }
+            _ => (program, launch.args.iter().map(Into::into).collect()),
         };
         let kept = self.shared.lease.is_fleet();
         let mut cmd = if kept {
@@ -607,28 +613,45 @@ impl Sup {
     }
 
     /// What a sandboxed session may reach (see `sandbox`), and its private
-    /// temporary folder; `arg0` is the agent's name for itself.
+    /// temporary folder; `arg0` is the agent's name for itself, `program`
+    /// the file it names, found on `path`.
     async fn sandbox_policy(
         &self,
         config: &crate::chamber::config::ChamberConfig,
         provider_env: &std::collections::BTreeMap<String, String>,
         arg0: &str,
+        program: &std::path::Path,
+        path: &str,
     ) -> Result<(crate::sandbox::Policy, std::path::PathBuf), String> {
+        use std::path::PathBuf;
+        for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
+            if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
+                return Err(format!("cryo.toml: {key} names {}, which is not a folder", missing.display()));
+            }
+        }
         let tmp = self.root.join(".cryo/tmp");
         crate::chamber::make_dir_in(&self.root, &tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
-        let mut hidden =
-            vec![self.shared.state_dir.clone(), self.shared.config_dir.clone(), std::path::PathBuf::from("/tmp")];
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let (state, config_dir) = (&self.shared.state_dir, &self.shared.config_dir);
+        let mut hidden = vec![state.clone(), config_dir.clone(), PathBuf::from("/tmp")];
         hidden.extend(home.clone());
-        hidden.extend(std::env::var_os("TMPDIR").filter(|t| !t.is_empty() && t != "/").map(std::path::PathBuf::from));
+        hidden.extend(std::env::var_os("TMPDIR").filter(|t| !t.is_empty() && t != "/").map(PathBuf::from));
         // Every other chamber (of every node).
         let others = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
-        hidden.extend(others.into_iter().filter(|c| c.id != self.id).map(|c| std::path::PathBuf::from(c.path)));
-        let mut writable = vec![self.root.clone(), std::path::PathBuf::from("/dev")];
+        hidden.extend(others.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)));
+        let mut writable = vec![self.root.clone(), PathBuf::from("/dev")];
         writable.extend(config.writable.iter().cloned());
         writable.extend(home.as_deref().map(|h| crate::sandbox::cli_state(h, provider_env)).unwrap_or_default());
-        let readable = config.readable.clone();
-        Ok((crate::sandbox::Policy { writable, readable, hidden, arg0: arg0.to_string() }, tmp))
+        let mut readable = config.readable.clone();
+        readable.extend(crate::sandbox::program_install(program, path.as_ref()));
+        // cryod's socket: its folder, unless that holds cryod's own state.
+        let socket = &self.shared.socket;
+        let socket_dir = socket.parent().filter(|d| {
+            let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+            ![state, config_dir].iter().any(|s| s.starts_with(&d) || d.starts_with(s))
+        });
+        let reachable = vec![socket_dir.map_or_else(|| socket.clone(), std::path::Path::to_path_buf)];
+        Ok((crate::sandbox::Policy { writable, readable, hidden, reachable, arg0: arg0.to_string() }, tmp))
     }
 
     /// An agent started under a keeper: waits for its pid, hands the
