@@ -122,7 +122,18 @@ pub fn bridge(b: &cryo_sync::Status) -> pb::Bridge {
 }
 
 pub fn init_reply(path: String, s: Scaffolded) -> pb::ChamberInitReply {
-    pb::ChamberInitReply { path, created: s.created, kept: s.kept }
+    let sandbox = s.sandbox.map(|m| m.as_str().to_string()).unwrap_or_default();
+    pb::ChamberInitReply { path, created: s.created, kept: s.kept, sandbox }
+}
+
+/// A requested sandbox mode: empty means the strongest.
+pub fn sandbox_mode(s: &str) -> Result<Option<crate::config::Sandbox>, tonic::Status> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    crate::config::Sandbox::parse(s)
+        .map(Some)
+        .ok_or_else(|| tonic::Status::invalid_argument(format!("sandbox {s:?}: expected off, landlock or bwrap")))
 }
 
 /// An optional string field: empty means unset.

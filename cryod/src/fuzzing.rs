@@ -135,7 +135,10 @@ impl HubHarness {
             );
             let daemon = crate::daemon::Daemon::load(shared).await.expect("daemon");
             let chamber = root.join("alpha");
-            daemon.add(&chamber, Some("alpha"), true, Some("true")).await.expect("a chamber");
+            daemon
+                .add(&chamber, Some("alpha"), true, Some("true"), Some(crate::config::Sandbox::Off))
+                .await
+                .expect("a chamber");
             crate::hub::router(daemon, token.clone(), "127.0.0.1:8765".parse().unwrap())
         });
         HubHarness { runtime, router, token }

@@ -99,9 +99,13 @@ pub fn unavailable(mode: Sandbox) -> Option<String> {
 }
 
 /// The strongest mode this machine provides: `bwrap` (namespaces hide the
-/// other processes too), then `landlock`, then `off`.
+/// other processes too), then `landlock`, then `off`. Asked once per
+/// process: new chambers get it, and `cryoctl doctor` shows it.
 pub fn strongest() -> Sandbox {
-    [Sandbox::Bwrap, Sandbox::Landlock].into_iter().find(|m| unavailable(*m).is_none()).unwrap_or(Sandbox::Off)
+    static STRONGEST: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+    *STRONGEST.get_or_init(|| {
+        [Sandbox::Bwrap, Sandbox::Landlock].into_iter().find(|m| unavailable(*m).is_none()).unwrap_or(Sandbox::Off)
+    })
 }
 
 /// Set in cryod's environment, names the bubblewrap program instead of
@@ -292,19 +296,6 @@ fn visible(dir: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// The agent CLIs' own state, under the home folder, that they need to
-/// write (those that exist).
-pub fn cli_state(home: &Path, provider_env: &std::collections::BTreeMap<String, String>) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = [".claude", ".codex", ".config/opencode", ".local/share/opencode", ".cache/opencode"]
-        .iter()
-        .map(|d| home.join(d))
-        .collect();
-    if let Some(c) = provider_env.get("CODEX_HOME").or(std::env::var("CODEX_HOME").ok().as_ref()) {
-        dirs.push(PathBuf::from(c));
-    }
-    dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
 
 /// The folders `program` needs to run, read-only: its install (the

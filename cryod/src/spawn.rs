@@ -92,6 +92,37 @@ impl Kind {
         }
     }
 
+    /// The folders this kind's CLI keeps its own state in, which a confined
+    /// session may write: `var` looks a variable up (`[provider].env`
+    /// first, then cryod's environment).
+    pub fn state_dirs(self, home: &Path, var: impl Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
+        let dir =
+            |name: &str, default: &str| var(name).filter(|v| !v.is_empty()).map_or(home.join(default), Into::into);
+        match self {
+            Kind::Claude => vec![dir("CLAUDE_CONFIG_DIR", ".claude")],
+            Kind::Codex => vec![dir("CODEX_HOME", ".codex")],
+            Kind::OpenCode => [
+                ("XDG_CONFIG_HOME", ".config"),
+                ("XDG_DATA_HOME", ".local/share"),
+                ("XDG_CACHE_HOME", ".cache"),
+                ("XDG_STATE_HOME", ".local/state"),
+            ]
+            .iter()
+            .map(|(name, default)| dir(name, default).join("opencode"))
+            .collect(),
+            Kind::Other => Vec::new(),
+        }
+    }
+
+    /// Files outside the chamber that this kind's CLI reads its setup from
+    /// (`OPENCODE_CONFIG`), which a confined session may read.
+    pub fn config_files(self, var: impl Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
+        match self {
+            Kind::OpenCode => var("OPENCODE_CONFIG").filter(|v| !v.is_empty()).map(Into::into).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The kind of an `agent` command line (its first word).
     pub fn of_agent(agent: &str) -> Kind {
         split_words(agent).ok().and_then(|w| w.into_iter().next()).map(|p| Kind::of(&p)).unwrap_or(Kind::Other)

@@ -97,13 +97,28 @@ enum As {
 /// line), `[provider].env` and any files it needs arranged by `setup`, and
 /// checks the chamber's files.
 fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
-    run_script(bin, args, who, setup, two_session_plan(), ("hello from session 1", "thanks, got your note"));
+    run_script(bin, args, who, setup, two_session_plan(), ("hello from session 1", "thanks, got your note"), "");
+}
+
+/// [`run_plan`] confined by `sandbox` (issue 25), skipped with the reason
+/// where this machine cannot provide it.
+fn run_plan_confined(bin: &str, sandbox: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    let missing = match sandbox {
+        "bwrap" => cryod::sandbox::bwrap().err(),
+        _ => (!cryod::sandbox::kernel_has_landlock()).then(|| "this kernel has no Landlock".to_string()),
+    };
+    if let Some(why) = missing {
+        eprintln!("SKIPPED {bin} under sandbox = {sandbox:?}: {why}");
+        return;
+    }
+    let sent = ("hello from session 1", "thanks, got your note");
+    run_script(bin, "", who, setup, two_session_plan(), sent, &format!("sandbox = \"{sandbox}\"\n"));
 }
 
 /// [`run_plan`] with the MCP tools instead of the shell.
 fn run_plan_by_tools(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
     let sent = ("hello from session 1, through MCP", "thanks, got your note (MCP)");
-    run_script(bin, args, who, setup, two_session_plan_by_tools(), sent);
+    run_script(bin, args, who, setup, two_session_plan_by_tools(), sent, "");
 }
 
 fn run_script(
@@ -113,6 +128,7 @@ fn run_script(
     setup: impl FnOnce(&Env, &ModelServer) -> String,
     script: Script,
     sent: (&str, &str),
+    top: &str,
 ) {
     let Some(path) = cli(bin) else { return };
     let expected: Vec<String> = ["- session: 1\n", "- session: 2\n"].iter().flat_map(|m| script.commands(m)).collect();
@@ -125,7 +141,7 @@ fn run_script(
         return;
     }
     let provider = setup(&env, &model);
-    let toml = format!("agent = \"{} {args}\"\n\n[provider]\n{provider}\n", path.display());
+    let toml = format!("agent = \"{} {args}\"\n{top}\n[provider]\n{provider}\n", path.display());
     // A price for the scripted model, for the CLIs that report no cost.
     env.daemon_config("[prices.m1]\ninput = 1000.0\noutput = 2000.0\n");
     env.give_to_user();
@@ -220,6 +236,10 @@ fn run_script(
     assert!(transcript.contains("[usage: "), "{transcript}");
     let raw = c.read(".cryo/agent-events.jsonl");
     assert!(raw.lines().count() > 4 && raw.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+    if let Some(mode) = top.strip_prefix("sandbox = \"").and_then(|t| t.split('"').next()) {
+        let header = format!(", sandbox {mode}) at ");
+        assert_eq!(transcript.matches(&header).count(), 2, "each session ran confined: {transcript}");
+    }
     // The provider's key reached the CLI (it sent it) but not cryo's logs.
     assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
 }
@@ -299,6 +319,66 @@ fn opencode_runs_a_two_session_plan() {
 #[test]
 fn opencode_runs_a_two_session_plan_as_a_normal_user() {
     run_plan("opencode", "", As::Nobody, opencode_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_under_landlock() {
+    run_plan_confined("claude", "landlock", As::Me, claude_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
+    run_plan_confined("claude", "landlock", As::Nobody, claude_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_under_bwrap() {
+    run_plan_confined("claude", "bwrap", As::Me, claude_provider);
+}
+
+#[test]
+fn claude_code_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
+    run_plan_confined("claude", "bwrap", As::Nobody, claude_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_under_landlock() {
+    run_plan_confined("codex", "landlock", As::Me, codex_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
+    run_plan_confined("codex", "landlock", As::Nobody, codex_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_under_bwrap() {
+    run_plan_confined("codex", "bwrap", As::Me, codex_provider);
+}
+
+#[test]
+fn codex_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
+    run_plan_confined("codex", "bwrap", As::Nobody, codex_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_under_landlock() {
+    run_plan_confined("opencode", "landlock", As::Me, opencode_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
+    run_plan_confined("opencode", "landlock", As::Nobody, opencode_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_under_bwrap() {
+    run_plan_confined("opencode", "bwrap", As::Me, opencode_provider);
+}
+
+#[test]
+fn opencode_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
+    run_plan_confined("opencode", "bwrap", As::Nobody, opencode_provider);
 }
 
 /// The user may keep Codex's own sandbox (`--sandbox workspace-write`):

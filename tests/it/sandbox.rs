@@ -280,3 +280,43 @@ fn a_malformed_key_value_is_one_line_naming_it() {
     assert_eq!(fault.lines().count(), 1, "{fault}");
     assert_eq!(c.read("cryo.toml"), bad, "the file is left as it was");
 }
+
+/// A new chamber gets the strongest sandbox this machine provides, written
+/// into its `cryo.toml` (where the user sees and changes it), and its
+/// sessions run under it; `doctor` says which; a mode cryo does not know is
+/// refused with one line and writes nothing.
+#[test]
+fn a_new_chamber_gets_the_strongest_sandbox_and_doctor_says_which() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let strongest = cryod::sandbox::strongest().as_str();
+    let dir = env.path("c");
+    let out =
+        env.cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--init", "--agent", "sh agent.sh"]).ok().to_string();
+    assert!(out.contains(&format!("sandbox  {strongest}")), "{out}");
+    assert!(
+        std::fs::read_to_string(dir.join("cryo.toml")).unwrap().contains(&format!("\nsandbox = \"{strongest}\"\n"))
+    );
+    let doctor = env.cryoctl(&["doctor", "--json"]).json();
+    let check = doctor.as_array().unwrap().iter().find(|c| c["check"] == "sandbox").cloned().unwrap_or_default();
+    assert!(check["detail"].as_str().unwrap_or_default().contains(&format!("new chambers get {strongest}")), "{check}");
+    // Its session is confined: home is out of reach, the chamber is not.
+    std::fs::create_dir_all(env.home().join(".ssh")).unwrap();
+    env.write_secret(".ssh/id_test", "PRIVATE KEY", 0o600);
+    let probe = "if cat \"$HOME/.ssh/id_test\" >/dev/null 2>&1; then echo read > seen; else echo blocked > seen; fi\n";
+    std::fs::write(dir.join("agent.sh"), format!("{probe}cryo-agent hibernate\n")).unwrap();
+    let c = cryo_tests::Chamber { name: "c".into(), dir: dir.clone() };
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let expected = if strongest == "off" { "read" } else { "blocked" };
+    assert_eq!(c.read("seen").trim(), expected, "{}", c.read("cryo-agent.log"));
+    if strongest != "off" {
+        assert!(c.read("cryo-agent.log").contains(&format!(", sandbox {strongest}) at ")));
+    }
+    // A mode cryo does not know: one line, nothing written.
+    let other = env.path("d");
+    let r = env.cryoctl(&["chamber", "init", other.to_str().unwrap(), "--sandbox", "chroot"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.lines().next().is_some_and(|l| l.contains("'chroot'")), "{}", r.stderr);
+    assert!(!other.exists());
+}

@@ -385,7 +385,9 @@ impl Env {
     pub fn chamber(&self, name: &str, script: &str, toml_extra: &str) -> Chamber {
         let dir = self.path(name);
         let name = name.rsplit('/').next().unwrap_or(name);
-        self.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh"]).ok();
+        // Unconfined unless `toml_extra` says (the sandbox tests do): new
+        // chambers get the strongest sandbox, which hides the test's world.
+        self.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh", "--sandbox", "off"]).ok();
         std::fs::write(dir.join("agent.sh"), script).expect("agent script");
         if !toml_extra.is_empty() {
             let toml = dir.join("cryo.toml");

@@ -21,6 +21,9 @@ pub enum ChamberCmd {
         /// Agent command for cryo.toml (opencode, claude, codex, or any command).
         #[arg(long)]
         agent: Option<String>,
+        /// Sandbox for a new cryo.toml (default: the strongest this machine provides).
+        #[arg(long, value_parser = SANDBOXES)]
+        sandbox: Option<String>,
     },
     /// Register a chamber folder with cryod.
     Add {
@@ -34,6 +37,10 @@ pub enum ChamberCmd {
         /// Agent command for a scaffolded cryo.toml (with --init).
         #[arg(long, requires = "init")]
         agent: Option<String>,
+        /// Sandbox for a scaffolded cryo.toml (with --init; default: the strongest
+        /// this machine provides).
+        #[arg(long, requires = "init", value_parser = SANDBOXES)]
+        sandbox: Option<String>,
         /// Start the chamber once registered.
         #[arg(long)]
         start: bool,
@@ -236,8 +243,10 @@ pub enum TodoOp {
 
 pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
     match cmd {
-        ChamberCmd::Init { dir, agent } => init(&ctx, dir, agent).await,
-        ChamberCmd::Add { dir, name, init, agent, start } => add(&ctx, dir, name, init, agent, start).await,
+        ChamberCmd::Init { dir, agent, sandbox } => init(&ctx, dir, agent, sandbox).await,
+        ChamberCmd::Add { dir, name, init, agent, sandbox, start } => {
+            add(&ctx, dir, name, init, (agent, sandbox), start).await
+        }
         ChamberCmd::Start { chamber, no_wait } => start(&ctx, chamber, no_wait).await,
         ChamberCmd::Stop { chamber, no_wait } => stop(&ctx, chamber, no_wait).await,
         ChamberCmd::Pause { chamber } => switch(&ctx, chamber, Switch::Pause).await,
@@ -342,13 +351,18 @@ async fn hook(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     Ok(())
 }
 
-async fn init(ctx: &Ctx, dir: Option<PathBuf>, agent: Option<String>) -> Result<()> {
+/// The sandbox modes `--sandbox` takes.
+const SANDBOXES: [&str; 3] = ["off", "landlock", "bwrap"];
+
+async fn init(ctx: &Ctx, dir: Option<PathBuf>, agent: Option<String>, sandbox: Option<String>) -> Result<()> {
     let dir = absolute(&dir.unwrap_or_else(|| PathBuf::from(".")))?;
     let mut c = client::control(&ctx.socket).await?;
-    let r = c
-        .chamber_init(pb::ChamberInitRequest { dir: utf8(&dir)?, agent: agent.unwrap_or_default() })
-        .await?
-        .into_inner();
+    let req = pb::ChamberInitRequest {
+        dir: utf8(&dir)?,
+        agent: agent.unwrap_or_default(),
+        sandbox: sandbox.unwrap_or_default(),
+    };
+    let r = c.chamber_init(req).await?.into_inner();
     if ctx.json {
         output::json(&init_json(&r));
     } else {
@@ -358,7 +372,7 @@ async fn init(ctx: &Ctx, dir: Option<PathBuf>, agent: Option<String>) -> Result<
 }
 
 fn init_json(r: &pb::ChamberInitReply) -> serde_json::Value {
-    json!({ "path": r.path, "created": r.created, "kept": r.kept })
+    json!({ "path": r.path, "created": r.created, "kept": r.kept, "sandbox": (!r.sandbox.is_empty()).then_some(&r.sandbox) })
 }
 
 fn print_init(r: &pb::ChamberInitReply) {
@@ -368,6 +382,9 @@ fn print_init(r: &pb::ChamberInitReply) {
     for f in &r.kept {
         println!("kept     {f}");
     }
+    if !r.sandbox.is_empty() {
+        println!("sandbox  {} (the `sandbox` key of cryo.toml)", r.sandbox);
+    }
     println!("chamber scaffolded in {}", r.path);
 }
 
@@ -376,7 +393,7 @@ async fn add(
     dir: PathBuf,
     name: Option<String>,
     init: bool,
-    agent: Option<String>,
+    (agent, sandbox): (Option<String>, Option<String>),
     start: bool,
 ) -> Result<()> {
     let dir = absolute(&dir)?;
@@ -387,6 +404,7 @@ async fn add(
             name: name.unwrap_or_default(),
             init,
             agent: agent.unwrap_or_default(),
+            sandbox: sandbox.unwrap_or_default(),
             start,
         })
         .await?

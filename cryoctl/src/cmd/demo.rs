@@ -101,6 +101,8 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
             name: "demo".into(),
             init: true,
             agent: agent_cmd.clone(),
+            // The strongest this machine provides, as for any new chamber.
+            sandbox: String::new(),
             start: true,
         })
         .await?
@@ -111,6 +113,9 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
     println!("cryo demo: a private cryod is running (pid {}), with one chamber.", daemon.child.id());
     println!("  chamber  {} in {}", ch.name, ch.path);
     println!("  agent    {agent_cmd}");
+    if let Some(init) = added.init.as_ref().filter(|i| !i.sandbox.is_empty()) {
+        println!("  sandbox  {}", init.sandbox);
+    }
     if hub.up {
         println!("  hub      {}#token={}   (open it in a browser)", hub.url, hub.token);
     }

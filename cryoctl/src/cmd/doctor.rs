@@ -97,6 +97,7 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
                     h.version, h.protocol, h.pid, h.chambers
                 ),
             ));
+            checks.push(sandbox_check(&h));
             h.pid
         }
         Err(s) => {
@@ -112,6 +113,23 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
         checks.push(check("provider", Level::Warn, super::chamber::hold_line(h)));
     }
     (reply.chambers, Some(pid))
+}
+
+/// Which sandbox new chambers get, and what the others run under.
+fn sandbox_check(h: &pb::HelloReply) -> Check {
+    let default = if h.sandbox_default.is_empty() { "off" } else { h.sandbox_default.as_str() };
+    match h.sandbox.as_str() {
+        "" | "off" => check(
+            "sandbox",
+            Level::Warn,
+            "neither bubblewrap nor Landlock works here: agents run unconfined (`apt-get install bubblewrap`)",
+        ),
+        strongest => check(
+            "sandbox",
+            Level::Ok,
+            format!("new chambers get {strongest} (the strongest here); a cryo.toml naming none: {default}"),
+        ),
+    }
 }
 
 fn socket_check(socket: &Path) -> Check {

@@ -554,10 +554,11 @@ mod tests {
 
     #[test]
     fn the_template_parses() {
-        let text = include_str!("templates/cryo.toml").replace("{{agent}}", "claude");
+        let text = include_str!("templates/cryo.toml").replace("{{agent}}", "claude").replace("{{sandbox}}", "bwrap");
         let l = p(&text).unwrap();
         assert!(l.warnings.is_empty());
         assert_eq!(l.config.agent, "claude");
+        assert_eq!(l.config.sandbox, Some(crate::config::Sandbox::Bwrap));
     }
 
     #[test]

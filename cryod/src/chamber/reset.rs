@@ -65,7 +65,8 @@ pub fn to_history(root: &Path, now: DateTime<Utc>) -> std::io::Result<String> {
         let _ = std::fs::remove_dir_all(&dest);
         return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", from.display())));
     }
-    super::scaffold::init(root, None)?;
+    // cryo.toml stays, so the sandbox named here is never written.
+    super::scaffold::init(root, None, crate::config::Sandbox::Off)?;
     super::make_dir_in(root, &dot)?;
     super::write_atomic(&dot.join(MARK), now.to_rfc3339().as_bytes())?;
     Ok(rel)
@@ -112,7 +113,7 @@ mod tests {
     fn runtime_files_move_and_the_rest_stays() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        super::super::scaffold::init(root, Some("agent")).unwrap();
+        super::super::scaffold::init(root, Some("agent"), crate::config::Sandbox::Off).unwrap();
         std::fs::write(root.join("plan.md"), "the plan").unwrap();
         for (rel, text) in [
             ("todo.json", "[]"),

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::write_atomic;
+use crate::config::Sandbox;
 
 /// Folders every chamber has, relative to its root.
 pub const FOLDERS: &[&str] =
@@ -13,14 +14,19 @@ pub const FOLDERS: &[&str] =
 pub struct Scaffolded {
     pub created: Vec<String>,
     pub kept: Vec<String>,
+    /// The sandbox a new `cryo.toml` was given (none if one was kept).
+    pub sandbox: Option<Sandbox>,
 }
 
-/// Scaffolds `dir` (created if missing). `agent` goes into a new `cryo.toml`.
-pub fn init(dir: &Path, agent: Option<&str>) -> std::io::Result<Scaffolded> {
+/// Scaffolds `dir` (created if missing). `agent` and `sandbox` go into a
+/// new `cryo.toml`.
+pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Result<Scaffolded> {
     let mut out = Scaffolded::default();
     std::fs::create_dir_all(dir)?;
     let agent = agent.filter(|a| !a.trim().is_empty()).unwrap_or(super::config::DEFAULT_AGENT);
-    let toml = include_str!("templates/cryo.toml").replace("{{agent}}", &toml_escape(agent));
+    let toml = include_str!("templates/cryo.toml")
+        .replace("{{agent}}", &toml_escape(agent))
+        .replace("{{sandbox}}", sandbox.as_str());
     let files: [(&str, &str); 4] = [
         ("plan.md", include_str!("templates/plan.md")),
         ("cryo.toml", &toml),
@@ -34,6 +40,9 @@ pub fn init(dir: &Path, agent: Option<&str>) -> std::io::Result<Scaffolded> {
         } else {
             write_atomic(&path, content.as_bytes())?;
             out.created.push(name.to_string());
+            if name == "cryo.toml" {
+                out.sandbox = Some(sandbox);
+            }
         }
     }
     for folder in FOLDERS {
@@ -60,20 +69,24 @@ mod tests {
     fn init_is_idempotent_and_keeps_files() {
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path().join("c");
-        let first = init(&c, Some("claude")).unwrap();
+        let first = init(&c, Some("claude"), Sandbox::Bwrap).unwrap();
+        assert_eq!(first.sandbox, Some(Sandbox::Bwrap));
         assert!(first.kept.is_empty());
         assert!(first.created.contains(&"cryo.toml".to_string()));
         std::fs::write(c.join("plan.md"), "my plan").unwrap();
-        let second = init(&c, Some("codex")).unwrap();
-        assert!(second.created.is_empty(), "{second:?}");
+        let second = init(&c, Some("codex"), Sandbox::Off).unwrap();
+        assert!(second.created.is_empty() && second.sandbox.is_none(), "{second:?}");
         assert_eq!(std::fs::read_to_string(c.join("plan.md")).unwrap(), "my plan");
-        assert!(std::fs::read_to_string(c.join("cryo.toml")).unwrap().contains("agent = \"claude\""));
+        let toml = std::fs::read_to_string(c.join("cryo.toml")).unwrap();
+        assert!(toml.contains("agent = \"claude\"") && toml.contains("\nsandbox = \"bwrap\"\n"), "{toml}");
+        let loaded = super::super::config::load(&c, chrono_tz::UTC).unwrap();
+        assert_eq!(loaded.config.sandbox, Some(Sandbox::Bwrap));
     }
 
     #[test]
     fn an_odd_agent_string_stays_valid_toml() {
         let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), Some("my \"agent\" \\ --flag")).unwrap();
+        init(dir.path(), Some("my \"agent\" \\ --flag"), Sandbox::Off).unwrap();
         let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
         assert_eq!(l.config.agent, "my \"agent\" \\ --flag");
     }

@@ -159,6 +159,9 @@ impl Daemon {
         daemon.deliver_handoffs();
         daemon.mark_running();
         daemon.heartbeat();
+        // The strongest sandbox is asked once (bubblewrap is run to see):
+        // off the workers, before a client asks.
+        tokio::task::spawn_blocking(crate::sandbox::strongest);
         Ok(daemon)
     }
 
@@ -453,19 +456,34 @@ impl Daemon {
         });
     }
 
-    /// Scaffolds a chamber folder.
-    pub fn init(&self, dir: &Path, agent: Option<&str>) -> Result<scaffold::Scaffolded> {
+    /// Scaffolds a chamber folder; a new `cryo.toml` gets `sandbox`, or
+    /// the strongest mode this machine provides.
+    pub fn init(
+        &self,
+        dir: &Path,
+        agent: Option<&str>,
+        sandbox: Option<crate::config::Sandbox>,
+    ) -> Result<scaffold::Scaffolded> {
         let dir = absolute(dir)?;
         if dir.exists() && !dir.is_dir() {
             return Err(Error::Invalid(format!("{} exists and is not a folder", dir.display())));
         }
-        scaffold::init(&dir, agent).map_err(|e| Error::Invalid(format!("cannot scaffold {}: {e}", dir.display())))
+        let sandbox = sandbox.unwrap_or_else(crate::sandbox::strongest);
+        scaffold::init(&dir, agent, sandbox)
+            .map_err(|e| Error::Invalid(format!("cannot scaffold {}: {e}", dir.display())))
     }
 
     /// Registers a chamber folder.
-    pub async fn add(&self, dir: &Path, name: Option<&str>, init: bool, agent: Option<&str>) -> Result<Added> {
+    pub async fn add(
+        &self,
+        dir: &Path,
+        name: Option<&str>,
+        init: bool,
+        agent: Option<&str>,
+        sandbox: Option<crate::config::Sandbox>,
+    ) -> Result<Added> {
         let dir = absolute(dir)?;
-        let scaffolded = if init { Some(self.init(&dir, agent)?) } else { None };
+        let scaffolded = if init { Some(self.init(&dir, agent, sandbox)?) } else { None };
         let canonical = std::fs::canonicalize(&dir).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 Error::NotFound(format!("{} does not exist (use --init to create a chamber there)", dir.display()))

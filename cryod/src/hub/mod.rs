@@ -514,7 +514,7 @@ struct NewChamber {
 async fn create(State(hub): State<Hub>, axum::Json(n): axum::Json<NewChamber>) -> ApiResult {
     let name = (!n.name.is_empty()).then_some(n.name.as_str());
     let agent = (!n.agent.is_empty()).then_some(n.agent.as_str());
-    let added = hub.daemon.add(Path::new(&n.dir), name, true, agent).await?;
+    let added = hub.daemon.add(Path::new(&n.dir), name, true, agent, None).await?;
     let mut v = added.view;
     if n.start {
         v = hub.daemon.start(&ChamberRef::Name(v.record.name.clone()), false).await?.0;

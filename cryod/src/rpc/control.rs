@@ -139,13 +139,14 @@ impl Control for ControlService {
 
     async fn chamber_init(&self, req: Request<pb::ChamberInitRequest>) -> R<pb::ChamberInitReply> {
         let req = req.into_inner();
-        let s = self.daemon.init(Path::new(&req.dir), opt(&req.agent))?;
+        let s = self.daemon.init(Path::new(&req.dir), opt(&req.agent), convert::sandbox_mode(&req.sandbox)?)?;
         Ok(Response::new(convert::init_reply(req.dir, s)))
     }
 
     async fn chamber_add(&self, req: Request<pb::ChamberAddRequest>) -> R<pb::ChamberAddReply> {
         let req = req.into_inner();
-        let added = self.daemon.add(Path::new(&req.dir), opt(&req.name), req.init, opt(&req.agent)).await?;
+        let sandbox = convert::sandbox_mode(&req.sandbox)?;
+        let added = self.daemon.add(Path::new(&req.dir), opt(&req.name), req.init, opt(&req.agent), sandbox).await?;
         let mut view = added.view;
         if req.start {
             let r = crate::daemon::ChamberRef::Name(view.record.name.clone());

@@ -479,11 +479,16 @@ impl Sup {
             .append(true)
             .open(&log_path)
             .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+        let mode = config.sandbox.unwrap_or(self.shared.config.sandbox);
         {
             use std::io::Write;
+            let confined = match mode {
+                crate::config::Sandbox::Off => String::new(),
+                m => format!(", sandbox {}", m.as_str()),
+            };
             let _ = writeln!(
                 log_file,
-                "--- cryo session {number} (wake {wake_id}) at {} ---",
+                "--- cryo session {number} (wake {wake_id}{confined}) at {} ---",
                 cryo_core::time::format_in(self.now(), self.machine.tz())
             );
         }
@@ -496,7 +501,6 @@ impl Sup {
         // Confined: run through cryod's Landlock launcher, which restricts
         // itself and becomes the agent, or through bubblewrap.
         let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-        let mode = config.sandbox.unwrap_or(self.shared.config.sandbox);
         if let Some(why) = crate::sandbox::unavailable(mode) {
             return Err(why);
         }
@@ -641,8 +645,16 @@ impl Sup {
         hidden.extend(others.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)));
         let mut writable = vec![self.root.clone(), PathBuf::from("/dev")];
         writable.extend(config.writable.iter().cloned());
-        writable.extend(home.as_deref().map(|h| crate::sandbox::cli_state(h, provider_env)).unwrap_or_default());
+        // The CLI's own state, made if missing (the CLI would make it, but
+        // cannot inside), and its setup file.
+        let kind = crate::spawn::Kind::of(arg0);
+        let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
+        for dir in home.as_deref().map(|h| kind.state_dirs(h, var)).unwrap_or_default() {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            writable.push(dir);
+        }
         let mut readable = config.readable.clone();
+        readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
         readable.extend(crate::sandbox::program_install(program, path.as_ref()));
         // cryod's socket: its folder, unless that holds cryod's own state.
         let socket = &self.shared.socket;

@@ -21,9 +21,13 @@ fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -
         for i in 0..n {
             let name = format!("b{i:05}");
             let dir = env.path(&format!("ch/{name}"));
-            c.chamber_init(pb::ChamberInitRequest { dir: dir.to_str().unwrap().into(), agent: "sh agent.sh".into() })
-                .await
-                .unwrap();
+            c.chamber_init(pb::ChamberInitRequest {
+                dir: dir.to_str().unwrap().into(),
+                agent: "sh agent.sh".into(),
+                sandbox: "off".into(),
+            })
+            .await
+            .unwrap();
             std::fs::write(dir.join("agent.sh"), script).unwrap();
             std::fs::write(dir.join("cryo.log"), "--- CRYO SESSION 1 | setup ---\n--- CRYO END ---\n").unwrap();
             prepare(i, &dir);
