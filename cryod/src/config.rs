@@ -74,6 +74,46 @@ impl Sandbox {
     }
 }
 
+/// A session's resource limits (`memory_max`, `cpu_weight` in
+/// `cryo.toml`), applied through a transient systemd scope when cryod runs
+/// under systemd (see `sandbox::scope_args`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// systemd's `MemoryMax=`: bytes with an optional K, M, G or T, a
+    /// percentage of the machine's memory, or `infinity`.
+    pub memory_max: Option<String>,
+    /// systemd's `CPUWeight=`: 1 to 10000 (100 is everyone's default).
+    pub cpu_weight: Option<u32>,
+}
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        self.memory_max.is_none() && self.cpu_weight.is_none()
+    }
+
+    /// The key that is wrong, and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(m) = &self.memory_max {
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            let ok = m == "infinity"
+                || m.strip_suffix('%').is_some_and(|p| digits(p) && p.parse::<u32>().is_ok_and(|p| p <= 100))
+                || digits(m.strip_suffix(['K', 'M', 'G', 'T']).unwrap_or(m));
+            if !ok {
+                return Err((
+                    "memory_max",
+                    format!("{m:?}: expected bytes with K, M, G or T (\"2G\"), a percentage or \"infinity\""),
+                ));
+            }
+        }
+        if let Some(w) = self.cpu_weight
+            && !(1..=10_000).contains(&w)
+        {
+            return Err(("cpu_weight", format!("{w} is outside 1..=10000 (100 is the default weight)")));
+        }
+        Ok(())
+    }
+}
+
 /// `[heartbeat]`: a healthchecks-style URL that cryod POSTs to every
 /// `interval` (default `5m`) while its store answers, so that something
 /// outside the machine notices when cryod (or the machine) is gone.

@@ -40,7 +40,7 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::config::Sandbox;
+use crate::config::{Limits, Sandbox};
 
 /// `cryod __sandbox POLICY -- PROGRAM ARGS`: the launcher.
 pub const ARG: &str = "__sandbox";
@@ -123,7 +123,7 @@ pub fn bwrap() -> Result<PathBuf, String> {
     let program = match std::env::var_os(BWRAP_OVERRIDE).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
         None => std::env::var_os("PATH")
-            .and_then(|path| std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file()))
+            .and_then(|path| on_path("bwrap", &path))
             .ok_or("bubblewrap is not installed (`apt-get install bubblewrap`)")?,
     };
     let out = std::process::Command::new(&program)
@@ -298,6 +298,43 @@ fn visible(dir: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+/// `systemd-run`'s arguments running `program ARGS` in a transient scope
+/// with `limits`, described as `what`. The scope runs the agent in its place
+/// (the pid stays the agent's).
+pub fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]) -> Vec<OsString> {
+    let mut out: Vec<OsString> = ["--user", "--scope", "--quiet", "--collect"].map(OsString::from).to_vec();
+    out.push(format!("--description={what}").into());
+    if let Some(m) = &limits.memory_max {
+        out.push(format!("--property=MemoryMax={m}").into());
+    }
+    if let Some(w) = limits.cpu_weight {
+        out.push(format!("--property=CPUWeight={w}").into());
+    }
+    out.push("--".into());
+    out.push(program.into());
+    out.extend(args.iter().cloned());
+    out
+}
+
+/// The first `name` on `path` (a `PATH` value).
+fn on_path(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// `systemd-run`, when cryod runs as a systemd service (whose manager can
+/// make scopes), or why the limits cannot be applied.
+pub fn systemd_run() -> Result<PathBuf, String> {
+    let manager = std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).join("systemd/private"));
+    if std::env::var_os("INVOCATION_ID").is_none_or(|v| v.is_empty()) || !manager.is_some_and(|m| m.exists()) {
+        return Err("cryod does not run under a systemd user manager (`cryoctl daemon install` installs it as a \
+                    user service)"
+            .into());
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| on_path("systemd-run", &path))
+        .ok_or_else(|| "systemd-run is not on cryod's PATH".into())
+}
+
 /// The folders `program` needs to run, read-only: its install (the
 /// `node_modules` holding its resolved file, or that file's folder) and its
 /// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
@@ -320,7 +357,7 @@ pub fn program_install(program: &Path, path: &std::ffi::OsStr) -> Vec<PathBuf> {
     let Some(first) = words.next() else { return out };
     let interpreter = if first.ends_with("/env") {
         let Some(name) = words.find(|w| !w.starts_with('-')) else { return out };
-        std::env::split_paths(path).map(|d| d.join(name)).find(|p| p.is_file())
+        on_path(name, path)
     } else {
         Some(PathBuf::from(first))
     };

@@ -100,14 +100,18 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
     run_script(bin, args, who, setup, two_session_plan(), ("hello from session 1", "thanks, got your note"), "");
 }
 
+/// Why this machine cannot provide the sandbox `mode`, if it cannot.
+fn sandbox_missing(mode: &str) -> Option<String> {
+    match mode {
+        "bwrap" => cryod::sandbox::bwrap().err(),
+        _ => (!cryod::sandbox::kernel_has_landlock()).then(|| "this kernel has no Landlock".to_string()),
+    }
+}
+
 /// [`run_plan`] confined by `sandbox` (issue 25), skipped with the reason
 /// where this machine cannot provide it.
 fn run_plan_confined(bin: &str, sandbox: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
-    let missing = match sandbox {
-        "bwrap" => cryod::sandbox::bwrap().err(),
-        _ => (!cryod::sandbox::kernel_has_landlock()).then(|| "this kernel has no Landlock".to_string()),
-    };
-    if let Some(why) = missing {
+    if let Some(why) = sandbox_missing(sandbox) {
         eprintln!("SKIPPED {bin} under sandbox = {sandbox:?}: {why}");
         return;
     }
@@ -386,7 +390,26 @@ fn opencode_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
 /// the sandbox's network access; without it every socket is refused).
 #[test]
 fn codex_in_its_workspace_write_sandbox() {
-    run_plan("codex", "--sandbox workspace-write", As::Me, codex_provider_outside_tmp);
+    run_plan("codex", "--sandbox workspace-write", As::Me, |e, m| codex_provider_outside_tmp(e, m, "off"));
+}
+
+/// Codex's own sandbox inside cryo's bubblewrap one. (Not inside Landlock:
+/// Landlock forbids the mounts of Codex's bubblewrap helper, so its tool
+/// calls fail there; README says so.)
+#[test]
+fn codex_in_its_workspace_write_sandbox_under_bwrap() {
+    codex_sandboxed_twice("bwrap");
+}
+
+fn codex_sandboxed_twice(mode: &str) {
+    if let Some(why) = sandbox_missing(mode) {
+        eprintln!("SKIPPED codex's workspace-write under sandbox = {mode:?}: {why}");
+        return;
+    }
+    let sent = ("hello from session 1", "thanks, got your note");
+    let setup = |e: &Env, m: &ModelServer| codex_provider_outside_tmp(e, m, mode);
+    let top = format!("sandbox = \"{mode}\"\n");
+    run_script("codex", "--sandbox workspace-write", As::Me, setup, two_session_plan(), sent, &top);
 }
 
 /// [`codex_provider`], with `CODEX_HOME` outside the temporary folders:
@@ -394,11 +417,11 @@ fn codex_in_its_workspace_write_sandbox() {
 /// links it makes in `CODEX_HOME`, and it refuses to make them under a
 /// temporary folder (the helper is then not found inside the sandbox, and
 /// every tool call fails).
-fn codex_provider_outside_tmp(env: &Env, model: &ModelServer) -> String {
+fn codex_provider_outside_tmp(env: &Env, model: &ModelServer, mode: &str) -> String {
     let line = codex_provider(env, model);
     let home = env.path("codex-home");
-    // One test uses it: made afresh on each run.
-    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("codex-home-workspace-write");
+    // One test per mode uses it: made afresh on each run.
+    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("codex-home-workspace-write-{mode}"));
     let _ = std::fs::remove_dir_all(&outside);
     std::fs::create_dir_all(&outside).unwrap();
     for entry in std::fs::read_dir(&home).unwrap() {

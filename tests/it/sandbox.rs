@@ -25,6 +25,12 @@ fn prober(env: &Env, outside: &std::path::Path, daemon_pid: u32, http: &str) -> 
         ("cryod_config", format!("cat {outside}/config/cryo/cryod.toml")),
         ("cryod_environ", format!("cat /proc/{daemon_pid}/environ")),
         ("cryods_secret", "test -n \"$AWS_SECRET_ACCESS_KEY\"".into()),
+        (
+            "runtime_socket",
+            format!(
+                "/usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' {world}/run/bus"
+            ),
+        ),
         // Must work.
         ("write_chamber", "touch made-inside".into()),
         ("write_project", format!("touch {world}/project/made-here")),
@@ -153,6 +159,9 @@ fn confines(mode: &str, normal_user: bool) {
     }
     std::fs::write(env.path("docs/readme.txt"), "read me").unwrap();
     std::fs::write(env.path("tmp-secret.txt"), "under /tmp").unwrap();
+    // A socket in the user's runtime folder, as the session bus is.
+    let bus = std::os::unix::net::UnixListener::bind(env.path("run/bus")).unwrap();
+    std::fs::set_permissions(env.path("run/bus"), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     env.give_to_user();
     let peer = out.join("peer");
     env.cryoctl(&["chamber", "add", peer.to_str().unwrap(), "--init"]).ok();
@@ -194,6 +203,11 @@ fn confines(mode: &str, normal_user: bool) {
     for ok in worked {
         assert_eq!(seen.get(ok).map(String::as_str), Some("ok"), "{ok}: {seen:?}");
     }
+    // The runtime folder's sockets: bwrap hides them; Landlock cannot
+    // refuse a connect to a named socket (SECURITY.md).
+    let runtime = if mode == "bwrap" { "blocked" } else { "ok" };
+    assert_eq!(seen.get("runtime_socket").map(String::as_str), Some(runtime), "runtime_socket: {seen:?}");
+    drop(bus);
     // /tmp: Landlock keeps the agent out of it; bwrap gives it a private one.
     let private_tmp = if mode == "bwrap" { "ok" } else { "blocked" };
     assert_eq!(seen.get("write_tmp").map(String::as_str), Some(private_tmp), "write_tmp: {seen:?}");
@@ -319,4 +333,19 @@ fn a_new_chamber_gets_the_strongest_sandbox_and_doctor_says_which() {
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.lines().next().is_some_and(|l| l.contains("'chroot'")), "{}", r.stderr);
     assert!(!other.exists());
+}
+
+/// Without a systemd user manager, a chamber's resource limits cannot be
+/// applied: the session runs, and cryo.log says so.
+#[test]
+fn session_limits_outside_systemd_are_reported_not_silently_dropped() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[("INVOCATION_ID", "")]);
+    d.wait_ready(&env);
+    let c = env.chamber("c", "cryo-agent hibernate --complete\n", "memory_max = \"1G\"\ncpu_weight = 20\n");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let log = c.read("cryo.log");
+    assert!(log.contains("memory_max and cpu_weight are not applied: cryod does not run under a systemd user manager"));
+    assert!(log.contains("hibernate --complete accepted"), "{log}");
 }

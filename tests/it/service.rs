@@ -230,6 +230,7 @@ fn install_under_a_real_systemd_user_manager() {
     assert_eq!(status["main_pid"], pid);
     // Installing again changes nothing.
     assert!(cryoctl(&["daemon", "install"]).contains("nothing changed"));
+    session_limits_apply_through_a_scope(&env, &sd, &cryoctl);
     // SIGKILL: systemd restarts cryod, and the chambers come back.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     cryo_tests::wait_until("a restarted cryod", || {
@@ -246,6 +247,37 @@ fn install_under_a_real_systemd_user_manager() {
     assert!(!unit.exists());
     assert_eq!(sd.show("LoadState"), "not-found");
     assert!(env.path("c1/plan.md").exists());
+}
+
+/// Under systemd, a chamber's `memory_max` and `cpu_weight` put its agent in
+/// a transient scope with those limits (seen while the agent waits).
+fn session_limits_apply_through_a_scope(env: &Env, sd: &UserManager, cryoctl: &dyn Fn(&[&str]) -> String) {
+    let dir = env.path("limited");
+    cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--init", "--agent", "sh agent.sh", "--sandbox", "off"]);
+    let toml = std::fs::read_to_string(dir.join("cryo.toml")).unwrap();
+    std::fs::write(dir.join("cryo.toml"), format!("{toml}\nmemory_max = \"64M\"\ncpu_weight = 50\n")).unwrap();
+    let agent = "cat /proc/self/cgroup > cgroup.txt\n\
+                 i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
+                 cryo-agent hibernate --complete\n";
+    std::fs::write(dir.join("agent.sh"), agent).unwrap();
+    cryoctl(&["chamber", "start", "limited"]);
+    let cgroup = || std::fs::read_to_string(dir.join("cgroup.txt")).unwrap_or_default();
+    cryo_tests::wait_until("the agent's cgroup", || cgroup().contains(".scope"));
+    let cgroup = cgroup();
+    let scope = cgroup
+        .lines()
+        .filter_map(|l| l.rsplit('/').next())
+        .find(|unit| unit.ends_with(".scope"))
+        .unwrap_or_else(|| panic!("no scope in {cgroup}"))
+        .to_string();
+    let shown = sd.systemctl(&["show", &scope, "-p", "MemoryMax", "-p", "CPUWeight", "-p", "Description"]);
+    assert!(shown.contains("MemoryMax=67108864"), "{scope}: {shown}");
+    assert!(shown.contains("CPUWeight=50"), "{scope}: {shown}");
+    assert!(shown.contains("Description=cryo limited session 1"), "{scope}: {shown}");
+    std::fs::write(dir.join("go"), "").unwrap();
+    let log = || std::fs::read_to_string(dir.join("cryo.log")).unwrap_or_default();
+    cryo_tests::wait_until("the session's end", || log().contains("hibernate --complete accepted"));
+    assert!(!log().contains("not applied"), "{}", log());
 }
 
 mod fake_logind {

@@ -58,6 +58,8 @@ struct Raw {
     sandbox: Option<crate::config::Sandbox>,
     writable: Option<Vec<String>>,
     readable: Option<Vec<String>>,
+    memory_max: Option<String>,
+    cpu_weight: Option<u32>,
     sync: Option<RawSync>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
@@ -181,6 +183,9 @@ pub struct ChamberConfig {
     /// or read (absolute).
     pub writable: Vec<PathBuf>,
     pub readable: Vec<PathBuf>,
+    /// `memory_max` and `cpu_weight`: the session's systemd scope limits
+    /// (when cryod runs under systemd).
+    pub limits: crate::config::Limits,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
 }
@@ -325,6 +330,10 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             key_line("precheck_timeout")
         ));
     }
+    let limits = crate::config::Limits { memory_max: raw.memory_max.take(), cpu_weight: raw.cpu_weight };
+    if let Err((key, why)) = limits.check() {
+        return Err(format!("{}: key `{key}`: {why}", key_line(key)));
+    }
     let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
     let expect_activity_within = match raw.expect_activity_within.as_deref() {
         None => None,
@@ -415,6 +424,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             sandbox: raw.sandbox,
             writable,
             readable,
+            limits,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
         },
@@ -546,6 +556,9 @@ mod tests {
             ("session = \"again\"\n", 1),
             ("agent = \"x\"\nresume_max_age = \"soon\"\n", 2),
             ("resume_max_sessions = 0\n", 1),
+            ("memory_max = \"lots\"\n", 1),
+            ("memory_max = \"150%\"\n", 1),
+            ("cpu_weight = 0\n", 1),
         ] {
             let e = p(bad).err().unwrap();
             assert!(e.starts_with(&format!("/c/cryo.toml:{line}:")), "{e}");

@@ -375,7 +375,7 @@ impl Sup {
         self.shared.lease.is_fleet().then_some(self.fence.token)
     }
 
-    fn log(&mut self, line: LogLine) {
+    fn log(&self, line: LogLine) {
         let path = self.root.join("cryo.log");
         let (now, tz) = (self.now(), self.machine.tz());
         let written = match line {
@@ -519,6 +519,19 @@ impl Sup {
             }
             _ => (program, launch.args.iter().map(Into::into).collect()),
         };
+        // Resource limits: a transient systemd scope around the whole tree.
+        let (program, args) = match (config.limits.is_empty(), crate::sandbox::systemd_run()) {
+            (true, _) => (program, args),
+            (false, Ok(run)) => {
+                let what = format!("cryo {} session {number}", self.machine.name());
+                let args = crate::sandbox::scope_args(&config.limits, &what, &program, &args);
+                (run, args)
+            }
+            (false, Err(why)) => {
+                self.log(LogLine::Event(format!("memory_max and cpu_weight are not applied: {why}")));
+                (program, args)
+            }
+        };
         let kept = self.shared.lease.is_fleet();
         let mut cmd = if kept {
             let mut cmd = tokio::process::Command::new(own_exe()?);
@@ -639,7 +652,11 @@ impl Sup {
         let (state, config_dir) = (&self.shared.state_dir, &self.shared.config_dir);
         let mut hidden = vec![state.clone(), config_dir.clone(), PathBuf::from("/tmp")];
         hidden.extend(home.clone());
-        hidden.extend(std::env::var_os("TMPDIR").filter(|t| !t.is_empty() && t != "/").map(PathBuf::from));
+        // cryod's TMPDIR, and the user's runtime folder: its sockets (the
+        // session bus, the systemd user manager) would run anything outside.
+        for var in ["TMPDIR", "XDG_RUNTIME_DIR"] {
+            hidden.extend(std::env::var_os(var).filter(|t| !t.is_empty() && t != "/").map(PathBuf::from));
+        }
         // Every other chamber (of every node).
         let others = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
         hidden.extend(others.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)));
