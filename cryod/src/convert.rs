@@ -126,6 +126,18 @@ pub fn init_reply(path: String, s: Scaffolded) -> pb::ChamberInitReply {
     pb::ChamberInitReply { path, created: s.created, kept: s.kept, sandbox }
 }
 
+/// A budget and its use.
+pub fn budget_use(u: &crate::supervisor::budget::BudgetUse) -> pb::BudgetUse {
+    pb::BudgetUse {
+        who: u.who.clone(),
+        key: u.key.to_string(),
+        limit: u.limit,
+        used: u.used,
+        period: u.period.clone(),
+        line: u.line(),
+    }
+}
+
 /// A requested sandbox mode: empty means the strongest.
 pub fn sandbox_mode(s: &str) -> Result<Option<crate::config::Sandbox>, tonic::Status> {
     if s.is_empty() {

@@ -62,4 +62,37 @@ fn a_provider_budget_pauses_every_chamber_of_the_account() {
     let why = s["attention"].as_str().unwrap_or_default();
     assert!(why.starts_with("budget reached (p1's daily_sessions = 1, 1 used)"), "{s}");
     assert_eq!(second.begun(), 1, "no agent started for it\n{}", second.cryo_log());
+    // Status shows the account's budget and its use.
+    let b = &s["budgets"][0];
+    assert_eq!(
+        (b["who"].as_str(), b["key"].as_str(), b["limit"].as_f64()),
+        (Some("p1's"), Some("daily_sessions"), Some(1.0))
+    );
+    let text = env.cryoctl(&["chamber", "status", "second"]).ok().to_string();
+    assert!(text.contains("  budget    ") && text.contains("of p1's daily_sessions (1)") && text.contains("(reached)"));
+}
+
+/// At 80% of a budget the chamber says so once, in its outbox, and its
+/// status shows the line until the period ends; it keeps running.
+#[test]
+fn at_eighty_percent_of_a_budget_status_and_the_outbox_say_so() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", TIMED_AGENT, "[budget]\ndaily_sessions = 5\n");
+    let status = || env.cryoctl(&["chamber", "status", "c"]).ok().to_string();
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    assert!(status().contains("budget    1 of this chamber's daily_sessions (5), 20%\n"), "{}", status());
+    for n in 2..=4 {
+        env.cryoctl(&["chamber", "wake", "c"]).ok();
+        c.wait_ended(n);
+    }
+    cryo_tests::wait_until("the 80% notice", || {
+        c.outbox().iter().any(|m| m.contains("4 of this chamber's daily_sessions (5) is used"))
+    });
+    let text = status();
+    assert!(text.contains("budget    4 of this chamber's daily_sessions (5), 80% (over 80%)"), "{text}");
+    let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0].clone();
+    assert_eq!(s["budgets"][0]["used"].as_f64(), Some(4.0), "{s}");
+    assert!(s["state"] != "paused" && s["attention"].is_null(), "{s}");
 }

@@ -518,6 +518,13 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             first["sessions"] = r.sessions.iter().map(session_json).collect();
             first["passed"] = r.passed.iter().map(cryo_proto::json::passed_json).collect();
             first["passed_total"] = r.passed_total.into();
+            first["budgets"] = r
+                .budgets
+                .iter()
+                .map(|b| {
+                    serde_json::json!({ "who": b.who, "key": b.key, "limit": b.limit, "used": b.used, "period": b.period })
+                })
+                .collect();
             if let Some(([today, week, month], sessions)) = windows {
                 first["cost_usd"] =
                     serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
@@ -578,6 +585,14 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
                 cost(week),
                 cost(month)
             );
+        }
+        for b in &r.budgets {
+            let mark = match b.used / b.limit {
+                f if f >= 1.0 => " (reached)",
+                f if f >= 0.8 => " (over 80%)",
+                _ => "",
+            };
+            println!("  budget    {}{mark}", b.line);
         }
         if !ch.attention.is_empty() {
             println!("  attention {}", ch.attention);

@@ -901,6 +901,24 @@ impl Daemon {
         Ok(self.0.shared.store.passed(id, limit).await?)
     }
 
+    /// Each budget that applies to the chamber at `dir` (its own and its
+    /// provider account's) and what is used of it now; none if its
+    /// `cryo.toml` does not load.
+    pub async fn budgets(&self, id: i64, dir: &Path) -> Result<Vec<crate::supervisor::budget::BudgetUse>> {
+        use crate::supervisor::budget;
+        let Ok(loaded) = crate::chamber::config::load(dir, chrono_tz::UTC) else { return Ok(Vec::new()) };
+        let account = crate::spawn::provider_account(&loaded.config);
+        let shared = &self.0.shared;
+        let theirs = shared.config.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
+        if loaded.config.budget.is_empty() && theirs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = shared.clock.now();
+        let Some(month) = budget::month_start(now) else { return Ok(Vec::new()) };
+        let rows = shared.store.usage(crate::rfc3339(month)).await?;
+        Ok(budget::measure(&rows, now, id, &account, (&loaded.config.budget, &theirs)))
+    }
+
     /// Watches the system's time zone; when it changes, every chamber
     /// re-plans in the new zone.
     fn follow_the_system_zone(&self) {

@@ -167,13 +167,14 @@ impl Control for ControlService {
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
         let req = req.into_inner();
-        let (views, sessions, (passed_total, passed)) = match req.chamber {
-            None => (self.daemon.list(), Vec::new(), (0, Vec::new())),
+        let (views, sessions, (passed_total, passed), budgets) = match req.chamber {
+            None => (self.daemon.list(), Vec::new(), (0, Vec::new()), Vec::new()),
             Some(r) => {
                 let v = self.daemon.resolve(&convert::chamber_ref(Some(r))?)?;
                 let sessions = self.daemon.sessions(v.record.id, 10).await?;
                 let passed = self.daemon.passed(v.record.id, 10).await?;
-                (vec![v], sessions, passed)
+                let budgets = self.daemon.budgets(v.record.id, Path::new(&v.record.path)).await?;
+                (vec![v], sessions, passed, budgets)
             }
         };
         Ok(Response::new(pb::ChamberStatusReply {
@@ -182,6 +183,7 @@ impl Control for ControlService {
             holds: convert::holds(&self.daemon),
             passed: passed.iter().map(convert::passed).collect(),
             passed_total,
+            budgets: budgets.iter().map(convert::budget_use).collect(),
         }))
     }
 

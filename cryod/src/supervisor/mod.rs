@@ -11,6 +11,7 @@
 //! back. It decides nothing itself: the rules live in `cryo-core`.
 
 mod boot;
+pub mod budget;
 mod effects;
 mod queue;
 
@@ -267,45 +268,33 @@ impl Sup {
     async fn budget_check(&mut self) -> Option<Input> {
         let (account, own, theirs) = self.budgets()?;
         let now = self.now();
-        let month = chrono::Datelike::with_day(&now.date_naive(), 1)?.and_hms_opt(0, 0, 0)?.and_utc();
-        let rows = self.shared.store.usage(crate::rfc3339(month)).await.ok()?;
-        let today = now.format("%Y-%m-%d").to_string();
-        let spent = |mine: &dyn Fn(&crate::store::UsageRow) -> bool| {
-            let rows = rows.iter().filter(|r| mine(r));
-            rows.fold([0.0, 0.0, 0.0], |[day, month, sessions], r| {
-                let d = r.day == today;
-                let today_usd = if d { r.cost_usd } else { 0.0 };
-                let today_n = if d { r.sessions as f64 } else { 0.0 };
-                [day + today_usd, month + r.cost_usd, sessions + today_n]
-            })
-        };
-        let id = self.id;
-        let mine = spent(&|r| r.chamber_id == id);
-        let accounts = spent(&|r| r.provider.as_deref() == Some(account.as_str()));
+        let rows = self.shared.store.usage(crate::rfc3339(budget::month_start(now)?)).await.ok()?;
         if let Some(k) = self.budget_paused.take_if(|_| !self.machine.paused()) {
             // Resumed by an operator: this budget no longer pauses it, this period.
             self.budget_released.insert(k);
         }
         let (mut notice, mut reached) = (None, None);
         let mut reached_key = None;
-        let period = [today.clone(), today[..7].to_string(), today.clone()];
-        for (who, b, used) in [("this chamber's".to_string(), own, mine), (format!("{account}'s"), theirs, accounts)] {
-            let limits = [b.daily_usd, b.monthly_usd, b.daily_sessions.map(f64::from)];
-            for (i, key) in ["daily_usd", "monthly_usd", "daily_sessions"].iter().enumerate() {
-                let Some(limit) = limits[i] else { continue };
-                let shown = |v: f64| if i == 2 { format!("{v}") } else { format!("${v:.2}") };
-                let key_period = format!("{who} {key} {}", period[i]);
-                if used[i] >= limit && !self.budget_released.contains(&key_period) {
-                    reached_key.get_or_insert(key_period);
-                    reached.get_or_insert(format!(
-                        "{} ({who} {key} = {}, {} used)",
-                        cryo_core::session::BUDGET_REACHED,
-                        shown(limit),
-                        shown(used[i])
-                    ));
-                } else if used[i] >= 0.8 * limit && used[i] < limit && self.budget_noticed.insert(key_period) {
-                    notice.get_or_insert(format!("{} of {who} {key} ({}) is used.", shown(used[i]), shown(limit)));
-                }
+        for u in budget::measure(&rows, now, self.id, &account, (&own, &theirs)) {
+            let key_period = u.period_key();
+            if u.used >= u.limit && !self.budget_released.contains(&key_period) {
+                reached_key.get_or_insert(key_period);
+                reached.get_or_insert(format!(
+                    "{} ({} {} = {}, {} used)",
+                    cryo_core::session::BUDGET_REACHED,
+                    u.who,
+                    u.key,
+                    u.shown(u.limit),
+                    u.shown(u.used)
+                ));
+            } else if u.used >= 0.8 * u.limit && u.used < u.limit && self.budget_noticed.insert(key_period) {
+                notice.get_or_insert(format!(
+                    "{} of {} {} ({}) is used.",
+                    u.shown(u.used),
+                    u.who,
+                    u.key,
+                    u.shown(u.limit)
+                ));
             }
         }
         if notice.is_none() && reached.is_none() {

@@ -1,0 +1,120 @@
+//! Budgets measured against the ledger (`[budget]` in `cryo.toml`, and the
+//! provider account's in `cryod.toml`): the one measurement the supervisor
+//! acts on (an 80% notice, a pause at 100%) and `chamber status` shows.
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Budget;
+use crate::store::UsageRow;
+
+/// One configured limit and what is used of it, this period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetUse {
+    /// Whose: "this chamber's" or "ACCOUNT's".
+    pub who: String,
+    /// `daily_usd`, `monthly_usd` or `daily_sessions`.
+    pub key: &'static str,
+    pub limit: f64,
+    pub used: f64,
+    /// The period it counts over: `YYYY-MM-DD` or `YYYY-MM` (UTC).
+    pub period: String,
+}
+
+impl BudgetUse {
+    /// A value of this limit, as people read it.
+    pub fn shown(&self, v: f64) -> String {
+        if self.key == "daily_sessions" { format!("{v}") } else { format!("${v:.2}") }
+    }
+
+    /// "$0.85 of this chamber's daily_usd ($1.00), 85%".
+    pub fn line(&self) -> String {
+        let pct = if self.limit > 0.0 { (self.used / self.limit * 100.0).round() } else { 100.0 };
+        format!("{} of {} {} ({}), {pct}%", self.shown(self.used), self.who, self.key, self.shown(self.limit))
+    }
+
+    /// A key naming this limit in this period.
+    pub fn period_key(&self) -> String {
+        format!("{} {} {}", self.who, self.key, self.period)
+    }
+}
+
+/// The first of this UTC month: the ledger rows to ask for.
+pub fn month_start(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    Some(chrono::Datelike::with_day(&now.date_naive(), 1)?.and_hms_opt(0, 0, 0)?.and_utc())
+}
+
+/// Each limit of `own` (the chamber's) and `theirs` (`account`'s) against
+/// `rows` (this month's ledger, every chamber), at `now`.
+pub fn measure(
+    rows: &[UsageRow],
+    now: DateTime<Utc>,
+    chamber_id: i64,
+    account: &str,
+    (own, theirs): (&Budget, &Budget),
+) -> Vec<BudgetUse> {
+    let today = now.format("%Y-%m-%d").to_string();
+    let spent = |mine: &dyn Fn(&UsageRow) -> bool| {
+        rows.iter().filter(|r| mine(r)).fold([0.0, 0.0, 0.0], |[day, month, sessions], r| {
+            let d = r.day == today;
+            let today_usd = if d { r.cost_usd } else { 0.0 };
+            let today_n = if d { r.sessions as f64 } else { 0.0 };
+            [day + today_usd, month + r.cost_usd, sessions + today_n]
+        })
+    };
+    let mine = spent(&|r| r.chamber_id == chamber_id);
+    let accounts = spent(&|r| r.provider.as_deref() == Some(account));
+    let period = [today.clone(), today[..7].to_string(), today.clone()];
+    let mut out = Vec::new();
+    for (who, b, used) in [("this chamber's".to_string(), own, mine), (format!("{account}'s"), theirs, accounts)] {
+        let limits = [b.daily_usd, b.monthly_usd, b.daily_sessions.map(f64::from)];
+        for (i, key) in ["daily_usd", "monthly_usd", "daily_sessions"].into_iter().enumerate() {
+            if let Some(limit) = limits[i] {
+                out.push(BudgetUse { who: who.clone(), key, limit, used: used[i], period: period[i].clone() });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(chamber_id: i64, day: &str, provider: &str, cost_usd: f64) -> UsageRow {
+        UsageRow {
+            chamber_id,
+            day: day.into(),
+            provider: Some(provider.into()),
+            model: None,
+            sessions: 1,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            cost_usd,
+        }
+    }
+
+    #[test]
+    fn each_limit_counts_its_own_period_and_owner() {
+        let now = "2026-11-24T12:00:00Z".parse().unwrap();
+        let rows = [
+            row(1, "2026-11-24", "claude-a", 0.85),
+            row(1, "2026-11-02", "claude-a", 2.0),
+            row(2, "2026-11-24", "claude-a", 1.0),
+            row(3, "2026-11-24", "codex-b", 5.0),
+        ];
+        let own = Budget { daily_usd: Some(1.0), monthly_usd: Some(10.0), ..Default::default() };
+        let theirs = Budget { daily_sessions: Some(4), ..Default::default() };
+        let uses = measure(&rows, now, 1, "claude-a", (&own, &theirs));
+        let lines: Vec<String> = uses.iter().map(BudgetUse::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "$0.85 of this chamber's daily_usd ($1.00), 85%",
+                "$2.85 of this chamber's monthly_usd ($10.00), 29%",
+                "2 of claude-a's daily_sessions (4), 50%",
+            ]
+        );
+        assert_eq!(uses[1].period_key(), "this chamber's monthly_usd 2026-11");
+    }
+}
