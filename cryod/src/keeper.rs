@@ -12,7 +12,11 @@
 //! - kills the agent's group with SIGKILL when the deadline passes;
 //! - on EOF (cryod died) sends SIGTERM, and SIGKILL a second later;
 //! - reports on stdout `pid N` once the agent runs, then `exit N` or
-//!   `signal N` when it ends, and exits.
+//!   `signal N` when it ends, and exits;
+//! - with `--relay` before the program, passes the agent's output on in
+//!   between, a line at a time: `out LINE` (its stdout) and `err LINE` (its
+//!   stderr), so cryod reads a known kind's events as from its own child.
+//!   Without it the agent writes to the keeper's stderr (cryod's log file).
 //!
 //! cryod signals the agent's group directly (stop, freeze, thaw); the keeper
 //! is in a group of its own so those signals do not reach it.
@@ -29,6 +33,34 @@ use tokio::time::Instant;
 
 /// The first argument that makes a cryod binary a keeper.
 pub const ARG: &str = "__keep";
+
+/// Before the program: relay the agent's output on stdout.
+pub const RELAY: &str = "--relay";
+
+/// How long the keeper reads what the agent wrote after it exited (a
+/// process it left behind may hold its output open).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// The keeper's stdout: whole lines, and nothing more once cryod has gone.
+struct Out {
+    open: bool,
+}
+
+impl Out {
+    fn line(&mut self, parts: &[&[u8]]) {
+        use std::io::Write;
+        if !self.open {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let written = parts.iter().try_for_each(|p| out.write_all(p)).and_then(|()| out.write_all(b"\n"));
+        self.open = written.and_then(|()| out.flush()).is_ok();
+    }
+
+    fn say(&mut self, text: &str) {
+        self.line(&[text.as_bytes()]);
+    }
+}
 
 /// When the first argument is [`ARG`], runs the keeper and exits; returns
 /// otherwise. Call it first in every binary that embeds cryod (`cryod`,
@@ -57,50 +89,75 @@ pub fn intercept() {
 }
 
 async fn keep(args: Vec<OsString>) -> i32 {
-    let mut args = args.into_iter();
-    let (Some(millis), Some(program)) = (args.next(), args.next()) else {
-        eprintln!("cryo keeper: usage: {ARG} MILLIS PROGRAM [ARGS...]");
+    let mut args = args.into_iter().peekable();
+    let millis = args.next();
+    let relay = args.next_if(|a| a == RELAY).is_some();
+    let (Some(millis), Some(program)) = (millis, args.next()) else {
+        eprintln!("cryo keeper: usage: {ARG} MILLIS [{RELAY}] PROGRAM [ARGS...]");
         return 2;
     };
     let Some(millis) = millis.to_str().and_then(|m| m.parse::<u64>().ok()) else {
         eprintln!("cryo keeper: {millis:?} is not a number of milliseconds");
         return 2;
     };
-    let out = match std::io::stderr().as_fd().try_clone_to_owned() {
-        Ok(fd) => Stdio::from(fd),
-        Err(_) => Stdio::inherit(),
+    let mut out = Out { open: true };
+    let (stdout, stderr) = if relay {
+        (Stdio::piped(), Stdio::piped())
+    } else {
+        let to_log = match std::io::stderr().as_fd().try_clone_to_owned() {
+            Ok(fd) => Stdio::from(fd),
+            Err(_) => Stdio::inherit(),
+        };
+        (to_log, Stdio::inherit())
     };
     let mut child = match tokio::process::Command::new(&program)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(Stdio::inherit())
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
         .spawn()
     {
         Ok(c) => c,
         Err(e) => {
             eprintln!("cryo keeper: cannot run {program:?}: {e}");
-            println!("exit 127");
+            out.say("exit 127");
             return 127;
         }
     };
     let Some(pid) = child.id() else {
-        println!("exit 127");
+        out.say("exit 127");
         return 127;
     };
-    println!("pid {pid}");
+    out.say(&format!("pid {pid}"));
+    let mut agent_out = child.stdout.take().map(|o| BufReader::new(o).split(b'\n'));
+    let mut agent_err = child.stderr.take().map(|e| BufReader::new(e).split(b'\n'));
     let pgid = pid as i32;
     let mut deadline = Instant::now() + Duration::from_millis(millis);
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut cryod_gone = false;
+    let mut ended: Option<(ExitStatus, Instant)> = None;
     loop {
+        if let Some((status, by)) = ended
+            && ((agent_out.is_none() && agent_err.is_none()) || Instant::now() >= by)
+        {
+            out.say(&report(status));
+            return 0;
+        }
+        let drain_by = ended.map_or(deadline, |(_, by)| by);
         tokio::select! {
-            status = child.wait() => {
+            status = child.wait(), if ended.is_none() => {
                 let status = status.unwrap_or_else(|_| ExitStatus::from_raw(Signal::SIGKILL as i32));
-                println!("{}", report(status));
-                return 0;
+                ended = Some((status, Instant::now() + DRAIN));
             }
+            line = next(&mut agent_out) => match line {
+                Some(l) => out.line(&[b"out ", &l]),
+                None => agent_out = None,
+            },
+            line = next(&mut agent_err) => match line {
+                Some(l) => out.line(&[b"err ", &l]),
+                None => agent_err = None,
+            },
             line = lines.next_line(), if !cryod_gone => match line {
                 Ok(Some(l)) => match l.trim().parse::<u64>() {
                     Ok(ms) => deadline = Instant::now() + Duration::from_millis(ms),
@@ -108,17 +165,29 @@ async fn keep(args: Vec<OsString>) -> i32 {
                 },
                 _ => {
                     cryod_gone = true;
+                    out.open = false;
                     eprintln!("cryo keeper: cryod has gone; ending the agent");
                     crate::spawn::signal_group(pgid, Signal::SIGTERM);
                     deadline = deadline.min(Instant::now() + Duration::from_secs(1));
                 }
             },
-            _ = tokio::time::sleep_until(deadline) => {
-                eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
-                crate::spawn::signal_group(pgid, Signal::SIGKILL);
-                deadline = Instant::now() + Duration::from_secs(3600);
+            _ = tokio::time::sleep_until(drain_by) => {
+                if ended.is_none() {
+                    eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
+                    crate::spawn::signal_group(pgid, Signal::SIGKILL);
+                    deadline = Instant::now() + Duration::from_secs(3600);
+                }
             }
         }
+    }
+}
+
+/// The next line of an agent's output being relayed; pending forever when
+/// there is none (so `select!` waits on the others).
+async fn next<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut Option<tokio::io::Split<R>>) -> Option<Vec<u8>> {
+    match lines {
+        Some(l) => l.next_segment().await.ok().flatten(),
+        None => std::future::pending().await,
     }
 }
 

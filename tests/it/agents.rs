@@ -30,7 +30,7 @@ use cryo_tests::{Chamber, Env, wait_until_within};
 const SESSION_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The folder holding the installed CLIs' launchers, or why there is none.
-fn cli(bin: &str) -> Option<PathBuf> {
+pub(crate) fn cli(bin: &str) -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("agents/node_modules/.bin").join(bin);
     if p.exists() {
         return Some(p);
@@ -248,7 +248,7 @@ fn run_script(
     assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
 }
 
-fn claude_provider(_: &Env, model: &ModelServer) -> String {
+pub(crate) fn claude_provider(_: &Env, model: &ModelServer) -> String {
     format!(
         "env = {{ ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"sk-cryo-test\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }}",
         model.url()

@@ -492,7 +492,13 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     let rows = |id: &str| {
         pg.sql(&format!("SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY wake_id), '')) FROM cryo_sessions s WHERE node = '{id}'"))
     };
-    wait_sessions(&cs, total_sessions(&cs) + 3);
+    // Once each chamber ran under its new owner, the takeover is over (it
+    // may close the old owner's open rows until then): a row under the old
+    // id that changes after that was written by the thawed node.
+    let fences: Vec<i64> = cs.iter().map(|c| fence_of(&pg, c)).collect();
+    wait_until_within(TAKEOVER, "every chamber to run under its new owner", || {
+        cs.iter().zip(&fences).all(|(c, f)| sessions(c).iter().any(|s| s.fence >= *f))
+    });
     let before = rows(&stale_id);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(frozen), Signal::SIGCONT).unwrap();
     // It notices, drops what it had, and joins again under a new id.
@@ -949,4 +955,35 @@ fn a_keeper_reports_its_agents_end_at_once() {
     assert!(lines.len() == 2 && lines[0].starts_with("pid ") && lines[1] == "exit 3", "{out:?}");
     assert!(status.unwrap().success());
     eprintln!("keeper: agent's end reported and keeper gone after {took:?}");
+}
+
+/// A known kind's session on a fleet node (its agent a keeper's child, not
+/// cryod's) is read as on a single machine: the keeper relays the CLI's
+/// events, so the ledger has its usage and `cryo-agent.log` its transcript.
+#[test]
+fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
+    use cryo_tests::model::{ModelServer, Script};
+    let Some(pg) = Postgres::start() else { return };
+    let Some(path) = crate::agents::cli("claude") else { return };
+    let steps = ["cryo-agent send 'hello from a fleet node'", "cryo-agent hibernate --complete --summary done"];
+    let model = ModelServer::start(Script::new().on("- session: 1\n", &steps));
+    let mut node = Node::new(&pg, "n1");
+    node.start();
+    let provider = crate::agents::claude_provider(&node.env, &model);
+    let c = node.env.chamber("k", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    node.env.cryoctl(&["chamber", "start", "k"]).ok();
+    wait_until_within(Duration::from_secs(120), "the session's end", || c.ended() >= 1);
+    let log = c.cryo_log();
+    assert!(log.contains("hibernate --complete accepted"), "{log}\n{}", c.read("cryo-agent.log"));
+    let status = node.env.cryoctl(&["chamber", "status", "k", "--json"]).json();
+    let s = &status[0]["sessions"][0];
+    assert!(s["input_tokens"].as_u64() > Some(0) && s["output_tokens"].as_u64() > Some(0), "{s}");
+    assert!(s["provider_session"].as_str().is_some_and(|p| !p.is_empty()), "{s}");
+    assert!(s["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{s}");
+    let transcript = c.read("cryo-agent.log");
+    assert!(transcript.lines().any(|l| l.starts_with("→ ") && l.contains("send")), "{transcript}");
+    assert!(!transcript.lines().any(|l| l.starts_with("{\"type\"")), "raw events in the transcript: {transcript}");
+    let raw = c.read(".cryo/agent-events.jsonl");
+    assert!(raw.lines().count() > 2 && raw.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+    assert!(c.outbox().iter().any(|m| m.contains("hello from a fleet node")));
 }

@@ -536,7 +536,12 @@ impl Sup {
         let mut cmd = if kept {
             let mut cmd = tokio::process::Command::new(own_exe()?);
             let deadline = self.shared.lease.deadline().as_millis().to_string();
-            cmd.arg(crate::keeper::ARG).arg(deadline).arg(&program).args(&args);
+            cmd.arg(crate::keeper::ARG).arg(deadline);
+            // A known kind's output comes back through the keeper.
+            if launch.events.is_some() {
+                cmd.arg(crate::keeper::RELAY);
+            }
+            cmd.arg(&program).args(&args);
             cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
             cmd
         } else {
@@ -596,26 +601,20 @@ impl Sup {
             std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
             _ => format!("cannot run {:?}: {e}", launch.program),
         })?;
+        let logs = Logs { transcript, stderr: stderr_log, raw: dot.join(EVENTS_FILE) };
         if kept {
-            return self.kept(child, number).await;
+            let read = launch.events.map(|format| (format, self.model_of(&launch, format, &provider_env), logs));
+            return self.kept(child, number, read).await;
         }
         let pid = child.id().ok_or("the agent exited at once")?;
         self.agent_pgid = Some(pid as i32);
         let stream = match (launch.events, child.stdout.take()) {
             (Some(format), Some(out)) => {
-                let model = launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, &provider_env));
-                let raw = dot.join(EVENTS_FILE);
-                let tell = Tell {
-                    limit: self.limit_sink(number),
-                    over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
-                };
-                Some(read_events(out, format, model, raw, transcript, self.shared.prices.clone(), tell))
+                let model = self.model_of(&launch, format, &provider_env);
+                Some(self.read_stream(number, format, model, logs, out, child.stderr.take()))
             }
             _ => None,
         };
-        if let (Some(s), Some(err)) = (&stream, child.stderr.take()) {
-            read_logs(err, stderr_log, s.seen.clone(), self.limit_sink(number));
-        }
         let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
@@ -683,15 +682,56 @@ impl Sup {
         Ok((crate::sandbox::Policy { writable, readable, hidden, reachable, arg0: arg0.to_string() }, tmp))
     }
 
+    /// The model a known kind's session uses: its agent line's, else its
+    /// own configuration's.
+    fn model_of(
+        &self,
+        launch: &spawn::Launch,
+        format: crate::agent_events::Format,
+        provider_env: &std::collections::BTreeMap<String, String>,
+    ) -> Option<String> {
+        launch.model.clone().or_else(|| spawn::configured_model(format, &self.root, provider_env))
+    }
+
+    /// Reads a known kind's events (`out`) and log lines (`err`) into the
+    /// transcript, the raw events file and the session's usage.
+    fn read_stream(
+        &self,
+        number: u64,
+        format: crate::agent_events::Format,
+        model: Option<String>,
+        logs: Logs,
+        out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+        err: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+    ) -> EventStream {
+        let tell = Tell {
+            limit: self.limit_sink(number),
+            over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
+        };
+        let s = read_events(out, format, model, logs.raw, logs.transcript, self.shared.prices.clone(), tell);
+        if let Some(err) = err {
+            read_logs(err, logs.stderr, s.seen.clone(), self.limit_sink(number));
+        }
+        s
+    }
+
     /// An agent started under a keeper: waits for its pid, hands the
-    /// keeper's pipe to the lease (which extends its deadline), and reports
+    /// keeper's pipe to the lease (which extends its deadline), reads a
+    /// known kind's output as the keeper relays it (`read`), and reports
     /// the agent's own status when the keeper tells it.
-    async fn kept(&mut self, mut child: tokio::process::Child, number: u64) -> Result<u32, String> {
+    async fn kept(
+        &mut self,
+        mut child: tokio::process::Child,
+        number: u64,
+        read: Option<(crate::agent_events::Format, Option<String>, Logs)>,
+    ) -> Result<u32, String> {
         use tokio::io::AsyncBufReadExt;
         let stdin = child.stdin.take().ok_or("the keeper has no stdin")?;
         let stdout = child.stdout.take().ok_or("the keeper has no stdout")?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(KEEPER_START, lines.next_line()).await;
+        // Lines of bytes: a relayed line need not be UTF-8.
+        let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+        let first = tokio::time::timeout(KEEPER_START, lines.next_segment()).await;
+        let first = first.map(|r| r.map(|l| l.map(|l| String::from_utf8_lossy(&l).into_owned())));
         let pid = match first {
             Ok(Ok(Some(l))) if l.starts_with("pid ") => l[4..].trim().parse::<u32>().map_err(|e| e.to_string())?,
             Ok(Ok(Some(l))) => {
@@ -707,17 +747,45 @@ impl Sup {
         let pgid = pid as i32;
         self.shared.lease.keep(pgid, std::fs::File::from(pipe));
         self.agent_pgid = Some(pgid);
+        // The relayed output, through pipes in memory, to the readers a
+        // child's own output would go to.
+        let (mut to_out, mut to_err, stream) = match read {
+            Some((format, model, logs)) => {
+                let (out_w, out_r) = tokio::io::duplex(64 * 1024);
+                let (err_w, err_r) = tokio::io::duplex(16 * 1024);
+                (Some(out_w), Some(err_w), Some(self.read_stream(number, format, model, logs, out_r, Some(err_r))))
+            }
+            None => (None, None, None),
+        };
         let (tx, shared) = (self.tx.clone(), self.shared.clone());
         tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
             let mut status = None;
-            while let Ok(Some(l)) = lines.next_line().await {
-                status = crate::keeper::status_from_report(&l).or(status);
+            while let Ok(Some(l)) = lines.next_segment().await {
+                let l = String::from_utf8_lossy(&l);
+                let relayed = match (l.strip_prefix("out "), l.strip_prefix("err ")) {
+                    (Some(line), _) => Some((&mut to_out, line)),
+                    (_, Some(line)) => Some((&mut to_err, line)),
+                    _ => None,
+                };
+                match relayed {
+                    Some((Some(w), line)) => {
+                        let _ = w.write_all(format!("{line}\n").as_bytes()).await;
+                    }
+                    Some((None, _)) => {}
+                    None => status = crate::keeper::status_from_report(&l).or(status),
+                }
             }
+            drop((to_out, to_err));
             let _ = child.wait().await;
             shared.lease.forget(pgid);
             use std::os::unix::process::ExitStatusExt;
             let status = status.unwrap_or_else(|| std::process::ExitStatus::from_raw(Signal::SIGKILL as i32));
-            let _ = tx.send(Event::Exited { session: number, status, usage: None, limited: None });
+            let (usage, limited) = match stream {
+                Some(s) => s.finish().await,
+                None => (None, None),
+            };
+            let _ = tx.send(Event::Exited { session: number, status, usage, limited });
         });
         Ok(pid)
     }
@@ -777,6 +845,14 @@ impl EventStream {
 }
 
 /// What a session's stream tells the supervisor as soon as it is seen.
+/// Where a known kind's output goes: the readable transcript (and its
+/// log lines), and the raw events file.
+struct Logs {
+    transcript: std::fs::File,
+    stderr: std::fs::File,
+    raw: PathBuf,
+}
+
 struct Tell {
     /// The provider's limit.
     limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
@@ -785,7 +861,7 @@ struct Tell {
 }
 
 fn read_events(
-    out: tokio::process::ChildStdout,
+    out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     format: crate::agent_events::Format,
     model: Option<String>,
     raw: PathBuf,
@@ -833,7 +909,7 @@ fn read_events(
 /// An agent's log lines (OpenCode's stderr): kept in `cryo-agent.log` as
 /// they are, and read for the provider's limit.
 fn read_logs(
-    err: tokio::process::ChildStderr,
+    err: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     mut log: std::fs::File,
     seen: Arc<std::sync::Mutex<Seen>>,
     limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,
