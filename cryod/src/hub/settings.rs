@@ -29,6 +29,9 @@ pub const KEYS: &[(&str, Kind)] = &[
     ("precheck", Kind::Text),
     ("precheck_timeout", Kind::Integer),
     ("expect_activity_within", Kind::Text),
+    ("sandbox", Kind::Text),
+    ("memory_max", Kind::Text),
+    ("cpu_weight", Kind::Integer),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,5 +204,14 @@ mod tests {
         let e = rewrite(FILE, &changes(json!({ "max_session_duration": "long" }))).unwrap_err();
         assert_eq!(e, "`max_session_duration` takes an integer, not \"long\"");
         assert!(rewrite("agent = ", &Map::new()).unwrap_err().lines().count() == 1);
+    }
+
+    #[test]
+    fn the_sandbox_and_the_limits_are_settings() {
+        let new = rewrite(FILE, &changes(json!({ "sandbox": "bwrap", "memory_max": "2G", "cpu_weight": 50 }))).unwrap();
+        assert!(new.contains("sandbox = \"bwrap\"\n") && new.contains("memory_max = \"2G\"\n"), "{new}");
+        assert!(new.contains("cpu_weight = 50\n"), "{new}");
+        let e = rewrite(FILE, &changes(json!({ "cpu_weight": "high" }))).unwrap_err();
+        assert_eq!(e, "`cpu_weight` takes an integer, not \"high\"");
     }
 }
