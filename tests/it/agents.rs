@@ -102,10 +102,7 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
 
 /// Why this machine cannot provide the sandbox `mode`, if it cannot.
 fn sandbox_missing(mode: &str) -> Option<String> {
-    match mode {
-        "bwrap" => cryod::sandbox::bwrap().err(),
-        _ => (!cryod::sandbox::kernel_has_landlock()).then(|| "this kernel has no Landlock".to_string()),
-    }
+    cryod::config::Sandbox::parse(mode).and_then(cryod::sandbox::unavailable)
 }
 
 /// [`run_plan`] confined by `sandbox` (issue 25), skipped with the reason
