@@ -960,6 +960,8 @@ fn a_keeper_reports_its_agents_end_at_once() {
 /// A known kind's session on a fleet node (its agent a keeper's child, not
 /// cryod's) is read as on a single machine: the keeper relays the CLI's
 /// events, so the ledger has its usage and `cryo-agent.log` its transcript.
+/// The chamber is confined as new chambers are (the strongest sandbox here):
+/// the keeper runs the sandbox, which runs the CLI.
 #[test]
 fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     use cryo_tests::model::{ModelServer, Script};
@@ -970,7 +972,9 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     let mut node = Node::new(&pg, "n1");
     node.start();
     let provider = crate::agents::claude_provider(&node.env, &model);
-    let c = node.env.chamber("k", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    let sandbox = cryod::sandbox::strongest().as_str();
+    let toml = format!("agent = \"{}\"\nsandbox = \"{sandbox}\"\n\n[provider]\n{provider}\n", path.display());
+    let c = node.env.chamber("k", "", &toml);
     node.env.cryoctl(&["chamber", "start", "k"]).ok();
     wait_until_within(Duration::from_secs(120), "the session's end", || c.ended() >= 1);
     let log = c.cryo_log();
@@ -983,6 +987,9 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     let transcript = c.read("cryo-agent.log");
     assert!(transcript.lines().any(|l| l.starts_with("→ ") && l.contains("send")), "{transcript}");
     assert!(!transcript.lines().any(|l| l.starts_with("{\"type\"")), "raw events in the transcript: {transcript}");
+    if sandbox != "off" {
+        assert!(transcript.contains(&format!(", sandbox {sandbox}) at ")), "{transcript}");
+    }
     let raw = c.read(".cryo/agent-events.jsonl");
     assert!(raw.lines().count() > 2 && raw.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
     assert!(c.outbox().iter().any(|m| m.contains("hello from a fleet node")));
