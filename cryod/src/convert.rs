@@ -44,6 +44,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         node: v.record.owner_name.clone().unwrap_or_default(),
         handoffs: v.snap.view.handoffs.clone().unwrap_or_default(),
         archived: v.snap.view.archived,
+        sandbox: v.snap.sandbox.map(|m| m.as_str().to_string()).unwrap_or_default(),
     }
 }
 

@@ -49,6 +49,7 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "node": null_if_empty(&c.node),
         "handoffs": null_if_empty(&c.handoffs),
         "archived": c.archived,
+        "sandbox": null_if_empty(&c.sandbox),
     })
 }
 

@@ -303,6 +303,8 @@ fn a_new_chamber_gets_the_strongest_sandbox_and_doctor_says_which() {
     assert!(
         std::fs::read_to_string(dir.join("cryo.toml")).unwrap().contains(&format!("\nsandbox = \"{strongest}\"\n"))
     );
+    assert_eq!(env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0]["sandbox"], strongest);
+    assert!(env.cryoctl(&["chamber", "status", "c"]).ok().contains(&format!("  sandbox   {strongest}\n")));
     let doctor = env.cryoctl(&["doctor", "--json"]).json();
     let check = doctor.as_array().unwrap().iter().find(|c| c["check"] == "sandbox").cloned().unwrap_or_default();
     assert!(check["detail"].as_str().unwrap_or_default().contains(&format!("new chambers get {strongest}")), "{check}");

@@ -539,6 +539,9 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         println!("  path      {}", ch.path);
         if !ch.agent.is_empty() {
             println!("  agent     {}", ch.agent);
+            if !ch.sandbox.is_empty() {
+                println!("  sandbox   {}", ch.sandbox);
+            }
         }
         if !ch.timezone.is_empty() {
             println!("  timezone  {}", ch.timezone);

@@ -1040,7 +1040,7 @@ fn remote_view(r: &ChamberRecord) -> ChamberView {
         };
         view.archived = r.archived;
     }
-    ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new() } }
+    ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None } }
 }
 
 /// A valid name from a folder's name.

@@ -304,7 +304,7 @@ impl Answer {
 }
 
 pub(super) fn with_view(v: &ChamberView, view: View) -> ChamberView {
-    ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new() } }
+    ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None } }
 }
 
 fn unexpected(a: Answer) -> Error {

@@ -167,6 +167,9 @@ pub struct Delivered {
 pub struct Snapshot {
     pub view: View,
     pub bridges: Vec<cryo_sync::Status>,
+    /// The sandbox its sessions run under (none while `cryo.toml` does
+    /// not load, or for another node's chamber).
+    pub sandbox: Option<crate::config::Sandbox>,
 }
 
 /// A cheap handle to a supervisor.
@@ -497,7 +500,8 @@ impl Sup {
     /// The machine's view plus the bridges, published for status views.
     fn publish(&mut self) {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
-        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses() };
+        let sandbox = self.config.as_ref().ok().map(|c| c.sandbox.unwrap_or(self.shared.config.sandbox));
+        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox };
         let changed = *self.snapshot.borrow() != snap;
         if changed && let Some(m) = &self.mirror {
             m.send_replace(snap.view.clone());
