@@ -3,7 +3,7 @@
 //! Every path is derived from the environment once, at start, so tests can
 //! point a whole daemon at a temporary HOME by setting `HOME` and `XDG_*`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The daemon's files.
 #[derive(Debug, Clone)]
@@ -41,4 +41,21 @@ impl Paths {
     pub fn lock_file(&self) -> PathBuf {
         self.state_dir.join("cryod.lock")
     }
+}
+
+/// Whether `program` can be found (absolute, relative to `cwd`, or on `path`).
+pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return executable(&p).then_some(p);
+    }
+    path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| executable(p))
+}
+
+/// `program` on cryod's own `PATH`.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    find_program(program, Path::new("/"), &std::env::var("PATH").unwrap_or_default())
 }

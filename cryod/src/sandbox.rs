@@ -122,9 +122,7 @@ pub fn bwrap() -> Result<PathBuf, String> {
     }
     let program = match std::env::var_os(BWRAP_OVERRIDE).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => std::env::var_os("PATH")
-            .and_then(|path| on_path("bwrap", &path))
-            .ok_or("bubblewrap is not installed (`apt-get install bubblewrap`)")?,
+        None => crate::paths::on_path("bwrap").ok_or("bubblewrap is not installed (`apt-get install bubblewrap`)")?,
     };
     let out = std::process::Command::new(&program)
         .args(["--ro-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--proc", "/proc", "--dev", "/dev"])
@@ -316,11 +314,6 @@ pub fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]
     out
 }
 
-/// The first `name` on `path` (a `PATH` value).
-fn on_path(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path).map(|d| d.join(name)).find(|p| p.is_file())
-}
-
 /// `systemd-run`, when cryod runs as a systemd service (whose manager can
 /// make scopes), or why the limits cannot be applied.
 pub fn systemd_run() -> Result<PathBuf, String> {
@@ -330,15 +323,13 @@ pub fn systemd_run() -> Result<PathBuf, String> {
                     user service)"
             .into());
     }
-    std::env::var_os("PATH")
-        .and_then(|path| on_path("systemd-run", &path))
-        .ok_or_else(|| "systemd-run is not on cryod's PATH".into())
+    crate::paths::on_path("systemd-run").ok_or_else(|| "systemd-run is not on cryod's PATH".into())
 }
 
 /// The folders `program` needs to run, read-only: its install (the
 /// `node_modules` holding its resolved file, or that file's folder) and its
 /// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
-pub fn program_install(program: &Path, path: &std::ffi::OsStr) -> Vec<PathBuf> {
+pub fn program_install(program: &Path, path: &str) -> Vec<PathBuf> {
     let install = |p: &Path| {
         let real = canonical(p);
         let modules = real.ancestors().find(|a| a.file_name().is_some_and(|n| n == "node_modules"));
@@ -357,7 +348,7 @@ pub fn program_install(program: &Path, path: &std::ffi::OsStr) -> Vec<PathBuf> {
     let Some(first) = words.next() else { return out };
     let interpreter = if first.ends_with("/env") {
         let Some(name) = words.find(|w| !w.starts_with('-')) else { return out };
-        on_path(name, path)
+        crate::paths::find_program(name, Path::new("/"), path)
     } else {
         Some(PathBuf::from(first))
     };
@@ -480,8 +471,10 @@ mod tests {
         std::fs::create_dir_all(root.join("node/bin")).unwrap();
         std::fs::write(pkg.join("cli.js"), "#!/usr/bin/env -S node --no-warnings\n").unwrap();
         std::fs::write(root.join("node/bin/node"), "").unwrap();
+        let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(root.join("node/bin/node"), exec).unwrap();
         std::os::unix::fs::symlink(pkg.join("cli.js"), root.join("bin/agent")).unwrap();
-        let path = std::env::join_paths([root.join("bin"), root.join("node/bin")]).unwrap();
+        let path = format!("{}:{}", root.join("bin").display(), root.join("node/bin").display());
         assert_eq!(
             program_install(&root.join("bin/agent"), &path),
             vec![root.join("lib/node_modules"), root.join("node/bin")]

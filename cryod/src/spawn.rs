@@ -422,18 +422,6 @@ pub fn agent_bin_dir() -> Option<PathBuf> {
     std::env::current_exe().ok()?.parent().map(Path::to_path_buf)
 }
 
-/// Whether `program` can be found (absolute, relative to `cwd`, or on `path`).
-pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable =
-        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
-    if program.contains('/') {
-        let p = cwd.join(program);
-        return executable(&p).then_some(p);
-    }
-    path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| executable(p))
-}
-
 /// Sends `signal` to the whole process group `pgid`.
 pub fn signal_group(pgid: i32, signal: nix::sys::signal::Signal) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal).is_ok()

@@ -199,14 +199,14 @@ fn slug(s: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-/// Whether a directory entry is a message file readers should look at: not a
-/// dot file (a writer's temporary), and ending in `.md`.
 /// The time a name made by [`file_name`] starts with.
 pub fn time_of_name(name: &str) -> Option<DateTime<Utc>> {
     let stamp = name.get(..24)?;
     chrono::NaiveDateTime::parse_from_str(stamp, "%Y-%m-%dT%H-%M-%S%.3fZ").ok().map(|t| t.and_utc())
 }
 
+/// Whether a directory entry is a message file readers should look at: not a
+/// dot file (a writer's temporary), and ending in `.md`.
 pub fn is_message_name(name: &str) -> bool {
     !name.starts_with('.') && name.ends_with(".md") && name.len() > 3
 }

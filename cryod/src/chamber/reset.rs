@@ -31,9 +31,9 @@ fn kept_in_dot(name: &str) -> bool {
 }
 
 /// Moves the runtime files of the chamber at `root` into a new
-/// `history/TIMESTAMP/` and scaffolds what `init` makes; returns that
-/// folder, relative to `root`.
-pub fn to_history(root: &Path, now: DateTime<Utc>) -> std::io::Result<String> {
+/// `history/TIMESTAMP/` and scaffolds what `init` makes (a `cryo.toml`, if
+/// it had none, with `sandbox`); returns that folder, relative to `root`.
+pub fn to_history(root: &Path, now: DateTime<Utc>, sandbox: crate::config::Sandbox) -> std::io::Result<String> {
     let history = root.join(HISTORY);
     super::make_dir_in(root, &history)?;
     let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
@@ -65,8 +65,7 @@ pub fn to_history(root: &Path, now: DateTime<Utc>) -> std::io::Result<String> {
         let _ = std::fs::remove_dir_all(&dest);
         return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", from.display())));
     }
-    // cryo.toml stays, so the sandbox named here is never written.
-    super::scaffold::init(root, None, crate::config::Sandbox::Off)?;
+    super::scaffold::init(root, None, sandbox)?;
     super::make_dir_in(root, &dot)?;
     super::write_atomic(&dot.join(MARK), now.to_rfc3339().as_bytes())?;
     Ok(rel)
@@ -102,6 +101,7 @@ pub fn last_reset(root: &Path) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Sandbox;
 
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
@@ -132,7 +132,7 @@ mod tests {
             write(root, rel, text);
         }
         let now = DateTime::parse_from_rfc3339("2026-11-24T10:20:30Z").unwrap().with_timezone(&Utc);
-        let rel = to_history(root, now).unwrap();
+        let rel = to_history(root, now, Sandbox::Off).unwrap();
         assert_eq!(rel, "history/20261124T102030Z");
         let old = root.join(&rel);
         for moved in [
@@ -159,7 +159,7 @@ mod tests {
         assert!(root.join("messages/inbox").is_dir() && root.join("messages/attachments").is_dir());
         assert_eq!(last_reset(root), Some(now));
         // A second reset in the same second gets its own folder.
-        assert_eq!(to_history(root, now).unwrap(), "history/20261124T102030Z-2");
+        assert_eq!(to_history(root, now, Sandbox::Off).unwrap(), "history/20261124T102030Z-2");
     }
 
     #[test]
@@ -195,8 +195,18 @@ mod tests {
         // `history` is a file: no folder can be made in it.
         std::fs::write(root.join(HISTORY), "in the way").unwrap();
         let now = DateTime::parse_from_rfc3339("2026-11-24T10:20:30Z").unwrap().with_timezone(&Utc);
-        assert!(to_history(root, now).is_err());
+        assert!(to_history(root, now, Sandbox::Off).is_err());
         assert_eq!(std::fs::read_to_string(root.join("NOTES.md")).unwrap(), "notes");
         assert!(root.join("todo.json").is_file() && root.join(".cryo/state.json").is_file());
+    }
+
+    #[test]
+    fn a_cryo_toml_made_again_gets_the_sandbox_given() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "plan.md", "the plan");
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:20:30Z").unwrap().with_timezone(&Utc);
+        to_history(dir.path(), now, Sandbox::Bwrap).unwrap();
+        let toml = std::fs::read_to_string(dir.path().join("cryo.toml")).unwrap();
+        assert!(toml.contains("\nsandbox = \"bwrap\"\n"), "{toml}");
     }
 }

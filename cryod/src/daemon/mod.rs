@@ -905,18 +905,12 @@ impl Daemon {
     /// provider account's) and what is used of it now; none if its
     /// `cryo.toml` does not load.
     pub async fn budgets(&self, id: i64, dir: &Path) -> Result<Vec<crate::supervisor::budget::BudgetUse>> {
-        use crate::supervisor::budget;
-        let Ok(loaded) = crate::chamber::config::load(dir, chrono_tz::UTC) else { return Ok(Vec::new()) };
-        let account = crate::spawn::provider_account(&loaded.config);
         let shared = &self.0.shared;
-        let theirs = shared.config.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
-        if loaded.config.budget.is_empty() && theirs.is_empty() {
+        let Ok(loaded) = crate::chamber::config::load(dir, chrono_tz::UTC) else { return Ok(Vec::new()) };
+        let Some(applying) = crate::supervisor::budget::Applying::to(&loaded.config, &shared.config) else {
             return Ok(Vec::new());
-        }
-        let now = shared.clock.now();
-        let Some(month) = budget::month_start(now) else { return Ok(Vec::new()) };
-        let rows = shared.store.usage(crate::rfc3339(month)).await?;
-        Ok(budget::measure(&rows, now, id, &account, (&loaded.config.budget, &theirs)))
+        };
+        Ok(applying.measured(&shared.store, shared.clock.now(), id).await?)
     }
 
     /// Watches the system's time zone; when it changes, every chamber

@@ -202,26 +202,22 @@ impl Control for ControlService {
 
     async fn chamber_pause(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already) = self.daemon.pause(&r, true).await?;
-        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+        switched(self.daemon.pause(&r, true).await?)
     }
 
     async fn chamber_resume(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already) = self.daemon.pause(&r, false).await?;
-        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+        switched(self.daemon.pause(&r, false).await?)
     }
 
     async fn chamber_archive(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already) = self.daemon.archive(&r, true).await?;
-        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+        switched(self.daemon.archive(&r, true).await?)
     }
 
     async fn chamber_unarchive(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, already) = self.daemon.archive(&r, false).await?;
-        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+        switched(self.daemon.archive(&r, false).await?)
     }
 
     async fn chamber_reset(&self, req: Request<pb::ChamberResetRequest>) -> R<pb::ChamberResetReply> {
@@ -291,4 +287,10 @@ impl Control for ControlService {
                 .collect(),
         }))
     }
+}
+
+/// The reply of a switch (pause, resume, archive, unarchive): the chamber
+/// now, and whether it was so already.
+fn switched((v, already): (crate::daemon::ChamberView, bool)) -> R<pb::ChamberPauseReply> {
+    Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
 }

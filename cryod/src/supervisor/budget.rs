@@ -4,8 +4,42 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::chamber::config::ChamberConfig;
 use crate::config::Budget;
-use crate::store::UsageRow;
+use crate::store::{Store, StoreError, UsageRow};
+
+/// The budgets that apply to a chamber: its own `[budget]` and its provider
+/// account's (`[providers.NAME.budget]` in `cryod.toml`).
+pub struct Applying {
+    pub account: String,
+    pub own: Budget,
+    pub theirs: Budget,
+}
+
+impl Applying {
+    /// Those of the chamber configured by `config`; none if neither is set.
+    pub fn to(config: &ChamberConfig, cryod: &crate::config::Config) -> Option<Applying> {
+        let account = crate::spawn::provider_account(config);
+        let theirs = cryod.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
+        (!config.budget.is_empty() || !theirs.is_empty()).then(|| Applying {
+            account,
+            own: config.budget.clone(),
+            theirs,
+        })
+    }
+
+    /// The lowest `max_session_usd` that applies.
+    pub fn max_session_usd(&self) -> Option<f64> {
+        [self.own.max_session_usd, self.theirs.max_session_usd].into_iter().flatten().reduce(f64::min)
+    }
+
+    /// Each limit against this month's ledger, at `now`, for chamber `id`.
+    pub async fn measured(&self, store: &Store, now: DateTime<Utc>, id: i64) -> Result<Vec<BudgetUse>, StoreError> {
+        let Some(month) = month_start(now) else { return Ok(Vec::new()) };
+        let rows = store.usage(crate::rfc3339(month)).await?;
+        Ok(measure(&rows, now, id, &self.account, (&self.own, &self.theirs)))
+    }
+}
 
 /// One configured limit and what is used of it, this period.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,10 +60,15 @@ impl BudgetUse {
         if self.key == "daily_sessions" { format!("{v}") } else { format!("${v:.2}") }
     }
 
+    /// "$0.85 of this chamber's daily_usd ($1.00)".
+    pub fn used_of(&self) -> String {
+        format!("{} of {} {} ({})", self.shown(self.used), self.who, self.key, self.shown(self.limit))
+    }
+
     /// "$0.85 of this chamber's daily_usd ($1.00), 85%".
     pub fn line(&self) -> String {
         let pct = if self.limit > 0.0 { (self.used / self.limit * 100.0).round() } else { 100.0 };
-        format!("{} of {} {} ({}), {pct}%", self.shown(self.used), self.who, self.key, self.shown(self.limit))
+        format!("{}, {pct}%", self.used_of())
     }
 
     /// A key naming this limit in this period.
@@ -39,13 +78,13 @@ impl BudgetUse {
 }
 
 /// The first of this UTC month: the ledger rows to ask for.
-pub fn month_start(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn month_start(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     Some(chrono::Datelike::with_day(&now.date_naive(), 1)?.and_hms_opt(0, 0, 0)?.and_utc())
 }
 
 /// Each limit of `own` (the chamber's) and `theirs` (`account`'s) against
 /// `rows` (this month's ledger, every chamber), at `now`.
-pub fn measure(
+fn measure(
     rows: &[UsageRow],
     now: DateTime<Utc>,
     chamber_id: i64,

@@ -221,7 +221,9 @@ impl Sup {
             }
             Effect::Reset { req } => {
                 let (root, now) = (&self.root, self.now());
-                let result = off_worker(|| crate::chamber::reset::to_history(root, now)).map_err(|e| e.to_string());
+                // A cryo.toml made again (it had none) is confined as a new chamber's.
+                let made = || crate::chamber::reset::to_history(root, now, crate::sandbox::strongest());
+                let result = off_worker(made).map_err(|e| e.to_string());
                 match &result {
                     Ok(dir) => {
                         tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
@@ -459,7 +461,7 @@ impl Sup {
             path = format!("{}:{path}", dir.display());
         }
         let mcp = config.mcp.then(|| spawn::Mcp {
-            program: spawn::find_program("cryo-agent", &self.root, &path)
+            program: crate::paths::find_program("cryo-agent", &self.root, &path)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "cryo-agent".into()),
         });
@@ -496,28 +498,31 @@ impl Sup {
         // set for the child makes std fall back from posix_spawn (vfork) to
         // fork, which copies the daemon's page tables on every wake. One not
         // found is left to the spawn, whose error says why.
-        let program = spawn::find_program(&launch.program, &self.root, &path)
+        let program = crate::paths::find_program(&launch.program, &self.root, &path)
             .unwrap_or_else(|| std::path::PathBuf::from(&launch.program));
         // Confined: run through cryod's Landlock launcher, which restricts
         // itself and becomes the agent, or through bubblewrap.
         let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-        if let Some(why) = crate::sandbox::unavailable(mode) {
+        // Asking may run bubblewrap once: off the worker.
+        if let Some(why) = off_worker(|| crate::sandbox::unavailable(mode)) {
             return Err(why);
         }
-        let confined = match mode {
-            crate::config::Sandbox::Off => None,
-            _ => Some(self.sandbox_policy(config, &provider_env, &launch.program, &program, &path).await?),
-        };
-        let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match (mode, &confined) {
-            (crate::config::Sandbox::Landlock, Some((policy, _))) => {
-                (own_exe()?, crate::sandbox::wrap(policy, &program, &launch.args))
+        // The private TMPDIR of a confined session.
+        let mut tmp = None;
+        let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match mode {
+            crate::config::Sandbox::Off => (program, launch.args.iter().map(Into::into).collect()),
+            confined => {
+                let (policy, dir) =
+                    self.sandbox_policy(config, &provider_env, &launch.program, &program, &path).await?;
+                tmp = Some(dir);
+                if confined == crate::config::Sandbox::Landlock {
+                    (own_exe()?, crate::sandbox::wrap(&policy, &program, &launch.args))
+                } else {
+                    // The resolved file: a link to it may lie in a hidden root.
+                    let real = std::fs::canonicalize(&program).unwrap_or(program);
+                    (crate::sandbox::bwrap()?, crate::sandbox::bwrap_args(&policy, &real, &launch.args))
+                }
             }
-            (crate::config::Sandbox::Bwrap, Some((policy, _))) => {
-                // The resolved file: a link to it may lie in a hidden root.
-                let real = std::fs::canonicalize(&program).unwrap_or(program);
-                (crate::sandbox::bwrap()?, crate::sandbox::bwrap_args(policy, &real, &launch.args))
-            }
-            _ => (program, launch.args.iter().map(Into::into).collect()),
         };
         // Resource limits: a transient systemd scope around the whole tree.
         let (program, args) = match (config.limits.is_empty(), crate::sandbox::systemd_run()) {
@@ -558,7 +563,7 @@ impl Sup {
         };
         // A confined agent gets only an allowlist of cryod's environment,
         // and a private TMPDIR.
-        if let Some((_, tmp)) = &confined {
+        if let Some(tmp) = &tmp {
             cmd.env_clear().envs(std::env::vars().filter(|(k, _)| crate::sandbox::env_kept(k))).env("TMPDIR", tmp);
         }
         let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
@@ -671,7 +676,7 @@ impl Sup {
         }
         let mut readable = config.readable.clone();
         readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
-        readable.extend(crate::sandbox::program_install(program, path.as_ref()));
+        readable.extend(crate::sandbox::program_install(program, path));
         // cryod's socket: its folder, unless that holds cryod's own state.
         let socket = &self.shared.socket;
         let socket_dir = socket.parent().filter(|d| {
@@ -844,7 +849,6 @@ impl EventStream {
     }
 }
 
-/// What a session's stream tells the supervisor as soon as it is seen.
 /// Where a known kind's output goes: the readable transcript (and its
 /// log lines), and the raw events file.
 struct Logs {
@@ -853,6 +857,7 @@ struct Logs {
     raw: PathBuf,
 }
 
+/// What a session's stream tells the supervisor as soon as it is seen.
 struct Tell {
     /// The provider's limit.
     limit: Box<dyn Fn(crate::agent_events::Limited) + Send>,

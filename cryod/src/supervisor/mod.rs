@@ -250,35 +250,28 @@ fn next_utc_day(now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 impl Sup {
-    /// The budgets that apply (the chamber's `[budget]`, its provider
-    /// account's in `cryod.toml`), with the account's name; none if unset.
-    fn budgets(&self) -> Option<(String, crate::config::Budget, crate::config::Budget)> {
-        let config = self.config.as_ref().ok()?;
-        let account = crate::spawn::provider_account(config);
-        let theirs = self.shared.config.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
-        (!config.budget.is_empty() || !theirs.is_empty()).then(|| (account, config.budget.clone(), theirs))
+    /// The budgets that apply, if any.
+    fn budgets(&self) -> Option<budget::Applying> {
+        budget::Applying::to(self.config.as_ref().ok()?, &self.shared.config)
     }
 
     /// The lowest `max_session_usd` that applies.
     fn max_session_usd(&self) -> Option<f64> {
-        let (_, own, theirs) = self.budgets()?;
-        [own.max_session_usd, theirs.max_session_usd].into_iter().flatten().reduce(f64::min)
+        self.budgets()?.max_session_usd()
     }
 
     /// Measures the budgets against the ledger (UTC day and month): what
     /// the machine should be told (an 80% notice once, or the pause at
     /// 100%), if anything.
     async fn budget_check(&mut self) -> Option<Input> {
-        let (account, own, theirs) = self.budgets()?;
-        let now = self.now();
-        let rows = self.shared.store.usage(crate::rfc3339(budget::month_start(now)?)).await.ok()?;
+        let uses = self.budgets()?.measured(&self.shared.store, self.now(), self.id).await.ok()?;
         if let Some(k) = self.budget_paused.take_if(|_| !self.machine.paused()) {
             // Resumed by an operator: this budget no longer pauses it, this period.
             self.budget_released.insert(k);
         }
         let (mut notice, mut reached) = (None, None);
         let mut reached_key = None;
-        for u in budget::measure(&rows, now, self.id, &account, (&own, &theirs)) {
+        for u in uses {
             let key_period = u.period_key();
             if u.used >= u.limit && !self.budget_released.contains(&key_period) {
                 reached_key.get_or_insert(key_period);
@@ -291,13 +284,7 @@ impl Sup {
                     u.shown(u.used)
                 ));
             } else if u.used >= 0.8 * u.limit && u.used < u.limit && self.budget_noticed.insert(key_period) {
-                notice.get_or_insert(format!(
-                    "{} of {} {} ({}) is used.",
-                    u.shown(u.used),
-                    u.who,
-                    u.key,
-                    u.shown(u.limit)
-                ));
+                notice.get_or_insert(format!("{} is used.", u.used_of()));
             }
         }
         if notice.is_none() && reached.is_none() {
@@ -557,7 +544,7 @@ impl Sup {
         let Ok(c) = &self.config else { return Ok(()) };
         let program = crate::spawn::split_words(&c.agent)?.remove(0);
         let path = std::env::var("PATH").unwrap_or_default();
-        match crate::spawn::find_program(&program, &self.root, &path) {
+        match crate::paths::find_program(&program, &self.root, &path) {
             Some(_) => Ok(()),
             None => Err(format!(
                 "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",
