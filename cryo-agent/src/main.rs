@@ -75,8 +75,16 @@ fn main() -> ExitCode {
     };
     match done {
         Ok(Some(d)) => {
-            println!("{}", d.text);
-            ExitCode::SUCCESS
+            // A reader that has gone (`cryo-agent todo list | head`) is no
+            // failure of the verb, which is done.
+            use std::io::Write;
+            match writeln!(std::io::stdout().lock(), "{}", d.text) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("cryo-agent: cannot write the output: {e}");
+                    ExitCode::from(exit::REFUSED)
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Ok(None) => ExitCode::SUCCESS,
         Err(Fail(m, code)) => {

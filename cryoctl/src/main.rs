@@ -2,10 +2,11 @@
 //! over gRPC; `daemon run` runs cryod itself, through the same function as the
 //! `cryod` binary.
 
+#[macro_use]
+mod output;
 mod client;
 mod cmd;
 mod complete;
-mod output;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,31 @@
 //! Human output: tables that fit the terminal, color only where it helps (a
 //! terminal, and never with `NO_COLOR`), and JSON.
+/// `print!` and `println!` for cryoctl's output: once its reader has gone
+/// (`cryoctl chamber list | head`), cryoctl ends quietly, as Unix tools do,
+/// instead of panicking on the closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), false) };
+}
+macro_rules! outln {
+    () => { $crate::output::write(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), true) };
+}
+
+/// Writes to standard output; exits at once, successfully, when nobody
+/// reads it any more, and with one line on any other error.
+pub fn write(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("cryoctl: cannot write the output: {e}");
+            std::process::exit(1);
+        }
+    }
+}
 
 use std::io::IsTerminal;
 
@@ -83,7 +109,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
                 s.push_str(&" ".repeat(pad + 2));
             }
         }
-        println!("{}", s.trim_end());
+        outln!("{}", s.trim_end());
     };
     line(header.iter().map(|h| (h.to_string(), if paint { Some("1") } else { None })).collect());
     for r in rows {
@@ -92,7 +118,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
 }
 
 pub fn json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON values always serialize"));
+    outln!("{}", serde_json::to_string_pretty(v).expect("JSON values always serialize"));
 }
 
 /// An RFC 3339 time in the local zone, short: `Sun 14:05` within a week,

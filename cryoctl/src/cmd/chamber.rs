@@ -340,14 +340,14 @@ async fn hook(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         output::json(&serde_json::json!({ "chamber": r.chamber, "url": r.url, "secret": r.secret }));
         return Ok(());
     }
-    println!("webhook for {} (the secret is shown once; run this again to replace it)", r.chamber);
+    outln!("webhook for {} (the secret is shown once; run this again to replace it)", r.chamber);
     if r.url.is_empty() {
-        println!("  url     (the hub is not up: POST /hooks/{} on its address)", r.chamber);
+        outln!("  url     (the hub is not up: POST /hooks/{} on its address)", r.chamber);
     } else {
-        println!("  url     {}", r.url);
+        outln!("  url     {}", r.url);
     }
-    println!("  secret  {}", r.secret);
-    println!("  sign    X-Hub-Signature-256: sha256=HMAC-SHA256(secret, body), as GitHub does");
+    outln!("  secret  {}", r.secret);
+    outln!("  sign    X-Hub-Signature-256: sha256=HMAC-SHA256(secret, body), as GitHub does");
     Ok(())
 }
 
@@ -377,15 +377,15 @@ fn init_json(r: &pb::ChamberInitReply) -> serde_json::Value {
 
 fn print_init(r: &pb::ChamberInitReply) {
     for f in &r.created {
-        println!("created  {f}");
+        outln!("created  {f}");
     }
     for f in &r.kept {
-        println!("kept     {f}");
+        outln!("kept     {f}");
     }
     if !r.sandbox.is_empty() {
-        println!("sandbox  {} (the `sandbox` key of cryo.toml)", r.sandbox);
+        outln!("sandbox  {} (the `sandbox` key of cryo.toml)", r.sandbox);
     }
-    println!("chamber scaffolded in {}", r.path);
+    outln!("chamber scaffolded in {}", r.path);
 }
 
 async fn add(
@@ -426,9 +426,9 @@ async fn add(
         eprintln!("warning: {w}");
     }
     if r.already_registered {
-        println!("{} is already registered as {:?}; nothing changed", ch.path, ch.name);
+        outln!("{} is already registered as {:?}; nothing changed", ch.path, ch.name);
     } else {
-        println!("registered {:?} ({})", ch.name, ch.path);
+        outln!("registered {:?} ({})", ch.name, ch.path);
     }
     Ok(())
 }
@@ -441,7 +441,7 @@ async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
         return Ok(());
     }
     if r.chambers.is_empty() {
-        println!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
+        outln!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
         return Ok(());
     }
     // A fleet's chambers show the node that runs each.
@@ -489,10 +489,10 @@ pub fn hold_line(h: &pb::ProviderHold) -> String {
 
 fn print_holds(holds: &[pb::ProviderHold]) {
     if !holds.is_empty() {
-        println!();
+        outln!();
     }
     for h in holds {
-        println!("{}", hold_line(h));
+        outln!("{}", hold_line(h));
     }
 }
 
@@ -534,31 +534,31 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         return Ok(());
     }
     for ch in &r.chambers {
-        println!("{}", ch.name);
-        println!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
-        println!("  path      {}", ch.path);
+        outln!("{}", ch.name);
+        outln!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
+        outln!("  path      {}", ch.path);
         if !ch.agent.is_empty() {
-            println!("  agent     {}", ch.agent);
+            outln!("  agent     {}", ch.agent);
             if !ch.sandbox.is_empty() {
-                println!("  sandbox   {}", ch.sandbox);
+                outln!("  sandbox   {}", ch.sandbox);
             }
         }
         if !ch.timezone.is_empty() {
-            println!("  timezone  {}", ch.timezone);
+            outln!("  timezone  {}", ch.timezone);
         }
-        println!("  added     {}", ch.created_at);
+        outln!("  added     {}", ch.created_at);
         if ch.session > 0 {
-            println!("  session   {}", ch.session);
+            outln!("  session   {}", ch.session);
         }
         if !ch.next_wake.is_empty() {
-            println!("  next wake {}", ch.next_wake);
+            outln!("  next wake {}", ch.next_wake);
         }
         if !ch.last_result.is_empty() {
-            println!("  last      {}", ch.last_result);
+            outln!("  last      {}", ch.last_result);
         }
-        println!("  mail      {} unread", ch.mail_waiting);
+        outln!("  mail      {} unread", ch.mail_waiting);
         if !ch.handoffs.is_empty() {
-            println!("  on end    {}", ch.handoffs);
+            outln!("  on end    {}", ch.handoffs);
         }
         if r.passed_total > 0 {
             // Sessions against wakes that passed without one.
@@ -566,7 +566,7 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
                 let why = if p.reason.is_empty() { String::new() } else { format!(": {}", p.reason) };
                 format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
             });
-            println!(
+            outln!(
                 "  wakes     {} session(s), {} slot(s) passed by a pre-check or missed{}",
                 ch.session,
                 r.passed_total,
@@ -574,15 +574,15 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             );
             // "Why did it not run at 09:00?"
             for p in r.passed.iter().filter(|p| p.what == "missed").take(3) {
-                println!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
+                outln!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
             }
         }
         for h in &r.holds {
-            println!("  limit     {}", hold_line(h));
+            outln!("  limit     {}", hold_line(h));
         }
         if let Some(([today, week, month], sessions)) = windows {
             use super::usage::cost;
-            println!(
+            outln!(
                 "  cost      {} today, {} over 7 days, {} over 30 days ({sessions} sessions)",
                 cost(today),
                 cost(week),
@@ -595,27 +595,27 @@ async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
                 f if f >= 0.8 => " (over 80%)",
                 _ => "",
             };
-            println!("  budget    {}{mark}", b.line);
+            outln!("  budget    {}{mark}", b.line);
         }
         if !ch.attention.is_empty() {
-            println!("  attention {}", ch.attention);
+            outln!("  attention {}", ch.attention);
         }
         if !ch.fault.is_empty() {
-            println!("  fault     {}", ch.fault);
+            outln!("  fault     {}", ch.fault);
         }
         if !ch.error.is_empty() {
-            println!("  error     {}", ch.error);
+            outln!("  error     {}", ch.error);
         }
         if ch.last_lateness_ms >= 0 {
-            println!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
+            outln!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
         }
         for b in &ch.bridges {
             let error = if b.last_error.is_empty() { String::new() } else { format!(": {}", b.last_error) };
-            println!("  sync      {} {}{error}", b.name, b.state);
+            outln!("  sync      {} {}{error}", b.name, b.state);
         }
     }
     if !r.sessions.is_empty() {
-        println!();
+        outln!();
         let rows: Vec<Vec<output::Cell>> = r
             .sessions
             .iter()
@@ -694,7 +694,7 @@ async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     if ctx.json {
         output::json(&chamber_json(&ch));
     } else {
-        println!("removed {:?} from the registry; its files in {} are untouched", ch.name, ch.path);
+        outln!("removed {:?} from the registry; its files in {} are untouched", ch.name, ch.path);
     }
     Ok(())
 }
@@ -711,9 +711,9 @@ async fn start(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> 
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
     } else if r.already {
-        println!("{:?} is already started", ch.name);
+        outln!("{:?} is already started", ch.name);
     } else {
-        println!("started {:?}", ch.name);
+        outln!("started {:?}", ch.name);
     }
     Ok(())
 }
@@ -730,11 +730,11 @@ async fn stop(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already, "ended_session": r.ended_session }));
     } else if r.already {
-        println!("{:?} is already stopped", ch.name);
+        outln!("{:?} is already stopped", ch.name);
     } else if r.ended_session {
-        println!("stopped {:?} (its running session was ended)", ch.name);
+        outln!("stopped {:?} (its running session was ended)", ch.name);
     } else {
-        println!("stopped {:?}", ch.name);
+        outln!("stopped {:?}", ch.name);
     }
     Ok(())
 }
@@ -751,9 +751,9 @@ async fn move_to(ctx: &Ctx, chamber: Option<String>, to: String) -> Result<()> {
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "node": r.node, "already": r.already }));
     } else if r.already {
-        println!("{:?} is on node {to} already", ch.name);
+        outln!("{:?} is on node {to} already", ch.name);
     } else {
-        println!("moved {:?} to node {to} ({})", ch.name, r.node);
+        outln!("moved {:?} to node {to} ({})", ch.name, r.node);
     }
     Ok(())
 }
@@ -801,7 +801,7 @@ async fn switch(ctx: &Ctx, chamber: Option<String>, op: Switch) -> Result<()> {
             format!("unarchived {name:?} (stopped; `cryoctl chamber start {name}` starts it)")
         }
     };
-    println!("{line}");
+    outln!("{line}");
     Ok(())
 }
 
@@ -827,7 +827,7 @@ async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Result<()> {
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "history": r.history }));
     } else {
-        println!("reset {:?}: its earlier files are in {}/ (the chamber is stopped)", ch.name, r.history);
+        outln!("reset {:?}: its earlier files are in {}/ (the chamber is stopped)", ch.name, r.history);
     }
     Ok(())
 }
@@ -875,15 +875,15 @@ async fn wake(ctx: &Ctx, chamber: Option<String>, message: Option<String>, repla
         return Ok(());
     }
     if r.replaced {
-        println!("ended the running session of {:?}", ch.name);
+        outln!("ended the running session of {:?}", ch.name);
     }
     if !r.message_file.is_empty() {
-        println!("wrote {}", r.message_file);
+        outln!("wrote {}", r.message_file);
     }
     if r.queued {
-        println!("{:?} will wake when its running session ends", ch.name);
+        outln!("{:?} will wake when its running session ends", ch.name);
     } else {
-        println!("waking {:?}", ch.name);
+        outln!("waking {:?}", ch.name);
     }
     Ok(())
 }
@@ -909,9 +909,9 @@ async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, su
         let waits = if r.waits.is_empty() { serde_json::Value::Null } else { r.waits.clone().into() };
         output::json(&json!({ "file": r.file, "waits": waits }));
     } else {
-        println!("sent: {}", r.file);
+        outln!("sent: {}", r.file);
         if !r.waits.is_empty() {
-            println!("  not read yet: {}", r.waits);
+            outln!("  not read yet: {}", r.waits);
         }
     }
     Ok(())
@@ -943,14 +943,14 @@ async fn sync(ctx: &Ctx, chamber: Option<String>, action: SyncAction) -> Result<
             "results": results,
         }));
     } else if r.bridges.is_empty() {
-        println!(
+        outln!(
             "no sync bridges (configure [sync.zulip] or [sync.github] in cryo.toml; they run while the chamber is started)"
         );
     } else {
         for x in &r.results {
             let verb = if action == Action::Pull { "delivered" } else { "posted" };
             if x.error.is_empty() {
-                println!("{}: {verb} {}", x.bridge, x.count);
+                outln!("{}: {verb} {}", x.bridge, x.count);
             }
         }
         let rows: Vec<Vec<output::Cell>> = r
@@ -1007,7 +1007,7 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     }
     let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !is_list || t.state != "done").collect();
     if shown.is_empty() {
-        println!("no pending TODOs");
+        outln!("no pending TODOs");
         return Ok(());
     }
     let rows: Vec<Vec<output::Cell>> = shown
@@ -1053,9 +1053,9 @@ async fn log(ctx: &Ctx, chamber: Option<String>, follow: bool, agent: bool, line
     drain(s, |chunk| {
         for l in chunk.lines {
             if json {
-                println!("{}", json!({ "line": l }));
+                outln!("{}", json!({ "line": l }));
             } else {
-                println!("{l}");
+                outln!("{l}");
             }
         }
     })
@@ -1067,11 +1067,11 @@ fn print_mail(m: &pb::Mail, chamber: &str) {
     let when = when.split('.').next().unwrap_or(&when);
     let (from, to) = if m.direction == "out" { (m.from.as_str(), "operator") } else { (m.from.as_str(), chamber) };
     let q = if m.question { "  [question]" } else { "" };
-    println!("[{when}] {from} -> {to}: {}{q}", m.subject);
+    outln!("[{when}] {from} -> {to}: {}{q}", m.subject);
     for line in m.body.lines() {
-        println!("    {line}");
+        outln!("    {line}");
     }
-    println!();
+    outln!();
 }
 
 async fn messages(ctx: &Ctx, chamber: Option<String>, follow: bool, last: u32) -> Result<()> {
@@ -1088,14 +1088,14 @@ async fn messages(ctx: &Ctx, chamber: Option<String>, follow: bool, last: u32) -
     drain(s, |m| {
         any = true;
         if json {
-            println!("{}", mail_json(&m));
+            outln!("{}", mail_json(&m));
         } else {
             print_mail(&m, &name);
         }
     })
     .await?;
     if !any && !follow && !json {
-        println!("no messages yet");
+        outln!("no messages yet");
     }
     Ok(())
 }
@@ -1111,11 +1111,11 @@ async fn watch(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     let json = ctx.json;
     drain(s, |ch| {
         if json {
-            println!("{}", chamber_json(&ch));
+            outln!("{}", chamber_json(&ch));
         } else {
             let next = if ch.next_wake.is_empty() { "-".to_string() } else { ch.next_wake.clone() };
             let last = if ch.last_result.is_empty() { "-".to_string() } else { ch.last_result.clone() };
-            println!(
+            outln!(
                 "{}  {}  session {}  next wake {}  mail {}  last: {}",
                 ch.name,
                 state_name(ch.state),

@@ -172,7 +172,7 @@ pub async fn install(ctx: Ctx) -> Result<()> {
     if !ctx.json
         && let Some(a) = linger_advice()
     {
-        println!("{a}");
+        outln!("{a}");
     }
     Ok(())
 }
@@ -181,7 +181,7 @@ fn report(ctx: &Ctx, what: &str, path: &std::path::Path, line: &str) {
     if ctx.json {
         output::json(&json!({ "result": what, "unit": path.display().to_string(), "linger": linger() }));
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
 }
 
@@ -247,17 +247,17 @@ pub async fn status(ctx: Ctx) -> Result<()> {
         }));
         return Ok(());
     }
-    println!("unit       {} ({})", path.display(), if installed { "installed" } else { "not installed" });
-    println!("enabled    {enabled}");
-    println!("active     {} ({})", st.active, st.sub);
+    outln!("unit       {} ({})", path.display(), if installed { "installed" } else { "not installed" });
+    outln!("enabled    {enabled}");
+    outln!("active     {} ({})", st.active, st.sub);
     if st.pid != 0 {
-        println!("main pid   {}", st.pid);
+        outln!("main pid   {}", st.pid);
     }
     if !st.status.is_empty() {
-        println!("status     {}", st.status);
+        outln!("status     {}", st.status);
     }
     if let Some(a) = linger_advice() {
-        println!("{a}");
+        outln!("{a}");
     }
     Ok(())
 }
@@ -334,8 +334,8 @@ mod launchd {
                 &json!({ "installed": path.exists(), "plist": path.display().to_string(), "loaded": !out.is_empty() }),
             );
         } else {
-            println!("plist   {} ({})", path.display(), if path.exists() { "installed" } else { "not installed" });
-            println!("loaded  {}", !out.is_empty());
+            outln!("plist   {} ({})", path.display(), if path.exists() { "installed" } else { "not installed" });
+            outln!("loaded  {}", !out.is_empty());
         }
         Ok(())
     }

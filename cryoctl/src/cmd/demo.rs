@@ -110,25 +110,25 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
     let ch = added.chamber.unwrap_or_default();
     let cryoctl = sibling("cryoctl")?;
     let hub = control.hub(pb::HubRequest {}).await?.into_inner();
-    println!("cryo demo: a private cryod is running (pid {}), with one chamber.", daemon.child.id());
-    println!("  chamber  {} in {}", ch.name, ch.path);
-    println!("  agent    {agent_cmd}");
+    outln!("cryo demo: a private cryod is running (pid {}), with one chamber.", daemon.child.id());
+    outln!("  chamber  {} in {}", ch.name, ch.path);
+    outln!("  agent    {agent_cmd}");
     if let Some(init) = added.init.as_ref().filter(|i| !i.sandbox.is_empty()) {
-        println!("  sandbox  {}", init.sandbox);
+        outln!("  sandbox  {}", init.sandbox);
     }
     if hub.up {
-        println!("  hub      {}#token={}   (open it in a browser)", hub.url, hub.token);
+        outln!("  hub      {}#token={}   (open it in a browser)", hub.url, hub.token);
     }
-    println!();
-    println!("Try, in another terminal:");
-    println!("  export CRYO_SOCKET={}", socket.display());
-    println!("  {} chamber send demo \"hello there\"", cryoctl.display());
-    println!("  {} chamber messages demo --follow", cryoctl.display());
-    println!("  {} chamber status demo", cryoctl.display());
-    println!("  {} chamber log demo --follow", cryoctl.display());
-    println!();
-    println!("The conversation follows. Ctrl-C stops the demo and removes {}.", root.display());
-    println!();
+    outln!();
+    outln!("Try, in another terminal:");
+    outln!("  export CRYO_SOCKET={}", socket.display());
+    outln!("  {} chamber send demo \"hello there\"", cryoctl.display());
+    outln!("  {} chamber messages demo --follow", cryoctl.display());
+    outln!("  {} chamber status demo", cryoctl.display());
+    outln!("  {} chamber log demo --follow", cryoctl.display());
+    outln!();
+    outln!("The conversation follows. Ctrl-C stops the demo and removes {}.", root.display());
+    outln!();
     let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name("demo".into())) };
     let req = pb::ChamberMessagesRequest { chamber: Some(r), follow: true, last: 0 };
     let mut stream = control.chamber_messages(req).await?.into_inner();
@@ -139,9 +139,9 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
                 Ok(Some(m)) => {
                     let who = if m.direction == "out" { format!("{} -> you", m.from) } else { format!("{} -> demo", m.from) };
                     let when = m.timestamp.get(11..19).unwrap_or("");
-                    println!("[{when}] {who}:");
+                    outln!("[{when}] {who}:");
                     for line in m.body.lines() {
-                        println!("    {line}");
+                        outln!("    {line}");
                     }
                     use std::io::Write;
                     let _ = std::io::stdout().flush();
@@ -150,7 +150,7 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
             },
         }
     }
-    println!("\nstopping the demo daemon and cleaning up");
+    outln!("\nstopping the demo daemon and cleaning up");
     drop(daemon);
     Ok(())
 }

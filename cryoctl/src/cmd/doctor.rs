@@ -73,7 +73,7 @@ pub async fn run(ctx: Ctx) -> Result<()> {
                 Level::Fail => ("FAIL", "31"),
             };
             let mark = if paint { format!("\x1b[{col}m{mark}\x1b[0m") } else { mark.to_string() };
-            println!("{mark}  {:<14} {}", c.name, c.detail);
+            outln!("{mark}  {:<14} {}", c.name, c.detail);
         }
     }
     if failed { Err(crate::client::Failure::refused("some checks failed (see above)")) } else { Ok(()) }

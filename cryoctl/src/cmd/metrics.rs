@@ -113,7 +113,7 @@ pub async fn run(ctx: crate::Ctx, raw: bool) -> crate::client::Result<()> {
     let mut c = crate::client::control(&ctx.socket).await?;
     let text = c.metrics(cryo_proto::v1::MetricsRequest {}).await?.into_inner().text;
     if raw {
-        print!("{text}");
+        out!("{text}");
         return Ok(());
     }
     let series = parse(&text);

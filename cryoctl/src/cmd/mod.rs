@@ -34,9 +34,9 @@ pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {
         return Ok(());
     }
     if r.up {
-        println!("{}#token={}", r.url, r.token);
+        outln!("{}#token={}", r.url, r.token);
     } else {
-        println!("the hub is not running: {}", r.error);
+        outln!("the hub is not running: {}", r.error);
     }
     Ok(())
 }
@@ -48,7 +48,7 @@ pub async fn fleet_drain(ctx: crate::Ctx, node: String, no_wait: bool) -> crate:
     let id = c.fleet_drain(cryo_proto::v1::FleetDrainRequest { node: node.clone() }).await?.into_inner().node;
     if !no_wait {
         if !ctx.json {
-            println!("draining node {node} ({id}): it hands its chambers over as their sessions end");
+            outln!("draining node {node} ({id}): it hands its chambers over as their sessions end");
         }
         loop {
             let r = c.fleet_status(cryo_proto::v1::FleetStatusRequest {}).await?.into_inner();
@@ -58,7 +58,7 @@ pub async fn fleet_drain(ctx: crate::Ctx, node: String, no_wait: bool) -> crate:
                 if ctx.json {
                     crate::output::json(&serde_json::json!({ "node": id, "drained": false }));
                 } else {
-                    println!("this cryod is the node draining; it exits once its chambers are handed over");
+                    outln!("this cryod is the node draining; it exits once its chambers are handed over");
                 }
                 return Ok(());
             }
@@ -68,9 +68,9 @@ pub async fn fleet_drain(ctx: crate::Ctx, node: String, no_wait: bool) -> crate:
     if ctx.json {
         crate::output::json(&serde_json::json!({ "node": id, "drained": !no_wait }));
     } else if !no_wait {
-        println!("node {node} has left the fleet");
+        outln!("node {node} has left the fleet");
     } else {
-        println!("node {node} ({id}) is draining");
+        outln!("node {node} ({id}) is draining");
     }
     Ok(())
 }
@@ -98,13 +98,19 @@ pub async fn fleet_status(ctx: crate::Ctx) -> crate::client::Result<()> {
         return Ok(());
     }
     if !r.fleet {
-        println!("not a fleet: this cryod keeps its chambers in {}", r.store);
+        outln!("not a fleet: this cryod keeps its chambers in {}", r.store);
         return Ok(());
     }
-    println!("store: {}   this node's lease: {}   chambers being taken over: {}", r.store, r.trust, r.unowned);
-    println!(
+    outln!("store: {}   this node's lease: {}   chambers being taken over: {}", r.store, r.trust, r.unowned);
+    outln!(
         "{:<2}{:<16} {:<18} {:>8} {:>9} {:>8} {:>8}  STATE",
-        "", "NODE", "ID", "CHAMBERS", "CAPACITY", "LEASE", "LAG"
+        "",
+        "NODE",
+        "ID",
+        "CHAMBERS",
+        "CAPACITY",
+        "LEASE",
+        "LAG"
     );
     for n in &r.nodes {
         let state = if n.lease_left_ms <= 0 {
@@ -114,7 +120,7 @@ pub async fn fleet_status(ctx: crate::Ctx) -> crate::client::Result<()> {
         } else {
             "live"
         };
-        println!(
+        outln!(
             "{:<2}{:<16} {:<18} {:>8} {:>9} {:>7.1}s {:>6}ms  {state}",
             if n.this { "*" } else { "" },
             n.name,

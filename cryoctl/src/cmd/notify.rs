@@ -15,13 +15,7 @@ fn print(ctx: &Ctx, deliveries: &[pb::Delivery]) {
     for d in deliveries {
         let what = if d.chamber.is_empty() { d.kind.clone() } else { format!("{} {}", d.kind, d.chamber) };
         let mark = if d.ok { "ok" } else { "--" };
-        println!(
-            "{}  {mark}  {:<12} {what}: {} ({} ms)",
-            output::local_time(&d.at),
-            d.notifier,
-            d.outcome,
-            d.latency_ms
-        );
+        outln!("{}  {mark}  {:<12} {what}: {} ({} ms)", output::local_time(&d.at), d.notifier, d.outcome, d.latency_ms);
     }
 }
 
@@ -41,7 +35,7 @@ pub async fn log(ctx: Ctx, limit: u32) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
     let r = c.notify_log(pb::NotifyLogRequest { limit }).await?.into_inner();
     if r.deliveries.is_empty() && !ctx.json {
-        println!("no notices since cryod started");
+        outln!("no notices since cryod started");
         return Ok(());
     }
     print(&ctx, &r.deliveries);

@@ -22,7 +22,7 @@ pub async fn run(ctx: &Ctx, chamber: Option<pb::ChamberRef>, count: u32) -> Resu
         eprintln!("cryoctl: {p}");
     }
     if r.wakes.is_empty() {
-        println!("no wakes scheduled (no pending TODO with a time)");
+        outln!("no wakes scheduled (no pending TODO with a time)");
         return Ok(());
     }
     let width = r.wakes.iter().map(|w| w.chamber.chars().count()).max().unwrap_or(0);
@@ -41,13 +41,13 @@ pub async fn run(ctx: &Ctx, chamber: Option<pb::ChamberRef>, count: u32) -> Resu
         if w.overdue {
             what.push_str(" · due now");
         }
-        println!("{when}  {who}{what}");
+        outln!("{when}  {who}{what}");
         let indent = " ".repeat(when.chars().count() + 2);
         if !w.note.is_empty() {
-            println!("{indent}DST: {}", w.note);
+            outln!("{indent}DST: {}", w.note);
         }
         if !w.held.is_empty() {
-            println!("{indent}held: {}", w.held);
+            outln!("{indent}held: {}", w.held);
         }
     }
     Ok(())

@@ -75,7 +75,7 @@ pub async fn run(ctx: Ctx, by: String, since_arg: String) -> Result<()> {
         return Ok(());
     }
     if r.rows.is_empty() {
-        println!(
+        outln!(
             "no sessions ended since {}",
             from.map(|t| output::local_time(&t.to_rfc3339())).unwrap_or("ever".into())
         );
