@@ -147,7 +147,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     sup.observe_inbox().await;
     sup.publish();
     let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
-    tokio::spawn(sup.run(rx, drop.clone(), ended.clone()));
+    tokio::spawn(Box::new(sup).run(rx, drop.clone(), ended.clone()));
     Handle { tx, snapshot: snap_rx, drop, ended }
 }
 

@@ -170,7 +170,7 @@ impl Sup {
                 tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
                 // The account is known for every session (its budget counts
                 // them all), what it used only for a known kind's.
-                let used = self.usage.take().filter(|(n, _)| *n == number).map(|(_, u)| u).unwrap_or_default();
+                let used = self.usage.take().filter(|u| u.0 == number).map(|u| u.1).unwrap_or_default();
                 let provider = self.config.as_ref().ok().map(spawn::provider_account);
                 let usage = crate::agent_events::Usage { provider, ..used };
                 let thread = thread.map(|t| (t.sessions, t.tokens));
@@ -503,8 +503,13 @@ impl Sup {
         // Confined: run through cryod's Landlock launcher, which restricts
         // itself and becomes the agent, or through bubblewrap.
         let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-        // Asking may run bubblewrap once: off the worker.
-        if let Some(why) = off_worker(|| crate::sandbox::unavailable(mode)) {
+        // Asking may run bubblewrap once: off the worker (an unconfined
+        // session asks nothing, and keeps its worker).
+        let unavailable = match mode {
+            crate::config::Sandbox::Off => None,
+            confined => off_worker(|| crate::sandbox::unavailable(confined)),
+        };
+        if let Some(why) = unavailable {
             return Err(why);
         }
         // The private TMPDIR of a confined session.

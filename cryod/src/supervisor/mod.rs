@@ -229,7 +229,7 @@ struct Sup {
     todos_written: Option<todos::Stamp>,
     bridges: crate::bridges::Bridges,
     /// What the last agent's stream said it used, for its session's row.
-    usage: Option<(u64, crate::agent_events::Usage)>,
+    usage: Option<Box<(u64, crate::agent_events::Usage)>>,
     /// Budget notices already given (budget, key and period), once each.
     budget_noticed: std::collections::HashSet<String>,
     /// The budget (key and period) that paused the chamber, and those an
@@ -343,7 +343,15 @@ impl Sup {
         }
     }
 
-    async fn run(mut self, mut rx: queue::Receiver<Event>, drop: CancellationToken, ended: CancellationToken) {
+    /// Boxed: an async fn's by-value argument is kept twice in its future
+    /// (the argument and the local it becomes), and this one lives as long
+    /// as the chamber.
+    async fn run(
+        mut self: Box<Self>,
+        mut rx: queue::Receiver<Event>,
+        drop: CancellationToken,
+        ended: CancellationToken,
+    ) {
         self.machine.rest();
         self.publish();
         loop {
@@ -461,7 +469,7 @@ impl Sup {
                     let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
                     u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
                 });
-                self.usage = usage.map(|u| (session, *u));
+                self.usage = usage.map(|u| Box::new((session, *u)));
                 self.observe_inbox().await;
                 let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
                 let limited = limited.map(|l| self.limit_until(&l));
@@ -730,4 +738,15 @@ pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     getrandom::fill(&mut b).expect("the OS random source works");
     hex::encode(b)
+}
+#[cfg(test)]
+mod tests {
+    /// A supervisor lives as long as its chamber, mostly at rest: what it
+    /// holds inline is paid once per chamber (1,000 chambers, a megabyte
+    /// per kilobyte). What only a session needs is boxed.
+    #[test]
+    fn a_supervisor_at_rest_stays_small() {
+        let size = std::mem::size_of::<super::Sup>();
+        assert!(size <= 2304, "Sup is {size} bytes inline");
+    }
 }

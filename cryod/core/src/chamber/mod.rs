@@ -248,7 +248,7 @@ pub struct Chamber {
     wanted: Option<(Trigger, DateTime<Utc>)>,
     /// A wake holds its permit while its pre-checks run.
     checking: Option<Checking>,
-    live: Option<Live>,
+    live: Option<Box<Live>>,
     last_result: Option<String>,
     previous_failure: Option<String>,
     attention: Option<String>,
@@ -888,4 +888,14 @@ pub fn first_line(s: &str) -> String {
         out.push('…');
     }
     out
+}
+#[cfg(test)]
+mod size {
+    /// Every chamber holds one machine for as long as it is registered;
+    /// what only a session needs (`Live`) is boxed.
+    #[test]
+    fn a_machine_at_rest_stays_small() {
+        let size = std::mem::size_of::<super::Chamber>();
+        assert!(size <= 1024, "Chamber is {size} bytes inline");
+    }
 }

@@ -144,7 +144,7 @@ impl Chamber {
             resumed_from: resumed.as_ref().map(|t| t.session),
         }));
         self.begun_again = false;
-        self.live = Some(Live {
+        self.live = Some(Box::new(Live {
             number,
             wake_id,
             token,
@@ -171,7 +171,7 @@ impl Chamber {
             used: None,
             notices,
             data,
-        });
+        }));
     }
 
     /// The wake is in the ledger, with the claims it makes: that row is the
