@@ -267,3 +267,26 @@ fn doctor_zone_linger_and_disk_cases() {
         eprintln!("SKIPPED the failing disk case: cannot mount a tmpfs here");
     }
 }
+
+/// `cryoctl chamber list | head`: a reader that has gone ends cryoctl
+/// quietly and successfully, as with any Unix tool, not with a panic.
+#[test]
+fn a_reader_that_has_gone_ends_cryoctl_quietly() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    env.chamber("alpha", "", "agent = \"sh -c true\"\n");
+    // A pipe whose reading end is closed before cryoctl starts: its first
+    // write fails with EPIPE.
+    let (read, write) = nix::unistd::pipe().expect("a pipe");
+    drop(read);
+    for args in [&["chamber", "list"][..], &["chamber", "status", "alpha", "--json"]] {
+        let out = env
+            .command(cryo_tests::bin("cryoctl"))
+            .args(args)
+            .stdout(write.try_clone().expect("the pipe's writing end"))
+            .output()
+            .expect("running cryoctl");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "cryoctl {args:?}: {:?}\n{stderr}", out.status);
+    }
+}
