@@ -75,16 +75,8 @@ fn main() -> ExitCode {
     };
     match done {
         Ok(Some(d)) => {
-            // A reader that has gone (`cryo-agent todo list | head`) is no
-            // failure of the verb, which is done.
-            use std::io::Write;
-            match writeln!(std::io::stdout().lock(), "{}", d.text) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    eprintln!("cryo-agent: cannot write the output: {e}");
-                    ExitCode::from(exit::REFUSED)
-                }
-                _ => ExitCode::SUCCESS,
-            }
+            exit::print("cryo-agent", format_args!("{}", d.text), true);
+            ExitCode::SUCCESS
         }
         Ok(None) => ExitCode::SUCCESS,
         Err(Fail(m, code)) => {

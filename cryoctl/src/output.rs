@@ -1,33 +1,17 @@
 //! Human output: tables that fit the terminal, color only where it helps (a
 //! terminal, and never with `NO_COLOR`), and JSON.
+use std::io::IsTerminal;
+
 /// `print!` and `println!` for cryoctl's output: once its reader has gone
-/// (`cryoctl chamber list | head`), cryoctl ends quietly, as Unix tools do,
-/// instead of panicking on the closed pipe.
+/// (`cryoctl chamber list | head`), cryoctl ends quietly
+/// (`cryo_proto::exit::print`).
 macro_rules! out {
-    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), false) };
+    ($($arg:tt)*) => { cryo_proto::exit::print("cryoctl", format_args!($($arg)*), false) };
 }
 macro_rules! outln {
-    () => { $crate::output::write(format_args!(""), true) };
-    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*), true) };
+    () => { cryo_proto::exit::print("cryoctl", format_args!(""), true) };
+    ($($arg:tt)*) => { cryo_proto::exit::print("cryoctl", format_args!($($arg)*), true) };
 }
-
-/// Writes to standard output; exits at once, successfully, when nobody
-/// reads it any more, and with one line on any other error.
-pub fn write(args: std::fmt::Arguments<'_>, newline: bool) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
-    match written {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        Err(e) => {
-            eprintln!("cryoctl: cannot write the output: {e}");
-            std::process::exit(1);
-        }
-    }
-}
-
-use std::io::IsTerminal;
 
 /// Whether to color stdout.
 pub fn color() -> bool {

@@ -159,6 +159,25 @@ pub mod exit {
     /// What the request named does not exist.
     pub const NOT_FOUND: u8 = 4;
 
+    /// Writes to standard output for the client `name` (cryoctl or
+    /// cryo-agent). A reader that has gone (`cryoctl chamber list | head`)
+    /// ends the process at once, successfully, as Unix tools do, instead of
+    /// `println!`'s panic; any other error ends it with one line and
+    /// [`REFUSED`].
+    pub fn print(name: &str, args: std::fmt::Arguments<'_>, newline: bool) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(e) => {
+                eprintln!("{name}: cannot write the output: {e}");
+                std::process::exit(REFUSED.into());
+            }
+        }
+    }
+
     /// The exit code for a refusal from the daemon, and its one line.
     pub fn for_status(s: &tonic::Status) -> (u8, String) {
         // The connection went away under the call (tonic says only

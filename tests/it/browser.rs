@@ -2,18 +2,37 @@
 //! playwright-core from `tests/browser/hub.mjs`). `.ci/run` installs both; a
 //! machine without them skips with the reason printed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cryo_tests::{ANSWERING_AGENT, Env};
 
-/// Answers every message, and keeps answering while mail arrives (hibernate is
-/// refused while mail is unread).
+/// The browser drivers' folder, when node, Debian's Chromium and
+/// playwright-core (`npm ci --prefix tests/browser`) are all there.
 pub(crate) fn driver() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
     let ready = dir.join("node_modules/playwright-core").exists()
         && std::process::Command::new("node").arg("--version").output().is_ok()
         && std::path::Path::new("/usr/bin/chromium").exists();
     ready.then_some(dir)
+}
+
+/// Runs the driver `script` of `dir` against `env`'s hub (its address and
+/// token in `HUB_URL` and `HUB_TOKEN`, plus `vars`) and returns the JSON
+/// object it prints last, once it has said it met no error.
+pub(crate) fn run_driver(dir: &Path, script: &str, env: &Env, vars: &[(&str, String)]) -> serde_json::Value {
+    let hub = env.cryoctl(&["hub", "--json"]).json();
+    let out = std::process::Command::new("node")
+        .arg(dir.join(script))
+        .env("HUB_URL", hub["url"].as_str().expect("the hub's url"))
+        .env("HUB_TOKEN", hub["token"].as_str().expect("the hub's token"))
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let seen: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))
+        .unwrap_or_else(|e| panic!("{script} ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert!(seen["error"].is_null(), "{script} failed: {}", seen["error"]);
+    seen
 }
 
 #[test]
@@ -58,25 +77,18 @@ fn the_hub_in_headless_chromium() {
     c.wait_ended(1);
     tzc.wait_ended(1);
     crash.wait_ended(1);
-    let hub = env.cryoctl(&["hub", "--json"]).json();
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let out = std::process::Command::new("node")
-        .arg(dir.join("hub.mjs"))
-        .env("HUB_URL", hub["url"].as_str().unwrap())
-        .env("HUB_TOKEN", hub["token"].as_str().unwrap())
-        .env("CHAMBER", "alpha")
-        .env("SHOTS", &shots)
-        .env("MEASURE", "50")
-        .env("MANY", "many")
-        .env("TZ_CHAMBER", "tzc")
-        .env("QUOTA_CHAMBER", "q")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let seen: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))
-        .unwrap_or_else(|e| panic!("driver output ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    assert!(seen["error"].is_null(), "the browser run failed: {}", seen["error"]);
+    let vars = [
+        ("CHAMBER", "alpha"),
+        ("SHOTS", shots.to_str().expect("a UTF-8 path")),
+        ("MEASURE", "50"),
+        ("MANY", "many"),
+        ("TZ_CHAMBER", "tzc"),
+        ("QUOTA_CHAMBER", "q"),
+    ]
+    .map(|(k, v)| (k, v.to_string()));
+    let seen = run_driver(&dir, "hub.mjs", &env, &vars);
     // Without the token: the sign-in screen, and nothing read.
     assert_eq!(seen["signin_shown"], true);
     assert_eq!(seen["leaked_without_token"], false);

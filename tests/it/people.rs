@@ -426,18 +426,8 @@ fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
     match crate::browser::driver() {
         None => eprintln!("SKIPPED the push into Chromium: needs node, /usr/bin/chromium and tests/browser's modules"),
         Some(dir) => {
-            let h = env.cryoctl(&["hub", "--json"]).json();
-            let out = std::process::Command::new("node")
-                .arg(dir.join("push.mjs"))
-                .env("HUB_URL", h["url"].as_str().unwrap())
-                .env("HUB_TOKEN", h["token"].as_str().unwrap())
-                .env("PUSH_PAYLOAD", String::from_utf8(plain[..plain.len() - 1].to_vec()).unwrap())
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let seen: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))
-                .unwrap_or_else(|e| panic!("push.mjs ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-            assert!(seen["error"].is_null(), "the push into Chromium failed: {}", seen["error"]);
+            let payload = String::from_utf8(plain[..plain.len() - 1].to_vec()).unwrap();
+            let seen = crate::browser::run_driver(&dir, "push.mjs", &env, &[("PUSH_PAYLOAD", payload)]);
             assert_eq!(seen["permission"], "granted");
             let shown = &seen["notifications"][0];
             assert_eq!(shown["title"], notice["title"], "{seen}");

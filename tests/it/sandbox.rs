@@ -234,8 +234,10 @@ fn refused(mode: &str, var: (&str, &str), why: &str) {
     let log = || std::fs::read_to_string(c.dir.join("cryo.log")).unwrap_or_default();
     wait_until("the refusal", || log().contains(why));
     assert!(!c.dir.join("ran").exists(), "the agent never ran");
-    let status = env.cryoctl(&["chamber", "status", "c", "--json"]).json();
-    assert!(status[0]["attention"].as_str().is_some_and(|a| a.contains(why)), "{status}");
+    // The log line is written before the machine hears of the refusal:
+    // the attention follows it.
+    let attention = || env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0]["attention"].clone();
+    wait_until("the refusal in the chamber's attention", || attention().as_str().is_some_and(|a| a.contains(why)));
 }
 
 /// Says what `MY_KEY` held, then hibernates.
