@@ -12,6 +12,11 @@
 //! the system time cancels it at once so everything is re-planned. Elsewhere
 //! (and with a test clock) the wait is a series of bounded sleeps that
 //! re-check the clock.
+//!
+//! A chamber is told [`HEAD_START`] before its deadline, with the deadline:
+//! it decides and records its wake as of that instant ahead of it, and only
+//! the agent's start waits for the instant itself (`supervisor`), so the
+//! durable record is not on the path from the due time to the agent.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -24,8 +29,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 
-/// How a chamber is told it is due; false once the chamber is gone.
-pub type Sink = Arc<dyn Fn() -> bool + Send + Sync>;
+/// How a chamber is told it is due at the instant given (at most
+/// [`HEAD_START`] ahead); false once the chamber is gone.
+pub type Sink = Arc<dyn Fn(DateTime<Utc>) -> bool + Send + Sync>;
+
+/// How long before its deadline a chamber is told, on the system clock: room
+/// for admission and the wake's durable record (a few milliseconds, more on
+/// a loaded machine), and nothing a person could see.
+pub const HEAD_START: Duration = Duration::from_millis(30);
 
 /// Longest sleep before the wall clock is read again, where no timerfd is
 /// used.
@@ -79,15 +90,17 @@ impl Plans {
         }
     }
 
-    /// Sends `Due` to every chamber due at `now`; returns the next deadline.
-    fn fire(&mut self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    /// Sends `Due` to every chamber due by `now + lead`; returns when the
+    /// next one is to be told (its deadline less `lead`).
+    fn fire(&mut self, now: DateTime<Utc>, lead: Duration) -> Option<DateTime<Utc>> {
+        let lead = chrono::Duration::from_std(lead).unwrap_or_default();
         while let Some(&(t, id)) = self.order.first() {
-            if t > now {
-                return Some(t);
+            if t > now + lead {
+                return Some(t - lead);
             }
             self.order.pop_first();
             if let Some((_, due)) = self.by_id.remove(&id) {
-                due();
+                due(t);
             }
         }
         None
@@ -96,6 +109,8 @@ impl Plans {
 
 async fn run(mut rx: UnboundedReceiver<Plan>, clock: Clock, shutdown: CancellationToken) {
     let mut plans = Plans::default();
+    // A test clock is stepped by hand: its chambers are told at the instant.
+    let lead = if clock.is_system() { HEAD_START } else { Duration::ZERO };
     #[cfg(target_os = "linux")]
     let mut timer = if clock.is_system() {
         match wall::WallTimer::new() {
@@ -109,7 +124,7 @@ async fn run(mut rx: UnboundedReceiver<Plan>, clock: Clock, shutdown: Cancellati
         None
     };
     loop {
-        let next = plans.fire(clock.now());
+        let next = plans.fire(clock.now(), lead);
         #[cfg(target_os = "linux")]
         if let Some(timer) = timer.as_mut() {
             if let Err(error) = timer.arm(next) {
@@ -230,7 +245,7 @@ mod tests {
         let (tx, mut rx) = unbounded_channel();
         let sink = |id: i64| -> Sink {
             let tx = tx.clone();
-            Arc::new(move || tx.send(id).is_ok())
+            Arc::new(move |_| tx.send(id).is_ok())
         };
         p.apply(Plan::Set(1, t("2026-01-01T10:00:00Z"), sink(1)));
         p.apply(Plan::Set(2, t("2026-01-01T09:00:00Z"), sink(2)));
@@ -238,12 +253,26 @@ mod tests {
         // Re-planning chamber 3 earlier replaces its old deadline.
         p.apply(Plan::Set(3, t("2026-01-01T09:30:00Z"), sink(3)));
         p.apply(Plan::Clear(1));
-        assert_eq!(p.fire(t("2026-01-01T08:00:00Z")), Some(t("2026-01-01T09:00:00Z")));
+        assert_eq!(p.fire(t("2026-01-01T08:00:00Z"), Duration::ZERO), Some(t("2026-01-01T09:00:00Z")));
         assert!(rx.try_recv().is_err());
-        assert_eq!(p.fire(t("2026-01-01T09:45:00Z")), None);
+        assert_eq!(p.fire(t("2026-01-01T09:45:00Z"), Duration::ZERO), None);
         assert_eq!(rx.try_recv(), Ok(2));
         assert_eq!(rx.try_recv(), Ok(3));
         assert!(rx.try_recv().is_err(), "a cleared plan never fires");
+    }
+
+    #[test]
+    fn a_chamber_is_told_its_deadline_ahead_of_it() {
+        let mut p = Plans::default();
+        let (tx, mut rx) = unbounded_channel();
+        p.apply(Plan::Set(1, t("2026-01-01T10:00:00Z"), Arc::new(move |at| tx.send(at).is_ok())));
+        // Armed a head start before the deadline, and nothing told sooner.
+        let lead = Duration::from_millis(30);
+        assert_eq!(p.fire(t("2026-01-01T09:59:59Z"), lead), Some(t("2026-01-01T09:59:59.970Z")));
+        assert!(rx.try_recv().is_err());
+        // Told then, with the deadline itself.
+        assert_eq!(p.fire(t("2026-01-01T09:59:59.970Z"), lead), None);
+        assert_eq!(rx.try_recv(), Ok(t("2026-01-01T10:00:00Z")));
     }
 
     #[cfg(target_os = "linux")]

@@ -125,6 +125,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         budget_paused: None,
         budget_released: Default::default(),
         told_held: false,
+        ahead: None,
         checks: None,
         mirror,
         root,

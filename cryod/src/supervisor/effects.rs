@@ -394,7 +394,7 @@ impl Sup {
     /// Where the scheduler sends `Due`.
     fn due_sink(&self) -> crate::scheduler::Sink {
         let tx = self.tx.clone();
-        Arc::new(move || tx.send(Event::Due).is_ok())
+        Arc::new(move |at| tx.send(Event::Due(at)).is_ok())
     }
 
     /// Where admission sends a permit (given back if the chamber is gone).
@@ -598,7 +598,14 @@ impl Sup {
         }
         // The spawn waits for the child's exec (vfork): off the worker, so
         // other chambers' wakes of the same instant go on meanwhile.
+        // A wake decided ahead of its due instant starts its agent at the
+        // instant: a thread's sleep is precise to tens of microseconds,
+        // tokio's timers to a millisecond.
+        let wait = self.early().map(|(_, left)| left);
         let spawned = off_worker(|| {
+            if let Some(left) = wait {
+                std::thread::sleep(left);
+            }
             let _gate = crate::fds::spawning();
             cmd.spawn()
         });

@@ -80,8 +80,9 @@ pub enum Event {
     },
     /// The daemon is shutting down.
     Shutdown(oneshot::Sender<()>),
-    /// The scheduler says a TODO (or held mail) is due.
-    Due,
+    /// The scheduler says a TODO (or held mail) is due at this instant
+    /// (told a head start ahead of it).
+    Due(DateTime<Utc>),
     /// The file watcher saw a change.
     Watched(Change),
     /// Mail may have been written where the watcher cannot see it (by
@@ -241,6 +242,10 @@ struct Sup {
     /// The running pre-checks of the wake that holds the permit (ended
     /// when the permit goes back).
     checks: Option<tokio::task::AbortHandle>,
+    /// The due instant the scheduler told ahead of time: until the clock
+    /// reaches it, the machine is handed that instant as its time, and an
+    /// agent's start waits for it (see [`Sup::now`]).
+    ahead: Option<DateTime<Utc>>,
 }
 
 /// The next UTC midnight: when a daily budget starts again.
@@ -313,8 +318,20 @@ impl Sup {
         at + chrono::Duration::milliseconds(jitter as i64)
     }
 
+    /// The machine's time: the clock's, or the due instant the scheduler
+    /// told a head start ahead (a wake is decided and recorded as of its
+    /// instant, a few milliseconds early). A clock set back past the head
+    /// start drops the lead rather than holding the machine's time still.
     fn now(&self) -> DateTime<Utc> {
-        self.shared.clock.now()
+        let real = self.shared.clock.now();
+        self.early().map_or(real, |(at, _)| at)
+    }
+
+    /// The told due instant and how far ahead of the clock it still is.
+    fn early(&self) -> Option<(DateTime<Utc>, std::time::Duration)> {
+        let at = self.ahead?;
+        let left = (at - self.shared.clock.now()).to_std().ok()?;
+        (left <= crate::scheduler::HEAD_START).then_some((at, left))
     }
 
     fn mailbox(&self) -> Mailbox {
@@ -420,7 +437,10 @@ impl Sup {
             Event::Todo { call, reply } => Input::Todo { req: self.wait(Waiter::Agent(reply)), call: *call },
             Event::WritePlan { text, reply } => Input::WritePlan { req: self.wait(Waiter::Plan(reply)), text },
             Event::Shutdown(reply) => Input::Shutdown { req: self.wait(Waiter::Done(reply)) },
-            Event::Due => Input::Due,
+            Event::Due(at) => {
+                self.ahead = Some(at);
+                Input::Due
+            }
             Event::Watched(Change::Inbox(name)) => {
                 self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 Input::Inbox { unread: self.mailbox().unread(), arrived: true }

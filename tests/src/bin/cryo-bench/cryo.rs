@@ -294,7 +294,7 @@ pub fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
     wait_until("the daemon to settle", || {
         let a = context_switches(pid);
         std::thread::sleep(Duration::from_millis(500));
-        context_switches(pid) == a
+        switches_between(&a, &context_switches(pid)) == 0
     });
     println!("\ncryo: idle daemon ({chambers} chambers x {todos} TODOs in the future)");
     at_rest(&[pid], seconds, startup)

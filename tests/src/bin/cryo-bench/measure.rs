@@ -39,20 +39,34 @@ pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// Context switches (voluntary + involuntary) of every thread of `pid`.
-pub fn context_switches(pid: u32) -> u64 {
-    let mut total = 0;
+/// Context switches (voluntary + involuntary) of each thread of `pid`, by
+/// thread id.
+pub fn context_switches(pid: u32) -> std::collections::HashMap<u64, u64> {
+    let mut threads = std::collections::HashMap::new();
     if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for t in rd.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
             let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-            for l in status.lines() {
-                if l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:") {
-                    total += l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-                }
-            }
+            let n = status
+                .lines()
+                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            threads.insert(tid, n);
         }
     }
-    total
+    threads
+}
+
+/// The context switches between two readings of [`context_switches`]: each
+/// thread's growth, a thread started in between counted whole. A thread that
+/// ended in between (tokio's idle blocking threads end after ten seconds)
+/// takes its count with it; summing totals instead would go backwards.
+pub fn switches_between(
+    before: &std::collections::HashMap<u64, u64>,
+    after: &std::collections::HashMap<u64, u64>,
+) -> u64 {
+    after.iter().map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0))).sum()
 }
 
 pub fn cpu_seconds(pid: u32) -> f64 {
@@ -125,6 +139,8 @@ pub fn lateness_figures(dirs: &[PathBuf], due: &[Vec<i64>]) -> Figures {
     f.insert("lateness_p50_ms".into(), p50.into());
     f.insert("lateness_p99_ms".into(), p99.into());
     f.insert("lateness_max_ms".into(), max.into());
+    // Told a head start ahead, cryod must still start no agent early.
+    f.insert("lateness_min_ms".into(), late.first().copied().unwrap_or(f64::NAN).into());
     f
 }
 
@@ -302,13 +318,14 @@ pub fn count_reruns(dirs: &[PathBuf]) -> usize {
 /// minute over the window, resident memory (summed) at its end; printed
 /// after the `startup` time and returned.
 pub fn at_rest(pids: &[u32], seconds: u64, startup: Duration) -> Figures {
-    let switches = || pids.iter().map(|p| context_switches(*p)).sum::<u64>();
+    let switches = || pids.iter().map(|p| context_switches(*p)).collect::<Vec<_>>();
     let cpu = || pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
     let (cs0, cpu0) = (switches(), cpu());
     std::thread::sleep(Duration::from_secs(seconds));
     let (cs1, cpu1) = (switches(), cpu());
     let rss: f64 = pids.iter().map(|p| rss_mb(*p)).sum();
-    let per_min = (cs1 - cs0) as f64 * 60.0 / seconds as f64;
+    let woke: u64 = cs0.iter().zip(&cs1).map(|(a, b)| switches_between(a, b)).sum();
+    let per_min = woke as f64 * 60.0 / seconds as f64;
     let cpu_per_min = (cpu1 - cpu0) * 60.0 / seconds as f64;
     let startup_ms = startup.as_secs_f64() * 1000.0;
     println!("  start-up to ready    {startup_ms:.0} ms");
