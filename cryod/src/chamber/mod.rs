@@ -58,6 +58,48 @@ pub fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> std::io::Res
     write_file(path, bytes, durable, None)
 }
 
+/// [`write_replacing`] through a spare file kept for the purpose: `bytes` go
+/// into `spare` (an earlier version, overwritten), which is synced and then
+/// swapped with `path` in one step (`renameat2` with `RENAME_EXCHANGE`), so
+/// the version replaced becomes the next spare. A crash leaves the old
+/// version or the new one, as with a rename, but no inode is made or freed:
+/// ext4 pays for each new inode with a search past the recently deleted ones
+/// (`recently_deleted`), which on a busy daemon cost more CPU than the rest
+/// of the write. Where the swap cannot be made (no `path` yet, a filesystem
+/// without it, a spare that is not a plain file of ours) it falls back to
+/// [`write_replacing`]'s temporary and rename. The caller serializes writers
+/// of one `path`.
+pub fn write_keeping(path: &Path, spare: &Path, bytes: &[u8], durable: bool) -> std::io::Result<std::fs::Metadata> {
+    use nix::fcntl::{AT_FDCWD, OFlag, RenameFlags, renameat2};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(spare);
+    // A link (or a second name) planted at the spare's place is never written through.
+    let mut f = match opened {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 1) => f,
+        _ => return write_replacing(path, bytes, durable),
+    };
+    f.set_len(0)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    let written = f.metadata()?;
+    drop(f);
+    match renameat2(AT_FDCWD, spare, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE) {
+        Ok(()) => {}
+        // No old version to keep, or no swap here: the spare takes the name.
+        Err(_) => std::fs::rename(spare, path)?,
+    }
+    if durable {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(written)
+}
+
 /// [`write_atomic`] for a secret: the file is the owner's alone (0600) from
 /// the moment it exists, never readable by others on its way in.
 pub fn write_secret(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -131,5 +173,41 @@ mod tests {
         assert!(write_atomic(&p, b"x").is_err());
         assert!(p.is_dir());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_kept_write_swaps_two_files_and_makes_no_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (p, spare) = (dir.path().join("todo.json"), dir.path().join(".cryo-spare"));
+        let ino = |path: &Path| std::fs::metadata(path).unwrap().ino();
+        // No file yet: the spare takes the name.
+        write_keeping(&p, &spare, b"one", true).unwrap();
+        assert!(!spare.exists());
+        let first = ino(&p);
+        write_keeping(&p, &spare, b"two", true).unwrap();
+        assert_eq!((std::fs::read(&p).unwrap(), std::fs::read(&spare).unwrap()), (b"two".to_vec(), b"one".to_vec()));
+        let second = ino(&p);
+        // From then on the two inodes take turns, and a shorter version leaves no tail.
+        let written = write_keeping(&p, &spare, b"3", false).unwrap();
+        assert_eq!((ino(&p), ino(&spare)), (first, second));
+        assert_eq!(written.ino(), first, "the metadata returned is the new version's");
+        assert_eq!(std::fs::read(&p).unwrap(), b"3");
+    }
+
+    #[test]
+    fn a_kept_write_never_writes_through_a_planted_spare() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, spare, outside) = (dir.path().join("t"), dir.path().join("spare"), dir.path().join("outside"));
+        std::fs::write(&outside, b"keep me").unwrap();
+        write_keeping(&p, &spare, b"one", true).unwrap();
+        // A symbolic link, then a second name of another file, at the spare's place.
+        std::os::unix::fs::symlink(&outside, &spare).unwrap();
+        write_keeping(&p, &spare, b"two", true).unwrap();
+        std::fs::remove_file(&spare).ok();
+        std::fs::hard_link(&outside, &spare).unwrap();
+        write_keeping(&p, &spare, b"three", true).unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep me");
+        assert_eq!(std::fs::read(&p).unwrap(), b"three");
     }
 }

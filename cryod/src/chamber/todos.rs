@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
 
-use super::{write_atomic, write_replacing};
+use super::{write_keeping, write_replacing};
 
 /// How often [`update`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
@@ -20,6 +20,11 @@ const RETRIES: usize = 5;
 pub fn todo_path(dir: &Path) -> PathBuf {
     dir.join("todo.json")
 }
+
+/// The versions of `todo.json` and of the state file before their last
+/// writes, in `.cryo/` (see [`save_with`]).
+const TODO_SPARE: &str = "todo.json.prev";
+const STATE_SPARE: &str = "state.json.prev";
 
 fn state_path(dir: &Path) -> PathBuf {
     dir.join(".cryo/state.json")
@@ -146,13 +151,21 @@ pub fn save(dir: &Path, list: &TodoList, tz: Tz) -> std::io::Result<()> {
     save_with(dir, list, tz, true).map(drop)
 }
 
+/// Each write of the list (and of the state file) swaps with the version
+/// before it, kept in `.cryo/` ([`write_keeping`]).
 fn save_with(dir: &Path, list: &TodoList, tz: Tz, durable: bool) -> std::io::Result<std::fs::Metadata> {
+    let dot = dir.join(".cryo");
     if list.high_water > high_water(dir).unwrap_or(u64::MAX) {
-        super::make_dir_in(dir, &dir.join(".cryo"))?;
+        super::make_dir_in(dir, &dot)?;
         let state = serde_json::json!({ "todo_high_water": list.high_water });
-        write_atomic(&state_path(dir), format!("{state}\n").as_bytes())?;
+        write_keeping(&state_path(dir), &dot.join(STATE_SPARE), format!("{state}\n").as_bytes(), true)?;
     }
-    write_replacing(&todo_path(dir), todo::render_file(list, tz).as_bytes(), durable)
+    let text = todo::render_file(list, tz);
+    if dot.is_dir() {
+        write_keeping(&todo_path(dir), &dot.join(TODO_SPARE), text.as_bytes(), durable)
+    } else {
+        write_replacing(&todo_path(dir), text.as_bytes(), durable)
+    }
 }
 
 #[cfg(test)]

@@ -693,6 +693,29 @@ impl Daemon {
         self.0.chambers.read().expect("registry lock").values().map(|e| e.handle.snapshot.borrow().view.state).collect()
     }
 
+    /// How many chambers there are (of every node of a fleet), how many run
+    /// a session, and the next wake of any: read in place, no view copied
+    /// (the service's status line asks after every change of state).
+    pub fn tally(&self) -> (usize, usize, Option<DateTime<Utc>>) {
+        let (mut count, mut running, mut next) = (0, 0, None::<DateTime<Utc>>);
+        let mut add = |state: State, wake: Option<DateTime<Utc>>| {
+            count += 1;
+            running += usize::from(state == State::Running);
+            next = match (next, wake) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        };
+        for e in self.0.chambers.read().expect("registry lock").values() {
+            let snap = e.handle.snapshot.borrow();
+            add(snap.view.state, snap.view.next_wake);
+        }
+        for r in self.0.remote.read().expect("registry lock").values() {
+            add(remote_state(r), r.mirror.as_ref().and_then(|m| m.next_wake));
+        }
+        (count, running, next)
+    }
+
     /// Every chamber (of every node of a fleet), by name.
     pub fn list(&self) -> Vec<ChamberView> {
         let mut all: Vec<_> = self.0.chambers.read().expect("registry lock").values().map(Entry::view).collect();
@@ -1027,14 +1050,23 @@ async fn end_leftovers(
 /// live node runs yet shows its desired state.
 fn remote_view(r: &ChamberRecord) -> ChamberView {
     let mut view = r.mirror.clone().unwrap_or_default();
+    view.state = remote_state(r);
     if r.owner.is_none() || r.mirror.is_none() {
-        view.state = match r.desired {
-            crate::store::Desired::Started => State::Idle,
-            crate::store::Desired::Stopped => State::Stopped,
-        };
         view.archived = r.archived;
     }
     ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None } }
+}
+
+/// Another node's chamber's state: as its owner's mirror says, else as
+/// desired (no owner runs it yet).
+fn remote_state(r: &ChamberRecord) -> State {
+    match (&r.owner, &r.mirror) {
+        (Some(_), Some(m)) => m.state,
+        _ => match r.desired {
+            crate::store::Desired::Started => State::Idle,
+            crate::store::Desired::Stopped => State::Stopped,
+        },
+    }
 }
 
 /// A valid name from a folder's name.

@@ -9,21 +9,19 @@ pub mod logind;
 use std::time::Duration;
 
 use sd_notify::NotifyState;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::daemon::Daemon;
 use crate::runtime::NoticeKind;
 
 /// The one-line summary systemd shows as the unit's status.
 pub fn summary(d: &Daemon) -> String {
-    let views = d.list();
-    let running = views.iter().filter(|v| v.snap.view.state == crate::daemon::State::Running).count();
-    let next = views.iter().filter_map(|v| v.snap.view.next_wake).min();
+    let (chambers, running, next) = d.tally();
     let next = match next {
         Some(t) => format!("next wake {}", crate::rfc3339(t)),
         None => "no wake planned".into(),
     };
-    format!("{} chamber(s), {running} session(s) running, {next}", views.len())
+    format!("{chambers} chamber(s), {running} session(s) running, {next}")
 }
 
 fn notify(states: &[NotifyState<'_>]) {
@@ -73,6 +71,9 @@ pub fn ready(d: &Daemon) {
                 Err(RecvError::Closed) => return,
                 _ => {}
             }
+            // A burst of changes (a thousand chambers due at once) is told
+            // once: what is already queued is taken before the line is made.
+            while !matches!(notices.try_recv(), Err(TryRecvError::Empty | TryRecvError::Closed)) {}
             let now = summary(&daemon);
             if now != last {
                 notify(&[NotifyState::Status(&now)]);
