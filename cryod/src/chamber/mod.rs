@@ -70,7 +70,7 @@ pub fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> std::io::Res
 /// [`write_replacing`]'s temporary and rename. The caller serializes writers
 /// of one `path`.
 pub fn write_keeping(path: &Path, spare: &Path, bytes: &[u8], durable: bool) -> std::io::Result<std::fs::Metadata> {
-    use nix::fcntl::{AT_FDCWD, OFlag, RenameFlags, renameat2};
+    use nix::fcntl::OFlag;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let opened = std::fs::OpenOptions::new()
         .write(true)
@@ -88,16 +88,28 @@ pub fn write_keeping(path: &Path, spare: &Path, bytes: &[u8], durable: bool) -> 
     f.sync_all()?;
     let written = f.metadata()?;
     drop(f);
-    match renameat2(AT_FDCWD, spare, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE) {
-        Ok(()) => {}
-        // No old version to keep, or no swap here: the spare takes the name.
-        Err(_) => std::fs::rename(spare, path)?,
+    // No old version to keep, or no swap here: the spare takes the name.
+    if swap(spare, path).is_err() {
+        std::fs::rename(spare, path)?;
     }
     if durable {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(written)
+}
+
+/// Exchanges two names in one step.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn swap(a: &Path, b: &Path) -> nix::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE)
+}
+
+/// Elsewhere there is no exchange: the caller renames.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn swap(_: &Path, _: &Path) -> nix::Result<()> {
+    Err(nix::errno::Errno::ENOSYS)
 }
 
 /// [`write_atomic`] for a secret: the file is the owner's alone (0600) from
@@ -176,6 +188,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn a_kept_write_swaps_two_files_and_makes_no_inode() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
