@@ -62,13 +62,14 @@ pub fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> std::io::Res
 /// into `spare` (an earlier version, overwritten), which is synced and then
 /// swapped with `path` in one step (`renameat2` with `RENAME_EXCHANGE`), so
 /// the version replaced becomes the next spare. A crash leaves the old
-/// version or the new one, as with a rename, but no inode is made or freed:
-/// ext4 pays for each new inode with a search past the recently deleted ones
-/// (`recently_deleted`), which on a busy daemon cost more CPU than the rest
-/// of the write. Where the swap cannot be made (no `path` yet, a filesystem
-/// without it, a spare that is not a plain file of ours) it falls back to
-/// [`write_replacing`]'s temporary and rename. The caller serializes writers
-/// of one `path`.
+/// version or the new one, as with a rename, but no inode is made or freed
+/// (an ext4 without a journal pays for each new inode with a search past the
+/// recently deleted ones, which on a busy daemon cost more CPU than the rest
+/// of the write). With no `path` yet, or no swap on this system, the spare is
+/// renamed in (and made again next time). A spare that cannot be opened (its
+/// folder missing) or is not a plain file of ours (a link, a second name) is
+/// left alone: [`write_replacing`]'s temporary and rename instead. The
+/// caller serializes writers of one `path`.
 pub fn write_keeping(path: &Path, spare: &Path, bytes: &[u8], durable: bool) -> std::io::Result<std::fs::Metadata> {
     use nix::fcntl::OFlag;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
 
-use super::{write_keeping, write_replacing};
+use super::write_keeping;
 
 /// How often [`update`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
@@ -109,7 +109,7 @@ pub fn update<T, E>(
 }
 
 /// [`update`], the new file's name made durable only if `durable` (see
-/// [`write_replacing`]); also returns the stamp of the version written, if
+/// [`super::write_replacing`]); also returns the stamp of the version written, if
 /// one was.
 pub fn update_with<T, E>(
     dir: &Path,
@@ -160,12 +160,9 @@ fn save_with(dir: &Path, list: &TodoList, tz: Tz, durable: bool) -> std::io::Res
         let state = serde_json::json!({ "todo_high_water": list.high_water });
         write_keeping(&state_path(dir), &dot.join(STATE_SPARE), format!("{state}\n").as_bytes(), true)?;
     }
-    let text = todo::render_file(list, tz);
-    if dot.is_dir() {
-        write_keeping(&todo_path(dir), &dot.join(TODO_SPARE), text.as_bytes(), durable)
-    } else {
-        write_replacing(&todo_path(dir), text.as_bytes(), durable)
-    }
+    // Without `.cryo/` (a seed system's chamber) the spare cannot be
+    // opened, and the write is the temporary and rename.
+    write_keeping(&todo_path(dir), &dot.join(TODO_SPARE), todo::render_file(list, tz).as_bytes(), durable)
 }
 
 #[cfg(test)]

@@ -481,7 +481,7 @@ impl Sup {
             .append(true)
             .open(&log_path)
             .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-        let mode = config.sandbox.unwrap_or(self.shared.config.sandbox);
+        let mode = self.sandbox_of(config);
         {
             use std::io::Write;
             let confined = match mode {
@@ -601,7 +601,7 @@ impl Sup {
         // A wake decided ahead of its due instant starts its agent at the
         // instant: a thread's sleep is precise to tens of microseconds,
         // tokio's timers to a millisecond.
-        let wait = self.early().map(|(_, left)| left);
+        let wait = self.early();
         let spawned = off_worker(|| {
             if let Some(left) = wait {
                 std::thread::sleep(left);
@@ -778,19 +778,19 @@ impl Sup {
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let mut status = None;
-            while let Ok(Some(l)) = lines.next_segment().await {
-                let l = String::from_utf8_lossy(&l);
-                let relayed = match (l.strip_prefix("out "), l.strip_prefix("err ")) {
-                    (Some(line), _) => Some((&mut to_out, line)),
-                    (_, Some(line)) => Some((&mut to_err, line)),
-                    _ => None,
-                };
-                match relayed {
-                    Some((Some(w), line)) => {
-                        let _ = w.write_all(format!("{line}\n").as_bytes()).await;
+            while let Ok(Some(mut l)) = lines.next_segment().await {
+                // A relayed line goes on as it came, bytes and all.
+                let to = match l.get(..4) {
+                    Some(b"out ") => &mut to_out,
+                    Some(b"err ") => &mut to_err,
+                    _ => {
+                        status = crate::keeper::status_from_report(&String::from_utf8_lossy(&l)).or(status);
+                        continue;
                     }
-                    Some((None, _)) => {}
-                    None => status = crate::keeper::status_from_report(&l).or(status),
+                };
+                if let Some(w) = to {
+                    l.push(b'\n');
+                    let _ = w.write_all(&l[4..]).await;
                 }
             }
             drop((to_out, to_err));

@@ -248,6 +248,14 @@ struct Sup {
     ahead: Option<DateTime<Utc>>,
 }
 
+/// How far the due instant the scheduler `told` is ahead of the clock's
+/// `real` time: none once reached, nor when it is further ahead than a head
+/// start (the clock was set back since).
+fn lead(told: Option<DateTime<Utc>>, real: DateTime<Utc>) -> Option<std::time::Duration> {
+    let left = (told? - real).to_std().ok()?;
+    (left <= crate::scheduler::HEAD_START).then_some(left)
+}
+
 /// The next UTC midnight: when a daily budget starts again.
 fn next_utc_day(now: DateTime<Utc>) -> DateTime<Utc> {
     let day = now.date_naive().succ_opt().unwrap_or(now.date_naive());
@@ -324,14 +332,18 @@ impl Sup {
     /// start drops the lead rather than holding the machine's time still.
     fn now(&self) -> DateTime<Utc> {
         let real = self.shared.clock.now();
-        self.early().map_or(real, |(at, _)| at)
+        self.ahead.filter(|_| lead(self.ahead, real).is_some()).unwrap_or(real)
     }
 
-    /// The told due instant and how far ahead of the clock it still is.
-    fn early(&self) -> Option<(DateTime<Utc>, std::time::Duration)> {
-        let at = self.ahead?;
-        let left = (at - self.shared.clock.now()).to_std().ok()?;
-        (left <= crate::scheduler::HEAD_START).then_some((at, left))
+    /// The sandbox the chamber's sessions run under: its own `sandbox`,
+    /// else cryod's.
+    fn sandbox_of(&self, config: &ChamberConfig) -> crate::config::Sandbox {
+        config.sandbox.unwrap_or(self.shared.config.sandbox)
+    }
+
+    /// How long until the told due instant, while it is still ahead.
+    fn early(&self) -> Option<std::time::Duration> {
+        lead(self.ahead, self.shared.clock.now())
     }
 
     fn mailbox(&self) -> Mailbox {
@@ -515,7 +527,7 @@ impl Sup {
     /// The machine's view plus the bridges, published for status views.
     fn publish(&mut self) {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
-        let sandbox = self.config.as_ref().ok().map(|c| c.sandbox.unwrap_or(self.shared.config.sandbox));
+        let sandbox = self.config.as_ref().ok().map(|c| self.sandbox_of(c));
         let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox };
         let changed = *self.snapshot.borrow() != snap;
         if changed && let Some(m) = &self.mirror {
@@ -761,6 +773,21 @@ pub fn random_hex(bytes: usize) -> String {
 }
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
+
+    #[test]
+    fn the_told_instant_leads_only_within_the_head_start() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let due = Some(t("2026-11-24T10:00:00Z"));
+        assert_eq!(super::lead(due, t("2026-11-24T09:59:59.990Z")), Some(Duration::from_millis(10)));
+        assert_eq!(super::lead(due, t("2026-11-24T10:00:00Z")), Some(Duration::ZERO));
+        assert_eq!(super::lead(due, t("2026-11-24T10:00:00.001Z")), None, "reached: the clock's own time");
+        assert_eq!(super::lead(due, t("2026-11-24T09:00:00Z")), None, "the clock set back an hour");
+        assert_eq!(super::lead(None, t("2026-11-24T10:00:00Z")), None);
+    }
+
     /// A supervisor lives as long as its chamber, mostly at rest: what it
     /// holds inline is paid once per chamber (1,000 chambers, a megabyte
     /// per kilobyte). What only a session needs is boxed.
