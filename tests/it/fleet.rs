@@ -37,6 +37,8 @@ cryo-agent hibernate >/dev/null
 
 const HEARTBEAT_MS: u64 = 250;
 const LEASE_MS: u64 = 1500;
+/// The lease of the fleet whose database link blips.
+const BLIP_LEASE_MS: u64 = 5000;
 /// How long a takeover may take: the lease, a claim round, and slack for a
 /// loaded machine.
 const TAKEOVER: Duration = Duration::from_secs(30);
@@ -189,10 +191,15 @@ struct Node {
 
 impl Node {
     fn new(pg: &Postgres, name: &str) -> Node {
+        Node::leased(pg, name, LEASE_MS)
+    }
+
+    /// A node whose lease lasts `lease_ms`.
+    fn leased(pg: &Postgres, name: &str, lease_ms: u64) -> Node {
         pg.role(name);
         let env = Env::new();
         env.daemon_config(&format!(
-            "max_concurrent_sessions = 4\nstop_grace_seconds = 1\n\n[store]\nurl = \"{}\"\nnode = \"{name}\"\ndomain = \"test\"\nheartbeat_ms = {HEARTBEAT_MS}\nlease_ms = {LEASE_MS}\n",
+            "max_concurrent_sessions = 4\nstop_grace_seconds = 1\n\n[store]\nurl = \"{}\"\nnode = \"{name}\"\ndomain = \"test\"\nheartbeat_ms = {HEARTBEAT_MS}\nlease_ms = {lease_ms}\n",
             pg.url(name)
         ));
         Node { env, daemon: None }
@@ -338,7 +345,12 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
 /// the first node before the others join: they take their share from it
 /// (operations on a chamber another node runs are not carried across yet).
 fn fleet(pg: &Postgres, n: usize, chambers: usize) -> (Vec<Node>, Vec<Chamber>) {
-    let mut nodes: Vec<Node> = (1..=n).map(|i| Node::new(pg, &format!("n{i}"))).collect();
+    fleet_leased(pg, n, chambers, LEASE_MS)
+}
+
+/// A fleet whose nodes hold leases of `lease_ms`.
+fn fleet_leased(pg: &Postgres, n: usize, chambers: usize, lease_ms: u64) -> (Vec<Node>, Vec<Chamber>) {
+    let mut nodes: Vec<Node> = (1..=n).map(|i| Node::leased(pg, &format!("n{i}"), lease_ms)).collect();
     nodes[0].start();
     let cs = make_chambers(&nodes[0], chambers);
     // A chamber added here is also "owned here, not run here" to the
@@ -515,19 +527,24 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
 #[test]
 fn fleet_a_node_cut_from_the_database_blips_or_is_taken_over() {
     let Some(pg) = Postgres::start() else { return };
-    let (mut nodes, cs) = fleet(&pg, 2, 6);
+    // A lease long enough that the blip (seen lagging, then healed by a
+    // psql call, then a renewal) stays well inside it on a loaded machine.
+    let (mut nodes, cs) = fleet_leased(&pg, 2, 6, BLIP_LEASE_MS);
     settle_balanced(&nodes[0], &["n1", "n2"], 6);
     wait_sessions(&cs, 6);
     let id = nodes[1].node_id();
     let fences = || pg.sql("SELECT string_agg(fence::text, ',' ORDER BY id) FROM cryo_chambers");
     // A blip: healed as soon as n1 sees n2's renewals late (two heartbeats).
     let held = fences();
+    let blip = Instant::now();
     pg.cut("n2");
     wait_until_within(TAKEOVER, "n2's renewals to lag", || renewal_lag(&nodes[0], &id) >= 2 * HEARTBEAT_MS as i64);
     pg.heal("n2");
+    let healed = blip.elapsed();
     wait_until_within(TAKEOVER, "n2 to renew again", || renewal_lag(&nodes[0], &id) < HEARTBEAT_MS as i64 * 2);
-    assert_eq!(fences(), held, "a blip below the trust window moved a chamber");
-    assert_eq!(nodes[1].node_id(), id, "a blip made n2 rejoin");
+    let blip = format!("cut for {healed:?}, renewing again after {:?} (lease {BLIP_LEASE_MS} ms)", blip.elapsed());
+    assert_eq!(fences(), held, "a blip below the trust window moved a chamber: {blip}");
+    assert_eq!(nodes[1].node_id(), id, "a blip made n2 rejoin: {blip}");
     // Past the lease.
     pg.cut("n2");
     let cut = Instant::now();
@@ -539,7 +556,9 @@ fn fleet_a_node_cut_from_the_database_blips_or_is_taken_over() {
     wait_until_within(TAKEOVER, "n2 to join again", || nodes[1].node_id() != id);
     settle_owned(&nodes[0], &["n1", "n2"], 6);
     let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
-    eprintln!("fleet: {total} sessions; chambers of a node cut from the database taken over after {taken:?}");
+    eprintln!(
+        "fleet: {total} sessions; a blip {blip}; chambers of a node cut from the database taken over after {taken:?}"
+    );
 }
 
 /// PostgreSQL is restarted under a running fleet: the nodes reconnect (or,
