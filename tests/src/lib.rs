@@ -116,8 +116,9 @@ impl Default for Env {
 
 impl Env {
     pub fn new() -> Env {
-        // Short paths: a socket path must stay under ~100 bytes.
-        let dir = tempfile::Builder::new().prefix("cy").tempdir_in("/tmp").expect("temp dir");
+        // Under TMPDIR (/tmp unless set), which must stay short: a socket
+        // path must stay under ~100 bytes.
+        let dir = tempfile::Builder::new().prefix("cy").tempdir_in(std::env::temp_dir()).expect("temp dir");
         for d in ["home", "run", "state", "config"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("env folder");
         }
