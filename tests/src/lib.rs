@@ -64,6 +64,13 @@ fn build_binaries(dir: &Path) {
     }
 }
 
+/// Where tests and the bench make their folders: `TMPDIR` when it is short
+/// (a socket's path inside must stay under about 100 bytes), else `/tmp`.
+pub fn scratch() -> PathBuf {
+    let t = std::env::temp_dir();
+    if t.as_os_str().len() <= 40 { t } else { PathBuf::from("/tmp") }
+}
+
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
@@ -116,9 +123,7 @@ impl Default for Env {
 
 impl Env {
     pub fn new() -> Env {
-        // Under TMPDIR (/tmp unless set), which must stay short: a socket
-        // path must stay under ~100 bytes.
-        let dir = tempfile::Builder::new().prefix("cy").tempdir_in(std::env::temp_dir()).expect("temp dir");
+        let dir = tempfile::Builder::new().prefix("cy").tempdir_in(scratch()).expect("temp dir");
         for d in ["home", "run", "state", "config"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("env folder");
         }

@@ -52,8 +52,9 @@ impl Postgres {
             return None;
         }
         let bin = bin_dir()?;
-        let dir =
-            tempfile::Builder::new().prefix("pg").tempdir_in(std::env::temp_dir()).expect("a folder for PostgreSQL");
+        // In /tmp, not TMPDIR: PostgreSQL runs as nobody, and a private
+        // TMPDIR may be closed to it.
+        let dir = tempfile::Builder::new().prefix("pg").tempdir_in("/tmp").expect("a folder for PostgreSQL");
         let pg = Postgres { dir, bin };
         std::fs::set_permissions(pg.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         if nix::unistd::geteuid().is_root() {

@@ -88,7 +88,7 @@ impl Seed {
             "no seed system at {}: cargo install cryochamber --root DIR",
             bin.display()
         );
-        let root = tempfile::Builder::new().prefix("cyseed").tempdir_in(std::env::temp_dir()).unwrap();
+        let root = tempfile::Builder::new().prefix("cyseed").tempdir_in(cryo_tests::scratch()).unwrap();
         std::fs::create_dir_all(root.path().join("home")).unwrap();
         Seed { bin: bin.to_path_buf(), root, dirs: Vec::new(), children: Mutex::new(Vec::new()) }
     }
