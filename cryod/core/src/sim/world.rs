@@ -1346,8 +1346,12 @@ impl World {
             return;
         }
         p.alive = false;
+        // Dying inside a hibernate's linger (the call still open: the
+        // machine answers a refusal at once) is a hibernate: the agent ended
+        // its session, and only new mail would have taken that back.
+        let lingering = matches!(p.waiting, Some((_, Call::Hibernate { .. })));
         p.waiting = None;
-        let hibernated = p.agent.hibernated;
+        let hibernated = p.agent.hibernated || lingering;
         let (chamber, session, inc) = (p.chamber, p.session, p.inc);
         self.check.sessions.insert((chamber, session), hibernated);
         // The daemon that spawned it hears of the exit, if it still lives.
