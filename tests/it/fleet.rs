@@ -536,13 +536,13 @@ fn fleet_a_node_cut_from_the_database_blips_or_is_taken_over() {
     let fences = || pg.sql("SELECT string_agg(fence::text, ',' ORDER BY id) FROM cryo_chambers");
     // A blip: healed as soon as n1 sees n2's renewals late (two heartbeats).
     let held = fences();
-    let blip = Instant::now();
+    let cut_at = Instant::now();
     pg.cut("n2");
     wait_until_within(TAKEOVER, "n2's renewals to lag", || renewal_lag(&nodes[0], &id) >= 2 * HEARTBEAT_MS as i64);
     pg.heal("n2");
-    let healed = blip.elapsed();
+    let healed = cut_at.elapsed();
     wait_until_within(TAKEOVER, "n2 to renew again", || renewal_lag(&nodes[0], &id) < HEARTBEAT_MS as i64 * 2);
-    let blip = format!("cut for {healed:?}, renewing again after {:?} (lease {BLIP_LEASE_MS} ms)", blip.elapsed());
+    let blip = format!("cut for {healed:?}, renewing again after {:?} (lease {BLIP_LEASE_MS} ms)", cut_at.elapsed());
     assert_eq!(fences(), held, "a blip below the trust window moved a chamber: {blip}");
     assert_eq!(nodes[1].node_id(), id, "a blip made n2 rejoin: {blip}");
     // Past the lease.

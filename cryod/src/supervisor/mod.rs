@@ -332,7 +332,10 @@ impl Sup {
     /// start drops the lead rather than holding the machine's time still.
     fn now(&self) -> DateTime<Utc> {
         let real = self.shared.clock.now();
-        self.ahead.filter(|_| lead(self.ahead, real).is_some()).unwrap_or(real)
+        match (self.ahead, lead(self.ahead, real)) {
+            (Some(told), Some(_)) => told,
+            _ => real,
+        }
     }
 
     /// The sandbox the chamber's sessions run under: its own `sandbox`,

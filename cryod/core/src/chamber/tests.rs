@@ -553,6 +553,49 @@ fn shutdown_interrupts_the_session_and_exits() {
     assert!(rig.m.finished());
 }
 
+/// A hibernate parked for its linger stands: the agent cut inside it (cryod
+/// shutting down) ended its session as it asked, with nothing to report;
+/// only new mail takes the hibernate back, with a refusal the agent hears.
+#[test]
+fn a_hibernate_cut_inside_its_linger_stands_and_only_mail_takes_it_back() {
+    let lingering = Call::Hibernate { summary: "done".into(), complete: false, exit_code: 0, linger_secs: 60 };
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.call(Call::Send { text: "progress".into(), question: false, subject: String::new() }).unwrap();
+    rig.call(add_todo("+1h")).unwrap();
+    let req = rig.req();
+    let session = rig.m.live_session().expect("live").0;
+    let parked = rig.feed(Input::Agent { session, req, call: lingering.clone() });
+    assert_eq!(reply(&parked, req), None, "the call is held open: {parked:#?}");
+    let stop = rig.req();
+    rig.feed(Input::Shutdown { req: stop });
+    let end = rig.exit("killed by signal 15");
+    assert!(
+        end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Hibernated(Ending::Hibernate), .. })),
+        "{end:#?}"
+    );
+    assert!(
+        end.iter().any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Complete, .. }, .. })),
+        "{end:#?}"
+    );
+    assert!(messages(&end).iter().all(|m| m.from != crate::message::CRYOCHAMBER), "nothing to report: {end:#?}");
+
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.call(add_todo("+1h")).unwrap();
+    let req = rig.req();
+    let session = rig.m.live_session().expect("live").0;
+    rig.feed(Input::Agent { session, req, call: lingering });
+    let released = rig.feed(Input::Inbox { unread: vec!["a.md".into()], arrived: true });
+    let Some(Err(Refusal::Precondition(why))) = reply(&released, req) else { panic!("{released:#?}") };
+    assert!(why.contains("new mail arrived"), "{why}");
+    let end = rig.exit("exit 0");
+    assert!(
+        end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Crashed(_), .. })),
+        "released, then gone without hibernating: {end:#?}"
+    );
+}
+
 #[test]
 fn dialog_without_last_shows_twenty_and_claims_the_unread_mail() {
     let mut rig = Rig::new(&[0], &["a.md"]);

@@ -1346,10 +1346,11 @@ impl World {
             return;
         }
         p.alive = false;
-        // Dying inside a hibernate's linger (the call still open: the
-        // machine answers a refusal at once) is a hibernate: the agent ended
-        // its session, and only new mail would have taken that back.
-        let lingering = matches!(p.waiting, Some((_, Call::Hibernate { .. })));
+        // Dying inside a hibernate's linger (a call that asked to linger and
+        // is still open: the machine answers anything else at once) is a
+        // hibernate: the agent ended its session, and only new mail would
+        // have taken that back (`chamber::tests::a_hibernate_cut_inside_its_linger_*`).
+        let lingering = matches!(p.waiting, Some((_, Call::Hibernate { linger_secs, .. })) if linger_secs > 0);
         p.waiting = None;
         let hibernated = p.agent.hibernated || lingering;
         let (chamber, session, inc) = (p.chamber, p.session, p.inc);
