@@ -15,11 +15,12 @@ const LAYERS: &[&[&str]] = &[
     &["error", "config", "scheduler"],
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
-    // Services the shell uses: admission, process spawning, watchers, sync bridges, the zone.
-    &["admission", "spawn", "sandbox", "watch", "bridges", "zone", "precheck"],
-    // A session's keeper, and the node's trust in its fleet lease (both signal agents' groups).
-    // The notifiers (their command runs through `precheck`'s runner).
-    &["keeper", "lease", "notifier"],
+    // Services the shell uses: admission, an agent's run (launch, sandbox,
+    // keeper, stream, process groups, pre-checks), watchers, sync bridges, the zone.
+    &["admission", "agent", "watch", "bridges", "zone"],
+    // The node's trust in its fleet lease (it signals agents' groups).
+    // The notifiers (their command runs through `agent::precheck`'s runner).
+    &["lease", "notifier"],
     // What every chamber task shares.
     &["runtime"],
     // The chamber shell around cryo_core's machine.

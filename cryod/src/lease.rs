@@ -124,7 +124,7 @@ impl Lease {
         };
         if let Some(signal) = signal {
             for pgid in self.keepers.lock().expect("keepers lock").keys() {
-                crate::spawn::signal_group(*pgid, signal);
+                crate::agent::group::signal_group(*pgid, signal);
             }
         }
         if matches!(trust, Trust::Lost { .. }) {

@@ -11,6 +11,7 @@
 //! [`server`] (socket, lock, peer checks).
 
 pub mod admission;
+pub mod agent;
 pub mod agent_events;
 pub mod bridges;
 pub mod chamber;
@@ -24,7 +25,6 @@ pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hub;
-pub mod keeper;
 #[cfg(test)]
 mod layers;
 pub mod lease;
@@ -32,14 +32,11 @@ pub mod mcp;
 pub mod metrics;
 pub mod notifier;
 pub mod paths;
-pub mod precheck;
 pub mod rpc;
 pub mod runtime;
-pub mod sandbox;
 pub mod scheduler;
 pub mod server;
 pub mod service;
-pub mod spawn;
 pub mod store;
 pub mod supervisor;
 pub mod system;

@@ -11,9 +11,9 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // `cryod __keep …`: a session's keeper (see `cryod::keeper`).
-    cryod::keeper::intercept();
-    // `cryod __sandbox …`: a confined agent's launcher (see `cryod::sandbox`).
-    cryod::sandbox::intercept();
+    // `cryod __keep …`: a session's keeper (see `cryod::agent::keeper`).
+    cryod::agent::keeper::intercept();
+    // `cryod __sandbox …`: a confined agent's launcher (see `cryod::agent::sandbox`).
+    cryod::agent::sandbox::intercept();
     cryod::main_with(Cli::parse().args)
 }

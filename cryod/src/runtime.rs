@@ -67,20 +67,14 @@ pub struct Shared {
     /// Live sessions by token. A token is added when its agent is spawned and
     /// removed when its session ends, so a replayed token finds nothing.
     pub tokens: Mutex<HashMap<String, TokenEntry>>,
-    /// The socket agents are told to use (`CRYO_SOCKET`).
-    pub socket: PathBuf,
-    /// The folder holding `cryo-agent`, put first on agents' PATH.
-    pub agent_bin: Option<PathBuf>,
+    /// Where cryod's own things are (its state and config folders, the
+    /// socket, `cryo-agent`): what agents must not reach, and what they must.
+    pub places: crate::agent::launch::Places,
     pub notices: tokio::sync::broadcast::Sender<Notice>,
     /// Cancelled when the daemon shuts down (streams end with it).
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Where the hub listens (set once it is up).
     pub hub: std::sync::OnceLock<HubInfo>,
-    /// The daemon's state folder (database, lock, hub token).
-    pub state_dir: PathBuf,
-    /// The folder of the `cryod.toml` in use (`--config`, else the
-    /// user's): hidden from confined agents, as `state_dir` is.
-    pub config_dir: PathBuf,
     /// What tokens cost, for agents whose CLI reports no cost.
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
     /// The names of the chambers cryod knows (those of other nodes of a
@@ -136,13 +130,15 @@ impl Shared {
             watcher: Watcher::start(),
             tokens: Default::default(),
             system_tz: std::sync::RwLock::new(crate::clock::system_zone()),
-            socket,
-            agent_bin: crate::spawn::agent_bin_dir(),
+            places: crate::agent::launch::Places {
+                socket,
+                agent_bin: crate::agent::kinds::agent_bin_dir(),
+                state_dir,
+                config_dir,
+            },
             notices: tokio::sync::broadcast::channel(4096).0,
             shutdown,
             hub: Default::default(),
-            state_dir,
-            config_dir,
             prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
             store,
             clock,

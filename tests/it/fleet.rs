@@ -991,7 +991,7 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     let mut node = Node::new(&pg, "n1");
     node.start();
     let provider = crate::agents::claude_provider(&node.env, &model);
-    let sandbox = cryod::sandbox::strongest().as_str();
+    let sandbox = cryod::agent::sandbox::strongest().as_str();
     let toml = format!("agent = \"{}\"\nsandbox = \"{sandbox}\"\n\n[provider]\n{provider}\n", path.display());
     let c = node.env.chamber("k", "", &toml);
     node.env.cryoctl(&["chamber", "start", "k"]).ok();

@@ -161,7 +161,7 @@ impl Daemon {
         daemon.heartbeat();
         // The strongest sandbox is asked once (bubblewrap is run to see):
         // off the workers, before a client asks.
-        tokio::task::spawn_blocking(crate::sandbox::strongest);
+        tokio::task::spawn_blocking(crate::agent::sandbox::strongest);
         Ok(daemon)
     }
 
@@ -468,7 +468,7 @@ impl Daemon {
         if dir.exists() && !dir.is_dir() {
             return Err(Error::Invalid(format!("{} exists and is not a folder", dir.display())));
         }
-        let sandbox = sandbox.unwrap_or_else(crate::sandbox::strongest);
+        let sandbox = sandbox.unwrap_or_else(crate::agent::sandbox::strongest);
         scaffold::init(&dir, agent, sandbox)
             .map_err(|e| Error::Invalid(format!("cannot scaffold {}: {e}", dir.display())))
     }
@@ -1039,10 +1039,10 @@ async fn end_leftovers(
     if open.is_empty() {
         return Default::default();
     }
-    let processes = crate::spawn::processes_by_wake();
+    let processes = crate::agent::group::processes_by_wake();
     let procs: Vec<(i32, i32)> = open.iter().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
     let grace = std::time::Duration::from_secs(shared.config.stop_grace_seconds.min(3));
-    crate::spawn::end_groups(&procs, grace).await;
+    crate::agent::group::end_groups(&procs, grace).await;
     Arc::new(processes)
 }
 
@@ -1080,7 +1080,7 @@ fn derive_name(dir: &Path) -> String {
 
 /// Present while a cryod runs; left behind by one that did not stop cleanly.
 fn running_marker(shared: &Shared) -> PathBuf {
-    shared.state_dir.join("cryod.running")
+    shared.places.state_dir.join("cryod.running")
 }
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         send: crate::notifier::Window::new(minute, c.sends_per_minute.max(1)),
         upload: crate::notifier::Window::new(minute, c.uploads_per_minute.max(1)),
     };
-    let invites = invites::Invites::load(&daemon.shared().state_dir);
+    let invites = invites::Invites::load(&daemon.shared().places.state_dir);
     let hub = Hub {
         daemon,
         token: Arc::new(token),

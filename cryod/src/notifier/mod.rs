@@ -502,8 +502,8 @@ async fn run_command(command: &str, e: &Event) -> Result<String, String> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.clone()))
     .collect();
-    match crate::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
-        crate::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
+    match crate::agent::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
+        crate::agent::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
         failed => Err(failed.failure()),
     }
 }

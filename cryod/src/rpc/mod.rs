@@ -29,7 +29,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         pid: std::process::id(),
         started_at: crate::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
-        sandbox: crate::sandbox::strongest().as_str().to_string(),
+        sandbox: crate::agent::sandbox::strongest().as_str().to_string(),
         sandbox_default: d.shared().config.sandbox.as_str().to_string(),
     })
 }

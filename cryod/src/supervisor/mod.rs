@@ -419,7 +419,7 @@ impl Sup {
     fn drop_chamber(&mut self) {
         tracing::warn!(chamber = %self.machine.name(), "chamber dropped: another owner will recover it");
         if let Some(pgid) = self.agent_pgid.take() {
-            crate::spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
             self.shared.lease.forget(pgid);
         }
         self.shared.tokens.lock().expect("tokens lock").retain(|_, t| t.chamber != self.id);
@@ -498,7 +498,10 @@ impl Sup {
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
             Event::Exited { session, status, usage, limited } => {
-                self.agent_pgid = None;
+                // A keeper's pipe is no longer extended once its agent ended.
+                if let Some(pgid) = self.agent_pgid.take() {
+                    self.shared.lease.forget(pgid);
+                }
                 // The conversation it spoke in, for the machine; the rest for its row.
                 let used = usage.as_ref().and_then(|u| {
                     let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
@@ -585,7 +588,7 @@ impl Sup {
     /// Whether the agent's program can be found (checked at start).
     fn agent_check(&self) -> std::result::Result<(), String> {
         let Ok(c) = &self.config else { return Ok(()) };
-        let program = crate::spawn::split_words(&c.agent)?.remove(0);
+        let program = crate::agent::kinds::split_words(&c.agent)?.remove(0);
         let path = std::env::var("PATH").unwrap_or_default();
         match crate::paths::find_program(&program, &self.root, &path) {
             Some(_) => Ok(()),
@@ -648,7 +651,7 @@ impl Sup {
     /// This chamber's provider account, if admission holds it at its limit,
     /// and when the hold ends (in the chamber's zone, for people).
     pub(super) fn held_until(&self) -> Option<(String, String, DateTime<Utc>)> {
-        let account = self.config.as_ref().ok().map(crate::spawn::provider_account)?;
+        let account = self.config.as_ref().ok().map(crate::agent::kinds::provider_account)?;
         let left = self.shared.admission.held(&account)?;
         let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
         Some((account, cryo_core::time::format_in(at, self.machine.tz()), at))
@@ -735,7 +738,7 @@ pub(super) fn load_config(
 fn settings(c: &ChamberConfig) -> Settings {
     // Only a known kind takes cryo's MCP server, names its conversation and
     // can be told to resume it.
-    let known = crate::spawn::Kind::of_agent(&c.agent) != crate::spawn::Kind::Other;
+    let known = crate::agent::kinds::Kind::of_agent(&c.agent) != crate::agent::kinds::Kind::Other;
     Settings {
         agent: c.agent.clone(),
         timezone: c.timezone,

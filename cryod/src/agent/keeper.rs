@@ -167,14 +167,14 @@ async fn keep(args: Vec<OsString>) -> i32 {
                     cryod_gone = true;
                     out.open = false;
                     eprintln!("cryo keeper: cryod has gone; ending the agent");
-                    crate::spawn::signal_group(pgid, Signal::SIGTERM);
+                    crate::agent::group::signal_group(pgid, Signal::SIGTERM);
                     deadline = deadline.min(Instant::now() + Duration::from_secs(1));
                 }
             },
             _ = tokio::time::sleep_until(drain_by) => {
                 if ended.is_none() {
                     eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
-                    crate::spawn::signal_group(pgid, Signal::SIGKILL);
+                    crate::agent::group::signal_group(pgid, Signal::SIGKILL);
                     deadline = Instant::now() + Duration::from_secs(3600);
                 }
             }

@@ -1,0 +1,445 @@
+//! Starting a session's agent: its kind's command line, its environment,
+//! its confinement and limits, where its output goes, and (on a fleet node)
+//! the keeper it runs under. What the agent does once started comes back
+//! through [`Session::on_exit`] and the stream's [`Tell`].
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use super::kinds::{self, Launch, Turn};
+use super::sandbox;
+use super::stream::{self, EVENTS_FILE, Logs, Tell};
+use crate::chamber::config::ChamberConfig;
+use crate::config::Sandbox;
+
+/// How long a keeper may take to start its agent.
+const KEEPER_START: Duration = Duration::from_secs(10);
+
+/// Where the prompt is kept for people (and for one too long for an argument).
+pub const PROMPT_FILE: &str = ".cryo/prompt.md";
+
+/// Where cryod's own things are: what a confined session must not reach,
+/// and what it must.
+#[derive(Debug, Clone)]
+pub struct Places {
+    /// cryod's state folder (its database, the hub's tokens).
+    pub state_dir: PathBuf,
+    /// cryod's config folder.
+    pub config_dir: PathBuf,
+    /// The operator's socket.
+    pub socket: PathBuf,
+    /// The folder holding `cryo-agent`, put first on the agent's `PATH`.
+    pub agent_bin: Option<PathBuf>,
+}
+
+/// A fleet node's session runs under a keeper (see [`super::keeper`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Keeper {
+    /// How long the keeper may let the agent run without hearing from cryod.
+    pub deadline: Duration,
+    /// The owner's fence, for the agent's own records.
+    pub fence: i64,
+}
+
+/// One session to start.
+pub struct Session<'a> {
+    pub chamber: &'a str,
+    pub root: &'a Path,
+    pub number: u64,
+    pub wake_id: &'a str,
+    pub token: &'a str,
+    pub turn: Turn<'a>,
+    pub config: &'a ChamberConfig,
+    /// The sandbox it runs under.
+    pub mode: Sandbox,
+    /// When it starts, as the chamber's zone shows it (for the log's header).
+    pub local_time: String,
+    /// Every other chamber's folder (hidden from a confined agent).
+    pub others: Vec<PathBuf>,
+    pub places: &'a Places,
+    /// On a fleet node, its keeper.
+    pub keeper: Option<Keeper>,
+    /// A wake decided ahead of its due instant starts its agent at the
+    /// instant: this long from now.
+    pub wait: Option<Duration>,
+    /// What its stream tells as soon as it is seen.
+    pub tell: Tell,
+    pub prices: Arc<crate::agent_events::Prices>,
+    /// Called once with how the agent ended, after its stream is read.
+    pub on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
+}
+
+/// How an agent ended.
+pub struct Exit {
+    pub status: std::process::ExitStatus,
+    /// What its stream said it used (known kinds).
+    pub usage: Option<Box<crate::agent_events::Usage>>,
+    /// Its stream ended on the provider's limit.
+    pub limited: Option<Box<crate::agent_events::Limited>>,
+}
+
+/// A started agent.
+pub struct Started {
+    /// Its pid, also its process group's id.
+    pub pid: u32,
+    /// On a fleet node, the pipe to its keeper, which the lease extends.
+    pub keeper: Option<std::fs::File>,
+    /// Lines for `cryo.log` (a limit that could not be applied).
+    pub notes: Vec<String>,
+}
+
+/// Starts the agent of `s` in its own process group, confined as its
+/// chamber says; returns at once (its end comes through `on_exit`).
+pub async fn start(s: Session<'_>) -> Result<Started, String> {
+    let config = s.config;
+    // Keys kept in files are read now, so a rotated key is used at once.
+    let provider_env = config.agent_env()?;
+    let dot = s.root.join(".cryo");
+    crate::chamber::make_dir_in(s.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
+    let prompt = s.turn.prompt;
+    // A copy for people, and for prompts too long for an argument (which
+    // the agent reads at once, so it is written first); not worth an fsync
+    // (it is rewritten by the next wake).
+    let prompt_path = s.root.join(s.turn.prompt_file);
+    let long = prompt.len() > kinds::MAX_PROMPT_ARG;
+    if long {
+        let _ = std::fs::write(&prompt_path, prompt.as_bytes());
+    }
+    let as_root = nix::unistd::geteuid().is_root();
+    let mut path = std::env::var("PATH").unwrap_or_default();
+    if let Some(dir) = &s.places.agent_bin {
+        path = format!("{}:{path}", dir.display());
+    }
+    let mcp = config.mcp.then(|| kinds::Mcp {
+        program: crate::paths::find_program("cryo-agent", s.root, &path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "cryo-agent".into()),
+    });
+    let launch = kinds::command_line(&config.agent, s.root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
+    // The same every session, once the binary's place is known: written
+    // only when it changes (not on every wake's path).
+    for (rel, text) in &launch.files {
+        let file = s.root.join(rel);
+        if std::fs::read(&file).ok().as_deref() != Some(text.as_bytes()) {
+            crate::chamber::write_replacing(&file, text.as_bytes(), false)
+                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        }
+    }
+    let log_path = s.root.join("cryo-agent.log");
+    let mut log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    {
+        use std::io::Write;
+        let confined = match s.mode {
+            Sandbox::Off => String::new(),
+            m => format!(", sandbox {}", m.as_str()),
+        };
+        let _ =
+            writeln!(log_file, "--- cryo session {} (wake {}{confined}) at {} ---", s.number, s.wake_id, s.local_time);
+    }
+    // Found here rather than by the child: a program looked up on a PATH
+    // set for the child makes std fall back from posix_spawn (vfork) to
+    // fork, which copies the daemon's page tables on every wake. One not
+    // found is left to the spawn, whose error says why.
+    let program =
+        crate::paths::find_program(&launch.program, s.root, &path).unwrap_or_else(|| PathBuf::from(&launch.program));
+    let mut notes = Vec::new();
+    let confined = confine(&s, &provider_env, &launch, program, &path, &mut notes).await?;
+    let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
+    let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
+    let kept = s.keeper.is_some();
+    let mut cmd = match s.keeper {
+        Some(k) => {
+            let mut cmd = tokio::process::Command::new(own_exe()?);
+            cmd.arg(super::keeper::ARG).arg(k.deadline.as_millis().to_string());
+            // A known kind's output comes back through the keeper.
+            if launch.events.is_some() {
+                cmd.arg(super::keeper::RELAY);
+            }
+            cmd.arg(&program).args(&args);
+            cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.arg0(&launch.program).args(&args).stdin(std::process::Stdio::null());
+            // A known kind's event stream is read (transcript and usage);
+            // anything else writes straight to the log.
+            if launch.events.is_some() {
+                cmd.stdout(std::process::Stdio::piped());
+            } else {
+                cmd.stdout(log_file.try_clone().map_err(|e| e.to_string())?);
+            }
+            cmd
+        }
+    };
+    // A confined agent gets only an allowlist of cryod's environment, and a
+    // private TMPDIR.
+    if let Some(tmp) = &tmp {
+        cmd.env_clear().envs(std::env::vars().filter(|(k, _)| sandbox::env_kept(k))).env("TMPDIR", tmp);
+    }
+    if let Some(k) = s.keeper {
+        // The owner's fence, for the agent's own records (traces).
+        cmd.env("CRYO_FENCE", k.fence.to_string());
+    }
+    let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
+    let stderr_log = log_file.try_clone().map_err(|e| e.to_string())?;
+    if launch.read_logs && !kept {
+        cmd.stderr(std::process::Stdio::piped());
+    } else {
+        cmd.stderr(log_file);
+    }
+    cmd.current_dir(s.root)
+        .process_group(0)
+        .kill_on_drop(false)
+        .env("PATH", path)
+        .env("CRYO_SOCKET", &s.places.socket)
+        .env("CRYO_CHAMBER", s.chamber)
+        .env("CRYO_SESSION", s.number.to_string())
+        .env("CRYO_WAKE_ID", s.wake_id)
+        .env("CRYO_SESSION_TOKEN", s.token)
+        .envs(&provider_env)
+        .envs(&launch.env);
+    if config.timezone_set {
+        cmd.env("TZ", config.timezone.name());
+    }
+    // The spawn waits for the child's exec (vfork): off the worker, so
+    // other chambers' wakes of the same instant go on meanwhile. A wake
+    // decided ahead of its due instant starts its agent at the instant: a
+    // thread's sleep is precise to tens of microseconds, tokio's timers to
+    // a millisecond.
+    let wait = s.wait;
+    let spawned = tokio::task::block_in_place(|| {
+        if let Some(left) = wait {
+            std::thread::sleep(left);
+        }
+        let _gate = crate::fds::spawning();
+        cmd.spawn()
+    });
+    // The copy for people once the agent runs, off the chamber's path.
+    if !long {
+        let text = prompt.to_string();
+        tokio::task::spawn_blocking(move || std::fs::write(prompt_path, text));
+    }
+    let mut child = spawned.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
+        _ => format!("cannot run {:?}: {e}", launch.program),
+    })?;
+    let logs = Logs { transcript, stderr: stderr_log, raw: dot.join(EVENTS_FILE) };
+    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, s.root, &provider_env));
+    let read = launch.events.map(|format| (format, model(format), logs));
+    let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
+    if kept {
+        let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
+        return Ok(Started { pid, keeper: Some(pipe), notes });
+    }
+    let pid = child.id().ok_or("the agent exited at once")?;
+    let stream = match (read, child.stdout.take()) {
+        (Some((format, model, logs)), Some(out)) => {
+            Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))
+        }
+        _ => None,
+    };
+    tokio::spawn(async move {
+        if let Ok(status) = child.wait().await {
+            let (usage, limited) = match stream {
+                Some(s) => s.finish().await,
+                None => (None, None),
+            };
+            on_exit(Exit { status, usage, limited });
+        }
+    });
+    Ok(Started { pid, keeper: None, notes })
+}
+
+/// A command made to run confined: the program cryod starts (the agent's,
+/// the Landlock launcher, bubblewrap or `systemd-run`), its arguments, and
+/// the private TMPDIR of a confined one.
+struct Confined {
+    program: PathBuf,
+    args: Vec<OsString>,
+    tmp: Option<PathBuf>,
+}
+
+/// Wraps the agent's `program` for the session's sandbox and limits.
+async fn confine(
+    s: &Session<'_>,
+    provider_env: &BTreeMap<String, String>,
+    launch: &Launch,
+    program: PathBuf,
+    path: &str,
+    notes: &mut Vec<String>,
+) -> Result<Confined, String> {
+    let config = s.config;
+    // Asking may run bubblewrap once: off the worker (an unconfined session
+    // asks nothing, and keeps its worker).
+    let unavailable = match s.mode {
+        Sandbox::Off => None,
+        confined => tokio::task::block_in_place(|| sandbox::unavailable(confined)),
+    };
+    if let Some(why) = unavailable {
+        return Err(why);
+    }
+    let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
+    let mut tmp = None;
+    let (program, args): (PathBuf, Vec<OsString>) = match s.mode {
+        Sandbox::Off => (program, launch.args.iter().map(Into::into).collect()),
+        confined => {
+            let (policy, dir) = policy(s, provider_env, &launch.program, &program, path)?;
+            tmp = Some(dir);
+            if confined == Sandbox::Landlock {
+                (own_exe()?, sandbox::wrap(&policy, &program, &launch.args))
+            } else {
+                // The resolved file: a link to it may lie in a hidden root.
+                let real = std::fs::canonicalize(&program).unwrap_or(program);
+                (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, &launch.args))
+            }
+        }
+    };
+    // Resource limits: a transient systemd scope around the whole tree.
+    let (program, args) = match (config.limits.is_empty(), sandbox::systemd_run()) {
+        (true, _) => (program, args),
+        (false, Ok(run)) => {
+            let what = format!("cryo {} session {}", s.chamber, s.number);
+            let args = sandbox::scope_args(&config.limits, &what, &program, &args);
+            (run, args)
+        }
+        (false, Err(why)) => {
+            notes.push(format!("memory_max and cpu_weight are not applied: {why}"));
+            (program, args)
+        }
+    };
+    Ok(Confined { program, args, tmp })
+}
+
+/// What a sandboxed session may reach (see [`sandbox`]), and its private
+/// temporary folder; `arg0` is the agent's name for itself, `program` the
+/// file it names, found on `path`.
+fn policy(
+    s: &Session<'_>,
+    provider_env: &BTreeMap<String, String>,
+    arg0: &str,
+    program: &Path,
+    path: &str,
+) -> Result<(sandbox::Policy, PathBuf), String> {
+    let (config, root, places) = (s.config, s.root, s.places);
+    for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
+        if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
+            return Err(format!("cryo.toml: {key} names {}, which is not a folder", missing.display()));
+        }
+    }
+    let tmp = root.join(".cryo/tmp");
+    crate::chamber::make_dir_in(root, &tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let (state, config_dir) = (&places.state_dir, &places.config_dir);
+    let mut hidden = vec![state.clone(), config_dir.clone(), PathBuf::from("/tmp")];
+    hidden.extend(home.clone());
+    // cryod's TMPDIR, and the user's runtime folder: its sockets (the
+    // session bus, the systemd user manager) would run anything outside.
+    for var in ["TMPDIR", "XDG_RUNTIME_DIR"] {
+        hidden.extend(std::env::var_os(var).filter(|t| !t.is_empty() && t != "/").map(PathBuf::from));
+    }
+    // Every other chamber (of every node).
+    hidden.extend(s.others.iter().cloned());
+    let mut writable = vec![root.to_path_buf(), PathBuf::from("/dev")];
+    writable.extend(config.writable.iter().cloned());
+    // The CLI's own state, made if missing (the CLI would make it, but
+    // cannot inside), and its setup file.
+    let kind = kinds::Kind::of(arg0);
+    let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    for dir in home.as_deref().map(|h| kind.state_dirs(h, var)).unwrap_or_default() {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        writable.push(dir);
+    }
+    let mut readable = config.readable.clone();
+    readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
+    readable.extend(sandbox::program_install(program, path));
+    // cryod's socket: its folder, unless that holds cryod's own state.
+    let socket = &places.socket;
+    let socket_dir = socket.parent().filter(|d| {
+        let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+        ![state, config_dir].iter().any(|s| s.starts_with(&d) || d.starts_with(s))
+    });
+    let reachable = vec![socket_dir.map_or_else(|| socket.clone(), Path::to_path_buf)];
+    Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: arg0.to_string() }, tmp))
+}
+
+/// An agent started under a keeper: waits for its pid, then reads a known
+/// kind's output as the keeper relays it (`read`), and reports the agent's
+/// own status when the keeper tells it. Returns the pid and the keeper's
+/// pipe, which the lease extends.
+async fn kept_start(
+    mut child: tokio::process::Child,
+    read: Option<(crate::agent_events::Format, Option<String>, Logs)>,
+    prices: Arc<crate::agent_events::Prices>,
+    tell: Tell,
+    on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
+) -> Result<(u32, std::fs::File), String> {
+    use tokio::io::AsyncBufReadExt;
+    let stdin = child.stdin.take().ok_or("the keeper has no stdin")?;
+    let stdout = child.stdout.take().ok_or("the keeper has no stdout")?;
+    // Lines of bytes: a relayed line need not be UTF-8.
+    let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+    let first = tokio::time::timeout(KEEPER_START, lines.next_segment()).await;
+    let first = first.map(|r| r.map(|l| l.map(|l| String::from_utf8_lossy(&l).into_owned())));
+    let pid = match first {
+        Ok(Ok(Some(l))) if l.starts_with("pid ") => l[4..].trim().parse::<u32>().map_err(|e| e.to_string())?,
+        Ok(Ok(Some(l))) => {
+            let _ = child.wait().await;
+            return Err(format!("the agent did not start ({l})"));
+        }
+        _ => {
+            let _ = child.kill().await;
+            return Err("the session's keeper did not start the agent".into());
+        }
+    };
+    let pipe = stdin.into_owned_fd().map_err(|e| format!("the keeper's pipe: {e}"))?;
+    // The relayed output, through pipes in memory, to the readers a child's
+    // own output would go to.
+    let (mut to_out, mut to_err, stream) = match read {
+        Some((format, model, logs)) => {
+            let (out_w, out_r) = tokio::io::duplex(64 * 1024);
+            let (err_w, err_r) = tokio::io::duplex(16 * 1024);
+            let s = stream::read(out_r, Some(err_r), format, model, logs, prices, tell);
+            (Some(out_w), Some(err_w), Some(s))
+        }
+        None => (None, None, None),
+    };
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut status = None;
+        while let Ok(Some(mut l)) = lines.next_segment().await {
+            // A relayed line goes on as it came, bytes and all.
+            let to = match l.get(..4) {
+                Some(b"out ") => &mut to_out,
+                Some(b"err ") => &mut to_err,
+                _ => {
+                    status = super::keeper::status_from_report(&String::from_utf8_lossy(&l)).or(status);
+                    continue;
+                }
+            };
+            if let Some(w) = to {
+                l.push(b'\n');
+                let _ = w.write_all(&l[4..]).await;
+            }
+        }
+        drop((to_out, to_err));
+        let _ = child.wait().await;
+        use std::os::unix::process::ExitStatusExt;
+        let status = status.unwrap_or_else(|| std::process::ExitStatus::from_raw(Signal::SIGKILL as i32));
+        let (usage, limited) = match stream {
+            Some(s) => s.finish().await,
+            None => (None, None),
+        };
+        on_exit(Exit { status, usage, limited });
+    });
+    Ok((pid, std::fs::File::from(pipe)))
+}

@@ -1,0 +1,27 @@
+//! An agent's run, from its command line to its exit: the wing of cryod
+//! that starts what cryo does not trust.
+//!
+//! - [`kinds`]: the agent kinds cryo knows and the command line each runs
+//!   (`kinds-mcp.md` beside it: how each reaches cryo's MCP tools);
+//! - [`launch`]: a session's start: environment, confinement, limits,
+//!   output, and the keeper on a fleet node;
+//! - [`sandbox`]: the confinement modes (the Landlock launcher, bubblewrap's
+//!   arguments, systemd scopes) and what a session may reach;
+//! - [`stream`]: a known kind's output read as it comes (transcript, usage,
+//!   the provider's limit);
+//! - [`keeper`]: the small parent that kills a fleet node's agent when cryod
+//!   stops vouching for it;
+//! - [`group`]: process groups, signals, and finding what a killed cryod
+//!   left running;
+//! - [`precheck`]: pre-checks and short commands.
+//!
+//! It knows nothing of supervisors or the runtime: what it needs comes in
+//! as values, and what it learns goes out through callbacks.
+
+pub mod group;
+pub mod keeper;
+pub mod kinds;
+pub mod launch;
+pub mod precheck;
+pub mod sandbox;
+pub mod stream;

@@ -1,0 +1,152 @@
+//! A known kind's output, read as it comes: its events go raw to
+//! `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log` (the
+//! transcript), its log lines (OpenCode's stderr) are kept and read for the
+//! provider's limit, and what the session used is gathered. A limit, or a
+//! cost past `max_session_usd`, is told at once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The raw event stream of a known kind's agent, in `.cryo/`.
+pub const EVENTS_FILE: &str = "agent-events.jsonl";
+
+/// How long the end of an agent's stream is awaited once it exited (a child
+/// it left running may hold the pipe open).
+const STREAM_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A known kind's stdout being read: its lines go raw to
+/// `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log`, and what
+/// the session used is gathered.
+pub struct EventStream {
+    seen: Arc<std::sync::Mutex<Seen>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+/// What a stream said so far.
+#[derive(Default)]
+struct Seen {
+    usage: crate::agent_events::Usage,
+    limited: Option<crate::agent_events::Limited>,
+}
+
+impl Seen {
+    /// Keeps the first limit seen (stdout or the logs), and tells it at
+    /// once: an agent that would wait out the limit is ended.
+    fn limited(&mut self, l: &crate::agent_events::Limited, tell: &dyn Fn(crate::agent_events::Limited)) {
+        if self.limited.is_none() {
+            self.limited = Some(l.clone());
+            tell(l.clone());
+        }
+    }
+}
+
+impl EventStream {
+    /// What the stream said, once it ended (or after [`STREAM_DRAIN`]).
+    pub async fn finish(self) -> (Option<Box<crate::agent_events::Usage>>, Option<Box<crate::agent_events::Limited>>) {
+        let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
+        let seen = std::mem::take(&mut *self.seen.lock().expect("stream lock"));
+        ((!seen.usage.is_empty()).then(|| Box::new(seen.usage)), seen.limited.map(Box::new))
+    }
+}
+
+/// Where a known kind's output goes: the readable transcript (and its
+/// log lines), and the raw events file.
+pub struct Logs {
+    pub transcript: std::fs::File,
+    pub stderr: std::fs::File,
+    pub raw: PathBuf,
+}
+
+/// What a session's stream tells the supervisor as soon as it is seen.
+pub struct Tell {
+    /// The provider's limit.
+    pub limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
+    /// The cost passed `max_session_usd` (the maximum, and whom to tell).
+    pub over: Option<(f64, Box<dyn Fn() + Send + Sync>)>,
+}
+
+/// Reads a known kind's events (`out`) and log lines (`err`) into the
+/// transcript, the raw events file and the session's usage.
+pub fn read(
+    out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    err: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+    format: crate::agent_events::Format,
+    model: Option<String>,
+    logs: Logs,
+    prices: Arc<crate::agent_events::Prices>,
+    tell: Tell,
+) -> EventStream {
+    let limit = tell.limit.clone();
+    let s = read_events(out, format, model, logs.raw, logs.transcript, prices, tell);
+    if let Some(err) = err {
+        read_logs(err, logs.stderr, s.seen.clone(), limit);
+    }
+    s
+}
+
+fn read_events(
+    out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    format: crate::agent_events::Format,
+    model: Option<String>,
+    raw: PathBuf,
+    mut transcript: std::fs::File,
+    prices: Arc<crate::agent_events::Prices>,
+    tell: Tell,
+) -> EventStream {
+    let Tell { limit, over } = tell;
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    let shared = seen.clone();
+    let done = tokio::spawn(async move {
+        let mut reader = crate::agent_events::Reader::new(format, model);
+        let mut told_over = false;
+        let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw).ok();
+        let mut lines = tokio::io::BufReader::new(out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(f) = raw.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            let text: String = reader.line(&line).into_iter().map(|l| l + "\n").collect();
+            let _ = transcript.write_all(text.as_bytes());
+            let mut u = reader.usage.clone();
+            if u.cost_usd.is_none() {
+                u.cost_usd = prices.cost(&u);
+            }
+            if let (Some((max, tell)), Some(cost)) = (&over, u.cost_usd)
+                && cost > *max
+                && !told_over
+            {
+                told_over = true;
+                tell();
+            }
+            let mut seen = shared.lock().expect("stream lock");
+            seen.usage = u;
+            if let Some(l) = &reader.limited {
+                seen.limited(l, &*limit);
+            }
+        }
+    });
+    EventStream { seen, done }
+}
+
+/// An agent's log lines (OpenCode's stderr): kept in `cryo-agent.log` as
+/// they are, and read for the provider's limit.
+fn read_logs(
+    err: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    mut log: std::fs::File,
+    seen: Arc<std::sync::Mutex<Seen>>,
+    limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
+) {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = writeln!(log, "{line}");
+            if let Some(l) = crate::agent_events::opencode_log_limit(&line) {
+                seen.lock().expect("stream lock").limited(&l, &*limit);
+            }
+        }
+    });
+}
