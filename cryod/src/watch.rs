@@ -247,7 +247,10 @@ mod backend {
         pub fn watch(&mut self, dir: &Path) -> nix::Result<()> {
             // Named under the lock, so the reader never sees an unknown watch.
             let mut dirs = self.dirs.lock().expect("watch names lock");
-            let wd = self.ino.add_watch(dir, mask())?;
+            // A folder that is a link is not watched through (its reads
+            // refuse it too).
+            let flags = mask() | AddWatchFlags::IN_DONT_FOLLOW | AddWatchFlags::IN_ONLYDIR;
+            let wd = self.ino.add_watch(dir, flags)?;
             dirs.insert(wd, dir.to_path_buf());
             self.wds.insert(dir.to_path_buf(), wd);
             Ok(())

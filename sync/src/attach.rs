@@ -7,7 +7,7 @@
 //! Only regular files inside that folder are ever read: not a symlink, not a
 //! path that climbs out, nothing under `.cryo/`, nothing named `cryo.toml`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The folder, relative to the chamber.
 pub const DIR: &str = "messages/attachments";
@@ -71,36 +71,44 @@ pub fn percent_decoded(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The attachments folder, resolved, if it is the chamber's own (not a link
-/// to somewhere else, nor under one).
-pub fn own_dir(root: &Path) -> Option<PathBuf> {
-    let dir = root.join(DIR).canonicalize().ok()?;
-    (dir == root.canonicalize().ok()?.join(DIR)).then_some(dir)
+/// The file in the attachments folder a link names, if it is one cryo may
+/// upload: its name and its bytes. Only a regular file directly inside
+/// `messages/attachments/`, reached without following a link anywhere on
+/// the way (so never `.cryo/` nor `cryo.toml`), at most
+/// [`MAX_ATTACHMENT_BYTES`]. Links may be written relative to the chamber
+/// (`messages/attachments/x.png`) or to the message (`../attachments/x.png`).
+pub fn uploadable(root: &Path, link: &str) -> Option<(String, Vec<u8>)> {
+    let rel = link.strip_prefix("./").unwrap_or(link);
+    let name = match rel.strip_prefix("../attachments/") {
+        Some(r) => r,
+        None => rel.strip_prefix(&format!("{DIR}/"))?,
+    };
+    if name.is_empty() || name.contains('/') || name.contains('\0') || name.starts_with('.') {
+        return None;
+    }
+    let bytes = cryo_files::Dir::open(root).ok()?.read(&Path::new(DIR).join(name), MAX_ATTACHMENT_BYTES as u64).ok()?;
+    Some((name.to_string(), bytes))
 }
 
-/// The file in the attachments folder a link names, if it is one cryo may
-/// upload: a regular file, inside `messages/attachments/` once symlinks in
-/// the chamber's path are resolved, not under `.cryo/`, not `cryo.toml`,
-/// at most [`MAX_ATTACHMENT_BYTES`]. Links may be written relative to the
-/// chamber (`messages/attachments/x.png`) or to the message
-/// (`../attachments/x.png`).
-pub fn uploadable(root: &Path, link: &str) -> Option<PathBuf> {
-    let rel = link.strip_prefix("./").unwrap_or(link);
-    let rel = if let Some(r) = rel.strip_prefix("../attachments/") { format!("{DIR}/{r}") } else { rel.to_string() };
-    if !rel.starts_with(&format!("{DIR}/")) || rel.contains("..") || rel.contains('\0') {
-        return None;
+/// Stores `bytes` as `name` in the chamber's attachments folder (made if
+/// missing; refused if it, or anything on its way, is a link).
+pub fn store(root: &Path, name: &str, bytes: &[u8]) -> Result<(), cryo_files::FileError> {
+    let d = cryo_files::Dir::open(root)?;
+    d.write(&Path::new(DIR).join(name), bytes, cryo_files::NewFile::DURABLE).map(drop)
+}
+
+/// Bytes the regular files of the chamber's attachments folder take.
+pub fn used(root: &Path) -> Result<u64, cryo_files::FileError> {
+    let d = cryo_files::Dir::open(root)?;
+    let mut sum = 0;
+    for e in d.list(Path::new(DIR))? {
+        if e.kind == cryo_files::Kind::File
+            && let Some(st) = d.stat(&Path::new(DIR).join(&e.name))?
+        {
+            sum += st.st_size as u64;
+        }
     }
-    let dir = own_dir(root)?;
-    let path = root.join(&rel);
-    let meta = std::fs::symlink_metadata(&path).ok()?;
-    if !meta.file_type().is_file() || meta.len() as usize > MAX_ATTACHMENT_BYTES {
-        return None;
-    }
-    let real = path.canonicalize().ok()?;
-    let inside = real.starts_with(&dir);
-    let secret =
-        real.components().any(|c| c.as_os_str() == ".cryo") || real.file_name().is_some_and(|n| n == "cryo.toml");
-    (inside && !secret).then_some(real)
+    Ok(sum)
 }
 
 #[cfg(test)]
@@ -134,7 +142,7 @@ mod tests {
         std::fs::write(root.join(".cryo/sync-zulip.json"), "{}").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join(DIR).join("passwd.txt")).unwrap();
         std::os::unix::fs::symlink(root.join("cryo.toml"), root.join(DIR).join("conf.txt")).unwrap();
-        assert!(uploadable(root, "messages/attachments/ok.txt").is_some());
+        assert_eq!(uploadable(root, "messages/attachments/ok.txt"), Some(("ok.txt".into(), b"fine".to_vec())));
         // A linked folder is not the chamber's own.
         let other = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(other.path().join("messages")).unwrap();

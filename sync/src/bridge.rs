@@ -277,10 +277,7 @@ impl<R: Remote, L: Local> Bridge<R, L> {
             let file = attach::safe_name(&link, &format!("{}{}", &self.name[..1], m.remote_id));
             let local = format!("{}/{file}", attach::DIR);
             let written = result.and_then(|bytes| {
-                let dir = self.local.root().join(attach::DIR);
-                std::fs::create_dir_all(&dir)
-                    .and_then(|_| std::fs::write(dir.join(&file), bytes))
-                    .map_err(|e| Error::transient(e.to_string()))
+                attach::store(self.local.root(), &file, &bytes).map_err(|e| Error::transient(e.to_string()))
             });
             match written {
                 Ok(()) => body = body.replace(&format!("]({link})"), &format!("]({local})")),
@@ -295,9 +292,7 @@ impl<R: Remote, L: Local> Bridge<R, L> {
     async fn upload_attachments(&mut self, body: &str) -> String {
         let mut out = body.to_string();
         for link in attach::link_targets(body) {
-            let Some(path) = attach::uploadable(self.local.root(), &link) else { continue };
-            let Ok(bytes) = std::fs::read(&path) else { continue };
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let Some((name, bytes)) = attach::uploadable(self.local.root(), &link) else { continue };
             match self.remote.upload(&name, bytes).await {
                 Some(Ok(url)) => out = out.replace(&format!("]({link})"), &format!("]({url})")),
                 Some(Err(e)) => tracing::warn!(bridge = self.name, %link, error = %e, "attachment not uploaded"),

@@ -31,7 +31,20 @@ impl<C> Default for State<C> {
 }
 
 pub fn path(root: &Path, bridge: &str) -> PathBuf {
-    root.join(".cryo").join(format!("sync-{bridge}.json"))
+    root.join(rel(bridge))
+}
+
+fn rel(bridge: &str) -> PathBuf {
+    Path::new(".cryo").join(format!("sync-{bridge}.json"))
+}
+
+/// The largest state file read (a cursor and the ids of recent posts).
+const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The state file's bytes, if there is one: never through a link, never a
+/// FIFO, within [`MAX_STATE_BYTES`].
+fn read(root: &Path, bridge: &str) -> Result<Option<Vec<u8>>, cryo_files::FileError> {
+    cryo_files::Dir::open(root)?.read_if(&rel(bridge), MAX_STATE_BYTES)
 }
 
 impl<C: Serialize + serde::de::DeserializeOwned + Default> State<C> {
@@ -39,18 +52,19 @@ impl<C: Serialize + serde::de::DeserializeOwned + Default> State<C> {
     /// error (the file is kept for a person to look at).
     pub fn load(root: &Path, bridge: &str) -> Result<State<C>, String> {
         let p = path(root, bridge);
-        match std::fs::read(&p) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
+        match read(root, bridge) {
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
                 .map_err(|e| format!("{} is corrupt ({e}); move it away to start the bridge afresh", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-            Err(e) => Err(format!("cannot read {}: {e}", p.display())),
+            Ok(None) => Ok(State::default()),
+            Err(e) => Err(format!("cannot read {e}")),
         }
     }
 
     pub fn save(&self, root: &Path, bridge: &str) -> std::io::Result<()> {
-        let p = path(root, bridge);
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        write_atomic(&p, &bytes)
+        let d = cryo_files::Dir::open(root)?;
+        d.write(&rel(bridge), &bytes, cryo_files::NewFile::DURABLE)?;
+        Ok(())
     }
 
     pub fn remember_own(&mut self, id: String) {
@@ -65,24 +79,12 @@ impl<C: Serialize + serde::de::DeserializeOwned + Default> State<C> {
 /// Whether every bridge in `bridges` recorded `name` as posted.
 pub fn posted_by_all(root: &Path, bridges: &[&str], name: &str) -> bool {
     bridges.iter().all(|b| {
-        std::fs::read(path(root, b))
+        read(root, b)
             .ok()
+            .flatten()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             .is_some_and(|v| v["posted"].get(name).is_some())
     })
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent folder"))?;
-    std::fs::create_dir_all(dir)?;
-    let tmp =
-        dir.join(format!(".{}.tmp", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -379,7 +379,8 @@ pub fn configured_model(
             .join("config.toml"),
         Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
     };
-    let text = std::fs::read_to_string(chamber.join(file)).ok()?;
+    // Never blocking on a FIFO, nor reading a huge file, whoever put it there.
+    let text = String::from_utf8(cryo_files::read_file(&chamber.join(file), 1024 * 1024).ok()?).ok()?;
     let model = match format {
         Format::Codex => toml::from_str::<toml::Table>(&text).ok()?.get("model")?.as_str()?.to_string(),
         _ => serde_json::from_str::<serde_json::Value>(&text).ok()?.get("model")?.as_str()?.to_string(),

@@ -15,6 +15,7 @@ use super::kinds::{self, Launch, Turn};
 use super::sandbox;
 use super::stream::{self, EVENTS_FILE, Logs, Tell};
 use crate::chamber::config::ChamberConfig;
+use crate::chamber::{Dir, NewFile};
 use crate::config::Sandbox;
 
 /// How long a keeper may take to start its agent.
@@ -22,6 +23,10 @@ const KEEPER_START: Duration = Duration::from_secs(10);
 
 /// Where the prompt is kept for people (and for one too long for an argument).
 pub const PROMPT_FILE: &str = ".cryo/prompt.md";
+
+/// The agent's own output (its stdout and stderr, or a known kind's
+/// transcript), in the chamber.
+pub const AGENT_LOG: &str = "cryo-agent.log";
 
 /// Where cryod's own things are: what a confined session must not reach,
 /// and what it must.
@@ -99,16 +104,18 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     let config = s.config;
     // Keys kept in files are read now, so a rotated key is used at once.
     let provider_env = config.agent_env()?;
-    let dot = s.root.join(".cryo");
-    crate::chamber::make_dir_in(s.root, &dot).map_err(|e| format!("cannot create {}: {e}", dot.display()))?;
+    // Nothing in the chamber is followed if a link, nor opened if not a
+    // plain file: the agent may have planted anything there.
+    let dir = Dir::open(s.root).map_err(|e| e.to_string())?;
+    dir.make_dirs(Path::new(".cryo")).map_err(|e| e.to_string())?;
     let prompt = s.turn.prompt;
     // A copy for people, and for prompts too long for an argument (which
     // the agent reads at once, so it is written first); not worth an fsync
     // (it is rewritten by the next wake).
-    let prompt_path = s.root.join(s.turn.prompt_file);
+    let prompt_rel = PathBuf::from(s.turn.prompt_file);
     let long = prompt.len() > kinds::MAX_PROMPT_ARG;
     if long {
-        let _ = std::fs::write(&prompt_path, prompt.as_bytes());
+        dir.write(&prompt_rel, prompt.as_bytes(), NewFile::QUICK).map_err(|e| e.to_string())?;
     }
     let as_root = nix::unistd::geteuid().is_root();
     let mut path = std::env::var("PATH").unwrap_or_default();
@@ -124,18 +131,12 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     // The same every session, once the binary's place is known: written
     // only when it changes (not on every wake's path).
     for (rel, text) in &launch.files {
-        let file = s.root.join(rel);
-        if std::fs::read(&file).ok().as_deref() != Some(text.as_bytes()) {
-            crate::chamber::write_replacing(&file, text.as_bytes(), false)
-                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        let rel = Path::new(rel);
+        if dir.read(rel, text.len() as u64).ok().as_deref() != Some(text.as_bytes()) {
+            dir.write(rel, text.as_bytes(), NewFile::QUICK).map_err(|e| format!("cannot write {e}"))?;
         }
     }
-    let log_path = s.root.join("cryo-agent.log");
-    let mut log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| format!("cannot open {e}"))?;
     {
         use std::io::Write;
         let confined = match s.mode {
@@ -227,13 +228,14 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     // The copy for people once the agent runs, off the chamber's path.
     if !long {
         let text = prompt.to_string();
-        tokio::task::spawn_blocking(move || std::fs::write(prompt_path, text));
+        tokio::task::spawn_blocking(move || dir.write(&prompt_rel, text.as_bytes(), NewFile::QUICK));
     }
     let mut child = spawned.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
         _ => format!("cannot run {:?}: {e}", launch.program),
     })?;
-    let logs = Logs { transcript, stderr: stderr_log, raw: dot.join(EVENTS_FILE) };
+    let raw = launch.events.and_then(|_| Dir::open(s.root).ok()?.append(Path::new(EVENTS_FILE)).ok());
+    let logs = Logs { transcript, stderr: stderr_log, raw };
     let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, s.root, &provider_env));
     let read = launch.events.map(|format| (format, model(format), logs));
     let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
@@ -337,7 +339,7 @@ fn policy(
         }
     }
     let tmp = root.join(".cryo/tmp");
-    crate::chamber::make_dir_in(root, &tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    Dir::open(root).and_then(|d| d.make_dirs(Path::new(".cryo/tmp"))).map_err(|e| format!("cannot create {e}"))?;
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let (state, config_dir) = (&places.state_dir, &places.config_dir);
     let mut hidden = vec![state.clone(), config_dir.clone(), PathBuf::from("/tmp")];

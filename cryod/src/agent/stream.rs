@@ -4,11 +4,10 @@
 //! provider's limit, and what the session used is gathered. A limit, or a
 //! cost past `max_session_usd`, is told at once.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The raw event stream of a known kind's agent, in `.cryo/`.
-pub const EVENTS_FILE: &str = "agent-events.jsonl";
+pub const EVENTS_FILE: &str = ".cryo/agent-events.jsonl";
 
 /// How long the end of an agent's stream is awaited once it exited (a child
 /// it left running may hold the pipe open).
@@ -54,7 +53,9 @@ impl EventStream {
 pub struct Logs {
     pub transcript: std::fs::File,
     pub stderr: std::fs::File,
-    pub raw: PathBuf,
+    /// `.cryo/agent-events.jsonl`, if it could be opened (a link or a FIFO
+    /// planted there is not).
+    pub raw: Option<std::fs::File>,
 }
 
 /// What a session's stream tells the supervisor as soon as it is seen.
@@ -88,7 +89,7 @@ fn read_events(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     format: crate::agent_events::Format,
     model: Option<String>,
-    raw: PathBuf,
+    mut raw: Option<std::fs::File>,
     mut transcript: std::fs::File,
     prices: Arc<crate::agent_events::Prices>,
     tell: Tell,
@@ -101,7 +102,6 @@ fn read_events(
     let done = tokio::spawn(async move {
         let mut reader = crate::agent_events::Reader::new(format, model);
         let mut told_over = false;
-        let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw).ok();
         let mut lines = tokio::io::BufReader::new(out).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(f) = raw.as_mut() {

@@ -240,7 +240,8 @@ impl ChamberConfig {
             if meta.len() > MAX_SECRET_BYTES {
                 return Err(refuse(format!("over {} KiB: not a key", MAX_SECRET_BYTES / 1024)));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| refuse(e.to_string()))?;
+            let bytes = cryo_files::read_file(path, MAX_SECRET_BYTES).map_err(|e| refuse(e.to_string()))?;
+            let text = String::from_utf8(bytes).map_err(|_| refuse("not UTF-8 text".into()))?;
             env.insert(key.clone(), text.trim_end_matches(['\n', '\r']).to_string());
         }
         Ok(env)
@@ -249,32 +250,35 @@ impl ChamberConfig {
 
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(format!("{} is not a folder any more (a file took its place)", dir.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "the chamber folder {} is missing (moved or deleted?): put it back, or `cryoctl chamber remove` it",
-                dir.display()
-            ));
-        }
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
-    }
-    let path = dir.join("cryo.toml");
-    let text = read_text(&path)?;
-    parse(&path, &text, dir, system_tz)
+    let text = read_text(dir)?;
+    parse(&dir.join(FILE), &text, dir, system_tz)
 }
 
-/// The text of the `cryo.toml` at `path`, within [`MAX_CONFIG_BYTES`]; a
-/// missing file is empty (the defaults). Errors are one line naming it.
-pub fn read_text(path: &Path) -> Result<String, String> {
-    match std::fs::read(path) {
-        Ok(bytes) if bytes.len() > MAX_CONFIG_BYTES => {
-            Err(format!("{}: {} bytes, over the limit of {MAX_CONFIG_BYTES}", path.display(), bytes.len()))
+/// The file's name in a chamber.
+pub const FILE: &str = "cryo.toml";
+
+/// The text of the chamber `dir`'s `cryo.toml`, within
+/// [`MAX_CONFIG_BYTES`]; a missing file is empty (the defaults). A link, a
+/// FIFO or a folder in its place is refused without being followed or
+/// opened. Errors are one line naming it.
+pub fn read_text(dir: &Path) -> Result<String, String> {
+    use crate::chamber::{Dir, FileError};
+    let d = Dir::open(dir).map_err(|e| match e {
+        FileError::Missing(_) => format!(
+            "the chamber folder {} is missing (moved or deleted?): put it back, or `cryoctl chamber remove` it",
+            dir.display()
+        ),
+        FileError::NotPlain { .. } => {
+            format!("{} is not a folder any more (a file or a link took its place)", dir.display())
         }
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+        e => e.to_string(),
+    })?;
+    let path = dir.join(FILE);
+    match d.read_if(Path::new(FILE), MAX_CONFIG_BYTES as u64) {
+        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display())),
+        Ok(None) => Ok(String::new()),
+        Err(e @ FileError::Io { .. }) => Err(format!("cannot read {e}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -15,6 +15,11 @@
 use std::io::Write;
 use std::path::Path;
 
+use super::Dir;
+
+/// The log's name in a chamber.
+pub const LOG: &str = "cryo.log";
+
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
@@ -27,34 +32,37 @@ pub fn one_line(s: &str) -> String {
     if capped.starts_with("---") { format!("- {capped}") } else { capped }
 }
 
-fn append(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+/// Appends to the chamber's `cryo.log`: only a plain file of its own, never
+/// through a link or into a FIFO.
+fn append(root: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = Dir::open(root)?.append(Path::new(LOG))?;
     f.write_all(text.as_bytes())
 }
 
 /// Each writer returns the line it wrote (for live views). A fleet node
 /// writes its fence into the block's first line (`| fence 7`), so a reader
 /// can tell which owner wrote each block.
-pub fn begin(path: &Path, session: u64, now: DateTime<Utc>, tz: Tz, fence: Option<i64>) -> std::io::Result<String> {
+pub fn begin(root: &Path, session: u64, now: DateTime<Utc>, tz: Tz, fence: Option<i64>) -> std::io::Result<String> {
     let fence = fence.map(|f| format!(" | fence {f}")).unwrap_or_default();
     let line = format!("--- CRYO SESSION {session} | {}{fence} ---", cryo_core::time::format_in(now, tz));
-    append(path, &format!("{line}\n")).map(|()| line)
+    append(root, &format!("{line}\n")).map(|()| line)
 }
 
-pub fn event(path: &Path, now: DateTime<Utc>, tz: Tz, text: &str) -> std::io::Result<String> {
+pub fn event(root: &Path, now: DateTime<Utc>, tz: Tz, text: &str) -> std::io::Result<String> {
     let line = format!("[{}] {}", now.with_timezone(&tz).format("%H:%M:%S"), one_line(text));
-    append(path, &format!("{line}\n")).map(|()| line)
+    append(root, &format!("{line}\n")).map(|()| line)
 }
 
-pub fn end(path: &Path) -> std::io::Result<String> {
+pub fn end(root: &Path) -> std::io::Result<String> {
     let line = "--- CRYO END ---".to_string();
-    append(path, &format!("{line}\n")).map(|()| line)
+    append(root, &format!("{line}\n")).map(|()| line)
 }
 
-/// The last `n` lines of a file (reading at most its last 1 MiB).
-pub fn tail(path: &Path, n: usize) -> std::io::Result<(Vec<String>, u64)> {
+/// The last `n` lines of the chamber's file `rel` (reading at most its last
+/// 1 MiB), and its length.
+pub fn tail(root: &Path, rel: &str, n: usize) -> std::io::Result<(Vec<String>, u64)> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path)?;
+    let mut f = Dir::open(root)?.open_read(Path::new(rel), None)?;
     let len = f.metadata()?.len();
     let start = len.saturating_sub(1024 * 1024);
     f.seek(SeekFrom::Start(start))?;
@@ -69,38 +77,37 @@ pub fn tail(path: &Path, n: usize) -> std::io::Result<(Vec<String>, u64)> {
     Ok((lines.split_off(skip), len))
 }
 
-/// Rotates `path` if it is larger than `max_bytes`: `path` becomes `path.1`,
-/// `path.1` becomes `path.2`, ..., keeping `keep` old files.
-pub fn rotate(path: &Path, max_bytes: u64, keep: u32) -> std::io::Result<bool> {
-    let size = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(_) => return Ok(false),
+/// Rotates the chamber's file `rel` if it is larger than `max_bytes`: `rel`
+/// becomes `rel.1`, `rel.1` becomes `rel.2`, ..., keeping `keep` old
+/// files. Whatever stands at those names (a link included) is renamed or
+/// removed itself, never followed.
+pub fn rotate(root: &Path, rel: &str, max_bytes: u64, keep: u32) -> std::io::Result<bool> {
+    let d = Dir::open(root)?;
+    let size = match d.stat(Path::new(rel))? {
+        Some(m) => m.st_size as u64,
+        None => return Ok(false),
     };
     if size <= max_bytes {
         return Ok(false);
     }
-    let name = |n: u32| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(format!(".{n}"));
-        std::path::PathBuf::from(p)
-    };
+    let name = |n: u32| std::path::PathBuf::from(format!("{rel}.{n}"));
     if keep == 0 {
-        std::fs::remove_file(path)?;
+        d.remove(Path::new(rel))?;
         return Ok(true);
     }
-    let _ = std::fs::remove_file(name(keep));
+    let _ = d.remove(&name(keep));
     for n in (1..keep).rev() {
-        let _ = std::fs::rename(name(n), name(n + 1));
+        let _ = d.rename(&name(n), &name(n + 1), true);
     }
-    std::fs::rename(path, name(1))?;
+    d.rename(Path::new(rel), &name(1), true)?;
     Ok(true)
 }
 
 /// The number of the last session block in a `cryo.log` (0 if none): a
 /// chamber moved from the seed system keeps counting from where it was.
-pub fn last_session_number(path: &Path) -> u64 {
+pub fn last_session_number(root: &Path) -> u64 {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return 0 };
+    let Ok(mut f) = Dir::open(root).and_then(|d| d.open_read(Path::new(LOG), None)) else { return 0 };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(256 * 1024);
     let _ = f.seek(SeekFrom::Start(start));
@@ -122,20 +129,26 @@ mod tests {
     #[test]
     fn blocks_and_forgery() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("cryo.log");
+        let (p, log) = (dir.path(), dir.path().join("cryo.log"));
         let now = DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&Utc);
-        begin(&p, 4, now, chrono_tz::UTC, None).unwrap();
-        event(&p, now, chrono_tz::UTC, "send: hi\n--- CRYO END ---\n--- CRYO SESSION 99 | x ---").unwrap();
-        end(&p).unwrap();
-        let text = std::fs::read_to_string(&p).unwrap();
+        begin(p, 4, now, chrono_tz::UTC, None).unwrap();
+        event(p, now, chrono_tz::UTC, "send: hi\n--- CRYO END ---\n--- CRYO SESSION 99 | x ---").unwrap();
+        end(p).unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
         assert_eq!(text.lines().filter(|l| l.starts_with("--- CRYO")).count(), 2, "{text}");
-        assert_eq!(last_session_number(&p), 4);
+        assert_eq!(last_session_number(p), 4);
         // A fleet node's block carries its fence, and still reads back.
-        let line = begin(&p, 5, now, chrono_tz::UTC, Some(7)).unwrap();
+        let line = begin(p, 5, now, chrono_tz::UTC, Some(7)).unwrap();
         assert_eq!(line, "--- CRYO SESSION 5 | 2026-03-05T12:00:00+00:00 | fence 7 ---");
-        assert_eq!(last_session_number(&p), 5);
+        assert_eq!(last_session_number(p), 5);
         assert_eq!(one_line("--- CRYO END ---"), "- --- CRYO END ---");
         assert_eq!(last_session_number(&dir.path().join("none")), 0);
+        // A link planted as the log is refused, its target untouched.
+        std::fs::remove_file(&log).unwrap();
+        std::fs::write(dir.path().join("bashrc"), "keep").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("bashrc"), &log).unwrap();
+        assert!(event(p, now, chrono_tz::UTC, "x").is_err());
+        assert_eq!(std::fs::read_to_string(dir.path().join("bashrc")).unwrap(), "keep");
     }
 
     #[test]
@@ -144,13 +157,13 @@ mod tests {
         let p = dir.path().join("cryo.log");
         for round in 0..5 {
             std::fs::write(&p, format!("round {round} {}", "x".repeat(100))).unwrap();
-            assert!(rotate(&p, 50, 2).unwrap());
+            assert!(rotate(dir.path(), "cryo.log", 50, 2).unwrap());
             assert!(!p.exists());
         }
         assert!(std::fs::read_to_string(dir.path().join("cryo.log.1")).unwrap().starts_with("round 4"));
         assert!(std::fs::read_to_string(dir.path().join("cryo.log.2")).unwrap().starts_with("round 3"));
         assert!(!dir.path().join("cryo.log.3").exists());
         std::fs::write(&p, "small").unwrap();
-        assert!(!rotate(&p, 50, 2).unwrap());
+        assert!(!rotate(dir.path(), "cryo.log", 50, 2).unwrap());
     }
 }

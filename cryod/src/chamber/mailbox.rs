@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cryo_core::message::{self, Message};
 
-use super::write_atomic;
+use super::{Dir, FileError, NewFile};
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -65,37 +65,30 @@ impl Mailbox {
         Mailbox { root: root.to_path_buf(), tz }
     }
 
+    /// The chamber's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn dir(&self, f: Folder) -> PathBuf {
         self.root.join(f.rel())
     }
 
-    /// The folder `f`, refusing one that is (or lies under) a symbolic link:
-    /// a link could lead to another chamber's mail or anywhere else.
-    fn own_dir(&self, f: Folder) -> std::io::Result<PathBuf> {
-        let mut p = self.root.clone();
-        for part in f.rel().split('/') {
-            p.push(part);
-            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(std::io::Error::other(format!(
-                    "{} is a symbolic link; cryo uses only the chamber's own folders",
-                    p.display()
-                )));
-            }
-        }
-        Ok(p)
+    /// The chamber's folder, held open: nothing under it is followed if a
+    /// link (a folder of the mailbox that is one is refused whole: it could
+    /// lead to another chamber's mail or anywhere else).
+    fn open(&self) -> std::io::Result<Dir> {
+        Ok(Dir::open(&self.root)?)
     }
 
-    /// Message file names in `f`, in time order.
+    /// Message file names in `f`, in time order (whatever each is: a link
+    /// or a FIFO named like a message is listed, to be rejected).
     pub fn names(&self, f: Folder) -> std::io::Result<Vec<String>> {
-        let dir = self.own_dir(f)?;
-        let rd = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
+        let mut names: Vec<String> = self
+            .open()?
+            .list(Path::new(f.rel()))?
+            .into_iter()
+            .filter_map(|e| e.name.into_string().ok())
             .filter(|n| message::is_message_name(n))
             .collect();
         names.sort();
@@ -117,7 +110,7 @@ impl Mailbox {
                 Ok(read) => out.push(Self::stored(f, name, read)),
                 // Gone since it was listed (moved away by whoever wrote
                 // it): nothing to read, nothing to reject.
-                Err(_) if std::fs::symlink_metadata(self.dir(f).join(&name)).is_err() => {}
+                Err(_) if self.gone(f, &name) => {}
                 Err(reason) => {
                     if f == Folder::Inbox {
                         self.reject(f, &name, &reason);
@@ -130,6 +123,12 @@ impl Mailbox {
         Ok(out)
     }
 
+    /// The message `name` of `f`, if it reads (only that file is read).
+    pub fn read_named(&self, f: Folder, name: &str) -> Option<Stored> {
+        let read = self.read_one(f, name).ok()?;
+        Some(Self::stored(f, name.to_string(), read))
+    }
+
     /// A message as read from `f`. Only cryod speaks as cryo: mail to the
     /// agent that claims to says so.
     fn stored(f: Folder, name: String, (mut message, mtime): (Message, DateTime<Utc>)) -> Stored {
@@ -140,34 +139,44 @@ impl Mailbox {
         Stored { folder: f, name, message, when }
     }
 
+    /// Whether nothing stands at `name` in `f` any more.
+    fn gone(&self, f: Folder, name: &str) -> bool {
+        self.open().ok().and_then(|d| d.kind(&Path::new(f.rel()).join(name)).ok()).is_some_and(|k| k.is_none())
+    }
+
     fn read_one(&self, f: Folder, name: &str) -> Result<(Message, DateTime<Utc>), String> {
-        let path = self.dir(f).join(name);
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
-        if !meta.file_type().is_file() {
-            return Err("not a regular file (symlinks and folders are not read)".into());
-        }
-        if meta.len() as usize > message::MAX_MESSAGE_BYTES {
+        use std::io::Read;
+        let rel = Path::new(f.rel()).join(name);
+        let max = message::MAX_MESSAGE_BYTES as u64;
+        let file = self.open().map_err(|e| e.to_string())?.open_read(&rel, None).map_err(|e| match e {
+            FileError::NotPlain { what, .. } => format!("{what}, not a regular file (links and folders are not read)"),
+            e => e.to_string(),
+        })?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if meta.len() > max {
             return Err(message::MessageError::TooLarge(meta.len() as usize).to_string());
         }
-        let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+        if bytes.len() as u64 > max {
+            return Err(message::MessageError::TooLarge(bytes.len()).to_string());
+        }
         let mtime = meta.modified().map(DateTime::<Utc>::from).unwrap_or_default();
         message::parse(&bytes, self.tz).map(|m| (m, mtime)).map_err(|e| e.to_string())
     }
 
     /// Moves a file to `messages/rejected/` with a `.reason` note beside it.
     pub fn reject(&self, f: Folder, name: &str, reason: &str) {
-        let rejected = self.root.join("messages/rejected");
-        let _ = super::make_dir_in(&self.root, &rejected);
-        let target = unique_target(&rejected, name);
-        match std::fs::rename(self.dir(f).join(name), &target) {
-            Ok(()) => {
-                let note = target.with_file_name(format!(
-                    "{}.reason",
-                    target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-                ));
-                let _ = write_atomic(&note, format!("{reason}\n").as_bytes());
-                tracing::warn!(file = %name, %reason, "message rejected");
-            }
+        const REJECTED: &str = "messages/rejected";
+        let moved = Dir::open(&self.root).and_then(|d| {
+            d.make_dirs(Path::new(REJECTED))?;
+            let target = move_unique(&d, &Path::new(f.rel()).join(name), Path::new(REJECTED), name)?;
+            let note = format!("{}.reason", target);
+            d.write(&Path::new(REJECTED).join(note), format!("{reason}\n").as_bytes(), NewFile::DURABLE)?;
+            Ok(())
+        });
+        match moved {
+            Ok(()) => tracing::warn!(file = %name, %reason, "message rejected"),
             Err(error) => tracing::warn!(file = %name, %error, "cannot move a bad message to messages/rejected"),
         }
     }
@@ -182,18 +191,18 @@ impl Mailbox {
     /// Moves messages read from the inbox to `inbox/archive/` (fsyncing the
     /// folder), returning them with their archived names.
     pub fn archive(&self, msgs: Vec<Stored>) -> std::io::Result<Vec<Stored>> {
-        let archive = self.own_dir(Folder::InboxArchive)?;
-        super::make_dir_in(&self.root, &archive)?;
+        let d = self.open()?;
+        let archive = Path::new(Folder::InboxArchive.rel());
+        d.make_dirs(archive)?;
         let mut claimed = Vec::with_capacity(msgs.len());
         for mut m in msgs {
-            let target = unique_target(&archive, &m.name);
-            std::fs::rename(self.dir(Folder::Inbox).join(&m.name), &target)?;
+            let from = Path::new(Folder::Inbox.rel()).join(&m.name);
+            m.name = move_unique(&d, &from, archive, &m.name)?;
             m.folder = Folder::InboxArchive;
-            m.name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(m.name);
             claimed.push(m);
         }
         if !claimed.is_empty() {
-            std::fs::File::open(&archive)?.sync_all()?;
+            d.sync_folder(archive)?;
         }
         Ok(claimed)
     }
@@ -208,10 +217,9 @@ impl Mailbox {
     /// the caller (a bridge's `zulip-123`): the same message always gets the
     /// same name.
     pub fn write_as(&self, f: Folder, msg: &Message, at: DateTime<Utc>, unique: &str) -> std::io::Result<String> {
-        let dir = self.own_dir(f)?;
-        super::make_dir_in(&self.root, &dir)?;
         let name = message::file_name(at, &msg.subject, unique);
-        write_atomic(&dir.join(&name), message::render(msg, self.tz).as_bytes())?;
+        let rel = Path::new(f.rel()).join(&name);
+        self.open()?.write(&rel, message::render(msg, self.tz).as_bytes(), NewFile::DURABLE)?;
         Ok(name)
     }
 
@@ -231,11 +239,11 @@ impl Mailbox {
 
     /// Moves an outbox message to `outbox/archive/` (delivered by a bridge).
     pub fn archive_outbox(&self, name: &str) -> std::io::Result<()> {
-        let archive = self.own_dir(Folder::OutboxArchive)?;
-        super::make_dir_in(&self.root, &archive)?;
-        let target = unique_target(&archive, name);
-        std::fs::rename(self.dir(Folder::Outbox).join(name), target)?;
-        std::fs::File::open(&archive)?.sync_all()
+        let d = self.open()?;
+        let archive = Path::new(Folder::OutboxArchive.rel());
+        d.make_dirs(archive)?;
+        move_unique(&d, &Path::new(Folder::Outbox.rel()).join(name), archive, name)?;
+        Ok(d.sync_folder(archive)?)
     }
 
     /// The conversation: incoming (inbox archive) and outgoing (outbox and its
@@ -261,8 +269,8 @@ impl Mailbox {
         for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
             for name in self.names(f).unwrap_or_default() {
                 let at = message::time_of_name(&name).or_else(|| {
-                    let meta = std::fs::symlink_metadata(self.dir(f).join(&name)).ok()?;
-                    meta.modified().ok().map(DateTime::<Utc>::from)
+                    let st = self.open().ok()?.stat(&Path::new(f.rel()).join(&name)).ok()??;
+                    DateTime::<Utc>::from_timestamp(st.st_mtime, st.st_mtime_nsec as u32)
                 });
                 keyed.push((at.unwrap_or_default(), name, f));
             }
@@ -283,15 +291,19 @@ impl Mailbox {
     }
 }
 
-fn unique_target(dir: &Path, name: &str) -> PathBuf {
-    let mut target = dir.join(name);
-    let mut n = 1;
-    while target.symlink_metadata().is_ok() {
-        let stem = name.strip_suffix(".md").unwrap_or(name);
-        target = dir.join(format!("{stem}-{n}.md"));
-        n += 1;
+/// Moves `from` into the folder `to` as `name`, or `NAME-N.md` if that is
+/// taken (never replacing what is there); returns the name it took.
+fn move_unique(d: &Dir, from: &Path, to: &Path, name: &str) -> Result<String, FileError> {
+    let stem = name.strip_suffix(".md").unwrap_or(name);
+    for n in 0..10_000 {
+        let target = if n == 0 { name.to_string() } else { format!("{stem}-{n}.md") };
+        match d.rename(from, &to.join(&target), false) {
+            Ok(()) => return Ok(target),
+            Err(FileError::Io { error, .. }) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
     }
-    target
+    Err(FileError::Io { path: d.path().join(to), error: std::io::Error::other("no free name left for the message") })
 }
 
 fn random_u16() -> u16 {

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::{Dir, NewFile};
+
 /// The folder that keeps what resets moved, relative to the chamber.
 pub const HISTORY: &str = "history";
 /// When the chamber was last reset (RFC 3339), in `.cryo/`.
@@ -33,56 +35,50 @@ fn kept_in_dot(name: &str) -> bool {
 /// Moves the runtime files of the chamber at `root` into a new
 /// `history/TIMESTAMP/` and scaffolds what `init` makes (a `cryo.toml`, if
 /// it had none, with `sandbox`); returns that folder, relative to `root`.
+/// Nothing on the way is followed if a link: a `history` that is one is
+/// refused, and a runtime file that is one moves as the link it is.
 pub fn to_history(root: &Path, now: DateTime<Utc>, sandbox: crate::config::Sandbox) -> std::io::Result<String> {
-    let history = root.join(HISTORY);
-    super::make_dir_in(root, &history)?;
+    let d = Dir::open(root)?;
+    d.make_dirs(Path::new(HISTORY))?;
     let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
     let (mut rel, mut n) = (format!("{HISTORY}/{stamp}"), 1);
-    while root.join(&rel).symlink_metadata().is_ok() {
+    while d.kind(Path::new(&rel))?.is_some() {
         n += 1;
         rel = format!("{HISTORY}/{stamp}-{n}");
     }
-    let dest = root.join(&rel);
-    std::fs::create_dir(&dest)?;
+    let dest = PathBuf::from(&rel);
+    d.make_dirs(&dest)?;
     let mut moves: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(root)? {
-        let name = entry?.file_name();
-        if runtime(&name.to_string_lossy()) {
-            moves.push((root.join(&name), dest.join(&name)));
+    for entry in d.list(Path::new("."))? {
+        if runtime(&entry.name.to_string_lossy()) {
+            moves.push((PathBuf::from(&entry.name), dest.join(&entry.name)));
         }
     }
-    let dot = root.join(".cryo");
-    if dot.is_dir() {
-        for entry in std::fs::read_dir(&dot)? {
-            let name = entry?.file_name();
-            if !kept_in_dot(&name.to_string_lossy()) {
-                moves.push((dot.join(&name), dest.join(".cryo").join(&name)));
+    if d.kind(Path::new(".cryo"))? == Some(cryo_files::Kind::Folder) {
+        for entry in d.list(Path::new(".cryo"))? {
+            if !kept_in_dot(&entry.name.to_string_lossy()) {
+                moves.push((Path::new(".cryo").join(&entry.name), dest.join(".cryo").join(&entry.name)));
             }
         }
     }
     moves.sort();
-    if let Err((from, e)) = move_all(&moves, |from, to| std::fs::rename(from, to)) {
-        let _ = std::fs::remove_dir_all(&dest);
+    if let Err((from, e)) = move_all(&moves, |from, to| Ok(d.rename(from, to, false)?)) {
+        let _ = std::fs::remove_dir_all(root.join(&dest));
         return Err(std::io::Error::new(e.kind(), format!("cannot move {} into {rel}/: {e}", from.display())));
     }
     super::scaffold::init(root, None, sandbox)?;
-    super::make_dir_in(root, &dot)?;
-    super::write_atomic(&dot.join(MARK), now.to_rfc3339().as_bytes())?;
+    d.write(&Path::new(".cryo").join(MARK), now.to_rfc3339().as_bytes(), NewFile::DURABLE)?;
     Ok(rel)
 }
 
-/// Makes each move (`rename`, creating the destination's folder first);
+/// Makes each move (`rename`, which creates the destination's folder);
 /// if one fails, puts back those made before it and says which failed.
 fn move_all(
     moves: &[(PathBuf, PathBuf)],
     mut rename: impl FnMut(&Path, &Path) -> std::io::Result<()>,
 ) -> Result<(), (PathBuf, std::io::Error)> {
     for (i, (from, to)) in moves.iter().enumerate() {
-        let moved = match to.parent() {
-            Some(parent) => std::fs::create_dir_all(parent).and_then(|()| rename(from, to)),
-            None => rename(from, to),
-        };
-        if let Err(e) = moved {
+        if let Err(e) = rename(from, to) {
             for (back_from, back_to) in moves[..i].iter().rev() {
                 let _ = rename(back_to, back_from);
             }
@@ -94,7 +90,8 @@ fn move_all(
 
 /// When the chamber at `root` was last reset, if ever.
 pub fn last_reset(root: &Path) -> Option<DateTime<Utc>> {
-    let text = std::fs::read_to_string(root.join(".cryo").join(MARK)).ok()?;
+    let bytes = Dir::open(root).ok()?.read(&Path::new(".cryo").join(MARK), 1024).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     DateTime::parse_from_rfc3339(text.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
 
@@ -175,7 +172,11 @@ mod tests {
         let mut calls = 0;
         let failed = move_all(&moves, |from, to| {
             calls += 1;
-            if calls == 3 { Err(std::io::Error::other("no space left")) } else { std::fs::rename(from, to) }
+            if calls == 3 {
+                Err(std::io::Error::other("no space left"))
+            } else {
+                std::fs::create_dir_all(to.parent().unwrap()).and_then(|()| std::fs::rename(from, to))
+            }
         })
         .unwrap_err();
         assert_eq!(failed.0, root.join("c"));

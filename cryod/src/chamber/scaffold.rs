@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::write_atomic;
+use super::{Dir, FileError, NewFile};
 use crate::config::Sandbox;
 
 /// Folders every chamber has, relative to its root.
@@ -23,6 +23,8 @@ pub struct Scaffolded {
 pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Result<Scaffolded> {
     let mut out = Scaffolded::default();
     std::fs::create_dir_all(dir)?;
+    // The folder is the operator's; nothing in it is followed.
+    let d = Dir::open(dir)?;
     let agent = agent.filter(|a| !a.trim().is_empty()).unwrap_or(super::config::DEFAULT_AGENT);
     let toml = include_str!("templates/cryo.toml")
         .replace("{{agent}}", &toml_escape(agent))
@@ -34,11 +36,10 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
         (".gitignore", include_str!("templates/gitignore")),
     ];
     for (name, content) in files {
-        let path = dir.join(name);
-        if path.symlink_metadata().is_ok() {
+        if d.kind(Path::new(name))?.is_some() {
             out.kept.push(name.to_string());
         } else {
-            write_atomic(&path, content.as_bytes())?;
+            d.write(Path::new(name), content.as_bytes(), NewFile::DURABLE)?;
             out.created.push(name.to_string());
             if name == "cryo.toml" {
                 out.sandbox = Some(sandbox);
@@ -46,11 +47,11 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
         }
     }
     for folder in FOLDERS {
-        let path = dir.join(folder);
-        if path.is_dir() {
+        let rel = Path::new(folder);
+        if d.kind(rel)? == Some(cryo_files::Kind::Folder) {
             out.kept.push(format!("{folder}/"));
         } else {
-            std::fs::create_dir_all(&path)?;
+            d.make_dirs(rel).map_err(|e: FileError| std::io::Error::from(e))?;
             out.created.push(format!("{folder}/"));
         }
     }

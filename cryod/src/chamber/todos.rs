@@ -12,33 +12,42 @@ use std::path::{Path, PathBuf};
 use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
 
-use super::write_keeping;
+use super::{Dir, FileError};
 
 /// How often [`update`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
 
+/// The largest `todo.json` read: 10,000 TODOs of the longest text a call
+/// may give, and room for their fields.
+pub const MAX_TODO_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The largest `.cryo/state.json` read (one number in it).
+const MAX_STATE_BYTES: u64 = 64 * 1024;
+
 pub fn todo_path(dir: &Path) -> PathBuf {
-    dir.join("todo.json")
+    dir.join(TODO)
 }
+
+const TODO: &str = "todo.json";
+const STATE: &str = ".cryo/state.json";
 
 /// The versions of `todo.json` and of the state file before their last
 /// writes, in `.cryo/` (see [`save_with`]).
-const TODO_SPARE: &str = "todo.json.prev";
-const STATE_SPARE: &str = "state.json.prev";
+const TODO_SPARE: &str = ".cryo/todo.json.prev";
+const STATE_SPARE: &str = ".cryo/state.json.prev";
 
-fn state_path(dir: &Path) -> PathBuf {
-    dir.join(".cryo/state.json")
+/// The chamber's folder, or why it cannot be reached (one line).
+fn open(dir: &Path) -> Result<Dir, String> {
+    Dir::open(dir).map_err(|e| e.to_string())
 }
 
 /// The id high-water mark; a state file that exists but cannot be read is a
 /// fault (it is never overwritten).
-fn high_water(dir: &Path) -> Result<u64, String> {
-    let path = state_path(dir);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+fn high_water(d: &Dir) -> Result<u64, String> {
+    let Some(bytes) = d.read_if(Path::new(STATE), MAX_STATE_BYTES).map_err(|e| e.to_string())? else {
+        return Ok(0);
     };
+    let path = d.path().join(STATE);
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
     match v.get("todo_high_water") {
@@ -47,24 +56,27 @@ fn high_water(dir: &Path) -> Result<u64, String> {
     }
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+/// `todo.json`'s bytes (none if it is missing); a link, a FIFO or a file
+/// over [`MAX_TODO_BYTES`] is a fault naming it.
+fn read_bytes(d: &Dir) -> Result<Vec<u8>, String> {
+    match d.read_if(Path::new(TODO), MAX_TODO_BYTES) {
+        Ok(b) => Ok(b.unwrap_or_default()),
+        Err(e @ FileError::Io { .. }) => Err(format!("cannot read {e}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 
-fn parse(dir: &Path, bytes: &[u8], tz: Tz) -> Result<TodoList, String> {
-    let path = todo_path(dir);
+fn parse(d: &Dir, bytes: &[u8], tz: Tz) -> Result<TodoList, String> {
+    let path = d.path().join(TODO);
     let text = std::str::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-    todo::parse_file(text, tz, high_water(dir)?).map_err(|e| format!("{}: {e}", path.display()))
+    todo::parse_file(text, tz, high_water(d)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Reads the list. A missing file is an empty list; a file that does not parse
 /// is an error naming it (and is never overwritten).
 pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, String> {
-    parse(dir, &read_bytes(&todo_path(dir))?, tz)
+    let d = open(dir)?;
+    parse(&d, &read_bytes(&d)?, tz)
 }
 
 /// Which version of `todo.json` is on disk (device, inode, size, time of
@@ -75,15 +87,14 @@ pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, String> {
 pub struct Stamp([i64; 5]);
 
 impl Stamp {
-    fn of(m: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
-        Stamp([m.dev() as i64, m.ino() as i64, m.size() as i64, m.mtime(), m.mtime_nsec()])
+    fn of(m: &nix::sys::stat::FileStat) -> Stamp {
+        Stamp([m.st_dev as i64, m.st_ino as i64, m.st_size, m.st_mtime, m.st_mtime_nsec])
     }
 }
 
 /// The stamp of `todo.json` now (`None` if it cannot be read).
 pub fn stamp(dir: &Path) -> Option<Stamp> {
-    std::fs::metadata(todo_path(dir)).ok().map(|m| Stamp::of(&m))
+    Dir::open(dir).ok()?.stat(Path::new(TODO)).ok()?.map(|m| Stamp::of(&m))
 }
 
 /// Why an update did not happen.
@@ -108,38 +119,33 @@ pub fn update<T, E>(
     update_with(dir, tz, true, change).map(|(v, list, _)| (v, list))
 }
 
-/// [`update`], the new file's name made durable only if `durable` (see
-/// [`super::write_replacing`]); also returns the stamp of the version written, if
-/// one was.
+/// [`update`], the new file's name made durable only if `durable` (the
+/// new file is always complete on disk before it takes the name); also
+/// returns the stamp of the version written, if one was.
 pub fn update_with<T, E>(
     dir: &Path,
     tz: Tz,
     durable: bool,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
-    super::make_dir_in(dir, &dir.join(".cryo")).map_err(|e| UpdateError::Write(e.to_string()))?;
+    let d = open(dir).map_err(UpdateError::Write)?;
+    let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock_path = dir.join(".cryo/todo.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
     lock.lock().map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
     let path = todo_path(dir);
     for _ in 0..RETRIES {
-        let before = read_bytes(&path).map_err(UpdateError::Fault)?;
-        let mut list = parse(dir, &before, tz).map_err(UpdateError::Fault)?;
+        let before = read_bytes(&d).map_err(UpdateError::Fault)?;
+        let mut list = parse(&d, &before, tz).map_err(UpdateError::Fault)?;
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
         if list == old {
             return Ok((value, list, None));
         }
         // Nobody may have changed the file while we computed.
-        if read_bytes(&path).map_err(UpdateError::Fault)? != before {
+        if read_bytes(&d).map_err(UpdateError::Fault)? != before {
             continue;
         }
-        let written = save_with(dir, &list, tz, durable)
+        let written = save_with(&d, &list, tz, durable)
             .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
         return Ok((value, list, Some(Stamp::of(&written))));
     }
@@ -148,21 +154,19 @@ pub fn update_with<T, E>(
 
 /// Writes the list (and the high-water mark) atomically and durably.
 pub fn save(dir: &Path, list: &TodoList, tz: Tz) -> std::io::Result<()> {
-    save_with(dir, list, tz, true).map(drop)
+    let d = Dir::open(dir)?;
+    save_with(&d, list, tz, true).map(drop).map_err(Into::into)
 }
 
 /// Each write of the list (and of the state file) swaps with the version
-/// before it, kept in `.cryo/` ([`write_keeping`]).
-fn save_with(dir: &Path, list: &TodoList, tz: Tz, durable: bool) -> std::io::Result<std::fs::Metadata> {
-    let dot = dir.join(".cryo");
-    if list.high_water > high_water(dir).unwrap_or(u64::MAX) {
-        super::make_dir_in(dir, &dot)?;
+/// before it, kept in `.cryo/` ([`Dir::write_keeping`]).
+fn save_with(d: &Dir, list: &TodoList, tz: Tz, durable: bool) -> Result<nix::sys::stat::FileStat, FileError> {
+    if list.high_water > high_water(d).unwrap_or(u64::MAX) {
         let state = serde_json::json!({ "todo_high_water": list.high_water });
-        write_keeping(&state_path(dir), &dot.join(STATE_SPARE), format!("{state}\n").as_bytes(), true)?;
+        d.write_keeping(Path::new(STATE), Path::new(STATE_SPARE), format!("{state}\n").as_bytes(), true)?;
     }
-    // Without `.cryo/` (a seed system's chamber) the spare cannot be
-    // opened, and the write is the temporary and rename.
-    write_keeping(&todo_path(dir), &dot.join(TODO_SPARE), todo::render_file(list, tz).as_bytes(), durable)
+    let text = todo::render_file(list, tz);
+    d.write_keeping(Path::new(TODO), Path::new(TODO_SPARE), text.as_bytes(), durable)
 }
 
 #[cfg(test)]

@@ -538,26 +538,31 @@ impl Daemon {
 
     /// A page of a chamber's conversation, oldest first: both directions,
     /// and mail not yet read (see `Mailbox::page`).
-    pub fn conversation_page(
+    pub async fn conversation_page(
         &self,
         v: &ChamberView,
         before: Option<&str>,
         limit: usize,
-    ) -> Vec<crate::chamber::mailbox::Stored> {
+    ) -> Result<Vec<crate::chamber::mailbox::Stored>> {
         let tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
-        crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz).page(before, limit)
+        let mailbox = crate::chamber::mailbox::Mailbox::new(Path::new(&v.record.path), tz);
+        let before = before.map(str::to_string);
+        crate::chamber::blocking(move || mailbox.page(before.as_deref(), limit)).await
     }
 
     /// One of the fixed files of a chamber an operator may read.
-    pub fn read_chamber_file(&self, v: &ChamberView, name: &str) -> Result<String> {
+    pub async fn read_chamber_file(&self, v: &ChamberView, name: &str) -> Result<String> {
         if !matches!(name, "plan.md" | "NOTES.md") {
             return Err(Error::NotFound(format!("{name} is not a chamber file cryo serves (plan.md, NOTES.md)")));
         }
-        let path = Path::new(&v.record.path).join(name);
-        match std::fs::read(&path) {
-            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-            Err(e) => Err(Error::Internal(format!("cannot read {}: {e}", path.display()))),
+        let (root, rel) = (std::path::PathBuf::from(&v.record.path), name.to_string());
+        let read = crate::chamber::blocking(move || {
+            crate::chamber::Dir::open(&root)?.read_if(Path::new(&rel), crate::chamber::MAX_TEXT_FILE)
+        });
+        match read.await? {
+            Ok(b) => Ok(String::from_utf8_lossy(&b.unwrap_or_default()).into_owned()),
+            Err(e) if e.is_planted() => Err(Error::Precondition(e.to_string())),
+            Err(e) => Err(Error::Internal(e.to_string())),
         }
     }
 
@@ -929,7 +934,9 @@ impl Daemon {
     /// `cryo.toml` does not load.
     pub async fn budgets(&self, id: i64, dir: &Path) -> Result<Vec<crate::supervisor::budget::BudgetUse>> {
         let shared = &self.0.shared;
-        let Ok(loaded) = crate::chamber::config::load(dir, chrono_tz::UTC) else { return Ok(Vec::new()) };
+        let dir = dir.to_path_buf();
+        let loaded = crate::chamber::blocking(move || crate::chamber::config::load(&dir, chrono_tz::UTC)).await?;
+        let Ok(loaded) = loaded else { return Ok(Vec::new()) };
         let Some(applying) = crate::supervisor::budget::Applying::to(&loaded.config, &shared.config) else {
             return Ok(Vec::new());
         };

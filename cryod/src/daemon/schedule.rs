@@ -26,7 +26,8 @@ pub struct Planned {
 impl Daemon {
     /// The next `count` wakes of one chamber, or of every chamber on one
     /// time line; and one line for each chamber whose files cannot be read.
-    pub fn schedule(&self, only: Option<&ChamberRef>, count: usize) -> Result<(Vec<Planned>, Vec<String>)> {
+    /// The chambers' files are read off the runtime's workers.
+    pub async fn schedule(&self, only: Option<&ChamberRef>, count: usize) -> Result<(Vec<Planned>, Vec<String>)> {
         let count = count.clamp(1, MAX_COUNT);
         let views = match only {
             Some(r) => vec![self.resolve(r)?],
@@ -34,16 +35,19 @@ impl Daemon {
         };
         let now = self.0.shared.clock.now();
         let system = self.0.shared.system_tz();
-        let (mut out, mut problems) = (Vec::new(), Vec::new());
-        for v in views {
-            match planned(&v, now, system, count) {
-                Ok(p) => out.extend(p),
-                Err(e) => problems.push(format!("{}: {e}", v.record.name)),
+        crate::chamber::blocking(move || {
+            let (mut out, mut problems) = (Vec::new(), Vec::new());
+            for v in views {
+                match planned(&v, now, system, count) {
+                    Ok(p) => out.extend(p),
+                    Err(e) => problems.push(format!("{}: {e}", v.record.name)),
+                }
             }
-        }
-        out.sort_by(|a, b| (a.wake.at, &a.chamber, a.wake.todo).cmp(&(b.wake.at, &b.chamber, b.wake.todo)));
-        out.truncate(count);
-        Ok((out, problems))
+            out.sort_by(|a, b| (a.wake.at, &a.chamber, a.wake.todo).cmp(&(b.wake.at, &b.chamber, b.wake.todo)));
+            out.truncate(count);
+            (out, problems)
+        })
+        .await
     }
 }
 

@@ -10,7 +10,7 @@
 //! image only when its bytes are PNG, JPEG, GIF or WebP (never SVG or HTML),
 //! else `application/octet-stream`, in a sandbox of its own.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -48,26 +48,6 @@ fn image_type(head: &[u8]) -> Option<&'static str> {
     }
 }
 
-/// The chamber's attachments folder, made if missing, refused if it is not
-/// the chamber's own.
-fn own_folder(root: &Path) -> Result<PathBuf, Error> {
-    let dir = root.join(attach::DIR);
-    crate::chamber::make_dir_in(root, &dir)
-        .map_err(|e| Error::Internal(format!("cannot make {}: {e}", dir.display())))?;
-    attach::own_dir(root)
-        .ok_or_else(|| Error::Precondition(format!("{} is not the chamber's own folder (a link?)", attach::DIR)))
-}
-
-/// Bytes the regular files in `dir` take.
-fn used(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| e.metadata().ok())
-        .filter(|m| m.file_type().is_file())
-        .map(|m| m.len())
-        .sum()
-}
-
 /// `POST /api/chambers/NAME/attachments?name=FILE` with the file as the
 /// body: stores it, answering `{file, name, size, type, markdown}` (the
 /// link to put in the message).
@@ -100,13 +80,17 @@ pub(super) async fn upload(
     let size = body.len();
     let _one_at_a_time = hub.uploads.lock().await;
     let file = stored.clone();
-    let wrote = tokio::task::spawn_blocking(move || -> Result<bool, Error> {
-        let dir = own_folder(&root)?;
-        if used(&dir) + size as u64 > quota {
+    // Nothing on the way is followed if a link: a folder that is one is
+    // not the chamber's own.
+    let wrote = crate::chamber::blocking(move || -> Result<bool, Error> {
+        let refused = |e: crate::chamber::FileError| match e.is_planted() {
+            true => Error::Precondition(format!("{e}: attachments go only into the chamber's own folder")),
+            false => Error::Internal(format!("cannot store the attachment: {e}")),
+        };
+        if attach::used(&root).map_err(refused)? + size as u64 > quota {
             return Ok(false);
         }
-        crate::chamber::write_atomic(&dir.join(&file), &body)
-            .map_err(|e| Error::Internal(format!("cannot store the attachment: {e}")))?;
+        attach::store(&root, &file, &body).map_err(refused)?;
         Ok(true)
     })
     .await;
@@ -118,8 +102,7 @@ pub(super) async fn upload(
                 quota >> 20
             ));
         }
-        Ok(Err(e)) => return ApiError(e).into_response(),
-        Err(e) => return ApiError(Error::Internal(e.to_string())).into_response(),
+        Ok(Err(e)) | Err(e) => return ApiError(e).into_response(),
     }
     let rel = format!("{}/{stored}", attach::DIR);
     let label: String = q.name.chars().filter(|c| !"[]()\n\r".contains(*c)).collect();
@@ -148,8 +131,10 @@ pub(super) async fn fetch(
         return not_found();
     }
     let root = PathBuf::from(&v.record.path);
-    let Some(path) = attach::uploadable(&root, &format!("{}/{file}", attach::DIR)) else { return not_found() };
-    let Ok(bytes) = tokio::fs::read(&path).await else { return not_found() };
+    let link = format!("{}/{file}", attach::DIR);
+    let Ok(Some((_, bytes))) = crate::chamber::blocking(move || attach::uploadable(&root, &link)).await else {
+        return not_found();
+    };
     let kind = image_type(&bytes).unwrap_or("application/octet-stream");
     let mut r = (StatusCode::OK, bytes).into_response();
     let h = r.headers_mut();

@@ -84,7 +84,8 @@ pub(super) async fn chamber(
     let root = Path::new(&v.record.path);
     let mb = Mailbox::new(root, tz);
     for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
-        for name in mb.names(f).unwrap_or_default() {
+        // Listed off the worker's other tasks.
+        for name in tokio::task::block_in_place(|| mb.names(f)).unwrap_or_default() {
             let Some(at) = cryo_core::message::time_of_name(&name).filter(|t| *t >= since) else { continue };
             let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
             if f.incoming() { day.messages_in += 1 } else { day.messages_out += 1 }
@@ -101,7 +102,7 @@ pub(super) async fn chamber(
             })
         })
         .collect();
-    let (upcoming, _) = hub.daemon.schedule(Some(&ChamberRef::Name(v.record.name.clone())), 20)?;
+    let (upcoming, _) = hub.daemon.schedule(Some(&ChamberRef::Name(v.record.name.clone())), 20).await?;
     let upcoming: Vec<Value> = upcoming.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
     Ok(axum::Json(json!({ "timezone": tz.name(), "sessions": sessions, "days": days, "upcoming": upcoming })))
 }
@@ -116,7 +117,7 @@ pub(super) struct Count {
 /// line (`wakes`, in `cryoctl schedule --json`'s shape), and the sessions
 /// running now (`running`: chamber, session, started).
 pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> ApiResult {
-    let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50))?;
+    let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50)).await?;
     let wakes: Vec<Value> = wakes.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
     let mut running = Vec::new();
     for v in hub.daemon.list() {

@@ -611,7 +611,7 @@ async fn messages(
 ) -> ApiResult {
     let v = hub.chamber_for(&role, &name)?;
     let n = q.limit.or(q.last).unwrap_or(100).clamp(1, 1000);
-    let page = hub.daemon.conversation_page(&v, q.before.as_deref(), n);
+    let page = hub.daemon.conversation_page(&v, q.before.as_deref(), n).await?;
     Ok(axum::Json(Value::Array(page.iter().map(message_value).collect())))
 }
 
@@ -747,7 +747,7 @@ async fn todo_remove(State(hub): State<Hub>, UrlPath((name, id)): UrlPath<(Strin
 
 async fn plan(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
     let v = view(&hub, &name)?;
-    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "plan.md")? })))
+    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "plan.md").await? })))
 }
 
 #[derive(Deserialize)]
@@ -767,7 +767,7 @@ async fn plan_put(
 
 async fn notes(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
     let v = view(&hub, &name)?;
-    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "NOTES.md")? })))
+    Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "NOTES.md").await? })))
 }
 
 #[derive(Deserialize)]
@@ -780,9 +780,11 @@ struct LogQuery {
 
 async fn log(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Query<LogQuery>) -> ApiResult {
     let v = view(&hub, &name)?;
-    let file = if q.agent { "cryo-agent.log" } else { "cryo.log" };
-    let path = Path::new(&v.record.path).join(file);
-    let (lines, _) = crate::chamber::log::tail(&path, q.lines.unwrap_or(200).min(5000)).unwrap_or_default();
+    let rel = if q.agent { crate::agent::launch::AGENT_LOG } else { crate::chamber::log::LOG };
+    let root = std::path::PathBuf::from(&v.record.path);
+    let n = q.lines.unwrap_or(200).min(5000);
+    let (lines, _) =
+        crate::chamber::blocking(move || crate::chamber::log::tail(&root, rel, n)).await?.unwrap_or_default();
     Ok(axum::Json(json!({ "lines": lines })))
 }
 
@@ -866,7 +868,8 @@ fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice) -> Option<
                 Path::new(&v.record.path),
                 v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC),
             );
-            let m = mb.read(folder).ok()?.into_iter().find(|m| m.name == file)?;
+            // Only that file is read, off the worker's other tasks.
+            let m = tokio::task::block_in_place(|| mb.read_named(folder, &file))?;
             ("message", json!({ "chamber": v.record.name, "message": message_value(&m) }))
         }
         NoticeKind::Removed => ("index", json!({})),

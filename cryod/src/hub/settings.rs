@@ -126,14 +126,16 @@ fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
     Ok((dir.join("cryo.toml"), dir))
 }
 
-fn read_text(path: &Path) -> Result<String, Error> {
-    crate::chamber::config::read_text(path).map_err(Error::Precondition)
+/// The chamber's `cryo.toml`, read off the runtime's workers.
+async fn read_text(dir: &Path) -> Result<String, Error> {
+    let dir = dir.to_path_buf();
+    crate::chamber::blocking(move || crate::chamber::config::read_text(&dir)).await?.map_err(Error::Precondition)
 }
 
 /// `GET /api/chambers/NAME/settings`.
 pub(super) async fn get(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
-    let (path, _) = config_path(&hub, &name)?;
-    let text = read_text(&path)?;
+    let (path, dir) = config_path(&hub, &name)?;
+    let text = read_text(&dir).await?;
     let v = read(&text).map_err(|e| Error::Precondition(format!("{}: {e}", path.display())))?;
     Ok(axum::Json(v))
 }
@@ -147,13 +149,17 @@ pub(super) async fn put(
 ) -> ApiResult {
     let (path, dir) = config_path(&hub, &name)?;
     let _one_writer = hub.settings.lock().await;
-    let text = read_text(&path)?;
+    let text = read_text(&dir).await?;
     let new = rewrite(&text, &changes).map_err(Error::Invalid)?;
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_tz();
     crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
-    crate::chamber::write_atomic(&path, new.as_bytes())
-        .map_err(|e| Error::Internal(format!("cannot write {}: {e}", path.display())))?;
+    let (root, bytes) = (dir.clone(), new.clone().into_bytes());
+    let write = move || {
+        let d = crate::chamber::Dir::open(&root)?;
+        d.write(Path::new(crate::chamber::config::FILE), &bytes, crate::chamber::NewFile::DURABLE)
+    };
+    crate::chamber::blocking(write).await?.map_err(|e| Error::Internal(format!("cannot write {e}")))?;
     Ok(axum::Json(read(&new).map_err(Error::Internal)?))
 }
 

@@ -51,7 +51,7 @@ impl Control for ControlService {
     async fn chamber_file(&self, req: Request<pb::ChamberFileRequest>) -> R<pb::ChamberFileReply> {
         let req = req.into_inner();
         let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
-        Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name)? }))
+        Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name).await? }))
     }
 
     async fn usage(&self, req: Request<pb::UsageRequest>) -> R<pb::UsageReply> {
@@ -73,7 +73,7 @@ impl Control for ControlService {
             None => None,
         };
         let count = if req.count == 0 { 10 } else { req.count as usize };
-        let (wakes, problems) = self.daemon.schedule(only.as_ref(), count)?;
+        let (wakes, problems) = self.daemon.schedule(only.as_ref(), count).await?;
         Ok(Response::new(pb::ScheduleReply { wakes: wakes.iter().map(convert::scheduled).collect(), problems }))
     }
 

@@ -17,7 +17,7 @@ use tokio_stream::Stream;
 use tonic::Status;
 
 use crate::chamber::log;
-use crate::chamber::mailbox::{Folder, Mailbox};
+use crate::chamber::mailbox::Mailbox;
 use crate::convert;
 use crate::daemon::{ChamberView, Daemon};
 use crate::runtime::NoticeKind;
@@ -68,19 +68,19 @@ async fn forward<T: Send + 'static>(
 pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) -> Streamed<pb::LogLines> {
     let (tx, rx) = mpsc::channel(64);
     let root = PathBuf::from(&v.record.path);
-    let path = root.join(if agent { "cryo-agent.log" } else { "cryo.log" });
+    let rel = if agent { crate::agent::launch::AGENT_LOG } else { log::LOG };
     let n = if lines == 0 { 50 } else { lines as usize };
     let shared = d.shared().clone();
     let id = v.record.id;
     let notices = shared.notices.subscribe();
     tokio::spawn(async move {
-        let (first, mut offset) = log::tail(&path, n).unwrap_or_default();
+        let (first, mut offset) = log::tail(&root, rel, n).unwrap_or_default();
         if tx.send(Ok(pb::LogLines { lines: first })).await.is_err() || !follow {
             return;
         }
         if agent {
             // The agent writes its own log: follow the file.
-            follow_file(&path, &mut offset, &tx, &shared.shutdown).await;
+            follow_file(&root, rel, &mut offset, &tx, &shared.shutdown).await;
             return;
         }
         let lagged =
@@ -94,16 +94,19 @@ pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) ->
     stream(rx)
 }
 
-/// Sends what is appended to `path` from `offset` on, woken by inotify.
+/// Sends what is appended to the chamber's file `rel` from `offset` on,
+/// woken by inotify.
 async fn follow_file(
-    path: &Path,
+    root: &Path,
+    rel: &str,
     offset: &mut u64,
     tx: &mpsc::Sender<Result<pb::LogLines, Status>>,
     shutdown: &tokio_util::sync::CancellationToken,
 ) {
     use notify::Watcher as _;
     let (wtx, mut wrx) = mpsc::unbounded_channel::<()>();
-    let watched = path.to_path_buf();
+    let path = root.join(rel);
+    let watched = path.clone();
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok_and(|e| e.paths.iter().any(|p| p == &watched)) {
             let _ = wtx.send(());
@@ -127,26 +130,40 @@ async fn follow_file(
             _ = tx.closed() => return,
             w = wrx.recv() => if w.is_none() { return },
         }
-        let Ok(bytes) = read_from(path, offset) else { continue };
-        partial.push_str(&String::from_utf8_lossy(&bytes));
-        let mut lines: Vec<String> = partial.split('\n').map(str::to_string).collect();
-        partial = lines.pop().unwrap_or_default();
-        if !lines.is_empty() && tx.send(Ok(pb::LogLines { lines })).await.is_err() {
-            return;
+        // A chunk at a time, until what was appended is read.
+        while let Ok(bytes) = read_from(root, rel, offset) {
+            partial.push_str(&String::from_utf8_lossy(&bytes));
+            let mut lines: Vec<String> = partial.split('\n').map(str::to_string).collect();
+            partial = lines.pop().unwrap_or_default();
+            // A line without end (an agent writing bytes without newlines)
+            // goes out in pieces rather than growing here.
+            if partial.len() > 64 * 1024 {
+                lines.push(std::mem::take(&mut partial));
+            }
+            if !lines.is_empty() && tx.send(Ok(pb::LogLines { lines })).await.is_err() {
+                return;
+            }
+            if (bytes.len() as u64) < FOLLOW_CHUNK {
+                break;
+            }
         }
     }
 }
 
-fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<u8>> {
+/// The most read of a followed file at one wake (the rest at the next):
+/// an agent may write gigabytes at once.
+const FOLLOW_CHUNK: u64 = 1024 * 1024;
+
+fn read_from(root: &Path, rel: &str, offset: &mut u64) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::chamber::Dir::open(root)?.open_read(Path::new(rel), None)?;
     let len = f.metadata()?.len();
     if len < *offset {
         *offset = 0; // rotated or truncated
     }
     f.seek(SeekFrom::Start(*offset))?;
     let mut buf = Vec::new();
-    f.read_to_end(&mut buf)?;
+    f.take(FOLLOW_CHUNK).read_to_end(&mut buf)?;
     *offset += buf.len() as u64;
     Ok(buf)
 }
@@ -160,13 +177,12 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
     let notices = shared.notices.subscribe();
     let n = if last == 0 { 20 } else { last as usize };
     tokio::spawn(async move {
-        let mut all = mailbox.dialog();
-        all.extend(mailbox.read(Folder::Inbox).unwrap_or_default());
-        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
+        // The last page only: its files alone are read, off the workers.
+        let page = mailbox.clone();
+        let Ok(last) = crate::chamber::blocking(move || page.page(None, n)).await else { return };
         // Notices may repeat (a file is created, then renamed into place).
-        let mut seen: std::collections::HashSet<String> = all.iter().map(|m| m.name.clone()).collect();
-        let skip = all.len().saturating_sub(n);
-        for m in &all[skip..] {
+        let mut seen: std::collections::HashSet<String> = last.iter().map(|m| m.name.clone()).collect();
+        for m in &last {
             if tx.send(Ok(convert::mail(m))).await.is_err() {
                 return;
             }
@@ -181,12 +197,9 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
             &tx,
             || None,
             |what| match what {
-                NoticeKind::Message { folder, name } if seen.insert(name.clone()) => mailbox
-                    .read(folder)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|m| m.name == name)
-                    .map(|m| convert::mail(&m)),
+                NoticeKind::Message { folder, name } if seen.insert(name.clone()) => {
+                    tokio::task::block_in_place(|| mailbox.read_named(folder, &name)).map(|m| convert::mail(&m))
+                }
                 _ => None,
             },
         )

@@ -53,7 +53,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     // The newest session row has the highest number: one query for both.
     let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
     let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
-    let last_session = from_store.max(log::last_session_number(&root.join("cryo.log")));
+    let last_session = from_store.max(log::last_session_number(&root));
     let (config, warnings) = super::load_config(&shared, &root, &record.name);
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     // A reset begins a new conversation.
@@ -104,11 +104,11 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
     if let Some(pg) = shared.store.fleet() {
         // Whoever reads the folder can tell which owner wrote it last.
-        let dot = root.join(".cryo");
         let stamp = format!("{} {}\n", record.fence, pg.node_id());
-        if let Err(e) = crate::chamber::make_dir_in(&root, &dot)
-            .and_then(|()| crate::chamber::write_atomic(&dot.join("fence"), stamp.as_bytes()))
-        {
+        let fence = std::path::Path::new(".cryo/fence");
+        let written = crate::chamber::Dir::open(&root)
+            .and_then(|d| d.write(fence, stamp.as_bytes(), crate::chamber::NewFile::DURABLE));
+        if let Err(e) = written {
             tracing::warn!(chamber = %record.name, error = %e, "cannot write .cryo/fence");
         }
     }
@@ -178,7 +178,9 @@ async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) ->
     if r.open.is_empty() && batches.is_empty() {
         return Boot::default();
     }
-    let archive = mailbox.dir(Folder::InboxArchive);
+    let archive = std::path::Path::new(Folder::InboxArchive.rel());
+    let dir = crate::chamber::Dir::open(mailbox.root()).ok();
+    let archived = |f: &String| dir.as_ref().is_some_and(|d| d.kind(&archive.join(f)).is_ok_and(|k| k.is_some()));
     let outgoing = [Folder::Outbox, Folder::OutboxArchive]
         .into_iter()
         .flat_map(|f| mailbox.read(f).unwrap_or_default())
@@ -207,7 +209,7 @@ async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) ->
         batches: batches
             .into_iter()
             .map(|c| OpenBatch {
-                archived: c.files.iter().filter(|f| archive.join(f).exists()).cloned().collect(),
+                archived: c.files.iter().filter(|f| archived(f)).cloned().collect(),
                 id: c.id,
                 session: c.session,
                 files: c.files,
@@ -235,15 +237,19 @@ fn open_questions(mb: &Mailbox) -> u32 {
 /// crash of cryod itself).
 /// When the newest message in the outbox (or its archive) was written.
 fn newest_message(root: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc>> {
-    ["messages/outbox", "messages/outbox/archive"]
-        .iter()
-        .filter_map(|d| std::fs::read_dir(root.join(d)).ok())
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".md"))
-        .filter_map(|e| e.metadata().ok()?.modified().ok())
-        .max()
-        .map(chrono::DateTime::<chrono::Utc>::from)
+    let d = crate::chamber::Dir::open(root).ok()?;
+    let mut newest = None;
+    for folder in [Folder::Outbox, Folder::OutboxArchive] {
+        let folder = std::path::Path::new(folder.rel());
+        for e in d.list(folder).unwrap_or_default() {
+            if e.name.to_string_lossy().ends_with(".md")
+                && let Ok(Some(st)) = d.stat(&folder.join(&e.name))
+            {
+                newest = newest.max(chrono::DateTime::<chrono::Utc>::from_timestamp(st.st_mtime, 0));
+            }
+        }
+    }
+    newest
 }
 
 pub(super) fn claims_json(claims: &[Claim]) -> String {

@@ -273,16 +273,19 @@ impl Sup {
             }
             Effect::ArchiveInbox { names, then } => return Some(self.archive(names, then)),
             Effect::WritePlan { req, text } => {
-                let result = crate::chamber::write_atomic(&self.root.join("plan.md"), text.as_bytes())
-                    .map_err(|e| e.to_string());
+                let result = off_worker(|| {
+                    let dir = crate::chamber::Dir::open(&self.root)?;
+                    dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
+                })
+                .map(drop)
+                .map_err(|e| e.to_string());
                 return Some(Input::PlanWritten { req, result });
             }
             Effect::RotateLogs => {
                 let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
-                let events = self.root.join(".cryo").join(crate::agent::stream::EVENTS_FILE);
-                for path in [self.root.join("cryo.log"), self.root.join("cryo-agent.log"), events] {
-                    if let Err(error) = log::rotate(&path, max, keep) {
-                        tracing::warn!(chamber = %self.machine.name(), %error, file = %path.display(), "cannot rotate a log");
+                for rel in [log::LOG, crate::agent::launch::AGENT_LOG, crate::agent::stream::EVENTS_FILE] {
+                    if let Err(error) = log::rotate(&self.root, rel, max, keep) {
+                        tracing::warn!(chamber = %self.machine.name(), %error, file = rel, "cannot rotate a log");
                     }
                 }
             }
@@ -375,12 +378,11 @@ impl Sup {
     }
 
     fn log(&self, line: LogLine) {
-        let path = self.root.join("cryo.log");
-        let (now, tz) = (self.now(), self.machine.tz());
+        let (root, now, tz) = (&self.root, self.now(), self.machine.tz());
         let written = match line {
-            LogLine::Begin(n) => log::begin(&path, n, now, tz, self.fleet_fence()),
-            LogLine::Event(text) => log::event(&path, now, tz, &text),
-            LogLine::End => log::end(&path),
+            LogLine::Begin(n) => log::begin(root, n, now, tz, self.fleet_fence()),
+            LogLine::Event(text) => log::event(root, now, tz, &text),
+            LogLine::End => log::end(root),
         };
         match written {
             Ok(line) => self.shared.notify(self.id, NoticeKind::Log(line)),
@@ -504,13 +506,16 @@ fn off_worker<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The end of `cryo-agent.log`: this session's part of its last 64 KiB.
-pub(super) fn read_tail(path: &Path) -> String {
+pub(super) fn read_tail(root: &Path) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let rel = Path::new(crate::agent::launch::AGENT_LOG);
+    let Ok(mut f) = crate::chamber::Dir::open(root).and_then(|d| d.open_read(rel, None)) else {
+        return String::new();
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
     let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
+    let _ = f.take(64 * 1024).read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).into_owned();
     // Only this session's part: after the last session header.
     match text.rfind("--- cryo session ") {

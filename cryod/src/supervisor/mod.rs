@@ -434,7 +434,7 @@ impl Sup {
             Event::Start { wait, reply } => {
                 self.reload_config().await;
                 let req = self.wait(Waiter::Start(reply));
-                let log_session = log::last_session_number(&self.root.join("cryo.log"));
+                let log_session = log::last_session_number(&self.root);
                 Input::Start { req, wait, agent_check: self.agent_check(), log_session }
             }
             Event::Stop { wait, reply } => Input::Stop { req: self.wait(Waiter::Stop(reply)), wait },
@@ -509,7 +509,7 @@ impl Sup {
                 });
                 self.usage = usage.map(|u| Box::new((session, *u)));
                 self.observe_inbox().await;
-                let log_tail = effects::read_tail(&self.root.join("cryo-agent.log"));
+                let log_tail = effects::read_tail(&self.root);
                 let limited = limited.map(|l| self.limit_until(&l));
                 Input::Exited { session, status: describe_status(status), log_tail, limited, used }
             }
