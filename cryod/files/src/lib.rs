@@ -661,6 +661,40 @@ mod tests {
         assert!(root.join("m").exists());
     }
 
+    /// A name flipped between a plain file and a link to a file outside,
+    /// as fast as another thread can, while cryod reads, appends and
+    /// writes it: the file outside is never read nor written.
+    #[test]
+    fn a_race_between_check_and_use_never_reaches_outside() {
+        let (_t, root, outside) = world();
+        let d = Dir::open(&root).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (root, outside, stop) = (root.clone(), outside.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (name, tmp_file, tmp_link) = (root.join("a/x"), root.join("a/.f"), root.join("a/.l"));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::write(&tmp_file, "inside");
+                    let _ = std::fs::rename(&tmp_file, &name);
+                    let _ = symlink(outside.join("secret"), &tmp_link);
+                    let _ = std::fs::rename(&tmp_link, &name);
+                }
+            })
+        };
+        for _ in 0..3000 {
+            if let Ok(bytes) = d.read(rel("a/x"), 1024) {
+                assert_ne!(bytes, b"keep me", "read through the link");
+            }
+            if let Ok(mut f) = d.append(rel("a/x")) {
+                let _ = f.write_all(b"+");
+            }
+            let _ = d.write(rel("a/x"), b"written", NewFile::QUICK);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert_eq!(std::fs::read_to_string(outside.join("secret")).unwrap(), "keep me");
+    }
+
     #[test]
     fn paths_outside_are_refused() {
         let (_t, root, _outside) = world();
