@@ -170,10 +170,22 @@ impl Session {
             token: token.parse().map_err(|_| bad("CRYO_SESSION_TOKEN"))?,
             chamber: chamber.parse().map_err(|_| bad("CRYO_CHAMBER"))?,
         };
+        // The session's own socket: gone once the session has ended.
         let path = cryo_proto::socket_path();
-        let channel = cryo_proto::connect(&path).await.map_err(|e| Fail(e.to_string(), exit::UNREACHABLE))?;
-        cryo_proto::hello(channel.clone(), "cryo-agent").await?;
-        Ok(Session { client: AgentClient::with_interceptor(channel, auth) })
+        let channel = cryo_proto::connect(&path).await.map_err(|e| match e {
+            cryo_proto::ConnectError::NoSocket(p) | cryo_proto::ConnectError::Refused(p) => Fail(
+                format!(
+                    "this session has ended: its socket {} is closed (cryo-agent works only while its session runs)",
+                    p.display()
+                ),
+                exit::REFUSED,
+            ),
+            e => Fail(e.to_string(), exit::UNREACHABLE),
+        })?;
+        let mut client = AgentClient::with_interceptor(channel, auth);
+        let hello = client.hello(cryo_proto::hello_request("cryo-agent")).await?.into_inner();
+        cryo_proto::hello_reply(hello, "cryo-agent")?;
+        Ok(Session { client })
     }
 
     pub async fn hibernate(&self, a: Hibernate) -> Result<Done, Fail> {

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cryo_proto::exit;
-use cryo_proto::v1::control_client::ControlClient;
-use tonic::transport::Channel;
 
 /// A failure to report: one line and an exit code.
 #[derive(Debug)]
@@ -47,10 +45,17 @@ impl From<std::io::Error> for Failure {
 
 pub type Result<T> = std::result::Result<T, Failure>;
 
-/// A connected Control client that has said Hello.
-pub async fn control(socket: &Option<PathBuf>) -> Result<ControlClient<Channel>> {
+impl From<cryo_proto::ControlError> for Failure {
+    fn from(e: cryo_proto::ControlError) -> Failure {
+        match e {
+            cryo_proto::ControlError::Connect(e) => e.into(),
+            cryo_proto::ControlError::Refused(s) => s.into(),
+        }
+    }
+}
+
+/// A connected Control client (with the operator key) that has said Hello.
+pub async fn control(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
     let path = socket.clone().unwrap_or_else(cryo_proto::socket_path);
-    let channel = cryo_proto::connect(&path).await?;
-    cryo_proto::hello(channel.clone(), "cryoctl").await?;
-    Ok(ControlClient::new(channel))
+    Ok(cryo_proto::control(&path, "cryoctl").await?)
 }

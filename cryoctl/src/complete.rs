@@ -15,8 +15,7 @@ fn names() -> Vec<CompletionCandidate> {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
     rt.block_on(async {
         let path = std::env::var_os("CRYO_SOCKET").map(Into::into).unwrap_or_else(cryo_proto::socket_path);
-        let Ok(ch) = cryo_proto::connect(&path).await else { return Vec::new() };
-        let mut c = cryo_proto::v1::control_client::ControlClient::new(ch);
+        let Ok(mut c) = cryo_proto::control(&path, "cryoctl").await else { return Vec::new() };
         let Ok(list) = c.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await else {
             return Vec::new();
         };

@@ -32,6 +32,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod notifier;
 pub mod paths;
+pub mod random;
 pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
@@ -49,6 +50,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
@@ -209,18 +211,34 @@ pub async fn run(
         tracing::warn!(%error, "no metrics listener");
     }
     server::raise_file_limit();
-    let (incoming, _guard) = listener.incoming().context("listening on the socket")?;
+    let operator = listener.operator();
+    let shared = daemon.shared().clone();
+    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| agent::group::session_of(pid, &shared.live));
+    let (incoming, _guard) = listener.incoming(session_of).context("listening on the socket")?;
+    // The sessions' doors: the Agent service alone, each connection tagged
+    // with its session.
+    let doors = daemon.shared().door_rx.lock().expect("door lock").take().expect("the doors are served once");
+    let doors = tokio_stream::wrappers::UnboundedReceiverStream::new(doors).map(Ok::<_, std::io::Error>);
+    let doors_shutdown = shutdown.clone();
+    let agent_doors = tonic::transport::Server::builder()
+        .add_service(cryo_proto::v1::agent_server::AgentServer::new(rpc::agent::AgentService {
+            daemon: daemon.clone(),
+        }))
+        .serve_with_incoming_shutdown(doors, async move { doors_shutdown.cancelled().await });
     tracing::info!(socket = %socket.display(), pid = std::process::id(), version = cryo_proto::VERSION, "cryod ready");
     system::ready(&daemon);
     system::logind::follow(&daemon);
     let serve_shutdown = shutdown.clone();
+    let control = rpc::control::ControlService { daemon: daemon.clone() };
     let served = tonic::transport::Server::builder()
-        .add_service(cryo_proto::v1::control_server::ControlServer::new(rpc::control::ControlService {
-            daemon: daemon.clone(),
+        .add_service(cryo_proto::v1::control_server::ControlServer::with_interceptor(control, move |r| {
+            operator.check(r)
         }))
-        .add_service(cryo_proto::v1::agent_server::AgentServer::new(rpc::agent::AgentService {
-            daemon: daemon.clone(),
-        }))
+        // Agent calls that come here are told where they belong.
+        .add_service(cryo_proto::v1::agent_server::AgentServer::with_interceptor(
+            rpc::agent::AgentService { daemon: daemon.clone() },
+            |_| Err::<tonic::Request<()>, _>(rpc::agent::not_here()),
+        ))
         .serve_with_incoming_shutdown(incoming, async move {
             serve_shutdown.cancelled().await;
         });
@@ -234,8 +252,9 @@ pub async fn run(
             fleet.leave().await;
         }
     };
-    let (served, ()) = tokio::join!(served, drain);
+    let (served, doors, ()) = tokio::join!(served, agent_doors, drain);
     served.context("serving the socket")?;
+    doors.context("serving the sessions' sockets")?;
     tracing::info!("cryod stopped");
     Ok(())
 }

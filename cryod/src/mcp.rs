@@ -13,7 +13,6 @@
 
 use cryo_proto::json as j;
 use cryo_proto::v1 as pb;
-use cryo_proto::v1::control_client::ControlClient;
 use cryo_proto::v1::control_server::Control;
 use futures_util::StreamExt;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -28,7 +27,6 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::rpc::control::ControlService;
@@ -39,7 +37,7 @@ pub enum Backend {
     /// cryod's own Control service, in process (the hub's `/mcp`).
     Local(ControlService),
     /// A client of cryod's socket (`cryoctl mcp`).
-    Remote(ControlClient<Channel>),
+    Remote(cryo_proto::Control),
 }
 
 /// Calls the Control method `$m` with `$req` on either backend.

@@ -67,6 +67,13 @@ pub struct Shared {
     /// Live sessions by token. A token is added when its agent is spawned and
     /// removed when its session ends, so a replayed token finds nothing.
     pub tokens: Mutex<HashMap<String, TokenEntry>>,
+    /// Where sessions' doors are made (their connections go to the server
+    /// `run` starts, which takes `door_rx`).
+    pub doors: crate::agent::door::Doors,
+    /// The process groups of running agents (the operator's socket refuses
+    /// their processes).
+    pub live: crate::agent::group::Live,
+    pub door_rx: Mutex<Option<crate::agent::door::Incoming>>,
     /// Where cryod's own things are (its state and config folders, the
     /// socket, `cryo-agent`): what agents must not reach, and what they must.
     pub places: crate::agent::launch::Places,
@@ -115,12 +122,17 @@ impl Shared {
         let config_file = std::path::absolute(&paths.config_file).unwrap_or_else(|_| paths.config_file.clone());
         let config_dir = config_file.parent().map(PathBuf::from).unwrap_or(config_file);
         let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
+        let socket_dir = socket.parent().map(PathBuf::from).unwrap_or_default();
+        let (doors, door_rx) = crate::agent::door::Doors::new(socket_dir.join("a"));
         std::sync::Arc::new(Shared {
             names: Default::default(),
             notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             links: Default::default(),
             handoffs,
             handoff_rx: Mutex::new(Some(handoff_rx)),
+            doors,
+            live: Default::default(),
+            door_rx: Mutex::new(Some(door_rx)),
             lease,
             admission: Admission::new(
                 config.max_concurrent_sessions,

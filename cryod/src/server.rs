@@ -1,14 +1,25 @@
-//! The socket: one daemon per user, a private folder, and only the owner's
-//! connections.
+//! The operator's socket: one daemon per user, a private folder, only the
+//! owner's connections, and only those that carry the operator key.
 //!
 //! Binding takes an exclusive lock on `cryod.lock` in the state folder first
 //! (so a second cryod fails and names the first one's pid), then clears a
-//! socket file nobody answers on, binds, and sets the socket to 0600.
+//! socket file nobody answers on, writes a new operator key beside the
+//! socket (`SOCKET.key`, 0600), binds, and sets the socket to 0600.
+//!
+//! The key is what tells the operator from an agent of the same uid: no
+//! sandbox lets an agent read it, and every Control call must carry it
+//! ([`Operator::check`]). A connection from a process of a session's tree
+//! (a sandbox's namespace, a session's process group, a descendant of
+//! cryod, a session's environment) is refused even with the key. Agents
+//! have doors of their own (`agent::door`).
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::{UnixListener, UnixStream};
 use tokio_stream::Stream;
@@ -23,6 +34,7 @@ const MAX_SOCKET_PATH: usize = 103;
 pub struct Listener {
     listener: std::os::unix::net::UnixListener,
     path: PathBuf,
+    key: String,
     _lock: File,
 }
 
@@ -61,6 +73,11 @@ impl Listener {
         let len = paths.socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
             return Err(BindError::PathTooLong(paths.socket.clone(), len));
+        }
+        // The sessions' doors live beside it, as `a/` and twelve characters.
+        let door = paths.socket.parent().map(|d| d.as_os_str().len() + "/a/".len() + 12).unwrap_or(0);
+        if door > MAX_SOCKET_PATH {
+            return Err(BindError::PathTooLong(paths.socket.clone(), door));
         }
         private_dir(&paths.state_dir).map_err(io("cannot create", &paths.state_dir))?;
         let lock_path = paths.lock_file();
@@ -110,11 +127,22 @@ impl Listener {
             Ok(_) => return Err(BindError::NotASocket(socket.clone())),
             Err(_) => {}
         }
+        // A new key each start: one read by a process of an earlier run
+        // dies with that run.
+        let key = crate::random::hex(32);
+        let key_path = cryo_proto::operator_key_path(socket);
+        crate::chamber::write_secret(&key_path, format!("{key}\n").as_bytes())
+            .map_err(io("cannot write the operator key", &key_path))?;
         let listener = std::os::unix::net::UnixListener::bind(socket).map_err(io("cannot bind", socket))?;
         listener.set_nonblocking(true).map_err(io("cannot configure", socket))?;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io("cannot set permissions of", socket))?;
-        Ok(Listener { listener, path: socket.clone(), _lock: lock })
+        Ok(Listener { listener, path: socket.clone(), key, _lock: lock })
+    }
+
+    /// The operator key this run made (its check, for the Control service).
+    pub fn operator(&self) -> Operator {
+        Operator { key: std::sync::Arc::from(self.key.as_str()) }
     }
 
     pub fn path(&self) -> &Path {
@@ -122,42 +150,83 @@ impl Listener {
     }
 
     /// Accepted connections from the owning user only; others are closed at
-    /// once and logged. At most [`MAX_CONNECTIONS`] are open at a time: one
-    /// more is closed at once (and logged), so a flood of idle clients cannot
-    /// use up cryod's file descriptors. A failed accept (out of descriptors)
-    /// pauses accepting briefly instead of spinning. Must be called inside the
-    /// tokio runtime.
-    pub fn incoming(self) -> std::io::Result<(impl Stream<Item = std::io::Result<Conn>>, SocketGuard)> {
+    /// once and logged. At most [`MAX_CONNECTIONS`] are open at a time: at
+    /// the limit, the oldest connection that has not yet shown the operator
+    /// key is closed to make room (a flood of idle or keyless clients never
+    /// locks the operator out), or, if every one has shown it, the new one
+    /// is closed (and logged). `session_of` says whether a peer process
+    /// belongs to a session's tree (and how), which [`Operator::check`]
+    /// refuses. A failed accept (out of descriptors) pauses accepting
+    /// briefly instead of spinning. Must be called inside the tokio runtime.
+    pub fn incoming(
+        self,
+        session_of: SessionOf,
+    ) -> std::io::Result<(impl Stream<Item = std::io::Result<Conn>>, SocketGuard)> {
         let uid = nix::unistd::getuid().as_raw();
         let listener = UnixListener::from_std(self.listener)?;
         let guard = SocketGuard { path: self.path, _lock: self._lock };
-        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        let stream = futures_util::stream::unfold((listener, slots), move |(listener, slots)| async move {
-            loop {
-                let s = match listener.accept().await {
-                    Ok((s, _)) => s,
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed; pausing");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
+        let open: Vec<Arc<ConnState>> = Vec::new();
+        let state = (listener, open, None::<std::time::Instant>);
+        let stream = futures_util::stream::unfold(state, move |(listener, mut open, mut warned)| {
+            let session_of = session_of.clone();
+            async move {
+                loop {
+                    let s = match listener.accept().await {
+                        Ok((s, _)) => s,
+                        Err(error) => {
+                            tracing::warn!(%error, "accept failed; pausing");
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let cred = match s.peer_cred() {
+                        Ok(cred) if cred.uid() == uid => cred,
+                        Ok(cred) => {
+                            tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
+                            continue;
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "refused a connection without peer credentials");
+                            continue;
+                        }
+                    };
+                    open.retain(|c| Arc::strong_count(c) > 1);
+                    if open.len() >= MAX_CONNECTIONS {
+                        match open.iter().position(|c| !c.operator.load(Ordering::Relaxed)) {
+                            Some(i) => {
+                                open.remove(i).evict.cancel();
+                                let now = std::time::Instant::now();
+                                if warned
+                                    .is_none_or(|t: std::time::Instant| now - t > std::time::Duration::from_secs(1))
+                                {
+                                    warned = Some(now);
+                                    tracing::warn!(
+                                        limit = MAX_CONNECTIONS,
+                                        "connection limit reached; closing the oldest connections without the operator key"
+                                    );
+                                }
+                            }
+                            None => {
+                                tracing::warn!(
+                                    limit = MAX_CONNECTIONS,
+                                    "connection limit reached; closed a new connection"
+                                );
+                                continue;
+                            }
+                        }
                     }
-                };
-                match s.peer_cred() {
-                    Ok(cred) if cred.uid() == uid => {}
-                    Ok(cred) => {
-                        tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
-                        continue;
+                    let session = cred.pid().and_then(|pid| session_of(pid));
+                    if let Some(why) = &session {
+                        tracing::warn!(pid = cred.pid(), %why, "a session's process connected to the operator's socket");
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, "refused a connection without peer credentials");
-                        continue;
-                    }
-                }
-                match slots.clone().try_acquire_owned() {
-                    Ok(permit) => return Some((Ok(Conn { stream: s, _permit: permit }), (listener, slots))),
-                    Err(_) => {
-                        tracing::warn!(limit = MAX_CONNECTIONS, "connection limit reached; closed a new connection")
-                    }
+                    let state = Arc::new(ConnState {
+                        operator: AtomicBool::new(false),
+                        evict: tokio_util::sync::CancellationToken::new(),
+                        session,
+                    });
+                    open.push(state.clone());
+                    let closing = Box::pin(state.evict.clone().cancelled_owned());
+                    return Some((Ok(Conn { stream: s, state, closing }), (listener, open, warned)));
                 }
             }
         });
@@ -165,20 +234,39 @@ impl Listener {
     }
 }
 
+/// Whether a peer process (by pid) belongs to a session's tree, and how.
+pub type SessionOf = Arc<dyn Fn(i32) -> Option<String> + Send + Sync>;
+
 /// Most client connections open at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 
-/// An accepted connection, holding its place under [`MAX_CONNECTIONS`].
+/// What the server knows of one connection.
+#[derive(Debug)]
+pub struct ConnState {
+    /// It has shown the operator key.
+    operator: AtomicBool,
+    /// Cancelled to close it (to make room for another).
+    evict: tokio_util::sync::CancellationToken,
+    /// Why its process is a session's, if it is.
+    session: Option<String>,
+}
+
+/// A connection's state, in each of its requests' extensions.
+#[derive(Debug, Clone)]
+pub struct Peer(Arc<ConnState>);
+
+/// An accepted connection.
 pub struct Conn {
     stream: UnixStream,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    state: Arc<ConnState>,
+    closing: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
 }
 
 impl tonic::transport::server::Connected for Conn {
-    type ConnectInfo = <UnixStream as tonic::transport::server::Connected>::ConnectInfo;
+    type ConnectInfo = Peer;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
+        Peer(self.state.clone())
     }
 }
 
@@ -188,8 +276,50 @@ impl tokio::io::AsyncRead for Conn {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        use std::future::Future;
+        let this = self.get_mut();
+        // Evicted: an end of file closes it.
+        if this.closing.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.stream).poll_read(cx, buf)
     }
+}
+
+/// The operator's door: the key each Control call must carry.
+#[derive(Clone)]
+pub struct Operator {
+    key: Arc<str>,
+}
+
+impl Operator {
+    /// Lets a Control call through only from the operator: with the key,
+    /// and from no process of a session.
+    pub fn check(&self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let peer = req.extensions().get::<Peer>();
+        if let Some(why) = peer.and_then(|p| p.0.session.as_deref()) {
+            return Err(tonic::Status::permission_denied(format!(
+                "the operator's socket does not serve a cryo session's processes ({why}): inside a session, \
+                 use cryo-agent"
+            )));
+        }
+        let given = req.metadata().get(cryo_proto::OPERATOR_KEY_METADATA).map(|v| v.as_bytes()).unwrap_or_default();
+        if !same(given, self.key.as_bytes()) {
+            return Err(tonic::Status::permission_denied(
+                "this call carries no valid operator key (metadata x-cryo-operator-key): cryoctl reads it from \
+                 the file SOCKET.key beside cryod's socket, which only the user who runs cryod may read",
+            ));
+        }
+        if let Some(p) = peer {
+            p.0.operator.store(true, Ordering::Relaxed);
+        }
+        Ok(req)
+    }
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl tokio::io::AsyncWrite for Conn {
@@ -250,5 +380,6 @@ pub struct SocketGuard {
 impl Drop for SocketGuard {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(cryo_proto::operator_key_path(&self.path));
     }
 }

@@ -17,7 +17,9 @@ pub mod v1 {
 
 /// The protocol spoken on the socket. Bump it on any change a client of the
 /// other number would misread; `Hello` compares it before anything else.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: the operator's socket needs the operator key; agents have doors of
+/// their own.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The package version shared by cryod, cryoctl and cryo-agent.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -27,6 +29,92 @@ pub const SOCKET_ENV: &str = "CRYO_SOCKET";
 
 /// gRPC metadata key carrying an agent session's token.
 pub const TOKEN_METADATA: &str = "x-cryo-session-token";
+
+/// gRPC metadata key carrying the operator key: every call on the
+/// operator's socket must carry it.
+pub const OPERATOR_KEY_METADATA: &str = "x-cryo-operator-key";
+
+/// Where cryod keeps the operator key for the socket at `socket`: beside
+/// it, as `SOCKET.key`, readable by the user alone (0600, in the socket's
+/// private folder) and by no confined agent. cryod makes a new one at each
+/// start.
+pub fn operator_key_path(socket: &Path) -> PathBuf {
+    let mut p = socket.as_os_str().to_owned();
+    p.push(".key");
+    PathBuf::from(p)
+}
+
+/// Adds the operator key to every call of a Control client.
+#[derive(Clone)]
+pub struct OperatorKey(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for OperatorKey {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        r.metadata_mut().insert(OPERATOR_KEY_METADATA, self.0.clone());
+        Ok(r)
+    }
+}
+
+/// A Control client on the operator's socket, carrying the operator key.
+pub type Control = v1::control_client::ControlClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, OperatorKey>,
+>;
+
+/// Reads the operator key kept beside the socket at `socket`.
+pub fn operator_key(socket: &Path) -> Result<OperatorKey, ConnectError> {
+    let path = operator_key_path(socket);
+    let text = std::fs::read_to_string(&path).map_err(|e| ConnectError::NoKey(path.clone(), e.to_string()))?;
+    let value = text.trim().parse().map_err(|_| ConnectError::NoKey(path, "not a key".into()))?;
+    Ok(OperatorKey(value))
+}
+
+/// Connects to the operator's socket at `path` with the operator key, and
+/// says `Hello` as `client`.
+pub async fn control(path: &Path, client: &str) -> Result<Control, ControlError> {
+    control_hello(path, client).await.map(|(c, _)| c)
+}
+
+/// A Control client on the operator's socket at `path`, with the operator
+/// key, that has not said `Hello` (to say it itself).
+pub async fn control_unchecked(path: &Path) -> Result<Control, ConnectError> {
+    let channel = connect(path).await?;
+    Ok(v1::control_client::ControlClient::with_interceptor(channel, operator_key(path)?))
+}
+
+/// [`control`], with the daemon's answer to `Hello`.
+pub async fn control_hello(path: &Path, client: &str) -> Result<(Control, v1::HelloReply), ControlError> {
+    let mut c = control_unchecked(path).await?;
+    let hello = hello_reply(c.hello(hello_request(client)).await?.into_inner(), client)?;
+    Ok((c, hello))
+}
+
+/// Why [`control`] failed: the socket, or the daemon's answer.
+#[derive(Debug)]
+pub enum ControlError {
+    Connect(ConnectError),
+    Refused(tonic::Status),
+}
+
+impl From<ConnectError> for ControlError {
+    fn from(e: ConnectError) -> ControlError {
+        ControlError::Connect(e)
+    }
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::Connect(e) => e.fmt(f),
+            ControlError::Refused(s) => f.write_str(&exit::for_status(s).1),
+        }
+    }
+}
+
+impl From<tonic::Status> for ControlError {
+    fn from(s: tonic::Status) -> ControlError {
+        ControlError::Refused(s)
+    }
+}
 
 /// The socket path: `$CRYO_SOCKET`, else `$XDG_RUNTIME_DIR/cryo/cryod.sock`,
 /// else `$HOME/.cryo/run/cryod.sock`.
@@ -60,6 +148,8 @@ pub enum ConnectError {
     /// The socket is ours, yet connecting was refused: a sandbox around this
     /// process (an agent CLI's) forbids sockets.
     Blocked(PathBuf),
+    /// The operator key beside the socket cannot be read.
+    NoKey(PathBuf, String),
     /// Anything else.
     Other(PathBuf, String),
 }
@@ -82,6 +172,12 @@ impl std::fmt::Display for ConnectError {
                 "permission denied on the cryod socket {}, which is yours: a sandbox around this process blocks \
                  sockets (for Codex's workspace-write sandbox, cryo adds `-c sandbox_workspace_write.network_access=true`; \
                  check the agent line in cryo.toml)",
+                p.display()
+            ),
+            ConnectError::NoKey(p, e) => write!(
+                f,
+                "cannot read the operator key {} ({e}): only the user who runs cryod, outside any cryo session, \
+                 may use its operator socket",
                 p.display()
             ),
             ConnectError::Other(p, e) => write!(f, "cannot reach cryod at {}: {e}", p.display()),
@@ -203,17 +299,13 @@ pub mod exit {
     }
 }
 
-/// Says `Hello` on `channel` and checks the protocol; the error is one line.
-pub async fn hello(channel: tonic::transport::Channel, client: &str) -> Result<v1::HelloReply, tonic::Status> {
-    let mut c = v1::control_client::ControlClient::new(channel);
-    let reply = c
-        .hello(v1::HelloRequest {
-            client: client.to_string(),
-            protocol: PROTOCOL_VERSION,
-            version: VERSION.to_string(),
-        })
-        .await?
-        .into_inner();
+/// The `Hello` a client named `client` says.
+pub fn hello_request(client: &str) -> v1::HelloRequest {
+    v1::HelloRequest { client: client.to_string(), protocol: PROTOCOL_VERSION, version: VERSION.to_string() }
+}
+
+/// Checks the daemon's answer to `Hello`; the error is one line.
+pub fn hello_reply(reply: v1::HelloReply, client: &str) -> Result<v1::HelloReply, tonic::Status> {
     if reply.protocol != PROTOCOL_VERSION {
         return Err(tonic::Status::failed_precondition(mismatch_message(
             client,

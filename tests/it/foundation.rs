@@ -239,8 +239,7 @@ fn a_protocol_mismatch_says_what_to_do() {
     let _d = env.start_daemon();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let status = rt.block_on(async {
-        let channel = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = cryo_proto::v1::control_client::ControlClient::new(channel);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         c.hello(cryo_proto::v1::HelloRequest { client: "cryoctl".into(), protocol: 999, version: "9.9.9".into() })
             .await
             .unwrap_err()

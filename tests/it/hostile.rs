@@ -280,8 +280,7 @@ fn bad_chamber_names_are_refused() {
     // A NUL cannot travel in argv; over gRPC it is refused the same way.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let err = rt.block_on(async {
-        let ch = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = cryo_proto::v1::control_client::ControlClient::new(ch);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         c.chamber_add(cryo_proto::v1::ChamberAddRequest {
             dir: dir.to_str().unwrap().into(),
             name: "a\0b".into(),
@@ -385,8 +384,7 @@ fn oversized_requests_and_too_many_todos_are_refused_clearly() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let send = |size: usize| {
         rt.block_on(async {
-            let ch = cryo_proto::connect(&env.socket()).await.unwrap();
-            let mut cl = cryo_proto::v1::control_client::ControlClient::new(ch);
+            let mut cl = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
             cl.chamber_send(cryo_proto::v1::ChamberSendRequest {
                 chamber: Some(cryo_proto::v1::ChamberRef {
                     by: Some(cryo_proto::v1::chamber_ref::By::Name("c".into())),
@@ -421,8 +419,9 @@ fn oversized_requests_and_too_many_todos_are_refused_clearly() {
 }
 
 /// Catalogue rows S1–S3: a client that connects and sends nothing stalls
-/// no one; thousands of connections at once are refused past the limit
-/// without hurting cryod, which serves again once they go.
+/// no one; thousands of connections at once (without the operator key)
+/// hold at most the limit, the oldest keyless ones closed to make room, so
+/// the operator still gets through while they last.
 #[test]
 fn silent_clients_and_connection_floods_do_not_stall_cryod() {
     let env = Env::new();
@@ -443,14 +442,13 @@ fn silent_clients_and_connection_floods_do_not_stall_cryod() {
         }
     }
     assert!(flood.len() > 1024, "only {} connections were accepted by the kernel", flood.len());
-    // While it lasts, a client gets one clear line, not a hang.
-    let r = env.cryoctl(&["chamber", "list"]);
-    if r.code != Some(0) {
-        assert!(r.fails(3).contains("cryod"), "{}", r.stderr);
-    }
+    // While it lasts, the operator gets through.
+    let start = std::time::Instant::now();
+    env.cryoctl(&["chamber", "list"]).ok();
+    assert!(start.elapsed() < Duration::from_secs(5), "the flood held up the operator");
+    wait_until("the flood to be seen", || env.daemon_log().contains("connection limit reached"));
     drop(flood);
-    wait_until("cryod to serve again", || env.cryoctl(&["chamber", "list"]).code == Some(0));
-    assert!(env.daemon_log().contains("connection limit reached"), "the flood was not seen");
+    env.cryoctl(&["chamber", "list"]).ok();
     drop((silent, half));
 }
 

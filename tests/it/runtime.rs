@@ -485,7 +485,7 @@ fn a_token_works_only_for_its_own_chamber_and_live_session() {
     // B publishes its token and stays alive (lingering) until A is done.
     let b = env.chamber(
         "b",
-        &format!("echo \"$CRYO_SESSION_TOKEN\" > token.txt\ncryo-agent send hi >/dev/null\n{SCHEDULE_AND_SLEEP}cryo-agent hibernate --linger 20\n"),
+        &format!("echo \"$CRYO_SOCKET\" > socket.txt\necho \"$CRYO_SESSION_TOKEN\" > token.txt\ncryo-agent send hi >/dev/null\n{SCHEDULE_AND_SLEEP}cryo-agent hibernate --linger 20\n"),
         "",
     );
     env.cryoctl(&["chamber", "start", "b"]).ok();
@@ -494,7 +494,10 @@ fn a_token_works_only_for_its_own_chamber_and_live_session() {
         r#"
 CRYO_SESSION_TOKEN=$(cat {b}/token.txt) cryo-agent todo list 2> cross.txt
 echo "rc=$?" >> cross.txt
+CRYO_SOCKET=$(cat {b}/socket.txt) CRYO_SESSION_TOKEN=$(cat {b}/token.txt) cryo-agent todo list 2> cross-door.txt
+echo "rc=$?" >> cross-door.txt
 echo "$CRYO_SESSION_TOKEN" > own-token.txt
+echo "$CRYO_SOCKET" > own-socket.txt
 cryo-agent send hi >/dev/null
 {SCHEDULE_AND_SLEEP}cryo-agent hibernate
 "#,
@@ -503,20 +506,30 @@ cryo-agent send hi >/dev/null
     let a = env.chamber("a", &a_script, "");
     env.cryoctl(&["chamber", "start", "a"]).ok();
     a.wait_ended(1);
+    // B's token through A's own door; then through B's door, claiming A.
     let cross = a.read("cross.txt");
+    assert!(cross.contains("came through another session's socket"), "{cross}");
+    assert!(cross.contains("rc=1"));
+    let cross = a.read("cross-door.txt");
     assert!(cross.contains("belongs to another chamber"), "{cross}");
     assert!(cross.contains("rc=1"));
     assert!(b.todos().as_array().unwrap().len() == 1, "b's TODOs are untouched");
-    // A's own token, replayed after its session ended, is refused.
-    let mut replay = env.command(cryo_tests::bin("cryo-agent"));
-    replay
-        .args(["todo", "list"])
-        .env("CRYO_SOCKET", env.socket())
-        .env("CRYO_CHAMBER", "a")
-        .env("CRYO_SESSION_TOKEN", a.read("own-token.txt").trim());
-    let out = replay.output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("session has ended"), "{out:?}");
+    // A's own token, replayed after its session ended (its door is gone),
+    // or through the operator's socket, is refused.
+    for (socket, says) in [
+        (std::path::PathBuf::from(a.read("own-socket.txt").trim()), "session has ended"),
+        (env.socket(), "does not serve agent calls"),
+    ] {
+        let mut replay = env.command(cryo_tests::bin("cryo-agent"));
+        replay
+            .args(["todo", "list"])
+            .env("CRYO_SOCKET", &socket)
+            .env("CRYO_CHAMBER", "a")
+            .env("CRYO_SESSION_TOKEN", a.read("own-token.txt").trim());
+        let out = replay.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{out:?}");
+    }
     // Outside a session altogether.
     let mut outside = env.command(cryo_tests::bin("cryo-agent"));
     outside.args(["send", "x"]);

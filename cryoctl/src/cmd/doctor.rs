@@ -80,15 +80,8 @@ pub async fn run(ctx: Ctx) -> Result<()> {
 }
 
 async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamber>, Option<u32>) {
-    let channel = match cryo_proto::connect(socket).await {
-        Ok(c) => c,
-        Err(e) => {
-            checks.push(check("daemon", Level::Fail, e.to_string()));
-            return (Vec::new(), None);
-        }
-    };
-    let pid = match cryo_proto::hello(channel.clone(), "cryoctl").await {
-        Ok(h) => {
+    let (mut c, pid) = match cryo_proto::control_hello(socket, "cryoctl").await {
+        Ok((c, h)) => {
             checks.push(check(
                 "daemon",
                 Level::Ok,
@@ -98,14 +91,13 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
                 ),
             ));
             checks.push(sandbox_check(&h));
-            h.pid
+            (c, h.pid)
         }
-        Err(s) => {
-            checks.push(check("daemon", Level::Fail, s.message().to_string()));
+        Err(e) => {
+            checks.push(check("daemon", Level::Fail, e.to_string()));
             return (Vec::new(), None);
         }
     };
-    let mut c = pb::control_client::ControlClient::new(channel);
     let reply =
         c.chamber_list(pb::ChamberListRequest { archived: false }).await.map(|r| r.into_inner()).unwrap_or_default();
     // A provider's limit holds its chambers' wakes: worth knowing, nothing to fix.

@@ -32,7 +32,7 @@ pub fn since(arg: &str) -> Result<Option<DateTime<Utc>>> {
 }
 
 /// The client of the command that asks (it has said Hello).
-type Control = pb::control_client::ControlClient<tonic::transport::Channel>;
+type Control = cryo_proto::Control;
 
 /// Asks cryod for usage since `since`, summed `by`, of one chamber or all.
 pub async fn fetch(

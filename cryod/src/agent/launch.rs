@@ -66,6 +66,8 @@ pub struct Session<'a> {
     pub local_time: String,
     /// Every other chamber's folder (hidden from a confined agent).
     pub others: Vec<PathBuf>,
+    /// The session's own socket (its `CRYO_SOCKET`).
+    pub door: &'a Path,
     pub places: &'a Places,
     /// On a fleet node, its keeper.
     pub keeper: Option<Keeper>,
@@ -202,7 +204,7 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         .process_group(0)
         .kill_on_drop(false)
         .env("PATH", path)
-        .env("CRYO_SOCKET", &s.places.socket)
+        .env("CRYO_SOCKET", s.door)
         .env("CRYO_CHAMBER", s.chamber)
         .env("CRYO_SESSION", s.number.to_string())
         .env("CRYO_WAKE_ID", s.wake_id)
@@ -364,13 +366,13 @@ fn policy(
     let mut readable = config.readable.clone();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
     readable.extend(sandbox::program_install(program, path));
-    // cryod's socket: its folder, unless that holds cryod's own state.
-    let socket = &places.socket;
-    let socket_dir = socket.parent().filter(|d| {
-        let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
-        ![state, config_dir].iter().any(|s| s.starts_with(&d) || d.starts_with(s))
-    });
-    let reachable = vec![socket_dir.map_or_else(|| socket.clone(), Path::to_path_buf)];
+    // The operator's socket and its key: hidden with their folder (a
+    // system folder aside). The session's own door alone is reachable.
+    if let Some(dir) = places.socket.parent().filter(|d| !sandbox::system_folder(d)) {
+        hidden.push(dir.to_path_buf());
+    }
+    hidden.push(cryo_proto::operator_key_path(&places.socket));
+    let reachable = vec![s.door.to_path_buf()];
     Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: arg0.to_string() }, tmp))
 }
 

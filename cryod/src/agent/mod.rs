@@ -11,6 +11,7 @@
 //!   the provider's limit);
 //! - [`keeper`]: the small parent that kills a fleet node's agent when cryod
 //!   stops vouching for it;
+//! - [`door`]: a session's own socket, serving the Agent service alone;
 //! - [`group`]: process groups, signals, and finding what a killed cryod
 //!   left running;
 //! - [`precheck`]: pre-checks and short commands.
@@ -18,6 +19,7 @@
 //! It knows nothing of supervisors or the runtime: what it needs comes in
 //! as values, and what it learns goes out through callbacks.
 
+pub mod door;
 pub mod group;
 pub mod keeper;
 pub mod kinds;

@@ -83,6 +83,16 @@ pub struct Policy {
     pub arg0: String,
 }
 
+/// A folder no sandbox hides whole (the system's own): `/` and the
+/// top-level folders of the system.
+pub fn system_folder(p: &Path) -> bool {
+    let p = canonical(p);
+    p.components().count() <= 2
+        && ["/", "/tmp", "/run", "/var", "/usr", "/etc", "/dev", "/proc", "/sys", "/home", "/root"]
+            .iter()
+            .any(|s| p == Path::new(s))
+}
+
 /// Why a session confined by `mode` cannot start here, if it cannot.
 pub fn unavailable(mode: Sandbox) -> Option<String> {
     match mode {

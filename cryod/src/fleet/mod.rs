@@ -40,7 +40,7 @@ pub fn node_info(config: &Config, socket: &std::path::Path) -> NodeInfo {
         if id.is_empty() { format!("host:{host}") } else { format!("machine:{id}") }
     });
     NodeInfo {
-        id: crate::supervisor::random_hex(8),
+        id: crate::random::hex(8),
         name: config.store.node.clone().unwrap_or_else(|| host.clone()),
         domain,
         host,
@@ -225,7 +225,7 @@ async fn lost(daemon: &Daemon, pg: &Postgres, epoch: u64, kick: &tokio::sync::mp
         if daemon.shared().shutdown.is_cancelled() {
             return;
         }
-        let id = crate::supervisor::random_hex(8);
+        let id = crate::random::hex(8);
         match pg.rejoin(id.clone()).await {
             Ok(()) => {
                 lease.trust_until(pg.registered_before() + t.ttl - t.margin());

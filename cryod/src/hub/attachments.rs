@@ -73,7 +73,7 @@ pub(super) async fn upload(
     }
     let quota = hub.daemon.shared().config.hub.attachment_quota_mb.saturating_mul(1 << 20);
     let now = hub.daemon.shared().clock.now();
-    let prefix = format!("{}-{}", now.format("%Y%m%dT%H%M%S"), crate::supervisor::random_hex(2));
+    let prefix = format!("{}-{}", now.format("%Y%m%dT%H%M%S"), crate::random::hex(2));
     let stored = attach::safe_name(if q.name.is_empty() { "file" } else { &q.name }, &prefix);
     let root = PathBuf::from(&v.record.path);
     let kind = image_type(&body);

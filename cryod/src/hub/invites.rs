@@ -116,7 +116,7 @@ impl Invites {
         if list.iter().any(|i| i.name == name) {
             return Err(Error::Conflict(format!("an invite named {name:?} exists; revoke it first")));
         }
-        let token = crate::supervisor::random_hex(32);
+        let token = crate::random::hex(32);
         let mut next = list.clone();
         next.push(Invite { name: name.to_string(), chambers, sha256: digest(&token), created });
         self.save(&next)?;

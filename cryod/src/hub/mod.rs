@@ -127,7 +127,7 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
             return Ok(t);
         }
     }
-    let t = crate::supervisor::random_hex(32);
+    let t = crate::random::hex(32);
     crate::chamber::write_secret(&path, format!("{t}\n").as_bytes())?;
     Ok(t)
 }

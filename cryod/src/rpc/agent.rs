@@ -1,9 +1,11 @@
-//! The Agent service (`cryo-agent` inside a session).
+//! The Agent service (`cryo-agent` inside a session), served only on the
+//! sessions' own doors (`agent::door`).
 //!
 //! Every call carries the session token (metadata `x-cryo-session-token`) and
 //! the chamber name the agent was given (`x-cryo-chamber`). The token must
-//! belong to a live session of that very chamber; then the call goes to the
-//! chamber's supervisor, which owns the chamber's files.
+//! belong to a live session of that very chamber, and arrive through that
+//! session's own door; then the call goes to the chamber's supervisor, which
+//! owns the chamber's files.
 
 use cryo_proto::v1 as pb;
 use cryo_proto::v1::agent_server::Agent;
@@ -38,6 +40,14 @@ impl AgentService {
                 "this session token is not valid: its session has ended (or it was never issued)",
             ));
         };
+        // A token works only through its own session's door.
+        let door = req.extensions().get::<crate::agent::door::DoorKey>();
+        if door.is_none_or(|d| d.chamber != entry.chamber || d.session != entry.session) {
+            return Err(Status::permission_denied(
+                "this session token came through another session's socket: an agent calls cryod only through \
+                 the CRYO_SOCKET its own session was given",
+            ));
+        }
         let claimed = md.get(CHAMBER_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
         if claimed != entry.name {
             return Err(Status::permission_denied(format!(
@@ -49,6 +59,14 @@ impl AgentService {
         crate::metrics::get().agent_call(verb, t.elapsed());
         r
     }
+}
+
+/// The answer to an agent call on the operator's socket.
+pub fn not_here() -> Status {
+    Status::permission_denied(
+        "the operator's socket does not serve agent calls: cryo-agent reaches cryod only through its own \
+         session's socket (the CRYO_SOCKET the session was given)",
+    )
 }
 
 /// A call's verb, as `cryo-agent` names it (a metrics label).
@@ -71,6 +89,10 @@ fn unexpected() -> Status {
 
 #[tonic::async_trait]
 impl Agent for AgentService {
+    async fn hello(&self, req: Request<pb::HelloRequest>) -> R<pb::HelloReply> {
+        super::hello(&self.daemon, req.get_ref()).map(Response::new)
+    }
+
     async fn hibernate(&self, req: Request<pb::HibernateRequest>) -> R<pb::HibernateReply> {
         let r = req.get_ref();
         let call = AgentCall::Hibernate {

@@ -82,7 +82,7 @@ impl Control for ControlService {
         let shared = self.daemon.shared();
         let at = shared.clock.now();
         let event = crate::notifier::Event {
-            id: format!("test:{}", crate::supervisor::random_hex(6)),
+            id: format!("test:{}", crate::random::hex(6)),
             kind: "test".into(),
             chamber: String::new(),
             title: "cryo: a test notice".into(),

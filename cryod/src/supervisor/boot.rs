@@ -120,6 +120,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         epoch,
         dropped: false,
         agent_pgid: None,
+        door: None,
         usage: None,
         budget_noticed: Default::default(),
         budget_paused: None,

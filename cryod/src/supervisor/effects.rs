@@ -296,6 +296,8 @@ impl Sup {
             }
             Effect::RevokeToken { token } => {
                 self.shared.tokens.lock().expect("tokens lock").remove(&token);
+                // The session's door closes with it.
+                self.door = None;
             }
             Effect::Spawn { session, wake_id, token, prompt, resume } => {
                 let turn = Turn { prompt: &prompt, prompt_file: launch::PROMPT_FILE, resume: resume.as_deref() };
@@ -446,6 +448,9 @@ impl Sup {
         };
         let lease = &self.shared.lease;
         let keeper = lease.is_fleet().then(|| launch::Keeper { deadline: lease.deadline(), fence: self.fence.token });
+        // The session's own door: the only socket its agent is given.
+        let key = crate::agent::door::DoorKey { chamber: self.id, session: number };
+        let door = self.shared.doors.open(key).map_err(|e| format!("cannot open the session's socket: {e}"))?;
         let tx = self.tx.clone();
         let on_exit = Box::new(move |e: launch::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
@@ -461,6 +466,7 @@ impl Sup {
             mode,
             local_time: cryo_core::time::format_in(self.now(), self.machine.tz()),
             others,
+            door: door.path(),
             places: &self.shared.places,
             keeper,
             wait: self.early(),
@@ -472,6 +478,7 @@ impl Sup {
             on_exit,
         };
         let started = launch::start(session).await?;
+        self.door = Some(door);
         for note in started.notes {
             self.log(LogLine::Event(note));
         }
@@ -479,6 +486,7 @@ impl Sup {
         if let Some(pipe) = started.keeper {
             self.shared.lease.keep(pgid, pipe);
         }
+        self.shared.live.add(pgid);
         self.agent_pgid = Some(pgid);
         Ok(started.pid)
     }

@@ -211,6 +211,8 @@ struct Sup {
     dropped: bool,
     /// The running agent's process group.
     agent_pgid: Option<i32>,
+    /// The running session's own socket (closed when the session ends).
+    door: Option<crate::agent::door::Door>,
     /// What other nodes show of the chamber (fleet), written in order.
     mirror: Option<watch::Sender<View>>,
     root: PathBuf,
@@ -421,8 +423,10 @@ impl Sup {
         if let Some(pgid) = self.agent_pgid.take() {
             crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
             self.shared.lease.forget(pgid);
+            self.shared.live.remove(pgid);
         }
         self.shared.tokens.lock().expect("tokens lock").retain(|_, t| t.chamber != self.id);
+        self.door = None;
         self.permit = None;
         self.mirror = None;
     }
@@ -501,6 +505,7 @@ impl Sup {
                 // A keeper's pipe is no longer extended once its agent ended.
                 if let Some(pgid) = self.agent_pgid.take() {
                     self.shared.lease.forget(pgid);
+                    self.shared.live.remove(pgid);
                 }
                 // The conversation it spoke in, for the machine; the rest for its row.
                 let used = usage.as_ref().and_then(|u| {
@@ -772,11 +777,7 @@ fn describe_status(s: std::process::ExitStatus) -> String {
     }
 }
 
-pub fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    hex::encode(b)
-}
+use crate::random::hex as random_hex;
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -15,8 +15,7 @@ use crate::scripts;
 fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -> Vec<String> {
     let rt = rt();
     rt.block_on(async {
-        let channel = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = pb::control_client::ControlClient::new(channel);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         let mut names = Vec::new();
         for i in 0..n {
             let name = format!("b{i:05}");
@@ -50,8 +49,7 @@ fn dirs(env: &Env, names: &[String]) -> Vec<PathBuf> {
 
 fn start_all(env: &Env, names: &[String]) {
     rt().block_on(async {
-        let channel = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = pb::control_client::ControlClient::new(channel);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         for n in names {
             let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(n.clone())) };
             c.chamber_start(pb::ChamberStartRequest { chamber: Some(r), no_wait: true }).await.unwrap();
@@ -76,11 +74,10 @@ fn write_todos(dir: &Path, at: &[String]) {
 fn wait_serving(env: &Env) {
     rt().block_on(async {
         loop {
-            if let Ok(ch) = cryo_proto::connect(&env.socket()).await {
-                let mut c = pb::control_client::ControlClient::new(ch);
-                if c.chamber_list(pb::ChamberListRequest { archived: false }).await.is_ok() {
-                    return;
-                }
+            if let Ok(mut c) = cryo_proto::control_unchecked(&env.socket()).await
+                && c.chamber_list(pb::ChamberListRequest { archived: false }).await.is_ok()
+            {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -355,8 +352,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     std::fs::write(first.join("measure-mcp"), "").unwrap();
     start_all(&env, &names[..1]);
     rt().block_on(async {
-        let ch = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = pb::control_client::ControlClient::new(ch);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         let r = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(names[0].clone())) };
         c.chamber_wake(pb::ChamberWakeRequest { chamber: Some(r), ..Default::default() }).await.unwrap();
     });
@@ -367,8 +363,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     // The raw gRPC round trip: Hello on an open channel, and with a new
     // connection for each call.
     let (open, fresh) = rt().block_on(async {
-        let ch = cryo_proto::connect(&env.socket()).await.unwrap();
-        let mut c = pb::control_client::ControlClient::new(ch);
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
         let mut open = Vec::new();
         for _ in 0..1000 {
             let t = Instant::now();
@@ -378,8 +373,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
         let mut fresh = Vec::new();
         for _ in 0..1000 {
             let t = Instant::now();
-            let ch = cryo_proto::connect(&env.socket()).await.unwrap();
-            pb::control_client::ControlClient::new(ch).hello(hello()).await.unwrap();
+            cryo_proto::control_unchecked(&env.socket()).await.unwrap().hello(hello()).await.unwrap();
             fresh.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         (open, fresh)
