@@ -177,6 +177,7 @@ fn doctor_checks_pass_and_fail_with_a_fix() {
     assert_eq!(r.code, Some(1), "a failing check fails the command");
     // The agent fixed, a service unit installed and enabled: those pass.
     std::fs::write(bad.dir.join("cryo.toml"), "agent = \"sh agent.sh\"\n").unwrap();
+    env.cryoctl(&["chamber", "trust", "bad"]).ok();
     let units = env.root().join("config/systemd/user");
     std::fs::create_dir_all(units.join("default.target.wants")).unwrap();
     std::fs::write(units.join("cryod.service"), "[Service]\n").unwrap();

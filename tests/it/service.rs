@@ -256,6 +256,8 @@ fn session_limits_apply_through_a_scope(env: &Env, sd: &UserManager, cryoctl: &d
     cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--init", "--agent", "sh agent.sh", "--sandbox", "off"]);
     let toml = std::fs::read_to_string(dir.join("cryo.toml")).unwrap();
     std::fs::write(dir.join("cryo.toml"), format!("{toml}\nmemory_max = \"64M\"\ncpu_weight = 50\n")).unwrap();
+    // Limits are the operator's to accept.
+    cryoctl(&["chamber", "trust", "limited"]);
     let agent = "cat /proc/self/cgroup > cgroup.txt\n\
                  i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n\
                  cryo-agent hibernate --complete\n";

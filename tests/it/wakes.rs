@@ -231,6 +231,7 @@ fn a_loop_of_hand_offs_is_rate_limited_and_shown() {
     let toml = b.dir.join("cryo.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(&toml, format!("{text}\n{}", link("a"))).unwrap();
+    env.cryoctl(&["chamber", "trust", "b"]).ok();
     for c in [&a, &b] {
         c.seed_history();
         env.cryoctl(&["chamber", "start", &c.name]).ok();

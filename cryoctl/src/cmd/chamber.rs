@@ -93,6 +93,15 @@ pub enum ChamberCmd {
         #[arg(long, short)]
         yes: bool,
     },
+    /// Accept the chamber's cryo.toml as it is: the settings that decide
+    /// its confinement or run commands (agent, sandbox, writable, readable,
+    /// precheck, [provider], [[on_end]], [sync], limits and budget) take
+    /// effect only once the operator accepts them. A chamber whose agent
+    /// changed them is held until then.
+    Trust {
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+    },
     /// Run a session now.
     Wake {
         #[arg(add = crate::complete::chambers())]
@@ -254,6 +263,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Archive { chamber } => switch(&ctx, chamber, Switch::Archive).await,
         ChamberCmd::Unarchive { chamber } => switch(&ctx, chamber, Switch::Unarchive).await,
         ChamberCmd::Reset { chamber, yes } => reset(&ctx, chamber, yes).await,
+        ChamberCmd::Trust { chamber } => trust(&ctx, chamber).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
         ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,
@@ -828,6 +838,25 @@ async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Result<()> {
         output::json(&json!({ "chamber": chamber_json(&ch), "history": r.history }));
     } else {
         outln!("reset {:?}: its earlier files are in {}/ (the chamber is stopped)", ch.name, r.history);
+    }
+    Ok(())
+}
+
+async fn trust(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_trust(pb::ChamberTrustRequest { chamber: Some(r) }).await }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch), "accepted": r.accepted }));
+    } else if r.accepted.is_empty() {
+        outln!("{:?}: nothing changed since its settings were last accepted", ch.name);
+    } else {
+        outln!("{:?}: accepted {} ({})", ch.name, r.accepted.join(", "), ch.state);
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::kinds::{self, Launch, Turn};
+use super::kinds::{self, Turn};
 use super::sandbox;
 use super::stream::{self, EVENTS_FILE, Logs, Tell};
 use crate::chamber::config::ChamberConfig;
@@ -51,24 +51,29 @@ pub struct Keeper {
     pub fence: i64,
 }
 
-/// One session to start.
-pub struct Session<'a> {
+/// What confines whatever runs for a chamber (its agent, its pre-checks).
+pub struct Jail<'a> {
     pub chamber: &'a str,
     pub root: &'a Path,
+    pub config: &'a ChamberConfig,
+    /// The sandbox it runs under.
+    pub mode: Sandbox,
+    /// Every other chamber's folder (hidden from a confined process).
+    pub others: Vec<PathBuf>,
+    pub places: &'a Places,
+}
+
+/// One session to start.
+pub struct Session<'a> {
+    pub jail: Jail<'a>,
     pub number: u64,
     pub wake_id: &'a str,
     pub token: &'a str,
     pub turn: Turn<'a>,
-    pub config: &'a ChamberConfig,
-    /// The sandbox it runs under.
-    pub mode: Sandbox,
     /// When it starts, as the chamber's zone shows it (for the log's header).
     pub local_time: String,
-    /// Every other chamber's folder (hidden from a confined agent).
-    pub others: Vec<PathBuf>,
     /// The session's own socket (its `CRYO_SOCKET`).
     pub door: &'a Path,
-    pub places: &'a Places,
     /// On a fleet node, its keeper.
     pub keeper: Option<Keeper>,
     /// A wake decided ahead of its due instant starts its agent at the
@@ -103,12 +108,12 @@ pub struct Started {
 /// Starts the agent of `s` in its own process group, confined as its
 /// chamber says; returns at once (its end comes through `on_exit`).
 pub async fn start(s: Session<'_>) -> Result<Started, String> {
-    let config = s.config;
+    let (config, root) = (s.jail.config, s.jail.root);
     // Keys kept in files are read now, so a rotated key is used at once.
     let provider_env = config.agent_env()?;
     // Nothing in the chamber is followed if a link, nor opened if not a
     // plain file: the agent may have planted anything there.
-    let dir = Dir::open(s.root).map_err(|e| e.to_string())?;
+    let dir = Dir::open(root).map_err(|e| e.to_string())?;
     dir.make_dirs(Path::new(".cryo")).map_err(|e| e.to_string())?;
     let prompt = s.turn.prompt;
     // A copy for people, and for prompts too long for an argument (which
@@ -121,15 +126,15 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     }
     let as_root = nix::unistd::geteuid().is_root();
     let mut path = std::env::var("PATH").unwrap_or_default();
-    if let Some(dir) = &s.places.agent_bin {
+    if let Some(dir) = &s.jail.places.agent_bin {
         path = format!("{}:{path}", dir.display());
     }
     let mcp = config.mcp.then(|| kinds::Mcp {
-        program: crate::paths::find_program("cryo-agent", s.root, &path)
+        program: crate::paths::find_program("cryo-agent", root, &path)
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_else(|| "cryo-agent".into()),
     });
-    let launch = kinds::command_line(&config.agent, s.root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
+    let launch = kinds::command_line(&config.agent, root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
     // The same every session, once the binary's place is known: written
     // only when it changes (not on every wake's path).
     for (rel, text) in &launch.files {
@@ -141,7 +146,7 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| format!("cannot open {e}"))?;
     {
         use std::io::Write;
-        let confined = match s.mode {
+        let confined = match s.jail.mode {
             Sandbox::Off => String::new(),
             m => format!(", sandbox {}", m.as_str()),
         };
@@ -153,9 +158,11 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     // fork, which copies the daemon's page tables on every wake. One not
     // found is left to the spawn, whose error says why.
     let program =
-        crate::paths::find_program(&launch.program, s.root, &path).unwrap_or_else(|| PathBuf::from(&launch.program));
+        crate::paths::find_program(&launch.program, root, &path).unwrap_or_else(|| PathBuf::from(&launch.program));
     let mut notes = Vec::new();
-    let confined = confine(&s, &provider_env, &launch, program, &path, &mut notes).await?;
+    let what = format!("cryo {} session {}", s.jail.chamber, s.number);
+    let run = Run { arg0: &launch.program, program, args: &launch.args, path: &path, door: Some(s.door), what: &what };
+    let confined = confine(&s.jail, &provider_env, run, &mut notes)?;
     let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
     let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
     let kept = s.keeper.is_some();
@@ -200,12 +207,12 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     } else {
         cmd.stderr(log_file);
     }
-    cmd.current_dir(s.root)
+    cmd.current_dir(root)
         .process_group(0)
         .kill_on_drop(false)
         .env("PATH", path)
         .env("CRYO_SOCKET", s.door)
-        .env("CRYO_CHAMBER", s.chamber)
+        .env("CRYO_CHAMBER", s.jail.chamber)
         .env("CRYO_SESSION", s.number.to_string())
         .env("CRYO_WAKE_ID", s.wake_id)
         .env("CRYO_SESSION_TOKEN", s.token)
@@ -236,9 +243,9 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
         _ => format!("cannot run {:?}: {e}", launch.program),
     })?;
-    let raw = launch.events.and_then(|_| Dir::open(s.root).ok()?.append(Path::new(EVENTS_FILE)).ok());
+    let raw = launch.events.and_then(|_| Dir::open(root).ok()?.append(Path::new(EVENTS_FILE)).ok());
     let logs = Logs { transcript, stderr: stderr_log, raw };
-    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, s.root, &provider_env));
+    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, root, &provider_env));
     let read = launch.events.map(|format| (format, model(format), logs));
     let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
     if kept {
@@ -267,25 +274,38 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
 /// A command made to run confined: the program cryod starts (the agent's,
 /// the Landlock launcher, bubblewrap or `systemd-run`), its arguments, and
 /// the private TMPDIR of a confined one.
-struct Confined {
-    program: PathBuf,
-    args: Vec<OsString>,
-    tmp: Option<PathBuf>,
+pub struct Confined {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub tmp: Option<PathBuf>,
 }
 
-/// Wraps the agent's `program` for the session's sandbox and limits.
-async fn confine(
-    s: &Session<'_>,
+/// What runs for a chamber: a session's agent or a pre-check.
+pub struct Run<'a> {
+    /// Its name for itself (`claude`, `sh`).
+    pub arg0: &'a str,
+    /// The file it names, found on `path`.
+    pub program: PathBuf,
+    pub args: &'a [String],
+    pub path: &'a str,
+    /// The session's door, reachable inside (a pre-check has none).
+    pub door: Option<&'a Path>,
+    /// What it is, for its systemd scope's description.
+    pub what: &'a str,
+}
+
+/// Wraps `run` for the chamber's sandbox and limits; what could not be
+/// applied (limits outside systemd) goes into `notes`.
+pub fn confine(
+    jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
-    launch: &Launch,
-    program: PathBuf,
-    path: &str,
+    run: Run<'_>,
     notes: &mut Vec<String>,
 ) -> Result<Confined, String> {
-    let config = s.config;
-    // Asking may run bubblewrap once: off the worker (an unconfined session
-    // asks nothing, and keeps its worker).
-    let unavailable = match s.mode {
+    let config = jail.config;
+    // Asking may run bubblewrap once: off the worker (an unconfined
+    // process asks nothing, and keeps its worker).
+    let unavailable = match jail.mode {
         Sandbox::Off => None,
         confined => tokio::task::block_in_place(|| sandbox::unavailable(confined)),
     };
@@ -294,27 +314,26 @@ async fn confine(
     }
     let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
     let mut tmp = None;
-    let (program, args): (PathBuf, Vec<OsString>) = match s.mode {
-        Sandbox::Off => (program, launch.args.iter().map(Into::into).collect()),
+    let (program, args): (PathBuf, Vec<OsString>) = match jail.mode {
+        Sandbox::Off => (run.program, run.args.iter().map(Into::into).collect()),
         confined => {
-            let (policy, dir) = policy(s, provider_env, &launch.program, &program, path)?;
+            let (policy, dir) = policy(jail, provider_env, &run)?;
             tmp = Some(dir);
             if confined == Sandbox::Landlock {
-                (own_exe()?, sandbox::wrap(&policy, &program, &launch.args))
+                (own_exe()?, sandbox::wrap(&policy, &run.program, run.args))
             } else {
                 // The resolved file: a link to it may lie in a hidden root.
-                let real = std::fs::canonicalize(&program).unwrap_or(program);
-                (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, &launch.args))
+                let real = std::fs::canonicalize(&run.program).unwrap_or(run.program);
+                (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, run.args))
             }
         }
     };
     // Resource limits: a transient systemd scope around the whole tree.
     let (program, args) = match (config.limits.is_empty(), sandbox::systemd_run()) {
         (true, _) => (program, args),
-        (false, Ok(run)) => {
-            let what = format!("cryo {} session {}", s.chamber, s.number);
-            let args = sandbox::scope_args(&config.limits, &what, &program, &args);
-            (run, args)
+        (false, Ok(systemd_run)) => {
+            let args = sandbox::scope_args(&config.limits, run.what, &program, &args);
+            (systemd_run, args)
         }
         (false, Err(why)) => {
             notes.push(format!("memory_max and cpu_weight are not applied: {why}"));
@@ -324,17 +343,14 @@ async fn confine(
     Ok(Confined { program, args, tmp })
 }
 
-/// What a sandboxed session may reach (see [`sandbox`]), and its private
-/// temporary folder; `arg0` is the agent's name for itself, `program` the
-/// file it names, found on `path`.
+/// What a sandboxed process may reach (see [`sandbox`]), and its private
+/// temporary folder.
 fn policy(
-    s: &Session<'_>,
+    jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
-    arg0: &str,
-    program: &Path,
-    path: &str,
+    run: &Run<'_>,
 ) -> Result<(sandbox::Policy, PathBuf), String> {
-    let (config, root, places) = (s.config, s.root, s.places);
+    let (config, root, places) = (jail.config, jail.root, jail.places);
     for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
         if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
             return Err(format!("cryo.toml: {key} names {}, which is not a folder", missing.display()));
@@ -352,12 +368,12 @@ fn policy(
         hidden.extend(std::env::var_os(var).filter(|t| !t.is_empty() && t != "/").map(PathBuf::from));
     }
     // Every other chamber (of every node).
-    hidden.extend(s.others.iter().cloned());
+    hidden.extend(jail.others.iter().cloned());
     let mut writable = vec![root.to_path_buf(), PathBuf::from("/dev")];
     writable.extend(config.writable.iter().cloned());
     // The CLI's own state, made if missing (the CLI would make it, but
     // cannot inside), and its setup file.
-    let kind = kinds::Kind::of(arg0);
+    let kind = kinds::Kind::of(run.arg0);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
     for dir in home.as_deref().map(|h| kind.state_dirs(h, var)).unwrap_or_default() {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -365,15 +381,15 @@ fn policy(
     }
     let mut readable = config.readable.clone();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
-    readable.extend(sandbox::program_install(program, path));
+    readable.extend(sandbox::program_install(&run.program, run.path));
     // The operator's socket and its key: hidden with their folder (a
     // system folder aside). The session's own door alone is reachable.
     if let Some(dir) = places.socket.parent().filter(|d| !sandbox::system_folder(d)) {
         hidden.push(dir.to_path_buf());
     }
     hidden.push(cryo_proto::operator_key_path(&places.socket));
-    let reachable = vec![s.door.to_path_buf()];
-    Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: arg0.to_string() }, tmp))
+    let reachable = run.door.map(Path::to_path_buf).into_iter().collect();
+    Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: run.arg0.to_string() }, tmp))
 }
 
 /// An agent started under a keeper: waits for its pid, then reads a known

@@ -1,9 +1,11 @@
 //! Pre-checks: the cheap command a scheduled wake runs before its agent.
 //!
 //! A check runs as `/bin/sh -c CMD` in the chamber's folder, in its own
-//! process group, with its output captured and a time limit. What it says
-//! (exit 0: there is work; exit [`PRECHECK_SKIP`]: nothing to do; anything
-//! else: it failed, and the wake goes ahead) is the machine's to act on.
+//! process group, with its output captured and a time limit, confined as
+//! the chamber's agent is (its sandbox and limits: the agent may have
+//! written the check itself, as a TODO's `--precheck`). What it says (exit
+//! 0: there is work; exit [`PRECHECK_SKIP`]: nothing to do; anything else:
+//! it failed, and the wake goes ahead) is the machine's to act on.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,10 +18,28 @@ use tokio::io::AsyncReadExt;
 /// Most bytes of a check's output kept (the prompt quotes less).
 const MAX_OUTPUT: u64 = 64 * 1024;
 
-/// Runs `command` in `dir` with `env` added to cryod's own, for at most
-/// `timeout`; the whole process group is killed at the limit.
-pub async fn run(dir: &Path, command: &str, env: &BTreeMap<String, String>, timeout: Duration) -> Checked {
-    match shell(Some(dir), command, env, None, timeout).await {
+/// A command ready to run: its program and arguments (`sh -c CMD`, or
+/// its confined form), and its whole environment.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub program: std::path::PathBuf,
+    pub args: Vec<std::ffi::OsString>,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Prepared {
+    /// `sh -c command` with `env` added to cryod's own environment.
+    pub fn shell(command: &str, env: &BTreeMap<String, String>) -> Prepared {
+        let mut all: BTreeMap<String, String> = std::env::vars().collect();
+        all.extend(env.clone());
+        Prepared { program: "/bin/sh".into(), args: vec!["-c".into(), command.into()], env: all }
+    }
+}
+
+/// Runs a check (`check`, prepared) in `dir`, for at most `timeout`; the
+/// whole process group is killed at the limit.
+pub async fn run(dir: &Path, check: &Prepared, timeout: Duration) -> Checked {
+    match run_prepared(Some(dir), check, None, timeout).await {
         Ran::Exited { code: 0, stdout, .. } => Checked::Wake { output: stdout },
         Ran::Exited { code: PRECHECK_SKIP, stdout, stderr } => Checked::Skip {
             line: if first_line(&stdout).is_empty() { first_line(&stderr) } else { first_line(&stdout) },
@@ -73,12 +93,19 @@ pub async fn shell(
     stdin: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Ran {
+    run_prepared(dir, &Prepared::shell(command, env), stdin, timeout).await
+}
+
+/// Runs `p` (in `dir`, else where cryod runs) in its own process group,
+/// with its environment alone, `stdin` given to it (else none), its output
+/// captured, for at most `timeout`. The whole group ends with it.
+pub async fn run_prepared(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>, timeout: Duration) -> Ran {
     use std::os::unix::process::ExitStatusExt;
     use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(command)
-        .envs(env)
+    let mut cmd = tokio::process::Command::new(&p.program);
+    cmd.args(&p.args)
+        .env_clear()
+        .envs(&p.env)
         .process_group(0)
         .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
         .stdout(std::process::Stdio::piped())
@@ -140,7 +167,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut env = BTreeMap::new();
         env.insert("CRYO_TEST_VAR".to_string(), "seen".to_string());
-        rt.block_on(run(dir.path(), command, &env, timeout))
+        rt.block_on(run(dir.path(), &Prepared::shell(command, &env), timeout))
     }
 
     #[test]
@@ -173,7 +200,8 @@ mod tests {
         let root = dir.path().to_path_buf();
         let pid = rt.block_on(async {
             let task = tokio::spawn(async move {
-                run(&root, "sleep 60 & echo $! > bg.pid; wait", &BTreeMap::new(), Duration::from_secs(120)).await
+                let check = Prepared::shell("sleep 60 & echo $! > bg.pid; wait", &BTreeMap::new());
+                run(&root, &check, Duration::from_secs(120)).await
             });
             let file = dir.path().join("bg.pid");
             let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -190,10 +190,13 @@ pub struct ChamberConfig {
     pub github: Option<GithubSync>,
 }
 
-/// The result of reading `cryo.toml`: the config and one-line warnings.
+/// The result of reading `cryo.toml`: the config, one-line warnings, and
+/// the digests of the settings the operator must accept
+/// ([`super::trust`]).
 pub struct Loaded {
     pub config: ChamberConfig,
     pub warnings: Vec<String>,
+    pub trust: BTreeMap<String, String>,
 }
 
 /// Largest `cryo.toml` read (a configuration, not a data file).
@@ -285,6 +288,7 @@ pub fn read_text(dir: &Path) -> Result<String, String> {
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
 pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
     let mut raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
+    let trust = super::trust::digests(&toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?);
     let key_line = |key: &str| {
         text.lines()
             .position(|l| {
@@ -433,6 +437,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             github: sync.and_then(|s| s.github),
         },
         warnings,
+        trust,
     })
 }
 

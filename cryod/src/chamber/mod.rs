@@ -10,6 +10,7 @@ pub mod mailbox;
 pub mod reset;
 pub mod scaffold;
 pub mod todos;
+pub mod trust;
 
 use std::path::Path;
 

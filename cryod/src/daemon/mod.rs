@@ -527,6 +527,15 @@ impl Daemon {
             self.0.remote.write().expect("registry lock").insert(record.id, record.clone());
             self.note_names();
         }
+        if existed {
+            // The operator adds it again: its settings as they are now are
+            // accepted (a new chamber's are when first read). One that does
+            // not load is shown as faulted, as before.
+            match self.trust(&ChamberRef::Name(record.name.clone()), None).await {
+                Ok(_) | Err(Error::Precondition(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let view = self.view_of(record.id).ok_or_else(|| Error::Internal("chamber vanished".into()))?;
         Ok(Added { view, already_registered: existed, init: scaffolded })
     }
@@ -828,6 +837,24 @@ impl Daemon {
         }
         let already = self.ask(v.record.id, |tx| Event::Pause(pause, tx)).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), already))
+    }
+
+    /// The operator accepts a chamber's `cryo.toml` as it is (see
+    /// `chamber::trust`): the keys that changed since last accepted.
+    /// With `digests`, those of a `cryo.toml` about to be written by an
+    /// operator (the hub's settings) are accepted instead.
+    pub async fn trust(
+        &self,
+        r: &ChamberRef,
+        digests: Option<crate::supervisor::Trusted>,
+    ) -> Result<(ChamberView, Vec<String>)> {
+        let v = self.resolve(r)?;
+        if self.elsewhere(&v) {
+            let (view, keys) = self.forward(&v, Command::Trust { digests }).await?.trusted()?;
+            return Ok((remote::with_view(&v, view), keys));
+        }
+        let keys = self.ask(v.record.id, |reply| Event::Trust { digests, reply }).await??;
+        Ok((self.view_of(v.record.id).unwrap_or(v), keys))
     }
 
     /// Archives a chamber (stopping it first: an archived chamber is never

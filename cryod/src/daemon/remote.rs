@@ -35,6 +35,9 @@ pub enum Command {
         archive: bool,
     },
     Reset,
+    Trust {
+        digests: Option<crate::supervisor::Trusted>,
+    },
     Wake {
         message: Option<String>,
         replace: bool,
@@ -85,6 +88,11 @@ pub enum Answer {
     },
     /// An operator's message written, and why it waits, if it does.
     Delivered(crate::supervisor::Delivered),
+    /// Settings accepted: the view after, and the keys that changed.
+    Trusted {
+        view: View,
+        keys: Vec<String>,
+    },
     /// The TODO list after the call, as `todo.json` writes it, and its zone.
     Todos {
         file: String,
@@ -212,6 +220,10 @@ impl Daemon {
                 let (v, dir) = self.reset(&r).await?;
                 Answer::Reset { view: v.snap.view, dir }
             }
+            Command::Trust { digests } => {
+                let (v, keys) = self.trust(&r, digests).await?;
+                Answer::Trusted { view: v.snap.view, keys }
+            }
             Command::Wake { message, replace } => {
                 let (v, outcome) = self.wake(&r, message, replace).await?;
                 Answer::Woken { view: v.snap.view, outcome }
@@ -251,6 +263,14 @@ impl Answer {
     pub fn flags(self, v: &ChamberView) -> Result<(ChamberView, bool, bool)> {
         match self {
             Answer::Flags { view, already, ended } => Ok((with_view(v, view), already, ended)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The view after settings were accepted, and the keys that changed.
+    pub fn trusted(self) -> Result<(View, Vec<String>)> {
+        match self {
+            Answer::Trusted { view, keys } => Ok((view, keys)),
             other => Err(unexpected(other)),
         }
     }

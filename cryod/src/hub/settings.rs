@@ -153,13 +153,23 @@ pub(super) async fn put(
     let new = rewrite(&text, &changes).map_err(Error::Invalid)?;
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_tz();
-    crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
+    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
+    // The operator is the one acting: what the file will say is accepted
+    // first, so the chamber is never held for it.
+    let chamber = crate::daemon::ChamberRef::Name(name.clone());
+    hub.daemon.trust(&chamber, Some(loaded.trust)).await?;
     let (root, bytes) = (dir.clone(), new.clone().into_bytes());
     let write = move || {
         let d = crate::chamber::Dir::open(&root)?;
         d.write(Path::new(crate::chamber::config::FILE), &bytes, crate::chamber::NewFile::DURABLE)
     };
-    crate::chamber::blocking(write).await?.map_err(|e| Error::Internal(format!("cannot write {e}")))?;
+    if let Err(e) =
+        crate::chamber::blocking(write).await.and_then(|r| r.map_err(|e| Error::Internal(format!("cannot write {e}"))))
+    {
+        // The file as it stays is what the operator has.
+        let _ = hub.daemon.trust(&chamber, None).await;
+        return Err(e.into());
+    }
     Ok(axum::Json(read(&new).map_err(Error::Internal)?))
 }
 

@@ -226,6 +226,12 @@ impl Control for ControlService {
         Ok(Response::new(pb::ChamberResetReply { chamber: Some(convert::chamber(&v)), history }))
     }
 
+    async fn chamber_trust(&self, req: Request<pb::ChamberTrustRequest>) -> R<pb::ChamberTrustReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (v, accepted) = self.daemon.trust(&r, None).await?;
+        Ok(Response::new(pb::ChamberTrustReply { chamber: Some(convert::chamber(&v)), accepted }))
+    }
+
     async fn chamber_wake(&self, req: Request<pb::ChamberWakeRequest>) -> R<pb::ChamberWakeReply> {
         let req = req.into_inner();
         let r = convert::chamber_ref(req.chamber)?;

@@ -110,6 +110,11 @@ pub struct ChamberRecord {
     pub domain: String,
     /// What its owner last published of it (fleet), for other nodes' views.
     pub mirror: Option<View>,
+    /// The settings of its `cryo.toml` that decide confinement or run
+    /// commands, as the operator last accepted them (a JSON object of key
+    /// and digest); `None` until first read (a chamber registered before
+    /// cryod kept these: its settings then are taken as accepted).
+    pub trusted: Option<String>,
 }
 
 impl ChamberRecord {
@@ -300,6 +305,8 @@ pub trait Backend: Send + Sync + 'static {
     fn remove_chamber(&self, fence: Fence) -> Fut<'_, ()>;
     fn set_paused(&self, fence: Fence, paused: bool) -> Fut<'_, ()>;
     fn set_archived(&self, fence: Fence, archived: bool) -> Fut<'_, ()>;
+    /// Keeps what the operator accepted of the chamber's settings.
+    fn set_trusted(&self, fence: Fence, trusted: String) -> Fut<'_, ()>;
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()>;
     /// Publishes what other nodes show of a chamber.
     fn set_mirror(&self, fence: Fence, view: View) -> Fut<'_, ()>;

@@ -54,7 +54,19 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
     let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
     let last_session = from_store.max(log::last_session_number(&root));
-    let (config, warnings) = super::load_config(&shared, &root, &record.name);
+    let mut trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
+    let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
+    // First read since cryod kept what was accepted: what it says is.
+    if trusted.is_none()
+        && config.is_ok()
+        && let Some(read) = read
+    {
+        let json = crate::chamber::trust::to_json(&read);
+        if let Err(error) = shared.store.set_trusted(record.fence(), json).await {
+            tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
+        }
+        trusted = Some(read);
+    }
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     // A reset begins a new conversation.
     let reset = crate::chamber::reset::last_reset(&root);
@@ -121,6 +133,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         dropped: false,
         agent_pgid: None,
         door: None,
+        trusted,
         usage: None,
         budget_noticed: Default::default(),
         budget_paused: None,

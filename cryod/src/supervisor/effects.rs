@@ -77,7 +77,7 @@ impl Sup {
                     checks.abort();
                 }
             }
-            Effect::Precheck { nonce, checks, timeout } => self.precheck(nonce, checks, timeout),
+            Effect::Precheck { nonce, checks, timeout } => self.precheck(nonce, checks, timeout).await,
             Effect::RecordPassed(slots) => {
                 let at = crate::rfc3339(self.now());
                 let slots = slots
@@ -328,30 +328,95 @@ impl Sup {
     /// Runs a wake's pre-checks off the chamber's path, one after another,
     /// and reports what they said (ended with their process groups if the
     /// permit goes back first).
-    fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
+    /// A check that cannot be confined as its chamber says fails (the wake
+    /// goes ahead, and its agent's own spawn says why).
+    async fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
+        use crate::agent::precheck::{self, Prepared};
         let (tx, root) = (self.tx.clone(), self.root.clone());
-        // A key file that cannot be read leaves its key out: the agent's
-        // spawn says why.
-        let mut env =
-            self.config.as_ref().map(|c| c.agent_env().unwrap_or_else(|_| c.provider_env.clone())).unwrap_or_default();
-        env.insert("CRYO_CHAMBER".into(), self.machine.name().to_string());
-        env.insert("CRYO_PRECHECK".into(), "1".into());
-        if let Ok(c) = &self.config
-            && c.timezone_set
-        {
-            env.insert("TZ".into(), c.timezone.name().to_string());
-        }
+        let prepared: Vec<Result<Prepared, String>> = match self.config.clone() {
+            Ok(config) => {
+                let mut out = Vec::with_capacity(checks.len());
+                for check in &checks {
+                    out.push(self.confined_check(&config, &check.command).await);
+                }
+                out
+            }
+            Err(e) => checks.iter().map(|_| Err(e.clone())).collect(),
+        };
         let name = self.machine.name().to_string();
         let task = tokio::spawn(async move {
             let mut results = Vec::with_capacity(checks.len());
-            for check in checks {
-                let said = crate::agent::precheck::run(&root, &check.command, &env, timeout).await;
+            for (check, prepared) in checks.into_iter().zip(prepared) {
+                let said = match prepared {
+                    Ok(p) => precheck::run(&root, &p, timeout).await,
+                    Err(why) => cryo_core::chamber::Checked::Failed { why: format!("could not be confined: {why}") },
+                };
                 tracing::info!(chamber = %name, command = %check.command, ?said, "pre-check");
                 results.push((check, said));
             }
             let _ = tx.send(Event::Prechecked { nonce, results });
         });
         self.checks = Some(task.abort_handle());
+    }
+
+    /// `sh -c command` as the chamber's agent would run: under its sandbox
+    /// and limits, with its environment (the confined allowlist, a private
+    /// TMPDIR), `[provider].env`, `CRYO_CHAMBER`, `CRYO_PRECHECK=1` and its
+    /// zone; never cryod's socket.
+    async fn confined_check(
+        &mut self,
+        config: &crate::chamber::config::ChamberConfig,
+        command: &str,
+    ) -> Result<crate::agent::precheck::Prepared, String> {
+        use crate::agent::precheck::Prepared;
+        // A key file that cannot be read leaves its key out: the agent's
+        // spawn says why.
+        let mut env = config.agent_env().unwrap_or_else(|_| config.provider_env.clone());
+        env.insert("CRYO_CHAMBER".into(), self.machine.name().to_string());
+        env.insert("CRYO_PRECHECK".into(), "1".into());
+        if config.timezone_set {
+            env.insert("TZ".into(), config.timezone.name().to_string());
+        }
+        let jail = self.jail(config).await?;
+        let args = vec!["-c".to_string(), command.to_string()];
+        let path = std::env::var("PATH").unwrap_or_default();
+        let what = format!("cryo {} pre-check", self.machine.name());
+        let run =
+            launch::Run { arg0: "sh", program: "/bin/sh".into(), args: &args, path: &path, door: None, what: &what };
+        let mut notes = Vec::new();
+        let confined = launch::confine(&jail, &env, run, &mut notes)?;
+        let Some(tmp) = confined.tmp else {
+            // Unconfined: cryod's own environment, as for its agent.
+            let mut p = Prepared::shell(command, &env);
+            (p.program, p.args) = (confined.program, confined.args);
+            return Ok(p);
+        };
+        let mut all: std::collections::BTreeMap<String, String> =
+            std::env::vars().filter(|(k, _)| crate::agent::sandbox::env_kept(k)).collect();
+        all.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
+        all.extend(env);
+        Ok(Prepared { program: confined.program, args: confined.args, env: all })
+    }
+
+    /// What confines the chamber's processes, as its config says.
+    async fn jail<'a>(&'a self, config: &'a crate::chamber::config::ChamberConfig) -> Result<launch::Jail<'a>, String> {
+        let mode = self.sandbox_of(config);
+        // Every other chamber (of every node) is hidden from a confined one.
+        let others = match mode {
+            crate::config::Sandbox::Off => Vec::new(),
+            _ => {
+                let all = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
+                all.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)).collect()
+            }
+        };
+        Ok(launch::Jail {
+            chamber: self.machine.name(),
+            root: &self.root,
+            config,
+            mode,
+            others,
+            places: &self.shared.places,
+        })
     }
 
     /// Moves the named inbox files to the archive (those that still parse;
@@ -437,15 +502,6 @@ impl Sup {
     /// returns its pid (the group's id too).
     async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, String> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
-        let mode = self.sandbox_of(config);
-        // Every other chamber (of every node) is hidden from a confined one.
-        let others = match mode {
-            crate::config::Sandbox::Off => Vec::new(),
-            _ => {
-                let all = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
-                all.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)).collect()
-            }
-        };
         let lease = &self.shared.lease;
         let keeper = lease.is_fleet().then(|| launch::Keeper { deadline: lease.deadline(), fence: self.fence.token });
         // The session's own door: the only socket its agent is given.
@@ -455,19 +511,15 @@ impl Sup {
         let on_exit = Box::new(move |e: launch::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
+        let jail = self.jail(config).await?;
         let session = launch::Session {
-            chamber: self.machine.name(),
-            root: &self.root,
+            jail,
             number,
             wake_id,
             token,
             turn,
-            config,
-            mode,
             local_time: cryo_core::time::format_in(self.now(), self.machine.tz()),
-            others,
             door: door.path(),
-            places: &self.shared.places,
             keeper,
             wait: self.early(),
             tell: Tell {
@@ -492,7 +544,7 @@ impl Sup {
     }
 
     /// Notes a write refused by the fence: the chamber is someone else's now.
-    fn fenced<T>(&mut self, r: Result<T, crate::store::StoreError>) -> Result<T, crate::store::StoreError> {
+    pub(super) fn fenced<T>(&mut self, r: Result<T, crate::store::StoreError>) -> Result<T, crate::store::StoreError> {
         if let Err(e) = &r
             && e.is_fenced()
         {

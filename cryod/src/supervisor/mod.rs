@@ -56,6 +56,13 @@ pub enum Event {
     Archive(bool, oneshot::Sender<Result<bool>>),
     /// Move the runtime files into `history/`; replies with that folder.
     Reset(oneshot::Sender<Result<String>>),
+    /// The operator accepts `cryo.toml` as it is (or, with `digests`, as
+    /// it is about to be written); replies with the keys that changed since
+    /// last accepted.
+    Trust {
+        digests: Option<Trusted>,
+        reply: oneshot::Sender<Result<Vec<String>>>,
+    },
     /// An operator's wake, with an optional message for the inbox.
     Wake {
         message: Option<String>,
@@ -213,6 +220,9 @@ struct Sup {
     agent_pgid: Option<i32>,
     /// The running session's own socket (closed when the session ends).
     door: Option<crate::agent::door::Door>,
+    /// What the operator accepted of `cryo.toml` (none yet: what it says
+    /// when first read is).
+    trusted: Option<Trusted>,
     /// What other nodes show of the chamber (fleet), written in order.
     mirror: Option<watch::Sender<View>>,
     root: PathBuf,
@@ -446,6 +456,11 @@ impl Sup {
             Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
             Event::Archive(archive, reply) => Input::Archive { req: self.wait(Waiter::Archive(reply)), archive },
             Event::Reset(reply) => Input::Reset { req: self.wait(Waiter::Reset(reply)) },
+            Event::Trust { digests, reply } => {
+                let accepted = self.trust(digests).await;
+                let _ = reply.send(accepted);
+                return;
+            }
             Event::Wake { message, replace, reply } => {
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
@@ -557,13 +572,59 @@ impl Sup {
 
     /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
     fn read_config(&mut self) -> Option<(std::result::Result<Settings, String>, Vec<String>)> {
-        let (config, warnings) = load_config(&self.shared, &self.root, self.machine.name());
+        let (config, warnings, read) =
+            load_config(&self.shared, &self.root, self.machine.name(), self.trusted.as_ref());
+        if self.trusted.is_none()
+            && let Some(read) = read
+            && config.is_ok()
+        {
+            self.accept(read);
+        }
         if config == self.config && warnings == self.machine.view().warnings {
             return None;
         }
         tracing::info!(chamber = %self.machine.name(), "cryo.toml read");
         self.config = config;
         Some((self.config.as_ref().map(settings).map_err(Clone::clone), warnings))
+    }
+
+    /// The operator accepts `cryo.toml` as it is now: its digests are kept
+    /// (before the reply), and the file is read again under them. Returns
+    /// the keys that changed; a file that does not load is refused.
+    async fn trust(&mut self, digests: Option<Trusted>) -> Result<Vec<String>> {
+        // Given: the file is about to say so, and its write will be heard.
+        let reread = digests.is_none();
+        let read = match digests {
+            Some(d) => d,
+            None => match load_config(&self.shared, &self.root, self.machine.name(), None) {
+                (Ok(_), _, Some(read)) => read,
+                (Err(e), _, _) => return Err(Error::Precondition(e)),
+                (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
+            },
+        };
+        let changed = crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
+        let json = crate::chamber::trust::to_json(&read);
+        let r = self.shared.store.set_trusted(self.fence, json).await;
+        self.fenced(r)?;
+        tracing::info!(chamber = %self.machine.name(), keys = ?changed, "settings accepted by the operator");
+        self.trusted = Some(read);
+        if reread {
+            self.reload_config().await;
+        }
+        Ok(changed)
+    }
+
+    /// Takes `digests` as what the operator accepted, and keeps them.
+    fn accept(&mut self, digests: Trusted) {
+        let (store, fence) = (self.shared.store.clone(), self.fence);
+        let json = crate::chamber::trust::to_json(&digests);
+        let name = self.machine.name().to_string();
+        tokio::spawn(async move {
+            if let Err(error) = store.set_trusted(fence, json).await {
+                tracing::warn!(chamber = %name, %error, "cannot keep the accepted settings");
+            }
+        });
+        self.trusted = Some(digests);
     }
 
     async fn reload_config(&mut self) {
@@ -701,12 +762,22 @@ pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, rec
 
 /// Reads a chamber's `cryo.toml` and checks what only cryod can: that
 /// each `[[on_end]]` names a chamber it knows. Notes the chamber's links.
+/// A `cryo.toml` whose settings of [`crate::chamber::trust::KEYS`] differ
+/// from those `accepted` is held (an error naming them); with nothing
+/// accepted yet, whatever it says is. Returns the digests read, if it was.
 pub(super) fn load_config(
     shared: &Shared,
     root: &std::path::Path,
     name: &str,
-) -> (std::result::Result<ChamberConfig, String>, Vec<String>) {
+    accepted: Option<&Trusted>,
+) -> (std::result::Result<ChamberConfig, String>, Vec<String>, Option<Trusted>) {
+    let mut read = None;
     let loaded = chamber_config::load(root, shared.system_tz()).and_then(|l| {
+        let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
+        read = Some(l.trust.clone());
+        if !changed.is_empty() {
+            return Err(crate::chamber::trust::held(name, &changed));
+        }
         let names = shared.names.read().expect("names lock");
         match l.config.on_end.iter().find(|c| !names.contains(&c.link.chamber)) {
             Some(c) => Err(format!(
@@ -730,14 +801,18 @@ pub(super) fn load_config(
             for w in &l.warnings {
                 tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
             }
-            (Ok(l.config), l.warnings)
+            (Ok(l.config), l.warnings, read)
         }
         Err(e) => {
             tracing::warn!(chamber = %name, fault = %e, "chamber is faulted");
-            (Err(e), Vec::new())
+            (Err(e), Vec::new(), read)
         }
     }
 }
+
+/// The digests of a chamber's settings the operator accepted (see
+/// [`crate::chamber::trust`]).
+pub type Trusted = std::collections::BTreeMap<String, String>;
 
 /// The machine's settings from a chamber's config.
 fn settings(c: &ChamberConfig) -> Settings {

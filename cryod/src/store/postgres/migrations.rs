@@ -101,6 +101,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cryo_passed_by_chamber ON cryo_passed (chamber_id, id);",
     // 5: archived chambers (hidden from the default list, never started).
     "ALTER TABLE cryo_chambers ADD COLUMN archived boolean NOT NULL DEFAULT false;",
+    // 6: what the operator accepted of each chamber's confining settings.
+    "ALTER TABLE cryo_chambers ADD COLUMN trusted text;",
 ];
 
 /// The schema version this build writes.

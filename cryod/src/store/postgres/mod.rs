@@ -34,7 +34,7 @@ use super::{
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
 const CHAMBER_COLUMNS: &str =
-    "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror, archived";
+    "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror, archived, trusted";
 
 /// The fleet's store, as one node sees it.
 pub struct Postgres {
@@ -223,10 +223,11 @@ fn chamber_row(r: &Row) -> ChamberRecord {
         created_at: r.get(4),
         paused: r.get(5),
         archived: r.get(11),
+        trusted: r.get(12),
         fence: r.get(6),
         owner: r.get(7),
         // Only the fleet's listing joins the owner's name in.
-        owner_name: r.try_get(12).ok().flatten(),
+        owner_name: r.try_get(13).ok().flatten(),
         home: r.get(8),
         domain: r.get(9),
         mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()),
@@ -340,6 +341,17 @@ impl Backend for Postgres {
                 fence,
                 "UPDATE cryo_chambers SET archived = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
                 &[&archived],
+            )
+            .await
+        })
+    }
+
+    fn set_trusted(&self, fence: Fence, trusted: String) -> Fut<'_, ()> {
+        Box::pin(async move {
+            self.write(
+                fence,
+                "UPDATE cryo_chambers SET trusted = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
+                &[&trusted],
             )
             .await
         })

@@ -76,6 +76,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX passed_by_chamber ON passed (chamber_id, id);",
     // 8: archived chambers (hidden from the default list, never started).
     "ALTER TABLE chambers ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;",
+    // 9: what the operator accepted of each chamber's confining settings.
+    "ALTER TABLE chambers ADD COLUMN trusted TEXT;",
 ];
 
 /// The schema version this build writes.

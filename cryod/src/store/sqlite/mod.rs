@@ -272,6 +272,13 @@ impl Backend for Sqlite {
         }))
     }
 
+    fn set_trusted(&self, fence: Fence, trusted: String) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            exec(c, "UPDATE chambers SET trusted = ?2 WHERE id = ?1", params![fence.chamber, trusted])?;
+            Ok(())
+        }))
+    }
+
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             exec(c, "UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;

@@ -16,6 +16,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
         paused: r.get::<_, i64>(5)? != 0,
         fence: r.get(6)?,
         archived: r.get::<_, i64>(7)? != 0,
+        trusted: r.get(8)?,
         owner: None,
         owner_name: None,
         home: None,
@@ -24,7 +25,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
     })
 }
 
-const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived";
+const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived, trusted";
 
 pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, StoreError> {
     let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM chambers ORDER BY name"))?;
@@ -58,6 +59,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
             archived: false,
             created_at: new.created_at,
             fence: 1,
+            trusted: None,
             owner: None,
             owner_name: None,
             home: None,
