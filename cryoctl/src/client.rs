@@ -19,7 +19,7 @@ impl Failure {
     }
 
     pub fn exit(self) -> ExitCode {
-        eprintln!("cryoctl: {}", self.message);
+        eprintln!("cryoctl: {}", cryo_proto::escape_controls(&self.message));
         ExitCode::from(self.code)
     }
 }

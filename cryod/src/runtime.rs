@@ -122,6 +122,9 @@ impl Shared {
         let config_file = std::path::absolute(&paths.config_file).unwrap_or_else(|_| paths.config_file.clone());
         let config_dir = config_file.parent().map(PathBuf::from).unwrap_or(config_file);
         let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
+        if let Err(error) = crate::chamber::mailbox::use_seal_key(&state_dir) {
+            tracing::warn!(%error, "no seal key: cryod's own outbox messages cannot be told from forgeries");
+        }
         let socket_dir = socket.parent().map(PathBuf::from).unwrap_or_default();
         let (doors, door_rx) = crate::agent::door::Doors::new(socket_dir.join("a"));
         std::sync::Arc::new(Shared {

@@ -244,6 +244,19 @@ pub fn mismatch_message(
     )
 }
 
+/// `text` with its control characters (but newlines and tabs) shown as
+/// escapes, for a terminal: `\u{1b}` for ESC, and so on (C1 controls and
+/// the bidirectional overrides too).
+pub fn escape_controls(text: &str) -> String {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(bad) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if bad(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
 /// Exit codes shared by cryoctl and cryo-agent.
 pub mod exit {
     /// The daemon refused the request, or it failed.
@@ -260,10 +273,17 @@ pub mod exit {
     /// ends the process at once, successfully, as Unix tools do, instead of
     /// `println!`'s panic; any other error ends it with one line and
     /// [`REFUSED`].
+    ///
+    /// On a terminal, control characters other than newlines and tabs are
+    /// shown escaped (`\u{1b}`): text an agent wrote (a message, a log
+    /// line, a file name) must not move the cursor, retitle the window or
+    /// hide what follows.
     pub fn print(name: &str, args: std::fmt::Arguments<'_>, newline: bool) {
-        use std::io::Write;
+        use std::io::{IsTerminal, Write};
         let mut out = std::io::stdout().lock();
-        let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+        let text = args.to_string();
+        let text = if out.is_terminal() { super::escape_controls(&text) } else { text };
+        let written = out.write_all(text.as_bytes()).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
         match written {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
@@ -293,7 +313,8 @@ pub mod exit {
                 "cryod closed the connection (it is stopping, or at its limit of open connections); try again".into()
             }
             (c, "") => format!("{c:?}"),
-            (_, m) => m.replace('\n', " "),
+            // One line, and nothing in it that a terminal would act on.
+            (_, m) => super::escape_controls(&m.replace('\n', " ")),
         };
         (code, message)
     }
@@ -341,6 +362,14 @@ mod tests {
             socket_path_from(env(&[("XDG_RUNTIME_DIR", ""), ("HOME", "/h")])),
             PathBuf::from("/h/.cryo/run/cryod.sock")
         );
+    }
+
+    #[test]
+    fn controls_are_shown_not_acted_on() {
+        assert_eq!(escape_controls("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(escape_controls("a\u{1b}]0;owned\u{7}b"), "a\\u{1b}]0;owned\\u{7}b");
+        assert_eq!(escape_controls("\u{202e}txt.exe"), "\\u{202e}txt.exe");
+        assert_eq!(escape_controls("\r\u{9b}"), "\\u{d}\\u{9b}");
     }
 
     #[test]

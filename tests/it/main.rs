@@ -5,6 +5,7 @@ mod bench;
 mod browser;
 mod chaos;
 mod durability;
+mod escape;
 mod fleet;
 mod foundation;
 mod hostile;

@@ -433,7 +433,7 @@ async fn add(
         print_init(i);
     }
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", cryo_proto::escape_controls(w));
     }
     if r.already_registered {
         outln!("{} is already registered as {:?}; nothing changed", ch.path, ch.name);

@@ -119,7 +119,11 @@ fn sandbox_check(h: &pb::HelloReply) -> Check {
         strongest => check(
             "sandbox",
             Level::Ok,
-            format!("new chambers get {strongest} (the strongest here); a cryo.toml naming none: {default}"),
+            format!(
+                "new chambers get {strongest} (the strongest here); a cryo.toml naming none: {default}; Landlock \
+                 confines {}",
+                h.landlock
+            ),
         ),
     }
 }

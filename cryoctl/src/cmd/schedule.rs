@@ -19,7 +19,7 @@ pub async fn run(ctx: &Ctx, chamber: Option<pb::ChamberRef>, count: u32) -> Resu
         return Ok(());
     }
     for p in &r.problems {
-        eprintln!("cryoctl: {p}");
+        eprintln!("cryoctl: {}", cryo_proto::escape_controls(p));
     }
     if r.wakes.is_empty() {
         outln!("no wakes scheduled (no pending TODO with a time)");

@@ -381,7 +381,14 @@ fn policy(
     }
     let mut readable = config.readable.clone();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()));
-    readable.extend(sandbox::program_install(&run.program, run.path));
+    readable.extend(sandbox::program_install(&run.program, run.path, &hidden));
+    // cryo-agent, wherever it is installed (`~/.cargo/bin`, under a hidden
+    // home): the file itself.
+    if let Some(bin) = &places.agent_bin
+        && let Some(agent) = Some(bin.join("cryo-agent")).filter(|a| a.is_file())
+    {
+        readable.push(std::fs::canonicalize(&agent).unwrap_or(agent));
+    }
     // The operator's socket and its key: hidden with their folder (a
     // system folder aside). The session's own door alone is reachable.
     if let Some(dir) = places.socket.parent().filter(|d| !sandbox::system_folder(d)) {

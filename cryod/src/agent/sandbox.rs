@@ -35,8 +35,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,48 @@ pub fn kernel_has_landlock() -> bool {
         .handle_access(AccessFs::from_all(ABI::V1))
         .and_then(|r| r.create())
         .is_ok()
+}
+
+/// The kernel's Landlock ABI, as far as cryo can tell (0: none): each
+/// version is probed by a ruleset that needs what it added. Asked once.
+pub fn landlock_abi() -> u32 {
+    static ABI_FOUND: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ABI_FOUND.get_or_init(|| {
+        if !kernel_has_landlock() {
+            return 0;
+        }
+        let hard = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+        let fs = |abi| hard().handle_access(AccessFs::from_all(abi)).and_then(|r| r.create()).is_ok();
+        if fs(ABI::V9) {
+            9
+        } else if hard().scope(Scope::Signal).and_then(|r| r.create()).is_ok() {
+            6
+        } else if fs(ABI::V5) {
+            5
+        } else if hard().handle_access(AccessNet::from_all(ABI::V4)).and_then(|r| r.create()).is_ok() {
+            4
+        } else if fs(ABI::V3) {
+            3
+        } else if fs(ABI::V2) {
+            2
+        } else {
+            1
+        }
+    })
+}
+
+/// What a Landlock sandbox confines at `abi` beyond files, in words.
+pub fn landlock_adds(abi: u32) -> String {
+    match abi {
+        0 => "none: this kernel has no Landlock".into(),
+        6.. => "files; an agent cannot signal processes outside its sandbox (cryod among them) nor reach abstract \
+                sockets made outside it (ABI 6 and later)"
+            .into(),
+        _ => format!(
+            "files only at ABI {abi}: an agent can still signal cryod and reach abstract sockets (Linux 6.12, \
+             Landlock ABI 6, scopes both)"
+        ),
+    }
 }
 
 /// What one session may reach.
@@ -256,9 +298,13 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     // A relative or empty root would hide everything (every path starts
     // with the empty one): only absolute ones count.
     let hidden: Vec<PathBuf> = policy.hidden.iter().filter(|h| h.is_absolute()).map(|h| canonical(h)).collect();
+    // Scoped where the kernel can (ABI 6): no signal to a process outside
+    // the sandbox (cryod's SIGSTOP), no abstract socket made outside it.
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
+        .map_err(|e| fail(&e))?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
         .map_err(|e| fail(&e))?
         .create()
         .map_err(|e| fail(&e))?;
@@ -270,6 +316,8 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     for (paths, access) in [(&policy.readable, read), (&policy.writable, all)] {
         for p in paths {
             let fd = PathFd::new(p).map_err(|e| fail(&format!("{}: {e}", p.display())))?;
+            // A single file (a program bound alone) takes a file's rights.
+            let access = if p.is_dir() { access } else { access & AccessFs::from_file(abi) };
             ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(|e| fail(&e))?;
         }
     }
@@ -339,19 +387,33 @@ pub fn systemd_run() -> Result<PathBuf, String> {
 /// The folders `program` needs to run, read-only: its install (the
 /// `node_modules` holding its resolved file, or that file's folder) and its
 /// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
-pub fn program_install(program: &Path, path: &str) -> Vec<PathBuf> {
+pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    // The install's folder, unless it holds a hidden root (a program kept
+    // right in `/home`, say): then the file alone.
     let install = |p: &Path| {
         let real = canonical(p);
         let modules = real.ancestors().find(|a| a.file_name().is_some_and(|n| n == "node_modules"));
-        modules.or(real.parent()).map(Path::to_path_buf)
+        let folder = modules.or(real.parent())?;
+        let uncovers = hidden.iter().filter(|h| h.is_absolute()).any(|h| canonical(h).starts_with(folder));
+        Some(if uncovers { real.clone() } else { folder.to_path_buf() })
     };
     let mut out: Vec<PathBuf> = install(program).into_iter().collect();
-    let head = std::fs::File::open(program)
-        .and_then(|f| {
-            let mut buf = Vec::with_capacity(256);
-            std::io::Read::read_to_end(&mut std::io::Read::take(f, 256), &mut buf).map(|_| buf)
-        })
-        .unwrap_or_default();
+    // Its first line, read without blocking on whatever stands there.
+    let head = {
+        use std::os::unix::fs::OpenOptionsExt;
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits() | nix::fcntl::OFlag::O_NOCTTY.bits())
+            .open(program);
+        opened
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+            .and_then(|f| {
+                let mut buf = Vec::with_capacity(256);
+                std::io::Read::read_to_end(&mut std::io::Read::take(f, 256), &mut buf).ok().map(|_| buf)
+            })
+            .unwrap_or_default()
+    };
     let line = String::from_utf8_lossy(&head);
     let Some(line) = line.strip_prefix("#!").and_then(|l| l.lines().next()) else { return out };
     let mut words = line.split_whitespace();
@@ -486,11 +548,21 @@ mod tests {
         std::os::unix::fs::symlink(pkg.join("cli.js"), root.join("bin/agent")).unwrap();
         let path = format!("{}:{}", root.join("bin").display(), root.join("node/bin").display());
         assert_eq!(
-            program_install(&root.join("bin/agent"), &path),
+            program_install(&root.join("bin/agent"), &path, &[]),
             vec![root.join("lib/node_modules"), root.join("node/bin")]
         );
         std::fs::write(root.join("bin/tool"), "#!/bin/sh\n").unwrap();
         let sh = canonical(Path::new("/bin/sh"));
-        assert_eq!(program_install(&root.join("bin/tool"), &path), vec![root.join("bin"), sh.parent().unwrap().into()]);
+        assert_eq!(
+            program_install(&root.join("bin/tool"), &path, &[]),
+            vec![root.join("bin"), sh.parent().unwrap().into()]
+        );
+        // A program kept in a folder that holds a hidden root (a home under
+        // it): the file alone, never the folder.
+        std::fs::create_dir_all(root.join("bin/me")).unwrap();
+        assert_eq!(
+            program_install(&root.join("bin/tool"), &path, &[root.join("bin/me")]),
+            vec![root.join("bin/tool"), sh.parent().unwrap().into()]
+        );
     }
 }

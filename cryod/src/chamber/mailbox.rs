@@ -18,6 +18,47 @@ use super::{Dir, FileError, NewFile};
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The key cryod seals its own outbox messages with (see [`use_seal_key`]).
+static SEAL: std::sync::OnceLock<ring::hmac::Key> = std::sync::OnceLock::new();
+
+/// The header a message written by cryod itself carries.
+const SEAL_HEADER: &str = "seal";
+
+/// Seals cryod's own outbox messages from now on with the key kept in
+/// `state_dir/seal.key` (made at first use, 0600; the state folder is
+/// hidden from every confined agent). An outbox message that says it is
+/// from `cryochamber` without a valid seal was written by the agent, and
+/// is shown as such.
+pub fn use_seal_key(state_dir: &Path) -> std::io::Result<()> {
+    let path = state_dir.join("seal.key");
+    let key = match cryo_files::read_file(&path, 1024) {
+        Ok(k) if k.len() >= 32 => k,
+        _ => {
+            let key = crate::random::hex(32).into_bytes();
+            super::write_secret(&path, &key)?;
+            key
+        }
+    };
+    let _ = SEAL.set(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key));
+    Ok(())
+}
+
+/// What the seal covers: who, the subject and the body.
+fn seal_input(m: &Message) -> Vec<u8> {
+    [m.from.as_bytes(), m.subject.as_bytes(), m.body.as_bytes()].join(&0u8)
+}
+
+/// The seal of `m`, if cryod has a key.
+fn seal_of(m: &Message) -> Option<String> {
+    SEAL.get().map(|k| hex::encode(ring::hmac::sign(k, &seal_input(m)).as_ref()))
+}
+
+/// Whether `m` carries a valid seal of cryod's.
+fn sealed(m: &Message) -> bool {
+    let (Some(k), Some(tag)) = (SEAL.get(), m.meta.get(SEAL_HEADER)) else { return false };
+    hex::decode(tag).is_ok_and(|tag| ring::hmac::verify(k, &seal_input(m), &tag).is_ok())
+}
+
 /// Where a message lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Folder {
@@ -132,8 +173,12 @@ impl Mailbox {
     /// A message as read from `f`. Only cryod speaks as cryo: mail to the
     /// agent that claims to says so.
     fn stored(f: Folder, name: String, (mut message, mtime): (Message, DateTime<Utc>)) -> Stored {
-        if f.incoming() && message.from.trim().eq_ignore_ascii_case(message::CRYOCHAMBER) {
+        let claims = message.from.trim().eq_ignore_ascii_case(message::CRYOCHAMBER);
+        if f.incoming() && claims {
             message.from = format!("{} (not cryo itself: written into the inbox)", message.from.trim());
+        } else if claims && !sealed(&message) {
+            // In the outbox, only what cryod itself wrote (and sealed).
+            message.from = format!("{} (not cryo itself: written into the outbox by the agent)", message.from.trim());
         }
         let when = message.timestamp.unwrap_or(mtime);
         Stored { folder: f, name, message, when }
@@ -219,6 +264,16 @@ impl Mailbox {
     pub fn write_as(&self, f: Folder, msg: &Message, at: DateTime<Utc>, unique: &str) -> std::io::Result<String> {
         let name = message::file_name(at, &msg.subject, unique);
         let rel = Path::new(f.rel()).join(&name);
+        // cryod's own word in the outbox is sealed.
+        let mut sealed_msg;
+        let msg = match (f, seal_of(msg)) {
+            (Folder::Outbox, Some(seal)) if msg.from == message::CRYOCHAMBER => {
+                sealed_msg = msg.clone();
+                sealed_msg.meta.insert(SEAL_HEADER.into(), seal);
+                &sealed_msg
+            }
+            _ => msg,
+        };
         self.open()?.write(&rel, message::render(msg, self.tz).as_bytes(), NewFile::DURABLE)?;
         Ok(name)
     }

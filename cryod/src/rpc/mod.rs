@@ -31,5 +31,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         chambers: d.chamber_count() as u32,
         sandbox: crate::agent::sandbox::strongest().as_str().to_string(),
         sandbox_default: d.shared().config.sandbox.as_str().to_string(),
+        landlock_abi: crate::agent::sandbox::landlock_abi(),
+        landlock: crate::agent::sandbox::landlock_adds(crate::agent::sandbox::landlock_abi()),
     })
 }
