@@ -40,7 +40,7 @@ impl Seen {
 }
 
 impl EventStream {
-    /// What the stream said, once it ended (or after [`STREAM_DRAIN`]).
+    /// What the stream said, once it ended (or after `STREAM_DRAIN`, 2 s).
     pub async fn finish(self) -> (Option<Box<crate::agent_events::Usage>>, Option<Box<crate::agent_events::Limited>>) {
         let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
         let seen = std::mem::take(&mut *self.seen.lock().expect("stream lock"));
