@@ -10,7 +10,7 @@ const LAYERS: &[&[&str]] = &[
     // Leaves: paths, the clock, the SQLite store, the service files, the metrics registry.
     // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit.
     &["agent_events", "fds"],
-    &["paths", "clock", "random", "store", "service", "metrics"],
+    &["paths", "clock", "random", "logline", "store", "service", "metrics"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     &["error", "config", "scheduler"],
     // A chamber's files (mailbox, config, TODO file I/O).

@@ -28,6 +28,7 @@ pub mod hub;
 #[cfg(test)]
 mod layers;
 pub mod lease;
+pub mod logline;
 pub mod mcp;
 pub mod metrics;
 pub mod notifier;
@@ -88,7 +89,8 @@ pub fn main_with(args: DaemonArgs) -> ExitCode {
     match main_inner(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cryod: {e:#}");
+            // (Never a panic, whatever became of standard error.)
+            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("cryod: {e:#}\n"));
             ExitCode::FAILURE
         }
     }
@@ -104,7 +106,7 @@ fn init_tracing(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(logline::Stderr::start())
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();

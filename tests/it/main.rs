@@ -6,6 +6,7 @@ mod browser;
 mod chaos;
 mod durability;
 mod escape;
+mod finish;
 mod fleet;
 mod foundation;
 mod hostile;

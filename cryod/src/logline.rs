@@ -1,0 +1,111 @@
+//! Where cryod's log lines go: standard error, written by a thread of its
+//! own, so that logging never panics or blocks the daemon.
+//!
+//! Standard error may be a pipe whose reader has gone (`cryod 2>&1 | head`,
+//! a terminal closed under `cryoctl daemon run`) or stopped reading. A line
+//! is handed to the writing thread through a bounded queue: when the queue
+//! is full (the reader stalls) the line is dropped and counted; when a
+//! write fails (the reader has gone) the thread keeps draining the queue
+//! and writes nothing more. The daemon goes on either way, and SIGTERM and
+//! SIGINT still stop it.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+/// Lines that may wait for the writer.
+const QUEUE: usize = 4096;
+
+/// Lines dropped because standard error did not take them in time.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Log lines dropped so far (a stalled or closed standard error).
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// The writer `tracing_subscriber` makes a line with.
+#[derive(Clone)]
+pub struct Stderr {
+    tx: SyncSender<Vec<u8>>,
+}
+
+impl Stderr {
+    /// Starts the writing thread.
+    pub fn start() -> Stderr {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let spawned = std::thread::Builder::new().name("cryod-log".into()).spawn(move || write_all(rx));
+        if spawned.is_err() {
+            // No thread: the queue fills and lines are dropped, never blocking.
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+        Stderr { tx }
+    }
+}
+
+fn write_all(rx: Receiver<Vec<u8>>) {
+    let mut open = true;
+    for line in rx {
+        if open {
+            let mut err = std::io::stderr().lock();
+            open = err.write_all(&line).and_then(|()| err.flush()).is_ok();
+        }
+    }
+}
+
+/// One line being formatted.
+pub struct Line {
+    buf: Vec<u8>,
+    tx: SyncSender<Vec<u8>>,
+}
+
+impl Write for Line {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        match self.tx.try_send(std::mem::take(&mut self.buf)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
+    type Writer = Line;
+
+    fn make_writer(&'a self) -> Line {
+        Line { buf: Vec::with_capacity(256), tx: self.tx.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_drops_lines_instead_of_waiting() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let s = Stderr { tx };
+        let before = dropped();
+        for _ in 0..3 {
+            let mut l = tracing_subscriber::fmt::MakeWriter::make_writer(&s);
+            l.write_all(b"a line\n").unwrap();
+        }
+        assert_eq!(rx.try_iter().count(), 1);
+        assert!(dropped() >= before + 2);
+    }
+}
