@@ -337,8 +337,9 @@ pub struct MetricsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct HubConfig {
     pub enabled: bool,
-    /// Address to listen on; loopback by default (port 0 picks a free one).
-    pub bind: String,
+    /// Address to listen on; port 0 picks a free one. Unset: loopback on
+    /// this user's own port ([`HubConfig::bind`]).
+    pub bind: Option<String>,
     /// What each chamber's `messages/attachments/` may hold of uploads
     /// from the hub, in MiB.
     pub attachment_quota_mb: u64,
@@ -349,15 +350,27 @@ pub struct HubConfig {
     pub uploads_per_minute: usize,
 }
 
+/// The hub's usual port: 8765 for the first user of a machine (uid 1000)
+/// and for root, the next ones for the users after (a second user's cryod
+/// does not find it taken by the first's).
+pub fn default_hub_port() -> u16 {
+    8765 + (nix::unistd::getuid().as_raw() % 1000) as u16
+}
+
+impl HubConfig {
+    /// Where the hub listens: `bind`, else loopback on
+    /// [`default_hub_port`]; and whether that was the operator's choice.
+    pub fn bind(&self) -> (String, bool) {
+        match &self.bind {
+            Some(b) => (b.clone(), true),
+            None => (format!("127.0.0.1:{}", default_hub_port()), false),
+        }
+    }
+}
+
 impl Default for HubConfig {
     fn default() -> Self {
-        HubConfig {
-            enabled: true,
-            bind: "127.0.0.1:8765".into(),
-            attachment_quota_mb: 100,
-            sends_per_minute: 30,
-            uploads_per_minute: 10,
-        }
+        HubConfig { enabled: true, bind: None, attachment_quota_mb: 100, sends_per_minute: 30, uploads_per_minute: 10 }
     }
 }
 
@@ -403,11 +416,12 @@ impl Config {
         if config.max_concurrent_sessions == 0 {
             return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
         }
-        if config.hub.bind.parse::<std::net::SocketAddr>().is_err() {
+        if let Some(bind) = &config.hub.bind
+            && bind.parse::<std::net::SocketAddr>().is_err()
+        {
             return Err(ConfigError(format!(
-                "{}: key `hub.bind`: {:?} is not an address like 127.0.0.1:8765",
+                "{}: key `hub.bind`: {bind:?} is not an address like 127.0.0.1:8765",
                 path.display(),
-                config.hub.bind
             )));
         }
         if let Some(listen) = &config.metrics.listen

@@ -200,8 +200,8 @@ pub async fn run(
     let daemon = Daemon::load(shared).await?;
     let fleet = fleet::start(&daemon);
     let info = match hub_config {
-        Some(bind) => match hub::token(&state_dir) {
-            Ok(token) => hub::start(daemon.clone(), &bind, token).await,
+        Some((bind, chosen)) => match hub::token(&state_dir) {
+            Ok(token) => hub::start(daemon.clone(), &bind, chosen, token).await,
             Err(e) => hub::HubInfo { error: Some(format!("cannot make the hub token: {e}")), ..Default::default() },
         },
         None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
@@ -261,8 +261,8 @@ pub async fn run(
     Ok(())
 }
 
-fn config_hub(shared: &runtime::Shared) -> Option<String> {
-    shared.config.hub.enabled.then(|| shared.config.hub.bind.clone())
+fn config_hub(shared: &runtime::Shared) -> Option<(String, bool)> {
+    shared.config.hub.enabled.then(|| shared.config.hub.bind())
 }
 
 /// RFC 3339 to the second, in UTC.

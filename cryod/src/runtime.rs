@@ -50,6 +50,8 @@ pub struct HubInfo {
     pub token: String,
     pub up: bool,
     pub error: Option<String>,
+    /// Something the user should know though it is up (it moved port).
+    pub note: Option<String>,
 }
 
 pub struct Shared {

@@ -41,3 +41,38 @@ fn a_closed_stderr_neither_stops_nor_hangs_cryod() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Item 2: a second cryod on the machine (another user's, say) finds the
+/// hub's usual port taken: its hub takes a free port and says so where the
+/// user looks; a port the operator chose and cannot have is an error there.
+#[test]
+fn a_second_cryods_hub_moves_and_says_so() {
+    // Both on this user's usual port (another user's would be another).
+    let envs = [Env::new(), Env::new()];
+    for e in &envs {
+        e.daemon_config("[hub]\nenabled = true\n");
+    }
+    let _first = envs[0].start_daemon();
+    let _second = envs[1].start_daemon();
+    let hubs: Vec<serde_json::Value> = envs.iter().map(|e| e.cryoctl(&["hub", "--json"]).json()).collect();
+    assert!(hubs.iter().all(|h| h["up"] == true), "{hubs:?}");
+    let moved: Vec<&serde_json::Value> = hubs.iter().filter(|h| h["note"].is_string()).collect();
+    assert!(!moved.is_empty(), "both hubs on one port? {hubs:?}");
+    let note = moved[0]["note"].as_str().unwrap();
+    assert!(note.contains("taken") && note.contains("[hub] bind"), "{note}");
+    // doctor says it too (which one moved depends on who bound first).
+    let which = hubs.iter().position(|h| h["note"].is_string()).unwrap();
+    let doctor = envs[which].cryoctl(&["doctor"]).stdout;
+    assert!(doctor.contains("the hub's usual port"), "{doctor}");
+    // A port the operator chose, taken: `cryoctl hub` fails with the key to set.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let third = Env::new();
+    third.daemon_config(&format!("[hub]\nbind = \"127.0.0.1:{port}\"\n"));
+    let _d = third.start_daemon();
+    let r = third.cryoctl(&["hub"]);
+    let line = r.fails(1);
+    assert!(line.contains("cannot listen") && line.contains("[hub] bind"), "{line}");
+    let doctor = third.cryoctl(&["doctor"]);
+    assert!(doctor.stdout.contains("cannot listen"), "{}", doctor.stdout);
+}

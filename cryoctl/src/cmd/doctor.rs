@@ -98,6 +98,9 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
             return (Vec::new(), None);
         }
     };
+    if let Ok(hub) = c.hub(pb::HubRequest {}).await.map(|r| r.into_inner()) {
+        checks.push(hub_check(&hub));
+    }
     let reply =
         c.chamber_list(pb::ChamberListRequest { archived: false }).await.map(|r| r.into_inner()).unwrap_or_default();
     // A provider's limit holds its chambers' wakes: worth knowing, nothing to fix.
@@ -105,6 +108,16 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
         checks.push(check("provider", Level::Warn, super::chamber::hold_line(h)));
     }
     (reply.chambers, Some(pid))
+}
+
+/// Whether the hub listens, where, and what to set if it cannot.
+fn hub_check(h: &pb::HubReply) -> Check {
+    match (h.up, h.note.is_empty()) {
+        (true, true) => check("hub", Level::Ok, format!("listening at {} (`cryoctl hub` gives its link)", h.url)),
+        (true, false) => check("hub", Level::Warn, h.note.clone()),
+        (false, _) if h.error.contains("disabled") => check("hub", Level::Ok, h.error.clone()),
+        (false, _) => check("hub", Level::Fail, h.error.clone()),
+    }
 }
 
 /// Which sandbox new chambers get, and what the others run under.

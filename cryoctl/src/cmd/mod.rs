@@ -27,16 +27,18 @@ pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {
     let mut c = crate::client::control(&ctx.socket).await?;
     let r = c.hub(cryo_proto::v1::HubRequest {}).await?.into_inner();
     if ctx.json {
+        let text = |s: &str| if s.is_empty() { serde_json::Value::Null } else { s.into() };
         crate::output::json(&serde_json::json!({
-            "url": r.url, "token": r.token, "up": r.up,
-            "error": if r.error.is_empty() { serde_json::Value::Null } else { r.error.clone().into() },
+            "url": r.url, "token": r.token, "up": r.up, "error": text(&r.error), "note": text(&r.note),
         }));
-        return Ok(());
-    }
-    if r.up {
+    } else if r.up {
         outln!("{}#token={}", r.url, r.token);
-    } else {
-        outln!("the hub is not running: {}", r.error);
+        if !r.note.is_empty() {
+            eprintln!("note: {}", r.note);
+        }
+    }
+    if !r.up {
+        return Err(crate::client::Failure::refused(format!("the hub is not running: {}", r.error)));
     }
     Ok(())
 }

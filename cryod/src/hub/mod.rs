@@ -133,21 +133,47 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
 }
 
 /// Binds and serves the hub until shutdown; returns where it listens.
-pub async fn start(daemon: Daemon, bind: &str, token: String) -> HubInfo {
+/// `chosen`: the operator named `bind`; else it is this user's usual
+/// port, and if another process holds it the hub takes a free port for
+/// this run and says so (`HubInfo::note`).
+pub async fn start(daemon: Daemon, bind: &str, chosen: bool, token: String) -> HubInfo {
+    let mut note = None;
     let listener = match tokio::net::TcpListener::bind(bind).await {
         Ok(l) => l,
-        Err(e) => {
-            let error = format!("cannot listen on {bind}: {e}");
-            tracing::warn!(%error, "the hub is not running");
-            return HubInfo { error: Some(error), token, ..HubInfo::default() };
+        Err(e) if !chosen && e.kind() == std::io::ErrorKind::AddrInUse => {
+            match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                Ok(l) => {
+                    let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                    note = Some(format!(
+                        "the hub's usual port ({bind}) is taken (another user's cryod?): it listens on port {port} \
+                         this run; set `[hub] bind = \"127.0.0.1:PORT\"` in cryod.toml for a fixed one"
+                    ));
+                    l
+                }
+                Err(e) => return refused(bind, e, token),
+            }
         }
+        Err(e) => return refused(bind, e, token),
     };
+    if let Some(n) = &note {
+        tracing::warn!(note = %n, "the hub moved");
+    }
     let addr = listener.local_addr().unwrap_or_else(|_| bind.parse().expect("checked when loading the config"));
     let url = format!("http://{addr}/");
     let app = router(daemon.clone(), token.clone(), addr);
     serve(listener, app, &daemon, "the hub");
     tracing::info!(%url, "hub listening");
-    HubInfo { url, token, up: true, error: None }
+    HubInfo { url, token, up: true, error: None, note }
+}
+
+/// The hub cannot listen: why, and which key to set.
+fn refused(bind: &str, e: std::io::Error, token: String) -> HubInfo {
+    let error = format!(
+        "cannot listen on {bind}: {e} (another program holds it?): set `[hub] bind = \"127.0.0.1:PORT\"` in cryod.toml \
+         and restart cryod"
+    );
+    tracing::warn!(%error, "the hub is not running");
+    HubInfo { error: Some(error), token, ..HubInfo::default() }
 }
 
 /// The hub's routes (public for in-process tests).

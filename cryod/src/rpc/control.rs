@@ -41,6 +41,7 @@ impl Control for ControlService {
             token: info.token,
             up: info.up,
             error: info.error.unwrap_or_default(),
+            note: info.note.unwrap_or_default(),
         }))
     }
 
