@@ -91,7 +91,7 @@ pub struct Dialog {
 pub struct TodoAdd {
     /// What to do then.
     pub text: String,
-    /// When: an RFC 3339 time, "+2h", "tomorrow 9:00", "monday 14:30" (the chamber's zone).
+    /// When: "+2h", "90m", "tomorrow 09:00", "14:30" (next), "2026-12-01T09:00" (the chamber's zone), an RFC 3339 time, or what `cryo-agent time` prints.
     #[arg(long, value_name = "TIME")]
     #[serde(default)]
     pub at: Option<String>,

@@ -688,8 +688,13 @@ fn dash(s: &str) -> String {
     if s.is_empty() { "-".into() } else { s.to_string() }
 }
 
+/// A lateness as people read it: `12ms`, `3.4s`, then minutes, hours, days.
 fn ms(n: i64) -> String {
-    if n < 1000 { format!("{n}ms") } else { format!("{:.1}s", n as f64 / 1000.0) }
+    match n {
+        ..1000 => format!("{n}ms"),
+        ..60_000 => format!("{:.1}s", n as f64 / 1000.0),
+        _ => cryo_core::time::humanize(chrono::Duration::milliseconds(n)),
+    }
 }
 
 async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {

@@ -36,7 +36,9 @@ const MAX_OFFSET_SECS: i64 = 100 * 366 * 86_400;
 
 /// Resolves `expr` against `now` in zone `tz`.
 pub fn parse_time(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<DateTime<Utc>, TimeError> {
-    let s = expr.trim();
+    // What `cryo-agent time` prints is accepted back as it is:
+    // `2026-11-26T17:26:59+00:00 (Etc/UTC), in 1d`.
+    let s = printed_time(expr.trim()).unwrap_or(expr.trim());
     if s.is_empty() {
         return Err(TimeError::Empty);
     }
@@ -73,6 +75,15 @@ pub fn parse_time(expr: &str, now: DateTime<Utc>, tz: Tz) -> Result<DateTime<Utc
         return parse_absolute(s, tz);
     }
     Err(TimeError::Unrecognized(s.to_string()))
+}
+
+/// The time of `cryo-agent time`'s line (`TIME (ZONE)` with an optional
+/// `, in WHEN`), if `s` is one.
+fn printed_time(s: &str) -> Option<&str> {
+    let s = s.split_once("), in ").map_or(s, |(head, _)| head).trim_end_matches(')');
+    let (time, zone) = s.rsplit_once(" (")?;
+    let zone_like = !zone.is_empty() && zone.chars().all(|c| c.is_ascii_alphanumeric() || "/_+-".contains(c));
+    (zone_like && looks_like_date(time)).then_some(time.trim())
 }
 
 /// Parses a duration such as `30m`, `2 hours`, `1h30m` or `90 seconds` (no sign).

@@ -149,7 +149,13 @@ pub enum TodoError {
     BadCron(String, String),
     #[error("give either --every or --cron, not both")]
     BothRepeats,
+    #[error("{at} is in the past ({ago} ago): a TODO needs a time still to come (such as +30m or tomorrow 09:00)")]
+    InThePast { at: String, ago: String },
 }
+
+/// How far in the past a new TODO's time may lie when an agent or an
+/// operator gives it (a time meant as now, give or take a slow clock).
+pub const PAST_GRACE: Duration = Duration::minutes(1);
 
 /// Why `todo.json` could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -34,6 +34,9 @@ impl Chamber {
         match hibernate::gate(&GateInput { unread, has_next_wake, due_now, complete, exit_code }) {
             Gate::Refuse(why) => {
                 self.log(format!("hibernate refused: {why}"));
+                if let Some(l) = self.live.as_mut() {
+                    l.refused = Some(why.clone());
+                }
                 self.reply(req, Err(Refusal::Precondition(why)));
             }
             Gate::Accept(ending) => {
@@ -172,6 +175,13 @@ impl Chamber {
                     }
                     "" => None,
                     s => match crate::time::parse_time(s, now, tz) {
+                        // A time long gone is a mistake (a wrong year, a
+                        // stale date), not a wake to run at once.
+                        Ok(t) if now - t > crate::todo::PAST_GRACE => {
+                            let (at, ago) = (crate::time::format_in(t, tz), crate::time::humanize(now - t));
+                            let e = crate::todo::TodoError::InThePast { at, ago };
+                            return self.reply(req, Err(Refusal::Invalid(e.to_string())));
+                        }
                         Ok(t) => Some(t),
                         Err(e) => return self.reply(req, Err(Refusal::Invalid(e.to_string()))),
                     },

@@ -89,6 +89,45 @@ impl Chamber {
         self.emit(Effect::UpdateTodos { op, then: AfterTodos::Settled });
     }
 
+    /// What a failed session's end most likely means, in one sentence that
+    /// says what to do, if there is more to say than its outcome.
+    fn what_happened(&self, outcome: &Outcome, l: &Live) -> Option<String> {
+        let quick = l.started_at.is_none_or(|s| self.now - s < QUICK_EXIT);
+        match outcome {
+            Outcome::TimedOut => {
+                let limit = self.config.as_ref().map(|c| c.max_session_duration).unwrap_or_default();
+                Some(format!(
+                    "The session ran past its time limit (max_session_duration = {limit} seconds) and was ended. \
+                     Raise `max_session_duration` in cryo.toml if its work needs longer, or have the agent split it."
+                ))
+            }
+            Outcome::Crashed(how) => match (&l.refused, how.as_str()) {
+                // It was told why and left anyway: the agent's doing.
+                (Some(why), _) => Some(format!(
+                    "The agent exited ({how}) after its hibernate was refused ({why}), without a hibernate that \
+                     was accepted. Its protocol (plan.md, the prompt) must have it do what the refusal says first."
+                )),
+                (None, "exit 127") => Some(
+                    "The agent's command was not found (exit 127): check `agent` in cryo.toml, and that its program \
+                     is on cryod's PATH (`cryoctl doctor` checks)."
+                        .into(),
+                ),
+                (None, "exit 126") => Some(
+                    "The agent's command could not be run (exit 126: not executable, or refused by its sandbox): \
+                     check `agent` in cryo.toml and the file's permissions."
+                        .into(),
+                ),
+                (None, _) if quick => Some(format!(
+                    "The agent exited within {} seconds without hibernating ({how}): likely a misconfiguration \
+                     (agent command, API key, permissions). Check `agent` in cryo.toml and cryo-agent.log.",
+                    QUICK_EXIT.num_seconds()
+                )),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Sentences for a session's report on how its claims were settled.
     pub(super) fn settle_details(&mut self, outcome: &Outcome, done: Option<TodoDone>) -> Vec<String> {
         let tz = self.tz();
@@ -138,12 +177,7 @@ impl Chamber {
         let outcome = l.outcome.clone().expect("set when the session ended");
         let mut details = self.settle_details(&outcome, done);
         if outcome.failed() {
-            let quick = matches!(outcome, Outcome::Crashed(_)) && l.started_at.is_none_or(|s| now - s < QUICK_EXIT);
-            if quick {
-                let m = format!(
-                    "The agent exited within {} seconds without hibernating: likely a misconfiguration (agent command, API key, permissions). Check `agent` in cryo.toml.",
-                    QUICK_EXIT.num_seconds()
-                );
+            if let Some(m) = self.what_happened(&outcome, &l) {
                 details.insert(0, m.clone());
                 self.attention.get_or_insert(m);
             }
@@ -205,6 +239,10 @@ impl Chamber {
         } else {
             self.failures = 0;
             self.mail_hold_until = None;
+            // A session that hibernated well: what went wrong before is over.
+            if matches!(outcome, Outcome::Hibernated(Ending::Hibernate | Ending::Complete)) {
+                self.attention = None;
+            }
         }
         self.completed = outcome == Outcome::Hibernated(Ending::Complete);
         self.last_result = Some(result);

@@ -176,6 +176,9 @@ struct Live {
     pgid: i32,
     started_at: Option<DateTime<Utc>>,
     hibernate: Option<(Ending, String)>,
+    /// Why the agent's last hibernate was refused, if it was (and none was
+    /// accepted after): an exit after it is the agent's, not a setup's, fault.
+    refused: Option<String>,
     /// Claimed inbox messages not yet answered by a send.
     unanswered: Vec<String>,
     /// It claimed some inbox batch (the journal closes them at its end).

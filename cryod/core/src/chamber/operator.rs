@@ -19,6 +19,10 @@ impl Chamber {
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
         if self.started {
+            // The operator has looked: what needed them is seen.
+            if self.attention.take().is_some() {
+                self.emit(Effect::Publish);
+            }
             return self.reply(req, Ok(Reply::Started(true)));
         }
         // The files may have changed since the machine was made.
@@ -223,10 +227,9 @@ impl Chamber {
                     self.emit(Effect::CancelAdmission);
                     self.emit(Effect::Plan(None));
                 } else {
-                    // A resume releases a budget's pause.
-                    if self.attention.as_deref().is_some_and(|a| a.starts_with(session::BUDGET_REACHED)) {
-                        self.attention = None;
-                    }
+                    // A resume releases a budget's pause, and the operator
+                    // has seen what needed them.
+                    self.attention = None;
                     self.replan();
                 }
                 // The caller reads the view next.

@@ -950,3 +950,65 @@ fn silent_is_raised_once_after_a_whole_quiet_window() {
     rig.now += Duration::hours(5);
     assert_eq!(silent(&rig.feed(Input::Timer(Timer::Silence))), 0, "once per silence");
 }
+
+/// Issue 39, items 5 and 6: a failed session's report says what happened
+/// (a refused hibernate and an exit, a missing program, the time limit and
+/// its key), and a later good session clears the attention it raised.
+#[test]
+fn a_failure_says_what_happened_and_a_good_session_clears_it() {
+    let attention = |rig: &Rig| rig.m.view().attention.unwrap_or_default();
+    // Refused for unread mail, then exit 0: the agent's doing, not a setup's.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.feed(Input::Inbox { unread: vec!["m1.md".into()], arrived: true });
+    assert!(rig.call(hibernate()).is_err());
+    rig.exit("exit 0");
+    let a = attention(&rig);
+    assert!(a.contains("after its hibernate was refused") && a.contains("unread"), "{a}");
+    assert!(!a.contains("misconfiguration"), "{a}");
+    // A missing program.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.exit("exit 127");
+    let a = attention(&rig);
+    assert!(a.contains("not found (exit 127)") && !a.contains("API key"), "{a}");
+    // The time limit, named with its key.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    rig.feed(Input::Timer(Timer::Timeout(2)));
+    rig.exit("killed by signal 15");
+    let a = attention(&rig);
+    assert!(a.contains("max_session_duration = 1800 seconds"), "{a}");
+    // The next session hibernates well: the attention goes.
+    rig.m.handle(Input::TodosChanged(Ok(rig.todos.clone())), rig.now);
+    rig.now += Duration::hours(1);
+    rig.todos
+        .add(
+            NewTodo { text: "again".into(), at: Some(rig.now), ..NewTodo::default() },
+            rig.now - Duration::minutes(1),
+            chrono_tz::UTC,
+        )
+        .unwrap();
+    rig.feed(Input::TodosChanged(Ok(rig.todos.clone())));
+    rig.wake();
+    rig.call(add_todo("+1h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    assert_eq!(rig.m.view().attention, None);
+}
+
+/// Issue 39, item 7: a TODO's time long gone is refused with how long ago.
+#[test]
+fn a_todo_in_the_past_is_refused_with_how_long_ago() {
+    let mut rig = Rig::new(&[], &[]);
+    let req = rig.req();
+    let call = match add_todo("2020-01-01T00:00:00Z") {
+        Call::Todo(t) => t,
+        _ => unreachable!(),
+    };
+    let out = rig.feed(Input::Todo { req, call });
+    let refused = reply(&out, req).unwrap().unwrap_err();
+    let text = format!("{refused:?}");
+    assert!(text.contains("in the past") && text.contains("2518d 9h ago"), "{text}");
+    assert!(rig.todos.items.is_empty());
+}

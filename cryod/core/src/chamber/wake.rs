@@ -155,6 +155,7 @@ impl Chamber {
             pgid: 0,
             started_at: None,
             hibernate: None,
+            refused: None,
             unanswered: Vec::new(),
             claimed_mail: false,
             sent_any: false,

@@ -193,3 +193,18 @@ fn durations() {
     assert_eq!(humanize(Duration::seconds(-120)), "-2m");
     assert_eq!(humanize(Duration::hours(50)), "2d 2h");
 }
+
+/// Issue 39, item 8: what `cryo-agent time` prints is accepted back.
+#[test]
+fn what_time_prints_is_accepted_back() {
+    let now = Utc.with_ymd_and_hms(2026, 11, 25, 17, 26, 59).unwrap();
+    let want = Utc.with_ymd_and_hms(2026, 11, 26, 17, 26, 59).unwrap();
+    for printed in [
+        "2026-11-26T17:26:59+00:00 (Etc/UTC), in 1d",
+        "2026-11-26T17:26:59+00:00 (Etc/UTC)",
+        "2026-11-26T18:26:59+01:00 (Europe/Berlin), in 1d",
+    ] {
+        assert_eq!(parse_time(printed, now, chrono_tz::UTC).unwrap(), want, "{printed}");
+    }
+    assert!(parse_time("tomorrow (Etc/UTC)", now, chrono_tz::UTC).is_err());
+}
