@@ -79,6 +79,7 @@ enum Command {
     /// Print the completion script for a shell (bash, zsh, fish); it asks
     /// cryod for chamber names as you type.
     Completions {
+        /// The shell.
         #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
         shell: String,
     },
@@ -94,9 +95,13 @@ enum Command {
 enum NotifyCmd {
     /// Send a test event through one notifier (by name) or all, and print
     /// each result (exit 1 if one failed).
-    Test { name: Option<String> },
+    Test {
+        /// The notifier's `name` in cryod.toml (left out: every notifier).
+        name: Option<String>,
+    },
     /// Recent deliveries, newest first, with their outcome.
     Log {
+        /// How many.
         #[arg(long, short = 'n', default_value_t = 50)]
         limit: u32,
     },

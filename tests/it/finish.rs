@@ -76,3 +76,60 @@ fn a_second_cryods_hub_moves_and_says_so() {
     let doctor = third.cryoctl(&["doctor"]);
     assert!(doctor.stdout.contains("cannot listen"), "{}", doctor.stdout);
 }
+
+/// Item 9: the CLI as a newcomer meets it.
+#[test]
+fn the_cli_does_what_it_says() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // `daemon status` with cryod run by hand (no systemd here): it runs.
+    let status = env.cryoctl(&["daemon", "status", "--json"]);
+    let j = status.json();
+    assert_eq!(j["running"], true, "{j}");
+    assert!(j["pid"].as_u64().is_some(), "{j}");
+    let c = env.chamber("c", &format!("cryo-agent send \"Shall I merge?\" --question >/dev/null\n{}", END), "");
+    env.chamber("d", "exit 0\n", "");
+    // `chamber status` outside any chamber's folder: every chamber.
+    let all = env.cryoctl_in(Some(&env.home()), &["chamber", "status", "--json"]).json();
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
+    // `chamber send TEXT` inside a chamber's folder: the text, for that chamber.
+    env.cryoctl_in(Some(&c.dir), &["chamber", "send", "hello from inside"]).ok();
+    assert!(c.messages("messages/inbox").iter().any(|(_, t)| t.contains("hello from inside")));
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    // The question's subject is its first line: said once.
+    let shown = env.cryoctl(&["chamber", "messages", "c"]).ok().to_string();
+    assert_eq!(shown.matches("Shall I merge?").count(), 1, "{shown}");
+    // A table and its JSON list the same TODOs (done ones with --all).
+    env.cryoctl(&["chamber", "todo", "c", "add", "one", "--at", "+2h"]).ok();
+    let id = env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json()[0]["id"].as_u64().unwrap();
+    env.cryoctl(&["chamber", "todo", "c", "done", &id.to_string()]).ok();
+    let pending = env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json();
+    let all = env.cryoctl(&["chamber", "todo", "c", "list", "--all", "--json"]).json();
+    assert!(pending.as_array().unwrap().iter().all(|t| t["state"] != "done"), "{pending}");
+    assert!(all.as_array().unwrap().iter().any(|t| t["state"] == "done"), "{all}");
+    let table = env.cryoctl(&["chamber", "todo", "c", "list"]).ok().to_string();
+    assert_eq!(table.lines().count().saturating_sub(1), pending.as_array().unwrap().len(), "{table}");
+    // No cost known for a script agent: no "$0.0000".
+    let usage = env.cryoctl(&["usage"]).ok().to_string();
+    assert!(!usage.contains("$0.0000"), "{usage}");
+    // Every positional argument says what it is.
+    for args in
+        [&["chamber", "add", "--help"][..], &["chamber", "send", "--help"], &["chamber", "todo", "c", "add", "--help"]]
+    {
+        let help = env.cryoctl(args).ok().to_string();
+        let positional = help.split("Arguments:").nth(1).and_then(|a| a.split("Options:").next()).unwrap_or("");
+        for line in positional.lines().filter(|l| l.trim_start().starts_with(['<', '['])) {
+            let words = line.split_whitespace().count();
+            assert!(words > 1, "{args:?}: a positional without help: {line:?}");
+        }
+    }
+    // Removing a running chamber says its session was ended.
+    let slow = env.chamber("slow", "sleep 30\n", "");
+    env.cryoctl(&["chamber", "start", "slow"]).ok();
+    wait_until("slow to run", || slow.begun() == 1);
+    let removed = env.cryoctl(&["chamber", "remove", "slow"]).ok().to_string();
+    assert!(removed.contains("ended") && removed.contains("running session 1"), "{removed}");
+}
+
+const END: &str = "cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";

@@ -27,6 +27,7 @@ pub enum ChamberCmd {
     },
     /// Register a chamber folder with cryod.
     Add {
+        /// The chamber's folder.
         dir: PathBuf,
         /// Name (default: the folder's name, made unique).
         #[arg(long)]
@@ -48,6 +49,7 @@ pub enum ChamberCmd {
     /// Start a chamber: its first start runs a bootstrap session (returns
     /// once its agent has started, or says why it could not).
     Start {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Return at once.
@@ -56,6 +58,7 @@ pub enum ChamberCmd {
     },
     /// Stop a chamber, ending a running session; returns once it has ended.
     Stop {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Return once the session was signalled.
@@ -64,22 +67,26 @@ pub enum ChamberCmd {
     },
     /// Pause a started chamber: mail still arrives, no session starts.
     Pause {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
     /// Resume a paused chamber; what became due meanwhile runs.
     Resume {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
     /// Archive a chamber: stop it (ending a running session), hide it from
     /// `chamber list` and refuse to start it until it is unarchived.
     Archive {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
     /// Unarchive a chamber: listed again, still stopped.
     Unarchive {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
@@ -87,6 +94,7 @@ pub enum ChamberCmd {
     /// the logs and .cryo/ into history/TIMESTAMP/, and lay out fresh ones
     /// (plan.md and cryo.toml stay). Asks first.
     Reset {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Do not ask (for scripts).
@@ -99,11 +107,13 @@ pub enum ChamberCmd {
     /// effect only once the operator accepts them. A chamber whose agent
     /// changed them is held until then.
     Trust {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
     /// Run a session now.
     Wake {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Also write this message to the agent's inbox.
@@ -115,8 +125,11 @@ pub enum ChamberCmd {
     },
     /// Write a message to the chamber's agent (TEXT, or standard input).
     Send {
+        /// The chamber's name or folder; inside a chamber's folder, the text
+        /// alone may be given.
         #[arg(add = crate::complete::chambers())]
         chamber: String,
+        /// The message (Markdown); standard input if left out.
         text: Option<String>,
         #[arg(long, default_value = "operator")]
         from: String,
@@ -126,6 +139,7 @@ pub enum ChamberCmd {
     /// The chamber's TODOs: `todo [CHAMBER] list|add|done|remove`.
     #[command(subcommand_precedence_over_arg = true)]
     Todo {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         #[command(subcommand)]
@@ -133,6 +147,7 @@ pub enum ChamberCmd {
     },
     /// The chamber's sync bridges (Zulip, GitHub): status, or pull or push now.
     Sync {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         #[arg(value_enum, default_value = "status")]
@@ -145,8 +160,10 @@ pub enum ChamberCmd {
         #[arg(long)]
         archived: bool,
     },
-    /// Show one chamber (or every chamber).
+    /// Show one chamber (inside a chamber's folder: that one; elsewhere,
+    /// without a name: every chamber).
     Status {
+        /// A chamber's name or folder.
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep showing it as it changes (until Ctrl-C).
@@ -155,6 +172,7 @@ pub enum ChamberCmd {
     },
     /// The chamber's log (cryo.log, or the agent's own output with --agent).
     Log {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep printing new lines (until Ctrl-C or the chamber is removed).
@@ -169,6 +187,7 @@ pub enum ChamberCmd {
     },
     /// The conversation with the agent, newest last.
     Messages {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// Keep printing new messages (until Ctrl-C or the chamber is removed).
@@ -182,6 +201,7 @@ pub enum ChamberCmd {
     /// running session ends as at shutdown and goes on there). That node
     /// becomes the chamber's home.
     Move {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// The node's name or id (see `cryoctl fleet status`).
@@ -192,6 +212,7 @@ pub enum ChamberCmd {
     /// and UTC offset, its recurrence and gate, daylight-saving notes, and
     /// what holds it back. Missed slots are in `chamber status`.
     Schedule {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
         /// How many wakes.
@@ -202,12 +223,14 @@ pub enum ChamberCmd {
     /// senders POST to and the secret, once (`POST /hooks/CHAMBER`, signed
     /// with HMAC-SHA256 as GitHub does; the payload arrives marked untrusted).
     Hook {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
     /// Unregister a chamber. Its files stay where they are.
     #[command(alias = "rm")]
     Remove {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
     },
@@ -225,17 +248,26 @@ pub enum SyncAction {
 
 #[derive(Subcommand)]
 pub enum TodoOp {
-    /// Pending and claimed TODOs.
-    List,
+    /// Pending and claimed TODOs (with --all, done ones too).
+    List {
+        /// Done TODOs too.
+        #[arg(long)]
+        all: bool,
+    },
     /// Schedule work for the agent.
     Add {
+        /// What the agent is to do.
         text: String,
+        /// When: "+2h", "90m", "tomorrow 09:00", "14:30" (next), "2026-12-01T09:00" (the chamber's zone) or an RFC 3339 time.
         #[arg(long, value_name = "TIME")]
         at: Option<String>,
+        /// Repeat every DURATION ("6h", "1d"; at least a minute).
         #[arg(long, value_name = "DURATION", conflicts_with = "cron")]
         every: Option<String>,
+        /// Repeat on a cron schedule, in the chamber's zone.
         #[arg(long, value_name = "\"MIN HOUR DOM MON DOW\"")]
         cron: Option<String>,
+        /// Slots missed while down: run once (default) or skip them.
         #[arg(long, value_name = "once|skip")]
         missed: Option<String>,
         /// A shell command run in the chamber before a scheduled wake for this TODO: exit 0
@@ -245,9 +277,15 @@ pub enum TodoOp {
         precheck: Option<String>,
     },
     /// Mark a TODO done.
-    Done { id: u64 },
+    Done {
+        /// The TODO's id (`todo list` shows it).
+        id: u64,
+    },
     /// Remove a TODO.
-    Remove { id: u64 },
+    Remove {
+        /// The TODO's id (`todo list` shows it).
+        id: u64,
+    },
 }
 
 pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
@@ -508,11 +546,18 @@ fn print_holds(holds: &[pb::ProviderHold]) {
 
 async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
+    let one = with_chamber(chamber.as_deref(), |r| {
         let mut c = c.clone();
         async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
     })
-    .await?
+    .await;
+    let r = match one {
+        // Named none, outside any chamber's folder: every chamber.
+        Err(f) if chamber.is_none() && f.code == cryo_proto::exit::NOT_FOUND => {
+            c.chamber_status(pb::ChamberStatusRequest { chamber: None }).await?
+        }
+        other => other?,
+    }
     .into_inner();
     // One chamber's cost over three windows.
     let windows = match r.chambers.as_slice() {
@@ -709,6 +754,9 @@ async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     if ctx.json {
         output::json(&chamber_json(&ch));
     } else {
+        if ch.state == pb::ChamberState::Running as i32 {
+            outln!("ended {:?}'s running session {} (as a stop does: its TODOs are re-queued)", ch.name, ch.session);
+        }
         outln!("removed {:?} from the registry; its files in {} are untouched", ch.name, ch.path);
     }
     Ok(())
@@ -923,15 +971,29 @@ async fn wake(ctx: &Ctx, chamber: Option<String>, message: Option<String>, repla
 }
 
 async fn send(ctx: &Ctx, chamber: String, text: Option<String>, from: String, subject: String) -> Result<()> {
-    let text = match text {
-        Some(t) => t,
+    let c = client::control(&ctx.socket).await?;
+    let (chamber, text) = match text {
+        Some(t) => (chamber, t),
+        // One argument: a chamber (the text on standard input), or, inside
+        // a chamber's folder, the text for that chamber.
         None => {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
-            s
+            let status = |r: pb::ChamberRef| {
+                let mut c = c.clone();
+                async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
+            };
+            let named = status(chamber_ref(Some(&chamber))?).await;
+            let here = matches!(&named, Err(s) if s.code() == tonic::Code::NotFound)
+                && !Path::new(&chamber).is_dir()
+                && status(chamber_ref(None)?).await.is_ok();
+            if here {
+                (".".to_string(), chamber)
+            } else {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+                (chamber, s)
+            }
         }
     };
-    let c = client::control(&ctx.socket).await?;
     let r = with_chamber(Some(&chamber), |r| {
         let mut c = c.clone();
         let (text, from, subject) = (text.clone(), from.clone(), subject.clone());
@@ -1013,9 +1075,10 @@ async fn sync(ctx: &Ctx, chamber: Option<String>, action: SyncAction) -> Result<
 
 async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     use pb::chamber_todo_request::Op;
-    let is_list = matches!(op, TodoOp::List);
+    // A listing shows the same TODOs as a table or as JSON.
+    let hide_done = matches!(op, TodoOp::List { all: false });
     let op = match op {
-        TodoOp::List => Op::List(pb::TodoListRequest {}),
+        TodoOp::List { .. } => Op::List(pb::TodoListRequest {}),
         TodoOp::Add { text, at, every, cron, missed, precheck } => Op::Add(pb::TodoAddRequest {
             text,
             at: at.unwrap_or_default(),
@@ -1035,11 +1098,11 @@ async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     })
     .await?
     .into_inner();
+    let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !hide_done || t.state != "done").collect();
     if ctx.json {
-        output::json(&serde_json::Value::Array(r.todos.iter().map(todo_json).collect()));
+        output::json(&serde_json::Value::Array(shown.iter().map(|t| todo_json(t)).collect()));
         return Ok(());
     }
-    let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !is_list || t.state != "done").collect();
     if shown.is_empty() {
         outln!("no pending TODOs");
         return Ok(());
@@ -1101,7 +1164,13 @@ fn print_mail(m: &pb::Mail, chamber: &str) {
     let when = when.split('.').next().unwrap_or(&when);
     let (from, to) = if m.direction == "out" { (m.from.as_str(), "operator") } else { (m.from.as_str(), chamber) };
     let q = if m.question { "  [question]" } else { "" };
-    outln!("[{when}] {from} -> {to}: {}{q}", m.subject);
+    // A subject made from the body's first line is not said twice.
+    let first = m.body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if m.subject.trim().is_empty() || m.subject.trim() == first {
+        outln!("[{when}] {from} -> {to}{q}");
+    } else {
+        outln!("[{when}] {from} -> {to}: {}{q}", m.subject);
+    }
     for line in m.body.lines() {
         outln!("    {line}");
     }

@@ -229,32 +229,60 @@ async fn unit_state(conn: &zbus::Connection, m: &systemd::ManagerProxy<'_>) -> R
 
 #[cfg(target_os = "linux")]
 pub async fn status(ctx: Ctx) -> Result<()> {
+    // cryod itself, however it runs (the service, `cryoctl daemon run`, by hand).
+    let socket = ctx.socket.clone().unwrap_or_else(cryo_proto::socket_path);
+    let running = cryo_proto::control_hello(&socket, "cryoctl").await.map(|(_, h)| h);
     let path = unit_path();
     let installed = path.exists();
-    let (conn, m) = manager().await?;
-    let enabled = m.get_unit_file_state(UNIT).await.unwrap_or_else(|_| "not-found".into());
-    let st = unit_state(&conn, &m).await?;
+    let service = match manager().await {
+        Ok((conn, m)) => {
+            let enabled = m.get_unit_file_state(UNIT).await.unwrap_or_else(|_| "not-found".into());
+            unit_state(&conn, &m).await.map(|st| (enabled, st))
+        }
+        Err(e) => Err(e),
+    };
+    if let (Err(why), Err(service)) = (&running, &service) {
+        return Err(Failure::refused(format!("cryod is not running ({why}); {}", service.message)));
+    }
+    let daemon = running.as_ref().ok();
     if ctx.json {
+        let (enabled, st) = service.as_ref().ok().map(|(e, s)| (Some(e.clone()), Some(s))).unwrap_or((None, None));
         output::json(&json!({
+            "running": daemon.is_some(),
+            "pid": daemon.map(|h| h.pid),
+            "version": daemon.map(|h| h.version.clone()),
+            "socket": socket.display().to_string(),
             "installed": installed,
             "unit": path.display().to_string(),
             "enabled": enabled,
-            "active": st.active,
-            "sub_state": st.sub,
-            "main_pid": st.pid,
-            "status": st.status,
+            "active": st.map(|s| s.active.clone()),
+            "sub_state": st.map(|s| s.sub.clone()),
+            "main_pid": st.map(|s| s.pid),
+            "status": st.map(|s| s.status.clone()),
             "linger": linger(),
         }));
         return Ok(());
     }
-    outln!("unit       {} ({})", path.display(), if installed { "installed" } else { "not installed" });
-    outln!("enabled    {enabled}");
-    outln!("active     {} ({})", st.active, st.sub);
-    if st.pid != 0 {
-        outln!("main pid   {}", st.pid);
+    match (daemon, &service) {
+        (Some(h), Ok((_, st))) if st.pid == h.pid => {
+            outln!("cryod       running as the service (pid {}, {})", h.pid, h.version)
+        }
+        (Some(h), _) => outln!("cryod       running (pid {}, {}), not as the service", h.pid, h.version),
+        (None, _) => outln!("cryod       not running (no answer on {})", socket.display()),
     }
-    if !st.status.is_empty() {
-        outln!("status     {}", st.status);
+    outln!("unit        {} ({})", path.display(), if installed { "installed" } else { "not installed" });
+    match &service {
+        Ok((enabled, st)) => {
+            outln!("enabled     {enabled}");
+            outln!("active      {} ({})", st.active, st.sub);
+            if st.pid != 0 {
+                outln!("main pid    {}", st.pid);
+            }
+            if !st.status.is_empty() {
+                outln!("status      {}", st.status);
+            }
+        }
+        Err(e) => outln!("service     unknown: {}", e.message),
     }
     if let Some(a) = linger_advice() {
         outln!("{a}");

@@ -88,7 +88,9 @@ pub async fn run(ctx: Ctx, by: String, since_arg: String) -> Result<()> {
             r.input_tokens.to_string().into(),
             r.cached_tokens.to_string().into(),
             r.output_tokens.to_string().into(),
-            cost(r.cost_usd).into(),
+            // Nothing known of what these sessions used (agents that report
+            // nothing): no cost shown, rather than a false $0.
+            if known(r) { cost(r.cost_usd) } else { "-".to_string() }.into(),
         ]
     };
     let mut rows: Vec<Vec<output::Cell>> = r.rows.iter().map(cells).collect();
