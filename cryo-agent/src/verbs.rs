@@ -182,7 +182,7 @@ impl Session {
             ),
             e => Fail(e.to_string(), exit::UNREACHABLE),
         })?;
-        let mut client = AgentClient::with_interceptor(channel, auth);
+        let mut client = AgentClient::with_interceptor(channel, auth).max_decoding_message_size(cryo_proto::MAX_REPLY);
         let hello = client.hello(cryo_proto::hello_request("cryo-agent")).await?.into_inner();
         cryo_proto::hello_reply(hello, "cryo-agent")?;
         Ok(Session { client })

@@ -78,8 +78,14 @@ pub async fn control(path: &Path, client: &str) -> Result<Control, ControlError>
 /// key, that has not said `Hello` (to say it itself).
 pub async fn control_unchecked(path: &Path) -> Result<Control, ConnectError> {
     let channel = connect(path).await?;
-    Ok(v1::control_client::ControlClient::with_interceptor(channel, operator_key(path)?))
+    let c = v1::control_client::ControlClient::with_interceptor(channel, operator_key(path)?);
+    Ok(c.max_decoding_message_size(MAX_REPLY))
 }
+
+/// The largest answer a client takes: a chamber's whole TODO list (10,000
+/// of the longest texts) is 20 MiB. cryod itself takes requests of tonic's
+/// 4 MiB at most.
+pub const MAX_REPLY: usize = 64 * 1024 * 1024;
 
 /// [`control`], with the daemon's answer to `Hello`.
 pub async fn control_hello(path: &Path, client: &str) -> Result<(Control, v1::HelloReply), ControlError> {

@@ -133,3 +133,29 @@ fn the_cli_does_what_it_says() {
 }
 
 const END: &str = "cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+
+/// Item 17: `todo.json` is held to the limits of the calls that write it
+/// (one line naming the item), and a list at those limits is read whole.
+#[test]
+fn todo_json_is_held_to_the_limits_of_todo_add() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "exit 0\n", "");
+    let item = |id: u64, text: &str| format!("{{\"id\":{id},\"text\":\"{text}\",\"at\":\"2030-01-01T00:00:00Z\"}}");
+    let fault = || env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0]["fault"].clone();
+    // One text over the limit: the fault names it.
+    c.write_todos(&format!("[{},{}]", item(1, "fine"), item(2, &"x".repeat(3000))));
+    wait_until("the fault", || fault().is_string());
+    let line = fault().as_str().unwrap().to_string();
+    assert!(line.contains("TODO 2") && line.contains("3000 characters"), "{line}");
+    // A 50 MB text: over the file's limit, read no further.
+    c.write_todos(&format!("[{}]", item(1, &"y".repeat(50 * 1024 * 1024))));
+    wait_until("the size fault", || fault().as_str().is_some_and(|f| f.contains("over the limit")));
+    // 10,000 TODOs of the longest text: listed whole by the CLI.
+    let long = "z".repeat(2000);
+    let many: Vec<String> = (1..=10_000).map(|i| item(i, &long)).collect();
+    c.write_todos(&format!("[{}]", many.join(",")));
+    wait_until("the list to load", || fault().is_null());
+    let list = env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json();
+    assert_eq!(list.as_array().map(Vec::len), Some(10_000));
+}

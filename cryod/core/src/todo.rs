@@ -26,6 +26,10 @@ pub const MAX_TODOS: usize = 10_000;
 /// Longest TODO text accepted (characters).
 pub const MAX_TEXT: usize = 2_000;
 
+/// What a retry adds to a TODO's text (" (attempt 12)"), allowed beyond
+/// [`MAX_TEXT`] in a file.
+const ATTEMPT_ROOM: usize = 32;
+
 /// Longest retry delay: a persistently failing TODO still runs once a day.
 pub const RETRY_CAP: Duration = Duration::days(1);
 
@@ -685,6 +689,15 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
         let bad = |message: String| FileError::Item { index, message };
         if !seen.insert(r.id) {
             return Err(FileError::DuplicateId(r.id));
+        }
+        // Held to what `todo add` takes (with room for a retry's
+        // " (attempt N)"): a file is no way around the limit.
+        let chars = r.text.chars().count();
+        if chars > MAX_TEXT + ATTEMPT_ROOM {
+            return Err(bad(format!("TODO {}: its text is {chars} characters, over the limit of {MAX_TEXT}", r.id)));
+        }
+        if r.precheck.as_ref().is_some_and(|p| p.chars().count() > MAX_TEXT) {
+            return Err(bad(format!("TODO {}: its precheck is over the limit of {MAX_TEXT} characters", r.id)));
         }
         let at = match r.at.trim() {
             "" => None,
