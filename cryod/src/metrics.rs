@@ -223,6 +223,42 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str, unit: Option<&str>
 /// The content type of [`Metrics::render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The content type of the Prometheus text format ([`to_prometheus`]).
+pub const PROMETHEUS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Which format a client asked for, as the official client libraries
+/// decide: OpenMetrics if its `Accept` names it, else the Prometheus text
+/// format (0.0.4), which every scraper and `promtool` reads.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
+/// [`Metrics::render`]'s OpenMetrics text in the Prometheus text format:
+/// no `# EOF` and no `# UNIT`, and a counter's family named with its
+/// `_total`, as that format wants.
+pub fn to_prometheus(openmetrics: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        let mut words = line.splitn(4, ' ');
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("#"), Some("EOF" | "UNIT"), ..) => continue,
+            (Some("#"), Some("TYPE"), Some(name), Some("counter")) => {
+                counters.insert(name.to_string());
+                let _ = writeln!(out, "# TYPE {name}_total counter");
+            }
+            (Some("#"), Some("HELP"), Some(name), Some(help)) if counters.contains(name) => {
+                let _ = writeln!(out, "# HELP {name}_total {help}");
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,39 @@ fn sample(m: &BTreeMap<String, f64>, key: &str) -> f64 {
     m.get(key).copied().unwrap_or_else(|| panic!("no sample {key} in {m:#?}"))
 }
 
+/// Parses the Prometheus text format (0.0.4) with `prometheus_client`'s
+/// own parser for it, as a scraper would.
+fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let script = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        out[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (apt-get install python3-prometheus-client)");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "not the Prometheus text format: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `GET /metrics` asking for OpenMetrics, as Prometheus does.
+fn get_openmetrics(hub: &Hub) -> crate::hub::Resp {
+    let accept = "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    hub.raw("GET", "/metrics", Some(&hub.token()), &[accept], None)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -55,7 +88,7 @@ fn metrics_parse_as_openmetrics_and_move_with_wakes() {
     let c = quiet_chamber(&env, "c", HIBERNATE);
     let hub = Hub::of(&env);
 
-    let before = parse(&hub.get("/metrics").body);
+    let before = parse(&get_openmetrics(&hub).body);
     assert_eq!(sample(&before, "cryo_chambers{state=\"idle\"}"), 1.0);
     assert_eq!(sample(&before, "cryo_admission_limit{}"), 4.0);
     assert_eq!(sample(&before, "cryo_inbox_to_agent_seconds_count{}"), 0.0);
@@ -68,7 +101,7 @@ fn metrics_parse_as_openmetrics_and_move_with_wakes() {
     env.cryoctl(&["chamber", "send", "c", "hello"]).ok();
     c.wait_ended(4);
 
-    let r = hub.get("/metrics");
+    let r = get_openmetrics(&hub);
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")), "{}", r.headers);
     assert!(r.body.ends_with("# EOF\n"));
@@ -93,10 +126,18 @@ fn metrics_parse_as_openmetrics_and_move_with_wakes() {
     // The token is required on the hub; the loopback listener has none.
     let denied = hub.with_token(None).get("/metrics");
     assert_eq!(denied.status, 401);
+    // Without an Accept for OpenMetrics (curl, promtool, the text parsers
+    // of the client libraries): the Prometheus text format, the same figures.
     let local = Hub::at(&format!("127.0.0.1:{port}")).get("/metrics");
     assert_eq!(local.status, 200);
+    assert!(
+        local.header("content-type").is_some_and(|t| t.starts_with("text/plain; version=0.0.4")),
+        "{}",
+        local.headers
+    );
+    assert!(!local.body.contains("# EOF") && !local.body.contains("# UNIT"), "{}", local.body);
     assert_eq!(
-        sample(&parse(&local.body), "cryo_sessions_total{outcome=\"hibernated\",trigger=\"inbox\"}"),
+        sample(&parse_prometheus(&local.body), "cryo_sessions_total{outcome=\"hibernated\",trigger=\"inbox\"}"),
         1.0,
         "the same figures"
     );
@@ -115,6 +156,6 @@ fn metrics_parse_as_openmetrics_and_move_with_wakes() {
     let table = out.ok();
     assert!(table.contains("wake_lateness_seconds") && table.contains("P99"), "{table}");
     wait_until("nothing running", || {
-        parse(&hub.get("/metrics").body).get("cryo_chambers{state=\"running\"}") == Some(&0.0)
+        parse(&get_openmetrics(&hub).body).get("cryo_chambers{state=\"running\"}") == Some(&0.0)
     });
 }

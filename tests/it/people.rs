@@ -331,6 +331,10 @@ fn an_email_reaches_the_smtp_server() {
     assert_eq!(m.login, Some(("cryo@example.com".into(), "hunter2".into())));
     assert!(m.data.contains("Subject: c asks: Which branch should I release from?"), "{}", m.data);
     assert!(m.data.contains("Which branch"), "{}", m.data);
+    // A well-formed message: its own id, MIME, UTF-8 text.
+    assert!(m.data.contains("Message-ID: <cryo.c.question."), "{}", m.data);
+    assert!(m.data.contains("MIME-Version: 1.0"), "{}", m.data);
+    assert!(m.data.contains("Content-Type: text/plain; charset=utf-8"), "{}", m.data);
     wait_until("the log", || log(&env).iter().any(|d| d["notifier"] == "mail" && d["ok"] == true));
     assert!(log(&env)[0]["outcome"].as_str().unwrap().starts_with("delivered (SMTP 250"), "{:?}", log(&env));
 }

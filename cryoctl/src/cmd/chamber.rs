@@ -735,10 +735,12 @@ fn dash(s: &str) -> String {
 
 /// A lateness as people read it: `12ms`, `3.4s`, then minutes, hours, days.
 fn ms(n: i64) -> String {
-    match n {
-        ..1000 => format!("{n}ms"),
-        ..60_000 => format!("{:.1}s", n as f64 / 1000.0),
-        _ => cryo_core::time::humanize(chrono::Duration::milliseconds(n)),
+    if n < 1000 {
+        format!("{n}ms")
+    } else if n < 60_000 {
+        format!("{:.1}s", n as f64 / 1000.0)
+    } else {
+        cryo_core::time::humanize(chrono::Duration::milliseconds(n))
     }
 }
 

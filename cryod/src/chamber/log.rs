@@ -112,15 +112,21 @@ pub fn last_session_number(root: &Path) -> u64 {
     let start = len.saturating_sub(256 * 1024);
     let _ = f.seek(SeekFrom::Start(start));
     let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
+    let _ = f.take(256 * 1024).read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf);
+    // The agent can write this file: a number past any real chamber's is
+    // not taken (it would run the count into its limits).
     text.lines()
         .rev()
         .filter_map(|l| l.strip_prefix("--- CRYO SESSION "))
-        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-        .next()
+        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+        .find(|n| *n <= MAX_SESSION_NUMBER)
         .unwrap_or(0)
 }
+
+/// The largest session number read from a `cryo.log`: a session an hour
+/// for a hundred thousand years.
+pub const MAX_SESSION_NUMBER: u64 = 1_000_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -143,6 +149,9 @@ mod tests {
         assert_eq!(last_session_number(p), 5);
         assert_eq!(one_line("--- CRYO END ---"), "- --- CRYO END ---");
         assert_eq!(last_session_number(&dir.path().join("none")), 0);
+        // A number no chamber reaches (planted by an agent) is not taken.
+        begin(p, u64::MAX, now, chrono_tz::UTC, None).unwrap();
+        assert_eq!(last_session_number(p), 5);
         // A link planted as the log is refused, its target untouched.
         std::fs::remove_file(&log).unwrap();
         std::fs::write(dir.path().join("bashrc"), "keep").unwrap();

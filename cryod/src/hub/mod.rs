@@ -281,13 +281,21 @@ fn serve(listener: tokio::net::TcpListener, app: Router, daemon: &Daemon, what: 
 }
 
 /// `GET /metrics`: the node's figures in OpenMetrics text.
-async fn metrics(State(hub): State<Hub>) -> Response {
-    metrics_response(&hub.daemon)
+async fn metrics(State(hub): State<Hub>, headers: HeaderMap) -> Response {
+    metrics_response(&hub.daemon, &headers)
 }
 
-fn metrics_response(daemon: &Daemon) -> Response {
-    let mut r = crate::convert::metrics(daemon).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
+/// The figures in the format the client's `Accept` asks for.
+fn metrics_response(daemon: &Daemon, headers: &HeaderMap) -> Response {
+    let text = crate::convert::metrics(daemon);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (text, kind) = if crate::metrics::wants_openmetrics(accept) {
+        (text, crate::metrics::CONTENT_TYPE)
+    } else {
+        (crate::metrics::to_prometheus(&text), crate::metrics::PROMETHEUS_TYPE)
+    };
+    let mut r = text.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
     r
 }
 
@@ -298,7 +306,7 @@ pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, Str
         tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("cannot listen on {bind} for metrics: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let app = Router::new()
-        .route("/metrics", get(|State(d): State<Daemon>| async move { metrics_response(&d) }))
+        .route("/metrics", get(|State(d): State<Daemon>, h: HeaderMap| async move { metrics_response(&d, &h) }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
         .with_state(daemon.clone());
     serve(listener, app, &daemon, "the metrics listener");

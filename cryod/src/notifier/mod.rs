@@ -440,10 +440,15 @@ fn status(s: reqwest::StatusCode) -> Result<String, String> {
     if s.is_success() { Ok(format!("HTTP {}", s.as_u16())) } else { Err(format!("HTTP {}", s.as_u16())) }
 }
 
-/// A header value: one line of printable ASCII (ntfy reads UTF-8 titles
-/// only RFC 2047-encoded; the rest is kept plain).
+/// A header value of one line: printable ASCII as it is, anything else
+/// RFC 2047-encoded (`=?UTF-8?B?…?=`), which ntfy decodes.
 fn header_text(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(200).collect()
+    let line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
+    if line.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+        return line;
+    }
+    use base64::Engine as _;
+    format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(line.as_bytes()))
 }
 
 /// A credential from a file only its owner may read (`~/` is the home).
@@ -458,16 +463,20 @@ fn read_secret(path: &str) -> Result<String, String> {
 /// credentials file if there is one.
 async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
     use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-    let mut m = Message::builder()
-        .from(c.from.as_deref().unwrap_or_default().parse().map_err(|x| format!("`from`: {x}"))?)
-        .subject(&e.title)
-        .header(lettre::message::header::ContentType::TEXT_PLAIN);
+    let from: lettre::message::Mailbox =
+        c.from.as_deref().unwrap_or_default().parse().map_err(|x| format!("`from`: {x}"))?;
+    // One Message-ID per event: a mail client groups a retried delivery
+    // with the first.
+    let event: String = e.id.chars().map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '.' }).collect();
+    let id = format!("<cryo.{event}@{}>", from.email.domain());
+    let mut m = Message::builder().from(from).subject(&e.title).message_id(Some(id));
     for to in &c.to {
         m = m.to(to.parse().map_err(|x| format!("`to` {to:?}: {x}"))?);
     }
     let link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
     let body = format!("{}\n\n{}{link}\n\n(cryo event {}, id {})\n", e.title, e.body, e.kind, e.id);
-    let message = m.body(body).map_err(|x| x.to_string())?;
+    // A MIME part: MIME-Version, text/plain in UTF-8, encoded for 7-bit relays.
+    let message = m.singlepart(lettre::message::SinglePart::plain(body)).map_err(|x| x.to_string())?;
     let (host, port) = c.smtp_addr()?;
     let builder = match c.tls.as_deref().unwrap_or("starttls") {
         "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(host).map_err(|x| x.to_string())?,
@@ -505,5 +514,21 @@ async fn run_command(command: &str, e: &Event) -> Result<String, String> {
     match crate::agent::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
         crate::agent::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
         failed => Err(failed.failure()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_text;
+
+    /// Issue 39, item 12: a title in any script reaches ntfy whole.
+    #[test]
+    fn a_title_keeps_its_letters() {
+        assert_eq!(header_text("c asks: which branch?"), "c asks: which branch?");
+        let t = header_text("c fragt: Übermorgen \u{2713}\nnext line");
+        let b64 = t.strip_prefix("=?UTF-8?B?").and_then(|r| r.strip_suffix("?=")).expect("RFC 2047");
+        use base64::Engine as _;
+        let back = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        assert_eq!(String::from_utf8(back).unwrap(), "c fragt: Übermorgen \u{2713} next line");
     }
 }

@@ -125,7 +125,7 @@ impl Chamber {
     fn begin(&mut self, w: Checking, notices: Vec<String>, data: Vec<(String, String)>) {
         let Checking { nonce, token, trigger, asked_at, claims } = w;
         let now = self.now;
-        let number = self.last_session + 1;
+        let number = self.last_session.saturating_add(1);
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         let continuity = self.config.as_ref().map(|c| c.continuity).unwrap_or_default();
