@@ -334,6 +334,61 @@ fn planted_links_and_fifos_change_nothing_outside_under_bwrap_as_root() {
     planted("bwrap", false);
 }
 
+/// Paths the operator accepted (`writable`, a key file) that the agent
+/// turns into links between sessions: the next spawn is held for the
+/// operator, nothing is written through the link, no key is read through it.
+fn moved_links(mode: &str, normal_user: bool) {
+    let test = format!("moved links ({mode}, normal user: {normal_user})");
+    let Some((env, _d)) = world(&test, mode, normal_user) else { return };
+    let outside = env.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    wait_until("the hub's token", || env.state_dir().join("hub-token").exists());
+    let token = env.state_dir().join("hub-token");
+    let plant = format!(
+        "rm -rf out keys/k; ln -s {} out; ln -s {} keys/k",
+        sh_quote(&outside.display().to_string()),
+        sh_quote(&token.display().to_string())
+    );
+    let script = format!(
+        "if [ ! -e first ]; then touch first; {plant}\nelse touch out/WRITTEN; printf %s \"$K\" > leaked; fi\n{END}"
+    );
+    let toml = format!(
+        "sandbox = \"{mode}\"\nwritable = [\"./out\"]\n[provider]\nenv = {{ K = {{ file = \"./keys/k\" }} }}\n"
+    );
+    let c = env.chamber("mover", &script, &toml);
+    std::fs::create_dir_all(c.dir.join("out")).unwrap();
+    std::fs::create_dir_all(c.dir.join("keys")).unwrap();
+    std::fs::write(c.dir.join("keys/k"), "the accepted key").unwrap();
+    std::fs::set_permissions(c.dir.join("keys/k"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    env.give_to_user();
+    env.cryoctl(&["chamber", "start", "mover"]).ok();
+    c.wait_ended(1);
+    c.make_due_now();
+    let status = || env.cryoctl(&["chamber", "status", "mover", "--json"]).json()[0].clone();
+    wait_until("the mover held", || status()["state"] == "faulted");
+    let fault = status()["fault"].as_str().unwrap().to_string();
+    // (Under bwrap `out` is a mount point in session, which stays.)
+    assert!(fault.contains("`provider`"), "{test}: {fault}");
+    if c.dir.join("out").is_symlink() {
+        assert!(fault.contains("`writable`"), "{test}: {fault}");
+    }
+    assert!(fault.contains("cryoctl chamber trust mover"), "{test}: {fault}");
+    // The spawn was refused with one line naming the moved path.
+    assert!(c.cryo_log().contains("now leads to"), "{test}: {}", c.cryo_log());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "{test}: written through the link");
+    assert!(!c.dir.join("leaked").exists(), "{test}: a key read through the link");
+}
+
+#[test]
+fn links_moved_under_accepted_paths_hold_the_chamber_under_landlock() {
+    moved_links("landlock", true);
+}
+
+#[test]
+fn links_moved_under_accepted_paths_hold_the_chamber_under_bwrap_as_root() {
+    moved_links("bwrap", false);
+}
+
 /// 1,100 idle connections to its own door: the session slows only itself;
 /// another chamber's session and the operator go on.
 #[test]

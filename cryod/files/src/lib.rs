@@ -562,6 +562,36 @@ pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
     Ok(out)
 }
 
+/// The bytes of the file at `path`, an absolute path with no link in it
+/// (as [`std::fs::canonicalize`] gives one): opened a component at a time
+/// without following a link, so one planted since it was resolved is
+/// refused, not followed. A FIFO, a device or a folder is refused without
+/// blocking, and so is a file over `max` bytes.
+pub fn read_resolved(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    let rel = path.strip_prefix("/").map_err(|_| FileError::Outside(path.to_path_buf()))?;
+    Dir::open(Path::new("/"))?.read(rel, max)
+}
+
+/// A handle on what stands at `path` (absolute, with no link in it; a
+/// folder, a file, a device), for rules about it rather than for reading (`O_PATH`): reached a
+/// component at a time without following a link, so one planted since the
+/// path was resolved is refused. Returns it with what stands there.
+#[cfg(target_os = "linux")]
+pub fn open_resolved(path: &Path) -> Result<(OwnedFd, Kind), FileError> {
+    let rel = path.strip_prefix("/").map_err(|_| FileError::Outside(path.to_path_buf()))?;
+    let root = Dir::open(Path::new("/"))?;
+    let (fd, name) = root.parent(rel, false)?;
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(&fd, name.as_os_str(), flags, Mode::empty()).map_err(io(path))?;
+    let kind = Kind::of(&nix::sys::stat::fstat(&fd).map_err(io(path))?);
+    // O_PATH opens nothing (a device's driver is not called): only a link
+    // is refused.
+    match kind {
+        Kind::Link => Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() }),
+        _ => Ok((fd, kind)),
+    }
+}
+
 /// A path's folder and last part.
 fn split(path: &Path) -> Result<(&Path, &OsStr), FileError> {
     let name = path.file_name().ok_or_else(|| FileError::Outside(path.to_path_buf()))?;
@@ -659,6 +689,27 @@ mod tests {
         std::fs::write(root.join("m"), "m").unwrap();
         assert!(d.rename(rel("m"), rel("top/m"), false).is_err());
         assert!(root.join("m").exists());
+    }
+
+    #[test]
+    fn a_resolved_path_is_reached_only_while_no_link_is_on_it() {
+        let (_t, root, outside) = world();
+        let root = std::fs::canonicalize(root).unwrap();
+        let outside = std::fs::canonicalize(outside).unwrap();
+        std::fs::write(root.join("a/key"), "k").unwrap();
+        assert_eq!(read_resolved(&root.join("a/key"), 16).unwrap(), b"k");
+        assert_eq!(open_resolved(&root.join("a")).unwrap().1, Kind::Folder);
+        assert_eq!(open_resolved(&root.join("a/key")).unwrap().1, Kind::File);
+        // A link put in place of the file, or of a folder on its way.
+        std::fs::remove_file(root.join("a/key")).unwrap();
+        symlink(outside.join("secret"), root.join("a/key")).unwrap();
+        assert!(read_resolved(&root.join("a/key"), 16).unwrap_err().is_planted());
+        assert!(open_resolved(&root.join("a/key")).is_err());
+        std::fs::rename(root.join("a"), root.join("gone")).unwrap();
+        symlink(&outside, root.join("a")).unwrap();
+        assert!(open_resolved(&root.join("a")).is_err());
+        assert!(open_resolved(&root.join("a/secret")).unwrap_err().is_planted());
+        assert!(read_resolved(Path::new("relative"), 16).is_err());
     }
 
     /// A name flipped between a plain file and a link to a file outside,

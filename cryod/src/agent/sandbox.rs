@@ -53,6 +53,22 @@ pub const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
 /// (truncate and device ioctls); an older kernel enforces what it knows.
 const ABI_WANTED: ABI = ABI::V5;
 
+/// The devices a confined agent may open (read and write): those programs
+/// use. The rest of `/dev` is out of its reach under Landlock (a disk's
+/// device, readable by root, holds every file); bubblewrap makes a fresh
+/// `/dev` of much the same.
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
 /// Whether the kernel enforces Landlock (it makes a ruleset of the first
 /// version's rights).
 pub fn kernel_has_landlock() -> bool {
@@ -297,7 +313,9 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     let read = AccessFs::from_read(abi);
     // A relative or empty root would hide everything (every path starts
     // with the empty one): only absolute ones count.
-    let hidden: Vec<PathBuf> = policy.hidden.iter().filter(|h| h.is_absolute()).map(|h| canonical(h)).collect();
+    let mut hidden: Vec<PathBuf> = policy.hidden.iter().filter(|h| h.is_absolute()).map(|h| canonical(h)).collect();
+    // Devices only as the policy names them (see DEVICES).
+    hidden.push(PathBuf::from("/dev"));
     // Scoped where the kernel can (ABI 6): no signal to a process outside
     // the sandbox (cryod's SIGSTOP), no abstract socket made outside it.
     let mut ruleset = Ruleset::default()
@@ -315,9 +333,12 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     }
     for (paths, access) in [(&policy.readable, read), (&policy.writable, all)] {
         for p in paths {
-            let fd = PathFd::new(p).map_err(|e| fail(&format!("{}: {e}", p.display())))?;
-            // A single file (a program bound alone) takes a file's rights.
-            let access = if p.is_dir() { access } else { access & AccessFs::from_file(abi) };
+            // Given resolved: a link planted on the way since is refused,
+            // never followed to wherever it leads.
+            let (fd, kind) = cryo_files::open_resolved(p).map_err(|e| fail(&e))?;
+            // A single file (a program bound alone, a device) takes a
+            // file's rights.
+            let access = if kind == cryo_files::Kind::Folder { access } else { access & AccessFs::from_file(abi) };
             ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(|e| fail(&e))?;
         }
     }

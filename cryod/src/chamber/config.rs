@@ -180,14 +180,45 @@ pub struct ChamberConfig {
     /// `sandbox`; `None`: cryod.toml's default.
     pub sandbox: Option<crate::config::Sandbox>,
     /// `writable` and `readable`: folders a sandboxed agent may also write,
-    /// or read (absolute).
+    /// or read, where they led when the file was read (absolute, no link on
+    /// the way: see [`Reach`]).
     pub writable: Vec<PathBuf>,
     pub readable: Vec<PathBuf>,
+    /// Every path named by `writable`, `readable` and `[provider].env`
+    /// files, with where it led when the file was read.
+    pub reach: Vec<Reach>,
     /// `memory_max` and `cpu_weight`: the session's systemd scope limits
     /// (when cryod runs under systemd).
     pub limits: crate::config::Limits,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
+}
+
+/// A path `cryo.toml` names for the agent's reach (`writable`, `readable`,
+/// a `[provider].env` file) and where it led when the file was read. The
+/// agent may write links on the way (any inside its chamber, or in a
+/// `writable` folder): a path that leads elsewhere at the next spawn than
+/// it did when the operator accepted it holds the chamber
+/// ([`ChamberConfig::moved`]), and where it leads is part of what the
+/// operator accepts ([`super::trust`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reach {
+    pub key: String,
+    pub named: PathBuf,
+    pub resolved: PathBuf,
+}
+
+impl Reach {
+    fn new(key: &str, named: PathBuf) -> Reach {
+        let resolved = resolve(&named);
+        Reach { key: key.to_string(), named, resolved }
+    }
+}
+
+/// Where `path` leads now: its absolute form with every link followed, or
+/// itself if it does not exist (yet).
+fn resolve(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The result of reading `cryo.toml`: the config, one-line warnings, and
@@ -224,6 +255,24 @@ impl ChamberConfig {
     /// those kept in files, read now. A file that is missing, not a plain
     /// file, too large, or readable by anyone but its owner is refused with
     /// one line naming the key (its value is never in the line).
+    /// The first path of [`Reach`] that leads elsewhere now than when the
+    /// file was read (a link planted or moved since), as one line.
+    pub fn moved(&self) -> Option<String> {
+        self.reach.iter().find_map(|r| {
+            let now = resolve(&r.named);
+            (now != r.resolved).then(|| {
+                format!(
+                    "cryo.toml: `{}` names {}, which now leads to {} (it led to {} when read): a link on the way \
+                     changed, and the chamber is held until the operator accepts it",
+                    r.key,
+                    r.named.display(),
+                    now.display(),
+                    r.resolved.display()
+                )
+            })
+        })
+    }
+
     pub fn agent_env(&self) -> Result<BTreeMap<String, String>, String> {
         use std::os::unix::fs::MetadataExt;
         let mut env = self.provider_env.clone();
@@ -243,7 +292,8 @@ impl ChamberConfig {
             if meta.len() > MAX_SECRET_BYTES {
                 return Err(refuse(format!("over {} KiB: not a key", MAX_SECRET_BYTES / 1024)));
             }
-            let bytes = cryo_files::read_file(path, MAX_SECRET_BYTES).map_err(|e| refuse(e.to_string()))?;
+            // Resolved when read: a link planted since is refused.
+            let bytes = cryo_files::read_resolved(path, MAX_SECRET_BYTES).map_err(|e| refuse(e.to_string()))?;
             let text = String::from_utf8(bytes).map_err(|_| refuse("not UTF-8 text".into()))?;
             env.insert(key.clone(), text.trim_end_matches(['\n', '\r']).to_string());
         }
@@ -288,7 +338,7 @@ pub fn read_text(dir: &Path) -> Result<String, String> {
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
 pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
     let mut raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
-    let trust = super::trust::digests(&toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?);
+    let mut trust = super::trust::digests(&toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?);
     let key_line = |key: &str| {
         text.lines()
             .position(|l| {
@@ -394,7 +444,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
                     RawEnvValue::File(f) => {
                         let path = expand_home(&f.file, dir)
                             .map_err(|e| format!("{}: [provider].env.{k}: {e}", key_line("[provider]")))?;
-                        provider_env_files.insert(k, path);
+                        provider_env_files.insert(k, Reach::new("provider", path));
                     }
                 }
             }
@@ -408,8 +458,15 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             .map(|f| expand_home(f, dir).map_err(|e| format!("{}: key `{key}`: {e}", key_line(key))))
             .collect()
     };
-    let writable = folders("writable", raw.writable.take())?;
-    let readable = folders("readable", raw.readable.take())?;
+    let writable: Vec<Reach> =
+        folders("writable", raw.writable.take())?.into_iter().map(|p| Reach::new("writable", p)).collect();
+    let readable: Vec<Reach> =
+        folders("readable", raw.readable.take())?.into_iter().map(|p| Reach::new("readable", p)).collect();
+    let reach: Vec<Reach> = writable.iter().chain(&readable).chain(provider_env_files.values()).cloned().collect();
+    super::trust::fold_resolved(&mut trust, &reach);
+    let provider_env_files = provider_env_files.into_iter().map(|(k, r)| (k, r.resolved)).collect();
+    let (writable, readable) =
+        (writable.into_iter().map(|r| r.resolved).collect(), readable.into_iter().map(|r| r.resolved).collect());
     let sync = raw.sync;
     Ok(Loaded {
         config: ChamberConfig {
@@ -432,6 +489,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             sandbox: raw.sandbox,
             writable,
             readable,
+            reach,
             limits,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),

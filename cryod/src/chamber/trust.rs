@@ -50,6 +50,25 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Folds into the digest of each key of `reach` where its paths lead, for
+/// those that lead elsewhere than they say (a link on the way): a link the
+/// agent plants or moves is then a change the operator must accept, like
+/// an edit of the file. Paths without a link leave the digest as it was.
+pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::config::Reach]) {
+    for (key, digest) in digests.iter_mut() {
+        let led: Vec<String> = reach
+            .iter()
+            .filter(|r| &r.key == key && r.resolved != r.named)
+            .map(|r| format!("{}\0{}", r.named.display(), r.resolved.display()))
+            .collect();
+        if !led.is_empty() {
+            let text = format!("{digest}\n{}", led.join("\n"));
+            let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+            *digest = hex::encode(&d.as_ref()[..16]);
+        }
+    }
+}
+
 /// A value as text that depends on the value only, not on its layout in
 /// the file: tables with their keys sorted, strings quoted as JSON.
 fn canonical(v: &toml::Value) -> String {

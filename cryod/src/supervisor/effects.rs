@@ -400,6 +400,13 @@ impl Sup {
 
     /// What confines the chamber's processes, as its config says.
     async fn jail<'a>(&'a self, config: &'a crate::chamber::config::ChamberConfig) -> Result<launch::Jail<'a>, String> {
+        // A path of `writable`, `readable` or a key file that leads
+        // elsewhere than when read (the agent moved a link): read the file
+        // again, which holds the chamber for the operator.
+        if let Some(line) = config.moved() {
+            let _ = self.tx.send(Event::Watched(crate::watch::Change::Config));
+            return Err(line);
+        }
         let mode = self.sandbox_of(config);
         // Every other chamber (of every node) is hidden from a confined one.
         let others = match mode {
