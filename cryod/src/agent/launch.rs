@@ -385,7 +385,7 @@ fn policy(
     }
     let mut readable = config.readable.clone();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()).map(|f| canonical(&f)));
-    readable.extend(sandbox::program_install(&run.program, run.path, &hidden).iter().map(|p| canonical(p)));
+    readable.extend(sandbox::program_install(&run.program, run.path, &hidden, &writable).iter().map(|p| canonical(p)));
     // cryo-agent, wherever it is installed (`~/.cargo/bin`, under a hidden
     // home): the file itself.
     if let Some(bin) = &places.agent_bin

@@ -408,7 +408,7 @@ pub fn systemd_run() -> Result<PathBuf, String> {
 /// The folders `program` needs to run, read-only: its install (the
 /// `node_modules` holding its resolved file, or that file's folder) and its
 /// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
-pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf]) -> Vec<PathBuf> {
+pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf], writable: &[PathBuf]) -> Vec<PathBuf> {
     // The install's folder, unless it holds a hidden root (a program kept
     // right in `/home`, say): then the file alone.
     let install = |p: &Path| {
@@ -419,6 +419,15 @@ pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf]) -> Vec<Pa
         Some(if uncovers { real.clone() } else { folder.to_path_buf() })
     };
     let mut out: Vec<PathBuf> = install(program).into_iter().collect();
+    // A program the agent can write (kept in its chamber, or in a
+    // `writable` folder) names no interpreter to uncover: its `#!` line is
+    // the agent's to write, and would open any folder to it.
+    // Nor does a link there uncover where it leads.
+    let agents = |p: &Path| writable.iter().any(|w| p.starts_with(w) || p.starts_with(canonical(w)));
+    if agents(program) || agents(&canonical(program)) {
+        out.retain(|p| agents(p));
+        return out;
+    }
     // Its first line, read without blocking on whatever stands there.
     let head = {
         use std::os::unix::fs::OpenOptionsExt;
@@ -437,7 +446,9 @@ pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf]) -> Vec<Pa
     };
     let line = String::from_utf8_lossy(&head);
     let Some(line) = line.strip_prefix("#!").and_then(|l| l.lines().next()) else { return out };
-    let mut words = line.split_whitespace();
+    // As the kernel reads it: the interpreter up to the first space or
+    // tab, the rest one argument.
+    let mut words = line.trim_end_matches('\r').split([' ', '\t']).filter(|w| !w.is_empty());
     let Some(first) = words.next() else { return out };
     let interpreter = if first.ends_with("/env") {
         let Some(name) = words.find(|w| !w.starts_with('-')) else { return out };
@@ -569,21 +580,40 @@ mod tests {
         std::os::unix::fs::symlink(pkg.join("cli.js"), root.join("bin/agent")).unwrap();
         let path = format!("{}:{}", root.join("bin").display(), root.join("node/bin").display());
         assert_eq!(
-            program_install(&root.join("bin/agent"), &path, &[]),
+            program_install(&root.join("bin/agent"), &path, &[], &[]),
             vec![root.join("lib/node_modules"), root.join("node/bin")]
         );
         std::fs::write(root.join("bin/tool"), "#!/bin/sh\n").unwrap();
         let sh = canonical(Path::new("/bin/sh"));
         assert_eq!(
-            program_install(&root.join("bin/tool"), &path, &[]),
+            program_install(&root.join("bin/tool"), &path, &[], &[]),
             vec![root.join("bin"), sh.parent().unwrap().into()]
         );
         // A program kept in a folder that holds a hidden root (a home under
         // it): the file alone, never the folder.
         std::fs::create_dir_all(root.join("bin/me")).unwrap();
         assert_eq!(
-            program_install(&root.join("bin/tool"), &path, &[root.join("bin/me")]),
+            program_install(&root.join("bin/tool"), &path, &[root.join("bin/me")], &[]),
             vec![root.join("bin/tool"), sh.parent().unwrap().into()]
+        );
+        // A program the agent can write names no interpreter's folder: its
+        // `#!` line would open any folder (a home's `.ssh`) to it.
+        std::fs::create_dir_all(root.join("chamber")).unwrap();
+        std::fs::create_dir_all(root.join("secret")).unwrap();
+        std::fs::write(root.join("chamber/run"), format!("#!{}/secret/x\n", root.display())).unwrap();
+        assert_eq!(
+            program_install(&root.join("chamber/run"), &path, &[], &[root.join("chamber")]),
+            vec![root.join("chamber")]
+        );
+        // Nor does a link there uncover where it leads.
+        std::os::unix::fs::symlink(root.join("secret/x"), root.join("chamber/link")).unwrap();
+        std::fs::write(root.join("secret/x"), "#!/bin/sh\n").unwrap();
+        assert!(program_install(&root.join("chamber/link"), &path, &[], &[root.join("chamber")]).is_empty());
+        // The interpreter ends at a tab as at a space, as the kernel reads it.
+        std::fs::write(root.join("bin/tabbed"), "#!/bin/sh\t-e\n").unwrap();
+        assert_eq!(
+            program_install(&root.join("bin/tabbed"), &path, &[], &[]),
+            vec![root.join("bin"), sh.parent().unwrap().into()]
         );
     }
 }
