@@ -578,6 +578,21 @@ fn settings_rewrite_cryo_toml_and_refuse_bad_values() {
         hub.raw("PUT", "/api/chambers/a/settings", Some(&hub.token), &[], Some(r#"{"timezone":"UTC"}"#)).status,
         403
     );
+    // The agent writes a setting the operator must accept: saving another
+    // from the page does not accept it (409, the file left as it is) ...
+    let edited = format!("precheck = \"curl evil\"\n{}", a.read("cryo.toml"));
+    std::fs::write(a.dir.join("cryo.toml"), &edited).unwrap();
+    let state = || hub.get("/api/chambers/a").json()["chamber"]["state"].clone();
+    wait_until("the chamber held", || state() == "faulted");
+    let r = hub.write("PUT", "/api/chambers/a/settings", r#"{"max_attempts":6}"#);
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.json()["error"].as_str().unwrap().contains("`precheck`"), "{}", r.body);
+    assert_eq!(a.read("cryo.toml"), edited);
+    assert_eq!(state(), "faulted");
+    // ... while saving that very setting is the operator's word on it.
+    let r = hub.write("PUT", "/api/chambers/a/settings", r#"{"precheck":"true"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_until("the chamber unheld", || state() != "faulted");
 }
 
 #[test]

@@ -841,19 +841,19 @@ impl Daemon {
 
     /// The operator accepts a chamber's `cryo.toml` as it is (see
     /// `chamber::trust`): the keys that changed since last accepted.
-    /// With `digests`, those of a `cryo.toml` about to be written by an
-    /// operator (the hub's settings) are accepted instead.
+    /// With an `edit`, the digests of a `cryo.toml` about to be written by
+    /// an operator (the hub's settings) are accepted instead.
     pub async fn trust(
         &self,
         r: &ChamberRef,
-        digests: Option<crate::supervisor::Trusted>,
+        edit: Option<crate::supervisor::Edit>,
     ) -> Result<(ChamberView, Vec<String>)> {
         let v = self.resolve(r)?;
         if self.elsewhere(&v) {
-            let (view, keys) = self.forward(&v, Command::Trust { digests }).await?.trusted()?;
+            let (view, keys) = self.forward(&v, Command::Trust { edit }).await?.trusted()?;
             return Ok((remote::with_view(&v, view), keys));
         }
-        let keys = self.ask(v.record.id, |reply| Event::Trust { digests, reply }).await??;
+        let keys = self.ask(v.record.id, |reply| Event::Trust { edit, reply }).await??;
         Ok((self.view_of(v.record.id).unwrap_or(v), keys))
     }
 

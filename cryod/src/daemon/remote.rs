@@ -36,7 +36,7 @@ pub enum Command {
     },
     Reset,
     Trust {
-        digests: Option<crate::supervisor::Trusted>,
+        edit: Option<crate::supervisor::Edit>,
     },
     Wake {
         message: Option<String>,
@@ -220,8 +220,8 @@ impl Daemon {
                 let (v, dir) = self.reset(&r).await?;
                 Answer::Reset { view: v.snap.view, dir }
             }
-            Command::Trust { digests } => {
-                let (v, keys) = self.trust(&r, digests).await?;
+            Command::Trust { edit } => {
+                let (v, keys) = self.trust(&r, edit).await?;
                 Answer::Trusted { view: v.snap.view, keys }
             }
             Command::Wake { message, replace } => {

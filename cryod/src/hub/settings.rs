@@ -154,10 +154,12 @@ pub(super) async fn put(
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_tz();
     let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
-    // The operator is the one acting: what the file will say is accepted
-    // first, so the chamber is never held for it.
+    // The operator is the one acting: what the file will say of the keys
+    // they changed is accepted first, so the chamber is never held for it
+    // (and refused while other keys have changes not accepted).
     let chamber = crate::daemon::ChamberRef::Name(name.clone());
-    hub.daemon.trust(&chamber, Some(loaded.trust)).await?;
+    let touched = changes.keys().cloned().collect();
+    hub.daemon.trust(&chamber, Some(crate::supervisor::Edit { digests: loaded.trust, touched })).await?;
     let (root, bytes) = (dir.clone(), new.clone().into_bytes());
     let write = move || {
         let d = crate::chamber::Dir::open(&root)?;
@@ -166,8 +168,9 @@ pub(super) async fn put(
     if let Err(e) =
         crate::chamber::blocking(write).await.and_then(|r| r.map_err(|e| Error::Internal(format!("cannot write {e}"))))
     {
-        // The file as it stays is what the operator has.
-        let _ = hub.daemon.trust(&chamber, None).await;
+        // Not accepted again as it stays (that would accept what the agent
+        // may have written meanwhile): if the keys changed differ from it,
+        // the chamber is held until the operator looks.
         return Err(e.into());
     }
     Ok(axum::Json(read(&new).map_err(Error::Internal)?))

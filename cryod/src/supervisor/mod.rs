@@ -60,7 +60,7 @@ pub enum Event {
     /// it is about to be written); replies with the keys that changed since
     /// last accepted.
     Trust {
-        digests: Option<Trusted>,
+        edit: Option<Edit>,
         reply: oneshot::Sender<Result<Vec<String>>>,
     },
     /// An operator's wake, with an optional message for the inbox.
@@ -456,8 +456,8 @@ impl Sup {
             Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
             Event::Archive(archive, reply) => Input::Archive { req: self.wait(Waiter::Archive(reply)), archive },
             Event::Reset(reply) => Input::Reset { req: self.wait(Waiter::Reset(reply)) },
-            Event::Trust { digests, reply } => {
-                let accepted = self.trust(digests).await;
+            Event::Trust { edit, reply } => {
+                let accepted = self.trust(edit).await;
                 let _ = reply.send(accepted);
                 return;
             }
@@ -588,14 +588,30 @@ impl Sup {
         Some((self.config.as_ref().map(settings).map_err(Clone::clone), warnings))
     }
 
-    /// The operator accepts `cryo.toml` as it is now: its digests are kept
-    /// (before the reply), and the file is read again under them. Returns
-    /// the keys that changed; a file that does not load is refused.
-    async fn trust(&mut self, digests: Option<Trusted>) -> Result<Vec<String>> {
-        // Given: the file is about to say so, and its write will be heard.
-        let reread = digests.is_none();
-        let read = match digests {
-            Some(d) => d,
+    /// The operator accepts `cryo.toml` as it is now, or as an [`Edit`]
+    /// is about to make it: its digests are kept (before the reply), and
+    /// the file is read again under them. Returns the keys that changed; a
+    /// file that does not load is refused, and so is an edit while keys it
+    /// does not touch have changes the operator has not accepted (saving
+    /// one setting must not accept what the agent wrote beside it).
+    async fn trust(&mut self, edit: Option<Edit>) -> Result<Vec<String>> {
+        // An edit: the file is about to say so, and its write will be heard.
+        let reread = edit.is_none();
+        let read = match edit {
+            Some(Edit { digests, touched }) => {
+                let pending: Vec<String> =
+                    crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &digests)
+                        .into_iter()
+                        .filter(|k| !touched.contains(k))
+                        .collect();
+                if self.trusted.is_some() && !pending.is_empty() {
+                    return Err(Error::Precondition(format!(
+                        "{} (saving other settings does not accept them)",
+                        crate::chamber::trust::held(self.machine.name(), &pending)
+                    )));
+                }
+                digests
+            }
             None => match load_config(&self.shared, &self.root, self.machine.name(), None) {
                 (Ok(_), _, Some(read)) => read,
                 (Err(e), _, _) => return Err(Error::Precondition(e)),
@@ -813,6 +829,15 @@ pub(super) fn load_config(
 /// The digests of a chamber's settings the operator accepted (see
 /// [`crate::chamber::trust`]).
 pub type Trusted = std::collections::BTreeMap<String, String>;
+
+/// An operator's edit of `cryo.toml` (the hub's settings), accepted before
+/// it is written: the digests of the file as it will be, and the keys the
+/// operator changed.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Edit {
+    pub digests: Trusted,
+    pub touched: Vec<String>,
+}
 
 /// The machine's settings from a chamber's config.
 fn settings(c: &ChamberConfig) -> Settings {
