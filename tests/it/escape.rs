@@ -432,6 +432,37 @@ EOF
     eprintln!("with {} connections held: another chamber's whole session took {took:?}", flooder.read("flooding"));
 }
 
+/// A thousand idle connections to the hub (anything on the machine may
+/// connect, an agent too): cryod's descriptors stay bounded, and the
+/// operator's page is answered at once, the quietest connections making
+/// room for it.
+#[test]
+fn a_flood_of_hub_connections_gives_way_to_the_operator() {
+    let env = Env::new();
+    let d = env.start_daemon();
+    let hub = crate::hub::Hub::of(&env);
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", d.pid())).map(|r| r.count()).unwrap_or(0);
+    let before = fds();
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        match std::net::TcpStream::connect(hub.addr()) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    let at = Instant::now();
+    let r = hub.get("/api/chambers");
+    let took = at.elapsed();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let during = fds();
+    assert!(during < before + 400, "cryod holds {during} descriptors (from {before}) under the flood");
+    assert!(took < Duration::from_secs(10), "the operator waited {took:?}");
+    eprintln!(
+        "{} connections held: cryod {before} -> {during} descriptors, the operator answered in {took:?}",
+        held.len()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // An agent's words: never cryo's voice, never a terminal's commands.
 

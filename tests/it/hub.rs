@@ -45,6 +45,11 @@ impl Hub {
         Hub { addr: self.addr.clone(), token: token.unwrap_or("").to_string() }
     }
 
+    /// Its address (`127.0.0.1:PORT`).
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// The owner's token.
     pub(crate) fn token(&self) -> String {
         self.token.clone()

@@ -53,6 +53,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
 pub use crate::runtime::HubInfo;
 
 mod attachments;
+mod conn;
 mod history;
 pub mod hooks;
 pub mod invites;
@@ -273,7 +274,9 @@ fn mcp_service(
 fn serve(listener: tokio::net::TcpListener, app: Router, daemon: &Daemon, what: &'static str) {
     let shutdown = daemon.shared().shutdown.clone();
     tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+        let served = axum::serve(conn::Capped::new(listener), app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
         if let Err(error) = served {
             tracing::error!(%error, "{what} stopped");
         }
@@ -826,13 +829,13 @@ async fn log(State(hub): State<Hub>, UrlPath(name): UrlPath<String>, Query(q): Q
 /// `log` (a cryo.log line), `index` (chambers added or removed) and `resync`
 /// (this client fell behind: re-read everything). It ends on shutdown.
 async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(256);
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(256);
     let daemon = hub.daemon.clone();
     let shared = daemon.shared().clone();
     let mut notices = shared.notices.subscribe();
     let mut revoked = hub.invites.watch();
     tokio::spawn(async move {
-        let _ = tx.send(Ok(": cryo hub events\n\n".to_string())).await;
+        let _ = tx.send(": cryo hub events\n\n".to_string()).await;
         loop {
             let n = tokio::select! {
                 _ = shared.shutdown.cancelled() => return,
@@ -852,12 +855,12 @@ async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response 
                 Err(RecvError::Lagged(_)) => "event: resync\ndata: {}\n\n".to_string(),
                 Err(RecvError::Closed) => return,
             };
-            if tx.send(Ok(frame)).await.is_err() {
+            if tx.send(frame).await.is_err() {
                 return;
             }
         }
     });
-    sse(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    sse(conn::with_keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx)))
 }
 
 fn sse(body: Body) -> Response {
@@ -877,13 +880,11 @@ async fn transcript(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> R
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    let frames = crate::rpc::follow::log(&hub.daemon, v, true, true, 200).map(|r| {
-        Ok::<_, std::convert::Infallible>(match r {
-            Ok(l) => format!("event: lines\ndata: {}\n\n", json!({ "lines": l.lines })),
-            Err(s) => format!("event: error\ndata: {}\n\n", json!({ "error": s.message() })),
-        })
+    let frames = crate::rpc::follow::log(&hub.daemon, v, true, true, 200).map(|r| match r {
+        Ok(l) => format!("event: lines\ndata: {}\n\n", json!({ "lines": l.lines })),
+        Err(s) => format!("event: error\ndata: {}\n\n", json!({ "error": s.message() })),
     });
-    sse(Body::from_stream(frames))
+    sse(conn::with_keep_alive(frames))
 }
 
 fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice) -> Option<String> {
