@@ -135,6 +135,10 @@ impl Listener {
             .map_err(io("cannot write the operator key", &key_path))?;
         let listener = std::os::unix::net::UnixListener::bind(socket).map_err(io("cannot bind", socket))?;
         listener.set_nonblocking(true).map_err(io("cannot configure", socket))?;
+        // A long queue (listening again sets it): a flood of connections
+        // waits there rather than failing the operator's connect.
+        let backlog = nix::sys::socket::Backlog::new(4096).unwrap_or(nix::sys::socket::Backlog::MAXCONN);
+        nix::sys::socket::listen(&listener, backlog).map_err(|e| io("cannot listen on", socket)(e.into()))?;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io("cannot set permissions of", socket))?;
         Ok(Listener { listener, path: socket.clone(), key, _lock: lock })
@@ -215,14 +219,15 @@ impl Listener {
                             }
                         }
                     }
-                    let session = cred.pid().and_then(|pid| session_of(pid));
-                    if let Some(why) = &session {
-                        tracing::warn!(pid = cred.pid(), %why, "a session's process connected to the operator's socket");
-                    }
+                    // Whether its process is a session's is asked at its first
+                    // call, off this loop (a flood of connections that call
+                    // nothing costs no reading of /proc).
                     let state = Arc::new(ConnState {
                         operator: AtomicBool::new(false),
                         evict: tokio_util::sync::CancellationToken::new(),
-                        session,
+                        pid: cred.pid(),
+                        session: std::sync::OnceLock::new(),
+                        session_of: session_of.clone(),
                     });
                     open.push(state.clone());
                     let closing = Box::pin(state.evict.clone().cancelled_owned());
@@ -241,14 +246,43 @@ pub type SessionOf = Arc<dyn Fn(i32) -> Option<String> + Send + Sync>;
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// What the server knows of one connection.
-#[derive(Debug)]
 pub struct ConnState {
     /// It has shown the operator key.
     operator: AtomicBool,
     /// Cancelled to close it (to make room for another).
     evict: tokio_util::sync::CancellationToken,
-    /// Why its process is a session's, if it is.
-    session: Option<String>,
+    /// Its process (the peer's credentials).
+    pid: Option<i32>,
+    /// Why its process is a session's, if it is (asked at its first call).
+    session: std::sync::OnceLock<Option<String>>,
+    session_of: SessionOf,
+}
+
+impl std::fmt::Debug for ConnState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnState").field("pid", &self.pid).field("session", &self.session.get()).finish()
+    }
+}
+
+impl ConnState {
+    /// Why its process is a session's, if it is; said in the log once a
+    /// second at most (a flood of them must not flood the log).
+    fn session(&self) -> Option<&str> {
+        self.session
+            .get_or_init(|| {
+                let why = self.pid.and_then(|pid| (self.session_of)(pid));
+                if let Some(why) = &why {
+                    static WARNED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+                    let mut last = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+                    if last.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(1)) {
+                        *last = Some(std::time::Instant::now());
+                        tracing::warn!(pid = self.pid, %why, "a session's process called on the operator's socket");
+                    }
+                }
+                why
+            })
+            .as_deref()
+    }
 }
 
 /// A connection's state, in each of its requests' extensions.
@@ -297,7 +331,7 @@ impl Operator {
     /// and from no process of a session.
     pub fn check(&self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         let peer = req.extensions().get::<Peer>();
-        if let Some(why) = peer.and_then(|p| p.0.session.as_deref()) {
+        if let Some(why) = peer.and_then(|p| p.0.session()) {
             return Err(tonic::Status::permission_denied(format!(
                 "the operator's socket does not serve a cryo session's processes ({why}): inside a session, \
                  use cryo-agent"

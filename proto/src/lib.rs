@@ -208,7 +208,35 @@ pub async fn connect(path: &Path) -> Result<tonic::transport::Channel, ConnectEr
     let uri = format!("unix://{}", path.display());
     let endpoint = tonic::transport::Endpoint::from_shared(uri)
         .map_err(|e| ConnectError::Other(path.to_path_buf(), e.to_string()))?;
-    endpoint.connect().await.map_err(|e| classify(path, &e))
+    // A socket whose queue is full (a flood of connections) answers
+    // EAGAIN: wait for room a little, as a blocking connect would.
+    let deadline = std::time::Instant::now() + BUSY_WAIT;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match endpoint.connect().await {
+            Ok(channel) => return Ok(channel),
+            Err(e) if busy(&e) && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(classify(path, &e)),
+        }
+    }
+}
+
+/// How long [`connect`] waits for room at a socket whose queue is full.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether a connect failed only for want of room in the socket's queue.
+fn busy(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::WouldBlock;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Permission denied: someone else's socket, or ours behind a sandbox.
@@ -263,6 +291,46 @@ pub fn escape_controls(text: &str) -> String {
     text.chars().map(|c| if bad(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 
+/// [`escape_controls`], but for the styles a table uses (Select Graphic
+/// Rendition: bold, dim, italic, underline, the sixteen colours, and their
+/// resets), which pass as they are: they change how letters look, never
+/// where they go nor what is shown (no hidden text, no cursor, no title).
+pub fn escape_controls_but_style(text: &str) -> String {
+    if !text.contains('\u{1b}') {
+        return escape_controls(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('\u{1b}') {
+        out.push_str(&escape_controls(&rest[..i]));
+        let after = &rest[i + 1..];
+        match style(after) {
+            Some(len) => {
+                out.push('\u{1b}');
+                out.push_str(&after[..len]);
+                rest = &after[len..];
+            }
+            None => {
+                out.push_str(&escape_controls("\u{1b}"));
+                rest = after;
+            }
+        }
+    }
+    out.push_str(&escape_controls(rest));
+    out
+}
+
+/// The length of a harmless SGR sequence after ESC (`[1;32m`), if `s`
+/// starts with one.
+fn style(s: &str) -> Option<usize> {
+    let body = s.strip_prefix('[')?;
+    let end = body.find('m')?;
+    let params = &body[..end];
+    let ok =
+        |p: &str| p.is_empty() || p.parse::<u8>().is_ok_and(|n| matches!(n, 0..=4 | 22..=24 | 30..=37 | 39 | 90..=97));
+    (params.len() <= 16 && params.split(';').all(ok)).then_some(end + 2)
+}
+
 /// Exit codes shared by cryoctl and cryo-agent.
 pub mod exit {
     /// The daemon refused the request, or it failed.
@@ -288,7 +356,7 @@ pub mod exit {
         use std::io::{IsTerminal, Write};
         let mut out = std::io::stdout().lock();
         let text = args.to_string();
-        let text = if out.is_terminal() { super::escape_controls(&text) } else { text };
+        let text = if out.is_terminal() { super::escape_controls_but_style(&text) } else { text };
         let written = out.write_all(text.as_bytes()).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
         match written {
             Ok(()) => {}
@@ -376,6 +444,11 @@ mod tests {
         assert_eq!(escape_controls("a\u{1b}]0;owned\u{7}b"), "a\\u{1b}]0;owned\\u{7}b");
         assert_eq!(escape_controls("\u{202e}txt.exe"), "\\u{202e}txt.exe");
         assert_eq!(escape_controls("\r\u{9b}"), "\\u{d}\\u{9b}");
+        // A table's own styles pass; anything else of ESC does not.
+        assert_eq!(escape_controls_but_style("\u{1b}[1;32mok\u{1b}[0m"), "\u{1b}[1;32mok\u{1b}[0m");
+        assert_eq!(escape_controls_but_style("\u{1b}[8mhidden"), "\\u{1b}[8mhidden");
+        assert_eq!(escape_controls_but_style("\u{1b}[2J\u{1b}]0;t\u{7}"), "\\u{1b}[2J\\u{1b}]0;t\\u{7}");
+        assert_eq!(escape_controls_but_style("a\u{1b}"), "a\\u{1b}");
     }
 
     #[test]
