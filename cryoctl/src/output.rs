@@ -63,7 +63,14 @@ fn cut(s: &str, max: usize) -> String {
 /// Prints rows as an aligned table. When the terminal is narrower than the
 /// table, the column `shrink` is cut with an ellipsis (JSON output always has
 /// the whole text).
-pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
+pub fn table(header: &[&str], mut rows: Vec<Vec<Cell>>, shrink: usize) {
+    // The cells' words (an agent's, often) are shown escaped on a terminal,
+    // before cryoctl adds its own styles.
+    if std::io::stdout().is_terminal() {
+        for cell in rows.iter_mut().flatten() {
+            cell.text = cryo_proto::escape_controls(&cell.text);
+        }
+    }
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
@@ -93,7 +100,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
                 s.push_str(&" ".repeat(pad + 2));
             }
         }
-        outln!("{}", s.trim_end());
+        cryo_proto::exit::print_styled("cryoctl", s.trim_end());
     };
     line(header.iter().map(|h| (h.to_string(), if paint { Some("1") } else { None })).collect());
     for r in rows {

@@ -123,7 +123,9 @@ impl From<tonic::Status> for ControlError {
 }
 
 /// The socket path: `$CRYO_SOCKET`, else `$XDG_RUNTIME_DIR/cryo/cryod.sock`,
-/// else `$HOME/.cryo/run/cryod.sock`.
+/// else (a client started with only `HOME` and `PATH`, as MCP clients
+/// start their servers) `/run/user/UID/cryo/cryod.sock` if a socket is
+/// there, else `$HOME/.cryo/run/cryod.sock`.
 pub fn socket_path() -> PathBuf {
     socket_path_from(|k| std::env::var_os(k))
 }
@@ -137,6 +139,12 @@ pub fn socket_path_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Pat
     }
     if let Some(run) = non_empty("XDG_RUNTIME_DIR") {
         return run.join("cryo").join("cryod.sock");
+    }
+    // The runtime folder systemd makes, which the variable names in a
+    // login session.
+    let usual = PathBuf::from(format!("/run/user/{}/cryo/cryod.sock", nix::unistd::getuid()));
+    if std::fs::symlink_metadata(&usual).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+        return usual;
     }
     let home = non_empty("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".cryo").join("run").join("cryod.sock")
@@ -291,46 +299,6 @@ pub fn escape_controls(text: &str) -> String {
     text.chars().map(|c| if bad(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 
-/// [`escape_controls`], but for the styles a table uses (Select Graphic
-/// Rendition: bold, dim, italic, underline, the sixteen colours, and their
-/// resets), which pass as they are: they change how letters look, never
-/// where they go nor what is shown (no hidden text, no cursor, no title).
-pub fn escape_controls_but_style(text: &str) -> String {
-    if !text.contains('\u{1b}') {
-        return escape_controls(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find('\u{1b}') {
-        out.push_str(&escape_controls(&rest[..i]));
-        let after = &rest[i + 1..];
-        match style(after) {
-            Some(len) => {
-                out.push('\u{1b}');
-                out.push_str(&after[..len]);
-                rest = &after[len..];
-            }
-            None => {
-                out.push_str(&escape_controls("\u{1b}"));
-                rest = after;
-            }
-        }
-    }
-    out.push_str(&escape_controls(rest));
-    out
-}
-
-/// The length of a harmless SGR sequence after ESC (`[1;32m`), if `s`
-/// starts with one.
-fn style(s: &str) -> Option<usize> {
-    let body = s.strip_prefix('[')?;
-    let end = body.find('m')?;
-    let params = &body[..end];
-    let ok =
-        |p: &str| p.is_empty() || p.parse::<u8>().is_ok_and(|n| matches!(n, 0..=4 | 22..=24 | 30..=37 | 39 | 90..=97));
-    (params.len() <= 16 && params.split(';').all(ok)).then_some(end + 2)
-}
-
 /// Exit codes shared by cryoctl and cryo-agent.
 pub mod exit {
     /// The daemon refused the request, or it failed.
@@ -341,6 +309,26 @@ pub mod exit {
     pub const UNREACHABLE: u8 = 3;
     /// What the request named does not exist.
     pub const NOT_FOUND: u8 = 4;
+
+    /// [`print`] for a line the caller has styled itself (a table's bold
+    /// header, a coloured mark), whose words from elsewhere it has already
+    /// passed through [`super::escape_controls`] (on a terminal).
+    pub fn print_styled(name: &str, text: &str) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        finish(name, out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n")));
+    }
+
+    fn finish(name: &str, written: std::io::Result<()>) {
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(e) => {
+                eprintln!("{name}: cannot write the output: {e}");
+                std::process::exit(REFUSED.into());
+            }
+        }
+    }
 
     /// Writes to standard output for the client `name` (cryoctl or
     /// cryo-agent). A reader that has gone (`cryoctl chamber list | head`)
@@ -356,16 +344,9 @@ pub mod exit {
         use std::io::{IsTerminal, Write};
         let mut out = std::io::stdout().lock();
         let text = args.to_string();
-        let text = if out.is_terminal() { super::escape_controls_but_style(&text) } else { text };
+        let text = if out.is_terminal() { super::escape_controls(&text) } else { text };
         let written = out.write_all(text.as_bytes()).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
-        match written {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-            Err(e) => {
-                eprintln!("{name}: cannot write the output: {e}");
-                std::process::exit(REFUSED.into());
-            }
-        }
+        finish(name, written);
     }
 
     /// The exit code for a refusal from the daemon, and its one line.
@@ -444,11 +425,6 @@ mod tests {
         assert_eq!(escape_controls("a\u{1b}]0;owned\u{7}b"), "a\\u{1b}]0;owned\\u{7}b");
         assert_eq!(escape_controls("\u{202e}txt.exe"), "\\u{202e}txt.exe");
         assert_eq!(escape_controls("\r\u{9b}"), "\\u{d}\\u{9b}");
-        // A table's own styles pass; anything else of ESC does not.
-        assert_eq!(escape_controls_but_style("\u{1b}[1;32mok\u{1b}[0m"), "\u{1b}[1;32mok\u{1b}[0m");
-        assert_eq!(escape_controls_but_style("\u{1b}[8mhidden"), "\\u{1b}[8mhidden");
-        assert_eq!(escape_controls_but_style("\u{1b}[2J\u{1b}]0;t\u{7}"), "\\u{1b}[2J\\u{1b}]0;t\\u{7}");
-        assert_eq!(escape_controls_but_style("a\u{1b}"), "a\\u{1b}");
     }
 
     #[test]

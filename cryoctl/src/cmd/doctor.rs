@@ -73,7 +73,8 @@ pub async fn run(ctx: Ctx) -> Result<()> {
                 Level::Fail => ("FAIL", "31"),
             };
             let mark = if paint { format!("\x1b[{col}m{mark}\x1b[0m") } else { mark.to_string() };
-            outln!("{mark}  {:<14} {}", c.name, c.detail);
+            let detail = if paint { cryo_proto::escape_controls(&c.detail) } else { c.detail.clone() };
+            cryo_proto::exit::print_styled("cryoctl", &format!("{mark}  {:<14} {detail}", c.name));
         }
     }
     if failed { Err(crate::client::Failure::refused("some checks failed (see above)")) } else { Ok(()) }

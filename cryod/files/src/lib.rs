@@ -563,26 +563,44 @@ pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
 }
 
 /// The bytes of the file at `path`, an absolute path with no link in it
-/// (as [`std::fs::canonicalize`] gives one): opened a component at a time
+/// (as [`std::fs::canonicalize`] gives one): reached a component at a time
 /// without following a link, so one planted since it was resolved is
 /// refused, not followed. A FIFO, a device or a folder is refused without
 /// blocking, and so is a file over `max` bytes.
+#[cfg(target_os = "linux")]
 pub fn read_resolved(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
-    let rel = path.strip_prefix("/").map_err(|_| FileError::Outside(path.to_path_buf()))?;
-    Dir::open(Path::new("/"))?.read(rel, max)
+    let (folder, name) = walk_resolved(path)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let kind = match nix::sys::stat::fstatat(&folder, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Kind::of(&st),
+        Err(e) => return Err(io(path)(e)),
+    };
+    if kind != Kind::File {
+        return Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() });
+    }
+    let file = File::from(nix::fcntl::openat(&folder, name.as_os_str(), flags, Mode::empty()).map_err(io(path))?);
+    let kind = Kind::of(&nix::sys::stat::fstat(&file).map_err(io(path))?);
+    if kind != Kind::File {
+        return Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() });
+    }
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out).map_err(|error| FileError::Io { path: path.to_path_buf(), error })?;
+    if out.len() as u64 > max {
+        return Err(FileError::TooLarge { path: path.to_path_buf(), size: out.len() as u64, max });
+    }
+    Ok(out)
 }
 
 /// A handle on what stands at `path` (absolute, with no link in it; a
-/// folder, a file, a device), for rules about it rather than for reading (`O_PATH`): reached a
-/// component at a time without following a link, so one planted since the
-/// path was resolved is refused. Returns it with what stands there.
+/// folder, a file, a device), for rules about it rather than for reading
+/// (`O_PATH`): reached a component at a time without following a link, so
+/// one planted since the path was resolved is refused. Returns it with what
+/// stands there.
 #[cfg(target_os = "linux")]
 pub fn open_resolved(path: &Path) -> Result<(OwnedFd, Kind), FileError> {
-    let rel = path.strip_prefix("/").map_err(|_| FileError::Outside(path.to_path_buf()))?;
-    let root = Dir::open(Path::new("/"))?;
-    let (fd, name) = root.parent(rel, false)?;
+    let (folder, name) = walk_resolved(path)?;
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = nix::fcntl::openat(&fd, name.as_os_str(), flags, Mode::empty()).map_err(io(path))?;
+    let fd = nix::fcntl::openat(&folder, name.as_os_str(), flags, Mode::empty()).map_err(io(path))?;
     let kind = Kind::of(&nix::sys::stat::fstat(&fd).map_err(io(path))?);
     // O_PATH opens nothing (a device's driver is not called): only a link
     // is refused.
@@ -590,6 +608,33 @@ pub fn open_resolved(path: &Path) -> Result<(OwnedFd, Kind), FileError> {
         Kind::Link => Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() }),
         _ => Ok((fd, kind)),
     }
+}
+
+/// The folder holding `path` (absolute), reached from `/` a component at a
+/// time with `O_PATH` (a folder the user may pass but not list, mode 0711,
+/// is passed) and no link followed; and `path`'s last part.
+#[cfg(target_os = "linux")]
+fn walk_resolved(path: &Path) -> Result<(OwnedFd, OsString), FileError> {
+    let rel = path.strip_prefix("/").map_err(|_| FileError::Outside(path.to_path_buf()))?;
+    let parts = parts(rel)?;
+    let (name, folders) = parts.split_last().expect("parts are not empty");
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut fd = nix::fcntl::open("/", flags, Mode::empty()).map_err(io(Path::new("/")))?;
+    let mut at = PathBuf::from("/");
+    for part in folders {
+        at.push(part);
+        fd = nix::fcntl::openat(&fd, *part, flags, Mode::empty()).map_err(|e| match e {
+            Errno::ENOTDIR | Errno::ELOOP => {
+                let what = match std::fs::symlink_metadata(&at) {
+                    Ok(m) if !m.file_type().is_symlink() => "not a folder",
+                    _ => Kind::Link.what(),
+                };
+                FileError::NotPlain { path: at.clone(), what }
+            }
+            e => io(&at)(e),
+        })?;
+    }
+    Ok((fd, name.to_os_string()))
 }
 
 /// A path's folder and last part.

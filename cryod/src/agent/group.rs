@@ -98,6 +98,11 @@ pub fn session_of(pid: i32, live: &Live) -> Option<String> {
     {
         return Some("it runs in a sandbox's own process namespace".into());
     }
+    // The process that connected has gone: its connection was handed on
+    // (a fork whose parent left), and whose it is now cannot be told.
+    if stat(pid).is_none() {
+        return Some(format!("process {pid}, which connected, has ended: a connection is not handed on"));
+    }
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..64 {

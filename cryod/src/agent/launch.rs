@@ -371,10 +371,11 @@ fn policy(
     hidden.extend(jail.others.iter().cloned());
     // What the agent may write: its chamber, the devices a program uses
     // (not the disks: as root, a disk's device reads every file), what
-    // `cryo.toml` names (as resolved when read, see `Reach`).
+    // `cryo.toml` names (resolved now; those the agent could have moved
+    // were checked a moment ago, see `Reach`).
     let mut writable = vec![canonical(root)];
-    writable.extend(sandbox::DEVICES.iter().map(PathBuf::from).filter(|d| d.exists()));
-    writable.extend(config.writable.iter().cloned());
+    writable.extend(sandbox::DEVICES.iter().map(PathBuf::from).filter(|d| d.exists()).map(|d| canonical(&d)));
+    writable.extend(config.writable.iter().map(|p| canonical(p)));
     // The CLI's own state, made if missing (the CLI would make it, but
     // cannot inside), and its setup file.
     let kind = kinds::Kind::of(run.arg0);
@@ -383,7 +384,7 @@ fn policy(
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         writable.push(canonical(&dir));
     }
-    let mut readable = config.readable.clone();
+    let mut readable: Vec<PathBuf> = config.readable.iter().map(|p| canonical(p)).collect();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()).map(|f| canonical(&f)));
     readable.extend(sandbox::program_install(&run.program, run.path, &hidden, &writable).iter().map(|p| canonical(p)));
     // cryo-agent, wherever it is installed (`~/.cargo/bin`, under a hidden

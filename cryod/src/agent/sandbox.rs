@@ -53,21 +53,13 @@ pub const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
 /// (truncate and device ioctls); an older kernel enforces what it knows.
 const ABI_WANTED: ABI = ABI::V5;
 
-/// The devices a confined agent may open (read and write): those programs
-/// use. The rest of `/dev` is out of its reach under Landlock (a disk's
-/// device, readable by root, holds every file); bubblewrap makes a fresh
-/// `/dev` of much the same.
-pub const DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
-];
+/// The devices a confined agent may open (read and write) under Landlock:
+/// those programs use. The rest of `/dev` is out of its reach: a disk's
+/// device (readable by root) holds every file, the user's terminals
+/// (`/dev/pts/N`) what the operator types, `/dev/shm` what every process
+/// of the user shares. A `writable` entry adds one (`/dev/dri`, `/dev/shm`).
+/// bubblewrap makes a fresh `/dev`, with terminals of its own.
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
 /// Whether the kernel enforces Landlock (it makes a ruleset of the first
 /// version's rights).
@@ -456,7 +448,9 @@ pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf], writable:
     } else {
         Some(PathBuf::from(first))
     };
-    out.extend(interpreter.as_deref().and_then(install));
+    // An interpreter found on a folder of PATH the agent can write is its
+    // own (already in its reach): nothing to uncover.
+    out.extend(interpreter.filter(|i| !agents(i) && !agents(&canonical(i))).as_deref().and_then(install));
     out.dedup();
     out
 }

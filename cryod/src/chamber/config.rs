@@ -180,12 +180,11 @@ pub struct ChamberConfig {
     /// `sandbox`; `None`: cryod.toml's default.
     pub sandbox: Option<crate::config::Sandbox>,
     /// `writable` and `readable`: folders a sandboxed agent may also write,
-    /// or read, where they led when the file was read (absolute, no link on
-    /// the way: see [`Reach`]).
+    /// or read (absolute; resolved at each spawn, see [`Reach`]).
     pub writable: Vec<PathBuf>,
     pub readable: Vec<PathBuf>,
-    /// Every path named by `writable`, `readable` and `[provider].env`
-    /// files, with where it led when the file was read.
+    /// The paths deciding the agent's reach that the agent could put a
+    /// link on, with where each led when the file was read.
     pub reach: Vec<Reach>,
     /// `memory_max` and `cpu_weight`: the session's systemd scope limits
     /// (when cryod runs under systemd).
@@ -195,12 +194,14 @@ pub struct ChamberConfig {
 }
 
 /// A path `cryo.toml` names for the agent's reach (`writable`, `readable`,
-/// a `[provider].env` file) and where it led when the file was read. The
-/// agent may write links on the way (any inside its chamber, or in a
-/// `writable` folder): a path that leads elsewhere at the next spawn than
-/// it did when the operator accepted it holds the chamber
+/// a `[provider].env` file or path) that lies where the agent may write
+/// links (its chamber, a `writable` folder), and where it led when the
+/// file was read. One that leads elsewhere at the next spawn than it did
+/// when the operator accepted it holds the chamber
 /// ([`ChamberConfig::moved`]), and where it leads is part of what the
-/// operator accepts ([`super::trust`]).
+/// operator accepts ([`super::trust`]). Paths elsewhere may pass links the
+/// operator keeps (a key rotated behind `/run/agenix`): they are resolved
+/// afresh at each spawn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reach {
     pub key: String,
@@ -292,8 +293,10 @@ impl ChamberConfig {
             if meta.len() > MAX_SECRET_BYTES {
                 return Err(refuse(format!("over {} KiB: not a key", MAX_SECRET_BYTES / 1024)));
             }
-            // Resolved when read: a link planted since is refused.
-            let bytes = cryo_files::read_resolved(path, MAX_SECRET_BYTES).map_err(|e| refuse(e.to_string()))?;
+            // Resolved now, then read without following a link: one planted
+            // meanwhile is refused.
+            let bytes =
+                cryo_files::read_resolved(&resolve(path), MAX_SECRET_BYTES).map_err(|e| refuse(e.to_string()))?;
             let text = String::from_utf8(bytes).map_err(|_| refuse("not UTF-8 text".into()))?;
             env.insert(key.clone(), text.trim_end_matches(['\n', '\r']).to_string());
         }
@@ -444,7 +447,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
                     RawEnvValue::File(f) => {
                         let path = expand_home(&f.file, dir)
                             .map_err(|e| format!("{}: [provider].env.{k}: {e}", key_line("[provider]")))?;
-                        provider_env_files.insert(k, Reach::new("provider", path));
+                        provider_env_files.insert(k, path);
                     }
                 }
             }
@@ -458,15 +461,24 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             .map(|f| expand_home(f, dir).map_err(|e| format!("{}: key `{key}`: {e}", key_line(key))))
             .collect()
     };
-    let writable: Vec<Reach> =
-        folders("writable", raw.writable.take())?.into_iter().map(|p| Reach::new("writable", p)).collect();
-    let readable: Vec<Reach> =
-        folders("readable", raw.readable.take())?.into_iter().map(|p| Reach::new("readable", p)).collect();
-    let reach: Vec<Reach> = writable.iter().chain(&readable).chain(provider_env_files.values()).cloned().collect();
+    let writable = folders("writable", raw.writable.take())?;
+    let readable = folders("readable", raw.readable.take())?;
+    // The paths the agent may have links on: those under its chamber or a
+    // `writable` folder (named or resolved), among every path that decides
+    // its reach: `writable`, `readable`, key files, and `[provider].env`
+    // values that are paths (`CODEX_HOME`, `OPENCODE_CONFIG`: a CLI's state
+    // is made writable, its config readable).
+    let places: Vec<PathBuf> =
+        std::iter::once(dir.to_path_buf()).chain(writable.iter().flat_map(|w| [w.clone(), resolve(w)])).collect();
+    let is_path = |v: &&String| ["/", "~/", "./", "../"].iter().any(|p| v.starts_with(p));
+    let env_paths = provider_env.values().filter(is_path).filter_map(|v| expand_home(v, dir).ok());
+    let reach: Vec<Reach> = [("writable", writable.clone()), ("readable", readable.clone())]
+        .into_iter()
+        .chain([("provider", provider_env_files.values().cloned().chain(env_paths).collect())])
+        .flat_map(|(key, paths): (&str, Vec<PathBuf>)| paths.into_iter().map(move |p| Reach::new(key, p)))
+        .filter(|r| places.iter().any(|w| r.named.starts_with(w) || r.resolved.starts_with(w)))
+        .collect();
     super::trust::fold_resolved(&mut trust, &reach);
-    let provider_env_files = provider_env_files.into_iter().map(|(k, r)| (k, r.resolved)).collect();
-    let (writable, readable) =
-        (writable.into_iter().map(|r| r.resolved).collect(), readable.into_iter().map(|r| r.resolved).collect());
     let sync = raw.sync;
     Ok(Loaded {
         config: ChamberConfig {
@@ -591,6 +603,36 @@ mod tests {
 
     fn p(text: &str) -> Result<Loaded, String> {
         parse(Path::new("/c/cryo.toml"), text, Path::new("/c"), chrono_tz::UTC)
+    }
+
+    /// Paths the agent could put a link on (under its chamber, or a
+    /// `writable` folder) are watched; where one leads is in the digest.
+    #[test]
+    fn paths_under_the_agents_reach_are_held_to_where_they_led() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(t.path()).unwrap().join("c");
+        let outside = dir.parent().unwrap().join("outside");
+        for d in [dir.join("out"), dir.join(".codex"), outside.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let text = format!(
+            "writable = [\"./out\"]\nreadable = [\"{}\"]\n[provider]\nenv = {{ CODEX_HOME = \"./.codex\", KEY = \"sk-1\" }}\n",
+            outside.display()
+        );
+        let load = || parse(&dir.join(FILE), &text, &dir, chrono_tz::UTC).unwrap();
+        let first = load();
+        let watched: Vec<&Path> = first.config.reach.iter().map(|r| r.named.as_path()).collect();
+        // The folder outside the agent's reach is not watched (the operator
+        // may keep links there: a rotated key); the API key is no path.
+        assert_eq!(watched, [dir.join("out").as_path(), dir.join(".codex").as_path()]);
+        assert_eq!(first.config.moved(), None);
+        // The agent makes its CLI's state folder a link to a folder outside.
+        std::fs::remove_dir(dir.join(".codex")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join(".codex")).unwrap();
+        let line = first.config.moved().unwrap();
+        assert!(line.contains("`provider`") && line.contains("now leads to"), "{line}");
+        let second = load();
+        assert_eq!(super::super::trust::changed(&first.trust, &second.trust), ["provider"]);
     }
 
     #[test]

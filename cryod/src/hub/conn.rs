@@ -2,9 +2,10 @@
 //! (an agent too, whose network is open), so a flood must not take the
 //! file descriptors cryod needs for its chambers.
 //!
-//! - At most [`MAX_CONNECTIONS`] at once; past it, the connection that has
-//!   been quiet longest is closed to make room (a flood of idle ones gives
-//!   way to the operator's page), and the new one waits for its slot.
+//! - At most [`MAX_CONNECTIONS`] at once; past it, one is closed to make
+//!   room: one never answered (a request never finished: a flood's) before
+//!   one answered, and of those the one quiet the longest. The new one waits
+//!   for its slot.
 //! - A connection with nothing read or written for [`IDLE`] is closed (a
 //!   client that connects and says nothing, or keeps a connection open
 //!   between requests). Event streams say something every [`KEEP_ALIVE`].
@@ -48,6 +49,7 @@ pub struct Capped {
 /// moved (ms since the listener began), and whether it must close.
 struct Seen {
     last: AtomicU64,
+    answered: AtomicBool,
     evicted: AtomicBool,
     waker: AtomicWaker,
 }
@@ -70,7 +72,7 @@ impl Capped {
             .iter()
             .filter_map(Weak::upgrade)
             .filter(|s| !s.evicted.load(Ordering::Relaxed))
-            .min_by_key(|s| s.last.load(Ordering::Relaxed));
+            .min_by_key(|s| (s.answered.load(Ordering::Relaxed), s.last.load(Ordering::Relaxed)));
         if let Some(s) = quietest {
             s.evicted.store(true, Ordering::Relaxed);
             s.waker.wake();
@@ -93,6 +95,7 @@ impl axum::serve::Listener for Capped {
         };
         let seen = Arc::new(Seen {
             last: AtomicU64::new(self.since.elapsed().as_millis() as u64),
+            answered: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
             waker: AtomicWaker::new(),
         });
@@ -167,6 +170,7 @@ impl AsyncWrite for Held {
         }
         match Pin::new(&mut this.io).poll_write(cx, buf) {
             Poll::Ready(r) => {
+                this.seen.answered.store(true, Ordering::Relaxed);
                 this.touched();
                 Poll::Ready(r)
             }
@@ -243,11 +247,11 @@ mod tests {
         let (mut capped, mut clients) = world(2, Duration::from_secs(600)).await;
         let (mut a, _) = axum::serve::Listener::accept(&mut capped).await;
         let (mut b, _) = axum::serve::Listener::accept(&mut capped).await;
-        // a speaks after b was made: b is the quieter.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        clients[0].write_all(b"x").await.unwrap();
+        // a was answered, and is then the quieter: b, never answered, goes.
+        a.write_all(b"answer").await.unwrap();
+        clients[1].write_all(b"x").await.unwrap();
         let mut byte = [0u8; 1];
-        a.read_exact(&mut byte).await.unwrap();
+        b.read_exact(&mut byte).await.unwrap();
         let accepting = tokio::spawn(async move { axum::serve::Listener::accept(&mut capped).await });
         let e = tokio::time::timeout(Duration::from_secs(30), b.read(&mut byte)).await.unwrap().unwrap_err();
         assert_eq!(e.to_string(), "closed to make room");
