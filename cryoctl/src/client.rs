@@ -57,5 +57,63 @@ impl From<cryo_proto::ControlError> for Failure {
 /// A connected Control client (with the operator key) that has said Hello.
 pub async fn control(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
     let path = socket.clone().unwrap_or_else(cryo_proto::socket_path);
-    Ok(cryo_proto::control(&path, "cryoctl").await?)
+    // A cryod that holds its lock but has no socket yet is starting (`cryoctl
+    // daemon run &` and the next command at once): wait for it a little.
+    let deadline = std::time::Instant::now() + STARTING;
+    loop {
+        match cryo_proto::control(&path, "cryoctl").await {
+            Err(cryo_proto::ControlError::Connect(cryo_proto::ConnectError::NoSocket(_)))
+                if std::time::Instant::now() < deadline && starting(socket) =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// How long a client waits for a starting cryod's socket.
+const STARTING: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Whether the cryod these paths are for is starting: it holds its
+/// instance lock (we cannot take it), or a process of ours is that cryod
+/// before it took it (`cryod`, or `cryoctl daemon run` about to become it,
+/// whose environment names the same state folder).
+fn starting(socket: &Option<PathBuf>) -> bool {
+    let lock = cryod::paths::Paths::from_env(socket.clone()).lock_file();
+    if let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(&lock)
+        && matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+    {
+        return true;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::getuid().as_raw();
+    let ours = |e: &std::fs::DirEntry| {
+        e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            && e.metadata().is_ok_and(|m| m.uid() == me)
+    };
+    let daemon = |p: &std::path::Path| {
+        let cmdline = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let name = args.first().and_then(|a| a.rsplit(|b| *b == b'/').next()).unwrap_or_default();
+        name == b"cryod" || (name == b"cryoctl" && args.windows(2).any(|w| w == [&b"daemon"[..], &b"run"[..]]))
+    };
+    let same_lock = |p: &std::path::Path| {
+        let environ = std::fs::read(p.join("environ")).unwrap_or_default();
+        let vars: Vec<(&[u8], &[u8])> = environ
+            .split(|b| *b == 0)
+            .filter_map(|kv| kv.iter().position(|b| *b == b'=').map(|i| (&kv[..i], &kv[i + 1..])))
+            .collect();
+        let var = |k: &str| {
+            use std::os::unix::ffi::OsStrExt;
+            vars.iter().find(|(n, _)| *n == k.as_bytes()).map(|(_, v)| std::ffi::OsStr::from_bytes(v).to_os_string())
+        };
+        cryod::paths::Paths::from_env_with(None, var).lock_file() == lock
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(ours)
+        .any(|e| daemon(&e.path()) && same_lock(&e.path()))
 }

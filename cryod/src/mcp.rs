@@ -72,8 +72,29 @@ pub struct ReadMessages {
     /// The chamber's name (or its folder's absolute path).
     pub chamber: String,
     /// The last N messages (default 20).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
+    #[schemars(with = "u32")]
     pub last: Option<u32>,
+}
+
+/// A count as a number or as its digits (`2` or `"2"`: some clients send
+/// every argument as text).
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Count {
+        Number(u32),
+        Text(String),
+    }
+    match Option::<Count>::deserialize(d)? {
+        None => Ok(None),
+        Some(Count::Number(n)) => Ok(Some(n)),
+        Some(Count::Text(t)) => t
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("`last` must be a whole number, not {t:?}"))),
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -156,6 +156,7 @@ fn the_auth_matrix_host_and_csrf_checks() {
             hub.raw("GET", path, Some("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), &[], None);
         assert_eq!(wrong.status, 401, "{path} with a wrong token");
         assert!(wrong.body.is_empty(), "a refusal says nothing: {}", wrong.body);
+        assert_eq!(wrong.header("www-authenticate").as_deref(), Some("Bearer realm=\"cryo hub\""), "{path}");
     }
     assert_eq!(hub.get("/api/chambers").status, 200);
     // Host allowlist (DNS rebinding): another name is refused, loopback names pass.

@@ -193,6 +193,9 @@ fn cryoctl_mcp_lists_sends_wakes_and_reads() {
     let bodies: Vec<&str> =
         r["structuredContent"]["messages"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert!(bodies.iter().any(|b| b.contains("got: ping from mcp")), "{r}");
+    // A count sent as text (some clients send every argument so) is taken.
+    let r = m.call("read_messages", json!({ "chamber": "a", "last": "1" }));
+    assert_eq!(r["structuredContent"]["messages"].as_array().map(Vec::len), Some(1), "{r}");
 
     let r = m.call("todo_add", json!({ "chamber": "a", "text": "check later", "at": "+3h" }));
     assert!(!is_error(&r) && text(&r).contains("check later"), "{r}");

@@ -18,14 +18,14 @@ fn follow_streams_see_what_happens_after_they_start() {
     log.wait_for("--- CRYO END ---");
     watch.wait_for("c  idle  session 1");
     env.cryoctl(&["chamber", "send", "c", "written after the stream started"]).ok();
-    msgs.wait_for("operator -> c: written after the stream started");
+    msgs.wait_for("operator -> c\n    written after the stream started");
     msgs.wait_for("reply 2");
     log.wait_for("--- CRYO SESSION 2");
     log.wait_for("send: reply 2 [reply]");
     watch.wait_for("c  running  session 2");
     watch.wait_for("c  idle  session 2");
     // Each message shows once, even though the file system reports it twice.
-    assert_eq!(msgs.text().matches("operator -> c: written after").count(), 1, "{}", msgs.text());
+    assert_eq!(msgs.text().matches("written after the stream started").count(), 1, "{}", msgs.text());
     // Ctrl-C ends a stream cleanly.
     assert_eq!(log.interrupt(), Some(0));
     // Removing the chamber ends the others.

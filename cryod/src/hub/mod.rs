@@ -386,7 +386,10 @@ async fn auth(State(hub): State<Hub>, mut req: Request, next: Next) -> Response 
     } else if let Some(g) = (!given.is_empty()).then(|| hub.invites.guest(given)).flatten() {
         Role::Guest(Arc::new(g))
     } else {
-        return StatusCode::UNAUTHORIZED.into_response();
+        // RFC 9110: a 401 says how to authenticate (and nothing else).
+        let mut r = StatusCode::UNAUTHORIZED.into_response();
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"cryo hub\""));
+        return r;
     };
     if matches!(role, Role::Guest(_)) && !guest_may(req.method(), req.uri().path()) {
         return refuse(StatusCode::FORBIDDEN, "an invite opens only its chambers' conversations");
