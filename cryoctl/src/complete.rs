@@ -27,14 +27,20 @@ fn names() -> Vec<CompletionCandidate> {
     })
 }
 
-/// `cryoctl completions SHELL`: the registration script, as
-/// `COMPLETE=SHELL cryoctl` prints it.
+/// The registration script for `shell`, as `COMPLETE=SHELL cryoctl`
+/// prints it.
+pub fn registration(shell: &str) -> Option<Vec<u8>> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe).env("COMPLETE", shell).output().ok()?;
+    (out.status.success() && !out.stdout.is_empty()).then_some(out.stdout)
+}
+
+/// `cryoctl completions SHELL`: the registration script.
 pub fn script(shell: &str) -> ExitCode {
-    let Ok(exe) = std::env::current_exe() else { return ExitCode::from(cryo_proto::exit::REFUSED) };
-    match std::process::Command::new(exe).env("COMPLETE", shell).output() {
-        Ok(out) if out.status.success() && !out.stdout.is_empty() => {
+    match registration(shell) {
+        Some(bytes) => {
             use std::io::Write;
-            let _ = std::io::stdout().write_all(&out.stdout);
+            let _ = std::io::stdout().write_all(&bytes);
             ExitCode::SUCCESS
         }
         _ => {

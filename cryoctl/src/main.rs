@@ -7,6 +7,7 @@ mod output;
 mod client;
 mod cmd;
 mod complete;
+mod extras;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,6 +83,12 @@ enum Command {
         /// The shell.
         #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
         shell: String,
+    },
+    /// Write cryoctl's man pages (one per command) into a folder (`daemon
+    /// install` puts them under ~/.local/share/man).
+    Man {
+        /// The folder (made if missing).
+        dir: PathBuf,
     },
     /// Run a private daemon with a demo chamber whose agent talks back, until Ctrl-C.
     Demo {
@@ -166,6 +173,13 @@ fn main() -> ExitCode {
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
         Command::Completions { shell } => complete::script(&shell),
+        Command::Man { dir } => match extras::man_pages(Cli::command(), &dir) {
+            Ok(written) => {
+                outln!("{} man pages in {}", written.len(), dir.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => client::Failure::refused(format!("cannot write the man pages in {}: {e}", dir.display())).exit(),
+        },
         Command::Doctor => run(cmd::doctor::run(ctx)),
         Command::Hub => run(cmd::hub(ctx)),
         Command::Metrics { raw } => run(cmd::metrics::run(ctx, raw)),

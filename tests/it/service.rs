@@ -216,6 +216,17 @@ fn install_under_a_real_systemd_user_manager() {
     };
     let out = cryoctl(&["daemon", "install"]);
     assert!(out.contains("installed, enabled and started"), "{out}");
+    // Beside the service: man pages and completions where each looks.
+    let extras = [
+        env.home().join(".local/share/man/man1/cryoctl.1"),
+        env.home().join(".local/share/man/man1/cryoctl-chamber-add.1"),
+        env.home().join(".local/share/bash-completion/completions/cryoctl"),
+        env.home().join(".local/share/zsh/site-functions/_cryoctl"),
+        env.root().join("config/fish/completions/cryoctl.fish"),
+    ];
+    for f in &extras {
+        assert!(f.is_file(), "{} was not written: {out}", f.display());
+    }
     let unit = env.root().join("config/systemd/user/cryod.service");
     assert!(std::fs::read_to_string(&unit).unwrap().contains("Type=notify"));
     cryo_tests::wait_until("the unit to be active", || sd.show("ActiveState") == "active");
@@ -245,6 +256,7 @@ fn install_under_a_real_systemd_user_manager() {
     // Uninstall removes the unit; the chamber's files stay.
     assert!(cryoctl(&["daemon", "uninstall"]).contains("removed"));
     assert!(!unit.exists());
+    assert!(extras.iter().all(|f| !f.exists()), "uninstall left man pages or completions");
     assert_eq!(sd.show("LoadState"), "not-found");
     assert!(env.path("c1/plan.md").exists());
 }

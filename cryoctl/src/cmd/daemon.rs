@@ -169,12 +169,21 @@ pub async fn install(ctx: Ctx) -> Result<()> {
     }
     let what = if unchanged { "enabled and started" } else { "installed, enabled and started" };
     report(&ctx, what, &path, &format!("cryod.service {what} ({})", path.display()));
+    extras(&ctx);
     if !ctx.json
         && let Some(a) = linger_advice()
     {
         outln!("{a}");
     }
     Ok(())
+}
+
+/// The man pages and completion scripts, written beside the service.
+fn extras(ctx: &Ctx) {
+    let line = crate::extras::install(<crate::Cli as clap::CommandFactory>::command());
+    if !ctx.json {
+        outln!("{line}");
+    }
 }
 
 fn report(ctx: &Ctx, what: &str, path: &std::path::Path, line: &str) {
@@ -196,6 +205,7 @@ pub async fn uninstall(ctx: Ctx) -> Result<()> {
     let _ = m.stop_unit(UNIT, "replace").await;
     let _ = m.disable_unit_files(&[UNIT], false).await;
     std::fs::remove_file(&path)?;
+    crate::extras::uninstall();
     m.reload().await.map_err(dbus)?;
     report(
         &ctx,
@@ -343,6 +353,7 @@ mod launchd {
         cryod::chamber::write_atomic(&path, text.as_bytes())?;
         launchctl(&["bootstrap", &domain(), &path.to_string_lossy()])?;
         report(&ctx, "installed", &path, &format!("LaunchAgent installed and loaded ({})", path.display()));
+        extras(&ctx);
         Ok(())
     }
 
@@ -350,6 +361,7 @@ mod launchd {
         let path = plist_path();
         let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
         let _ = std::fs::remove_file(&path);
+        crate::extras::uninstall();
         report(&ctx, "removed", &path, "LaunchAgent unloaded and removed; chambers and their files are untouched");
         Ok(())
     }
