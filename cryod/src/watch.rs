@@ -10,6 +10,11 @@
 //! its agent, so every file an agent opens and every line it logs was an
 //! event to read and drop (an eighth of cryod's time while wakes ran).
 //! Elsewhere notify's recommended watcher does the job.
+//!
+//! Without a watcher (the user's inotify instances or watches used up:
+//! `EMFILE`, `ENOSPC`), every chamber looks at its folders again every
+//! [`POLL`]: new mail is seen seconds late rather than at the next wake,
+//! and [`Watcher::degraded`] says why (in `cryoctl doctor`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,19 +65,56 @@ enum Seen {
 pub struct Watcher {
     inner: Arc<Mutex<Option<backend::Backend>>>,
     routes: Routes,
+    /// Why folders are polled rather than watched, once they are.
+    degraded: Arc<std::sync::OnceLock<String>>,
 }
+
+/// How often folders are looked at again without a watcher.
+pub const POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Watcher {
     pub fn start() -> Watcher {
         let routes: Routes = Arc::default();
-        let inner = match backend::Backend::start(routes.clone()) {
-            Ok(b) => Some(b),
-            Err(error) => {
-                tracing::error!(%error, "no file watcher: new mail is seen only at the next wake");
-                None
-            }
+        // A test's way to start without inotify, as when the user's
+        // instances are used up.
+        let started = match std::env::var_os("CRYO_TEST_NO_INOTIFY") {
+            Some(_) => Err(std::io::Error::from_raw_os_error(24)),
+            None => backend::Backend::start(routes.clone()).map_err(std::io::Error::other),
         };
-        Watcher { inner: Arc::new(Mutex::new(inner)), routes }
+        let w = Watcher { inner: Arc::new(Mutex::new(None)), routes, degraded: Arc::default() };
+        match started {
+            Ok(b) => *w.inner.lock().expect("watcher lock") = Some(b),
+            Err(error) => w.degrade(format!("no file watcher ({error})")),
+        }
+        w
+    }
+
+    /// Why folders are polled every [`POLL`] rather than watched, if they are.
+    pub fn degraded(&self) -> Option<&str> {
+        self.degraded.get().map(String::as_str)
+    }
+
+    /// Falls back to polling every folder, once, saying why.
+    fn degrade(&self, why: String) {
+        if self.degraded.set(why.clone()).is_err() {
+            return;
+        }
+        tracing::error!(
+            why = %why,
+            "folders are polled every {}s instead: new mail is seen that late (free inotify instances or watches: \
+             sysctl fs.inotify.max_user_instances / max_user_watches)",
+            POLL.as_secs()
+        );
+        let routes = self.routes.clone();
+        let spawned = std::thread::Builder::new().name("cryo-poll".into()).spawn(move || {
+            loop {
+                std::thread::sleep(POLL);
+                dispatch_all(&routes);
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::error!(%error, "cannot poll either: new mail is seen only at the next wake");
+        }
     }
 
     /// Watches `root` and `inboxes` for `chamber`; called again when the
@@ -113,13 +155,21 @@ impl Watcher {
         };
         let mut guard = self.inner.lock().expect("watcher lock");
         let Some(b) = guard.as_mut() else { return };
+        let mut failed = None;
         for dir in &added {
             if let Err(error) = b.watch(dir) {
                 tracing::warn!(dir = %dir.display(), %error, "cannot watch");
+                if backend::at_limit(&error) {
+                    failed = Some(format!("cannot watch {}: {error}", dir.display()));
+                }
             }
         }
         for dir in &stale {
             b.unwatch(dir);
+        }
+        drop(guard);
+        if let Some(why) = failed {
+            self.degrade(why);
         }
     }
 
@@ -189,9 +239,8 @@ fn dispatch(routes: &Routes, dir: &Path, name: &str, seen: Seen) {
     (route.sink)(change);
 }
 
-/// Events were lost (the kernel's queue overflowed): every chamber looks
-/// at everything again.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+/// Events were lost (the kernel's queue overflowed), or there is no
+/// watcher: every chamber looks at everything again.
 fn dispatch_all(routes: &Routes) {
     let routes = routes.read().expect("routes lock");
     for route in routes.values() {
@@ -233,6 +282,11 @@ mod backend {
         /// Each watch's folder, for the reading thread.
         dirs: Arc<Mutex<HashMap<WatchDescriptor, PathBuf>>>,
         wds: HashMap<PathBuf, WatchDescriptor>,
+    }
+
+    /// The user's inotify watches or instances are used up.
+    pub fn at_limit(e: &nix::errno::Errno) -> bool {
+        matches!(e, nix::errno::Errno::ENOSPC | nix::errno::Errno::EMFILE)
     }
 
     impl Backend {
@@ -305,6 +359,11 @@ mod backend {
     use super::{Routes, Seen};
 
     pub struct Backend(notify::RecommendedWatcher);
+
+    /// The user's watches are used up.
+    pub fn at_limit(e: &notify::Error) -> bool {
+        matches!(e.kind, notify::ErrorKind::MaxFilesWatch)
+    }
 
     impl Backend {
         pub fn start(routes: Routes) -> notify::Result<Backend> {
@@ -395,6 +454,22 @@ mod tests {
         w.watch(1, &root, std::slice::from_ref(&inbox), sink("supervisor", &tx));
         std::fs::write(inbox.join("c.md"), "x").unwrap();
         assert_eq!(heard(&rx), ("supervisor", Change::Inbox("c.md".into())));
+    }
+
+    /// Without a watcher (the user's inotify used up), every folder is
+    /// looked at again every POLL, and the watcher says why.
+    #[test]
+    fn without_inotify_folders_are_polled_and_it_says_so() {
+        let (_dir, root, inbox, w, tx, rx) = rig();
+        assert_eq!(w.degraded(), None);
+        let bare = Watcher { inner: Arc::new(Mutex::new(None)), routes: Arc::default(), degraded: Arc::default() };
+        bare.degrade("no file watcher (Too many open files (os error 24))".into());
+        assert!(bare.degraded().unwrap().contains("os error 24"));
+        bare.watch(1, &root, std::slice::from_ref(&inbox), sink("c", &tx));
+        std::fs::write(inbox.join("a.md"), "x").unwrap();
+        let got = rx.recv_timeout(POLL * 3).expect("a poll");
+        assert!(matches!(got, ("c", Change::Rescan | Change::Todos | Change::Config)), "{got:?}");
+        drop(w);
     }
 
     /// What matters is heard however it is written (in place, renamed in,

@@ -92,6 +92,7 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
                 ),
             ));
             checks.push(sandbox_check(&h));
+            checks.push(watcher_check(&h));
             (c, h.pid)
         }
         Err(e) => {
@@ -122,6 +123,22 @@ fn hub_check(h: &pb::HubReply) -> Check {
 }
 
 /// Which sandbox new chambers get, and what the others run under.
+fn watcher_check(h: &pb::HelloReply) -> Check {
+    if h.watcher.is_empty() {
+        return check("watcher", Level::Ok, "inotify watches the chambers' folders: new mail wakes an agent at once");
+    }
+    check(
+        "watcher",
+        Level::Warn,
+        format!(
+            "{}: chamber folders are polled every {}s instead, so new mail is seen that late; raise \
+             fs.inotify.max_user_instances or max_user_watches (sysctl), or end what uses them, and restart cryod",
+            h.watcher,
+            cryod::watch::POLL.as_secs()
+        ),
+    )
+}
+
 fn sandbox_check(h: &pb::HelloReply) -> Check {
     let default = if h.sandbox_default.is_empty() { "off" } else { h.sandbox_default.as_str() };
     match h.sandbox.as_str() {

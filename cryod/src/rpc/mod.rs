@@ -33,5 +33,6 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         sandbox_default: d.shared().config.sandbox.as_str().to_string(),
         landlock_abi: crate::agent::sandbox::landlock_abi(),
         landlock: crate::agent::sandbox::landlock_adds(crate::agent::sandbox::landlock_abi()),
+        watcher: d.shared().watcher.degraded().unwrap_or_default().to_string(),
     })
 }

@@ -159,11 +159,21 @@ impl Seed {
         working_in(self.root.path())
     }
 
-    /// Every live process running the seed's `cryo` binary: its daemons
-    /// (and any `cryo` command running at the time).
+    /// Every live process this seed started that runs its `cryo` binary:
+    /// its daemons (and any `cryo` command running at the time). Only ours,
+    /// by the HOME every one of them is given (a user's own daemons of the
+    /// same binary are left alone).
     fn pids(&self) -> Vec<u32> {
         let exe = std::fs::canonicalize(self.bin.join("cryo")).unwrap();
-        all_pids().filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe)).collect()
+        let mut home = b"HOME=".to_vec();
+        home.extend_from_slice(self.root.path().join("home").as_os_str().as_encoded_bytes());
+        let ours = |p: &u32| {
+            std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == home))
+        };
+        all_pids()
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+            .filter(ours)
+            .collect()
     }
 
     /// Sends `signal` to every daemon and waits until they are gone.
