@@ -246,3 +246,24 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     assert!(toml.contains(&format!("sandbox = \"{strongest}\"")), "{toml}");
     assert!(c.cryo_log().contains("hibernate accepted"), "{}", c.cryo_log());
 }
+
+/// Issue 39, item 15: a cryod that gets no inotify instance (a thousand
+/// other daemons used them up) polls its chambers' folders instead, says
+/// so in `doctor`, and still answers mail seconds later, not at the next wake.
+#[test]
+fn without_inotify_mail_is_still_seen_and_doctor_says_why() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[("CRYO_TEST_NO_INOTIFY", "1")]);
+    d.wait_ready(&env);
+    let c = env.chamber("polled", ANSWERING_AGENT, "");
+    env.cryoctl(&["chamber", "start", "polled"]).ok();
+    c.wait_ended(1);
+    let doctor = env.cryoctl(&["doctor", "--json"]);
+    let checks = doctor.json();
+    let watcher = checks.as_array().unwrap().iter().find(|c| c["check"] == "watcher").cloned().unwrap();
+    assert_eq!(watcher["level"], "warn", "{watcher}");
+    assert!(watcher["detail"].as_str().unwrap().contains("polled every 5s"), "{watcher}");
+    // Mail written straight into the inbox (no RPC to tell cryod) is seen.
+    c.write_inbox(1, "are you there?");
+    wait_until("the answer", || c.outbox().iter().any(|m| m.contains("got: are you there?")));
+}

@@ -790,6 +790,17 @@ fn fleet_is_operated_from_any_node() {
     assert_eq!(api.as_array().unwrap().len(), 6, "the hub on n1 shows the whole fleet: {api}");
     assert!(api.as_array().unwrap().iter().all(|c| c["node"].is_string()), "{api}");
 
+    // Issue 39, item 3: added and started on a node in one call, whichever
+    // node takes it up (the call waits for the owner).
+    let n2 = &nodes[1].env;
+    let dir = n2.path("shared/added");
+    n2.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh", "--sandbox", "off"]).ok();
+    std::fs::write(dir.join("agent.sh"), AGENT).unwrap();
+    n2.cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--name", "added", "--start"]).ok();
+    let added = Chamber { name: "added".into(), dir };
+    wait_until_within(TAKEOVER, "the added chamber's first session", || !sessions(&added).is_empty());
+    n2.cryoctl(&["chamber", "remove", "added"]).ok();
+
     // An operation on a chamber n2 runs, asked of n1.
     let at = placement(&nodes[0]);
     let c = cs.iter().find(|c| at[&c.name] == "n2").unwrap();

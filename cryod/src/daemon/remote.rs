@@ -120,7 +120,7 @@ enum Reply {
 const DEADLINE: Duration = Duration::from_secs(90);
 
 /// How long a command follows a chamber from node to node.
-const FOLLOW: Duration = Duration::from_secs(10);
+const FOLLOW: Duration = Duration::from_secs(30);
 
 impl Daemon {
     /// Sends `cmd` to the node that runs chamber `v`, waits for its answer.
@@ -139,10 +139,12 @@ impl Daemon {
                 return Box::pin(self.execute(record.id, cmd)).await;
             }
             let Some(owner) = record.owner.clone() else {
-                return Err(Error::Unavailable(format!(
-                    "no node runs chamber {:?} right now (it is being taken over): try again in a moment",
-                    record.name
-                )));
+                // No owner yet (just added on a node, or being taken over):
+                // wait for one to take it up, as a move is followed.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                record = self.refresh_record(record.id).await?;
+                continue;
             };
             let reply = match pg.call(&owner, Some(record.id), &body, DEADLINE).await? {
                 Called::Answered(reply) => reply,
@@ -175,7 +177,14 @@ impl Daemon {
                 Err(e) => return Err(Error::Internal(format!("node {owner} answered something unreadable: {e}"))),
             }
         }
-        Err(Error::Unavailable(format!("chamber {:?} keeps moving between nodes: try again", record.name)))
+        Err(Error::Unavailable(match record.owner {
+            None => format!(
+                "no node took chamber {:?} up within {}s (it is being taken over): see `cryoctl fleet status`",
+                record.name,
+                FOLLOW.as_secs()
+            ),
+            Some(_) => format!("chamber {:?} keeps moving between nodes: try again", record.name),
+        }))
     }
 
     /// Carries out a command another node sent, as if asked here; returns

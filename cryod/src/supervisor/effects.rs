@@ -451,7 +451,7 @@ impl Sup {
         self.shared.lease.is_fleet().then_some(self.fence.token)
     }
 
-    fn log(&self, line: LogLine) {
+    pub(super) fn log(&self, line: LogLine) {
         let (root, now, tz) = (&self.root, self.now(), self.machine.tz());
         let written = match line {
             LogLine::Begin(n) => log::begin(root, n, now, tz, self.fleet_fence()),

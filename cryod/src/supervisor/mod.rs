@@ -331,9 +331,19 @@ impl Sup {
             .resets_at
             .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
             .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
-        let at = told
-            .filter(|t| *t > now)
-            .unwrap_or(now + chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64));
+        let told = told.filter(|t| *t > now);
+        if told.is_none() {
+            // Said where the operator looks (cryo.log, status's log lines):
+            // the wait is cryod's guess, not the provider's word.
+            let hold = self.shared.config.limit_hold_seconds;
+            let note = format!(
+                "the provider named no reset: the account is held for {} (`limit_hold_seconds` in cryod.toml, a \
+                 default), then tried again",
+                cryo_core::time::humanize(chrono::Duration::seconds(hold as i64))
+            );
+            self.log(cryo_core::chamber::LogLine::Event(note));
+        }
+        let at = told.unwrap_or(now + chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64));
         let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) % 10_000;
         at + chrono::Duration::milliseconds(jitter as i64)
     }
