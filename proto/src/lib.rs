@@ -310,7 +310,7 @@ pub mod exit {
     /// What the request named does not exist.
     pub const NOT_FOUND: u8 = 4;
 
-    /// [`print`] for a line the caller has styled itself (a table's bold
+    /// [`print()`] for a line the caller has styled itself (a table's bold
     /// header, a coloured mark), whose words from elsewhere it has already
     /// passed through [`super::escape_controls`] (on a terminal).
     pub fn print_styled(name: &str, text: &str) {

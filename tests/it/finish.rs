@@ -244,7 +244,7 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     let toml = c.read("cryo.toml");
     let strongest = cryod::agent::sandbox::strongest().as_str();
     assert!(toml.contains(&format!("sandbox = \"{strongest}\"")), "{toml}");
-    assert!(c.cryo_log().contains("hibernate accepted"), "{}", c.cryo_log());
+    wait_until("the session to hibernate", || c.cryo_log().contains("hibernate accepted"));
 }
 
 /// Issue 39, item 15: a cryod that gets no inotify instance (a thousand
