@@ -14,49 +14,31 @@ use crate::scheduling::{HIBERNATE, quiet_chamber};
 /// format forbids); returns every sample as `name{labels}` → value, labels
 /// sorted.
 fn parse(text: &str) -> BTreeMap<String, f64> {
-    let script = r#"
-import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = {}
-for family in text_string_to_metric_families(sys.stdin.read()):
-    for s in family.samples:
-        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-        out[f"{s.name}{{{labels}}}"] = s.value
-print(json.dumps(out))
-"#;
-    let mut child = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 (apt-get install python3-prometheus-client)");
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "not OpenMetrics: {}\n{text}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn sample(m: &BTreeMap<String, f64>, key: &str) -> f64 {
-    m.get(key).copied().unwrap_or_else(|| panic!("no sample {key} in {m:#?}"))
+    parse_with("prometheus_client.openmetrics.parser", "OpenMetrics", text)
 }
 
 /// Parses the Prometheus text format (0.0.4) with `prometheus_client`'s
 /// own parser for it, as a scraper would.
 fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
-    let script = r#"
+    parse_with("prometheus_client.parser", "the Prometheus text format", text)
+}
+
+/// `text` through the parser in `module`, which says what `format` it takes.
+fn parse_with(module: &str, format: &str, text: &str) -> BTreeMap<String, f64> {
+    let script = format!(
+        r#"
 import json, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = {}
+from {module} import text_string_to_metric_families
+out = {{}}
 for family in text_string_to_metric_families(sys.stdin.read()):
     for s in family.samples:
-        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-        out[f"{s.name}{{{labels}}}"] = s.value
+        labels = ",".join(f'{{k}}="{{v}}"' for k, v in sorted(s.labels.items()))
+        out[f"{{s.name}}{{{{{{labels}}}}}}"] = s.value
 print(json.dumps(out))
-"#;
+"#
+    );
     let mut child = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", script])
+        .args(["-c", &script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -65,8 +47,12 @@ print(json.dumps(out))
     use std::io::Write;
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "not the Prometheus text format: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "not {format}: {}\n{text}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn sample(m: &BTreeMap<String, f64>, key: &str) -> f64 {
+    m.get(key).copied().unwrap_or_else(|| panic!("no sample {key} in {m:#?}"))
 }
 
 /// `GET /metrics` asking for OpenMetrics, as Prometheus does.

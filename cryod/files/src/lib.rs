@@ -549,8 +549,13 @@ pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
         return Err(FileError::NotPlain { path: path.to_path_buf(), what });
     }
     let file = File::from(nix::fcntl::open(path, flags, Mode::empty()).map_err(io(path))?);
-    let st = nix::sys::stat::fstat(&file).map_err(io(path))?;
-    let kind = Kind::of(&st);
+    read_plain(file, path, max)
+}
+
+/// The bytes of an opened `file` (named `path` in errors), refused unless
+/// a plain file of at most `max` bytes (even one that grows while read).
+fn read_plain(file: File, path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    let kind = Kind::of(&nix::sys::stat::fstat(&file).map_err(io(path))?);
     if kind != Kind::File {
         return Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() });
     }
@@ -579,16 +584,7 @@ pub fn read_resolved(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
         return Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() });
     }
     let file = File::from(nix::fcntl::openat(&folder, name.as_os_str(), flags, Mode::empty()).map_err(io(path))?);
-    let kind = Kind::of(&nix::sys::stat::fstat(&file).map_err(io(path))?);
-    if kind != Kind::File {
-        return Err(FileError::NotPlain { path: path.to_path_buf(), what: kind.what() });
-    }
-    let mut out = Vec::new();
-    file.take(max + 1).read_to_end(&mut out).map_err(|error| FileError::Io { path: path.to_path_buf(), error })?;
-    if out.len() as u64 > max {
-        return Err(FileError::TooLarge { path: path.to_path_buf(), size: out.len() as u64, max });
-    }
-    Ok(out)
+    read_plain(file, path, max)
 }
 
 /// A handle on what stands at `path` (absolute, with no link in it; a
