@@ -965,8 +965,9 @@ fn fleet_three_nodes_starting_at_once_share_300_chambers() {
 fn a_keeper_reports_its_agents_end_at_once() {
     use std::io::Read;
     use std::process::{Command, Stdio};
+    let until = cryod::agent::keeper::until(Duration::from_secs(600)).to_string();
     let mut keeper = Command::new(cryo_tests::bin("cryod"))
-        .args(["__keep", "600000", "sh", "-c", "exit 3"])
+        .args(["__keep", until.as_str(), "sh", "-c", "exit 3"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -985,6 +986,18 @@ fn a_keeper_reports_its_agents_end_at_once() {
     assert!(lines.len() == 2 && lines[0].starts_with("pid ") && lines[1] == "exit 3", "{out:?}");
     assert!(status.unwrap().success());
     eprintln!("keeper: agent's end reported and keeper gone after {took:?}");
+    // A deadline already past (cryod frozen between deciding to spawn and
+    // spawning, then thawed after a takeover): nothing is started.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let past = cryod::agent::keeper::until(Duration::ZERO).saturating_sub(1).to_string();
+    let out = Command::new(cryo_tests::bin("cryod"))
+        .args(["__keep", past.as_str(), "touch", marker.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .output()
+        .expect("cryod __keep runs");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exit 125", "{out:?}");
+    assert!(!marker.exists(), "the keeper started an agent past its deadline");
 }
 
 /// A known kind's session on a fleet node (its agent a keeper's child, not

@@ -4,9 +4,13 @@
 //! A fleet node must never leave an agent running once another node may
 //! have taken its chamber, even if cryod itself is frozen (SIGSTOP, a
 //! stalled VM) or killed. So the agent is not cryod's child but the
-//! keeper's: cryod runs `cryod __keep MILLIS PROGRAM ARGS…` (its own binary,
-//! or the one that embeds it), and the keeper starts the agent in a process
-//! group of its own and then:
+//! keeper's: cryod runs `cryod __keep UNTIL PROGRAM ARGS…` (its own binary,
+//! or the one that embeds it), where UNTIL is the end of the trust cryod
+//! had when it decided to spawn, in milliseconds of the machine's monotonic
+//! clock (so a cryod frozen between deciding and spawning, then thawed,
+//! hands on a deadline already past, not a fresh one). The keeper runs
+//! nothing past it; else it starts the agent in a process group of its own
+//! and then:
 //! - reads deadline extensions from stdin, one line of milliseconds each
 //!   (cryod writes one after every lease renewal: the trust left);
 //! - kills the agent's group with SIGKILL when the deadline passes;
@@ -32,6 +36,19 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 /// The first argument that makes a cryod binary a keeper.
+/// Now on the machine's monotonic clock, in milliseconds (the same for
+/// cryod and its keepers; it runs on while a process is stopped).
+pub fn monotonic_ms() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
+        .unwrap_or(0)
+}
+
+/// The keeper's `UNTIL` for trust that lasts `left` from now.
+pub fn until(left: Duration) -> u64 {
+    monotonic_ms().saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
+}
+
 pub const ARG: &str = "__keep";
 
 /// Before the program: relay the agent's output on stdout.
@@ -93,13 +110,19 @@ async fn keep(args: Vec<OsString>) -> i32 {
     let millis = args.next();
     let relay = args.next_if(|a| a == RELAY).is_some();
     let (Some(millis), Some(program)) = (millis, args.next()) else {
-        eprintln!("cryo keeper: usage: {ARG} MILLIS [{RELAY}] PROGRAM [ARGS...]");
+        eprintln!("cryo keeper: usage: {ARG} UNTIL [{RELAY}] PROGRAM [ARGS...]");
         return 2;
     };
-    let Some(millis) = millis.to_str().and_then(|m| m.parse::<u64>().ok()) else {
+    let Some(until) = millis.to_str().and_then(|m| m.parse::<u64>().ok()) else {
         eprintln!("cryo keeper: {millis:?} is not a number of milliseconds");
         return 2;
     };
+    let millis = until.saturating_sub(monotonic_ms());
+    if millis == 0 {
+        eprintln!("cryo keeper: cryod's trust ran out before the agent started: not started");
+        println!("exit 125");
+        return 125;
+    }
     let mut out = Out { open: true };
     let (stdout, stderr) = if relay {
         (Stdio::piped(), Stdio::piped())

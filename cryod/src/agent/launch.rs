@@ -45,8 +45,9 @@ pub struct Places {
 /// A fleet node's session runs under a keeper (see [`super::keeper`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Keeper {
-    /// How long the keeper may let the agent run without hearing from cryod.
-    pub deadline: Duration,
+    /// Until when (the keeper's monotonic milliseconds, `keeper::until`)
+    /// the keeper may let the agent run without hearing from cryod.
+    pub until: u64,
     /// The owner's fence, for the agent's own records.
     pub fence: i64,
 }
@@ -169,7 +170,7 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
     let mut cmd = match s.keeper {
         Some(k) => {
             let mut cmd = tokio::process::Command::new(own_exe()?);
-            cmd.arg(super::keeper::ARG).arg(k.deadline.as_millis().to_string());
+            cmd.arg(super::keeper::ARG).arg(k.until.to_string());
             // A known kind's output comes back through the keeper.
             if launch.events.is_some() {
                 cmd.arg(super::keeper::RELAY);

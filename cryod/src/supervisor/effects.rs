@@ -510,7 +510,10 @@ impl Sup {
     async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, String> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
         let lease = &self.shared.lease;
-        let keeper = lease.is_fleet().then(|| launch::Keeper { deadline: lease.deadline(), fence: self.fence.token });
+        // The trust left now, as an instant: were cryod frozen before the
+        // keeper starts, the keeper finds it past and starts nothing.
+        let until = crate::agent::keeper::until(lease.deadline());
+        let keeper = lease.is_fleet().then_some(launch::Keeper { until, fence: self.fence.token });
         // The session's own door: the only socket its agent is given.
         let key = crate::agent::door::DoorKey { chamber: self.id, session: number };
         let door = self.shared.doors.open(key).map_err(|e| format!("cannot open the session's socket: {e}"))?;
