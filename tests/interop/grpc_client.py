@@ -33,32 +33,28 @@ def field_varint(number, value):
     return out + bytes([value])
 
 
+def varint(data, i):
+    """The varint at `i`, and where the next field begins."""
+    value, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
 def strings(data):
     """Every printable string field in a message, depth first."""
     found, i = [], 0
     while i < len(data):
-        key, shift = 0, 0
-        while True:
-            b = data[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
+        key, i = varint(data, i)
         wire = key & 7
         if wire == 0:
-            while data[i] >= 0x80:
-                i += 1
-            i += 1
+            _, i = varint(data, i)
         elif wire == 2:
-            n, shift = 0, 0
-            while True:
-                b = data[i]
-                i += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if b < 0x80:
-                    break
+            n, i = varint(data, i)
             chunk = data[i : i + n]
             i += n
             try:

@@ -374,26 +374,28 @@ fn policy(
     // (not the disks: as root, a disk's device reads every file), what
     // `cryo.toml` names (resolved now; those the agent could have moved
     // were checked a moment ago, see `Reach`).
-    let mut writable = vec![canonical(root)];
-    writable.extend(sandbox::DEVICES.iter().map(PathBuf::from).filter(|d| d.exists()).map(|d| canonical(&d)));
-    writable.extend(config.writable.iter().map(|p| canonical(p)));
+    let mut writable = vec![sandbox::canonical(root)];
+    writable.extend(sandbox::DEVICES.iter().map(PathBuf::from).filter(|d| d.exists()).map(|d| sandbox::canonical(&d)));
+    writable.extend(config.writable.iter().map(|p| sandbox::canonical(p)));
     // The CLI's own state, made if missing (the CLI would make it, but
     // cannot inside), and its setup file.
     let kind = kinds::Kind::of(run.arg0);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
     for dir in home.as_deref().map(|h| kind.state_dirs(h, var)).unwrap_or_default() {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        writable.push(canonical(&dir));
+        writable.push(sandbox::canonical(&dir));
     }
-    let mut readable: Vec<PathBuf> = config.readable.iter().map(|p| canonical(p)).collect();
-    readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()).map(|f| canonical(&f)));
-    readable.extend(sandbox::program_install(&run.program, run.path, &hidden, &writable).iter().map(|p| canonical(p)));
+    let mut readable: Vec<PathBuf> = config.readable.iter().map(|p| sandbox::canonical(p)).collect();
+    readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()).map(|f| sandbox::canonical(&f)));
+    readable.extend(
+        sandbox::program_install(&run.program, run.path, &hidden, &writable).iter().map(|p| sandbox::canonical(p)),
+    );
     // cryo-agent, wherever it is installed (`~/.cargo/bin`, under a hidden
     // home): the file itself.
     if let Some(bin) = &places.agent_bin
         && let Some(agent) = Some(bin.join("cryo-agent")).filter(|a| a.is_file())
     {
-        readable.push(canonical(&agent));
+        readable.push(sandbox::canonical(&agent));
     }
     // The operator's socket and its key: hidden with their folder (a
     // system folder aside). The session's own door alone is reachable.
@@ -403,12 +405,6 @@ fn policy(
     hidden.push(cryo_proto::operator_key_path(&places.socket));
     let reachable = run.door.map(Path::to_path_buf).into_iter().collect();
     Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: run.arg0.to_string() }, tmp))
-}
-
-/// Where `p` leads (the Landlock launcher reaches each path of its policy
-/// without following a link, so each is given resolved).
-fn canonical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// An agent started under a keeper: waits for its pid, then reads a known

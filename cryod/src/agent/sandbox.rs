@@ -341,7 +341,10 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     }
 }
 
-fn canonical(p: &Path) -> PathBuf {
+/// Where `p` leads (itself if it does not exist): the Landlock launcher
+/// reaches each path of its policy without following a link, so each is
+/// given resolved.
+pub(crate) fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
