@@ -1037,3 +1037,42 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     assert!(raw.lines().count() > 2 && raw.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
     assert!(c.outbox().iter().any(|m| m.contains("hello from a fleet node")));
 }
+
+/// A node killed during a chamber's first session (which no TODO stands
+/// behind): the next owner runs the interrupted work again at once, once,
+/// and says why in its prompt.
+#[test]
+fn fleet_a_bootstrap_cut_by_a_dead_node_runs_again_on_the_next_owner() {
+    const HANGS_FIRST: &str = r#"
+printf '%s' "$1" > "prompt-$CRYO_SESSION.txt"
+if [ ! -e ran-once ]; then
+  touch ran-once
+  echo $$ > agent.pid
+  sleep 300
+fi
+cryo-agent send "session $CRYO_SESSION" >/dev/null
+cryo-agent todo add later --at +1h >/dev/null
+cryo-agent hibernate
+"#;
+    let Some(pg) = Postgres::start() else { return };
+    let mut n1 = Node::new(&pg, "n1");
+    n1.start();
+    let c = n1.env.chamber("shared/boot", HANGS_FIRST, "");
+    n1.env.cryoctl(&["chamber", "start", &c.name]).ok();
+    wait_until_within(TAKEOVER, "the bootstrap at work", || !c.read("agent.pid").is_empty());
+    n1.daemon.as_mut().unwrap().signal_and_wait(Signal::SIGKILL);
+    let mut n2 = Node::new(&pg, "n2");
+    n2.start();
+    wait_until_within(TAKEOVER, "the rerun on n2", || c.read("prompt-2.txt").contains("RERUN: session 1"));
+    let ledger = || n2.env.cryoctl(&["chamber", "status", &c.name, "--json"]).json()[0]["sessions"].clone();
+    wait_until_within(TAKEOVER, "the rerun to hibernate", || {
+        ledger()
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["number"] == 2 && s["outcome"] != serde_json::Value::Null))
+    });
+    let all = ledger();
+    let two = all.as_array().unwrap().iter().find(|s| s["number"] == 2).unwrap();
+    assert_eq!(two["trigger"], "recovery", "{all}");
+    assert!(two["outcome"].as_str().unwrap().starts_with("hibernated"), "{all}");
+    assert!(all.as_array().unwrap().iter().all(|s| s["number"].as_u64() <= Some(2)), "once: {all}");
+}

@@ -313,13 +313,13 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
     }
     if outcome.failed() || matches!(outcome, Outcome::Stopped) {
         let what = outcome.verb();
-        let (subject, body) = if conv.unanswered_batch {
+        // cryod's own stop is not the agent's failure: its work runs again.
+        let rerun = *outcome == Outcome::Interrupted;
+        let (subject, mut body) = if conv.unanswered_batch {
+            let again = if rerun { "" } else { ", and will be picked up again when the chamber wakes" };
             (
                 format!("Session {session} {what} before replying"),
-                format!(
-                    "Session {session} {what} before replying to your message. It was received, and will be \
-                     picked up again when the chamber wakes."
-                ),
+                format!("Session {session} {what} before replying to your message. It was received{again}."),
             )
         } else if !conv.sent_any {
             (
@@ -332,6 +332,9 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
                 format!("Session {session} {what} after sending its messages ({}).", outcome.describe()),
             )
         };
+        if rerun {
+            body.push_str(" cryo runs its work again, once, as soon as cryod is running (no back-off: this was not the agent's failure).");
+        }
         out.push(Fallback { subject, body: with_details(body), is_reply: conv.unanswered_batch });
         return out;
     }

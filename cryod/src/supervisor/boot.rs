@@ -77,6 +77,11 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         _ => None,
     };
     let mailbox = Mailbox::new(&root, tz);
+    let begun_again = reset.is_some_and(|r| last.as_ref().is_none_or(|s| session_began(s) < Some(r)));
+    // The newest session was cut short by a stop of cryod (this node's or
+    // another's): its work runs again. The outbox is read only then.
+    let rerun = (last.as_ref().filter(|_| !begun_again))
+        .and_then(|s| chamber::Rerun::after(s.number, s.outcome.as_deref(), || outgoing(&mailbox)));
     let todos = todos::load(&root, tz);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
@@ -89,7 +94,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             paused: record.paused,
             archived: record.archived,
             // Reset, and no session was recorded since.
-            begun_again: reset.is_some_and(|r| last.as_ref().is_none_or(|s| session_began(s) < Some(r))),
+            begun_again,
             last_session,
             last_result: last.as_ref().and_then(|s| s.outcome.clone()),
             last_lateness_ms: last.and_then(|s| s.lateness_ms),
@@ -101,6 +106,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             system_tz,
             thread,
             last_visible,
+            rerun,
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
@@ -195,20 +201,7 @@ async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) ->
     let archive = std::path::Path::new(Folder::InboxArchive.rel());
     let dir = crate::chamber::Dir::open(mailbox.root()).ok();
     let archived = |f: &String| dir.as_ref().is_some_and(|d| d.kind(&archive.join(f)).is_ok_and(|k| k.is_some()));
-    let outgoing = [Folder::Outbox, Folder::OutboxArchive]
-        .into_iter()
-        .flat_map(|f| mailbox.read(f).unwrap_or_default())
-        .map(|s| Outgoing {
-            session: s.message.meta.get("session").and_then(|n| n.parse().ok()),
-            by_agent: s.message.from != CRYOCHAMBER,
-            in_reply_to: s
-                .message
-                .meta
-                .get("in_reply_to")
-                .map(|r| r.split(' ').map(str::to_string).collect())
-                .unwrap_or_default(),
-        })
-        .collect();
+    let outgoing = outgoing(mailbox);
     Boot {
         open: r
             .open
@@ -231,6 +224,24 @@ async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) ->
             .collect(),
         outgoing,
     }
+}
+
+/// What the chamber sent (outbox and its archive), as recovery needs it.
+fn outgoing(mailbox: &Mailbox) -> Vec<Outgoing> {
+    [Folder::Outbox, Folder::OutboxArchive]
+        .into_iter()
+        .flat_map(|f| mailbox.read(f).unwrap_or_default())
+        .map(|s| Outgoing {
+            session: s.message.meta.get("session").and_then(|n| n.parse().ok()),
+            by_agent: s.message.from != CRYOCHAMBER,
+            in_reply_to: s
+                .message
+                .meta
+                .get("in_reply_to")
+                .map(|r| r.split(' ').map(str::to_string).collect())
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Questions the agent asked after the last message it was sent.

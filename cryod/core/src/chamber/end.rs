@@ -218,7 +218,12 @@ impl Chamber {
             self.spans.span(now, *until, missed::Why::Limited(local.clone()));
         }
         self.previous_failure = outcome.failed().then(|| outcome.describe());
-        if outcome.failed() {
+        if outcome == Outcome::Interrupted {
+            // cryod is stopping: not the agent's failure. The next cryod
+            // (or the chamber's next owner) runs the work again, once.
+            self.previous_failure = None;
+            self.rerun = Some(Rerun { session: l.number, mail: l.unanswered.clone() });
+        } else if outcome.failed() {
             self.failures = self.failures.saturating_add(1);
             let hold = todo::retry_delay(self.failures);
             self.mail_hold_until = Some(now + hold);

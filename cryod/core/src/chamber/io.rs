@@ -460,6 +460,52 @@ pub struct Outgoing {
     pub in_reply_to: Vec<String>,
 }
 
+/// Work cut short by cryod's own stop or death (or its node's), not by
+/// the agent: it runs again once, at once, without the crash back-off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rerun {
+    /// The interrupted session.
+    pub session: u64,
+    /// Messages it had received (in `inbox/archive/`) and not answered;
+    /// cryochamber's holding reply told their senders the work runs again.
+    pub mail: Vec<String>,
+}
+
+impl Rerun {
+    /// What the ledger's newest session says at start-up: `outcome` as the
+    /// ledger keeps it; `outgoing` (read only for an interrupted session),
+    /// what the chamber sent, for the messages cryochamber answered for it.
+    pub fn after(session: u64, outcome: Option<&str>, outgoing: impl FnOnce() -> Vec<Outgoing>) -> Option<Rerun> {
+        let kind = outcome.and_then(Outcome::kind_of_described)?;
+        (kind == "interrupted").then(|| Rerun {
+            session,
+            mail: outgoing()
+                .into_iter()
+                .filter(|m| m.session == Some(session) && !m.by_agent)
+                .flat_map(|m| m.in_reply_to)
+                .collect(),
+        })
+    }
+
+    /// The notice that opens the rerun's prompt.
+    pub fn notice(&self) -> String {
+        let mut s = format!(
+            "RERUN: session {} was interrupted when cryod stopped (not by anything the agent did); this session \
+             runs its work again, once.",
+            self.session
+        );
+        if !self.mail.is_empty() {
+            s.push_str(&format!(
+                " It had received {} without answering; cryochamber told the sender(s) the work runs again. \
+                 Read {} in messages/inbox/archive/ and answer with `cryo-agent send`.",
+                if self.mail.len() == 1 { "a message" } else { "messages" },
+                self.mail.join(", "),
+            ));
+        }
+        s
+    }
+}
+
 /// What start-up found in the ledger and the folders.
 #[derive(Debug, Clone, Default)]
 pub struct Boot {

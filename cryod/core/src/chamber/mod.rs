@@ -133,6 +133,9 @@ pub struct Loaded {
     pub thread: Option<session::Thread>,
     /// When its newest visible message was written (from the outbox).
     pub last_visible: Option<DateTime<Utc>>,
+    /// The newest session was interrupted by a stop of cryod: its work
+    /// runs again ([`Rerun::after`]).
+    pub rerun: Option<Rerun>,
 }
 
 /// Why cryod is cutting a session short.
@@ -266,6 +269,8 @@ pub struct Chamber {
     write_retry_at: Option<DateTime<Utc>>,
     /// An operator asked for a session; it runs when the current one ends.
     manual_queued: bool,
+    /// Work cryod's own stop cut short, to run again once, at once.
+    rerun: Option<Rerun>,
     /// A `wake --replace` waiting for the old session to end.
     replace_with: Option<(Option<String>, ReqId)>,
     last_lateness_ms: Option<i64>,
@@ -319,6 +324,7 @@ impl Chamber {
             mail_hold_until: None,
             write_retry_at: None,
             manual_queued: false,
+            rerun: l.rerun,
             replace_with: None,
             last_lateness_ms: l.last_lateness_ms,
             start_waiters: Vec::new(),
@@ -796,6 +802,11 @@ impl Chamber {
         let hold = self.mail_hold_until.filter(|h| *h > now);
         let retry = self.write_retry_at.filter(|t| *t > now);
         if self.live.is_none() && retry.is_none() {
+            // Interrupted work owes nothing to the back-off: it was not the
+            // agent's failure.
+            if self.rerun.is_some() {
+                self.want(Trigger::Recovery);
+            }
             if next.is_some_and(|t| t <= now) {
                 self.want(Trigger::Scheduled);
             }

@@ -170,6 +170,7 @@ impl Chamber {
         self.mail_hold_until = None;
         self.write_retry_at = None;
         self.manual_queued = false;
+        self.rerun = None;
         self.write_error = None;
         self.open_questions = 0;
         self.thread = None;

@@ -78,7 +78,7 @@ impl Chamber {
         details.extend(self.settle_details(&outcome, settled.ok()));
         let conv = Conversation { unanswered_batch: !r.unanswered.is_empty(), sent_any: r.sent_any };
         self.write_fallbacks(r.number, &outcome, conv, &r.unanswered, &details.join("\n\n"));
-        self.log(format!("session {} interrupted: {}", r.number, r.note));
+        self.log(format!("session {} interrupted: {}; its work runs again now, once", r.number, r.note));
         self.emit(Effect::Log(LogLine::End));
         let now = self.now;
         // Counted under `recovery`: the session's own start is an earlier
@@ -96,7 +96,9 @@ impl Chamber {
         self.hand_off_after(r.number, &outcome, &r.note);
         self.emit(Effect::JournalAnswer { number: r.number });
         self.last_result = Some(outcome.describe());
-        self.previous_failure = Some(outcome.describe());
+        // Not the agent's failure: the rerun's own notice says what happened.
+        self.previous_failure = None;
+        self.rerun = Some(Rerun { session: r.number, mail: r.unanswered });
         self.replan();
     }
 }

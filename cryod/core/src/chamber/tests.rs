@@ -62,6 +62,7 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             system_tz: chrono_tz::UTC,
             thread: None,
             last_visible: None,
+            rerun: None,
         },
         Limits { stop_grace: StdDuration::from_secs(10) },
     )
@@ -1011,4 +1012,66 @@ fn a_todo_in_the_past_is_refused_with_how_long_ago() {
     let text = format!("{refused:?}");
     assert!(text.contains("in the past") && text.contains("2518d 9h ago"), "{text}");
     assert!(rig.todos.items.is_empty());
+}
+
+/// The work of a session cut short by cryod's death runs again, at once and
+/// once: even a bootstrap or an operator's wake, which no TODO stands
+/// behind; its unanswered mail is named in the rerun's prompt; and new mail
+/// is not held by a back-off (the death was not the agent's failure).
+#[test]
+fn work_interrupted_by_cryod_runs_again_at_once_and_only_once() {
+    let mut rig = Rig::new(&[], &[]);
+    rig.m = machine(&TodoList::default(), &[], 1);
+    let boot = Boot {
+        open: vec![OpenSession { number: 1, wake_id: "w1-1-x".into(), claims: Vec::new(), groups_ended: 1 }],
+        batches: vec![OpenBatch { id: 7, session: 1, files: vec!["hi.md".into()], archived: vec!["hi.md".into()] }],
+        outgoing: Vec::new(),
+    };
+    let out = rig.feed(Input::Boot(boot));
+    let fallback = messages(&out).into_iter().find(|m| m.meta.contains_key("in_reply_to")).expect("a holding reply");
+    assert!(fallback.body.contains("runs its work again, once"), "{}", fallback.body);
+    assert!(!fallback.body.contains("misconfiguration"), "{}", fallback.body);
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Recovery))), "{out:#?}");
+    // No back-off: mail that arrives now is not held.
+    assert_eq!((rig.m.failures, rig.m.mail_hold_until), (0, None));
+    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok".into() });
+    let (_, prompt, _) = spawn_of(&out);
+    assert!(prompt.contains("RERUN: session 1 was interrupted"), "{prompt}");
+    assert!(prompt.contains("hi.md"), "{prompt}");
+    assert!(!prompt.contains("PREVIOUS SESSION FAILED"), "{prompt}");
+    assert_eq!(rig.m.live_session().map(|s| s.0), Some(2));
+    // Session 2 is the rerun: once it ends, nothing runs a third time.
+    assert_eq!(rig.m.rerun, None);
+    assert!(rig.call(add_todo("+1h")).is_ok());
+    rig.call(hibernate()).expect("hibernate accepted");
+    let out = rig.exit("exit 0");
+    assert!(!out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+}
+
+/// A stop of cryod with a session running leaves the rerun to the next
+/// cryod, which reads it from the ledger's newest row (and the holding
+/// replies in the outbox).
+#[test]
+fn a_rerun_is_read_back_from_the_ledger_after_a_stop() {
+    let sent = vec![
+        Outgoing { session: Some(3), by_agent: false, in_reply_to: vec!["a.md".into(), "b.md".into()] },
+        Outgoing { session: Some(3), by_agent: true, in_reply_to: vec!["c.md".into()] },
+        Outgoing { session: Some(2), by_agent: false, in_reply_to: vec!["old.md".into()] },
+    ];
+    let interrupted = Outcome::Interrupted.describe();
+    let r = Rerun::after(3, Some(&interrupted), || sent.clone()).expect("a rerun");
+    assert_eq!(r, Rerun { session: 3, mail: vec!["a.md".into(), "b.md".into()] });
+    let never = || -> Vec<Outgoing> { panic!("the outbox is read only after an interruption") };
+    assert_eq!(Rerun::after(3, Some("hibernated: ok"), never), None);
+    assert_eq!(Rerun::after(3, None, never), None);
+
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let req = rig.req();
+    rig.feed(Input::Shutdown { req });
+    let end = rig.exit("killed by signal 15");
+    let fallback = messages(&end).into_iter().next().expect("a report");
+    assert!(fallback.body.contains("runs its work again"), "{}", fallback.body);
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Interrupted, .. })), "{end:#?}");
+    assert!(rig.m.finished());
 }

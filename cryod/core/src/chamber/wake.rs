@@ -27,8 +27,10 @@ impl Chamber {
             }
         };
         let claims = if self.completed { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
-        let demand =
-            !claims.is_empty() || !self.unread.is_empty() || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
+        let demand = !claims.is_empty()
+            || !self.unread.is_empty()
+            || self.rerun.is_some()
+            || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
             self.emit(Effect::Release);
@@ -39,12 +41,10 @@ impl Chamber {
             return self.replan();
         }
         // A scheduled wake (or one cryo owes since it was down) asks its
-        // pre-checks first; mail and operators' wakes never do.
-        let checks = if matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && self.unread.is_empty() {
-            self.checks(&list, &claims)
-        } else {
-            Vec::new()
-        };
+        // pre-checks first; mail, operators' wakes and reruns (whose work
+        // was found before) never do.
+        let asks = matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && self.rerun.is_none();
+        let checks = if asks && self.unread.is_empty() { self.checks(&list, &claims) } else { Vec::new() };
         if !checks.is_empty() {
             let timeout = self.config.as_ref().map(|c| c.precheck_timeout).unwrap_or(DEFAULT_PRECHECK_TIMEOUT);
             let n = checks.len();
@@ -122,8 +122,12 @@ impl Chamber {
     }
 
     /// Records the wake in the ledger and begins its session.
-    fn begin(&mut self, w: Checking, notices: Vec<String>, data: Vec<(String, String)>) {
+    fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
         let Checking { nonce, token, trigger, asked_at, claims } = w;
+        // Once per interruption: this session is its rerun.
+        if let Some(r) = self.rerun.take() {
+            notices.insert(0, r.notice());
+        }
         let now = self.now;
         let number = self.last_session.saturating_add(1);
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);

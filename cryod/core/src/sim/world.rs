@@ -14,10 +14,10 @@ use super::{Config, Rng};
 use crate::chamber::handoff::{HandedOff, OnEnd, When};
 use crate::chamber::{
     Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
-    Outgoing, Passed, Refusal, Reply, ReqId, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
+    Outgoing, Passed, Refusal, Reply, ReqId, Rerun, Settings, Sig, TodoCall, TodoDone, TodoOp, TodoWriteError,
 };
 use crate::message::{CRYOCHAMBER, Message};
-use crate::session::{Continuity, Trigger, Used};
+use crate::session::{Continuity, Outcome, Trigger, Used};
 use crate::todo::{Claim, TodoList};
 
 /// Zones with DST rules of every kind (and one without).
@@ -496,6 +496,7 @@ impl World {
         }
         let due_before = self.now;
         self.until(due_before + Duration::days(2))?;
+        self.reran()?;
         self.shutdown()?;
         self.report.chamber_days = self.config.chambers as u64 * (u64::from(self.config.days) + 2);
         self.check.end(&self.disks, &self.ledger, due_before)
@@ -813,6 +814,11 @@ impl World {
                     // reads it from the ledger (none if it is open).
                     thread: rows.iter().max_by_key(|r| r.number).and_then(|r| r.thread.clone()),
                     last_visible: None,
+                    rerun: rows
+                        .iter()
+                        .max_by_key(|r| r.number)
+                        .filter(|r| r.ended)
+                        .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk))),
                 },
                 Limits { stop_grace: STOP_GRACE },
             )));
@@ -856,20 +862,26 @@ impl World {
                     archived: b.files.iter().filter(|f| disk.archive.contains_key(*f)).cloned().collect(),
                 })
                 .collect(),
-            outgoing: disk
-                .outbox
-                .values()
-                .map(|m| Outgoing {
-                    session: m.meta.get("session").and_then(|s| s.parse().ok()),
-                    by_agent: m.from != CRYOCHAMBER,
-                    in_reply_to: m
-                        .meta
-                        .get("in_reply_to")
-                        .map(|r| r.split(' ').map(str::to_string).collect())
-                        .unwrap_or_default(),
-                })
-                .collect(),
+            outgoing: outgoing(disk),
         }
+    }
+
+    /// After the drain, no running chamber's newest session is one cryod's
+    /// own stop or death cut short: its work ran again.
+    fn reran(&self) -> Step {
+        let Some(d) = &self.daemon else { return Ok(()) };
+        for (c, m) in d.machines.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let v = m.view();
+            if !matches!(v.state, crate::chamber::State::Idle | crate::chamber::State::Running) {
+                continue;
+            }
+            let newest = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
+            if let Some(r) = newest.filter(|r| r.ended && r.outcome == Outcome::Interrupted.describe()) {
+                return Err(format!("chamber {c}: session {} was interrupted and its work never ran again", r.number));
+            }
+        }
+        Ok(())
     }
 
     /// A clean stop of cryod: every session ends, then the machines exit.
@@ -1529,4 +1541,19 @@ fn label(i: &Input) -> &'static str {
         Input::PlanWritten { .. } => "plan written",
         Input::ResetDone { .. } => "reset done",
     }
+}
+
+/// What a chamber sent, as recovery reads it from the outbox.
+fn outgoing(disk: &Disk) -> Vec<Outgoing> {
+    (disk.outbox.values())
+        .map(|m| Outgoing {
+            session: m.meta.get("session").and_then(|s| s.parse().ok()),
+            by_agent: m.from != CRYOCHAMBER,
+            in_reply_to: m
+                .meta
+                .get("in_reply_to")
+                .map(|r| r.split(' ').map(str::to_string).collect())
+                .unwrap_or_default(),
+        })
+        .collect()
 }
