@@ -35,7 +35,7 @@ struct State {
     provider_limits: HashMap<String, usize>,
     provider_running: HashMap<String, usize>,
     /// Accounts held at their provider's limit, until then.
-    held: HashMap<String, std::time::Instant>,
+    held: HashMap<String, Held>,
 }
 
 struct Waiting {
@@ -48,7 +48,7 @@ struct Waiting {
 impl State {
     fn provider_full(&self, provider: &Option<String>) -> bool {
         let Some(p) = provider else { return false };
-        if self.held.get(p).is_some_and(|until| *until > std::time::Instant::now()) {
+        if self.held.get(p).is_some_and(|h| h.until > std::time::Instant::now()) {
             return true;
         }
         self.provider_limits.get(p).is_some_and(|limit| self.provider_running.get(p).copied().unwrap_or(0) >= *limit)
@@ -66,6 +66,26 @@ impl std::fmt::Debug for Permit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Permit")
     }
+}
+
+/// An account held at its provider's limit.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    until: std::time::Instant,
+    /// The provider named no reset: the hold is cryod's default.
+    guessed: bool,
+}
+
+/// An account held now, as status shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    pub provider: String,
+    /// How long it is still held.
+    pub left: std::time::Duration,
+    /// Chambers whose wakes wait for it.
+    pub waiting: usize,
+    /// The provider named no reset: `left` is `limit_hold_seconds`.
+    pub guessed: bool,
 }
 
 impl Admission {
@@ -86,18 +106,21 @@ impl Admission {
 
     /// Holds `provider`'s requests for `left` (its limit was reached): they
     /// wait in their places, and go through in order when it is over.
-    pub fn hold(&self, provider: &str, left: std::time::Duration) {
+    /// `guessed`: the provider named no reset, so `left` is cryod's default.
+    pub fn hold(&self, provider: &str, left: std::time::Duration, guessed: bool) {
         let until = std::time::Instant::now() + left;
         {
             let mut s = self.0.lock().expect("admission lock");
-            let at = s.held.entry(provider.to_string()).or_insert(until);
-            *at = (*at).max(until);
+            let h = s.held.entry(provider.to_string()).or_insert(Held { until, guessed });
+            if until >= h.until {
+                *h = Held { until, guessed };
+            }
         }
         let me = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(until.into()).await;
             let mut s = me.0.lock().expect("admission lock");
-            s.held.retain(|_, t| *t > std::time::Instant::now());
+            s.held.retain(|_, h| h.until > std::time::Instant::now());
             me.grant(&mut s);
         });
     }
@@ -105,24 +128,25 @@ impl Admission {
     /// How long `provider` is still held at its limit, if it is.
     pub fn held(&self, provider: &str) -> Option<std::time::Duration> {
         let s = self.0.lock().expect("admission lock");
-        s.held.get(provider).and_then(|t| t.checked_duration_since(std::time::Instant::now()))
+        s.held.get(provider).and_then(|h| h.until.checked_duration_since(std::time::Instant::now()))
     }
 
-    /// Accounts held at their limit now: the time left, and how many
-    /// chambers' wakes wait for each.
-    pub fn holds(&self) -> Vec<(String, std::time::Duration, usize)> {
+    /// Accounts held at their limit now, by name.
+    pub fn holds(&self) -> Vec<Hold> {
         let s = self.0.lock().expect("admission lock");
         let now = std::time::Instant::now();
         let mut out: Vec<_> = s
             .held
             .iter()
-            .filter(|(_, t)| **t > now)
-            .map(|(p, t)| {
-                let waiting = s.queue.values().filter(|w| w.provider.as_deref() == Some(p.as_str())).count();
-                (p.clone(), *t - now, waiting)
+            .filter(|(_, h)| h.until > now)
+            .map(|(p, h)| Hold {
+                provider: p.clone(),
+                left: h.until - now,
+                waiting: s.queue.values().filter(|w| w.provider.as_deref() == Some(p.as_str())).count(),
+                guessed: h.guessed,
             })
             .collect();
-        out.sort();
+        out.sort_by(|a, b| a.provider.cmp(&b.provider));
         out
     }
 
@@ -296,14 +320,17 @@ mod tests {
     async fn a_held_provider_waits_and_others_pass() {
         let a = Admission::new(4, HashMap::new());
         let (sink, rx) = sinks();
-        a.hold("p", std::time::Duration::from_secs(60));
+        a.hold("p", std::time::Duration::from_secs(60), true);
         a.request(Trigger::Scheduled, 1, Some("p".into()), sink(1));
         a.request(Trigger::Scheduled, 2, Some("q".into()), sink(2));
         let got: Vec<i64> = rx.try_iter().map(|(id, permit)| (id, std::mem::forget(permit)).0).collect();
         assert_eq!(got, [2], "p is held; q passes");
         let holds = a.holds();
-        assert_eq!((holds[0].0.as_str(), holds[0].2), ("p", 1));
-        assert!(holds[0].1 > std::time::Duration::from_secs(50));
+        assert_eq!((holds[0].provider.as_str(), holds[0].waiting, holds[0].guessed), ("p", 1, true));
+        assert!(holds[0].left > std::time::Duration::from_secs(50));
+        // A later hold the provider named replaces the guess.
+        a.hold("p", std::time::Duration::from_secs(90), false);
+        assert!(!a.holds()[0].guessed);
     }
 
     #[test]

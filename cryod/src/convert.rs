@@ -294,10 +294,11 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
         .admission
         .holds()
         .into_iter()
-        .map(|(provider, left, waiting)| pb::ProviderHold {
-            provider,
-            until: crate::rfc3339(now + chrono::Duration::from_std(left).unwrap_or_default()),
-            waiting: waiting as u32,
+        .map(|h| pb::ProviderHold {
+            until: crate::rfc3339(now + chrono::Duration::from_std(h.left).unwrap_or_default()),
+            provider: h.provider,
+            waiting: h.waiting as u32,
+            default_hold: h.guessed,
         })
         .collect()
 }

@@ -577,10 +577,16 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     // The hold is shown: list, status, doctor, the hub.
     let list = env.cryoctl(&["chamber", "list"]).ok().to_string();
     assert!(list.contains(": limited until ") && list.contains("(1 chamber(s) waiting)"), "{list}");
-    assert!(env.cryoctl(&["chamber", "status", "lim-b"]).ok().contains("limit     "), "status shows the hold");
+    let shown = env.cryoctl(&["chamber", "status", "lim-b"]).ok().to_string();
+    assert!(shown.contains("limit     "), "status shows the hold: {shown}");
+    let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
+    if bin == "claude" {
+        // No reset named: status says the hold is cryod's default.
+        assert!(shown.contains("cryod's default hold (`limit_hold_seconds`"), "{shown}");
+        assert_eq!(limits[0]["default_hold"], true, "{limits}");
+    }
     let doctor = env.cryoctl(&["doctor", "--json"]).json();
     assert!(doctor.as_array().unwrap().iter().any(|c| c["check"] == "provider" && c["level"] == "warn"), "{doctor}");
-    let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
     assert_eq!(limits[0]["waiting"], 1, "{limits}");
     // Mail to a chamber of the held account: its sender is told when it
     // will be read.

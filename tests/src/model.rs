@@ -233,10 +233,16 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             _ => json!({ "error": { "type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
                 "message": "Rate limit reached. Please try again later." } }),
         };
+        // As Anthropic's API answers: the resets in headers (which no CLI
+        // passes on, see agent-events.md).
+        #[allow(clippy::disallowed_methods)] // the model server's own clock, as a provider's
+        let reset = (chrono::Utc::now() + chrono::Duration::seconds(600)).to_rfc3339();
         return Response::builder()
             .status(StatusCode::TOO_MANY_REQUESTS)
             .header("content-type", "application/json")
             .header("retry-after", "600")
+            .header("anthropic-ratelimit-requests-reset", reset.as_str())
+            .header("anthropic-ratelimit-tokens-reset", reset.as_str())
             .body(Body::from(error.to_string()))
             .unwrap();
     }

@@ -532,7 +532,17 @@ async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
 /// `claude-3f9a1c2e: limited until Mon 14:05 (2 chambers waiting)`, one line
 /// per provider account held at its limit.
 pub fn hold_line(h: &pb::ProviderHold) -> String {
-    format!("{}: limited until {} ({} chamber(s) waiting)", h.provider, output::local_time(&h.until), h.waiting)
+    let guessed = if h.default_hold {
+        "; the provider named no reset, so this is cryod's default hold (`limit_hold_seconds` in cryod.toml)"
+    } else {
+        ""
+    };
+    format!(
+        "{}: limited until {} ({} chamber(s) waiting){guessed}",
+        h.provider,
+        output::local_time(&h.until),
+        h.waiting
+    )
 }
 
 fn print_holds(holds: &[pb::ProviderHold]) {

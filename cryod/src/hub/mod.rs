@@ -461,7 +461,9 @@ fn chamber_value(v: &ChamberView) -> Value {
 /// (`provider`, `until`, `waiting`).
 async fn limits(State(hub): State<Hub>) -> ApiResult {
     let holds = convert::holds(&hub.daemon);
-    let v = holds.iter().map(|h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting }));
+    let v = holds.iter().map(
+        |h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting, "default_hold": h.default_hold }),
+    );
     Ok(axum::Json(Value::Array(v.collect())))
 }
 

@@ -143,6 +143,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         usage: None,
         budget_noticed: Default::default(),
         budget_paused: None,
+        limit_guessed: false,
         budget_released: Default::default(),
         told_held: false,
         ahead: None,

@@ -123,7 +123,7 @@ impl Sup {
                     let account = kinds::provider_account(config);
                     let left = (until - self.now()).to_std().unwrap_or_default();
                     tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
-                    self.shared.admission.hold(&account, left);
+                    self.shared.admission.hold(&account, left, self.limit_guessed);
                 }
             }
             Effect::ArmTimer { timer, after } => {

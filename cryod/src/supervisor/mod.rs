@@ -248,6 +248,8 @@ struct Sup {
     /// The budget (key and period) that paused the chamber, and those an
     /// operator released by resuming it (not paused again this period).
     budget_paused: Option<String>,
+    /// The last limit named no reset: its hold is `limit_hold_seconds`.
+    limit_guessed: bool,
     budget_released: std::collections::HashSet<String>,
     /// The sender of mail was told it waits for a provider's limit (this hold).
     told_held: bool,
@@ -325,13 +327,14 @@ impl Sup {
     /// When a provider's limit is over: the reset it named, else after the
     /// delay it asked for, else after `limit_hold_seconds`; plus up to ten
     /// seconds, so the held wakes of many chambers do not all start at once.
-    fn limit_until(&self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
+    fn limit_until(&mut self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
         let now = self.now();
         let told = l
             .resets_at
             .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
             .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
         let told = told.filter(|t| *t > now);
+        self.limit_guessed = told.is_none();
         if told.is_none() {
             // Said where the operator looks (cryo.log, status's log lines):
             // the wait is cryod's guess, not the provider's word.
