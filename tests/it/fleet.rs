@@ -1076,3 +1076,31 @@ cryo-agent hibernate
     assert!(two["outcome"].as_str().unwrap().starts_with("hibernated"), "{all}");
     assert!(all.as_array().unwrap().iter().all(|s| s["number"].as_u64() <= Some(2)), "once: {all}");
 }
+
+/// Issue 39, item 3, under pressure: chambers added and started one after
+/// another on a node that already holds its share, so the fleet hands some
+/// of them on while the calls are made. Every `add --start` succeeds and
+/// every chamber runs, on whichever node ends up with it.
+#[test]
+fn fleet_chambers_added_and_started_on_a_full_node_all_run() {
+    let Some(pg) = Postgres::start() else { return };
+    let (nodes, _cs) = fleet(&pg, 2, 2);
+    settle_balanced(&nodes[0], &["n1", "n2"], 2);
+    let n2 = &nodes[1].env;
+    let mut added = Vec::new();
+    for i in 0..6 {
+        let name = format!("more{i}");
+        let dir = n2.path(&format!("shared/{name}"));
+        n2.cryoctl(&["chamber", "init", dir.to_str().unwrap(), "--agent", "sh agent.sh", "--sandbox", "off"]).ok();
+        std::fs::write(dir.join("agent.sh"), AGENT).unwrap();
+        let r = n2.cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--name", &name, "--start"]);
+        if r.code != Some(0) {
+            panic!("{r:?}\nn2:\n{}\nn1:\n{}", n2.daemon_log(), nodes[0].env.daemon_log());
+        }
+        added.push(Chamber { name, dir });
+    }
+    for c in &added {
+        wait_until_within(TAKEOVER, "each added chamber's first session", || !sessions(c).is_empty());
+    }
+    settle_balanced(&nodes[0], &["n1", "n2"], 8);
+}

@@ -322,11 +322,20 @@ impl Daemon {
     /// Drops a chamber at once, finalizing nothing (it is another node's
     /// now, or this node's lease is lost): its agent is killed.
     pub async fn drop_chamber(&self, id: i64) {
-        let Some(entry) = self.0.chambers.write().expect("registry lock").remove(&id) else { return };
+        let Some(entry) = self.unregister_here(id) else { return };
         entry.handle.drop.cancel();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
-        self.0.remote.write().expect("registry lock").insert(id, entry.record);
         self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+    }
+
+    /// Takes a chamber out of this node's registry and into its view of the
+    /// rest of the fleet in one step, so a lookup meanwhile finds it in one
+    /// or the other (never "no chamber named …").
+    fn unregister_here(&self, id: i64) -> Option<Entry> {
+        let mut chambers = self.0.chambers.write().expect("registry lock");
+        let entry = chambers.remove(&id)?;
+        self.0.remote.write().expect("registry lock").insert(id, entry.record.clone());
+        Some(entry)
     }
 
     /// Hands a chamber over cleanly: its session ends as at shutdown, it is
@@ -344,13 +353,12 @@ impl Daemon {
             if handle.tx.send(Event::Shutdown(tx)).is_ok() {
                 let _ = rx.await;
             }
-            let entry = self.0.chambers.write().expect("registry lock").remove(&id);
+            let entry = self.unregister_here(id);
             let entry = entry.ok_or_else(|| Error::Unavailable("the chamber was dropped meanwhile".into()))?;
             // Until its supervisor has ended (and let go of its watches), the
             // chamber is still this node's in every way but the registry.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
             let fence = entry.record.fence();
-            self.0.remote.write().expect("registry lock").insert(id, entry.record);
             if let Some(to) = to
                 && pg.assign(fence, to).await?
             {
@@ -578,10 +586,13 @@ impl Daemon {
     /// Replaces a chamber's `plan.md` (through its supervisor, the one writer).
     pub async fn write_plan(&self, v: &ChamberView, text: &str) -> Result<()> {
         let text = text.to_string();
-        if self.elsewhere(v) {
-            return self.forward(v, Command::WritePlan { text }).await?.done();
+        let mine = text.clone();
+        if !self.elsewhere(v)
+            && let Some(written) = self.ask_here(v.record.id, |reply| Event::WritePlan { text: mine, reply }).await?
+        {
+            return written;
         }
-        self.ask(v.record.id, |reply| Event::WritePlan { text, reply }).await?
+        self.forward(v, Command::WritePlan { text }).await?.done()
     }
 
     fn view_of(&self, id: i64) -> Option<ChamberView> {
@@ -770,11 +781,39 @@ impl Daemon {
         })
     }
 
+    /// Asks the chamber's supervisor on this node, where the caller cannot
+    /// follow a hand-over (see [`Daemon::ask_here`]).
     async fn ask<T>(&self, id: i64, make: impl FnOnce(oneshot::Sender<T>) -> Event) -> Result<T> {
-        let handle = self.handle_of(id)?;
+        self.ask_here(id, make).await?.ok_or_else(|| {
+            Error::Unavailable(
+                "the chamber was handed to another node of the fleet meanwhile: run the command again".into(),
+            )
+        })
+    }
+
+    /// Asks the chamber's supervisor on this node. `None`: the chamber was
+    /// handed on to another node of the fleet under the call (a balancing
+    /// round, a move), so the caller follows it there with
+    /// [`Daemon::forward`].
+    async fn ask_here<T>(&self, id: i64, make: impl FnOnce(oneshot::Sender<T>) -> Event) -> Result<Option<T>> {
+        let handed_on = || self.0.shared.store.fleet().is_some() && (self.leaving(id) || !self.runs(id));
+        let handle = match self.handle_of(id) {
+            Err(_) if handed_on() => return Ok(None),
+            h => h?,
+        };
         let (tx, rx) = oneshot::channel();
-        handle.tx.send(make(tx)).map_err(|_| Error::Internal("the chamber's supervisor has stopped".into()))?;
-        rx.await.map_err(|_| Error::Internal("the chamber's supervisor did not answer".into()))
+        if handle.tx.send(make(tx)).is_err() {
+            return if handed_on() {
+                Ok(None)
+            } else {
+                Err(Error::Internal("the chamber's supervisor has stopped".into()))
+            };
+        }
+        match rx.await {
+            Ok(answer) => Ok(Some(answer)),
+            Err(_) if handed_on() => Ok(None),
+            Err(_) => Err(Error::Internal("the chamber's supervisor did not answer".into())),
+        }
     }
 
     /// Unregisters a chamber (ending its session); its files stay.
@@ -809,34 +848,38 @@ impl Daemon {
     /// With `wait`, returns once a first session's agent has started.
     pub async fn start(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool)> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            let (v, already, _) = self.forward(&v, Command::Start { wait }).await?.flags(&v)?;
-            return Ok((v, already));
+        if !self.elsewhere(&v)
+            && let Some(already) = self.ask_here(v.record.id, |reply| Event::Start { wait, reply }).await?
+        {
+            return Ok((self.view_of(v.record.id).unwrap_or(v), already?));
         }
-        let already = self.ask(v.record.id, |reply| Event::Start { wait, reply }).await??;
-        Ok((self.view_of(v.record.id).unwrap_or(v), already))
+        let (v, already, _) = self.forward(&v, Command::Start { wait }).await?.flags(&v)?;
+        Ok((v, already))
     }
 
     /// Stops a chamber; returns once a running session has ended.
     /// The flags: it was stopped already; a session was ended.
     pub async fn stop(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool, bool)> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            return self.forward(&v, Command::Stop { wait }).await?.flags(&v);
+        if !self.elsewhere(&v)
+            && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Stop { wait, reply }).await?
+        {
+            let (already, ended) = answer?;
+            return Ok((self.view_of(v.record.id).unwrap_or(v), already, ended));
         }
-        let (already, ended) = self.ask(v.record.id, |reply| Event::Stop { wait, reply }).await??;
-        Ok((self.view_of(v.record.id).unwrap_or(v), already, ended))
+        self.forward(&v, Command::Stop { wait }).await?.flags(&v)
     }
 
     /// Pauses (or resumes) a chamber; the flag says nothing changed.
     pub async fn pause(&self, r: &ChamberRef, pause: bool) -> Result<(ChamberView, bool)> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            let (v, already, _) = self.forward(&v, Command::Pause { pause }).await?.flags(&v)?;
-            return Ok((v, already));
+        if !self.elsewhere(&v)
+            && let Some(already) = self.ask_here(v.record.id, |tx| Event::Pause(pause, tx)).await?
+        {
+            return Ok((self.view_of(v.record.id).unwrap_or(v), already?));
         }
-        let already = self.ask(v.record.id, |tx| Event::Pause(pause, tx)).await??;
-        Ok((self.view_of(v.record.id).unwrap_or(v), already))
+        let (v, already, _) = self.forward(&v, Command::Pause { pause }).await?.flags(&v)?;
+        Ok((v, already))
     }
 
     /// The operator accepts a chamber's `cryo.toml` as it is (see
@@ -849,12 +892,14 @@ impl Daemon {
         edit: Option<crate::supervisor::Edit>,
     ) -> Result<(ChamberView, Vec<String>)> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            let (view, keys) = self.forward(&v, Command::Trust { edit }).await?.trusted()?;
-            return Ok((remote::with_view(&v, view), keys));
+        let mine = edit.clone();
+        if !self.elsewhere(&v)
+            && let Some(keys) = self.ask_here(v.record.id, |reply| Event::Trust { edit: mine, reply }).await?
+        {
+            return Ok((self.view_of(v.record.id).unwrap_or(v), keys?));
         }
-        let keys = self.ask(v.record.id, |reply| Event::Trust { edit, reply }).await??;
-        Ok((self.view_of(v.record.id).unwrap_or(v), keys))
+        let (view, keys) = self.forward(&v, Command::Trust { edit }).await?.trusted()?;
+        Ok((remote::with_view(&v, view), keys))
     }
 
     /// Archives a chamber (stopping it first: an archived chamber is never
@@ -897,11 +942,13 @@ impl Daemon {
         replace: bool,
     ) -> Result<(ChamberView, supervisor::WakeOutcome)> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            return self.forward(&v, Command::Wake { message, replace }).await?.woken(&v);
+        let mine = message.clone();
+        if !self.elsewhere(&v)
+            && let Some(out) = self.ask_here(v.record.id, |reply| Event::Wake { message: mine, replace, reply }).await?
+        {
+            return Ok((self.view_of(v.record.id).unwrap_or(v), out?));
         }
-        let out = self.ask(v.record.id, |reply| Event::Wake { message, replace, reply }).await??;
-        Ok((self.view_of(v.record.id).unwrap_or(v), out))
+        self.forward(&v, Command::Wake { message, replace }).await?.woken(&v)
     }
 
     /// Writes a message into a chamber's inbox; returns the file.
@@ -920,29 +967,37 @@ impl Daemon {
     ) -> Result<supervisor::Delivered> {
         let v = self.resolve(r)?;
         let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
-        if self.elsewhere(&v) {
-            return self.forward(&v, Command::Send { from, subject, text, meta }).await?.delivered();
+        let mine = Box::new((from.clone(), subject.clone(), text.clone(), meta.clone()));
+        if !self.elsewhere(&v)
+            && let Some(d) = self.ask_here(v.record.id, |reply| Event::Deliver { message: mine, reply }).await?
+        {
+            return d;
         }
-        self.ask(v.record.id, |reply| Event::Deliver { message: Box::new((from, subject, text, meta)), reply }).await?
+        self.forward(&v, Command::Send { from, subject, text, meta }).await?.delivered()
     }
 
     /// An operator's TODO call.
     pub async fn todo(&self, r: &ChamberRef, call: supervisor::TodoCall) -> Result<supervisor::AgentReply> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            return self.forward(&v, Command::Todo { call }).await?.todos();
+        let mine = Box::new(call.clone());
+        if !self.elsewhere(&v)
+            && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Todo { call: mine, reply }).await?
+        {
+            return answer;
         }
-        self.ask(v.record.id, |reply| Event::Todo { call: Box::new(call), reply }).await?
+        self.forward(&v, Command::Todo { call }).await?.todos()
     }
 
     /// Asks a chamber's bridges to pull (or push) now; returns each one's
     /// count or error, and every bridge's status after.
     pub async fn sync(&self, r: &ChamberRef, pull: bool) -> Result<supervisor::SyncOutcome> {
         let v = self.resolve(r)?;
-        if self.elsewhere(&v) {
-            return self.forward(&v, Command::Sync { pull }).await?.synced();
+        if !self.elsewhere(&v)
+            && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Sync { pull, reply }).await?
+        {
+            return Ok(answer);
         }
-        self.ask(v.record.id, |reply| Event::Sync { pull, reply }).await
+        self.forward(&v, Command::Sync { pull }).await?.synced()
     }
 
     /// The most recent sessions of a chamber, newest first.

@@ -133,6 +133,13 @@ impl Daemon {
         let mut pause = Duration::from_millis(50);
         let until = tokio::time::Instant::now() + FOLLOW;
         while tokio::time::Instant::now() < until {
+            if self.leaving(record.id) {
+                // Being handed on by this very node: wait for it to go.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                record = self.refresh_record(record.id).await?;
+                continue;
+            }
             if self.runs(record.id) {
                 // Taken over by this node meanwhile. (Boxed: `execute` calls
                 // the operations that call this.)
@@ -193,7 +200,7 @@ impl Daemon {
         let reply = match serde_json::from_str::<Command>(body) {
             Err(e) => Reply::Err(Error::Invalid(format!("unreadable command: {e}"))),
             Ok(cmd) => match chamber {
-                Some(id) if self.runs(id) => match self.execute(id, cmd).await {
+                Some(id) if self.runs(id) && !self.leaving(id) => match self.execute(id, cmd).await {
                     Ok(a) => Reply::Ok(Box::new(a)),
                     Err(e) => Reply::Err(e),
                 },
