@@ -231,7 +231,10 @@ impl Listener {
                     });
                     open.push(state.clone());
                     let closing = Box::pin(state.evict.clone().cancelled_owned());
-                    return Some((Ok(Conn { stream: s, state, closing }), (listener, open, warned)));
+                    return Some((
+                        Ok(Conn { stream: crate::authority::Mended::new(s), state, closing }),
+                        (listener, open, warned),
+                    ));
                 }
             }
         });
@@ -291,7 +294,8 @@ pub struct Peer(Arc<ConnState>);
 
 /// An accepted connection.
 pub struct Conn {
-    stream: UnixStream,
+    /// Stock gRPC clients' `:authority` mended (see [`crate::authority`]).
+    stream: crate::authority::Mended<UnixStream>,
     state: Arc<ConnState>,
     closing: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
 }

@@ -10,6 +10,7 @@ usage: grpc_client.py SOCKET KEY_FILE
 prints one JSON line: what each call answered.
 """
 import json
+import urllib.parse
 import sys
 
 import grpc
@@ -94,12 +95,13 @@ def main():
         out["keyless"] = "answered"
     except grpc.RpcError as e:
         out["keyless"] = "%s: %s" % (e.code().name, e.details())
-    # Newer grpcio (1.57+), grpc-java and grpc-swift send the socket's path,
-    # percent-encoded, as `:authority`, which h2 (under tonic) refuses; the
-    # documented way through: name the authority (README, "Your own client").
-    named = grpc.insecure_channel("unix:" + socket, options=[("grpc.default_authority", "localhost")])
-    raw = named.unary_unary("/cryo.v1.Control/ChamberList", request_serializer=None, response_deserializer=None)
-    out["named_authority"] = strings(raw(b"", metadata=meta, timeout=10))
+    # Newer grpcio (1.57+), grpc-go and grpc-java send the socket's path,
+    # percent-encoded, as `:authority` (h2 alone refuses it; cryod mends it):
+    # sent here as they send it, and named plainly too.
+    for label, authority in [("encoded_authority", urllib.parse.quote(socket, safe="")), ("named_authority", "localhost")]:
+        ch = grpc.insecure_channel("unix:" + socket, options=[("grpc.default_authority", authority)])
+        raw = ch.unary_unary("/cryo.v1.Control/ChamberList", request_serializer=None, response_deserializer=None)
+        out[label] = strings(raw(b"", metadata=meta, timeout=10))
     print(json.dumps(out))
 
 

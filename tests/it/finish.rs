@@ -195,6 +195,7 @@ fn a_stock_grpc_client_is_answered_over_the_socket() {
     assert!(texts("hello").iter().any(|s| s == env!("CARGO_PKG_VERSION")), "{v}");
     assert!(texts("list").iter().any(|s| s == "interop"), "{v}");
     assert!(texts("named_authority").iter().any(|s| s == "interop"), "{v}");
+    assert!(texts("encoded_authority").iter().any(|s| s == "interop"), "the percent-encoded authority: {v}");
     assert!(v["keyless"].as_str().unwrap().starts_with("PERMISSION_DENIED"), "{v}");
 }
 

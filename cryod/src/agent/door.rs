@@ -90,7 +90,7 @@ impl Doors {
                     continue;
                 };
                 let closed = Box::pin(until.clone().cancelled_owned());
-                let conn = DoorConn { stream, key, closed, _permit: permit };
+                let conn = DoorConn { stream: crate::authority::Mended::new(stream), key, closed, _permit: permit };
                 if tx.send(conn).is_err() {
                     return;
                 }
@@ -131,7 +131,8 @@ impl Drop for Door {
 
 /// A connection made through a door.
 pub struct DoorConn {
-    stream: UnixStream,
+    /// Stock gRPC clients' `:authority` mended (see [`crate::authority`]).
+    stream: crate::authority::Mended<UnixStream>,
     key: DoorKey,
     /// Ready when the door closes: the connection ends with it.
     closed: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
