@@ -32,6 +32,12 @@ const PRIORITY: u8 = 0x20;
 const MAX_FRAME: usize = 16_384;
 /// The largest header block mended; a larger one turns the mending off.
 pub const MAX_BLOCK: usize = 64 * 1024;
+/// The most a mended block may grow to once decoded.
+const MAX_MENDED: usize = 256 * 1024;
+/// The dynamic table the client's encoder may use: what h2 allows it
+/// (SETTINGS_HEADER_TABLE_SIZE's default, which cryod never raises). A
+/// client that asks for more is answered by h2, unmended.
+const TABLE: usize = 4096;
 /// What replaces a percent-encoded authority.
 const LOCALHOST: &[u8] = b"localhost";
 
@@ -73,113 +79,131 @@ impl<S> Mended<S> {
             preface: PREFACE.len(),
             passing: 0,
             block: None,
-            decoder: loona_hpack::Decoder::new(),
+            decoder: {
+                let mut d = loona_hpack::Decoder::new();
+                d.set_max_allowed_table_size(TABLE);
+                d
+            },
             off: false,
             eof: false,
         }
     }
 
-    /// Moves what can be parsed from `raw` to `out`.
+    /// Moves what can be parsed from `raw` to `out`. `raw` is read with a
+    /// cursor and compacted once at the end (a drain per frame would copy
+    /// what is left each time: quadratic in a read of small frames).
     fn parse(&mut self) {
-        if self.preface > 0 {
-            let n = self.preface.min(self.raw.len());
-            if self.raw[..n] != PREFACE[PREFACE.len() - self.preface..][..n] {
-                return self.give_up();
-            }
-            self.out.extend(self.raw.drain(..n));
-            self.preface -= n;
-        }
-        while !self.off && self.preface == 0 {
-            if self.passing > 0 {
-                let n = self.passing.min(self.raw.len());
-                if n == 0 {
-                    return;
-                }
-                self.out.extend(self.raw.drain(..n));
-                self.passing -= n;
-                continue;
-            }
-            if self.raw.len() < 9 {
-                return;
-            }
-            let len = u32::from_be_bytes([0, self.raw[0], self.raw[1], self.raw[2]]) as usize;
-            let (kind, flags) = (self.raw[3], self.raw[4]);
-            let stream = u32::from_be_bytes([self.raw[5], self.raw[6], self.raw[7], self.raw[8]]) & 0x7fff_ffff;
-            let gathering = self.block.is_some();
-            if !matches!(kind, HEADERS | CONTINUATION) && !gathering {
-                // Passes as it is, as it comes.
-                self.out.extend(self.raw.drain(..9));
-                self.passing = len;
-                continue;
-            }
-            if len > MAX_FRAME || (kind == CONTINUATION) != gathering {
-                // Oversized, or out of order: h2 answers it.
-                return self.give_up();
-            }
-            if self.raw.len() < 9 + len {
-                return;
-            }
-            let frame: Vec<u8> = self.raw.drain(..9 + len).collect();
-            let payload = &frame[9..];
-            if kind == HEADERS {
-                let Some((priority, fragment)) = headers_payload(flags, payload) else {
-                    return self.give_up_with(&frame);
-                };
-                self.block = Some(Block { stream, flags, priority, fragment: fragment.to_vec() });
-            } else {
-                let b = self.block.as_mut().expect("gathering");
-                if stream != b.stream || b.fragment.len() + payload.len() > MAX_BLOCK {
-                    return self.give_up_with(&frame);
-                }
-                b.fragment.extend_from_slice(payload);
-            }
-            if flags & END_HEADERS != 0 {
-                let b = self.block.take().expect("gathering");
-                match self.mend(&b.fragment) {
-                    Some(block) => emit(&mut self.out, &b, &block),
-                    None => {
-                        // Whole, but not decodable: h2 says why.
-                        emit_raw(&mut self.out, &b, true);
-                        return self.give_up();
-                    }
-                }
-            }
-        }
+        let mut at = 0;
+        self.step(&mut at);
+        self.raw.drain(..at);
         if self.off {
             self.out.append(&mut self.raw);
         }
     }
 
-    /// The block decoded and encoded again, its authority mended.
+    fn step(&mut self, at: &mut usize) {
+        if self.preface > 0 {
+            let n = self.preface.min(self.raw.len());
+            if self.raw[..n] != PREFACE[PREFACE.len() - self.preface..][..n] {
+                return self.give_up(at);
+            }
+            self.out.extend_from_slice(&self.raw[..n]);
+            *at = n;
+            self.preface -= n;
+        }
+        while !self.off && self.preface == 0 {
+            let rest = &self.raw[*at..];
+            if self.passing > 0 {
+                let n = self.passing.min(rest.len());
+                if n == 0 {
+                    return;
+                }
+                self.out.extend_from_slice(&rest[..n]);
+                *at += n;
+                self.passing -= n;
+                continue;
+            }
+            if rest.len() < 9 {
+                return;
+            }
+            let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+            let (kind, flags) = (rest[3], rest[4]);
+            let stream = u32::from_be_bytes([rest[5], rest[6], rest[7], rest[8]]) & 0x7fff_ffff;
+            let gathering = self.block.is_some();
+            if !matches!(kind, HEADERS | CONTINUATION) && !gathering {
+                // Passes as it is, as it comes.
+                self.out.extend_from_slice(&rest[..9]);
+                *at += 9;
+                self.passing = len;
+                continue;
+            }
+            if len > MAX_FRAME || (kind == CONTINUATION) != gathering {
+                // Oversized, or out of order: h2 answers it.
+                return self.give_up(at);
+            }
+            if rest.len() < 9 + len {
+                return;
+            }
+            let payload = &rest[9..9 + len];
+            if kind == HEADERS {
+                let Some((priority, fragment)) = headers_payload(flags, payload) else {
+                    return self.give_up(at);
+                };
+                self.block = Some(Block { stream, flags, priority, fragment: fragment.to_vec() });
+            } else {
+                let b = self.block.as_mut().expect("gathering");
+                if stream != b.stream || b.fragment.len() + payload.len() > MAX_BLOCK {
+                    return self.give_up(at);
+                }
+                b.fragment.extend_from_slice(payload);
+            }
+            *at += 9 + len;
+            if flags & END_HEADERS != 0 {
+                let b = self.block.take().expect("gathering");
+                match self.mend(&b.fragment) {
+                    Some(block) => emit(&mut self.out, &b, &block, true),
+                    None => {
+                        // Whole, but not decodable (or too big once
+                        // decoded): h2 says why.
+                        emit(&mut self.out, &b, &b.fragment, true);
+                        return self.give_up(at);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The block decoded and encoded again, its authority mended; `None` if
+    /// it does not decode or decodes to more than [`MAX_MENDED`] (a client
+    /// may name a table entry thousands of times).
     fn mend(&mut self, fragment: &[u8]) -> Option<Vec<u8>> {
         let mut block = Vec::with_capacity(fragment.len() + 16);
         let mut bad = false;
         self.decoder
             .decode_with_cb(fragment, |name, value| {
+                if bad || block.len() + name.len() + value.len() > MAX_MENDED {
+                    bad = true;
+                    return;
+                }
                 let value: &[u8] = if &*name == b":authority" && value.contains(&b'%') { LOCALHOST } else { &value };
-                bad |= value.len() > MAX_BLOCK;
                 literal(&mut block, &name, value);
             })
             .ok()?;
         (!bad).then_some(block)
     }
 
-    /// Mending is off from here: what was gathered passes as it came (as
-    /// one HEADERS frame), then `last`, the frame that stopped it.
-    fn give_up_with(&mut self, last: &[u8]) {
-        if let Some(b) = self.block.take() {
-            emit_raw(&mut self.out, &b, false);
-        }
-        self.out.extend_from_slice(last);
-        self.give_up();
-    }
-
-    fn give_up(&mut self) {
+    /// Mending is off from here: a block being gathered passes as it came
+    /// (without its end), then every byte from `at` on.
+    fn give_up(&mut self, at: &mut usize) {
         if !self.off {
             tracing::debug!("a connection's HTTP/2 framing was not as expected: its bytes pass unmended");
         }
         self.off = true;
-        self.out.append(&mut self.raw);
+        if let Some(b) = self.block.take() {
+            emit(&mut self.out, &b, &b.fragment, false);
+        }
+        self.out.extend_from_slice(&self.raw[*at..]);
+        *at = self.raw.len();
     }
 }
 
@@ -225,8 +249,10 @@ fn integer(out: &mut Vec<u8>, mut v: usize, n: u8) {
 }
 
 /// A header block as a HEADERS frame and as many CONTINUATION frames as it
-/// needs.
-fn emit(out: &mut Vec<u8>, b: &Block, block: &[u8]) {
+/// needs; the last ends the block if `end` (else a frame that stopped the
+/// mending follows).
+fn emit(out: &mut Vec<u8>, b: &Block, block: &[u8], end: bool) {
+    let end = if end { END_HEADERS } else { 0 };
     let mut first = Vec::with_capacity(5 + block.len().min(MAX_FRAME));
     let mut flags = b.flags & (END_STREAM | PRIORITY);
     if let Some(p) = b.priority {
@@ -236,28 +262,15 @@ fn emit(out: &mut Vec<u8>, b: &Block, block: &[u8]) {
     let (head, mut rest) = block.split_at(block.len().min(room));
     first.extend_from_slice(head);
     if rest.is_empty() {
-        flags |= END_HEADERS;
+        flags |= end;
     }
     frame(out, HEADERS, flags, b.stream, &first);
     while !rest.is_empty() {
         let (chunk, more) = rest.split_at(rest.len().min(MAX_FRAME));
-        let flags = if more.is_empty() { END_HEADERS } else { 0 };
+        let flags = if more.is_empty() { end } else { 0 };
         frame(out, CONTINUATION, flags, b.stream, chunk);
         rest = more;
     }
-}
-
-/// The fragments gathered, unmended, as one HEADERS frame (ending the block
-/// if `end`). h2 answers what follows: with the tables out of step by then,
-/// it ends the connection.
-fn emit_raw(out: &mut Vec<u8>, b: &Block, end: bool) {
-    let mut payload = Vec::new();
-    if let Some(p) = b.priority {
-        payload.extend_from_slice(&p);
-    }
-    payload.extend_from_slice(&b.fragment);
-    let flags = b.flags & (END_STREAM | PRIORITY) | if end { END_HEADERS } else { 0 };
-    frame(out, HEADERS, flags, b.stream, &payload);
 }
 
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
@@ -293,6 +306,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Mended<S> {
             if got.is_empty() {
                 // The end: whatever was left unparsed goes as it is.
                 this.eof = true;
+                if let Some(b) = this.block.take() {
+                    emit(&mut this.out, &b, &b.fragment, false);
+                }
                 this.out.append(&mut this.raw);
                 continue;
             }
@@ -436,6 +452,11 @@ mod tests {
         ] {
             assert_eq!(mended(bytes.clone(), 3).await, bytes);
         }
+        // A HEADERS frame where a CONTINUATION was due: both pass.
+        let cut =
+            [PREFACE, &[0, 0, 1, HEADERS, 0, 0, 0, 0, 1, 0x82], &[0, 0, 1, HEADERS, END_HEADERS, 0, 0, 0, 3, 0x82]]
+                .concat();
+        assert_eq!(mended(cut.clone(), 4).await, cut);
         // Over two frames, it passes as one, every byte of it kept.
         let two = [
             PREFACE,
@@ -455,5 +476,36 @@ mod tests {
             integer(&mut out, v, n);
             assert_eq!(out, want, "{v}");
         }
+    }
+
+    /// A client may not grow its table past what h2 allows, nor make one
+    /// small block decode to a huge one by naming an entry over and over:
+    /// either passes unmended, for h2 to refuse, and nothing is held.
+    #[tokio::test]
+    async fn a_client_cannot_make_the_mending_hold_much() {
+        // A table size update to about 256 MiB, then an entry added.
+        let grow =
+            [PREFACE, &[0, 0, 9, HEADERS, END_HEADERS, 0, 0, 0, 1, 0x3f, 0xff, 0xff, 0xff, 0x7f, 0x40, 1, b'x', 0]]
+                .concat();
+        assert_eq!(mended(grow.clone(), 8192).await, grow);
+        // A 4000-byte entry, then a block of 16,000 references to it (64 MB
+        // once decoded).
+        let mut first = vec![0x40, 1, b'x', 0x7f];
+        integer_rest(&mut first, 4000 - 127);
+        first.extend(std::iter::repeat_n(b'v', 4000));
+        let mut bytes = PREFACE.to_vec();
+        frame(&mut bytes, HEADERS, END_HEADERS, 1, &first);
+        frame(&mut bytes, HEADERS, END_HEADERS, 3, &vec![0x80 | 62; 16_000]);
+        let out = mended(bytes, 8192).await;
+        assert!(out.len() < 64 * 1024, "{} bytes came out", out.len());
+    }
+
+    /// The continuation bytes of an HPACK integer past its prefix.
+    fn integer_rest(out: &mut Vec<u8>, mut v: usize) {
+        while v >= 128 {
+            out.push((v % 128 + 128) as u8);
+            v /= 128;
+        }
+        out.push(v as u8);
     }
 }
