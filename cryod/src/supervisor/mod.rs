@@ -13,14 +13,17 @@
 mod boot;
 pub mod budget;
 mod effects;
+mod limits;
 mod queue;
+mod replies;
+mod trust;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cryo_core::chamber::{Chamber, Effect, Input, Refusal, Reply, ReqId, Settings, Timer, View};
+use cryo_core::chamber::{Chamber, Effect, Input, Refusal, ReqId, Settings, Timer, View};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -277,80 +280,6 @@ fn next_utc_day(now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 impl Sup {
-    /// The budgets that apply, if any.
-    fn budgets(&self) -> Option<budget::Applying> {
-        budget::Applying::to(self.config.as_ref().ok()?, &self.shared.config)
-    }
-
-    /// The lowest `max_session_usd` that applies.
-    fn max_session_usd(&self) -> Option<f64> {
-        self.budgets()?.max_session_usd()
-    }
-
-    /// Measures the budgets against the ledger (UTC day and month): what
-    /// the machine should be told (an 80% notice once, or the pause at
-    /// 100%), if anything.
-    async fn budget_check(&mut self) -> Option<Input> {
-        let uses = self.budgets()?.measured(&self.shared.store, self.now(), self.id).await.ok()?;
-        if let Some(k) = self.budget_paused.take_if(|_| !self.machine.paused()) {
-            // Resumed by an operator: this budget no longer pauses it, this period.
-            self.budget_released.insert(k);
-        }
-        let (mut notice, mut reached) = (None, None);
-        let mut reached_key = None;
-        for u in uses {
-            let key_period = u.period_key();
-            if u.used >= u.limit && !self.budget_released.contains(&key_period) {
-                reached_key.get_or_insert(key_period);
-                reached.get_or_insert(format!(
-                    "{} ({} {} = {}, {} used)",
-                    cryo_core::session::BUDGET_REACHED,
-                    u.who,
-                    u.key,
-                    u.shown(u.limit),
-                    u.shown(u.used)
-                ));
-            } else if u.used >= 0.8 * u.limit && u.used < u.limit && self.budget_noticed.insert(key_period) {
-                notice.get_or_insert(format!("{} is used.", u.used_of()));
-            }
-        }
-        if notice.is_none() && reached.is_none() {
-            return None;
-        }
-        if reached.is_some() {
-            self.budget_paused = reached_key;
-        }
-        self.next_req += 1;
-        Some(Input::Budget { req: self.next_req, notice, reached })
-    }
-
-    /// When a provider's limit is over: the reset it named, else after the
-    /// delay it asked for, else after `limit_hold_seconds`; plus up to ten
-    /// seconds, so the held wakes of many chambers do not all start at once.
-    fn limit_until(&mut self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
-        let now = self.now();
-        let told = l
-            .resets_at
-            .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
-            .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
-        let told = told.filter(|t| *t > now);
-        self.limit_guessed = told.is_none();
-        if told.is_none() {
-            // Said where the operator looks (cryo.log, status's log lines):
-            // the wait is cryod's guess, not the provider's word.
-            let hold = self.shared.config.limit_hold_seconds;
-            let note = format!(
-                "the provider named no reset: the account is held for {} (`limit_hold_seconds` in cryod.toml, a \
-                 default), then tried again",
-                cryo_core::time::humanize(chrono::Duration::seconds(hold as i64))
-            );
-            self.log(cryo_core::chamber::LogLine::Event(note));
-        }
-        let at = told.unwrap_or(now + chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64));
-        let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) % 10_000;
-        at + chrono::Duration::milliseconds(jitter as i64)
-    }
-
     /// The machine's time: the clock's, or the due instant the scheduler
     /// told a head start ahead (a wake is decided and recorded as of its
     /// instant, a few milliseconds early). A clock set back past the head
@@ -578,90 +507,6 @@ impl Sup {
         }
     }
 
-    /// The machine's settings from the config as last read.
-    fn settings(&self) -> (std::result::Result<Settings, String>, Vec<String>) {
-        (self.config.as_ref().map(settings).map_err(Clone::clone), self.machine.view().warnings)
-    }
-
-    /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
-    fn read_config(&mut self) -> Option<(std::result::Result<Settings, String>, Vec<String>)> {
-        let (config, warnings, read) =
-            load_config(&self.shared, &self.root, self.machine.name(), self.trusted.as_ref());
-        if self.trusted.is_none()
-            && let Some(read) = read
-            && config.is_ok()
-        {
-            self.accept(read);
-        }
-        if config == self.config && warnings == self.machine.view().warnings {
-            return None;
-        }
-        tracing::info!(chamber = %self.machine.name(), "cryo.toml read");
-        self.config = config;
-        Some((self.config.as_ref().map(settings).map_err(Clone::clone), warnings))
-    }
-
-    /// The operator accepts `cryo.toml` as it is now, or as an [`Edit`]
-    /// is about to make it: its digests are kept (before the reply), and
-    /// the file is read again under them. Returns the keys that changed; a
-    /// file that does not load is refused, and so is an edit while keys it
-    /// does not touch have changes the operator has not accepted (saving
-    /// one setting must not accept what the agent wrote beside it).
-    async fn trust(&mut self, edit: Option<Edit>) -> Result<Vec<String>> {
-        // An edit: the file is about to say so, and its write will be heard.
-        let reread = edit.is_none();
-        let read = match edit {
-            Some(Edit { digests, touched }) => {
-                let pending: Vec<String> =
-                    crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &digests)
-                        .into_iter()
-                        .filter(|k| !touched.contains(k))
-                        .collect();
-                if self.trusted.is_some() && !pending.is_empty() {
-                    return Err(Error::Precondition(format!(
-                        "{} (saving other settings does not accept them)",
-                        crate::chamber::trust::held(self.machine.name(), &pending)
-                    )));
-                }
-                digests
-            }
-            None => match load_config(&self.shared, &self.root, self.machine.name(), None) {
-                (Ok(_), _, Some(read)) => read,
-                (Err(e), _, _) => return Err(Error::Precondition(e)),
-                (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
-            },
-        };
-        let changed = crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
-        let json = crate::chamber::trust::to_json(&read);
-        let r = self.shared.store.set_trusted(self.fence, json).await;
-        self.fenced(r)?;
-        tracing::info!(chamber = %self.machine.name(), keys = ?changed, "settings accepted by the operator");
-        self.trusted = Some(read);
-        if reread {
-            self.reload_config().await;
-        }
-        Ok(changed)
-    }
-
-    /// Takes `digests` as what the operator accepted, and keeps them.
-    fn accept(&mut self, digests: Trusted) {
-        let (store, fence) = (self.shared.store.clone(), self.fence);
-        let json = crate::chamber::trust::to_json(&digests);
-        let name = self.machine.name().to_string();
-        tokio::spawn(async move {
-            if let Err(error) = store.set_trusted(fence, json).await {
-                tracing::warn!(chamber = %name, %error, "cannot keep the accepted settings");
-            }
-        });
-        self.trusted = Some(digests);
-    }
-
-    async fn reload_config(&mut self) {
-        if let Some((config, warnings)) = self.read_config() {
-            self.feed(Input::ConfigChanged { config, warnings }).await;
-        }
-    }
-
     async fn reload_todos(&mut self) {
         let todos = todos::load(&self.root, self.machine.tz());
         if self.machine.todos() != Some(todos.as_ref()) {
@@ -680,20 +525,6 @@ impl Sup {
         }
     }
 
-    /// Whether the agent's program can be found (checked at start).
-    fn agent_check(&self) -> std::result::Result<(), String> {
-        let Ok(c) = &self.config else { return Ok(()) };
-        let program = crate::agent::kinds::split_words(&c.agent)?.remove(0);
-        let path = std::env::var("PATH").unwrap_or_default();
-        match crate::paths::find_program(&program, &self.root, &path) {
-            Some(_) => Ok(()),
-            None => Err(format!(
-                "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",
-                self.root.display()
-            )),
-        }
-    }
-
     fn sync(&mut self, pull: bool, reply: oneshot::Sender<SyncOutcome>) {
         let waiting = self.bridges.command(&self.root, self.machine.tz(), pull);
         let cells = self.bridges.cells();
@@ -704,82 +535,6 @@ impl Sup {
             }
             let _ = reply.send((out, cells.iter().map(|c| c.get()).collect()));
         });
-    }
-
-    /// Sends the machine's answer to whoever waits for `req`.
-    fn answer(&mut self, req: ReqId, result: std::result::Result<Reply, Refusal>) {
-        let Some(waiter) = self.waiters.remove(&req) else { return };
-        let result = result.map_err(refusal);
-        // A caller that went away is no longer waiting: its send fails.
-        match (waiter, result) {
-            (Waiter::Start(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Started(true))))),
-            (Waiter::Stop(tx), r) => drop(tx.send(r.map(|r| match r {
-                Reply::Stopped { already, ended } => (already, ended),
-                _ => (false, false),
-            }))),
-            (Waiter::Done(tx), _) => drop(tx.send(())),
-            (Waiter::Pause(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Paused(true))))),
-            (Waiter::Archive(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Archived(true))))),
-            (Waiter::Reset(tx), r) => drop(tx.send(r.map(|r| match r {
-                Reply::Reset(dir) => dir,
-                _ => String::new(),
-            }))),
-            (Waiter::Wake(tx), r) => drop(tx.send(r.map(|r| match r {
-                Reply::Woke(w) => w,
-                _ => WakeOutcome::default(),
-            }))),
-            (Waiter::Deliver(tx), r) => {
-                let r = r.map(|r| match r {
-                    Reply::Delivered { file, waits } => Delivered { file, waits: waits.or_else(|| self.held_line()) },
-                    _ => Delivered::default(),
-                });
-                drop(tx.send(r))
-            }
-            (Waiter::Plan(tx), r) => drop(tx.send(r.map(|_| ()))),
-            (Waiter::Agent(tx), r) => {
-                let r = r.map(|r| self.agent_reply(r));
-                drop(tx.send(r))
-            }
-        }
-    }
-
-    /// This chamber's provider account, if admission holds it at its limit,
-    /// and when the hold ends (in the chamber's zone, for people).
-    pub(super) fn held_until(&self) -> Option<(String, String, DateTime<Utc>)> {
-        let account = self.config.as_ref().ok().map(crate::agent::kinds::provider_account)?;
-        let left = self.shared.admission.held(&account)?;
-        let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
-        Some((account, cryo_core::time::format_in(at, self.machine.tz()), at))
-    }
-
-    /// Mail for an account held at its provider's limit waits for the reset
-    /// (an operator's wake waits too: admission holds every wake of it).
-    fn held_line(&self) -> Option<String> {
-        let (account, at, _) = self.held_until()?;
-        Some(format!("{account} is at its provider's limit: its agent reads it after {at}"))
-    }
-
-    fn agent_reply(&mut self, r: Reply) -> AgentReply {
-        match r {
-            Reply::Hibernate(m) => AgentReply::Hibernate(m),
-            Reply::Sent { file, reply } => AgentReply::Sent { file, reply },
-            Reply::Mail(names) => {
-                let mut mail = std::mem::take(&mut self.claimed);
-                mail.retain(|m| names.contains(&m.name));
-                AgentReply::Mail(mail)
-            }
-            Reply::Dialog { claimed, last, all } => {
-                self.claimed.clear();
-                let mut messages = self.mailbox().dialog();
-                if !all {
-                    let skip = messages.len().saturating_sub(last as usize);
-                    messages.drain(..skip);
-                }
-                AgentReply::Dialog { messages, claimed }
-            }
-            Reply::Todos { todos, tz } => AgentReply::Todos { todos, tz },
-            _ => AgentReply::Todos { todos: Vec::new(), tz: self.machine.tz() },
-        }
     }
 }
 

@@ -1,0 +1,282 @@
+//! `chamber list` and `status`: what each chamber is doing, its sessions, holds and costs.
+
+use cryo_proto::json::{chamber_json, desired_name, session_json, state_name};
+use cryo_proto::v1 as pb;
+
+use super::*;
+use crate::Ctx;
+use crate::client::{self, Result};
+use crate::output;
+
+pub(super) async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
+    let mut c = client::control(&ctx.socket).await?;
+    let r = c.chamber_list(pb::ChamberListRequest { archived }).await?.into_inner();
+    if ctx.json {
+        output::json(&serde_json::Value::Array(r.chambers.iter().map(chamber_json).collect()));
+        return Ok(());
+    }
+    if r.chambers.is_empty() {
+        outln!("no chambers registered (add one with `cryoctl chamber add DIR --init`)");
+        return Ok(());
+    }
+    // A fleet's chambers show the node that runs each.
+    let fleet = r.chambers.iter().any(|c| !c.node.is_empty());
+    let today = crate::cmd::usage::today_by_chamber(&mut c).await?;
+    let rows: Vec<Vec<output::Cell>> = r
+        .chambers
+        .iter()
+        .map(|c| {
+            let result = if !c.attention.is_empty() {
+                output::colored(format!("! {}", c.attention), "31")
+            } else {
+                dash(&c.last_result).into()
+            };
+            vec![
+                c.name.as_str().into(),
+                if c.archived { output::colored("archived", "2") } else { state_cell(c.state) },
+                if c.session == 0 { "-".into() } else { c.session.to_string().into() },
+                if c.next_wake.is_empty() { "-".into() } else { output::local_time(&c.next_wake).into() },
+                if c.next_wake.is_empty() { "-".into() } else { output::time_left(&c.next_wake).into() },
+                result,
+                if c.mail_waiting == 0 { "-".into() } else { output::colored(c.mail_waiting.to_string(), "1") },
+                if c.open_questions == 0 { "".into() } else { output::colored("?", "33") },
+                today.get(&c.name).map(|usd| crate::cmd::usage::cost(*usd)).unwrap_or_else(|| "-".into()).into(),
+            ]
+            .into_iter()
+            .chain(fleet.then(|| dash(&c.node).into()))
+            .collect()
+        })
+        .collect();
+    let mut headers = vec!["NAME", "STATE", "SESSION", "NEXT WAKE", "IN", "LAST RESULT", "MAIL", "?", "COST"];
+    if fleet {
+        headers.push("NODE");
+    }
+    output::table(&headers, rows, 5);
+    print_holds(&r.holds);
+    Ok(())
+}
+
+/// `claude-3f9a1c2e: limited until Mon 14:05 (2 chambers waiting)`, one line
+/// per provider account held at its limit.
+pub fn hold_line(h: &pb::ProviderHold) -> String {
+    let guessed = if h.default_hold {
+        "; the provider named no reset, so this is cryod's default hold (`limit_hold_seconds` in cryod.toml)"
+    } else {
+        ""
+    };
+    format!(
+        "{}: limited until {} ({} chamber(s) waiting){guessed}",
+        h.provider,
+        output::local_time(&h.until),
+        h.waiting
+    )
+}
+
+pub(super) fn print_holds(holds: &[pb::ProviderHold]) {
+    if !holds.is_empty() {
+        outln!();
+    }
+    for h in holds {
+        outln!("{}", hold_line(h));
+    }
+}
+
+pub(super) async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let mut c = client::control(&ctx.socket).await?;
+    let one = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
+    })
+    .await;
+    let r = match one {
+        // Named none, outside any chamber's folder: every chamber.
+        Err(f) if chamber.is_none() && f.code == cryo_proto::exit::NOT_FOUND => {
+            c.chamber_status(pb::ChamberStatusRequest { chamber: None }).await?
+        }
+        other => other?,
+    }
+    .into_inner();
+    // One chamber's cost over three windows.
+    let windows = match r.chambers.as_slice() {
+        [one] => {
+            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
+            crate::cmd::usage::windows(&mut c, by).await?
+        }
+        _ => None,
+    };
+    if ctx.json {
+        let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
+        if let Some(first) = out.first_mut() {
+            first["sessions"] = r.sessions.iter().map(session_json).collect();
+            first["passed"] = r.passed.iter().map(cryo_proto::json::passed_json).collect();
+            first["passed_total"] = r.passed_total.into();
+            first["budgets"] = r
+                .budgets
+                .iter()
+                .map(|b| {
+                    serde_json::json!({ "who": b.who, "key": b.key, "limit": b.limit, "used": b.used, "period": b.period })
+                })
+                .collect();
+            if let Some(([today, week, month], sessions)) = windows {
+                first["cost_usd"] =
+                    serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
+            }
+        }
+        output::json(&serde_json::Value::Array(out));
+        return Ok(());
+    }
+    for ch in &r.chambers {
+        outln!("{}", ch.name);
+        outln!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
+        outln!("  path      {}", ch.path);
+        if !ch.agent.is_empty() {
+            outln!("  agent     {}", ch.agent);
+            if !ch.sandbox.is_empty() {
+                outln!("  sandbox   {}", ch.sandbox);
+            }
+        }
+        if !ch.timezone.is_empty() {
+            outln!("  timezone  {}", ch.timezone);
+        }
+        outln!("  added     {}", ch.created_at);
+        if ch.session > 0 {
+            outln!("  session   {}", ch.session);
+        }
+        if !ch.next_wake.is_empty() {
+            outln!("  next wake {}", ch.next_wake);
+        }
+        if !ch.last_result.is_empty() {
+            outln!("  last      {}", ch.last_result);
+        }
+        outln!("  mail      {} unread", ch.mail_waiting);
+        if !ch.handoffs.is_empty() {
+            outln!("  on end    {}", ch.handoffs);
+        }
+        if r.passed_total > 0 {
+            // Sessions against wakes that passed without one.
+            let last = r.passed.first().map(|p| {
+                let why = if p.reason.is_empty() { String::new() } else { format!(": {}", p.reason) };
+                format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
+            });
+            outln!(
+                "  wakes     {} session(s), {} slot(s) passed by a pre-check or missed{}",
+                ch.session,
+                r.passed_total,
+                last.unwrap_or_default()
+            );
+            // "Why did it not run at 09:00?"
+            for p in r.passed.iter().filter(|p| p.what == "missed").take(3) {
+                outln!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
+            }
+        }
+        for h in &r.holds {
+            outln!("  limit     {}", hold_line(h));
+        }
+        if let Some(([today, week, month], sessions)) = windows {
+            use crate::cmd::usage::cost;
+            outln!(
+                "  cost      {} today, {} over 7 days, {} over 30 days ({sessions} sessions)",
+                cost(today),
+                cost(week),
+                cost(month)
+            );
+        }
+        for b in &r.budgets {
+            let mark = match b.used / b.limit {
+                f if f >= 1.0 => " (reached)",
+                f if f >= 0.8 => " (over 80%)",
+                _ => "",
+            };
+            outln!("  budget    {}{mark}", b.line);
+        }
+        if !ch.attention.is_empty() {
+            outln!("  attention {}", ch.attention);
+        }
+        if !ch.fault.is_empty() {
+            outln!("  fault     {}", ch.fault);
+        }
+        if !ch.error.is_empty() {
+            outln!("  error     {}", ch.error);
+        }
+        if ch.last_lateness_ms >= 0 {
+            outln!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
+        }
+        for b in &ch.bridges {
+            let error = if b.last_error.is_empty() { String::new() } else { format!(": {}", b.last_error) };
+            outln!("  sync      {} {}{error}", b.name, b.state);
+        }
+    }
+    if !r.sessions.is_empty() {
+        outln!();
+        let rows: Vec<Vec<output::Cell>> = r
+            .sessions
+            .iter()
+            .map(|s| {
+                vec![
+                    s.number.to_string().into(),
+                    // A session that continued another's conversation says which.
+                    if s.resumed_from > 0 {
+                        format!("{} (cont. {})", s.trigger, s.resumed_from).into()
+                    } else {
+                        s.trigger.as_str().into()
+                    },
+                    if s.due_at.is_empty() { "-".into() } else { output::local_time(&s.due_at).into() },
+                    if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
+                    if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },
+                    duration(&s.started_at, &s.ended_at).into(),
+                    tokens(s).into(),
+                    if s.cost_usd < 0.0 { "-".into() } else { format!("${:.4}", s.cost_usd).into() },
+                    dash(&s.outcome).into(),
+                ]
+            })
+            .collect();
+        let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "OUTCOME"];
+        output::table(&head, rows, 8);
+    }
+    Ok(())
+}
+
+/// A session's tokens, in / out (`-` when its agent's stream said none).
+pub(super) fn tokens(s: &pb::SessionInfo) -> String {
+    if s.input_tokens == 0 && s.output_tokens == 0 {
+        return "-".into();
+    }
+    format!("{}/{}", s.input_tokens, s.output_tokens)
+}
+
+/// A state, colored for a terminal.
+pub(super) fn state_cell(s: i32) -> output::Cell {
+    let name = state_name(s);
+    match name {
+        "running" => output::colored(name, "32"),
+        "paused" => output::colored(name, "33"),
+        "faulted" => output::colored(name, "31"),
+        "stopped" => output::colored(name, "2"),
+        _ => name.into(),
+    }
+}
+
+/// How long a session took (`-` while it runs).
+pub(super) fn duration(start: &str, end: &str) -> String {
+    let (Ok(a), Ok(b)) = (chrono::DateTime::parse_from_rfc3339(start), chrono::DateTime::parse_from_rfc3339(end))
+    else {
+        return "-".into();
+    };
+    let secs = (b - a).num_seconds().max(0);
+    if secs < 60 { format!("{secs}s") } else { format!("{}m {}s", secs / 60, secs % 60) }
+}
+
+pub(super) fn dash(s: &str) -> String {
+    if s.is_empty() { "-".into() } else { s.to_string() }
+}
+
+/// A lateness as people read it: `12ms`, `3.4s`, then minutes, hours, days.
+pub(super) fn ms(n: i64) -> String {
+    if n < 1000 {
+        format!("{n}ms")
+    } else if n < 60_000 {
+        format!("{:.1}s", n as f64 / 1000.0)
+    } else {
+        cryo_core::time::humanize(chrono::Duration::milliseconds(n))
+    }
+}

@@ -1,0 +1,129 @@
+//! `cryo.toml` read as users write it: defaults, every table, and errors
+//! that name the file, line and key.
+
+use super::*;
+
+fn p(text: &str) -> Result<Loaded, String> {
+    parse(Path::new("/c/cryo.toml"), text, Path::new("/c"), chrono_tz::UTC)
+}
+
+/// Paths the agent could put a link on (under its chamber, or a
+/// `writable` folder) are watched; where one leads is in the digest.
+#[test]
+fn paths_under_the_agents_reach_are_held_to_where_they_led() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(t.path()).unwrap().join("c");
+    let outside = dir.parent().unwrap().join("outside");
+    for d in [dir.join("out"), dir.join(".codex"), outside.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let text = format!(
+        "writable = [\"./out\"]\nreadable = [\"{}\"]\n[provider]\nenv = {{ CODEX_HOME = \"./.codex\", KEY = \"sk-1\" }}\n",
+        outside.display()
+    );
+    let load = || parse(&dir.join(FILE), &text, &dir, chrono_tz::UTC).unwrap();
+    let first = load();
+    let watched: Vec<&Path> = first.config.reach.iter().map(|r| r.named.as_path()).collect();
+    // The folder outside the agent's reach is not watched (the operator
+    // may keep links there: a rotated key); the API key is no path.
+    assert_eq!(watched, [dir.join("out").as_path(), dir.join(".codex").as_path()]);
+    assert_eq!(first.config.moved(), None);
+    // The agent makes its CLI's state folder a link to a folder outside.
+    std::fs::remove_dir(dir.join(".codex")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join(".codex")).unwrap();
+    let line = first.config.moved().unwrap();
+    assert!(line.contains("`provider`") && line.contains("now leads to"), "{line}");
+    let second = load();
+    assert_eq!(super::super::trust::changed(&first.trust, &second.trust), ["provider"]);
+}
+
+#[test]
+fn defaults() {
+    let c = p("").unwrap().config;
+    assert_eq!(c.agent, "opencode");
+    assert_eq!(c.max_session_duration, 3600);
+    assert_eq!(c.watch_dirs, vec![PathBuf::from("/c/messages/inbox")]);
+    assert_eq!(c.max_attempts, 10);
+    assert!(c.mcp);
+    assert!(!p("mcp = false\n").unwrap().config.mcp);
+    let e = p("mcp = \"no\"\n").err().unwrap();
+    assert!(e.starts_with("/c/cryo.toml:1:") && e.contains("mcp"), "{e}");
+}
+
+#[test]
+fn continuity_keys() {
+    let c = p("").unwrap().config.continuity;
+    assert!(!c.resume && c.max_sessions == 10 && c.max_tokens.is_none());
+    let c = p("session = \"resume\"\nresume_max_age = \"90m\"\nresume_max_sessions = 3\nresume_max_tokens = 500000\n")
+        .unwrap()
+        .config
+        .continuity;
+    assert_eq!(
+        (c.resume, c.max_age, c.max_sessions, c.max_tokens),
+        (true, chrono::Duration::minutes(90), 3, Some(500_000))
+    );
+    for (bad, line) in [
+        ("session = \"again\"\n", 1),
+        ("agent = \"x\"\nresume_max_age = \"soon\"\n", 2),
+        ("resume_max_sessions = 0\n", 1),
+        ("memory_max = \"lots\"\n", 1),
+        ("memory_max = \"150%\"\n", 1),
+        ("cpu_weight = 0\n", 1),
+    ] {
+        let e = p(bad).err().unwrap();
+        assert!(e.starts_with(&format!("/c/cryo.toml:{line}:")), "{e}");
+    }
+}
+
+#[test]
+fn the_template_parses() {
+    let text = include_str!("../templates/cryo.toml").replace("{{agent}}", "claude").replace("{{sandbox}}", "bwrap");
+    let l = p(&text).unwrap();
+    assert!(l.warnings.is_empty());
+    assert_eq!(l.config.agent, "claude");
+    assert_eq!(l.config.sandbox, Some(crate::config::Sandbox::Bwrap));
+}
+
+#[test]
+fn seed_files_parse_with_warnings() {
+    let seed = "agent = \"opencode\"\nmax_session_duration = 3600\nwatch_dirs = [\"messages/inbox\"]\nzulip_poll_interval = 5\n\n[[providers]]\nname = \"x\"\n";
+    let l = p(seed).unwrap();
+    assert_eq!(l.warnings.len(), 2, "{:?}", l.warnings);
+    assert!(l.warnings[0].contains("/c/cryo.toml:6") || l.warnings[0].contains("/c/cryo.toml:4"), "{:?}", l.warnings);
+}
+
+#[test]
+fn errors_name_file_line_and_key() {
+    let e = p("agent = \"x\"\nmax_sesion_duration = 5\n").err().unwrap();
+    assert!(e.starts_with("/c/cryo.toml:2:") && e.contains("max_sesion_duration"), "{e}");
+    let e = p("agent = \"x\"\n[provider]\nenv = { A = 1 }\n").err().unwrap();
+    assert!(e.starts_with("/c/cryo.toml:3:"), "{e}");
+    let e = p("timezone = \"Mars/Olympus\"\n").err().unwrap();
+    assert!(e.contains("cryo.toml:1") && e.contains("timezone"), "{e}");
+    let e = p("agent = \"x\n").err().unwrap();
+    assert!(e.starts_with("/c/cryo.toml:1:"), "{e}");
+    let e = p("[sync.github]\nrepo = \"a/b\"\n").err().unwrap();
+    assert!(e.contains("discussion"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn on_end_tables() {
+    let c = p("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\n\n[[on_end]]\nchamber = \"c\"\nwhen = \"failed\"\nmessage = \"{chamber} #{session}\"\nmax_per_hour = 2\n")
+        .unwrap()
+        .config;
+    let links: Vec<_> =
+        c.on_end.iter().map(|c| (c.link.chamber.as_str(), c.at.as_str(), c.link.max_per_hour)).collect();
+    assert_eq!(links, vec![("b", "/c/cryo.toml:2", 6), ("c", "/c/cryo.toml:6", 2)]);
+    let err = |t: &str| p(t).err().unwrap();
+    assert_eq!(
+        err("[[on_end]]\nchamber = \"b\"\nwhen = \"often\"\n"),
+        "/c/cryo.toml:3: [[on_end]] `when`: \"often\" is none of \"completed\", \"hibernated\", \"failed\", \"any\""
+    );
+    assert!(
+        err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmessage = \"{sumary}\"\n")
+            .starts_with("/c/cryo.toml:4: [[on_end]] `message`: {sumary} is not a placeholder")
+    );
+    assert!(err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmax_per_hour = 0\n").starts_with("/c/cryo.toml:4:"));
+    assert!(err("[[on_end]]\nchamber = \"b\"\n").contains("missing field `when`"));
+}
