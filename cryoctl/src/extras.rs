@@ -22,7 +22,7 @@ fn page(cmd: clap::Command, words: &[String], dir: &Path, written: &mut Vec<Path
     let mut bytes = Vec::new();
     clap_mangen::Man::new(cmd.clone()).render(&mut bytes)?;
     let path = dir.join(format!("{name}.1"));
-    cryod::chamber::write_atomic(&path, &bytes)?;
+    cryo_files::write_file(&path, &bytes, cryo_files::NewFile::DURABLE).map_err(std::io::Error::from)?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
         let mut next = words.to_vec();
@@ -68,7 +68,9 @@ pub fn install(cmd: clap::Command) -> String {
             .ok_or_else(|| std::io::Error::other("cryoctl printed no script"))
             .and_then(|bytes| {
                 std::fs::create_dir_all(path.parent().expect("a folder"))?;
-                cryod::chamber::write_atomic(path, &bytes)
+                cryo_files::write_file(path, &bytes, cryo_files::NewFile::DURABLE)
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         if let Err(e) = written {
             failed.push(format!("{shell} completions in {}: {e}", path.display()));

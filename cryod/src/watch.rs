@@ -70,7 +70,7 @@ pub struct Watcher {
 }
 
 /// How often folders are looked at again without a watcher.
-pub const POLL: std::time::Duration = std::time::Duration::from_secs(5);
+pub const POLL: std::time::Duration = cryo_proto::WATCH_POLL;
 
 impl Watcher {
     pub fn start() -> Watcher {

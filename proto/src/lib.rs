@@ -30,6 +30,10 @@ pub const SOCKET_ENV: &str = "CRYO_SOCKET";
 /// gRPC metadata key carrying an agent session's token.
 pub const TOKEN_METADATA: &str = "x-cryo-session-token";
 
+/// How often cryod reads chamber folders when it has no file watcher (the
+/// per-user inotify limits used up): `doctor` and status say so.
+pub const WATCH_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// gRPC metadata key carrying the operator key: every call on the
 /// operator's socket must carry it.
 pub const OPERATOR_KEY_METADATA: &str = "x-cryo-operator-key";

@@ -158,7 +158,7 @@ pub async fn install(ctx: Ctx) -> Result<()> {
     }
     if !unchanged {
         std::fs::create_dir_all(path.parent().expect("unit folder"))?;
-        cryod::chamber::write_atomic(&path, text.as_bytes())?;
+        cryo_files::write_file(&path, text.as_bytes(), cryo_files::NewFile::DURABLE).map_err(std::io::Error::from)?;
     }
     m.reload().await.map_err(dbus)?;
     m.enable_unit_files(&[UNIT], false, true).await.map_err(dbus)?;
@@ -350,7 +350,7 @@ mod launchd {
         }
         std::fs::create_dir_all(path.parent().expect("LaunchAgents"))?;
         let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
-        cryod::chamber::write_atomic(&path, text.as_bytes())?;
+        cryo_files::write_file(&path, text.as_bytes(), cryo_files::NewFile::DURABLE).map_err(std::io::Error::from)?;
         launchctl(&["bootstrap", &domain(), &path.to_string_lossy()])?;
         report(&ctx, "installed", &path, &format!("LaunchAgent installed and loaded ({})", path.display()));
         extras(&ctx);

@@ -134,7 +134,7 @@ fn watcher_check(h: &pb::HelloReply) -> Check {
             "{}: chamber folders are polled every {}s instead, so new mail is seen that late; raise \
              fs.inotify.max_user_instances or max_user_watches (sysctl), or end what uses them, and restart cryod",
             h.watcher,
-            cryod::watch::POLL.as_secs()
+            cryo_proto::WATCH_POLL.as_secs()
         ),
     )
 }

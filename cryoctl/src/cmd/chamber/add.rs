@@ -12,13 +12,10 @@ use crate::client::{self, Result};
 use crate::output;
 
 pub(super) async fn hook(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_hook(pb::ChamberHookRequest { chamber: Some(r) }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_hook(pb::ChamberHookRequest { chamber: Some(r) }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     if ctx.json {
         output::json(&serde_json::json!({ "chamber": r.chamber, "url": r.url, "secret": r.secret }));
         return Ok(());

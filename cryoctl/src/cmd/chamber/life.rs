@@ -10,13 +10,10 @@ use crate::client::{self, Failure, Result};
 use crate::output;
 
 pub(super) async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_remove(pb::ChamberRemoveRequest { chamber: Some(r) }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_remove(pb::ChamberRemoveRequest { chamber: Some(r) }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let ch = r.chamber.unwrap_or_default();
     if ctx.json {
         output::json(&chamber_json(&ch));
@@ -30,13 +27,10 @@ pub(super) async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
 }
 
 pub(super) async fn start(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_start(pb::ChamberStartRequest { chamber: Some(r), no_wait }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_start(pb::ChamberStartRequest { chamber: Some(r), no_wait }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let ch = r.chamber.unwrap_or_default();
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already }));
@@ -49,13 +43,10 @@ pub(super) async fn start(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> 
 }
 
 pub(super) async fn stop(ctx: &Ctx, chamber: Option<String>, no_wait: bool) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_stop(pb::ChamberStopRequest { chamber: Some(r), no_wait }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_stop(pb::ChamberStopRequest { chamber: Some(r), no_wait }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let ch = r.chamber.unwrap_or_default();
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "already": r.already, "ended_session": r.ended_session }));
@@ -163,13 +154,10 @@ pub(super) async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Resu
 }
 
 pub(super) async fn trust(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_trust(pb::ChamberTrustRequest { chamber: Some(r) }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_trust(pb::ChamberTrustRequest { chamber: Some(r) }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let ch = r.chamber.unwrap_or_default();
     if ctx.json {
         output::json(&json!({ "chamber": chamber_json(&ch), "accepted": r.accepted }));
@@ -205,14 +193,11 @@ pub(super) fn confirm_reset(ch: &pb::Chamber) -> Result<()> {
 }
 
 pub(super) async fn wake(ctx: &Ctx, chamber: Option<String>, message: Option<String>, replace: bool) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| {
         let message = message.clone().unwrap_or_default();
         async move { c.chamber_wake(pb::ChamberWakeRequest { chamber: Some(r), message, replace }).await }
     })
-    .await?
-    .into_inner();
+    .await?;
     let ch = r.chamber.clone().unwrap_or_default();
     if ctx.json {
         output::json(&json!({

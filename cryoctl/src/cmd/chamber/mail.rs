@@ -74,13 +74,10 @@ pub(super) async fn drain<T>(mut s: tonic::Streaming<T>, mut each: impl FnMut(T)
 }
 
 pub(super) async fn log(ctx: &Ctx, chamber: Option<String>, follow: bool, agent: bool, lines: u32) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let s = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_log(pb::ChamberLogRequest { chamber: Some(r), agent, follow, lines }).await }
+    let s = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_log(pb::ChamberLogRequest { chamber: Some(r), agent, follow, lines }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let json = ctx.json;
     drain(s, |chunk| {
         for l in chunk.lines {
@@ -139,13 +136,10 @@ pub(super) async fn messages(ctx: &Ctx, chamber: Option<String>, follow: bool, l
 }
 
 pub(super) async fn watch(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
-    let c = client::control(&ctx.socket).await?;
-    let s = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_watch(pb::ChamberWatchRequest { chamber: Some(r) }).await }
+    let s = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_watch(pb::ChamberWatchRequest { chamber: Some(r) }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let json = ctx.json;
     drain(s, |ch| {
         if json {

@@ -19,7 +19,7 @@ pub use self::status::hold_line;
 use self::status::{list, status};
 use self::work::{sync, todo};
 use crate::Ctx;
-use crate::client::{Failure, Result};
+use crate::client::{self, Failure, Result};
 
 #[derive(Subcommand)]
 pub enum ChamberCmd {
@@ -384,6 +384,17 @@ where
         }
         other => other.map_err(Failure::from),
     }
+}
+
+/// Connects to cryod and asks `call` about the chamber `arg` names (as
+/// [`with_chamber`] finds it); the reply's message.
+async fn ask<T, F, Fut>(ctx: &Ctx, arg: Option<&str>, mut call: F) -> Result<T>
+where
+    F: FnMut(cryo_proto::Control, pb::ChamberRef) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+{
+    let c = client::control(&ctx.socket).await?;
+    with_chamber(arg, |r| call(c.clone(), r)).await.map(tonic::Response::into_inner)
 }
 
 /// The sandbox modes `--sandbox` takes.

@@ -16,13 +16,10 @@ pub(super) async fn sync(ctx: &Ctx, chamber: Option<String>, action: SyncAction)
         SyncAction::Pull => Action::Pull,
         SyncAction::Push => Action::Push,
     };
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_sync(pb::ChamberSyncRequest { chamber: Some(r), action: action as i32 }).await }
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_sync(pb::ChamberSyncRequest { chamber: Some(r), action: action as i32 }).await
     })
-    .await?
-    .into_inner();
+    .await?;
     let failed: Vec<&pb::SyncResult> = r.results.iter().filter(|x| !x.error.is_empty()).collect();
     if ctx.json {
         let results: Vec<serde_json::Value> = r
@@ -86,14 +83,11 @@ pub(super) async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Resu
         TodoOp::Done { id } => Op::Done(pb::TodoIdRequest { id }),
         TodoOp::Remove { id } => Op::Remove(pb::TodoIdRequest { id }),
     };
-    let c = client::control(&ctx.socket).await?;
-    let r = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| {
         let op = op.clone();
         async move { c.chamber_todo(pb::ChamberTodoRequest { chamber: Some(r), op: Some(op) }).await }
     })
-    .await?
-    .into_inner();
+    .await?;
     let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !hide_done || t.state != "done").collect();
     if ctx.json {
         output::json(&serde_json::Value::Array(shown.iter().map(|t| todo_json(t)).collect()));
