@@ -59,11 +59,15 @@ pub async fn control(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
     let path = socket.clone().unwrap_or_else(cryo_proto::socket_path);
     // A cryod that holds its lock but has no socket yet is starting (`cryoctl
     // daemon run &` and the next command at once): wait for it a little.
-    let deadline = std::time::Instant::now() + STARTING;
+    let now = std::time::Instant::now();
+    let (deadline, grace) = (now + STARTING, now + NOT_YET);
     loop {
         match cryo_proto::control(&path, "cryoctl").await {
+            // Within the grace, even with no sign of a cryod: a shell's
+            // `cryoctl daemon run &` may not have exec'd yet when the next
+            // command looks (seen on a loaded machine).
             Err(cryo_proto::ControlError::Connect(cryo_proto::ConnectError::NoSocket(_)))
-                if std::time::Instant::now() < deadline && starting(socket) =>
+                if std::time::Instant::now() < grace || (std::time::Instant::now() < deadline && starting(socket)) =>
             {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
@@ -74,6 +78,9 @@ pub async fn control(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
 
 /// How long a client waits for a starting cryod's socket.
 const STARTING: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long a client looks for a cryod that shows no sign of starting yet,
+/// before it says none runs.
+const NOT_YET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether the cryod these paths are for is starting: it holds its
 /// instance lock (we cannot take it), or a process of ours is that cryod
