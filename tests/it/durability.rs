@@ -19,11 +19,15 @@ fn seed_history(c: &Chamber, todo_json: &str) {
     c.write_todos(todo_json);
 }
 
-/// Session 2's agent claims its mail and works "forever"; the others answer
-/// and hibernate, each run recorded by its wake id.
-const WORKS_IN_SESSION_2: &str = r#"
+/// An agent that writes its prompt to `prompt-N.txt` and its wake id to
+/// `wakes.txt`; while `hang` (a shell test) holds it claims its mail and
+/// works "forever", else it answers and hibernates.
+fn agent_hanging_when(hang: &str) -> String {
+    format!(
+        r#"
+printf '%s' "$1" > "prompt-$CRYO_SESSION.txt"
 echo "$CRYO_WAKE_ID" >> wakes.txt
-if [ "$CRYO_SESSION" = 2 ]; then
+if {hang}; then
   cryo-agent receive > got.txt
   echo $$ > agent.pid
   sleep 300
@@ -32,7 +36,19 @@ cryo-agent receive >/dev/null
 cryo-agent send "session $CRYO_SESSION" >/dev/null
 cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
 cryo-agent hibernate
-"#;
+"#
+    )
+}
+
+/// Session 2's agent works "forever"; the others answer and hibernate.
+fn works_in_session_2() -> String {
+    agent_hanging_when(r#"[ "$CRYO_SESSION" = 2 ]"#)
+}
+
+/// The first agent to run works "forever"; every later one hibernates.
+fn first_run_hangs() -> String {
+    agent_hanging_when("[ ! -e ran-once ] && touch ran-once")
+}
 
 /// One TODO, long due.
 const NIGHTLY: &str = r#"[{"id":1,"text":"nightly","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#;
@@ -56,7 +72,7 @@ fn no_wake_ran_twice(c: &Chamber) -> usize {
 fn a_session_cut_by_sigkill_is_recovered_at_restart() {
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", WORKS_IN_SESSION_2, "");
+    let c = env.chamber("c", &works_in_session_2(), "");
     seed_history(&c, NIGHTLY);
     let mail = c.write_inbox(1, "please reply");
     let agent = start_until_at_work(&env, &c);
@@ -94,7 +110,7 @@ fn a_session_cut_by_sigkill_is_recovered_at_restart() {
 fn a_claim_that_never_reached_todo_json_is_made_again_from_the_ledger() {
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", WORKS_IN_SESSION_2, "");
+    let c = env.chamber("c", &works_in_session_2(), "");
     seed_history(&c, NIGHTLY);
     start_until_at_work(&env, &c);
     wait_until("the claim in todo.json", || c.todos()[0]["claimed_by"].is_string());
@@ -321,23 +337,6 @@ fn in_place_edits_of_cryo_toml_are_always_picked_up() {
     });
 }
 
-/// Session 1 works "forever" the first time it runs, then hibernates; every
-/// session writes its prompt to `prompt-N.txt`.
-const FIRST_RUN_HANGS: &str = r#"
-printf '%s' "$1" > "prompt-$CRYO_SESSION.txt"
-echo "$CRYO_SESSION $CRYO_WAKE_ID" >> wakes.txt
-if [ ! -e ran-once ]; then
-  touch ran-once
-  cryo-agent receive > got.txt
-  echo $$ > agent.pid
-  sleep 300
-fi
-cryo-agent receive >/dev/null
-cryo-agent send "session $CRYO_SESSION" >/dev/null
-cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null
-cryo-agent hibernate
-"#;
-
 /// A bootstrap (which no TODO stands behind) cut short by cryod's death
 /// runs again as soon as cryod is back, once, with a notice saying why;
 /// the death is not counted as the agent's failure.
@@ -345,7 +344,7 @@ cryo-agent hibernate
 fn a_bootstrap_cut_by_sigkill_runs_again_at_once() {
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", FIRST_RUN_HANGS, "");
+    let c = env.chamber("c", &first_run_hangs(), "");
     let agent = start_until_at_work(&env, &c);
     d.signal_and_wait(Signal::SIGKILL);
 
@@ -372,7 +371,7 @@ fn a_bootstrap_cut_by_sigkill_runs_again_at_once() {
 fn a_session_cut_by_a_clean_stop_runs_again_when_cryod_is_back() {
     let env = Env::new();
     let mut d = env.start_daemon();
-    let c = env.chamber("c", FIRST_RUN_HANGS, "");
+    let c = env.chamber("c", &first_run_hangs(), "");
     let mail = c.write_inbox(1, "please reply");
     start_until_at_work(&env, &c);
     wait_until("the mail to be received", || c.read("got.txt").contains("please reply"));
