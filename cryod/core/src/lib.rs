@@ -8,6 +8,7 @@
 
 pub mod chamber;
 pub mod hibernate;
+pub mod limits;
 pub mod message;
 pub mod prompt;
 pub mod schedule;
@@ -31,6 +32,7 @@ mod purity {
             include_str!("chamber/recovery.rs"),
             include_str!("chamber/wake.rs"),
             include_str!("hibernate.rs"),
+            include_str!("limits.rs"),
             include_str!("message.rs"),
             include_str!("prompt.rs"),
             include_str!("session.rs"),
@@ -38,6 +40,7 @@ mod purity {
             include_str!("todo.rs"),
             include_str!("sim/mod.rs"),
             include_str!("sim/world.rs"),
+            include_str!("sim/world/effects.rs"),
             include_str!("sim/agent.rs"),
             include_str!("sim/check.rs"),
         ];
@@ -47,6 +50,30 @@ mod purity {
             {
                 assert!(!src.contains(banned), "cryo-core must not use {banned}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod documented {
+    /// ARCHITECTURE.md lists every input and effect of the chamber machine.
+    #[test]
+    fn every_input_and_effect_is_on_the_map() {
+        let io = include_str!("chamber/io.rs");
+        let map = include_str!("../../../ARCHITECTURE.md");
+        for name in ["Input", "Effect"] {
+            let start = io.find(&format!("pub enum {name} {{")).expect("the enum");
+            let body = &io[start..];
+            let end = body.find("\n}\n").expect("its end");
+            let variants: Vec<&str> = body[..end]
+                .lines()
+                .filter_map(|l| l.strip_prefix("    "))
+                .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
+                .map(|l| l.split(|c: char| !c.is_alphanumeric()).next().unwrap_or(""))
+                .collect();
+            assert!(variants.len() > 30, "{name}: found only {variants:?}");
+            let missing: Vec<_> = variants.iter().filter(|v| !map.contains(&format!("`{v}`"))).collect();
+            assert!(missing.is_empty(), "ARCHITECTURE.md does not list these {name}s: {missing:?}");
         }
     }
 }

@@ -109,6 +109,81 @@ pub struct Started {
 /// Starts the agent of `s` in its own process group, confined as its
 /// chamber says; returns at once (its end comes through `on_exit`).
 pub async fn start(s: Session<'_>) -> Result<Started, String> {
+    let prepared = prepare(&s)?;
+    let mut notes = Vec::new();
+    let (mut cmd, logs) = command(&s, &prepared, &mut notes)?;
+    let Prepared { dir, launch, provider_env, prompt_rel, long, .. } = prepared;
+    // The spawn waits for the child's exec (vfork): off the worker, so
+    // other chambers' wakes of the same instant go on meanwhile. A wake
+    // decided ahead of its due instant starts its agent at the instant: a
+    // thread's sleep is precise to tens of microseconds, tokio's timers to
+    // a millisecond.
+    let wait = s.wait;
+    let spawned = tokio::task::block_in_place(|| {
+        if let Some(left) = wait {
+            std::thread::sleep(left);
+        }
+        let _gate = crate::fds::spawning();
+        cmd.spawn()
+    });
+    // The copy for people once the agent runs, off the chamber's path.
+    if !long {
+        let text = s.turn.prompt.to_string();
+        tokio::task::spawn_blocking(move || dir.write(&prompt_rel, text.as_bytes(), NewFile::QUICK));
+    }
+    let mut child = spawned.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
+        _ => format!("cannot run {:?}: {e}", launch.program),
+    })?;
+    let root = s.jail.root;
+    let raw = launch.events.and_then(|_| Dir::open(root).ok()?.append(Path::new(EVENTS_FILE)).ok());
+    let logs = Logs { raw, ..logs };
+    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, root, &provider_env));
+    let read = launch.events.map(|format| (format, model(format), logs));
+    let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
+    if s.keeper.is_some() {
+        let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
+        return Ok(Started { pid, keeper: Some(pipe), notes });
+    }
+    let pid = child.id().ok_or("the agent exited at once")?;
+    let stream = match (read, child.stdout.take()) {
+        (Some((format, model, logs)), Some(out)) => {
+            Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))
+        }
+        _ => None,
+    };
+    tokio::spawn(async move {
+        if let Ok(status) = child.wait().await {
+            let (usage, limited) = match stream {
+                Some(s) => s.finish().await,
+                None => (None, None),
+            };
+            on_exit(Exit { status, usage, limited });
+        }
+    });
+    Ok(Started { pid, keeper: None, notes })
+}
+
+/// What a session's start reads and writes in its chamber before the
+/// command is made.
+struct Prepared {
+    dir: Dir,
+    launch: kinds::Launch,
+    /// `[provider] env`, with keys kept in files read now.
+    provider_env: BTreeMap<String, String>,
+    /// The agent's `PATH` (with `cryo-agent`'s folder first).
+    path: String,
+    prompt_rel: PathBuf,
+    /// The prompt is too long for an argument: the agent reads the file.
+    long: bool,
+    /// `cryo-agent.log`, open for appending, its header written.
+    log_file: std::fs::File,
+}
+
+/// Reads the provider's keys, makes the kind's command line and writes the
+/// files it needs (the prompt when long, the kind's config files when they
+/// changed, the log's header).
+fn prepare(s: &Session<'_>) -> Result<Prepared, String> {
     let (config, root) = (s.jail.config, s.jail.root);
     // Keys kept in files are read now, so a rotated key is used at once.
     let provider_env = config.agent_env()?;
@@ -154,19 +229,27 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         let _ =
             writeln!(log_file, "--- cryo session {} (wake {}{confined}) at {} ---", s.number, s.wake_id, s.local_time);
     }
+    Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file })
+}
+
+/// The command that starts the agent confined (under its keeper on a
+/// fleet node), its environment and where its output goes; and the logs
+/// its stream writes (all but the raw events, opened once it runs).
+fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> Result<(tokio::process::Command, Logs), String> {
+    let (config, root, launch, log_file) = (s.jail.config, s.jail.root, &p.launch, &p.log_file);
     // Found here rather than by the child: a program looked up on a PATH
     // set for the child makes std fall back from posix_spawn (vfork) to
     // fork, which copies the daemon's page tables on every wake. One not
     // found is left to the spawn, whose error says why.
     let program =
-        crate::paths::find_program(&launch.program, root, &path).unwrap_or_else(|| PathBuf::from(&launch.program));
-    let mut notes = Vec::new();
+        crate::paths::find_program(&launch.program, root, &p.path).unwrap_or_else(|| PathBuf::from(&launch.program));
     let what = format!("cryo {} session {}", s.jail.chamber, s.number);
-    let run = Run { arg0: &launch.program, program, args: &launch.args, path: &path, door: Some(s.door), what: &what };
-    let confined = confine(&s.jail, &provider_env, run, &mut notes)?;
+    let run =
+        Run { arg0: &launch.program, program, args: &launch.args, path: &p.path, door: Some(s.door), what: &what };
+    let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
     let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-    let kept = s.keeper.is_some();
+    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| e.to_string());
     let mut cmd = match s.keeper {
         Some(k) => {
             let mut cmd = tokio::process::Command::new(own_exe()?);
@@ -187,7 +270,7 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
             if launch.events.is_some() {
                 cmd.stdout(std::process::Stdio::piped());
             } else {
-                cmd.stdout(log_file.try_clone().map_err(|e| e.to_string())?);
+                cmd.stdout(clone(log_file)?);
             }
             cmd
         }
@@ -201,75 +284,27 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         // The owner's fence, for the agent's own records (traces).
         cmd.env("CRYO_FENCE", k.fence.to_string());
     }
-    let transcript = log_file.try_clone().map_err(|e| e.to_string())?;
-    let stderr_log = log_file.try_clone().map_err(|e| e.to_string())?;
-    if launch.read_logs && !kept {
+    let logs = Logs { transcript: clone(log_file)?, stderr: clone(log_file)?, raw: None };
+    if launch.read_logs && s.keeper.is_none() {
         cmd.stderr(std::process::Stdio::piped());
     } else {
-        cmd.stderr(log_file);
+        cmd.stderr(clone(log_file)?);
     }
     cmd.current_dir(root)
         .process_group(0)
         .kill_on_drop(false)
-        .env("PATH", path)
+        .env("PATH", &p.path)
         .env("CRYO_SOCKET", s.door)
         .env("CRYO_CHAMBER", s.jail.chamber)
         .env("CRYO_SESSION", s.number.to_string())
         .env("CRYO_WAKE_ID", s.wake_id)
         .env("CRYO_SESSION_TOKEN", s.token)
-        .envs(&provider_env)
+        .envs(&p.provider_env)
         .envs(&launch.env);
     if config.timezone_set {
         cmd.env("TZ", config.timezone.name());
     }
-    // The spawn waits for the child's exec (vfork): off the worker, so
-    // other chambers' wakes of the same instant go on meanwhile. A wake
-    // decided ahead of its due instant starts its agent at the instant: a
-    // thread's sleep is precise to tens of microseconds, tokio's timers to
-    // a millisecond.
-    let wait = s.wait;
-    let spawned = tokio::task::block_in_place(|| {
-        if let Some(left) = wait {
-            std::thread::sleep(left);
-        }
-        let _gate = crate::fds::spawning();
-        cmd.spawn()
-    });
-    // The copy for people once the agent runs, off the chamber's path.
-    if !long {
-        let text = prompt.to_string();
-        tokio::task::spawn_blocking(move || dir.write(&prompt_rel, text.as_bytes(), NewFile::QUICK));
-    }
-    let mut child = spawned.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
-        _ => format!("cannot run {:?}: {e}", launch.program),
-    })?;
-    let raw = launch.events.and_then(|_| Dir::open(root).ok()?.append(Path::new(EVENTS_FILE)).ok());
-    let logs = Logs { transcript, stderr: stderr_log, raw };
-    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, root, &provider_env));
-    let read = launch.events.map(|format| (format, model(format), logs));
-    let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
-    if kept {
-        let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
-        return Ok(Started { pid, keeper: Some(pipe), notes });
-    }
-    let pid = child.id().ok_or("the agent exited at once")?;
-    let stream = match (read, child.stdout.take()) {
-        (Some((format, model, logs)), Some(out)) => {
-            Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))
-        }
-        _ => None,
-    };
-    tokio::spawn(async move {
-        if let Ok(status) = child.wait().await {
-            let (usage, limited) = match stream {
-                Some(s) => s.finish().await,
-                None => (None, None),
-            };
-            on_exit(Exit { status, usage, limited });
-        }
-    });
-    Ok(Started { pid, keeper: None, notes })
+    Ok((cmd, logs))
 }
 
 /// A command made to run confined: the program cryod starts (the agent's,

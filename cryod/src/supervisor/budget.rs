@@ -1,12 +1,14 @@
 //! Budgets measured against the ledger (`[budget]` in `cryo.toml`, and the
-//! provider account's in `cryod.toml`): the one measurement the supervisor
-//! acts on (an 80% notice, a pause at 100%) and `chamber status` shows.
+//! provider account's in `cryod.toml`): what is used of each limit, which
+//! `chamber status` shows and `cryo_core::limits` judges (an 80% notice, a
+//! pause at 100%).
 
 use chrono::{DateTime, Utc};
 
 use crate::chamber::config::ChamberConfig;
 use crate::config::Budget;
 use crate::store::{Store, StoreError, UsageRow};
+pub use cryo_core::limits::BudgetUse;
 
 /// The budgets that apply to a chamber: its own `[budget]` and its provider
 /// account's (`[providers.NAME.budget]` in `cryod.toml`).
@@ -38,42 +40,6 @@ impl Applying {
         let Some(month) = month_start(now) else { return Ok(Vec::new()) };
         let rows = store.usage(crate::rfc3339(month)).await?;
         Ok(measure(&rows, now, id, &self.account, (&self.own, &self.theirs)))
-    }
-}
-
-/// One configured limit and what is used of it, this period.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BudgetUse {
-    /// Whose: "this chamber's" or "ACCOUNT's".
-    pub who: String,
-    /// `daily_usd`, `monthly_usd` or `daily_sessions`.
-    pub key: &'static str,
-    pub limit: f64,
-    pub used: f64,
-    /// The period it counts over: `YYYY-MM-DD` or `YYYY-MM` (UTC).
-    pub period: String,
-}
-
-impl BudgetUse {
-    /// A value of this limit, as people read it.
-    pub fn shown(&self, v: f64) -> String {
-        if self.key == "daily_sessions" { format!("{v}") } else { format!("${v:.2}") }
-    }
-
-    /// "$0.85 of this chamber's daily_usd ($1.00)".
-    pub fn used_of(&self) -> String {
-        format!("{} of {} {} ({})", self.shown(self.used), self.who, self.key, self.shown(self.limit))
-    }
-
-    /// "$0.85 of this chamber's daily_usd ($1.00), 85%".
-    pub fn line(&self) -> String {
-        let pct = if self.limit > 0.0 { (self.used / self.limit * 100.0).round() } else { 100.0 };
-        format!("{}, {pct}%", self.used_of())
-    }
-
-    /// A key naming this limit in this period.
-    pub fn period_key(&self) -> String {
-        format!("{} {} {}", self.who, self.key, self.period)
     }
 }
 

@@ -7,24 +7,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cryo_core::chamber::{AfterClaim, Effect, Folder as MachineFolder, Input, LogLine, Sig, TodoWriteError};
+use cryo_core::chamber::{Effect, Input, LogLine, Sig};
 use nix::sys::signal::Signal;
 
-use super::boot::claims_json;
+use super::ledger::{Ended, Flag, Journal};
 use super::{Event, Sup};
 use crate::agent::kinds::{self, Turn};
 use crate::agent::stream::Tell;
 use crate::agent::{group, launch};
-use crate::chamber::mailbox::{Folder, Stored};
-use crate::chamber::{log, todos};
+use crate::chamber::log;
 use crate::runtime::{NoticeKind, TokenEntry};
-use crate::store::{Desired, SessionEnd, SessionStart, WakeRecord};
 
 /// Leftovers of an ended session's group get this long after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
+/// SIGTERM to what is left of an ended session's group, SIGKILL soon after.
+fn end_leftovers(pgid: i32) {
+    if group::signal_group(pgid, Signal::SIGTERM) {
+        tokio::spawn(async move {
+            tokio::time::sleep(LEFTOVER_GRACE).await;
+            group::signal_group(pgid, Signal::SIGKILL);
+        });
+    }
+}
+
 impl Sup {
-    /// Performs one effect; returns its result for the machine, if it has one.
+    /// Performs one effect; returns its result for the machine, if it has
+    /// one. Each kind of work has its method: here, the schedule, admission
+    /// and processes; in `ledger` the store; in `files` the chamber's files.
     pub(super) async fn perform(&mut self, effect: Effect) -> Option<Input> {
         // A fleet node writes only while it trusts its lease: a frozen one
         // waits here; one that lost it drops the chamber.
@@ -32,264 +42,44 @@ impl Sup {
             self.dropped = true;
             return None;
         }
-        let store = self.shared.store.clone();
-        let fence = self.fence;
         match effect {
+            // ---- schedule and admission
             Effect::Plan(at) => self.shared.scheduler.plan(self.id, at, self.due_sink()),
-            Effect::RequestAdmission(trigger) => {
-                // A budget reached pauses the chamber before its agent starts.
-                let budget = self.budget_check().await;
-                if matches!(&budget, Some(Input::Budget { reached: Some(_), .. })) {
-                    return budget;
-                }
-                // An account held at its limit: the machine knows why its
-                // wakes wait, and the sender of mail is told when it will be
-                // read (once per hold).
-                let held = match self.held_until() {
-                    Some((_, local, until)) => {
-                        let tell = trigger == cryo_core::session::Trigger::Inbox && !self.told_held;
-                        self.told_held |= tell;
-                        let notice = tell.then(|| {
-                            let subject = "Your message waits for the provider's limit".to_string();
-                            let body = format!(
-                                "The provider's limit for this chamber's account was reached; your message will be \
-                                 read after {local}."
-                            );
-                            (subject, body)
-                        });
-                        Some(Input::ProviderHeld { until, local, notice })
-                    }
-                    None => {
-                        self.told_held = false;
-                        None
-                    }
-                };
-                let provider = self.config.as_ref().ok().map(kinds::provider_account);
-                self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
-                return budget.or(held);
-            }
+            Effect::RequestAdmission(trigger) => return Some(self.request_admission(trigger).await),
             Effect::CancelAdmission => self.shared.admission.cancel(self.id),
-            Effect::Release => {
-                self.permit = None;
-                // Checks run under their wake's permit: given back (a stop,
-                // a pause), whatever still runs of them ends.
-                if let Some(checks) = self.checks.take() {
-                    checks.abort();
-                }
-            }
+            Effect::Release => self.release(),
             Effect::Precheck { nonce, checks, timeout } => self.precheck(nonce, checks, timeout).await,
-            Effect::RecordPassed(slots) => {
-                let at = crate::rfc3339(self.now());
-                let slots = slots
-                    .into_iter()
-                    .map(|p| crate::store::PassedSlot {
-                        slot_at: crate::rfc3339(p.due),
-                        todo_id: Some(p.todo),
-                        todo_text: Some(p.text),
-                        what: p.what.to_string(),
-                        reason: p.reason,
-                        at: at.clone(),
-                    })
-                    .collect();
-                if let Err(error) = store.record_passed(fence, slots).await {
-                    tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
-                }
-            }
-            Effect::Notify(n) => {
-                let url = self.shared.hub_link(&format!("#/c/{}", self.machine.name()));
-                let event = crate::notifier::Event {
-                    id: n.id,
-                    kind: n.kind.to_string(),
-                    chamber: self.machine.name().to_string(),
-                    title: n.title,
-                    body: n.body,
-                    url,
-                    at: self.now(),
-                };
-                self.shared.notifiers.notify(event, self.shared.system_tz());
-            }
-            Effect::HandOff(handoff) => {
-                let from = self.machine.name().to_string();
-                let looped = self.shared.handoff_loop(&from, &handoff.to);
-                let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
-                if let Err(e) = self.shared.handoffs.send(job) {
-                    let h = e.0.handoff;
-                    let result = Err("cryod is stopping".to_string());
-                    return Some(Input::HandedOff { to: h.to, session: h.session, result });
-                }
-            }
-            Effect::HoldProvider { until } => {
-                if let Ok(config) = &self.config {
-                    let account = kinds::provider_account(config);
-                    let left = (until - self.now()).to_std().unwrap_or_default();
-                    tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
-                    self.shared.admission.hold(&account, left, self.limit_guessed);
-                }
-            }
-            Effect::ArmTimer { timer, after } => {
-                let tx = self.tx.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    let _ = tx.send(Event::Timer(timer));
-                });
-            }
-            Effect::RecordWake(w) => {
-                let record = WakeRecord {
-                    number: w.number,
-                    wake_id: w.wake_id,
-                    trigger: w.trigger.as_str().into(),
-                    reasons: serde_json::to_string(&w.reasons).unwrap_or_default(),
-                    claimed: claims_json(&w.claims),
-                    due_at: w.due_at.map(crate::rfc3339),
-                    created_at: crate::rfc3339(w.created_at),
-                    resumed_from: w.resumed_from,
-                };
-                let r = self.fenced(store.record_wake(fence, record).await).map_err(|e| e.to_string());
-                if let Err(error) = &r {
-                    tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
-                }
-                return Some(Input::Recorded(r));
-            }
+            Effect::Notify(n) => self.notify(n),
+            Effect::HandOff(handoff) => return self.hand_off(handoff),
+            Effect::HoldProvider { until } => self.hold_provider(until),
+            Effect::ArmTimer { timer, after } => self.arm_timer(timer, after),
+            // ---- the ledger
+            Effect::RecordPassed(slots) => self.record_passed(slots).await,
+            Effect::RecordWake(w) => return Some(self.record_wake(w).await),
             Effect::SessionStarted { number, pid, at, trigger, due } => {
-                tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
-                if let Some(late) = due.and_then(|d| (at - d).to_std().ok()) {
-                    crate::metrics::get().wake_started(trigger.as_str(), late);
-                }
-                let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
-                let start = SessionStart { number, pid, started_at: crate::rfc3339(at), lateness_ms };
-                let r = store.session_started(fence, start).await;
-                let _ = self.fenced(r);
+                self.session_started(number, pid, at, (trigger, due)).await
             }
             Effect::SessionEnded { number, at, outcome, summary, trigger, started, thread } => {
-                let lasted = started.and_then(|s| (at - s).to_std().ok());
-                crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
-                let outcome = outcome.describe();
-                tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
-                // The account is known for every session (its budget counts
-                // them all), what it used only for a known kind's.
-                let used = self.usage.take().filter(|u| u.0 == number).map(|u| u.1).unwrap_or_default();
-                let provider = self.config.as_ref().ok().map(kinds::provider_account);
-                let usage = crate::agent_events::Usage { provider, ..used };
-                let thread = thread.map(|t| (t.sessions, t.tokens));
-                let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
-                let r = store.session_ended(fence, end).await;
-                if self.fenced(r).is_ok() {
-                    return self.budget_check().await;
-                }
+                return self.session_ended(Ended { number, at, outcome, summary, trigger, started, thread }).await;
             }
-            Effect::JournalClaim { number, names, then } => {
-                let at = crate::rfc3339(self.now());
-                let r = store.journal_claim(fence, number, names.clone(), at).await;
-                let result = self.fenced(r).map(|_| ()).map_err(|e| e.to_string());
-                return Some(Input::Journaled { then, names, result });
-            }
-            Effect::JournalAnswer { number } => {
-                let r = store.journal_answer(fence, number, crate::rfc3339(self.now())).await;
-                let _ = self.fenced(r);
-            }
-            Effect::JournalAnswered { id } => {
-                let r = store.claim_answered_by_id(fence, id, crate::rfc3339(self.now())).await;
-                let _ = self.fenced(r);
-            }
-            Effect::JournalDrop { id } => {
-                let r = store.journal_drop(fence, id).await;
-                let _ = self.fenced(r);
-            }
-            Effect::SetStarted { started, then } => {
-                let desired = if started { Desired::Started } else { Desired::Stopped };
-                let result = self.fenced(store.set_desired(fence, desired).await).map_err(|e| e.to_string());
-                if result.is_ok() {
-                    let what = if started { "chamber started" } else { "chamber stopped" };
-                    tracing::info!(chamber = %self.machine.name(), "{what}");
-                }
-                return Some(Input::StoreWritten { then, result });
-            }
-            Effect::SetPaused { paused, then } => {
-                let result = self.fenced(store.set_paused(fence, paused).await).map_err(|e| e.to_string());
-                return Some(Input::StoreWritten { then, result });
-            }
+            Effect::JournalClaim { number, names, then } => return Some(self.journal_claim(number, names, then).await),
+            Effect::JournalAnswer { number } => self.journal(Journal::Answer { number }).await,
+            Effect::JournalAnswered { id } => self.journal(Journal::Answered { id }).await,
+            Effect::JournalDrop { id } => self.journal(Journal::Drop { id }).await,
+            Effect::SetStarted { started, then } => return Some(self.set_flag(Flag::Started(started), then).await),
+            Effect::SetPaused { paused, then } => return Some(self.set_flag(Flag::Paused(paused), then).await),
             Effect::SetArchived { archived, then } => {
-                let result = self.fenced(store.set_archived(fence, archived).await).map_err(|e| e.to_string());
-                if result.is_ok() {
-                    let what = if archived { "chamber archived" } else { "chamber unarchived" };
-                    tracing::info!(chamber = %self.machine.name(), "{what}");
-                }
-                return Some(Input::StoreWritten { then, result });
+                return Some(self.set_flag(Flag::Archived(archived), then).await);
             }
-            Effect::Reset { req } => {
-                let (root, now) = (&self.root, self.now());
-                // A cryo.toml made again (it had none) is confined as a new chamber's.
-                let made = || crate::chamber::reset::to_history(root, now, crate::agent::sandbox::strongest());
-                let result = off_worker(made).map_err(|e| e.to_string());
-                match &result {
-                    Ok(dir) => {
-                        tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
-                        self.todos_written = None;
-                    }
-                    Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot reset"),
-                }
-                return Some(Input::ResetDone { req, result });
-            }
-            Effect::UpdateTodos { op, then } => {
-                let (root, tz) = (&self.root, self.machine.tz());
-                let outcome = off_worker(|| todos::update_with(root, tz, op.durable(), |list| op.apply(list)));
-                match &outcome {
-                    Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),
-                    Ok(_) => {}
-                    Err(_) => self.todos_written = None,
-                }
-                let outcome = outcome.map(|(done, list, _)| (done, list));
-                let result = outcome.map_err(|e| match e {
-                    todos::UpdateError::Fault(m) => TodoWriteError::Fault(m),
-                    todos::UpdateError::Refused(e) => TodoWriteError::Refused(e),
-                    todos::UpdateError::Write(m) => {
-                        tracing::error!(chamber = %self.machine.name(), error = %m, "write failed");
-                        TodoWriteError::Write(m)
-                    }
-                });
-                return Some(Input::TodosUpdated { then, result });
-            }
-            Effect::WriteMessage { folder, mut message, then } => {
-                let folder = match folder {
-                    MachineFolder::Inbox => Folder::Inbox,
-                    MachineFolder::Outbox => Folder::Outbox,
-                };
-                // A fleet node's outbox messages carry the writer's fence.
-                if let (Folder::Outbox, Some(f)) = (folder, self.fleet_fence()) {
-                    message.meta.insert("fence".into(), f.to_string());
-                }
-                let (mailbox, now) = (self.mailbox(), self.now());
-                let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(|e| e.to_string());
-                match &result {
-                    Ok(name) => {
-                        self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
-                        if folder == Folder::Outbox {
-                            self.bridges.outbox_changed();
-                        }
-                    }
-                    Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot write a message"),
-                }
-                return Some(Input::MessageWritten { then, result });
-            }
+            // ---- the chamber's files
+            Effect::Reset { req } => return Some(self.reset(req)),
+            Effect::UpdateTodos { op, then } => return Some(self.update_todos(op, then)),
+            Effect::WriteMessage { folder, message, then } => return Some(self.write_message(folder, message, then)),
             Effect::ArchiveInbox { names, then } => return Some(self.archive(names, then)),
-            Effect::WritePlan { req, text } => {
-                let result = off_worker(|| {
-                    let dir = crate::chamber::Dir::open(&self.root)?;
-                    dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
-                })
-                .map(drop)
-                .map_err(|e| e.to_string());
-                return Some(Input::PlanWritten { req, result });
-            }
-            Effect::RotateLogs => {
-                let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
-                for rel in [log::LOG, crate::agent::launch::AGENT_LOG, crate::agent::stream::EVENTS_FILE] {
-                    if let Err(error) = log::rotate(&self.root, rel, max, keep) {
-                        tracing::warn!(chamber = %self.machine.name(), %error, file = rel, "cannot rotate a log");
-                    }
-                }
-            }
+            Effect::WritePlan { req, text } => return Some(self.write_plan(req, &text)),
+            Effect::RotateLogs => self.rotate_logs(),
             Effect::Log(line) => self.log(line),
+            // ---- processes
             Effect::RegisterToken { token, session } => {
                 let entry = TokenEntry { chamber: self.id, name: self.machine.name().to_string(), session };
                 self.shared.tokens.lock().expect("tokens lock").insert(token, entry);
@@ -306,23 +96,78 @@ impl Sup {
             Effect::Signal { pgid, sig } => {
                 group::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
             }
-            Effect::EndLeftovers { pgid } => {
-                if group::signal_group(pgid, Signal::SIGTERM) {
-                    tokio::spawn(async move {
-                        tokio::time::sleep(LEFTOVER_GRACE).await;
-                        group::signal_group(pgid, Signal::SIGKILL);
-                    });
-                }
-            }
+            Effect::EndLeftovers { pgid } => end_leftovers(pgid),
             Effect::Rewatch => {
                 if let Ok(c) = &self.config {
                     self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, self.watch_sink());
                 }
             }
+            // ---- views and callers
             Effect::Publish => self.publish(),
             Effect::Reply { req, result } => self.answer(req, result),
         }
         None
+    }
+
+    /// Measures what limits the wake (the budgets, the provider account's
+    /// hold) for the machine to judge, and queues for a permit.
+    async fn request_admission(&mut self, trigger: cryo_core::session::Trigger) -> Input {
+        let budgets = self.measure_budgets().await;
+        let held = self.held_until().map(|(_, _, until)| until);
+        let provider = self.config.as_ref().ok().map(kinds::provider_account);
+        self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
+        Input::AdmissionAsked { req: self.own_req(), budgets, held }
+    }
+
+    fn release(&mut self) {
+        self.permit = None;
+        // Checks run under their wake's permit: given back (a stop,
+        // a pause), whatever still runs of them ends.
+        if let Some(checks) = self.checks.take() {
+            checks.abort();
+        }
+    }
+
+    fn notify(&self, n: cryo_core::chamber::notice::Notice) {
+        let url = self.shared.hub_link(&format!("#/c/{}", self.machine.name()));
+        let event = crate::notifier::Event {
+            id: n.id,
+            kind: n.kind.to_string(),
+            chamber: self.machine.name().to_string(),
+            title: n.title,
+            body: n.body,
+            url,
+            at: self.now(),
+        };
+        self.shared.notifiers.notify(event, self.shared.system_tz());
+    }
+
+    /// Hands a session's end to the daemon's hand-off task; an answer only
+    /// if cryod is stopping.
+    fn hand_off(&self, handoff: cryo_core::chamber::handoff::HandOff) -> Option<Input> {
+        let from = self.machine.name().to_string();
+        let looped = self.shared.handoff_loop(&from, &handoff.to);
+        let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
+        let h = self.shared.handoffs.send(job).err()?.0.handoff;
+        let result = Err("cryod is stopping".to_string());
+        Some(Input::HandedOff { to: h.to, session: h.session, result })
+    }
+
+    fn hold_provider(&self, until: chrono::DateTime<chrono::Utc>) {
+        if let Ok(config) = &self.config {
+            let account = kinds::provider_account(config);
+            let left = (until - self.now()).to_std().unwrap_or_default();
+            tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
+            self.shared.admission.hold(&account, left, self.limit_guessed);
+        }
+    }
+
+    fn arm_timer(&self, timer: cryo_core::chamber::Timer, after: Duration) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = tx.send(Event::Timer(timer));
+        });
     }
 
     /// Runs a wake's pre-checks off the chamber's path, one after another,
@@ -424,31 +269,6 @@ impl Sup {
             others,
             places: &self.shared.places,
         })
-    }
-
-    /// Moves the named inbox files to the archive (those that still parse;
-    /// a bad one goes to `messages/rejected/`), keeping them for the reply.
-    fn archive(&mut self, names: Vec<String>, then: AfterClaim) -> Input {
-        let mailbox = self.mailbox();
-        let result = off_worker(|| {
-            let pending: Vec<Stored> =
-                mailbox.read(Folder::Inbox)?.into_iter().filter(|m| names.contains(&m.name)).collect();
-            mailbox.archive(pending)
-        });
-        let result = match result {
-            Ok(claimed) => {
-                let names = claimed.iter().map(|m| m.name.clone()).collect();
-                self.claimed = claimed;
-                Ok(names)
-            }
-            Err(e) => Err(e.to_string()),
-        };
-        Input::Archived { then, result }
-    }
-
-    /// The chamber's fence, for what a fleet node writes into its files.
-    fn fleet_fence(&self) -> Option<i64> {
-        self.shared.lease.is_fleet().then_some(self.fence.token)
     }
 
     pub(super) fn log(&self, line: LogLine) {
@@ -563,16 +383,6 @@ impl Sup {
         }
         r
     }
-}
-
-/// Runs file work that waits on the disk (a locked, fsynced rewrite of
-/// `todo.json`, a message written or archived) without holding up the
-/// runtime: its worker hands the other chambers' tasks to another thread
-/// meanwhile. Without it, one chamber's fsyncs delayed the wakes of chambers
-/// due in the same instant (the runtime has as many workers as cores).
-/// Needs the multi-threaded runtime, which cryod and every harness of it use.
-fn off_worker<R>(f: impl FnOnce() -> R) -> R {
-    tokio::task::block_in_place(f)
 }
 
 /// The end of `cryo-agent.log`: this session's part of its last 64 KiB.

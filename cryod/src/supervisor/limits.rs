@@ -1,10 +1,8 @@
 //! A supervisor's limits on spending: `[budget]` windows checked after each
 //! session, `max_session_usd`, and when a provider's limit is over.
 
-use chrono::{DateTime, Utc};
-use cryo_core::chamber::Input;
-
 use super::*;
+use chrono::{DateTime, Utc};
 
 impl Sup {
     /// The budgets that apply, if any.
@@ -17,67 +15,43 @@ impl Sup {
         self.budgets()?.max_session_usd()
     }
 
-    /// Measures the budgets against the ledger (UTC day and month): what
-    /// the machine should be told (an 80% notice once, or the pause at
-    /// 100%), if anything.
-    pub(super) async fn budget_check(&mut self) -> Option<Input> {
-        let uses = self.budgets()?.measured(&self.shared.store, self.now(), self.id).await.ok()?;
-        if let Some(k) = self.budget_paused.take_if(|_| !self.machine.paused()) {
-            // Resumed by an operator: this budget no longer pauses it, this period.
-            self.budget_released.insert(k);
-        }
-        let (mut notice, mut reached) = (None, None);
-        let mut reached_key = None;
-        for u in uses {
-            let key_period = u.period_key();
-            if u.used >= u.limit && !self.budget_released.contains(&key_period) {
-                reached_key.get_or_insert(key_period);
-                reached.get_or_insert(format!(
-                    "{} ({} {} = {}, {} used)",
-                    cryo_core::session::BUDGET_REACHED,
-                    u.who,
-                    u.key,
-                    u.shown(u.limit),
-                    u.shown(u.used)
-                ));
-            } else if u.used >= 0.8 * u.limit && u.used < u.limit && self.budget_noticed.insert(key_period) {
-                notice.get_or_insert(format!("{} is used.", u.used_of()));
+    /// Each budget that applies, measured against the ledger (UTC day and
+    /// month); none if none applies or the ledger cannot be read.
+    pub(super) async fn measure_budgets(&self) -> Vec<cryo_core::limits::BudgetUse> {
+        let Some(applying) = self.budgets() else { return Vec::new() };
+        match applying.measured(&self.shared.store, self.now(), self.id).await {
+            Ok(uses) => uses,
+            Err(error) => {
+                tracing::warn!(chamber = %self.machine.name(), %error, "cannot measure the budgets");
+                Vec::new()
             }
         }
-        if notice.is_none() && reached.is_none() {
-            return None;
-        }
-        if reached.is_some() {
-            self.budget_paused = reached_key;
-        }
-        self.next_req += 1;
-        Some(Input::Budget { req: self.next_req, notice, reached })
     }
 
-    /// When a provider's limit is over: the reset it named, else after the
-    /// delay it asked for, else after `limit_hold_seconds`; plus up to ten
-    /// seconds, so the held wakes of many chambers do not all start at once.
+    /// A new request id for an input that answers nobody.
+    pub(super) fn own_req(&mut self) -> cryo_core::chamber::ReqId {
+        self.next_req += 1;
+        self.next_req
+    }
+
+    /// When a provider's limit is over (`cryo_core::limits::hold_until`):
+    /// the reset it named, else after the delay it asked for, else after
+    /// `limit_hold_seconds`, spread by a random jitter.
     pub(super) fn limit_until(&mut self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
         let now = self.now();
         let told = l
             .resets_at
             .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
             .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
-        let told = told.filter(|t| *t > now);
-        self.limit_guessed = told.is_none();
-        if told.is_none() {
+        let default = chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64);
+        let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0);
+        let hold = cryo_core::limits::hold_until(now, told, default, jitter);
+        self.limit_guessed = hold.guessed.is_some();
+        if let Some(note) = hold.guessed {
             // Said where the operator looks (cryo.log, status's log lines):
             // the wait is cryod's guess, not the provider's word.
-            let hold = self.shared.config.limit_hold_seconds;
-            let note = format!(
-                "the provider named no reset: the account is held for {} (`limit_hold_seconds` in cryod.toml, a \
-                 default), then tried again",
-                cryo_core::time::humanize(chrono::Duration::seconds(hold as i64))
-            );
             self.log(cryo_core::chamber::LogLine::Event(note));
         }
-        let at = told.unwrap_or(now + chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64));
-        let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) % 10_000;
-        at + chrono::Duration::milliseconds(jitter as i64)
+        hold.at
     }
 }

@@ -13,6 +13,8 @@
 mod boot;
 pub mod budget;
 mod effects;
+mod files;
+mod ledger;
 mod limits;
 mod queue;
 mod replies;
@@ -246,16 +248,8 @@ struct Sup {
     bridges: crate::bridges::Bridges,
     /// What the last agent's stream said it used, for its session's row.
     usage: Option<Box<(u64, crate::agent_events::Usage)>>,
-    /// Budget notices already given (budget, key and period), once each.
-    budget_noticed: std::collections::HashSet<String>,
-    /// The budget (key and period) that paused the chamber, and those an
-    /// operator released by resuming it (not paused again this period).
-    budget_paused: Option<String>,
     /// The last limit named no reset: its hold is `limit_hold_seconds`.
     limit_guessed: bool,
-    budget_released: std::collections::HashSet<String>,
-    /// The sender of mail was told it waits for a provider's limit (this hold).
-    told_held: bool,
     /// The running pre-checks of the wake that holds the permit (ended
     /// when the permit goes back).
     checks: Option<tokio::task::AbortHandle>,

@@ -644,21 +644,22 @@ pub enum Input {
         subject: String,
         body: String,
     },
-    /// Admission holds this chamber's wakes: its provider account is at its
-    /// limit until `until` (`local`: in the chamber's zone). With `notice`,
-    /// the sender of mail is told (subject, body).
-    ProviderHeld {
-        until: DateTime<Utc>,
-        local: String,
-        notice: Option<(String, String)>,
+    /// Admission was asked for the wanted wake (see
+    /// [`Effect::RequestAdmission`]): what the shell measured then. Each
+    /// budget that applies against the ledger (none: none applies, or the
+    /// ledger could not be read), and when the hold on the chamber's
+    /// provider account ends, if admission holds it at its limit. `req`
+    /// answers nobody (a pause the budgets make).
+    AdmissionAsked {
+        req: ReqId,
+        budgets: Vec<crate::limits::BudgetUse>,
+        held: Option<DateTime<Utc>>,
     },
-    /// The shell measured the budgets: `notice` is said once to the
-    /// operator (80%); `reached` pauses the chamber with that attention
-    /// (100%). `req` answers nobody.
+    /// A session's end was recorded: each budget that applies, measured
+    /// again. `req` answers nobody.
     Budget {
         req: ReqId,
-        notice: Option<String>,
-        reached: Option<String>,
+        uses: Vec<crate::limits::BudgetUse>,
     },
     Timer(Timer),
     /// A hand-off was delivered to `to` (or could not be).
@@ -716,6 +717,8 @@ pub enum Effect {
     // ---- schedule and admission
     /// The chamber's next wake by itself (none: nothing scheduled).
     Plan(Option<DateTime<Utc>>),
+    /// Queue for a permit. → [`Input::AdmissionAsked`], with what limits
+    /// the wake (the budgets, the provider account's hold).
     RequestAdmission(Trigger),
     CancelAdmission,
     /// Give back the admission slot.

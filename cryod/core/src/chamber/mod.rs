@@ -283,6 +283,11 @@ pub struct Chamber {
     /// The conversation the next session may resume.
     thread: Option<session::Thread>,
     handoffs: handoff::HandOffs,
+    /// What the budgets have said (notices told, the limit that paused it);
+    /// boxed, as few chambers have budgets.
+    budgets: Box<crate::limits::Budgets>,
+    /// Whether mail's senders were told of the provider account's hold.
+    hold: crate::limits::Hold,
     /// When and why it could not wake, to explain missed slots.
     spans: missed::Spans,
     /// When the chamber last wrote a visible message (the dead man's switch).
@@ -333,6 +338,8 @@ impl Chamber {
             removing: None,
             thread: l.thread,
             handoffs: handoff::HandOffs::default(),
+            budgets: Default::default(),
+            hold: Default::default(),
             spans: missed::Spans::default(),
             last_visible: l.last_visible,
             silent_armed: false,
@@ -705,16 +712,11 @@ impl Chamber {
                     self.end_session(session, Cut::OverBudget);
                 }
             }
-            Input::Budget { req, notice, reached } => self.budget(req, notice, reached),
+            Input::Budget { req, uses } => self.budget(req, &uses),
             Input::Notice { subject, body } => self.notice_message(subject, body),
-            Input::ProviderHeld { until, local, notice } => {
-                // From the oldest slot it holds up (or now).
-                let now = self.now;
-                let from = self.list().ok().and_then(|l| l.due(now).filter_map(|t| t.at).min()).unwrap_or(now);
-                self.spans.span(from, until, missed::Why::Limited(local));
-                if let Some((subject, body)) = notice {
-                    self.notice_message(subject, body);
-                }
+            Input::AdmissionAsked { req, budgets, held } => {
+                self.budget(req, &budgets);
+                self.held(held);
             }
             Input::Exited { session, status, log_tail, limited, used } => {
                 if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {

@@ -97,17 +97,39 @@ impl Chamber {
         self.emit(Effect::WriteMessage { folder: Folder::Outbox, message, then: AfterWrite::Fallback { subject } });
     }
 
-    /// What the shell measured of the budgets (see `Input::Budget`).
-    pub(super) fn budget(&mut self, req: ReqId, notice: Option<String>, reached: Option<String>) {
-        if let Some(n) = notice {
-            let key = format!("80-{}", self.now.format("%Y-%m-%d"));
+    /// What the shell measured of the budgets (see `Input::Budget`): the
+    /// 80% notice, once per limit and period; at 100%, a pause with the
+    /// reason as attention.
+    pub(super) fn budget(&mut self, req: ReqId, uses: &[crate::limits::BudgetUse]) {
+        let verdict = self.budgets.judge(uses, self.paused);
+        if let Some((n, limit)) = verdict.notice.zip(verdict.noticed) {
+            // One event per limit and period.
+            let key = format!("80-{}", limit.replace(['\'', ' '], ""));
             self.notice("budget", &key, format!("{}: 80% of a budget used", self.name), &n);
             self.notice_message("Budget: 80% used".into(), n);
         }
-        if let Some(why) = reached.filter(|_| self.started && !self.paused) {
+        if let Some(why) = verdict.reached.filter(|_| self.started && !self.paused) {
             self.log(format!("{why}: pausing the chamber"));
             self.attention = Some(why);
             self.pause(req, true);
+        }
+    }
+
+    /// Admission holds this chamber's wakes until `until` when its provider
+    /// account is at its limit: the slots it holds up are explained, and the
+    /// sender of the mail that asked is told when it will be read (once per
+    /// hold).
+    pub(super) fn held(&mut self, until: Option<DateTime<Utc>>) {
+        let by_mail = self.wanted.is_some_and(|(t, _)| t == Trigger::Inbox);
+        let local = until.map(|u| crate::time::format_in(u, self.tz()));
+        let notice = self.hold.asked(by_mail, local.as_deref());
+        let (Some(until), Some(local)) = (until, local) else { return };
+        // From the oldest slot it holds up (or now).
+        let now = self.now;
+        let from = self.list().ok().and_then(|l| l.due(now).filter_map(|t| t.at).min()).unwrap_or(now);
+        self.spans.span(from, until, missed::Why::Limited(local));
+        if let Some((subject, body)) = notice {
+            self.notice_message(subject, body);
         }
     }
 

@@ -699,18 +699,27 @@ fn a_limit_seen_while_the_agent_runs_ends_it_as_limited() {
 #[test]
 fn a_budget_notices_pauses_and_a_resume_releases_it() {
     let mut rig = Rig::new(&[60], &[]);
-    let out =
-        rig.feed(Input::Budget { req: 1, notice: Some("$0.80 of daily_usd ($1.00) is used.".into()), reached: None });
+    let daily = |used: f64| crate::limits::BudgetUse {
+        who: "this chamber's".into(),
+        key: "daily_usd",
+        limit: 1.0,
+        used,
+        period: "2026-11-24".into(),
+    };
+    let out = rig.feed(Input::Budget { req: 1, uses: vec![daily(0.8)] });
     let msgs = messages(&out);
     assert_eq!((msgs.len(), msgs[0].from.as_str()), (1, crate::message::CRYOCHAMBER));
     assert!(!rig.m.paused());
+    assert!(messages(&rig.feed(Input::Budget { req: 1, uses: vec![daily(0.9)] })).is_empty(), "told once");
     let why = format!("{} (this chamber's daily_usd = $1.00, $1.20 used)", session::BUDGET_REACHED);
-    let out = rig.feed(Input::Budget { req: 2, notice: None, reached: Some(why.clone()) });
+    let out = rig.feed(Input::AdmissionAsked { req: 2, budgets: vec![daily(1.2)], held: None });
     assert!(out.iter().any(|e| matches!(e, Effect::SetPaused { paused: true, .. })), "{out:#?}");
     assert!(rig.m.paused());
     assert_eq!(rig.m.view().attention.as_deref(), Some(why.as_str()));
     rig.feed(Input::Pause { req: 3, pause: false });
     assert!(!rig.m.paused() && rig.m.view().attention.is_none(), "a resume releases the budget's pause");
+    let out = rig.feed(Input::Budget { req: 4, uses: vec![daily(1.3)] });
+    assert!(!rig.m.paused(), "released for the period: {out:#?}");
 }
 
 /// The spawn and the ledger row of the session about to start.

@@ -26,8 +26,14 @@ pub struct Checker {
     to_hand_off: BTreeSet<(usize, u64)>,
     /// The ids of the events raised for people.
     pub notified: HashSet<String>,
+    /// The budget events raised, and by which incarnation of cryod.
+    pub budget_told: std::collections::HashMap<String, u32>,
     /// When each link (from, to) carried a hand-off.
     links: BTreeMap<(usize, usize), Vec<chrono::DateTime<chrono::Utc>>>,
+    /// Agents spawned per chamber and UTC day (for `daily_sessions`).
+    per_day: BTreeMap<(usize, chrono::NaiveDate), u32>,
+    /// Days on which an operator resumed a chamber its budget paused.
+    released: HashSet<(usize, chrono::NaiveDate)>,
 }
 
 pub type Verdict = Result<(), String>;
@@ -49,6 +55,30 @@ impl Checker {
         }
         self.sessions.insert((chamber, session), false);
         Ok(())
+    }
+
+    /// Budgets: no agent is spawned past the chamber's `daily_sessions`
+    /// unless an operator resumed it after that budget paused it, that day.
+    pub fn within_budget(&mut self, chamber: usize, limit: Option<u32>, now: chrono::DateTime<chrono::Utc>) -> Verdict {
+        let day = now.date_naive();
+        let n = self.per_day.entry((chamber, day)).or_default();
+        *n += 1;
+        match limit {
+            Some(limit) if *n > limit && !self.released.contains(&(chamber, day)) => {
+                Err(format!("chamber {chamber}: agent {n} of {day} spawned past its daily_sessions budget ({limit})"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Agents spawned for the chamber on that UTC day.
+    pub fn spawned_on(&self, chamber: usize, day: chrono::NaiveDate) -> u32 {
+        self.per_day.get(&(chamber, day)).copied().unwrap_or(0)
+    }
+
+    /// An operator resumed the chamber its budget paused, that day.
+    pub fn released(&mut self, chamber: usize, day: chrono::NaiveDate) {
+        self.released.insert((chamber, day));
     }
 
     /// Invariant 4, across crashes: no TODO slot is claimed by two spawned

@@ -11,6 +11,8 @@ use chrono_tz::Tz;
 use super::agent::{Act, Agent};
 use super::check::{self, Checker};
 use super::{Config, Rng};
+
+mod effects;
 use crate::chamber::handoff::{HandedOff, OnEnd, When};
 use crate::chamber::{
     Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
@@ -62,6 +64,8 @@ pub struct Disk {
     /// Its `[[on_end]]` table: the chamber it hands on to, when, and the
     /// link's rate.
     pub on_end: Option<(usize, When, u32)>,
+    /// Its `[budget] daily_sessions`.
+    pub daily_sessions: Option<u32>,
 }
 
 /// One wake in the ledger.
@@ -217,13 +221,15 @@ pub struct Report {
     pub missed: u64,
     /// Events raised for people (each once).
     pub notices: u64,
+    /// Of those, a budget's (its 80%, or the pause at 100%).
+    pub budget_notices: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events, {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -232,6 +238,7 @@ impl fmt::Display for Report {
             self.missed,
             self.handoffs,
             self.notices,
+            self.budget_notices,
             self.crashes,
             self.write_failures,
             self.sleeps,
@@ -256,6 +263,7 @@ impl std::ops::AddAssign for Report {
         self.handoffs += o.handoffs;
         self.missed += o.missed;
         self.notices += o.notices;
+        self.budget_notices += o.budget_notices;
     }
 }
 
@@ -356,6 +364,7 @@ impl World {
                 resume: rng.one_in(2),
                 precheck: rng.one_in(3),
                 on_end: None,
+                daily_sessions: None,
             })
             .collect::<Vec<Disk>>();
         // Hand-offs: a fifth of the chambers hand on to the next one, and
@@ -374,6 +383,12 @@ impl World {
             } else if rng.one_in(8) {
                 let when = [When::Completed, When::Hibernated, When::Failed, When::Any][rng.below(4) as usize];
                 disks[i].on_end = Some((next, when, 6));
+            }
+        }
+        // Budgets: a sixth of the chambers may run only a few sessions a day.
+        for d in &mut disks {
+            if rng.one_in(6) {
+                d.daily_sessions = Some(2 + rng.below(4) as u32);
             }
         }
         World {
@@ -491,7 +506,7 @@ impl World {
             self.restart()?;
         }
         for c in 0..self.disks.len() {
-            self.operator(c, |req| Input::Pause { req, pause: false })?;
+            self.resume(c)?;
             self.unarchive(c)?;
         }
         let due_before = self.now;
@@ -642,7 +657,7 @@ impl World {
                 let log_session = self.log_session(chamber);
                 self.operator(chamber, |req| Input::Start { req, wait: false, agent_check: Ok(()), log_session })?;
             }
-            Ev::Resume { chamber } => self.operator(chamber, |req| Input::Pause { req, pause: false })?,
+            Ev::Resume { chamber } => self.resume(chamber)?,
             Ev::Unarchive { chamber } => self.unarchive(chamber)?,
             Ev::Restart => self.restart()?,
             Ev::Sleep { hours } => self.sleep(hours)?,
@@ -694,6 +709,19 @@ impl World {
         d.next_req += 1;
         let req = d.next_req;
         self.feed(chamber, make(req))
+    }
+
+    /// An operator resumes the chamber; one its budget paused may spend
+    /// past that budget for the rest of the period.
+    fn resume(&mut self, c: usize) -> Step {
+        let machine = self.daemon.as_ref().and_then(|d| d.machines[c].as_ref());
+        let by_budget = machine.is_some_and(|m| {
+            m.paused() && m.view().attention.is_some_and(|a| a.starts_with(crate::session::BUDGET_REACHED))
+        });
+        if by_budget {
+            self.check.released(c, self.now.date_naive());
+        }
+        self.operator(c, |req| Input::Pause { req, pause: false })
     }
 
     fn unarchive(&mut self, c: usize) -> Step {
@@ -1017,309 +1045,6 @@ impl World {
         self.feed(c, Input::Admitted { nonce, token })
     }
 
-    // ---- effects -----------------------------------------------------------------
-
-    fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, String> {
-        let inc = self.inc();
-        let d = self.daemon.as_mut().expect("effects run in a live daemon");
-        Ok(match effect {
-            Effect::Plan(at) => {
-                d.plans[c] = at;
-                if let Some(t) = at {
-                    self.at(t, Ev::Due { inc, chamber: c, at: t });
-                }
-                None
-            }
-            Effect::RequestAdmission(_) if d.slot[c] => None,
-            Effect::RequestAdmission(trigger) => {
-                let old = d.queue.iter().find(|(_, ch)| **ch == c).map(|(k, _)| *k);
-                match old {
-                    Some(k) if k.0 <= trigger => {}
-                    _ => {
-                        if let Some(k) = old {
-                            d.queue.remove(&k);
-                        }
-                        d.seq += 1;
-                        d.queue.insert((trigger, d.seq), c);
-                    }
-                }
-                self.grant();
-                None
-            }
-            Effect::CancelAdmission => {
-                d.queue.retain(|_, ch| *ch != c);
-                None
-            }
-            // Its agents never meet a provider's limit.
-            Effect::HoldProvider { .. } => None,
-            Effect::Precheck { nonce, checks, timeout } => {
-                // Each check says wake, nothing to do, or fails; it takes
-                // up to its timeout.
-                let results = checks
-                    .into_iter()
-                    .map(|k| {
-                        let said = match self.rng.below(20) {
-                            0..=9 => Checked::Wake { output: "2 new failures".into() },
-                            10..=16 => Checked::Skip { line: "nothing new".into() },
-                            _ => Checked::Failed { why: "exited 2".into() },
-                        };
-                        (k, said)
-                    })
-                    .collect();
-                let t = StdDuration::from_millis(self.rng.below(timeout.as_millis() as u64 / 10 + 1));
-                self.after(t, Ev::Checked { inc, chamber: c, nonce, results });
-                None
-            }
-            Effect::RecordPassed(slots) => {
-                // A slot passed by never runs (and one that ran is never passed).
-                // (A missed slot is one that ran late, or one of many run as one.)
-                let passed: Vec<&Passed> = slots.iter().filter(|p| p.what == "skipped").collect();
-                let marks: Vec<(u64, DateTime<Utc>)> = passed.iter().map(|p| (p.todo, p.due)).collect();
-                self.check.ran(c, "(passed by its pre-check)", &marks)?;
-                self.report.passed += passed.len() as u64;
-                self.report.missed += (slots.len() - passed.len()) as u64;
-                if let Some(p) = slots.iter().find(|p| p.what == "missed" && p.reason.is_empty()) {
-                    return Err(format!("chamber {c}: TODO {} missed its slot for no reason given", p.todo));
-                }
-                None
-            }
-            Effect::Release => {
-                d.arrived[c] = false;
-                if d.slot[c] {
-                    d.slot[c] = false;
-                    d.running -= 1;
-                }
-                self.grant();
-                None
-            }
-            Effect::ArmTimer { timer, after } => {
-                self.after(after, Ev::Timer { inc, chamber: c, timer });
-                None
-            }
-            Effect::RecordWake(_) if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) => {
-                self.report.write_failures += 1;
-                Some(Input::Recorded(Err("database or disk is full".into())))
-            }
-            Effect::RecordWake(w) => {
-                self.report.wakes += 1;
-                if self.ledger.rows.iter().any(|r| r.chamber == c && r.number == w.number) {
-                    return Err(format!("chamber {c}: session number {} recorded twice", w.number));
-                }
-                self.ledger.rows.push(Row {
-                    chamber: c,
-                    number: w.number,
-                    wake_id: w.wake_id,
-                    claims: w.claims,
-                    ended: false,
-                    outcome: String::new(),
-                    resumed_from: w.resumed_from,
-                    ended_at: None,
-                    resumable: false,
-                    thread: None,
-                });
-                Some(Input::Recorded(Ok(())))
-            }
-            Effect::Notify(n) => {
-                if !self.check.notified.insert(n.id.clone()) {
-                    return Err(format!("chamber {c}: the event {} was raised twice", n.id));
-                }
-                if n.kind == "silent" {
-                    // Silent means no visible message for the whole window.
-                    let newest = self.disks[c].outbox.values().filter_map(|m| m.timestamp).max();
-                    if newest.is_some_and(|t| self.now - t < Duration::days(2)) {
-                        return Err(format!("chamber {c}: silent raised with a message of {newest:?} at {}", self.now));
-                    }
-                }
-                self.report.notices += 1;
-                None
-            }
-            Effect::HandOff(h) => {
-                let to = h.to.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|i| *i < self.disks.len());
-                let Some(to) = to else {
-                    return Err(format!("chamber {c} handed on to an unknown chamber {:?}", h.to));
-                };
-                let limit = self.disks[c].on_end.map(|o| o.2).unwrap_or(0);
-                self.check.handed_off(c, to, h.session, self.now, limit)?;
-                self.report.handoffs += 1;
-                let from = self.disks[c].name.clone();
-                let message = Message { subject: h.subject, body: h.body, ..self.message(&from, "") };
-                let file = self.write(to, Folder::Inbox, message);
-                let links = |name: &str| -> Vec<String> {
-                    let i = name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok());
-                    i.and_then(|i| self.disks.get(i))
-                        .and_then(|d| d.on_end)
-                        .map(|o| vec![format!("c{}", o.0)])
-                        .unwrap_or_default()
-                };
-                let looped = crate::chamber::handoff::loop_through(&from, &h.to, &links);
-                let done = HandedOff { file, waits: None, looped };
-                Some(Input::HandedOff { to: h.to, session: h.session, result: Ok(done) })
-            }
-            Effect::SessionEnded { number, outcome, at, thread, .. } => {
-                if self.disks[c].on_end.is_some_and(|o| o.1.matches(&outcome)) {
-                    self.check.ended_for_handoff(c, number);
-                }
-                if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
-                    r.ended = true;
-                    r.outcome = outcome.describe();
-                    r.ended_at = Some(at);
-                    r.resumable = matches!(outcome.kind(), "hibernated" | "completed");
-                    r.thread = thread;
-                }
-                None
-            }
-            Effect::JournalClaim { number, names, then } => {
-                let id = self.ledger.batches.len() as i64 + 1;
-                let b =
-                    Batch { id, chamber: c, session: number, files: names.clone(), answered: false, dropped: false };
-                self.ledger.batches.push(b);
-                Some(Input::Journaled { then, names, result: Ok(()) })
-            }
-            Effect::JournalAnswer { number } => {
-                for b in self.ledger.batches.iter_mut().filter(|b| b.chamber == c && b.session == number) {
-                    b.answered = true;
-                }
-                None
-            }
-            Effect::JournalAnswered { id } => {
-                self.ledger.batches[id as usize - 1].answered = true;
-                None
-            }
-            Effect::JournalDrop { id } => {
-                self.ledger.batches[id as usize - 1].dropped = true;
-                None
-            }
-            Effect::SetStarted { started, then } => {
-                self.disks[c].started = started;
-                Some(Input::StoreWritten { then, result: Ok(()) })
-            }
-            Effect::SetPaused { paused, then } => {
-                self.disks[c].paused = paused;
-                Some(Input::StoreWritten { then, result: Ok(()) })
-            }
-            Effect::SetArchived { archived, then } => {
-                self.disks[c].archived = archived;
-                Some(Input::StoreWritten { then, result: Ok(()) })
-            }
-            Effect::Reset { .. } => return Err(format!("chamber {c}: a reset nobody asked for")),
-            // A wake's claim (or a skip) that cannot be written: the disk is full.
-            Effect::UpdateTodos { op: TodoOp::Claim { .. } | TodoOp::Skip { .. }, then }
-                if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) =>
-            {
-                self.report.write_failures += 1;
-                Some(Input::TodosUpdated { then, result: Err(TodoWriteError::Write("No space left on device".into())) })
-            }
-            Effect::UpdateTodos { op, then } => {
-                let mut list = self.disks[c].todos.clone();
-                let result = match op.apply(&mut list) {
-                    Ok(done) => {
-                        self.check.todos_written(c, &self.disks[c].todos, &list)?;
-                        self.disks[c].todos = list.clone();
-                        Ok((done, list))
-                    }
-                    Err(e) => Err(TodoWriteError::Refused(e)),
-                };
-                Some(Input::TodosUpdated { then, result })
-            }
-            Effect::WriteMessage { folder, message, then } => {
-                let name = self.write(c, folder, message);
-                Some(Input::MessageWritten { then, result: Ok(name) })
-            }
-            Effect::ArchiveInbox { names, then } => {
-                let disk = &mut self.disks[c];
-                let moved: Vec<String> = names.into_iter().filter(|n| disk.inbox.contains_key(n)).collect();
-                for n in &moved {
-                    let m = disk.inbox.remove(n).expect("present");
-                    disk.archive.insert(n.clone(), m);
-                }
-                self.check.archived(c, &moved)?;
-                Some(Input::Archived { then, result: Ok(moved) })
-            }
-            Effect::WritePlan { req, .. } => Some(Input::PlanWritten { req, result: Ok(()) }),
-            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::SessionStarted { .. } => None,
-            Effect::Log(line) => {
-                // Event lines are kept for scripted runs (compared with the
-                // real cryo.log); random runs check only the blocks.
-                if self.script.is_some() || !matches!(line, LogLine::Event(_)) {
-                    self.disks[c].log.push(line);
-                }
-                None
-            }
-            Effect::RegisterToken { token, session } => {
-                d.tokens.insert(token, (c, session));
-                None
-            }
-            Effect::RevokeToken { token } => {
-                d.tokens.remove(&token);
-                None
-            }
-            Effect::Spawn { session, wake_id, token, resume, .. } => {
-                if self.rng.one_in(300) {
-                    return Ok(Some(Input::Spawned(Err("\"agent\" not found on PATH".into()))));
-                }
-                if self.disks[c].archived || !self.disks[c].started {
-                    return Err(format!("chamber {c}: session {session} spawned while stopped or archived"));
-                }
-                self.check.spawn(c, session, &wake_id)?;
-                let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
-                check::resumed(c, session, resume.as_deref(), &rows, &continuity(&self.disks[c]), self.now)?;
-                self.report.resumed += u64::from(resume.is_some());
-                let conversation = resume.unwrap_or_else(|| format!("conv-{c}-{session}"));
-                // The agent runs what its wake recorded (its claims reach
-                // todo.json right after).
-                let row = self.ledger.rows.iter().find(|r| r.wake_id == wake_id);
-                let slots: Vec<(u64, DateTime<Utc>)> =
-                    row.map(|r| r.claims.iter().map(|c| (c.id, c.due)).collect()).unwrap_or_default();
-                self.check.ran(c, &wake_id, &slots)?;
-                self.report.spawns += 1;
-                // Pids start at 1, as a kernel's do (0 is "no process" to the machine).
-                let pid = self.procs.len() as u32 + 1;
-                let mail = !self.disks[c].inbox.is_empty();
-                let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
-                let agent = match self.script.as_mut() {
-                    Some(plans) => Agent::literal(plans.pop_front().unwrap_or_default()),
-                    None => Agent::new(&mut self.rng, mail, recurring),
-                };
-                self.procs.push(Proc {
-                    pid,
-                    chamber: c,
-                    session,
-                    wake_id,
-                    token,
-                    inc,
-                    alive: true,
-                    agent,
-                    waiting: None,
-                    conversation,
-                });
-                let t = self.think();
-                self.after(t, Ev::Step { pid });
-                Some(Input::Spawned(Ok(pid)))
-            }
-            Effect::Signal { pgid, sig } => {
-                let p = &self.procs[pgid as usize - 1];
-                if p.alive {
-                    match sig {
-                        Sig::Kill => self.die(pgid as u32, "killed by signal 9"),
-                        Sig::Term if p.agent.obeys_term => {
-                            let t = StdDuration::from_millis(self.rng.below(2000));
-                            self.after(t, Ev::TermExit { pid: pgid as u32 });
-                        }
-                        Sig::Term => {}
-                    }
-                }
-                None
-            }
-            Effect::EndLeftovers { .. } => None,
-            Effect::Reply { req, result } => {
-                if let Some(pid) = d.waiting.remove(&req) {
-                    self.agent_answer(pid, result)?;
-                }
-                None
-            }
-        })
-    }
-
     /// Writes a message file; an inbox file is seen by the watcher soon.
     fn write(&mut self, c: usize, folder: Folder, msg: Message) -> String {
         self.names += 1;
@@ -1520,7 +1245,7 @@ fn label(i: &Input) -> &'static str {
         Input::OverBudget { .. } => "over budget",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
-        Input::ProviderHeld { .. } => "provider held",
+        Input::AdmissionAsked { .. } => "admission asked",
         Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
         Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",
         Input::Timer(crate::chamber::Timer::LingerDone(_)) => "timer: linger done",

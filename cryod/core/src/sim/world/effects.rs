@@ -1,0 +1,395 @@
+//! How the simulated world carries out the machine's effects: as cryod's
+//! supervisor does, on the simulated ledger, files, processes and clock,
+//! checking the invariants as it goes. Each kind of work has its method,
+//! like the supervisor's (`cryod/src/supervisor/effects.rs`).
+
+use super::*;
+
+impl World {
+    pub(super) fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, String> {
+        let inc = self.inc();
+        Ok(match effect {
+            // ---- schedule and admission
+            Effect::Plan(at) => {
+                self.live().plans[c] = at;
+                if let Some(t) = at {
+                    self.at(t, Ev::Due { inc, chamber: c, at: t });
+                }
+                None
+            }
+            Effect::RequestAdmission(trigger) => Some(self.request_admission(c, trigger)),
+            Effect::CancelAdmission => {
+                self.live().queue.retain(|_, ch| *ch != c);
+                None
+            }
+            // Its agents never meet a provider's limit.
+            Effect::HoldProvider { .. } => None,
+            Effect::Precheck { nonce, checks, timeout } => {
+                self.precheck(c, nonce, checks, timeout);
+                None
+            }
+            Effect::Release => {
+                let d = self.live();
+                d.arrived[c] = false;
+                if d.slot[c] {
+                    d.slot[c] = false;
+                    d.running -= 1;
+                }
+                self.grant();
+                None
+            }
+            Effect::ArmTimer { timer, after } => {
+                self.after(after, Ev::Timer { inc, chamber: c, timer });
+                None
+            }
+            Effect::Notify(n) => self.notify(c, n).map(|()| None)?,
+            Effect::HandOff(h) => Some(self.hand_off(c, h)?),
+            // ---- the ledger
+            Effect::RecordPassed(slots) => self.record_passed(c, slots).map(|()| None)?,
+            Effect::RecordWake(w) => Some(self.record_wake(c, w)?),
+            Effect::SessionEnded { number, outcome, at, thread, .. } => {
+                self.session_ended(c, number, outcome, at, thread)
+            }
+            Effect::JournalClaim { number, names, then } => {
+                let id = self.ledger.batches.len() as i64 + 1;
+                let b =
+                    Batch { id, chamber: c, session: number, files: names.clone(), answered: false, dropped: false };
+                self.ledger.batches.push(b);
+                Some(Input::Journaled { then, names, result: Ok(()) })
+            }
+            Effect::JournalAnswer { number } => {
+                for b in self.ledger.batches.iter_mut().filter(|b| b.chamber == c && b.session == number) {
+                    b.answered = true;
+                }
+                None
+            }
+            Effect::JournalAnswered { id } => {
+                self.ledger.batches[id as usize - 1].answered = true;
+                None
+            }
+            Effect::JournalDrop { id } => {
+                self.ledger.batches[id as usize - 1].dropped = true;
+                None
+            }
+            Effect::SetStarted { started, then } => {
+                self.disks[c].started = started;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            Effect::SetPaused { paused, then } => {
+                self.disks[c].paused = paused;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            Effect::SetArchived { archived, then } => {
+                self.disks[c].archived = archived;
+                Some(Input::StoreWritten { then, result: Ok(()) })
+            }
+            // ---- the chamber's files
+            Effect::Reset { .. } => return Err(format!("chamber {c}: a reset nobody asked for")),
+            Effect::UpdateTodos { op, then } => Some(self.update_todos(c, op, then)?),
+            Effect::WriteMessage { folder, message, then } => {
+                let name = self.write(c, folder, message);
+                Some(Input::MessageWritten { then, result: Ok(name) })
+            }
+            Effect::ArchiveInbox { names, then } => {
+                let disk = &mut self.disks[c];
+                let moved: Vec<String> = names.into_iter().filter(|n| disk.inbox.contains_key(n)).collect();
+                for n in &moved {
+                    let m = disk.inbox.remove(n).expect("present");
+                    disk.archive.insert(n.clone(), m);
+                }
+                self.check.archived(c, &moved)?;
+                Some(Input::Archived { then, result: Ok(moved) })
+            }
+            Effect::WritePlan { req, .. } => Some(Input::PlanWritten { req, result: Ok(()) }),
+            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::SessionStarted { .. } => None,
+            Effect::Log(line) => {
+                // Event lines are kept for scripted runs (compared with the
+                // real cryo.log); random runs check only the blocks.
+                if self.script.is_some() || !matches!(line, LogLine::Event(_)) {
+                    self.disks[c].log.push(line);
+                }
+                None
+            }
+            // ---- processes
+            Effect::RegisterToken { token, session } => {
+                self.live().tokens.insert(token, (c, session));
+                None
+            }
+            Effect::RevokeToken { token } => {
+                self.live().tokens.remove(&token);
+                None
+            }
+            Effect::Spawn { session, wake_id, token, resume, .. } => {
+                Some(self.spawn(c, Spawned { session, wake_id, token, resume, inc })?)
+            }
+            Effect::Signal { pgid, sig } => {
+                self.signal(pgid, sig);
+                None
+            }
+            Effect::EndLeftovers { .. } => None,
+            // ---- views and callers
+            Effect::Reply { req, result } => {
+                if let Some(pid) = self.live().waiting.remove(&req) {
+                    self.agent_answer(pid, result)?;
+                }
+                None
+            }
+        })
+    }
+
+    /// The daemon that performs effects.
+    fn live(&mut self) -> &mut Daemon {
+        self.daemon.as_mut().expect("effects run in a live daemon")
+    }
+
+    /// Queues the chamber for a permit (once), and says what limits it: its
+    /// budget, measured as cryod does.
+    fn request_admission(&mut self, c: usize, trigger: Trigger) -> Input {
+        let d = self.live();
+        if !d.slot[c] {
+            let old = d.queue.iter().find(|(_, ch)| **ch == c).map(|(k, _)| *k);
+            match old {
+                Some(k) if k.0 <= trigger => {}
+                _ => {
+                    if let Some(k) = old {
+                        d.queue.remove(&k);
+                    }
+                    d.seq += 1;
+                    d.queue.insert((trigger, d.seq), c);
+                }
+            }
+            self.grant();
+        }
+        let budgets = self.budget_uses(c);
+        Input::AdmissionAsked { req: self.own_req(), budgets, held: None }
+    }
+
+    /// Each check says wake, nothing to do, or fails; it takes up to its timeout.
+    fn precheck(&mut self, c: usize, nonce: String, checks: Vec<Check>, timeout: StdDuration) {
+        let inc = self.inc();
+        let results = checks
+            .into_iter()
+            .map(|k| {
+                let said = match self.rng.below(20) {
+                    0..=9 => Checked::Wake { output: "2 new failures".into() },
+                    10..=16 => Checked::Skip { line: "nothing new".into() },
+                    _ => Checked::Failed { why: "exited 2".into() },
+                };
+                (k, said)
+            })
+            .collect();
+        let t = StdDuration::from_millis(self.rng.below(timeout.as_millis() as u64 / 10 + 1));
+        self.after(t, Ev::Checked { inc, chamber: c, nonce, results });
+    }
+
+    /// A slot passed by never runs (and one that ran is never passed). (A
+    /// missed slot is one that ran late, or one of many run as one.)
+    fn record_passed(&mut self, c: usize, slots: Vec<Passed>) -> Step {
+        let passed: Vec<&Passed> = slots.iter().filter(|p| p.what == "skipped").collect();
+        let marks: Vec<(u64, DateTime<Utc>)> = passed.iter().map(|p| (p.todo, p.due)).collect();
+        self.check.ran(c, "(passed by its pre-check)", &marks)?;
+        self.report.passed += passed.len() as u64;
+        self.report.missed += (slots.len() - passed.len()) as u64;
+        if let Some(p) = slots.iter().find(|p| p.what == "missed" && p.reason.is_empty()) {
+            return Err(format!("chamber {c}: TODO {} missed its slot for no reason given", p.todo));
+        }
+        Ok(())
+    }
+
+    fn record_wake(&mut self, c: usize, w: crate::chamber::WakeRecord) -> Result<Input, String> {
+        if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) {
+            self.report.write_failures += 1;
+            return Ok(Input::Recorded(Err("database or disk is full".into())));
+        }
+        self.report.wakes += 1;
+        if self.ledger.rows.iter().any(|r| r.chamber == c && r.number == w.number) {
+            return Err(format!("chamber {c}: session number {} recorded twice", w.number));
+        }
+        self.ledger.rows.push(Row {
+            chamber: c,
+            number: w.number,
+            wake_id: w.wake_id,
+            claims: w.claims,
+            ended: false,
+            outcome: String::new(),
+            resumed_from: w.resumed_from,
+            ended_at: None,
+            resumable: false,
+            thread: None,
+        });
+        Ok(Input::Recorded(Ok(())))
+    }
+
+    fn notify(&mut self, c: usize, n: crate::chamber::notice::Notice) -> Step {
+        // A budget's 80% is remembered for cryod's life (`limits::Budgets`).
+        let inc = self.inc();
+        let again = n.kind == "budget" && self.check.budget_told.insert(n.id.clone(), inc).is_some_and(|i| i != inc);
+        if !self.check.notified.insert(n.id.clone()) && !again {
+            return Err(format!("chamber {c}: the event {} was raised twice", n.id));
+        }
+        if n.kind == "silent" {
+            // Silent means no visible message for the whole window.
+            let newest = self.disks[c].outbox.values().filter_map(|m| m.timestamp).max();
+            if newest.is_some_and(|t| self.now - t < Duration::days(2)) {
+                return Err(format!("chamber {c}: silent raised with a message of {newest:?} at {}", self.now));
+            }
+        }
+        self.report.notices += 1;
+        self.report.budget_notices += u64::from(n.kind == "budget");
+        Ok(())
+    }
+
+    fn hand_off(&mut self, c: usize, h: crate::chamber::handoff::HandOff) -> Result<Input, String> {
+        let to = h.to.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|i| *i < self.disks.len());
+        let Some(to) = to else {
+            return Err(format!("chamber {c} handed on to an unknown chamber {:?}", h.to));
+        };
+        let limit = self.disks[c].on_end.map(|o| o.2).unwrap_or(0);
+        self.check.handed_off(c, to, h.session, self.now, limit)?;
+        self.report.handoffs += 1;
+        let from = self.disks[c].name.clone();
+        let message = Message { subject: h.subject, body: h.body, ..self.message(&from, "") };
+        let file = self.write(to, Folder::Inbox, message);
+        let links = |name: &str| -> Vec<String> {
+            let i = name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok());
+            i.and_then(|i| self.disks.get(i))
+                .and_then(|d| d.on_end)
+                .map(|o| vec![format!("c{}", o.0)])
+                .unwrap_or_default()
+        };
+        let looped = crate::chamber::handoff::loop_through(&from, &h.to, &links);
+        let done = HandedOff { file, waits: None, looped };
+        Ok(Input::HandedOff { to: h.to, session: h.session, result: Ok(done) })
+    }
+
+    fn session_ended(
+        &mut self,
+        c: usize,
+        number: u64,
+        outcome: Outcome,
+        at: DateTime<Utc>,
+        thread: Option<crate::session::Thread>,
+    ) -> Option<Input> {
+        if self.disks[c].on_end.is_some_and(|o| o.1.matches(&outcome)) {
+            self.check.ended_for_handoff(c, number);
+        }
+        if let Some(r) = self.ledger.rows.iter_mut().find(|r| r.chamber == c && r.number == number) {
+            r.ended = true;
+            r.outcome = outcome.describe();
+            r.ended_at = Some(at);
+            r.resumable = matches!(outcome.kind(), "hibernated" | "completed");
+            r.thread = thread;
+        }
+        // As cryod: the budgets are measured again after each session.
+        let uses = self.budget_uses(c);
+        (!uses.is_empty()).then(|| Input::Budget { req: self.own_req(), uses })
+    }
+
+    fn update_todos(&mut self, c: usize, op: TodoOp, then: crate::chamber::AfterTodos) -> Result<Input, String> {
+        // A wake's claim (or a skip) that cannot be written: the disk is full.
+        let fails = matches!(op, TodoOp::Claim { .. } | TodoOp::Skip { .. });
+        if fails && self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) {
+            self.report.write_failures += 1;
+            let result = Err(TodoWriteError::Write("No space left on device".into()));
+            return Ok(Input::TodosUpdated { then, result });
+        }
+        let mut list = self.disks[c].todos.clone();
+        let result = match op.apply(&mut list) {
+            Ok(done) => {
+                self.check.todos_written(c, &self.disks[c].todos, &list)?;
+                self.disks[c].todos = list.clone();
+                Ok((done, list))
+            }
+            Err(e) => Err(TodoWriteError::Refused(e)),
+        };
+        Ok(Input::TodosUpdated { then, result })
+    }
+
+    fn spawn(&mut self, c: usize, s: Spawned) -> Result<Input, String> {
+        let Spawned { session, wake_id, token, resume, inc } = s;
+        if self.rng.one_in(300) {
+            return Ok(Input::Spawned(Err("\"agent\" not found on PATH".into())));
+        }
+        if self.disks[c].archived || !self.disks[c].started {
+            return Err(format!("chamber {c}: session {session} spawned while stopped or archived"));
+        }
+        self.check.spawn(c, session, &wake_id)?;
+        self.check.within_budget(c, self.budget(c), self.now)?;
+        let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
+        check::resumed(c, session, resume.as_deref(), &rows, &continuity(&self.disks[c]), self.now)?;
+        self.report.resumed += u64::from(resume.is_some());
+        let conversation = resume.unwrap_or_else(|| format!("conv-{c}-{session}"));
+        // The agent runs what its wake recorded (its claims reach
+        // todo.json right after).
+        let row = self.ledger.rows.iter().find(|r| r.wake_id == wake_id);
+        let slots: Vec<(u64, DateTime<Utc>)> =
+            row.map(|r| r.claims.iter().map(|c| (c.id, c.due)).collect()).unwrap_or_default();
+        self.check.ran(c, &wake_id, &slots)?;
+        self.report.spawns += 1;
+        // Pids start at 1, as a kernel's do (0 is "no process" to the machine).
+        let pid = self.procs.len() as u32 + 1;
+        let mail = !self.disks[c].inbox.is_empty();
+        let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
+        let agent = match self.script.as_mut() {
+            Some(plans) => Agent::literal(plans.pop_front().unwrap_or_default()),
+            None => Agent::new(&mut self.rng, mail, recurring),
+        };
+        let p = Proc { pid, chamber: c, session, wake_id, token, inc, alive: true, agent, waiting: None, conversation };
+        self.procs.push(p);
+        let t = self.think();
+        self.after(t, Ev::Step { pid });
+        Ok(Input::Spawned(Ok(pid)))
+    }
+
+    fn signal(&mut self, pgid: i32, sig: Sig) {
+        let p = &self.procs[pgid as usize - 1];
+        if p.alive {
+            match sig {
+                Sig::Kill => self.die(pgid as u32, "killed by signal 9"),
+                Sig::Term if p.agent.obeys_term => {
+                    let t = StdDuration::from_millis(self.rng.below(2000));
+                    self.after(t, Ev::TermExit { pid: pgid as u32 });
+                }
+                Sig::Term => {}
+            }
+        }
+    }
+
+    /// What cryod would measure of the chamber's budget (its
+    /// `daily_sessions`, against the sessions spawned this UTC day), while
+    /// the world is not draining.
+    fn budget_uses(&self, c: usize) -> Vec<crate::limits::BudgetUse> {
+        let Some(limit) = self.budget(c) else { return Vec::new() };
+        let day = self.now.format("%Y-%m-%d").to_string();
+        let used = self.check.spawned_on(c, self.now.date_naive());
+        vec![crate::limits::BudgetUse {
+            who: "this chamber's".into(),
+            key: "daily_sessions",
+            limit: f64::from(limit),
+            used: f64::from(used),
+            period: day,
+        }]
+    }
+
+    /// The chamber's `daily_sessions`; none in the drain, which lifts
+    /// budgets so that all that is due runs.
+    fn budget(&self, c: usize) -> Option<u32> {
+        self.disks[c].daily_sessions.filter(|_| self.externals_on)
+    }
+
+    /// A request id of the daemon's own (an input that answers nobody).
+    fn own_req(&mut self) -> ReqId {
+        let d = self.live();
+        d.next_req += 1;
+        d.next_req
+    }
+}
+
+/// What [`Effect::Spawn`] carries that the world uses.
+struct Spawned {
+    session: u64,
+    wake_id: String,
+    token: String,
+    resume: Option<String>,
+    inc: u32,
+}

@@ -1,0 +1,138 @@
+//! The supervisor's effects on the chamber's files: `todo.json`, the
+//! mailbox, the plan, the logs and a reset, each off the runtime's worker.
+
+use std::path::Path;
+
+use cryo_core::chamber::{
+    AfterClaim, AfterTodos, AfterWrite, Folder as MachineFolder, Input, ReqId, TodoOp, TodoWriteError,
+};
+
+use super::Sup;
+use crate::chamber::mailbox::{Folder, Stored};
+use crate::chamber::{log, todos};
+use crate::runtime::NoticeKind;
+
+impl Sup {
+    /// Moves the runtime files into `history/` and scaffolds them again.
+    pub(super) fn reset(&mut self, req: ReqId) -> Input {
+        let (root, now) = (&self.root, self.now());
+        // A cryo.toml made again (it had none) is confined as a new chamber's.
+        let made = || crate::chamber::reset::to_history(root, now, crate::agent::sandbox::strongest());
+        let result = off_worker(made).map_err(|e| e.to_string());
+        match &result {
+            Ok(dir) => {
+                tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
+                self.todos_written = None;
+            }
+            Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot reset"),
+        }
+        Input::ResetDone { req, result }
+    }
+
+    /// Applies a change to `todo.json` (locked, and durable when the
+    /// change must be).
+    pub(super) fn update_todos(&mut self, op: TodoOp, then: AfterTodos) -> Input {
+        let (root, tz) = (&self.root, self.machine.tz());
+        let outcome = off_worker(|| todos::update_with(root, tz, op.durable(), |list| op.apply(list)));
+        match &outcome {
+            Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),
+            Ok(_) => {}
+            Err(_) => self.todos_written = None,
+        }
+        let outcome = outcome.map(|(done, list, _)| (done, list));
+        let result = outcome.map_err(|e| match e {
+            todos::UpdateError::Fault(m) => TodoWriteError::Fault(m),
+            todos::UpdateError::Refused(e) => TodoWriteError::Refused(e),
+            todos::UpdateError::Write(m) => {
+                tracing::error!(chamber = %self.machine.name(), error = %m, "write failed");
+                TodoWriteError::Write(m)
+            }
+        });
+        Input::TodosUpdated { then, result }
+    }
+
+    /// Writes a message into the inbox or the outbox.
+    pub(super) fn write_message(
+        &mut self,
+        folder: MachineFolder,
+        mut message: cryo_core::message::Message,
+        then: AfterWrite,
+    ) -> Input {
+        let folder = match folder {
+            MachineFolder::Inbox => Folder::Inbox,
+            MachineFolder::Outbox => Folder::Outbox,
+        };
+        // A fleet node's outbox messages carry the writer's fence.
+        if let (Folder::Outbox, Some(f)) = (folder, self.fleet_fence()) {
+            message.meta.insert("fence".into(), f.to_string());
+        }
+        let (mailbox, now) = (self.mailbox(), self.now());
+        let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(|e| e.to_string());
+        match &result {
+            Ok(name) => {
+                self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
+                if folder == Folder::Outbox {
+                    self.bridges.outbox_changed();
+                }
+            }
+            Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot write a message"),
+        }
+        Input::MessageWritten { then, result }
+    }
+
+    /// Moves the named inbox files to the archive (those that still parse;
+    /// a bad one goes to `messages/rejected/`), keeping them for the reply.
+    pub(super) fn archive(&mut self, names: Vec<String>, then: AfterClaim) -> Input {
+        let mailbox = self.mailbox();
+        let result = off_worker(|| {
+            let pending: Vec<Stored> =
+                mailbox.read(Folder::Inbox)?.into_iter().filter(|m| names.contains(&m.name)).collect();
+            mailbox.archive(pending)
+        });
+        let result = match result {
+            Ok(claimed) => {
+                let names = claimed.iter().map(|m| m.name.clone()).collect();
+                self.claimed = claimed;
+                Ok(names)
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        Input::Archived { then, result }
+    }
+
+    /// Writes `plan.md` (durably).
+    pub(super) fn write_plan(&self, req: ReqId, text: &str) -> Input {
+        let result = off_worker(|| {
+            let dir = crate::chamber::Dir::open(&self.root)?;
+            dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
+        })
+        .map(drop)
+        .map_err(|e| e.to_string());
+        Input::PlanWritten { req, result }
+    }
+
+    /// Rotates the chamber's logs that are over their size.
+    pub(super) fn rotate_logs(&self) {
+        let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
+        for rel in [log::LOG, crate::agent::launch::AGENT_LOG, crate::agent::stream::EVENTS_FILE] {
+            if let Err(error) = log::rotate(&self.root, rel, max, keep) {
+                tracing::warn!(chamber = %self.machine.name(), %error, file = rel, "cannot rotate a log");
+            }
+        }
+    }
+
+    /// The chamber's fence, for what a fleet node writes into its files.
+    pub(super) fn fleet_fence(&self) -> Option<i64> {
+        self.shared.lease.is_fleet().then_some(self.fence.token)
+    }
+}
+
+/// Runs file work that waits on the disk (a locked, fsynced rewrite of
+/// `todo.json`, a message written or archived) without holding up the
+/// runtime: its worker hands the other chambers' tasks to another thread
+/// meanwhile. Without it, one chamber's fsyncs delayed the wakes of chambers
+/// due in the same instant (the runtime has as many workers as cores).
+/// Needs the multi-threaded runtime, which cryod and every harness of it use.
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    tokio::task::block_in_place(f)
+}

@@ -1,0 +1,152 @@
+//! The supervisor's effects on the ledger: wakes, sessions, inbox
+//! journals, passed slots and the registry's flags, each written under the
+//! chamber's fence.
+
+use chrono::{DateTime, Utc};
+use cryo_core::chamber::{AfterClaim, AfterStore, Input, Passed};
+use cryo_core::session::Trigger;
+
+use super::Sup;
+use super::boot::claims_json;
+use crate::agent::kinds;
+use crate::store::{Desired, SessionEnd, SessionStart, WakeRecord};
+
+impl Sup {
+    pub(super) async fn session_started(&mut self, number: u64, pid: u32, at: DateTime<Utc>, due: Due) {
+        tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
+        let (trigger, due) = due;
+        if let Some(late) = due.and_then(|d| (at - d).to_std().ok()) {
+            crate::metrics::get().wake_started(trigger.as_str(), late);
+        }
+        let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
+        let start = SessionStart { number, pid, started_at: crate::rfc3339(at), lateness_ms };
+        let r = self.shared.store.session_started(self.fence, start).await;
+        let _ = self.fenced(r);
+    }
+
+    pub(super) async fn journal_claim(&mut self, number: u64, names: Vec<String>, then: AfterClaim) -> Input {
+        let at = crate::rfc3339(self.now());
+        let r = self.shared.store.journal_claim(self.fence, number, names.clone(), at).await;
+        let result = self.fenced(r).map(|_| ()).map_err(|e| e.to_string());
+        Input::Journaled { then, names, result }
+    }
+
+    /// Marks inbox batches answered or dropped.
+    pub(super) async fn journal(&mut self, change: Journal) {
+        let (store, fence, at) = (&self.shared.store, self.fence, crate::rfc3339(self.now()));
+        let r = match change {
+            Journal::Answer { number } => store.journal_answer(fence, number, at).await,
+            Journal::Answered { id } => store.claim_answered_by_id(fence, id, at).await,
+            Journal::Drop { id } => store.journal_drop(fence, id).await,
+        };
+        let _ = self.fenced(r);
+    }
+
+    pub(super) async fn record_passed(&mut self, slots: Vec<Passed>) {
+        let at = crate::rfc3339(self.now());
+        let slots = slots
+            .into_iter()
+            .map(|p| crate::store::PassedSlot {
+                slot_at: crate::rfc3339(p.due),
+                todo_id: Some(p.todo),
+                todo_text: Some(p.text),
+                what: p.what.to_string(),
+                reason: p.reason,
+                at: at.clone(),
+            })
+            .collect();
+        if let Err(error) = self.shared.store.record_passed(self.fence, slots).await {
+            tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
+        }
+    }
+
+    pub(super) async fn record_wake(&mut self, w: cryo_core::chamber::WakeRecord) -> Input {
+        let record = WakeRecord {
+            number: w.number,
+            wake_id: w.wake_id,
+            trigger: w.trigger.as_str().into(),
+            reasons: serde_json::to_string(&w.reasons).unwrap_or_default(),
+            claimed: claims_json(&w.claims),
+            due_at: w.due_at.map(crate::rfc3339),
+            created_at: crate::rfc3339(w.created_at),
+            resumed_from: w.resumed_from,
+        };
+        let r = self.shared.store.record_wake(self.fence, record).await;
+        let r = self.fenced(r).map_err(|e| e.to_string());
+        if let Err(error) = &r {
+            tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
+        }
+        Input::Recorded(r)
+    }
+
+    /// Records a session's end, then measures the budgets again.
+    pub(super) async fn session_ended(&mut self, e: Ended) -> Option<Input> {
+        let Ended { number, at, outcome, summary, trigger, started, thread } = e;
+        let lasted = started.and_then(|s| (at - s).to_std().ok());
+        crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
+        let outcome = outcome.describe();
+        tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
+        // The account is known for every session (its budget counts
+        // them all), what it used only for a known kind's.
+        let used = self.usage.take().filter(|u| u.0 == number).map(|u| u.1).unwrap_or_default();
+        let provider = self.config.as_ref().ok().map(kinds::provider_account);
+        let usage = crate::agent_events::Usage { provider, ..used };
+        let thread = thread.map(|t| (t.sessions, t.tokens));
+        let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
+        let r = self.shared.store.session_ended(self.fence, end).await;
+        self.fenced(r).ok()?;
+        let uses = self.measure_budgets().await;
+        (!uses.is_empty()).then(|| Input::Budget { req: self.own_req(), uses })
+    }
+
+    /// Writes one of the registry's flags for the chamber.
+    pub(super) async fn set_flag(&mut self, flag: Flag, then: AfterStore) -> Input {
+        let (store, fence) = (&self.shared.store, self.fence);
+        let (r, said) = match flag {
+            Flag::Started(on) => {
+                let desired = if on { Desired::Started } else { Desired::Stopped };
+                (store.set_desired(fence, desired).await, Some(if on { "chamber started" } else { "chamber stopped" }))
+            }
+            Flag::Paused(on) => (store.set_paused(fence, on).await, None),
+            Flag::Archived(on) => {
+                (store.set_archived(fence, on).await, Some(if on { "chamber archived" } else { "chamber unarchived" }))
+            }
+        };
+        let result = self.fenced(r).map_err(|e| e.to_string());
+        if let (Ok(()), Some(what)) = (&result, said) {
+            tracing::info!(chamber = %self.machine.name(), "{what}");
+        }
+        Input::StoreWritten { then, result }
+    }
+}
+
+/// A change to the inbox journal.
+pub(super) enum Journal {
+    /// Session `number`'s batches are answered.
+    Answer { number: u64 },
+    /// One batch of an ended session was answered.
+    Answered { id: i64 },
+    /// A batch whose files never left the inbox.
+    Drop { id: i64 },
+}
+
+/// What woke a session, and when it was due.
+pub(super) type Due = (Trigger, Option<DateTime<Utc>>);
+
+/// A registry flag and its new value.
+pub(super) enum Flag {
+    Started(bool),
+    Paused(bool),
+    Archived(bool),
+}
+
+/// What [`Effect::SessionEnded`] carries.
+pub(super) struct Ended {
+    pub number: u64,
+    pub at: DateTime<Utc>,
+    pub outcome: cryo_core::session::Outcome,
+    pub summary: String,
+    pub trigger: Trigger,
+    pub started: Option<DateTime<Utc>>,
+    pub thread: Option<cryo_core::session::Thread>,
+}
