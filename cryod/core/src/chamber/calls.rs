@@ -296,4 +296,15 @@ impl Chamber {
             }
         }
     }
+
+    /// The claim is journaled: its files move to the archive.
+    pub(super) fn journaled(&mut self, then: AfterClaim, names: Vec<String>, result: Result<(), String>) {
+        match result {
+            Ok(()) => self.emit(Effect::ArchiveInbox { names, then }),
+            Err(e) => {
+                let req = claim_req(then);
+                self.reply(req, Err(Refusal::Internal(format!("cannot journal the claim: {e}"))));
+            }
+        }
+    }
 }

@@ -620,78 +620,14 @@ impl Chamber {
             Input::Wake { req, message, replace } => self.wake(req, message, replace),
             Input::Deliver { req, from, subject, text, meta } => self.deliver(req, &from, &subject, &text, meta),
             Input::Todo { req, call } => self.todo_call(req, call, By::Operator),
-            Input::WritePlan { req, text } => {
-                if text.len() > 1024 * 1024 {
-                    self.reply(req, Err(Refusal::Invalid("the plan is over 1 MiB".into())));
-                } else {
-                    self.emit(Effect::WritePlan { req, text });
-                }
-            }
-            Input::Shutdown { req } => match self.live.as_mut() {
-                Some(l) => {
-                    l.shutdown_waiters.push(req);
-                    let n = l.number;
-                    self.end_session(n, Cut::Shutdown);
-                }
-                None => {
-                    self.reply(req, Ok(Reply::Done));
-                    self.exit();
-                }
-            },
+            Input::WritePlan { req, text } => self.write_plan(req, text),
+            Input::Shutdown { req } => self.shutdown(req),
             Input::Due => self.replan(),
-            Input::Inbox { unread, arrived } => {
-                self.unread = unread;
-                self.unread.sort();
-                if arrived {
-                    self.open_questions = 0;
-                    self.on_inbox();
-                }
-            }
-            Input::TodosChanged(todos) => {
-                let todos = todos.map(Held::List);
-                // The list read again for a wake or a listing, as it was at rest.
-                let same_plan = matches!((&self.todos, &todos),
-                    (Ok(Held::Rest { next_due }), Ok(Held::List(l))) if *next_due == l.next_due());
-                if todos != self.todos {
-                    self.todos = todos;
-                    if !same_plan {
-                        self.replan();
-                    }
-                }
-            }
-            Input::ConfigChanged { config, warnings } => {
-                self.warnings = warnings;
-                self.config = config;
-                self.arm_silence();
-                if self.config.is_ok() {
-                    self.emit(Effect::Rewatch);
-                }
-                self.replan();
-            }
-            Input::ZoneChanged { zone, config, warnings } => {
-                self.system_tz = zone;
-                self.warnings = warnings;
-                self.config = config;
-                // Chambers on the system's zone move their cron series to the
-                // new zone's wall clock.
-                if self.config.as_ref().is_ok_and(|c| !c.timezone_set) {
-                    let op = TodoOp::Rezone { now: self.now, tz: self.tz() };
-                    self.emit(Effect::UpdateTodos { op, then: AfterTodos::Rezoned });
-                }
-            }
-            Input::Power { sleeping } => {
-                if sleeping {
-                    self.spans.open(self.now, missed::Why::Asleep);
-                } else {
-                    self.spans.close(self.now, &missed::Why::Asleep);
-                }
-                if self.live.is_some() {
-                    self.log(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });
-                }
-                if !sleeping {
-                    self.replan();
-                }
-            }
+            Input::Inbox { unread, arrived } => self.inbox(unread, arrived),
+            Input::TodosChanged(todos) => self.todos_changed(todos),
+            Input::ConfigChanged { config, warnings } => self.config_changed(config, warnings),
+            Input::ZoneChanged { zone, config, warnings } => self.zone_changed(zone, config, warnings),
+            Input::Power { sleeping } => self.power(sleeping),
             Input::Admitted { nonce, token } => self.admitted(nonce, token),
             Input::Agent { session, req, call } => {
                 if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
@@ -732,21 +668,9 @@ impl Chamber {
             Input::Spawned(r) => self.spawned(r),
             Input::MessageWritten { then, result } => self.message_written(then, result),
             Input::StoreWritten { then, result } => self.store_written(then, result),
-            Input::Journaled { then, names, result } => match result {
-                Ok(()) => self.emit(Effect::ArchiveInbox { names, then }),
-                Err(e) => {
-                    let req = claim_req(then);
-                    self.reply(req, Err(Refusal::Internal(format!("cannot journal the claim: {e}"))));
-                }
-            },
+            Input::Journaled { then, names, result } => self.journaled(then, names, result),
             Input::Archived { then, result } => self.archived(then, result),
-            Input::PlanWritten { req, result } => match result {
-                Ok(()) => {
-                    self.log("plan.md replaced by the operator");
-                    self.reply(req, Ok(Reply::Done));
-                }
-                Err(e) => self.reply(req, Err(Refusal::Internal(format!("cannot write plan.md: {e}")))),
-            },
+            Input::PlanWritten { req, result } => self.plan_written(req, result),
             Input::ResetDone { req, result } => self.reset_done(req, result),
         }
     }

@@ -398,4 +398,97 @@ impl Chamber {
             }
         }
     }
+
+    pub(super) fn write_plan(&mut self, req: ReqId, text: String) {
+        if text.len() > 1024 * 1024 {
+            self.reply(req, Err(Refusal::Invalid("the plan is over 1 MiB".into())));
+        } else {
+            self.emit(Effect::WritePlan { req, text });
+        }
+    }
+
+    pub(super) fn plan_written(&mut self, req: ReqId, result: Result<(), String>) {
+        match result {
+            Ok(()) => {
+                self.log("plan.md replaced by the operator");
+                self.reply(req, Ok(Reply::Done));
+            }
+            Err(e) => self.reply(req, Err(Refusal::Internal(format!("cannot write plan.md: {e}")))),
+        }
+    }
+
+    /// cryod is stopping: the running session ends first.
+    pub(super) fn shutdown(&mut self, req: ReqId) {
+        match self.live.as_mut() {
+            Some(l) => {
+                l.shutdown_waiters.push(req);
+                let n = l.number;
+                self.end_session(n, Cut::Shutdown);
+            }
+            None => {
+                self.reply(req, Ok(Reply::Done));
+                self.exit();
+            }
+        }
+    }
+
+    /// The inbox's unread files; `arrived`: a new one among them.
+    pub(super) fn inbox(&mut self, unread: Vec<String>, arrived: bool) {
+        self.unread = unread;
+        self.unread.sort();
+        if arrived {
+            self.open_questions = 0;
+            self.on_inbox();
+        }
+    }
+
+    pub(super) fn todos_changed(&mut self, todos: Result<TodoList, String>) {
+        let todos = todos.map(Held::List);
+        // The list read again for a wake or a listing, as it was at rest.
+        let same_plan = matches!((&self.todos, &todos),
+            (Ok(Held::Rest { next_due }), Ok(Held::List(l))) if *next_due == l.next_due());
+        if todos != self.todos {
+            self.todos = todos;
+            if !same_plan {
+                self.replan();
+            }
+        }
+    }
+
+    pub(super) fn config_changed(&mut self, config: Result<Settings, String>, warnings: Vec<String>) {
+        self.warnings = warnings;
+        self.config = config;
+        self.arm_silence();
+        if self.config.is_ok() {
+            self.emit(Effect::Rewatch);
+        }
+        self.replan();
+    }
+
+    pub(super) fn zone_changed(&mut self, zone: Tz, config: Result<Settings, String>, warnings: Vec<String>) {
+        self.system_tz = zone;
+        self.warnings = warnings;
+        self.config = config;
+        // Chambers on the system's zone move their cron series to the
+        // new zone's wall clock.
+        if self.config.as_ref().is_ok_and(|c| !c.timezone_set) {
+            let op = TodoOp::Rezone { now: self.now, tz: self.tz() };
+            self.emit(Effect::UpdateTodos { op, then: AfterTodos::Rezoned });
+        }
+    }
+
+    /// The machine goes to sleep or wakes up.
+    pub(super) fn power(&mut self, sleeping: bool) {
+        if sleeping {
+            self.spans.open(self.now, missed::Why::Asleep);
+        } else {
+            self.spans.close(self.now, &missed::Why::Asleep);
+        }
+        if self.live.is_some() {
+            self.log(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });
+        }
+        if !sleeping {
+            self.replan();
+        }
+    }
 }
