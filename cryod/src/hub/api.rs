@@ -315,7 +315,7 @@ pub(super) struct PushBody {
 /// the devices subscribed (their names and push services, never their keys).
 pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
     let notifiers = &hub.daemon.shared().notifiers;
-    let key = notifiers.push_key().map_err(Error::Internal)?;
+    let key = notifiers.push_key().map_err(Error::from)?;
     let subs: Vec<Value> = notifiers
         .devices()
         .iter()
@@ -331,7 +331,7 @@ pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
 /// `POST /api/push`: subscribes a device (replacing one with the same endpoint).
 pub(super) async fn push_add(State(hub): State<Hub>, axum::Json(b): axum::Json<PushBody>) -> ApiResult {
     let sub = crate::notifier::webpush::Subscription { endpoint: b.endpoint, keys: b.keys, name: b.name };
-    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::Invalid)?;
+    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::from)?;
     Ok(axum::Json(json!({ "subscriptions": n })))
 }
 
@@ -342,7 +342,7 @@ pub(super) struct PushRemove {
 
 /// `DELETE /api/push`: forgets a device.
 pub(super) async fn push_remove(State(hub): State<Hub>, axum::Json(b): axum::Json<PushRemove>) -> ApiResult {
-    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::Internal)? {
+    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::from)? {
         Some(n) => Ok(axum::Json(json!({ "subscriptions": n }))),
         None => Err(Error::NotFound("no device with that endpoint".into()).into()),
     }
