@@ -129,7 +129,8 @@ fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
 /// The chamber's `cryo.toml`, read off the runtime's workers.
 async fn read_text(dir: &Path) -> Result<String, Error> {
     let dir = dir.to_path_buf();
-    crate::chamber::blocking(move || crate::chamber::config::read_text(&dir)).await?.map_err(Error::Precondition)
+    let text = crate::chamber::blocking(move || crate::chamber::config::read_text(&dir)).await?;
+    text.map_err(|e| Error::Precondition(e.to_string()))
 }
 
 /// `GET /api/chambers/NAME/settings`.
@@ -153,7 +154,7 @@ pub(super) async fn put(
     let new = rewrite(&text, &changes).map_err(Error::Invalid)?;
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_tz();
-    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
+    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| Error::Invalid(e.to_string()))?;
     // The operator is the one acting: what the file will say of the keys
     // they changed is accepted first, so the chamber is never held for it
     // (and refused while other keys have changes not accepted).
