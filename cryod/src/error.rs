@@ -1,4 +1,5 @@
-//! cryod's error type and its one map to gRPC status codes.
+//! cryod's error type and its one map to gRPC status codes, and to HTTP
+//! status codes (the hub's).
 
 use crate::store::StoreError;
 
@@ -30,6 +31,21 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status the hub answers this kind with: the same decision as
+    /// the gRPC code (a precondition is a conflict with the state, in HTTP).
+    pub fn http_status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Precondition(_) | Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {

@@ -3,7 +3,6 @@
 //! `cryoctl --json`.
 
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use cryo_proto::json as j;
 use serde::Deserialize;
@@ -26,18 +25,10 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match &self.0 {
-            Error::Invalid(_) => StatusCode::BAD_REQUEST,
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Precondition(_) => StatusCode::CONFLICT,
-            Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(m) => {
-                tracing::error!(error = %m, "hub request failed");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        (status, axum::Json(json!({ "error": self.0.to_string() }))).into_response()
+        if let Error::Internal(m) = &self.0 {
+            tracing::error!(error = %m, "hub request failed");
+        }
+        (self.0.http_status(), axum::Json(json!({ "error": self.0.to_string() }))).into_response()
     }
 }
 
