@@ -71,3 +71,24 @@ impl From<Error> for tonic::Status {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use axum::http::StatusCode;
+
+    /// One decision per kind, the same over HTTP as over gRPC.
+    #[test]
+    fn each_kind_has_one_http_status() {
+        let status = |e: Error| (e.http_status(), tonic::Status::from(e).code());
+        assert_eq!(status(Error::Invalid(String::new())), (StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument));
+        assert_eq!(status(Error::NotFound(String::new())), (StatusCode::NOT_FOUND, tonic::Code::NotFound));
+        assert_eq!(status(Error::Precondition(String::new())), (StatusCode::CONFLICT, tonic::Code::FailedPrecondition));
+        assert_eq!(status(Error::Conflict(String::new())), (StatusCode::CONFLICT, tonic::Code::AlreadyExists));
+        assert_eq!(
+            status(Error::Unavailable(String::new())),
+            (StatusCode::SERVICE_UNAVAILABLE, tonic::Code::Unavailable)
+        );
+        assert_eq!(status(Error::Internal(String::new())), (StatusCode::INTERNAL_SERVER_ERROR, tonic::Code::Internal));
+    }
+}

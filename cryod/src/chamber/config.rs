@@ -267,6 +267,7 @@ pub enum ConfigError {
     Invalid {
         /// `FILE:LINE`, or the file alone when the key is not found.
         at: String,
+        /// What is wrong, naming the key (`key \`timezone\`: …`).
         message: String,
     },
 }

@@ -108,3 +108,24 @@ impl From<Error> for crate::error::Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The caller decides by kind; the line stays the one users saw.
+    #[test]
+    fn each_kind_has_its_status_and_its_line() {
+        let e: crate::error::Error = Error::NoNotifier("pager".into()).into();
+        assert!(matches!(&e, crate::error::Error::NotFound(m) if m == "no notifier named \"pager\" in cryod.toml"));
+        let e: crate::error::Error = Error::Subscription(Refused::NotHttps).into();
+        assert!(matches!(&e, crate::error::Error::Invalid(m) if m == "`endpoint` must be an https URL"));
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e: crate::error::Error = Error::io(std::path::Path::new("/s/vapid.pk8"))(io).into();
+        assert!(matches!(&e, crate::error::Error::Internal(m) if m == "/s/vapid.pk8: denied"));
+        assert_eq!(
+            Error::Devices(vec!["a: HTTP 500".into(), "b: HTTP 502".into()]).to_string(),
+            "a: HTTP 500; b: HTTP 502"
+        );
+    }
+}

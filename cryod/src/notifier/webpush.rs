@@ -25,6 +25,7 @@ pub struct Subscription {
     pub name: String,
 }
 
+/// A subscription's keys: what a notice is encrypted for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Keys {
     /// The browser's P-256 public key, uncompressed, base64url.
