@@ -67,7 +67,7 @@ fn planned(
     now: chrono::DateTime<chrono::Utc>,
     system: Tz,
     count: usize,
-) -> std::result::Result<Vec<Planned>, Unplanned> {
+) -> Result<Vec<Planned>, Unplanned> {
     let root = std::path::Path::new(&v.record.path);
     let config = chamber_config::load(root, system)?.config;
     let list = todos::load(root, config.timezone)?;
