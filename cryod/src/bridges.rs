@@ -160,7 +160,7 @@ impl Bridges {
                 tracing::warn!(bridge = spec.name(), error = %reason, "sync bridge not started");
                 status.update(|s| {
                     s.state = "stopped".into();
-                    s.last_error = Some(reason);
+                    s.last_error = Some(reason.to_string());
                 });
                 Running { spec, status, tx: None, task: None }
             }
@@ -225,41 +225,67 @@ impl Bridges {
     }
 }
 
-fn zulip_config(z: &ZulipSync, home: &Path, root: &Path) -> Result<zulip::Config, String> {
+/// Why a bridge could not start: its `[sync.*]` table or its credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The credentials file cannot be read, is open to others, or does not
+    /// parse (cryo_sync's own line).
+    #[error("{0}")]
+    Credentials(String),
+    /// No `site` in `[sync.zulip]` nor in the zuliprc.
+    #[error("no Zulip site: set `site` in [sync.zulip] or in the zuliprc")]
+    NoSite,
+    /// The Zulip site is not http(s).
+    #[error("the Zulip site {0:?} is not an http(s) URL")]
+    Site(String),
+    /// `repo` is not `owner/name`.
+    #[error("[sync.github] repo {0:?} is not \"owner/name\"")]
+    Repo(String),
+    /// Neither or both of `discussion` and `issue`.
+    #[error("[sync.github] needs exactly one of `discussion` and `issue`")]
+    Target,
+    /// No `token_file`.
+    #[error("[sync.github] needs `token_file` (a file holding the token, mode 0600)")]
+    NoTokenFile,
+    /// The token file holds nothing.
+    #[error("the token file {} is empty", .0.display())]
+    EmptyToken(PathBuf),
+    /// `api_url` is not http(s).
+    #[error("[sync.github] api_url {0:?} is not an http(s) URL")]
+    ApiUrl(String),
+}
+
+fn zulip_config(z: &ZulipSync, home: &Path, root: &Path) -> Result<zulip::Config, Error> {
     let path = creds::expand(&z.credentials, home, root);
-    let rc = Zuliprc::parse(&creds::read_secret(&path)?, &path)?;
-    let site = z
-        .site
-        .clone()
-        .or(rc.site)
-        .ok_or_else(|| "no Zulip site: set `site` in [sync.zulip] or in the zuliprc".to_string())?;
+    let text = creds::read_secret(&path).map_err(Error::Credentials)?;
+    let rc = Zuliprc::parse(&text, &path).map_err(Error::Credentials)?;
+    let site = z.site.clone().or(rc.site).ok_or(Error::NoSite)?;
     if !(site.starts_with("https://") || site.starts_with("http://")) {
-        return Err(format!("the Zulip site {site:?} is not an http(s) URL"));
+        return Err(Error::Site(site));
     }
     Ok(zulip::Config { site, email: rc.email, key: rc.key, stream: z.stream.clone(), topic: z.topic.clone() })
 }
 
-fn github_config(g: &GithubSync, home: &Path, root: &Path) -> Result<github::Config, String> {
+fn github_config(g: &GithubSync, home: &Path, root: &Path) -> Result<github::Config, Error> {
     let (owner, repo) = g
         .repo
         .split_once('/')
         .filter(|(o, r)| !o.is_empty() && !r.is_empty() && !r.contains('/'))
-        .ok_or_else(|| format!("[sync.github] repo {:?} is not \"owner/name\"", g.repo))?;
+        .ok_or_else(|| Error::Repo(g.repo.clone()))?;
     let target = match (g.issue, g.discussion) {
         (Some(n), None) => github::Target::Issue(n),
         (None, Some(n)) => github::Target::Discussion(n),
-        _ => return Err("[sync.github] needs exactly one of `discussion` and `issue`".into()),
+        _ => return Err(Error::Target),
     };
-    let file =
-        g.token_file.as_deref().ok_or("[sync.github] needs `token_file` (a file holding the token, mode 0600)")?;
+    let file = g.token_file.as_deref().ok_or(Error::NoTokenFile)?;
     let path = creds::expand(file, home, root);
-    let token = creds::read_secret(&path)?.trim().to_string();
+    let token = creds::read_secret(&path).map_err(Error::Credentials)?.trim().to_string();
     if token.is_empty() {
-        return Err(format!("the token file {} is empty", path.display()));
+        return Err(Error::EmptyToken(path));
     }
     let api_url = g.api_url.clone().unwrap_or_else(|| "https://api.github.com".into());
     if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-        return Err(format!("[sync.github] api_url {api_url:?} is not an http(s) URL"));
+        return Err(Error::ApiUrl(api_url));
     }
     Ok(github::Config {
         api_url,

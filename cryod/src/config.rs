@@ -219,9 +219,9 @@ impl NotifierConfig {
     }
 
     /// `email`: the SMTP server's host (without brackets) and port.
-    pub fn smtp_addr(&self) -> Result<(&str, u16), String> {
-        let smtp = self.smtp.as_deref().ok_or("an email notifier needs `smtp` (host:port)")?;
-        let bad = || format!("`smtp`: {smtp:?} is not host:port");
+    pub fn smtp_addr(&self) -> Result<(&str, u16), NotifyConfigError> {
+        let smtp = self.smtp.as_deref().ok_or(NotifyConfigError::NoSmtp)?;
+        let bad = || NotifyConfigError::Smtp(smtp.to_string());
         let (host, port) = smtp.rsplit_once(':').ok_or_else(bad)?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         match port.parse::<u16>() {
@@ -231,63 +231,118 @@ impl NotifierConfig {
     }
 
     /// What only a person can fix, in one line.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), NotifyConfigError> {
         if !Self::KINDS.contains(&self.kind.as_str()) {
-            return Err(format!("`kind`: {:?} is none of {}", self.kind, Self::KINDS.join(", ")));
+            return Err(NotifyConfigError::Kind(self.kind.clone()));
         }
         if let Some(bad) = self.events.iter().find(|e| !cryo_core::chamber::notice::KINDS.contains(&e.as_str())) {
-            return Err(format!(
-                "`events`: {bad:?} is not an event (use {})",
-                cryo_core::chamber::notice::KINDS.join(", ")
-            ));
+            return Err(NotifyConfigError::Event(bad.clone()));
         }
-        let url = |what: &str| match self.url.as_deref() {
-            Some(u) if u.starts_with("http://") || u.starts_with("https://") => Ok(()),
-            Some(u) => Err(format!("`url`: {u:?} is not an http(s) URL")),
-            None => Err(format!("a {what} needs `url`")),
-        };
         match self.kind.as_str() {
             "webhook" => {
-                url("webhook")?;
+                self.check_url("webhook")?;
                 if self.secret_file.is_none() {
-                    return Err("a webhook needs `secret_file` (its HMAC-SHA256 key, mode 0600)".into());
+                    return Err(NotifyConfigError::NoSecretFile);
                 }
             }
-            "ntfy" => url("ntfy notifier")?,
-            "email" => {
-                let (host, _) = self.smtp_addr()?;
-                match self.tls.as_deref().unwrap_or("starttls") {
-                    "starttls" | "tls" => {}
-                    "none" if matches!(host, "127.0.0.1" | "localhost" | "::1") => {}
-                    "none" => return Err("`tls = \"none\"` is for a server on this machine only".into()),
-                    other => return Err(format!("`tls`: {other:?} is none of starttls, tls, none")),
-                }
-                let from = self.from.as_deref().ok_or("an email notifier needs `from`")?;
-                if !from.contains('@') || self.to.is_empty() || self.to.iter().any(|t| !t.contains('@')) {
-                    return Err("an email notifier needs `from` and `to` (a list) as addresses".into());
-                }
-            }
+            "ntfy" => self.check_url("ntfy notifier")?,
+            "email" => self.check_email()?,
             "webpush" => {
                 if let Some(c) = &self.contact
                     && !(c.starts_with("mailto:") || c.starts_with("https://"))
                 {
-                    return Err(format!("`contact`: {c:?} is neither a mailto: nor an https: URL"));
+                    return Err(NotifyConfigError::Contact(c.clone()));
                 }
             }
             _ => {
                 if self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-                    return Err("a command notifier needs `command`".into());
+                    return Err(NotifyConfigError::NoCommand);
                 }
             }
         }
         if let Some(q) = &self.quiet_hours {
-            parse_quiet_hours(q).ok_or_else(|| format!("`quiet_hours`: {q:?} is not like \"22:00-07:00\""))?;
+            parse_quiet_hours(q).ok_or_else(|| NotifyConfigError::QuietHours(q.clone()))?;
         }
         if self.max_per_hour == Some(0) {
-            return Err("`max_per_hour`: 0 would drop every notice".into());
+            return Err(NotifyConfigError::NoneAnHour);
         }
         Ok(())
     }
+
+    /// `url`, which a `what` needs, is http(s).
+    fn check_url(&self, what: &'static str) -> Result<(), NotifyConfigError> {
+        match self.url.as_deref() {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => Ok(()),
+            Some(u) => Err(NotifyConfigError::Url(u.to_string())),
+            None => Err(NotifyConfigError::NoUrl(what)),
+        }
+    }
+
+    /// `smtp`, `tls`, `from` and `to` of an email notifier.
+    fn check_email(&self) -> Result<(), NotifyConfigError> {
+        let (host, _) = self.smtp_addr()?;
+        match self.tls.as_deref().unwrap_or("starttls") {
+            "starttls" | "tls" => {}
+            "none" if matches!(host, "127.0.0.1" | "localhost" | "::1") => {}
+            "none" => return Err(NotifyConfigError::PlainRemote),
+            other => return Err(NotifyConfigError::Tls(other.to_string())),
+        }
+        let from = self.from.as_deref().ok_or(NotifyConfigError::NoFrom)?;
+        if !from.contains('@') || self.to.is_empty() || self.to.iter().any(|t| !t.contains('@')) {
+            return Err(NotifyConfigError::Addresses);
+        }
+        Ok(())
+    }
+}
+
+/// What is wrong with one `[[notify]]` table: one line a person can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyConfigError {
+    /// `kind` is not one cryod knows.
+    #[error("`kind`: {0:?} is none of {kinds}", kinds = NotifierConfig::KINDS.join(", "))]
+    Kind(String),
+    /// `events` names one that is not an event.
+    #[error("`events`: {0:?} is not an event (use {kinds})", kinds = cryo_core::chamber::notice::KINDS.join(", "))]
+    Event(String),
+    /// `url` is not http(s).
+    #[error("`url`: {0:?} is not an http(s) URL")]
+    Url(String),
+    /// A webhook or ntfy notifier without `url`.
+    #[error("a {0} needs `url`")]
+    NoUrl(&'static str),
+    /// A webhook without its key.
+    #[error("a webhook needs `secret_file` (its HMAC-SHA256 key, mode 0600)")]
+    NoSecretFile,
+    /// An email notifier without `smtp`.
+    #[error("an email notifier needs `smtp` (host:port)")]
+    NoSmtp,
+    /// `smtp` is not `host:port`.
+    #[error("`smtp`: {0:?} is not host:port")]
+    Smtp(String),
+    /// `tls = "none"` to a server elsewhere.
+    #[error("`tls = \"none\"` is for a server on this machine only")]
+    PlainRemote,
+    /// `tls` is not one cryod knows.
+    #[error("`tls`: {0:?} is none of starttls, tls, none")]
+    Tls(String),
+    /// An email notifier without `from`.
+    #[error("an email notifier needs `from`")]
+    NoFrom,
+    /// `from` or `to` is not an address, or `to` is empty.
+    #[error("an email notifier needs `from` and `to` (a list) as addresses")]
+    Addresses,
+    /// `contact` is neither mailto: nor https:.
+    #[error("`contact`: {0:?} is neither a mailto: nor an https: URL")]
+    Contact(String),
+    /// A command notifier without `command`.
+    #[error("a command notifier needs `command`")]
+    NoCommand,
+    /// `quiet_hours` is not `HH:MM-HH:MM`.
+    #[error("`quiet_hours`: {0:?} is not like \"22:00-07:00\"")]
+    QuietHours(String),
+    /// `max_per_hour = 0`.
+    #[error("`max_per_hour`: 0 would drop every notice")]
+    NoneAnHour,
 }
 
 /// `"22:00-07:00"`: the start and end of quiet hours (wall clock).

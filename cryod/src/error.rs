@@ -1,4 +1,5 @@
-//! cryod's error type and its one map to gRPC status codes.
+//! cryod's error type and its one map to gRPC status codes, and to HTTP
+//! status codes (the hub's).
 
 use crate::store::StoreError;
 
@@ -31,6 +32,21 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// The HTTP status the hub answers this kind with: the same decision as
+    /// the gRPC code (a precondition is a conflict with the state, in HTTP).
+    pub fn http_status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Precondition(_) | Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
@@ -53,5 +69,26 @@ impl From<Error> for tonic::Status {
                 tonic::Status::internal(m)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use axum::http::StatusCode;
+
+    /// One decision per kind, the same over HTTP as over gRPC.
+    #[test]
+    fn each_kind_has_one_http_status() {
+        let status = |e: Error| (e.http_status(), tonic::Status::from(e).code());
+        assert_eq!(status(Error::Invalid(String::new())), (StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument));
+        assert_eq!(status(Error::NotFound(String::new())), (StatusCode::NOT_FOUND, tonic::Code::NotFound));
+        assert_eq!(status(Error::Precondition(String::new())), (StatusCode::CONFLICT, tonic::Code::FailedPrecondition));
+        assert_eq!(status(Error::Conflict(String::new())), (StatusCode::CONFLICT, tonic::Code::AlreadyExists));
+        assert_eq!(
+            status(Error::Unavailable(String::new())),
+            (StatusCode::SERVICE_UNAVAILABLE, tonic::Code::Unavailable)
+        );
+        assert_eq!(status(Error::Internal(String::new())), (StatusCode::INTERNAL_SERVER_ERROR, tonic::Code::Internal));
     }
 }

@@ -68,6 +68,7 @@ pub fn config_toml(data: &[u8]) {
     let (_, tz) = fixed();
     let dir = Path::new("/nonexistent/chamber");
     if let Err(e) = crate::chamber::config::parse(&dir.join("cryo.toml"), text, dir, tz) {
+        let e = e.to_string();
         assert!(!e.contains('\n'), "a cryo.toml error of several lines: {e:?}");
     }
     if let Err(e) = crate::config::Config::parse(Path::new("/nonexistent/cryod.toml"), text) {

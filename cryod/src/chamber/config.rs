@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use chrono_tz::Tz;
 use serde::Deserialize;
 
+use super::FileError;
 use crate::config::one_line_toml_error;
 use cryo_core::chamber::handoff::OnEnd;
 
@@ -234,14 +235,91 @@ pub struct Loaded {
 /// Largest `cryo.toml` read (a configuration, not a data file).
 pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
 
+/// Why `cryo.toml` does not load: one line naming the file (and, for a
+/// bad setting, its line and key).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The chamber's folder is gone.
+    #[error(
+        "the chamber folder {} is missing (moved or deleted?): put it back, or `cryoctl chamber remove` it",
+        .0.display()
+    )]
+    FolderMissing(PathBuf),
+    /// Something else stands where the chamber's folder was.
+    #[error("{} is not a folder any more (a file or a link took its place)", .0.display())]
+    FolderReplaced(PathBuf),
+    /// The file could not be read (an I/O error).
+    #[error("cannot read {0}")]
+    Unreadable(FileError),
+    /// The file is not one cryod reads (a link, a FIFO, too large), or the
+    /// folder could not be opened.
+    #[error("{0}")]
+    File(FileError),
+    /// The file is not text.
+    #[error("{}: not UTF-8 text", .0.display())]
+    NotUtf8(PathBuf),
+    /// The file is not TOML, or has a key or a type it should not (the
+    /// line names the file, line and key).
+    #[error("{0}")]
+    Toml(String),
+    /// A setting's value is wrong: where it is, and why.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// `FILE:LINE`, or the file alone when the key is not found.
+        at: String,
+        /// What is wrong, naming the key (`key \`timezone\`: …`).
+        message: String,
+    },
+}
+
+/// The text of a `cryo.toml` and its path: where a key stands, for errors.
+struct Lines<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Lines<'_> {
+    /// `FILE:LINE` of the first line setting `key` (or opening its table),
+    /// or the file alone.
+    fn at(&self, key: &str) -> String {
+        self.text
+            .lines()
+            .position(|l| {
+                let l = l.trim_start();
+                l.starts_with(key) || l.trim_start_matches('[').starts_with(key.trim_start_matches('['))
+            })
+            .map(|i| format!("{}:{}", self.path.display(), i + 1))
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+
+    /// `key`'s value is wrong, as `message` says.
+    fn invalid(&self, key: &str, message: String) -> ConfigError {
+        ConfigError::Invalid { at: self.at(key), message }
+    }
+
+    /// The file does not parse as `T`.
+    fn toml<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        toml::from_str(self.text).map_err(|e| ConfigError::Toml(one_line_toml_error(self.path, self.text, &e)))
+    }
+}
+
+/// Why a path in `cryo.toml` names no file.
+#[derive(Debug, thiserror::Error)]
+enum PathError {
+    #[error("an empty file name")]
+    Empty,
+    #[error("`~` needs HOME, which is not set")]
+    NoHome,
+}
+
 /// A path from `cryo.toml`: `~/…` under the user's home, a relative one
 /// under the chamber.
-fn expand_home(raw: &str, dir: &Path) -> Result<PathBuf, String> {
+fn expand_home(raw: &str, dir: &Path) -> Result<PathBuf, PathError> {
     if raw.trim().is_empty() {
-        return Err("an empty file name".into());
+        return Err(PathError::Empty);
     }
     if let Some(rest) = raw.strip_prefix("~/") {
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or("`~` needs HOME, which is not set")?;
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or(PathError::NoHome)?;
         return Ok(PathBuf::from(home).join(rest));
     }
     let p = Path::new(raw);
@@ -252,10 +330,6 @@ fn expand_home(raw: &str, dir: &Path) -> Result<PathBuf, String> {
 const MAX_SECRET_BYTES: u64 = 64 * 1024;
 
 impl ChamberConfig {
-    /// `[provider].env` for a spawn: the values written in `cryo.toml`, and
-    /// those kept in files, read now. A file that is missing, not a plain
-    /// file, too large, or readable by anyone but its owner is refused with
-    /// one line naming the key (its value is never in the line).
     /// The first path of [`Reach`] that leads elsewhere now than when the
     /// file was read (a link planted or moved since), as one line.
     pub fn moved(&self) -> Option<String> {
@@ -274,6 +348,10 @@ impl ChamberConfig {
         })
     }
 
+    /// `[provider].env` for a spawn: the values written in `cryo.toml`, and
+    /// those kept in files, read now. A file that is missing, not a plain
+    /// file, too large, or readable by anyone but its owner is refused with
+    /// one line naming the key (its value is never in the line).
     pub fn agent_env(&self) -> Result<BTreeMap<String, String>, String> {
         use std::os::unix::fs::MetadataExt;
         let mut env = self.provider_env.clone();
@@ -305,7 +383,7 @@ impl ChamberConfig {
 }
 
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
-pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
+pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, ConfigError> {
     let text = read_text(dir)?;
     parse(&dir.join(FILE), &text, dir, system_tz)
 }
@@ -317,167 +395,44 @@ pub const FILE: &str = "cryo.toml";
 /// [`MAX_CONFIG_BYTES`]; a missing file is empty (the defaults). A link, a
 /// FIFO or a folder in its place is refused without being followed or
 /// opened. Errors are one line naming it.
-pub fn read_text(dir: &Path) -> Result<String, String> {
-    use crate::chamber::{Dir, FileError};
+pub fn read_text(dir: &Path) -> Result<String, ConfigError> {
+    use crate::chamber::Dir;
     let d = Dir::open(dir).map_err(|e| match e {
-        FileError::Missing(_) => format!(
-            "the chamber folder {} is missing (moved or deleted?): put it back, or `cryoctl chamber remove` it",
-            dir.display()
-        ),
-        FileError::NotPlain { .. } => {
-            format!("{} is not a folder any more (a file or a link took its place)", dir.display())
-        }
-        e => e.to_string(),
+        FileError::Missing(_) => ConfigError::FolderMissing(dir.to_path_buf()),
+        FileError::NotPlain { .. } => ConfigError::FolderReplaced(dir.to_path_buf()),
+        e => ConfigError::File(e),
     })?;
-    let path = dir.join(FILE);
     match d.read_if(Path::new(FILE), MAX_CONFIG_BYTES as u64) {
-        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display())),
+        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8(dir.join(FILE))),
         Ok(None) => Ok(String::new()),
-        Err(e @ FileError::Io { .. }) => Err(format!("cannot read {e}")),
-        Err(e) => Err(e.to_string()),
+        Err(e @ FileError::Io { .. }) => Err(ConfigError::Unreadable(e)),
+        Err(e) => Err(ConfigError::File(e)),
     }
 }
 
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
-pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, String> {
-    let mut raw: Raw = toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?;
-    let mut trust = super::trust::digests(&toml::from_str(text).map_err(|e| one_line_toml_error(path, text, &e))?);
-    let key_line = |key: &str| {
-        text.lines()
-            .position(|l| {
-                let l = l.trim_start();
-                l.starts_with(key) || l.trim_start_matches('[').starts_with(key.trim_start_matches('['))
-            })
-            .map(|i| format!("{}:{}", path.display(), i + 1))
-            .unwrap_or_else(|| path.display().to_string())
-    };
-    let mut warnings = Vec::new();
-    let present = [
-        raw.max_retries.is_some(),
-        raw.watch_inbox.is_some(),
-        raw.fallback_alert.is_some(),
-        raw.report_time.is_some(),
-        raw.report_interval.is_some(),
-        raw.rotate_on.is_some(),
-        raw.providers.is_some(),
-        raw.zulip_poll_interval.is_some(),
-        raw.gh_poll_interval.is_some(),
-        raw.web_host.is_some(),
-        raw.web_port.is_some(),
-    ];
-    for (key, on) in LEGACY_KEYS.iter().zip(present) {
-        if on {
-            warnings.push(format!("{}: key `{key}` is from an older cryochamber and is ignored", key_line(key)));
-        }
-    }
-    let (timezone, timezone_set) = match raw.timezone.as_deref() {
-        None | Some("") => (system_tz, false),
-        Some(name) => match name.parse::<Tz>() {
-            Ok(tz) => (tz, true),
-            Err(_) => {
-                return Err(format!(
-                    "{}: key `timezone`: {name:?} is not an IANA time zone (such as \"Europe/Berlin\" or \"UTC\")",
-                    key_line("timezone")
-                ));
-            }
-        },
-    };
-    let continuity = continuity(&raw, &key_line)?;
-    let precheck = raw.precheck.clone().map(|p| p.trim().to_string()).filter(|p| !p.is_empty());
-    let precheck_timeout = raw.precheck_timeout.unwrap_or(DEFAULT_PRECHECK_SECS);
-    if !(1..=3600).contains(&precheck_timeout) {
-        return Err(format!(
-            "{}: key `precheck_timeout`: {precheck_timeout} seconds is outside 1..=3600",
-            key_line("precheck_timeout")
-        ));
-    }
+pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, ConfigError> {
+    let lines = Lines { path, text };
+    let mut raw: Raw = lines.toml()?;
+    let mut trust = super::trust::digests(&lines.toml()?);
+    let warnings = legacy_warnings(&raw, &lines);
+    let (timezone, timezone_set) = timezone(raw.timezone.as_deref(), system_tz, &lines)?;
+    let continuity = continuity(&raw, &lines)?;
+    let (precheck, precheck_timeout) = precheck(&raw, &lines)?;
     let limits = crate::config::Limits { memory_max: raw.memory_max.take(), cpu_weight: raw.cpu_weight };
     if let Err((key, why)) = limits.check() {
-        return Err(format!("{}: key `{key}`: {why}", key_line(key)));
+        return Err(lines.invalid(key, format!("key `{key}`: {why}")));
     }
     let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
-    let expect_activity_within = match raw.expect_activity_within.as_deref() {
-        None => None,
-        Some(w) => Some(cryo_core::time::parse_duration(w).filter(|d| *d >= chrono::Duration::seconds(1)).ok_or_else(
-            || {
-                format!(
-                    "{}: key `expect_activity_within`: {w:?} is not a duration (such as \"2d\")",
-                    key_line("expect_activity_within")
-                )
-            },
-        )?),
-    };
-    let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
-    if agent.trim().is_empty() {
-        return Err(format!("{}: key `agent` is empty: name the agent command", key_line("agent")));
-    }
-    let watch_dirs = raw.watch_dirs.unwrap_or_else(|| vec!["messages/inbox".to_string()]);
-    // A chamber watches only its own folders.
-    if let Some(bad) = watch_dirs.iter().find(|d| {
-        let p = Path::new(d.as_str());
-        d.trim().is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir))
-    }) {
-        return Err(format!(
-            "{}: key `watch_dirs`: {bad:?} is not a folder inside the chamber (give a relative path without `..`)",
-            key_line("watch_dirs")
-        ));
-    }
-    let watch_dirs = watch_dirs.into_iter().map(|d| dir.join(d)).collect();
-    if let Some(gh) = raw.sync.as_ref().and_then(|s| s.github.as_ref())
-        && gh.discussion.is_some() == gh.issue.is_some()
-    {
-        return Err(format!(
-            "{}: [sync.github] needs exactly one of `discussion` and `issue`",
-            key_line("[sync.github]")
-        ));
-    }
-    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-    if max_attempts > 100 {
-        return Err(format!(
-            "{}: key `max_attempts`: {max_attempts} is over the limit of 100",
-            key_line("max_attempts")
-        ));
-    }
-    let (mut provider_env, mut provider_env_files) = (BTreeMap::new(), BTreeMap::new());
-    let provider_name = match raw.provider {
-        Some(p) => {
-            for (k, v) in p.env {
-                match v {
-                    RawEnvValue::Text(t) => drop(provider_env.insert(k, t)),
-                    RawEnvValue::File(f) => {
-                        let path = expand_home(&f.file, dir)
-                            .map_err(|e| format!("{}: [provider].env.{k}: {e}", key_line("[provider]")))?;
-                        provider_env_files.insert(k, path);
-                    }
-                }
-            }
-            p.name
-        }
-        None => None,
-    };
-    let folders = |key: &str, list: Option<Vec<String>>| -> Result<Vec<PathBuf>, String> {
-        list.unwrap_or_default()
-            .iter()
-            .map(|f| expand_home(f, dir).map_err(|e| format!("{}: key `{key}`: {e}", key_line(key))))
-            .collect()
-    };
-    let writable = folders("writable", raw.writable.take())?;
-    let readable = folders("readable", raw.readable.take())?;
-    // The paths the agent may have links on: those under its chamber or a
-    // `writable` folder (named or resolved), among every path that decides
-    // its reach: `writable`, `readable`, key files, and `[provider].env`
-    // values that are paths (`CODEX_HOME`, `OPENCODE_CONFIG`: a CLI's state
-    // is made writable, its config readable).
-    let places: Vec<PathBuf> =
-        std::iter::once(dir.to_path_buf()).chain(writable.iter().flat_map(|w| [w.clone(), resolve(w)])).collect();
-    let is_path = |v: &&String| ["/", "~/", "./", "../"].iter().any(|p| v.starts_with(p));
-    let env_paths = provider_env.values().filter(is_path).filter_map(|v| expand_home(v, dir).ok());
-    let reach: Vec<Reach> = [("writable", writable.clone()), ("readable", readable.clone())]
-        .into_iter()
-        .chain([("provider", provider_env_files.values().cloned().chain(env_paths).collect())])
-        .flat_map(|(key, paths): (&str, Vec<PathBuf>)| paths.into_iter().map(move |p| Reach::new(key, p)))
-        .filter(|r| places.iter().any(|w| r.named.starts_with(w) || r.resolved.starts_with(w)))
-        .collect();
+    let expect_activity_within = expect_activity_within(raw.expect_activity_within.as_deref(), &lines)?;
+    let agent = agent(raw.agent.take(), &lines)?;
+    let watch_dirs = watch_dirs(raw.watch_dirs.take(), dir, &lines)?;
+    check_sync(raw.sync.as_ref(), &lines)?;
+    let max_attempts = max_attempts(raw.max_attempts, &lines)?;
+    let provider = provider(raw.provider.take(), dir, &lines)?;
+    let writable = folders("writable", raw.writable.take(), dir, &lines)?;
+    let readable = folders("readable", raw.readable.take(), dir, &lines)?;
+    let reach = reach(dir, &writable, &readable, &provider);
     super::trust::fold_resolved(&mut trust, &reach);
     let sync = raw.sync;
     Ok(Loaded {
@@ -487,9 +442,9 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             timezone,
             timezone_set,
             watch_dirs,
-            provider_name,
-            provider_env,
-            provider_env_files,
+            provider_name: provider.name,
+            provider_env: provider.env,
+            provider_env_files: provider.env_files,
             max_attempts,
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
@@ -511,9 +466,165 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     })
 }
 
+/// One warning for each key only the seed system used.
+fn legacy_warnings(raw: &Raw, lines: &Lines) -> Vec<String> {
+    let present = [
+        raw.max_retries.is_some(),
+        raw.watch_inbox.is_some(),
+        raw.fallback_alert.is_some(),
+        raw.report_time.is_some(),
+        raw.report_interval.is_some(),
+        raw.rotate_on.is_some(),
+        raw.providers.is_some(),
+        raw.zulip_poll_interval.is_some(),
+        raw.gh_poll_interval.is_some(),
+        raw.web_host.is_some(),
+        raw.web_port.is_some(),
+    ];
+    LEGACY_KEYS
+        .iter()
+        .zip(present)
+        .filter(|(_, on)| *on)
+        .map(|(key, _)| format!("{}: key `{key}` is from an older cryochamber and is ignored", lines.at(key)))
+        .collect()
+}
+
+/// `timezone`, and whether the file set it (else the system's zone).
+fn timezone(name: Option<&str>, system_tz: Tz, lines: &Lines) -> Result<(Tz, bool), ConfigError> {
+    match name {
+        None | Some("") => Ok((system_tz, false)),
+        Some(name) => name.parse::<Tz>().map(|tz| (tz, true)).map_err(|_| {
+            lines.invalid(
+                "timezone",
+                format!("key `timezone`: {name:?} is not an IANA time zone (such as \"Europe/Berlin\" or \"UTC\")"),
+            )
+        }),
+    }
+}
+
+/// `precheck` (trimmed; none if empty) and `precheck_timeout`.
+fn precheck(raw: &Raw, lines: &Lines) -> Result<(Option<String>, u64), ConfigError> {
+    let precheck = raw.precheck.clone().map(|p| p.trim().to_string()).filter(|p| !p.is_empty());
+    let timeout = raw.precheck_timeout.unwrap_or(DEFAULT_PRECHECK_SECS);
+    if !(1..=3600).contains(&timeout) {
+        return Err(
+            lines.invalid("precheck_timeout", format!("key `precheck_timeout`: {timeout} seconds is outside 1..=3600"))
+        );
+    }
+    Ok((precheck, timeout))
+}
+
+/// `expect_activity_within`: a duration of at least a second.
+fn expect_activity_within(raw: Option<&str>, lines: &Lines) -> Result<Option<chrono::Duration>, ConfigError> {
+    let Some(w) = raw else { return Ok(None) };
+    let d = cryo_core::time::parse_duration(w).filter(|d| *d >= chrono::Duration::seconds(1)).ok_or_else(|| {
+        lines.invalid(
+            "expect_activity_within",
+            format!("key `expect_activity_within`: {w:?} is not a duration (such as \"2d\")"),
+        )
+    })?;
+    Ok(Some(d))
+}
+
+/// `agent`: the agent's command, [`DEFAULT_AGENT`] unless set.
+fn agent(raw: Option<String>, lines: &Lines) -> Result<String, ConfigError> {
+    let agent = raw.unwrap_or_else(|| DEFAULT_AGENT.to_string());
+    if agent.trim().is_empty() {
+        return Err(lines.invalid("agent", "key `agent` is empty: name the agent command".into()));
+    }
+    Ok(agent)
+}
+
+/// `watch_dirs`, absolute: a chamber watches only its own folders.
+fn watch_dirs(raw: Option<Vec<String>>, dir: &Path, lines: &Lines) -> Result<Vec<PathBuf>, ConfigError> {
+    let watch_dirs = raw.unwrap_or_else(|| vec!["messages/inbox".to_string()]);
+    if let Some(bad) = watch_dirs.iter().find(|d| {
+        let p = Path::new(d.as_str());
+        d.trim().is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir))
+    }) {
+        return Err(lines.invalid(
+            "watch_dirs",
+            format!("key `watch_dirs`: {bad:?} is not a folder inside the chamber (give a relative path without `..`)"),
+        ));
+    }
+    Ok(watch_dirs.into_iter().map(|d| dir.join(d)).collect())
+}
+
+/// `[sync.github]` names exactly one discussion or issue.
+fn check_sync(sync: Option<&RawSync>, lines: &Lines) -> Result<(), ConfigError> {
+    match sync.and_then(|s| s.github.as_ref()) {
+        Some(gh) if gh.discussion.is_some() == gh.issue.is_some() => {
+            Err(lines.invalid("[sync.github]", "[sync.github] needs exactly one of `discussion` and `issue`".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `max_attempts`, at most 100.
+fn max_attempts(raw: Option<u32>, lines: &Lines) -> Result<u32, ConfigError> {
+    let max_attempts = raw.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+    if max_attempts > 100 {
+        return Err(
+            lines.invalid("max_attempts", format!("key `max_attempts`: {max_attempts} is over the limit of 100"))
+        );
+    }
+    Ok(max_attempts)
+}
+
+/// `[provider]`: its name, the env values written in the file, and those
+/// kept in files (absolute).
+#[derive(Default)]
+struct Provider {
+    name: Option<String>,
+    env: BTreeMap<String, String>,
+    env_files: BTreeMap<String, PathBuf>,
+}
+
+fn provider(raw: Option<RawProvider>, dir: &Path, lines: &Lines) -> Result<Provider, ConfigError> {
+    let Some(p) = raw else { return Ok(Provider::default()) };
+    let mut out = Provider { name: p.name, ..Provider::default() };
+    for (k, v) in p.env {
+        match v {
+            RawEnvValue::Text(t) => drop(out.env.insert(k, t)),
+            RawEnvValue::File(f) => {
+                let path = expand_home(&f.file, dir)
+                    .map_err(|e| lines.invalid("[provider]", format!("[provider].env.{k}: {e}")))?;
+                out.env_files.insert(k, path);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `writable` or `readable` (`key`): folders, absolute.
+fn folders(key: &str, list: Option<Vec<String>>, dir: &Path, lines: &Lines) -> Result<Vec<PathBuf>, ConfigError> {
+    list.unwrap_or_default()
+        .iter()
+        .map(|f| expand_home(f, dir).map_err(|e| lines.invalid(key, format!("key `{key}`: {e}"))))
+        .collect()
+}
+
+/// The paths the agent may have links on: those under its chamber or a
+/// `writable` folder (named or resolved), among every path that decides
+/// its reach: `writable`, `readable`, key files, and `[provider].env`
+/// values that are paths (`CODEX_HOME`, `OPENCODE_CONFIG`: a CLI's state
+/// is made writable, its config readable).
+fn reach(dir: &Path, writable: &[PathBuf], readable: &[PathBuf], provider: &Provider) -> Vec<Reach> {
+    let places: Vec<PathBuf> =
+        std::iter::once(dir.to_path_buf()).chain(writable.iter().flat_map(|w| [w.clone(), resolve(w)])).collect();
+    let is_path = |v: &&String| ["/", "~/", "./", "../"].iter().any(|p| v.starts_with(p));
+    let env_paths = provider.env.values().filter(is_path).filter_map(|v| expand_home(v, dir).ok());
+    [("writable", writable.to_vec()), ("readable", readable.to_vec())]
+        .into_iter()
+        .chain([("provider", provider.env_files.values().cloned().chain(env_paths).collect())])
+        .flat_map(|(key, paths): (&str, Vec<PathBuf>)| paths.into_iter().map(move |p| Reach::new(key, p)))
+        .filter(|r| places.iter().any(|w| r.named.starts_with(w) || r.resolved.starts_with(w)))
+        .collect()
+}
+
 /// `[[on_end]]` tables, each checked where it stands (`file:line`). Whether
 /// its chamber exists is for the caller, which knows the registry.
-fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, String> {
+fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, ConfigError> {
     let at = |span: std::ops::Range<usize>| {
         let line = text.get(..span.start).unwrap_or("").matches('\n').count() + 1;
         format!("{}:{line}", path.display())
@@ -523,27 +634,29 @@ fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, Str
         let here = at(r.chamber.span());
         let chamber = r.chamber.into_inner().trim().to_string();
         if chamber.is_empty() {
-            return Err(format!("{here}: [[on_end]] `chamber` is empty: name the chamber to hand on to"));
+            let message = "[[on_end]] `chamber` is empty: name the chamber to hand on to".into();
+            return Err(ConfigError::Invalid { at: here, message });
         }
-        let when = cryo_core::chamber::handoff::When::parse(r.when.get_ref().trim()).ok_or_else(|| {
-            format!(
-                "{}: [[on_end]] `when`: {:?} is none of \"completed\", \"hibernated\", \"failed\", \"any\"",
-                at(r.when.span()),
-                r.when.get_ref()
-            )
-        })?;
+        let when =
+            cryo_core::chamber::handoff::When::parse(r.when.get_ref().trim()).ok_or_else(|| ConfigError::Invalid {
+                at: at(r.when.span()),
+                message: format!(
+                    "[[on_end]] `when`: {:?} is none of \"completed\", \"hibernated\", \"failed\", \"any\"",
+                    r.when.get_ref()
+                ),
+            })?;
         let message = match r.message {
             Some(m) => {
                 if let Some(bad) = cryo_core::chamber::handoff::unknown_placeholder(m.get_ref()) {
-                    return Err(format!(
-                        "{}: [[on_end]] `message`: {{{bad}}} is not a placeholder (use {})",
-                        at(m.span()),
-                        cryo_core::chamber::handoff::PLACEHOLDERS
-                            .iter()
-                            .map(|p| format!("{{{p}}}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
+                    let known: Vec<String> =
+                        cryo_core::chamber::handoff::PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect();
+                    return Err(ConfigError::Invalid {
+                        at: at(m.span()),
+                        message: format!(
+                            "[[on_end]] `message`: {{{bad}}} is not a placeholder (use {})",
+                            known.join(", ")
+                        ),
+                    });
                 }
                 Some(m.into_inner())
             }
@@ -551,7 +664,8 @@ fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, Str
         };
         let max_per_hour = match r.max_per_hour {
             Some(n) if *n.get_ref() == 0 || *n.get_ref() > 60 => {
-                return Err(format!("{}: [[on_end]] `max_per_hour`: {} is outside 1..=60", at(n.span()), n.get_ref()));
+                let message = format!("[[on_end]] `max_per_hour`: {} is outside 1..=60", n.get_ref());
+                return Err(ConfigError::Invalid { at: at(n.span()), message });
             }
             Some(n) => n.into_inner(),
             None => cryo_core::chamber::handoff::DEFAULT_HANDOFFS_PER_HOUR,
@@ -562,33 +676,32 @@ fn on_end(raw: Vec<RawOnEnd>, path: &Path, text: &str) -> Result<Vec<Chain>, Str
 }
 
 /// `session`, `resume_max_age`, `resume_max_sessions`, `resume_max_tokens`.
-fn continuity(raw: &Raw, key_line: &dyn Fn(&str) -> String) -> Result<cryo_core::session::Continuity, String> {
+fn continuity(raw: &Raw, lines: &Lines) -> Result<cryo_core::session::Continuity, ConfigError> {
     use cryo_core::session::Continuity;
     let resume = match raw.session.as_deref() {
         None | Some("fresh") => false,
         Some("resume") => true,
         Some(other) => {
-            return Err(format!(
-                "{}: key `session`: {other:?} is neither \"fresh\" nor \"resume\"",
-                key_line("session")
-            ));
+            return Err(
+                lines.invalid("session", format!("key `session`: {other:?} is neither \"fresh\" nor \"resume\""))
+            );
         }
     };
     let mut c = Continuity { resume, ..Continuity::default() };
     if let Some(age) = raw.resume_max_age.as_deref() {
         c.max_age =
             cryo_core::time::parse_duration(age).filter(|d| *d > chrono::Duration::zero()).ok_or_else(|| {
-                format!(
-                    "{}: key `resume_max_age`: {age:?} is not a duration (such as \"90m\" or \"4h\")",
-                    key_line("resume_max_age")
+                lines.invalid(
+                    "resume_max_age",
+                    format!("key `resume_max_age`: {age:?} is not a duration (such as \"90m\" or \"4h\")"),
                 )
             })?;
     }
     if let Some(n) = raw.resume_max_sessions {
         if n == 0 {
-            return Err(format!(
-                "{}: key `resume_max_sessions`: 0 would never resume (say session = \"fresh\")",
-                key_line("resume_max_sessions")
+            return Err(lines.invalid(
+                "resume_max_sessions",
+                "key `resume_max_sessions`: 0 would never resume (say session = \"fresh\")".into(),
             ));
         }
         c.max_sessions = n;

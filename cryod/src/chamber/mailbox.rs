@@ -94,6 +94,21 @@ pub struct Stored {
     pub when: DateTime<Utc>,
 }
 
+/// Why a message file is not read (the `.reason` beside a rejected one).
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// A link, a folder or a FIFO stands at its name.
+    #[error("{0}, not a regular file (links and folders are not read)")]
+    NotPlain(&'static str),
+    #[error("{0}")]
+    File(FileError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Too large, or not a message.
+    #[error("{0}")]
+    Message(#[from] message::MessageError),
+}
+
 /// A chamber's mailbox.
 #[derive(Debug, Clone)]
 pub struct Mailbox {
@@ -154,7 +169,7 @@ impl Mailbox {
                 Err(_) if self.gone(f, &name) => {}
                 Err(reason) => {
                     if f == Folder::Inbox {
-                        self.reject(f, &name, &reason);
+                        self.reject(f, &name, &reason.to_string());
                     } else {
                         tracing::warn!(file = %name, %reason, "skipping an unreadable message");
                     }
@@ -189,25 +204,25 @@ impl Mailbox {
         self.open().ok().and_then(|d| d.kind(&Path::new(f.rel()).join(name)).ok()).is_some_and(|k| k.is_none())
     }
 
-    fn read_one(&self, f: Folder, name: &str) -> Result<(Message, DateTime<Utc>), String> {
+    fn read_one(&self, f: Folder, name: &str) -> Result<(Message, DateTime<Utc>), Unreadable> {
         use std::io::Read;
         let rel = Path::new(f.rel()).join(name);
         let max = message::MAX_MESSAGE_BYTES as u64;
-        let file = self.open().map_err(|e| e.to_string())?.open_read(&rel, None).map_err(|e| match e {
-            FileError::NotPlain { what, .. } => format!("{what}, not a regular file (links and folders are not read)"),
-            e => e.to_string(),
+        let file = self.open()?.open_read(&rel, None).map_err(|e| match e {
+            FileError::NotPlain { what, .. } => Unreadable::NotPlain(what),
+            e => Unreadable::File(e),
         })?;
-        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let meta = file.metadata()?;
         if meta.len() > max {
-            return Err(message::MessageError::TooLarge(meta.len() as usize).to_string());
+            return Err(message::MessageError::TooLarge(meta.len() as usize).into());
         }
         let mut bytes = Vec::new();
-        file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+        file.take(max + 1).read_to_end(&mut bytes)?;
         if bytes.len() as u64 > max {
-            return Err(message::MessageError::TooLarge(bytes.len()).to_string());
+            return Err(message::MessageError::TooLarge(bytes.len()).into());
         }
         let mtime = meta.modified().map(DateTime::<Utc>::from).unwrap_or_default();
-        message::parse(&bytes, self.tz).map(|m| (m, mtime)).map_err(|e| e.to_string())
+        Ok((message::parse(&bytes, self.tz)?, mtime))
     }
 
     /// Moves a file to `messages/rejected/` with a `.reason` note beside it.

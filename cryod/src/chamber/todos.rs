@@ -36,46 +36,68 @@ const STATE: &str = ".cryo/state.json";
 const TODO_SPARE: &str = ".cryo/todo.json.prev";
 const STATE_SPARE: &str = ".cryo/state.json.prev";
 
-/// The chamber's folder, or why it cannot be reached (one line).
-fn open(dir: &Path) -> Result<Dir, String> {
-    Dir::open(dir).map_err(|e| e.to_string())
+/// Why `todo.json` (or the state file beside it) cannot be read: one line
+/// naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TodosError {
+    /// The chamber's folder cannot be opened, or a file is not one cryod
+    /// reads (a link, a FIFO, too large).
+    #[error("{0}")]
+    File(#[from] FileError),
+    /// Reading `todo.json` failed (an I/O error).
+    #[error("cannot read {0}")]
+    Unreadable(FileError),
+    /// The state file is not JSON.
+    #[error("{}: not valid JSON: {error}", .path.display())]
+    StateJson { path: PathBuf, error: serde_json::Error },
+    /// The state file's high-water mark is not a number.
+    #[error("{}: `todo_high_water` is not a number", .0.display())]
+    HighWater(PathBuf),
+    /// `todo.json` is not text.
+    #[error("{}: not UTF-8 text", .0.display())]
+    NotUtf8(PathBuf),
+    /// `todo.json` is not a list of TODOs.
+    #[error("{}: {error}", .path.display())]
+    List { path: PathBuf, error: todo::FileError },
 }
 
 /// The id high-water mark; a state file that exists but cannot be read is a
 /// fault (it is never overwritten).
-fn high_water(d: &Dir) -> Result<u64, String> {
-    let Some(bytes) = d.read_if(Path::new(STATE), MAX_STATE_BYTES).map_err(|e| e.to_string())? else {
+fn high_water(d: &Dir) -> Result<u64, TodosError> {
+    let Some(bytes) = d.read_if(Path::new(STATE), MAX_STATE_BYTES)? else {
         return Ok(0);
     };
     let path = d.path().join(STATE);
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
+    let v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(error) => return Err(TodosError::StateJson { path, error }),
+    };
     match v.get("todo_high_water") {
         None => Ok(0),
-        Some(h) => h.as_u64().ok_or_else(|| format!("{}: `todo_high_water` is not a number", path.display())),
+        Some(h) => h.as_u64().ok_or(TodosError::HighWater(path)),
     }
 }
 
 /// `todo.json`'s bytes (none if it is missing); a link, a FIFO or a file
 /// over [`MAX_TODO_BYTES`] is a fault naming it.
-fn read_bytes(d: &Dir) -> Result<Vec<u8>, String> {
+fn read_bytes(d: &Dir) -> Result<Vec<u8>, TodosError> {
     match d.read_if(Path::new(TODO), MAX_TODO_BYTES) {
         Ok(b) => Ok(b.unwrap_or_default()),
-        Err(e @ FileError::Io { .. }) => Err(format!("cannot read {e}")),
-        Err(e) => Err(e.to_string()),
+        Err(e @ FileError::Io { .. }) => Err(TodosError::Unreadable(e)),
+        Err(e) => Err(TodosError::File(e)),
     }
 }
 
-fn parse(d: &Dir, bytes: &[u8], tz: Tz) -> Result<TodoList, String> {
+fn parse(d: &Dir, bytes: &[u8], tz: Tz) -> Result<TodoList, TodosError> {
     let path = d.path().join(TODO);
-    let text = std::str::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-    todo::parse_file(text, tz, high_water(d)?).map_err(|e| format!("{}: {e}", path.display()))
+    let Ok(text) = std::str::from_utf8(bytes) else { return Err(TodosError::NotUtf8(path)) };
+    todo::parse_file(text, tz, high_water(d)?).map_err(|error| TodosError::List { path, error })
 }
 
 /// Reads the list. A missing file is an empty list; a file that does not parse
 /// is an error naming it (and is never overwritten).
-pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, String> {
-    let d = open(dir)?;
+pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, TodosError> {
+    let d = Dir::open(dir)?;
     parse(&d, &read_bytes(&d)?, tz)
 }
 
@@ -128,21 +150,23 @@ pub fn update_with<T, E>(
     durable: bool,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
-    let d = open(dir).map_err(UpdateError::Write)?;
+    let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock_path = dir.join(".cryo/todo.lock");
     lock.lock().map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
     let path = todo_path(dir);
+    // The core's `TodoWriteError` carries the line.
+    let fault = |e: TodosError| UpdateError::Fault(e.to_string());
     for _ in 0..RETRIES {
-        let before = read_bytes(&d).map_err(UpdateError::Fault)?;
-        let mut list = parse(&d, &before, tz).map_err(UpdateError::Fault)?;
+        let before = read_bytes(&d).map_err(fault)?;
+        let mut list = parse(&d, &before, tz).map_err(fault)?;
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
         if list == old {
             return Ok((value, list, None));
         }
         // Nobody may have changed the file while we computed.
-        if read_bytes(&d).map_err(UpdateError::Fault)? != before {
+        if read_bytes(&d).map_err(fault)? != before {
             continue;
         }
         let written = save_with(&d, &list, tz, durable)
@@ -218,7 +242,8 @@ mod tests {
         std::fs::remove_file(todo_path(dir.path())).unwrap();
         std::fs::create_dir_all(dir.path().join(".cryo")).unwrap();
         std::fs::write(dir.path().join(".cryo/state.json"), "garbage").unwrap();
-        assert!(load(dir.path(), chrono_tz::UTC).unwrap_err().contains("state.json"));
+        let e = load(dir.path(), chrono_tz::UTC).unwrap_err();
+        assert!(matches!(e, TodosError::StateJson { .. }) && e.to_string().contains("state.json"), "{e}");
         assert!(matches!(update(dir.path(), chrono_tz::UTC, add("x")), Err(UpdateError::Fault(_))));
         assert_eq!(std::fs::read_to_string(dir.path().join(".cryo/state.json")).unwrap(), "garbage");
     }

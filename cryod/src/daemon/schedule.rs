@@ -23,6 +23,17 @@ pub struct Planned {
     pub held: Option<String>,
 }
 
+/// Why a chamber's wakes cannot be laid out: one of its files does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unplanned {
+    /// Its `cryo.toml` (for the zone and the pre-check).
+    #[error(transparent)]
+    Config(#[from] chamber_config::ConfigError),
+    /// Its `todo.json`.
+    #[error(transparent)]
+    Todos(#[from] todos::TodosError),
+}
+
 impl Daemon {
     /// The next `count` wakes of one chamber, or of every chamber on one
     /// time line; and one line for each chamber whose files cannot be read.
@@ -56,7 +67,7 @@ fn planned(
     now: chrono::DateTime<chrono::Utc>,
     system: Tz,
     count: usize,
-) -> Result<Vec<Planned>, String> {
+) -> Result<Vec<Planned>, Unplanned> {
     let root = std::path::Path::new(&v.record.path);
     let config = chamber_config::load(root, system)?.config;
     let list = todos::load(root, config.timezone)?;

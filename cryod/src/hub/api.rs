@@ -3,7 +3,6 @@
 //! `cryoctl --json`.
 
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use cryo_proto::json as j;
 use serde::Deserialize;
@@ -26,18 +25,10 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match &self.0 {
-            Error::Invalid(_) => StatusCode::BAD_REQUEST,
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Precondition(_) => StatusCode::CONFLICT,
-            Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(m) => {
-                tracing::error!(error = %m, "hub request failed");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        (status, axum::Json(json!({ "error": self.0.to_string() }))).into_response()
+        if let Error::Internal(m) = &self.0 {
+            tracing::error!(error = %m, "hub request failed");
+        }
+        (self.0.http_status(), axum::Json(json!({ "error": self.0.to_string() }))).into_response()
     }
 }
 
@@ -315,7 +306,7 @@ pub(super) struct PushBody {
 /// the devices subscribed (their names and push services, never their keys).
 pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
     let notifiers = &hub.daemon.shared().notifiers;
-    let key = notifiers.push_key().map_err(Error::Internal)?;
+    let key = notifiers.push_key().map_err(Error::from)?;
     let subs: Vec<Value> = notifiers
         .devices()
         .iter()
@@ -331,7 +322,7 @@ pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
 /// `POST /api/push`: subscribes a device (replacing one with the same endpoint).
 pub(super) async fn push_add(State(hub): State<Hub>, axum::Json(b): axum::Json<PushBody>) -> ApiResult {
     let sub = crate::notifier::webpush::Subscription { endpoint: b.endpoint, keys: b.keys, name: b.name };
-    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::Invalid)?;
+    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::from)?;
     Ok(axum::Json(json!({ "subscriptions": n })))
 }
 
@@ -342,7 +333,7 @@ pub(super) struct PushRemove {
 
 /// `DELETE /api/push`: forgets a device.
 pub(super) async fn push_remove(State(hub): State<Hub>, axum::Json(b): axum::Json<PushRemove>) -> ApiResult {
-    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::Internal)? {
+    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::from)? {
         Some(n) => Ok(axum::Json(json!({ "subscriptions": n }))),
         None => Err(Error::NotFound("no device with that endpoint".into()).into()),
     }

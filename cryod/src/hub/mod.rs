@@ -273,12 +273,24 @@ fn metrics_response(daemon: &Daemon, headers: &HeaderMap) -> Response {
     r
 }
 
+/// Why the metrics endpoint does not listen.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address cannot be bound (taken, not this machine's).
+    #[error("cannot listen on {bind} for metrics: {error}")]
+    Bind { bind: String, error: std::io::Error },
+    /// The socket bound does not say its address.
+    #[error("{0}")]
+    Address(std::io::Error),
+}
+
 /// Serves `GET /metrics` alone, without a token, on `bind` (a loopback
 /// address: `[metrics] listen` in `cryod.toml`), until shutdown.
-pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, String> {
-    let listener =
-        tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("cannot listen on {bind} for metrics: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, ListenError> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|error| ListenError::Bind { bind: bind.to_string(), error })?;
+    let addr = listener.local_addr().map_err(ListenError::Address)?;
     let app = Router::new()
         .route("/metrics", get(|State(d): State<Daemon>, h: HeaderMap| async move { metrics_response(&d, &h) }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })

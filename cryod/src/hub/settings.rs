@@ -51,10 +51,24 @@ impl Kind {
     }
 }
 
+/// Why the page's settings cannot be read from, or written into, the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The file is not TOML (the parser's first line).
+    #[error("{}", one_line(.0))]
+    Toml(#[from] toml_edit::TomlError),
+    /// A key the page may not set.
+    #[error("`{0}` is not a setting the hub changes ({known})", known = KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "))]
+    NotASetting(String),
+    /// A value of the wrong type for its key.
+    #[error("`{key}` takes {} {}, not {value}", article(*.kind), .kind.name())]
+    WrongType { key: String, kind: Kind, value: Value },
+}
+
 /// The settable keys as the file has them (`null`: not set, the default
 /// applies), and the provider's name and env names.
-pub fn read(text: &str) -> Result<Value, String> {
-    let doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| one_line(&e))?;
+pub fn read(text: &str) -> Result<Value, SettingsError> {
+    let doc: DocumentMut = text.parse()?;
     let mut keys = Vec::new();
     for (key, kind) in KEYS {
         let value = match doc.get(key).and_then(Item::as_value) {
@@ -77,12 +91,11 @@ pub fn read(text: &str) -> Result<Value, String> {
 
 /// `text` with `changes` applied (a `null` value removes the key: the
 /// default applies); everything else stays as written.
-pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, String> {
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| one_line(&e))?;
+pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, SettingsError> {
+    let mut doc: DocumentMut = text.parse()?;
     for (key, value) in changes {
         let Some((_, kind)) = KEYS.iter().find(|(k, _)| k == key) else {
-            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-            return Err(format!("`{key}` is not a setting the hub changes ({})", known.join(", ")));
+            return Err(SettingsError::NotASetting(key.clone()));
         };
         let new = match (kind, value) {
             (_, Value::Null) => {
@@ -94,7 +107,7 @@ pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, Strin
                 toml_edit::value(n.as_i64().unwrap_or_default())
             }
             (Kind::Bool, Value::Bool(b)) => toml_edit::value(*b),
-            (kind, v) => return Err(format!("`{key}` takes {} {}, not {v}", article(*kind), kind.name())),
+            (kind, v) => return Err(SettingsError::WrongType { key: key.clone(), kind: *kind, value: v.clone() }),
         };
         match doc.get_mut(key) {
             // Keep the line's comment and spacing: change only the value.
@@ -129,7 +142,8 @@ fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
 /// The chamber's `cryo.toml`, read off the runtime's workers.
 async fn read_text(dir: &Path) -> Result<String, Error> {
     let dir = dir.to_path_buf();
-    crate::chamber::blocking(move || crate::chamber::config::read_text(&dir)).await?.map_err(Error::Precondition)
+    let text = crate::chamber::blocking(move || crate::chamber::config::read_text(&dir)).await?;
+    text.map_err(|e| Error::Precondition(e.to_string()))
 }
 
 /// `GET /api/chambers/NAME/settings`.
@@ -150,10 +164,10 @@ pub(super) async fn put(
     let (path, dir) = config_path(&hub, &name)?;
     let _one_writer = hub.settings.lock().await;
     let text = read_text(&dir).await?;
-    let new = rewrite(&text, &changes).map_err(Error::Invalid)?;
+    let new = rewrite(&text, &changes).map_err(|e| Error::Invalid(e.to_string()))?;
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_tz();
-    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(Error::Invalid)?;
+    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| Error::Invalid(e.to_string()))?;
     // The operator is the one acting: what the file will say of the keys
     // they changed is accepted first, so the chamber is never held for it
     // (and refused while other keys have changes not accepted).
@@ -173,7 +187,7 @@ pub(super) async fn put(
         // the chamber is held until the operator looks.
         return Err(e.into());
     }
-    Ok(axum::Json(read(&new).map_err(Error::Internal)?))
+    Ok(axum::Json(read(&new).map_err(|e| Error::Internal(e.to_string()))?))
 }
 
 #[cfg(test)]
@@ -219,10 +233,11 @@ mod tests {
     #[test]
     fn wrong_keys_and_types_are_one_line() {
         let e = rewrite(FILE, &changes(json!({ "provider": "x" }))).unwrap_err();
-        assert!(e.starts_with("`provider` is not a setting the hub changes"), "{e}");
+        assert!(matches!(e, SettingsError::NotASetting(_)), "{e}");
+        assert!(e.to_string().starts_with("`provider` is not a setting the hub changes"), "{e}");
         let e = rewrite(FILE, &changes(json!({ "max_session_duration": "long" }))).unwrap_err();
-        assert_eq!(e, "`max_session_duration` takes an integer, not \"long\"");
-        assert!(rewrite("agent = ", &Map::new()).unwrap_err().lines().count() == 1);
+        assert_eq!(e.to_string(), "`max_session_duration` takes an integer, not \"long\"");
+        assert!(rewrite("agent = ", &Map::new()).unwrap_err().to_string().lines().count() == 1);
     }
 
     #[test]
@@ -231,6 +246,6 @@ mod tests {
         assert!(new.contains("sandbox = \"bwrap\"\n") && new.contains("memory_max = \"2G\"\n"), "{new}");
         assert!(new.contains("cpu_weight = 50\n"), "{new}");
         let e = rewrite(FILE, &changes(json!({ "cpu_weight": "high" }))).unwrap_err();
-        assert_eq!(e, "`cpu_weight` takes an integer, not \"high\"");
+        assert_eq!(e.to_string(), "`cpu_weight` takes an integer, not \"high\"");
     }
 }

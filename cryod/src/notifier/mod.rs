@@ -15,7 +15,10 @@ use chrono_tz::Tz;
 
 use crate::config::NotifierConfig;
 
+mod error;
 pub mod webpush;
+
+pub use error::{Error, Refused};
 
 /// Deliveries kept for `notify log`.
 const LOG_KEPT: usize = 500;
@@ -147,13 +150,13 @@ impl Notifiers {
 
     /// Sends `event` through the notifier named `name` (or all), past
     /// quiet hours, rate and filters; waits for each result.
-    pub async fn test(&self, name: Option<&str>, event: Event, tz: Tz) -> Result<Vec<Delivery>, String> {
+    pub async fn test(&self, name: Option<&str>, event: Event, tz: Tz) -> Result<Vec<Delivery>, Error> {
         let chosen: Vec<usize> =
             (0..self.list.len()).filter(|i| name.is_none_or(|n| self.list[*i].name == n)).collect();
         if chosen.is_empty() {
             return Err(match name {
-                Some(n) => format!("no notifier named {n:?} in cryod.toml"),
-                None => "no [[notify]] in cryod.toml".into(),
+                Some(n) => Error::NoNotifier(n.to_string()),
+                None => Error::NoNotifiers,
             });
         }
         let runs = chosen.into_iter().map(|i| {
@@ -174,7 +177,7 @@ impl Notifiers {
 
     /// The VAPID public key (made on first use): a page's
     /// `applicationServerKey`.
-    pub fn push_key(&self) -> Result<String, String> {
+    pub fn push_key(&self) -> Result<String, Error> {
         Ok(webpush::Vapid::load_or_make(&self.state_dir)?.public())
     }
 
@@ -186,8 +189,8 @@ impl Notifiers {
 
     /// Subscribes a device (replacing one with the same endpoint); returns
     /// how many there are.
-    pub fn subscribe(&self, sub: webpush::Subscription) -> Result<usize, String> {
-        webpush::check(&sub)?;
+    pub fn subscribe(&self, sub: webpush::Subscription) -> Result<usize, Error> {
+        webpush::check(&sub).map_err(Error::Subscription)?;
         self.change_devices(|subs| {
             subs.retain(|s| s.endpoint != sub.endpoint);
             subs.push(sub);
@@ -196,7 +199,7 @@ impl Notifiers {
 
     /// Forgets the devices at these endpoints; returns how many are left,
     /// or `None` if none of them was subscribed.
-    pub fn unsubscribe(&self, endpoints: &[String]) -> Result<Option<usize>, String> {
+    pub fn unsubscribe(&self, endpoints: &[String]) -> Result<Option<usize>, Error> {
         let mut found = false;
         let left = self.change_devices(|subs| {
             let before = subs.len();
@@ -206,7 +209,7 @@ impl Notifiers {
         Ok(found.then_some(left))
     }
 
-    fn change_devices(&self, change: impl FnOnce(&mut Vec<webpush::Subscription>)) -> Result<usize, String> {
+    fn change_devices(&self, change: impl FnOnce(&mut Vec<webpush::Subscription>)) -> Result<usize, Error> {
         let _one = self.devices.lock().expect("devices lock");
         let mut subs = webpush::subscriptions(&self.state_dir);
         change(&mut subs);
@@ -217,10 +220,10 @@ impl Notifiers {
     /// `webpush`: the notice to every subscribed device, encrypted for
     /// each; a device its push service no longer knows (404, 410) is
     /// forgotten.
-    async fn push(&self, c: &NotifierConfig, e: &Event) -> Result<String, String> {
+    async fn push(&self, c: &NotifierConfig, e: &Event) -> Result<String, Error> {
         let subs = self.devices();
         if subs.is_empty() {
-            return Err("no device is subscribed (the hub's \"notify this device\")".into());
+            return Err(Error::NoDevice);
         }
         let vapid = webpush::Vapid::load_or_make(&self.state_dir)?;
         let mut body: String = e.body.chars().take(1000).collect();
@@ -262,14 +265,14 @@ impl Notifiers {
                 "{sent} device(s){}",
                 if gone.is_empty() { String::new() } else { format!(", {} gone and forgotten", gone.len()) }
             )),
-            (0, false) => Err(errors.join("; ")),
+            (0, false) => Err(Error::Devices(errors)),
             (_, false) => Ok(format!("{sent} device(s); failed: {}", errors.join("; "))),
         }
     }
 
     /// One heartbeat: a POST to `url`; whether it was taken.
-    pub async fn ping(&self, url: &str) -> Result<(), String> {
-        let r = self.http.post(url).body("").send().await.map_err(|x| x.without_url().to_string())?;
+    pub async fn ping(&self, url: &str) -> Result<(), Error> {
+        let r = self.http.post(url).body("").send().await.map_err(http)?;
         status(r.status()).map(|_| ())
     }
 
@@ -340,11 +343,11 @@ impl Notifiers {
         Some(self.record(d))
     }
 
-    async fn send(&self, one: &One, e: &Event) -> Result<String, String> {
+    async fn send(&self, one: &One, e: &Event) -> Result<String, Error> {
         let c = &one.config;
         match c.kind.as_str() {
             "webhook" => {
-                let body = serde_json::to_vec(e).map_err(|x| x.to_string())?;
+                let body = serde_json::to_vec(e)?;
                 let key = read_secret(c.secret_file.as_deref().unwrap_or_default())?;
                 let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes()), &body);
                 let sig = hex::encode(tag);
@@ -360,7 +363,7 @@ impl Notifiers {
                     .body(body)
                     .send()
                     .await
-                    .map_err(|x| x.without_url().to_string())?;
+                    .map_err(http)?;
                 status(r.status())
             }
             "ntfy" => {
@@ -377,7 +380,7 @@ impl Notifiers {
                 if let Some(f) = c.token_file.as_deref() {
                     r = r.bearer_auth(read_secret(f)?);
                 }
-                let r = r.send().await.map_err(|x| x.without_url().to_string())?;
+                let r = r.send().await.map_err(http)?;
                 status(r.status())
             }
             "email" => send_email(c, e).await,
@@ -436,8 +439,14 @@ fn priority(kind: &str) -> &'static str {
     }
 }
 
-fn status(s: reqwest::StatusCode) -> Result<String, String> {
-    if s.is_success() { Ok(format!("HTTP {}", s.as_u16())) } else { Err(format!("HTTP {}", s.as_u16())) }
+/// A request that got no answer, without its URL (a webhook's may hold a
+/// token).
+fn http(x: reqwest::Error) -> Error {
+    Error::Http(x.without_url())
+}
+
+fn status(s: reqwest::StatusCode) -> Result<String, Error> {
+    if s.is_success() { Ok(format!("HTTP {}", s.as_u16())) } else { Err(Error::Status(s.as_u16())) }
 }
 
 /// A header value of one line: printable ASCII as it is, anything else
@@ -452,36 +461,35 @@ fn header_text(s: &str) -> String {
 }
 
 /// A credential from a file only its owner may read (`~/` is the home).
-fn read_secret(path: &str) -> Result<String, String> {
+fn read_secret(path: &str) -> Result<String, Error> {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
     let path = cryo_sync::creds::expand(path, &home, &home);
-    Ok(cryo_sync::creds::read_secret(&path)?.trim().to_string())
+    Ok(cryo_sync::creds::read_secret(&path).map_err(Error::Secret)?.trim().to_string())
 }
 
 /// `email`: one message to every recipient, over SMTP with STARTTLS or
 /// TLS (lettre, rustls with the system's roots), logging in with the
 /// credentials file if there is one.
-async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
+async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, Error> {
     use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-    let from: lettre::message::Mailbox =
-        c.from.as_deref().unwrap_or_default().parse().map_err(|x| format!("`from`: {x}"))?;
+    let from: lettre::message::Mailbox = c.from.as_deref().unwrap_or_default().parse().map_err(Error::From)?;
     // One Message-ID per event: a mail client groups a retried delivery
     // with the first.
     let event: String = e.id.chars().map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '.' }).collect();
     let id = format!("<cryo.{event}@{}>", from.email.domain());
     let mut m = Message::builder().from(from).subject(&e.title).message_id(Some(id));
     for to in &c.to {
-        m = m.to(to.parse().map_err(|x| format!("`to` {to:?}: {x}"))?);
+        m = m.to(to.parse().map_err(|error| Error::To { to: to.clone(), error })?);
     }
     let link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
     let body = format!("{}\n\n{}{link}\n\n(cryo event {}, id {})\n", e.title, e.body, e.kind, e.id);
     // A MIME part: MIME-Version, text/plain in UTF-8, encoded for 7-bit relays.
-    let message = m.singlepart(lettre::message::SinglePart::plain(body)).map_err(|x| x.to_string())?;
+    let message = m.singlepart(lettre::message::SinglePart::plain(body))?;
     let (host, port) = c.smtp_addr()?;
     let builder = match c.tls.as_deref().unwrap_or("starttls") {
-        "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(host).map_err(|x| x.to_string())?,
+        "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(host)?,
         "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host),
-        _ => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host).map_err(|x| x.to_string())?,
+        _ => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host)?,
     };
     let mut builder = builder.port(port).timeout(Some(ATTEMPT_TIMEOUT));
     if let Some(f) = c.credentials_file.as_deref() {
@@ -491,15 +499,15 @@ async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, String> {
         builder =
             builder.credentials(lettre::transport::smtp::authentication::Credentials::new(user.into(), pass.into()));
     }
-    let r = builder.build().send(message).await.map_err(|x| x.to_string())?;
+    let r = builder.build().send(message).await?;
     Ok(format!("SMTP {}", r.code()))
 }
 
 /// `command`: `sh -c` (through the pre-checks' runner: its own process
 /// group, output captured, a time limit), the event in `CRYO_*` variables
 /// and as JSON on standard input; exit 0 is delivered.
-async fn run_command(command: &str, e: &Event) -> Result<String, String> {
-    let json = serde_json::to_vec(e).map_err(|x| x.to_string())?;
+async fn run_command(command: &str, e: &Event) -> Result<String, Error> {
+    let json = serde_json::to_vec(e)?;
     let env = [
         ("CRYO_EVENT", &e.kind),
         ("CRYO_EVENT_ID", &e.id),
@@ -513,7 +521,7 @@ async fn run_command(command: &str, e: &Event) -> Result<String, String> {
     .collect();
     match crate::agent::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
         crate::agent::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
-        failed => Err(failed.failure()),
+        failed => Err(Error::Command(failed.failure())),
     }
 }
 

@@ -13,6 +13,8 @@ use ring::rand::SecureRandom;
 use ring::{aead, agreement, hkdf, rand, signature};
 use serde::{Deserialize, Serialize};
 
+use super::{Error, Refused};
+
 /// A browser's push subscription, as `PushSubscription.toJSON()` gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Subscription {
@@ -23,6 +25,7 @@ pub struct Subscription {
     pub name: String,
 }
 
+/// A subscription's keys: what a notice is encrypted for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Keys {
     /// The browser's P-256 public key, uncompressed, base64url.
@@ -44,39 +47,44 @@ impl hkdf::KeyType for Len {
     }
 }
 
-fn expand(prk: &hkdf::Prk, info: &[&[u8]], len: usize) -> Result<Vec<u8>, String> {
+fn expand(prk: &hkdf::Prk, info: &[&[u8]], len: usize) -> Result<Vec<u8>, Error> {
     let mut out = vec![0u8; len];
-    prk.expand(info, Len(len)).and_then(|okm| okm.fill(&mut out)).map_err(|_| "HKDF failed".to_string())?;
+    prk.expand(info, Len(len)).and_then(|okm| okm.fill(&mut out)).map_err(|_| Error::Crypto("HKDF failed"))?;
     Ok(out)
 }
 
+/// A failure of the cryptography, whatever ring's error: `why` says which step.
+fn crypto<E>(why: &'static str) -> impl FnOnce(E) -> Error {
+    move |_| Error::Crypto(why)
+}
+
 /// The body for `sub`: `payload` encrypted as RFC 8291 says.
-pub fn encrypt(sub: &Subscription, payload: &[u8]) -> Result<Vec<u8>, String> {
+pub fn encrypt(sub: &Subscription, payload: &[u8]) -> Result<Vec<u8>, Error> {
     let rng = rand::SystemRandom::new();
-    let ua_public = B64.decode(sub.keys.p256dh.trim_end_matches('=')).map_err(|_| "p256dh is not base64url")?;
-    let auth = B64.decode(sub.keys.auth.trim_end_matches('=')).map_err(|_| "auth is not base64url")?;
+    let ua_public = B64.decode(sub.keys.p256dh.trim_end_matches('=')).map_err(crypto("p256dh is not base64url"))?;
+    let auth = B64.decode(sub.keys.auth.trim_end_matches('=')).map_err(crypto("auth is not base64url"))?;
     if ua_public.len() != 65 || auth.len() != 16 {
-        return Err("the subscription's keys have the wrong length".into());
+        return Err(Error::Crypto("the subscription's keys have the wrong length"));
     }
-    let mine = agreement::EphemeralPrivateKey::generate(&agreement::ECDH_P256, &rng).map_err(|_| "no key")?;
-    let as_public = mine.compute_public_key().map_err(|_| "no key")?.as_ref().to_vec();
+    let mine = agreement::EphemeralPrivateKey::generate(&agreement::ECDH_P256, &rng).map_err(crypto("no key"))?;
+    let as_public = mine.compute_public_key().map_err(crypto("no key"))?.as_ref().to_vec();
     let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, &ua_public);
     let ecdh =
-        agreement::agree_ephemeral(mine, &peer, |s| s.to_vec()).map_err(|_| "the browser's key is not on P-256")?;
+        agreement::agree_ephemeral(mine, &peer, |s| s.to_vec()).map_err(crypto("the browser's key is not on P-256"))?;
     // IKM = HKDF(auth, ecdh, "WebPush: info" 0 ua_public as_public, 32)
     let prk_key = hkdf::Salt::new(hkdf::HKDF_SHA256, &auth).extract(&ecdh);
     let ikm = expand(&prk_key, &[b"WebPush: info\0", &ua_public, &as_public], 32)?;
     let mut salt = [0u8; 16];
-    rng.fill(&mut salt).map_err(|_| "no randomness")?;
+    rng.fill(&mut salt).map_err(crypto("no randomness"))?;
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &salt).extract(&ikm);
     let cek = expand(&prk, &[b"Content-Encoding: aes128gcm\0"], 16)?;
     let nonce = expand(&prk, &[b"Content-Encoding: nonce\0"], 12)?;
     // One record: the payload, then the last record's delimiter.
     let mut record = payload.to_vec();
     record.push(2);
-    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).map_err(|_| "bad key")?);
-    let nonce = aead::Nonce::try_assume_unique_for_key(&nonce).map_err(|_| "bad nonce")?;
-    key.seal_in_place_append_tag(nonce, aead::Aad::empty(), &mut record).map_err(|_| "cannot encrypt")?;
+    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).map_err(crypto("bad key"))?);
+    let nonce = aead::Nonce::try_assume_unique_for_key(&nonce).map_err(crypto("bad nonce"))?;
+    key.seal_in_place_append_tag(nonce, aead::Aad::empty(), &mut record).map_err(crypto("cannot encrypt"))?;
     let mut body = Vec::with_capacity(16 + 4 + 1 + 65 + record.len());
     body.extend_from_slice(&salt);
     body.extend_from_slice(&RECORD_SIZE.to_be_bytes());
@@ -93,21 +101,21 @@ pub struct Vapid {
 
 impl Vapid {
     /// Reads the key from `dir/vapid.pk8`, or makes it.
-    pub fn load_or_make(dir: &Path) -> Result<Vapid, String> {
+    pub fn load_or_make(dir: &Path) -> Result<Vapid, Error> {
         let rng = rand::SystemRandom::new();
         let path = dir.join("vapid.pk8");
         let pk8 = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let doc = signature::EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-                    .map_err(|_| "cannot make a VAPID key")?;
-                crate::chamber::write_secret(&path, doc.as_ref()).map_err(|e| format!("{}: {e}", path.display()))?;
+                    .map_err(|_| Error::Crypto("cannot make a VAPID key"))?;
+                crate::chamber::write_secret(&path, doc.as_ref()).map_err(Error::io(&path))?;
                 doc.as_ref().to_vec()
             }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(Error::io(&path)(e)),
         };
         let pair = signature::EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &pk8, &rng)
-            .map_err(|e| format!("{}: not a P-256 key: {e}", path.display()))?;
+            .map_err(|error| Error::Key { path: path.clone(), error })?;
         Ok(Vapid { pair })
     }
 
@@ -120,32 +128,33 @@ impl Vapid {
 
     /// `Authorization: vapid t=JWT, k=KEY` for a push to `endpoint`, valid
     /// for 12 hours from `now` (Unix seconds).
-    pub fn authorization(&self, endpoint: &str, now: i64, contact: &str) -> Result<String, String> {
-        let url = reqwest::Url::parse(endpoint).map_err(|e| format!("the endpoint: {e}"))?;
+    pub fn authorization(&self, endpoint: &str, now: i64, contact: &str) -> Result<String, Error> {
+        let url = reqwest::Url::parse(endpoint).map_err(Error::Endpoint)?;
         let aud = url.origin().ascii_serialization();
         let header = B64.encode(br#"{"typ":"JWT","alg":"ES256"}"#);
         let claims = serde_json::json!({ "aud": aud, "exp": now + 12 * 3600, "sub": contact });
         let claims = B64.encode(claims.to_string());
         let signed = format!("{header}.{claims}");
-        let sig = self.pair.sign(&rand::SystemRandom::new(), signed.as_bytes()).map_err(|_| "cannot sign")?;
+        let sig =
+            self.pair.sign(&rand::SystemRandom::new(), signed.as_bytes()).map_err(|_| Error::Crypto("cannot sign"))?;
         Ok(format!("vapid t={signed}.{}, k={}", B64.encode(sig.as_ref()), self.public()))
     }
 }
 
 /// What a page may subscribe: an https push service (or one on this
 /// machine, for tests and local services) and keys of the right size.
-pub fn check(sub: &Subscription) -> Result<(), String> {
-    let url = reqwest::Url::parse(&sub.endpoint).map_err(|e| format!("`endpoint`: {e}"))?;
+pub fn check(sub: &Subscription) -> Result<(), Refused> {
+    let url = reqwest::Url::parse(&sub.endpoint).map_err(Refused::Endpoint)?;
     let local = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
     if url.scheme() != "https" && !(url.scheme() == "http" && local) {
-        return Err("`endpoint` must be an https URL".into());
+        return Err(Refused::NotHttps);
     }
     let len = |s: &str| B64.decode(s.trim_end_matches('=')).map(|b| b.len()).unwrap_or(0);
     if len(&sub.keys.p256dh) != 65 || len(&sub.keys.auth) != 16 {
-        return Err("`keys`: p256dh must be a 65-byte P-256 key and auth 16 bytes, base64url".into());
+        return Err(Refused::Keys);
     }
     if sub.name.chars().count() > 100 {
-        return Err("`name` is over 100 characters".into());
+        return Err(Refused::Name);
     }
     Ok(())
 }
@@ -155,12 +164,14 @@ pub fn subscriptions_path(dir: &Path) -> PathBuf {
     dir.join("push-subscriptions.json")
 }
 
+/// The devices subscribed (none if the file is missing or unreadable).
 pub fn subscriptions(dir: &Path) -> Vec<Subscription> {
     std::fs::read(subscriptions_path(dir)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
-pub fn save_subscriptions(dir: &Path, subs: &[Subscription]) -> Result<(), String> {
+/// Replaces the subscriptions file (0600) with `subs`.
+pub fn save_subscriptions(dir: &Path, subs: &[Subscription]) -> Result<(), Error> {
     let path = subscriptions_path(dir);
-    let text = serde_json::to_vec_pretty(subs).map_err(|e| e.to_string())?;
-    crate::chamber::write_secret(&path, &text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = serde_json::to_vec_pretty(subs)?;
+    crate::chamber::write_secret(&path, &text).map_err(Error::io(&path))
 }

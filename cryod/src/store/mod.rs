@@ -42,6 +42,15 @@ pub enum StoreError {
     /// writer got its fence: nothing was written.
     #[error("fenced: chamber {chamber} was taken by another owner (our fence {fence})")]
     Fenced { chamber: i64, fence: i64 },
+    /// `[store] url` or `--store` is empty.
+    #[error("the store URL is empty")]
+    EmptyUrl,
+    /// A PostgreSQL URL (or key=value string) that does not parse.
+    #[error("{url:?} is not a PostgreSQL connection string: {error}")]
+    NotPostgres { url: String, error: tokio_postgres::Error },
+    /// A SQLite store at a relative path.
+    #[error("{0:?}: a SQLite store needs an absolute path (or use postgres://…)")]
+    RelativeSqlite(String),
 }
 
 impl StoreError {
@@ -397,20 +406,20 @@ pub enum Location {
 impl Location {
     /// Reads a store URL: `postgres://`, `postgresql://` or a key=value
     /// string are PostgreSQL; `sqlite://PATH` or a plain path is SQLite.
-    pub fn parse(url: &str) -> Result<Location, String> {
+    pub fn parse(url: &str) -> Result<Location, StoreError> {
         let url = url.trim();
         if url.is_empty() {
-            return Err("the store URL is empty".into());
+            return Err(StoreError::EmptyUrl);
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains('=') {
             return url
                 .parse::<tokio_postgres::Config>()
                 .map(|_| Location::Postgres(url.to_string()))
-                .map_err(|e| format!("{url:?} is not a PostgreSQL connection string: {e}"));
+                .map_err(|error| StoreError::NotPostgres { url: url.to_string(), error });
         }
         let path = url.strip_prefix("sqlite://").unwrap_or(url);
         if !path.starts_with('/') {
-            return Err(format!("{url:?}: a SQLite store needs an absolute path (or use postgres://…)"));
+            return Err(StoreError::RelativeSqlite(url.to_string()));
         }
         Ok(Location::Sqlite(path.into()))
     }
@@ -426,8 +435,10 @@ mod tests {
         assert_eq!(Location::parse("sqlite:///var/x.sqlite").unwrap(), Location::Sqlite("/var/x.sqlite".into()));
         assert!(matches!(Location::parse("postgres://u@h/db").unwrap(), Location::Postgres(_)));
         assert!(matches!(Location::parse("host=/tmp/pg user=cryo").unwrap(), Location::Postgres(_)));
-        assert!(Location::parse("relative.sqlite").unwrap_err().contains("absolute"));
-        assert!(Location::parse("host=/tmp port=x").unwrap_err().contains("not a PostgreSQL"));
-        assert!(Location::parse(" ").is_err());
+        let e = Location::parse("relative.sqlite").unwrap_err();
+        assert!(matches!(e, StoreError::RelativeSqlite(_)) && e.to_string().contains("absolute"), "{e}");
+        let e = Location::parse("host=/tmp port=x").unwrap_err();
+        assert!(matches!(e, StoreError::NotPostgres { .. }) && e.to_string().contains("not a PostgreSQL"), "{e}");
+        assert!(matches!(Location::parse(" "), Err(StoreError::EmptyUrl)));
     }
 }

@@ -82,7 +82,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     // another's): its work runs again. The outbox is read only then.
     let rerun = (last.as_ref().filter(|_| !begun_again))
         .and_then(|s| chamber::Rerun::after(s.number, s.outcome.as_deref(), || outgoing(&mailbox)));
-    let todos = todos::load(&root, tz);
+    // The machine takes the fault as its line.
+    let todos = todos::load(&root, tz).map_err(|e| e.to_string());
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }

@@ -430,7 +430,7 @@ impl Sup {
                     return;
                 }
                 self.todos_written = None;
-                Input::TodosChanged(todos::load(&self.root, self.machine.tz()))
+                Input::TodosChanged(todos::load(&self.root, self.machine.tz()).map_err(|e| e.to_string()))
             }
             Event::Watched(Change::Config) => match self.read_config() {
                 Some((config, warnings)) => Input::ConfigChanged { config, warnings },
@@ -502,7 +502,7 @@ impl Sup {
     }
 
     async fn reload_todos(&mut self) {
-        let todos = todos::load(&self.root, self.machine.tz());
+        let todos = todos::load(&self.root, self.machine.tz()).map_err(|e| e.to_string());
         if self.machine.todos() != Some(todos.as_ref()) {
             if let Err(e) = &todos {
                 tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
@@ -550,7 +550,8 @@ pub(super) fn load_config(
     accepted: Option<&Trusted>,
 ) -> (std::result::Result<ChamberConfig, String>, Vec<String>, Option<Trusted>) {
     let mut read = None;
-    let loaded = chamber_config::load(root, shared.system_tz()).and_then(|l| {
+    // The text goes into the machine's settings (a core type): a string.
+    let loaded = chamber_config::load(root, shared.system_tz()).map_err(|e| e.to_string()).and_then(|l| {
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {

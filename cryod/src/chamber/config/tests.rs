@@ -3,8 +3,13 @@
 
 use super::*;
 
-fn p(text: &str) -> Result<Loaded, String> {
+fn p(text: &str) -> Result<Loaded, ConfigError> {
     parse(Path::new("/c/cryo.toml"), text, Path::new("/c"), chrono_tz::UTC)
+}
+
+/// The line a `cryo.toml` of `text` is refused with.
+fn fault(text: &str) -> String {
+    p(text).err().expect("refused").to_string()
 }
 
 /// Paths the agent could put a link on (under its chamber, or a
@@ -46,7 +51,7 @@ fn defaults() {
     assert_eq!(c.max_attempts, 10);
     assert!(c.mcp);
     assert!(!p("mcp = false\n").unwrap().config.mcp);
-    let e = p("mcp = \"no\"\n").err().unwrap();
+    let e = fault("mcp = \"no\"\n");
     assert!(e.starts_with("/c/cryo.toml:1:") && e.contains("mcp"), "{e}");
 }
 
@@ -70,7 +75,7 @@ fn continuity_keys() {
         ("memory_max = \"150%\"\n", 1),
         ("cpu_weight = 0\n", 1),
     ] {
-        let e = p(bad).err().unwrap();
+        let e = fault(bad);
         assert!(e.starts_with(&format!("/c/cryo.toml:{line}:")), "{e}");
     }
 }
@@ -94,15 +99,17 @@ fn seed_files_parse_with_warnings() {
 
 #[test]
 fn errors_name_file_line_and_key() {
-    let e = p("agent = \"x\"\nmax_sesion_duration = 5\n").err().unwrap();
+    let e = fault("agent = \"x\"\nmax_sesion_duration = 5\n");
     assert!(e.starts_with("/c/cryo.toml:2:") && e.contains("max_sesion_duration"), "{e}");
-    let e = p("agent = \"x\"\n[provider]\nenv = { A = 1 }\n").err().unwrap();
+    let e = fault("agent = \"x\"\n[provider]\nenv = { A = 1 }\n");
     assert!(e.starts_with("/c/cryo.toml:3:"), "{e}");
-    let e = p("timezone = \"Mars/Olympus\"\n").err().unwrap();
+    let e = fault("timezone = \"Mars/Olympus\"\n");
     assert!(e.contains("cryo.toml:1") && e.contains("timezone"), "{e}");
-    let e = p("agent = \"x\n").err().unwrap();
+    let e = fault("agent = \"x\n");
     assert!(e.starts_with("/c/cryo.toml:1:"), "{e}");
-    let e = p("[sync.github]\nrepo = \"a/b\"\n").err().unwrap();
+    assert!(matches!(p("agent = \"x\n"), Err(ConfigError::Toml(_))));
+    assert!(matches!(p("max_attempts = 101\n"), Err(ConfigError::Invalid { .. })));
+    let e = fault("[sync.github]\nrepo = \"a/b\"\n");
     assert!(e.contains("discussion"), "{e}");
     assert!(!e.contains('\n'));
 }
@@ -115,15 +122,14 @@ fn on_end_tables() {
     let links: Vec<_> =
         c.on_end.iter().map(|c| (c.link.chamber.as_str(), c.at.as_str(), c.link.max_per_hour)).collect();
     assert_eq!(links, vec![("b", "/c/cryo.toml:2", 6), ("c", "/c/cryo.toml:6", 2)]);
-    let err = |t: &str| p(t).err().unwrap();
     assert_eq!(
-        err("[[on_end]]\nchamber = \"b\"\nwhen = \"often\"\n"),
+        fault("[[on_end]]\nchamber = \"b\"\nwhen = \"often\"\n"),
         "/c/cryo.toml:3: [[on_end]] `when`: \"often\" is none of \"completed\", \"hibernated\", \"failed\", \"any\""
     );
     assert!(
-        err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmessage = \"{sumary}\"\n")
+        fault("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmessage = \"{sumary}\"\n")
             .starts_with("/c/cryo.toml:4: [[on_end]] `message`: {sumary} is not a placeholder")
     );
-    assert!(err("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmax_per_hour = 0\n").starts_with("/c/cryo.toml:4:"));
-    assert!(err("[[on_end]]\nchamber = \"b\"\n").contains("missing field `when`"));
+    assert!(fault("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmax_per_hour = 0\n").starts_with("/c/cryo.toml:4:"));
+    assert!(fault("[[on_end]]\nchamber = \"b\"\n").contains("missing field `when`"));
 }

@@ -29,7 +29,7 @@ use super::{Fence, StoreError};
 
 /// What a job leaves to do once its group's commit is known: sends its
 /// answer (or the commit's error).
-type Answer = Box<dyn FnOnce(&Result<(), String>) + Send>;
+type Answer = Box<dyn FnOnce(&Result<(), rusqlite::Error>) + Send>;
 
 struct Job {
     /// Its commit must reach the disk before it is answered.
@@ -108,10 +108,10 @@ impl Sqlite {
         let (done, wait) = oneshot::channel();
         let run = Box::new(move |conn: &mut Connection| -> Answer {
             let r = f(conn);
-            Box::new(move |committed: &Result<(), String>| {
+            Box::new(move |committed: &Result<(), rusqlite::Error>| {
                 let r = match committed {
                     Ok(()) => r,
-                    Err(e) => Err(StoreError::Commit(e.clone())),
+                    Err(e) => Err(StoreError::Commit(e.to_string())),
                 };
                 let _ = done.send(r);
             })
@@ -165,9 +165,8 @@ fn commit_group(conn: &mut Connection, group: Vec<Job>, full: &mut bool) {
     let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
     let answers: Vec<Answer> = group.into_iter().map(|job| (job.run)(conn)).collect();
     let committed = if began {
-        conn.execute_batch("COMMIT").map_err(|e| {
+        conn.execute_batch("COMMIT").inspect_err(|_| {
             let _ = conn.execute_batch("ROLLBACK");
-            e.to_string()
         })
     } else {
         Ok(())
