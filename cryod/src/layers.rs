@@ -42,8 +42,42 @@ const LAYERS: &[&[&str]] = &[
     &["fuzzing"],
 ];
 
+/// The modules inside the four folders with rooms of their own, lowest
+/// first: a module may use its lower siblings only. The folder's `mod.rs`
+/// holds the folder's own types and is above them all.
+const INNER: &[(&str, &[&[&str]])] = &[
+    // The two stores know nothing of each other.
+    ("store", &[&["sqlite", "postgres"]]),
+    (
+        "supervisor",
+        &[&["budget", "queue"], &["trust", "limits", "replies", "files"], &["boot"], &["ledger"], &["effects"]],
+    ),
+    (
+        "hub",
+        &[
+            &["conn", "markdown", "history", "settings", "guard"],
+            &["attachments", "invites", "hooks"],
+            &["events", "api"],
+        ],
+    ),
+    ("agent", &[&["door", "group", "kinds", "sandbox", "stream"], &["keeper", "precheck"], &["launch"]]),
+];
+
 fn rank(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// The sibling modules one file inside `folder` names: through
+/// `crate::folder::`, or through `super::` from the folder's direct children
+/// (`super::super::` from a grandchild).
+fn inner_uses(src: &str, folder: &str, depth: usize) -> BTreeSet<String> {
+    let code: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let up = "super::".repeat(depth);
+    let as_crate = code.replace(&format!("crate::{folder}::"), "crate::");
+    let as_super = if depth == 0 { String::new() } else { code.replace(&up, "crate::") };
+    let mut out = uses(&as_crate);
+    out.extend(uses(&as_super));
+    out
 }
 
 /// The top-level modules one source file names through `crate::`.
@@ -125,6 +159,46 @@ fn dependencies_run_one_way() {
         }
     }
     assert!(edges > 40, "the scan found only {edges} uses: is it reading the sources?");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn rooms_inside_a_folder_depend_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut wrong = Vec::new();
+    let mut edges = 0;
+    for (folder, layers) in INNER {
+        let root = src.join(folder);
+        let rank = |m: &str| layers.iter().position(|l| l.contains(&m));
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        for file in &files {
+            let rel = file.strip_prefix(&root).expect("under the folder");
+            let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+            let top = parts[0].trim_end_matches(".rs").to_string();
+            if top == "mod" || top == "tests" {
+                continue;
+            }
+            let Some(from) = rank(&top) else {
+                wrong.push(format!("`{folder}::{top}` has no layer: place it in INNER in cryod/src/layers.rs"));
+                continue;
+            };
+            // `a.rs` and `a/mod.rs` are one level down; `a/b.rs` two.
+            let depth = if parts.len() > 1 && parts.last().is_some_and(|p| p != "mod.rs") { 2 } else { 1 };
+            let text = std::fs::read_to_string(file).expect("read a source file");
+            for used in inner_uses(&text, folder, depth) {
+                let Some(to) = rank(&used).filter(|_| used != top) else { continue };
+                edges += 1;
+                if to >= from {
+                    wrong.push(format!(
+                        "cryod/src/{folder}/{}: `{top}` uses its sibling `{used}` of the same layer or above",
+                        rel.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(edges >= 6, "the scan found only {edges} uses between rooms: is it reading them?");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
