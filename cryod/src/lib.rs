@@ -52,13 +52,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use cryo_proto::paths::Paths;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::paths::Paths;
 use crate::server::Listener;
 use crate::store::Store;
 

@@ -1,13 +1,14 @@
 //! cryo-proto: the one definition of the `cryo.v1` protocol.
 //!
 //! It owns the generated gRPC code, the protocol number ([`PROTOCOL_VERSION`]),
-//! where the daemon's socket lives ([`socket_path`]) and how clients reach it
-//! ([`connect`]). Clients and the daemon take all of these from here and define
+//! where the daemon's socket lives ([`socket_path`]) and its other files
+//! ([`paths`]), and how clients reach it ([`connect`]). Clients and the daemon take all of these from here and define
 //! none of them again.
 
 use std::path::{Path, PathBuf};
 
 pub mod json;
+pub mod paths;
 
 /// Generated messages, clients and servers of package `cryo.v1`.
 pub mod v1 {
