@@ -39,7 +39,6 @@ pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;
-pub mod service;
 pub mod store;
 pub mod supervisor;
 pub mod system;
