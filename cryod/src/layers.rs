@@ -34,8 +34,6 @@ const LAYERS: &[&[&str]] = &[
     &["convert"],
     // Adapters: gRPC, the service manager.
     &["rpc", "system"],
-    // The operator's MCP tools (over the Control service, in process or not).
-    &["mcp"],
     // Adapters that serve the others: the hub (with `/mcp`), the socket.
     &["hub", "server"],
     // Test support that drives a whole daemon.

@@ -30,7 +30,6 @@ pub mod hub;
 mod layers;
 pub mod lease;
 pub mod logline;
-pub mod mcp;
 pub mod metrics;
 pub mod notifier;
 pub mod paths;
