@@ -2,7 +2,8 @@
 //!
 //! It owns the generated gRPC code, the protocol number ([`PROTOCOL_VERSION`]),
 //! where the daemon's socket lives ([`socket_path`]) and its other files
-//! ([`paths`]), and how clients reach it ([`connect`]). Clients and the daemon take all of these from here and define
+//! ([`paths`]), and how clients reach it ([`connect`], a [`Control`]
+//! client). Clients and the daemon take all of these from here and define
 //! none of them again.
 
 use std::path::{Path, PathBuf};
