@@ -87,7 +87,7 @@ const NOT_YET: std::time::Duration = std::time::Duration::from_secs(1);
 /// before it took it (`cryod`, or `cryoctl daemon run` about to become it,
 /// whose environment names the same state folder).
 fn starting(socket: &Option<PathBuf>) -> bool {
-    let lock = cryod::paths::Paths::from_env(socket.clone()).lock_file();
+    let lock = cryo_proto::paths::Paths::from_env(socket.clone()).lock_file();
     if let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(&lock)
         && matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
     {
@@ -115,7 +115,7 @@ fn starting(socket: &Option<PathBuf>) -> bool {
             use std::os::unix::ffi::OsStrExt;
             vars.iter().find(|(n, _)| *n == k.as_bytes()).map(|(_, v)| std::ffi::OsStr::from_bytes(v).to_os_string())
         };
-        cryod::paths::Paths::from_env_with(None, var).lock_file() == lock
+        cryo_proto::paths::Paths::from_env_with(None, var).lock_file() == lock
     };
     std::fs::read_dir("/proc")
         .into_iter()

@@ -127,7 +127,7 @@ impl HubHarness {
                 crate::store::Store::open(&root.join("state/registry.sqlite")).expect("store"),
                 crate::clock::Clock::system(),
                 tokio_util::sync::CancellationToken::new(),
-                &crate::paths::Paths {
+                &cryo_proto::paths::Paths {
                     socket: root.join("cryod.sock"),
                     state_dir: root.join("state"),
                     config_file: root.join("config/cryod.toml"),

@@ -7,11 +7,11 @@ use std::path::Path;
 
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
-    // Leaves: paths, the clock, the SQLite store, the service files, the metrics registry.
+    // Leaves: finding programs, the clock, the SQLite store, the metrics registry.
     // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit;
     // HTTP/2 header blocks mended on the sockets.
     &["agent_events", "fds", "authority"],
-    &["paths", "clock", "random", "logline", "store", "service", "metrics"],
+    &["paths", "clock", "random", "logline", "store", "metrics"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     &["error", "config", "scheduler"],
     // A chamber's files (mailbox, config, TODO file I/O).
@@ -34,8 +34,6 @@ const LAYERS: &[&[&str]] = &[
     &["convert"],
     // Adapters: gRPC, the service manager.
     &["rpc", "system"],
-    // The operator's MCP tools (over the Control service, in process or not).
-    &["mcp"],
     // Adapters that serve the others: the hub (with `/mcp`), the socket.
     &["hub", "server"],
     // Test support that drives a whole daemon.

@@ -30,7 +30,6 @@ pub mod hub;
 mod layers;
 pub mod lease;
 pub mod logline;
-pub mod mcp;
 pub mod metrics;
 pub mod notifier;
 pub mod paths;
@@ -39,7 +38,6 @@ pub mod rpc;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;
-pub mod service;
 pub mod store;
 pub mod supervisor;
 pub mod system;
@@ -52,13 +50,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use cryo_proto::paths::Paths;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::paths::Paths;
 use crate::server::Listener;
 use crate::store::Store;
 

@@ -1,47 +1,9 @@
-//! Where cryod keeps things: the socket, the lock, the database, the config.
-//!
-//! Every path is derived from the environment once, at start, so tests can
-//! point a whole daemon at a temporary HOME by setting `HOME` and `XDG_*`.
+//! Finding the programs cryod runs (the agent launcher, `bwrap`,
+//! `systemd-run`, an agent's CLI): absolute, relative to a folder, or on a
+//! `PATH`. Where cryod keeps its own files is `cryo_proto::paths`, shared
+//! with the clients.
 
 use std::path::{Path, PathBuf};
-
-/// The daemon's files.
-#[derive(Debug, Clone)]
-pub struct Paths {
-    /// The gRPC socket (`$CRYO_SOCKET`, `$XDG_RUNTIME_DIR/cryo/cryod.sock`, ...).
-    pub socket: PathBuf,
-    /// `$XDG_STATE_HOME/cryo`: the database and the instance lock.
-    pub state_dir: PathBuf,
-    /// `$XDG_CONFIG_HOME/cryo/cryod.toml` (read if present).
-    pub config_file: PathBuf,
-}
-
-impl Paths {
-    /// Paths from the process environment; `socket` overrides the socket path.
-    pub fn from_env(socket: Option<PathBuf>) -> Paths {
-        Self::from_env_with(socket, |k| std::env::var_os(k))
-    }
-
-    pub fn from_env_with(socket: Option<PathBuf>, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Paths {
-        let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let home = var("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
-        let state = var("XDG_STATE_HOME").unwrap_or_else(|| home.join(".local/state"));
-        let config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
-        Paths {
-            socket: socket.unwrap_or_else(|| cryo_proto::socket_path_from(&env)),
-            state_dir: state.join("cryo"),
-            config_file: config.join("cryo").join("cryod.toml"),
-        }
-    }
-
-    pub fn database(&self) -> PathBuf {
-        self.state_dir.join("cryod.db")
-    }
-
-    pub fn lock_file(&self) -> PathBuf {
-        self.state_dir.join("cryod.lock")
-    }
-}
 
 /// Whether `program` can be found (absolute, relative to `cwd`, or on `path`).
 pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {

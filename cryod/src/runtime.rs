@@ -117,7 +117,7 @@ impl Shared {
         store: Store,
         clock: Clock,
         shutdown: tokio_util::sync::CancellationToken,
-        paths: &crate::paths::Paths,
+        paths: &cryo_proto::paths::Paths,
         lease: crate::lease::Lease,
     ) -> std::sync::Arc<Shared> {
         let (socket, state_dir) = (paths.socket.clone(), paths.state_dir.clone());

@@ -21,10 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use cryo_proto::paths::Paths;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_stream::Stream;
-
-use crate::paths::Paths;
 
 /// Longest socket path the OS accepts (`sun_path` is 108 bytes on Linux, 104
 /// on macOS; keep to the smaller).

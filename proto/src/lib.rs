@@ -1,13 +1,15 @@
 //! cryo-proto: the one definition of the `cryo.v1` protocol.
 //!
 //! It owns the generated gRPC code, the protocol number ([`PROTOCOL_VERSION`]),
-//! where the daemon's socket lives ([`socket_path`]) and how clients reach it
-//! ([`connect`]). Clients and the daemon take all of these from here and define
+//! where the daemon's socket lives ([`socket_path`]) and its other files
+//! ([`paths`]), and how clients reach it ([`connect`], a [`Control`]
+//! client). Clients and the daemon take all of these from here and define
 //! none of them again.
 
 use std::path::{Path, PathBuf};
 
 pub mod json;
+pub mod paths;
 
 /// Generated messages, clients and servers of package `cryo.v1`.
 pub mod v1 {
@@ -59,10 +61,60 @@ impl tonic::service::Interceptor for OperatorKey {
     }
 }
 
-/// A Control client on the operator's socket, carrying the operator key.
-pub type Control = v1::control_client::ControlClient<
-    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, OperatorKey>,
+/// A Control client: on the operator's socket, carrying the operator key
+/// ([`control`]), or, inside cryod, on its own Control server in process
+/// ([`control_over`]). One type for both, so code over the Control API (the
+/// operator's MCP tools, `cryo-mcp`) need not know which.
+pub type Control = v1::control_client::ControlClient<ControlTransport>;
+
+/// What a [`Control`] client sends its calls through, its type erased: a
+/// connection to the socket, or a gRPC server called in process.
+pub type ControlTransport = tower::util::BoxCloneSyncService<
+    tonic::codegen::http::Request<tonic::body::Body>,
+    tonic::codegen::http::Response<tonic::body::Body>,
+    TransportError,
 >;
+
+/// Why a [`ControlTransport`] could not carry a call: the connection's own
+/// error, unchanged (tonic still reads the codes in it). A type of its own
+/// rather than a bare `Box<dyn Error>`, with which the compiler cannot
+/// prove a call's future `Send`.
+#[derive(Debug)]
+pub struct TransportError(tonic::codegen::StdError);
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// A [`Control`] client over `service`: any gRPC service that answers the
+/// Control methods. cryod's hub passes its own `ControlServer`, so its
+/// `/mcp` calls the same service the socket serves with no socket between
+/// (and no operator key: the hub checked its own token). Answers may be
+/// [`MAX_REPLY`] long, as on the socket.
+pub fn control_over<S>(service: S) -> Control
+where
+    S: tonic::codegen::Service<
+            tonic::codegen::http::Request<tonic::body::Body>,
+            Response = tonic::codegen::http::Response<tonic::body::Body>,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tonic::codegen::StdError>,
+{
+    let service = tower::ServiceExt::map_err(service, |e: S::Error| TransportError(e.into()));
+    v1::control_client::ControlClient::new(tower::util::BoxCloneSyncService::new(service))
+        .max_decoding_message_size(MAX_REPLY)
+}
 
 /// Reads the operator key kept beside the socket at `socket`.
 pub fn operator_key(socket: &Path) -> Result<OperatorKey, ConnectError> {
@@ -82,8 +134,9 @@ pub async fn control(path: &Path, client: &str) -> Result<Control, ControlError>
 /// key, that has not said `Hello` (to say it itself).
 pub async fn control_unchecked(path: &Path) -> Result<Control, ConnectError> {
     let channel = connect(path).await?;
-    let c = v1::control_client::ControlClient::with_interceptor(channel, operator_key(path)?);
-    Ok(c.max_decoding_message_size(MAX_REPLY))
+    let keyed = tonic::service::interceptor::InterceptedService::new(channel, operator_key(path)?);
+    let keyed = tower::ServiceExt::map_response(keyed, |r| r.map(tonic::body::Body::new));
+    Ok(control_over(keyed))
 }
 
 /// The largest answer a client takes: a chamber's whole TODO list (10,000

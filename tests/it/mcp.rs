@@ -276,4 +276,19 @@ fn hub_mcp_over_http_needs_the_token() {
         "params": { "name": "list_chambers", "arguments": {} } });
     let r = post(Some(&token), call);
     assert_eq!(r.json()["result"]["structuredContent"]["chambers"][0]["name"], "a", "{}", r.body);
+    // Streamed answers (messages, the log) and refusals come through the
+    // in-process Control server as over the socket.
+    let request = |id: u64, method: &str, params: Value| {
+        post(Some(&token), json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })).json()
+    };
+    let r = request(4, "tools/call", json!({ "name": "read_messages", "arguments": { "chamber": "a" } }));
+    assert!(r["result"]["structuredContent"]["messages"].is_array() && r["result"]["isError"] != true, "{r}");
+    let r = request(5, "tools/call", json!({ "name": "chamber_status", "arguments": { "chamber": "nope" } }));
+    assert!(
+        r["result"]["isError"] == true && r["result"]["content"][0]["text"].as_str().unwrap().contains("nope"),
+        "{r}"
+    );
+    let r = request(6, "resources/read", json!({ "uri": "cryo://a/log" }));
+    assert_eq!(r["result"]["contents"][0]["mimeType"], "text/plain", "{r}");
+    assert!(r["result"]["contents"][0]["text"].is_string(), "{r}");
 }

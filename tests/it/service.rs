@@ -55,68 +55,6 @@ fn without_notify_socket_cryod_runs_normally() {
     env.cryoctl(&["chamber", "list"]).ok();
 }
 
-/// Paths that need each escape: spaces, `%`, `$`, quotes, backslashes.
-const ODD: &[&str] = &["plain", "with space", "100%done", "$HOME-like", "quote\"d", "back\\slash", "it's"];
-
-#[test]
-fn rendered_units_pass_systemd_analyze_verify() {
-    if std::process::Command::new("systemd-analyze").arg("--version").output().is_err() {
-        eprintln!("SKIPPED rendered_units_pass_systemd_analyze_verify: systemd-analyze is not installed");
-        return;
-    }
-    let env = Env::new();
-    let run = env.path("xdg-run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    for odd in ODD {
-        let dir = env.path(&format!("bins/{odd}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("cryod");
-        std::fs::copy("/bin/true", &exe).unwrap();
-        let unit = cryod::service::render_systemd(&exe);
-        let unit_dir = env.path(&format!("units/{}", odd.len()));
-        std::fs::create_dir_all(&unit_dir).unwrap();
-        let path = unit_dir.join("cryod.service");
-        std::fs::write(&path, &unit).unwrap();
-        for user in [true, false] {
-            let mut c = std::process::Command::new("systemd-analyze");
-            if user {
-                c.arg("--user").env("XDG_RUNTIME_DIR", &run);
-            }
-            let out = c.arg("verify").arg(&path).output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success() && stderr.trim().is_empty(), "{odd:?} (user: {user}): {stderr}\n{unit}");
-        }
-    }
-}
-
-#[test]
-fn rendered_plists_are_well_formed_and_keep_the_path() {
-    let probe = std::process::Command::new("python3").arg("-c").arg("import plistlib").output();
-    if !matches!(probe, Ok(ref o) if o.status.success()) {
-        eprintln!("SKIPPED rendered_plists_are_well_formed_and_keep_the_path: python3 with plistlib is not available");
-        return;
-    }
-    let env = Env::new();
-    for odd in ODD.iter().chain(&["a&b", "<tag>"]) {
-        let exe = std::path::PathBuf::from(format!("/Users/me/{odd}/cryod"));
-        let plist = cryod::service::render_launchd(&exe, std::path::Path::new("/Users/me/Library/Logs/cryo"));
-        let file = env.path("agent.plist");
-        std::fs::write(&file, &plist).unwrap();
-        let out = std::process::Command::new("python3")
-            .arg("-c")
-            .arg("import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(d['ProgramArguments'][0]); print(d['Label'], d['RunAtLoad'], d['KeepAlive'])")
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{odd:?}: {}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8(out.stdout).unwrap();
-        let mut lines = text.lines();
-        assert_eq!(lines.next().unwrap(), exe.to_str().unwrap());
-        assert_eq!(lines.next().unwrap(), "dev.cryo.cryod True True");
-    }
-}
-
 /// A throwaway `systemd --user` manager in a private runtime folder, torn
 /// down on drop (see `../shared/notes/toolchain.md`).
 struct UserManager {
@@ -422,16 +360,6 @@ fn without_a_system_bus_cryod_says_so_once() {
     });
     assert_eq!(env.daemon_log().matches("wall clock only").count(), 1);
     env.cryoctl(&["chamber", "list"]).ok();
-}
-
-#[test]
-fn rendered_service_files_snapshots() {
-    let exe = std::path::Path::new("/home/me/.cargo/bin/cryod");
-    insta::with_settings!({ snapshot_path => "snapshots", prepend_module_to_snapshot => false }, {
-        insta::assert_snapshot!("systemd_unit", cryod::service::render_systemd(exe));
-        insta::assert_snapshot!("launchd_plist", cryod::service::render_launchd(exe, std::path::Path::new("/Users/me/Library/Logs/cryo")));
-        insta::assert_snapshot!("systemd_unit_odd_path", cryod::service::render_systemd(std::path::Path::new("/opt/a \"b\" 100%/$x\\cryod")));
-    });
 }
 
 #[test]

@@ -11,6 +11,8 @@ use crate::Ctx;
 use crate::client::{Failure, Result};
 use crate::output;
 
+mod service;
+
 /// `cryoctl daemon run`: becomes the `cryod` beside it (exec, same pid),
 /// so cryoctl itself carries no daemon and starts as fast as `cryo-agent`.
 pub fn run(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, verbose: u8) -> std::process::ExitCode {
@@ -119,7 +121,7 @@ mod systemd {
 }
 
 #[cfg(target_os = "linux")]
-const UNIT: &str = cryod::service::SYSTEMD_UNIT;
+const UNIT: &str = service::SYSTEMD_UNIT;
 
 #[cfg(target_os = "linux")]
 async fn manager() -> Result<(zbus::Connection, systemd::ManagerProxy<'static>)> {
@@ -146,7 +148,7 @@ fn unit_path() -> PathBuf {
 #[cfg(target_os = "linux")]
 pub async fn install(ctx: Ctx) -> Result<()> {
     let exe = installed_cryod()?;
-    let text = cryod::service::render_systemd(&exe);
+    let text = service::render_systemd(&exe);
     let path = unit_path();
     let unchanged = std::fs::read_to_string(&path).is_ok_and(|t| t == text);
     let (conn, m) = manager().await?;
@@ -317,7 +319,7 @@ mod launchd {
     fn plist_path() -> PathBuf {
         PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
             .join("Library/LaunchAgents")
-            .join(format!("{}.plist", cryod::service::LAUNCHD_LABEL))
+            .join(format!("{}.plist", service::LAUNCHD_LABEL))
     }
 
     fn domain() -> String {
@@ -342,14 +344,14 @@ mod launchd {
         let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
         let logs = home.join("Library/Logs/cryo");
         std::fs::create_dir_all(&logs)?;
-        let text = cryod::service::render_launchd(&exe, &logs);
+        let text = service::render_launchd(&exe, &logs);
         let path = plist_path();
         if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
             report(&ctx, "unchanged", &path, "the LaunchAgent is installed; nothing changed");
             return Ok(());
         }
         std::fs::create_dir_all(path.parent().expect("LaunchAgents"))?;
-        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
+        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), service::LAUNCHD_LABEL)]);
         cryo_files::write_file(&path, text.as_bytes(), cryo_files::NewFile::DURABLE).map_err(std::io::Error::from)?;
         launchctl(&["bootstrap", &domain(), &path.to_string_lossy()])?;
         report(&ctx, "installed", &path, &format!("LaunchAgent installed and loaded ({})", path.display()));
@@ -359,7 +361,7 @@ mod launchd {
 
     pub async fn uninstall(ctx: Ctx) -> Result<()> {
         let path = plist_path();
-        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]);
+        let _ = launchctl(&["bootout", &format!("{}/{}", domain(), service::LAUNCHD_LABEL)]);
         let _ = std::fs::remove_file(&path);
         crate::extras::uninstall();
         report(&ctx, "removed", &path, "LaunchAgent unloaded and removed; chambers and their files are untouched");
@@ -368,7 +370,7 @@ mod launchd {
 
     pub async fn status(ctx: Ctx) -> Result<()> {
         let path = plist_path();
-        let out = launchctl(&["print", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)]).unwrap_or_default();
+        let out = launchctl(&["print", &format!("{}/{}", domain(), service::LAUNCHD_LABEL)]).unwrap_or_default();
         if ctx.json {
             output::json(
                 &json!({ "installed": path.exists(), "plist": path.display().to_string(), "loaded": !out.is_empty() }),
@@ -381,7 +383,7 @@ mod launchd {
     }
 
     pub async fn restart(ctx: Ctx) -> Result<()> {
-        launchctl(&["kickstart", "-k", &format!("{}/{}", domain(), cryod::service::LAUNCHD_LABEL)])?;
+        launchctl(&["kickstart", "-k", &format!("{}/{}", domain(), service::LAUNCHD_LABEL)])?;
         report(&ctx, "restarted", &plist_path(), "cryod restarted");
         Ok(())
     }

@@ -9,12 +9,12 @@ pub mod notify;
 pub mod schedule;
 pub mod usage;
 
-/// `cryoctl mcp`: the operator's MCP server (`cryod::mcp`) on stdio, over
+/// `cryoctl mcp`: the operator's MCP server (`cryo_mcp`) on stdio, over
 /// cryod's socket, until the client closes standard input.
 pub async fn mcp(ctx: crate::Ctx, read_only: bool) -> crate::client::Result<()> {
     use rmcp::ServiceExt;
     let c = crate::client::control(&ctx.socket).await?;
-    let tools = cryod::mcp::OperatorTools::new(cryod::mcp::Backend::Remote(c), read_only);
+    let tools = cryo_mcp::OperatorTools::new(c, read_only);
     let mcp = |e: &dyn std::fmt::Display| crate::client::Failure::refused(format!("MCP: {e}"));
     let running = tools.serve(rmcp::transport::stdio()).await.map_err(|e| mcp(&e))?;
     running.waiting().await.map_err(|e| mcp(&e))?;

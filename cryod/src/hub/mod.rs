@@ -8,7 +8,7 @@
 //! services, and print the same JSON as `cryoctl --json` (`cryo_proto::json`).
 //! Only fixed files of a chamber are served (`plan.md`, `NOTES.md`, its logs),
 //! so no request can name a path outside it. `/mcp` serves the operator's MCP
-//! tools (`crate::mcp`) over streamable HTTP with the same token.
+//! tools (`cryo_mcp`) over streamable HTTP with the same token.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -215,18 +215,21 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .with_state(hub)
 }
 
-/// `/mcp`: the operator's MCP tools (`crate::mcp`) over streamable HTTP,
+/// `/mcp`: the operator's MCP tools (`cryo_mcp`) over streamable HTTP,
 /// for an assistant on another device. Stateless (each POST stands alone:
 /// no session to keep or expire) with JSON answers; the hub's own guard
 /// checks the Host and its `auth` the bearer token.
 fn mcp_service(
     daemon: &Daemon,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
-    crate::mcp::OperatorTools,
+    cryo_mcp::OperatorTools,
     rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
 > {
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-    let backend = crate::mcp::Backend::Local(crate::rpc::control::ControlService { daemon: daemon.clone() });
+    // The Control server the socket serves, called in process (no socket,
+    // no operator key: `auth` checked the hub's token).
+    let control = crate::rpc::control::ControlService { daemon: daemon.clone() };
+    let control = cryo_proto::control_over(cryo_proto::v1::control_server::ControlServer::new(control));
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -235,7 +238,7 @@ fn mcp_service(
         .with_cancellation_token(daemon.shared().shutdown.child_token())
         .disable_allowed_hosts();
     StreamableHttpService::new(
-        move || Ok(crate::mcp::OperatorTools::new(backend.clone(), false)),
+        move || Ok(cryo_mcp::OperatorTools::new(control.clone(), false)),
         Default::default(),
         config,
     )

@@ -81,8 +81,37 @@ pub(super) fn print_holds(holds: &[pb::ProviderHold]) {
     }
 }
 
+/// One chamber's cost today, over 7 and over 30 days, and its sessions
+/// in those 30 days (`usage::windows`).
+type Windows = ([f64; 3], u64);
+
+/// `chamber status [NAME]`: the named chamber (or the one whose folder we
+/// are in, else every chamber) in detail, with its recent sessions.
 pub(super) async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
+    let r = ask_status(&mut c, chamber).await?;
+    // One chamber's cost over three windows.
+    let windows = match r.chambers.as_slice() {
+        [one] => {
+            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
+            crate::cmd::usage::windows(&mut c, by).await?
+        }
+        _ => None,
+    };
+    if ctx.json {
+        output::json(&status_json(&r, windows));
+        return Ok(());
+    }
+    for ch in &r.chambers {
+        print_chamber(ch, &r, windows);
+    }
+    print_sessions(&r.sessions);
+    Ok(())
+}
+
+/// The status of `chamber`, or of the chamber whose folder we are in; with
+/// neither, every chamber's.
+async fn ask_status(c: &mut cryo_proto::Control, chamber: Option<String>) -> Result<pb::ChamberStatusReply> {
     let one = with_chamber(chamber.as_deref(), |r| {
         let mut c = c.clone();
         async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
@@ -94,146 +123,163 @@ pub(super) async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
             c.chamber_status(pb::ChamberStatusRequest { chamber: None }).await?
         }
         other => other?,
-    }
-    .into_inner();
-    // One chamber's cost over three windows.
-    let windows = match r.chambers.as_slice() {
-        [one] => {
-            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
-            crate::cmd::usage::windows(&mut c, by).await?
-        }
-        _ => None,
     };
-    if ctx.json {
-        let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
-        if let Some(first) = out.first_mut() {
-            first["sessions"] = r.sessions.iter().map(session_json).collect();
-            first["passed"] = r.passed.iter().map(cryo_proto::json::passed_json).collect();
-            first["passed_total"] = r.passed_total.into();
-            first["budgets"] = r
-                .budgets
-                .iter()
-                .map(|b| {
-                    serde_json::json!({ "who": b.who, "key": b.key, "limit": b.limit, "used": b.used, "period": b.period })
-                })
-                .collect();
-            if let Some(([today, week, month], sessions)) = windows {
-                first["cost_usd"] =
-                    serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
-            }
-        }
-        output::json(&serde_json::Value::Array(out));
-        return Ok(());
-    }
-    for ch in &r.chambers {
-        outln!("{}", ch.name);
-        outln!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
-        outln!("  path      {}", ch.path);
-        if !ch.agent.is_empty() {
-            outln!("  agent     {}", ch.agent);
-            if !ch.sandbox.is_empty() {
-                outln!("  sandbox   {}", ch.sandbox);
-            }
-        }
-        if !ch.timezone.is_empty() {
-            outln!("  timezone  {}", ch.timezone);
-        }
-        outln!("  added     {}", ch.created_at);
-        if ch.session > 0 {
-            outln!("  session   {}", ch.session);
-        }
-        if !ch.next_wake.is_empty() {
-            outln!("  next wake {}", ch.next_wake);
-        }
-        if !ch.last_result.is_empty() {
-            outln!("  last      {}", ch.last_result);
-        }
-        outln!("  mail      {} unread", ch.mail_waiting);
-        if !ch.handoffs.is_empty() {
-            outln!("  on end    {}", ch.handoffs);
-        }
-        if r.passed_total > 0 {
-            // Sessions against wakes that passed without one.
-            let last = r.passed.first().map(|p| {
-                let why = if p.reason.is_empty() { String::new() } else { format!(": {}", p.reason) };
-                format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
-            });
-            outln!(
-                "  wakes     {} session(s), {} slot(s) passed by a pre-check or missed{}",
-                ch.session,
-                r.passed_total,
-                last.unwrap_or_default()
-            );
-            // "Why did it not run at 09:00?"
-            for p in r.passed.iter().filter(|p| p.what == "missed").take(3) {
-                outln!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
-            }
-        }
-        for h in &r.holds {
-            outln!("  limit     {}", hold_line(h));
-        }
-        if let Some(([today, week, month], sessions)) = windows {
-            use crate::cmd::usage::cost;
-            outln!(
-                "  cost      {} today, {} over 7 days, {} over 30 days ({sessions} sessions)",
-                cost(today),
-                cost(week),
-                cost(month)
-            );
-        }
-        for b in &r.budgets {
-            let mark = match b.used / b.limit {
-                f if f >= 1.0 => " (reached)",
-                f if f >= 0.8 => " (over 80%)",
-                _ => "",
-            };
-            outln!("  budget    {}{mark}", b.line);
-        }
-        if !ch.attention.is_empty() {
-            outln!("  attention {}", ch.attention);
-        }
-        if !ch.fault.is_empty() {
-            outln!("  fault     {}", ch.fault);
-        }
-        if !ch.error.is_empty() {
-            outln!("  error     {}", ch.error);
-        }
-        if ch.last_lateness_ms >= 0 {
-            outln!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
-        }
-        for b in &ch.bridges {
-            let error = if b.last_error.is_empty() { String::new() } else { format!(": {}", b.last_error) };
-            outln!("  sync      {} {}{error}", b.name, b.state);
-        }
-    }
-    if !r.sessions.is_empty() {
-        outln!();
-        let rows: Vec<Vec<output::Cell>> = r
-            .sessions
+    Ok(r.into_inner())
+}
+
+/// `chamber status --json`: the chambers, the first with its sessions,
+/// passed slots, budgets and costs.
+fn status_json(r: &pb::ChamberStatusReply, windows: Option<Windows>) -> serde_json::Value {
+    let mut out: Vec<serde_json::Value> = r.chambers.iter().map(chamber_json).collect();
+    if let Some(first) = out.first_mut() {
+        first["sessions"] = r.sessions.iter().map(session_json).collect();
+        first["passed"] = r.passed.iter().map(cryo_proto::json::passed_json).collect();
+        first["passed_total"] = r.passed_total.into();
+        first["budgets"] = r
+            .budgets
             .iter()
-            .map(|s| {
-                vec![
-                    s.number.to_string().into(),
-                    // A session that continued another's conversation says which.
-                    if s.resumed_from > 0 {
-                        format!("{} (cont. {})", s.trigger, s.resumed_from).into()
-                    } else {
-                        s.trigger.as_str().into()
-                    },
-                    if s.due_at.is_empty() { "-".into() } else { output::local_time(&s.due_at).into() },
-                    if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
-                    if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },
-                    duration(&s.started_at, &s.ended_at).into(),
-                    tokens(s).into(),
-                    if s.cost_usd < 0.0 { "-".into() } else { format!("${:.4}", s.cost_usd).into() },
-                    dash(&s.outcome).into(),
-                ]
-            })
+            .map(|b| serde_json::json!({ "who": b.who, "key": b.key, "limit": b.limit, "used": b.used, "period": b.period }))
             .collect();
-        let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "OUTCOME"];
-        output::table(&head, rows, 8);
+        if let Some(([today, week, month], sessions)) = windows {
+            first["cost_usd"] =
+                serde_json::json!({ "today": today, "7d": week, "30d": month, "sessions_30d": sessions });
+        }
     }
-    Ok(())
+    serde_json::Value::Array(out)
+}
+
+/// One chamber's block of `chamber status`: what it is, its wakes, its
+/// limits and costs, then what is wrong with it.
+fn print_chamber(ch: &pb::Chamber, r: &pb::ChamberStatusReply, windows: Option<Windows>) {
+    print_identity(ch);
+    if r.passed_total > 0 {
+        print_passed(ch, r);
+    }
+    print_limits(r, windows);
+    print_troubles(ch);
+}
+
+/// Name, state, path, agent, zone, session, next wake, last result, mail.
+fn print_identity(ch: &pb::Chamber) {
+    outln!("{}", ch.name);
+    outln!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
+    outln!("  path      {}", ch.path);
+    if !ch.agent.is_empty() {
+        outln!("  agent     {}", ch.agent);
+        if !ch.sandbox.is_empty() {
+            outln!("  sandbox   {}", ch.sandbox);
+        }
+    }
+    if !ch.timezone.is_empty() {
+        outln!("  timezone  {}", ch.timezone);
+    }
+    outln!("  added     {}", ch.created_at);
+    if ch.session > 0 {
+        outln!("  session   {}", ch.session);
+    }
+    if !ch.next_wake.is_empty() {
+        outln!("  next wake {}", ch.next_wake);
+    }
+    if !ch.last_result.is_empty() {
+        outln!("  last      {}", ch.last_result);
+    }
+    outln!("  mail      {} unread", ch.mail_waiting);
+    if !ch.handoffs.is_empty() {
+        outln!("  on end    {}", ch.handoffs);
+    }
+}
+
+/// Sessions against wakes that passed without one, and the last missed.
+fn print_passed(ch: &pb::Chamber, r: &pb::ChamberStatusReply) {
+    let last = r.passed.first().map(|p| {
+        let why = if p.reason.is_empty() { String::new() } else { format!(": {}", p.reason) };
+        format!(" (last: TODO {} due {}, {}{why})", p.todo_id, output::local_time(&p.slot_at), p.what)
+    });
+    outln!(
+        "  wakes     {} session(s), {} slot(s) passed by a pre-check or missed{}",
+        ch.session,
+        r.passed_total,
+        last.unwrap_or_default()
+    );
+    // "Why did it not run at 09:00?"
+    for p in r.passed.iter().filter(|p| p.what == "missed").take(3) {
+        outln!("  missed    TODO {} due {}: {}", p.todo_id, output::local_time(&p.slot_at), p.reason);
+    }
+}
+
+/// Provider holds, the cost over three windows, and the budgets.
+fn print_limits(r: &pb::ChamberStatusReply, windows: Option<Windows>) {
+    for h in &r.holds {
+        outln!("  limit     {}", hold_line(h));
+    }
+    if let Some(([today, week, month], sessions)) = windows {
+        use crate::cmd::usage::cost;
+        outln!(
+            "  cost      {} today, {} over 7 days, {} over 30 days ({sessions} sessions)",
+            cost(today),
+            cost(week),
+            cost(month)
+        );
+    }
+    for b in &r.budgets {
+        let mark = match b.used / b.limit {
+            f if f >= 1.0 => " (reached)",
+            f if f >= 0.8 => " (over 80%)",
+            _ => "",
+        };
+        outln!("  budget    {}{mark}", b.line);
+    }
+}
+
+/// What needs a look: attention, fault, error, lateness, sync bridges.
+fn print_troubles(ch: &pb::Chamber) {
+    if !ch.attention.is_empty() {
+        outln!("  attention {}", ch.attention);
+    }
+    if !ch.fault.is_empty() {
+        outln!("  fault     {}", ch.fault);
+    }
+    if !ch.error.is_empty() {
+        outln!("  error     {}", ch.error);
+    }
+    if ch.last_lateness_ms >= 0 {
+        outln!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
+    }
+    for b in &ch.bridges {
+        let error = if b.last_error.is_empty() { String::new() } else { format!(": {}", b.last_error) };
+        outln!("  sync      {} {}{error}", b.name, b.state);
+    }
+}
+
+/// The table of recent sessions, after a blank line (nothing if none).
+fn print_sessions(sessions: &[pb::SessionInfo]) {
+    if sessions.is_empty() {
+        return;
+    }
+    outln!();
+    let rows: Vec<Vec<output::Cell>> = sessions
+        .iter()
+        .map(|s| {
+            vec![
+                s.number.to_string().into(),
+                // A session that continued another's conversation says which.
+                if s.resumed_from > 0 {
+                    format!("{} (cont. {})", s.trigger, s.resumed_from).into()
+                } else {
+                    s.trigger.as_str().into()
+                },
+                if s.due_at.is_empty() { "-".into() } else { output::local_time(&s.due_at).into() },
+                if s.started_at.is_empty() { "-".into() } else { output::local_time(&s.started_at).into() },
+                if s.lateness_ms < 0 { "-".into() } else { ms(s.lateness_ms).into() },
+                duration(&s.started_at, &s.ended_at).into(),
+                tokens(s).into(),
+                if s.cost_usd < 0.0 { "-".into() } else { format!("${:.4}", s.cost_usd).into() },
+                dash(&s.outcome).into(),
+            ]
+        })
+        .collect();
+    let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "OUTCOME"];
+    output::table(&head, rows, 8);
 }
 
 /// A session's tokens, in / out (`-` when its agent's stream said none).

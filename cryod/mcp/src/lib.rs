@@ -1,9 +1,12 @@
-//! The operator's MCP server: cryo's Control API as tools and resources for a
-//! person's own assistant (Claude Desktop, Claude Code, Codex, any MCP
-//! client). Two doors, one implementation: `cryoctl mcp` serves it on stdio
-//! over the gRPC socket ([`Backend::Remote`]), the hub at `/mcp` over
-//! streamable HTTP inside cryod ([`Backend::Local`], the same
-//! [`ControlService`] the socket serves).
+//! cryo-mcp: the operator's MCP server, cryo's Control API as tools and
+//! resources for a person's own assistant (Claude Desktop, Claude Code,
+//! Codex, any MCP client). Two doors, one implementation: `cryoctl mcp`
+//! serves it on stdio over the gRPC socket, and the hub at `/mcp` over
+//! streamable HTTP inside cryod. Both hand [`OperatorTools`] a
+//! [`cryo_proto::Control`] client: cryoctl's is on the socket, the hub's on
+//! cryod's own Control server in process (`cryo_proto::control_over`), the
+//! same service the socket serves. The crate knows nothing of the daemon,
+//! so the operator's CLI links none of it.
 //!
 //! Tools answer with a few lines of text and the same JSON `cryoctl --json`
 //! prints (`cryo_proto::json`) as structured content; a refusal of cryod's is
@@ -13,8 +16,6 @@
 
 use cryo_proto::json as j;
 use cryo_proto::v1 as pb;
-use cryo_proto::v1::control_server::Control;
-use futures_util::StreamExt;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -29,24 +30,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 
-use crate::rpc::control::ControlService;
-
-/// Where the tools' calls go.
-#[derive(Clone)]
-pub enum Backend {
-    /// cryod's own Control service, in process (the hub's `/mcp`).
-    Local(ControlService),
-    /// A client of cryod's socket (`cryoctl mcp`).
-    Remote(cryo_proto::Control),
-}
-
-/// Calls the Control method `$m` with `$req` on either backend.
+/// Calls the Control method `$m` with `$req` on the client `$control`.
 macro_rules! call {
-    ($backend:expr, $m:ident, $req:expr) => {
-        match $backend {
-            Backend::Local(s) => s.$m(Request::new($req)).await.map(Response::into_inner),
-            Backend::Remote(c) => c.clone().$m(Request::new($req)).await.map(Response::into_inner),
-        }
+    ($control:expr, $m:ident, $req:expr) => {
+        $control.clone().$m(Request::new($req)).await.map(Response::into_inner)
     };
 }
 
@@ -59,6 +46,8 @@ hibernates until its next TODO comes due or a message arrives. These tools watch
 status, the conversation with each agent (read_messages, send_message: a message wakes the agent), TODOs, \
 wake, pause and resume. Each chamber's plan.md, NOTES.md and recent log are resources (cryo://CHAMBER/plan.md).";
 
+/// The arguments of the tools about one chamber (`chamber_status`,
+/// `pause`, `resume`, `todo_list`).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChamberArg {
@@ -66,6 +55,7 @@ pub struct ChamberArg {
     pub chamber: String,
 }
 
+/// The arguments of `read_messages`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadMessages {
@@ -97,6 +87,7 @@ fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error
     }
 }
 
+/// The arguments of `send_message`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
@@ -109,6 +100,7 @@ pub struct SendMessage {
     pub subject: String,
 }
 
+/// The arguments of `wake`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Wake {
@@ -119,6 +111,7 @@ pub struct Wake {
     pub message: String,
 }
 
+/// The arguments of `todo_add`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoAdd {
@@ -214,16 +207,16 @@ fn todo_lines(list: &pb::TodoListReply) -> (String, Value) {
     (text, json!({ "todos": open.into_iter().map(j::todo_json).collect::<Vec<_>>() }))
 }
 
-/// The operator's tools over a [`Backend`].
+/// The operator's tools over a Control client.
 #[derive(Clone)]
 pub struct OperatorTools {
-    backend: Backend,
+    control: cryo_proto::Control,
     tool_router: ToolRouter<OperatorTools>,
 }
 
 impl OperatorTools {
-    /// The tools over `backend`; with `read_only`, only [`READ_TOOLS`].
-    pub fn new(backend: Backend, read_only: bool) -> OperatorTools {
+    /// The tools over `control`; with `read_only`, only [`READ_TOOLS`].
+    pub fn new(control: cryo_proto::Control, read_only: bool) -> OperatorTools {
         let mut tool_router = OperatorTools::tool_router();
         if read_only {
             let names: Vec<String> = tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
@@ -231,30 +224,24 @@ impl OperatorTools {
                 tool_router.remove_route(name);
             }
         }
-        OperatorTools { backend, tool_router }
+        OperatorTools { control, tool_router }
     }
 
     async fn messages(&self, chamber: &str, last: u32) -> Result<Vec<pb::Mail>, Status> {
         let req = pb::ChamberMessagesRequest { chamber: chamber_ref(chamber), follow: false, last };
-        match &self.backend {
-            Backend::Local(s) => collect(s.chamber_messages(Request::new(req)).await?.into_inner()).await,
-            Backend::Remote(c) => collect(c.clone().chamber_messages(req).await?.into_inner()).await,
-        }
+        collect(self.control.clone().chamber_messages(req).await?.into_inner()).await
     }
 
     async fn log(&self, chamber: &str) -> Result<Vec<String>, Status> {
         let req = pb::ChamberLogRequest { chamber: chamber_ref(chamber), agent: false, follow: false, lines: 200 };
-        let batches = match &self.backend {
-            Backend::Local(s) => collect(s.chamber_log(Request::new(req)).await?.into_inner()).await?,
-            Backend::Remote(c) => collect(c.clone().chamber_log(req).await?.into_inner()).await?,
-        };
+        let batches = collect(self.control.clone().chamber_log(req).await?.into_inner()).await?;
         Ok(batches.into_iter().flat_map(|b| b.lines).collect())
     }
 
     async fn pause_or_resume(&self, chamber: &str, pause: bool) -> Result<(String, Value), Status> {
         let req = pb::ChamberPauseRequest { chamber: chamber_ref(chamber) };
         let r =
-            if pause { call!(&self.backend, chamber_pause, req)? } else { call!(&self.backend, chamber_resume, req)? };
+            if pause { call!(self.control, chamber_pause, req)? } else { call!(self.control, chamber_resume, req)? };
         let c = r.chamber.unwrap_or_default();
         let what = match (pause, r.already) {
             (true, true) => "was paused already",
@@ -267,15 +254,15 @@ impl OperatorTools {
 
     async fn todo(&self, chamber: &str, op: pb::chamber_todo_request::Op) -> Result<(String, Value), Status> {
         let req = pb::ChamberTodoRequest { chamber: chamber_ref(chamber), op: Some(op) };
-        Ok(todo_lines(&call!(&self.backend, chamber_todo, req)?))
+        Ok(todo_lines(&call!(self.control, chamber_todo, req)?))
     }
 }
 
 /// Everything a finite stream yields.
-async fn collect<T>(mut s: impl futures_util::Stream<Item = Result<T, Status>> + Unpin) -> Result<Vec<T>, Status> {
+async fn collect<T>(mut s: tonic::Streaming<T>) -> Result<Vec<T>, Status> {
     let mut out = Vec::new();
-    while let Some(item) = s.next().await {
-        out.push(item?);
+    while let Some(item) = s.message().await? {
+        out.push(item);
     }
     Ok(out)
 }
@@ -290,7 +277,7 @@ impl OperatorTools {
     async fn list_chambers(&self) -> CallToolResult {
         result(
             async {
-                let r = call!(&self.backend, chamber_list, pb::ChamberListRequest { archived: false })?;
+                let r = call!(self.control, chamber_list, pb::ChamberListRequest { archived: false })?;
                 let text = if r.chambers.is_empty() {
                     "no chambers".to_string()
                 } else {
@@ -309,11 +296,8 @@ impl OperatorTools {
     async fn chamber_status(&self, Parameters(a): Parameters<ChamberArg>) -> CallToolResult {
         result(
             async {
-                let r = call!(
-                    &self.backend,
-                    chamber_status,
-                    pb::ChamberStatusRequest { chamber: chamber_ref(&a.chamber) }
-                )?;
+                let r =
+                    call!(self.control, chamber_status, pb::ChamberStatusRequest { chamber: chamber_ref(&a.chamber) })?;
                 let c = r.chambers.first().cloned().unwrap_or_default();
                 let mut text = chamber_line(&c);
                 for s in &r.sessions {
@@ -361,7 +345,7 @@ impl OperatorTools {
                     from: "operator".into(),
                     subject: a.subject,
                 };
-                let r = call!(&self.backend, chamber_send, req)?;
+                let r = call!(self.control, chamber_send, req)?;
                 let waits = (!r.waits.is_empty()).then(|| r.waits.clone());
                 let text = match &waits {
                     Some(w) => format!("sent: {}\nnot read yet: {w}", r.file),
@@ -378,7 +362,7 @@ impl OperatorTools {
     async fn wake(&self, Parameters(a): Parameters<Wake>) -> CallToolResult {
         result(async {
             let req = pb::ChamberWakeRequest { chamber: chamber_ref(&a.chamber), message: a.message, replace: false };
-            let r = call!(&self.backend, chamber_wake, req)?;
+            let r = call!(self.control, chamber_wake, req)?;
             let c = r.chamber.unwrap_or_default();
             let text = if r.queued { "queued behind the running session" } else { "waking" };
             Ok((
@@ -442,7 +426,7 @@ impl ServerHandler for OperatorTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let r = call!(&self.backend, chamber_list, pb::ChamberListRequest { archived: false })
+        let r = call!(self.control, chamber_list, pb::ChamberListRequest { archived: false })
             .map_err(|s| ErrorData::internal_error(cryo_proto::exit::for_status(&s).1, None))?;
         let resources = r
             .chambers
@@ -491,7 +475,7 @@ impl ServerHandler for OperatorTools {
         let text = match file {
             "plan.md" | "NOTES.md" => {
                 let req = pb::ChamberFileRequest { chamber: chamber_ref(chamber), name: file.to_string() };
-                call!(&self.backend, chamber_file, req).map_err(failed)?.text
+                call!(self.control, chamber_file, req).map_err(failed)?.text
             }
             "log" => self.log(chamber).await.map_err(failed)?.join("\n"),
             _ => return Err(unknown()),
@@ -501,5 +485,59 @@ impl ServerHandler for OperatorTools {
             *mime_type = Some(if file == "log" { "text/plain" } else { "text/markdown" }.into());
         }
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Control client on a service that refuses every call, as cryod
+    /// would while it stops: the tools can be built without a daemon.
+    fn refusing() -> cryo_proto::Control {
+        cryo_proto::control_over(tower::service_fn(|_: tonic::codegen::http::Request<tonic::body::Body>| async {
+            Ok::<_, std::convert::Infallible>(Status::failed_precondition("cryod is stopping").into_http())
+        }))
+    }
+
+    fn names(tools: &OperatorTools) -> Vec<String> {
+        let mut names: Vec<String> = tools.tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn read_only_offers_exactly_the_tools_marked_read_only() {
+        let mut read: Vec<String> = READ_TOOLS.iter().map(|t| t.to_string()).collect();
+        read.sort();
+        assert_eq!(names(&OperatorTools::new(refusing(), true)), read);
+        let all = OperatorTools::new(refusing(), false);
+        assert_eq!(names(&all).len(), 9, "{:?}", names(&all));
+        for t in all.tool_router.list_all() {
+            let hint = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            assert_eq!(hint, READ_TOOLS.contains(&t.name.as_ref()), "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn last_is_a_number_or_its_digits() {
+        let last =
+            |v: Value| serde_json::from_value::<ReadMessages>(json!({ "chamber": "a", "last": v })).map(|r| r.last);
+        assert_eq!(last(json!(2)).unwrap(), Some(2));
+        assert_eq!(last(json!(" 3 ")).unwrap(), Some(3));
+        assert!(last(json!("two")).unwrap_err().to_string().contains("`last` must be a whole number"));
+        let none = serde_json::from_value::<ReadMessages>(json!({ "chamber": "a" })).unwrap();
+        assert_eq!(none.last, None);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_a_tool_error_of_one_line() {
+        let tools = OperatorTools::new(refusing(), false);
+        let r = tools.list_chambers().await;
+        assert_eq!(r.is_error, Some(true));
+        let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone());
+        assert_eq!(text.as_deref(), Some("cryod is stopping"));
+        let r = tools.read_messages(Parameters(ReadMessages { chamber: "a".into(), last: None })).await;
+        assert_eq!(r.is_error, Some(true), "a streamed call refused is a tool error too");
     }
 }
