@@ -88,9 +88,10 @@ pub struct Budgets {
 
 impl Budgets {
     /// Judges a measurement of every limit that applies, for a chamber
-    /// that is `paused` now. A chamber resumed since a limit paused it is
-    /// not paused by that limit again in the same period.
-    pub fn judge(&mut self, uses: &[BudgetUse], paused: bool) -> Verdict {
+    /// that is `paused` now, or cannot be paused (`stopped`: a reached limit
+    /// pauses it when it is next measured started). A chamber resumed since a
+    /// limit paused it is not paused by that limit again in the same period.
+    pub fn judge(&mut self, uses: &[BudgetUse], paused: bool, stopped: bool) -> Verdict {
         if let Some(k) = self.paused_by.take_if(|_| !paused) {
             self.released.insert(k);
         }
@@ -98,7 +99,7 @@ impl Budgets {
         for u in uses {
             let key = u.period_key();
             if u.reached() && !self.released.contains(&key) {
-                if verdict.reached.is_none() {
+                if verdict.reached.is_none() && !paused && !stopped {
                     verdict.reached = Some(format!(
                         "{} ({} {} = {}, {} used)",
                         crate::session::BUDGET_REACHED,
@@ -186,26 +187,36 @@ mod tests {
     #[test]
     fn eighty_percent_is_told_once_per_limit_and_period() {
         let mut b = Budgets::default();
-        let v = b.judge(&[daily(0.85, "2026-11-24")], false);
+        let v = b.judge(&[daily(0.85, "2026-11-24")], false, false);
         assert_eq!(v.notice.as_deref(), Some("$0.85 of this chamber's daily_usd ($1.00) is used."));
-        assert_eq!(b.judge(&[daily(0.9, "2026-11-24")], false), Verdict::default());
-        assert!(b.judge(&[daily(0.9, "2026-11-25")], false).notice.is_some(), "a new day, a new notice");
+        assert_eq!(b.judge(&[daily(0.9, "2026-11-24")], false, false), Verdict::default());
+        assert!(b.judge(&[daily(0.9, "2026-11-25")], false, false).notice.is_some(), "a new day, a new notice");
     }
 
     #[test]
     fn a_reached_limit_pauses_until_resumed_then_not_again_this_period() {
         let mut b = Budgets::default();
-        let v = b.judge(&[daily(1.2, "2026-11-24")], false);
+        let v = b.judge(&[daily(1.2, "2026-11-24")], false, false);
         assert_eq!(
             v.reached.as_deref(),
             Some("budget reached (this chamber's daily_usd = $1.00, $1.20 used)"),
             "{v:?}"
         );
-        // Still paused: it pauses still.
-        assert!(b.judge(&[daily(1.3, "2026-11-24")], true).reached.is_some());
+        // Still paused: nothing new to do.
+        assert_eq!(b.judge(&[daily(1.3, "2026-11-24")], true, false), Verdict::default());
         // The operator resumed it: released for the day.
-        assert_eq!(b.judge(&[daily(1.4, "2026-11-24")], false), Verdict::default());
-        assert!(b.judge(&[daily(1.1, "2026-11-25")], false).reached.is_some(), "the next day counts afresh");
+        assert_eq!(b.judge(&[daily(1.4, "2026-11-24")], false, false), Verdict::default());
+        assert!(b.judge(&[daily(1.1, "2026-11-25")], false, false).reached.is_some(), "the next day counts afresh");
+    }
+
+    /// Found by the simulator: a limit reached while the chamber was
+    /// stopped paused nothing, so a later start is no resume and releases
+    /// nothing; the limit pauses it then.
+    #[test]
+    fn a_limit_reached_while_stopped_pauses_at_the_next_start() {
+        let mut b = Budgets::default();
+        assert_eq!(b.judge(&[daily(1.0, "2026-11-24")], false, true), Verdict::default());
+        assert!(b.judge(&[daily(1.0, "2026-11-24")], false, false).reached.is_some());
     }
 
     #[test]

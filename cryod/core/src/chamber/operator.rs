@@ -101,14 +101,14 @@ impl Chamber {
     /// 80% notice, once per limit and period; at 100%, a pause with the
     /// reason as attention.
     pub(super) fn budget(&mut self, req: ReqId, uses: &[crate::limits::BudgetUse]) {
-        let verdict = self.budgets.judge(uses, self.paused);
+        let verdict = self.budgets.judge(uses, self.paused, !self.started);
         if let Some((n, limit)) = verdict.notice.zip(verdict.noticed) {
             // One event per limit and period.
             let key = format!("80-{}", limit.replace(['\'', ' '], ""));
             self.notice("budget", &key, format!("{}: 80% of a budget used", self.name), &n);
             self.notice_message("Budget: 80% used".into(), n);
         }
-        if let Some(why) = verdict.reached.filter(|_| self.started && !self.paused) {
+        if let Some(why) = verdict.reached {
             self.log(format!("{why}: pausing the chamber"));
             self.attention = Some(why);
             self.pause(req, true);
