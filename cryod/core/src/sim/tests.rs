@@ -81,6 +81,9 @@ const CHECK_LOST_WAKE: &str = "pre-checks passed every slot of a wake; the re-pl
 const LINGER_CUT: &str = "the checker's bug, not the machine's: an agent killed inside its hibernate's \
      linger (cryod shutting down) had hibernated, as the machine recorded, but the checker counted only a \
      hibernate answered, and called the session unreported";
+const BUDGET_STOPPED: &str = "a daily_sessions limit reached as a stopped chamber's last session ended \
+     paused nothing, yet was remembered as the limit that paused it; the next start counted as a resume and \
+     released it, and a session ran past the limit";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -99,6 +102,7 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (9_175_585_874_890_280_693, CRASHY, CHECK_LOST_WAKE),
     (18_235_295_482_185_047_831, CRASHY, CHECK_LOST_WAKE),
     (9_227_500_318_977_869_321, ROOMY, LINGER_CUT),
+    (2_604_787_320_611_744_963, ROOMY, BUDGET_STOPPED),
 ];
 
 #[test]
