@@ -215,109 +215,24 @@ pub fn command_line(
         prompt.to_string()
     };
     let dir = chamber.to_string_lossy().into_owned();
-    let mut env = BTreeMap::new();
-    let mut args: Vec<String> = Vec::new();
-    let mut files = Vec::new();
-    let mut read_logs = false;
     let kind = Kind::of(&program);
     let mcp = mcp.filter(|_| kind != Kind::Other);
-    match kind {
-        Kind::Claude => {
-            args.push("-p".into());
-            args.extend(["--output-format".into(), "stream-json".into(), "--verbose".into()]);
-            let chose =
-                |flags: &[&str]| extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
-            let skip = chose(&["--dangerously-skip-permissions"]);
-            let own_tools = chose(&["--allowedTools", "--allowed-tools", "--permission-mode"]);
-            args.extend(extra);
-            if skip && as_root {
-                // The user's explicit choice; as root Claude Code refuses it
-                // unless told it runs in a sandbox.
-                env.insert("IS_SANDBOX".into(), "1".into());
-            }
-            if let Some(m) = mcp {
-                let config = serde_json::json!({ "mcpServers": { "cryo": { "command": m.program, "args": ["mcp"] } } });
-                files.push((CLAUDE_MCP_CONFIG.to_string(), format!("{config:#}\n")));
-                let path = chamber.join(CLAUDE_MCP_CONFIG).to_string_lossy().into_owned();
-                args.extend(["--mcp-config".into(), path, "--strict-mcp-config".into()]);
-            }
-            match (skip, own_tools, mcp.is_some()) {
-                (false, false, true) => {
-                    args.extend(["--allowedTools".into(), format!("{CLAUDE_TOOLS},{CLAUDE_MCP_TOOLS}")])
-                }
-                (false, false, false) => args.extend(["--allowedTools".into(), CLAUDE_TOOLS.into()]),
-                // The user's own list stands; cryo's tools are allowed beside it.
-                (false, true, true) => args.extend(["--allowedTools".into(), CLAUDE_MCP_TOOLS.into()]),
-                (true, _, _) | (false, true, false) => {}
-            }
-            if let Some(id) = turn.resume {
-                args.extend(["--resume".into(), id.into()]);
-            }
-            args.push("--".into());
-            args.push(prompt_arg);
-        }
-        Kind::Codex => {
-            args.extend(["exec".into(), "--json".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
-            // The sandbox the agent line picks, if any.
-            let sandbox = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
-                "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
-                "--dangerously-bypass-approvals-and-sandbox" => Some("none"),
-                a => a.strip_prefix("--sandbox="),
-            });
-            match sandbox {
-                None => args.push("--dangerously-bypass-approvals-and-sandbox".into()),
-                // Its seccomp filter refuses every socket, cryod's too,
-                // unless network access is on.
-                Some("workspace-write") => {
-                    args.extend(["-c".into(), "sandbox_workspace_write.network_access=true".into()])
-                }
-                Some(_) => {}
-            }
-            args.extend(["-c".into(), "shell_environment_policy.inherit=all".into()]);
-            args.extend(["-c".into(), "allow_login_shell=false".into()]);
-            if let Some(m) = mcp {
-                let string = |s: &str| toml::Value::String(s.to_string()).to_string();
-                let vars = SESSION_VARS.iter().map(|v| string(v)).collect::<Vec<_>>().join(",");
-                for setting in [
-                    format!("mcp_servers.cryo.command={}", string(&m.program)),
-                    "mcp_servers.cryo.args=[\"mcp\"]".to_string(),
-                    format!("mcp_servers.cryo.env_vars=[{vars}]"),
-                    // exec never asks: without this every MCP call is refused.
-                    "mcp_servers.cryo.default_tools_approval_mode=\"approve\"".to_string(),
-                    // Wait for the server before the first request (else ~1 s).
-                    "mcp_servers.cryo.required=true".to_string(),
-                ] {
-                    args.extend(["-c".into(), setting]);
-                }
-            }
-            args.extend(extra);
-            if let Some(id) = turn.resume {
-                // `exec`'s options stand before its `resume` subcommand.
-                args.extend(["resume".into(), id.into()]);
-            }
-            args.push(prompt_arg);
-        }
+    let line = match kind {
+        Kind::Claude => claude_line(extra, prompt_arg, chamber, turn.resume, as_root, mcp),
+        Kind::Codex => KindLine { args: codex_args(extra, prompt_arg, dir, turn.resume, mcp), ..KindLine::default() },
         Kind::OpenCode => {
-            args.extend(["run".into(), "--format".into(), "json".into()]);
-            // Its JSON events say nothing of a provider's limit; its logs
-            // (on stderr) do, and cryod reads them.
-            args.extend(["--print-logs".into(), "--log-level".into(), "WARN".into()]);
-            read_logs = true;
-            args.extend(["--dir".into(), dir, "--auto".into()]);
-            if let Some(m) = mcp {
-                env.insert("OPENCODE_CONFIG_CONTENT".into(), opencode_config(m, provider_env)?);
-            }
-            args.extend(extra);
-            if let Some(id) = turn.resume {
-                args.extend(["--session".into(), id.into()]);
-            }
-            args.push(prompt_arg);
+            // Made first (it reads only `provider_env`), so that making
+            // the line itself cannot fail.
+            let config = mcp.map(|m| opencode_config(m, provider_env)).transpose()?;
+            opencode_line(extra, prompt_arg, dir, turn.resume, config)
         }
         Kind::Other => {
-            args.extend(extra);
+            let mut args = extra;
             args.push(prompt_arg);
+            KindLine { args, ..KindLine::default() }
         }
-    }
+    };
+    let KindLine { args, mut env, files, read_logs } = line;
     env.insert("CRYO_AGENT_KIND".into(), format!("{kind:?}").to_lowercase());
     let events = match kind {
         Kind::Claude => Some(crate::agent_events::Format::Claude),
@@ -326,6 +241,146 @@ pub fn command_line(
         Kind::Other => None,
     };
     Ok(Launch { program, args, env, files, events, model, read_logs })
+}
+
+/// The part of a launch one kind's command line decides: `command_line`
+/// adds the program, the kind's name, its event format and the model.
+#[derive(Default)]
+struct KindLine {
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    files: Vec<(String, String)>,
+    read_logs: bool,
+}
+
+/// Claude Code's line: `-p` with stream-json events, cryo's tools allowed
+/// unless the user chose their own permissions, and the MCP server given
+/// by a config file in the chamber.
+fn claude_line(
+    extra: Vec<String>,
+    prompt_arg: String,
+    chamber: &Path,
+    resume: Option<&str>,
+    as_root: bool,
+    mcp: Option<&Mcp>,
+) -> KindLine {
+    let mut line = KindLine::default();
+    let args = &mut line.args;
+    args.push("-p".into());
+    args.extend(["--output-format".into(), "stream-json".into(), "--verbose".into()]);
+    let chose = |flags: &[&str]| extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
+    let skip = chose(&["--dangerously-skip-permissions"]);
+    let own_tools = chose(&["--allowedTools", "--allowed-tools", "--permission-mode"]);
+    args.extend(extra);
+    if skip && as_root {
+        // The user's explicit choice; as root Claude Code refuses it
+        // unless told it runs in a sandbox.
+        line.env.insert("IS_SANDBOX".into(), "1".into());
+    }
+    if let Some(m) = mcp {
+        let config = serde_json::json!({ "mcpServers": { "cryo": { "command": m.program, "args": ["mcp"] } } });
+        line.files.push((CLAUDE_MCP_CONFIG.to_string(), format!("{config:#}\n")));
+        let path = chamber.join(CLAUDE_MCP_CONFIG).to_string_lossy().into_owned();
+        args.extend(["--mcp-config".into(), path, "--strict-mcp-config".into()]);
+    }
+    match (skip, own_tools, mcp.is_some()) {
+        (false, false, true) => args.extend(["--allowedTools".into(), format!("{CLAUDE_TOOLS},{CLAUDE_MCP_TOOLS}")]),
+        (false, false, false) => args.extend(["--allowedTools".into(), CLAUDE_TOOLS.into()]),
+        // The user's own list stands; cryo's tools are allowed beside it.
+        (false, true, true) => args.extend(["--allowedTools".into(), CLAUDE_MCP_TOOLS.into()]),
+        (true, _, _) | (false, true, false) => {}
+    }
+    if let Some(id) = resume {
+        args.extend(["--resume".into(), id.into()]);
+    }
+    args.push("--".into());
+    args.push(prompt_arg);
+    line
+}
+
+/// Codex's line: `exec --json` in the chamber, without its sandbox unless
+/// the agent line picks one, and the MCP server given by `-c` settings.
+fn codex_args(
+    extra: Vec<String>,
+    prompt_arg: String,
+    dir: String,
+    resume: Option<&str>,
+    mcp: Option<&Mcp>,
+) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    args.extend(["exec".into(), "--json".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
+    // The sandbox the agent line picks, if any.
+    let sandbox = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
+        "--dangerously-bypass-approvals-and-sandbox" => Some("none"),
+        a => a.strip_prefix("--sandbox="),
+    });
+    match sandbox {
+        None => args.push("--dangerously-bypass-approvals-and-sandbox".into()),
+        // Its seccomp filter refuses every socket, cryod's too,
+        // unless network access is on.
+        Some("workspace-write") => args.extend(["-c".into(), "sandbox_workspace_write.network_access=true".into()]),
+        Some(_) => {}
+    }
+    args.extend(["-c".into(), "shell_environment_policy.inherit=all".into()]);
+    args.extend(["-c".into(), "allow_login_shell=false".into()]);
+    if let Some(m) = mcp {
+        for setting in codex_mcp_settings(m) {
+            args.extend(["-c".into(), setting]);
+        }
+    }
+    args.extend(extra);
+    if let Some(id) = resume {
+        // `exec`'s options stand before its `resume` subcommand.
+        args.extend(["resume".into(), id.into()]);
+    }
+    args.push(prompt_arg);
+    args
+}
+
+/// The `-c` settings that make `cryo-agent mcp` a Codex MCP server, with
+/// the session's variables forwarded and its tools approved.
+fn codex_mcp_settings(m: &Mcp) -> [String; 5] {
+    let string = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let vars = SESSION_VARS.iter().map(|v| string(v)).collect::<Vec<_>>().join(",");
+    [
+        format!("mcp_servers.cryo.command={}", string(&m.program)),
+        "mcp_servers.cryo.args=[\"mcp\"]".to_string(),
+        format!("mcp_servers.cryo.env_vars=[{vars}]"),
+        // exec never asks: without this every MCP call is refused.
+        "mcp_servers.cryo.default_tools_approval_mode=\"approve\"".to_string(),
+        // Wait for the server before the first request (else ~1 s).
+        "mcp_servers.cryo.required=true".to_string(),
+    ]
+}
+
+/// OpenCode's line: `run --format json` in the chamber with its logs on
+/// stderr, and `config` (the MCP server, see `opencode_config`) passed
+/// inline.
+fn opencode_line(
+    extra: Vec<String>,
+    prompt_arg: String,
+    dir: String,
+    resume: Option<&str>,
+    config: Option<String>,
+) -> KindLine {
+    let mut line = KindLine::default();
+    let args = &mut line.args;
+    args.extend(["run".into(), "--format".into(), "json".into()]);
+    // Its JSON events say nothing of a provider's limit; its logs
+    // (on stderr) do, and cryod reads them.
+    args.extend(["--print-logs".into(), "--log-level".into(), "WARN".into()]);
+    line.read_logs = true;
+    args.extend(["--dir".into(), dir, "--auto".into()]);
+    if let Some(config) = config {
+        line.env.insert("OPENCODE_CONFIG_CONTENT".into(), config);
+    }
+    args.extend(extra);
+    if let Some(id) = resume {
+        args.extend(["--session".into(), id.into()]);
+    }
+    args.push(prompt_arg);
+    line
 }
 
 /// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`

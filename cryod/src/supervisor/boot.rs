@@ -46,42 +46,19 @@ fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chro
     chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.with_timezone(&chrono::Utc))
 }
 
+/// Makes a chamber's supervisor from the registry's record, the ledger and
+/// the chamber's files, and starts it on its own task.
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_tz();
-    // The newest session row has the highest number: one query for both.
-    let last = shared.store.recent_sessions(record.id, 1).await.ok().and_then(|v| v.into_iter().next());
-    let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
-    let last_session = from_store.max(log::last_session_number(&root));
-    let mut trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
+    let (last, last_session) = newest_session(&shared, record.id, &root).await;
+    let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
-    // First read since cryod kept what was accepted: what it says is.
-    if trusted.is_none()
-        && config.is_ok()
-        && let Some(read) = read
-    {
-        let json = crate::chamber::trust::to_json(&read);
-        if let Err(error) = shared.store.set_trusted(record.fence(), json).await {
-            tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
-        }
-        trusted = Some(read);
-    }
+    let trusted = keep_first_read(&shared, &record, trusted, config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
-    // A reset begins a new conversation.
-    let reset = crate::chamber::reset::last_reset(&root);
-    let thread = last.as_ref().and_then(thread_of).filter(|t| reset.is_none_or(|r| t.ended_at > r));
-    // The dead man's switch counts from the newest visible message.
-    let last_visible = match &config {
-        Ok(c) if c.expect_activity_within.is_some() => newest_message(&root),
-        _ => None,
-    };
-    let mailbox = Mailbox::new(&root, tz);
-    let begun_again = reset.is_some_and(|r| last.as_ref().is_none_or(|s| session_began(s) < Some(r)));
-    // The newest session was cut short by a stop of cryod (this node's or
-    // another's): its work runs again. The outbox is read only then.
-    let rerun = (last.as_ref().filter(|_| !begun_again))
-        .and_then(|s| chamber::Rerun::after(s.number, s.outcome.as_deref(), || outgoing(&mailbox)));
+    let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
+    let (past, mailbox) = past(&root, last, tz, watch_activity);
     // The machine takes the fault as its line.
     let todos = todos::load(&root, tz).map_err(|e| e.to_string());
     if let Err(e) = &todos {
@@ -95,44 +72,30 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
             paused: record.paused,
             archived: record.archived,
             // Reset, and no session was recorded since.
-            begun_again,
+            begun_again: past.begun_again,
             last_session,
-            last_result: last.as_ref().and_then(|s| s.outcome.clone()),
-            last_lateness_ms: last.and_then(|s| s.lateness_ms),
+            last_result: past.last_result,
+            last_lateness_ms: past.last_lateness_ms,
             open_questions: open_questions(&mailbox),
             config: config.as_ref().map(settings).map_err(Clone::clone),
             warnings,
             todos,
             unread: mailbox.unread(),
             system_tz,
-            thread,
-            last_visible,
-            rerun,
+            thread: past.thread,
+            last_visible: past.last_visible,
+            rerun: past.rerun,
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
     let boot = boot_input(&shared, record.id, &mailbox, recovery).await;
     let (snapshot, snap_rx) = watch::channel(Snapshot::default());
-    let changed = {
-        let tx = tx.clone();
-        Arc::new(move || {
-            let _ = tx.send(Event::BridgesChanged);
-        })
-    };
+    let changed = bridges_changed(tx.clone());
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
-    if let Some(pg) = shared.store.fleet() {
-        // Whoever reads the folder can tell which owner wrote it last.
-        let stamp = format!("{} {}\n", record.fence, pg.node_id());
-        let fence = std::path::Path::new(".cryo/fence");
-        let written = crate::chamber::Dir::open(&root)
-            .and_then(|d| d.write(fence, stamp.as_bytes(), crate::chamber::NewFile::DURABLE));
-        if let Err(e) = written {
-            tracing::warn!(chamber = %record.name, error = %e, "cannot write .cryo/fence");
-        }
-    }
+    write_fence(&shared, &record, &root);
     let epoch = shared.lease.trust().epoch();
-    let mut sup = Sup {
+    let sup = Sup {
         shared,
         id: record.id,
         fence: record.fence(),
@@ -158,7 +121,113 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         todos_written: None,
         bridges: crate::bridges::Bridges::new(changed),
     };
-    sup.shared.watcher.watch(sup.id, &sup.root, &watch_dirs, sup.watch_sink());
+    launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await
+}
+
+/// The newest session's row, and the highest session number the ledger or
+/// the chamber's log knows.
+async fn newest_session(shared: &Shared, id: i64, root: &std::path::Path) -> (Option<crate::store::SessionRow>, u64) {
+    // The newest session row has the highest number: one query for both.
+    let last = shared.store.recent_sessions(id, 1).await.ok().and_then(|v| v.into_iter().next());
+    let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
+    let last_session = from_store.max(log::last_session_number(root));
+    (last, last_session)
+}
+
+/// The chamber's accepted settings after this read: those kept, else (none
+/// kept, and the `cryo.toml` loaded) those `read`, which are kept now.
+async fn keep_first_read(
+    shared: &Shared,
+    record: &ChamberRecord,
+    trusted: Option<super::Trusted>,
+    config_ok: bool,
+    read: Option<super::Trusted>,
+) -> Option<super::Trusted> {
+    // First read since cryod kept what was accepted: what it says is.
+    if trusted.is_none()
+        && config_ok
+        && let Some(read) = read
+    {
+        let json = crate::chamber::trust::to_json(&read);
+        if let Err(error) = shared.store.set_trusted(record.fence(), json).await {
+            tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
+        }
+        return Some(read);
+    }
+    trusted
+}
+
+/// What the ledger and the chamber's files say of the sessions before this
+/// start, as the machine's `Loaded` takes it.
+struct Past {
+    begun_again: bool,
+    last_result: Option<String>,
+    last_lateness_ms: Option<i64>,
+    thread: Option<cryo_core::session::Thread>,
+    last_visible: Option<chrono::DateTime<chrono::Utc>>,
+    rerun: Option<chamber::Rerun>,
+}
+
+/// Reads what came before this start: the conversation to resume, unless a
+/// reset came after it, the newest visible message when the dead man's
+/// switch is on (`watch_activity`), and the work a stop cut short. Also
+/// opens the chamber's mailbox, which the outbox is read through.
+fn past(
+    root: &std::path::Path,
+    last: Option<crate::store::SessionRow>,
+    tz: chrono_tz::Tz,
+    watch_activity: bool,
+) -> (Past, Mailbox) {
+    // A reset begins a new conversation.
+    let reset = crate::chamber::reset::last_reset(root);
+    let thread = last.as_ref().and_then(thread_of).filter(|t| reset.is_none_or(|r| t.ended_at > r));
+    // The dead man's switch counts from the newest visible message.
+    let last_visible = if watch_activity { newest_message(root) } else { None };
+    let mailbox = Mailbox::new(root, tz);
+    let begun_again = reset.is_some_and(|r| last.as_ref().is_none_or(|s| session_began(s) < Some(r)));
+    // The newest session was cut short by a stop of cryod (this node's or
+    // another's): its work runs again. The outbox is read only then.
+    let rerun = (last.as_ref().filter(|_| !begun_again))
+        .and_then(|s| chamber::Rerun::after(s.number, s.outcome.as_deref(), || outgoing(&mailbox)));
+    let last_result = last.as_ref().and_then(|s| s.outcome.clone());
+    let last_lateness_ms = last.and_then(|s| s.lateness_ms);
+    (Past { begun_again, last_result, last_lateness_ms, thread, last_visible, rerun }, mailbox)
+}
+
+/// What the bridges call when theirs change: an event to the supervisor.
+fn bridges_changed(tx: super::queue::Sender<Event>) -> Arc<dyn Fn() + Send + Sync> {
+    Arc::new(move || {
+        let _ = tx.send(Event::BridgesChanged);
+    })
+}
+
+/// In a fleet, stamps `.cryo/fence` in the chamber with the record's fence
+/// and this node's id.
+fn write_fence(shared: &Shared, record: &ChamberRecord, root: &std::path::Path) {
+    if let Some(pg) = shared.store.fleet() {
+        // Whoever reads the folder can tell which owner wrote it last.
+        let stamp = format!("{} {}\n", record.fence, pg.node_id());
+        let fence = std::path::Path::new(".cryo/fence");
+        let written = crate::chamber::Dir::open(root)
+            .and_then(|d| d.write(fence, stamp.as_bytes(), crate::chamber::NewFile::DURABLE));
+        if let Err(e) = written {
+            tracing::warn!(chamber = %record.name, error = %e, "cannot write .cryo/fence");
+        }
+    }
+}
+
+/// Starts a made supervisor: it watches the chamber, takes what recovery
+/// found, catches up on what changed before the watch, and runs on its own
+/// task; the handle is how the daemon reaches it.
+async fn launch(
+    mut sup: Sup,
+    boot: Boot,
+    watch_dirs: &[PathBuf],
+    rx: super::queue::Receiver<Event>,
+    tx: super::queue::Sender<Event>,
+    snapshot: watch::Receiver<Snapshot>,
+) -> Handle {
+    sup.shared.watcher.watch(sup.id, &sup.root, watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
     // What changed between the files' first reading and the watch (a hand
     // edit of todo.json, mail) raised no event: read them again now.
@@ -167,7 +236,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     sup.publish();
     let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
     tokio::spawn(Box::new(sup).run(rx, drop.clone(), ended.clone()));
-    Handle { tx, snapshot: snap_rx, drop, ended }
+    Handle { tx, snapshot, drop, ended }
 }
 
 /// The writer of a chamber's mirror: the latest view, in order, until the
@@ -256,8 +325,6 @@ fn open_questions(mb: &Mailbox) -> u32 {
         .count() as u32
 }
 
-/// The claims as the wake ledger stores them (enough to settle them after a
-/// crash of cryod itself).
 /// When the newest message in the outbox (or its archive) was written.
 fn newest_message(root: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc>> {
     let d = crate::chamber::Dir::open(root).ok()?;
@@ -275,6 +342,8 @@ fn newest_message(root: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc
     newest
 }
 
+/// The claims as the wake ledger stores them (enough to settle them after a
+/// crash of cryod itself).
 pub(super) fn claims_json(claims: &[Claim]) -> String {
     let v: Vec<serde_json::Value> = claims
         .iter()

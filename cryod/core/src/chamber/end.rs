@@ -173,18 +173,10 @@ impl Chamber {
     pub(super) fn settled(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
         let done = self.todos_written(result, |e| Refusal::Internal(e.to_string())).ok();
         let Some(l) = self.live.take() else { return };
-        let now = self.now;
         let outcome = l.outcome.clone().expect("set when the session ended");
         let mut details = self.settle_details(&outcome, done);
         if outcome.failed() {
-            if let Some(m) = self.what_happened(&outcome, &l) {
-                details.insert(0, m.clone());
-                self.attention.get_or_insert(m);
-            }
-            let tail = session::log_tail(&l.log_tail, TAIL_LINES, TAIL_CHARS);
-            if !tail.is_empty() {
-                details.push(format!("Last lines of cryo-agent.log:\n\n```\n{tail}\n```"));
-            }
+            self.explain_failure(&outcome, &l, &mut details);
         }
         let conv = Conversation { unanswered_batch: !l.unanswered.is_empty(), sent_any: l.sent_any };
         self.write_fallbacks(l.number, &outcome, conv, &l.unanswered, &details.join("\n\n"));
@@ -193,6 +185,33 @@ impl Chamber {
         if l.claimed_mail {
             self.emit(Effect::JournalAnswer { number: l.number });
         }
+        let result = self.record_end(&l, &outcome);
+        self.count_outcome(&l, &outcome);
+        self.completed = outcome == Outcome::Hibernated(Ending::Complete);
+        self.last_result = Some(result);
+        let shutting_down = self.answer_waiters(l.stop_waiters, l.shutdown_waiters);
+        self.emit(Effect::Release);
+        self.after_end(shutting_down);
+    }
+
+    /// What a failed session's report adds: what happened first (also the
+    /// chamber's attention, unless it has one), the log's last lines last.
+    fn explain_failure(&mut self, outcome: &Outcome, l: &Live, details: &mut Vec<String>) {
+        if let Some(m) = self.what_happened(outcome, l) {
+            details.insert(0, m.clone());
+            self.attention.get_or_insert(m);
+        }
+        let tail = session::log_tail(&l.log_tail, TAIL_LINES, TAIL_CHARS);
+        if !tail.is_empty() {
+            details.push(format!("Last lines of cryo-agent.log:\n\n```\n{tail}\n```"));
+        }
+    }
+
+    /// Records the end in the log, the ledger and the conversation to
+    /// resume, and hands it on to the chambers that follow this one.
+    /// Returns the result as the view shows it.
+    fn record_end(&mut self, l: &Live, outcome: &Outcome) -> String {
+        let now = self.now;
         let summary = l.hibernate.as_ref().map(|(_, s)| s.clone()).filter(|s| !s.is_empty());
         let result = match &summary {
             Some(s) => format!("{}: {}", outcome.describe(), s),
@@ -202,7 +221,7 @@ impl Chamber {
         self.emit(Effect::Log(LogLine::End));
         // The conversation the next session may resume (or none: it starts
         // afresh after anything but a hibernate).
-        self.thread = session::thread_after(l.number, now, &outcome, l.resumed.as_ref(), l.used.as_ref());
+        self.thread = session::thread_after(l.number, now, outcome, l.resumed.as_ref(), l.used.as_ref());
         self.emit(Effect::SessionEnded {
             number: l.number,
             at: now,
@@ -212,13 +231,21 @@ impl Chamber {
             started: l.started_at,
             thread: self.thread.clone(),
         });
-        self.hand_off_after(l.number, &outcome, summary.as_deref().unwrap_or(""));
+        self.hand_off_after(l.number, outcome, summary.as_deref().unwrap_or(""));
+        result
+    }
+
+    /// What the outcome means for the chamber's time and next wakes: the
+    /// busy span closes (a limit opens one), and a failure holds mail back
+    /// while an interrupt has the work run again.
+    fn count_outcome(&mut self, l: &Live, outcome: &Outcome) {
+        let now = self.now;
         self.spans.close(now, &missed::Why::Busy(l.number));
-        if let Outcome::Limited { until, local } = &outcome {
+        if let Outcome::Limited { until, local } = outcome {
             self.spans.span(now, *until, missed::Why::Limited(local.clone()));
         }
         self.previous_failure = outcome.failed().then(|| outcome.describe());
-        if outcome == Outcome::Interrupted {
+        if *outcome == Outcome::Interrupted {
             // cryod is stopping: not the agent's failure. The next cryod
             // (or the chamber's next owner) runs the work again, once.
             self.previous_failure = None;
@@ -234,7 +261,7 @@ impl Chamber {
                     crate::time::humanize(hold)
                 ));
             }
-        } else if let Outcome::Limited { until, local } = &outcome {
+        } else if let Outcome::Limited { until, local } = outcome {
             // Mail waits for the reset too, and so does every chamber on the
             // same account.
             self.log(format!("the provider's limit was reached: this chamber and its account wait until {local}"));
@@ -249,20 +276,28 @@ impl Chamber {
                 self.attention = None;
             }
         }
-        self.completed = outcome == Outcome::Hibernated(Ending::Complete);
-        self.last_result = Some(result);
+    }
+
+    /// Answers those who waited for the session to stop, and those who wait
+    /// to shut down. Returns whether any did (the chamber then exits).
+    fn answer_waiters(&mut self, stop_waiters: Vec<ReqId>, shutdown_waiters: Vec<ReqId>) -> bool {
         // Whoever waits reads the view next: it must show the end.
-        if !l.stop_waiters.is_empty() {
+        if !stop_waiters.is_empty() {
             self.emit(Effect::Publish);
         }
-        for w in l.stop_waiters {
+        for w in stop_waiters {
             self.reply(w, Ok(Reply::Stopped { already: false, ended: true }));
         }
-        let shutting_down = !l.shutdown_waiters.is_empty();
-        for w in l.shutdown_waiters {
+        let shutting_down = !shutdown_waiters.is_empty();
+        for w in shutdown_waiters {
             self.reply(w, Ok(Reply::Done));
         }
-        self.emit(Effect::Release);
+        shutting_down
+    }
+
+    /// What follows a settled session: the chamber's removal or shutdown,
+    /// the wake that was to replace it, or the next plan.
+    fn after_end(&mut self, shutting_down: bool) {
         if let Some(req) = self.removing.take() {
             self.emit(Effect::Plan(None));
             self.reply(req, Ok(Reply::Done));

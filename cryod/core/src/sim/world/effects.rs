@@ -6,140 +6,146 @@
 use super::*;
 
 impl World {
+    /// Carries out one effect of chamber `c`'s machine, as the supervisor
+    /// would; returns the input it answers with, if any.
     pub(super) fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, String> {
         let inc = self.inc();
-        Ok(match effect {
+        match effect {
             // ---- schedule and admission
-            Effect::Plan(at) => {
-                self.live().plans[c] = at;
-                if let Some(t) = at {
-                    self.at(t, Ev::Due { inc, chamber: c, at: t });
-                }
-                None
-            }
-            Effect::RequestAdmission(trigger) => Some(self.request_admission(c, trigger)),
-            Effect::CancelAdmission => {
-                self.live().queue.retain(|_, ch| *ch != c);
-                None
-            }
+            Effect::Plan(at) => self.plan(c, at, inc),
+            Effect::RequestAdmission(trigger) => return Ok(Some(self.request_admission(c, trigger))),
+            Effect::CancelAdmission => self.live().queue.retain(|_, ch| *ch != c),
             // Its agents never meet a provider's limit.
-            Effect::HoldProvider { .. } => None,
-            Effect::Precheck { nonce, checks, timeout } => {
-                self.precheck(c, nonce, checks, timeout);
-                None
-            }
-            Effect::Release => {
-                let d = self.live();
-                d.arrived[c] = false;
-                if d.slot[c] {
-                    d.slot[c] = false;
-                    d.running -= 1;
-                }
-                self.grant();
-                None
-            }
-            Effect::ArmTimer { timer, after } => {
-                self.after(after, Ev::Timer { inc, chamber: c, timer });
-                None
-            }
-            Effect::Notify(n) => self.notify(c, n).map(|()| None)?,
-            Effect::HandOff(h) => Some(self.hand_off(c, h)?),
+            Effect::HoldProvider { .. } => {}
+            Effect::Precheck { nonce, checks, timeout } => self.precheck(c, nonce, checks, timeout),
+            Effect::Release => self.release(c),
+            Effect::ArmTimer { timer, after } => self.after(after, Ev::Timer { inc, chamber: c, timer }),
+            Effect::Notify(n) => self.notify(c, n)?,
+            Effect::HandOff(h) => return Ok(Some(self.hand_off(c, h)?)),
             // ---- the ledger
-            Effect::RecordPassed(slots) => self.record_passed(c, slots).map(|()| None)?,
-            Effect::RecordWake(w) => Some(self.record_wake(c, w)?),
+            Effect::RecordPassed(slots) => self.record_passed(c, slots)?,
+            Effect::RecordWake(w) => return Ok(Some(self.record_wake(c, w)?)),
             Effect::SessionEnded { number, outcome, at, thread, .. } => {
-                self.session_ended(c, number, outcome, at, thread)
+                return Ok(self.session_ended(c, number, outcome, at, thread));
             }
             Effect::JournalClaim { number, names, then } => {
-                let id = self.ledger.batches.len() as i64 + 1;
-                let b =
-                    Batch { id, chamber: c, session: number, files: names.clone(), answered: false, dropped: false };
-                self.ledger.batches.push(b);
-                Some(Input::Journaled { then, names, result: Ok(()) })
+                return Ok(Some(self.journal_claim(c, number, names, then)));
             }
-            Effect::JournalAnswer { number } => {
-                for b in self.ledger.batches.iter_mut().filter(|b| b.chamber == c && b.session == number) {
-                    b.answered = true;
-                }
-                None
-            }
-            Effect::JournalAnswered { id } => {
-                self.ledger.batches[id as usize - 1].answered = true;
-                None
-            }
-            Effect::JournalDrop { id } => {
-                self.ledger.batches[id as usize - 1].dropped = true;
-                None
-            }
-            Effect::SetStarted { started, then } => {
-                self.disks[c].started = started;
-                Some(Input::StoreWritten { then, result: Ok(()) })
-            }
-            Effect::SetPaused { paused, then } => {
-                self.disks[c].paused = paused;
-                Some(Input::StoreWritten { then, result: Ok(()) })
-            }
+            Effect::JournalAnswer { number } => self.journal_answer(c, number),
+            Effect::JournalAnswered { id } => self.ledger.batches[id as usize - 1].answered = true,
+            Effect::JournalDrop { id } => self.ledger.batches[id as usize - 1].dropped = true,
+            Effect::SetStarted { started, then } => return Ok(Some(self.set_flag(c, Flag::Started(started), then))),
+            Effect::SetPaused { paused, then } => return Ok(Some(self.set_flag(c, Flag::Paused(paused), then))),
             Effect::SetArchived { archived, then } => {
-                self.disks[c].archived = archived;
-                Some(Input::StoreWritten { then, result: Ok(()) })
+                return Ok(Some(self.set_flag(c, Flag::Archived(archived), then)));
             }
             // ---- the chamber's files
             Effect::Reset { .. } => return Err(format!("chamber {c}: a reset nobody asked for")),
-            Effect::UpdateTodos { op, then } => Some(self.update_todos(c, op, then)?),
+            Effect::UpdateTodos { op, then } => return Ok(Some(self.update_todos(c, op, then)?)),
             Effect::WriteMessage { folder, message, then } => {
                 let name = self.write(c, folder, message);
-                Some(Input::MessageWritten { then, result: Ok(name) })
+                return Ok(Some(Input::MessageWritten { then, result: Ok(name) }));
             }
             Effect::ArchiveInbox { names, then } => {
-                let disk = &mut self.disks[c];
-                let moved: Vec<String> = names.into_iter().filter(|n| disk.inbox.contains_key(n)).collect();
-                for n in &moved {
-                    let m = disk.inbox.remove(n).expect("present");
-                    disk.archive.insert(n.clone(), m);
-                }
+                let moved = self.archive_inbox(c, names);
                 self.check.archived(c, &moved)?;
-                Some(Input::Archived { then, result: Ok(moved) })
+                return Ok(Some(Input::Archived { then, result: Ok(moved) }));
             }
-            Effect::WritePlan { req, .. } => Some(Input::PlanWritten { req, result: Ok(()) }),
-            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::SessionStarted { .. } => None,
-            Effect::Log(line) => {
-                // Event lines are kept for scripted runs (compared with the
-                // real cryo.log); random runs check only the blocks.
-                if self.script.is_some() || !matches!(line, LogLine::Event(_)) {
-                    self.disks[c].log.push(line);
-                }
-                None
-            }
+            Effect::WritePlan { req, .. } => return Ok(Some(Input::PlanWritten { req, result: Ok(()) })),
+            Effect::RotateLogs | Effect::Rewatch | Effect::Publish | Effect::SessionStarted { .. } => {}
+            Effect::Log(line) => self.keep_log(c, line),
             // ---- processes
-            Effect::RegisterToken { token, session } => {
-                self.live().tokens.insert(token, (c, session));
-                None
-            }
-            Effect::RevokeToken { token } => {
-                self.live().tokens.remove(&token);
-                None
-            }
+            Effect::RegisterToken { token, session } => _ = self.live().tokens.insert(token, (c, session)),
+            Effect::RevokeToken { token } => _ = self.live().tokens.remove(&token),
             Effect::Spawn { session, wake_id, token, resume, .. } => {
-                Some(self.spawn(c, Spawned { session, wake_id, token, resume, inc })?)
+                return Ok(Some(self.spawn(c, Spawned { session, wake_id, token, resume, inc })?));
             }
-            Effect::Signal { pgid, sig } => {
-                self.signal(pgid, sig);
-                None
-            }
-            Effect::EndLeftovers { .. } => None,
+            Effect::Signal { pgid, sig } => self.signal(pgid, sig),
+            Effect::EndLeftovers { .. } => {}
             // ---- views and callers
-            Effect::Reply { req, result } => {
-                if let Some(pid) = self.live().waiting.remove(&req) {
-                    self.agent_answer(pid, result)?;
-                }
-                None
-            }
-        })
+            Effect::Reply { req, result } => self.reply(req, result)?,
+        }
+        Ok(None)
     }
 
     /// The daemon that performs effects.
     fn live(&mut self) -> &mut Daemon {
         self.daemon.as_mut().expect("effects run in a live daemon")
+    }
+
+    /// Keeps the chamber's plan, and has the daemon wake it when it is due.
+    fn plan(&mut self, c: usize, at: Option<DateTime<Utc>>, inc: u32) {
+        self.live().plans[c] = at;
+        if let Some(t) = at {
+            self.at(t, Ev::Due { inc, chamber: c, at: t });
+        }
+    }
+
+    /// Gives back the chamber's permit, if it held one, and grants those
+    /// waiting for one.
+    fn release(&mut self, c: usize) {
+        let d = self.live();
+        d.arrived[c] = false;
+        if d.slot[c] {
+            d.slot[c] = false;
+            d.running -= 1;
+        }
+        self.grant();
+    }
+
+    /// Records the inbox batch a session claims; the write always succeeds.
+    fn journal_claim(&mut self, c: usize, number: u64, names: Vec<String>, then: crate::chamber::AfterClaim) -> Input {
+        let id = self.ledger.batches.len() as i64 + 1;
+        let b = Batch { id, chamber: c, session: number, files: names.clone(), answered: false, dropped: false };
+        self.ledger.batches.push(b);
+        Input::Journaled { then, names, result: Ok(()) }
+    }
+
+    /// Marks every batch the session claimed answered.
+    fn journal_answer(&mut self, c: usize, number: u64) {
+        for b in self.ledger.batches.iter_mut().filter(|b| b.chamber == c && b.session == number) {
+            b.answered = true;
+        }
+    }
+
+    /// Sets one of the chamber's registry flags; the write always succeeds.
+    fn set_flag(&mut self, c: usize, flag: Flag, then: crate::chamber::AfterStore) -> Input {
+        let disk = &mut self.disks[c];
+        match flag {
+            Flag::Started(started) => disk.started = started,
+            Flag::Paused(paused) => disk.paused = paused,
+            Flag::Archived(archived) => disk.archived = archived,
+        }
+        Input::StoreWritten { then, result: Ok(()) }
+    }
+
+    /// Moves those of `names` still in the inbox to its archive; returns
+    /// the names moved.
+    fn archive_inbox(&mut self, c: usize, names: Vec<String>) -> Vec<String> {
+        let disk = &mut self.disks[c];
+        let moved: Vec<String> = names.into_iter().filter(|n| disk.inbox.contains_key(n)).collect();
+        for n in &moved {
+            let m = disk.inbox.remove(n).expect("present");
+            disk.archive.insert(n.clone(), m);
+        }
+        moved
+    }
+
+    /// Appends a line to the chamber's `cryo.log`.
+    fn keep_log(&mut self, c: usize, line: LogLine) {
+        // Event lines are kept for scripted runs (compared with the
+        // real cryo.log); random runs check only the blocks.
+        if self.script.is_some() || !matches!(line, LogLine::Event(_)) {
+            self.disks[c].log.push(line);
+        }
+    }
+
+    /// Answers the agent that waits on the request, if one does.
+    fn reply(&mut self, req: ReqId, result: Result<Reply, Refusal>) -> Step {
+        if let Some(pid) = self.live().waiting.remove(&req) {
+            self.agent_answer(pid, result)?;
+        }
+        Ok(())
     }
 
     /// Queues the chamber for a permit (once), and says what limits it: its
@@ -392,4 +398,11 @@ struct Spawned {
     token: String,
     resume: Option<String>,
     inc: u32,
+}
+
+/// A registry flag the machine sets (as the supervisor's `Flag`).
+enum Flag {
+    Started(bool),
+    Paused(bool),
+    Archived(bool),
 }
