@@ -33,6 +33,7 @@
 //! user's own configuration files. What was verified on the pinned CLIs, and
 //! how each exposes the tools, is in `kinds-mcp.md` beside this file.
 
+use super::Error;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -131,7 +132,7 @@ impl Kind {
 
 /// Splits a command line into words: whitespace separates, single and double
 /// quotes group, a backslash escapes the next character.
-pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+pub fn split_words(s: &str) -> super::Result<Vec<String>> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -169,13 +170,13 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
         }
     }
     if quote.is_some() {
-        return Err(format!("unbalanced quote in agent command {s:?}"));
+        return Err(Error::Setting(format!("unbalanced quote in agent command {s:?}")));
     }
     if in_word {
         words.push(cur);
     }
     if words.is_empty() {
-        return Err("the agent command is empty".into());
+        return Err(Error::Setting("the agent command is empty".into()));
     }
     Ok(words)
 }
@@ -198,7 +199,7 @@ pub fn command_line(
     as_root: bool,
     mcp: Option<&Mcp>,
     provider_env: &BTreeMap<String, String>,
-) -> Result<Launch, String> {
+) -> super::Result<Launch> {
     let (prompt, prompt_file) = (turn.prompt, turn.prompt_file);
     let mut words = split_words(agent)?;
     let program = words.remove(0);
@@ -386,20 +387,20 @@ fn opencode_line(
 /// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`
 /// (from `[provider].env`), if any, with the `cryo` server and the permission
 /// for its tools added. OpenCode merges it over its config files.
-fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> Result<String, String> {
+fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> super::Result<String> {
     use serde_json::{Value, json};
     let mut config = match provider_env.get("OPENCODE_CONFIG_CONTENT") {
         Some(text) => serde_json::from_str::<Value>(text)
             .ok()
             .filter(Value::is_object)
-            .ok_or("[provider].env OPENCODE_CONFIG_CONTENT is not a JSON object")?,
+            .ok_or_else(|| Error::Setting("[provider].env OPENCODE_CONFIG_CONTENT is not a JSON object".into()))?,
         None => json!({}),
     };
     let server = json!({ "type": "local", "command": [m.program, "mcp"], "enabled": true });
-    let object = |v: &mut Value, key: &str| -> Result<(), String> {
+    let object = |v: &mut Value, key: &str| -> super::Result<()> {
         let slot = v.as_object_mut().expect("an object").entry(key).or_insert_with(|| json!({}));
         if !slot.is_object() {
-            return Err(format!("[provider].env OPENCODE_CONFIG_CONTENT: `{key}` is not an object"));
+            return Err(Error::Setting(format!("[provider].env OPENCODE_CONFIG_CONTENT: `{key}` is not an object")));
         }
         Ok(())
     };
@@ -492,7 +493,7 @@ mod tests {
     }
 
     /// A command line without MCP (`mcp = false`), in chamber `/c`.
-    fn line(agent: &str, as_root: bool) -> Result<Launch, String> {
+    fn line(agent: &str, as_root: bool) -> crate::agent::Result<Launch> {
         command_line(agent, Path::new("/c"), &turn("P"), as_root, None, &BTreeMap::new())
     }
 
@@ -609,7 +610,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
         assert_eq!(v["permission"], "allow");
         env.insert("OPENCODE_CONFIG_CONTENT".to_string(), "[1]".to_string());
-        assert!(opencode_config(&m, &env).unwrap_err().contains("not a JSON object"));
+        assert!(opencode_config(&m, &env).unwrap_err().to_string().contains("not a JSON object"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the keeper it runs under. What the agent does once started comes back
 //! through [`Session::on_exit`] and the stream's [`Tell`].
 
+use super::Error;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -108,7 +109,7 @@ pub struct Started {
 
 /// Starts the agent of `s` in its own process group, confined as its
 /// chamber says; returns at once (its end comes through `on_exit`).
-pub async fn start(s: Session<'_>) -> Result<Started, String> {
+pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let prepared = prepare(&s)?;
     let mut notes = Vec::new();
     let (mut cmd, logs) = command(&s, &prepared, &mut notes)?;
@@ -132,8 +133,8 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         tokio::task::spawn_blocking(move || dir.write(&prompt_rel, text.as_bytes(), NewFile::QUICK));
     }
     let mut child = spawned.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("{:?} not found on PATH", launch.program),
-        _ => format!("cannot run {:?}: {e}", launch.program),
+        std::io::ErrorKind::NotFound => Error::Spawn(format!("{:?} not found on PATH", launch.program)),
+        _ => Error::Spawn(format!("cannot run {:?}: {e}", launch.program)),
     })?;
     let root = s.jail.root;
     let raw = launch.events.and_then(|_| Dir::open(root).ok()?.append(Path::new(EVENTS_FILE)).ok());
@@ -145,7 +146,7 @@ pub async fn start(s: Session<'_>) -> Result<Started, String> {
         let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
         return Ok(Started { pid, keeper: Some(pipe), notes });
     }
-    let pid = child.id().ok_or("the agent exited at once")?;
+    let pid = child.id().ok_or_else(|| Error::Spawn("the agent exited at once".into()))?;
     let stream = match (read, child.stdout.take()) {
         (Some((format, model, logs)), Some(out)) => {
             Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))
@@ -183,14 +184,14 @@ struct Prepared {
 /// Reads the provider's keys, makes the kind's command line and writes the
 /// files it needs (the prompt when long, the kind's config files when they
 /// changed, the log's header).
-fn prepare(s: &Session<'_>) -> Result<Prepared, String> {
+fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
     let (config, root) = (s.jail.config, s.jail.root);
     // Keys kept in files are read now, so a rotated key is used at once.
-    let provider_env = config.agent_env()?;
+    let provider_env = config.agent_env().map_err(|e| Error::Setting(e.to_string()))?;
     // Nothing in the chamber is followed if a link, nor opened if not a
     // plain file: the agent may have planted anything there.
-    let dir = Dir::open(root).map_err(|e| e.to_string())?;
-    dir.make_dirs(Path::new(".cryo")).map_err(|e| e.to_string())?;
+    let dir = Dir::open(root).map_err(file)?;
+    dir.make_dirs(Path::new(".cryo")).map_err(file)?;
     let prompt = s.turn.prompt;
     // A copy for people, and for prompts too long for an argument (which
     // the agent reads at once, so it is written first); not worth an fsync
@@ -198,7 +199,7 @@ fn prepare(s: &Session<'_>) -> Result<Prepared, String> {
     let prompt_rel = PathBuf::from(s.turn.prompt_file);
     let long = prompt.len() > kinds::MAX_PROMPT_ARG;
     if long {
-        dir.write(&prompt_rel, prompt.as_bytes(), NewFile::QUICK).map_err(|e| e.to_string())?;
+        dir.write(&prompt_rel, prompt.as_bytes(), NewFile::QUICK).map_err(file)?;
     }
     let as_root = nix::unistd::geteuid().is_root();
     let mut path = std::env::var("PATH").unwrap_or_default();
@@ -216,10 +217,10 @@ fn prepare(s: &Session<'_>) -> Result<Prepared, String> {
     for (rel, text) in &launch.files {
         let rel = Path::new(rel);
         if dir.read(rel, text.len() as u64).ok().as_deref() != Some(text.as_bytes()) {
-            dir.write(rel, text.as_bytes(), NewFile::QUICK).map_err(|e| format!("cannot write {e}"))?;
+            dir.write(rel, text.as_bytes(), NewFile::QUICK).map_err(|e| Error::File(format!("cannot write {e}")))?;
         }
     }
-    let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| format!("cannot open {e}"))?;
+    let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| Error::File(format!("cannot open {e}")))?;
     {
         use std::io::Write;
         let confined = match s.jail.mode {
@@ -235,7 +236,7 @@ fn prepare(s: &Session<'_>) -> Result<Prepared, String> {
 /// The command that starts the agent confined (under its keeper on a
 /// fleet node), its environment and where its output goes; and the logs
 /// its stream writes (all but the raw events, opened once it runs).
-fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> Result<(tokio::process::Command, Logs), String> {
+fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Result<(tokio::process::Command, Logs)> {
     let (config, root, launch, log_file) = (s.jail.config, s.jail.root, &p.launch, &p.log_file);
     // Found here rather than by the child: a program looked up on a PATH
     // set for the child makes std fall back from posix_spawn (vfork) to
@@ -248,8 +249,8 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> Result<(to
         Run { arg0: &launch.program, program, args: &launch.args, path: &p.path, door: Some(s.door), what: &what };
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
-    let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
-    let clone = |f: &std::fs::File| f.try_clone().map_err(|e| e.to_string());
+    let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
+    let clone = |f: &std::fs::File| f.try_clone().map_err(file);
     let mut cmd = match s.keeper {
         Some(k) => {
             let mut cmd = tokio::process::Command::new(own_exe()?);
@@ -307,6 +308,11 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> Result<(to
     Ok((cmd, logs))
 }
 
+/// A file of the chamber that could not be reached, as its error says.
+fn file(e: impl std::fmt::Display) -> Error {
+    Error::File(e.to_string())
+}
+
 /// A command made to run confined: the program cryod starts (the agent's,
 /// the Landlock launcher, bubblewrap or `systemd-run`), its arguments, and
 /// the private TMPDIR of a confined one.
@@ -337,7 +343,7 @@ pub fn confine(
     provider_env: &BTreeMap<String, String>,
     run: Run<'_>,
     notes: &mut Vec<String>,
-) -> Result<Confined, String> {
+) -> super::Result<Confined> {
     let config = jail.config;
     // Asking may run bubblewrap once: off the worker (an unconfined
     // process asks nothing, and keeps its worker).
@@ -346,9 +352,9 @@ pub fn confine(
         confined => tokio::task::block_in_place(|| sandbox::unavailable(confined)),
     };
     if let Some(why) = unavailable {
-        return Err(why);
+        return Err(Error::Unavailable(why));
     }
-    let own_exe = || std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"));
+    let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
     let mut tmp = None;
     let (program, args): (PathBuf, Vec<OsString>) = match jail.mode {
         Sandbox::Off => (run.program, run.args.iter().map(Into::into).collect()),
@@ -385,15 +391,17 @@ fn policy(
     jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
     run: &Run<'_>,
-) -> Result<(sandbox::Policy, PathBuf), String> {
+) -> super::Result<(sandbox::Policy, PathBuf)> {
     let (config, root, places) = (jail.config, jail.root, jail.places);
     for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
         if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
-            return Err(format!("cryo.toml: {key} names {}, which is not a folder", missing.display()));
+            return Err(Error::Setting(format!("cryo.toml: {key} names {}, which is not a folder", missing.display())));
         }
     }
     let tmp = root.join(".cryo/tmp");
-    Dir::open(root).and_then(|d| d.make_dirs(Path::new(".cryo/tmp"))).map_err(|e| format!("cannot create {e}"))?;
+    Dir::open(root)
+        .and_then(|d| d.make_dirs(Path::new(".cryo/tmp")))
+        .map_err(|e| Error::File(format!("cannot create {e}")))?;
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let (state, config_dir) = (&places.state_dir, &places.config_dir);
     let mut hidden = vec![state.clone(), config_dir.clone(), PathBuf::from("/tmp")];
@@ -417,7 +425,7 @@ fn policy(
     let kind = kinds::Kind::of(run.arg0);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
     for dir in home.as_deref().map(|h| kind.state_dirs(h, var)).unwrap_or_default() {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::File(format!("cannot create {}: {e}", dir.display())))?;
         writable.push(sandbox::canonical(&dir));
     }
     let mut readable: Vec<PathBuf> = config.readable.iter().map(|p| sandbox::canonical(p)).collect();
@@ -452,26 +460,27 @@ async fn kept_start(
     prices: Arc<crate::agent_events::Prices>,
     tell: Tell,
     on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
-) -> Result<(u32, std::fs::File), String> {
+) -> super::Result<(u32, std::fs::File)> {
     use tokio::io::AsyncBufReadExt;
-    let stdin = child.stdin.take().ok_or("the keeper has no stdin")?;
-    let stdout = child.stdout.take().ok_or("the keeper has no stdout")?;
+    let keeper = |why: &str| Error::Spawn(why.to_string());
+    let stdin = child.stdin.take().ok_or_else(|| keeper("the keeper has no stdin"))?;
+    let stdout = child.stdout.take().ok_or_else(|| keeper("the keeper has no stdout"))?;
     // Lines of bytes: a relayed line need not be UTF-8.
     let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
     let first = tokio::time::timeout(KEEPER_START, lines.next_segment()).await;
     let first = first.map(|r| r.map(|l| l.map(|l| String::from_utf8_lossy(&l).into_owned())));
     let pid = match first {
-        Ok(Ok(Some(l))) if l.starts_with("pid ") => l[4..].trim().parse::<u32>().map_err(|e| e.to_string())?,
+        Ok(Ok(Some(l))) if l.starts_with("pid ") => l[4..].trim().parse::<u32>().map_err(|e| keeper(&e.to_string()))?,
         Ok(Ok(Some(l))) => {
             let _ = child.wait().await;
-            return Err(format!("the agent did not start ({l})"));
+            return Err(keeper(&format!("the agent did not start ({l})")));
         }
         _ => {
             let _ = child.kill().await;
-            return Err("the session's keeper did not start the agent".into());
+            return Err(keeper("the session's keeper did not start the agent"));
         }
     };
-    let pipe = stdin.into_owned_fd().map_err(|e| format!("the keeper's pipe: {e}"))?;
+    let pipe = stdin.into_owned_fd().map_err(|e| keeper(&format!("the keeper's pipe: {e}")))?;
     // The relayed output, through pipes in memory, to the readers a child's
     // own output would go to.
     let (mut to_out, mut to_err, stream) = match read {

@@ -19,6 +19,33 @@
 //! It knows nothing of supervisors or the runtime: what it needs comes in
 //! as values, and what it learns goes out through callbacks.
 
+/// Why an agent, or a pre-check, could not be started as its chamber says.
+/// Each reads as one line for the person who gets it; the kind says whose
+/// move it is (the chamber's settings, the machine, the kernel, the disk).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The chamber's settings cannot make the command: its `agent` line,
+    /// `[provider] env`, a kind's own configuration.
+    #[error("{0}")]
+    Setting(String),
+    /// What the sandbox or the limits need is missing, or does not work here.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The kernel refused the confinement.
+    #[error("{0}")]
+    Refused(String),
+    /// A file in the chamber (the prompt, a kind's config, the agent's log)
+    /// could not be written or opened.
+    #[error("{0}")]
+    File(String),
+    /// The program (or its keeper) did not start.
+    #[error("{0}")]
+    Spawn(String),
+}
+
+/// The agent wing's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 pub mod door;
 pub mod group;
 pub mod keeper;

@@ -31,6 +31,7 @@
 //! nothing unless the kernel enforced every rule, and bwrap runs nothing if
 //! a mount fails.
 
+use super::Error;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -175,14 +176,15 @@ pub const BWRAP_OVERRIDE: &str = "CRYO_BWRAP";
 /// bubblewrap's program, once it has made a sandbox on this machine (a
 /// success is remembered; a failure is asked again next time, so that
 /// installing the package is enough).
-pub fn bwrap() -> Result<PathBuf, String> {
+pub fn bwrap() -> super::Result<PathBuf> {
     static WORKS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     if let Some(p) = WORKS.get() {
         return Ok(p.clone());
     }
     let program = match std::env::var_os(BWRAP_OVERRIDE).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => crate::paths::on_path("bwrap").ok_or("bubblewrap is not installed (`apt-get install bubblewrap`)")?,
+        None => crate::paths::on_path("bwrap")
+            .ok_or_else(|| Error::Unavailable("bubblewrap is not installed (`apt-get install bubblewrap`)".into()))?,
     };
     let out = std::process::Command::new(&program)
         .args(["--ro-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--proc", "/proc", "--dev", "/dev"])
@@ -190,11 +192,11 @@ pub fn bwrap() -> Result<PathBuf, String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|e| Error::Unavailable(format!("cannot run {}: {e}", program.display())))?;
     if !out.status.success() {
         let said = String::from_utf8_lossy(&out.stderr);
         let said = said.lines().next().unwrap_or("no reason given");
-        return Err(format!("{} cannot make a sandbox here ({said})", program.display()));
+        return Err(Error::Unavailable(format!("{} cannot make a sandbox here ({said})", program.display())));
     }
     Ok(WORKS.get_or_init(|| program).clone())
 }
@@ -279,28 +281,30 @@ pub fn intercept() {
     std::process::exit(126)
 }
 
-fn launch(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
+fn launch(args: Vec<OsString>) -> super::Result<std::convert::Infallible> {
     use std::os::unix::process::CommandExt;
+    let bad = |why: &str| Error::Setting(format!("the Landlock launcher: {why}"));
     let mut args = args.into_iter();
-    let policy = args.next().ok_or("no policy")?;
-    let policy: Policy = serde_json::from_str(&policy.to_string_lossy()).map_err(|e| format!("a bad policy: {e}"))?;
+    let policy = args.next().ok_or_else(|| bad("no policy"))?;
+    let policy: Policy =
+        serde_json::from_str(&policy.to_string_lossy()).map_err(|e| bad(&format!("a bad policy: {e}")))?;
     if args.next().is_none_or(|a| a != "--") {
-        return Err("no `--` before the program".into());
+        return Err(bad("no `--` before the program"));
     }
-    let program = args.next().ok_or("no program")?;
+    let program = args.next().ok_or_else(|| bad("no program"))?;
     restrict(&policy)?;
     let e = std::process::Command::new(&program).arg0(&policy.arg0).args(args).exec();
-    Err(format!("cannot run {}: {e}", Path::new(&program).display()))
+    Err(Error::Spawn(format!("cannot run {}: {e}", Path::new(&program).display())))
 }
 
 /// Restricts this process (and what it runs) to `policy`; fails unless the
 /// kernel enforced every rule.
-fn restrict(policy: &Policy) -> Result<(), String> {
+fn restrict(policy: &Policy) -> super::Result<()> {
     if let Some(why) = unavailable(Sandbox::Landlock) {
-        return Err(why);
+        return Err(Error::Unavailable(why));
     }
     let abi = ABI_WANTED;
-    let fail = |e: &dyn std::fmt::Display| format!("cannot set up the Landlock sandbox: {e}");
+    let fail = |e: &dyn std::fmt::Display| Error::Refused(format!("cannot set up the Landlock sandbox: {e}"));
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
     // A relative or empty root would hide everything (every path starts
@@ -390,14 +394,16 @@ pub fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]
 
 /// `systemd-run`, when cryod runs as a systemd service (whose manager can
 /// make scopes), or why the limits cannot be applied.
-pub fn systemd_run() -> Result<PathBuf, String> {
+pub fn systemd_run() -> super::Result<PathBuf> {
     let manager = std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).join("systemd/private"));
     if std::env::var_os("INVOCATION_ID").is_none_or(|v| v.is_empty()) || !manager.is_some_and(|m| m.exists()) {
-        return Err("cryod does not run under a systemd user manager (`cryoctl daemon install` installs it as a \
-                    user service)"
-            .into());
+        return Err(Error::Unavailable(
+            "cryod does not run under a systemd user manager (`cryoctl daemon install` installs it as a user \
+             service)"
+                .into(),
+        ));
     }
-    crate::paths::on_path("systemd-run").ok_or_else(|| "systemd-run is not on cryod's PATH".into())
+    crate::paths::on_path("systemd-run").ok_or_else(|| Error::Unavailable("systemd-run is not on cryod's PATH".into()))
 }
 
 /// The folders `program` needs to run, read-only: its install (the

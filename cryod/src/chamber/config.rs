@@ -262,6 +262,15 @@ pub enum ConfigError {
     /// line names the file, line and key).
     #[error("{0}")]
     Toml(String),
+    /// A key file of `[provider] env` cannot be used as one (missing, not a
+    /// plain file, readable by others, too large, not text).
+    #[error("[provider].env.{key}: {}: {why}", .path.display())]
+    KeyFile {
+        /// The variable it is for.
+        key: String,
+        path: PathBuf,
+        why: String,
+    },
     /// A setting's value is wrong: where it is, and why.
     #[error("{at}: {message}")]
     Invalid {
@@ -352,11 +361,11 @@ impl ChamberConfig {
     /// those kept in files, read now. A file that is missing, not a plain
     /// file, too large, or readable by anyone but its owner is refused with
     /// one line naming the key (its value is never in the line).
-    pub fn agent_env(&self) -> Result<BTreeMap<String, String>, String> {
+    pub fn agent_env(&self) -> Result<BTreeMap<String, String>, ConfigError> {
         use std::os::unix::fs::MetadataExt;
         let mut env = self.provider_env.clone();
         for (key, path) in &self.provider_env_files {
-            let refuse = |why: String| format!("[provider].env.{key}: {}: {why}", path.display());
+            let refuse = |why: String| ConfigError::KeyFile { key: key.clone(), path: path.clone(), why };
             let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
             if !meta.is_file() {
                 return Err(refuse("not a file".into()));

@@ -87,7 +87,7 @@ impl Daemon {
         tracing::info!(from = %job.from, to = %h.to, session = h.session, ok = sent.is_ok(), "hand-off");
         let result = sent
             .map(|d| cryo_core::chamber::handoff::HandedOff { file: d.file, waits: d.waits, looped: job.looped })
-            .map_err(|e| e.to_string());
+            .map_err(cryo_core::chamber::Failed::of);
         if let Ok(handle) = self.handle_of(job.from_id) {
             let _ = handle.tx.send(Event::HandedOff { to: h.to, session: h.session, result });
         }

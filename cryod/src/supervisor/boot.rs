@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cryo_core::chamber::{self, Boot, Chamber, Input, Limits, OpenBatch, OpenSession, Outgoing};
+use cryo_core::chamber::{self, Boot, Chamber, Failed, Input, Limits, OpenBatch, OpenSession, Outgoing};
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
 use tokio::sync::watch;
@@ -60,7 +60,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
     let (past, mailbox) = past(&root, last, tz, watch_activity);
     // The machine takes the fault as its line.
-    let todos = todos::load(&root, tz).map_err(|e| e.to_string());
+    let todos = todos::load(&root, tz).map_err(Failed::of);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }

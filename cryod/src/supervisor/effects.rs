@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cryo_core::chamber::{Effect, Input, LogLine, Sig};
+use cryo_core::chamber::{Effect, Failed, Input, LogLine, Sig};
 use nix::sys::signal::Signal;
 
 use super::ledger::{Ended, Flag, Journal};
 use super::{Event, Sup};
+use crate::agent::Error as AgentError;
 use crate::agent::kinds::{self, Turn};
 use crate::agent::stream::Tell;
 use crate::agent::{group, launch};
@@ -149,7 +150,7 @@ impl Sup {
         let looped = self.shared.handoff_loop(&from, &handoff.to);
         let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
         let h = self.shared.handoffs.send(job).err()?.0.handoff;
-        let result = Err("cryod is stopping".to_string());
+        let result = Err(Failed::from("cryod is stopping"));
         Some(Input::HandedOff { to: h.to, session: h.session, result })
     }
 
@@ -178,7 +179,7 @@ impl Sup {
     async fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
         use crate::agent::precheck::{self, Prepared};
         let (tx, root) = (self.tx.clone(), self.root.clone());
-        let prepared: Vec<Result<Prepared, String>> = match self.config.clone() {
+        let prepared: Vec<crate::agent::Result<Prepared>> = match self.config.clone() {
             Ok(config) => {
                 let mut out = Vec::with_capacity(checks.len());
                 for check in &checks {
@@ -186,7 +187,7 @@ impl Sup {
                 }
                 out
             }
-            Err(e) => checks.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => checks.iter().map(|_| Err(AgentError::Setting(e.0.clone()))).collect(),
         };
         let name = self.machine.name().to_string();
         let task = tokio::spawn(async move {
@@ -212,7 +213,7 @@ impl Sup {
         &mut self,
         config: &crate::chamber::config::ChamberConfig,
         command: &str,
-    ) -> Result<crate::agent::precheck::Prepared, String> {
+    ) -> crate::agent::Result<crate::agent::precheck::Prepared> {
         use crate::agent::precheck::Prepared;
         // A key file that cannot be read leaves its key out: the agent's
         // spawn says why.
@@ -244,20 +245,28 @@ impl Sup {
     }
 
     /// What confines the chamber's processes, as its config says.
-    async fn jail<'a>(&'a self, config: &'a crate::chamber::config::ChamberConfig) -> Result<launch::Jail<'a>, String> {
+    async fn jail<'a>(
+        &'a self,
+        config: &'a crate::chamber::config::ChamberConfig,
+    ) -> crate::agent::Result<launch::Jail<'a>> {
         // A path of `writable`, `readable` or a key file that leads
         // elsewhere than when read (the agent moved a link): read the file
         // again, which holds the chamber for the operator.
         if let Some(line) = config.moved() {
             let _ = self.tx.send(Event::Watched(crate::watch::Change::Config));
-            return Err(line);
+            return Err(AgentError::Setting(line));
         }
         let mode = self.sandbox_of(config);
         // Every other chamber (of every node) is hidden from a confined one.
         let others = match mode {
             crate::config::Sandbox::Off => Vec::new(),
             _ => {
-                let all = self.shared.store.chambers().await.map_err(|e| format!("cannot list the chambers: {e}"))?;
+                let all = self
+                    .shared
+                    .store
+                    .chambers()
+                    .await
+                    .map_err(|e| AgentError::Unavailable(format!("cannot list the chambers: {e}")))?;
                 all.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)).collect()
             }
         };
@@ -327,7 +336,7 @@ impl Sup {
 
     /// Starts the agent in its own process group (see `agent::launch`);
     /// returns its pid (the group's id too).
-    async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, String> {
+    async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, Failed> {
         let config = self.config.as_ref().map_err(Clone::clone)?;
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
@@ -336,12 +345,12 @@ impl Sup {
         let keeper = lease.is_fleet().then_some(launch::Keeper { until, fence: self.fence.token });
         // The session's own door: the only socket its agent is given.
         let key = crate::agent::door::DoorKey { chamber: self.id, session: number };
-        let door = self.shared.doors.open(key).map_err(|e| format!("cannot open the session's socket: {e}"))?;
+        let door = self.shared.doors.open(key).map_err(|e| Failed(format!("cannot open the session's socket: {e}")))?;
         let tx = self.tx.clone();
         let on_exit = Box::new(move |e: launch::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
-        let jail = self.jail(config).await?;
+        let jail = self.jail(config).await.map_err(Failed::of)?;
         let session = launch::Session {
             jail,
             number,
@@ -359,7 +368,7 @@ impl Sup {
             prices: self.shared.prices.clone(),
             on_exit,
         };
-        let started = launch::start(session).await?;
+        let started = launch::start(session).await.map_err(Failed::of)?;
         self.door = Some(door);
         for note in started.notes {
             self.log(LogLine::Event(note));

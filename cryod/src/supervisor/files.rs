@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use cryo_core::chamber::{
-    AfterClaim, AfterTodos, AfterWrite, Folder as MachineFolder, Input, ReqId, TodoOp, TodoWriteError,
+    AfterClaim, AfterTodos, AfterWrite, Failed, Folder as MachineFolder, Input, ReqId, TodoOp, TodoWriteError,
 };
 
 use super::Sup;
@@ -18,7 +18,7 @@ impl Sup {
         let (root, now) = (&self.root, self.now());
         // A cryo.toml made again (it had none) is confined as a new chamber's.
         let made = || crate::chamber::reset::to_history(root, now, crate::agent::sandbox::strongest());
-        let result = off_worker(made).map_err(|e| e.to_string());
+        let result = off_worker(made).map_err(Failed::of);
         match &result {
             Ok(dir) => {
                 tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
@@ -67,7 +67,7 @@ impl Sup {
             message.meta.insert("fence".into(), f.to_string());
         }
         let (mailbox, now) = (self.mailbox(), self.now());
-        let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(|e| e.to_string());
+        let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(Failed::of);
         match &result {
             Ok(name) => {
                 self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
@@ -95,7 +95,7 @@ impl Sup {
                 self.claimed = claimed;
                 Ok(names)
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Failed::of(e)),
         };
         Input::Archived { then, result }
     }
@@ -107,7 +107,7 @@ impl Sup {
             dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
         })
         .map(drop)
-        .map_err(|e| e.to_string());
+        .map_err(Failed::of);
         Input::PlanWritten { req, result }
     }
 

@@ -3,7 +3,7 @@
 //! chamber's fence.
 
 use chrono::{DateTime, Utc};
-use cryo_core::chamber::{AfterClaim, AfterStore, Input, Passed};
+use cryo_core::chamber::{AfterClaim, AfterStore, Failed, Input, Passed};
 use cryo_core::session::Trigger;
 
 use super::Sup;
@@ -27,7 +27,7 @@ impl Sup {
     pub(super) async fn journal_claim(&mut self, number: u64, names: Vec<String>, then: AfterClaim) -> Input {
         let at = crate::rfc3339(self.now());
         let r = self.shared.store.journal_claim(self.fence, number, names.clone(), at).await;
-        let result = self.fenced(r).map(|_| ()).map_err(|e| e.to_string());
+        let result = self.fenced(r).map(|_| ()).map_err(Failed::of);
         Input::Journaled { then, names, result }
     }
 
@@ -72,7 +72,7 @@ impl Sup {
             resumed_from: w.resumed_from,
         };
         let r = self.shared.store.record_wake(self.fence, record).await;
-        let r = self.fenced(r).map_err(|e| e.to_string());
+        let r = self.fenced(r).map_err(Failed::of);
         if let Err(error) = &r {
             tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
         }
@@ -112,7 +112,7 @@ impl Sup {
                 (store.set_archived(fence, on).await, Some(if on { "chamber archived" } else { "chamber unarchived" }))
             }
         };
-        let result = self.fenced(r).map_err(|e| e.to_string());
+        let result = self.fenced(r).map_err(Failed::of);
         if let (Ok(()), Some(what)) = (&result, said) {
             tracing::info!(chamber = %self.machine.name(), "{what}");
         }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cryo_core::chamber::{Chamber, Effect, Input, Refusal, ReqId, Settings, Timer, View};
+use cryo_core::chamber::{Chamber, Effect, Failed, Input, Refusal, ReqId, Settings, Timer, View};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -141,7 +141,7 @@ pub enum Event {
     HandedOff {
         to: String,
         session: u64,
-        result: std::result::Result<cryo_core::chamber::handoff::HandedOff, String>,
+        result: std::result::Result<cryo_core::chamber::handoff::HandedOff, Failed>,
     },
     /// An operator asks the bridges to pull (or push) now; the answer is
     /// each bridge's count or error, and their status after.
@@ -235,7 +235,7 @@ struct Sup {
     snapshot: watch::Sender<Snapshot>,
     machine: Chamber,
     /// `cryo.toml` as last read (the machine keeps what its rules need).
-    config: std::result::Result<ChamberConfig, String>,
+    config: std::result::Result<ChamberConfig, Failed>,
     waiters: HashMap<ReqId, Waiter>,
     next_req: ReqId,
     /// The admission slot of the running session.
@@ -430,7 +430,7 @@ impl Sup {
                     return;
                 }
                 self.todos_written = None;
-                Input::TodosChanged(todos::load(&self.root, self.machine.tz()).map_err(|e| e.to_string()))
+                Input::TodosChanged(todos::load(&self.root, self.machine.tz()).map_err(Failed::of))
             }
             Event::Watched(Change::Config) => match self.read_config() {
                 Some((config, warnings)) => Input::ConfigChanged { config, warnings },
@@ -502,7 +502,7 @@ impl Sup {
     }
 
     async fn reload_todos(&mut self) {
-        let todos = todos::load(&self.root, self.machine.tz()).map_err(|e| e.to_string());
+        let todos = todos::load(&self.root, self.machine.tz()).map_err(Failed::of);
         if self.machine.todos() != Some(todos.as_ref()) {
             if let Err(e) = &todos {
                 tracing::warn!(chamber = %self.machine.name(), fault = %e, "chamber is faulted");
@@ -548,21 +548,21 @@ pub(super) fn load_config(
     root: &std::path::Path,
     name: &str,
     accepted: Option<&Trusted>,
-) -> (std::result::Result<ChamberConfig, String>, Vec<String>, Option<Trusted>) {
+) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let mut read = None;
     // The text goes into the machine's settings (a core type): a string.
-    let loaded = chamber_config::load(root, shared.system_tz()).map_err(|e| e.to_string()).and_then(|l| {
+    let loaded = chamber_config::load(root, shared.system_tz()).map_err(Failed::of).and_then(|l| {
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {
-            return Err(crate::chamber::trust::held(name, &changed));
+            return Err(Failed(crate::chamber::trust::held(name, &changed)));
         }
         let names = shared.names.read().expect("names lock");
         match l.config.on_end.iter().find(|c| !names.contains(&c.link.chamber)) {
-            Some(c) => Err(format!(
+            Some(c) => Err(Failed(format!(
                 "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
                 c.at, c.link.chamber
-            )),
+            ))),
             None => Ok(l),
         }
     });

@@ -2,19 +2,19 @@
 //! the operator's trust in them (digests kept in the store), and the agent's
 //! program found before a start.
 
-use cryo_core::chamber::Settings;
+use cryo_core::chamber::{Failed, Settings};
 
 use super::*;
 use crate::error::{Error, Result};
 
 impl Sup {
     /// The machine's settings from the config as last read.
-    pub(super) fn settings(&self) -> (std::result::Result<Settings, String>, Vec<String>) {
+    pub(super) fn settings(&self) -> (std::result::Result<Settings, Failed>, Vec<String>) {
         (self.config.as_ref().map(settings).map_err(Clone::clone), self.machine.view().warnings)
     }
 
     /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
-    pub(super) fn read_config(&mut self) -> Option<(std::result::Result<Settings, String>, Vec<String>)> {
+    pub(super) fn read_config(&mut self) -> Option<(std::result::Result<Settings, Failed>, Vec<String>)> {
         let (config, warnings, read) =
             load_config(&self.shared, &self.root, self.machine.name(), self.trusted.as_ref());
         if self.trusted.is_none()
@@ -57,7 +57,7 @@ impl Sup {
             }
             None => match load_config(&self.shared, &self.root, self.machine.name(), None) {
                 (Ok(_), _, Some(read)) => read,
-                (Err(e), _, _) => return Err(Error::Precondition(e)),
+                (Err(e), _, _) => return Err(Error::Precondition(e.0)),
                 (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
             },
         };
@@ -93,16 +93,16 @@ impl Sup {
     }
 
     /// Whether the agent's program can be found (checked at start).
-    pub(super) fn agent_check(&self) -> std::result::Result<(), String> {
+    pub(super) fn agent_check(&self) -> std::result::Result<(), Failed> {
         let Ok(c) = &self.config else { return Ok(()) };
-        let program = crate::agent::kinds::split_words(&c.agent)?.remove(0);
+        let program = crate::agent::kinds::split_words(&c.agent).map_err(Failed::of)?.remove(0);
         let path = std::env::var("PATH").unwrap_or_default();
         match crate::paths::find_program(&program, &self.root, &path) {
             Some(_) => Ok(()),
-            None => Err(format!(
+            None => Err(Failed(format!(
                 "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",
                 self.root.display()
-            )),
+            ))),
         }
     }
 }

@@ -133,7 +133,7 @@ impl Chamber {
         self.emit(Effect::JournalClaim { number, names: self.unread.clone(), then });
     }
 
-    pub(super) fn archived(&mut self, then: AfterClaim, result: Result<Vec<String>, String>) {
+    pub(super) fn archived(&mut self, then: AfterClaim, result: Result<Vec<String>, Failed>) {
         match result {
             Ok(names) => {
                 let before = std::mem::take(&mut self.unread);
@@ -201,7 +201,7 @@ impl Chamber {
             TodoCall::List => {
                 let r = match self.list() {
                     Ok(l) => Ok(Reply::Todos { todos: l.items.clone(), tz }),
-                    Err(e) => Err(Refusal::Precondition(e)),
+                    Err(e) => Err(Refusal::Precondition(e.0)),
                 };
                 return self.reply(req, r);
             }
@@ -298,7 +298,7 @@ impl Chamber {
     }
 
     /// The claim is journaled: its files move to the archive.
-    pub(super) fn journaled(&mut self, then: AfterClaim, names: Vec<String>, result: Result<(), String>) {
+    pub(super) fn journaled(&mut self, then: AfterClaim, names: Vec<String>, result: Result<(), Failed>) {
         match result {
             Ok(()) => self.emit(Effect::ArchiveInbox { names, then }),
             Err(e) => {

@@ -224,7 +224,7 @@ impl Chamber {
     }
 
     /// The shell delivered (or could not deliver) a hand-off.
-    pub(super) fn handed_off(&mut self, to: String, session: u64, result: Result<HandedOff, String>) {
+    pub(super) fn handed_off(&mut self, to: String, session: u64, result: Result<HandedOff, Failed>) {
         match result {
             Ok(done) => {
                 let waits = done.waits.map(|w| format!("; {w}")).unwrap_or_default();

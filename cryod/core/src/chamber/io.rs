@@ -77,6 +77,35 @@ pub struct Passed {
     pub reason: String,
 }
 
+/// Why the shell could not do what an effect asked, or could not read what
+/// an input reports (a file that would not parse, a ledger that would not
+/// take a row): one line for a person, made by the shell from its own
+/// typed error where it crosses into the machine. The machine never
+/// decides by its text; it shows it (a fault, an attention line, a refusal)
+/// and acts on the failure alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+impl Failed {
+    /// The line of any error.
+    pub fn of(e: impl std::fmt::Display) -> Failed {
+        Failed(e.to_string())
+    }
+}
+
+impl From<String> for Failed {
+    fn from(s: String) -> Failed {
+        Failed(s)
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(s: &str) -> Failed {
+        Failed(s.to_string())
+    }
+}
+
 /// Why a request was refused; the shell maps each kind to its status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -526,7 +555,7 @@ pub enum Input {
     Start {
         req: ReqId,
         wait: bool,
-        agent_check: Result<(), String>,
+        agent_check: Result<(), Failed>,
         log_session: u64,
     },
     Stop {
@@ -586,16 +615,16 @@ pub enum Input {
         arrived: bool,
     },
     /// `todo.json` as it now reads.
-    TodosChanged(Result<TodoList, String>),
+    TodosChanged(Result<TodoList, Failed>),
     /// `cryo.toml` changed (`warnings` for keys of the seed system).
     ConfigChanged {
-        config: Result<Settings, String>,
+        config: Result<Settings, Failed>,
         warnings: Vec<String>,
     },
     /// The system's zone changed; `config` read again under it.
     ZoneChanged {
         zone: Tz,
-        config: Result<Settings, String>,
+        config: Result<Settings, Failed>,
         warnings: Vec<String>,
     },
     /// The machine goes to sleep (true) or woke (false).
@@ -666,7 +695,7 @@ pub enum Input {
     HandedOff {
         to: String,
         session: u64,
-        result: Result<super::handoff::HandedOff, String>,
+        result: Result<super::handoff::HandedOff, Failed>,
     },
     /// The pre-checks of the wake `nonce` answered (one per check, in order).
     Prechecked {
@@ -675,39 +704,39 @@ pub enum Input {
     },
 
     // ---- results of effects
-    Recorded(Result<(), String>),
+    Recorded(Result<(), Failed>),
     TodosUpdated {
         then: AfterTodos,
         result: Result<(TodoDone, TodoList), TodoWriteError>,
     },
-    Spawned(Result<u32, String>),
+    Spawned(Result<u32, Failed>),
     MessageWritten {
         then: AfterWrite,
-        result: Result<String, String>,
+        result: Result<String, Failed>,
     },
     StoreWritten {
         then: AfterStore,
-        result: Result<(), String>,
+        result: Result<(), Failed>,
     },
     Journaled {
         then: AfterClaim,
         names: Vec<String>,
-        result: Result<(), String>,
+        result: Result<(), Failed>,
     },
     /// The names the batch got in `inbox/archive/`.
     Archived {
         then: AfterClaim,
-        result: Result<Vec<String>, String>,
+        result: Result<Vec<String>, Failed>,
     },
     PlanWritten {
         req: ReqId,
-        result: Result<(), String>,
+        result: Result<(), Failed>,
     },
     /// The runtime files were moved into this folder (relative to the
     /// chamber), or why not.
     ResetDone {
         req: ReqId,
-        result: Result<String, String>,
+        result: Result<String, Failed>,
     },
 }
 

@@ -124,9 +124,9 @@ pub struct Loaded {
     pub last_result: Option<String>,
     pub last_lateness_ms: Option<i64>,
     pub open_questions: u32,
-    pub config: Result<Settings, String>,
+    pub config: Result<Settings, Failed>,
     pub warnings: Vec<String>,
-    pub todos: Result<TodoList, String>,
+    pub todos: Result<TodoList, Failed>,
     pub unread: Vec<String>,
     pub system_tz: Tz,
     /// The conversation the last session left to resume (from the ledger).
@@ -242,11 +242,11 @@ pub struct Chamber {
     archived: bool,
     /// Reset, with no session since: the next start bootstraps.
     begun_again: bool,
-    config: Result<Settings, String>,
+    config: Result<Settings, Failed>,
     warnings: Vec<String>,
     /// `todo.json` as last read or written, or at rest only its next due
     /// time ([`Chamber::rest`]); the reason it cannot be read.
-    todos: Result<Held, String>,
+    todos: Result<Held, Failed>,
     unread: Vec<String>,
     system_tz: Tz,
     last_session: u64,
@@ -396,7 +396,7 @@ impl Chamber {
 
     /// The list the machine holds (`None` at rest: it keeps only the next
     /// due time then).
-    pub fn todos(&self) -> Option<Result<&TodoList, &String>> {
+    pub fn todos(&self) -> Option<Result<&TodoList, &Failed>> {
         match &self.todos {
             Ok(Held::List(l)) => Some(Ok(l)),
             Ok(Held::Rest { .. }) => None,
@@ -436,7 +436,7 @@ impl Chamber {
 
     /// The parsed list, for what needs it (the shell gave it, see
     /// [`wants_list`](Self::wants_list)).
-    fn list(&self) -> Result<&TodoList, String> {
+    fn list(&self) -> Result<&TodoList, Failed> {
         match &self.todos {
             Ok(Held::List(l)) => Ok(l),
             Ok(Held::Rest { .. }) => Err("todo.json was not read when it was needed (a bug in cryod)".into()),
@@ -498,7 +498,7 @@ impl Chamber {
 
     pub fn fault(&self) -> Option<String> {
         match (&self.config, &self.todos) {
-            (Err(e), _) | (_, Err(e)) => Some(e.clone()),
+            (Err(e), _) | (_, Err(e)) => Some(e.0.clone()),
             _ => None,
         }
     }
@@ -595,7 +595,7 @@ impl Chamber {
                 Ok(done)
             }
             Err(TodoWriteError::Fault(m)) => {
-                self.todos = Err(m.clone());
+                self.todos = Err(Failed(m.clone()));
                 Err(Refusal::Precondition(format!("the chamber is faulted: {m}")))
             }
             Err(TodoWriteError::Refused(e)) => Err(refused(e)),

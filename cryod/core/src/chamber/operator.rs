@@ -5,13 +5,13 @@
 use super::*;
 
 impl Chamber {
-    pub(super) fn start(&mut self, req: ReqId, wait: bool, agent_check: Result<(), String>, log_session: u64) {
+    pub(super) fn start(&mut self, req: ReqId, wait: bool, agent_check: Result<(), Failed>, log_session: u64) {
         if let Some(f) = self.fault() {
             let why = format!("{} is faulted, so it cannot start: {f}", self.name);
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
         if let Err(why) = agent_check {
-            return self.reply(req, Err(Refusal::Precondition(why)));
+            return self.reply(req, Err(Refusal::Precondition(why.0)));
         }
         if self.archived {
             let name = &self.name;
@@ -178,7 +178,7 @@ impl Chamber {
 
     /// The runtime files are in `history/`: the chamber begins again from
     /// its plan and config, as if new (its ledger and session numbers go on).
-    pub(super) fn reset_done(&mut self, req: ReqId, result: Result<String, String>) {
+    pub(super) fn reset_done(&mut self, req: ReqId, result: Result<String, Failed>) {
         let dir = match result {
             Ok(dir) => dir,
             Err(e) => return self.reply(req, Err(Refusal::Internal(format!("cannot reset: {e}")))),
@@ -206,7 +206,7 @@ impl Chamber {
         self.reply(req, Ok(Reply::Reset(dir)));
     }
 
-    pub(super) fn store_written(&mut self, then: AfterStore, result: Result<(), String>) {
+    pub(super) fn store_written(&mut self, then: AfterStore, result: Result<(), Failed>) {
         if let Err(e) = result {
             let req = match then {
                 AfterStore::Started { req, .. }
@@ -344,7 +344,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn message_written(&mut self, then: AfterWrite, result: Result<String, String>) {
+    pub(super) fn message_written(&mut self, then: AfterWrite, result: Result<String, Failed>) {
         match (then, result) {
             (AfterWrite::Fallback { subject }, Ok(name)) => {
                 self.log(format!("cryochamber wrote: {subject} ({name})"));
@@ -407,7 +407,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn plan_written(&mut self, req: ReqId, result: Result<(), String>) {
+    pub(super) fn plan_written(&mut self, req: ReqId, result: Result<(), Failed>) {
         match result {
             Ok(()) => {
                 self.log("plan.md replaced by the operator");
@@ -442,7 +442,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn todos_changed(&mut self, todos: Result<TodoList, String>) {
+    pub(super) fn todos_changed(&mut self, todos: Result<TodoList, Failed>) {
         let todos = todos.map(Held::List);
         // The list read again for a wake or a listing, as it was at rest.
         let same_plan = matches!((&self.todos, &todos),
@@ -455,7 +455,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn config_changed(&mut self, config: Result<Settings, String>, warnings: Vec<String>) {
+    pub(super) fn config_changed(&mut self, config: Result<Settings, Failed>, warnings: Vec<String>) {
         self.warnings = warnings;
         self.config = config;
         self.arm_silence();
@@ -465,7 +465,7 @@ impl Chamber {
         self.replan();
     }
 
-    pub(super) fn zone_changed(&mut self, zone: Tz, config: Result<Settings, String>, warnings: Vec<String>) {
+    pub(super) fn zone_changed(&mut self, zone: Tz, config: Result<Settings, Failed>, warnings: Vec<String>) {
         self.system_tz = zone;
         self.warnings = warnings;
         self.config = config;

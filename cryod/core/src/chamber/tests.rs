@@ -193,8 +193,8 @@ impl Rig {
     }
 }
 
-fn err<T>() -> Result<T, String> {
-    Err("disk full".to_string())
+fn err<T>() -> Result<T, Failed> {
+    Err(Failed::from("disk full"))
 }
 
 fn reply(effects: &[Effect], req: ReqId) -> Option<Result<Reply, Refusal>> {

@@ -185,7 +185,7 @@ impl Chamber {
     /// between the two leaves an open wake whose claims never reached the
     /// file: the settlement makes them again first ([`TodoList::reclaim`]),
     /// so recovery re-queues them once, as it does a claim that landed.
-    pub(super) fn recorded(&mut self, r: Result<(), String>) {
+    pub(super) fn recorded(&mut self, r: Result<(), Failed>) {
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) else { return };
         if let Err(e) = r {
             self.live = None;
@@ -240,7 +240,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn spawned(&mut self, r: Result<u32, String>) {
+    pub(super) fn spawned(&mut self, r: Result<u32, Failed>) {
         let now = self.now;
         let tz = self.tz();
         let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Spawning) else { return };

@@ -36,7 +36,18 @@ pub struct Checker {
     released: HashSet<(usize, chrono::NaiveDate)>,
 }
 
-pub type Verdict = Result<(), String>;
+/// An invariant the machine (or the simulated world) broke, as the failing
+/// run prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken(pub String);
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type Verdict = Result<(), Broken>;
 
 impl Checker {
     pub fn new(chambers: usize) -> Checker {
@@ -51,7 +62,7 @@ impl Checker {
     /// Invariant 5: at most one agent spawn per wake.
     pub fn spawn(&mut self, chamber: usize, session: u64, wake_id: &str) -> Verdict {
         if !self.spawned.insert(wake_id.to_string()) {
-            return Err(format!("wake {wake_id} spawned a second agent"));
+            return Err(Broken(format!("wake {wake_id} spawned a second agent")));
         }
         self.sessions.insert((chamber, session), false);
         Ok(())
@@ -64,9 +75,9 @@ impl Checker {
         let n = self.per_day.entry((chamber, day)).or_default();
         *n += 1;
         match limit {
-            Some(limit) if *n > limit && !self.released.contains(&(chamber, day)) => {
-                Err(format!("chamber {chamber}: agent {n} of {day} spawned past its daily_sessions budget ({limit})"))
-            }
+            Some(limit) if *n > limit && !self.released.contains(&(chamber, day)) => Err(Broken(format!(
+                "chamber {chamber}: agent {n} of {day} spawned past its daily_sessions budget ({limit})"
+            ))),
             _ => Ok(()),
         }
     }
@@ -88,9 +99,9 @@ impl Checker {
     pub fn ran(&mut self, chamber: usize, wake_id: &str, slots: &[(u64, chrono::DateTime<chrono::Utc>)]) -> Verdict {
         for &(id, due) in slots {
             if let Some(first) = self.ran.insert((chamber, id, due), wake_id.to_string()) {
-                return Err(format!(
+                return Err(Broken(format!(
                     "chamber {chamber}: TODO {id} due {due} ran in wake {first} and again in {wake_id}"
-                ));
+                )));
             }
         }
         Ok(())
@@ -117,18 +128,18 @@ impl Checker {
         limit: u32,
     ) -> Verdict {
         if !self.to_hand_off.remove(&(from, session)) {
-            return Err(format!(
+            return Err(Broken(format!(
                 "chamber {from} handed session {session} on to chamber {to}, but no such end is owed a hand-off (twice, or one that did not match)"
-            ));
+            )));
         }
         let sent = self.links.entry((from, to)).or_default();
         sent.retain(|t| now - *t < chrono::Duration::hours(1));
         sent.push(now);
         if sent.len() as u32 > limit {
-            return Err(format!(
+            return Err(Broken(format!(
                 "the link from chamber {from} to chamber {to} carried {} hand-offs within an hour (limit {limit})",
                 sent.len()
-            ));
+            )));
         }
         Ok(())
     }
@@ -141,19 +152,22 @@ impl Checker {
             match before.get(&t.id).copied() {
                 None => {
                     if t.id <= self.max_id[chamber] {
-                        return Err(format!("chamber {chamber}: TODO id {} was handed out again", t.id));
+                        return Err(Broken(format!("chamber {chamber}: TODO id {} was handed out again", t.id)));
                     }
                     self.max_id[chamber] = t.id;
                 }
                 Some(old) => {
                     if old.repeat.is_none() && old.claimed && t.is_pending() {
-                        return Err(format!("chamber {chamber}: claimed TODO {} became pending again", t.id));
+                        return Err(Broken(format!("chamber {chamber}: claimed TODO {} became pending again", t.id)));
                     }
                     if old.done && !t.done {
-                        return Err(format!("chamber {chamber}: done TODO {} was reopened", t.id));
+                        return Err(Broken(format!("chamber {chamber}: done TODO {} was reopened", t.id)));
                     }
                     if old.repeat.is_some() && t.at.is_some() && old.at.is_some() && t.at < old.at {
-                        return Err(format!("chamber {chamber}: recurring TODO {} went back to a claimed slot", t.id));
+                        return Err(Broken(format!(
+                            "chamber {chamber}: recurring TODO {} went back to a claimed slot",
+                            t.id
+                        )));
                     }
                 }
             }
@@ -165,7 +179,7 @@ impl Checker {
     pub fn archived(&mut self, chamber: usize, names: &[String]) -> Verdict {
         for n in names {
             if !self.archived[chamber].insert(n.clone()) {
-                return Err(format!("chamber {chamber}: {n} was archived twice"));
+                return Err(Broken(format!("chamber {chamber}: {n} was archived twice")));
             }
         }
         Ok(())
@@ -175,7 +189,7 @@ impl Checker {
     pub fn delivered(&mut self, chamber: usize, names: &[String]) -> Verdict {
         for n in names {
             if !self.delivered[chamber].insert(n.clone()) {
-                return Err(format!("chamber {chamber}: {n} was received by an agent twice"));
+                return Err(Broken(format!("chamber {chamber}: {n} was received by an agent twice")));
             }
         }
         Ok(())
@@ -189,11 +203,11 @@ impl Checker {
             *per.entry(p.chamber).or_default() += 1;
         }
         if let Some((c, n)) = per.iter().find(|(_, n)| **n > 1) {
-            return Err(format!("chamber {c} has {n} live agents"));
+            return Err(Broken(format!("chamber {c} has {n} live agents")));
         }
         let total: usize = per.values().sum();
         if total > limit {
-            return Err(format!("{total} agents live at once, over the limit of {limit}"));
+            return Err(Broken(format!("{total} agents live at once, over the limit of {limit}")));
         }
         Ok(())
     }
@@ -201,7 +215,7 @@ impl Checker {
     /// After a restart's recovery: no agent of an earlier daemon lives on.
     pub fn recovered(procs: &[Proc], incarnation: u32) -> Verdict {
         match procs.iter().find(|p| p.alive && p.inc < incarnation) {
-            Some(p) => Err(format!("agent {} of a killed cryod survived recovery", p.pid)),
+            Some(p) => Err(Broken(format!("agent {} of a killed cryod survived recovery", p.pid))),
             None => Ok(()),
         }
     }
@@ -239,11 +253,11 @@ impl Checker {
                             )
                         })
                         .collect();
-                    return Err(format!(
+                    return Err(Broken(format!(
                         "chamber {c}: claimed message {name} has {} answers {}",
                         found.len(),
                         all.join(" ")
-                    ));
+                    )));
                 }
             }
             // 3. Every due TODO ran (or was retried); no claim is left open.
@@ -251,17 +265,20 @@ impl Checker {
             if running
                 && let Some(t) = d.todos.items.iter().find(|t| t.is_pending() && t.at.is_some_and(|a| a <= due_before))
             {
-                return Err(format!("chamber {c}: TODO {} ({:?}) came due at {:?} and never ran", t.id, t.text, t.at));
+                return Err(Broken(format!(
+                    "chamber {c}: TODO {} ({:?}) came due at {:?} and never ran",
+                    t.id, t.text, t.at
+                )));
             }
             if let Some(t) = d.todos.items.iter().find(|t| t.claimed_by.is_some() || (t.claimed && !t.done)) {
-                return Err(format!("chamber {c}: TODO {} is still claimed after every session ended", t.id));
+                return Err(Broken(format!("chamber {c}: TODO {} is still claimed after every session ended", t.id)));
             }
             // Blocks in cryo.log never stay open or nest.
             let mut open = false;
             for l in &d.log {
                 match l {
                     crate::chamber::LogLine::Begin(n) if open => {
-                        return Err(format!("chamber {c}: session {n}'s log block opened inside another"));
+                        return Err(Broken(format!("chamber {c}: session {n}'s log block opened inside another")));
                     }
                     crate::chamber::LogLine::Begin(_) => open = true,
                     crate::chamber::LogLine::End => open = false,
@@ -269,24 +286,26 @@ impl Checker {
                 }
             }
             if open {
-                return Err(format!("chamber {c}: a cryo.log block was never closed"));
+                return Err(Broken(format!("chamber {c}: a cryo.log block was never closed")));
             }
         }
         // 1. Every session leaves a visible message; a failure is reported.
         for (&(c, n), &hibernated) in &self.sessions {
             let of_session = by_session.get(&(c, n)).map(Vec::as_slice).unwrap_or(&[]);
             if of_session.is_empty() {
-                return Err(format!("chamber {c}: session {n} left no visible message"));
+                return Err(Broken(format!("chamber {c}: session {n} left no visible message")));
             }
             if !hibernated && !of_session.iter().any(|m| m.from == CRYOCHAMBER) {
-                return Err(format!("chamber {c}: session {n} ended without hibernating and nobody reported it"));
+                return Err(Broken(format!(
+                    "chamber {c}: session {n} ended without hibernating and nobody reported it"
+                )));
             }
         }
         if let Some(r) = ledger.rows.iter().find(|r| !r.ended) {
-            return Err(format!("chamber {}: session {} is still open in the ledger", r.chamber, r.number));
+            return Err(Broken(format!("chamber {}: session {} is still open in the ledger", r.chamber, r.number)));
         }
         if let Some(b) = ledger.batches.iter().find(|b| !b.answered && !b.dropped) {
-            return Err(format!("chamber {}: journaled batch {} is still unanswered", b.chamber, b.id));
+            return Err(Broken(format!("chamber {}: journaled batch {} is still unanswered", b.chamber, b.id)));
         }
         Ok(())
     }
@@ -308,13 +327,13 @@ pub fn resumed(
     let from = row.and_then(|r| r.resumed_from);
     let Some(id) = resume else {
         return match from {
-            Some(n) => {
-                Err(format!("chamber {chamber}: session {session} is recorded as resumed from {n} but starts afresh"))
-            }
+            Some(n) => Err(Broken(format!(
+                "chamber {chamber}: session {session} is recorded as resumed from {n} but starts afresh"
+            ))),
             None => Ok(()),
         };
     };
-    let fail = |why: String| Err(format!("chamber {chamber}: session {session} resumed {id:?}: {why}"));
+    let fail = |why: String| Err(Broken(format!("chamber {chamber}: session {session} resumed {id:?}: {why}")));
     if !c.resume {
         return fail("the chamber starts every session afresh".into());
     }

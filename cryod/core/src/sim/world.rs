@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
 use super::agent::{Act, Agent};
-use super::check::{self, Checker};
+use super::check::{self, Broken, Checker};
 use super::{Config, Rng};
 
 mod effects;
@@ -338,7 +338,7 @@ pub struct World {
     script: Option<VecDeque<Vec<Act>>>,
 }
 
-type Step = Result<(), String>;
+type Step = Result<(), Broken>;
 
 impl World {
     pub fn new(seed: u64, config: Config) -> World {
@@ -437,7 +437,7 @@ impl World {
                 let d = &w.disks[0];
                 Ok(Files { outbox: d.outbox.values().cloned().collect(), todos: d.todos.clone(), log: d.log.clone() })
             }
-            Err(message) => Err(Failure { seed: 0, message, trace: Vec::new() }),
+            Err(Broken(message)) => Err(Failure { seed: 0, message, trace: Vec::new() }),
         }
     }
 
@@ -461,7 +461,10 @@ impl World {
                     let ended = |w: &World| w.disks[0].log.iter().filter(|l| matches!(l, LogLine::End)).count();
                     while ended(self) < *n {
                         if self.now > deadline {
-                            return Err(format!("{n} sessions did not end within an hour ({} did)", ended(self)));
+                            return Err(Broken(format!(
+                                "{n} sessions did not end within an hour ({} did)",
+                                ended(self)
+                            )));
                         }
                         self.until(self.now + Duration::seconds(5))?;
                     }
@@ -474,7 +477,7 @@ impl World {
     pub fn run(mut self) -> Result<Report, Failure> {
         match self.run_inner() {
             Ok(()) => Ok(self.report),
-            Err(message) => Err(Failure {
+            Err(Broken(message)) => Err(Failure {
                 seed: self.seed,
                 message,
                 trace: self.trace.iter().map(|(t, c, what)| format!("{t} c{c} {what}")).collect(),
@@ -552,12 +555,12 @@ impl World {
             // A run's events grow with its chamber-days (a few hundred each);
             // far more means something reschedules itself without end.
             if self.steps > 20_000 * (self.config.chambers as u64) * (u64::from(self.config.days) + 2) {
-                return Err(format!("a runaway: {} events by {t}", self.steps));
+                return Err(Broken(format!("a runaway: {} events by {t}", self.steps)));
             }
             if t == self.now {
                 self.same_instant += 1;
                 if self.same_instant > 100_000 {
-                    return Err(format!("a livelock: 100,000 events at {t} without time moving on"));
+                    return Err(Broken(format!("a livelock: 100,000 events at {t} without time moving on")));
                 }
             } else {
                 self.same_instant = 0;
@@ -906,7 +909,10 @@ impl World {
             }
             let newest = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
             if let Some(r) = newest.filter(|r| r.ended && r.outcome == Outcome::Interrupted.describe()) {
-                return Err(format!("chamber {c}: session {} was interrupted and its work never ran again", r.number));
+                return Err(Broken(format!(
+                    "chamber {c}: session {} was interrupted and its work never ran again",
+                    r.number
+                )));
             }
         }
         Ok(())
@@ -926,7 +932,7 @@ impl World {
         self.until(deadline)?;
         let open = self.daemon.as_ref().map(|d| d.machines.iter().flatten().count()).unwrap_or(0);
         if open > 0 {
-            return Err(format!("{open} chamber(s) did not finish within five minutes of a shutdown"));
+            return Err(Broken(format!("{open} chamber(s) did not finish within five minutes of a shutdown")));
         }
         Ok(())
     }
@@ -951,16 +957,16 @@ impl World {
             && m.live_session().is_none()
             && !m.checking()
         {
-            return Err(format!("chamber {c} holds its permit with no session and no pre-check"));
+            return Err(Broken(format!("chamber {c} holds its permit with no session and no pre-check")));
         }
         if let Some(m) = machine(self, c) {
             let planned = m.view().next_wake;
             m.rest();
             if m.view().next_wake != planned {
-                return Err(format!(
+                return Err(Broken(format!(
                     "chamber {c}: at rest it plans {:?}, with its list {planned:?}",
                     m.view().next_wake
-                ));
+                )));
             }
         }
         Ok(())
@@ -1035,7 +1041,7 @@ impl World {
             return Ok(());
         };
         if machine.live_session().is_some() {
-            return Err(format!("chamber {c} was given a second permit while its session runs"));
+            return Err(Broken(format!("chamber {c} was given a second permit while its session runs")));
         }
         self.observe_inbox(c)?;
         if let Some(d) = self.daemon.as_mut() {

@@ -8,7 +8,7 @@ use super::*;
 impl World {
     /// Carries out one effect of chamber `c`'s machine, as the supervisor
     /// would; returns the input it answers with, if any.
-    pub(super) fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, String> {
+    pub(super) fn perform(&mut self, c: usize, effect: Effect) -> Result<Option<Input>, Broken> {
         let inc = self.inc();
         match effect {
             // ---- schedule and admission
@@ -40,7 +40,7 @@ impl World {
                 return Ok(Some(self.set_flag(c, Flag::Archived(archived), then)));
             }
             // ---- the chamber's files
-            Effect::Reset { .. } => return Err(format!("chamber {c}: a reset nobody asked for")),
+            Effect::Reset { .. } => return Err(Broken(format!("chamber {c}: a reset nobody asked for"))),
             Effect::UpdateTodos { op, then } => return Ok(Some(self.update_todos(c, op, then)?)),
             Effect::WriteMessage { folder, message, then } => {
                 let name = self.write(c, folder, message);
@@ -197,19 +197,19 @@ impl World {
         self.report.passed += passed.len() as u64;
         self.report.missed += (slots.len() - passed.len()) as u64;
         if let Some(p) = slots.iter().find(|p| p.what == "missed" && p.reason.is_empty()) {
-            return Err(format!("chamber {c}: TODO {} missed its slot for no reason given", p.todo));
+            return Err(Broken(format!("chamber {c}: TODO {} missed its slot for no reason given", p.todo)));
         }
         Ok(())
     }
 
-    fn record_wake(&mut self, c: usize, w: crate::chamber::WakeRecord) -> Result<Input, String> {
+    fn record_wake(&mut self, c: usize, w: crate::chamber::WakeRecord) -> Result<Input, Broken> {
         if self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) {
             self.report.write_failures += 1;
             return Ok(Input::Recorded(Err("database or disk is full".into())));
         }
         self.report.wakes += 1;
         if self.ledger.rows.iter().any(|r| r.chamber == c && r.number == w.number) {
-            return Err(format!("chamber {c}: session number {} recorded twice", w.number));
+            return Err(Broken(format!("chamber {c}: session number {} recorded twice", w.number)));
         }
         self.ledger.rows.push(Row {
             chamber: c,
@@ -231,13 +231,13 @@ impl World {
         let inc = self.inc();
         let again = n.kind == "budget" && self.check.budget_told.insert(n.id.clone(), inc).is_some_and(|i| i != inc);
         if !self.check.notified.insert(n.id.clone()) && !again {
-            return Err(format!("chamber {c}: the event {} was raised twice", n.id));
+            return Err(Broken(format!("chamber {c}: the event {} was raised twice", n.id)));
         }
         if n.kind == "silent" {
             // Silent means no visible message for the whole window.
             let newest = self.disks[c].outbox.values().filter_map(|m| m.timestamp).max();
             if newest.is_some_and(|t| self.now - t < Duration::days(2)) {
-                return Err(format!("chamber {c}: silent raised with a message of {newest:?} at {}", self.now));
+                return Err(Broken(format!("chamber {c}: silent raised with a message of {newest:?} at {}", self.now)));
             }
         }
         self.report.notices += 1;
@@ -245,10 +245,10 @@ impl World {
         Ok(())
     }
 
-    fn hand_off(&mut self, c: usize, h: crate::chamber::handoff::HandOff) -> Result<Input, String> {
+    fn hand_off(&mut self, c: usize, h: crate::chamber::handoff::HandOff) -> Result<Input, Broken> {
         let to = h.to.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|i| *i < self.disks.len());
         let Some(to) = to else {
-            return Err(format!("chamber {c} handed on to an unknown chamber {:?}", h.to));
+            return Err(Broken(format!("chamber {c} handed on to an unknown chamber {:?}", h.to)));
         };
         let limit = self.disks[c].on_end.map(|o| o.2).unwrap_or(0);
         self.check.handed_off(c, to, h.session, self.now, limit)?;
@@ -291,7 +291,7 @@ impl World {
         (!uses.is_empty()).then(|| Input::Budget { req: self.own_req(), uses })
     }
 
-    fn update_todos(&mut self, c: usize, op: TodoOp, then: crate::chamber::AfterTodos) -> Result<Input, String> {
+    fn update_todos(&mut self, c: usize, op: TodoOp, then: crate::chamber::AfterTodos) -> Result<Input, Broken> {
         // A wake's claim (or a skip) that cannot be written: the disk is full.
         let fails = matches!(op, TodoOp::Claim { .. } | TodoOp::Skip { .. });
         if fails && self.crashes_on && self.rng.one_in(WRITE_FAILS_ONE_IN) {
@@ -311,13 +311,13 @@ impl World {
         Ok(Input::TodosUpdated { then, result })
     }
 
-    fn spawn(&mut self, c: usize, s: Spawned) -> Result<Input, String> {
+    fn spawn(&mut self, c: usize, s: Spawned) -> Result<Input, Broken> {
         let Spawned { session, wake_id, token, resume, inc } = s;
         if self.rng.one_in(300) {
             return Ok(Input::Spawned(Err("\"agent\" not found on PATH".into())));
         }
         if self.disks[c].archived || !self.disks[c].started {
-            return Err(format!("chamber {c}: session {session} spawned while stopped or archived"));
+            return Err(Broken(format!("chamber {c}: session {session} spawned while stopped or archived")));
         }
         self.check.spawn(c, session, &wake_id)?;
         self.check.within_budget(c, self.budget(c), self.now)?;
