@@ -28,12 +28,6 @@ impl Sup {
         }
     }
 
-    /// A new request id for an input that answers nobody.
-    pub(super) fn own_req(&mut self) -> cryo_core::chamber::ReqId {
-        self.next_req += 1;
-        self.next_req
-    }
-
     /// When a provider's limit is over (`cryo_core::limits::hold_until`):
     /// the reset it named, else after the delay it asked for, else after
     /// `limit_hold_seconds`, spread by a random jitter.

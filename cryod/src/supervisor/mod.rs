@@ -302,8 +302,14 @@ impl Sup {
     }
 
     fn wait(&mut self, w: Waiter) -> ReqId {
+        let req = self.own_req();
+        self.waiters.insert(req, w);
+        req
+    }
+
+    /// A new request id: for a waiter, or for an input that answers nobody.
+    pub(super) fn own_req(&mut self) -> ReqId {
         self.next_req += 1;
-        self.waiters.insert(self.next_req, w);
         self.next_req
     }
 

@@ -104,7 +104,7 @@ impl Chamber {
         let verdict = self.budgets.judge(uses, self.paused, !self.started);
         if let Some((n, limit)) = verdict.notice.zip(verdict.noticed) {
             // One event per limit and period.
-            let key = format!("80-{}", limit.replace(['\'', ' '], ""));
+            let key = format!("80-{}", limit.replace('\'', "").replace(' ', "-"));
             self.notice("budget", &key, format!("{}: 80% of a budget used", self.name), &n);
             self.notice_message("Budget: 80% used".into(), n);
         }
