@@ -71,6 +71,10 @@ enum Command {
         #[arg(long, short = 'n', default_value_t = 20)]
         count: u32,
     },
+    /// The ledger's history: prune it now (cryod also does daily, as
+    /// `[history] keep_sessions` says).
+    #[command(subcommand)]
+    History(HistoryCmd),
     /// The notifiers of cryod.toml (its notify tables): try them, read what they did.
     #[command(subcommand)]
     Notify(NotifyCmd),
@@ -95,6 +99,19 @@ enum Command {
         /// Use a real agent CLI instead of the demo script (claude, codex, opencode).
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HistoryCmd {
+    /// Delete ended sessions, passed slots and answered claims older than
+    /// `--keep` (their usage stays counted); each chamber keeps its newest
+    /// session.
+    Prune {
+        /// How much to keep: 2y, 26w, 90d (default: cryod.toml's
+        /// `[history] keep_sessions`, itself 2y by default).
+        #[arg(long, default_value = "")]
+        keep: String,
     },
 }
 
@@ -186,6 +203,7 @@ fn main() -> ExitCode {
         Command::Mcp { read_only } => run(cmd::mcp(ctx, read_only)),
         Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
         Command::Schedule { count } => run(async move { cmd::schedule::run(&ctx, None, count).await }),
+        Command::History(HistoryCmd::Prune { keep }) => run(cmd::history_prune(ctx, keep)),
         Command::Notify(NotifyCmd::Test { name }) => run(cmd::notify::test(ctx, name)),
         Command::Notify(NotifyCmd::Log { limit }) => run(cmd::notify::log(ctx, limit)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),

@@ -42,6 +42,43 @@ pub struct Config {
     pub heartbeat: Option<HeartbeatConfig>,
     /// How agents are confined when their `cryo.toml` does not say.
     pub sandbox: Sandbox,
+    /// `[history]`: how long the ledger keeps each session's row.
+    pub history: HistoryConfig,
+}
+
+/// `[history]` in `cryod.toml`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// Ended sessions, passed slots and answered claims older than this are
+    /// deleted daily ("2y", "90d", or "all" to keep everything); what they
+    /// used stays in the per-day rollups that usage and budgets read.
+    pub keep_sessions: String,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig { keep_sessions: "2y".into() }
+    }
+}
+
+/// How much history a keep setting ("2y", "18 months" is not one: give
+/// years, weeks or days; "all") keeps: `None` for all of it.
+pub fn parse_keep(s: &str) -> Result<Option<chrono::Duration>, String> {
+    let t = s.trim();
+    if t == "all" {
+        return Ok(None);
+    }
+    let years = t.strip_suffix("years").or_else(|| t.strip_suffix("year")).or_else(|| t.strip_suffix('y'));
+    let d = match years.map(|n| n.trim().parse::<i64>()) {
+        Some(Ok(n)) if (1..=100).contains(&n) => Some(chrono::Duration::days(365 * n)),
+        Some(_) => None,
+        None => cryo_core::time::parse_duration(t),
+    };
+    match d {
+        Some(d) if d >= chrono::Duration::days(1) => Ok(Some(d)),
+        _ => Err(format!("{s:?} is not how long to keep history: give years, weeks or days (2y, 26w, 90d) or all")),
+    }
 }
 
 /// How an agent's session is confined (`sandbox` in `cryo.toml`, its
@@ -445,6 +482,7 @@ impl Default for Config {
             notify: Vec::new(),
             heartbeat: None,
             sandbox: Sandbox::Off,
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -498,6 +536,9 @@ impl Config {
                 "{}: key `store.lease_ms`: the lease ({ttl} ms) must last at least four heartbeats ({hb} ms each, at least 10)",
                 path.display()
             )));
+        }
+        if let Err(e) = parse_keep(&config.history.keep_sessions) {
+            return Err(ConfigError(format!("{}: key `history.keep_sessions`: {e}", path.display())));
         }
         for (i, n) in config.notify.iter().enumerate() {
             n.check()

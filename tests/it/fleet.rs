@@ -167,7 +167,8 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         b.record_passed(taken.fence(), vec![slot.clone()]).await.unwrap();
         assert!(a.record_passed(c.fence(), vec![slot.clone()]).await.unwrap_err().is_fenced());
         assert_eq!(b.passed(c.id, 10).await.unwrap(), (1, vec![slot]));
-        let sums = b.usage("2026-01-01".into()).await.unwrap();
+        let since = |s: &str| cryod::store::UsageQuery { since: Some(s.parse().unwrap()), ..Default::default() };
+        let sums = b.usage(since("2026-01-01T00:00:00Z")).await.unwrap();
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");
         assert_eq!(sums[0].provider.as_deref(), Some("anthropic"));
@@ -175,6 +176,12 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!(b.open_claims(c.id).await.unwrap()[0].id, id);
         b.claim_answered_by_id(taken.fence(), id, "t".into()).await.unwrap();
         assert!(b.open_claims(c.id).await.unwrap().is_empty());
+        // Pruning keeps the chamber's newest session and what it used.
+        let pruned = b.prune("2100-01-01".into()).await.unwrap();
+        assert_eq!((pruned.sessions, pruned.passed, pruned.claims), (0, 1, 1), "{pruned:?}");
+        assert_eq!(b.usage(since("2026-01-01T00:00:00Z")).await.unwrap(), sums, "usage outlives the rows pruned");
+        assert_eq!(b.passed(c.id, 10).await.unwrap().0, 0);
+        assert_eq!(b.last_session_number(c.id).await.unwrap(), 1, "the newest session is kept");
         assert_eq!(pg.sql(&format!("SELECT desired FROM cryo_chambers WHERE id = {}", c.id)), "stopped");
     });
     // A newer schema is refused with one line.

@@ -21,6 +21,29 @@ pub async fn mcp(ctx: crate::Ctx, read_only: bool) -> crate::client::Result<()> 
     Ok(())
 }
 
+/// `cryoctl history prune [--keep 2y]`.
+pub async fn history_prune(ctx: crate::Ctx, keep: String) -> crate::client::Result<()> {
+    let mut c = crate::client::control(&ctx.socket).await?;
+    let r = c.history_prune(cryo_proto::v1::HistoryPruneRequest { keep }).await?.into_inner();
+    if ctx.json {
+        crate::output::json(&serde_json::json!({
+            "before": (!r.before.is_empty()).then_some(&r.before),
+            "sessions": r.sessions, "passed": r.passed, "claims": r.claims,
+        }));
+    } else if r.before.is_empty() {
+        outln!("history is kept whole ([history] keep_sessions = \"all\"): nothing pruned");
+    } else {
+        outln!(
+            "pruned before {}: {} sessions, {} passed slots, {} answered claims (their usage stays counted)",
+            r.before,
+            r.sessions,
+            r.passed,
+            r.claims
+        );
+    }
+    Ok(())
+}
+
 /// `cryoctl hub`: the URL carries the token in its fragment, which a browser
 /// never sends to a server (so it never lands in a log).
 pub async fn hub(ctx: crate::Ctx) -> crate::client::Result<()> {

@@ -3,6 +3,7 @@
 //! [`Daemon`] is a cheap handle. The gRPC services and the hub call the same
 //! methods here, so there is one implementation of each operation.
 
+mod history;
 mod hooks;
 mod life;
 mod moves;
@@ -180,6 +181,7 @@ impl Daemon {
         daemon.deliver_handoffs();
         daemon.mark_running();
         daemon.heartbeat();
+        daemon.prune_daily();
         // The strongest sandbox is asked once (bubblewrap is run to see):
         // off the workers, before a client asks.
         tokio::task::spawn_blocking(crate::agent::sandbox::strongest);
@@ -279,6 +281,14 @@ impl Daemon {
         all.extend(self.remote().values().map(remote_view));
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
+    }
+
+    /// Every chamber's name by id (without copying their views).
+    pub fn names(&self) -> std::collections::HashMap<i64, String> {
+        let local = self.chambers();
+        let remote = self.remote();
+        let records = local.values().map(|e| &e.record).chain(remote.values());
+        records.map(|r| (r.id, r.name.clone())).collect()
     }
 
     /// The chambers a list shows: archived ones only when asked for.

@@ -61,10 +61,22 @@ impl Control for ControlService {
             Some(r) => Some(self.daemon.resolve(&convert::chamber_ref(Some(r))?)?.record.id),
             None => None,
         };
-        let mut rows = self.daemon.shared().store.usage(req.since).await.map_err(crate::error::Error::from)?;
-        rows.retain(|r| only.is_none_or(|id| r.chamber_id == id));
-        let names = self.daemon.list().into_iter().map(|v| (v.record.id, v.record.name.clone())).collect();
+        let since = match req.since.as_str() {
+            "" => None,
+            s => Some(
+                chrono::DateTime::parse_from_rfc3339(s)
+                    .map_err(|e| crate::error::Error::Invalid(format!("since {s:?} is not an RFC 3339 time: {e}")))?,
+            ),
+        };
+        let q = crate::store::UsageQuery { since: since.map(|t| t.to_utc()), chamber: only, account: None };
+        let rows = self.daemon.shared().store.usage(q).await.map_err(crate::error::Error::from)?;
+        let names = self.daemon.names();
         Ok(Response::new(convert::usage(&rows, &names, &req.by)?))
+    }
+
+    async fn history_prune(&self, req: Request<pb::HistoryPruneRequest>) -> R<pb::HistoryPruneReply> {
+        let (before, n) = self.daemon.prune_history(&req.into_inner().keep).await?;
+        Ok(Response::new(pb::HistoryPruneReply { before, sessions: n.sessions, passed: n.passed, claims: n.claims }))
     }
 
     async fn schedule(&self, req: Request<pb::ScheduleRequest>) -> R<pb::ScheduleReply> {

@@ -12,8 +12,11 @@
 //! transaction and fails with [`StoreError::Fenced`] if another node (or a
 //! later start of this one) has taken the chamber since.
 
+pub mod history;
 pub mod postgres;
 pub mod sqlite;
+
+pub use history::{Pruned, UsageQuery};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -222,8 +225,6 @@ pub struct UsageRow {
     pub cost_usd: f64,
 }
 
-/// The SQL of [`Backend::usage`] (the same in SQLite and PostgreSQL).
-/// (PostgreSQL sums `bigint` as `numeric`: each sum is cast back.)
 /// The columns of a [`SessionRow`], in order (the same in SQLite and PostgreSQL).
 pub const SESSION_COLUMNS: &str = "number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
     model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider,
@@ -231,18 +232,6 @@ pub const SESSION_COLUMNS: &str = "number, wake_id, trigger, due_at, started_at,
 
 /// The columns of a [`PassedSlot`], in order.
 pub const PASSED_COLUMNS: &str = "slot_at, todo_id, todo_text, what, reason, at";
-
-const USAGE_SQL: &str = "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*),
-        CAST(coalesce(sum(input_tokens), 0) AS BIGINT), CAST(coalesce(sum(output_tokens), 0) AS BIGINT),
-        CAST(coalesce(sum(cached_tokens), 0) AS BIGINT), CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION)
-    FROM TABLE WHERE ended_at IS NOT NULL AND ended_at >= PARAM
-    GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model
-    ORDER BY 2, 1";
-
-/// The usage query (the same SQL in SQLite and PostgreSQL) for a table and its placeholder style.
-pub fn usage_sql(table: &str, param: &str) -> String {
-    USAGE_SQL.replace("TABLE", table).replace("PARAM", param)
-}
 
 /// A session that was never closed: its owner died while it ran.
 #[derive(Debug, Clone)]
@@ -329,9 +318,14 @@ pub trait Backend: Send + Sync + 'static {
     fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>>;
     /// Sessions with no end, of one chamber or of all.
     fn open_sessions(&self, chamber: Option<i64>) -> Fut<'_, Vec<OpenSession>>;
-    /// What sessions ended at or after `since` (RFC 3339, UTC) used, summed
-    /// per chamber, UTC day, provider account and model.
-    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>>;
+    /// What the sessions `q` names used, summed per chamber, UTC day,
+    /// provider account and model (read from the per-day rollups: see
+    /// [`history`]).
+    fn usage(&self, q: UsageQuery) -> Fut<'_, Vec<UsageRow>>;
+    /// Deletes ended sessions, passed slots and answered claims from before
+    /// the UTC day `before` (`YYYY-MM-DD`); their usage stays in the
+    /// rollups. Each chamber keeps its newest session.
+    fn prune(&self, before: String) -> Fut<'_, Pruned>;
     /// Records slots that passed without a session.
     fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()>;
     /// How many slots of a chamber passed without a session, and the newest

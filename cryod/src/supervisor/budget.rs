@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::chamber::config::ChamberConfig;
 use crate::config::Budget;
-use crate::store::{Store, StoreError, UsageRow};
+use crate::store::{Store, StoreError, UsageQuery, UsageRow};
 pub use cryo_core::limits::BudgetUse;
 
 /// The budgets that apply to a chamber: its own `[budget]` and its provider
@@ -38,7 +38,8 @@ impl Applying {
     /// Each limit against this month's ledger, at `now`, for chamber `id`.
     pub async fn measured(&self, store: &Store, now: DateTime<Utc>, id: i64) -> Result<Vec<BudgetUse>, StoreError> {
         let Some(month) = month_start(now) else { return Ok(Vec::new()) };
-        let rows = store.usage(crate::rfc3339(month)).await?;
+        let q = UsageQuery { since: Some(month), chamber: Some(id), account: Some(self.account.clone()) };
+        let rows = store.usage(q).await?;
         Ok(measure(&rows, now, id, &self.account, (&self.own, &self.theirs)))
     }
 }
@@ -49,7 +50,7 @@ fn month_start(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 }
 
 /// Each limit of `own` (the chamber's) and `theirs` (`account`'s) against
-/// `rows` (this month's ledger, every chamber), at `now`.
+/// `rows` (this month's rollups of the chamber and of the account), at `now`.
 fn measure(
     rows: &[UsageRow],
     now: DateTime<Utc>,

@@ -103,6 +103,50 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE cryo_chambers ADD COLUMN archived boolean NOT NULL DEFAULT false;",
     // 6: what the operator accepted of each chamber's confining settings.
     "ALTER TABLE cryo_chambers ADD COLUMN trusted text;",
+    // 7: usage summed per chamber, UTC day, provider account and model,
+    // kept up to date by a trigger as each session ends (see SQLite's
+    // migration 10); the ledger by end time; the marks pruning leaves.
+    "CREATE TABLE cryo_usage_days (
+        chamber_id    bigint NOT NULL REFERENCES cryo_chambers (id) ON DELETE CASCADE,
+        day           text NOT NULL,
+        provider      text NOT NULL DEFAULT '',
+        model         text NOT NULL DEFAULT '',
+        sessions      bigint NOT NULL DEFAULT 0,
+        input_tokens  bigint NOT NULL DEFAULT 0,
+        output_tokens bigint NOT NULL DEFAULT 0,
+        cached_tokens bigint NOT NULL DEFAULT 0,
+        cost_usd      double precision NOT NULL DEFAULT 0,
+        PRIMARY KEY (chamber_id, day, provider, model)
+    );
+    CREATE INDEX cryo_usage_days_by_day ON cryo_usage_days (day);
+    CREATE INDEX cryo_usage_days_by_provider ON cryo_usage_days (provider, day);
+    CREATE INDEX cryo_sessions_by_end ON cryo_sessions (ended_at) WHERE ended_at IS NOT NULL;
+    INSERT INTO cryo_usage_days
+        SELECT chamber_id, substr(ended_at, 1, 10), coalesce(provider, ''), coalesce(model, ''), count(*),
+            coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
+            coalesce(sum(cost_usd), 0)
+        FROM cryo_sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;
+    CREATE FUNCTION cryo_roll_up() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO cryo_usage_days AS u (chamber_id, day, provider, model, sessions,
+                                          input_tokens, output_tokens, cached_tokens, cost_usd)
+        VALUES (NEW.chamber_id, substr(NEW.ended_at, 1, 10), coalesce(NEW.provider, ''), coalesce(NEW.model, ''), 1,
+                coalesce(NEW.input_tokens, 0), coalesce(NEW.output_tokens, 0), coalesce(NEW.cached_tokens, 0),
+                coalesce(NEW.cost_usd, 0))
+        ON CONFLICT (chamber_id, day, provider, model) DO UPDATE SET
+            sessions = u.sessions + 1,
+            input_tokens = u.input_tokens + excluded.input_tokens,
+            output_tokens = u.output_tokens + excluded.output_tokens,
+            cached_tokens = u.cached_tokens + excluded.cached_tokens,
+            cost_usd = u.cost_usd + excluded.cost_usd;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER cryo_sessions_roll_up AFTER UPDATE OF ended_at ON cryo_sessions FOR EACH ROW
+        WHEN (OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL) EXECUTE FUNCTION cryo_roll_up();
+    CREATE TABLE cryo_history_marks (
+        key   text PRIMARY KEY,
+        value text NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.

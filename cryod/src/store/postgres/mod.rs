@@ -28,8 +28,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{
-    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, SessionEnd,
-    SessionRow, SessionStart, StoreError, UsageRow, View, WakeRecord,
+    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, Pruned, SessionEnd,
+    SessionRow, SessionStart, StoreError, UsageQuery, UsageRow, View, WakeRecord, history,
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
@@ -505,12 +505,24 @@ impl Backend for Postgres {
         })
     }
 
-    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>> {
+    fn usage(&self, q: UsageQuery) -> Fut<'_, Vec<UsageRow>> {
         Box::pin(async move {
-            let rows = self.query(&crate::store::usage_sql("cryo_sessions", "$1"), &[&since]).await?;
-            Ok(rows
-                .iter()
-                .map(|r| UsageRow {
+            let marks =
+                self.query("SELECT value FROM cryo_history_marks WHERE key = $1", &[&history::PRUNED_BEFORE]).await?;
+            let pruned: Option<String> = marks.first().map(|r| r.get(0));
+            let mut out = Vec::new();
+            for (sql, args) in q.statements(&history::POSTGRES, pruned.as_deref()) {
+                let args: Vec<Box<dyn ToSql + Sync + Send>> = args
+                    .into_iter()
+                    .map(|a| -> Box<dyn ToSql + Sync + Send> {
+                        match a {
+                            history::Arg::Text(t) => Box::new(t),
+                            history::Arg::Int(i) => Box::new(i),
+                        }
+                    })
+                    .collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| &**a as &(dyn ToSql + Sync)).collect();
+                out.extend(self.query(&sql, &refs).await?.iter().map(|r| UsageRow {
                     chamber_id: r.get(0),
                     day: r.get(1),
                     provider: r.get(2),
@@ -520,8 +532,35 @@ impl Backend for Postgres {
                     output_tokens: r.get::<_, i64>(6) as u64,
                     cached_tokens: r.get::<_, i64>(7) as u64,
                     cost_usd: r.get(8),
-                })
-                .collect())
+                }));
+            }
+            Ok(out)
+        })
+    }
+
+    fn prune(&self, before: String) -> Fut<'_, Pruned> {
+        Box::pin(async move {
+            self.query(
+                "INSERT INTO cryo_history_marks (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = greatest(cryo_history_marks.value, excluded.value)
+                 RETURNING 1",
+                &[&history::PRUNED_BEFORE, &before],
+            )
+            .await?;
+            let [sessions, passed, claims] = history::prune_statements(&history::POSTGRES);
+            let mut total = Pruned::default();
+            loop {
+                let client = self.pool.get().await?;
+                let mut counts = [0; 3];
+                for (sql, n) in [&sessions, &passed, &claims].into_iter().zip(&mut counts) {
+                    *n = client.execute(&client.prepare_cached(sql).await?, &[&before]).await?;
+                }
+                let batch = Pruned { sessions: counts[0], passed: counts[1], claims: counts[2] };
+                if batch.is_empty() {
+                    return Ok(total);
+                }
+                total.add(batch);
+            }
         })
     }
 

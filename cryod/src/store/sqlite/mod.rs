@@ -232,8 +232,8 @@ fn take_all(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 use super::{
-    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, SessionEnd, SessionRow,
-    SessionStart, UsageRow, WakeRecord,
+    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, Pruned, SessionEnd,
+    SessionRow, SessionStart, UsageQuery, UsageRow, WakeRecord,
 };
 use rusqlite::params;
 
@@ -366,8 +366,24 @@ impl Backend for Sqlite {
         Box::pin(self.call(move |c| sessions::open_sessions(c, chamber)))
     }
 
-    fn usage(&self, since: String) -> Fut<'_, Vec<UsageRow>> {
-        Box::pin(self.call(move |c| sessions::usage(c, &since)))
+    fn usage(&self, q: UsageQuery) -> Fut<'_, Vec<UsageRow>> {
+        Box::pin(self.call(move |c| sessions::usage(c, &q)))
+    }
+
+    fn prune(&self, before: String) -> Fut<'_, Pruned> {
+        Box::pin(async move {
+            let b = before.clone();
+            self.run(true, move |c| sessions::mark_pruned(c, &b)).await?;
+            let mut total = Pruned::default();
+            loop {
+                let b = before.clone();
+                let batch = self.run(true, move |c| sessions::prune_batch(c, &b)).await?;
+                if batch.is_empty() {
+                    return Ok(total);
+                }
+                total.add(batch);
+            }
+        })
     }
 
     fn record_passed(&self, fence: Fence, slots: Vec<PassedSlot>) -> Fut<'_, ()> {
@@ -423,6 +439,9 @@ impl Backend for Sqlite {
         Box::pin(self.call(move |c| sessions::open_claims(c, chamber)))
     }
 }
+
+#[cfg(test)]
+mod history_tests;
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
+use super::super::history::{self, Pruned, UsageQuery};
 use super::super::{OpenClaim, OpenSession, PassedSlot, SessionRow, StoreError, UsageRow};
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
@@ -92,10 +93,19 @@ pub(super) fn open_claims(c: &rusqlite::Connection, chamber: i64) -> Result<Vec<
     Ok(rows)
 }
 
-pub(super) fn usage(c: &rusqlite::Connection, since: &str) -> Result<Vec<UsageRow>, StoreError> {
-    let mut st = c.prepare_cached(&crate::store::usage_sql("sessions", "?1"))?;
-    let rows = st
-        .query_map(params![since], |r| {
+pub(super) fn usage(c: &rusqlite::Connection, q: &UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+    let pruned: Option<String> = c
+        .prepare_cached("SELECT value FROM history_marks WHERE key = ?1")?
+        .query_row([history::PRUNED_BEFORE], |r| r.get(0))
+        .optional()?;
+    let mut rows = Vec::new();
+    for (sql, args) in q.statements(&history::SQLITE, pruned.as_deref()) {
+        let args = args.iter().map(|a| match a {
+            history::Arg::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            history::Arg::Int(i) => rusqlite::types::Value::Integer(*i),
+        });
+        let mut st = c.prepare_cached(&sql)?;
+        let found = st.query_map(rusqlite::params_from_iter(args), |r| {
             Ok(UsageRow {
                 chamber_id: r.get(0)?,
                 day: r.get(1)?,
@@ -107,9 +117,29 @@ pub(super) fn usage(c: &rusqlite::Connection, since: &str) -> Result<Vec<UsageRo
                 cached_tokens: r.get::<_, i64>(7)? as u64,
                 cost_usd: r.get(8)?,
             })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        })?;
+        for row in found {
+            rows.push(row?);
+        }
+    }
     Ok(rows)
+}
+
+/// One batch of [`history::prune_statements`]: the rows it removed.
+pub(super) fn prune_batch(c: &rusqlite::Connection, before: &str) -> Result<Pruned, StoreError> {
+    let [sessions, passed, claims] = history::prune_statements(&history::SQLITE);
+    let run = |sql: &str| -> Result<u64, StoreError> { Ok(c.prepare_cached(sql)?.execute([before])? as u64) };
+    Ok(Pruned { sessions: run(&sessions)?, passed: run(&passed)?, claims: run(&claims)? })
+}
+
+/// Records that history before `before` is (being) pruned.
+pub(super) fn mark_pruned(c: &rusqlite::Connection, before: &str) -> Result<(), StoreError> {
+    c.prepare_cached(
+        "INSERT INTO history_marks (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+    )?
+    .execute(params![history::PRUNED_BEFORE, before])?;
+    Ok(())
 }
 
 pub(super) fn record_passed(c: &rusqlite::Connection, chamber: i64, slots: &[PassedSlot]) -> Result<(), StoreError> {

@@ -1,0 +1,57 @@
+//! History kept as long as `[history] keep_sessions` says: the ledger's
+//! old rows are pruned daily (their usage stays in the per-day rollups, see
+//! `store::history`), or at once by `cryoctl history prune`.
+
+use std::sync::Arc;
+
+use super::Daemon;
+use crate::error::{Error, Result};
+use crate::store::Pruned;
+
+/// How often cryod prunes on its own.
+const EVERY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+impl Daemon {
+    /// Prunes now (a minute after start, off the start's path) and then
+    /// daily, as `[history] keep_sessions` says.
+    pub(super) fn prune_daily(&self) {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+            let mut tick = tokio::time::interval_at(start, EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.shared.shutdown.is_cancelled() {
+                    return;
+                }
+                match Daemon(inner).prune_history("").await {
+                    Ok((before, n)) if !n.is_empty() => tracing::info!(
+                        before,
+                        sessions = n.sessions,
+                        passed = n.passed,
+                        claims = n.claims,
+                        "history pruned"
+                    ),
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "history could not be pruned"),
+                }
+            }
+        });
+    }
+
+    /// Prunes history older than `keep` ("2y", "90d"; empty: the setting's):
+    /// the UTC day it pruned before (empty when it keeps everything) and
+    /// what it deleted.
+    pub async fn prune_history(&self, keep: &str) -> Result<(String, Pruned)> {
+        let shared = &self.0.shared;
+        let keep = if keep.is_empty() { shared.config.history.keep_sessions.as_str() } else { keep };
+        let Some(keep) = crate::config::parse_keep(keep).map_err(Error::Invalid)? else {
+            return Ok((String::new(), Pruned::default()));
+        };
+        let before = crate::store::history::prune_day(shared.clock.now(), keep);
+        let pruned = shared.store.prune(before.clone()).await?;
+        Ok((before, pruned))
+    }
+}
