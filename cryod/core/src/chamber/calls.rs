@@ -2,7 +2,17 @@
 //! send, receive with the claim journal, dialog, TODOs), and the cuts
 //! (timeout, stop, shutdown, replace, after-hibernate) with their signals.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration as StdDuration;
+
+use super::{
+    AFTER_HIBERNATE, AfterClaim, AfterTodos, AfterWrite, By, Call, Chamber, DIALOG_LAST, Effect, Failed, Folder,
+    HEADER_ROOM, MAX_LINGER_SECS, Passed, Refusal, Reply, ReqId, Timer, TodoCall, TodoDone, TodoOp, TodoWhat,
+    TodoWriteError, claim_req, first_line,
+};
+use crate::hibernate::{self, Ending, Gate, GateInput};
+use crate::message::{MAX_MESSAGE_BYTES, Message};
+use crate::todo::{Missed, NewTodo, TodoError, TodoList};
 
 impl Chamber {
     pub(super) fn agent_call(&mut self, req: ReqId, call: Call) {
@@ -30,17 +40,17 @@ impl Chamber {
                 return self.reply(req, Err(Refusal::Precondition(why)));
             }
         };
-        let unread = self.unread.len();
+        let unread = self.files.unread().len();
         match hibernate::gate(&GateInput { unread, has_next_wake, due_now, complete, exit_code }) {
             Gate::Refuse(why) => {
                 self.log(format!("hibernate refused: {why}"));
-                if let Some(l) = self.live.as_mut() {
+                if let Some(l) = self.waking.live_mut() {
                     l.refused = Some(why.clone());
                 }
                 self.reply(req, Err(Refusal::Precondition(why)));
             }
             Gate::Accept(ending) => {
-                let l = self.live.as_mut().expect("agent calls come from a live session");
+                let l = self.waking.live_mut().expect("agent calls come from a live session");
                 l.hibernate = Some((ending, summary.clone()));
                 let number = l.number;
                 let lingering = linger > 0 && !matches!(ending, Ending::Failure(_));
@@ -54,7 +64,7 @@ impl Chamber {
                 if lingering {
                     let secs = linger.min(MAX_LINGER_SECS);
                     self.log(format!("lingering up to {secs}s for new mail"));
-                    self.live.as_mut().expect("live").linger = Some(req);
+                    self.waking.live_mut().expect("live").linger = Some(req);
                     return self.arm(Timer::LingerDone(number), StdDuration::from_secs(u64::from(secs)));
                 }
                 self.arm(Timer::AfterHibernate(number), AFTER_HIBERNATE);
@@ -78,7 +88,7 @@ impl Chamber {
     }
 
     pub(super) fn linger_done(&mut self, session: u64) {
-        let Some(l) = self.live.as_mut().filter(|l| l.number == session) else { return };
+        let Some(l) = self.waking.live_mut().filter(|l| l.number == session) else { return };
         if let Some(req) = l.linger.take() {
             let ending = l.hibernate.as_ref().map(|h| h.0);
             let text = self.hibernate_message(ending);
@@ -102,7 +112,7 @@ impl Chamber {
                 ))),
             );
         }
-        let l = self.live.as_ref().expect("agent calls come from a live session");
+        let l = self.waking.live().expect("agent calls come from a live session");
         let mut meta = BTreeMap::new();
         meta.insert("session".to_string(), l.number.to_string());
         let reply = !l.unanswered.is_empty();
@@ -126,22 +136,21 @@ impl Chamber {
     /// Claims the inbox: the batch is journaled (durably) before its files
     /// move to the archive, so a crash can never lose the duty to answer it.
     pub(super) fn claim_inbox(&mut self, then: AfterClaim) {
-        if self.unread.is_empty() {
+        if self.files.unread().is_empty() {
             return self.claim_answered(then, 0);
         }
-        let number = self.live.as_ref().expect("live").number;
-        self.emit(Effect::JournalClaim { number, names: self.unread.clone(), then });
+        let number = self.waking.live().expect("live").number;
+        self.emit(Effect::JournalClaim { number, names: self.files.unread().to_vec(), then });
     }
 
     pub(super) fn archived(&mut self, then: AfterClaim, result: Result<Vec<String>, Failed>) {
         match result {
             Ok(names) => {
-                let before = std::mem::take(&mut self.unread);
                 // What did not move (rejected, vanished) is no longer unread either.
-                self.unread = before.into_iter().filter(|n| !names.contains(n)).collect();
+                self.files.inbox_claimed(&names);
                 self.log(format!("receive: {} message(s): {}", names.len(), names.join(", ")));
                 let count = names.len() as u32;
-                if let Some(l) = self.live.as_mut() {
+                if let Some(l) = self.waking.live_mut() {
                     l.unanswered.extend(names.iter().cloned());
                     l.claimed_mail = true;
                 }
@@ -272,7 +281,7 @@ impl Chamber {
                         self.hold_wakes();
                     }
                 }
-                if self.live.is_none() {
+                if !self.waking.in_session() {
                     self.replan();
                 }
             }

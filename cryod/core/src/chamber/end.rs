@@ -2,7 +2,19 @@
 //! fallback messages, the ledger and the log, the permit given back, and
 //! the re-plan.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+
+use super::waking::{Cut, Live, Phase};
+use super::{
+    AfterTodos, AfterWrite, Chamber, Effect, Folder, LogLine, QUICK_EXIT, Refusal, Reply, ReqId, Rerun, Sig,
+    TAIL_CHARS, TAIL_LINES, Timer, TodoDone, TodoOp, TodoWriteError, WakeOutcome, ids_text, missed,
+};
+use crate::message::{CRYOCHAMBER, Message};
+use crate::session::{self, Conversation, Outcome};
+use crate::todo::{self, Settle, TodoList};
 
 impl Chamber {
     /// Ends the live session from outside: SIGTERM to its group, SIGKILL
@@ -12,9 +24,7 @@ impl Chamber {
             Cut::Shutdown => self.limits.stop_grace.min(StdDuration::from_secs(3)),
             _ => self.limits.stop_grace,
         };
-        let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) else {
-            return;
-        };
+        let Some(l) = self.waking.running(session) else { return };
         if why == Cut::Timeout && l.hibernate.is_some() {
             return;
         }
@@ -43,7 +53,7 @@ impl Chamber {
 
     pub(super) fn finalize(&mut self, status: Option<String>, log_tail: String, limited: Option<DateTime<Utc>>) {
         let tz = self.tz();
-        let Some(l) = self.live.as_ref() else { return };
+        let Some(l) = self.waking.live() else { return };
         let limited = limited.or(l.limited);
         let outcome = match (l.ending, &l.hibernate, limited) {
             (Some(Cut::Stop | Cut::Replace), ..) => Outcome::Stopped,
@@ -65,8 +75,8 @@ impl Chamber {
     /// group are ended, and its claims are settled in `todo.json`; the rest
     /// follows when the settlement is written ([`Chamber::settled`]).
     pub(super) fn finalize_with(&mut self, outcome: Outcome, status: Option<String>, log_tail: String) {
-        let (now, max_attempts, tz) = (self.now, self.max_attempts(), self.tz());
-        let Some(l) = self.live.as_mut() else { return };
+        let (now, max_attempts, tz) = (self.now, self.files.max_attempts(), self.tz());
+        let Some(l) = self.waking.live_mut() else { return };
         l.phase = Phase::Settling;
         l.log_tail = log_tail;
         let how = match &outcome {
@@ -95,7 +105,7 @@ impl Chamber {
         let quick = l.started_at.is_none_or(|s| self.now - s < QUICK_EXIT);
         match outcome {
             Outcome::TimedOut => {
-                let limit = self.config.as_ref().map(|c| c.max_session_duration).unwrap_or_default();
+                let limit = self.files.settings().map(|c| c.max_session_duration).unwrap_or_default();
                 Some(format!(
                     "The session ran past its time limit (max_session_duration = {limit} seconds) and was ended. \
                      Raise `max_session_duration` in cryo.toml if its work needs longer, or have the agent split it."
@@ -131,7 +141,7 @@ impl Chamber {
     /// Sentences for a session's report on how its claims were settled.
     pub(super) fn settle_details(&mut self, outcome: &Outcome, done: Option<TodoDone>) -> Vec<String> {
         let tz = self.tz();
-        let max_attempts = self.max_attempts();
+        let max_attempts = self.files.max_attempts();
         let Some(TodoDone::Settled { retries, exhausted }) = done else {
             return vec![
                 "cryo could not update todo.json for this session's TODOs (see `cryoctl chamber status`).".into(),
@@ -162,7 +172,7 @@ impl Chamber {
                 c.attempt + 1
             );
             details.push(m.clone());
-            self.attention = Some(m);
+            self.health.needs(m);
         }
         details
     }
@@ -172,7 +182,7 @@ impl Chamber {
     /// what comes next.
     pub(super) fn settled(&mut self, result: Result<(TodoDone, TodoList), TodoWriteError>) {
         let done = self.todos_written(result, |e| Refusal::Internal(e.to_string())).ok();
-        let Some(l) = self.live.take() else { return };
+        let Some(l) = self.waking.end_live() else { return };
         let outcome = l.outcome.clone().expect("set when the session ended");
         let mut details = self.settle_details(&outcome, done);
         if outcome.failed() {
@@ -187,8 +197,7 @@ impl Chamber {
         }
         let result = self.record_end(&l, &outcome);
         self.count_outcome(&l, &outcome);
-        self.completed = outcome == Outcome::Hibernated(Ending::Complete);
-        self.last_result = Some(result);
+        self.health.settled(&outcome, result);
         let shutting_down = self.answer_waiters(l.stop_waiters, l.shutdown_waiters);
         self.emit(Effect::Release);
         self.after_end(shutting_down);
@@ -199,7 +208,7 @@ impl Chamber {
     fn explain_failure(&mut self, outcome: &Outcome, l: &Live, details: &mut Vec<String>) {
         if let Some(m) = self.what_happened(outcome, l) {
             details.insert(0, m.clone());
-            self.attention.get_or_insert(m);
+            self.health.needs_unless_told(m);
         }
         let tail = session::log_tail(&l.log_tail, TAIL_LINES, TAIL_CHARS);
         if !tail.is_empty() {
@@ -244,20 +253,16 @@ impl Chamber {
         if let Outcome::Limited { until, local } = outcome {
             self.spans.span(now, *until, missed::Why::Limited(local.clone()));
         }
-        self.previous_failure = outcome.failed().then(|| outcome.describe());
+        let hold = self.health.ended(outcome, now);
         if *outcome == Outcome::Interrupted {
             // cryod is stopping: not the agent's failure. The next cryod
             // (or the chamber's next owner) runs the work again, once.
-            self.previous_failure = None;
-            self.rerun = Some(Rerun { session: l.number, mail: l.unanswered.clone() });
-        } else if outcome.failed() {
-            self.failures = self.failures.saturating_add(1);
-            let hold = todo::retry_delay(self.failures);
-            self.mail_hold_until = Some(now + hold);
-            if !self.unread.is_empty() {
+            self.waking.rerun_later(Rerun { session: l.number, mail: l.unanswered.clone() });
+        } else if let Some(hold) = hold {
+            if !self.files.unread().is_empty() {
                 self.log(format!(
                     "mail waits; after {} failed session(s) the next wake for mail is held for {}",
-                    self.failures,
+                    self.health.failures(),
                     crate::time::humanize(hold)
                 ));
             }
@@ -265,16 +270,7 @@ impl Chamber {
             // Mail waits for the reset too, and so does every chamber on the
             // same account.
             self.log(format!("the provider's limit was reached: this chamber and its account wait until {local}"));
-            self.failures = 0;
-            self.mail_hold_until = Some(*until);
             self.emit(Effect::HoldProvider { until: *until });
-        } else {
-            self.failures = 0;
-            self.mail_hold_until = None;
-            // A session that hibernated well: what went wrong before is over.
-            if matches!(outcome, Outcome::Hibernated(Ending::Hibernate | Ending::Complete)) {
-                self.attention = None;
-            }
         }
     }
 
@@ -298,7 +294,7 @@ impl Chamber {
     /// What follows a settled session: the chamber's removal or shutdown,
     /// the wake that was to replace it, or the next plan.
     fn after_end(&mut self, shutting_down: bool) {
-        if let Some(req) = self.removing.take() {
+        if let Some(req) = self.waking.take_removing() {
             self.emit(Effect::Plan(None));
             self.reply(req, Ok(Reply::Done));
             return self.exit();
@@ -306,7 +302,7 @@ impl Chamber {
         if shutting_down {
             return self.exit();
         }
-        match self.replace_with.take() {
+        match self.waking.take_replace() {
             Some((Some(m), req)) => match self.operator_message("operator", "", &m) {
                 // The rest follows when the message is written.
                 Ok(message) => self.emit(Effect::WriteMessage {
@@ -320,7 +316,7 @@ impl Chamber {
                 }
             },
             Some((None, req)) => {
-                self.manual_queued = true;
+                self.waking.queue_manual();
                 self.reply(req, Ok(Reply::Woke(WakeOutcome { replaced: true, ..WakeOutcome::default() })));
                 self.replan();
             }

@@ -9,8 +9,9 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::*;
+use super::{Chamber, Effect, Failed, Timer};
 use crate::hibernate::Ending;
+use crate::session::Outcome;
 
 /// `max_per_hour` unless an `[[on_end]]` table says otherwise.
 pub const DEFAULT_HANDOFFS_PER_HOUR: u32 = 6;
@@ -151,7 +152,7 @@ impl HandOffs {
 
 impl Chamber {
     fn on_end(&self) -> &[OnEnd] {
-        self.config.as_ref().map(|c| c.on_end.as_slice()).unwrap_or(&[])
+        self.files.settings().map_or(&[], |c| c.on_end.as_slice())
     }
 
     /// A session ended so: hands it on where `[[on_end]]` says, now, or
@@ -238,7 +239,7 @@ impl Chamber {
             Err(e) => {
                 let m = format!("[[on_end]] could not hand session {session} on to {to}: {e}");
                 self.log(m.clone());
-                self.attention = Some(m);
+                self.health.needs(m);
             }
         }
         self.emit(Effect::Publish);
@@ -305,7 +306,7 @@ pub fn loop_through(from: &str, to: &str, links: &dyn Fn(&str) -> Vec<String>) -
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Ending, Outcome, When, loop_through, render, unknown_placeholder};
 
     #[test]
     fn ends_match_their_when() {

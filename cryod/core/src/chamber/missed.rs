@@ -9,7 +9,8 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
 
-use super::*;
+use super::{Chamber, Effect, Passed, SKIP_GRACE};
+use crate::todo::Claim;
 
 /// Spans kept: enough for the slots of the last days, bounded.
 const KEPT: usize = 64;
@@ -92,7 +93,7 @@ impl Chamber {
             Some(Why::Asleep) => "the machine was asleep".into(),
             Some(Why::Busy(n)) => format!("session {n} was running"),
             Some(Why::Limited(local)) => format!("the provider's limit held its wakes until {local}"),
-            None if self.wanted.is_some_and(|(_, since)| since <= due + SKIP_GRACE) => {
+            None if self.waking.wanted().is_some_and(|(_, since)| since <= due + SKIP_GRACE) => {
                 "it waited for a free session slot (max_concurrent_sessions)".into()
             }
             None => "it was late".into(),
@@ -168,8 +169,9 @@ impl Chamber {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use chrono::TimeZone;
+    use chrono::{DateTime, TimeZone, Utc};
+
+    use super::{KEPT, Spans, Why};
 
     #[test]
     fn the_newest_span_that_holds_a_time_explains_it() {

@@ -15,28 +15,35 @@
 
 mod calls;
 mod end;
+mod files;
 pub mod handoff;
+mod health;
 mod io;
 mod missed;
 pub mod notice;
 mod operator;
+mod plan;
 mod recovery;
+mod silence;
 #[cfg(test)]
 mod tests;
 mod wake;
+mod waking;
+mod wishes;
 
-use std::collections::BTreeMap;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
+use self::files::Files;
+use self::health::Health;
 pub use self::io::*;
-use crate::hibernate::{self, Ending, Gate, GateInput};
-use crate::message::{CRYOCHAMBER, MAX_MESSAGE_BYTES, Message};
-use crate::prompt::{self, PromptInput};
-use crate::session::{self, Conversation, Outcome, Trigger};
-use crate::todo::{self, Claim, Missed, NewTodo, Settle, TodoError, TodoList};
+use self::silence::Silence;
+use self::waking::{Cut, Waking};
+use self::wishes::Wishes;
+use crate::session;
+use crate::todo::{TodoError, TodoList};
 
 /// A missed slot of a `skip` TODO later than this is dropped.
 pub const SKIP_GRACE: Duration = Duration::minutes(5);
@@ -138,148 +145,25 @@ pub struct Loaded {
     pub rerun: Option<Rerun>,
 }
 
-/// Why cryod is cutting a session short.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cut {
-    Timeout,
-    Stop,
-    Shutdown,
-    AfterHibernate,
-    Replace,
-    /// The provider's limit was reached (the agent would only wait).
-    Limit,
-    /// The session cost more than `max_session_usd`.
-    OverBudget,
-}
-
-/// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// The wake (with the claims it makes) is being recorded in the ledger.
-    Recording,
-    /// Its agent is being started.
-    Spawning,
-    /// Its agent runs (its claims are written to `todo.json` first thing).
-    Running,
-    /// Its end is being settled.
-    Settling,
-}
-
-#[derive(Debug, Clone)]
-struct Live {
-    number: u64,
-    wake_id: String,
-    token: String,
-    trigger: Trigger,
-    phase: Phase,
-    /// What the wake claims, as recorded in the ledger (the durable record;
-    /// `todo.json` shows them once the agent runs).
-    claims: Vec<Claim>,
-    due: Option<DateTime<Utc>>,
-    pgid: i32,
-    started_at: Option<DateTime<Utc>>,
-    hibernate: Option<(Ending, String)>,
-    /// Why the agent's last hibernate was refused, if it was (and none was
-    /// accepted after): an exit after it is the agent's, not a setup's, fault.
-    refused: Option<String>,
-    /// Claimed inbox messages not yet answered by a send.
-    unanswered: Vec<String>,
-    /// It claimed some inbox batch (the journal closes them at its end).
-    claimed_mail: bool,
-    sent_any: bool,
-    linger: Option<ReqId>,
-    ending: Option<Cut>,
-    /// The agent's stream said the provider's limit stopped it, until then.
-    limited: Option<DateTime<Utc>>,
-    /// It went over `max_session_usd`; its claims wait until then.
-    over_budget: Option<DateTime<Utc>>,
-    stop_waiters: Vec<ReqId>,
-    shutdown_waiters: Vec<ReqId>,
-    /// Set when the session ends, for its settlement.
-    outcome: Option<Outcome>,
-    log_tail: String,
-    /// The conversation it continues, if it resumed one.
-    resumed: Option<session::Thread>,
-    /// Why it starts a new conversation though the chamber resumes (a cap).
-    fresh: Option<String>,
-    /// What the agent reported of its conversation, at its exit.
-    used: Option<session::Used>,
-    /// Notices for its prompt (a failed check).
-    notices: Vec<String>,
-    /// Its pre-checks' output (command, output), for its prompt as data.
-    data: Vec<(String, String)>,
-}
-
-/// A wake whose permit is held while its pre-checks run.
-#[derive(Debug, Clone)]
-struct Checking {
-    nonce: String,
-    token: String,
-    trigger: Trigger,
-    asked_at: DateTime<Utc>,
-    claims: Vec<Claim>,
-}
-
-/// What the machine holds of `todo.json`.
-#[derive(Debug, Clone, PartialEq)]
-enum Held {
-    List(TodoList),
-    /// At rest: the next due time only.
-    Rest {
-        next_due: Option<DateTime<Utc>>,
-    },
-}
-
-/// One chamber's state; see the module documentation.
+/// One chamber's state; see the module documentation. Its identity, the
+/// time and the effects of the step under way are its own; the rest is kept
+/// in parts, each with the rules of what it owns.
 #[derive(Debug, Clone)]
 pub struct Chamber {
     id: i64,
     name: String,
     limits: Limits,
-    started: bool,
-    paused: bool,
-    /// Archived: stopped, and refusing to start until unarchived.
-    archived: bool,
-    /// Reset, with no session since: the next start bootstraps.
-    begun_again: bool,
-    config: Result<Settings, Failed>,
-    warnings: Vec<String>,
-    /// `todo.json` as last read or written, or at rest only its next due
-    /// time ([`Chamber::rest`]); the reason it cannot be read.
-    todos: Result<Held, Failed>,
-    unread: Vec<String>,
     system_tz: Tz,
-    last_session: u64,
-    /// A wake is queued for admission (its trigger and when it was asked for).
-    wanted: Option<(Trigger, DateTime<Utc>)>,
-    /// A wake holds its permit while its pre-checks run.
-    checking: Option<Checking>,
-    live: Option<Box<Live>>,
-    last_result: Option<String>,
-    previous_failure: Option<String>,
-    attention: Option<String>,
-    /// The plan was completed: no scheduled wakes until mail arrives.
-    completed: bool,
-    /// Sessions that failed in a row. After a failure, mail waits before it
-    /// wakes the agent again (2^k minutes, at most a day), so an agent that
-    /// crashes on every message does not loop.
-    failures: u32,
-    mail_hold_until: Option<DateTime<Utc>>,
-    /// A wake failed to write its record or claim: no wake before this.
-    write_retry_at: Option<DateTime<Utc>>,
-    /// An operator asked for a session; it runs when the current one ends.
-    manual_queued: bool,
-    /// Work cryod's own stop cut short, to run again once, at once.
-    rerun: Option<Rerun>,
-    /// A `wake --replace` waiting for the old session to end.
-    replace_with: Option<(Option<String>, ReqId)>,
-    last_lateness_ms: Option<i64>,
-    /// Operators waiting for a start to show its first agent.
-    start_waiters: Vec<ReqId>,
-    write_error: Option<String>,
-    open_questions: u32,
-    /// A `remove` waiting for the running session to end.
-    removing: Option<ReqId>,
+    /// What the operator wants of it, as the registry records it.
+    wishes: Wishes,
+    /// What was last read of its files (`cryo.toml`, `todo.json`, the inbox).
+    files: Files,
+    /// The session under way and what waits for one.
+    waking: Waking,
+    /// How it is doing: results, attention, back-offs, a failed write.
+    health: Health,
+    /// The dead man's switch.
+    silence: Silence,
     /// The conversation the next session may resume.
     thread: Option<session::Thread>,
     handoffs: handoff::HandOffs,
@@ -290,11 +174,6 @@ pub struct Chamber {
     hold: crate::limits::Hold,
     /// When and why it could not wake, to explain missed slots.
     spans: missed::Spans,
-    /// When the chamber last wrote a visible message (the dead man's switch).
-    last_visible: Option<DateTime<Utc>>,
-    silent_armed: bool,
-    /// `silent` was raised for this silence.
-    silent_told: bool,
     /// Events raised since this machine was made (their ids' sequence).
     raised: u64,
     finished: bool,
@@ -308,42 +187,17 @@ impl Chamber {
             id: l.id,
             name: l.name,
             limits,
-            started: l.started,
-            paused: l.paused,
-            archived: l.archived,
-            begun_again: l.begun_again,
-            config: l.config,
-            warnings: l.warnings,
-            todos: l.todos.map(Held::List),
-            unread: l.unread,
             system_tz: l.system_tz,
-            last_session: l.last_session,
-            wanted: None,
-            checking: None,
-            live: None,
-            last_result: l.last_result,
-            previous_failure: None,
-            attention: None,
-            completed: false,
-            failures: 0,
-            mail_hold_until: None,
-            write_retry_at: None,
-            manual_queued: false,
-            rerun: l.rerun,
-            replace_with: None,
-            last_lateness_ms: l.last_lateness_ms,
-            start_waiters: Vec::new(),
-            write_error: None,
-            open_questions: l.open_questions,
-            removing: None,
+            wishes: Wishes::new(l.started, l.paused, l.archived, l.begun_again),
+            files: Files::new(l.config, l.warnings, l.todos, l.unread),
+            waking: Waking::new(l.last_session, l.rerun),
+            health: Health::new(l.last_result, l.last_lateness_ms, l.open_questions),
+            silence: Silence::new(l.last_visible),
             thread: l.thread,
             handoffs: handoff::HandOffs::default(),
             budgets: Default::default(),
             hold: Default::default(),
             spans: missed::Spans::default(),
-            last_visible: l.last_visible,
-            silent_armed: false,
-            silent_told: false,
             raised: 0,
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
@@ -354,7 +208,7 @@ impl Chamber {
     /// The one entry point: what `input` changes, and what to do about it.
     pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Vec<Effect> {
         self.now = now;
-        let (attention, fault) = (self.attention.clone(), self.fault());
+        let (attention, fault) = (self.health.attention().map(str::to_string), self.fault());
         self.step(input);
         self.notice_changes(attention, fault);
         std::mem::take(&mut self.out)
@@ -367,17 +221,17 @@ impl Chamber {
     }
 
     pub fn tz(&self) -> Tz {
-        self.config.as_ref().map(|c| c.timezone).unwrap_or(self.system_tz)
+        self.files.tz(self.system_tz)
     }
 
     /// Started (paused included): bridges run, mail is taken in.
     pub fn started(&self) -> bool {
-        self.started
+        self.wishes.started()
     }
 
     /// Paused: no session starts.
     pub fn paused(&self) -> bool {
-        self.paused
+        self.wishes.paused()
     }
 
     /// The chamber is done: removed, or cryod shut it down.
@@ -387,21 +241,17 @@ impl Chamber {
 
     /// The plan was completed: no scheduled wakes until mail arrives.
     pub fn completed(&self) -> bool {
-        self.completed
+        self.health.completed()
     }
 
     pub fn unread(&self) -> &[String] {
-        &self.unread
+        self.files.unread()
     }
 
     /// The list the machine holds (`None` at rest: it keeps only the next
     /// due time then).
     pub fn todos(&self) -> Option<Result<&TodoList, &Failed>> {
-        match &self.todos {
-            Ok(Held::List(l)) => Some(Ok(l)),
-            Ok(Held::Rest { .. }) => None,
-            Err(e) => Some(Err(e)),
-        }
+        self.files.todos()
     }
 
     /// Lets go of the parsed list while no session runs, keeping what
@@ -410,11 +260,8 @@ impl Chamber {
     /// after each event; [`wants_list`](Self::wants_list) says when it reads
     /// the file again.
     pub fn rest(&mut self) {
-        if self.live.is_some() {
-            return;
-        }
-        if let Ok(Held::List(l)) = &self.todos {
-            self.todos = Ok(Held::Rest { next_due: l.next_due() });
+        if !self.waking.in_session() {
+            self.files.rest();
         }
     }
 
@@ -437,14 +284,9 @@ impl Chamber {
     /// The parsed list, for what needs it (the shell gave it, see
     /// [`wants_list`](Self::wants_list)).
     fn list(&self) -> Result<&TodoList, Failed> {
-        match &self.todos {
-            Ok(Held::List(l)) => Ok(l),
-            Ok(Held::Rest { .. }) => Err("todo.json was not read when it was needed (a bug in cryod)".into()),
-            Err(e) => Err(e.clone()),
-        }
+        self.files.list()
     }
 
-    /// The running session's number and wake id, once its agent may exist.
     /// Why mail written now would not be read at once, and when it will be
     /// and how to have it read now; `None` when the agent reads it at once
     /// (or is running, and is told).
@@ -453,15 +295,15 @@ impl Chamber {
         if let Some(f) = self.fault() {
             return Some(format!("{name} is faulted ({f}): nothing is read until that is fixed"));
         }
-        if !self.started {
+        if !self.wishes.started() {
             return Some(format!(
                 "{name} is stopped: its agent reads it when the chamber starts (`cryoctl chamber start {name}`)"
             ));
         }
-        if self.paused {
+        if self.wishes.paused() {
             let why = self
-                .attention
-                .as_deref()
+                .health
+                .attention()
                 .filter(|a| a.starts_with(session::BUDGET_REACHED))
                 .map(|a| format!(" ({a})"))
                 .unwrap_or_default();
@@ -469,86 +311,69 @@ impl Chamber {
                 "{name} is paused{why}: its agent reads it when the chamber resumes (`cryoctl chamber resume {name}`)"
             ));
         }
-        if self.live.is_some() || self.checking.is_some() {
+        if self.waking.busy() {
             return None;
         }
         let tz = self.tz();
         let wake_now = format!("`cryoctl chamber wake {name}` has it read now");
-        if let Some(at) = self.write_retry_at.filter(|t| *t > self.now) {
+        if let Some(at) = self.health.retry_at(self.now) {
             let at = crate::time::format_in(at, tz);
             return Some(format!("a write into {name} failed; the next try, at {at}, reads it ({wake_now})"));
         }
-        let hold = self.mail_hold_until.filter(|h| *h > self.now)?;
-        let why = if self.failures > 0 {
-            format!("after {} failed session(s) in a row, mail waits", self.failures)
-        } else {
-            "the provider's limit was reached: mail waits".to_string()
-        };
+        let (why, hold) = self.health.why_mail_waits(self.now)?;
         Some(format!("{why}; its agent reads it at {} ({wake_now})", crate::time::format_in(hold, tz)))
     }
 
     /// A wake holds its permit while its pre-checks run.
     pub fn checking(&self) -> bool {
-        self.checking.is_some()
+        self.waking.checking()
     }
 
+    /// The running session's number and wake id, once its agent may exist.
     pub fn live_session(&self) -> Option<(u64, &str)> {
-        self.live.as_ref().map(|l| (l.number, l.wake_id.as_str()))
+        self.waking.live().map(|l| (l.number, l.wake_id.as_str()))
     }
 
     pub fn fault(&self) -> Option<String> {
-        match (&self.config, &self.todos) {
-            (Err(e), _) | (_, Err(e)) => Some(e.0.clone()),
-            _ => None,
-        }
+        self.files.fault()
     }
 
     pub fn view(&self) -> View {
         let state = if self.fault().is_some() {
             State::Faulted
-        } else if self.live.is_some() {
+        } else if self.waking.in_session() {
             State::Running
-        } else if self.started && self.paused {
-            State::Paused
-        } else if self.started {
-            State::Idle
         } else {
-            State::Stopped
+            self.wishes.state()
         };
-        View {
+        let mut view = View {
             state,
             fault: self.fault(),
-            agent: self.config.as_ref().map(|c| c.agent.clone()).unwrap_or_default(),
+            agent: self.files.settings().map(|c| c.agent.clone()).unwrap_or_default(),
             timezone: self.tz().name().to_string(),
-            session: self.live.as_ref().map(|l| l.number).unwrap_or(self.last_session),
-            next_wake: if self.started && !self.paused { self.next_wake() } else { None },
-            last_result: self.last_result.clone(),
-            mail_waiting: self.unread.len() as u32,
-            attention: self.attention.clone(),
-            warnings: self.warnings.clone(),
-            last_lateness_ms: self.last_lateness_ms,
-            error: self.write_error.clone(),
-            open_questions: self.open_questions,
+            session: self.waking.session(),
+            next_wake: if self.wishes.wakes() { self.next_wake() } else { None },
+            mail_waiting: self.files.unread().len() as u32,
+            warnings: self.files.warnings().to_vec(),
             handoffs: self.handoff_line(),
-            archived: self.archived,
-        }
+            archived: self.wishes.archived(),
+            ..View::default()
+        };
+        self.health.show(&mut view);
+        view
     }
 
     /// The next TODO's due time (none once the plan is completed).
     fn next_todo(&self) -> Option<DateTime<Utc>> {
-        match (&self.todos, self.completed) {
-            (Ok(Held::List(t)), false) => t.next_due(),
-            (Ok(Held::Rest { next_due }), false) => *next_due,
-            _ => None,
-        }
+        if self.health.completed() { None } else { self.files.next_due() }
     }
 
     /// When this chamber next wakes by itself: its next TODO, held mail, or
     /// a failed write's retry.
     fn next_wake(&self) -> Option<DateTime<Utc>> {
         let todo = self.next_todo();
-        let hold = self.mail_hold_until.filter(|_| !self.unread.is_empty());
-        let retry = self.write_retry_at.filter(|t| *t > self.now);
+        let hold = self.health.mail_hold_until().filter(|_| !self.files.unread().is_empty());
+        let retry = self.health.retry_at(self.now);
         [todo, hold, retry].into_iter().flatten().min()
     }
 
@@ -570,16 +395,6 @@ impl Chamber {
         self.emit(Effect::ArmTimer { timer, after });
     }
 
-    fn max_attempts(&self) -> u32 {
-        self.config.as_ref().map(|c| c.max_attempts).unwrap_or(todo::DEFAULT_MAX_ATTEMPTS)
-    }
-
-    fn note_unread(&mut self, name: String) {
-        if let Err(i) = self.unread.binary_search(&name) {
-            self.unread.insert(i, name);
-        }
-    }
-
     /// Keeps the in-memory list and the write error in step with a
     /// `todo.json` update; returns what it did, or the caller's refusal.
     fn todos_written(
@@ -589,18 +404,17 @@ impl Chamber {
     ) -> Result<TodoDone, Refusal> {
         match result {
             Ok((done, list)) => {
-                self.todos = Ok(Held::List(list));
-                self.write_error = None;
-                self.write_retry_at = None;
+                self.files.todos_written(list);
+                self.health.wrote();
                 Ok(done)
             }
             Err(TodoWriteError::Fault(m)) => {
-                self.todos = Err(Failed(m.clone()));
+                self.files.todos_unreadable(m.clone());
                 Err(Refusal::Precondition(format!("the chamber is faulted: {m}")))
             }
             Err(TodoWriteError::Refused(e)) => Err(refused(e)),
             Err(TodoWriteError::Write(m)) => {
-                self.write_error = Some(m.clone());
+                self.health.write_failed(m.clone());
                 Err(Refusal::Internal(m))
             }
         }
@@ -630,20 +444,20 @@ impl Chamber {
             Input::Power { sleeping } => self.power(sleeping),
             Input::Admitted { nonce, token } => self.admitted(nonce, token),
             Input::Agent { session, req, call } => {
-                if self.live.as_ref().is_some_and(|l| l.number == session && l.phase == Phase::Running) {
+                if self.waking.running(session).is_some() {
                     self.agent_call(req, call);
                 } else {
                     self.reply(req, Err(Refusal::Precondition("this session has ended".into())));
                 }
             }
             Input::ProviderLimit { session, until } => {
-                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                if let Some(l) = self.waking.running(session) {
                     l.limited = Some(until);
                     self.end_session(session, Cut::Limit);
                 }
             }
             Input::OverBudget { session, until } => {
-                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                if let Some(l) = self.waking.running(session) {
                     l.over_budget = Some(until);
                     self.end_session(session, Cut::OverBudget);
                 }
@@ -655,7 +469,7 @@ impl Chamber {
                 self.held(held);
             }
             Input::Exited { session, status, log_tail, limited, used } => {
-                if let Some(l) = self.live.as_mut().filter(|l| l.number == session && l.phase == Phase::Running) {
+                if let Some(l) = self.waking.running(session) {
                     l.used = used;
                     self.finalize(Some(status), log_tail, limited);
                 }
@@ -688,119 +502,17 @@ impl Chamber {
             Timer::AfterHibernate(n) => self.end_session(n, Cut::AfterHibernate),
             Timer::LingerDone(n) => self.linger_done(n),
             Timer::Kill(n) => {
-                if let Some(l) = self.live.as_ref().filter(|l| l.number == n && l.pgid > 0) {
-                    let pgid = l.pgid;
+                if let Some(pgid) = self.waking.live().filter(|l| l.number == n && l.pgid > 0).map(|l| l.pgid) {
                     self.emit(Effect::Signal { pgid, sig: Sig::Kill });
                 }
             }
             Timer::HandOffs => self.release_handoffs(),
             Timer::Silence => self.silence_over(),
             Timer::StartWaitOver => {
-                for w in std::mem::take(&mut self.start_waiters) {
+                for w in self.waking.take_start_waiters() {
                     self.reply(w, Ok(Reply::Started(false)));
                 }
             }
-        }
-    }
-
-    // ---- planning ----------------------------------------------------------
-
-    /// After a start or a daemon restart: bootstrap a new chamber, else run
-    /// what is due and what waits in the inbox.
-    fn resume(&mut self) {
-        if (self.last_session == 0 || self.begun_again) && self.live.is_none() {
-            self.want(Trigger::Bootstrap);
-        }
-        self.replan();
-    }
-
-    /// Decides from the list and the inbox: wake now (due TODOs, unread
-    /// mail), or tell the scheduler when the next TODO is due.
-    fn replan(&mut self) {
-        if !self.started || self.paused || self.fault().is_some() {
-            return self.emit(Effect::Plan(None));
-        }
-        if self.manual_queued && self.live.is_none() {
-            self.want(Trigger::Manual);
-        }
-        let now = self.now;
-        let next = self.next_todo();
-        let hold = self.mail_hold_until.filter(|h| *h > now);
-        let retry = self.write_retry_at.filter(|t| *t > now);
-        if self.live.is_none() && retry.is_none() {
-            // Interrupted work owes nothing to the back-off: it was not the
-            // agent's failure.
-            if self.rerun.is_some() {
-                self.want(Trigger::Recovery);
-            }
-            if next.is_some_and(|t| t <= now) {
-                self.want(Trigger::Scheduled);
-            }
-            if hold.is_none() && !self.unread.is_empty() {
-                self.want(Trigger::Inbox);
-            }
-        }
-        // While a session runs, a due TODO waits for it to end (then replan).
-        let wake = [next.filter(|t| *t > now), hold, retry].into_iter().flatten().min();
-        self.emit(Effect::Plan(wake));
-    }
-
-    /// A wake waiting on its pre-checks is dropped (stop, pause, removal):
-    /// its permit goes back, and their answer, when it comes, is ignored.
-    fn drop_check(&mut self) {
-        if self.checking.take().is_some() {
-            self.emit(Effect::Release);
-        }
-    }
-
-    /// A wake's write failed: no wake (and no request for one) until
-    /// [`WRITE_RETRY`] has passed; the next re-plan says when.
-    fn hold_wakes(&mut self) {
-        self.write_retry_at = Some(self.now + WRITE_RETRY);
-        self.wanted = None;
-        self.emit(Effect::CancelAdmission);
-    }
-
-    fn want(&mut self, trigger: Trigger) {
-        if !self.started || self.paused || self.live.is_some() || self.checking.is_some() {
-            return;
-        }
-        let t = match self.wanted {
-            Some((t, _)) if t <= trigger => t,
-            Some((_, since)) => {
-                self.wanted = Some((trigger, since));
-                trigger
-            }
-            None => {
-                self.wanted = Some((trigger, self.now));
-                trigger
-            }
-        };
-        self.emit(Effect::RequestAdmission(t));
-    }
-
-    fn on_inbox(&mut self) {
-        if let Some(l) = self.live.as_mut() {
-            if let Some(req) = l.linger.take() {
-                l.hibernate = None;
-                self.reply(
-                    req,
-                    Err(Refusal::Precondition(
-                        "refused: new mail arrived while you lingered. Run `cryo-agent receive`, answer it, then hibernate again."
-                            .into(),
-                    )),
-                );
-                self.log("linger released: new mail arrived");
-            }
-            return;
-        }
-        if !self.unread.is_empty() {
-            self.completed = false;
-            let held = |t: Option<DateTime<Utc>>| t.is_some_and(|h| h > self.now);
-            if held(self.mail_hold_until) || held(self.write_retry_at) {
-                return;
-            }
-            self.want(Trigger::Inbox);
         }
     }
 }

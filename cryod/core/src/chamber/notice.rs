@@ -3,9 +3,11 @@
 //! `cryod.toml`. Each has a stable id (chamber, kind, key), so a notifier
 //! delivers it once however often the shell sees it.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 
-use super::*;
+use super::silence::Over;
+use super::{Chamber, Effect, Timer, first_line};
+use crate::session::{self, Outcome};
 
 /// The kinds of events, as `[[notify]] events = [...]` names them.
 pub const KINDS: &[&str] = &["question", "failed", "attention", "limited", "budget", "silent", "completed", "daemon"];
@@ -43,7 +45,7 @@ impl Chamber {
     /// What changed in an input that a person should hear of: a new
     /// attention line, a fault.
     pub(super) fn notice_changes(&mut self, attention: Option<String>, fault: Option<String>) {
-        if let Some(a) = self.attention.clone().filter(|a| Some(a) != attention.as_ref()) {
+        if let Some(a) = self.health.attention().filter(|a| Some(*a) != attention.as_deref()).map(str::to_string) {
             self.raised += 1;
             let key = format!("{}-{}", self.now.timestamp_millis(), self.raised);
             // A budget's pause is the `budget` event.
@@ -75,42 +77,34 @@ impl Chamber {
 
     // ---- the dead man's switch ---------------------------------------------
 
-    fn silence(&self) -> Option<Duration> {
-        self.config.as_ref().ok().and_then(|c| c.expect_activity_within)
+    /// `expect_activity_within`, if set.
+    fn silence_window(&self) -> Option<Duration> {
+        self.files.settings().and_then(|c| c.expect_activity_within)
     }
 
     /// A visible message was written: the silence starts again.
     pub(super) fn heard(&mut self) {
-        self.last_visible = Some(self.now);
-        self.silent_told = false;
+        self.silence.heard(self.now);
         self.arm_silence();
     }
 
     /// Arms the one silence timer, unless one is armed (it re-arms itself
     /// for what is left when it fires early).
     pub(super) fn arm_silence(&mut self) {
-        let Some(window) = self.silence() else { return };
-        if self.silent_armed || self.silent_told {
-            return;
+        let Some(window) = self.silence_window() else { return };
+        if let Some(after) = self.silence.arm(window, self.now) {
+            self.arm(Timer::Silence, after);
         }
-        let since = *self.last_visible.get_or_insert(self.now);
-        let at: DateTime<Utc> = since + window;
-        self.silent_armed = true;
-        self.arm(Timer::Silence, (at - self.now).to_std().unwrap_or_default());
     }
 
     /// The silence timer fired: `silent` once, if the chamber is started
     /// (not paused) and nothing visible came for the whole window.
     pub(super) fn silence_over(&mut self) {
-        self.silent_armed = false;
-        let (Some(window), Some(since)) = (self.silence(), self.last_visible) else { return };
-        if self.now - since < window {
-            return self.arm_silence();
-        }
-        if !self.started || self.paused || self.silent_told {
-            return;
-        }
-        self.silent_told = true;
+        let (since, window) = match self.silence.over(self.silence_window(), self.now, self.wishes.wakes()) {
+            Over::Quiet => return,
+            Over::Early => return self.arm_silence(),
+            Over::Silent { since, window } => (since, window),
+        };
         let quiet = crate::time::humanize(self.now - since);
         let body = format!(
             "No message from {} for {quiet} (expect_activity_within = {}), though it is started. Check `cryoctl chamber status {}` and its log.",

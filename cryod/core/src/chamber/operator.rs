@@ -2,7 +2,19 @@
 //! message, or replacing the session), deliver, TODO calls, the plan, and
 //! shutdown; plus the files and settings that changed under the chamber.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::waking::Cut;
+use super::{
+    AfterStore, AfterTodos, AfterWrite, Chamber, Effect, Failed, Folder, HEADER_ROOM, Refusal, Reply, ReqId,
+    START_WAIT, Settings, Timer, TodoOp, WakeOutcome, first_line, missed,
+};
+use crate::message::{CRYOCHAMBER, MAX_MESSAGE_BYTES, Message};
+use crate::session::Trigger;
+use crate::todo::TodoList;
 
 impl Chamber {
     pub(super) fn start(&mut self, req: ReqId, wait: bool, agent_check: Result<(), Failed>, log_session: u64) {
@@ -13,26 +25,26 @@ impl Chamber {
         if let Err(why) = agent_check {
             return self.reply(req, Err(Refusal::Precondition(why.0)));
         }
-        if self.archived {
+        if self.wishes.archived() {
             let name = &self.name;
             let why = format!("{name} is archived: unarchive it first (`cryoctl chamber unarchive {name}`)");
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
-        if self.started {
+        if self.wishes.started() {
             // The operator has looked: what needed them is seen.
-            if self.attention.take().is_some() {
+            if self.health.seen() {
                 self.emit(Effect::Publish);
             }
             return self.reply(req, Ok(Reply::Started(true)));
         }
         // The files may have changed since the machine was made.
-        self.last_session = self.last_session.max(log_session);
-        self.mail_hold_until = None;
+        self.waking.saw_session(log_session);
+        self.health.release_mail();
         self.emit(Effect::SetStarted { started: true, then: AfterStore::Started { req, wait } });
     }
 
     pub(super) fn stop(&mut self, req: ReqId, wait: bool) {
-        let was_started = self.started;
+        let was_started = self.wishes.started();
         if was_started {
             self.emit(Effect::SetStarted { started: false, then: AfterStore::Stopped { req, wait, was_started } });
         } else {
@@ -41,13 +53,13 @@ impl Chamber {
     }
 
     pub(super) fn stopped(&mut self, req: ReqId, wait: bool, was_started: bool) {
-        self.started = false;
+        self.wishes.start(false);
         self.spans.open(self.now, missed::Why::Stopped);
-        self.wanted = None;
+        self.waking.unwant();
         self.drop_check();
         self.emit(Effect::CancelAdmission);
         self.emit(Effect::Plan(None));
-        match self.live.as_mut() {
+        match self.waking.live_mut() {
             Some(l) => {
                 let n = l.number;
                 if wait {
@@ -65,14 +77,13 @@ impl Chamber {
     }
 
     pub(super) fn remove(&mut self, req: ReqId) {
-        self.started = false;
-        self.wanted = None;
+        self.wishes.start(false);
+        self.waking.unwant();
         self.drop_check();
         self.emit(Effect::CancelAdmission);
-        match self.live.as_ref() {
-            Some(l) => {
-                let n = l.number;
-                self.removing = Some(req);
+        match self.waking.live().map(|l| l.number) {
+            Some(n) => {
+                self.waking.remove_when_ended(req);
                 self.end_session(n, Cut::Stop);
             }
             None => {
@@ -101,7 +112,7 @@ impl Chamber {
     /// 80% notice, once per limit and period; at 100%, a pause with the
     /// reason as attention.
     pub(super) fn budget(&mut self, req: ReqId, uses: &[crate::limits::BudgetUse]) {
-        let verdict = self.budgets.judge(uses, self.paused, !self.started);
+        let verdict = self.budgets.judge(uses, self.wishes.paused(), !self.wishes.started());
         if let Some((n, limit)) = verdict.notice.zip(verdict.noticed) {
             // One event per limit and period.
             let key = format!("80-{}", limit.replace('\'', "").replace(' ', "-"));
@@ -110,7 +121,7 @@ impl Chamber {
         }
         if let Some(why) = verdict.reached {
             self.log(format!("{why}: pausing the chamber"));
-            self.attention = Some(why);
+            self.health.needs(why);
             self.pause(req, true);
         }
     }
@@ -120,7 +131,7 @@ impl Chamber {
     /// sender of the mail that asked is told when it will be read (once per
     /// hold).
     pub(super) fn held(&mut self, until: Option<DateTime<Utc>>) {
-        let by_mail = self.wanted.is_some_and(|(t, _)| t == Trigger::Inbox);
+        let by_mail = self.waking.wanted().is_some_and(|(t, _)| t == Trigger::Inbox);
         let local = until.map(|u| crate::time::format_in(u, self.tz()));
         let notice = self.hold.asked(by_mail, local.as_deref());
         let (Some(until), Some(local)) = (until, local) else { return };
@@ -134,11 +145,11 @@ impl Chamber {
     }
 
     pub(super) fn pause(&mut self, req: ReqId, pause: bool) {
-        if pause && !self.started {
+        if pause && !self.wishes.started() {
             let why = format!("{} is stopped; only a started chamber can be paused", self.name);
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
-        if self.paused == pause {
+        if self.wishes.paused() == pause {
             self.emit(Effect::Publish);
             return self.reply(req, Ok(Reply::Paused(true)));
         }
@@ -149,9 +160,9 @@ impl Chamber {
     /// with no session left.
     fn not_stopped(&self, what: &str) -> Option<String> {
         let name = &self.name;
-        if self.started {
+        if self.wishes.started() {
             Some(format!("{name} is started: stop it before it is {what} (`cryoctl chamber stop {name}`)"))
-        } else if self.live.is_some() || self.checking.is_some() {
+        } else if self.waking.busy() {
             Some(format!("{name}'s last session is still ending; try again when it has"))
         } else {
             None
@@ -162,7 +173,7 @@ impl Chamber {
         if archive && let Some(why) = self.not_stopped("archived") {
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
-        if self.archived == archive {
+        if self.wishes.archived() == archive {
             self.emit(Effect::Publish);
             return self.reply(req, Ok(Reply::Archived(true)));
         }
@@ -183,22 +194,12 @@ impl Chamber {
             Ok(dir) => dir,
             Err(e) => return self.reply(req, Err(Refusal::Internal(format!("cannot reset: {e}")))),
         };
-        self.todos = Ok(Held::List(TodoList::default()));
-        self.unread.clear();
-        self.attention = None;
-        self.previous_failure = None;
-        self.completed = false;
-        self.failures = 0;
-        self.mail_hold_until = None;
-        self.write_retry_at = None;
-        self.manual_queued = false;
-        self.rerun = None;
-        self.write_error = None;
-        self.open_questions = 0;
+        self.files.reset();
+        self.health.reset();
+        self.waking.reset();
         self.thread = None;
-        self.last_visible = None;
-        self.silent_told = false;
-        self.begun_again = true;
+        self.silence.reset();
+        self.wishes.begin_again();
         self.log(format!("reset by the operator: the earlier runtime files are in {dir}/"));
         // The watched folders are new ones.
         self.emit(Effect::Rewatch);
@@ -218,13 +219,13 @@ impl Chamber {
         }
         match then {
             AfterStore::Started { req, wait } => {
-                self.started = true;
+                self.wishes.start(true);
                 self.spans.close(self.now, &missed::Why::Stopped);
-                self.attention = None;
+                self.health.seen();
                 self.resume();
                 self.emit(Effect::Publish);
-                if wait && self.wanted.is_some() {
-                    self.start_waiters.push(req);
+                if wait && self.waking.wanted().is_some() {
+                    self.waking.wait_for_start(req);
                     self.arm(Timer::StartWaitOver, START_WAIT);
                 } else {
                     self.reply(req, Ok(Reply::Started(false)));
@@ -232,27 +233,27 @@ impl Chamber {
             }
             AfterStore::Stopped { req, wait, was_started } => self.stopped(req, wait, was_started),
             AfterStore::Archived { req, archive } => {
-                self.archived = archive;
+                self.wishes.archive(archive);
                 self.log(if archive { "archived by the operator" } else { "unarchived by the operator" });
                 self.emit(Effect::Publish);
                 self.reply(req, Ok(Reply::Archived(false)));
             }
             AfterStore::Paused { req, pause } => {
-                self.paused = pause;
+                self.wishes.pause(pause);
                 if pause {
                     self.spans.open(self.now, missed::Why::Paused);
                 } else {
                     self.spans.close(self.now, &missed::Why::Paused);
                 }
                 if pause {
-                    self.wanted = None;
+                    self.waking.unwant();
                     self.drop_check();
                     self.emit(Effect::CancelAdmission);
                     self.emit(Effect::Plan(None));
                 } else {
                     // A resume releases a budget's pause, and the operator
                     // has seen what needed them.
-                    self.attention = None;
+                    self.health.seen();
                     self.replan();
                 }
                 // The caller reads the view next.
@@ -265,11 +266,11 @@ impl Chamber {
     pub(super) fn wake(&mut self, req: ReqId, message: Option<String>, replace: bool) {
         let refusal = if let Some(f) = self.fault() {
             Some(format!("{} is faulted: {f}", self.name))
-        } else if !self.started {
+        } else if !self.wishes.started() {
             Some(format!("{} is stopped: start it first (`cryoctl chamber start {}`)", self.name, self.name))
-        } else if self.paused {
+        } else if self.wishes.paused() {
             Some(format!("{} is paused: resume it first (`cryoctl chamber resume {}`)", self.name, self.name))
-        } else if self.replace_with.is_some() {
+        } else if self.waking.replacing() {
             Some("a replacing wake is already under way".into())
         } else {
             None
@@ -277,11 +278,8 @@ impl Chamber {
         if let Some(why) = refusal {
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
-        if let Some(l) = &self.live
-            && replace
-        {
-            let n = l.number;
-            self.replace_with = Some((message, req));
+        if replace && let Some(n) = self.waking.live().map(|l| l.number) {
+            self.waking.replace(message, req);
             return self.end_session(n, Cut::Replace);
         }
         match message {
@@ -298,9 +296,9 @@ impl Chamber {
     }
 
     pub(super) fn woke(&mut self, req: ReqId, message_file: Option<String>) {
-        self.completed = false;
-        self.manual_queued = true;
-        let queued = self.live.is_some();
+        self.health.more_to_do();
+        self.waking.queue_manual();
+        let queued = self.waking.in_session();
         self.log(if queued { "operator wake: queued after the running session" } else { "operator wake" });
         self.replan();
         self.reply(req, Ok(Reply::Woke(WakeOutcome { replaced: false, queued, message_file })));
@@ -351,15 +349,15 @@ impl Chamber {
                 self.heard();
             }
             (AfterWrite::Fallback { .. }, Err(e)) => {
-                self.write_error = Some(format!("cannot write a fallback message: {e}"));
+                self.health.write_failed(format!("cannot write a fallback message: {e}"));
             }
             (AfterWrite::Sent { req, reply, question, subject, body }, Ok(name)) => {
                 if question {
-                    self.open_questions += 1;
+                    self.health.asked();
                     self.notice("question", &name, format!("{} asks: {subject}", self.name), &body);
                 }
                 self.heard();
-                if let Some(l) = self.live.as_mut() {
+                if let Some(l) = self.waking.live_mut() {
                     l.sent_any = true;
                     l.unanswered.clear();
                 }
@@ -371,19 +369,19 @@ impl Chamber {
                 self.reply(req, Err(Refusal::Internal(format!("cannot write the outbox: {e}"))));
             }
             (AfterWrite::Delivered { req }, Ok(name)) => {
-                self.note_unread(name.clone());
-                self.open_questions = 0;
+                self.files.note_unread(name.clone());
+                self.health.answered();
                 self.on_inbox();
                 let waits = self.mail_waits();
                 self.reply(req, Ok(Reply::Delivered { file: format!("messages/inbox/{name}"), waits }));
             }
             (AfterWrite::WakeMessage { req }, Ok(name)) => {
-                self.note_unread(name.clone());
+                self.files.note_unread(name.clone());
                 self.woke(req, Some(format!("messages/inbox/{name}")));
             }
             (AfterWrite::Replaced { req }, Ok(name)) => {
-                self.note_unread(name.clone());
-                self.manual_queued = true;
+                self.files.note_unread(name.clone());
+                self.waking.queue_manual();
                 let out =
                     WakeOutcome { replaced: true, queued: false, message_file: Some(format!("messages/inbox/{name}")) };
                 self.reply(req, Ok(Reply::Woke(out)));
@@ -419,7 +417,7 @@ impl Chamber {
 
     /// cryod is stopping: the running session ends first.
     pub(super) fn shutdown(&mut self, req: ReqId) {
-        match self.live.as_mut() {
+        match self.waking.live_mut() {
             Some(l) => {
                 l.shutdown_waiters.push(req);
                 let n = l.number;
@@ -434,32 +432,23 @@ impl Chamber {
 
     /// The inbox's unread files; `arrived`: a new one among them.
     pub(super) fn inbox(&mut self, unread: Vec<String>, arrived: bool) {
-        self.unread = unread;
-        self.unread.sort();
+        self.files.inbox_read(unread);
         if arrived {
-            self.open_questions = 0;
+            self.health.answered();
             self.on_inbox();
         }
     }
 
     pub(super) fn todos_changed(&mut self, todos: Result<TodoList, Failed>) {
-        let todos = todos.map(Held::List);
-        // The list read again for a wake or a listing, as it was at rest.
-        let same_plan = matches!((&self.todos, &todos),
-            (Ok(Held::Rest { next_due }), Ok(Held::List(l))) if *next_due == l.next_due());
-        if todos != self.todos {
-            self.todos = todos;
-            if !same_plan {
-                self.replan();
-            }
+        if self.files.todos_read(todos) {
+            self.replan();
         }
     }
 
     pub(super) fn config_changed(&mut self, config: Result<Settings, Failed>, warnings: Vec<String>) {
-        self.warnings = warnings;
-        self.config = config;
+        self.files.config_read(config, warnings);
         self.arm_silence();
-        if self.config.is_ok() {
+        if self.files.settings().is_some() {
             self.emit(Effect::Rewatch);
         }
         self.replan();
@@ -467,11 +456,10 @@ impl Chamber {
 
     pub(super) fn zone_changed(&mut self, zone: Tz, config: Result<Settings, Failed>, warnings: Vec<String>) {
         self.system_tz = zone;
-        self.warnings = warnings;
-        self.config = config;
+        self.files.config_read(config, warnings);
         // Chambers on the system's zone move their cron series to the
         // new zone's wall clock.
-        if self.config.as_ref().is_ok_and(|c| !c.timezone_set) {
+        if self.files.settings().is_some_and(|c| !c.timezone_set) {
             let op = TodoOp::Rezone { now: self.now, tz: self.tz() };
             self.emit(Effect::UpdateTodos { op, then: AfterTodos::Rezoned });
         }
@@ -484,7 +472,7 @@ impl Chamber {
         } else {
             self.spans.close(self.now, &missed::Why::Asleep);
         }
-        if self.live.is_some() {
+        if self.waking.in_session() {
             self.log(if sleeping { "the machine is going to sleep" } else { "the machine woke up" });
         }
         if !sleeping {

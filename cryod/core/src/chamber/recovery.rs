@@ -2,7 +2,14 @@
 //! from what the ledger, the journal and the outbox say (their agents were
 //! ended by start-up first), then the chamber resumes.
 
-use super::*;
+use chrono::{DateTime, Utc};
+
+use super::{
+    AfterTodos, Boot, Chamber, Effect, LogLine, Recovered, Refusal, Rerun, TodoDone, TodoOp, TodoWriteError,
+    capitalize, missed,
+};
+use crate::session::{Conversation, Outcome, Trigger};
+use crate::todo::{Settle, TodoList};
 
 impl Chamber {
     /// Finishes the sessions a killed cryod left open (their processes were
@@ -11,7 +18,7 @@ impl Chamber {
     /// blocks and records them as interrupted. Then resumes.
     pub(super) fn boot(&mut self, boot: Boot) {
         // Before now no cryod ran it, or it was stopped or paused anyway.
-        let before = match (self.started, self.paused) {
+        let before = match (self.wishes.started(), self.wishes.paused()) {
             (false, _) => missed::Why::Stopped,
             (true, true) => missed::Why::Paused,
             (true, false) => missed::Why::Down { since: self.now },
@@ -42,7 +49,7 @@ impl Chamber {
                     s.groups_ended
                 )
             };
-            self.last_session = self.last_session.max(s.number);
+            self.waking.saw_session(s.number);
             let op = TodoOp::Settle {
                 wake: s.wake_id.clone(),
                 claims: s.claims.clone(),
@@ -64,7 +71,7 @@ impl Chamber {
             }
         }
         self.arm_silence();
-        if self.started {
+        if self.wishes.started() {
             self.resume();
         } else {
             self.replan();
@@ -95,10 +102,10 @@ impl Chamber {
         });
         self.hand_off_after(r.number, &outcome, &r.note);
         self.emit(Effect::JournalAnswer { number: r.number });
-        self.last_result = Some(outcome.describe());
+        self.health.result(outcome.describe());
         // Not the agent's failure: the rerun's own notice says what happened.
-        self.previous_failure = None;
-        self.rerun = Some(Rerun { session: r.number, mail: r.unanswered });
+        self.health.ended(&outcome, now);
+        self.waking.rerun_later(Rerun { session: r.number, mail: r.unanswered });
         self.replan();
     }
 }

@@ -8,8 +8,14 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
-use super::*;
-use crate::todo::{Missed, NewTodo};
+use super::{
+    Boot, Call, Chamber, DEFAULT_PRECHECK_TIMEOUT, DIALOG_LAST, Effect, Failed, Input, Limits, Loaded, LogLine,
+    OpenBatch, OpenSession, Outgoing, Refusal, Reply, ReqId, Rerun, SKIP_GRACE, Settings, Sig, Timer, TodoCall, TodoOp,
+    TodoWriteError, WRITE_RETRY, handoff,
+};
+use crate::hibernate::Ending;
+use crate::session::{self, Outcome, Trigger};
+use crate::todo::{Missed, NewTodo, Settle, TodoList};
 
 const PID: u32 = 4242;
 
@@ -1042,7 +1048,7 @@ fn work_interrupted_by_cryod_runs_again_at_once_and_only_once() {
     assert!(!fallback.body.contains("misconfiguration"), "{}", fallback.body);
     assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Recovery))), "{out:#?}");
     // No back-off: mail that arrives now is not held.
-    assert_eq!((rig.m.failures, rig.m.mail_hold_until), (0, None));
+    assert_eq!((rig.m.health.failures(), rig.m.health.mail_hold_until()), (0, None));
     let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok".into() });
     let (_, prompt, _) = spawn_of(&out);
     assert!(prompt.contains("RERUN: session 1 was interrupted"), "{prompt}");
@@ -1050,7 +1056,7 @@ fn work_interrupted_by_cryod_runs_again_at_once_and_only_once() {
     assert!(!prompt.contains("PREVIOUS SESSION FAILED"), "{prompt}");
     assert_eq!(rig.m.live_session().map(|s| s.0), Some(2));
     // Session 2 is the rerun: once it ends, nothing runs a third time.
-    assert_eq!(rig.m.rerun, None);
+    assert!(!rig.m.waking.reruns());
     assert!(rig.call(add_todo("+1h")).is_ok());
     rig.call(hibernate()).expect("hibernate accepted");
     let out = rig.exit("exit 0");

@@ -2,34 +2,44 @@
 //! ledger, its due TODOs are claimed, and the agent is spawned, in that
 //! order, each step only after the one before it succeeded.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration as StdDuration;
+
+use super::waking::{Checking, Live, Phase};
+use super::{
+    AfterTodos, Chamber, Check, Checked, DEFAULT_PRECHECK_TIMEOUT, Effect, Failed, LogLine, Refusal, Reply, SKIP_GRACE,
+    Timer, TodoDone, TodoOp, TodoWriteError, WakeRecord, missed,
+};
+use crate::prompt::{self, PromptInput};
+use crate::session::{self, Outcome, Trigger};
+use crate::todo::{Claim, TodoList};
 
 impl Chamber {
     pub(super) fn admitted(&mut self, nonce: String, token: String) {
         // Admission gives a chamber one permit at a time, so none arrives
         // while a session runs (the simulator checks it); were one to, it
         // would not be this session's to give back.
-        if self.live.is_some() {
+        if self.waking.in_session() {
             return;
         }
-        let Some((trigger, asked_at)) = self.wanted.take() else { return self.emit(Effect::Release) };
-        if !self.started || self.paused {
+        let Some((trigger, asked_at)) = self.waking.admit() else { return self.emit(Effect::Release) };
+        if !self.wishes.wakes() {
             return self.emit(Effect::Release);
         }
         // Any session answers a queued operator wake; it is recorded as one.
-        let trigger = if std::mem::take(&mut self.manual_queued) { Trigger::Manual } else { trigger };
+        let trigger = if self.waking.take_manual() { Trigger::Manual } else { trigger };
         let (now, tz) = (self.now, self.tz());
         let list = match self.list() {
             Ok(l) => l.clone(),
             Err(e) => {
-                self.last_result = Some(format!("no session started: {e}"));
+                self.health.result(format!("no session started: {e}"));
                 return self.emit(Effect::Release);
             }
         };
-        let claims = if self.completed { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
+        let claims = if self.health.completed() { Vec::new() } else { list.clone().claim_due(now, tz, SKIP_GRACE) };
         let demand = !claims.is_empty()
-            || !self.unread.is_empty()
-            || self.rerun.is_some()
+            || !self.files.unread().is_empty()
+            || self.waking.reruns()
             || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
@@ -43,13 +53,13 @@ impl Chamber {
         // A scheduled wake (or one cryo owes since it was down) asks its
         // pre-checks first; mail, operators' wakes and reruns (whose work
         // was found before) never do.
-        let asks = matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && self.rerun.is_none();
-        let checks = if asks && self.unread.is_empty() { self.checks(&list, &claims) } else { Vec::new() };
+        let asks = matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && !self.waking.reruns();
+        let checks = if asks && self.files.unread().is_empty() { self.checks(&list, &claims) } else { Vec::new() };
         if !checks.is_empty() {
-            let timeout = self.config.as_ref().map(|c| c.precheck_timeout).unwrap_or(DEFAULT_PRECHECK_TIMEOUT);
+            let timeout = self.files.settings().map_or(DEFAULT_PRECHECK_TIMEOUT, |c| c.precheck_timeout);
             let n = checks.len();
             self.log(format!("running {n} pre-check(s) before the wake"));
-            self.checking = Some(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims });
+            self.waking.check(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims });
             return self.emit(Effect::Precheck { nonce, checks, timeout });
         }
         self.begin(Checking { nonce, token, trigger, asked_at, claims }, Vec::new(), Vec::new());
@@ -58,7 +68,7 @@ impl Chamber {
     /// The pre-checks each claim's wake must ask: a TODO's own, else the
     /// chamber's; TODOs with the same command share one run.
     fn checks(&self, list: &TodoList, claims: &[Claim]) -> Vec<Check> {
-        let default = self.config.as_ref().ok().and_then(|c| c.precheck.clone());
+        let default = self.files.settings().and_then(|c| c.precheck.clone());
         let mut checks: Vec<Check> = Vec::new();
         for c in claims {
             let Some(command) = list.get(c.id).and_then(|t| t.precheck.clone()).or_else(|| default.clone()) else {
@@ -78,8 +88,8 @@ impl Chamber {
     /// a notice for a check that failed), or, if nothing is left and no
     /// mail came meanwhile, the permit goes back.
     pub(super) fn prechecked(&mut self, nonce: String, results: Vec<(Check, Checked)>) {
-        let Some(c) = self.checking.take_if(|c| c.nonce == nonce) else { return };
-        if !self.started || self.paused {
+        let Some(c) = self.waking.checked(&nonce) else { return };
+        if !self.wishes.wakes() {
             self.emit(Effect::Release);
             return self.replan();
         }
@@ -99,7 +109,7 @@ impl Chamber {
             }
         }
         let claims: Vec<Claim> = c.claims.iter().filter(|cl| !skipped.contains_key(&cl.id)).cloned().collect();
-        let wakes = !claims.is_empty() || !self.unread.is_empty();
+        let wakes = !claims.is_empty() || !self.files.unread().is_empty();
         if !wakes {
             // The permit goes back first: the re-plan after the slots pass
             // may ask for the next one.
@@ -125,14 +135,14 @@ impl Chamber {
     fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
         let Checking { nonce, token, trigger, asked_at, claims } = w;
         // Once per interruption: this session is its rerun.
-        if let Some(r) = self.rerun.take() {
+        if let Some(r) = self.waking.take_rerun() {
             notices.insert(0, r.notice());
         }
         let now = self.now;
-        let number = self.last_session.saturating_add(1);
+        let number = self.waking.last_session().saturating_add(1);
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
-        let continuity = self.config.as_ref().map(|c| c.continuity).unwrap_or_default();
+        let continuity = self.files.settings().map(|c| c.continuity).unwrap_or_default();
         let (resumed, fresh) = match session::resume(&continuity, self.thread.as_ref(), now) {
             Ok(t) => (Some(t), None),
             Err(why) => (None, why),
@@ -141,14 +151,14 @@ impl Chamber {
             number,
             wake_id: wake_id.clone(),
             trigger,
-            reasons: reasons(&claims, &self.unread),
+            reasons: reasons(&claims, self.files.unread()),
             claims: claims.clone(),
             due_at: due,
             created_at: now,
             resumed_from: resumed.as_ref().map(|t| t.session),
         }));
-        self.begun_again = false;
-        self.live = Some(Box::new(Live {
+        self.wishes.session_began();
+        self.waking.go_live(Live {
             number,
             wake_id,
             token,
@@ -176,7 +186,7 @@ impl Chamber {
             used: None,
             notices,
             data,
-        }));
+        });
     }
 
     /// The wake is in the ledger, with the claims it makes: that row is the
@@ -186,18 +196,19 @@ impl Chamber {
     /// file: the settlement makes them again first ([`TodoList::reclaim`]),
     /// so recovery re-queues them once, as it does a claim that landed.
     pub(super) fn recorded(&mut self, r: Result<(), Failed>) {
-        let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) else { return };
+        if !self.waking.recording() {
+            return;
+        }
         if let Err(e) = r {
-            self.live = None;
-            self.last_result = Some(format!("no session started: cannot record the wake: {e}"));
+            self.waking.end_live();
+            self.health.result(format!("no session started: cannot record the wake: {e}"));
             self.emit(Effect::Release);
             self.hold_wakes();
             return self.replan();
         }
-        self.write_retry_at = None;
-        self.last_session = l.number;
-        l.phase = Phase::Spawning;
-        let l = self.live.as_ref().expect("live");
+        self.health.wake_recorded();
+        self.waking.recorded();
+        let l = self.waking.live().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
         let list = self.list().cloned().unwrap_or_default();
         let fresh = l.fresh.iter().map(|why| format!("FRESH CONVERSATION: {why}, so this session starts a new one."));
@@ -209,12 +220,12 @@ impl Chamber {
             tz: self.tz(),
             trigger,
             claims: &l.claims,
-            mail: &self.unread,
+            mail: self.files.unread(),
             todos: &list,
             due: l.claims.iter().map(|c| c.due).min(),
-            previous_failure: self.previous_failure.as_deref(),
+            previous_failure: self.health.previous_failure(),
             note: None,
-            mcp: self.config.as_ref().is_ok_and(|c| c.mcp),
+            mcp: self.files.settings().is_some_and(|c| c.mcp),
             resumed_from: l.resumed.as_ref().map(|t| t.session),
             notices: &notices,
             data: &l.data,
@@ -243,15 +254,15 @@ impl Chamber {
     pub(super) fn spawned(&mut self, r: Result<u32, Failed>) {
         let now = self.now;
         let tz = self.tz();
-        let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Spawning) else { return };
+        let Some(l) = self.waking.live().filter(|l| l.phase == Phase::Spawning) else { return };
         let number = l.number;
-        let why = reasons(&l.claims, &self.unread);
+        let why = reasons(&l.claims, self.files.unread());
         let trigger =
             format!("trigger: {} ({})", l.trigger.as_str(), if why.is_empty() { "-".into() } else { why.join(", ") });
         let claim = TodoOp::Claim { wake: l.wake_id.clone(), ids: l.claims.iter().map(|c| c.id).collect(), now, tz };
         self.emit(Effect::Log(LogLine::Begin(number)));
         self.log(trigger);
-        let l = self.live.as_ref().expect("live");
+        let l = self.waking.live().expect("live");
         let said = match &l.resumed {
             Some(t) => Some(format!(
                 "continuing the conversation of session {} ({} session(s) in it so far)",
@@ -262,7 +273,7 @@ impl Chamber {
         if let Some(said) = said {
             self.log(said);
         }
-        let l = self.live.as_mut().expect("live");
+        let l = self.waking.live_mut().expect("live");
         match r {
             Ok(pid) => {
                 l.phase = Phase::Running;
@@ -270,15 +281,15 @@ impl Chamber {
                 l.started_at = Some(now);
                 let (due, trigger) = (l.due, l.trigger);
                 let claims = l.claims.clone();
-                self.last_lateness_ms = due.map(|d| session::lateness_ms(d, now));
+                self.health.started_late(due, now);
                 self.emit(Effect::SessionStarted { number, pid, at: now, trigger, due });
                 self.missed_in(number, &claims);
                 self.spans.open(now, missed::Why::Busy(number));
                 self.log(format!("agent started (pid {pid})"));
-                for w in std::mem::take(&mut self.start_waiters) {
+                for w in self.waking.take_start_waiters() {
                     self.reply(w, Ok(Reply::Started(false)));
                 }
-                let limit = self.config.as_ref().map(|c| c.max_session_duration).unwrap_or(0);
+                let limit = self.files.settings().map_or(0, |c| c.max_session_duration);
                 if limit > 0 {
                     self.arm(Timer::Timeout(number), StdDuration::from_secs(limit));
                 }
@@ -286,12 +297,12 @@ impl Chamber {
             }
             Err(e) => {
                 l.phase = Phase::Running;
-                for w in std::mem::take(&mut self.start_waiters) {
+                for w in self.waking.take_start_waiters() {
                     let why = format!("the agent could not start: {e}");
                     self.reply(w, Err(Refusal::Precondition(why)));
                 }
                 self.log(format!("agent could not start: {e}"));
-                self.attention = Some(format!("the agent could not start: {e}"));
+                self.health.needs(format!("the agent could not start: {e}"));
                 self.finalize_with(Outcome::Crashed(format!("could not start: {e}")), None, String::new());
             }
         }

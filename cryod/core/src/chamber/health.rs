@@ -1,0 +1,228 @@
+//! How the chamber is doing: the last session's result, the failure its
+//! next prompt mentions, what needs the operator (attention), a completed
+//! plan, the back-off after failed sessions (mail waits), a failed write
+//! and its retry, the last start's lateness, and the questions the agent
+//! asked with no message to it since. Status views show it; the rules of
+//! the back-offs live here.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{View, WRITE_RETRY};
+use crate::hibernate::Ending;
+use crate::session::{self, Outcome};
+use crate::todo;
+
+/// The chamber's health; see the module documentation.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Health {
+    /// The last session's end (or why none started), as the view shows it.
+    last_result: Option<String>,
+    /// How the last session failed, for the next one's prompt.
+    previous_failure: Option<String>,
+    /// What needs the operator, until they look (start, resume) or a session
+    /// hibernates well.
+    attention: Option<String>,
+    /// The plan was completed: no scheduled wakes until mail arrives.
+    completed: bool,
+    /// Sessions that failed in a row. After a failure, mail waits before it
+    /// wakes the agent again (2^k minutes, at most a day), so an agent that
+    /// crashes on every message does not loop.
+    failures: u32,
+    /// Mail wakes no agent before this (a failure's back-off, a provider's
+    /// limit).
+    mail_hold_until: Option<DateTime<Utc>>,
+    /// A wake failed to write its record or claim: no wake before this.
+    write_retry_at: Option<DateTime<Utc>>,
+    /// The last write into the chamber that failed, until one succeeds.
+    write_error: Option<String>,
+    /// How late the last session's agent started after its due time.
+    last_lateness_ms: Option<i64>,
+    /// Questions the agent asked with no message to it since.
+    open_questions: u32,
+}
+
+impl Health {
+    /// What the ledger remembers: the last result, its lateness, open
+    /// questions; the rest starts afresh with each cryod.
+    pub(super) fn new(last_result: Option<String>, last_lateness_ms: Option<i64>, open_questions: u32) -> Health {
+        Health { last_result, last_lateness_ms, open_questions, ..Health::default() }
+    }
+
+    /// What the status view shows of it.
+    pub(super) fn show(&self, view: &mut View) {
+        view.last_result = self.last_result.clone();
+        view.attention = self.attention.clone();
+        view.last_lateness_ms = self.last_lateness_ms;
+        view.error = self.write_error.clone();
+        view.open_questions = self.open_questions;
+    }
+
+    /// The last session's end, or why none started.
+    pub(super) fn result(&mut self, result: String) {
+        self.last_result = Some(result);
+    }
+
+    pub(super) fn previous_failure(&self) -> Option<&str> {
+        self.previous_failure.as_deref()
+    }
+
+    // ---- attention ---------------------------------------------------------
+
+    pub(super) fn attention(&self) -> Option<&str> {
+        self.attention.as_deref()
+    }
+
+    /// Something needs the operator (the newest word wins).
+    pub(super) fn needs(&mut self, what: String) {
+        self.attention = Some(what);
+    }
+
+    /// Something needs the operator, unless something already does.
+    pub(super) fn needs_unless_told(&mut self, what: String) {
+        self.attention.get_or_insert(what);
+    }
+
+    /// The operator has looked (a start, a resume): what needed them is
+    /// seen. Returns whether anything did.
+    pub(super) fn seen(&mut self) -> bool {
+        self.attention.take().is_some()
+    }
+
+    // ---- the plan and the session's end ------------------------------------
+
+    /// The plan was completed: no scheduled wakes until mail arrives.
+    pub(super) fn completed(&self) -> bool {
+        self.completed
+    }
+
+    /// Mail, or an operator's wake: a completed plan has work again.
+    pub(super) fn more_to_do(&mut self) {
+        self.completed = false;
+    }
+
+    /// A session was settled: its result, and whether it completed the plan.
+    pub(super) fn settled(&mut self, outcome: &Outcome, result: String) {
+        self.completed = *outcome == Outcome::Hibernated(Ending::Complete);
+        self.last_result = Some(result);
+    }
+
+    /// A session ended so: a failure is counted and holds mail back
+    /// (returned: for how long), a provider's limit holds it until the
+    /// reset, an interruption (cryod's stop) is nobody's failure, and a
+    /// good end clears the count (and, if it hibernated, the attention).
+    pub(super) fn ended(&mut self, outcome: &Outcome, now: DateTime<Utc>) -> Option<Duration> {
+        self.previous_failure = outcome.failed().then(|| outcome.describe());
+        match outcome {
+            Outcome::Interrupted => self.previous_failure = None,
+            o if o.failed() => {
+                self.failures = self.failures.saturating_add(1);
+                let hold = todo::retry_delay(self.failures);
+                self.mail_hold_until = Some(now + hold);
+                return Some(hold);
+            }
+            Outcome::Limited { until, .. } => {
+                self.failures = 0;
+                self.mail_hold_until = Some(*until);
+            }
+            _ => {
+                self.failures = 0;
+                self.mail_hold_until = None;
+                if matches!(outcome, Outcome::Hibernated(Ending::Hibernate | Ending::Complete)) {
+                    self.attention = None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Sessions that failed in a row.
+    pub(super) fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    // ---- what holds wakes back -----------------------------------------------
+
+    /// Until when mail waits (past or not).
+    pub(super) fn mail_hold_until(&self) -> Option<DateTime<Utc>> {
+        self.mail_hold_until
+    }
+
+    /// Until when mail waits, if that is still ahead.
+    pub(super) fn mail_held(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.mail_hold_until.filter(|h| *h > now)
+    }
+
+    /// Why mail waits, and until when, if it does.
+    pub(super) fn why_mail_waits(&self, now: DateTime<Utc>) -> Option<(String, DateTime<Utc>)> {
+        let hold = self.mail_held(now)?;
+        let why = if self.failures > 0 {
+            format!("after {} failed session(s) in a row, mail waits", self.failures)
+        } else {
+            "the provider's limit was reached: mail waits".to_string()
+        };
+        Some((why, hold))
+    }
+
+    /// The chamber starts: mail no longer waits for an earlier back-off.
+    pub(super) fn release_mail(&mut self) {
+        self.mail_hold_until = None;
+    }
+
+    /// When a failed write is tried again, if that is still ahead.
+    pub(super) fn retry_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.write_retry_at.filter(|t| *t > now)
+    }
+
+    /// Whether mail waits now (a back-off, a limit, a failed write's retry).
+    pub(super) fn holds_mail(&self, now: DateTime<Utc>) -> bool {
+        self.mail_held(now).is_some() || self.retry_at(now).is_some()
+    }
+
+    /// A wake's write failed: no wake before [`WRITE_RETRY`] has passed.
+    pub(super) fn hold_wakes(&mut self, now: DateTime<Utc>) {
+        self.write_retry_at = Some(now + WRITE_RETRY);
+    }
+
+    /// A wake was recorded: its writes work again.
+    pub(super) fn wake_recorded(&mut self) {
+        self.write_retry_at = None;
+    }
+
+    /// A write into the chamber succeeded: no error to show, no retry due.
+    pub(super) fn wrote(&mut self) {
+        self.write_error = None;
+        self.write_retry_at = None;
+    }
+
+    /// A write into the chamber failed: shown until one succeeds.
+    pub(super) fn write_failed(&mut self, why: String) {
+        self.write_error = Some(why);
+    }
+
+    // ---- the session's start and the agent's questions -----------------------
+
+    /// A session's agent started, so late after its due time (if it had one).
+    pub(super) fn started_late(&mut self, due: Option<DateTime<Utc>>, now: DateTime<Utc>) {
+        self.last_lateness_ms = due.map(|d| session::lateness_ms(d, now));
+    }
+
+    /// The agent asked a question.
+    pub(super) fn asked(&mut self) {
+        self.open_questions += 1;
+    }
+
+    /// A message came for the agent: its questions count as answered.
+    pub(super) fn answered(&mut self) {
+        self.open_questions = 0;
+    }
+
+    /// Reset: the chamber begins again (the last result and lateness stay,
+    /// as history).
+    pub(super) fn reset(&mut self) {
+        *self = Health {
+            last_result: self.last_result.take(),
+            last_lateness_ms: self.last_lateness_ms,
+            ..Health::default()
+        };
+    }
+}
