@@ -262,7 +262,7 @@ impl Session {
     }
 
     pub async fn todo_list(&self) -> Result<Done, Fail> {
-        let r = self.client.clone().todo_list(pb::TodoListRequest {}).await?.into_inner();
+        let r = self.client.clone().todo_list(pb::TodoListRequest::default()).await?.into_inner();
         Ok(todos_done(None, &r))
     }
 

@@ -243,6 +243,7 @@ pub fn todos_reply(r: crate::supervisor::AgentReply) -> Result<pb::TodoListReply
         crate::supervisor::AgentReply::Todos { todos, tz } => Ok(pb::TodoListReply {
             todos: todos.iter().map(|t| todo(t, tz)).collect(),
             timezone: tz.name().to_string(),
+            ..Default::default()
         }),
         _ => Err(Error::Internal("unexpected reply from the supervisor".into()).into()),
     }

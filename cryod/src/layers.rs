@@ -44,8 +44,9 @@ const LAYERS: &[&[&str]] = &[
 /// first: a module may use its lower siblings only. The folder's `mod.rs`
 /// holds the folder's own types and is above them all.
 const INNER: &[(&str, &[&[&str]])] = &[
-    // The two stores know nothing of each other.
-    ("store", &[&["sqlite", "postgres"]]),
+    // The two stores know nothing of each other; both read their history
+    // (rollups and pruning) from the same statements.
+    ("store", &[&["history"], &["sqlite", "postgres"]]),
     (
         "supervisor",
         &[&["budget", "queue"], &["trust", "limits", "replies", "files"], &["boot"], &["ledger"], &["effects"]],

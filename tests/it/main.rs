@@ -24,3 +24,4 @@ mod snapshots;
 mod sync;
 mod twin;
 mod wakes;
+mod years;

@@ -19,9 +19,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::time;
 
-/// Most TODOs one chamber may hold (pending and done). Beyond this, `add` is
-/// refused: a list this long is a runaway agent, not a plan.
+/// Most TODOs not yet done one chamber may hold. Beyond this, `add` is
+/// refused: a list this long is a runaway agent, not a plan. Done TODOs do
+/// not count: past [`DEFAULT_KEEP_DONE`] (or `[history] keep_done`) they
+/// leave `todo.json` for its archive ([`TodoList::retire`]).
 pub const MAX_TODOS: usize = 10_000;
+
+/// Done TODOs `todo.json` keeps, newest last, when `cryo.toml` does not say.
+pub const DEFAULT_KEEP_DONE: usize = 100;
 
 /// Longest TODO text accepted (characters).
 pub const MAX_TEXT: usize = 2_000;
@@ -143,7 +148,7 @@ pub enum TodoError {
     EmptyText,
     #[error("TODO text is {0} characters, over the limit of {MAX_TEXT}")]
     TextTooLong(usize),
-    #[error("this chamber holds {MAX_TODOS} TODOs, the limit: remove done ones first")]
+    #[error("this chamber holds {MAX_TODOS} TODOs not done, the limit: finish or remove some first")]
     TooMany,
     #[error("invalid --every {0:?}: give a positive duration of at least a minute, such as 30m, 6h or 1d")]
     BadEvery(String),
@@ -170,7 +175,7 @@ pub enum FileError {
     Item { index: usize, message: String },
     #[error("todo.json lists id {0} twice")]
     DuplicateId(u64),
-    #[error("todo.json holds {0} items, over the limit of {MAX_TODOS}")]
+    #[error("todo.json holds {0} TODOs not done, over the limit of {MAX_TODOS}")]
     TooMany(usize),
 }
 
@@ -254,7 +259,7 @@ impl TodoList {
         if len > MAX_TEXT {
             return Err(TodoError::TextTooLong(len));
         }
-        if self.items.len() >= MAX_TODOS {
+        if self.open() >= MAX_TODOS {
             return Err(TodoError::TooMany);
         }
         let repeat = parse_repeat(new.every.as_deref(), new.cron.as_deref())?;
@@ -306,6 +311,33 @@ impl TodoList {
         let max = self.items.iter().map(|t| t.id).max().unwrap_or(0);
         self.high_water = self.high_water.max(max);
         Ok(self.items.remove(i))
+    }
+
+    /// How many TODOs are not done (pending or claimed): what [`MAX_TODOS`]
+    /// counts.
+    pub fn open(&self) -> usize {
+        self.items.iter().filter(|t| !t.done).count()
+    }
+
+    /// Takes out the done TODOs beyond the newest `keep` (in the list's
+    /// order, which is the order they were added), for the archive: what
+    /// `todo.json` holds stays what is open plus a short tail.
+    pub fn retire(&mut self, keep: usize) -> Vec<Todo> {
+        let done = self.items.iter().filter(|t| t.done).count();
+        let Some(mut over) = done.checked_sub(keep).filter(|n| *n > 0) else { return Vec::new() };
+        let max = self.items.iter().map(|t| t.id).max().unwrap_or(0);
+        self.high_water = self.high_water.max(max);
+        let (mut out, mut kept) = (Vec::with_capacity(over), Vec::with_capacity(self.items.len() - over));
+        for t in self.items.drain(..) {
+            if t.done && over > 0 {
+                over -= 1;
+                out.push(t);
+            } else {
+                kept.push(t);
+            }
+        }
+        self.items = kept;
+        out
     }
 
     /// The earliest time a pending TODO comes due.
@@ -680,58 +712,65 @@ pub fn parse_file(text: &str, tz: Tz, high_water: u64) -> Result<TodoList, FileE
         return Ok(TodoList { items: Vec::new(), high_water });
     }
     let records: Vec<Record> = serde_json::from_str(text).map_err(|e| FileError::Json(e.to_string()))?;
-    if records.len() > MAX_TODOS {
-        return Err(FileError::TooMany(records.len()));
+    // Done ones do not count (the file's size bounds them): a long life is
+    // no fault.
+    let open = records.iter().filter(|r| !r.done).count();
+    if open > MAX_TODOS {
+        return Err(FileError::TooMany(open));
     }
     let mut seen = std::collections::HashSet::new();
     let mut items = Vec::with_capacity(records.len());
     for (index, r) in records.into_iter().enumerate() {
-        let bad = |message: String| FileError::Item { index, message };
         if !seen.insert(r.id) {
             return Err(FileError::DuplicateId(r.id));
         }
-        // Held to what `todo add` takes (with room for a retry's
-        // " (attempt N)"): a file is no way around the limit.
-        let chars = r.text.chars().count();
-        if chars > MAX_TEXT + ATTEMPT_ROOM {
-            return Err(bad(format!("TODO {}: its text is {chars} characters, over the limit of {MAX_TEXT}", r.id)));
-        }
-        if r.precheck.as_ref().is_some_and(|p| p.chars().count() > MAX_TEXT) {
-            return Err(bad(format!("TODO {}: its precheck is over the limit of {MAX_TEXT} characters", r.id)));
-        }
-        let at = match r.at.trim() {
-            "" => None,
-            s => Some(parse_file_time(s, tz).ok_or_else(|| bad(format!("`at` {s:?} is not a time")))?),
-        };
-        // The seed system wrote "unknown" for a missing creation time.
-        let created = parse_file_time(r.created.trim(), tz);
-        let repeat = parse_repeat(r.every.as_deref(), r.cron.as_deref()).map_err(|e| bad(e.to_string()))?;
-        let missed = match r.missed.as_deref() {
-            None | Some("once") => Missed::Once,
-            Some("skip") => Missed::Skip,
-            Some(other) => return Err(bad(format!("`missed` must be \"once\" or \"skip\", not {other:?}"))),
-        };
-        let mut extra = r.extra;
-        if !r.created.is_empty() && created.is_none() {
-            extra.insert("created".into(), serde_json::Value::String(r.created.clone()));
-        }
-        items.push(Todo {
-            id: r.id,
-            text: r.text,
-            done: r.done,
-            claimed: r.claimed,
-            at,
-            created,
-            attempt: r.attempt,
-            repeat,
-            missed,
-            claimed_by: r.claimed_by,
-            precheck: r.precheck.filter(|p| !p.trim().is_empty()),
-            extra,
-        });
+        items.push(from_record(r, tz).map_err(|message| FileError::Item { index, message })?);
     }
     let max = items.iter().map(|t| t.id).max().unwrap_or(0);
     Ok(TodoList { items, high_water: high_water.max(max) })
+}
+
+/// One item of `todo.json` (or of its archive), checked; why not, in a line.
+fn from_record(r: Record, tz: Tz) -> Result<Todo, String> {
+    // Held to what `todo add` takes (with room for a retry's
+    // " (attempt N)"): a file is no way around the limit.
+    let chars = r.text.chars().count();
+    if chars > MAX_TEXT + ATTEMPT_ROOM {
+        return Err(format!("TODO {}: its text is {chars} characters, over the limit of {MAX_TEXT}", r.id));
+    }
+    if r.precheck.as_ref().is_some_and(|p| p.chars().count() > MAX_TEXT) {
+        return Err(format!("TODO {}: its precheck is over the limit of {MAX_TEXT} characters", r.id));
+    }
+    let at = match r.at.trim() {
+        "" => None,
+        s => Some(parse_file_time(s, tz).ok_or_else(|| format!("`at` {s:?} is not a time"))?),
+    };
+    // The seed system wrote "unknown" for a missing creation time.
+    let created = parse_file_time(r.created.trim(), tz);
+    let repeat = parse_repeat(r.every.as_deref(), r.cron.as_deref()).map_err(|e| e.to_string())?;
+    let missed = match r.missed.as_deref() {
+        None | Some("once") => Missed::Once,
+        Some("skip") => Missed::Skip,
+        Some(other) => return Err(format!("`missed` must be \"once\" or \"skip\", not {other:?}")),
+    };
+    let mut extra = r.extra;
+    if !r.created.is_empty() && created.is_none() {
+        extra.insert("created".into(), serde_json::Value::String(r.created.clone()));
+    }
+    Ok(Todo {
+        id: r.id,
+        text: r.text,
+        done: r.done,
+        claimed: r.claimed,
+        at,
+        created,
+        attempt: r.attempt,
+        repeat,
+        missed,
+        claimed_by: r.claimed_by,
+        precheck: r.precheck.filter(|p| !p.trim().is_empty()),
+        extra,
+    })
 }
 
 /// A time for the file: RFC 3339 in `tz`, with a fraction only if it has one
@@ -748,44 +787,70 @@ fn file_time(t: DateTime<Utc>, tz: Tz) -> String {
 
 /// Writes `todo.json` (pretty, one item per block, times in `tz`).
 pub fn render_file(list: &TodoList, tz: Tz) -> String {
-    let records: Vec<Record> = list
-        .items
-        .iter()
-        .map(|t| {
-            let mut extra = t.extra.clone();
-            let created = match t.created {
-                Some(c) => file_time(c, tz),
-                None => match extra.remove("created") {
-                    Some(serde_json::Value::String(s)) => s,
-                    _ => String::new(),
-                },
-            };
-            Record {
-                id: t.id,
-                text: t.text.clone(),
-                done: t.done,
-                claimed: t.claimed,
-                at: t.at.map(|a| file_time(a, tz)).unwrap_or_default(),
-                created,
-                attempt: t.attempt,
-                every: match &t.repeat {
-                    Some(Repeat::Every(d)) => Some(time::format_duration(*d)),
-                    _ => None,
-                },
-                cron: match &t.repeat {
-                    Some(Repeat::Cron(c)) => Some(c.clone()),
-                    _ => None,
-                },
-                missed: (t.missed == Missed::Skip).then(|| "skip".to_string()),
-                claimed_by: t.claimed_by.clone(),
-                precheck: t.precheck.clone(),
-                extra,
-            }
-        })
-        .collect();
+    let records: Vec<Record> = list.items.iter().map(|t| record(t, tz)).collect();
     let mut s = serde_json::to_string_pretty(&records).expect("TODO records always serialize");
     s.push('\n');
     s
+}
+
+/// The key each archived TODO carries: when it left `todo.json`.
+const ARCHIVED: &str = "archived";
+
+/// The archive's lines for `items`, retired together at `at`: one JSON
+/// object per line, `todo.json`'s fields and `archived`.
+pub fn render_archived(items: &[Todo], at: DateTime<Utc>, tz: Tz) -> String {
+    let at = at.with_nanosecond(0).unwrap_or(at);
+    let mut s = String::new();
+    for t in items {
+        let mut r = record(t, tz);
+        r.extra.insert(ARCHIVED.into(), serde_json::Value::String(file_time(at, tz)));
+        s.push_str(&serde_json::to_string(&r).expect("TODO records always serialize"));
+        s.push('\n');
+    }
+    s
+}
+
+/// One line of the archive: the TODO and when it was archived (`None` for
+/// a line that is not one, such as the torn end of a write cut short).
+pub fn parse_archived(line: &str, tz: Tz) -> Option<(Todo, String)> {
+    let mut r: Record = serde_json::from_str(line).ok()?;
+    let at = match r.extra.remove(ARCHIVED) {
+        Some(serde_json::Value::String(s)) => s,
+        _ => return None,
+    };
+    Some((from_record(r, tz).ok()?, at))
+}
+
+fn record(t: &Todo, tz: Tz) -> Record {
+    let mut extra = t.extra.clone();
+    let created = match t.created {
+        Some(c) => file_time(c, tz),
+        None => match extra.remove("created") {
+            Some(serde_json::Value::String(s)) => s,
+            _ => String::new(),
+        },
+    };
+    Record {
+        id: t.id,
+        text: t.text.clone(),
+        done: t.done,
+        claimed: t.claimed,
+        at: t.at.map(|a| file_time(a, tz)).unwrap_or_default(),
+        created,
+        attempt: t.attempt,
+        every: match &t.repeat {
+            Some(Repeat::Every(d)) => Some(time::format_duration(*d)),
+            _ => None,
+        },
+        cron: match &t.repeat {
+            Some(Repeat::Cron(c)) => Some(c.clone()),
+            _ => None,
+        },
+        missed: (t.missed == Missed::Skip).then(|| "skip".to_string()),
+        claimed_by: t.claimed_by.clone(),
+        precheck: t.precheck.clone(),
+        extra,
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@
 //! are followed, as the operator may have made them, but a new file is
 //! still made exclusively and a read still never blocks.
 
+mod tail;
+pub use tail::lines_before;
+
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};

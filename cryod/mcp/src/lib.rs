@@ -388,7 +388,7 @@ impl OperatorTools {
         annotations(read_only_hint = true)
     )]
     async fn todo_list(&self, Parameters(a): Parameters<ChamberArg>) -> CallToolResult {
-        result(self.todo(&a.chamber, pb::chamber_todo_request::Op::List(pb::TodoListRequest {})).await)
+        result(self.todo(&a.chamber, pb::chamber_todo_request::Op::List(pb::TodoListRequest::default())).await)
     }
 
     #[tool(description = "Schedule work for a chamber's agent: a TODO at a time is a wake (default: now). \

@@ -62,6 +62,7 @@ struct Raw {
     memory_max: Option<String>,
     cpu_weight: Option<u32>,
     sync: Option<RawSync>,
+    history: Option<RawHistory>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
     watch_inbox: Option<toml::Value>,
@@ -137,6 +138,13 @@ pub struct GithubSync {
     pub poll_interval: Option<u64>,
 }
 
+/// `[history]` in `cryo.toml`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHistory {
+    keep_done: Option<u32>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSync {
@@ -162,6 +170,9 @@ pub struct ChamberConfig {
     /// ([`ChamberConfig::agent_env`]).
     pub provider_env_files: BTreeMap<String, PathBuf>,
     pub max_attempts: u32,
+    /// `[history] keep_done`: done TODOs `todo.json` keeps (the newest);
+    /// older ones move to `.cryo/todo-done.jsonl`.
+    pub keep_done: usize,
     /// Offer `cryo-agent mcp` to a known agent CLI as its `cryo` MCP server
     /// (`mcp`, default true; no effect on other agent commands).
     pub mcp: bool,
@@ -355,6 +366,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let watch_dirs = watch_dirs(raw.watch_dirs.take(), dir, &lines)?;
     check_sync(raw.sync.as_ref(), &lines)?;
     let max_attempts = max_attempts(raw.max_attempts, &lines)?;
+    let keep_done = keep_done(raw.history.take(), &lines)?;
     let provider = provider(raw.provider.take(), dir, &lines)?;
     let writable = folders("writable", raw.writable.take(), dir, &lines)?;
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
@@ -372,6 +384,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             provider_env: provider.env,
             provider_env_files: provider.env_files,
             max_attempts,
+            keep_done,
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
             continuity,
@@ -484,6 +497,17 @@ fn check_sync(sync: Option<&RawSync>, lines: &Lines) -> Result<(), ConfigError> 
         }
         _ => Ok(()),
     }
+}
+
+/// `[history] keep_done`: how many done TODOs `todo.json` keeps before they
+/// move to its archive (at most [`MAX_TODOS`](cryo_core::todo::MAX_TODOS)).
+fn keep_done(raw: Option<RawHistory>, lines: &Lines) -> Result<usize, ConfigError> {
+    let Some(keep) = raw.and_then(|h| h.keep_done) else { return Ok(cryo_core::todo::DEFAULT_KEEP_DONE) };
+    let max = cryo_core::todo::MAX_TODOS;
+    if keep as usize > max {
+        return Err(lines.invalid("keep_done", format!("key `history.keep_done`: {keep} is over the limit of {max}")));
+    }
+    Ok(keep as usize)
 }
 
 /// `max_attempts`, at most 100.

@@ -1,7 +1,7 @@
 //! `todo.json` on disk, plus the id high-water mark kept in `.cryo/state.json`
 //! (so an id is never reused, even after the highest one is removed).
 //!
-//! cryod's read-modify-write of the list ([`update`]) takes an advisory lock
+//! cryod's read-modify-write of the list ([`update_with`]) takes an advisory lock
 //! (`.cryo/todo.lock`, for tools that cooperate) and checks, just before it
 //! replaces the file, that nobody changed it since it was read; if someone
 //! did, the change is applied again to their version. An edit made by hand
@@ -14,7 +14,7 @@ use cryo_core::todo::{self, TodoList};
 
 use super::{Dir, FileError};
 
-/// How often [`update`] re-applies a change when the file keeps changing.
+/// How often [`update_with`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
 
 /// The largest `todo.json` read: 10,000 TODOs of the longest text a call
@@ -30,6 +30,10 @@ pub fn todo_path(dir: &Path) -> PathBuf {
 
 const TODO: &str = "todo.json";
 const STATE: &str = ".cryo/state.json";
+
+/// Done TODOs past `[history] keep_done`, moved out of `todo.json`: one
+/// JSON object per line, appended (see [`archive`]).
+pub const ARCHIVE: &str = ".cryo/todo-done.jsonl";
 
 /// The versions of `todo.json` and of the state file before their last
 /// writes, in `.cryo/` (see [`save_with`]).
@@ -130,24 +134,25 @@ pub enum UpdateError<E> {
     Write(String),
 }
 
-/// Reads the list, applies `change`, and writes the result durably, without
-/// losing a concurrent edit. Returns the change's value and the list as
-/// written.
-pub fn update<T, E>(
-    dir: &Path,
-    tz: Tz,
-    change: impl FnMut(&mut TodoList) -> Result<T, E>,
-) -> Result<(T, TodoList), UpdateError<E>> {
-    update_with(dir, tz, true, change).map(|(v, list, _)| (v, list))
+/// How [`update_with`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    /// The new file's name made durable (the new file is always complete on
+    /// disk before it takes the name).
+    pub durable: bool,
+    /// Done TODOs kept in the file; older ones move to [`ARCHIVE`] first.
+    pub keep_done: usize,
+    /// The time an archived TODO is stamped with.
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
-/// [`update`], the new file's name made durable only if `durable` (the
-/// new file is always complete on disk before it takes the name); also
-/// returns the stamp of the version written, if one was.
+/// Reads the list, applies `change`, and writes the result as `how` says,
+/// without losing a concurrent edit. Returns the change's value, the list
+/// as written and the stamp of the version written, if one was.
 pub fn update_with<T, E>(
     dir: &Path,
     tz: Tz,
-    durable: bool,
+    how: How,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
@@ -169,11 +174,77 @@ pub fn update_with<T, E>(
         if read_bytes(&d).map_err(fault)? != before {
             continue;
         }
-        let written = save_with(&d, &list, tz, durable)
+        // Done work leaves the file, into the archive first: a crash
+        // between the two leaves it in both, and the next archive skips it.
+        let retired = list.retire(how.keep_done);
+        archive(&d, &retired, tz, how.now)
+            .map_err(|e| UpdateError::Write(format!("cannot archive done TODOs: {e}")))?;
+        let written = save_with(&d, &list, tz, how.durable)
             .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
         return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
+}
+
+/// Appends `retired` to [`ARCHIVE`], durably, leaving out those its last
+/// lines already hold (a write of `todo.json` that did not follow its
+/// archive's); a torn last line (a crash mid-append) is closed first.
+/// Reads back only about as much as it writes.
+fn archive(d: &Dir, retired: &[todo::Todo], tz: Tz, now: chrono::DateTime<chrono::Utc>) -> Result<(), FileError> {
+    use std::io::Write;
+    if retired.is_empty() {
+        return Ok(());
+    }
+    let rel = Path::new(ARCHIVE);
+    let path = d.path().join(ARCHIVE);
+    let io = |error| FileError::Io { path: path.clone(), error };
+    let (there, torn) = match d.open_read(rel, None) {
+        Ok(mut f) => {
+            let len = f.metadata().map_err(io)?.len();
+            let budget = todo::render_archived(retired, now, tz).len() as u64 * 2 + 4096;
+            let (lines, _) = cryo_files::lines_before(&mut f, len, retired.len(), budget).map_err(io)?;
+            let ids: std::collections::HashSet<u64> =
+                lines.iter().filter_map(|l| todo::parse_archived(l, tz)).map(|(t, _)| t.id).collect();
+            (ids, len > 0 && last_byte(&mut f, len).map_err(io)? != b'\n')
+        }
+        Err(FileError::Missing(_)) => Default::default(),
+        Err(e) => return Err(e),
+    };
+    let fresh: Vec<todo::Todo> = retired.iter().filter(|t| !there.contains(&t.id)).cloned().collect();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let mut text = if torn { "\n".to_string() } else { String::new() };
+    text.push_str(&todo::render_archived(&fresh, now, tz));
+    let mut f = d.append(rel)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
+fn last_byte(f: &mut std::fs::File, len: u64) -> std::io::Result<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut b = [0u8];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+/// A page of archived TODOs, newest last, ending before byte `before` of
+/// [`ARCHIVE`] (0: its end), and where the page before it ends (0: none).
+pub fn archived(dir: &Path, tz: Tz, before: u64, limit: usize) -> Result<(Vec<todo::Todo>, u64), FileError> {
+    let d = Dir::open(dir)?;
+    let mut f = match d.open_read(Path::new(ARCHIVE), None) {
+        Ok(f) => f,
+        Err(FileError::Missing(_)) => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let path = dir.join(ARCHIVE);
+    let end = if before == 0 { u64::MAX } else { before };
+    // A line is at most a TODO's text and fields: 64 KiB a line is room.
+    let (lines, start) = cryo_files::lines_before(&mut f, end, limit, limit as u64 * 64 * 1024)
+        .map_err(|error| FileError::Io { path, error })?;
+    let items = lines.iter().filter_map(|l| todo::parse_archived(l, tz)).map(|(t, _)| t).collect();
+    Ok((items, start))
 }
 
 /// Writes the list (and the high-water mark) atomically and durably.
@@ -200,6 +271,16 @@ mod tests {
 
     fn now() -> chrono::DateTime<chrono::Utc> {
         chrono::DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&chrono::Utc)
+    }
+
+    const LAZY: How = How { durable: false, keep_done: todo::DEFAULT_KEEP_DONE, now: chrono::DateTime::UNIX_EPOCH };
+
+    fn update<T, E>(
+        dir: &Path,
+        tz: Tz,
+        change: impl FnMut(&mut TodoList) -> Result<T, E>,
+    ) -> Result<(T, TodoList), UpdateError<E>> {
+        update_with(dir, tz, How { durable: true, ..LAZY }, change).map(|(v, list, _)| (v, list))
     }
 
     fn add(text: &str) -> impl FnMut(&mut TodoList) -> Result<u64, todo::TodoError> + '_ {
@@ -254,15 +335,15 @@ mod tests {
     fn the_stamp_of_a_write_is_its_own_version_only() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let (_, _, stamp) = update_with(d, chrono_tz::UTC, false, add("first")).unwrap();
+        let (_, _, stamp) = update_with(d, chrono_tz::UTC, LAZY, add("first")).unwrap();
         assert!(stamp.is_some() && stamp == super::stamp(d), "the version written is on disk");
-        let (_, _, unchanged) = update_with(d, chrono_tz::UTC, false, |_| Ok::<_, ()>(())).unwrap();
+        let (_, _, unchanged) = update_with(d, chrono_tz::UTC, LAZY, |_| Ok::<_, ()>(())).unwrap();
         assert_eq!(unchanged, None, "nothing written, no new version");
         // In place (the same inode).
         let text = std::fs::read_to_string(todo_path(d)).unwrap();
         std::fs::write(todo_path(d), text.replace("first", "first!")).unwrap();
         assert_ne!(super::stamp(d), stamp);
-        let (_, _, again) = update_with(d, chrono_tz::UTC, true, add("second")).unwrap();
+        let (_, _, again) = update_with(d, chrono_tz::UTC, How { durable: true, ..LAZY }, add("second")).unwrap();
         std::fs::write(d.join("other"), "[]").unwrap();
         std::fs::rename(d.join("other"), todo_path(d)).unwrap();
         assert_ne!(super::stamp(d), again);

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Daemon;
+use super::{ChamberView, Daemon};
 use crate::error::{Error, Result};
 use crate::store::Pruned;
 
@@ -53,5 +53,24 @@ impl Daemon {
         let before = crate::store::history::prune_day(shared.clock.now(), keep);
         let pruned = shared.store.prune(before.clone()).await?;
         Ok((before, pruned))
+    }
+
+    /// A page of the chamber's archived done TODOs, newest last, ending
+    /// before `before` (0: the newest), and where the page before it ends.
+    pub async fn archived_todos(
+        &self,
+        v: &ChamberView,
+        tz: chrono_tz::Tz,
+        before: u64,
+        limit: u32,
+    ) -> Result<(Vec<cryo_core::todo::Todo>, u64)> {
+        let root = std::path::PathBuf::from(&v.record.path);
+        let limit = limit.min(1_000) as usize;
+        let read = crate::chamber::blocking(move || crate::chamber::todos::archived(&root, tz, before, limit));
+        match read.await? {
+            Ok(page) => Ok(page),
+            Err(e) if e.is_planted() => Err(Error::Precondition(e.to_string())),
+            Err(e) => Err(Error::Internal(e.to_string())),
+        }
     }
 }

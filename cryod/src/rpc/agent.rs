@@ -144,7 +144,12 @@ impl Agent for AgentService {
     }
 
     async fn todo_list(&self, req: Request<pb::TodoListRequest>) -> R<pb::TodoListReply> {
-        todos_reply(self.call(&req, AgentCall::Todo(TodoCall::List)).await?).map(Response::new)
+        let mut reply = todos_reply(self.call(&req, AgentCall::Todo(TodoCall::List)).await?)?;
+        // `call` checked that the token is this chamber's.
+        let name = req.metadata().get(CHAMBER_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let chamber = crate::daemon::ChamberRef::Name(name.to_string());
+        super::add_archived(&self.daemon, &chamber, req.get_ref(), &mut reply).await?;
+        Ok(Response::new(reply))
     }
 
     async fn todo_done(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {

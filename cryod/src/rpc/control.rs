@@ -268,14 +268,19 @@ impl Control for ControlService {
         use crate::supervisor::TodoCall;
         let req = req.into_inner();
         let r = convert::chamber_ref(req.chamber)?;
+        let listing = match &req.op {
+            Some(pb::chamber_todo_request::Op::List(l)) => *l,
+            _ => pb::TodoListRequest::default(),
+        };
         let call = match req.op {
             None | Some(pb::chamber_todo_request::Op::List(_)) => TodoCall::List,
             Some(pb::chamber_todo_request::Op::Add(a)) => convert::todo_add(&a),
             Some(pb::chamber_todo_request::Op::Done(d)) => TodoCall::Done(d.id),
             Some(pb::chamber_todo_request::Op::Remove(d)) => TodoCall::Remove(d.id),
         };
-        let reply = self.daemon.todo(&r, call).await?;
-        convert::todos_reply(reply).map(Response::new)
+        let mut reply = convert::todos_reply(self.daemon.todo(&r, call).await?)?;
+        super::add_archived(&self.daemon, &r, &listing, &mut reply).await?;
+        Ok(Response::new(reply))
     }
 
     async fn chamber_stop(&self, req: Request<pb::ChamberStopRequest>) -> R<pb::ChamberStopReply> {

@@ -36,3 +36,22 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         watcher: d.shared().watcher.degraded().unwrap_or_default().to_string(),
     })
 }
+
+/// Adds to `reply` (a TODO list) the page of the chamber's archived done
+/// TODOs that `req` asks for.
+pub async fn add_archived(
+    daemon: &Daemon,
+    chamber: &crate::daemon::ChamberRef,
+    req: &cryo_proto::v1::TodoListRequest,
+    reply: &mut cryo_proto::v1::TodoListReply,
+) -> Result<(), tonic::Status> {
+    if req.archived == 0 {
+        return Ok(());
+    }
+    let v = daemon.resolve(chamber)?;
+    let tz: chrono_tz::Tz = reply.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let (items, next) = daemon.archived_todos(&v, tz, req.archived_before, req.archived).await?;
+    reply.archived = items.iter().map(|t| crate::convert::todo(t, tz)).collect();
+    reply.archived_before = next;
+    Ok(())
+}

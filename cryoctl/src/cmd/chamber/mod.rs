@@ -258,11 +258,20 @@ pub enum SyncAction {
 
 #[derive(Subcommand)]
 pub enum TodoOp {
-    /// Pending and claimed TODOs (with --all, done ones too).
+    /// Pending and claimed TODOs (with --all, done ones too, the archived
+    /// ones a page at a time).
     List {
-        /// Done TODOs too.
+        /// Done TODOs too: those in todo.json, and the newest `--limit` of
+        /// those archived (past `[history] keep_done`).
         #[arg(long)]
         all: bool,
+        /// How many archived done TODOs a page shows (with --all).
+        #[arg(long, default_value_t = 50, requires = "all")]
+        limit: u32,
+        /// The archive's page ending here (what a page's note names), older
+        /// than the last shown.
+        #[arg(long, value_name = "CURSOR", requires = "all")]
+        before: Option<u64>,
     },
     /// Schedule work for the agent.
     Add {

@@ -69,9 +69,14 @@ pub(super) async fn sync(ctx: &Ctx, chamber: Option<String>, action: SyncAction)
 pub(super) async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Result<()> {
     use pb::chamber_todo_request::Op;
     // A listing shows the same TODOs as a table or as JSON.
-    let hide_done = matches!(op, TodoOp::List { all: false });
+    let hide_done = matches!(op, TodoOp::List { all: false, .. });
+    // An older page of the archive (`--before`) shows that page alone.
+    let older_page = matches!(op, TodoOp::List { before: Some(_), .. });
     let op = match op {
-        TodoOp::List { .. } => Op::List(pb::TodoListRequest {}),
+        TodoOp::List { all, limit, before } => Op::List(pb::TodoListRequest {
+            archived: if all { limit } else { 0 },
+            archived_before: before.unwrap_or(0),
+        }),
         TodoOp::Add { text, at, every, cron, missed, precheck } => Op::Add(pb::TodoAddRequest {
             text,
             at: at.unwrap_or_default(),
@@ -88,7 +93,12 @@ pub(super) async fn todo(ctx: &Ctx, chamber: Option<String>, op: TodoOp) -> Resu
         async move { c.chamber_todo(pb::ChamberTodoRequest { chamber: Some(r), op: Some(op) }).await }
     })
     .await?;
-    let shown: Vec<&pb::Todo> = r.todos.iter().filter(|t| !hide_done || t.state != "done").collect();
+    // With --all: the archive's page (older done TODOs) first, then todo.json's.
+    let current = r.todos.iter().filter(|t| !older_page && (!hide_done || t.state != "done"));
+    let shown: Vec<&pb::Todo> = r.archived.iter().chain(current).collect();
+    if r.archived_before > 0 {
+        eprintln!("note: older done TODOs: add --before {}", r.archived_before);
+    }
     if ctx.json {
         output::json(&serde_json::Value::Array(shown.iter().map(|t| todo_json(t)).collect()));
         return Ok(());

@@ -379,3 +379,42 @@ fn reclaim_makes_again_only_the_claims_a_power_cut_took() {
     assert_eq!(settled.reclaim("w1", &claims, t("2026-03-05T14:00:00Z"), UTC, grace), 0);
     assert_eq!(settled, before, "a later slot of the series is not this wake's");
 }
+
+/// A long life is no fault: done TODOs past `keep` leave the list (the
+/// oldest first) with their ids never reused, the cap counts only what is
+/// not done, and an archived line reads back as the TODO it was.
+#[test]
+fn done_todos_retire_and_only_open_ones_count() {
+    let now = t("2026-03-05T12:00:00Z");
+    let mut list = TodoList::default();
+    for i in 0..5 {
+        let id = list.add(one(&format!("job {i}"), "2026-03-06T09:00:00Z"), now, UTC).unwrap();
+        if i < 4 {
+            list.done(id).unwrap();
+        }
+    }
+    let gone = list.retire(1);
+    assert_eq!(gone.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 2, 3], "the oldest done ones");
+    assert_eq!(list.items.iter().map(|t| t.id).collect::<Vec<_>>(), [4, 5], "the newest done one and the open one");
+    assert!(list.retire(1).is_empty(), "nothing more past the tail");
+    assert_eq!(list.add(one("next", "2026-03-06T09:00:00Z"), now, UTC).unwrap(), 6, "ids go on");
+    // 50,000 done TODOs read (the seed system keeps that many); the cap is
+    // for open ones.
+    let many: Vec<String> = (1..=50_000).map(|i| format!(r#"{{"id":{i},"text":"t","done":true}}"#)).collect();
+    let text = format!("[{}]", many.join(","));
+    let mut big = parse_file(&text, UTC, 0).unwrap();
+    assert_eq!(big.open(), 0);
+    big.add(one("still works", "2026-03-06T09:00:00Z"), now, UTC).unwrap();
+    assert_eq!(big.retire(DEFAULT_KEEP_DONE).len(), 50_000 - DEFAULT_KEEP_DONE);
+    let open: Vec<String> =
+        (1..=MAX_TODOS as u64).map(|i| format!(r#"{{"id":{i},"text":"t","at":"2026-03-06T09:00:00Z"}}"#)).collect();
+    let mut full = parse_file(&format!("[{}]", open.join(",")), UTC, 0).unwrap();
+    assert_eq!(full.add(one("one more", "2026-03-06T09:00:00Z"), now, UTC), Err(TodoError::TooMany));
+    // Archived lines.
+    let lines = render_archived(&gone, now, chrono_tz::Europe::Berlin);
+    assert_eq!(lines.lines().count(), 3);
+    let (first, at) = parse_archived(lines.lines().next().unwrap(), chrono_tz::Europe::Berlin).unwrap();
+    assert_eq!((first, at.as_str()), (gone[0].clone(), "2026-03-05T13:00:00+01:00"));
+    assert!(parse_archived(r#"{"id":9,"text":"torn"#, UTC).is_none(), "a torn line is skipped");
+    assert!(parse_archived(r#"{"id":9,"text":"no mark","done":true}"#, UTC).is_none());
+}

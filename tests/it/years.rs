@@ -1,0 +1,120 @@
+//! Issue 41: a chamber that has lived for years wakes and answers as a new
+//! one does. Done TODOs leave `todo.json` for an append-only archive (listed
+//! a page at a time), the cap counts only open TODOs, and the ledger's
+//! history is pruned with its usage kept.
+
+use cryo_tests::{Env, wait_until};
+
+/// `todo.json` holding `done` done TODOs and one due now.
+fn aged_todos(done: usize) -> String {
+    let mut items: Vec<String> = (1..=done).map(|i| format!(r#"{{"id":{i},"text":"job {i}","done":true}}"#)).collect();
+    items.push(format!(r#"{{"id":{},"text":"today's work","done":false,"at":"2000-01-01T00:00:00Z"}}"#, done + 1));
+    format!("[{}]", items.join(","))
+}
+
+/// 10,001 done TODOs (an hourly chamber after fourteen months) no longer
+/// fault the chamber: it wakes, and its session's end moves all but the
+/// newest `keep_done` done ones to the archive, where `todo list --all`
+/// pages through them, newest first, each once.
+#[test]
+fn a_chamber_with_ten_thousand_done_todos_wakes_and_archives_them() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let script = "cryo-agent todo add 'next' --at +1h >/dev/null\ncryo-agent hibernate\n";
+    let c = env.chamber("c", script, "[history]\nkeep_done = 10");
+    c.seed_history();
+    c.write_todos(&aged_todos(10_001));
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    // The session's end settles its claim (10,002 done), and one more leaves.
+    wait_until("the settled TODO's archive", || {
+        let todos = c.todos();
+        let list = todos.as_array().unwrap();
+        list.iter().any(|t| t["id"] == 10_002 && t["done"] == true)
+            && list.iter().filter(|t| t["done"] == true).count() == 10
+    });
+    let todos = c.todos();
+    let ids: Vec<u64> = todos.as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, (9_993..=10_003).collect::<Vec<_>>(), "the newest done ones, the one just done and the new one");
+    let archive = c.read(".cryo/todo-done.jsonl");
+    assert_eq!(archive.lines().count(), 9_992, "every other done TODO is archived, once");
+    // Paged from the newest: a page, then the one before it, no overlap.
+    let page = env.cryoctl(&["chamber", "todo", "c", "list", "--all", "--limit", "3", "--json"]);
+    let shown = page.json();
+    let first: Vec<u64> = shown.as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(first[..3], [9_990, 9_991, 9_992], "the newest archived first, then todo.json's");
+    assert_eq!(first.len(), 3 + 11);
+    let cursor = page.stderr.split("--before ").nth(1).expect("a cursor to the older page").trim().to_string();
+    let older = env.cryoctl(&["chamber", "todo", "c", "list", "--all", "--limit", "2", "--before", &cursor, "--json"]);
+    let ids: Vec<u64> = older.json().as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [9_988, 9_989], "the page before, alone");
+    // The plain list shows what is open.
+    let open = env.cryoctl(&["chamber", "todo", "c", "list"]);
+    assert!(open.ok().contains("next") && !open.stdout.contains("job 1 "), "{}", open.stdout);
+}
+
+/// A crash between the archive's append and `todo.json`'s rewrite leaves
+/// done TODOs in both; the next archive skips those it already holds, and a
+/// torn last line is closed, not glued to the next.
+#[test]
+fn an_archive_cut_short_is_neither_doubled_nor_glued() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let script = "cryo-agent todo add 'next' --at +1h >/dev/null\ncryo-agent hibernate\n";
+    let c = env.chamber("c", script, "[history]\nkeep_done = 0");
+    c.seed_history();
+    c.write_todos(&aged_todos(5));
+    // As if a cryod died after archiving 4 and 5 (one torn) but before
+    // rewriting todo.json.
+    std::fs::create_dir_all(c.dir.join(".cryo")).unwrap();
+    let line = |id: u32| format!(r#"{{"id":{id},"text":"job {id}","done":true,"archived":"2026-11-01T00:00:00Z"}}"#);
+    std::fs::write(c.dir.join(".cryo/todo-done.jsonl"), format!("{}\n{}\n{{\"id\":9,\"te", line(4), line(5))).unwrap();
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    wait_until("the settled TODO to leave todo.json", || c.todos().as_array().unwrap().iter().all(|t| t["id"] != 6));
+    let archive = c.read(".cryo/todo-done.jsonl");
+    let ids: Vec<u64> = archive
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [4, 5, 1, 2, 3, 6], "4 and 5 once each, the torn line left alone: {archive}");
+}
+
+/// The cap counts open TODOs: at 10,000 a `todo add` is refused with one
+/// line, and the chamber goes on.
+#[test]
+fn a_full_list_refuses_an_add_and_does_not_fault() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "cryo-agent hibernate\n", "");
+    c.seed_history();
+    let items: Vec<String> = (1..=10_000)
+        .map(|i| format!(r#"{{"id":{i},"text":"t{i}","done":false,"at":"2099-01-01T00:00:00Z"}}"#))
+        .collect();
+    c.write_todos(&format!("[{}]", items.join(",")));
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    let e = env.cryoctl(&["chamber", "todo", "c", "add", "one more", "--at", "+1h"]);
+    let line = e.fails(1);
+    assert!(line.contains("10000 TODOs not done") && line.lines().count() == 1, "{line}");
+    let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0].clone();
+    assert_ne!(s["state"], "faulted", "{s}");
+}
+
+/// `cryoctl history prune` deletes what `--keep` does not keep and says so;
+/// `usage` counts the same afterwards; a bad `--keep` is one line.
+#[test]
+fn history_prune_keeps_usage_and_the_newest_session() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", "cryo-agent hibernate\n", "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let before = env.cryoctl(&["usage", "--since", "all", "--json"]).json();
+    let pruned = env.cryoctl(&["history", "prune", "--keep", "1d", "--json"]).json();
+    assert_eq!(pruned["sessions"], 0, "the only session is its chamber's newest: {pruned}");
+    assert!(pruned["before"].as_str().is_some_and(|d| d.len() == 10), "{pruned}");
+    assert_eq!(env.cryoctl(&["usage", "--since", "all", "--json"]).json(), before);
+    let e = env.cryoctl(&["history", "prune", "--keep", "forever-ish"]);
+    assert!(e.fails(1).contains("not how long to keep history"), "{}", e.stderr);
+}
