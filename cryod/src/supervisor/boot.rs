@@ -51,7 +51,7 @@ fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chro
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
-    let system_tz = shared.system_tz();
+    let system_tz = shared.system_zone.get();
     let (last, last_session) = newest_session(&shared, record.id, &root).await;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());

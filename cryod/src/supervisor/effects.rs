@@ -83,10 +83,10 @@ impl Sup {
             // ---- processes
             Effect::RegisterToken { token, session } => {
                 let entry = TokenEntry { chamber: self.id, name: self.machine.name().to_string(), session };
-                self.shared.tokens.lock().expect("tokens lock").insert(token, entry);
+                self.shared.tokens.admit(token, entry);
             }
             Effect::RevokeToken { token } => {
-                self.shared.tokens.lock().expect("tokens lock").remove(&token);
+                self.shared.tokens.forget(&token);
                 // The session's door closes with it.
                 self.door = None;
             }
@@ -140,16 +140,16 @@ impl Sup {
             url,
             at: self.now(),
         };
-        self.shared.notifiers.notify(event, self.shared.system_tz());
+        self.shared.notifiers.notify(event, self.shared.system_zone.get());
     }
 
     /// Hands a session's end to the daemon's hand-off task; an answer only
     /// if cryod is stopping.
     fn hand_off(&self, handoff: cryo_core::chamber::handoff::HandOff) -> Option<Input> {
         let from = self.machine.name().to_string();
-        let looped = self.shared.handoff_loop(&from, &handoff.to);
+        let looped = self.shared.names.handoff_loop(&from, &handoff.to);
         let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
-        let h = self.shared.handoffs.send(job).err()?.0.handoff;
+        let h = self.shared.handoffs.send(job).err()?.handoff;
         let result = Err(Failed::from("cryod is stopping"));
         Some(Input::HandedOff { to: h.to, session: h.session, result })
     }

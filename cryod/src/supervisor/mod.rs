@@ -377,7 +377,7 @@ impl Sup {
             self.shared.lease.forget(pgid);
             self.shared.live.remove(pgid);
         }
-        self.shared.tokens.lock().expect("tokens lock").retain(|_, t| t.chamber != self.id);
+        self.shared.tokens.forget_chamber(self.id);
         self.door = None;
         self.permit = None;
         self.mirror = None;
@@ -443,7 +443,7 @@ impl Sup {
                 None => return,
             },
             Event::ZoneChanged => {
-                let zone = self.shared.system_tz();
+                let zone = self.shared.system_zone.get();
                 let (config, warnings) = self.read_config().unwrap_or_else(|| self.settings());
                 Input::ZoneChanged { zone, config, warnings }
             }
@@ -557,14 +557,13 @@ pub(super) fn load_config(
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let mut read = None;
     // The text goes into the machine's settings (a core type): a string.
-    let loaded = chamber_config::load(root, shared.system_tz()).map_err(Failed::of).and_then(|l| {
+    let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|l| {
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {
             return Err(Failed(crate::chamber::trust::held(name, &changed)));
         }
-        let names = shared.names.read().expect("names lock");
-        match l.config.on_end.iter().find(|c| !names.contains(&c.link.chamber)) {
+        match l.config.on_end.iter().find(|c| !shared.names.may_name(&c.link.chamber)) {
             Some(c) => Err(Failed(format!(
                 "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
                 c.at, c.link.chamber
@@ -574,13 +573,7 @@ pub(super) fn load_config(
     });
     let targets: Vec<String> =
         loaded.as_ref().map(|l| l.config.on_end.iter().map(|c| c.link.chamber.clone()).collect()).unwrap_or_default();
-    let mut links = shared.links.write().expect("links lock");
-    if targets.is_empty() {
-        links.remove(name);
-    } else {
-        links.insert(name.to_string(), targets);
-    }
-    drop(links);
+    shared.names.link(name, targets);
     match loaded {
         Ok(l) => {
             for w in &l.warnings {
