@@ -49,7 +49,13 @@ const INNER: &[(&str, &[&[&str]])] = &[
     ("store", &[&["history"], &["sqlite", "postgres"]]),
     (
         "supervisor",
-        &[&["budget", "queue"], &["trust", "limits", "replies", "files"], &["boot"], &["ledger"], &["effects"]],
+        &[
+            &["budget", "queue", "running", "owner", "outlets"],
+            &["trust", "limits", "replies", "files"],
+            &["boot"],
+            &["ledger"],
+            &["effects"],
+        ],
     ),
     (
         "hub",

@@ -218,7 +218,7 @@ pub async fn run(
     let (incoming, _guard) = listener.incoming(session_of).context("listening on the socket")?;
     // The sessions' doors: the Agent service alone, each connection tagged
     // with its session.
-    let doors = daemon.shared().door_rx.lock().expect("door lock").take().expect("the doors are served once");
+    let doors = daemon.shared().door_rx.take().expect("the doors are served once");
     let doors = tokio_stream::wrappers::UnboundedReceiverStream::new(doors).map(Ok::<_, std::io::Error>);
     let doors_shutdown = shutdown.clone();
     let agent_doors = tonic::transport::Server::builder()

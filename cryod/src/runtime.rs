@@ -1,10 +1,14 @@
 //! What every supervisor and service shares: the store, the clock, the
 //! config, admission, the scheduler, the file watcher and the live session
 //! tokens.
+//!
+//! What several tasks change lives in a part that owns its lock and says
+//! what its callers do ([`Tokens`], [`Names`], [`SystemZone`],
+//! [`HandOffs`], [`TakeOnce`]): no caller takes a lock of `Shared`'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use crate::admission::Admission;
 use crate::clock::Clock;
@@ -60,22 +64,20 @@ pub struct Shared {
     pub lease: crate::lease::Lease,
     pub clock: Clock,
     pub config: Config,
-    /// The system's zone, for chambers that name none; updated when the
-    /// system's zone changes.
-    pub system_tz: std::sync::RwLock<Tz>,
+    /// The system's zone, for chambers that name none.
+    pub system_zone: SystemZone,
     pub admission: Admission,
     pub scheduler: Scheduler,
     pub watcher: Watcher,
-    /// Live sessions by token. A token is added when its agent is spawned and
-    /// removed when its session ends, so a replayed token finds nothing.
-    pub tokens: Mutex<HashMap<String, TokenEntry>>,
+    /// Live sessions by token.
+    pub tokens: Tokens,
     /// Where sessions' doors are made (their connections go to the server
     /// `run` starts, which takes `door_rx`).
     pub doors: crate::agent::door::Doors,
     /// The process groups of running agents (the operator's socket refuses
     /// their processes).
     pub live: crate::agent::group::Live,
-    pub door_rx: Mutex<Option<crate::agent::door::Incoming>>,
+    pub door_rx: TakeOnce<crate::agent::door::Incoming>,
     /// Where cryod's own things are (its state and config folders, the
     /// socket, `cryo-agent`): what agents must not reach, and what they must.
     pub places: crate::agent::launch::Places,
@@ -86,17 +88,155 @@ pub struct Shared {
     pub hub: std::sync::OnceLock<HubInfo>,
     /// What tokens cost, for agents whose CLI reports no cost.
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
-    /// The names of the chambers cryod knows (those of other nodes of a
-    /// fleet too): an `[[on_end]]` table may name only these.
-    pub names: std::sync::RwLock<std::collections::HashSet<String>>,
-    /// Each chamber's `[[on_end]]` targets, as its supervisor last read
-    /// them (to name the loop a hand-off closes).
-    pub links: std::sync::RwLock<HashMap<String, Vec<String>>>,
+    /// The chambers `[[on_end]]` may name, and the links each names.
+    pub names: Names,
     /// The notifiers of `[[notify]]`, and what they delivered.
     pub notifiers: crate::notifier::Notifiers,
-    /// Hand-offs for the daemon to deliver (it takes the receiver).
-    pub handoffs: tokio::sync::mpsc::UnboundedSender<HandOffJob>,
-    pub handoff_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>>>,
+    /// Hand-offs for the daemon to deliver.
+    pub handoffs: HandOffs,
+}
+
+/// The live sessions' tokens, each with the session it belongs to. A token
+/// is admitted when its agent is spawned and forgotten when its session
+/// ends, so a replayed token finds nothing. Locked only inside these
+/// methods, each a moment: the agent service looks a token up on every call.
+#[derive(Default)]
+pub struct Tokens(Mutex<HashMap<String, TokenEntry>>);
+
+impl Tokens {
+    /// `token` is valid from now on, for the session `entry` names.
+    pub fn admit(&self, token: String, entry: TokenEntry) {
+        self.map().insert(token, entry);
+    }
+
+    /// The session `token` belongs to, while it runs.
+    pub fn lookup(&self, token: &str) -> Option<TokenEntry> {
+        self.map().get(token).cloned()
+    }
+
+    /// `token`'s session ended: it is worth nothing from now on.
+    pub fn forget(&self, token: &str) {
+        self.map().remove(token);
+    }
+
+    /// Every token of chamber `id` dies (its supervisor let it go).
+    pub fn forget_chamber(&self, id: i64) {
+        self.map().retain(|_, t| t.chamber != id);
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, TokenEntry>> {
+        self.0.lock().expect("tokens lock")
+    }
+}
+
+/// The names of the chambers cryod knows (those of other nodes of a fleet
+/// too), which an `[[on_end]]` table may name, and each chamber's
+/// `[[on_end]]` targets as its supervisor last read them (to name the loop
+/// a hand-off closes). The daemon keeps the names; supervisors their links.
+#[derive(Default)]
+pub struct Names {
+    known: RwLock<HashSet<String>>,
+    links: RwLock<HashMap<String, Vec<String>>>,
+}
+
+impl Names {
+    /// The registry's names are these now; whether that changed them.
+    pub fn set_known(&self, names: HashSet<String>) -> bool {
+        let mut known = self.known.write().expect("names lock");
+        let changed = *known != names;
+        *known = names;
+        changed
+    }
+
+    /// Whether an `[[on_end]]` may name `chamber`: only a chamber cryod knows.
+    pub fn may_name(&self, chamber: &str) -> bool {
+        self.known.read().expect("names lock").contains(chamber)
+    }
+
+    /// Notes `chamber`'s `[[on_end]]` targets (none forgets its links).
+    pub fn link(&self, chamber: &str, targets: Vec<String>) {
+        let mut links = self.links.write().expect("links lock");
+        if targets.is_empty() {
+            links.remove(chamber);
+        } else {
+            links.insert(chamber.to_string(), targets);
+        }
+    }
+
+    /// Forgets a removed chamber's links.
+    pub fn unlink(&self, chamber: &str) {
+        self.links.write().expect("links lock").remove(chamber);
+    }
+
+    /// The loop a hand-off from `from` to `to` closes, if the chambers'
+    /// `[[on_end]]` links lead back.
+    pub fn handoff_loop(&self, from: &str, to: &str) -> Option<Vec<String>> {
+        let links = self.links.read().expect("links lock");
+        let next = |c: &str| links.get(c).cloned().unwrap_or_default();
+        cryo_core::chamber::handoff::loop_through(from, to, &next)
+    }
+}
+
+/// The system's time zone, for chambers that name none: read by every
+/// chamber, replaced when the system's zone changes.
+pub struct SystemZone(RwLock<Tz>);
+
+impl SystemZone {
+    pub fn new(zone: Tz) -> SystemZone {
+        SystemZone(RwLock::new(zone))
+    }
+
+    pub fn get(&self) -> Tz {
+        *self.0.read().expect("zone lock")
+    }
+
+    /// The system's zone is `zone` now; whether that changed it.
+    pub fn set(&self, zone: Tz) -> bool {
+        let mut z = self.0.write().expect("zone lock");
+        let changed = *z != zone;
+        *z = zone;
+        changed
+    }
+}
+
+/// Something made with `Shared` that one task takes at start-up, once (a
+/// channel's receiving end); the lock only hands it over.
+pub struct TakeOnce<T>(Mutex<Option<T>>);
+
+impl<T> TakeOnce<T> {
+    pub fn new(value: T) -> TakeOnce<T> {
+        TakeOnce(Mutex::new(Some(value)))
+    }
+
+    /// The value, to the first caller only.
+    pub fn take(&self) -> Option<T> {
+        self.0.lock().expect("take-once lock").take()
+    }
+}
+
+/// The queue of hand-offs: supervisors send, the daemon's hand-off task
+/// (the one that takes the receiver) delivers.
+pub struct HandOffs {
+    tx: tokio::sync::mpsc::UnboundedSender<HandOffJob>,
+    rx: TakeOnce<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>>,
+}
+
+impl HandOffs {
+    fn new() -> HandOffs {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        HandOffs { tx, rx: TakeOnce::new(rx) }
+    }
+
+    /// Queues `job`; gives it back if nobody delivers any more (cryod is
+    /// stopping).
+    pub fn send(&self, job: HandOffJob) -> Result<(), Box<HandOffJob>> {
+        self.tx.send(job).map_err(|e| Box::new(e.0))
+    }
+
+    /// The receiving end, for the task that delivers (once).
+    pub fn take_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>> {
+        self.rx.take()
+    }
 }
 
 /// A hand-off on its way: chamber `from` (its id and name) hands a
@@ -123,7 +263,6 @@ impl Shared {
         let (socket, state_dir) = (paths.socket.clone(), paths.state_dir.clone());
         let config_file = std::path::absolute(&paths.config_file).unwrap_or_else(|_| paths.config_file.clone());
         let config_dir = config_file.parent().map(PathBuf::from).unwrap_or(config_file);
-        let (handoffs, handoff_rx) = tokio::sync::mpsc::unbounded_channel();
         if let Err(error) = crate::chamber::mailbox::use_seal_key(&state_dir) {
             tracing::warn!(%error, "no seal key: cryod's own outbox messages cannot be told from forgeries");
         }
@@ -132,12 +271,10 @@ impl Shared {
         std::sync::Arc::new(Shared {
             names: Default::default(),
             notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
-            links: Default::default(),
-            handoffs,
-            handoff_rx: Mutex::new(Some(handoff_rx)),
+            handoffs: HandOffs::new(),
             doors,
             live: Default::default(),
-            door_rx: Mutex::new(Some(door_rx)),
+            door_rx: TakeOnce::new(door_rx),
             lease,
             admission: Admission::new(
                 config.max_concurrent_sessions,
@@ -146,7 +283,7 @@ impl Shared {
             scheduler: Scheduler::start(clock.clone(), shutdown.clone()),
             watcher: Watcher::start(),
             tokens: Default::default(),
-            system_tz: std::sync::RwLock::new(crate::clock::system_zone()),
+            system_zone: SystemZone::new(crate::clock::system_zone()),
             places: crate::agent::launch::Places {
                 socket,
                 agent_bin: crate::agent::kinds::agent_bin_dir(),
@@ -167,14 +304,6 @@ impl Shared {
         let _ = self.notices.send(Notice { chamber, what });
     }
 
-    /// The loop a hand-off from `from` to `to` closes, if the chambers'
-    /// `[[on_end]]` links lead back.
-    pub fn handoff_loop(&self, from: &str, to: &str) -> Option<Vec<String>> {
-        let links = self.links.read().expect("links lock");
-        let next = |c: &str| links.get(c).cloned().unwrap_or_default();
-        cryo_core::chamber::handoff::loop_through(from, to, &next)
-    }
-
     /// `path` on the hub (`""` for its front page, `#/c/NAME` for a
     /// chamber's), or empty while the hub is not up.
     pub fn hub_link(&self, path: &str) -> String {
@@ -183,8 +312,59 @@ impl Shared {
             _ => String::new(),
         }
     }
+}
 
-    pub fn system_tz(&self) -> Tz {
-        *self.system_tz.read().expect("zone lock")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(chamber: i64, session: u64) -> TokenEntry {
+        TokenEntry { chamber, name: format!("c{chamber}"), session }
+    }
+
+    #[test]
+    fn a_token_is_worth_something_only_between_admit_and_forget() {
+        let tokens = Tokens::default();
+        assert!(tokens.lookup("t").is_none(), "never issued");
+        tokens.admit("t".into(), entry(1, 7));
+        tokens.admit("u".into(), entry(1, 8));
+        tokens.admit("v".into(), entry(2, 1));
+        assert_eq!(tokens.lookup("t").map(|e| e.session), Some(7));
+        tokens.forget("t");
+        assert!(tokens.lookup("t").is_none(), "its session ended");
+        tokens.forget_chamber(1);
+        assert!(tokens.lookup("u").is_none(), "its chamber was let go");
+        assert_eq!(tokens.lookup("v").map(|e| e.chamber), Some(2), "another chamber's stays");
+    }
+
+    #[test]
+    fn names_say_what_may_be_named_and_links_close_loops() {
+        let names = Names::default();
+        assert!(names.set_known(["a".to_string(), "b".to_string()].into()));
+        assert!(!names.set_known(["b".to_string(), "a".to_string()].into()), "the same names");
+        assert!(names.may_name("a") && !names.may_name("z"));
+        names.link("a", vec!["b".into()]);
+        names.link("b", vec!["a".into()]);
+        assert!(names.handoff_loop("a", "b").is_some());
+        names.link("b", Vec::new());
+        assert!(names.handoff_loop("a", "b").is_none(), "no targets: no links");
+        names.link("b", vec!["a".into()]);
+        names.unlink("b");
+        assert!(names.handoff_loop("a", "b").is_none(), "a removed chamber's links go");
+    }
+
+    #[test]
+    fn the_system_zone_says_whether_it_changed() {
+        let zone = SystemZone::new(chrono_tz::UTC);
+        assert!(!zone.set(chrono_tz::UTC));
+        assert!(zone.set(chrono_tz::Europe::Paris));
+        assert_eq!(zone.get(), chrono_tz::Europe::Paris);
+    }
+
+    #[test]
+    fn a_take_once_value_goes_to_the_first_taker() {
+        let once = TakeOnce::new(5);
+        assert_eq!(once.take(), Some(5));
+        assert_eq!(once.take(), None);
     }
 }

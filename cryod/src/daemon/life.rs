@@ -55,7 +55,7 @@ impl Daemon {
                 url: shared.hub_link(""),
                 at,
             };
-            shared.notifiers.notify(event, shared.system_tz());
+            shared.notifiers.notify(event, shared.system_zone.get());
         }
         if let Err(e) = std::fs::write(&marker, crate::rfc3339(self.0.started_at)) {
             tracing::warn!(error = %e, file = %marker.display(), "cannot mark cryod running");
@@ -66,7 +66,7 @@ impl Daemon {
     /// operator's message from its chamber, wherever the other chamber
     /// runs; the sender hears how it went.
     pub(super) fn deliver_handoffs(&self) {
-        let Some(mut rx) = self.0.shared.handoff_rx.lock().expect("hand-off lock").take() else { return };
+        let Some(mut rx) = self.0.shared.handoffs.take_receiver() else { return };
         let daemon = Arc::downgrade(&self.0);
         let shutdown = self.0.shared.shutdown.clone();
         tokio::spawn(async move {
@@ -105,13 +105,7 @@ impl Daemon {
             while rx.recv().await.is_some() {
                 let Some(inner) = weak.upgrade() else { return };
                 let zone = crate::clock::system_zone();
-                let changed = {
-                    let mut z = inner.shared.system_tz.write().expect("zone lock");
-                    let changed = *z != zone;
-                    *z = zone;
-                    changed
-                };
-                if changed {
+                if inner.shared.system_zone.set(zone) {
                     tracing::info!(zone = zone.name(), "the system's time zone changed");
                     for e in inner.chambers.read().expect("registry lock").values() {
                         let _ = e.handle.tx.send(Event::ZoneChanged);

@@ -124,7 +124,7 @@ impl Daemon {
         let started_at = shared.clock.now();
         let records = shared.store.chambers().await?;
         // `[[on_end]]` may name any of them: known before the first boot.
-        *shared.names.write().expect("names lock") = records.iter().map(|r| r.name.clone()).collect();
+        shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
         let mut chambers = BTreeMap::new();
         let mut remote = BTreeMap::new();
         if shared.lease.is_fleet() {

@@ -107,7 +107,7 @@ impl Daemon {
         self.ask(v.record.id, Event::Remove).await?;
         self.0.shared.store.remove_chamber(fence).await?;
         self.chambers_mut().remove(&v.record.id);
-        self.0.shared.links.write().expect("links lock").remove(&v.record.name);
+        self.0.shared.names.unlink(&v.record.name);
         self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
         self.note_names();
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");

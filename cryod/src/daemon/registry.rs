@@ -54,12 +54,9 @@ impl Daemon {
             let remote = self.remote();
             local.values().map(|e| e.record.name.clone()).chain(remote.values().map(|r| r.name.clone())).collect()
         };
-        let mut known = self.0.shared.names.write().expect("names lock");
-        if *known == names {
+        if !self.0.shared.names.set_known(names) {
             return;
         }
-        *known = names;
-        drop(known);
         for e in self.chambers().values() {
             if e.handle.snapshot.borrow().view.state == State::Faulted {
                 let _ = e.handle.tx.send(Event::Watched(crate::watch::Change::Config));

@@ -45,7 +45,7 @@ impl Daemon {
             None => self.list(),
         };
         let now = self.0.shared.clock.now();
-        let system = self.0.shared.system_tz();
+        let system = self.0.shared.system_zone.get();
         crate::chamber::blocking(move || {
             let (mut out, mut problems) = (Vec::new(), Vec::new());
             for v in views {

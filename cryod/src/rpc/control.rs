@@ -104,7 +104,8 @@ impl Control for ControlService {
             at,
         };
         let only = (!name.is_empty()).then_some(name.as_str());
-        let done = shared.notifiers.test(only, event, shared.system_tz()).await.map_err(crate::error::Error::from)?;
+        let done =
+            shared.notifiers.test(only, event, shared.system_zone.get()).await.map_err(crate::error::Error::from)?;
         Ok(Response::new(pb::NotifyLogReply { deliveries: done.iter().map(convert::delivery).collect() }))
     }
 

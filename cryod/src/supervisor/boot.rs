@@ -51,7 +51,7 @@ fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chro
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
-    let system_tz = shared.system_tz();
+    let system_tz = shared.system_zone.get();
     let (last, last_session) = newest_session(&shared, record.id, &root).await;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
@@ -98,26 +98,16 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let sup = Sup {
         shared,
         id: record.id,
-        fence: record.fence(),
-        epoch,
-        dropped: false,
-        agent_pgid: None,
-        door: None,
+        owner: super::owner::Ownership::new(record.fence(), epoch),
+        running: None,
         trusted,
-        usage: None,
-        limit_guessed: false,
         ahead: None,
-        checks: None,
-        mirror,
         root,
         tx: tx.clone(),
-        snapshot,
+        outlets: super::outlets::Outlets::new(snapshot, mirror),
         machine,
         config,
-        waiters: HashMap::new(),
-        next_req: 0,
-        permit: None,
-        claimed: Vec::new(),
+        callers: Default::default(),
         todos_written: None,
         bridges: crate::bridges::Bridges::new(changed),
     };

@@ -39,8 +39,7 @@ impl Sup {
     pub(super) async fn perform(&mut self, effect: Effect) -> Option<Input> {
         // A fleet node writes only while it trusts its lease: a frozen one
         // waits here; one that lost it drops the chamber.
-        if self.shared.lease.is_fleet() && !self.shared.lease.held(self.epoch).await {
-            self.dropped = true;
+        if !self.owner.may_write(&self.shared.lease).await {
             return None;
         }
         match effect {
@@ -83,12 +82,14 @@ impl Sup {
             // ---- processes
             Effect::RegisterToken { token, session } => {
                 let entry = TokenEntry { chamber: self.id, name: self.machine.name().to_string(), session };
-                self.shared.tokens.lock().expect("tokens lock").insert(token, entry);
+                self.shared.tokens.admit(token, entry);
             }
             Effect::RevokeToken { token } => {
-                self.shared.tokens.lock().expect("tokens lock").remove(&token);
+                self.shared.tokens.forget(&token);
                 // The session's door closes with it.
-                self.door = None;
+                if let Some(running) = self.running.as_mut() {
+                    running.close_door();
+                }
             }
             Effect::Spawn { session, wake_id, token, prompt, resume } => {
                 let turn = Turn { prompt: &prompt, prompt_file: launch::PROMPT_FILE, resume: resume.as_deref() };
@@ -120,12 +121,10 @@ impl Sup {
         Input::AdmissionAsked { req: self.own_req(), budgets, held }
     }
 
+    /// The permit goes back: the running session (its pre-checks too) ends.
     fn release(&mut self) {
-        self.permit = None;
-        // Checks run under their wake's permit: given back (a stop,
-        // a pause), whatever still runs of them ends.
-        if let Some(checks) = self.checks.take() {
-            checks.abort();
+        if let Some(running) = self.running.take() {
+            running.release();
         }
     }
 
@@ -140,16 +139,16 @@ impl Sup {
             url,
             at: self.now(),
         };
-        self.shared.notifiers.notify(event, self.shared.system_tz());
+        self.shared.notifiers.notify(event, self.shared.system_zone.get());
     }
 
     /// Hands a session's end to the daemon's hand-off task; an answer only
     /// if cryod is stopping.
     fn hand_off(&self, handoff: cryo_core::chamber::handoff::HandOff) -> Option<Input> {
         let from = self.machine.name().to_string();
-        let looped = self.shared.handoff_loop(&from, &handoff.to);
+        let looped = self.shared.names.handoff_loop(&from, &handoff.to);
         let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
-        let h = self.shared.handoffs.send(job).err()?.0.handoff;
+        let h = self.shared.handoffs.send(job).err()?.handoff;
         let result = Err(Failed::from("cryod is stopping"));
         Some(Input::HandedOff { to: h.to, session: h.session, result })
     }
@@ -159,7 +158,8 @@ impl Sup {
             let account = kinds::provider_account(config);
             let left = (until - self.now()).to_std().unwrap_or_default();
             tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
-            self.shared.admission.hold(&account, left, self.limit_guessed);
+            let guessed = self.running.as_ref().is_some_and(|r| r.limit_guessed());
+            self.shared.admission.hold(&account, left, guessed);
         }
     }
 
@@ -202,7 +202,9 @@ impl Sup {
             }
             let _ = tx.send(Event::Prechecked { nonce, results });
         });
-        self.checks = Some(task.abort_handle());
+        if let Some(running) = self.running.as_mut() {
+            running.checking(task.abort_handle());
+        }
     }
 
     /// `sh -c command` as the chamber's agent would run: under its sandbox
@@ -335,14 +337,18 @@ impl Sup {
     }
 
     /// Starts the agent in its own process group (see `agent::launch`);
-    /// returns its pid (the group's id too).
+    /// returns its pid (the group's id too). An agent starts only under a
+    /// permit: the running session's, which keeps its group and its door.
     async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, Failed> {
+        if self.running.is_none() {
+            return Err(Failed::from("no admission permit is held"));
+        }
         let config = self.config.as_ref().map_err(Clone::clone)?;
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
         // keeper starts, the keeper finds it past and starts nothing.
         let until = crate::agent::keeper::until(lease.deadline());
-        let keeper = lease.is_fleet().then_some(launch::Keeper { until, fence: self.fence.token });
+        let keeper = lease.is_fleet().then_some(launch::Keeper { until, fence: self.owner.fence().token });
         // The session's own door: the only socket its agent is given.
         let key = crate::agent::door::DoorKey { chamber: self.id, session: number };
         let door = self.shared.doors.open(key).map_err(|e| Failed(format!("cannot open the session's socket: {e}")))?;
@@ -369,7 +375,6 @@ impl Sup {
             on_exit,
         };
         let started = launch::start(session).await.map_err(Failed::of)?;
-        self.door = Some(door);
         for note in started.notes {
             self.log(LogLine::Event(note));
         }
@@ -378,17 +383,18 @@ impl Sup {
             self.shared.lease.keep(pgid, pipe);
         }
         self.shared.live.add(pgid);
-        self.agent_pgid = Some(pgid);
+        if let Some(running) = self.running.as_mut() {
+            running.started(pgid, door);
+        }
         Ok(started.pid)
     }
 
     /// Notes a write refused by the fence: the chamber is someone else's now.
     pub(super) fn fenced<T>(&mut self, r: Result<T, crate::store::StoreError>) -> Result<T, crate::store::StoreError> {
-        if let Err(e) = &r
-            && e.is_fenced()
+        if self.owner.fenced(&r)
+            && let Err(e) = &r
         {
             tracing::warn!(chamber = %self.machine.name(), error = %e, "dropping the chamber");
-            self.dropped = true;
         }
         r
     }

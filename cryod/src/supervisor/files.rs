@@ -94,7 +94,9 @@ impl Sup {
         let result = match result {
             Ok(claimed) => {
                 let names = claimed.iter().map(|m| m.name.clone()).collect();
-                self.claimed = claimed;
+                if let Some(running) = self.running.as_mut() {
+                    running.claimed(claimed);
+                }
                 Ok(names)
             }
             Err(e) => Err(Failed::of(e)),
@@ -125,7 +127,7 @@ impl Sup {
 
     /// The chamber's fence, for what a fleet node writes into its files.
     pub(super) fn fleet_fence(&self) -> Option<i64> {
-        self.shared.lease.is_fleet().then_some(self.fence.token)
+        self.shared.lease.is_fleet().then_some(self.owner.fence().token)
     }
 }
 

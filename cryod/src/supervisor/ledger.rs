@@ -20,20 +20,20 @@ impl Sup {
         }
         let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
         let start = SessionStart { number, pid, started_at: crate::rfc3339(at), lateness_ms };
-        let r = self.shared.store.session_started(self.fence, start).await;
+        let r = self.shared.store.session_started(self.owner.fence(), start).await;
         let _ = self.fenced(r);
     }
 
     pub(super) async fn journal_claim(&mut self, number: u64, names: Vec<String>, then: AfterClaim) -> Input {
         let at = crate::rfc3339(self.now());
-        let r = self.shared.store.journal_claim(self.fence, number, names.clone(), at).await;
+        let r = self.shared.store.journal_claim(self.owner.fence(), number, names.clone(), at).await;
         let result = self.fenced(r).map(|_| ()).map_err(Failed::of);
         Input::Journaled { then, names, result }
     }
 
     /// Marks inbox batches answered or dropped.
     pub(super) async fn journal(&mut self, change: Journal) {
-        let (store, fence, at) = (&self.shared.store, self.fence, crate::rfc3339(self.now()));
+        let (store, fence, at) = (&self.shared.store, self.owner.fence(), crate::rfc3339(self.now()));
         let r = match change {
             Journal::Answer { number } => store.journal_answer(fence, number, at).await,
             Journal::Answered { id } => store.claim_answered_by_id(fence, id, at).await,
@@ -55,7 +55,7 @@ impl Sup {
                 at: at.clone(),
             })
             .collect();
-        if let Err(error) = self.shared.store.record_passed(self.fence, slots).await {
+        if let Err(error) = self.shared.store.record_passed(self.owner.fence(), slots).await {
             tracing::warn!(chamber = %self.machine.name(), %error, "cannot record the passed slots");
         }
     }
@@ -71,7 +71,7 @@ impl Sup {
             created_at: crate::rfc3339(w.created_at),
             resumed_from: w.resumed_from,
         };
-        let r = self.shared.store.record_wake(self.fence, record).await;
+        let r = self.shared.store.record_wake(self.owner.fence(), record).await;
         let r = self.fenced(r).map_err(Failed::of);
         if let Err(error) = &r {
             tracing::error!(chamber = %self.machine.name(), %error, "cannot record the wake; not spawning");
@@ -88,12 +88,12 @@ impl Sup {
         tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
         // The account is known for every session (its budget counts
         // them all), what it used only for a known kind's.
-        let used = self.usage.take().filter(|u| u.0 == number).map(|u| u.1).unwrap_or_default();
+        let used = self.running.as_mut().and_then(|r| r.take_usage(number)).unwrap_or_default();
         let provider = self.config.as_ref().ok().map(kinds::provider_account);
         let usage = crate::agent_events::Usage { provider, ..used };
         let thread = thread.map(|t| (t.sessions, t.tokens));
         let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
-        let r = self.shared.store.session_ended(self.fence, end).await;
+        let r = self.shared.store.session_ended(self.owner.fence(), end).await;
         self.fenced(r).ok()?;
         let uses = self.measure_budgets().await;
         (!uses.is_empty()).then(|| Input::Budget { req: self.own_req(), uses })
@@ -101,7 +101,7 @@ impl Sup {
 
     /// Writes one of the registry's flags for the chamber.
     pub(super) async fn set_flag(&mut self, flag: Flag, then: AfterStore) -> Input {
-        let (store, fence) = (&self.shared.store, self.fence);
+        let (store, fence) = (&self.shared.store, self.owner.fence());
         let (r, said) = match flag {
             Flag::Started(on) => {
                 let desired = if on { Desired::Started } else { Desired::Stopped };

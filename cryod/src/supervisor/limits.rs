@@ -40,7 +40,9 @@ impl Sup {
         let default = chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64);
         let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0);
         let hold = cryo_core::limits::hold_until(now, told, default, jitter);
-        self.limit_guessed = hold.guessed.is_some();
+        if let Some(running) = self.running.as_mut() {
+            running.limit_told(hold.guessed.is_some());
+        }
         if let Some(note) = hold.guessed {
             // Said where the operator looks (cryo.log, status's log lines):
             // the wait is cryod's guess, not the provider's word.

@@ -16,8 +16,11 @@ mod effects;
 mod files;
 mod ledger;
 mod limits;
+mod outlets;
+mod owner;
 mod queue;
 mod replies;
+mod running;
 mod trust;
 
 use std::collections::{HashMap, VecDeque};
@@ -30,6 +33,10 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use self::boot::Recovery;
+use self::outlets::Outlets;
+use self::owner::Ownership;
+use self::replies::{Callers, Waiter};
+use self::running::Running;
 pub use cryo_core::chamber::{Call as AgentCall, State, TodoCall, WakeOutcome};
 
 use crate::admission::Permit;
@@ -197,62 +204,34 @@ pub struct Handle {
     pub ended: tokio_util::sync::CancellationToken,
 }
 
-/// A caller waiting for the machine's reply.
-enum Waiter {
-    Start(oneshot::Sender<Result<bool>>),
-    Stop(oneshot::Sender<Result<(bool, bool)>>),
-    Done(oneshot::Sender<()>),
-    Pause(oneshot::Sender<Result<bool>>),
-    Archive(oneshot::Sender<Result<bool>>),
-    Reset(oneshot::Sender<Result<String>>),
-    Wake(oneshot::Sender<Result<WakeOutcome>>),
-    Deliver(oneshot::Sender<Result<Delivered>>),
-    Agent(oneshot::Sender<Result<AgentReply>>),
-    Plan(oneshot::Sender<Result<()>>),
-}
-
+/// A chamber's supervisor. What it holds falls into parts with rules of
+/// their own: its hold on the chamber ([`Ownership`]), the running session
+/// ([`Running`]: made when a permit arrives, dropped when it goes back),
+/// the callers waiting for replies ([`Callers`]) and where its look goes
+/// out ([`Outlets`]); the rest lasts as long as the chamber.
 struct Sup {
     shared: Arc<Shared>,
     id: i64,
-    /// This owner's right to write the chamber's rows.
-    fence: crate::store::Fence,
-    /// The lease epoch this supervisor runs under (see `lease::Trust`).
-    epoch: u64,
-    /// The chamber is no longer ours (fenced, or the lease was lost): the
-    /// supervisor drops it without writing anything more.
-    dropped: bool,
-    /// The running agent's process group.
-    agent_pgid: Option<i32>,
-    /// The running session's own socket (closed when the session ends).
-    door: Option<crate::agent::door::Door>,
+    /// This supervisor's fence and lease epoch, and whether the chamber is
+    /// still ours to write.
+    owner: Ownership,
+    /// The running session, while the chamber holds a permit.
+    running: Option<Box<Running>>,
     /// What the operator accepted of `cryo.toml` (none yet: what it says
     /// when first read is).
     trusted: Option<Trusted>,
-    /// What other nodes show of the chamber (fleet), written in order.
-    mirror: Option<watch::Sender<View>>,
     root: PathBuf,
     tx: queue::Sender<Event>,
-    snapshot: watch::Sender<Snapshot>,
+    /// The snapshot for this node's views, and the fleet's mirror.
+    outlets: Outlets,
     machine: Chamber,
     /// `cryo.toml` as last read (the machine keeps what its rules need).
     config: std::result::Result<ChamberConfig, Failed>,
-    waiters: HashMap<ReqId, Waiter>,
-    next_req: ReqId,
-    /// The admission slot of the running session.
-    permit: Option<Permit>,
-    /// The batch the last `receive` archived, for its reply.
-    claimed: Vec<Stored>,
+    callers: Callers,
     /// `todo.json` as cryod last wrote it: the watcher's word that it
     /// changed is not worth a re-read while it is still that version.
     todos_written: Option<todos::Stamp>,
     bridges: crate::bridges::Bridges,
-    /// What the last agent's stream said it used, for its session's row.
-    usage: Option<Box<(u64, crate::agent_events::Usage)>>,
-    /// The last limit named no reset: its hold is `limit_hold_seconds`.
-    limit_guessed: bool,
-    /// The running pre-checks of the wake that holds the permit (ended
-    /// when the permit goes back).
-    checks: Option<tokio::task::AbortHandle>,
     /// The due instant the scheduler told ahead of time: until the clock
     /// reaches it, the machine is handed that instant as its time, and an
     /// agent's start waits for it (see [`Sup::now`]).
@@ -302,15 +281,12 @@ impl Sup {
     }
 
     fn wait(&mut self, w: Waiter) -> ReqId {
-        let req = self.own_req();
-        self.waiters.insert(req, w);
-        req
+        self.callers.wait(w)
     }
 
     /// A new request id: for a waiter, or for an input that answers nobody.
     pub(super) fn own_req(&mut self) -> ReqId {
-        self.next_req += 1;
-        self.next_req
+        self.callers.own_req()
     }
 
     /// Hands `input` to the machine and performs what it asks, depth first:
@@ -318,7 +294,7 @@ impl Sup {
     async fn feed(&mut self, input: Input) {
         let mut queue: VecDeque<Effect> = self.machine.handle(input, self.now()).into();
         while let Some(effect) = queue.pop_front() {
-            if self.dropped {
+            if !self.owner.is_ours() {
                 return;
             }
             if let Some(result) = self.perform(effect).await {
@@ -351,7 +327,7 @@ impl Sup {
             Box::pin(self.event(ev)).await;
             // At rest, the machine keeps the next due time, not the list.
             self.machine.rest();
-            if self.dropped {
+            if !self.owner.is_ours() {
                 break;
             }
             self.publish();
@@ -359,7 +335,7 @@ impl Sup {
                 break;
             }
         }
-        if self.dropped || drop.is_cancelled() {
+        if !self.owner.is_ours() || drop.is_cancelled() {
             self.drop_chamber();
         }
         self.shared.watcher.unwatch(self.id);
@@ -372,15 +348,16 @@ impl Sup {
     /// recovery closes the session and re-queues what it held.
     fn drop_chamber(&mut self) {
         tracing::warn!(chamber = %self.machine.name(), "chamber dropped: another owner will recover it");
-        if let Some(pgid) = self.agent_pgid.take() {
+        let mut running = self.running.take();
+        if let Some(pgid) = running.as_mut().and_then(|r| r.exited()) {
             crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
             self.shared.lease.forget(pgid);
             self.shared.live.remove(pgid);
         }
-        self.shared.tokens.lock().expect("tokens lock").retain(|_, t| t.chamber != self.id);
-        self.door = None;
-        self.permit = None;
-        self.mirror = None;
+        self.shared.tokens.forget_chamber(self.id);
+        // Its door closes and its permit goes back.
+        drop(running);
+        self.outlets.stop_mirror();
     }
 
     /// Translates an event into the machine's input, with what the input
@@ -421,60 +398,29 @@ impl Sup {
                 self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name });
                 Input::Inbox { unread: self.mailbox().unread(), arrived: true }
             }
-            Event::Rescan | Event::Watched(Change::Rescan) => {
-                let unread = self.mailbox().unread();
-                if unread == self.machine.unread() {
-                    return;
-                }
-                for name in unread.iter().filter(|n| !self.machine.unread().contains(n)) {
-                    self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name: name.clone() });
-                }
-                Input::Inbox { unread, arrived: true }
-            }
-            Event::Watched(Change::Todos) => {
-                if self.todos_written.is_some() && todos::stamp(&self.root) == self.todos_written {
-                    return;
-                }
-                self.todos_written = None;
-                Input::TodosChanged(todos::load(&self.root, self.machine.tz()).map_err(Failed::of))
-            }
+            Event::Rescan | Event::Watched(Change::Rescan) => match self.rescanned() {
+                Some(input) => input,
+                None => return,
+            },
+            Event::Watched(Change::Todos) => match self.todos_changed() {
+                Some(input) => input,
+                None => return,
+            },
             Event::Watched(Change::Config) => match self.read_config() {
                 Some((config, warnings)) => Input::ConfigChanged { config, warnings },
                 None => return,
             },
             Event::ZoneChanged => {
-                let zone = self.shared.system_tz();
+                let zone = self.shared.system_zone.get();
                 let (config, warnings) = self.read_config().unwrap_or_else(|| self.settings());
                 Input::ZoneChanged { zone, config, warnings }
             }
-            Event::Admitted(permit) => {
-                // Admission gives a chamber one permit at a time.
-                self.permit = Some(permit);
-                // The inbox may have changed since the watcher last spoke.
-                self.observe_inbox().await;
-                Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
-            }
+            Event::Admitted(permit) => self.admitted(permit).await,
             Event::Agent { session, call, reply } => {
                 self.observe_inbox().await;
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
-            Event::Exited { session, status, usage, limited } => {
-                // A keeper's pipe is no longer extended once its agent ended.
-                if let Some(pgid) = self.agent_pgid.take() {
-                    self.shared.lease.forget(pgid);
-                    self.shared.live.remove(pgid);
-                }
-                // The conversation it spoke in, for the machine; the rest for its row.
-                let used = usage.as_ref().and_then(|u| {
-                    let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
-                    u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
-                });
-                self.usage = usage.map(|u| Box::new((session, *u)));
-                self.observe_inbox().await;
-                let log_tail = effects::read_tail(&self.root);
-                let limited = limited.map(|l| self.limit_until(&l));
-                Input::Exited { session, status: describe_status(status), log_tail, limited, used }
-            }
+            Event::Exited { session, status, usage, limited } => self.exited(session, status, usage, limited).await,
             Event::Timer(t) => Input::Timer(t),
             Event::Prechecked { nonce, results } => Input::Prechecked { nonce, results },
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
@@ -492,17 +438,72 @@ impl Sup {
         self.feed(input).await;
     }
 
+    /// The inbox read again: new mail is noticed (none new, no input).
+    fn rescanned(&mut self) -> Option<Input> {
+        let unread = self.mailbox().unread();
+        if unread == self.machine.unread() {
+            return None;
+        }
+        for name in unread.iter().filter(|n| !self.machine.unread().contains(n)) {
+            self.shared.notify(self.id, NoticeKind::Message { folder: Folder::Inbox, name: name.clone() });
+        }
+        Some(Input::Inbox { unread, arrived: true })
+    }
+
+    /// `todo.json` changed, unless it is still what cryod last wrote.
+    fn todos_changed(&mut self) -> Option<Input> {
+        if self.todos_written.is_some() && todos::stamp(&self.root) == self.todos_written {
+            return None;
+        }
+        self.todos_written = None;
+        Some(Input::TodosChanged(todos::load(&self.root, self.machine.tz()).map_err(Failed::of)))
+    }
+
+    /// A permit arrived: the running session begins with it.
+    async fn admitted(&mut self, permit: Permit) -> Input {
+        match self.running.as_mut() {
+            Some(running) => running.readmitted(permit),
+            None => self.running = Some(Running::admitted(permit)),
+        }
+        // The inbox may have changed since the watcher last spoke.
+        self.observe_inbox().await;
+        Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
+    }
+
+    /// The running agent exited: its group is let go, what it used kept for
+    /// its session's row.
+    async fn exited(
+        &mut self,
+        session: u64,
+        status: std::process::ExitStatus,
+        usage: Option<Box<crate::agent_events::Usage>>,
+        limited: Option<Box<crate::agent_events::Limited>>,
+    ) -> Input {
+        // A keeper's pipe is no longer extended once its agent ended.
+        if let Some(pgid) = self.running.as_mut().and_then(|r| r.exited()) {
+            self.shared.lease.forget(pgid);
+            self.shared.live.remove(pgid);
+        }
+        // The conversation it spoke in, for the machine; the rest for its row.
+        let used = usage.as_ref().and_then(|u| {
+            let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
+            u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
+        });
+        if let Some(running) = self.running.as_mut() {
+            running.used(session, usage.map(|u| *u));
+        }
+        self.observe_inbox().await;
+        let log_tail = effects::read_tail(&self.root);
+        let limited = limited.map(|l| self.limit_until(&l));
+        Input::Exited { session, status: describe_status(status), log_tail, limited, used }
+    }
+
     /// The machine's view plus the bridges, published for status views.
     fn publish(&mut self) {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
         let sandbox = self.config.as_ref().ok().map(|c| self.sandbox_of(c));
         let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox };
-        let changed = *self.snapshot.borrow() != snap;
-        if changed && let Some(m) = &self.mirror {
-            m.send_replace(snap.view.clone());
-        }
-        self.snapshot.send_replace(snap);
-        if changed {
+        if self.outlets.show(snap) {
             self.shared.notify(self.id, NoticeKind::Status);
         }
     }
@@ -557,14 +558,13 @@ pub(super) fn load_config(
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let mut read = None;
     // The text goes into the machine's settings (a core type): a string.
-    let loaded = chamber_config::load(root, shared.system_tz()).map_err(Failed::of).and_then(|l| {
+    let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|l| {
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {
             return Err(Failed(crate::chamber::trust::held(name, &changed)));
         }
-        let names = shared.names.read().expect("names lock");
-        match l.config.on_end.iter().find(|c| !names.contains(&c.link.chamber)) {
+        match l.config.on_end.iter().find(|c| !shared.names.may_name(&c.link.chamber)) {
             Some(c) => Err(Failed(format!(
                 "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
                 c.at, c.link.chamber
@@ -574,13 +574,7 @@ pub(super) fn load_config(
     });
     let targets: Vec<String> =
         loaded.as_ref().map(|l| l.config.on_end.iter().map(|c| c.link.chamber.clone()).collect()).unwrap_or_default();
-    let mut links = shared.links.write().expect("links lock");
-    if targets.is_empty() {
-        links.remove(name);
-    } else {
-        links.insert(name.to_string(), targets);
-    }
-    drop(links);
+    shared.names.link(name, targets);
     match loaded {
         Ok(l) => {
             for w in &l.warnings {

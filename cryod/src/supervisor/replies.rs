@@ -6,10 +6,53 @@ use cryo_core::chamber::{Refusal, Reply, ReqId};
 
 use super::*;
 
+/// A caller waiting for the machine's reply.
+pub(super) enum Waiter {
+    Start(oneshot::Sender<Result<bool>>),
+    Stop(oneshot::Sender<Result<(bool, bool)>>),
+    Done(oneshot::Sender<()>),
+    Pause(oneshot::Sender<Result<bool>>),
+    Archive(oneshot::Sender<Result<bool>>),
+    Reset(oneshot::Sender<Result<String>>),
+    Wake(oneshot::Sender<Result<WakeOutcome>>),
+    Deliver(oneshot::Sender<Result<Delivered>>),
+    Agent(oneshot::Sender<Result<AgentReply>>),
+    Plan(oneshot::Sender<Result<()>>),
+}
+
+/// The callers waiting for the machine's replies, by request id, and the
+/// ids themselves: one counter for waiters and for inputs that answer
+/// nobody, so no two requests share an id.
+#[derive(Default)]
+pub(super) struct Callers {
+    waiting: HashMap<ReqId, Waiter>,
+    next: ReqId,
+}
+
+impl Callers {
+    /// `w` waits for the reply to the request id this returns.
+    pub(super) fn wait(&mut self, w: Waiter) -> ReqId {
+        let req = self.own_req();
+        self.waiting.insert(req, w);
+        req
+    }
+
+    /// A new request id: for a waiter, or for an input that answers nobody.
+    pub(super) fn own_req(&mut self) -> ReqId {
+        self.next += 1;
+        self.next
+    }
+
+    /// Whoever waits for `req` (once).
+    fn take(&mut self, req: ReqId) -> Option<Waiter> {
+        self.waiting.remove(&req)
+    }
+}
+
 impl Sup {
     /// Sends the machine's answer to whoever waits for `req`.
     pub(super) fn answer(&mut self, req: ReqId, result: std::result::Result<Reply, Refusal>) {
-        let Some(waiter) = self.waiters.remove(&req) else { return };
+        let Some(waiter) = self.callers.take(req) else { return };
         let result = result.map_err(refusal);
         // A caller that went away is no longer waiting: its send fails.
         match (waiter, result) {
@@ -65,12 +108,14 @@ impl Sup {
             Reply::Hibernate(m) => AgentReply::Hibernate(m),
             Reply::Sent { file, reply } => AgentReply::Sent { file, reply },
             Reply::Mail(names) => {
-                let mut mail = std::mem::take(&mut self.claimed);
+                let mut mail = self.running.as_mut().map(|r| r.take_claimed()).unwrap_or_default();
                 mail.retain(|m| names.contains(&m.name));
                 AgentReply::Mail(mail)
             }
             Reply::Dialog { claimed, last, all } => {
-                self.claimed.clear();
+                if let Some(r) = self.running.as_mut() {
+                    r.forget_claimed();
+                }
                 let mut messages = self.mailbox().dialog();
                 if !all {
                     let skip = messages.len().saturating_sub(last as usize);

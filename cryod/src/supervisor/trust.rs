@@ -63,7 +63,7 @@ impl Sup {
         };
         let changed = crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
         let json = crate::chamber::trust::to_json(&read);
-        let r = self.shared.store.set_trusted(self.fence, json).await;
+        let r = self.shared.store.set_trusted(self.owner.fence(), json).await;
         self.fenced(r)?;
         tracing::info!(chamber = %self.machine.name(), keys = ?changed, "settings accepted by the operator");
         self.trusted = Some(read);
@@ -75,7 +75,7 @@ impl Sup {
 
     /// Takes `digests` as what the operator accepted, and keeps them.
     pub(super) fn accept(&mut self, digests: Trusted) {
-        let (store, fence) = (self.shared.store.clone(), self.fence);
+        let (store, fence) = (self.shared.store.clone(), self.owner.fence());
         let json = crate::chamber::trust::to_json(&digests);
         let name = self.machine.name().to_string();
         tokio::spawn(async move {
