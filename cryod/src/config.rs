@@ -9,8 +9,10 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Agent sessions running at once across all chambers.
-    pub max_concurrent_sessions: usize,
+    /// Agent sessions running at once across all chambers; unset, derived
+    /// from the machine's memory ([`machine_session_limit`]).
+    #[serde(deserialize_with = "some_limit")]
+    pub max_concurrent_sessions: Option<usize>,
     /// Seconds between SIGTERM and SIGKILL when a session is ended.
     pub stop_grace_seconds: u64,
     /// `cryo.log` and `cryo-agent.log` are rotated when a session starts and
@@ -466,10 +468,45 @@ impl Default for HubConfig {
     }
 }
 
+fn some_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    usize::deserialize(d).map(Some)
+}
+
+/// Memory planned for one agent session: the largest known kind's (Claude
+/// Code and OpenCode, on Node and Bun, hold about 300 MB each while they
+/// work; Codex about 100 MB).
+pub const SESSION_FOOTPRINT: u64 = 300 * 1024 * 1024;
+
+/// Sessions at once when `cryod.toml` does not say: as many as three
+/// quarters of the machine's memory holds at [`SESSION_FOOTPRINT`] each,
+/// from 2 to 64 (4 where the memory cannot be read). Agents mostly wait on
+/// their provider, so memory, not cores, is what bounds them.
+pub fn machine_session_limit() -> usize {
+    match machine_memory() {
+        Some(bytes) => ((bytes / 4 * 3) / SESSION_FOOTPRINT).clamp(2, 64) as usize,
+        None => 4,
+    }
+}
+
+/// The machine's memory in bytes (Linux: `/proc/meminfo`'s `MemTotal`).
+fn machine_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+impl Config {
+    /// Sessions at once: the setting, else [`machine_session_limit`].
+    pub fn session_limit(&self) -> usize {
+        self.max_concurrent_sessions.unwrap_or_else(machine_session_limit)
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            max_concurrent_sessions: 4,
+            max_concurrent_sessions: None,
             stop_grace_seconds: 10,
             log_max_bytes: 8 * 1024 * 1024,
             log_keep: 3,
@@ -506,7 +543,7 @@ impl Config {
     /// Parses the text of `path` (named in errors).
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml_from_str(path, text)?;
-        if config.max_concurrent_sessions == 0 {
+        if config.max_concurrent_sessions == Some(0) {
             return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
         }
         if let Some(bind) = &config.hub.bind
@@ -605,7 +642,11 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         assert_eq!(load("").unwrap(), Config::default());
-        assert_eq!(load("max_concurrent_sessions = 8\n").unwrap().max_concurrent_sessions, 8);
+        assert_eq!(load("max_concurrent_sessions = 8\n").unwrap().max_concurrent_sessions, Some(8));
+        // Unset: derived from the machine (this one has its memory known).
+        let derived = Config::default().session_limit();
+        let memory = super::machine_memory().expect("/proc/meminfo");
+        assert_eq!(derived as u64, (memory / 4 * 3 / super::SESSION_FOOTPRINT).clamp(2, 64));
         assert_eq!(Config::load(Path::new("/nonexistent/cryod.toml")).unwrap(), Config::default());
         let c = load(
             "limit_hold_seconds = 20\n[prices.m1]\ninput = 1.0\noutput = 2.0\n\

@@ -288,6 +288,18 @@ pub fn usage(
 }
 
 /// The provider accounts held at their limit now.
+/// The session slots now, and whether their number was derived.
+pub fn admission(daemon: &crate::daemon::Daemon) -> Option<pb::Admission> {
+    let shared = daemon.shared();
+    let (waiting, running, limit) = shared.admission.depth();
+    Some(pb::Admission {
+        limit: limit as u32,
+        running: running as u32,
+        waiting: waiting as u32,
+        derived: shared.config.max_concurrent_sessions.is_none(),
+    })
+}
+
 pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
     let now = daemon.shared().clock.now();
     daemon

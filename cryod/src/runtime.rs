@@ -277,7 +277,7 @@ impl Shared {
             door_rx: TakeOnce::new(door_rx),
             lease,
             admission: Admission::new(
-                config.max_concurrent_sessions,
+                config.session_limit(),
                 config.providers.iter().filter_map(|(n, p)| Some((n.clone(), p.max_concurrent?))).collect(),
             ),
             scheduler: Scheduler::start(clock.clone(), shutdown.clone()),

@@ -118,3 +118,23 @@ fn history_prune_keeps_usage_and_the_newest_session() {
     let e = env.cryoctl(&["history", "prune", "--keep", "forever-ish"]);
     assert!(e.fails(1).contains("not how long to keep history"), "{}", e.stderr);
 }
+
+/// When admission is what holds wakes back, `chamber list`, `status` and
+/// `doctor` say so, with the limit and where it comes from.
+#[test]
+fn wakes_waiting_for_a_session_slot_are_shown() {
+    let env = Env::new();
+    env.daemon_config("max_concurrent_sessions = 1\n");
+    let _d = env.start_daemon();
+    let script = "sleep 30\ncryo-agent hibernate\n";
+    for name in ["a", "b"] {
+        env.chamber(name, script, "");
+        env.cryoctl(&["chamber", "start", name, "--no-wait"]).ok();
+    }
+    let want = "1 wake waits for a session slot: 1 of 1 in use (max_concurrent_sessions, set in cryod.toml)";
+    wait_until("a wake to wait for the one slot", || env.cryoctl(&["chamber", "list"]).stdout.contains(want));
+    let status = env.cryoctl(&["chamber", "status", "a"]);
+    assert!(status.ok().contains(&format!("slots     {want}")), "{}", status.stdout);
+    let doctor = env.cryoctl(&["doctor"]);
+    assert!(doctor.stdout.contains(want), "{}", doctor.stdout);
+}

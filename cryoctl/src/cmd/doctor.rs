@@ -109,6 +109,17 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
     for h in &reply.holds {
         checks.push(check("provider", Level::Warn, super::chamber::hold_line(h)));
     }
+    if let Some(a) = &reply.admission {
+        checks.push(match super::chamber::admission_line(a) {
+            Some(line) => check("sessions", Level::Warn, line),
+            None if a.derived => check(
+                "sessions",
+                Level::Ok,
+                format!("{} at once, derived from this machine's memory (set max_concurrent_sessions in cryod.toml to choose)", a.limit),
+            ),
+            None => check("sessions", Level::Ok, format!("{} at once (max_concurrent_sessions)", a.limit)),
+        });
+    }
     (reply.chambers, Some(pid))
 }
 

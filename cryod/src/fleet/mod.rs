@@ -46,7 +46,7 @@ pub fn node_info(config: &Config, socket: &std::path::Path) -> NodeInfo {
         host,
         pid: std::process::id(),
         socket: socket.display().to_string(),
-        capacity: config.max_concurrent_sessions as u32,
+        capacity: config.session_limit() as u32,
         lease: LeaseTimes {
             heartbeat: Duration::from_millis(config.store.heartbeat_ms),
             ttl: Duration::from_millis(config.store.lease_ms),

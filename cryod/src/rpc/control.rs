@@ -175,7 +175,11 @@ impl Control for ControlService {
 
     async fn chamber_list(&self, req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
         let chambers = self.daemon.listed(req.into_inner().archived).iter().map(convert::chamber).collect();
-        Ok(Response::new(pb::ChamberListReply { chambers, holds: convert::holds(&self.daemon) }))
+        Ok(Response::new(pb::ChamberListReply {
+            chambers,
+            holds: convert::holds(&self.daemon),
+            admission: convert::admission(&self.daemon),
+        }))
     }
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
@@ -194,6 +198,7 @@ impl Control for ControlService {
             chambers: views.iter().map(convert::chamber).collect(),
             sessions: sessions.iter().map(convert::session).collect(),
             holds: convert::holds(&self.daemon),
+            admission: convert::admission(&self.daemon),
             passed: passed.iter().map(convert::passed).collect(),
             passed_total,
             budgets: budgets.iter().map(convert::budget_use).collect(),

@@ -15,7 +15,7 @@ use cryo_proto::v1 as pb;
 use self::add::{add, hook, init};
 use self::life::{Switch, move_to, remove, reset, start, stop, switch, trust, wake};
 use self::mail::{log, messages, send, watch};
-pub use self::status::hold_line;
+pub use self::status::{admission_line, hold_line};
 use self::status::{list, status};
 use self::work::{sync, todo};
 use crate::Ctx;

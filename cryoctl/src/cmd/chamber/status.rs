@@ -53,7 +53,25 @@ pub(super) async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
     }
     output::table(&headers, rows, 5);
     print_holds(&r.holds);
+    if let Some(line) = r.admission.as_ref().and_then(admission_line) {
+        outln!("{line}");
+    }
     Ok(())
+}
+
+/// `12 wakes wait for a session slot: 4 of 4 in use (max_concurrent_sessions)`,
+/// when admission is what holds wakes back.
+pub fn admission_line(a: &pb::Admission) -> Option<String> {
+    (a.waiting > 0).then(|| {
+        let whence = if a.derived { "derived from this machine's memory" } else { "set in cryod.toml" };
+        format!(
+            "{} {} for a session slot: {} of {} in use (max_concurrent_sessions, {whence})",
+            a.waiting,
+            if a.waiting == 1 { "wake waits" } else { "wakes wait" },
+            a.running,
+            a.limit
+        )
+    })
 }
 
 /// `claude-3f9a1c2e: limited until Mon 14:05 (2 chambers waiting)`, one line
@@ -211,6 +229,9 @@ fn print_passed(ch: &pb::Chamber, r: &pb::ChamberStatusReply) {
 fn print_limits(r: &pb::ChamberStatusReply, windows: Option<Windows>) {
     for h in &r.holds {
         outln!("  limit     {}", hold_line(h));
+    }
+    if let Some(line) = r.admission.as_ref().and_then(admission_line) {
+        outln!("  slots     {line}");
     }
     if let Some(([today, week, month], sessions)) = windows {
         use crate::cmd::usage::cost;
