@@ -260,8 +260,11 @@ fn a_full_disk_keeps_the_old_file_and_shows_the_error() {
         r#"
 cryo-agent todo add first --at +1h > {o}/first.txt 2>&1
 dd if=/dev/zero of=filler bs=4k count=1000 2>/dev/null
-cryo-agent todo add second --at +2h > {o}/second.txt 2>&1
-echo "rc=$?" >> {o}/second.txt
+long=$(head -c 1900 /dev/zero | tr '\0' 'y')
+for i in 1 2 3 4; do
+  cryo-agent todo add "second $i $long" --at +2h >> {o}/second.txt 2>&1
+  echo "rc=$?" >> {o}/second.txt
+done
 rm -f filler
 cryo-agent send ok >/dev/null
 cryo-agent hibernate
@@ -273,12 +276,17 @@ cryo-agent hibernate
     c.wait_ended(1);
     let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
     assert!(read("first.txt").contains("added TODO 1"), "{}", read("first.txt"));
+    // An add appends to the journal (what is left of a block may hold it);
+    // once the disk cannot take one, it is refused with the reason.
     let second = read("second.txt");
-    assert!(second.contains("cannot write") && second.contains("rc=1"), "{second}");
-    // The old file is intact, and the chamber says what went wrong.
+    assert!(second.contains("cannot") && second.contains("rc=1"), "{second}");
+    // What was acknowledged is kept, what was refused is not: the session's
+    // end (after the filler is gone) writes them into todo.json.
+    let acknowledged = second.matches("added TODO").count();
     let todos = c.todos();
-    assert_eq!(todos.as_array().unwrap().len(), 1, "{todos}");
-    assert_eq!(todos[0]["text"], "first");
+    let texts: Vec<&str> = todos.as_array().unwrap().iter().map(|t| t["text"].as_str().unwrap()).collect();
+    assert_eq!(texts.len(), 1 + acknowledged, "{texts:?}\n{second}");
+    assert_eq!(texts[0], "first");
     let leftovers: Vec<_> = std::fs::read_dir(&c.dir)
         .unwrap()
         .filter_map(|e| e.ok())

@@ -793,6 +793,20 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
     s
 }
 
+/// One TODO as one line of JSON (`todo.json`'s fields), for the journal
+/// of adds beside the file.
+pub fn render_line(t: &Todo, tz: Tz) -> String {
+    let mut s = serde_json::to_string(&record(t, tz)).expect("TODO records always serialize");
+    s.push('\n');
+    s
+}
+
+/// A line [`render_line`] wrote (`None` for one that is not, such as the
+/// torn end of a write cut short).
+pub fn parse_line(line: &str, tz: Tz) -> Option<Todo> {
+    from_record(serde_json::from_str(line).ok()?, tz).ok()
+}
+
 /// The key each archived TODO carries: when it left `todo.json`.
 const ARCHIVED: &str = "archived";
 

@@ -14,6 +14,10 @@ use cryo_core::todo::{self, TodoList};
 
 use super::{Dir, FileError};
 
+mod journal;
+
+use journal::Journal;
+
 /// How often [`update_with`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
 
@@ -98,11 +102,14 @@ fn parse(d: &Dir, bytes: &[u8], tz: Tz) -> Result<TodoList, TodosError> {
     todo::parse_file(text, tz, high_water(d)?).map_err(|error| TodosError::List { path, error })
 }
 
-/// Reads the list. A missing file is an empty list; a file that does not parse
-/// is an error naming it (and is never overwritten).
+/// Reads the list (with the journal's adds). A missing file is an empty
+/// list; a file that does not parse is an error naming it (and is never
+/// overwritten).
 pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, TodosError> {
     let d = Dir::open(dir)?;
-    parse(&d, &read_bytes(&d)?, tz)
+    let mut list = parse(&d, &read_bytes(&d)?, tz)?;
+    Journal::read(&d, tz)?.merge_into(&mut list);
+    Ok(list)
 }
 
 /// Which version of `todo.json` is on disk (device, inode, size, time of
@@ -144,6 +151,8 @@ pub struct How {
     pub keep_done: usize,
     /// The time an archived TODO is stamped with.
     pub now: chrono::DateTime<chrono::Utc>,
+    /// An add that may wait in the journal (see [`journal`]).
+    pub journaled: bool,
 }
 
 /// Reads the list, applies `change`, and writes the result as `how` says,
@@ -165,9 +174,14 @@ pub fn update_with<T, E>(
     for _ in 0..RETRIES {
         let before = read_bytes(&d).map_err(fault)?;
         let mut list = parse(&d, &before, tz).map_err(fault)?;
+        let journal = Journal::read(&d, tz).map_err(|e| fault(e.into()))?;
+        journal.merge_into(&mut list);
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
-        if list == old {
+        if list == old && journal.bytes == 0 {
+            return Ok((value, list, None));
+        }
+        if how.journaled && journaled(&d, &journal, &old, &list, before.len() as u64, tz)? {
             return Ok((value, list, None));
         }
         // Nobody may have changed the file while we computed.
@@ -179,11 +193,33 @@ pub fn update_with<T, E>(
         let retired = list.retire(how.keep_done);
         archive(&d, &retired, tz, how.now)
             .map_err(|e| UpdateError::Write(format!("cannot archive done TODOs: {e}")))?;
-        let written = save_with(&d, &list, tz, how.durable)
+        // The journal's adds must be in the file for good before it goes.
+        let written = save_with(&d, &list, tz, how.durable || journal.bytes > 0)
             .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
+        journal.clear(&d).map_err(|e| UpdateError::Write(e.to_string()))?;
         return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
+}
+
+/// Writes an add as an append to the journal, if the change only added and
+/// the journal is not due to be folded; whether it did.
+fn journaled<E>(
+    d: &Dir,
+    journal: &Journal,
+    old: &TodoList,
+    new: &TodoList,
+    file: u64,
+    tz: Tz,
+) -> Result<bool, UpdateError<E>> {
+    let added: Vec<todo::Todo> = new.items.iter().filter(|t| old.get(t.id).is_none()).cloned().collect();
+    let only_added = !added.is_empty() && new.items.len() == old.items.len() + added.len();
+    let more: u64 = added.iter().map(|t| todo::render_line(t, tz).len() as u64).sum();
+    if !only_added || journal.full(more, file) {
+        return Ok(false);
+    }
+    journal.append(d, &added, tz).map_err(|e| UpdateError::Write(format!("cannot journal the TODO: {e}")))?;
+    Ok(true)
 }
 
 /// Appends `retired` to [`ARCHIVE`], durably, leaving out those its last
@@ -273,7 +309,8 @@ mod tests {
         chrono::DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&chrono::Utc)
     }
 
-    const LAZY: How = How { durable: false, keep_done: todo::DEFAULT_KEEP_DONE, now: chrono::DateTime::UNIX_EPOCH };
+    const LAZY: How =
+        How { durable: false, keep_done: todo::DEFAULT_KEEP_DONE, now: chrono::DateTime::UNIX_EPOCH, journaled: false };
 
     fn update<T, E>(
         dir: &Path,

@@ -205,7 +205,7 @@ impl Chamber {
                 };
                 let opt = |s: String| (!s.trim().is_empty()).then_some(s);
                 let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed, precheck: opt(precheck) };
-                (TodoOp::Add { new, now, tz }, TodoWhat::Add)
+                (TodoOp::Add { new, now, tz, by_agent: by == By::Agent }, TodoWhat::Add)
             }
             TodoCall::List => {
                 let r = match self.list() {

@@ -298,6 +298,10 @@ pub enum TodoOp {
         new: NewTodo,
         now: DateTime<Utc>,
         tz: Tz,
+        /// Made by the agent inside its session: the shell may keep it in
+        /// the journal (an append) until the session's settlement rewrites
+        /// `todo.json` ([`TodoOp::journaled`]).
+        by_agent: bool,
     },
     Done(u64),
     Remove(u64),
@@ -348,6 +352,14 @@ impl TodoOp {
         !matches!(self, TodoOp::Claim { .. })
     }
 
+    /// Whether its write may be an append to the journal beside
+    /// `todo.json` rather than a rewrite: an agent's add, which its
+    /// session's end (a settlement, always a rewrite) folds into the file.
+    /// An operator's add is a rewrite, so `todo.json` shows it at once.
+    pub fn journaled(&self) -> bool {
+        matches!(self, TodoOp::Add { by_agent: true, .. })
+    }
+
     pub fn apply(&self, list: &mut TodoList) -> Result<TodoDone, TodoError> {
         Ok(match self {
             TodoOp::Claim { wake, ids, now, tz } => {
@@ -358,7 +370,7 @@ impl TodoOp {
                 let (retries, exhausted) = list.settle(wake, claims, *how);
                 TodoDone::Settled { retries, exhausted }
             }
-            TodoOp::Add { new, now, tz } => {
+            TodoOp::Add { new, now, tz, .. } => {
                 let id = list.add(new.clone(), *now, *tz)?;
                 TodoDone::Added(list.get(id).cloned().expect("just added"))
             }
