@@ -223,13 +223,17 @@ pub struct Report {
     pub notices: u64,
     /// Of those, a budget's (its 80%, or the pause at 100%).
     pub budget_notices: u64,
+    /// Done TODOs moved out of `todo.json` (past `keep_done`).
+    pub retired: u64,
+    /// The most TODOs one `todo.json` held.
+    pub longest_list: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {})",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -243,7 +247,9 @@ impl fmt::Display for Report {
             self.write_failures,
             self.sleeps,
             self.inputs,
-            self.effects
+            self.effects,
+            self.retired,
+            self.longest_list
         )
     }
 }
@@ -264,6 +270,8 @@ impl std::ops::AddAssign for Report {
         self.missed += o.missed;
         self.notices += o.notices;
         self.budget_notices += o.budget_notices;
+        self.retired += o.retired;
+        self.longest_list = self.longest_list.max(o.longest_list);
     }
 }
 

@@ -291,6 +291,8 @@ impl World {
         (!uses.is_empty()).then(|| Input::Budget { req: self.own_req(), uses })
     }
 
+    /// Writes `todo.json` as the shell does, done TODOs past the newest
+    /// [`SIM_KEEP_DONE`] moved out (few, so that runs exercise it).
     fn update_todos(&mut self, c: usize, op: TodoOp, then: crate::chamber::AfterTodos) -> Result<Input, Broken> {
         // A wake's claim (or a skip) that cannot be written: the disk is full.
         let fails = matches!(op, TodoOp::Claim { .. } | TodoOp::Skip { .. });
@@ -302,6 +304,9 @@ impl World {
         let mut list = self.disks[c].todos.clone();
         let result = match op.apply(&mut list) {
             Ok(done) => {
+                // As the shell does: done work past the tail leaves the file.
+                self.report.retired += list.retire(SIM_KEEP_DONE).len() as u64;
+                self.report.longest_list = self.report.longest_list.max(list.items.len() as u64);
                 self.check.todos_written(c, &self.disks[c].todos, &list)?;
                 self.disks[c].todos = list.clone();
                 Ok((done, list))
@@ -406,3 +411,6 @@ enum Flag {
     Paused(bool),
     Archived(bool),
 }
+
+/// Done TODOs the simulated `todo.json` keeps (`[history] keep_done`).
+const SIM_KEEP_DONE: usize = 3;
