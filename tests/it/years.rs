@@ -138,3 +138,36 @@ fn wakes_waiting_for_a_session_slot_are_shown() {
     let doctor = env.cryoctl(&["doctor"]);
     assert!(doctor.stdout.contains(want), "{}", doctor.stdout);
 }
+
+/// An agent that plants a link as its journal or a FIFO as its archive
+/// breaks only its own writes: the add is refused with one line, the file
+/// outside is never written, cryod does not block.
+#[test]
+fn a_planted_journal_or_archive_writes_nothing_outside() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let outside = env.path("outside.txt");
+    std::fs::write(&outside, "keep me\n").unwrap();
+    let script = format!(
+        "ln -s {} .cryo/todo-journal.jsonl\ncryo-agent todo add one --at +1h > add.txt 2>&1; echo \"rc=$?\" >> add.txt\n\
+         rm .cryo/todo-journal.jsonl .cryo/todo-done.jsonl; mkfifo .cryo/todo-done.jsonl\ncryo-agent hibernate\n",
+        outside.display()
+    );
+    let c = env.chamber("c", &script, "[history]\nkeep_done = 0");
+    c.seed_history();
+    c.write_todos(
+        r#"[{"id":1,"text":"old","done":true},{"id":2,"text":"now","done":false,"at":"2000-01-01T00:00:00Z"}]"#,
+    );
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_until("the add's answer", || c.read("add.txt").contains("rc="));
+    let add = c.read("add.txt");
+    assert!(add.contains("rc=1") && add.contains("todo-journal.jsonl"), "{add}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    // The FIFO as archive: the settlement cannot archive, says so, and
+    // cryod still answers.
+    wait_until("the chamber to say why", || {
+        let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0].clone();
+        s.to_string().contains("todo-done.jsonl")
+    });
+    env.cryoctl(&["chamber", "list"]).ok();
+}
