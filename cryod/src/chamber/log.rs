@@ -105,23 +105,29 @@ pub fn rotate(root: &Path, rel: &str, max_bytes: u64, keep: u32) -> std::io::Res
 
 /// The number of the last session block in a `cryo.log` (0 if none): a
 /// chamber moved from the seed system keeps counting from where it was.
+/// Reads back from the end: the last session's block is usually in the
+/// last few KiB (a start reads that of every chamber), at most 256 KiB.
 pub fn last_session_number(root: &Path) -> u64 {
-    use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = Dir::open(root).and_then(|d| d.open_read(Path::new(LOG), None)) else { return 0 };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(256 * 1024);
-    let _ = f.seek(SeekFrom::Start(start));
-    let mut buf = Vec::new();
-    let _ = f.take(256 * 1024).read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
-    // The agent can write this file: a number past any real chamber's is
-    // not taken (it would run the count into its limits).
-    text.lines()
-        .rev()
-        .filter_map(|l| l.strip_prefix("--- CRYO SESSION "))
-        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
-        .find(|n| *n <= MAX_SESSION_NUMBER)
-        .unwrap_or(0)
+    for budget in [16 * 1024, 256 * 1024] {
+        let Ok((lines, start)) = cryo_files::lines_before(&mut f, len, usize::MAX, budget) else { return 0 };
+        // The agent can write this file: a number past any real chamber's
+        // is not taken (it would run the count into its limits).
+        let found = lines
+            .iter()
+            .rev()
+            .filter_map(|l| l.strip_prefix("--- CRYO SESSION "))
+            .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+            .find(|n| *n <= MAX_SESSION_NUMBER);
+        if let Some(n) = found {
+            return n;
+        }
+        if start == 0 {
+            return 0;
+        }
+    }
+    0
 }
 
 /// The largest session number read from a `cryo.log`: a session an hour
@@ -152,6 +158,15 @@ mod tests {
         // A number no chamber reaches (planted by an agent) is not taken.
         begin(p, u64::MAX, now, chrono_tz::UTC, None).unwrap();
         assert_eq!(last_session_number(p), 5);
+        // A long session's block is found further back (and not past 256 KiB).
+        for _ in 0..1000 {
+            event(p, now, chrono_tz::UTC, &"x".repeat(100)).unwrap();
+        }
+        assert_eq!(last_session_number(p), 5);
+        for _ in 0..2000 {
+            event(p, now, chrono_tz::UTC, &"x".repeat(100)).unwrap();
+        }
+        assert_eq!(last_session_number(p), 0, "no block in the last 256 KiB");
         // A link planted as the log is refused, its target untouched.
         std::fs::remove_file(&log).unwrap();
         std::fs::write(dir.path().join("bashrc"), "keep").unwrap();
