@@ -115,7 +115,7 @@ export async function chamberPage(name) {
         el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
       el("div", {},
         el("section", { "aria-labelledby": "h-status" }, el("h2", { id: "h-status" }, "Status"), el("div", { id: "status" }, status(c))),
-        el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base)),
+        el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)),
         el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Recent sessions"), el("div", { id: "sessions" }, sessions(info.sessions))),
         el("section", { "aria-labelledby": "h-settings" }, el("h2", { id: "h-settings" }, "Settings"), settingsForm(base, settings)),
         el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)")))));
@@ -252,6 +252,26 @@ function todoItems(todos) {
     el("li", { "data-todo": t.id }, t.text, " ", el("span", { class: "muted" }, t.at ? local(t.at) : "no time", t.every ? " · every " + t.every : "", t.cron ? " · " + t.cron : ""), " ",
       el("button", { "aria-label": "done: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id + "/done", "POST", {}); renderTodos(); } catch (e) { flash(e); } } }, "done"), " ",
       el("button", { "aria-label": "remove: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id, "DELETE"); renderTodos(); } catch (e) { flash(e); } } }, "remove")));
+}
+
+// Done TODOs, newest first, a page at a time (older ones come from the
+// archive beside todo.json).
+function doneHistory(base) {
+  const list = el("ol", { id: "todos-done", reversed: "" });
+  const older = el("button", { type: "button", id: "todos-done-older", hidden: "" }, "Older");
+  let before = null;
+  const page = async () => {
+    try {
+      const r = await api(base + "/todos/done?limit=50" + (before ? "&before=" + before : ""));
+      list.append(...r.todos.slice().reverse().map((t) => el("li", {}, t.text)));
+      before = r.before;
+      older.hidden = !before;
+    } catch (e) { flash(e); }
+  };
+  older.onclick = page;
+  const box = el("details", { id: "todos-done-box" }, el("summary", {}, "Done"), list, older);
+  box.addEventListener("toggle", () => { if (box.open && !list.children.length) page(); });
+  return box;
 }
 
 function todoForm(base) {

@@ -51,6 +51,17 @@ fn a_chamber_with_ten_thousand_done_todos_wakes_and_archives_them() {
     // The plain list shows what is open.
     let open = env.cryoctl(&["chamber", "todo", "c", "list"]);
     assert!(open.ok().contains("next") && !open.stdout.contains("job 1 "), "{}", open.stdout);
+    // The hub pages the same history: todo.json's done ones after the
+    // archive's newest, then the page before.
+    let hub = crate::hub::Hub::of(&env);
+    let first = hub.get("/api/chambers/c/todos/done?limit=2").json();
+    let ids: Vec<u64> = first["todos"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids[..2], [9_991, 9_992]);
+    assert_eq!(ids.len(), 2 + 10, "and the ten done ones todo.json keeps");
+    let before = first["before"].as_u64().expect("an older page");
+    let older = hub.get(&format!("/api/chambers/c/todos/done?limit=2&before={before}")).json();
+    let ids: Vec<u64> = older["todos"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [9_989, 9_990]);
 }
 
 /// A crash between the archive's append and `todo.json`'s rewrite leaves

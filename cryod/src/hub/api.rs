@@ -295,6 +295,37 @@ pub(super) async fn todos(State(hub): State<Hub>, UrlPath(name): UrlPath<String>
 }
 
 #[derive(Deserialize)]
+pub(super) struct DoneQuery {
+    /// The page ending here (a page's `before`); none: the newest.
+    before: Option<u64>,
+    limit: Option<u32>,
+}
+
+/// `GET /api/chambers/NAME/todos/done`: done TODOs, newest last, a page at
+/// a time: the first page is the archive's newest and `todo.json`'s done
+/// ones; `before` names the page before it (`null`: none).
+pub(super) async fn todos_done(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<DoneQuery>,
+) -> ApiResult {
+    let chamber = ChamberRef::Name(name);
+    let reply = hub.daemon.todo(&chamber, TodoCall::List).await?;
+    let mut list = convert::todos_reply(reply).map_err(|s| ApiError(Error::Internal(s.message().to_string())))?;
+    let req = cryo_proto::v1::TodoListRequest {
+        archived: q.limit.unwrap_or(50).clamp(1, 500),
+        archived_before: q.before.unwrap_or(0),
+    };
+    let v = hub.daemon.resolve(&chamber)?;
+    let tz: chrono_tz::Tz = list.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let (archived, next) = hub.daemon.archived_todos(&v, tz, req.archived_before, req.archived).await?;
+    let current = list.todos.drain(..).filter(|t| t.state == "done" && q.before.is_none());
+    let todos: Vec<Value> =
+        archived.iter().map(|t| convert::todo(t, tz)).chain(current).map(|t| j::todo_json(&t)).collect();
+    Ok(axum::Json(json!({ "todos": todos, "before": (next > 0).then_some(next) })))
+}
+
+#[derive(Deserialize)]
 pub(super) struct PushBody {
     endpoint: String,
     keys: crate::notifier::webpush::Keys,

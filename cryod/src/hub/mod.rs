@@ -176,6 +176,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}", get(chamber).delete(remove))
         .route("/chambers/{name}/messages", get(messages).post(send))
         .route("/chambers/{name}/todos", get(todos).post(todo_add))
+        .route("/chambers/{name}/todos/done", get(todos_done))
         .route("/chambers/{name}/todos/{id}/done", post(todo_done))
         .route("/chambers/{name}/todos/{id}", axum::routing::delete(todo_remove))
         .route("/chambers/{name}/plan", get(plan).put(plan_put))
