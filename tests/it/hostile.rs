@@ -402,7 +402,7 @@ fn oversized_requests_and_too_many_todos_are_refused_clearly() {
     let err = send(5 * 1024 * 1024);
     assert!(matches!(err.code(), tonic::Code::OutOfRange | tonic::Code::ResourceExhausted), "{err:?}");
     assert!(c.messages("messages/inbox").is_empty(), "an oversized message was written");
-    // TODOs: at most 10,000 per chamber.
+    // TODOs: at most 10,000 not done per chamber.
     let many: String = format!(
         "[{}]",
         (1..=10_000)
@@ -415,7 +415,7 @@ fn oversized_requests_and_too_many_todos_are_refused_clearly() {
         env.cryoctl(&["chamber", "todo", "c", "list", "--json"]).json().as_array().is_some_and(|a| a.len() == 10_000)
     });
     let r = env.cryoctl(&["chamber", "todo", "c", "add", "one more", "--at", "+1h"]);
-    assert!(r.fails(1).contains("10000 TODOs, the limit"), "{}", r.stderr);
+    assert!(r.fails(1).contains("10000 TODOs not done, the limit"), "{}", r.stderr);
 }
 
 /// Catalogue rows S1–S3: a client that connects and sends nothing stalls

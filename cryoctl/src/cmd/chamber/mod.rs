@@ -266,7 +266,7 @@ pub enum TodoOp {
         #[arg(long)]
         all: bool,
         /// How many archived done TODOs a page shows (with --all).
-        #[arg(long, default_value_t = 50, requires = "all")]
+        #[arg(long, default_value_t = 50, requires = "all", value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         /// The archive's page ending here (what a page's note names), older
         /// than the last shown.
