@@ -371,7 +371,14 @@ cryo-agent hibernate
     c.write_inbox(1, "first question");
     env.cryoctl(&["chamber", "start", "c"]).ok();
     c.wait_ended(1);
-    c.write_inbox(2, "second question");
+    // Named by when it is written, as every writer of cryo's names mail:
+    // the dialog is in the order of the times in the names.
+    let now = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H-%M-%S.%3NZ"]).output().unwrap();
+    let name = format!("{}_test_0002.md", String::from_utf8(now.stdout).unwrap().trim());
+    let inbox = c.dir.join("messages/inbox");
+    std::fs::write(inbox.join(format!(".{name}")), "---\nfrom: tester\nsubject: test 2\n---\n\nsecond question\n")
+        .unwrap();
+    std::fs::rename(inbox.join(format!(".{name}")), inbox.join(&name)).unwrap();
     c.wait_ended(2);
     let d = c.read("dialog-2.txt");
     let order = ["first question", "reply 1", "second question", "reply 2"];

@@ -182,3 +182,76 @@ fn a_planted_journal_or_archive_writes_nothing_outside() {
     });
     env.cryoctl(&["chamber", "list"]).ok();
 }
+
+/// 20,000 messages in the inbox's archive (a chamber mailed hourly for two
+/// years and more), with the agent's replies among them: `cryoctl chamber
+/// messages` prints the newest 20, in order, the hub pages back from them,
+/// and `cryo-agent dialog --last` gets the newest few. Each reads only its
+/// page of files (the figures are in the commit that made it so).
+#[test]
+fn twenty_thousand_archived_messages_show_their_newest_page() {
+    let script = "cryo-agent dialog --last 3 > dialog.txt\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n";
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("c", script, "");
+    let start = chrono::DateTime::parse_from_rfc3339("2024-01-01T00:00:00Z").unwrap().to_utc();
+    // Written beside the chamber's mail, then moved in whole (one event
+    // for cryod's watch, not 20,000).
+    let write = |folder: &str, i: i64, from: &str, text: String| {
+        let at = start + chrono::Duration::hours(i);
+        let name = format!("{}_m_{i:05}.md", at.format("%Y-%m-%dT%H-%M-%S%.3fZ"));
+        let stamp = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        std::fs::write(
+            c.dir.join(folder).join(name),
+            format!("---\nfrom: {from}\ntimestamp: {stamp}\n---\n\n{text}\n"),
+        )
+        .unwrap();
+    };
+    std::fs::create_dir_all(c.dir.join("new/inbox")).unwrap();
+    std::fs::create_dir_all(c.dir.join("new/outbox")).unwrap();
+    for i in 0..20_000 {
+        write("new/inbox", i * 2, "op", format!("m{i}"));
+    }
+    // Replies, each an hour after its question.
+    let replied = |i: &i64| [19_990, 19_995, 19_998].contains(i);
+    for i in (19_990..20_000).filter(replied) {
+        write("new/outbox", i * 2 + 1, "agent", format!("re m{i}"));
+    }
+    for f in ["inbox", "outbox"] {
+        let archive = c.dir.join(format!("messages/{f}/archive"));
+        let _ = std::fs::remove_dir(&archive);
+        std::fs::rename(c.dir.join("new").join(f), archive).unwrap();
+    }
+    let json = |args: &[&str]| -> Vec<serde_json::Value> {
+        env.cryoctl(args).ok().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let bodies = |msgs: &[serde_json::Value]| {
+        msgs.iter().map(|m| m["body"].as_str().unwrap().trim().to_string()).collect::<Vec<_>>()
+    };
+    let newest: Vec<String> = (19_983..20_000)
+        .flat_map(|i| std::iter::once(format!("m{i}")).chain(replied(&i).then(|| format!("re m{i}"))))
+        .collect();
+    assert_eq!(newest.len(), 20);
+    let msgs = json(&["chamber", "messages", "c", "--json"]);
+    assert_eq!(bodies(&msgs), newest);
+    assert_eq!(msgs[19]["direction"], "in");
+    assert_eq!(msgs[18]["direction"], "out");
+    assert_eq!(bodies(&json(&["chamber", "messages", "c", "--json", "--last", "2"])), ["re m19998", "m19999"]);
+
+    // The hub's pages: the newest 50, then the 50 before them.
+    let hub = crate::hub::Hub::of(&env);
+    let page = |q: &str| hub.get(&format!("/api/chambers/c/messages{q}")).json().as_array().unwrap().clone();
+    let first = page("?limit=50");
+    assert_eq!(first.len(), 50);
+    assert_eq!(bodies(&first[30..]), newest);
+    let older = page(&format!("?limit=50&before={}", first[0]["file"].as_str().unwrap()));
+    assert_eq!(bodies(&older), (19_903..19_953).map(|i| format!("m{i}")).collect::<Vec<_>>());
+
+    // The agent's dialog: its last three.
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    let d = c.read("dialog.txt");
+    let order = ["re m19998", "m19999"];
+    assert!(d.contains("message 3 of 3") && !d.contains("m19997\n"), "{d}");
+    assert!(d.find(order[0]).unwrap() < d.find(order[1]).unwrap(), "{d}");
+}

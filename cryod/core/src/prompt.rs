@@ -18,6 +18,11 @@ pub const DELAY_NOTICE_AFTER: Duration = Duration::minutes(5);
 /// Most TODOs listed in a prompt; the rest are counted.
 const MAX_LISTED_TODOS: usize = 50;
 
+/// Most unread message names listed in a prompt; the rest are counted. A
+/// name is about 53 bytes: a thousand would make the prompt five times the
+/// seed system's, and `cryo-agent receive` returns them all anyway.
+const MAX_LISTED_MAIL: usize = 50;
+
 /// The facts of one session.
 pub struct PromptInput<'a> {
     pub chamber: &'a str,
@@ -188,7 +193,12 @@ fn reasons(p: &PromptInput<'_>) -> String {
         r.push(format!("TODO {} is due: {}{slots}", c.id, one_line(&c.text)));
     }
     if !p.mail.is_empty() {
-        r.push(format!("new mail ({})", p.mail.join(", ")));
+        let listed = &p.mail[..p.mail.len().min(MAX_LISTED_MAIL)];
+        let more = match p.mail.len() - listed.len() {
+            0 => String::new(),
+            n => format!(", and {n} more (`cryo-agent receive` returns them)"),
+        };
+        r.push(format!("new mail ({}{more})", listed.join(", ")));
     }
     if r.is_empty() {
         r.push(p.trigger.as_str().to_string());
@@ -256,6 +266,26 @@ mod tests {
         let mut with_tools = input(&todos, &claims, &mail);
         with_tools.mcp = true;
         assert!(build(&with_tools).contains("- tools: Your tool list has cryo's verbs as tools"));
+    }
+
+    #[test]
+    fn a_long_unread_list_is_capped_and_counted() {
+        let todos = TodoList::default();
+        let names = |n: usize| (0..n).map(|i| format!("2026-03-05T11-59-00.000Z_hi_{i:04}.md")).collect::<Vec<_>>();
+        let mail = names(1000);
+        let p = build(&input(&todos, &[], &mail));
+        assert!(p.contains("_hi_0000.md, ") && p.contains("_hi_0049.md, and 950 more (`cryo-agent receive`"), "{p}");
+        assert!(!p.contains("_hi_0050.md"), "{p}");
+        assert!(p.contains("1000 unread messages wait"), "{p}");
+        // The cap keeps the prompt near its size for a few messages.
+        let few = build(&input(&todos, &[], &mail[..50]));
+        assert!(few.contains("_hi_0049.md)") && !few.contains("more (`cryo-agent"), "{few}");
+        assert!(p.len() < few.len() + 100, "{} bytes", p.len());
+        // Resumed, the count still comes with the names.
+        let mut resumed = input(&todos, &[], &mail);
+        resumed.resumed_from = Some(6);
+        let p = build(&resumed);
+        assert!(p.contains("and 950 more") && p.contains("1000 unread message(s)"), "{p}");
     }
 
     #[test]

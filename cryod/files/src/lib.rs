@@ -22,7 +22,7 @@
 //! still made exclusively and a read still never blocks.
 
 mod tail;
-pub use tail::lines_before;
+pub use tail::{lines_before, torn_end};
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -456,14 +456,22 @@ impl Dir {
     /// not followed; a missing folder has none. The folder itself must not
     /// be (or lie under) a link.
     pub fn list(&self, rel: &Path) -> Result<Vec<Entry>, FileError> {
+        let mut out = Vec::new();
+        self.each(rel, |name, kind| out.push(Entry { name: name.to_os_string(), kind }))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each entry of the folder `rel`, as [`Dir::list`]
+    /// finds them, keeping none: a folder of a hundred thousand names costs
+    /// its reading, not a copy of every name.
+    pub fn each(&self, rel: &Path, mut f: impl FnMut(&OsStr, Kind)) -> Result<(), FileError> {
         let fd = match self.folder(rel) {
             Ok(fd) => fd,
-            Err(FileError::Missing(_)) => return Ok(Vec::new()),
+            Err(FileError::Missing(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         let path = self.full(rel);
         let mut d = nix::dir::Dir::from_fd(fd).map_err(io(&path))?;
-        let mut out = Vec::new();
         for e in d.iter() {
             let e = e.map_err(io(&path))?;
             let name = OsStr::from_bytes(e.file_name().to_bytes());
@@ -479,9 +487,9 @@ impl Dir {
                 Some(nix::dir::Type::CharacterDevice | nix::dir::Type::BlockDevice) => Kind::Other("a device"),
                 None => self.kind(&rel.join(name))?.unwrap_or(Kind::Other("gone")),
             };
-            out.push(Entry { name: name.to_os_string(), kind });
+            f(name, kind);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The folder `rel` opened (the chamber itself for `"."`).

@@ -43,12 +43,50 @@ pub fn lines_before(f: &mut File, end: u64, n: usize, max_bytes: u64) -> std::io
             None => return Ok((Vec::new(), start + buf.len() as u64)),
         }
     }
-    let text = String::from_utf8_lossy(&buf[first..]);
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let skip = lines.len().saturating_sub(n);
-    let skipped: usize = lines[..skip].iter().map(|l| l.len() + 1).sum();
-    let lines = lines.split_off(skip);
-    Ok((lines, start + (first + skipped) as u64))
+    // The page's first byte is counted in the bytes read, not in the text
+    // made of them: an invalid byte or a `\r` changes the text's length.
+    let body = &buf[first..];
+    let skip = body.iter().filter(|b| **b == b'\n').count().saturating_sub(n);
+    let from = match skip {
+        0 => 0,
+        k => body.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(k - 1).map_or(0, |(i, _)| i + 1),
+    };
+    let lines = String::from_utf8_lossy(&body[from..]).lines().map(str::to_string).collect();
+    Ok((lines, start + (first + from) as u64))
+}
+
+/// The bytes of `f` before byte `end` that no newline closes yet (a line
+/// still being written), if any, and the offset where they start: where
+/// the file's whole lines end. Reads back at most `max_bytes`; when no
+/// newline is that near, the torn line is too long to show: none, and the
+/// offset `max_bytes` back (nothing before it is a whole line either).
+pub fn torn_end(f: &mut File, end: u64, max_bytes: u64) -> std::io::Result<(Option<String>, u64)> {
+    let end = end.min(f.metadata()?.len());
+    let floor = end.saturating_sub(max_bytes);
+    let mut start = end;
+    let mut buf: Vec<u8> = Vec::new();
+    // Back a step at a time to the last newline or the file's start.
+    while start > 0 {
+        if start == floor {
+            return Ok((None, floor));
+        }
+        let from = start.saturating_sub(STEP).max(floor);
+        let mut chunk = vec![0; (start - from) as usize];
+        f.seek(SeekFrom::Start(from))?;
+        f.read_exact(&mut chunk)?;
+        let newline = chunk.iter().rposition(|b| *b == b'\n');
+        if let Some(i) = newline {
+            chunk.drain(..=i);
+        }
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+        start = from + newline.map_or(0, |i| i as u64 + 1);
+        if newline.is_some() {
+            break;
+        }
+    }
+    let torn = (!buf.is_empty()).then(|| String::from_utf8_lossy(&buf).into_owned());
+    Ok((torn, start))
 }
 
 #[cfg(test)]
@@ -83,5 +121,47 @@ mod tests {
         // A budget too small for a line: nothing, and a cursor that moves on.
         let (page, _) = lines_before(&mut f, len, 1, 3).unwrap();
         assert!(page.is_empty());
+    }
+
+    #[test]
+    fn the_cursor_counts_bytes_not_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"one\r\nt\xffo\r\nthree\n").unwrap();
+        let mut f = File::open(&path).unwrap();
+        let (page, next) = lines_before(&mut f, 16, 1, 1 << 20).unwrap();
+        assert_eq!((page, next), (vec!["three".to_string()], 10));
+        let (page, next) = lines_before(&mut f, next, 1, 1 << 20).unwrap();
+        assert_eq!((page, next), (vec!["t\u{fffd}o".to_string()], 5));
+        let (page, next) = lines_before(&mut f, next, 5, 1 << 20).unwrap();
+        assert_eq!((page, next), (vec!["one".to_string()], 0));
+    }
+
+    #[test]
+    fn the_torn_end_is_what_no_newline_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let write = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            let mut f = File::open(&path).unwrap();
+            let len = f.metadata().unwrap().len();
+            (torn_end(&mut f, len, 1 << 20).unwrap(), len)
+        };
+        assert_eq!(write(b"a\nb\n"), ((None, 4), 4));
+        assert_eq!(write(b"a\nb\nhalf"), ((Some("half".into()), 4), 8));
+        assert_eq!(write(b"no newline yet"), ((Some("no newline yet".into()), 0), 14));
+        assert_eq!(write(b""), ((None, 0), 0));
+        // Torn past a step: the whole of it.
+        let long = format!("x\n{}", "y".repeat(200_000));
+        assert_eq!(write(long.as_bytes()), ((Some("y".repeat(200_000)), 2), 200_002));
+        // Longer than the budget: none, and the cursor at the budget.
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(torn_end(&mut f, 200_002, 1000).unwrap(), (None, 199_002));
+        // Then the whole lines before a torn end, as a tail reads them.
+        std::fs::write(&path, "1\n2\n3\nhalf").unwrap();
+        let mut f = File::open(&path).unwrap();
+        let (torn, whole) = torn_end(&mut f, 10, 1 << 20).unwrap();
+        assert_eq!((torn.as_deref(), whole), (Some("half"), 6));
+        assert_eq!(lines_before(&mut f, whole, 2, 1 << 20).unwrap(), (vec!["2".to_string(), "3".to_string()], 2));
     }
 }

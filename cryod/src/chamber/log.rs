@@ -58,23 +58,24 @@ pub fn end(root: &Path) -> std::io::Result<String> {
     append(root, &format!("{line}\n")).map(|()| line)
 }
 
-/// The last `n` lines of the chamber's file `rel` (reading at most its last
-/// 1 MiB), and its length.
+/// The most of a file's end its last lines are looked for in.
+const TAIL_MAX: u64 = 1024 * 1024;
+
+/// The last `n` lines of the chamber's file `rel`, a last line still being
+/// written among them, and the file's length. Read from the end, a step at
+/// a time, until the `n` lines are found (never more than the last 1 MiB):
+/// fifty lines of a log of gigabytes cost those lines.
 pub fn tail(root: &Path, rel: &str, n: usize) -> std::io::Result<(Vec<String>, u64)> {
-    use std::io::{Read, Seek, SeekFrom};
     let mut f = Dir::open(root)?.open_read(Path::new(rel), None)?;
     let len = f.metadata()?.len();
-    let start = len.saturating_sub(1024 * 1024);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf);
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    if start > 0 && !lines.is_empty() {
-        lines.remove(0); // a partial first line
+    if n == 0 {
+        return Ok((Vec::new(), len));
     }
-    let skip = lines.len().saturating_sub(n);
-    Ok((lines.split_off(skip), len))
+    let (torn, whole) = cryo_files::torn_end(&mut f, len, TAIL_MAX)?;
+    let wanted = n - usize::from(torn.is_some());
+    let (mut lines, _) = cryo_files::lines_before(&mut f, whole, wanted, TAIL_MAX.saturating_sub(len - whole))?;
+    lines.extend(torn);
+    Ok((lines, len))
 }
 
 /// Rotates the chamber's file `rel` if it is larger than `max_bytes`: `rel`
@@ -173,6 +174,33 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("bashrc"), &log).unwrap();
         assert!(event(p, now, chrono_tz::UTC, "x").is_err());
         assert_eq!(std::fs::read_to_string(dir.path().join("bashrc")).unwrap(), "keep");
+    }
+
+    #[test]
+    fn the_tail_reads_back_to_its_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cryo.log");
+        let mut text: String = (0..200_000).map(|i| format!("[00:00:00] line {i}\n")).collect();
+        std::fs::write(&p, &text).unwrap();
+        let (lines, len) = tail(dir.path(), "cryo.log", 3).unwrap();
+        assert_eq!(lines, ["[00:00:00] line 199997", "[00:00:00] line 199998", "[00:00:00] line 199999"]);
+        assert_eq!(len, text.len() as u64);
+        // A last line still being written shows, as the last.
+        text.push_str("half a li");
+        std::fs::write(&p, &text).unwrap();
+        let (lines, _) = tail(dir.path(), "cryo.log", 2).unwrap();
+        assert_eq!(lines, ["[00:00:00] line 199999", "half a li"]);
+        // More lines than the last 1 MiB holds: what it holds.
+        let (lines, _) = tail(dir.path(), "cryo.log", 1_000_000).unwrap();
+        assert!(lines.len() < 60_000 && lines.len() > 40_000, "{}", lines.len());
+        assert!(lines[0].starts_with("[00:00:00] line 1"), "{}", lines[0]);
+        assert!(tail(dir.path(), "cryo.log", 0).unwrap().0.is_empty());
+        std::fs::write(&p, "").unwrap();
+        assert!(tail(dir.path(), "cryo.log", 5).unwrap().0.is_empty());
+        // A link at the log's name is not read.
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &p).unwrap();
+        assert!(tail(dir.path(), "cryo.log", 5).is_err());
     }
 
     #[test]

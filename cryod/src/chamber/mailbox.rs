@@ -140,15 +140,17 @@ impl Mailbox {
     /// Message file names in `f`, in time order (whatever each is: a link
     /// or a FIFO named like a message is listed, to be rejected).
     pub fn names(&self, f: Folder) -> std::io::Result<Vec<String>> {
-        let mut names: Vec<String> = self
-            .open()?
-            .list(Path::new(f.rel()))?
-            .into_iter()
-            .filter_map(|e| e.name.into_string().ok())
-            .filter(|n| message::is_message_name(n))
-            .collect();
+        let mut names = Vec::new();
+        self.each_name(f, |n| names.push(n.to_string()))?;
         names.sort();
         Ok(names)
+    }
+
+    /// Calls `each` with every message file name in `f` (as [`Mailbox::names`]
+    /// lists them), in no order, keeping none: for a folder that may hold a
+    /// hundred thousand.
+    pub fn each_name(&self, f: Folder, each: impl FnMut(&str)) -> std::io::Result<()> {
+        Ok(each_name(&self.open()?, f, each)?)
     }
 
     /// Unread messages waiting in the inbox.
@@ -299,12 +301,11 @@ impl Mailbox {
         let tail = format!("_{unique}.md");
         // The archive may have added `-N` to a name that collided.
         let tail_n = format!("_{unique}-");
+        let mut found = false;
         for f in [Folder::Inbox, Folder::InboxArchive] {
-            if self.names(f)?.iter().any(|n| n.ends_with(&tail) || n.contains(&tail_n)) {
-                return Ok(true);
-            }
+            self.each_name(f, |n| found |= n.ends_with(&tail) || n.contains(&tail_n))?;
         }
-        Ok(false)
+        Ok(found)
     }
 
     /// Moves an outbox message to `outbox/archive/` (delivered by a bridge).
@@ -316,15 +317,13 @@ impl Mailbox {
         Ok(d.sync_folder(archive)?)
     }
 
-    /// The conversation: incoming (inbox archive) and outgoing (outbox and its
-    /// archive) messages, oldest first.
-    pub fn dialog(&self) -> Vec<Stored> {
-        let mut all = Vec::new();
-        for f in [Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
-            all.extend(self.read(f).unwrap_or_default());
-        }
-        all.sort_by(|a, b| a.when.cmp(&b.when).then_with(|| a.name.cmp(&b.name)));
-        all
+    /// The conversation as the agent's `dialog` shows it: incoming (inbox
+    /// archive) and outgoing (outbox and its archive) messages, oldest
+    /// first: the last `last`, or all. In [`Mailbox::page`]'s order, and
+    /// as cheap: only the messages shown are read.
+    pub fn dialog(&self, last: Option<usize>) -> Vec<Stored> {
+        let folders = [Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive];
+        self.page_in(&folders, None, last.unwrap_or(usize::MAX))
     }
 
     /// One page of the whole conversation (unread mail included), oldest
@@ -333,32 +332,86 @@ impl Mailbox {
     /// files are read, so a page costs the same for ten messages or ten
     /// thousand. Order is by the time in the file name (every name cryo
     /// writes starts with it), else the file's modification time. An empty
-    /// page: nothing older.
+    /// page: nothing older, or no message named `before`.
     pub fn page(&self, before: Option<&str>, limit: usize) -> Vec<Stored> {
-        let mut keyed: Vec<(DateTime<Utc>, String, Folder)> = Vec::new();
-        for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
-            for name in self.names(f).unwrap_or_default() {
-                let at = message::time_of_name(&name).or_else(|| {
-                    let st = self.open().ok()?.stat(&Path::new(f.rel()).join(&name)).ok()??;
+        let folders = [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive];
+        self.page_in(&folders, before, limit)
+    }
+
+    /// [`Mailbox::page`] of the folders `folders`. The names are listed one
+    /// at a time and only the newest `limit` before the cursor are kept, so
+    /// a folder of a hundred thousand costs its listing, not a sorted copy
+    /// of it (a name's time is read from the name; only a name without one
+    /// costs a `stat`).
+    fn page_in(&self, folders: &[Folder], before: Option<&str>, limit: usize) -> Vec<Stored> {
+        use std::cmp::Reverse;
+        let Ok(d) = self.open() else { return Vec::new() };
+        if limit == 0 {
+            return Vec::new();
+        }
+        let time = |f: Folder, name: &str| {
+            message::time_of_name(name)
+                .or_else(|| {
+                    let st = d.stat(&Path::new(f.rel()).join(name)).ok()??;
                     DateTime::<Utc>::from_timestamp(st.st_mtime, st.st_mtime_nsec as u32)
-                });
-                keyed.push((at.unwrap_or_default(), name, f));
+                })
+                .unwrap_or_default()
+        };
+        // The cursor: the first message of that name in this order. A name
+        // no folder lists has nothing before it.
+        let cursor = match before {
+            None => None,
+            Some(b) if b.contains('/') || !message::is_message_name(b) => return Vec::new(),
+            Some(b) => {
+                let here = |f: &&Folder| d.kind(&Path::new(f.rel()).join(b)).ok().flatten().is_some();
+                match folders.iter().filter(here).map(|f| time(*f, b)).min() {
+                    Some(at) => Some((at, b)),
+                    None => return Vec::new(),
+                }
+            }
+        };
+        // The newest `limit` before the cursor, oldest on top to be dropped.
+        let mut kept: std::collections::BinaryHeap<Reverse<(DateTime<Utc>, String, Folder)>> = Default::default();
+        for &f in folders {
+            let listed = each_name(&d, f, |name| {
+                let at = time(f, name);
+                if cursor.is_some_and(|c| (at, name) >= c) {
+                    return;
+                }
+                if kept.len() >= limit {
+                    match kept.peek() {
+                        Some(Reverse((t, n, g))) if (at, name, f) > (*t, n.as_str(), *g) => {
+                            kept.pop();
+                        }
+                        _ => return,
+                    }
+                }
+                kept.push(Reverse((at, name.to_string(), f)));
+            });
+            if let Err(error) = listed {
+                tracing::debug!(folder = f.rel(), %error, "cannot list a mail folder");
             }
         }
-        keyed.sort();
-        let end = match before {
-            Some(b) => keyed.iter().position(|(_, n, _)| n == b).unwrap_or(0),
-            None => keyed.len(),
-        };
-        let start = end.saturating_sub(limit);
-        let mut out = Vec::with_capacity(end - start);
-        for (_, name, f) in &keyed[start..end] {
-            if let Ok(read) = self.read_one(*f, name) {
-                out.push(Self::stored(*f, name.clone(), read));
+        let mut page: Vec<_> = kept.into_iter().map(|Reverse(k)| k).collect();
+        page.sort();
+        let mut out = Vec::with_capacity(page.len());
+        for (_, name, f) in page {
+            if let Ok(read) = self.read_one(f, &name) {
+                out.push(Self::stored(f, name, read));
             }
         }
         out
     }
+}
+
+/// Calls `each` with every message file name in the mailbox folder `f` of
+/// the chamber `d`.
+fn each_name(d: &Dir, f: Folder, mut each: impl FnMut(&str)) -> Result<(), FileError> {
+    d.each(Path::new(f.rel()), |name, _| {
+        if let Some(n) = name.to_str().filter(|n| message::is_message_name(n)) {
+            each(n);
+        }
+    })
 }
 
 /// Moves `from` into the folder `to` as `name`, or `NAME-N.md` if that is
@@ -413,6 +466,66 @@ mod tests {
         // Dot files and other files stay where they are.
         assert!(mb.dir(Folder::Inbox).join(".tmp.md").exists());
         assert!(mb.dir(Folder::Inbox).join("notes.txt").exists());
+    }
+
+    #[test]
+    fn pages_keep_only_their_messages_and_walk_back_through_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::new(dir.path(), chrono_tz::UTC);
+        let m = |i: i64| Message {
+            from: "op".into(),
+            subject: format!("m{i}"),
+            body: format!("{i}"),
+            ..Message::default()
+        };
+        let folders = [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive];
+        for i in 0..300 {
+            // Out of order across the folders, some in one millisecond.
+            let at = now() + chrono::Duration::milliseconds((i * 7919) % 300 / 2);
+            mb.write(folders[(i % 4) as usize], &m(i), at).unwrap();
+        }
+        // Names without a time take the file's: one before all, one amid.
+        for (name, secs) in [("hand-written.md", -3600), ("later-note.md", 0)] {
+            let path = mb.dir(Folder::Outbox).join(name);
+            std::fs::write(&path, "---\nfrom: op\n---\n\nby hand\n").unwrap();
+            let at = now() + chrono::Duration::seconds(secs);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(at.into()).unwrap();
+        }
+        std::fs::write(mb.dir(Folder::Outbox).join("not-a-message.txt"), "x").unwrap();
+        // What every page must be a window of: every name, sorted whole.
+        let mut all: Vec<(DateTime<Utc>, String, Folder)> = Vec::new();
+        for f in folders {
+            for name in mb.names(f).unwrap() {
+                let mtime = || DateTime::from(std::fs::metadata(mb.dir(f).join(&name)).unwrap().modified().unwrap());
+                all.push((message::time_of_name(&name).unwrap_or_else(mtime), name, f));
+            }
+        }
+        all.sort();
+        assert_eq!(all.len(), 302);
+        assert_eq!(all[0].1, "hand-written.md");
+        let names = |page: &[Stored]| page.iter().map(|s| (s.name.clone(), s.folder)).collect::<Vec<_>>();
+        let window = |r: std::ops::Range<usize>| all[r].iter().map(|(_, n, f)| (n.clone(), *f)).collect::<Vec<_>>();
+        assert_eq!(names(&mb.page(None, 20)), window(282..302));
+        let mut end = all.len();
+        let mut before = None::<String>;
+        while end > 0 {
+            let page = mb.page(before.as_deref(), 23);
+            assert_eq!(names(&page), window(end.saturating_sub(23)..end));
+            end = end.saturating_sub(23);
+            before = page.first().map(|s| s.name.clone());
+        }
+        assert!(mb.page(before.as_deref(), 23).is_empty());
+        // A cursor no folder holds, or that is no message's name: nothing.
+        for b in ["2026-03-05T12-00-00.000Z_gone_0000.md", "../cryo.toml", "not-a-message.txt"] {
+            assert!(mb.page(Some(b), 5).is_empty(), "{b}");
+        }
+        assert!(mb.page(None, 0).is_empty());
+        // The dialog: the same order, without the unread inbox.
+        let read: Vec<_> = all.iter().filter(|(_, _, f)| *f != Folder::Inbox).collect();
+        let dialog = mb.dialog(Some(10));
+        assert_eq!(names(&dialog), read[read.len() - 10..].iter().map(|(_, n, f)| (n.clone(), *f)).collect::<Vec<_>>());
+        assert_eq!(mb.dialog(None).len(), read.len());
+        assert_eq!(dialog.last().unwrap().message.body, mb.dialog(None).last().unwrap().message.body);
     }
 
     #[test]

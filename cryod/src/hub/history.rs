@@ -84,11 +84,17 @@ pub(super) async fn chamber(
     let root = Path::new(&v.record.path);
     let mb = Mailbox::new(root, tz);
     for f in [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive] {
-        // Listed off the worker's other tasks.
-        for name in tokio::task::block_in_place(|| mb.names(f)).unwrap_or_default() {
-            let Some(at) = cryo_core::message::time_of_name(&name).filter(|t| *t >= since) else { continue };
-            let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
-            if f.incoming() { day.messages_in += 1 } else { day.messages_out += 1 }
+        // Listed off the worker's other tasks, counted as listed (no copy
+        // of a folder's names).
+        let listed = tokio::task::block_in_place(|| {
+            mb.each_name(f, |name| {
+                let Some(at) = cryo_core::message::time_of_name(name).filter(|t| *t >= since) else { return };
+                let day = digest.entry(at.with_timezone(&tz).date_naive()).or_default();
+                if f.incoming() { day.messages_in += 1 } else { day.messages_out += 1 }
+            })
+        });
+        if let Err(error) = listed {
+            tracing::debug!(folder = f.rel(), %error, "cannot list a mail folder");
         }
     }
     let days: Vec<Value> = digest

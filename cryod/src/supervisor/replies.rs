@@ -116,11 +116,8 @@ impl Sup {
                 if let Some(r) = self.running.as_mut() {
                     r.forget_claimed();
                 }
-                let mut messages = self.mailbox().dialog();
-                if !all {
-                    let skip = messages.len().saturating_sub(last as usize);
-                    messages.drain(..skip);
-                }
+                // Only the messages shown are read (all of them for `--all`).
+                let messages = self.mailbox().dialog((!all).then_some(last as usize));
                 AgentReply::Dialog { messages, claimed }
             }
             Reply::Todos { todos, tz } => AgentReply::Todos { todos, tz },
