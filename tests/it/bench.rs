@@ -111,3 +111,39 @@ fn idle_control_and_inbox_report_their_figures() {
         assert!(num(&inbox, k) > 0.0, "{k}: {inbox:?}");
     }
 }
+
+/// Issue 41: the history scenario, tiny, on both worlds: every wake
+/// measured and none early, each figure of the table on both, the aged
+/// ledger written.
+#[test]
+fn history_measures_the_empty_and_the_aged_store() {
+    let f = bench(&[
+        "history",
+        "--sessions",
+        "2000",
+        "--chambers",
+        "10",
+        "--done-todos",
+        "500",
+        "--messages",
+        "200",
+        "--wakes",
+        "3",
+        "--every",
+        "1",
+        "--runs",
+        "2",
+        "--starts",
+        "2",
+    ]);
+    for side in ["empty", "aged"] {
+        assert_eq!(num(&f, &format!("{side}_wakes")), 3.0, "{f:?}");
+        assert!(num(&f, &format!("{side}_lateness_min_ms")) >= 0.0, "no agent starts early: {f:?}");
+        for k in ["todo_list", "todo_add", "hibernate", "status", "list", "usage", "startup"] {
+            assert!(num(&f, &format!("{side}_{k}_p50_ms")) > 0.0, "{side} {k}: {f:?}");
+        }
+        assert!(num(&f, &format!("{side}_rss_after_mb")) > 0.0, "{f:?}");
+    }
+    assert!(num(&f, "aged_ledger_bytes") > num(&f, "empty_ledger_bytes"), "the aged ledger is written: {f:?}");
+    num(&f, "ratio_status_p50_ms");
+}

@@ -516,3 +516,194 @@ pub fn burst(chambers: usize, limit: usize) -> Figures {
     println!("\ncryo: burst ({chambers} chambers due at once, max_concurrent_sessions {limit})");
     burst_figures(&dirs, took, Some(limit))
 }
+
+/// The history scenario on one world: `a.chambers` chambers at rest (one
+/// TODO far out each), the first of them measured (its `[budget] daily_usd`
+/// set, so every status and wake reads its budget). `aged` gives the world
+/// its years before the daemon starts again: `a.sessions` ended sessions in
+/// the ledger (written into the SQLite file with their rollups, as the
+/// migration that made them sums them), `a.done_todos` done TODOs in the
+/// measured chamber's `todo.json` and `a.messages` messages in its inbox's
+/// archive. Then, on both: start-up (`a.starts` restarts), the operator's
+/// commands (`a.runs` each), `a.wakes` wakes of the measured chamber with
+/// the agent's own calls, and resident memory after start and after the wakes.
+pub fn history(a: &Aging, aged: bool) -> Figures {
+    let env = Env::new();
+    env.daemon_config("max_concurrent_sessions = 4\n");
+    let mut d = env.start_daemon();
+    let names = register(&env, a.chambers, scripts::HISTORY, |i, dir| {
+        write_todos(dir, &[FAR.to_string()]);
+        if i == 0 {
+            let toml = dir.join("cryo.toml");
+            let text = std::fs::read_to_string(&toml).unwrap();
+            std::fs::write(&toml, format!("{text}\n[budget]\ndaily_usd = 1000.0\n")).unwrap();
+        }
+    });
+    start_all(&env, &names);
+    wait_serving(&env);
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    let first = env.path(&format!("ch/{}", names[0]));
+    let world = if aged { "aged" } else { "empty" };
+    if aged {
+        let t = Instant::now();
+        let rows = age_ledger(&env.state_dir().join("cryod.db"), a.sessions);
+        let items = done_todos(
+            a.done_todos,
+            |k, at| serde_json::json!({"id": k, "text": format!("done {k}"), "done": true, "claimed": false, "at": at}),
+        );
+        let mut items = items;
+        items.push(
+            serde_json::json!({"id": a.done_todos + 1, "text": "far", "done": false, "claimed": false, "at": FAR}),
+        );
+        std::fs::write(first.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+        archive_messages(&first, a.messages);
+        eprintln!(
+            "cryo, aged: {rows} sessions in the ledger, {} done TODOs, {} archived messages, written in {:.1} s",
+            a.done_todos,
+            a.messages,
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let db = std::fs::metadata(env.state_dir().join("cryod.db")).map(|m| m.len()).unwrap_or(0);
+    // Start-up: the spawn until the daemon lists its chambers.
+    let mut startups = Vec::new();
+    let mut daemon = None;
+    for _ in 0..a.starts.max(1) {
+        if let Some(mut d) = daemon.take() {
+            let d: &mut cryo_tests::Daemon = &mut d;
+            d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+        }
+        let t = Instant::now();
+        let d = env.spawn_daemon(&[]);
+        wait_serving(&env);
+        startups.push(t.elapsed().as_secs_f64() * 1000.0);
+        daemon = Some(d);
+    }
+    let pid = daemon.as_ref().unwrap().pid();
+    let rss_start = settled_rss(&[pid]);
+    // The operator's commands, process start to exit.
+    let timed = |args: &[&str]| -> Vec<f64> {
+        (0..a.runs)
+            .map(|_| {
+                let t = Instant::now();
+                let out = env.command(cryo_tests::bin("cryoctl")).args(args).output().unwrap();
+                assert!(out.status.success(), "cryoctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect()
+    };
+    let status = timed(&["chamber", "status", &names[0]]);
+    let list = timed(&["chamber", "list"]);
+    let usage = timed(&["usage"]);
+    // Wakes of the measured chamber at whole seconds, added to its todo.json
+    // as it is now.
+    let due: Vec<i64> = (0..a.wakes as i64).map(|k| second_after(2) + k * a.every as i64).collect();
+    let mut items: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(first.join("todo.json")).unwrap()).unwrap();
+    let high = items.iter().filter_map(|t| t["id"].as_u64()).max().unwrap_or(0);
+    for (k, at) in due.iter().enumerate() {
+        let at = rfc3339_ns(*at as i128 * 1_000_000_000);
+        items.push(serde_json::json!({"id": high + 1 + k as u64, "text": format!("wake {k}"), "done": false, "claimed": false, "at": at}));
+    }
+    let tmp = first.join(".todo.json.bench");
+    std::fs::write(&tmp, serde_json::to_string(&items).unwrap()).unwrap();
+    std::fs::rename(&tmp, first.join("todo.json")).unwrap();
+    wait_for_wakes(std::slice::from_ref(&first), std::slice::from_ref(&due), 0);
+    wait_until_within(Duration::from_secs(60), "the last session's hibernate", || {
+        times(&first, "hibernate.txt").len() >= a.wakes
+    });
+    let rss_after = settled_rss(&[pid]);
+    if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+        eprintln!("{}", env.daemon_log());
+    }
+    let kept = std::fs::metadata(first.join("todo.json")).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "\ncryo, {world} store: {} chambers, ledger file {:.1} MB; the measured chamber's todo.json {:.1} kB after the wakes",
+        a.chambers,
+        db as f64 / 1e6,
+        kept as f64 / 1e3
+    );
+    let mut f = Figures::new();
+    lateness_p95(&mut f, &first, &due);
+    p50_p95(&mut f, "todo_list", "cryo-agent todo list", agent_times(&first, "list.txt"));
+    p50_p95(&mut f, "todo_add", "cryo-agent todo add", agent_times(&first, "add.txt"));
+    p50_p95(&mut f, "hibernate", "cryo-agent hibernate", agent_times(&first, "hibernate.txt"));
+    p50_p95(&mut f, "status", "cryoctl chamber status NAME", status);
+    p50_p95(&mut f, "list", "cryoctl chamber list", list);
+    p50_p95(&mut f, "usage", "cryoctl usage", usage);
+    p50_p95(&mut f, "startup", "cryod start-up (until it lists)", startups);
+    println!("  resident memory                    {rss_start:.1} MB after start, {rss_after:.1} MB after the wakes");
+    f.insert("rss_start_mb".into(), rss_start.into());
+    f.insert("rss_after_mb".into(), rss_after.into());
+    f.insert("ledger_bytes".into(), db.into());
+    f
+}
+
+/// `n` done TODOs made by `item(id, at)`, finished over the years before now
+/// (`at` RFC 3339, an hour apart).
+pub fn done_todos(n: usize, item: impl Fn(usize, String) -> serde_json::Value) -> Vec<serde_json::Value> {
+    let start = now_ns() - (n as i128 + 1) * 3_600_000_000_000;
+    (1..=n).map(|k| item(k, rfc3339_ns(start + k as i128 * 3_600_000_000_000))).collect()
+}
+
+/// `n` messages in `dir`'s `messages/inbox/archive/`, as read ones are.
+pub fn archive_messages(dir: &Path, n: usize) {
+    let archive = dir.join("messages/inbox/archive");
+    std::fs::create_dir_all(&archive).unwrap();
+    for k in 0..n {
+        let body = format!("---\nfrom: bench\nsubject: old {k}\n---\n\nan old message, {k}\n");
+        std::fs::write(archive.join(format!("{k:07}-bench.md")), body).unwrap();
+    }
+}
+
+/// Writes `sessions` ended sessions into the SQLite ledger at `db` (cryod
+/// stopped), spread evenly over its chambers: one a day each, the newest a
+/// minute ago, so each chamber's run back years, every day of them has a
+/// rollup row, and this week and this month have their share. Each session
+/// costs a cent on account `other` (a `sh` agent's). Then sums them into
+/// `usage_days` the way migration 10 did for the sessions before it.
+/// Returns the rows written.
+fn age_ledger(db: &Path, sessions: usize) -> usize {
+    let mut c = rusqlite::Connection::open(db).unwrap();
+    c.pragma_update(None, "cache_size", -262_144).unwrap();
+    let chambers: Vec<i64> = {
+        let mut st = c.prepare("SELECT id FROM chambers ORDER BY id").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    let per = sessions / chambers.len().max(1);
+    let now = (now_ns() / 1_000_000_000) as i64;
+    let tx = c.transaction().unwrap();
+    {
+        let mut st = tx
+            .prepare(
+                "INSERT INTO sessions (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at,
+                     started_at, lateness_ms, pid, ended_at, outcome, model, input_tokens, output_tokens,
+                     cached_tokens, cost_usd, provider)
+                 VALUES (?1, ?2, ?3, 'todo', '[\"todo\"]', '[]', ?4, ?4, ?4, 3, 4242, ?5, 'hibernated',
+                     'bench-model', 12000, 800, 9000, 0.01, 'other')",
+            )
+            .unwrap();
+        let at = |s: i64| rfc3339_ns(s as i128 * 1_000_000_000);
+        // Day by day, so the ledger's index by end time grows in order.
+        for k in 1..=per as i64 {
+            for (i, id) in chambers.iter().enumerate() {
+                let ended = now - (per as i64 - k) * 86_400 - 60 - i as i64;
+                let wake = format!("aged-{id}-{k}");
+                st.execute(rusqlite::params![id, k, wake, at(ended - 120), at(ended)]).unwrap();
+            }
+        }
+    }
+    tx.execute_batch(
+        "DELETE FROM usage_days;
+         INSERT INTO usage_days
+            SELECT chamber_id, substr(ended_at, 1, 10), coalesce(provider, ''), coalesce(model, ''), count(*),
+                coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
+                coalesce(sum(cost_usd), 0)
+            FROM sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;",
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    // No ANALYZE: cryod runs none, so a store aged in use has no statistics.
+    c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
+    per * chambers.len()
+}

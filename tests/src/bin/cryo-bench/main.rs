@@ -120,6 +120,36 @@ enum Scenario {
         #[arg(long, default_value_t = 8)]
         limit: usize,
     },
+    /// Years at constant cost (issue 41): the same measures on an empty
+    /// store and on an aged one (a ledger of `--sessions` sessions, a
+    /// chamber with `--done-todos` done TODOs and `--messages` archived
+    /// messages), side by side with their ratio; the seed system on the
+    /// aged chamber too, where it can do the same.
+    History {
+        /// Ended sessions in the aged ledger, spread over the chambers.
+        #[arg(long, default_value_t = 1_000_000)]
+        sessions: usize,
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        /// Done TODOs in the measured chamber's todo.json.
+        #[arg(long, default_value_t = 50_000)]
+        done_todos: usize,
+        /// Archived inbox messages in the measured chamber.
+        #[arg(long, default_value_t = 100_000)]
+        messages: usize,
+        /// Wakes of the measured chamber, each a session with the agent's calls.
+        #[arg(long, default_value_t = 20)]
+        wakes: usize,
+        /// Seconds between two wakes.
+        #[arg(long, default_value_t = 2)]
+        every: u64,
+        /// Runs of each operator command.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Starts of the daemon (start-up is measured at each).
+        #[arg(long, default_value_t = 5)]
+        starts: usize,
+    },
     /// SIGKILL the daemon(s) while sessions run; time until the restarted
     /// daemon serves again, with every chamber loaded and the sessions
     /// recovered.
@@ -192,6 +222,17 @@ fn main() {
             seed.map(|s| seed::burst(s, chambers)),
             &[("burst_seconds", "s"), ("max_concurrent", ""), ("ran_twice", ""), ("never_ran", "")],
         ),
+        Scenario::History { sessions, chambers, done_todos, messages, wakes, every, runs, starts } => {
+            let a = measure::Aging { sessions, chambers, done_todos, messages, wakes, every, runs, starts };
+            let empty = cryo::history(&a, false);
+            let aged = cryo::history(&a, true);
+            let seed = seed.map(|s| seed::history(s, &a));
+            let f = measure::aged_side_by_side(empty, aged, seed);
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(f)).unwrap());
+            }
+            return;
+        }
         Scenario::Recovery { chambers, running } => (
             cryo::recovery(chambers, running),
             seed.map(|s| seed::recovery(s, chambers, running)),

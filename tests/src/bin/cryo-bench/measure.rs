@@ -357,3 +357,131 @@ pub fn recovered(ready: Duration, what: &str, busy: &[PathBuf]) -> Figures {
     f.insert("survivors".into(), survivors.into());
     f
 }
+
+/// The `history` scenario's sizes: the aged store's history, and how much
+/// is measured on each world.
+pub struct Aging {
+    /// Ledger rows, spread over `chambers` chambers.
+    pub sessions: usize,
+    pub chambers: usize,
+    /// Done TODOs in the measured chamber's `todo.json`.
+    pub done_todos: usize,
+    /// Archived inbox messages in the measured chamber.
+    pub messages: usize,
+    /// Wakes of the measured chamber, `every` seconds apart.
+    pub wakes: usize,
+    pub every: u64,
+    /// Runs of each command, and restarts of the daemon.
+    pub runs: usize,
+    pub starts: usize,
+}
+
+/// The rows of the `history` scenario's table: figure and unit.
+pub const HISTORY_ROWS: &[(&str, &str)] = &[
+    ("lateness_p50_ms", "ms"),
+    ("lateness_p95_ms", "ms"),
+    ("todo_list_p50_ms", "ms"),
+    ("todo_list_p95_ms", "ms"),
+    ("todo_add_p50_ms", "ms"),
+    ("todo_add_p95_ms", "ms"),
+    ("hibernate_p50_ms", "ms"),
+    ("hibernate_p95_ms", "ms"),
+    ("status_p50_ms", "ms"),
+    ("status_p95_ms", "ms"),
+    ("list_p50_ms", "ms"),
+    ("list_p95_ms", "ms"),
+    ("usage_p50_ms", "ms"),
+    ("usage_p95_ms", "ms"),
+    ("startup_p50_ms", "ms"),
+    ("startup_p95_ms", "ms"),
+    ("rss_start_mb", "MB"),
+    ("rss_after_mb", "MB"),
+];
+
+/// Median and p95 of `samples` (milliseconds): printed as one line after
+/// `label` and kept as `KEY_p50_ms` and `KEY_p95_ms`.
+pub fn p50_p95(f: &mut Figures, key: &str, label: &str, mut samples: Vec<f64>) {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let (p50, p95) = (percentile(&samples, 0.5), percentile(&samples, 0.95));
+    let d = if p50 < 1.0 { 3 } else { 1 };
+    println!("  {label:<34} p50 {p50:.d$} ms, p95 {p95:.d$} ms ({} runs)", samples.len());
+    f.insert(format!("{key}_p50_ms"), p50.into());
+    f.insert(format!("{key}_p95_ms"), p95.into());
+}
+
+/// The lateness of one chamber's wakes (`starts.txt` against `due`, Unix
+/// seconds), as [`p50_p95`] `lateness`; the earliest kept as
+/// `lateness_min_ms` (never below 0: no agent starts early).
+pub fn lateness_p95(f: &mut Figures, dir: &Path, due: &[i64]) {
+    let late: Vec<f64> =
+        times(dir, "starts.txt").iter().zip(due).map(|(s, d)| (s - *d as i128 * 1_000_000_000) as f64 / 1e6).collect();
+    f.insert("wakes".into(), late.len().into());
+    f.insert("lateness_min_ms".into(), late.iter().copied().reduce(f64::min).unwrap_or(f64::NAN).into());
+    f.insert("lateness_max_ms".into(), late.iter().copied().reduce(f64::max).unwrap_or(f64::NAN).into());
+    p50_p95(f, "lateness", "wake lateness (due -> agent's start)", late);
+}
+
+/// The agent's own timings of its calls in `file` (nanoseconds, one per
+/// line), in milliseconds.
+pub fn agent_times(dir: &Path, file: &str) -> Vec<f64> {
+    times(dir, file).into_iter().map(|ns| ns as f64 / 1e6).collect()
+}
+
+/// Resident memory of `pids` once their threads have been still for half a
+/// second (at most `DEADLINE`).
+pub fn settled_rss(pids: &[u32]) -> f64 {
+    let all = || pids.iter().map(|p| context_switches(*p)).collect::<Vec<_>>();
+    let start = Instant::now();
+    loop {
+        let a = all();
+        std::thread::sleep(Duration::from_millis(500));
+        let moved: u64 = a.iter().zip(&all()).map(|(a, b)| switches_between(a, b)).sum();
+        if moved == 0 || start.elapsed() > cryo_tests::DEADLINE {
+            break;
+        }
+    }
+    pids.iter().map(|p| rss_mb(*p)).sum()
+}
+
+/// The `history` scenario's table: the empty store, the aged one and their
+/// ratio (aged / empty: the target is at most 1.2), then the seed system
+/// on the aged chamber and its ratio to cryo's aged figure (seed / aged:
+/// above 1, cryo is faster); "-" where a system cannot measure. Returns
+/// every figure in one object: `empty_*`, `aged_*`, `seed_*`, `ratio_*`
+/// (aged / empty) and `seed_ratio_*` (seed / aged).
+pub fn aged_side_by_side(empty: Figures, aged: Figures, seed: Option<Figures>) -> Figures {
+    let get = |f: &Figures, k: &str| f.get(k).and_then(|v| v.as_f64()).filter(|v| v.is_finite());
+    let show = |v: Option<f64>, unit: &str| match v {
+        Some(v) if v < 10.0 => format!("{v:.2} {unit}"),
+        Some(v) => format!("{v:.1} {unit}"),
+        None => "-".into(),
+    };
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let x = |r: Option<f64>| r.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into());
+    println!(
+        "\nside by side               {:>12} {:>12} {:>11} {:>13} {:>11}",
+        "empty", "aged", "aged/empty", "seed (aged)", "seed/aged"
+    );
+    let mut out = Figures::new();
+    for (key, unit) in HISTORY_ROWS {
+        let (e, a) = (get(&empty, key), get(&aged, key));
+        let s = seed.as_ref().and_then(|s| get(s, key));
+        let (r, sr) = (ratio(a, e), ratio(s, a));
+        let seed_cols = if seed.is_some() { format!("{:>13} {:>11}", show(s, unit), x(sr)) } else { String::new() };
+        println!("  {key:<24} {:>12} {:>12} {:>11} {seed_cols}", show(e, unit), show(a, unit), x(r));
+        for (k, v) in [("ratio", r), ("seed_ratio", sr)] {
+            if let Some(v) = v {
+                out.insert(format!("{k}_{key}"), v.into());
+            }
+        }
+    }
+    for (side, f) in [("empty", Some(empty)), ("aged", Some(aged)), ("seed", seed)] {
+        for (k, v) in f.into_iter().flatten() {
+            out.insert(format!("{side}_{k}"), v);
+        }
+    }
+    out
+}

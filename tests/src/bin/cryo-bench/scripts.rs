@@ -62,3 +62,15 @@ cryo-agent hibernate --linger 0 >/dev/null 2>&1 || cryo-agent hibernate --comple
 "
     )
 }
+
+/// Records its start, then times its own calls (nanoseconds, one line
+/// each): three `todo list` (`list.txt`), one `todo add` (`add.txt`, a
+/// TODO a day out, so there is always a next wake) and the `hibernate`
+/// that ends the session (`hibernate.txt`); `ends.txt` before that.
+pub const HISTORY: &str = "date +%s%N >> starts.txt
+i=0
+while [ $i -lt 3 ]; do a=$(date +%s%N); cryo-agent todo list >/dev/null; b=$(date +%s%N); echo $((b - a)) >> list.txt; i=$((i + 1)); done
+a=$(date +%s%N); cryo-agent todo add later --at '+1 days' >/dev/null; b=$(date +%s%N); echo $((b - a)) >> add.txt
+date +%s%N >> ends.txt
+a=$(date +%s%N); cryo-agent hibernate --linger 0 >/dev/null; b=$(date +%s%N); echo $((b - a)) >> hibernate.txt
+";

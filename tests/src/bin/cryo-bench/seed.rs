@@ -373,3 +373,87 @@ pub fn recovery(bin: &Path, chambers: usize, running: usize) -> Figures {
     println!("\nseed system: recovery (SIGKILL of its {chambers} daemons with {running} sessions running)");
     recovered(ready, "every daemon answering", busy)
 }
+
+/// The history scenario on the seed system, on the aged chamber alone (one
+/// daemon: it has no shared ledger to age, and one chamber's daemon is what
+/// serves that chamber): its `todo.json` with `a.done_todos` done TODOs and
+/// `a.messages` archived messages; start-up (`a.starts` launches until it
+/// answers a ping), `cryo status` and `cryo ps`, the same wakes and agent
+/// calls, and its daemon's resident memory. It has no `usage`.
+pub fn history(bin: &Path, a: &Aging) -> Figures {
+    let mut seed = Seed::new(bin);
+    seed.chambers(1, scripts::HISTORY, 1);
+    seed.stop(Signal::SIGTERM);
+    let dir = seed.dirs[0].clone();
+    remove(&seed.dirs, &["starts.txt", "ends.txt", "list.txt", "add.txt", "hibernate.txt"]);
+    let t = Instant::now();
+    let far = serde_json::json!({"id": a.done_todos + 1, "text": "far", "done": false, "claimed": false,
+        "at": seed_time(4_070_908_800), "created": "2026-01-01T00:00"});
+    let mut items = crate::cryo::done_todos(a.done_todos, |k, at| {
+        let unix = chrono::DateTime::parse_from_rfc3339(&at).unwrap().timestamp();
+        serde_json::json!({"id": k, "text": format!("done {k}"), "done": true, "claimed": false,
+            "at": seed_time(unix), "created": seed_time(unix - 3600)})
+    });
+    items.push(far);
+    std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+    crate::cryo::archive_messages(&dir, a.messages);
+    eprintln!(
+        "seed system, aged chamber: {} done TODOs, {} archived messages, written in {:.1} s",
+        a.done_todos,
+        a.messages,
+        t.elapsed().as_secs_f64()
+    );
+    let mut startups = Vec::new();
+    for k in 0..a.starts.max(1) {
+        if k > 0 {
+            seed.stop(Signal::SIGTERM);
+        }
+        let t = Instant::now();
+        seed.launch();
+        seed.wait_responding();
+        startups.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let rss_start = settled_rss(&seed.pids());
+    let timed = |args: &[&str]| -> Vec<f64> {
+        (0..a.runs)
+            .map(|_| {
+                let t = Instant::now();
+                seed.run(&dir, args);
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect()
+    };
+    let status = timed(&["status"]);
+    let list = timed(&["ps"]);
+    // The wakes: it reads todo.json when it starts (and after each session).
+    seed.stop(Signal::SIGTERM);
+    let mut items: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("todo.json")).unwrap()).unwrap();
+    let high = items.iter().filter_map(|t| t["id"].as_u64()).max().unwrap_or(0);
+    let due: Vec<i64> = (0..a.wakes as i64).map(|k| second_after(3) + k * a.every as i64).collect();
+    for (k, at) in due.iter().enumerate() {
+        items.push(serde_json::json!({"id": high + 1 + k as u64, "text": format!("wake {k}"), "done": false,
+            "claimed": false, "at": seed_time(*at), "created": "2026-01-01T00:00"}));
+    }
+    std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
+    seed.launch();
+    seed.wait_responding();
+    wait_for_wakes(std::slice::from_ref(&dir), std::slice::from_ref(&due), 0);
+    wait_until_within(Duration::from_secs(120), "the seed's last hibernate", || {
+        times(&dir, "hibernate.txt").len() >= a.wakes
+    });
+    let rss_after = settled_rss(&seed.pids());
+    println!("\nseed system, aged chamber: one daemon, its todo.json with {} done TODOs", a.done_todos);
+    let mut f = Figures::new();
+    lateness_p95(&mut f, &dir, &due);
+    p50_p95(&mut f, "todo_list", "cryo-agent todo list", agent_times(&dir, "list.txt"));
+    p50_p95(&mut f, "todo_add", "cryo-agent todo add", agent_times(&dir, "add.txt"));
+    p50_p95(&mut f, "hibernate", "cryo-agent hibernate", agent_times(&dir, "hibernate.txt"));
+    p50_p95(&mut f, "status", "cryo status (in the chamber)", status);
+    p50_p95(&mut f, "list", "cryo ps (its one daemon)", list);
+    p50_p95(&mut f, "startup", "daemon start-up (until a ping answers)", startups);
+    println!("  resident memory                    {rss_start:.1} MB after start, {rss_after:.1} MB after the wakes");
+    f.insert("rss_start_mb".into(), rss_start.into());
+    f.insert("rss_after_mb".into(), rss_after.into());
+    f
+}
