@@ -172,9 +172,10 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");
         assert_eq!(sums[0].provider.as_deref(), Some("anthropic"));
-        let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], "t".into()).await.unwrap();
+        let at = "2026-11-23T00:02:00Z".to_string();
+        let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], at.clone()).await.unwrap();
         assert_eq!(b.open_claims(c.id).await.unwrap()[0].id, id);
-        b.claim_answered_by_id(taken.fence(), id, "t".into()).await.unwrap();
+        b.claim_answered_by_id(taken.fence(), id, at).await.unwrap();
         assert!(b.open_claims(c.id).await.unwrap().is_empty());
         // Pruning keeps the chamber's newest session and what it used.
         let pruned = b.prune("2100-01-01".into()).await.unwrap();

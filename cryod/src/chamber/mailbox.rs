@@ -338,6 +338,13 @@ impl Mailbox {
         self.page_in(&folders, before, limit)
     }
 
+    /// The newest `limit` messages of `folders` before the one named
+    /// `before` (or the newest), oldest first: [`Mailbox::page`] of those
+    /// folders alone.
+    pub fn newest(&self, folders: &[Folder], before: Option<&str>, limit: usize) -> Vec<Stored> {
+        self.page_in(folders, before, limit)
+    }
+
     /// [`Mailbox::page`] of the folders `folders`. The names are listed one
     /// at a time and only the newest `limit` before the cursor are kept, so
     /// a folder of a hundred thousand costs its listing, not a sorted copy

@@ -21,14 +21,19 @@
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 
 /// What [`Backend::usage`](super::Backend::usage) sums: sessions ended at
-/// or after `since` (all if `None`), of every chamber, of one, or of one
-/// and of every chamber that bills `account`.
+/// or after `since` (all if `None`), of every chamber or of one; with
+/// `account`, also that account's sums over every chamber, as rows of
+/// chamber [`ALL_CHAMBERS`] (read from `usage_accounts`: a budget reads a
+/// month of days, however many chambers bill the account).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UsageQuery {
     pub since: Option<DateTime<Utc>>,
     pub chamber: Option<i64>,
     pub account: Option<String>,
 }
+
+/// The chamber of the rows that sum an account over every chamber.
+pub const ALL_CHAMBERS: i64 = 0;
 
 /// A value bound to one of the statements [`UsageQuery::statements`] makes.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,12 +116,14 @@ impl UsageQuery {
             (None, None) => (select(""), vec![Arg::Text(from)]),
             (Some(c), None) => (select(&format!(" AND chamber_id = {}", p(d, 2))), vec![Arg::Text(from), Arg::Int(c)]),
             (c, Some(a)) => {
-                // A UNION, not an OR, so each side reads by its own index;
-                // a row is in both only once (its key is selected).
                 let sql = format!(
-                    "{} UNION {}",
+                    "{} UNION ALL SELECT CAST({ALL_CHAMBERS} AS BIGINT), day, NULLIF(provider, ''), CAST(NULL AS TEXT),
+                        sessions, input_tokens, output_tokens, cached_tokens, cost_usd
+                     FROM {}usage_accounts WHERE day >= {} AND provider = {}",
                     select(&format!(" AND chamber_id = {}", p(d, 2))),
-                    select(&format!(" AND provider = {}", p(d, 3)))
+                    d.prefix,
+                    p(d, 1),
+                    p(d, 3)
                 );
                 (sql, vec![Arg::Text(from), Arg::Int(c.unwrap_or(-1)), Arg::Text(a.clone())])
             }
@@ -126,25 +133,35 @@ impl UsageQuery {
     /// The ledger's sums of sessions ended from `since` to the day `until`.
     fn ledger(&self, d: &Dialect, since: String, until: String) -> (String, Vec<Arg>) {
         let mut args = vec![Arg::Text(since), Arg::Text(until)];
-        let mut filter = String::new();
-        match (self.chamber, &self.account) {
-            (None, None) => {}
-            (Some(c), None) => {
-                filter = format!(" AND chamber_id = {}", p(d, 3));
-                args.push(Arg::Int(c));
-            }
-            (c, Some(a)) => {
-                filter = format!(" AND (chamber_id = {} OR provider = {})", p(d, 3), p(d, 4));
-                args.extend([Arg::Int(c.unwrap_or(-1)), Arg::Text(a.clone())]);
-            }
-        }
-        let sql = format!(
-            "SELECT {LEDGER_COLUMNS} FROM {}sessions WHERE ended_at IS NOT NULL AND ended_at >= {} AND ended_at < {}{filter}
-             GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model",
+        let span = format!(
+            "FROM {}sessions WHERE ended_at IS NOT NULL AND ended_at >= {} AND ended_at < {}",
             d.prefix,
             p(d, 1),
             p(d, 2)
         );
+        let by_chamber = |filter: &str| {
+            format!(
+                "SELECT {LEDGER_COLUMNS} {span}{filter} GROUP BY chamber_id, substr(ended_at, 1, 10), provider, model"
+            )
+        };
+        let sql = match (self.chamber, &self.account) {
+            (None, None) => by_chamber(""),
+            (Some(c), None) => {
+                args.push(Arg::Int(c));
+                by_chamber(&format!(" AND chamber_id = {}", p(d, 3)))
+            }
+            (c, Some(a)) => {
+                args.extend([Arg::Int(c.unwrap_or(-1)), Arg::Text(a.clone())]);
+                let all = LEDGER_COLUMNS
+                    .replacen("chamber_id", &format!("CAST({ALL_CHAMBERS} AS BIGINT)"), 1)
+                    .replacen("model", "CAST(NULL AS TEXT)", 1);
+                format!(
+                    "{} UNION ALL SELECT {all} {span} AND provider = {} GROUP BY substr(ended_at, 1, 10), provider",
+                    by_chamber(&format!(" AND chamber_id = {}", p(d, 3))),
+                    p(d, 4)
+                )
+            }
+        };
         (sql, args)
     }
 }
@@ -213,7 +230,7 @@ mod tests {
     fn a_budget_reads_its_chamber_and_its_account_by_their_indexes() {
         let q = UsageQuery { since: None, chamber: Some(3), account: Some("claude-a".into()) };
         let (sql, args) = &q.statements(&SQLITE, None)[0];
-        assert!(sql.contains(" UNION ") && sql.contains("provider = ?3"), "{sql}");
+        assert!(sql.contains("usage_accounts") && sql.contains("provider = ?3"), "{sql}");
         assert_eq!(args, &[Arg::Text(String::new()), Arg::Int(3), Arg::Text("claude-a".into())]);
     }
 

@@ -301,19 +301,27 @@ fn outgoing(mailbox: &Mailbox) -> Vec<Outgoing> {
         .collect()
 }
 
-/// Questions the agent asked after the last message it was sent.
+/// Questions the agent asked after the last message it was sent, read
+/// back from the newest (a page at a time, at most [`QUESTION_PAGES`]): a
+/// start reads what is recent, not every message a chamber ever had.
 fn open_questions(mb: &Mailbox) -> u32 {
-    let last_in = [Folder::Inbox, Folder::InboxArchive]
-        .into_iter()
-        .flat_map(|f| mb.read(f).unwrap_or_default())
-        .map(|m| m.when)
-        .max();
-    [Folder::Outbox, Folder::OutboxArchive]
-        .into_iter()
-        .flat_map(|f| mb.read(f).unwrap_or_default())
-        .filter(|m| m.message.question && last_in.is_none_or(|t| m.when > t))
-        .count() as u32
+    let last_in = mb.newest(&[Folder::Inbox, Folder::InboxArchive], None, 1).pop().map(|m| m.when);
+    let (mut count, mut before) = (0, None::<String>);
+    for _ in 0..QUESTION_PAGES {
+        let page = mb.newest(&[Folder::Outbox, Folder::OutboxArchive], before.as_deref(), 50);
+        let Some(oldest) = page.first() else { break };
+        let after_last = |m: &crate::chamber::mailbox::Stored| last_in.is_none_or(|t| m.when > t);
+        count += page.iter().filter(|m| m.message.question && after_last(m)).count() as u32;
+        if !after_last(oldest) {
+            break;
+        }
+        before = Some(oldest.name.clone());
+    }
+    count
 }
+
+/// Pages of 50 outgoing messages [`open_questions`] reads back at most.
+const QUESTION_PAGES: usize = 20;
 
 /// When the newest message in the outbox (or its archive) was written.
 fn newest_message(root: &std::path::Path) -> Option<chrono::DateTime<chrono::Utc>> {

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::chamber::config::ChamberConfig;
 use crate::config::Budget;
+use crate::store::history::ALL_CHAMBERS;
 use crate::store::{Store, StoreError, UsageQuery, UsageRow};
 pub use cryo_core::limits::BudgetUse;
 
@@ -50,7 +51,8 @@ fn month_start(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 }
 
 /// Each limit of `own` (the chamber's) and `theirs` (`account`'s) against
-/// `rows` (this month's rollups of the chamber and of the account), at `now`.
+/// `rows` (this month's rollups of the chamber, and the account's over
+/// every chamber as rows of [`ALL_CHAMBERS`]), at `now`.
 fn measure(
     rows: &[UsageRow],
     now: DateTime<Utc>,
@@ -68,7 +70,7 @@ fn measure(
         })
     };
     let mine = spent(&|r| r.chamber_id == chamber_id);
-    let accounts = spent(&|r| r.provider.as_deref() == Some(account));
+    let accounts = spent(&|r| r.chamber_id == ALL_CHAMBERS && r.provider.as_deref() == Some(account));
     let period = [today.clone(), today[..7].to_string(), today.clone()];
     let mut out = Vec::new();
     for (who, b, used) in [("this chamber's".to_string(), own, mine), (format!("{account}'s"), theirs, accounts)] {
@@ -103,11 +105,13 @@ mod tests {
     #[test]
     fn each_limit_counts_its_own_period_and_owner() {
         let now = "2026-11-24T12:00:00Z".parse().unwrap();
+        // The chamber's own rows, and each account's over every chamber.
         let rows = [
             row(1, "2026-11-24", "claude-a", 0.85),
             row(1, "2026-11-02", "claude-a", 2.0),
-            row(2, "2026-11-24", "claude-a", 1.0),
-            row(3, "2026-11-24", "codex-b", 5.0),
+            UsageRow { sessions: 2, ..row(ALL_CHAMBERS, "2026-11-24", "claude-a", 1.85) },
+            row(ALL_CHAMBERS, "2026-11-02", "claude-a", 2.0),
+            row(ALL_CHAMBERS, "2026-11-24", "codex-b", 5.0),
         ];
         let own = Budget { daily_usd: Some(1.0), monthly_usd: Some(10.0), ..Default::default() };
         let theirs = Budget { daily_sessions: Some(4), ..Default::default() };

@@ -119,13 +119,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (chamber_id, day, provider, model)
     );
     CREATE INDEX cryo_usage_days_by_day ON cryo_usage_days (day);
-    CREATE INDEX cryo_usage_days_by_provider ON cryo_usage_days (provider, day);
+    CREATE TABLE cryo_usage_accounts (
+        provider      text NOT NULL,
+        day           text NOT NULL,
+        sessions      bigint NOT NULL DEFAULT 0,
+        input_tokens  bigint NOT NULL DEFAULT 0,
+        output_tokens bigint NOT NULL DEFAULT 0,
+        cached_tokens bigint NOT NULL DEFAULT 0,
+        cost_usd      double precision NOT NULL DEFAULT 0,
+        PRIMARY KEY (provider, day)
+    );
     CREATE INDEX cryo_sessions_by_end ON cryo_sessions (ended_at) WHERE ended_at IS NOT NULL;
     INSERT INTO cryo_usage_days
         SELECT chamber_id, substr(ended_at, 1, 10), coalesce(provider, ''), coalesce(model, ''), count(*),
             coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
             coalesce(sum(cost_usd), 0)
         FROM cryo_sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;
+    INSERT INTO cryo_usage_accounts
+        SELECT provider, day, sum(sessions), sum(input_tokens), sum(output_tokens), sum(cached_tokens), sum(cost_usd)
+        FROM cryo_usage_days GROUP BY 1, 2;
     CREATE FUNCTION cryo_roll_up() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO cryo_usage_days AS u (chamber_id, day, provider, model, sessions,
@@ -139,6 +151,15 @@ const MIGRATIONS: &[&str] = &[
             output_tokens = u.output_tokens + excluded.output_tokens,
             cached_tokens = u.cached_tokens + excluded.cached_tokens,
             cost_usd = u.cost_usd + excluded.cost_usd;
+        INSERT INTO cryo_usage_accounts AS a (provider, day, sessions, input_tokens, output_tokens, cached_tokens, cost_usd)
+        VALUES (coalesce(NEW.provider, ''), substr(NEW.ended_at, 1, 10), 1, coalesce(NEW.input_tokens, 0),
+                coalesce(NEW.output_tokens, 0), coalesce(NEW.cached_tokens, 0), coalesce(NEW.cost_usd, 0))
+        ON CONFLICT (provider, day) DO UPDATE SET
+            sessions = a.sessions + 1,
+            input_tokens = a.input_tokens + excluded.input_tokens,
+            output_tokens = a.output_tokens + excluded.output_tokens,
+            cached_tokens = a.cached_tokens + excluded.cached_tokens,
+            cost_usd = a.cost_usd + excluded.cost_usd;
         RETURN NULL;
     END $$;
     CREATE TRIGGER cryo_sessions_roll_up AFTER UPDATE OF ended_at ON cryo_sessions FOR EACH ROW

@@ -30,7 +30,9 @@ fn ledger(c: &rusqlite::Connection, chamber: i64, numbers: std::ops::Range<i64>)
     Ok(())
 }
 
-/// The ledger's own sums of what `q` names (the query before rollups).
+/// The ledger's own sums of what `q` names (the query before rollups):
+/// per chamber, and with an account, the account's over every chamber as
+/// rows of chamber 0.
 fn summed(c: &rusqlite::Connection, q: &UsageQuery) -> Vec<UsageRow> {
     let since = q.since.map(crate::rfc3339).unwrap_or_default();
     let mut st = c
@@ -38,8 +40,13 @@ fn summed(c: &rusqlite::Connection, q: &UsageQuery) -> Vec<UsageRow> {
             "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*), sum(input_tokens),
                 sum(output_tokens), sum(cached_tokens), sum(cost_usd)
              FROM sessions WHERE ended_at IS NOT NULL AND ended_at >= ?1
-               AND ((?2 IS NULL AND ?3 IS NULL) OR chamber_id = ?2 OR provider = ?3)
-             GROUP BY 1, 2, 3, 4",
+               AND ((?2 IS NULL AND ?3 IS NULL) OR chamber_id = ?2)
+             GROUP BY 1, 2, 3, 4
+             UNION ALL
+             SELECT 0, substr(ended_at, 1, 10), provider, NULL, count(*), sum(input_tokens),
+                sum(output_tokens), sum(cached_tokens), sum(cost_usd)
+             FROM sessions WHERE ended_at IS NOT NULL AND ended_at >= ?1 AND provider = ?3
+             GROUP BY 2, 3",
         )
         .unwrap();
     let rows = st.query_map(params![since, q.chamber, q.account], |r| {
@@ -131,4 +138,32 @@ async fn a_prune_cut_short_and_run_again_loses_and_doubles_nothing() {
     let whole = UsageQuery { since: Some("2026-11-03T00:00:00Z".parse().unwrap()), ..q.clone() };
     assert_eq!(s.usage(q).await.unwrap(), s.usage(whole).await.unwrap());
     assert!(s.prune("2026-12-11".into()).await.unwrap().is_empty(), "nothing left to prune");
+}
+
+/// A start asks for the open sessions of every chamber: through the index
+/// of open sessions, never a walk of the ledger.
+#[tokio::test]
+async fn the_open_sessions_are_read_through_their_index() {
+    let s = Sqlite::open_in_memory().unwrap();
+    let plan: Vec<String> = s
+        .call(|c| {
+            let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {}", sessions::OPEN_SESSIONS_SQL))?;
+            let rows = st.query_map(params![-1, 1], |r| r.get::<_, String>(3))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert!(plan.iter().all(|p| p.contains("sessions_open")), "{plan:?}");
+    let (a, _) = two_chambers(&s, 50).await;
+    assert!(s.open_sessions(None).await.unwrap().is_empty());
+    s.call(move |c| {
+        c.execute("UPDATE sessions SET ended_at = NULL WHERE chamber_id = ?1 AND number IN (3, 7)", [a])?;
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let open: Vec<u64> = s.open_sessions(None).await.unwrap().iter().map(|o| o.number).collect();
+    assert_eq!(open, [3, 7]);
+    assert_eq!(s.open_sessions(Some(a)).await.unwrap().len(), 2);
+    assert!(s.open_sessions(Some(a + 1)).await.unwrap().is_empty());
 }

@@ -79,7 +79,8 @@ const MIGRATIONS: &[&str] = &[
     // 9: what the operator accepted of each chamber's confining settings.
     "ALTER TABLE chambers ADD COLUMN trusted TEXT;",
     // 10: usage summed per chamber, UTC day, provider account and model,
-    // kept up to date by a trigger as each session ends (so budgets and
+    // and per account and day over every chamber (what an account's budget
+    // reads), kept up to date by a trigger as each session ends (so budgets and
     // `usage` read the days they ask about, never the whole ledger, and
     // pruned sessions still count); the ledger by end time (a partial
     // day); the marks history pruning leaves.
@@ -96,13 +97,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (chamber_id, day, provider, model)
     ) WITHOUT ROWID;
     CREATE INDEX usage_days_by_day ON usage_days (day);
-    CREATE INDEX usage_days_by_provider ON usage_days (provider, day);
+    CREATE TABLE usage_accounts (
+        provider      TEXT NOT NULL,
+        day           TEXT NOT NULL,
+        sessions      INTEGER NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cached_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (provider, day)
+    ) WITHOUT ROWID;
     CREATE INDEX sessions_by_end ON sessions (ended_at) WHERE ended_at IS NOT NULL;
     INSERT INTO usage_days
         SELECT chamber_id, substr(ended_at, 1, 10), coalesce(provider, ''), coalesce(model, ''), count(*),
             coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
             coalesce(sum(cost_usd), 0)
         FROM sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;
+    INSERT INTO usage_accounts
+        SELECT provider, day, sum(sessions), sum(input_tokens), sum(output_tokens), sum(cached_tokens), sum(cost_usd)
+        FROM usage_days GROUP BY 1, 2;
     CREATE TRIGGER sessions_roll_up AFTER UPDATE OF ended_at ON sessions
         WHEN OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL
     BEGIN
@@ -112,6 +125,15 @@ const MIGRATIONS: &[&str] = &[
                 coalesce(NEW.input_tokens, 0), coalesce(NEW.output_tokens, 0), coalesce(NEW.cached_tokens, 0),
                 coalesce(NEW.cost_usd, 0))
         ON CONFLICT (chamber_id, day, provider, model) DO UPDATE SET
+            sessions = sessions + 1,
+            input_tokens = input_tokens + excluded.input_tokens,
+            output_tokens = output_tokens + excluded.output_tokens,
+            cached_tokens = cached_tokens + excluded.cached_tokens,
+            cost_usd = cost_usd + excluded.cost_usd;
+        INSERT INTO usage_accounts (provider, day, sessions, input_tokens, output_tokens, cached_tokens, cost_usd)
+        VALUES (coalesce(NEW.provider, ''), substr(NEW.ended_at, 1, 10), 1, coalesce(NEW.input_tokens, 0),
+                coalesce(NEW.output_tokens, 0), coalesce(NEW.cached_tokens, 0), coalesce(NEW.cost_usd, 0))
+        ON CONFLICT (provider, day) DO UPDATE SET
             sessions = sessions + 1,
             input_tokens = input_tokens + excluded.input_tokens,
             output_tokens = output_tokens + excluded.output_tokens,

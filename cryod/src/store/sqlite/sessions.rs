@@ -58,12 +58,13 @@ pub(super) fn recent_sessions(
 }
 
 pub(super) fn open_sessions(c: &rusqlite::Connection, chamber: Option<i64>) -> Result<Vec<OpenSession>, StoreError> {
-    let mut st = c.prepare_cached(
-        "SELECT chamber_id, number, wake_id, pid, claimed FROM sessions
-         WHERE ended_at IS NULL AND (?1 IS NULL OR chamber_id = ?1) ORDER BY chamber_id, number",
-    )?;
-    let rows = st
-        .query_map([chamber], |r| {
+    // Through the partial index of open sessions, whatever the ledger's
+    // size: an `OR` in the condition, or an order the index does not keep,
+    // made SQLite walk every session instead (2 s at 300,000 rows, at every
+    // start). Sorted here.
+    let mut st = c.prepare_cached(OPEN_SESSIONS_SQL)?;
+    let mut rows = st
+        .query_map([chamber.unwrap_or(-1), chamber.is_none() as i64], |r| {
             Ok(OpenSession {
                 chamber_id: r.get(0)?,
                 number: r.get::<_, i64>(1)? as u64,
@@ -73,8 +74,13 @@ pub(super) fn open_sessions(c: &rusqlite::Connection, chamber: Option<i64>) -> R
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    rows.sort_by_key(|s| (s.chamber_id, s.number));
     Ok(rows)
 }
+
+/// The open sessions of chamber `?1`, or of all if `?2`.
+pub(super) const OPEN_SESSIONS_SQL: &str = "SELECT chamber_id, number, wake_id, pid, claimed
+    FROM sessions INDEXED BY sessions_open WHERE ended_at IS NULL AND (?2 OR chamber_id = ?1)";
 
 pub(super) fn open_claims(c: &rusqlite::Connection, chamber: i64) -> Result<Vec<OpenClaim>, StoreError> {
     let mut st = c.prepare_cached(
