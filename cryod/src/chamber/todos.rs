@@ -36,7 +36,7 @@ const TODO: &str = "todo.json";
 const STATE: &str = ".cryo/state.json";
 
 /// Done TODOs past `[history] keep_done`, moved out of `todo.json`: one
-/// JSON object per line, appended (see [`archive`]).
+/// JSON object per line, appended (by `archive` below, before `todo.json` drops them).
 pub const ARCHIVE: &str = ".cryo/todo-done.jsonl";
 
 /// The versions of `todo.json` and of the state file before their last
@@ -151,7 +151,7 @@ pub struct How {
     pub keep_done: usize,
     /// The time an archived TODO is stamped with.
     pub now: chrono::DateTime<chrono::Utc>,
-    /// An add that may wait in the journal (see [`journal`]).
+    /// An add that may wait in the journal (the module `journal`: appended, folded into `todo.json` later).
     pub journaled: bool,
 }
 
