@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cryo_tests::fake_github::{self, FakeGithub};
 use cryo_tests::fake_zulip::{self, FakeZulip};
-use cryo_tests::{ANSWERING_AGENT, Chamber, Env, wait_until};
+use cryo_tests::{ANSWERING_AGENT, Chamber, Env, wait_until, wait_until_within};
 
 /// Answers every message with `got: BODY` (and checks in on its first
 /// session); keeps a TODO an hour out so it always has a next wake.
@@ -146,7 +146,8 @@ fn zulip_5xx_and_429_back_off_and_a_same_account_human_gets_through() {
     z.fail("/api/v1/messages", 429, Some(1), 1);
     // Someone using the bot's own account writes: still a person, still delivered.
     z.say_as(fake_zulip::EMAIL, "Cryo Bot", "alpha", "same account, different person");
-    wait_until("the reply posted", || {
+    // Through a wake, a session and a post after a 429: room for a loaded machine.
+    wait_until_within(Duration::from_secs(60), "the reply posted", || {
         bodies(&z.topic("alpha")).iter().any(|b| b.contains("got: same account, different person"))
     });
     let posts: Vec<_> = z.calls("/api/v1/messages");
@@ -277,7 +278,10 @@ fn github_discussion_comments_flow_both_ways_and_5xx_backs_off() {
     env.cryoctl(&["chamber", "start", "alpha"]).ok();
     wait_until("the check-in in the discussion", || g.comments(true).iter().any(|c| c.body == "checked in"));
     g.comment(true, "alice", "what is the status?");
-    wait_until("the reply", || g.comments(true).iter().any(|c| c.body.contains("got: what is the status?")));
+    // A poll, a wake, a session and a post: room for a loaded machine.
+    wait_until_within(Duration::from_secs(60), "the reply", || {
+        g.comments(true).iter().any(|c| c.body.contains("got: what is the status?"))
+    });
     let texts: Vec<String> = incoming(&c).into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts.len(), 1, "{texts:?}");
     let b = bridge(&env, "alpha");
