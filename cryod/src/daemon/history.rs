@@ -2,8 +2,6 @@
 //! old rows are pruned daily (their usage stays in the per-day rollups, see
 //! `store::history`), or at once by `cryoctl history prune`.
 
-use std::sync::Arc;
-
 use super::{ChamberView, Daemon};
 use crate::error::{Error, Result};
 use crate::store::Pruned;
@@ -15,28 +13,18 @@ impl Daemon {
     /// Prunes now (a minute after start, off the start's path) and then
     /// daily, as `[history] keep_sessions` says.
     pub(super) fn prune_daily(&self) {
-        let weak = Arc::downgrade(&self.0);
-        tokio::spawn(async move {
-            let start = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-            let mut tick = tokio::time::interval_at(start, EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(inner) = weak.upgrade() else { return };
-                if inner.shared.shutdown.is_cancelled() {
-                    return;
-                }
-                match Daemon(inner).prune_history("").await {
-                    Ok((before, n)) if !n.is_empty() => tracing::info!(
-                        before,
-                        sessions = n.sessions,
-                        passed = n.passed,
-                        claims = n.claims,
-                        "history pruned"
-                    ),
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "history could not be pruned"),
-                }
+        let first = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        self.every(first, EVERY, |d| async move {
+            match d.prune_history("").await {
+                Ok((before, n)) if !n.is_empty() => tracing::info!(
+                    before,
+                    sessions = n.sessions,
+                    passed = n.passed,
+                    claims = n.claims,
+                    "history pruned"
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "history could not be pruned"),
             }
         });
     }

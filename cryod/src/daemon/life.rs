@@ -13,9 +13,32 @@ impl Daemon {
     pub(super) fn heartbeat(&self) {
         let Some(hb) = self.0.shared.config.heartbeat.clone() else { return };
         let every = hb.every().expect("checked when the config was read");
+        self.every(tokio::time::Instant::now(), every, move |d| {
+            let url = hb.url.clone();
+            async move {
+                let shared = &d.0.shared;
+                match shared.store.last_session_number(0).await {
+                    Ok(_) => {
+                        if let Err(error) = shared.notifiers.ping(&url).await {
+                            tracing::warn!(%error, "the heartbeat's monitor did not take the ping");
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "the store does not answer: no heartbeat"),
+                }
+            }
+        });
+    }
+
+    /// Runs `job` at `first`, then every `period` (a late tick is run once,
+    /// not caught up), until cryod shuts down or is dropped.
+    pub(super) fn every<F, Fut>(&self, first: tokio::time::Instant, period: std::time::Duration, job: F)
+    where
+        F: Fn(Daemon) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = tokio::time::interval_at(first, period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
@@ -23,14 +46,7 @@ impl Daemon {
                 if inner.shared.shutdown.is_cancelled() {
                     return;
                 }
-                match inner.shared.store.last_session_number(0).await {
-                    Ok(_) => {
-                        if let Err(error) = inner.shared.notifiers.ping(&hb.url).await {
-                            tracing::warn!(%error, "the heartbeat's monitor did not take the ping");
-                        }
-                    }
-                    Err(error) => tracing::warn!(%error, "the store does not answer: no heartbeat"),
-                }
+                job(Daemon(inner)).await;
             }
         });
     }

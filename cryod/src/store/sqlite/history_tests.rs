@@ -49,19 +49,7 @@ fn summed(c: &rusqlite::Connection, q: &UsageQuery) -> Vec<UsageRow> {
              GROUP BY 2, 3",
         )
         .unwrap();
-    let rows = st.query_map(params![since, q.chamber, q.account], |r| {
-        Ok(UsageRow {
-            chamber_id: r.get(0)?,
-            day: r.get(1)?,
-            provider: r.get(2)?,
-            model: r.get(3)?,
-            sessions: r.get::<_, i64>(4)? as u64,
-            input_tokens: r.get::<_, i64>(5)? as u64,
-            output_tokens: r.get::<_, i64>(6)? as u64,
-            cached_tokens: r.get::<_, i64>(7)? as u64,
-            cost_usd: r.get(8)?,
-        })
-    });
+    let rows = st.query_map(params![since, q.chamber, q.account], sessions::usage_row);
     sorted(rows.unwrap().map(Result::unwrap).collect())
 }
 

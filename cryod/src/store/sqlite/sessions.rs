@@ -111,24 +111,27 @@ pub(super) fn usage(c: &rusqlite::Connection, q: &UsageQuery) -> Result<Vec<Usag
             history::Arg::Int(i) => rusqlite::types::Value::Integer(*i),
         });
         let mut st = c.prepare_cached(&sql)?;
-        let found = st.query_map(rusqlite::params_from_iter(args), |r| {
-            Ok(UsageRow {
-                chamber_id: r.get(0)?,
-                day: r.get(1)?,
-                provider: r.get(2)?,
-                model: r.get(3)?,
-                sessions: r.get::<_, i64>(4)? as u64,
-                input_tokens: r.get::<_, i64>(5)? as u64,
-                output_tokens: r.get::<_, i64>(6)? as u64,
-                cached_tokens: r.get::<_, i64>(7)? as u64,
-                cost_usd: r.get(8)?,
-            })
-        })?;
+        let found = st.query_map(rusqlite::params_from_iter(args), usage_row)?;
         for row in found {
             rows.push(row?);
         }
     }
     Ok(rows)
+}
+
+/// A row of usage sums, in the column order every usage statement selects.
+pub(super) fn usage_row(r: &rusqlite::Row) -> rusqlite::Result<UsageRow> {
+    Ok(UsageRow {
+        chamber_id: r.get(0)?,
+        day: r.get(1)?,
+        provider: r.get(2)?,
+        model: r.get(3)?,
+        sessions: r.get::<_, i64>(4)? as u64,
+        input_tokens: r.get::<_, i64>(5)? as u64,
+        output_tokens: r.get::<_, i64>(6)? as u64,
+        cached_tokens: r.get::<_, i64>(7)? as u64,
+        cost_usd: r.get(8)?,
+    })
 }
 
 /// One batch of [`history::prune_statements`]: the rows it removed.
