@@ -50,7 +50,67 @@ struct Route {
     for_owner: bool,
 }
 
-type Routes = Arc<RwLock<HashMap<PathBuf, Route>>>;
+/// Which chamber each watched folder belongs to, and each chamber's folders
+/// (so what one chamber watches is found without reading every chamber's
+/// routes: with ten thousand chambers, a start or a stop that walked the
+/// whole table for each of them was quadratic).
+#[derive(Default)]
+struct Table {
+    by_dir: HashMap<PathBuf, Route>,
+    by_chamber: HashMap<i64, Vec<PathBuf>>,
+}
+
+impl Table {
+    fn get(&self, dir: &Path) -> Option<&Route> {
+        self.by_dir.get(dir)
+    }
+
+    fn contains(&self, dir: &Path) -> bool {
+        self.by_dir.contains_key(dir)
+    }
+
+    /// Routes `dir` to `route`; returns the route it replaces.
+    fn insert(&mut self, dir: PathBuf, route: Route) -> Option<Route> {
+        let chamber = route.chamber;
+        let old = self.by_dir.insert(dir.clone(), route);
+        match &old {
+            Some(o) if o.chamber == chamber => {}
+            Some(o) => {
+                let before = o.chamber;
+                self.forget(before, &dir);
+                self.by_chamber.entry(chamber).or_default().push(dir);
+            }
+            None => self.by_chamber.entry(chamber).or_default().push(dir),
+        }
+        old
+    }
+
+    fn remove(&mut self, dir: &Path) -> Option<Route> {
+        let route = self.by_dir.remove(dir)?;
+        self.forget(route.chamber, dir);
+        Some(route)
+    }
+
+    fn forget(&mut self, chamber: i64, dir: &Path) {
+        if let Some(dirs) = self.by_chamber.get_mut(&chamber) {
+            dirs.retain(|d| d != dir);
+            if dirs.is_empty() {
+                self.by_chamber.remove(&chamber);
+            }
+        }
+    }
+
+    /// The folders routed to `chamber`.
+    fn of(&self, chamber: i64) -> &[PathBuf] {
+        self.by_chamber.get(&chamber).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Route> {
+        self.by_dir.values()
+    }
+}
+
+type Routes = Arc<RwLock<Table>>;
 
 /// What happened to a name in a watched folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,10 +187,7 @@ impl Watcher {
     /// while it answers our request, and would wait for us forever.
     pub fn watch(&self, chamber: i64, root: &Path, inboxes: &[PathBuf], sink: Sink) {
         let mut dirs = vec![(root.to_path_buf(), Role::Root)];
-        for d in inboxes {
-            let _ = crate::chamber::make_dir_in(root, d);
-            dirs.push((d.clone(), Role::Inbox));
-        }
+        dirs.extend(inboxes.iter().map(|d| (d.clone(), Role::Inbox)));
         // Route first, so no event of a new watch is dropped; then drop the
         // routes this chamber no longer needs.
         let (added, stale): (Vec<PathBuf>, Vec<PathBuf>) = {
@@ -143,16 +200,17 @@ impl Watcher {
                     added.push(dir.clone());
                 }
             }
-            let stale: Vec<PathBuf> = routes
-                .iter()
-                .filter(|(d, r)| r.chamber == chamber && !dirs.iter().any(|(w, _)| w == *d))
-                .map(|(d, _)| d.clone())
-                .collect();
+            let stale: Vec<PathBuf> =
+                routes.of(chamber).iter().filter(|d| !dirs.iter().any(|(w, _)| w == *d)).cloned().collect();
             for d in &stale {
                 routes.remove(d);
             }
             (added, stale)
         };
+        // A folder is made where it is missing once, when it is first routed.
+        for d in added.iter().filter(|d| inboxes.contains(d)) {
+            let _ = crate::chamber::make_dir_in(root, d);
+        }
         let mut guard = self.inner.lock().expect("watcher lock");
         let Some(b) = guard.as_mut() else { return };
         let mut failed = None;
@@ -183,7 +241,7 @@ impl Watcher {
     pub fn watch_for_owner(&self, chamber: i64, inbox: &Path, sink: Sink) {
         {
             let mut routes = self.routes.write().expect("routes lock");
-            if routes.contains_key(inbox) {
+            if routes.contains(inbox) {
                 return;
             }
             routes.insert(inbox.to_path_buf(), Route { chamber, role: Role::Inbox, sink, for_owner: true });
@@ -197,18 +255,20 @@ impl Watcher {
     }
 
     pub fn unwatch(&self, chamber: i64) {
-        self.unwatch_where(|r| r.chamber == chamber);
+        self.unwatch_where(chamber, |_| true);
     }
 
     /// Ends a [`Watcher::watch_for_owner`] of `chamber`.
     pub fn unwatch_for_owner(&self, chamber: i64) {
-        self.unwatch_where(|r| r.chamber == chamber && r.for_owner);
+        self.unwatch_where(chamber, |r| r.for_owner);
     }
 
-    fn unwatch_where(&self, which: impl Fn(&Route) -> bool) {
+    /// Unwatches the folders of `chamber` whose route is `which`.
+    fn unwatch_where(&self, chamber: i64, which: impl Fn(&Route) -> bool) {
         let dirs: Vec<PathBuf> = {
             let mut routes = self.routes.write().expect("routes lock");
-            let dirs: Vec<PathBuf> = routes.iter().filter(|(_, r)| which(r)).map(|(d, _)| d.clone()).collect();
+            let dirs: Vec<PathBuf> =
+                routes.of(chamber).iter().filter(|d| routes.get(d).is_some_and(&which)).cloned().collect();
             for d in &dirs {
                 routes.remove(d);
             }
@@ -427,6 +487,45 @@ mod tests {
     /// The first event heard within a few seconds.
     fn heard(rx: &Heard) -> (&'static str, Change) {
         rx.recv_timeout(Duration::from_secs(10)).expect("an event")
+    }
+
+    /// The table finds each chamber's folders by its index, and keeps that
+    /// index true as folders are routed, moved to another chamber and
+    /// removed.
+    #[test]
+    fn the_table_knows_each_chambers_folders() {
+        let route = |chamber| Route { chamber, role: Role::Inbox, sink: Arc::new(|_| {}), for_owner: false };
+        let mut t = Table::default();
+        for chamber in 1..=1000 {
+            t.insert(PathBuf::from(format!("/c/{chamber}")), route(chamber));
+            t.insert(PathBuf::from(format!("/c/{chamber}/inbox")), route(chamber));
+        }
+        assert_eq!(t.of(7), [PathBuf::from("/c/7"), PathBuf::from("/c/7/inbox")]);
+        // Routed again to its chamber: listed once.
+        t.insert(PathBuf::from("/c/7"), route(7));
+        assert_eq!(t.of(7).len(), 2);
+        // Taken by another chamber: listed under it alone.
+        t.insert(PathBuf::from("/c/7/inbox"), route(8));
+        assert_eq!(t.of(7), [PathBuf::from("/c/7")]);
+        assert_eq!(t.of(8).len(), 3);
+        t.remove(Path::new("/c/7"));
+        assert!(t.of(7).is_empty() && !t.by_chamber.contains_key(&7));
+        assert_eq!(t.get(Path::new("/c/7/inbox")).map(|r| r.chamber), Some(8));
+        assert_eq!(t.values().count(), 1999);
+    }
+
+    /// Unwatching a chamber among thousands leaves every other chamber's
+    /// routes.
+    #[test]
+    fn unwatching_one_chamber_leaves_the_others() {
+        let (_dir, root, inbox, w, tx, _rx) = rig();
+        let other = tempfile::tempdir().unwrap();
+        w.watch(1, &root, std::slice::from_ref(&inbox), sink("a", &tx));
+        w.watch(2, other.path(), &[], sink("b", &tx));
+        w.unwatch(1);
+        let routes = w.routes.read().unwrap();
+        assert!(routes.of(1).is_empty() && routes.get(&inbox).is_none());
+        assert_eq!(routes.of(2), [other.path().to_path_buf()]);
     }
 
     /// A watch held for another node's chamber never takes the place of

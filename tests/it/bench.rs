@@ -81,6 +81,17 @@ fn burst_runs_each_chamber_once_within_the_limit() {
 }
 
 #[test]
+fn a_storm_answers_every_message_within_the_derived_limit() {
+    let f = bench(&["storm", "--chambers", "6", "--messages", "3", "--work-ms", "50"]);
+    let limit = num(&f, "limit");
+    assert!(limit >= 2.0, "a limit derived from the machine: {f:?}");
+    let (sessions, most) = (num(&f, "sessions"), num(&f, "max_concurrent"));
+    assert!((6.0..=18.0).contains(&sessions), "each chamber ran, at most once a message: {f:?}");
+    assert!(most >= 1.0 && most <= limit, "within the limit: {f:?}");
+    assert!(num(&f, "storm_seconds") > 0.0);
+}
+
+#[test]
 fn recovery_reruns_the_interrupted_sessions_and_leaves_no_agent_behind() {
     let f = bench(&["recovery", "--chambers", "6", "--running", "2"]);
     assert_eq!(num(&f, "rerun"), 2.0);

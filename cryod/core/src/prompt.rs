@@ -21,7 +21,7 @@ const MAX_LISTED_TODOS: usize = 50;
 /// Most unread message names listed in a prompt; the rest are counted. A
 /// name is about 53 bytes: a thousand would make the prompt five times the
 /// seed system's, and `cryo-agent receive` returns them all anyway.
-const MAX_LISTED_MAIL: usize = 50;
+pub(crate) const MAX_LISTED_MAIL: usize = 50;
 
 /// The facts of one session.
 pub struct PromptInput<'a> {

@@ -350,8 +350,12 @@ pub fn read_text(dir: &Path) -> Result<String, ConfigError> {
 /// Parses the text of a `cryo.toml` at `path` for the chamber in `dir`.
 pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loaded, ConfigError> {
     let lines = Lines { path, text };
-    let mut raw: Raw = lines.toml()?;
-    let mut trust = super::trust::digests(&lines.toml()?);
+    let table: toml::Table = lines.toml()?;
+    // `[[on_end]]` keeps its spans (where each names its chamber): only the
+    // text has them.
+    let mut raw: Raw = if table.contains_key("on_end") { lines.toml()? } else { lines.toml_of_table(&table)? };
+    let mut trust = super::trust::digests(&table);
+    drop(table);
     let warnings = legacy_warnings(&raw, &lines);
     let (timezone, timezone_set) = timezone(raw.timezone.as_deref(), system_tz, &lines)?;
     let continuity = continuity(&raw, &lines)?;

@@ -283,12 +283,13 @@ impl Daemon {
         all
     }
 
-    /// Every chamber's name by id (without copying their views).
-    pub fn names(&self) -> std::collections::HashMap<i64, String> {
+    /// The names of the chambers `ids` names (without copying their views,
+    /// and only theirs: one chamber's answer costs one lookup).
+    pub fn names(&self, ids: impl IntoIterator<Item = i64>) -> std::collections::HashMap<i64, String> {
         let local = self.chambers();
         let remote = self.remote();
-        let records = local.values().map(|e| &e.record).chain(remote.values());
-        records.map(|r| (r.id, r.name.clone())).collect()
+        let name = |id: i64| local.get(&id).map(|e| &e.record).or_else(|| remote.get(&id)).map(|r| r.name.clone());
+        ids.into_iter().filter_map(|id| Some((id, name(id)?))).collect()
     }
 
     /// The chambers a list shows: archived ones only when asked for.

@@ -70,7 +70,7 @@ impl Control for ControlService {
         };
         let q = crate::store::UsageQuery { since: since.map(|t| t.to_utc()), chamber: only, account: None };
         let rows = self.daemon.shared().store.usage(q).await.map_err(crate::error::Error::from)?;
-        let names = self.daemon.names();
+        let names = self.daemon.names(rows.iter().map(|r| r.chamber_id));
         Ok(Response::new(convert::usage(&rows, &names, &req.by)?))
     }
 

@@ -305,11 +305,15 @@ fn outgoing(mailbox: &Mailbox) -> Vec<Outgoing> {
 /// back from the newest (a page at a time, at most [`QUESTION_PAGES`]): a
 /// start reads what is recent, not every message a chamber ever had.
 fn open_questions(mb: &Mailbox) -> u32 {
-    let last_in = mb.newest(&[Folder::Inbox, Folder::InboxArchive], None, 1).pop().map(|m| m.when);
+    // The incoming folders are listed only if the chamber ever sent anything.
+    let last_in = std::cell::OnceCell::new();
+    let last_in =
+        || *last_in.get_or_init(|| mb.newest(&[Folder::Inbox, Folder::InboxArchive], None, 1).pop().map(|m| m.when));
     let (mut count, mut before) = (0, None::<String>);
     for _ in 0..QUESTION_PAGES {
         let page = mb.newest(&[Folder::Outbox, Folder::OutboxArchive], before.as_deref(), 50);
         let Some(oldest) = page.first() else { break };
+        let last_in = last_in();
         let after_last = |m: &crate::chamber::mailbox::Stored| last_in.is_none_or(|t| m.when > t);
         count += page.iter().filter(|m| m.message.question && after_last(m)).count() as u32;
         if !after_last(oldest) {

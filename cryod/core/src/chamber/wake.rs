@@ -309,8 +309,28 @@ impl Chamber {
     }
 }
 
-/// Why a wake runs: `todo:ID` for each claim, `mail:NAME` for each unread message.
+/// Why a wake runs: `todo:ID` for each claim, `mail:NAME` for each unread
+/// message, as many as a prompt lists, then `mail:+N more` (a thousand
+/// unread names would make every ledger row and log line 50 KB).
 fn reasons(claims: &[Claim], unread: &[String]) -> Vec<String> {
     let todos = claims.iter().map(|c| format!("todo:{}", c.id));
-    todos.chain(unread.iter().map(|m| format!("mail:{m}"))).collect()
+    let listed = unread.len().min(crate::prompt::MAX_LISTED_MAIL);
+    let mail = unread[..listed].iter().map(|m| format!("mail:{m}"));
+    let more = (unread.len() > listed).then(|| format!("mail:+{} more", unread.len() - listed));
+    todos.chain(mail).chain(more).collect()
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_names_as_many_messages_as_a_prompt_and_counts_the_rest() {
+        let unread: Vec<String> = (0..1000).map(|i| format!("m{i}.md")).collect();
+        let why = reasons(&[], &unread);
+        assert_eq!(why.len(), crate::prompt::MAX_LISTED_MAIL + 1);
+        assert_eq!(why[0], "mail:m0.md");
+        assert_eq!(why.last().unwrap(), &format!("mail:+{} more", 1000 - crate::prompt::MAX_LISTED_MAIL));
+        assert_eq!(reasons(&[], &unread[..3]), ["mail:m0.md", "mail:m1.md", "mail:m2.md"]);
+    }
 }

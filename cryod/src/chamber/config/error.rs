@@ -80,6 +80,18 @@ impl Lines<'_> {
     pub(super) fn toml<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
         toml::from_str(self.text).map_err(|e| ConfigError::Toml(super::one_line_toml_error(self.path, self.text, &e)))
     }
+
+    /// `table` (this file, parsed) as `T`, without lexing the text again (a
+    /// start reads every chamber's file: a second parse was a tenth of a
+    /// start). A table that is not a `T` is parsed again from the text, only
+    /// to say where. (`T` must hold no `toml::Spanned`: a table has no spans.)
+    pub(super) fn toml_of_table<T: serde::de::DeserializeOwned>(&self, table: &toml::Table) -> Result<T, ConfigError> {
+        toml::Value::Table(table.clone()).try_into::<T>().map_err(|converted| {
+            self.toml::<T>().err().unwrap_or_else(|| {
+                ConfigError::Toml(format!("{}: {}", self.path.display(), converted.to_string().trim()))
+            })
+        })
+    }
 }
 
 /// Why a path in `cryo.toml` names no file.

@@ -168,6 +168,9 @@ const MIGRATIONS: &[&str] = &[
         key   text PRIMARY KEY,
         value text NOT NULL
     );",
+    // 8: one chamber's sessions ended in a span (the part of a day a
+    // status's cost windows read) without reading every chamber's.
+    "CREATE INDEX cryo_sessions_by_chamber_end ON cryo_sessions (chamber_id, ended_at) WHERE ended_at IS NOT NULL;",
 ];
 
 /// The schema version this build writes.

@@ -155,3 +155,50 @@ async fn the_open_sessions_are_read_through_their_index() {
     assert_eq!(s.open_sessions(Some(a)).await.unwrap().len(), 2);
     assert!(s.open_sessions(Some(a + 1)).await.unwrap().is_empty());
 }
+
+/// One chamber's part of a day (a status's cost windows start inside a day)
+/// reads that chamber's sessions through their index by chamber and end
+/// time, never every chamber's sessions of the day.
+#[tokio::test]
+async fn one_chambers_partial_day_reads_its_own_sessions() {
+    let s = Sqlite::open_in_memory().unwrap();
+    let since = "2026-11-20T12:30:00Z".parse().unwrap();
+    let q = UsageQuery { since: Some(since), chamber: Some(1), account: None };
+    let statements = q.statements(&crate::store::history::SQLITE, None);
+    let (sql, _) = statements.last().unwrap().clone();
+    assert!(sql.contains("FROM sessions"), "{sql}");
+    let plan: Vec<String> = s
+        .call(move |c| {
+            let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+            let rows = st.query_map(params!["2026-11-20T12:30:00Z", "2026-11-21", 1], |r| r.get::<_, String>(3))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert!(plan.iter().any(|p| p.contains("sessions_by_chamber_end")), "{plan:?}");
+}
+
+/// A statement kept prepared runs again with new values without being
+/// compiled again (a `LIMIT ?` bound to a new value recompiled it, once per
+/// chamber at every start).
+#[tokio::test]
+async fn kept_statements_are_not_compiled_again_for_new_values() {
+    let s = Sqlite::open_in_memory().unwrap();
+    let (a, b) = two_chambers(&s, 20).await;
+    for (chamber, limit) in [(a, 1), (b, 5), (a, 3), (b, 1)] {
+        let rows = s.recent_sessions(chamber, limit).await.unwrap();
+        assert_eq!(rows.len(), limit as usize);
+    }
+    let recompiled = s
+        .call(|c| {
+            let sql = format!(
+                "SELECT {} FROM sessions WHERE chamber_id = ?1 ORDER BY number DESC LIMIT ?2",
+                crate::store::SESSION_COLUMNS
+            );
+            let st = c.prepare_cached(&sql)?;
+            Ok(st.get_status(rusqlite::StatementStatus::RePrepare))
+        })
+        .await
+        .unwrap();
+    assert_eq!(recompiled, 0);
+}

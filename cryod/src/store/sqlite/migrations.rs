@@ -144,6 +144,9 @@ const MIGRATIONS: &[&str] = &[
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
     );",
+    // 11: one chamber's sessions ended in a span (the part of a day a
+    // status's cost windows read) without reading every chamber's.
+    "CREATE INDEX sessions_by_chamber_end ON sessions (chamber_id, ended_at) WHERE ended_at IS NOT NULL;",
 ];
 
 /// The schema version this build writes.

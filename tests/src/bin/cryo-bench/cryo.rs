@@ -294,7 +294,10 @@ pub fn idle(chambers: usize, todos: usize, seconds: u64) -> Figures {
         switches_between(&a, &context_switches(pid)) == 0
     });
     println!("\ncryo: idle daemon ({chambers} chambers x {todos} TODOs in the future)");
-    at_rest(&[pid], seconds, startup)
+    let f = at_rest(&[pid], seconds, startup);
+    drop(d);
+    keep_if_asked(env);
+    f
 }
 
 pub fn recovery(chambers: usize, running: usize) -> Figures {
@@ -492,6 +495,38 @@ pub fn inbox(messages: usize, chambers: usize, burst: bool) -> Figures {
     f
 }
 
+/// A mail storm at the default settings (no `max_concurrent_sessions` in
+/// cryod.toml: the limit cryod derives from the machine): `per` messages
+/// written into each of `chambers` inboxes at once; each session works
+/// `work_ms`. Time until every message is answered.
+pub fn storm(chambers: usize, per: usize, work_ms: u64) -> Figures {
+    let env = Env::new();
+    env.daemon_config("");
+    let _d = env.start_daemon();
+    let names = register(&env, chambers, &scripts::storm(work_ms), |_, dir| write_todos(dir, &[FAR.into()]));
+    start_all(&env, &names);
+    let dirs = dirs(&env, &names);
+    let t0 = now_ns();
+    for k in 0..per {
+        for d in &dirs {
+            write_message(d, k);
+        }
+    }
+    wait_until_within(Duration::from_secs(600), "every message of the storm answered", || storm_settled(&dirs, per));
+    let limit = rt().block_on(async {
+        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
+        let r = c.chamber_list(pb::ChamberListRequest { archived: false }).await.unwrap().into_inner();
+        r.admission.map(|a| a.limit).unwrap_or_default()
+    });
+    println!(
+        "\ncryo: mail storm ({per} messages to each of {chambers} chambers at once, {work_ms} ms of work a session, \
+         max_concurrent_sessions derived: {limit})"
+    );
+    let mut f = storm_figures(&dirs, t0);
+    f.insert("limit".into(), limit.into());
+    f
+}
+
 pub fn burst(chambers: usize, limit: usize) -> Figures {
     let env = Env::new();
     env.daemon_config(&format!("max_concurrent_sessions = {limit}\n"));
@@ -636,7 +671,20 @@ pub fn history(a: &Aging, aged: bool) -> Figures {
     f.insert("rss_start_mb".into(), rss_start.into());
     f.insert("rss_after_mb".into(), rss_after.into());
     f.insert("ledger_bytes".into(), db.into());
+    if aged {
+        drop(daemon);
+        keep_if_asked(env);
+    }
     f
+}
+
+/// With `CRYO_BENCH_KEEP` set, leaves `env`'s world on disk (its cryod
+/// stopped) and says where, to profile it by hand afterwards.
+fn keep_if_asked(env: Env) {
+    if std::env::var_os("CRYO_BENCH_KEEP").is_some() {
+        eprintln!("cryo-bench: the world is kept at {}", env.root().display());
+        std::mem::forget(env);
+    }
 }
 
 /// `n` done TODOs made by `item(id, at)`, finished over the years before now
@@ -661,7 +709,8 @@ pub fn archive_messages(dir: &Path, n: usize) {
 /// minute ago, so each chamber's run back years, every day of them has a
 /// rollup row, and this week and this month have their share. Each session
 /// costs a cent on account `other` (a `sh` agent's). Then sums them into
-/// `usage_days` the way migration 10 did for the sessions before it.
+/// `usage_days` and `usage_accounts` the way migration 10 did for the
+/// sessions before it.
 /// Returns the rows written.
 fn age_ledger(db: &Path, sessions: usize) -> usize {
     let mut c = rusqlite::Connection::open(db).unwrap();
@@ -699,7 +748,12 @@ fn age_ledger(db: &Path, sessions: usize) -> usize {
             SELECT chamber_id, substr(ended_at, 1, 10), coalesce(provider, ''), coalesce(model, ''), count(*),
                 coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cached_tokens), 0),
                 coalesce(sum(cost_usd), 0)
-            FROM sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;",
+            FROM sessions WHERE ended_at IS NOT NULL GROUP BY 1, 2, 3, 4;
+         DELETE FROM usage_accounts;
+         INSERT INTO usage_accounts
+            SELECT provider, day, sum(sessions), sum(input_tokens), sum(output_tokens), sum(cached_tokens),
+                sum(cost_usd)
+            FROM usage_days GROUP BY 1, 2;",
     )
     .unwrap();
     tx.commit().unwrap();

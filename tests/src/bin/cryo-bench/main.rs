@@ -112,6 +112,19 @@ enum Scenario {
         #[arg(long)]
         burst: bool,
     },
+    /// A mail storm: `--messages` messages written into each chamber's
+    /// inbox at once, each session working `--work-ms`, at cryod's default
+    /// settings (its session limit derived from the machine).
+    Storm {
+        #[arg(long, default_value_t = 100)]
+        chambers: usize,
+        /// Messages to each chamber.
+        #[arg(long, default_value_t = 10)]
+        messages: usize,
+        /// Milliseconds of work in each session.
+        #[arg(long, default_value_t = 1000)]
+        work_ms: u64,
+    },
     /// A burst: every chamber due at the same instant, with a session limit
     /// (the seed system has none).
     Burst {
@@ -217,6 +230,11 @@ fn main() {
                 ],
             )
         }
+        Scenario::Storm { chambers, messages, work_ms } => (
+            cryo::storm(chambers, messages, work_ms),
+            seed.map(|s| seed::storm(s, chambers, messages, work_ms)),
+            &[("storm_seconds", "s"), ("sessions", ""), ("max_concurrent", "")],
+        ),
         Scenario::Burst { chambers, limit } => (
             cryo::burst(chambers, limit),
             seed.map(|s| seed::burst(s, chambers)),

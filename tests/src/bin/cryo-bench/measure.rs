@@ -218,6 +218,51 @@ pub fn burst_figures(dirs: &[PathBuf], took: std::time::Duration, limit: Option<
     f
 }
 
+/// A mail storm's outcome from what the agents recorded after `t0` (ns):
+/// the time from the first message to the last session's end, the
+/// sessions that ran, and the most running at the same moment.
+pub fn storm_figures(dirs: &[PathBuf], t0: i128) -> Figures {
+    let mut edges = Vec::new();
+    let mut last = t0;
+    for d in dirs {
+        let (runs, ends) = (times(d, "runs.txt"), times(d, "ends.txt"));
+        for (s, e) in runs.iter().zip(&ends).filter(|(s, _)| **s >= t0) {
+            edges.push((*s, 1));
+            edges.push((*e, -1));
+            last = last.max(*e);
+        }
+    }
+    let sessions = edges.len() / 2;
+    edges.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, x) in edges {
+        cur += x;
+        max = max.max(cur);
+    }
+    let took = (last - t0) as f64 / 1e9;
+    println!("  every message answered in {took:.2} s (from the first written)");
+    println!("  sessions                  {sessions}");
+    println!("  most at once              {max}");
+    let mut f = Figures::new();
+    f.insert("storm_seconds".into(), took.into());
+    f.insert("sessions".into(), sessions.into());
+    f.insert("max_concurrent".into(), max.into());
+    f
+}
+
+/// Whether each of `dirs` has received `per` messages (its agents' counts
+/// in `got.txt`) and no session of it is running (as many ends as starts).
+pub fn storm_settled(dirs: &[PathBuf], per: usize) -> bool {
+    dirs.iter().all(|d| {
+        let got: usize = std::fs::read_to_string(d.join("got.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<usize>().ok())
+            .sum();
+        got >= per && times(d, "runs.txt").len() == times(d, "ends.txt").len()
+    })
+}
+
 /// Prints cryo's and the seed system's figures side by side with their
 /// ratio (seed / cryo: above 1, cryo is smaller or faster), and adds the
 /// seed's figures to `cryo`'s as `seed_*` and the ratios as `ratio_*`.

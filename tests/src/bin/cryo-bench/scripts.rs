@@ -74,3 +74,21 @@ a=$(date +%s%N); cryo-agent todo add later --at '+1 days' >/dev/null; b=$(date +
 date +%s%N >> ends.txt
 a=$(date +%s%N); cryo-agent hibernate --linger 0 >/dev/null; b=$(date +%s%N); echo $((b - a)) >> hibernate.txt
 ";
+
+/// A mail storm's agent: records its start, counts the messages its
+/// `receive` returns (`got.txt`), works for `work_ms` milliseconds, answers
+/// and records its end before it hibernates.
+pub fn storm(work_ms: u64) -> String {
+    format!(
+        "date +%s%N >> runs.txt
+n=$(cryo-agent receive | grep -c '^message ')
+echo \"$n\" >> got.txt
+sleep {}.{:03}
+cryo-agent send ok >/dev/null
+date +%s%N >> ends.txt
+cryo-agent hibernate --linger 0 >/dev/null
+",
+        work_ms / 1000,
+        work_ms % 1000
+    )
+}

@@ -351,6 +351,24 @@ pub fn burst(bin: &Path, chambers: usize) -> Figures {
     burst_figures(&seed.dirs, took, None)
 }
 
+/// The mail storm on the seed system: one daemon per chamber, the same
+/// messages written at once, the same agent.
+pub fn storm(bin: &Path, chambers: usize, per: usize, work_ms: u64) -> Figures {
+    let mut seed = Seed::new(bin);
+    seed.chambers(chambers, &scripts::storm(work_ms), 1);
+    let t0 = now_ns();
+    for k in 0..per {
+        for d in &seed.dirs {
+            write_message(d, k);
+        }
+    }
+    wait_until_within(Duration::from_secs(600), "the seed to answer every message of the storm", || {
+        storm_settled(&seed.dirs, per)
+    });
+    println!("\nseed system: mail storm ({per} messages to each of {chambers} chambers at once, one daemon each)");
+    storm_figures(&seed.dirs, t0)
+}
+
 /// Recovery on the seed system: `running` chambers in a session (woken by a
 /// message), every daemon SIGKILLed, then all started again; time until
 /// every daemon answers.
