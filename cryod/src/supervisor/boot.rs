@@ -59,6 +59,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
     let (past, mailbox) = past(&root, last, tz, watch_activity);
+    // The version read, taken before the read: `launch` reads again only
+    // another (an old file of fifty thousand TODOs was parsed twice).
+    let todos_read = todos::stamp(&root);
     // The machine takes the fault as its line.
     let todos = todos::load(&root, tz).map_err(Failed::of);
     if let Err(e) = &todos {
@@ -108,7 +111,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         machine,
         config,
         callers: Default::default(),
-        todos_written: None,
+        todos_written: todos_read,
         bridges: crate::bridges::Bridges::new(changed),
     };
     launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await
@@ -220,8 +223,11 @@ async fn launch(
     sup.shared.watcher.watch(sup.id, &sup.root, watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
     // What changed between the files' first reading and the watch (a hand
-    // edit of todo.json, mail) raised no event: read them again now.
-    sup.reload_todos().await;
+    // edit of todo.json, mail) raised no event: read them again now (the
+    // list only if its file is another version than the one read).
+    if sup.todos_written.is_none() || todos::stamp(&sup.root) != sup.todos_written {
+        sup.reload_todos().await;
+    }
     sup.observe_inbox().await;
     sup.publish();
     let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
