@@ -199,12 +199,7 @@ pub fn burst_figures(dirs: &[PathBuf], took: std::time::Duration, limit: Option<
             edges.push((*e, -1));
         }
     }
-    edges.sort();
-    let (mut cur, mut max) = (0i32, 0i32);
-    for (_, x) in edges {
-        cur += x;
-        max = max.max(cur);
-    }
+    let max = most_at_once(edges);
     let limit = limit.map(|l| format!("(limit {l})")).unwrap_or_else(|| "(no limit)".into());
     println!("  all ran in               {:.1} s (from the restart)", took.as_secs_f64());
     println!("  chambers that ran twice  {twice}");
@@ -216,6 +211,18 @@ pub fn burst_figures(dirs: &[PathBuf], took: std::time::Duration, limit: Option<
     f.insert("never_ran".into(), missing.into());
     f.insert("max_concurrent".into(), max.into());
     f
+}
+
+/// The most sessions running at one moment, from their starts (+1) and
+/// ends (-1).
+fn most_at_once(mut edges: Vec<(i128, i32)>) -> i32 {
+    edges.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, x) in edges {
+        cur += x;
+        max = max.max(cur);
+    }
+    max
 }
 
 /// A mail storm's outcome from what the agents recorded after `t0` (ns):
@@ -233,12 +240,7 @@ pub fn storm_figures(dirs: &[PathBuf], t0: i128) -> Figures {
         }
     }
     let sessions = edges.len() / 2;
-    edges.sort();
-    let (mut cur, mut max) = (0i32, 0i32);
-    for (_, x) in edges {
-        cur += x;
-        max = max.max(cur);
-    }
+    let max = most_at_once(edges);
     let took = (last - t0) as f64 / 1e9;
     println!("  every message answered in {took:.2} s (from the first written)");
     println!("  sessions                  {sessions}");
