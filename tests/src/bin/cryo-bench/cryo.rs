@@ -57,6 +57,19 @@ fn start_all(env: &Env, names: &[String]) {
     });
 }
 
+/// `runs` runs of `cryoctl ARGS` (each must succeed), in milliseconds from
+/// the process's start to its exit.
+fn cryoctl_times(env: &Env, runs: usize, args: &[&str]) -> Vec<f64> {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let out = env.command(cryo_tests::bin("cryoctl")).args(args).output().unwrap();
+            assert!(out.status.success(), "cryoctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect()
+}
+
 /// A time no scenario reaches: a TODO there keeps a chamber's plan open.
 pub const FAR: &str = "2099-01-01T00:00:00Z";
 
@@ -337,16 +350,7 @@ pub fn control(chambers: usize, runs: usize) -> Figures {
     let _d = env.start_daemon();
     let names = register(&env, chambers, &scripts::control(runs), |_, _| {});
     wait_serving(&env);
-    let timed = |args: &[&str]| -> Vec<f64> {
-        (0..runs)
-            .map(|_| {
-                let t = Instant::now();
-                let out = env.command(cryo_tests::bin("cryoctl")).args(args).output().unwrap();
-                assert!(out.status.success(), "cryoctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-                t.elapsed().as_secs_f64() * 1000.0
-            })
-            .collect()
-    };
+    let timed = |args: &[&str]| cryoctl_times(&env, runs, args);
     let list = timed(&["chamber", "list", "--json"]);
     let status = timed(&["chamber", "status", &names[0], "--json"]);
     // cryo-agent inside a real session: the agent times its own calls.
@@ -506,12 +510,7 @@ pub fn storm(chambers: usize, per: usize, work_ms: u64) -> Figures {
     let names = register(&env, chambers, &scripts::storm(work_ms), |_, dir| write_todos(dir, &[FAR.into()]));
     start_all(&env, &names);
     let dirs = dirs(&env, &names);
-    let t0 = now_ns();
-    for k in 0..per {
-        for d in &dirs {
-            write_message(d, k);
-        }
-    }
+    let t0 = write_storm(&dirs, per);
     wait_until_within(Duration::from_secs(600), "every message of the storm answered", || storm_settled(&dirs, per));
     let limit = rt().block_on(async {
         let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
@@ -617,16 +616,7 @@ pub fn history(a: &Aging, aged: bool) -> Figures {
     let pid = daemon.as_ref().unwrap().pid();
     let rss_start = settled_rss(&[pid]);
     // The operator's commands, process start to exit.
-    let timed = |args: &[&str]| -> Vec<f64> {
-        (0..a.runs)
-            .map(|_| {
-                let t = Instant::now();
-                let out = env.command(cryo_tests::bin("cryoctl")).args(args).output().unwrap();
-                assert!(out.status.success(), "cryoctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-                t.elapsed().as_secs_f64() * 1000.0
-            })
-            .collect()
-    };
+    let timed = |args: &[&str]| cryoctl_times(&env, a.runs, args);
     let status = timed(&["chamber", "status", &names[0]]);
     let list = timed(&["chamber", "list"]);
     let usage = timed(&["usage"]);

@@ -252,6 +252,18 @@ pub fn storm_figures(dirs: &[PathBuf], t0: i128) -> Figures {
     f
 }
 
+/// Writes `per` messages into each of `dirs`' inboxes, as fast as it can;
+/// returns when it began (ns).
+pub fn write_storm(dirs: &[PathBuf], per: usize) -> i128 {
+    let t0 = now_ns();
+    for k in 0..per {
+        for d in dirs {
+            write_message(d, k);
+        }
+    }
+    t0
+}
+
 /// Whether each of `dirs` has received `per` messages (its agents' counts
 /// in `got.txt`) and no session of it is running (as many ends as starts).
 pub fn storm_settled(dirs: &[PathBuf], per: usize) -> bool {

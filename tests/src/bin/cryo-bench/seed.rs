@@ -356,12 +356,7 @@ pub fn burst(bin: &Path, chambers: usize) -> Figures {
 pub fn storm(bin: &Path, chambers: usize, per: usize, work_ms: u64) -> Figures {
     let mut seed = Seed::new(bin);
     seed.chambers(chambers, &scripts::storm(work_ms), 1);
-    let t0 = now_ns();
-    for k in 0..per {
-        for d in &seed.dirs {
-            write_message(d, k);
-        }
-    }
+    let t0 = write_storm(&seed.dirs, per);
     wait_until_within(Duration::from_secs(600), "the seed to answer every message of the storm", || {
         storm_settled(&seed.dirs, per)
     });
