@@ -97,9 +97,40 @@ fn read_bytes(d: &Dir) -> Result<Vec<u8>, TodosError> {
 }
 
 fn parse(d: &Dir, bytes: &[u8], tz: Tz) -> Result<TodoList, TodosError> {
+    parse_keeping(d, bytes, tz, usize::MAX).map(|(list, _)| list)
+}
+
+/// The list without the done TODOs past `keep`, and their ids (see
+/// [`todo::parse_file_keeping`]).
+fn parse_keeping(d: &Dir, bytes: &[u8], tz: Tz, keep: usize) -> Result<(TodoList, Vec<u64>), TodosError> {
     let path = d.path().join(TODO);
     let Ok(text) = std::str::from_utf8(bytes) else { return Err(TodosError::NotUtf8(path)) };
-    todo::parse_file(text, tz, high_water(d)?).map_err(|error| TodosError::List { path, error })
+    todo::parse_file_keeping(text, tz, high_water(d)?, keep).map_err(|error| TodosError::List { path, error })
+}
+
+/// Whether `todo.json` still holds `bytes`, read in steps (an old file is
+/// not held twice).
+fn still(d: &Dir, bytes: &[u8]) -> Result<bool, TodosError> {
+    use std::io::Read;
+    let mut f = match d.open_read(Path::new(TODO), Some(MAX_TODO_BYTES)) {
+        Ok(f) => f,
+        Err(FileError::Missing(_)) => return Ok(bytes.is_empty()),
+        Err(e @ FileError::Io { .. }) => return Err(TodosError::Unreadable(e)),
+        Err(e) => return Err(TodosError::File(e)),
+    };
+    let path = d.path().join(TODO);
+    let (mut buf, mut at) = (vec![0; 64 * 1024], 0);
+    loop {
+        let n =
+            f.read(&mut buf).map_err(|error| TodosError::Unreadable(FileError::Io { path: path.clone(), error }))?;
+        if n == 0 {
+            return Ok(at == bytes.len());
+        }
+        if bytes.get(at..at + n) != Some(&buf[..n]) {
+            return Ok(false);
+        }
+        at += n;
+    }
 }
 
 /// Reads the list (with the journal's adds). A missing file is an empty
@@ -110,6 +141,31 @@ pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, TodosError> {
     let mut list = parse(&d, &read_bytes(&d)?, tz)?;
     Journal::read(&d, tz)?.merge_into(&mut list);
     Ok(list)
+}
+
+/// Reads the list at cryod's start. A file that still holds done TODOs past
+/// `how.keep_done` (written by the seed system, by hand, or before the
+/// archive existed) has them archived first, once, so that the next starts
+/// read only what it keeps; if that write fails the whole list is read, as
+/// before. Also the stamp of the version written, if one was.
+pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<Stamp>), TodosError> {
+    let d = Dir::open(dir)?;
+    let (mut list, retired) = parse_keeping(&d, &read_bytes(&d)?, tz, how.keep_done)?;
+    if retired.is_empty() {
+        Journal::read(&d, tz)?.merge_into(&mut list);
+        return Ok((list, None));
+    }
+    match update_with(dir, tz, how, |_| Ok::<_, std::convert::Infallible>(())) {
+        Ok(((), list, stamp)) => Ok((list, stamp)),
+        Err(e) => {
+            let error = match e {
+                UpdateError::Fault(m) | UpdateError::Write(m) => m,
+                UpdateError::Refused(never) => match never {},
+            };
+            tracing::warn!(dir = %dir.display(), %error, "cannot archive the done TODOs at start");
+            load(dir, tz).map(|list| (list, None))
+        }
+    }
 }
 
 /// Which version of `todo.json` is on disk (device, inode, size, time of
@@ -173,26 +229,30 @@ pub fn update_with<T, E>(
     let fault = |e: TodosError| UpdateError::Fault(e.to_string());
     for _ in 0..RETRIES {
         let before = read_bytes(&d).map_err(fault)?;
-        let mut list = parse(&d, &before, tz).map_err(fault)?;
+        // Done work past the tail is not even read into TODOs (an old
+        // file's fifty thousand): only its ids, to archive it from the
+        // file's text below.
+        let (mut list, early) = parse_keeping(&d, &before, tz, how.keep_done).map_err(fault)?;
         let journal = Journal::read(&d, tz).map_err(|e| fault(e.into()))?;
         journal.merge_into(&mut list);
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
-        if list == old && journal.bytes == 0 {
+        if list == old && journal.bytes == 0 && early.is_empty() {
             return Ok((value, list, None));
         }
-        if how.journaled && journaled(&d, &journal, &old, &list, before.len() as u64, tz)? {
+        if how.journaled && early.is_empty() && journaled(&d, &journal, &old, &list, before.len() as u64, tz)? {
             return Ok((value, list, None));
         }
         // Nobody may have changed the file while we computed.
-        if read_bytes(&d).map_err(fault)? != before {
+        if !still(&d, &before).map_err(fault)? {
             continue;
         }
         // Done work leaves the file, into the archive first: a crash
         // between the two leaves it in both, and the next archive skips it.
-        let retired = list.retire(how.keep_done);
-        archive(&d, &retired, tz, how.now)
+        let late = list.retire(how.keep_done);
+        archive(&d, Retiring { text: &before, early: &early, late: &late }, tz, how.now)
             .map_err(|e| UpdateError::Write(format!("cannot archive done TODOs: {e}")))?;
+        drop(before);
         // The journal's adds must be in the file for good before it goes.
         let written = save_with(&d, &list, tz, how.durable || journal.bytes > 0)
             .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
@@ -222,13 +282,22 @@ fn journaled<E>(
     Ok(true)
 }
 
-/// Appends `retired` to [`ARCHIVE`], durably, leaving out those its last
-/// lines already hold (a write of `todo.json` that did not follow its
-/// archive's); a torn last line (a crash mid-append) is closed first.
-/// Reads back only about as much as it writes.
-fn archive(d: &Dir, retired: &[todo::Todo], tz: Tz, now: chrono::DateTime<chrono::Utc>) -> Result<(), FileError> {
+/// What one write takes out of `todo.json`: the done TODOs past the tail
+/// as the file held them (`early`, ids in `text`, archived from the text
+/// itself), then those the change made (`late`).
+struct Retiring<'a> {
+    text: &'a [u8],
+    early: &'a [u64],
+    late: &'a [todo::Todo],
+}
+
+/// Appends what is retiring to [`ARCHIVE`], durably, one line at a time,
+/// leaving out those its last lines already hold (a write of `todo.json`
+/// that did not follow its archive's); a torn last line (a crash
+/// mid-append) is closed first.
+fn archive(d: &Dir, r: Retiring, tz: Tz, now: chrono::DateTime<chrono::Utc>) -> Result<(), FileError> {
     use std::io::Write;
-    if retired.is_empty() {
+    if r.early.is_empty() && r.late.is_empty() {
         return Ok(());
     }
     let rel = Path::new(ARCHIVE);
@@ -237,24 +306,55 @@ fn archive(d: &Dir, retired: &[todo::Todo], tz: Tz, now: chrono::DateTime<chrono
     let (there, torn) = match d.open_read(rel, None) {
         Ok(mut f) => {
             let len = f.metadata().map_err(io)?.len();
-            let budget = todo::render_archived(retired, now, tz).len() as u64 * 2 + 4096;
-            let (lines, _) = cryo_files::lines_before(&mut f, len, retired.len(), budget).map_err(io)?;
-            let ids: std::collections::HashSet<u64> =
-                lines.iter().filter_map(|l| todo::parse_archived(l, tz)).map(|(t, _)| t.id).collect();
-            (ids, len > 0 && last_byte(&mut f, len).map_err(io)? != b'\n')
+            (already_there(&mut f, len, &r, tz).map_err(io)?, len > 0 && last_byte(&mut f, len).map_err(io)? != b'\n')
         }
         Err(FileError::Missing(_)) => Default::default(),
         Err(e) => return Err(e),
     };
-    let fresh: Vec<todo::Todo> = retired.iter().filter(|t| !there.contains(&t.id)).cloned().collect();
-    if fresh.is_empty() {
-        return Ok(());
+    let mut out = std::io::BufWriter::new(d.append(rel)?);
+    if torn {
+        out.write_all(b"\n").map_err(io)?;
     }
-    let mut text = if torn { "\n".to_string() } else { String::new() };
-    text.push_str(&todo::render_archived(&fresh, now, tz));
-    let mut f = d.append(rel)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
-    f.sync_data().map_err(io)
+    if !r.early.is_empty() {
+        let ids = r.early.iter().filter(|id| !there.contains(id)).copied().collect();
+        // Parsed before: it is UTF-8.
+        let text = String::from_utf8_lossy(r.text);
+        todo::archive_from_file(&text, &ids, now, tz, |line| out.write_all(line.as_bytes())).map_err(io)?;
+    }
+    for t in r.late.iter().filter(|t| !there.contains(&t.id)) {
+        out.write_all(todo::render_archived(std::slice::from_ref(t), now, tz).as_bytes()).map_err(io)?;
+    }
+    out.into_inner().map_err(|e| io(e.into_error()))?.sync_data().map_err(io)
+}
+
+/// The ids of `r` the archive's last lines already hold. Only a crash
+/// between an archive and its `todo.json` leaves them there, and then its
+/// last whole line is one of them: otherwise nothing more is read.
+fn already_there(
+    f: &mut std::fs::File,
+    len: u64,
+    r: &Retiring,
+    tz: Tz,
+) -> std::io::Result<std::collections::HashSet<u64>> {
+    let ours: std::collections::HashSet<u64> = r.early.iter().copied().chain(r.late.iter().map(|t| t.id)).collect();
+    let ids_in = |lines: Vec<String>| -> std::collections::HashSet<u64> {
+        lines
+            .iter()
+            .filter_map(|l| todo::parse_archived(l, tz))
+            .map(|(t, _)| t.id)
+            .filter(|id| ours.contains(id))
+            .collect()
+    };
+    let (last, _) = cryo_files::lines_before(f, len, 1, 64 * 1024)?;
+    if ids_in(last).is_empty() {
+        return Ok(Default::default());
+    }
+    // As much as those lines can take: the file's text they come from
+    // (and the archive's mark on each), or their rendering.
+    let late = todo::render_archived(r.late, chrono::DateTime::UNIX_EPOCH, tz).len() as u64;
+    let budget = 2 * (r.text.len() as u64 + 64 * r.early.len() as u64 + late) + 4096;
+    let (lines, _) = cryo_files::lines_before(f, len, ours.len(), budget)?;
+    Ok(ids_in(lines))
 }
 
 fn last_byte(f: &mut std::fs::File, len: u64) -> std::io::Result<u8> {
@@ -384,5 +484,57 @@ mod tests {
         std::fs::write(d.join("other"), "[]").unwrap();
         std::fs::rename(d.join("other"), todo_path(d)).unwrap();
         assert_ne!(super::stamp(d), again);
+    }
+
+    fn archived_ids(d: &Path) -> Vec<u64> {
+        let text = std::fs::read_to_string(d.join(ARCHIVE)).unwrap_or_default();
+        text.lines().filter_map(|l| todo::parse_archived(l, chrono_tz::UTC)).map(|(t, _)| t.id).collect()
+    }
+
+    fn done_file(done: u64) -> String {
+        let mut items: Vec<String> =
+            (1..=done).map(|i| format!(r#"{{"id":{i},"text":"job {i}","done":true}}"#)).collect();
+        items.push(format!(r#"{{"id":{},"text":"open","at":"2026-03-06T09:00:00Z"}}"#, done + 1));
+        format!("[{}]", items.join(",\n"))
+    }
+
+    /// A file holding more done TODOs than the tail (the seed system keeps
+    /// fifty thousand) is archived at the first start, from its text, in
+    /// order; the next start reads what is kept and writes nothing.
+    #[test]
+    fn a_start_archives_an_old_files_done_todos_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(todo_path(d), done_file(300)).unwrap();
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+        assert_eq!(list.items.len(), 101, "the newest hundred done and the open one");
+        assert_eq!(list.items[0].id, 201);
+        assert!(written.is_some() && written == stamp(d), "the version written");
+        assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>());
+        assert_eq!(load(d, chrono_tz::UTC).unwrap(), list);
+        let (again, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+        assert_eq!((again, written), (list, None), "nothing more to archive");
+        assert_eq!(archived_ids(d).len(), 200);
+    }
+
+    /// A crash after the archive's append and before `todo.json`'s write
+    /// (here: after the first 50 lines and half a line): the next archive
+    /// writes the rest once each, after closing the torn line.
+    #[test]
+    fn an_archive_cut_short_is_finished_without_doubles() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let file = done_file(300);
+        std::fs::write(todo_path(d), &file).unwrap();
+        let whole = todo::parse_file(&file, chrono_tz::UTC, 0).unwrap();
+        let mut lines = todo::render_archived(&whole.items[..50], now(), chrono_tz::UTC);
+        lines.push_str(r#"{"id":51,"te"#);
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        std::fs::write(d.join(ARCHIVE), lines).unwrap();
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
+        assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once, in order");
+        assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 101);
     }
 }

@@ -61,9 +61,20 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let (past, mailbox) = past(&root, last, tz, watch_activity);
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
-    let todos_read = todos::stamp(&root);
-    // The machine takes the fault as its line.
-    let todos = todos::load(&root, tz).map_err(Failed::of);
+    let mut todos_read = todos::stamp(&root);
+    // An old file's done TODOs past the tail are archived now, once; the
+    // machine takes a fault as its line.
+    let todos = match &config {
+        Ok(c) => {
+            let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
+            todos::load_at_start(&root, tz, how).map(|(list, written)| {
+                todos_read = written.or(todos_read);
+                list
+            })
+        }
+        Err(_) => todos::load(&root, tz),
+    }
+    .map_err(Failed::of);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }

@@ -418,3 +418,47 @@ fn done_todos_retire_and_only_open_ones_count() {
     assert!(parse_archived(r#"{"id":9,"text":"torn"#, UTC).is_none(), "a torn line is skipped");
     assert!(parse_archived(r#"{"id":9,"text":"no mark","done":true}"#, UTC).is_none());
 }
+
+/// Reading with a tail kept is reading everything and retiring: the same
+/// list, the same ids out (in order), the same errors, and the retired
+/// ones' archive lines come from the file in a second pass.
+#[test]
+fn reading_with_a_tail_kept_is_reading_and_retiring() {
+    let items = [
+        r#"{"id":1,"text":"a","done":true}"#,
+        r#"{"id":2,"text":"b","at":"2026-03-06T09:00:00Z"}"#,
+        r#"{"id":3,"text":"c","done":true,"x":{"kept":1}}"#,
+        r#"{"id":9,"text":"d","done":true}"#,
+        r#"{"id":4,"text":"e","at":"2026-03-07T09:00:00Z"}"#,
+        r#"{"id":5,"text":"f","done":true}"#,
+    ];
+    let text = format!("[{}]", items.join(",\n"));
+    for keep in [0, 1, 2, 4, 10, usize::MAX] {
+        let mut whole = parse_file(&text, UTC, 3).unwrap();
+        let gone: Vec<u64> = whole.retire(keep).iter().map(|t| t.id).collect();
+        let (kept, out) = parse_file_keeping(&text, UTC, 3, keep).unwrap();
+        assert_eq!((&kept, &out), (&whole, &gone), "keep {keep}");
+        assert_eq!(kept.high_water, 9, "retired ids count for the high-water mark");
+    }
+    let (_, out) = parse_file_keeping(&text, UTC, 0, 1).unwrap();
+    let mut whole = parse_file(&text, UTC, 0).unwrap();
+    let at = t("2026-03-08T00:00:00Z");
+    let mut lines = String::new();
+    let ids = out.iter().copied().collect();
+    archive_from_file(&text, &ids, at, UTC, |l| {
+        lines.push_str(l);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(lines, render_archived(&whole.retire(1), at, UTC));
+    // Errors as a whole read gives them: the first item's, before any
+    // retiring; the cap on open ones first of all.
+    let dup = r#"[{"id":1,"text":"a","done":true},{"id":1,"text":"b","done":true},{"id":2,"text":"c","at":"soon"}]"#;
+    assert_eq!(parse_file_keeping(dup, UTC, 0, 0).unwrap_err(), FileError::DuplicateId(1));
+    let bad = r#"[{"id":1,"text":"a","done":true},{"id":2,"text":"c","at":"soon"}]"#;
+    assert!(matches!(parse_file_keeping(bad, UTC, 0, 0), Err(FileError::Item { index: 1, .. })));
+    assert!(matches!(parse_file_keeping(&format!("{bad} ["), UTC, 0, 0), Err(FileError::Json(_))));
+    let open: Vec<String> = (1..=MAX_TODOS as u64 + 1).map(|i| format!(r#"{{"id":{i},"text":"t"}}"#)).collect();
+    let over = format!(r#"[{{"id":0,"text":"x","at":"soon"}},{}]"#, open.join(","));
+    assert_eq!(parse_file_keeping(&over, UTC, 0, 0).unwrap_err(), FileError::TooMany(MAX_TODOS + 2));
+}
