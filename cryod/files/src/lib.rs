@@ -168,6 +168,22 @@ fn parts(rel: &Path) -> Result<Vec<&OsStr>, FileError> {
 
 const DIR_FLAGS: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
 
+/// The folder a name is reached in: the chamber's own handle, borrowed (no
+/// `dup` for a file at the top, the most read), or a folder beneath it.
+enum Held<'a> {
+    Chamber(&'a OwnedFd),
+    Folder(OwnedFd),
+}
+
+impl AsFd for Held<'_> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Held::Chamber(fd) => fd.as_fd(),
+            Held::Folder(fd) => fd.as_fd(),
+        }
+    }
+}
+
 impl Dir {
     /// Opens the chamber folder `root` (itself not a link).
     pub fn open(root: &Path) -> Result<Dir, FileError> {
@@ -198,10 +214,10 @@ impl Dir {
     /// The folder holding `rel`, opened component by component without
     /// following a link, and `rel`'s last part. With `make`, missing
     /// folders on the way are created (never the chamber itself).
-    fn parent(&self, rel: &Path, make: bool) -> Result<(OwnedFd, OsString), FileError> {
+    fn parent(&self, rel: &Path, make: bool) -> Result<(Held<'_>, OsString), FileError> {
         let parts = parts(rel)?;
         let (name, folders) = parts.split_last().expect("parts are not empty");
-        let mut fd = self.fd.try_clone().map_err(|error| FileError::Io { path: self.path.clone(), error })?;
+        let mut fd = Held::Chamber(&self.fd);
         let mut at = self.path.clone();
         for part in folders {
             at.push(part);
@@ -211,10 +227,10 @@ impl Dir {
                     Err(e) => return Err(io(&at)(e)),
                 }
             }
-            fd = nix::fcntl::openat(&fd, *part, DIR_FLAGS, Mode::empty()).map_err(|e| match e {
+            fd = Held::Folder(nix::fcntl::openat(&fd, *part, DIR_FLAGS, Mode::empty()).map_err(|e| match e {
                 Errno::ENOTDIR | Errno::ELOOP => self.planted(&at, true),
                 e => io(&at)(e),
-            })?;
+            })?);
         }
         Ok((fd, name.to_os_string()))
     }
@@ -268,6 +284,11 @@ impl Dir {
     /// Opens the plain file `rel` for reading, refusing anything else, and
     /// one over `max` bytes (if given).
     pub fn open_read(&self, rel: &Path, max: Option<u64>) -> Result<File, FileError> {
+        self.open_sized(rel, max).map(|(file, _)| file)
+    }
+
+    /// [`Dir::open_read`], and the file's size when opened.
+    fn open_sized(&self, rel: &Path, max: Option<u64>) -> Result<(File, u64), FileError> {
         let path = self.full(rel);
         let (fd, name) = self.parent(rel, false)?;
         // Never open what is not a plain file (a device's open can act).
@@ -284,10 +305,10 @@ impl Dir {
         {
             return Err(FileError::TooLarge { path, size: st.st_size as u64, max });
         }
-        Ok(file)
+        Ok((file, st.st_size as u64))
     }
 
-    fn check_plain(&self, fd: &OwnedFd, name: &OsStr, path: &Path) -> Result<(), FileError> {
+    fn check_plain(&self, fd: &Held, name: &OsStr, path: &Path) -> Result<(), FileError> {
         match nix::sys::stat::fstatat(fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => match Kind::of(&st) {
                 Kind::File => Ok(()),
@@ -301,8 +322,9 @@ impl Dir {
     /// over it is refused, even one that grows while read).
     pub fn read(&self, rel: &Path, max: u64) -> Result<Vec<u8>, FileError> {
         let path = self.full(rel);
-        let file = self.open_read(rel, Some(max))?;
-        let mut out = Vec::new();
+        let (file, size) = self.open_sized(rel, Some(max))?;
+        // Room for it all, and the one read that finds its end.
+        let mut out = Vec::with_capacity(size as usize + 1);
         file.take(max + 1).read_to_end(&mut out).map_err(|error| FileError::Io { path: path.clone(), error })?;
         if out.len() as u64 > max {
             return Err(FileError::TooLarge { path, size: out.len() as u64, max });
@@ -403,7 +425,7 @@ impl Dir {
     }
 
     /// A new file beside `name`, made exclusively under an unguessable name.
-    fn temporary(fd: &OwnedFd, name: &OsStr, mode: u32, path: &Path) -> Result<(OsString, File), FileError> {
+    fn temporary(fd: &Held, name: &OsStr, mode: u32, path: &Path) -> Result<(OsString, File), FileError> {
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         loop {
             let mut tmp = OsString::from(".");
@@ -653,19 +675,19 @@ fn split(path: &Path) -> Result<(&Path, &OsStr), FileError> {
 
 /// Exchanges two names in one step.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn swap(afd: &OwnedFd, a: &OsStr, bfd: &OwnedFd, b: &OsStr) -> nix::Result<()> {
+fn swap(afd: &Held, a: &OsStr, bfd: &Held, b: &OsStr) -> nix::Result<()> {
     nix::fcntl::renameat2(afd, a, bfd, b, RenameFlags::RENAME_EXCHANGE)
 }
 
 /// Elsewhere there is no exchange: the caller renames.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn swap(_: &OwnedFd, _: &OsStr, _: &OwnedFd, _: &OsStr) -> nix::Result<()> {
+fn swap(_: &Held, _: &OsStr, _: &Held, _: &OsStr) -> nix::Result<()> {
     Err(Errno::ENOSYS)
 }
 
 /// A rename that never replaces what is at the target.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn no_replace(afd: &OwnedFd, a: &OsStr, bfd: &OwnedFd, b: &OsStr) -> nix::Result<()> {
+fn no_replace(afd: &Held, a: &OsStr, bfd: &Held, b: &OsStr) -> nix::Result<()> {
     match nix::fcntl::renameat2(afd, a, bfd, b, RenameFlags::RENAME_NOREPLACE) {
         Err(Errno::EINVAL | Errno::ENOSYS) => link_then_unlink(afd, a, bfd, b),
         r => r,
@@ -673,13 +695,13 @@ fn no_replace(afd: &OwnedFd, a: &OsStr, bfd: &OwnedFd, b: &OsStr) -> nix::Result
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn no_replace(afd: &OwnedFd, a: &OsStr, bfd: &OwnedFd, b: &OsStr) -> nix::Result<()> {
+fn no_replace(afd: &Held, a: &OsStr, bfd: &Held, b: &OsStr) -> nix::Result<()> {
     link_then_unlink(afd, a, bfd, b)
 }
 
 /// A no-replace rename where the filesystem has none: a new name (which
 /// fails if taken), then the old one removed.
-fn link_then_unlink(afd: &OwnedFd, a: &OsStr, bfd: &OwnedFd, b: &OsStr) -> nix::Result<()> {
+fn link_then_unlink(afd: &Held, a: &OsStr, bfd: &Held, b: &OsStr) -> nix::Result<()> {
     nix::unistd::linkat(afd, a, bfd, b, AtFlags::empty())?;
     nix::unistd::unlinkat(afd, a, nix::unistd::UnlinkatFlags::NoRemoveDir)
 }
