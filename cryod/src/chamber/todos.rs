@@ -155,7 +155,9 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
         Journal::read(&d, tz)?.merge_into(&mut list);
         return Ok((list, None));
     }
-    match update_with(dir, tz, how, |_| Ok::<_, std::convert::Infallible>(())) {
+    // A start does not wait for the lock: a busy one leaves the archive to
+    // the first change.
+    match update_waiting(dir, tz, how, std::time::Duration::ZERO, |_| Ok::<_, std::convert::Infallible>(())) {
         Ok(((), list, stamp)) => Ok((list, stamp)),
         Err(e) => {
             let error = match e {
@@ -218,12 +220,22 @@ pub fn update_with<T, E>(
     dir: &Path,
     tz: Tz,
     how: How,
+    change: impl FnMut(&mut TodoList) -> Result<T, E>,
+) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
+    update_waiting(dir, tz, how, LOCK_WAIT, change)
+}
+
+/// [`update_with`], waiting at most `wait` for the lock.
+fn update_waiting<T, E>(
+    dir: &Path,
+    tz: Tz,
+    how: How,
+    wait: std::time::Duration,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
-    let lock_path = dir.join(".cryo/todo.lock");
-    lock.lock().map_err(|e| UpdateError::Write(format!("{}: {e}", lock_path.display())))?;
+    lock_within(&lock, &dir.join(".cryo/todo.lock"), wait).map_err(UpdateError::Write)?;
     let path = todo_path(dir);
     // The core's `TodoWriteError` carries the line.
     let fault = |e: TodosError| UpdateError::Fault(e.to_string());
@@ -233,7 +245,10 @@ pub fn update_with<T, E>(
         // file's fifty thousand): only its ids, to archive it from the
         // file's text below.
         let (mut list, early) = parse_keeping(&d, &before, tz, how.keep_done).map_err(fault)?;
-        let journal = Journal::read(&d, tz).map_err(|e| fault(e.into()))?;
+        let mut journal = Journal::read(&d, tz).map_err(|e| fault(e.into()))?;
+        if !early.is_empty() {
+            journal.forget(&early.iter().copied().collect());
+        }
         journal.merge_into(&mut list);
         let old = list.clone();
         let value = change(&mut list).map_err(UpdateError::Refused)?;
@@ -250,7 +265,7 @@ pub fn update_with<T, E>(
         // Done work leaves the file, into the archive first: a crash
         // between the two leaves it in both, and the next archive skips it.
         let late = list.retire(how.keep_done);
-        archive(&d, Retiring { text: &before, early: &early, late: &late }, tz, how.now)
+        archive(&d, Retiring { text: &before, early: &early, late: &late }, &list, tz, how.now)
             .map_err(|e| UpdateError::Write(format!("cannot archive done TODOs: {e}")))?;
         drop(before);
         // The journal's adds must be in the file for good before it goes.
@@ -260,6 +275,33 @@ pub fn update_with<T, E>(
         return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
+}
+
+/// How long [`update_with`] waits for another holder of `.cryo/todo.lock`.
+/// The agent can take the lock too: a holder that never lets go costs a
+/// refused write, never a supervisor stuck for good.
+const LOCK_WAIT: std::time::Duration =
+    if cfg!(test) { std::time::Duration::from_millis(300) } else { std::time::Duration::from_secs(5) };
+
+/// Takes `lock` within `wait`; why not, in a line naming `path`.
+fn lock_within(lock: &std::fs::File, path: &Path, wait: std::time::Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "{}: held by another for {} s; the change was not made",
+                    path.display(),
+                    wait.as_secs_f64()
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
 }
 
 /// Writes an add as an append to the journal, if the change only added and
@@ -295,7 +337,7 @@ struct Retiring<'a> {
 /// leaving out those its last lines already hold (a write of `todo.json`
 /// that did not follow its archive's); a torn last line (a crash
 /// mid-append) is closed first.
-fn archive(d: &Dir, r: Retiring, tz: Tz, now: chrono::DateTime<chrono::Utc>) -> Result<(), FileError> {
+fn archive(d: &Dir, r: Retiring, kept: &TodoList, tz: Tz, now: chrono::DateTime<chrono::Utc>) -> Result<(), FileError> {
     use std::io::Write;
     if r.early.is_empty() && r.late.is_empty() {
         return Ok(());
@@ -306,11 +348,15 @@ fn archive(d: &Dir, r: Retiring, tz: Tz, now: chrono::DateTime<chrono::Utc>) -> 
     let (there, torn) = match d.open_read(rel, None) {
         Ok(mut f) => {
             let len = f.metadata().map_err(io)?.len();
-            (already_there(&mut f, len, &r, tz).map_err(io)?, len > 0 && last_byte(&mut f, len).map_err(io)? != b'\n')
+            (
+                already_there(&mut f, len, &r, kept, tz).map_err(io)?,
+                len > 0 && last_byte(&mut f, len).map_err(io)? != b'\n',
+            )
         }
         Err(FileError::Missing(_)) => Default::default(),
         Err(e) => return Err(e),
     };
+    let made = d.stat(rel)?.is_none();
     let mut out = std::io::BufWriter::new(d.append(rel)?);
     if torn {
         out.write_all(b"\n").map_err(io)?;
@@ -324,38 +370,45 @@ fn archive(d: &Dir, r: Retiring, tz: Tz, now: chrono::DateTime<chrono::Utc>) -> 
     for t in r.late.iter().filter(|t| !there.contains(&t.id)) {
         out.write_all(todo::render_archived(std::slice::from_ref(t), now, tz).as_bytes()).map_err(io)?;
     }
-    out.into_inner().map_err(|e| io(e.into_error()))?.sync_data().map_err(io)
+    out.into_inner().map_err(|e| io(e.into_error()))?.sync_data().map_err(io)?;
+    // A new archive's name is made durable before `todo.json` drops what
+    // it holds.
+    if made { d.sync_folder(Path::new(".cryo")) } else { Ok(()) }
 }
 
 /// The ids of `r` the archive's last lines already hold. Only a crash
 /// between an archive and its `todo.json` leaves them there, and then its
-/// last whole line is one of them: otherwise nothing more is read.
+/// last whole line names a TODO the file still holds (one retiring now, or
+/// one a change had finished then): otherwise nothing more is read.
 fn already_there(
     f: &mut std::fs::File,
     len: u64,
     r: &Retiring,
+    kept: &TodoList,
     tz: Tz,
 ) -> std::io::Result<std::collections::HashSet<u64>> {
     let ours: std::collections::HashSet<u64> = r.early.iter().copied().chain(r.late.iter().map(|t| t.id)).collect();
-    let ids_in = |lines: Vec<String>| -> std::collections::HashSet<u64> {
-        lines
-            .iter()
-            .filter_map(|l| todo::parse_archived(l, tz))
-            .map(|(t, _)| t.id)
-            .filter(|id| ours.contains(id))
-            .collect()
+    let ids = |lines: &[String]| -> Vec<u64> {
+        lines.iter().filter_map(|l| todo::parse_archived(l, tz)).map(|(t, _)| t.id).collect()
     };
-    let (last, _) = cryo_files::lines_before(f, len, 1, 64 * 1024)?;
-    if ids_in(last).is_empty() {
+    let (last, _) = cryo_files::lines_before(f, len, 1, LINE_ROOM)?;
+    if !ids(&last).iter().any(|id| ours.contains(id) || kept.get(*id).is_some()) {
         return Ok(Default::default());
     }
     // As much as those lines can take: the file's text they come from
-    // (and the archive's mark on each), or their rendering.
+    // (and the archive's mark on each), or their rendering, and never
+    // more than a long line each.
     let late = todo::render_archived(r.late, chrono::DateTime::UNIX_EPOCH, tz).len() as u64;
-    let budget = 2 * (r.text.len() as u64 + 64 * r.early.len() as u64 + late) + 4096;
-    let (lines, _) = cryo_files::lines_before(f, len, ours.len(), budget)?;
-    Ok(ids_in(lines))
+    // The attempt before may have written lines for TODOs still kept after ours.
+    let n = ours.len() + kept.items.len();
+    let budget = (2 * (r.text.len() as u64 + 64 * n as u64 + late) + 4096).min(n as u64 * LINE_ROOM + 4096);
+    let (lines, _) = cryo_files::lines_before(f, len, n, budget)?;
+    Ok(ids(&lines).into_iter().filter(|id| ours.contains(id)).collect())
 }
+
+/// Room for one archived TODO's line when reading the archive back (its
+/// text is at most [`todo::MAX_TEXT`] characters).
+const LINE_ROOM: u64 = 64 * 1024;
 
 fn last_byte(f: &mut std::fs::File, len: u64) -> std::io::Result<u8> {
     use std::io::{Read, Seek, SeekFrom};
@@ -536,5 +589,43 @@ mod tests {
         update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
         assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once, in order");
         assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 101);
+    }
+
+    /// A lock held by someone else (the agent can take it) refuses the
+    /// change with one line after a short wait, and the file is unchanged.
+    #[test]
+    fn a_lock_held_elsewhere_refuses_the_change_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        update(d, chrono_tz::UTC, add("first")).unwrap();
+        let before = std::fs::read(todo_path(d)).unwrap();
+        let held = std::fs::File::open(d.join(".cryo/todo.lock")).unwrap();
+        held.lock().unwrap();
+        let r = update(d, chrono_tz::UTC, add("second"));
+        assert!(
+            matches!(r, Err(UpdateError::Write(ref m)) if m.contains("todo.lock") && m.contains("held by another")),
+            "{r:?}"
+        );
+        assert_eq!(std::fs::read(todo_path(d)).unwrap(), before);
+        drop(held);
+        update(d, chrono_tz::UTC, add("second")).unwrap();
+    }
+
+    /// The attempt before archived the old done ones and then one its
+    /// change had finished (written last), and died before `todo.json`:
+    /// the next archive, without that change, doubles none of them.
+    #[test]
+    fn an_archive_ending_with_a_finished_ones_line_is_not_doubled() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let file = done_file(300);
+        std::fs::write(todo_path(d), &file).unwrap();
+        let whole = todo::parse_file(&file, chrono_tz::UTC, 0).unwrap();
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        std::fs::write(d.join(ARCHIVE), todo::render_archived(&whole.items[..201], now(), chrono_tz::UTC)).unwrap();
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let (_, list, _) = update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
+        assert_eq!(archived_ids(d), (1..=201).collect::<Vec<_>>(), "each once");
+        assert_eq!(list.items.first().map(|t| t.id), Some(201), "the newest hundred done and the open one");
     }
 }

@@ -65,14 +65,16 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     // An old file's done TODOs past the tail are archived now, once; the
     // machine takes a fault as its line.
     let todos = match &config {
-        Ok(c) => {
+        Ok(c) if !record.archived => {
             let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
-            todos::load_at_start(&root, tz, how).map(|(list, written)| {
+            // Off the worker: an old file's archive writes and syncs (and
+            // waits for `.cryo/todo.lock` if another holds it).
+            tokio::task::block_in_place(|| todos::load_at_start(&root, tz, how)).map(|(list, written)| {
                 todos_read = written.or(todos_read);
                 list
             })
         }
-        Err(_) => todos::load(&root, tz),
+        _ => todos::load(&root, tz),
     }
     .map_err(Failed::of);
     if let Err(e) = &todos {

@@ -47,6 +47,13 @@ impl Journal {
         Ok(Journal { items, bytes: bytes.len() as u64, torn: bytes.last().is_some_and(|b| *b != b'\n') })
     }
 
+    /// Leaves out the TODOs with these ids: the done ones `todo.json` still
+    /// held past its tail, being archived (a journal left by a crash after
+    /// its fold may name one; it is not new).
+    pub fn forget(&mut self, ids: &std::collections::HashSet<u64>) {
+        self.items.retain(|t| !ids.contains(&t.id));
+    }
+
     /// Adds to `list` the journal's TODOs it does not hold. One whose id a
     /// hand edit gave to another TODO meanwhile is kept under a fresh id
     /// (never lost).
