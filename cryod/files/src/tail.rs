@@ -16,22 +16,24 @@ pub fn lines_before(f: &mut File, end: u64, n: usize, max_bytes: u64) -> std::io
     let end = end.min(f.metadata()?.len());
     let floor = end.saturating_sub(max_bytes);
     let mut start = end;
-    let mut buf: Vec<u8> = Vec::new();
     // Read back until n + 1 newlines (the line before the first one ends
-    // the page), the file's start, or the budget.
-    loop {
-        let newlines = buf.iter().filter(|b| **b == b'\n').count();
-        if newlines > n || start == floor {
-            break;
-        }
+    // the page), the file's start, or the budget; each step counted once
+    // and the steps joined once (not copied at every step).
+    let (mut chunks, mut newlines) = (Vec::new(), 0);
+    while newlines <= n && start > floor {
         let from = start.saturating_sub(STEP).max(floor);
         let mut chunk = vec![0; (start - from) as usize];
         f.seek(SeekFrom::Start(from))?;
         f.read_exact(&mut chunk)?;
-        chunk.extend_from_slice(&buf);
-        buf = chunk;
+        newlines += chunk.iter().filter(|b| **b == b'\n').count();
+        chunks.push(chunk);
         start = from;
     }
+    let mut buf: Vec<u8> = Vec::with_capacity((end - start) as usize);
+    for chunk in chunks.iter().rev() {
+        buf.extend_from_slice(chunk);
+    }
+    drop(chunks);
     // Only whole lines: drop a torn tail, and the head unless it begins
     // the file.
     let whole_end = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
