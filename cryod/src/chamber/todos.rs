@@ -551,6 +551,18 @@ mod tests {
         format!("[{}]", items.join(",\n"))
     }
 
+    /// `d` as a crash left it: `todo.json` with 300 done TODOs and one
+    /// open, and the archive holding the first `archived` of them, then `torn`.
+    fn crashed_after(d: &Path, archived: usize, torn: &str) {
+        let file = done_file(300);
+        std::fs::write(todo_path(d), &file).unwrap();
+        let whole = todo::parse_file(&file, chrono_tz::UTC, 0).unwrap();
+        let mut lines = todo::render_archived(&whole.items[..archived], now(), chrono_tz::UTC);
+        lines.push_str(torn);
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        std::fs::write(d.join(ARCHIVE), lines).unwrap();
+    }
+
     /// A file holding more done TODOs than the tail (the seed system keeps
     /// fifty thousand) is archived at the first start, from its text, in
     /// order; the next start reads what is kept and writes nothing.
@@ -578,13 +590,7 @@ mod tests {
     fn an_archive_cut_short_is_finished_without_doubles() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let file = done_file(300);
-        std::fs::write(todo_path(d), &file).unwrap();
-        let whole = todo::parse_file(&file, chrono_tz::UTC, 0).unwrap();
-        let mut lines = todo::render_archived(&whole.items[..50], now(), chrono_tz::UTC);
-        lines.push_str(r#"{"id":51,"te"#);
-        std::fs::create_dir_all(d.join(".cryo")).unwrap();
-        std::fs::write(d.join(ARCHIVE), lines).unwrap();
+        crashed_after(d, 50, r#"{"id":51,"te"#);
         let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
         update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
         assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once, in order");
@@ -618,11 +624,7 @@ mod tests {
     fn an_archive_ending_with_a_finished_ones_line_is_not_doubled() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let file = done_file(300);
-        std::fs::write(todo_path(d), &file).unwrap();
-        let whole = todo::parse_file(&file, chrono_tz::UTC, 0).unwrap();
-        std::fs::create_dir_all(d.join(".cryo")).unwrap();
-        std::fs::write(d.join(ARCHIVE), todo::render_archived(&whole.items[..201], now(), chrono_tz::UTC)).unwrap();
+        crashed_after(d, 201, "");
         let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
         let (_, list, _) = update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
         assert_eq!(archived_ids(d), (1..=201).collect::<Vec<_>>(), "each once");

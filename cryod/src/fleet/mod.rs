@@ -308,7 +308,9 @@ async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::Store
     // this node go only for the part of the surplus the others cannot
     // cover: a chamber moved here stays. Shares are rounded up, so every
     // node can be within its own at once: nothing is handed to and fro.
-    let surplus = (owned.len() as u32).saturating_sub(claimed.share) as usize;
+    // Counted as the share was: one registered since the claim is in
+    // neither (it was handed away and taken back, a fence lost for nothing).
+    let surplus = (owned.len() as u32).min(claimed.owned).saturating_sub(claimed.share) as usize;
     if surplus > 0 {
         let name = &pg.node().name;
         let ours: Vec<_> = local.iter().filter(|l| owned.contains_key(&l.fence.chamber)).collect();

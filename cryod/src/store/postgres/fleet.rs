@@ -89,6 +89,9 @@ pub struct Claimed {
     pub taken: Vec<ChamberRecord>,
     /// This node's fair share of its domain's chambers now.
     pub share: u32,
+    /// The chambers this node owned when the share was reckoned, with
+    /// those it took: a chamber registered since is in neither.
+    pub owned: u32,
     /// This node is draining: it takes nothing and hands all it has over.
     pub draining: bool,
 }
@@ -188,7 +191,8 @@ impl Postgres {
             taken = rows.iter().map(chamber_row).collect();
         }
         tx.commit().await?;
-        Ok(Claimed { share: share as u32, taken, draining })
+        let owned = owned as u32 + taken.len() as u32;
+        Ok(Claimed { share: share as u32, owned, taken, draining })
     }
 
     /// Gives a chamber up (a clean hand-over): another node may take it at
