@@ -157,7 +157,7 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
     }
     // A start does not wait for the lock: a busy one leaves the archive to
     // the first change.
-    match update_waiting(dir, tz, how, std::time::Duration::ZERO, |_| Ok::<_, std::convert::Infallible>(())) {
+    match update_locking(dir, tz, how, false, |_| Ok::<_, std::convert::Infallible>(())) {
         Ok(((), list, stamp)) => Ok((list, stamp)),
         Err(e) => {
             let error = match e {
@@ -222,20 +222,30 @@ pub fn update_with<T, E>(
     how: How,
     change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
-    update_waiting(dir, tz, how, LOCK_WAIT, change)
+    update_locking(dir, tz, how, true, change)
 }
 
-/// [`update_with`], waiting at most `wait` for the lock.
-fn update_waiting<T, E>(
+/// [`update_with`]; without `wait`, a lock someone else holds refuses the
+/// change at once.
+fn update_locking<T, E>(
     dir: &Path,
     tz: Tz,
     how: How,
-    wait: std::time::Duration,
+    wait: bool,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
-    lock_within(&lock, &dir.join(".cryo/todo.lock"), wait).map_err(UpdateError::Write)?;
+    let lock_path = dir.join(".cryo/todo.lock");
+    let locked = if wait {
+        lock.lock().map_err(|e| format!("{}: {e}", lock_path.display()))
+    } else {
+        lock.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => format!("{}: held by another", lock_path.display()),
+            std::fs::TryLockError::Error(e) => format!("{}: {e}", lock_path.display()),
+        })
+    };
+    locked.map_err(UpdateError::Write)?;
     let path = todo_path(dir);
     // The core's `TodoWriteError` carries the line.
     let fault = |e: TodosError| UpdateError::Fault(e.to_string());
@@ -275,33 +285,6 @@ fn update_waiting<T, E>(
         return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
-}
-
-/// How long [`update_with`] waits for another holder of `.cryo/todo.lock`.
-/// The agent can take the lock too: a holder that never lets go costs a
-/// refused write, never a supervisor stuck for good.
-const LOCK_WAIT: std::time::Duration =
-    if cfg!(test) { std::time::Duration::from_millis(300) } else { std::time::Duration::from_secs(5) };
-
-/// Takes `lock` within `wait`; why not, in a line naming `path`.
-fn lock_within(lock: &std::fs::File, path: &Path, wait: std::time::Duration) -> Result<(), String> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        match lock.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(format!(
-                    "{}: held by another for {} s; the change was not made",
-                    path.display(),
-                    wait.as_secs_f64()
-                ));
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
-        }
-    }
 }
 
 /// Writes an add as an append to the journal, if the change only added and
@@ -597,29 +580,26 @@ mod tests {
         assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 101);
     }
 
-    /// A lock held by someone else (the agent can take it) refuses the
-    /// change with one line after a short wait, and the file is unchanged.
+    /// A start does not wait for a lock someone else holds (the agent can
+    /// take it): the whole list is read, nothing is written, and the
+    /// archive is left to the first change.
     #[test]
-    fn a_lock_held_elsewhere_refuses_the_change_in_time() {
+    fn a_start_does_not_wait_for_a_held_lock() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        update(d, chrono_tz::UTC, add("first")).unwrap();
-        let before = std::fs::read(todo_path(d)).unwrap();
-        let held = std::fs::File::open(d.join(".cryo/todo.lock")).unwrap();
+        std::fs::write(todo_path(d), done_file(300)).unwrap();
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
         held.lock().unwrap();
-        let r = update(d, chrono_tz::UTC, add("second"));
-        assert!(
-            matches!(r, Err(UpdateError::Write(ref m)) if m.contains("todo.lock") && m.contains("held by another")),
-            "{r:?}"
-        );
-        assert_eq!(std::fs::read(todo_path(d)).unwrap(), before);
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+        assert_eq!((list.items.len(), written), (301, None), "read whole, not written");
+        assert!(archived_ids(d).is_empty());
         drop(held);
-        update(d, chrono_tz::UTC, add("second")).unwrap();
+        let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+        assert_eq!((list.items.len(), written.is_some()), (101, true));
     }
 
-    /// The attempt before archived the old done ones and then one its
-    /// change had finished (written last), and died before `todo.json`:
-    /// the next archive, without that change, doubles none of them.
     #[test]
     fn an_archive_ending_with_a_finished_ones_line_is_not_doubled() {
         let dir = tempfile::tempdir().unwrap();

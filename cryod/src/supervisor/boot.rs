@@ -67,8 +67,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let todos = match &config {
         Ok(c) if !record.archived => {
             let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
-            // Off the worker: an old file's archive writes and syncs (and
-            // waits for `.cryo/todo.lock` if another holds it).
+            // Off the worker: an old file's archive writes and syncs.
             tokio::task::block_in_place(|| todos::load_at_start(&root, tz, how)).map(|(list, written)| {
                 todos_read = written.or(todos_read);
                 list
