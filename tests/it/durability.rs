@@ -134,10 +134,15 @@ fn a_claim_that_never_reached_todo_json_is_made_again_from_the_ledger() {
 fn a_hand_edit_during_a_session_is_never_lost() {
     // The agent adds 30 TODOs while an "editor" adds 30 of its own, both
     // read-modify-write; the editor takes the advisory lock as a cooperating
-    // tool would.
+    // tool would. An add that waited too long for the lock (a loaded
+    // machine, the editor's thirty locks in a row) is refused, not lost:
+    // the agent is told, and tries it again.
     let script = r#"
 i=0
-while [ $i -lt 30 ]; do cryo-agent todo add "agent $i" --at +1h >/dev/null; i=$((i + 1)); done
+while [ $i -lt 30 ]; do
+  until cryo-agent todo add "agent $i" --at +1h >/dev/null 2>>refused; do :; done
+  i=$((i + 1))
+done
 cryo-agent send done >/dev/null
 cryo-agent hibernate
 "#;
@@ -173,6 +178,8 @@ done
     let ids: std::collections::HashSet<_> =
         todos.as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
     assert_eq!(ids.len(), 60, "ids are unique");
+    let refused = c.read("refused");
+    assert!(refused.lines().all(|l| l.contains("todo.lock is held by another process")), "{refused}");
 }
 
 #[test]

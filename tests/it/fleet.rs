@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use cryo_tests::pg::Postgres;
-use cryo_tests::{Chamber, Daemon, Env, wait_until_within};
+use cryo_tests::{Chamber, Daemon, Env, wait_until_telling, wait_until_within};
 use cryod::store::postgres::{LeaseTimes, NodeInfo, Postgres as Store};
 use cryod::store::{Backend, Desired, NewChamber, SessionEnd, WakeRecord};
 use nix::sys::signal::Signal;
@@ -254,6 +254,7 @@ struct Session {
     wake: String,
     start: f64,
     last: f64,
+    ticks: usize,
     ended: bool,
 }
 
@@ -267,11 +268,12 @@ fn sessions(c: &Chamber) -> Vec<Session> {
         match w[0] {
             "start" => {
                 by_pid.insert(pid.clone(), out.len());
-                out.push(Session { fence, pid, wake, start: t, last: t, ended: false });
+                out.push(Session { fence, pid, wake, start: t, last: t, ticks: 0, ended: false });
             }
             what => {
                 let i = *by_pid.get(&pid).unwrap_or_else(|| panic!("{}: a line before its start: {l}", c.name));
                 out[i].last = t;
+                out[i].ticks += usize::from(what == "tick");
                 out[i].ended = what == "end";
             }
         }
@@ -488,11 +490,9 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     let (mut nodes, cs) = fleet(&pg, 2, 6);
     settle_balanced(&nodes[0], &["n1", "n2"], 6);
     // Sessions of 3 s: longer than the lease, so the freeze cuts one short.
-    for c in &cs {
-        std::fs::write(c.dir.join("ticks"), "30").unwrap();
-    }
+    let since = long_sessions(&cs);
     let stale_id = nodes[1].node_id();
-    let busy = wait_mid_session(&pg, &cs, &stale_id);
+    let busy = wait_mid_session(&pg, &cs, &stale_id, since);
     let frozen = nodes[1].pid();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(frozen), Signal::SIGSTOP).unwrap();
     let stopped = Instant::now();
@@ -615,11 +615,9 @@ fn fleet_a_whole_frozen_node_writes_nothing_and_its_stale_lines_are_counted() {
     let Some(pg) = Postgres::start() else { return };
     let (mut nodes, cs) = fleet(&pg, 2, 6);
     settle_balanced(&nodes[0], &["n1", "n2"], 6);
-    for c in &cs {
-        std::fs::write(c.dir.join("ticks"), "30").unwrap();
-    }
+    let since = long_sessions(&cs);
     let stale_id = nodes[1].node_id();
-    let busy = wait_mid_session(&pg, &cs, &stale_id);
+    let busy = wait_mid_session(&pg, &cs, &stale_id, since);
     let procs = tree(nodes[1].pid());
     assert!(procs.len() >= 3, "cryod, a keeper and an agent: {procs:?}");
     for p in &procs {
@@ -627,7 +625,14 @@ fn fleet_a_whole_frozen_node_writes_nothing_and_its_stale_lines_are_counted() {
     }
     settle_owned(&nodes[0], &["n1"], 6);
     let fence = fence_of(&pg, busy);
-    wait_until_within(TAKEOVER, "the new owner to run the chamber", || sessions(busy).iter().any(|s| s.fence == fence));
+    let took = Instant::now();
+    wait_until_telling(
+        TAKEOVER,
+        "the new owner to run the chamber",
+        || sessions(busy).iter().any(|s| s.fence == fence),
+        || format!("{}'s trace:\n{}\nn1's log:\n{}", busy.name, busy.read("trace.log"), nodes[0].env.daemon_log()),
+    );
+    let took = took.elapsed();
     let rows = pg.sql(&format!("SELECT count(*) FROM cryo_sessions WHERE node = '{stale_id}'"));
     let thawed = Instant::now();
     let thawed_at = uptime();
@@ -653,7 +658,7 @@ fn fleet_a_whole_frozen_node_writes_nothing_and_its_stale_lines_are_counted() {
         "stale-fence lines outside the thaw (at {thawed_at}): {stale:?}"
     );
     eprintln!(
-        "fleet: a whole node frozen past its lease: {} stale-fence lines after the thaw (agent killed by {}); rejoined after {joined:?}",
+        "fleet: a whole node frozen past its lease: run by the new owner {took:?} after it owned all; {} stale-fence lines after the thaw (agent killed by {}); rejoined after {joined:?}",
         stale.len(),
         if by_keeper { "its keeper" } else { "the new owner's recovery" }
     );
@@ -689,16 +694,29 @@ fn busy_wake(c: &Chamber) -> String {
     sessions(c).into_iter().max_by(|a, b| a.start.total_cmp(&b.start)).map(|s| s.wake).unwrap_or_default()
 }
 
-/// Waits until a chamber owned by node `id` is in the middle of a session
-/// (started, not ended, its agent alive); returns it.
-fn wait_mid_session<'a>(pg: &Postgres, cs: &'a [Chamber], id: &str) -> &'a Chamber {
+/// Makes every session begun from now on a long one (30 ticks, 3 s on an
+/// idle machine); returns when, on the agents' clock.
+fn long_sessions(cs: &[Chamber]) -> f64 {
+    let since = uptime();
+    for c in cs {
+        std::fs::write(c.dir.join("ticks"), "30").unwrap();
+    }
+    since
+}
+
+/// Waits until a chamber owned by node `id` is early in a long session
+/// (begun after `since`, ticking, its agent alive, most ticks still to
+/// come: one about to end may not be caught); returns it.
+fn wait_mid_session<'a>(pg: &Postgres, cs: &'a [Chamber], id: &str, since: f64) -> &'a Chamber {
     let mut found = None;
     wait_until_within(TAKEOVER, "a session in progress on the node", || {
         let owned =
             pg.sql(&format!("SELECT coalesce(string_agg(name, ' '), '') FROM cryo_chambers WHERE owner = '{id}'"));
         found = cs.iter().find(|c| {
             owned.split(' ').any(|n| n == c.name)
-                && sessions(c).last().is_some_and(|s| !s.ended && s.last > s.start && agent_alive(&s.pid))
+                && sessions(c)
+                    .last()
+                    .is_some_and(|s| !s.ended && s.start > since && (1..10).contains(&s.ticks) && agent_alive(&s.pid))
         });
         found.is_some()
     });

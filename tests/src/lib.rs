@@ -82,11 +82,17 @@ pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
 
 /// [`wait_until`] with its own deadline, for what is slow by nature (a real
 /// agent CLI starting up).
-pub fn wait_until_within(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until_within(deadline: Duration, what: &str, cond: impl FnMut() -> bool) {
+    wait_until_telling(deadline, what, cond, String::new)
+}
+
+/// [`wait_until_within`] that adds what `tell` says (logs, traces) to its
+/// panic, for a wait whose failure would otherwise say only that it failed.
+pub fn wait_until_telling(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool, tell: impl Fn() -> String) {
     let start = Instant::now();
     let mut pause = Duration::from_millis(2);
     while !cond() {
-        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}\n{}", tell());
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(50));
     }

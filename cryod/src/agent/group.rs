@@ -21,7 +21,10 @@ pub fn pid_running(pid: i32) -> bool {
 }
 
 /// Ends the processes `procs` (pid, group): SIGTERM to every group at once,
-/// then SIGKILL to what still runs after `grace`.
+/// then SIGKILL to what still runs after `grace`. A stopped process (a
+/// frozen node's agent) is continued right after its SIGTERM, as systemd
+/// does, so that it acts on it now rather than sit out the whole grace: the
+/// pending SIGTERM is delivered before it runs another instruction.
 pub async fn end_groups(procs: &[(i32, i32)], grace: std::time::Duration) {
     if procs.is_empty() {
         return;
@@ -31,6 +34,7 @@ pub async fn end_groups(procs: &[(i32, i32)], grace: std::time::Duration) {
     groups.dedup();
     for g in &groups {
         signal_group(*g, nix::sys::signal::Signal::SIGTERM);
+        signal_group(*g, nix::sys::signal::Signal::SIGCONT);
     }
     let deadline = tokio::time::Instant::now() + grace;
     while procs.iter().any(|p| pid_running(p.0)) && tokio::time::Instant::now() < deadline {
@@ -154,5 +158,17 @@ mod tests {
         let why = session_of(nix::unistd::getppid().as_raw(), &live).or(session_of(std::process::id() as i32, &live));
         assert!(why.is_some());
         live.remove(own);
+    }
+
+    /// A stopped process is ended by the SIGTERM it is sent, not by the
+    /// SIGKILL at the end of the grace: it is continued to act on it.
+    #[tokio::test]
+    async fn a_stopped_process_is_ended_by_its_sigterm() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let mut child = std::process::Command::new("sleep").arg("600").process_group(0).spawn().unwrap();
+        let pid = child.id() as i32;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGSTOP).unwrap();
+        end_groups(&[(pid, pid)], std::time::Duration::from_secs(600)).await;
+        assert_eq!(child.wait().unwrap().signal(), Some(nix::sys::signal::Signal::SIGTERM as i32));
     }
 }

@@ -8,6 +8,7 @@
 //! while cryod runs is therefore never lost.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use chrono_tz::Tz;
 use cryo_core::todo::{self, TodoList};
@@ -157,7 +158,7 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
     }
     // A start does not wait for the lock: a busy one leaves the archive to
     // the first change.
-    match update_locking(dir, tz, how, false, |_| Ok::<_, std::convert::Infallible>(())) {
+    match update_locking(dir, tz, how, Duration::ZERO, |_| Ok::<_, std::convert::Infallible>(())) {
         Ok(((), list, stamp)) => Ok((list, stamp)),
         Err(e) => {
             let error = match e {
@@ -222,30 +223,26 @@ pub fn update_with<T, E>(
     how: How,
     change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
-    update_locking(dir, tz, how, true, change)
+    update_locking(dir, tz, how, LOCK_WAIT, change)
 }
 
-/// [`update_with`]; without `wait`, a lock someone else holds refuses the
-/// change at once.
+/// How long a change waits for `.cryo/todo.lock` before it is refused: a
+/// cooperating tool holds it for a moment; an agent that keeps it, or an
+/// old owner frozen while holding it, does not stall the chamber longer.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// [`update_with`], waiting at most `wait` for a lock someone else holds
+/// (not at all if it is zero).
 fn update_locking<T, E>(
     dir: &Path,
     tz: Tz,
     how: How,
-    wait: bool,
+    wait: Duration,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
     let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
-    let lock_path = dir.join(".cryo/todo.lock");
-    let locked = if wait {
-        lock.lock().map_err(|e| format!("{}: {e}", lock_path.display()))
-    } else {
-        lock.try_lock().map_err(|e| match e {
-            std::fs::TryLockError::WouldBlock => format!("{}: held by another", lock_path.display()),
-            std::fs::TryLockError::Error(e) => format!("{}: {e}", lock_path.display()),
-        })
-    };
-    locked.map_err(UpdateError::Write)?;
+    let _lock = lock_within(lock, &dir.join(".cryo/todo.lock"), wait).map_err(UpdateError::Write)?;
     let path = todo_path(dir);
     // The core's `TodoWriteError` carries the line.
     let fault = |e: TodosError| UpdateError::Fault(e.to_string());
@@ -436,6 +433,55 @@ fn save_with(d: &Dir, list: &TodoList, tz: Tz, durable: bool) -> Result<nix::sys
     d.write_keeping(Path::new(TODO), Path::new(TODO_SPARE), text.as_bytes(), durable)
 }
 
+/// Threads still waiting for a `todo.lock` whose change gave up on it.
+static WAITERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// At most this many: past it, a held lock refuses a change at once.
+const MAX_WAITERS: usize = 64;
+
+/// Takes `lock` (an exclusive `flock`) within `wait`, or says why not in
+/// one line. The wait is a blocking `flock` on a thread of its own, so it
+/// wakes when the holder lets go (a poll can miss every gap a busy tool
+/// leaves); if the deadline passes first, that thread lets go of the lock
+/// as soon as it gets it.
+fn lock_within(lock: std::fs::File, path: &Path, wait: Duration) -> Result<std::fs::File, String> {
+    use std::sync::atomic::Ordering;
+    let held = || {
+        format!(
+            "{} is held by another process (it waited {} s); todo.json was not changed",
+            path.display(),
+            wait.as_secs()
+        )
+    };
+    match lock.try_lock() {
+        Ok(()) => return Ok(lock),
+        Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+    }
+    if wait.is_zero() || WAITERS.fetch_add(1, Ordering::Relaxed) >= MAX_WAITERS {
+        if !wait.is_zero() {
+            WAITERS.fetch_sub(1, Ordering::Relaxed);
+        }
+        return Err(format!("{} is held by another process; todo.json was not changed", path.display()));
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let waiter = std::thread::Builder::new().name("todo-lock".into()).spawn(move || {
+        let got = lock.lock().map(|()| lock);
+        WAITERS.fetch_sub(1, Ordering::Relaxed);
+        // Given up on: the file (and the lock) is dropped here.
+        let _ = tx.send(got);
+    });
+    if let Err(e) = waiter {
+        WAITERS.fetch_sub(1, Ordering::Relaxed);
+        return Err(format!("{}: cannot wait for it: {e}", path.display()));
+    }
+    match rx.recv_timeout(wait) {
+        Ok(Ok(file)) => Ok(file),
+        Ok(Err(e)) => Err(format!("{}: {e}", path.display())),
+        Err(_) => Err(held()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,5 +655,51 @@ mod tests {
         let (_, list, _) = update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
         assert_eq!(archived_ids(d), (1..=201).collect::<Vec<_>>(), "each once");
         assert_eq!(list.items.first().map(|t| t.id), Some(201), "the newest hundred done and the open one");
+    }
+
+    /// A lock held past the wait refuses the change in one line and leaves
+    /// the file as it was; one let go during the wait is taken at once (the
+    /// waiter wakes, it does not poll); the waiter that gave up lets go.
+    #[test]
+    fn a_held_lock_is_waited_for_within_a_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        update(d, chrono_tz::UTC, add("first")).unwrap();
+        let before = std::fs::read(todo_path(d)).unwrap();
+        let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
+        held.lock().unwrap();
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let wait = Duration::from_millis(200);
+        let Err(UpdateError::Write(line)) = update_locking(d, chrono_tz::UTC, how, wait, add("second")) else {
+            panic!("a held lock refuses the change")
+        };
+        assert!(line.contains("todo.lock is held by another process") && !line.contains('\n'), "{line}");
+        assert_eq!(std::fs::read(todo_path(d)).unwrap(), before, "unchanged");
+        // Let go while a change waits (for as long as a test may take).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = d.to_path_buf();
+        let waiting = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            update_locking(&path, chrono_tz::UTC, how, Duration::from_secs(600), add("third")).map(|_| ())
+        });
+        rx.recv().unwrap();
+        // Both waiters wait: the one given up on and this one.
+        wait_for(|| WAITERS.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+        drop(held);
+        assert!(waiting.join().unwrap().is_ok());
+        let texts: Vec<String> = load(d, chrono_tz::UTC).unwrap().items.into_iter().map(|t| t.text).collect();
+        assert_eq!(texts, ["first", "third"]);
+        // The first change's waiter, given up on, let go of what it took.
+        let again = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
+        wait_for(|| again.try_lock().is_ok());
+    }
+
+    /// Polls `cond` (a test's deadline: a minute).
+    fn wait_for(mut cond: impl FnMut() -> bool) {
+        let start = std::time::Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < Duration::from_secs(60), "timed out");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
