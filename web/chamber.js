@@ -3,8 +3,8 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, left, local, readEvents, state, upload } from "./lib.js";
-import { chamberTimeline, digest } from "./timeline.js";
+import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, readEvents, state, toast, upload, when } from "./lib.js";
+import { chamberTimeline, digest, legend } from "./timeline.js";
 
 const PAGE = 50;
 let oldest = null; // the file of the oldest message shown: the cursor for the page before
@@ -40,7 +40,7 @@ function controls(c) {
     el("button", { "data-action": a, "aria-describedby": "does-" + a, onclick: async (e) => {
       if (a === "reset") { confirmReset(c); return; }
       e.target.disabled = true;
-      try { const v = await api(base + "/" + a, "POST", {}); showState(v); } catch (er) { flash(er); e.target.disabled = false; }
+      try { const v = await api(base + "/" + a, "POST", {}); showState(v); toast(c.name + ": " + a + " done; now " + v.state + "."); } catch (er) { flash(er); e.target.disabled = false; }
     } }, a),
     el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
 }
@@ -76,9 +76,23 @@ function confirmReset(c) {
 }
 
 function showState(c) {
-  document.getElementById("state")?.replaceChildren(badge(c.archived ? "archived" : c.state));
+  document.getElementById("state")?.replaceChildren(c.archived ? badge("archived") : badge(c.state, c.last_result));
   if (isOwner()) document.getElementById("controls")?.replaceChildren(...controls(c));
   document.getElementById("status")?.replaceChildren(status(c));
+  document.getElementById("needs")?.replaceWith(needs(c));
+}
+
+// What waits for the person, above the conversation: the attention line
+// (a failure and the one thing to do, a hold, a changed setting to trust)
+// and the open questions, which the composer below answers.
+function needs(c) {
+  const items = [];
+  if (c.attention) items.push(el("p", { class: "error", "data-need": "attention" }, c.attention));
+  if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, c.fault));
+  if (c.open_questions) items.push(el("p", { "data-need": "questions" }, el("span", { class: "badge qbadge" }, c.open_questions + (c.open_questions === 1 ? " open question" : " open questions")),
+    " — the agent asked; answer below and it reads your reply at its next wake."));
+  return items.length ? el("section", { id: "needs", class: "needs", "aria-labelledby": "h-needs" }, el("h2", { id: "h-needs" }, "Needs you"), items)
+    : el("div", { id: "needs", hidden: true });
 }
 
 export async function chamberPage(name) {
@@ -94,36 +108,42 @@ export async function chamberPage(name) {
   ]);
   const c = info.chamber;
   const conversation = el("section", { "aria-labelledby": "h-conv" }, el("h2", { id: "h-conv" }, "Conversation"),
-    el("div", { id: "messages", tabindex: "0", "aria-label": "messages, oldest first", "aria-live": "polite" }, msgs.map(message)),
+    el("div", { id: "messages", role: "log", tabindex: "0", "aria-label": "messages, oldest first", "aria-live": "polite" }, msgs.map(message)),
     composer(base));
   let body;
   if (owner) {
     const [todos, plan, notes, log, settings, history] = extra;
     const planText = el("textarea", { id: "plan-text", rows: 10 });
     planText.value = plan.text;
+    const savePlan = async (e) => {
+      e.target.disabled = true;
+      try { await api(base + "/plan", "PUT", { text: planText.value }); toast("Plan saved to plan.md."); } catch (er) { flash(er); } finally { e.target.disabled = false; }
+    };
     body = el("div", {},
-      el("section", { "aria-labelledby": "h-time" }, el("h2", { id: "h-time" }, "The last 7 days and what comes next"),
-        el("div", { id: "timeline-box" }, chamberTimeline(history)), el("div", { class: "scroll" }, digest(history))),
+      needs(c),
       el("div", { class: "grid" },
       el("div", {},
         conversation,
         el("section", { "aria-labelledby": "h-tx" }, el("h2", { id: "h-tx" }, "Agent transcript"),
           el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
-          el("pre", { class: "log", id: "transcript", tabindex: "0", "aria-label": "agent transcript" })),
+          el("pre", { class: "log", id: "transcript", role: "log", tabindex: "0", "aria-label": "agent transcript" })),
         el("section", { "aria-labelledby": "h-plan" }, el("h2", { id: "h-plan" }, el("label", { for: "plan-text" }, "Plan")), planText,
-          el("div", { class: "row" }, el("button", { onclick: async () => { try { await api(base + "/plan", "PUT", { text: planText.value }); } catch (e) { flash(e); } } }, "Save plan"))),
-        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
+          el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))),
+        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", role: "log", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
       el("div", {},
         el("section", { "aria-labelledby": "h-status" }, el("h2", { id: "h-status" }, "Status"), el("div", { id: "status" }, status(c))),
         el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)),
-        el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Recent sessions"), el("div", { id: "sessions" }, sessions(info.sessions))),
+        el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Runs"), el("div", { id: "sessions" }, sessions(info.sessions))),
+        el("section", { "aria-labelledby": "h-time" }, el("h2", { id: "h-time" }, "The last 7 days and what comes next"),
+          el("div", { id: "timeline-box" }, chamberTimeline(history)), legend(),
+          el("details", { id: "digest-box" }, el("summary", {}, "By day"), el("div", { class: "scroll" }, digest(history)))),
         el("section", { "aria-labelledby": "h-settings" }, el("h2", { id: "h-settings" }, "Settings"), settingsForm(base, settings)),
         el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)")))));
   } else {
     body = conversation;
   }
   main.replaceChildren(
-    el("h1", {}, c.name, " ", el("span", { id: "state" }, badge(c.archived ? "archived" : c.state))),
+    el("h1", {}, c.name, " ", el("span", { id: "state" }, c.archived ? badge("archived") : badge(c.state, c.last_result))),
     el("div", { id: "error", class: "error", role: "alert" }),
     owner ? el("div", { class: "row", id: "controls", role: "group", "aria-label": "controls" }, controls(c)) : "",
     body);
@@ -223,7 +243,7 @@ function composer(base) {
 
 // ---- status, sessions, TODOs, settings -----------------------------------------------
 function status(c) {
-  const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? local(c.next_wake) + " (" + left(c.next_wake) + ")" : "-"]];
+  const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? el("span", {}, when(c.next_wake), " ", el("span", { class: "muted nowrap" }, local(c.next_wake))) : "-"]];
   if (c.last_result !== undefined) rows.push(["last result", c.last_result || "-"], ["unread mail", c.mail_waiting], ["agent", c.agent]);
   if (c.node) rows.push(["node", c.node]);
   if (c.attention) rows.push(["attention", c.attention]);
@@ -237,13 +257,34 @@ function status(c) {
   return el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v)))));
 }
 
+// Sessions as a CI console lists runs: a status icon and colour, what
+// woke it, when (relative, exact on hover), how long, tokens and cost.
+const RUN = [
+  [/^running/, "●", "running"], [/^hibernated|^completed/, "✓", "ok"], [/^crashed|^failed/, "✕", "bad"],
+  [/^timed out/, "⏱", "bad"], [/^limited|^over budget/, "⏸", "held"], [/^stopped|^interrupted/, "■", "muted"],
+];
+function runStatus(s) {
+  const outcome = s.outcome || "running";
+  const [, icon, kind] = RUN.find(([re]) => re.test(outcome)) || [null, "•", "muted"];
+  const since = !s.outcome && s.started_at ? " " + duration(Date.now() - Date.parse(s.started_at)) : "";
+  return el("span", { class: "run run-" + kind, title: outcome }, el("span", { "aria-hidden": "true" }, icon + " "), outcome.split(":")[0] + since);
+}
+function duration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + (s % 60) + "s" : Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m";
+}
 function sessions(list) {
   if (!list.length) return el("p", { class: "muted" }, "none yet");
-  return el("table", {}, el("thead", {}, el("tr", {}, ["#", "trigger", "late", "outcome", "cost"].map((h) => el("th", { scope: "col" }, h)))),
+  const tokens = (s) => (s.input_tokens || s.output_tokens) ? Math.round((s.input_tokens + s.output_tokens) / 100) / 10 + "k" : "-";
+  // On a phone: number, status, start, duration and cost.
+  const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"]];
+  return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
     el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number },
-      el("td", {}, s.number), el("td", {}, s.trigger), el("td", {}, s.lateness_ms == null ? "-" : s.lateness_ms + " ms"),
-      el("td", { class: "outcome-" + (s.outcome || "running") }, s.outcome || "running"),
-      el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2))))));
+      el("td", {}, s.number), el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
+      el("td", {}, when(s.started_at || s.due_at)),
+      el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
+      el("td", { class: "wide" }, tokens(s)),
+      el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2)))))));
 }
 
 function todoItems(todos) {
@@ -283,7 +324,7 @@ function todoForm(base) {
     el("div", { class: "row" }, el("button", { type: "submit", id: "todo-add" }, "Add")));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    try { await api(base + "/todos", "POST", { text: text.value, at: at.value }); text.value = ""; at.value = ""; renderTodos(); } catch (er) { flash(er); }
+    try { await api(base + "/todos", "POST", { text: text.value, at: at.value }); toast("TODO added: " + text.value); text.value = ""; at.value = ""; renderTodos(); } catch (er) { flash(er); }
   });
   return form;
 }
@@ -295,29 +336,47 @@ export async function renderTodos() {
 }
 
 // The documented keys of cryo.toml; cryod rewrites the file keeping its
-// comments. An empty field removes the key (its default applies).
+// comments. An empty field removes the key (its default applies). A value
+// that is not of its key's kind is shown beside the field, and nothing is
+// written until every field is valid.
 function settingsForm(base, s) {
   const fields = s.keys.map((k) => {
     const id = "set-" + k.key;
     const input = k.kind === "bool"
       ? el("select", { id, "data-key": k.key, "data-kind": k.kind }, ["", "true", "false"].map((o) => el("option", { value: o, selected: String(k.value ?? "") === o }, o || "(default)")))
-      : el("input", { id, "data-key": k.key, "data-kind": k.kind, value: k.value ?? "", inputmode: k.kind === "integer" ? "numeric" : undefined, placeholder: "(default)" });
-    return el("div", { class: "field" }, el("label", { for: id }, k.key), input);
+      : el("input", { id, "data-key": k.key, "data-kind": k.kind, value: k.value ?? "", inputmode: k.kind === "integer" ? "numeric" : undefined, placeholder: "(default)", "aria-describedby": id + "-error" });
+    const error = el("p", { id: id + "-error", class: "field-error", "aria-live": "polite" });
+    input.addEventListener("input", () => { error.textContent = ""; input.removeAttribute("aria-invalid"); });
+    return el("div", { class: "field" }, el("label", { for: id }, k.key, k.kind === "integer" ? el("span", { class: "muted hint" }, " (a whole number)") : ""), input, error);
   });
   const done = el("p", { id: "settings-saved", role: "status", class: "muted" });
-  const form = el("form", { id: "settings" }, fields,
+  const form = el("form", { id: "settings", novalidate: true }, fields,
     el("p", { class: "muted" }, "Provider: ", s.provider.name || "(none)", s.provider.env.length ? " · env: " + s.provider.env.join(", ") + " (values stay in cryo.toml)" : ""),
     el("div", { class: "row" }, el("button", { type: "submit", id: "settings-save" }, "Save settings")), done);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const changes = {};
+    let bad = null;
     for (const k of s.keys) {
       const input = form.querySelector(`[data-key="${k.key}"]`);
       const raw = input.value.trim();
+      if (k.kind === "integer" && raw !== "" && !/^\d+$/.test(raw)) {
+        form.querySelector("#set-" + CSS.escape(k.key) + "-error").textContent = "“" + raw + "” is not a whole number: write digits only (or leave it empty for the default).";
+        input.setAttribute("aria-invalid", "true");
+        bad = bad || input;
+        continue;
+      }
       const v = raw === "" ? null : k.kind === "integer" ? Number(raw) : k.kind === "bool" ? raw === "true" : raw;
       if (v !== (k.value ?? null)) changes[k.key] = v;
     }
-    try { s = await api(base + "/settings", "PUT", changes); done.textContent = "Saved to cryo.toml."; } catch (er) { done.textContent = ""; flash(er); }
+    if (bad) { done.textContent = "Not saved: a field needs another value."; bad.focus(); return; }
+    const keys = Object.keys(changes);
+    if (!keys.length) { done.textContent = "Nothing changed."; return; }
+    try {
+      s = await api(base + "/settings", "PUT", changes);
+      done.textContent = "Saved to cryo.toml: " + keys.join(", ") + ".";
+      toast(done.textContent);
+    } catch (er) { done.textContent = "Not saved: " + er.message; flash(er); }
   });
   return form;
 }

@@ -85,19 +85,47 @@ export function local(t) {
   return new Date(t).toLocaleString([], { weekday: "short", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
-export function left(t) {
-  if (!t) return "";
-  let s = Math.round((new Date(t) - Date.now()) / 1000);
-  const late = s < 0; s = Math.abs(s);
-  const txt = s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : s < 86400 ? Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m" : Math.floor(s / 86400) + "d";
-  return late ? txt + " late" : "in " + txt;
+// A time as people read it on a console: relative ("3h ago", "in 5m"),
+// the exact time on hover, never wrapped.
+export function when(t) {
+  if (!t) return el("span", { class: "muted" }, "-");
+  const d = new Date(t);
+  let s = Math.round((d - Date.now()) / 1000);
+  const past = s < 0; s = Math.abs(s);
+  const txt = s < 45 ? "now" : s < 3600 ? Math.round(s / 60) + "m" : s < 86400 ? Math.round(s / 3600) + "h" : Math.round(s / 86400) + "d";
+  return el("time", { datetime: d.toISOString(), title: local(t) }, txt === "now" ? "now" : past ? txt + " ago" : "in " + txt);
 }
 
-export function badge(s) { return el("span", { class: "badge state-" + s }, s); }
+// A chamber's state; a chamber whose last session failed (crashed, timed
+// out, failed) says so beside it, in the failure colour.
+export function badge(s, lastResult) {
+  const b = el("span", { class: "badge state-" + s }, s);
+  const failed = failure(lastResult);
+  if (!failed) return b;
+  const held = failed === "limited" || failed === "over budget";
+  return el("span", { class: "badges" }, b, el("span", { class: "badge " + (held ? "held" : "failing"), "data-failing": failed }, failed));
+}
+
+export function failure(lastResult) {
+  const m = /^(crashed|timed out|timeout|failed|over budget|limited)/.exec(lastResult || "");
+  return m ? (m[1] === "timeout" ? "timed out" : m[1]) : "";
+}
+
+// Feedback where the user is: a toast at the bottom of the screen (seen
+// however far down the page is scrolled), and the page's error line.
+export function toast(text, bad = false) {
+  let box = document.getElementById("toasts");
+  if (!box) { box = el("div", { id: "toasts", "aria-live": "polite" }); document.body.append(box); }
+  const t = el("p", { class: "toast" + (bad ? " bad" : ""), role: bad ? "alert" : "status" }, text);
+  box.append(t);
+  setTimeout(() => t.remove(), bad ? 8000 : 4000);
+}
 
 export function flash(e) {
+  const text = e.message + (e.retryAfter ? " (try again in " + e.retryAfter + " s)" : "");
   const box = document.getElementById("error");
-  if (box) box.textContent = e.message + (e.retryAfter ? " (try again in " + e.retryAfter + " s)" : "");
+  if (box) box.textContent = text;
+  toast(text, true);
 }
 
 // Reads an event stream (`event: NAME` / `data: JSON` frames) from a fetch

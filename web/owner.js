@@ -2,8 +2,8 @@
 // and the devices Web Push reaches).
 "use strict";
 
-import { api, badge, el, flash, isOwner, left, local, state } from "./lib.js";
-import { fleetTimeline } from "./timeline.js";
+import { api, badge, el, failure, flash, isOwner, local, state, toast, when } from "./lib.js";
+import { fleetTimeline, legend } from "./timeline.js";
 
 const main = () => document.getElementById("main");
 
@@ -34,24 +34,32 @@ export function renderList() {
   // A fleet's hub shows every node's chambers, with the node that runs each.
   const fleet = [...chambers.values()].some((c) => c.node);
   const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
-    el("tr", { "data-chamber": c.name },
+    el("tr", { "data-chamber": c.name, class: failure(c.last_result) && !c.archived ? "failing" : "" },
       el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
-      el("td", {}, badge(c.archived ? "archived" : c.state)),
+      el("td", {}, c.archived ? badge("archived") : badge(c.state, c.last_result)),
       fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
-      el("td", {}, c.next_wake ? [local(c.next_wake), el("div", { class: "muted" }, left(c.next_wake))] : "-"),
+      el("td", {}, c.next_wake ? when(c.next_wake) : "-"),
       isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")) : "",
-      el("td", {}, c.mail_waiting ? el("span", { class: "badge", title: "unread mail" }, "✉ " + c.mail_waiting) : "",
-        c.open_questions ? el("span", { class: "q", title: "open questions" }, " ?") : "")));
+      el("td", {}, waiting(c))));
   main().replaceChildren(el("div", { id: "list-page" }, el("h1", { class: "sr-only" }, "Chambers"),
     el("table", { id: "chambers" },
       el("caption", { class: "sr-only" }, "Chambers"),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Chamber"), el("th", { scope: "col" }, "State"),
         fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
-        isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Mail"))),
+        isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Waiting"))),
       el("tbody", {}, rows)),
     toggle,
     state.schedule ? el("section", { "aria-labelledby": "h-fleet" }, el("h2", { id: "h-fleet" }, "The next day"),
-      fleetTimeline(state.schedule, [...chambers.keys()].sort())) : ""));
+      fleetTimeline(state.schedule, [...chambers.keys()].sort()), legend(true)) : ""));
+}
+
+// What waits on a chamber: unread mail, open questions.
+function waiting(c) {
+  const kids = [];
+  if (c.mail_waiting) kids.push(el("span", { class: "badge", title: "unread mail", "data-mail": c.mail_waiting }, c.mail_waiting + " unread"));
+  if (c.open_questions) kids.push(el("span", { class: "badge qbadge", title: "questions the agent asked, not yet answered", "data-questions": c.open_questions },
+    c.open_questions + (c.open_questions === 1 ? " question" : " questions")));
+  return kids.length ? el("span", { class: "badges" }, kids) : "-";
 }
 
 // ---- a new chamber -----------------------------------------------------------
@@ -64,7 +72,7 @@ export function newPage() {
     el("div", { class: "field" }, field("new-name", "Name")),
     el("div", { class: "field" }, field("new-dir", "Folder (absolute path)", { required: true })),
     el("div", { class: "field" }, field("new-agent", "Agent: claude, codex, opencode or a command")),
-    el("div", { class: "row" }, start, el("label", { for: "new-start" }, "Start it now")),
+    el("label", { class: "check-row", for: "new-start" }, start, "Start it now"),
     el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Create")));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -84,7 +92,7 @@ export async function sharePage() {
   main().dataset.page = "share";
   const [invites, list, push] = await Promise.all([api("/invites"), api("/chambers"), api("/push")]);
   const name = el("input", { id: "invite-name", required: true, maxlength: 40, autocomplete: "off" });
-  const boxes = list.map((c) => el("label", { class: "row" },
+  const boxes = list.map((c) => el("label", { class: "check-row" },
     el("input", { type: "checkbox", class: "check invite-chamber", value: c.name }), c.name));
   const shown = el("div", { id: "invite-link", role: "status" });
   const form = el("form", {},
@@ -120,7 +128,7 @@ function renderInvites(invites) {
   ul.replaceChildren(...invites.map((i) => el("li", { "data-invite": i.name },
     el("strong", {}, i.name), " · ", i.chambers.join(", "), " · ", el("span", { class: "muted" }, "made " + local(i.created)), " ",
     el("button", { "aria-label": "revoke " + i.name, onclick: async () => {
-      try { await api("/invites/" + encodeURIComponent(i.name), "DELETE"); renderInvites(await api("/invites")); } catch (e) { flash(e); }
+      try { await api("/invites/" + encodeURIComponent(i.name), "DELETE"); renderInvites(await api("/invites")); toast("Revoked " + i.name + "'s link."); } catch (e) { flash(e); }
     } }, "revoke"))));
 }
 
@@ -131,7 +139,7 @@ function devicePanel(push) {
   const render = (subs) => list.replaceChildren(...(subs.length ? subs.map((s) =>
     el("li", { "data-device": s.endpoint }, s.name || "a device", " · ", el("span", { class: "muted" }, s.service), " ",
       el("button", { "aria-label": "forget " + (s.name || "this device"), onclick: async () => {
-        try { await api("/push", "DELETE", { endpoint: s.endpoint }); render((await api("/push")).subscriptions); } catch (e) { flash(e); }
+        try { await api("/push", "DELETE", { endpoint: s.endpoint }); render((await api("/push")).subscriptions); toast("That device is no longer notified."); } catch (e) { flash(e); }
       } }, "forget"))) : [el("li", { class: "muted" }, "no device is notified")]));
   render(push.subscriptions);
   const why = el("p", { id: "push-status", role: "status", class: "muted" });

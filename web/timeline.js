@@ -67,7 +67,8 @@ export function fleetTimeline(s, names) {
   for (let hh = 0; hh <= hours; hh += 6) {
     const t = now + hh * 3600e3;
     kids.push(svg("line", { x1: x(t), x2: x(t), y1: 0, y2: rows * rowH, class: "grid" }),
-      svg("text", { x: x(t) + 2, y: H - 6, class: "axis" }, hh ? "+" + hh + "h" : "now"));
+      // The last label ends at its line: it would run off the picture.
+      svg("text", hh === hours ? { x: x(t) - 2, y: H - 6, class: "axis", "text-anchor": "end" } : { x: x(t) + 2, y: H - 6, class: "axis" }, hh ? "+" + hh + "h" : "now"));
   }
   names.forEach((n, i) => {
     const y = i * rowH;
@@ -86,4 +87,13 @@ export function fleetTimeline(s, names) {
     }
   });
   return svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "the fleet's coming wakes", id: "fleet-timeline" }, kids);
+}
+
+// What the colours and marks of a timeline mean.
+export function legend(fleet = false) {
+  const item = (cls, text) => el("li", {}, el("span", { class: "swatch " + cls, "aria-hidden": "true" }), text);
+  return el("ul", { class: "legend", "aria-label": "legend" }, fleet
+    ? [item("running", "running now"), item("wake", "a planned wake"), item("held", "a wake held back")]
+    : [item("ok", "session ended well"), item("bad", "failed, crashed or timed out"), item("held", "held: limited, over budget or stopped"),
+      item("running", "running; ▲ a planned wake")]);
 }

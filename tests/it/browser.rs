@@ -219,3 +219,91 @@ fn the_hub_in_headless_chromium() {
         assert!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "{} missing", p.display());
     }
 }
+
+/// Issue 42: the hub as a console, at 1280 px and 360 px: failures and
+/// questions shown first, runs as a CI console lists them, times that do
+/// not wrap, feedback where the user is, settings checked field by field
+/// and comments kept around a removed key, checkboxes by their labels, and
+/// timelines with a legend. Screenshots of each state are saved.
+#[test]
+fn the_hub_as_a_console() {
+    let Some(dir) = driver() else {
+        eprintln!("SKIPPED the_hub_as_a_console: needs node, /usr/bin/chromium and `npm ci --prefix tests/browser`");
+        return;
+    };
+    let env = Env::new();
+    env.daemon_config("[hub]\nbind = \"127.0.0.1:0\"\n");
+    let _d = env.start_daemon();
+    let crash = env.chamber("crash", "echo dying >&2\nexit 3\n", "");
+    let asker = env.chamber(
+        "asker",
+        "cryo-agent send --question \"Which branch should I use?\" >/dev/null\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate\n",
+        "",
+    );
+    let set = env.chamber("set", ANSWERING_AGENT, "# Longest session, in seconds\nmax_session_duration = 3600\n");
+    env.chamber("idle", ANSWERING_AGENT, "");
+    for name in ["crash", "asker"] {
+        env.cryoctl(&["chamber", "start", name]).ok();
+    }
+    crash.wait_ended(1);
+    asker.wait_ended(1);
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let vars =
+        [("SHOTS", shots.to_str().expect("a UTF-8 path")), ("CRASH", "crash"), ("ASKER", "asker"), ("SET", "set")]
+            .map(|(k, v)| (k, v.to_string()));
+    let seen = run_driver(&dir, "console.mjs", &env, &vars);
+    for wide in ["desktop", "phone"] {
+        let s = &seen[wide];
+        // A crashed chamber is not dressed as a healthy one.
+        assert_eq!(s["crash_badge"], "crashed", "{wide}: {s}");
+        assert_eq!(s["crash_badge_colour"], "rgb(180, 35, 24)", "{wide}: the failure colour");
+        assert_eq!(s["questions"], "1 question", "{wide}");
+        // Nothing is cut inside a word; times carry the exact one on hover.
+        assert_eq!(s["list_wrapped"], serde_json::json!([]), "{wide}: wrapped on the list");
+        assert_eq!(s["chamber_wrapped"], serde_json::json!([]), "{wide}: wrapped on the chamber page");
+        assert_eq!(s["list_times_have_exact"], true, "{wide}");
+        assert_eq!(s["phone_overflow"], false, "{wide}: wider than the screen");
+        // Timelines: a legend, and the last hour label whole.
+        assert!(s["fleet_legend"].as_u64() >= Some(3) && s["chamber_legend"].as_u64() >= Some(4), "{wide}: {s}");
+        assert_eq!(s["last_label_inside"], serde_json::json!({ "text": "+24h", "inside": true }), "{wide}");
+        // What needs the person comes first, then the conversation, then runs.
+        let order: Vec<i64> = s["order"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{wide}: needs, conversation, runs, timeline: {order:?}");
+        assert!(s["needs"].as_str().unwrap().contains("(exit 3)"), "{wide}: {}", s["needs"]);
+        assert!(s["asker_needs"].as_str().unwrap().contains("1 open question"), "{wide}: {}", s["asker_needs"]);
+        let run = &s["runs"][0];
+        assert!(run["status"].as_str().unwrap().contains("crashed") && run["kind"] == "run run-bad", "{wide}: {run}");
+        assert!(!run["started"].as_str().unwrap().is_empty(), "{wide}: the exact start on hover");
+        // Feedback where the user is.
+        assert_eq!(s["todo_error"]["visible"], true, "{wide}: {}", s["todo_error"]);
+        assert!(s["todo_error"]["text"].as_str().unwrap().contains("whenever it suits"), "{}", s["todo_error"]);
+        assert_eq!(s["plan_saved"], true);
+        // A bad number: beside its field, focused, nothing sent.
+        let e = &s["settings_error"];
+        assert!(e["text"].as_str().unwrap().contains("“ten minutes” is not a whole number"), "{wide}: {e}");
+        assert_eq!((&e["invalid"], &e["focused"], &e["puts"]), (&"true".into(), &"set-max_attempts".into(), &0.into()));
+        assert!(e["status"].as_str().unwrap().starts_with("Not saved"), "{e}");
+        // Checkboxes sit beside their labels.
+        let gaps: Vec<i64> = std::iter::once(&s["new_check_gap"][0])
+            .chain(s["share_check_gaps"].as_array().unwrap())
+            .map(|g| g.as_i64().unwrap())
+            .collect();
+        assert!(gaps.iter().all(|g| (0..=24).contains(g)), "{wide}: label gaps {gaps:?}");
+    }
+    // The good save: the number written, the removed key's comment kept.
+    assert_eq!(seen["desktop"]["settings_saved"], "Saved to cryo.toml: max_session_duration, max_attempts.");
+    let toml = set.read("cryo.toml");
+    assert!(toml.contains("# Longest session, in seconds\n") && !toml.contains("max_session_duration ="), "{toml}");
+    assert!(toml.contains("max_attempts = 4\n"), "{toml}");
+    for (page, found) in seen["axe"].as_object().expect("axe ran") {
+        assert_eq!(found, &serde_json::json!([]), "accessibility violations on {page}");
+    }
+    for shot in ["list", "crash", "question", "settings-error"] {
+        for wide in ["desktop", "phone"] {
+            let p = shots.join(format!("console-{shot}-{wide}.png"));
+            assert!(std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000), "{} missing", p.display());
+        }
+    }
+    eprintln!("screenshots: {}/console-*.png", shots.display());
+}

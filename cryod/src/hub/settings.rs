@@ -99,7 +99,7 @@ pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, Setti
         };
         let new = match (kind, value) {
             (_, Value::Null) => {
-                doc.remove(key);
+                remove_keeping_comments(&mut doc, key);
                 continue;
             }
             (Kind::Text, Value::String(s)) => toml_edit::value(s.as_str()),
@@ -123,6 +123,47 @@ pub fn rewrite(text: &str, changes: &Map<String, Value>) -> Result<String, Setti
         }
     }
     Ok(doc.to_string())
+}
+
+/// Removes a top-level `key`, keeping the comments around it: those above
+/// it (and one at its line's end) move onto what follows it, the next key,
+/// the next table, or the end of the file.
+fn remove_keeping_comments(doc: &mut DocumentMut, key: &str) {
+    let order: Vec<String> = doc.as_table().iter().map(|(k, _)| k.to_string()).collect();
+    let Some((gone, item)) = doc.as_table_mut().remove_entry(key) else { return };
+    let mut kept = decor_text(gone.leaf_decor().prefix());
+    if let Some(comment) = item.as_value().and_then(|v| v.decor().suffix()).map(|s| decor_text(Some(s)))
+        && let Some(at) = comment.find('#')
+    {
+        kept.push_str(comment[at..].trim_end());
+        kept.push('\n');
+    }
+    if !kept.contains('#') {
+        return;
+    }
+    let table = doc.as_table_mut();
+    let next = order.iter().skip_while(|k| *k != key).nth(1).filter(|n| table.contains_key(n)).cloned();
+    match next {
+        Some(n) if table.get(&n).is_some_and(|i| i.is_table()) => {
+            let t = table.get_mut(&n).and_then(Item::as_table_mut).expect("a table");
+            let after = decor_text(t.decor().prefix());
+            t.decor_mut().set_prefix(kept + &after);
+        }
+        Some(n) => {
+            let mut k = table.key_mut(&n).expect("the next key");
+            let after = decor_text(k.leaf_decor().prefix());
+            k.leaf_decor_mut().set_prefix(kept + &after);
+        }
+        None => {
+            let after = doc.trailing().as_str().unwrap_or_default().to_string();
+            doc.set_trailing(kept + &after);
+        }
+    }
+}
+
+/// What a decor holds, as text (a parsed one is spans of the source).
+fn decor_text(raw: Option<&toml_edit::RawString>) -> String {
+    raw.and_then(|r| r.as_str()).unwrap_or_default().to_string()
 }
 
 fn article(kind: Kind) -> &'static str {
@@ -220,6 +261,25 @@ mod tests {
         assert!(new.find("timezone = \"Europe").unwrap() < new.find("[provider]").unwrap(), "{new}");
         let removed = rewrite(&new, &changes(json!({ "timezone": null }))).unwrap();
         assert!(!removed.contains("timezone = \"Europe"), "{removed}");
+    }
+
+    /// The comments above a removed key, and the one at its line's end,
+    /// stay: on the next key, the next table, or at the end of the file.
+    #[test]
+    fn a_removed_keys_comments_stay() {
+        let removed = rewrite(FILE, &changes(json!({ "max_session_duration": null }))).unwrap();
+        assert_eq!(removed, FILE.replace("max_session_duration = 3600\n", ""), "only the key's own line goes");
+        let removed = rewrite(FILE, &changes(json!({ "agent": null }))).unwrap();
+        assert!(
+            removed.starts_with("# my chamber\n# the model I pay for\n\n# Longest session\nmax_session_duration"),
+            "{removed}"
+        );
+        let last = "agent = \"x\"\n# about the limit\nmax_attempts = 3 # three\n# the end\n";
+        let removed = rewrite(last, &changes(json!({ "max_attempts": null }))).unwrap();
+        assert_eq!(removed, "agent = \"x\"\n# about the limit\n# three\n# the end\n");
+        let before_table = "# lead\nagent = \"x\"\n\n[provider]\nname = \"a\"\n";
+        let removed = rewrite(before_table, &changes(json!({ "agent": null }))).unwrap();
+        assert_eq!(removed, "# lead\n\n[provider]\nname = \"a\"\n");
     }
 
     #[test]

@@ -1,0 +1,141 @@
+// Drives the hub as a console (issue 42) in headless Chromium, at 1280 px
+// and at 360 px, and prints what it saw as JSON. Run by tests/it/browser.rs;
+// inputs from the environment: HUB_URL, HUB_TOKEN, SHOTS (a folder for
+// screenshots), CRASH (a chamber whose session crashed), ASKER (one whose
+// agent asked a question), SET (one whose settings the page edits).
+import { drive } from "./driver.mjs";
+import { createRequire } from "node:module";
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+const { HUB_URL, HUB_TOKEN, SHOTS, CRASH, ASKER, SET } = process.env;
+const WIDTHS = { desktop: 1280, phone: 360 };
+
+async function axe(page, name, out) {
+  await page.addScriptTag({ path: AXE });
+  const r = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")));
+  out.axe[name] = r;
+}
+
+async function go(page, name) {
+  await page.goto(HUB_URL + "#/c/" + name);
+  await page.waitForFunction((name) => document.querySelector("main h1")?.firstChild?.textContent?.trim() === name, name, { timeout: 20000 });
+}
+
+// Badges and times that wrap onto a second line (a word cut in two).
+const wrapped = () => [...document.querySelectorAll(".badge, time")].filter((e) => {
+  if (e.tagName === "TIME") return e.getClientRects().length > 1;
+  const line = parseFloat(getComputedStyle(e).fontSize) * 1.9;
+  return e.getBoundingClientRect().height > line;
+}).map((e) => e.textContent);
+
+// How far each checkbox's label starts from its box, in px.
+const checkGaps = (sel) => [...document.querySelectorAll(sel)].map((box) => {
+  const label = box.closest("label") || document.querySelector(`label[for="${box.id}"]`);
+  const range = document.createRange();
+  const text = [...label.childNodes].find((n) => n.nodeType === 3 && n.textContent.trim());
+  range.selectNodeContents(text);
+  return Math.round(range.getBoundingClientRect().left - box.getBoundingClientRect().right);
+});
+
+await drive(async (browser, out) => {
+  out.axe = {};
+  for (const [wide, width] of Object.entries(WIDTHS)) {
+    const ctx = await browser.newContext({ viewport: { width, height: 800 }, bypassCSP: true });
+    const page = await ctx.newPage();
+    const seen = (out[wide] = {});
+    await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
+    await page.waitForSelector(`#chambers tr[data-chamber="${CRASH}"]`, { timeout: 10000 });
+    // The list: a failing chamber says so, a question is counted and named.
+    await page.waitForFunction((c) => document.querySelector(`#chambers tr[data-chamber="${c}"] [data-failing]`), CRASH, { timeout: 20000 });
+    seen.crash_badge = await page.textContent(`#chambers tr[data-chamber="${CRASH}"] [data-failing]`);
+    seen.crash_badge_colour = await page.$eval(`#chambers tr[data-chamber="${CRASH}"] [data-failing]`, (e) => getComputedStyle(e).backgroundColor);
+    await page.waitForFunction((c) => document.querySelector(`#chambers tr[data-chamber="${c}"] [data-questions]`), ASKER, { timeout: 20000 });
+    seen.questions = await page.textContent(`#chambers tr[data-chamber="${ASKER}"] [data-questions]`);
+    seen.list_wrapped = await page.evaluate(wrapped);
+    seen.list_times_have_exact = await page.$$eval("#chambers time", (ts) => ts.length > 0 && ts.every((t) => t.title && t.dateTime));
+    await page.waitForSelector("#fleet-timeline", { timeout: 10000 });
+    seen.fleet_legend = await page.$$eval("#list-page .legend li", (l) => l.length);
+    seen.last_label_inside = await page.$eval("#fleet-timeline", (svg) => {
+      const labels = [...svg.querySelectorAll("text.axis:not(.name)")];
+      const last = labels[labels.length - 1];
+      return { text: last.textContent, inside: last.getBBox().x + last.getBBox().width <= svg.viewBox.baseVal.width };
+    });
+    await page.screenshot({ path: `${SHOTS}/console-list-${wide}.png`, fullPage: true });
+    await axe(page, "list-" + wide, out);
+
+    // A crashed chamber's page: what needs the person first, then the conversation.
+    await go(page, CRASH);
+    await page.waitForSelector("#needs [data-need]", { timeout: 10000 });
+    seen.needs = await page.textContent("#needs");
+    seen.order = await page.evaluate(() => ["h-needs", "h-conv", "h-sessions", "h-time"].map((id) => {
+      const e = document.getElementById(id);
+      return e ? Math.round(e.getBoundingClientRect().top + scrollY) : null;
+    }));
+    seen.runs = await page.$$eval("#sessions table.runs tbody tr", (rows) => rows.map((r) => ({
+      status: r.querySelector(".run").textContent.trim(), kind: r.querySelector(".run").className, started: r.querySelector("time")?.title || "",
+    })));
+    seen.chamber_legend = await page.$$eval("#timeline-box + .legend li", (l) => l.length);
+    seen.chamber_wrapped = await page.evaluate(wrapped);
+    seen.phone_overflow = await page.evaluate(() => document.documentElement.scrollWidth > innerWidth + 1);
+    await page.screenshot({ path: `${SHOTS}/console-crash-${wide}.png`, fullPage: true });
+    await axe(page, "crash-" + wide, out);
+
+    // A bad TODO time, sent from far down the page: the error is where the user is.
+    await page.evaluate(() => document.getElementById("todo-add").scrollIntoView());
+    await page.evaluate(() => scrollTo(0, document.body.scrollHeight));
+    await page.fill("#todo-text", "from the console");
+    await page.fill("#todo-at", "whenever it suits");
+    await page.click("#todo-add");
+    await page.waitForSelector(".toast.bad", { timeout: 10000 });
+    seen.todo_error = await page.$eval(".toast.bad", (t) => {
+      const r = t.getBoundingClientRect();
+      return { text: t.textContent, visible: r.top >= 0 && r.bottom <= innerHeight && r.width > 0 };
+    });
+    // Saving the plan says so.
+    await page.fill("#plan-text", "# Plan\n\nfrom the console, " + wide + "\n");
+    await page.click("#plan-save");
+    await page.waitForFunction(() => [...document.querySelectorAll(".toast")].some((t) => t.textContent.includes("Plan saved")), null, { timeout: 10000 });
+    seen.plan_saved = true;
+
+    // Settings: a bad number is shown beside its field and nothing is sent.
+    await go(page, ASKER);
+    await page.waitForSelector("#needs [data-need=questions]", { timeout: 10000 });
+    seen.asker_needs = await page.textContent("#needs");
+    await page.screenshot({ path: `${SHOTS}/console-question-${wide}.png`, fullPage: true });
+    await go(page, SET);
+    const puts = [];
+    page.on("request", (r) => { if (r.method() === "PUT" && r.url().endsWith("/settings")) puts.push(r.url()); });
+    await page.fill("#set-max_attempts", "ten minutes");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("set-max_attempts-error").textContent.length > 0, null, { timeout: 5000 });
+    seen.settings_error = {
+      text: await page.textContent("#set-max_attempts-error"),
+      invalid: await page.getAttribute("#set-max_attempts", "aria-invalid"),
+      status: await page.textContent("#settings-saved"),
+      focused: await page.evaluate(() => document.activeElement?.id),
+      puts: puts.length,
+    };
+    await page.evaluate(() => document.getElementById("settings").scrollIntoView());
+    await page.screenshot({ path: `${SHOTS}/console-settings-error-${wide}.png` });
+    await axe(page, "settings-error-" + wide, out);
+    if (wide === "desktop") {
+      // Then a good one, and a removed key: saved, and said which.
+      await page.fill("#set-max_attempts", "4");
+      await page.fill("#set-max_session_duration", "");
+      await page.click("#settings-save");
+      await page.waitForFunction(() => document.getElementById("settings-saved").textContent.startsWith("Saved"), null, { timeout: 10000 });
+      seen.settings_saved = await page.textContent("#settings-saved");
+    }
+
+    // Checkboxes sit beside their labels.
+    await page.goto(HUB_URL + "#/new");
+    await page.waitForSelector("#new-start");
+    seen.new_check_gap = await page.evaluate(checkGaps, "#new-start");
+    await page.goto(HUB_URL + "#/share");
+    await page.waitForSelector(".invite-chamber");
+    seen.share_check_gaps = await page.evaluate(checkGaps, ".invite-chamber");
+    await ctx.close();
+  }
+});
