@@ -103,6 +103,48 @@ function handle(ev, d) {
   }
 }
 
+// ---- keyboard shortcuts (listed on the `?` overlay) ------------------------------
+const KEYS = [
+  ["?", "show or hide this list"],
+  ["/", "search the chambers"],
+  ["g c", "go to the chambers"],
+  ["g n", "go to New chamber"],
+  ["r", "on a chamber: write to its agent"],
+  ["w", "on a chamber: wake it now"],
+  ["p", "on a chamber: pause or resume it"],
+];
+function shortcuts() {
+  const open = document.getElementById("keys");
+  if (open) { open.close(); return; }
+  const d = el("dialog", { id: "keys", "aria-labelledby": "h-keys" },
+    el("h2", { id: "h-keys" }, "Keyboard shortcuts"),
+    el("dl", { class: "keys" }, KEYS.flatMap(([k, what]) => [el("dt", {}, k.split(" ").map((p) => el("kbd", {}, p))), el("dd", {}, what)])),
+    el("div", { class: "row" }, el("button", { type: "button", onclick: () => d.close() }, "Close")));
+  d.addEventListener("close", () => d.remove());
+  document.body.append(d);
+  d.showModal();
+}
+document.getElementById("keys-open").addEventListener("click", shortcuts);
+let pending = "";
+document.addEventListener("keydown", (e) => {
+  const t = e.target;
+  if (e.ctrlKey || e.metaKey || e.altKey || t.closest?.("input, textarea, select, [contenteditable]")) return;
+  const key = pending + e.key;
+  pending = "";
+  const click = (sel) => document.querySelector(sel)?.click();
+  switch (key) {
+    case "?": shortcuts(); break;
+    case "/": if (document.getElementById("filter")) { e.preventDefault(); document.getElementById("filter").focus(); } break;
+    case "g": pending = "g "; setTimeout(() => { pending = ""; }, 1500); break;
+    case "g c": location.hash = "#/"; break;
+    case "g n": if (isOwner()) location.hash = "#/new"; break;
+    case "r": if (document.getElementById("send-text")) { e.preventDefault(); document.getElementById("send-text").focus(); } break;
+    case "w": click("#controls button[data-action=wake]"); break;
+    case "p": click("#controls button[data-action=pause], #controls button[data-action=resume]"); break;
+    default: return;
+  }
+});
+
 if ("serviceWorker" in navigator) {
   navigator.serviceWorker.register("/sw.js").then(() => { document.body.dataset.sw = "registered"; }).catch(() => {});
 }

@@ -11,7 +11,7 @@ let oldest = null; // the file of the oldest message shown: the cursor for the p
 let loadingOlder = false;
 let transcript = null; // the open transcript stream, if any
 
-// What each control does, shown beside it; which ones a state offers.
+// What each control does, shown beside it.
 const CONTROLS = {
   start: "plan its wakes and run what is due",
   wake: "start a session now",
@@ -22,21 +22,10 @@ const CONTROLS = {
   unarchive: "list it again (it stays stopped)",
   reset: "move its TODOs, notes, messages and logs into history/ and begin again",
 };
-export function controlsFor(s, archived) {
-  if (archived) return ["unarchive", "reset"];
-  switch (s) {
-    case "stopped": return ["start", "archive", "reset"];
-    case "idle": return ["wake", "pause", "stop"];
-    case "running": return ["pause", "stop"];
-    case "paused": return ["resume", "stop"];
-    case "faulted": return ["start", "stop", "reset"];
-    default: return [];
-  }
-}
-
 function controls(c) {
   const base = chamberPath(c.name);
-  return controlsFor(c.state, c.archived).map((a) => el("div", { class: "control" },
+  // Which controls a state offers is cryod's rule (`actions`).
+  return (c.actions || []).map((a) => el("div", { class: "control" },
     el("button", { "data-action": a, "aria-describedby": "does-" + a, onclick: async (e) => {
       if (a === "reset") { confirmReset(c); return; }
       e.target.disabled = true;

@@ -62,8 +62,39 @@ await drive(async (browser, out) => {
       const last = labels[labels.length - 1];
       return { text: last.textContent, inside: last.getBBox().x + last.getBBox().width <= svg.viewBox.baseVal.width };
     });
+    // Needs you: the failure and the question, with its text and a reply box.
+    await page.waitForSelector(`#needs-all [data-needs="${CRASH}"]`, { timeout: 10000 });
+    seen.needs_all = await page.$$eval("#needs-all [data-needs]", (l) => l.map((e) => e.dataset.needs));
+    await page.waitForFunction((c) => document.querySelector(`[data-question="${c}"] .md`)?.textContent.includes("branch"), ASKER, { timeout: 10000 });
+    seen.question_text = (await page.textContent(`[data-question="${ASKER}"] .md`)).trim();
+    // Search and the state filter.
+    const rows = () => page.$$eval("#chambers tbody tr", (r) => r.map((e) => e.dataset.chamber));
+    await page.keyboard.press("/");
+    seen.slash_focuses = await page.evaluate(() => document.activeElement?.id);
+    await page.keyboard.type(ASKER.slice(0, 3));
+    seen.searched = await rows();
+    await page.fill("#filter", "");
+    await page.selectOption("#state-filter", "needs");
+    seen.needing = await rows();
+    await page.selectOption("#state-filter", "");
+    await page.locator("body").focus();
     await page.screenshot({ path: `${SHOTS}/console-list-${wide}.png`, fullPage: true });
     await axe(page, "list-" + wide, out);
+    // The shortcuts overlay.
+    await page.evaluate(() => document.activeElement?.blur());
+    await page.keyboard.press("?");
+    await page.waitForSelector("#keys[open]", { timeout: 5000 });
+    seen.shortcuts = await page.$$eval("#keys dt", (l) => l.map((e) => e.textContent));
+    await axe(page, "shortcuts-" + wide, out);
+    await page.keyboard.press("Escape");
+    await page.waitForFunction(() => !document.getElementById("keys"), null, { timeout: 5000 });
+    if (wide === "desktop") {
+      // Answering from the list is one step.
+      await page.fill(`#reply-${ASKER}`, "Use main, from the list");
+      await page.click(`[data-question="${ASKER}"] button[type=submit]`);
+      await page.waitForFunction(() => [...document.querySelectorAll(".toast")].some((t) => t.textContent.startsWith("Answer sent")), null, { timeout: 10000 });
+      seen.answered = await page.$$eval(".toast", (l) => l.map((t) => t.textContent).find((t) => t.startsWith("Answer sent")));
+    }
 
     // A crashed chamber's page: what needs the person first, then the conversation.
     await go(page, CRASH);

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cryo_tests::{ANSWERING_AGENT, Env};
+use cryo_tests::{ANSWERING_AGENT, Env, wait_until};
 
 /// The browser drivers' folder, when node, Debian's Chromium and
 /// playwright-core (`npm ci --prefix tests/browser`) are all there.
@@ -259,6 +259,14 @@ fn the_hub_as_a_console() {
         assert_eq!(s["crash_badge"], "crashed", "{wide}: {s}");
         assert_eq!(s["crash_badge_colour"], "rgb(180, 35, 24)", "{wide}: the failure colour");
         assert_eq!(s["questions"], "1 question", "{wide}");
+        // Needs you, across chambers: the failure and the question with its text.
+        assert_eq!(s["needs_all"], serde_json::json!(["asker", "crash"]), "{wide}");
+        assert_eq!(s["question_text"], "Which branch should I use?", "{wide}");
+        // Search, the state filter, the shortcuts.
+        assert_eq!(s["slash_focuses"], "filter", "{wide}");
+        assert_eq!(s["searched"], serde_json::json!(["asker"]), "{wide}");
+        assert_eq!(s["needing"], serde_json::json!(["asker", "crash"]), "{wide}");
+        assert_eq!(s["shortcuts"].as_array().map(Vec::len), Some(7), "{wide}: {}", s["shortcuts"]);
         // Nothing is cut inside a word; times carry the exact one on hover.
         assert_eq!(s["list_wrapped"], serde_json::json!([]), "{wide}: wrapped on the list");
         assert_eq!(s["chamber_wrapped"], serde_json::json!([]), "{wide}: wrapped on the chamber page");
@@ -291,6 +299,14 @@ fn the_hub_as_a_console() {
             .collect();
         assert!(gaps.iter().all(|g| (0..=24).contains(g)), "{wide}: label gaps {gaps:?}");
     }
+    // The answer given on the list is in the asker's inbox.
+    assert_eq!(seen["desktop"]["answered"], "Answer sent to asker.");
+    wait_until("the answer in the inbox", || {
+        ["messages/inbox", "messages/inbox/archive"]
+            .iter()
+            .flat_map(|f| asker.messages(f))
+            .any(|(_, t)| t.contains("Use main, from the list"))
+    });
     // The good save: the number written, the removed key's comment kept.
     assert_eq!(seen["desktop"]["settings_saved"], "Saved to cryo.toml: max_session_duration, max_attempts.");
     let toml = set.read("cryo.toml");

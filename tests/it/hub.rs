@@ -267,8 +267,11 @@ fn every_route_does_what_the_cli_does() {
     let _d = env.start_daemon();
     let c = env.chamber("c", AGENT, "");
     let hub = Hub::of(&env);
-    // Lists and one chamber, in cryoctl's JSON shape.
-    let list = hub.get("/api/chambers").json();
+    // Lists and one chamber, in cryoctl's JSON shape, plus the controls
+    // the page offers (`actions`: cryod's rule, not the page's copy).
+    let mut list = hub.get("/api/chambers").json();
+    let actions = list[0].as_object_mut().unwrap().remove("actions");
+    assert_eq!(actions, Some(serde_json::json!(["start", "archive", "reset"])), "a stopped chamber's controls");
     assert_eq!(list, env.cryoctl(&["chamber", "list", "--json"]).json());
     // Control.
     let started = hub.write("POST", "/api/chambers/c/start", "{}").json();

@@ -39,7 +39,26 @@ pub(super) fn view(hub: &Hub, name: &str) -> Result<ChamberView, ApiError> {
 }
 
 pub(super) fn chamber_value(v: &ChamberView) -> Value {
-    j::chamber_json(&convert::chamber(v))
+    let mut c = j::chamber_json(&convert::chamber(v));
+    let archived = c["archived"].as_bool().unwrap_or(false);
+    c["actions"] = json!(actions(c["state"].as_str().unwrap_or_default(), archived));
+    c
+}
+
+/// The controls the page offers a chamber in `state`: the page draws what
+/// cryod says here rather than keep a copy of the rule.
+pub(super) fn actions(state: &str, archived: bool) -> &'static [&'static str] {
+    if archived {
+        return &["unarchive", "reset"];
+    }
+    match state {
+        "stopped" => &["start", "archive", "reset"],
+        "idle" => &["wake", "pause", "stop"],
+        "running" => &["pause", "stop"],
+        "paused" => &["resume", "stop"],
+        "faulted" => &["start", "stop", "reset"],
+        _ => &[],
+    }
 }
 
 /// `GET /api/limits`: provider accounts held at their limit now
