@@ -5,7 +5,8 @@
 
 import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, renderTodos } from "./chamber.js";
-import { listPage, newPage, renderList, sharePage } from "./owner.js";
+import { listPage, renderList } from "./list.js";
+import { newPage, sharePage } from "./owner.js";
 
 const main = document.getElementById("main");
 const live = document.getElementById("live");

@@ -262,6 +262,23 @@ function duration(ms) {
   const s = Math.max(0, Math.round(ms / 1000));
   return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + (s % 60) + "s" : Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m";
 }
+// A run's own lines: its block of cryo.log and of the agent's transcript,
+// in a row under it (opened and closed by its number).
+async function runDetail(button, number) {
+  const row = button.closest("tr");
+  const open = row.nextElementSibling?.dataset.detail === String(number);
+  if (open) { row.nextElementSibling.remove(); button.setAttribute("aria-expanded", "false"); return; }
+  const base = chamberPath(state.current);
+  try {
+    const [log, tx] = await Promise.all([api(base + "/log?session=" + number), api(base + "/log?agent=true&session=" + number)]);
+    const block = (title, r) => [el("h3", {}, title), r.lines.length ? el("pre", { class: "log", tabindex: "0", role: "log", "aria-label": title }, r.lines.join("\n"))
+      : el("p", { class: "muted" }, r.note || "nothing")];
+    row.after(el("tr", { "data-detail": number }, el("td", { colspan: 7, class: "run-detail" },
+      block("cryo.log, session " + number, log), block("transcript, session " + number, tx))));
+    button.setAttribute("aria-expanded", "true");
+  } catch (er) { flash(er); }
+}
+
 function sessions(list) {
   if (!list.length) return el("p", { class: "muted" }, "none yet");
   const tokens = (s) => (s.input_tokens || s.output_tokens) ? Math.round((s.input_tokens + s.output_tokens) / 100) / 10 + "k" : "-";
@@ -269,7 +286,8 @@ function sessions(list) {
   const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"]];
   return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
     el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number },
-      el("td", {}, s.number), el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
+      el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "aria-label": "session " + s.number + ": its log and transcript", onclick: (e) => runDetail(e.currentTarget, s.number) }, s.number)),
+      el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
       el("td", {}, when(s.started_at || s.due_at)),
       el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
       el("td", { class: "wide" }, tokens(s)),
@@ -336,7 +354,12 @@ function settingsForm(base, s) {
       : el("input", { id, "data-key": k.key, "data-kind": k.kind, value: k.value ?? "", inputmode: k.kind === "integer" ? "numeric" : undefined, placeholder: "(default)", "aria-describedby": id + "-error" });
     const error = el("p", { id: id + "-error", class: "field-error", "aria-live": "polite" });
     input.addEventListener("input", () => { error.textContent = ""; input.removeAttribute("aria-invalid"); });
-    return el("div", { class: "field" }, el("label", { for: id }, k.key, k.kind === "integer" ? el("span", { class: "muted hint" }, " (a whole number)") : ""), input, error);
+    // Its unit or form, and whether a change waits for the operator's word
+    // (a change made here is the operator's word).
+    return el("div", { class: "field", "data-accept": k.needs_acceptance ? "yes" : undefined },
+      el("label", { for: id }, k.key, k.hint ? el("span", { class: "muted hint" }, " (" + k.hint + ")") : "",
+        k.needs_acceptance ? el("span", { class: "badge accept", title: "an edit of this key in cryo.toml by anyone but you waits for your acceptance (cryoctl chamber trust)" }, "guarded") : ""),
+      input, error);
   });
   const done = el("p", { id: "settings-saved", role: "status", class: "muted" });
   const form = el("form", { id: "settings", novalidate: true }, fields,
@@ -365,7 +388,14 @@ function settingsForm(base, s) {
       s = await api(base + "/settings", "PUT", changes);
       done.textContent = "Saved to cryo.toml: " + keys.join(", ") + ".";
       toast(done.textContent);
-    } catch (er) { done.textContent = "Not saved: " + er.message; flash(er); }
+    } catch (er) {
+      done.textContent = "Not saved: " + er.message;
+      // cryod's line names the key: shown beside its field too.
+      const key = /key `([a-z_]+)`|`([a-z_]+)` takes/.exec(er.message);
+      const field = key && form.querySelector("#set-" + CSS.escape(key[1] || key[2]) + "-error");
+      if (field) { field.textContent = er.message; form.querySelector(`[data-key="${key[1] || key[2]}"]`)?.setAttribute("aria-invalid", "true"); }
+      flash(er);
+    }
   });
   return form;
 }

@@ -107,6 +107,10 @@ await drive(async (browser, out) => {
     seen.runs = await page.$$eval("#sessions table.runs tbody tr", (rows) => rows.map((r) => ({
       status: r.querySelector(".run").textContent.trim(), kind: r.querySelector(".run").className, started: r.querySelector("time")?.title || "",
     })));
+    // A run's own lines: its cryo.log block and its transcript.
+    await page.click('#sessions tr[data-session="1"] button');
+    await page.waitForSelector('#sessions tr[data-detail="1"] pre', { timeout: 10000 });
+    seen.run_detail = await page.$$eval('#sessions tr[data-detail="1"] pre', (l) => l.map((p) => p.textContent));
     seen.chamber_legend = await page.$$eval("#timeline-box + .legend li", (l) => l.length);
     seen.chamber_wrapped = await page.evaluate(wrapped);
     seen.phone_overflow = await page.evaluate(() => document.documentElement.scrollWidth > innerWidth + 1);
@@ -148,6 +152,13 @@ await drive(async (browser, out) => {
       focused: await page.evaluate(() => document.activeElement?.id),
       puts: puts.length,
     };
+    await page.fill("#set-max_attempts", "");
+    // One cryod refuses (over its limit): its line beside the field too.
+    seen.guarded = await page.$$eval(".field[data-accept=yes] [data-key]", (l) => l.map((e) => e.dataset.key));
+    await page.fill("#set-max_attempts", "101");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("set-max_attempts-error").textContent.includes("limit"), null, { timeout: 5000 });
+    seen.server_error = await page.textContent("#set-max_attempts-error");
     await page.evaluate(() => document.getElementById("settings").scrollIntoView());
     await page.screenshot({ path: `${SHOTS}/console-settings-error-${wide}.png` });
     await axe(page, "settings-error-" + wide, out);

@@ -119,10 +119,11 @@ fn the_hub_in_headless_chromium() {
         "measured: outbox file to the open page, over 50 replies: median {} ms, p99 {} ms",
         m["median"], m["p99"]
     );
-    let weight: u64 = ["index.html", "app.js", "lib.js", "chamber.js", "owner.js", "timeline.js", "sw.js", "app.css"]
-        .iter()
-        .map(|f| std::fs::metadata(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../web").join(f)).unwrap().len())
-        .sum();
+    let weight: u64 =
+        ["index.html", "app.js", "lib.js", "chamber.js", "owner.js", "list.js", "timeline.js", "sw.js", "app.css"]
+            .iter()
+            .map(|f| std::fs::metadata(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../web").join(f)).unwrap().len())
+            .sum();
     eprintln!("measured: page weight {weight} bytes uncompressed (all assets)");
     // Controls follow the state.
     assert_eq!(seen["controls_idle"], serde_json::json!(["wake", "pause", "stop"]));
@@ -283,6 +284,20 @@ fn the_hub_as_a_console() {
         let run = &s["runs"][0];
         assert!(run["status"].as_str().unwrap().contains("crashed") && run["kind"] == "run run-bad", "{wide}: {run}");
         assert!(!run["started"].as_str().unwrap().is_empty(), "{wide}: the exact start on hover");
+        let detail = &s["run_detail"];
+        assert!(detail[0].as_str().unwrap().starts_with("--- CRYO SESSION 1 |"), "{wide}: {detail}");
+        assert!(detail[1].as_str().unwrap().contains("dying"), "{wide}: the run's transcript: {detail}");
+        let refused = s["server_error"].as_str().unwrap();
+        assert!(
+            refused.contains("/set/cryo.toml:")
+                && refused.ends_with(": key `max_attempts`: 101 is over the limit of 100"),
+            "{wide}: cryod's refusal beside the field: {refused}"
+        );
+        assert_eq!(
+            s["guarded"],
+            serde_json::json!(["agent", "max_session_duration", "precheck", "sandbox", "memory_max", "cpu_weight"]),
+            "{wide}"
+        );
         // Feedback where the user is.
         assert_eq!(s["todo_error"]["visible"], true, "{wide}: {}", s["todo_error"]);
         assert!(s["todo_error"]["text"].as_str().unwrap().contains("whenever it suits"), "{}", s["todo_error"]);

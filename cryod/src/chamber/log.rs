@@ -61,6 +61,18 @@ pub fn end(root: &Path) -> std::io::Result<String> {
 /// The most of a file's end its last lines are looked for in.
 const TAIL_MAX: u64 = 1024 * 1024;
 
+/// The lines of session `number`'s block among `lines` (a log's tail):
+/// from its `--- CRYO SESSION N` (or the agent log's `--- cryo session N`)
+/// line to the next session's. `None` if its start is not among them.
+pub fn session_block(lines: &[String], number: u64) -> Option<Vec<String>> {
+    let starts = |l: &str| l.starts_with("--- CRYO SESSION ") || l.starts_with("--- cryo session ");
+    let number_of =
+        |l: &str| l.get(17..).and_then(|rest| rest.split([' ', '|']).next()).and_then(|n| n.parse::<u64>().ok());
+    let at = lines.iter().rposition(|l| starts(l) && number_of(l) == Some(number))?;
+    let end = lines[at + 1..].iter().position(|l| starts(l)).map_or(lines.len(), |e| at + 1 + e);
+    Some(lines[at..end].to_vec())
+}
+
 /// The last `n` lines of the chamber's file `rel`, a last line still being
 /// written among them, and the file's length. Read from the end, a step at
 /// a time, until the `n` lines are found (never more than the last 1 MiB):
@@ -217,5 +229,23 @@ mod tests {
         assert!(!dir.path().join("cryo.log.3").exists());
         std::fs::write(&p, "small").unwrap();
         assert!(!rotate(dir.path(), "cryo.log", 50, 2).unwrap());
+    }
+
+    #[test]
+    fn a_sessions_block_is_found_in_either_log() {
+        let lines: Vec<String> = [
+            "--- CRYO SESSION 9 | 2026-03-05T09:00:02+01:00 ---",
+            "nine",
+            "--- CRYO SESSION 10 | 2026-03-05T10:00:02+01:00 ---",
+            "ten",
+            "ten again",
+            "--- cryo session 11 (wake w) at x ---",
+            "eleven",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(session_block(&lines, 10).unwrap(), lines[2..5]);
+        assert_eq!(session_block(&lines, 11).unwrap(), lines[5..]);
+        assert_eq!(session_block(&lines, 1), None, "not 10 nor 11");
     }
 }

@@ -457,6 +457,9 @@ pub(super) struct LogQuery {
     agent: bool,
     #[serde(default)]
     lines: Option<usize>,
+    /// One session's lines (its block among the log's last 5,000 lines).
+    #[serde(default)]
+    session: Option<u64>,
 }
 
 pub(super) async fn log(
@@ -467,8 +470,15 @@ pub(super) async fn log(
     let v = view(&hub, &name)?;
     let rel = if q.agent { crate::agent::launch::AGENT_LOG } else { crate::chamber::log::LOG };
     let root = std::path::PathBuf::from(&v.record.path);
-    let n = q.lines.unwrap_or(200).min(5000);
+    let n = if q.session.is_some() { 5000 } else { q.lines.unwrap_or(200).min(5000) };
     let (lines, _) =
         crate::chamber::blocking(move || crate::chamber::log::tail(&root, rel, n)).await?.unwrap_or_default();
-    Ok(axum::Json(json!({ "lines": lines })))
+    let Some(number) = q.session else { return Ok(axum::Json(json!({ "lines": lines }))) };
+    match crate::chamber::log::session_block(&lines, number) {
+        Some(block) => Ok(axum::Json(json!({ "lines": block, "session": number }))),
+        None => Ok(axum::Json(json!({ "lines": [], "session": number, "note": format!(
+            "session {number} is not among the last 5,000 lines of {rel}: `cryoctl chamber log {name}{}` shows the whole file",
+            if q.agent { " --agent" } else { "" }
+        ) }))),
+    }
 }

@@ -77,7 +77,10 @@ pub fn read(text: &str) -> Result<Value, SettingsError> {
             Some(v) if v.is_bool() => json!(v.as_bool()),
             _ => Value::Null,
         };
-        keys.push(json!({ "key": key, "kind": kind.name(), "value": value }));
+        let accept = crate::chamber::trust::KEYS.contains(key);
+        keys.push(
+            json!({ "key": key, "kind": kind.name(), "value": value, "hint": hint(key), "needs_acceptance": accept }),
+        );
     }
     let provider = doc.get("provider").and_then(Item::as_table_like);
     let name = provider.and_then(|p| p.get("name")).and_then(Item::as_str);
@@ -164,6 +167,26 @@ fn remove_keeping_comments(doc: &mut DocumentMut, key: &str) {
 /// What a decor holds, as text (a parsed one is spans of the source).
 fn decor_text(raw: Option<&toml_edit::RawString>) -> String {
     raw.and_then(|r| r.as_str()).unwrap_or_default().to_string()
+}
+
+/// What a key takes, in its unit, as the page shows beside it.
+fn hint(key: &str) -> &'static str {
+    match key {
+        "agent" => "claude, codex, opencode, or a command",
+        "timezone" => "an IANA zone, such as Europe/Berlin",
+        "max_session_duration" => "seconds",
+        "max_attempts" => "0 to 100",
+        "session" => "fresh or resume",
+        "resume_max_age" => "a duration, such as 7d",
+        "precheck" => "a command; exit 0 to wake",
+        "precheck_timeout" => "seconds",
+        "expect_activity_within" => "a duration, such as 2d",
+        "sandbox" => "auto, landlock, bwrap or off",
+        "memory_max" => "bytes, such as 2G",
+        "cpu_weight" => "1 to 10000",
+        "resume_max_sessions" | "resume_max_tokens" => "a whole number",
+        _ => "",
+    }
 }
 
 fn article(kind: Kind) -> &'static str {
@@ -287,7 +310,11 @@ mod tests {
         let v = read(FILE).unwrap();
         assert_eq!(v["provider"]["env"], json!(["ANTHROPIC_API_KEY"]));
         assert!(!v.to_string().contains("sk-secret"));
-        assert_eq!(v["keys"][0], json!({ "key": "agent", "kind": "text", "value": "claude" }));
+        assert_eq!(
+            v["keys"][0],
+            json!({ "key": "agent", "kind": "text", "value": "claude", "hint": "claude, codex, opencode, or a command", "needs_acceptance": true })
+        );
+        assert_eq!(v["keys"][1]["needs_acceptance"], false, "timezone");
     }
 
     #[test]

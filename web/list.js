@@ -1,0 +1,166 @@
+// The chamber list: what needs the person across chambers (failures,
+// questions with a reply box, mail waiting on a stopped chamber), the
+// chambers searched and filtered, and the next day's wakes.
+"use strict";
+
+import { api, badge, el, failure, flash, isOwner, state, toast, when } from "./lib.js";
+import { fleetTimeline, legend } from "./timeline.js";
+
+const main = () => document.getElementById("main");
+
+// ---- the chamber list --------------------------------------------------------
+export async function listPage() {
+  state.current = null;
+  const [list, schedule] = await Promise.all([api("/chambers?archived=1"), isOwner() ? api("/schedule?count=200") : null]);
+  state.chambers = new Map(list.map((c) => [c.name, c]));
+  state.schedule = schedule;
+  main().dataset.page = "list";
+  renderList();
+}
+
+// Drawn again on each change while the list is shown: what needs the
+// person, then the chambers (filtered), then the next day. The filters
+// themselves are drawn once, so typing in them is never interrupted.
+export function renderList() {
+  if (state.current || main().dataset.page !== "list") return;
+  let page = document.getElementById("list-page");
+  if (!page) {
+    page = el("div", { id: "list-page" }, el("h1", { class: "sr-only" }, "Chambers"),
+      el("div", { id: "needs-all" }), filters(), el("div", { id: "list-body" }));
+    main().replaceChildren(page);
+  }
+  const all = [...state.chambers.values()];
+  renderNeeds(all);
+  document.getElementById("list-body").replaceChildren(...listBody(all));
+}
+
+// Search by name and what a chamber last said; filter by state.
+const STATES = [["", "every state"], ["needs", "needs you"], ["running", "running"], ["idle", "idle"], ["paused", "paused"], ["stopped", "stopped"], ["faulted", "faulted"]];
+function filters() {
+  state.filter = state.filter || { text: "", state: "" };
+  const text = el("input", { id: "filter", type: "search", placeholder: "Search chambers (/)", value: state.filter.text, autocomplete: "off" });
+  const pick = el("select", { id: "state-filter" }, STATES.map(([v, l]) => el("option", { value: v, selected: state.filter.state === v }, l)));
+  text.addEventListener("input", () => { state.filter.text = text.value; renderList(); });
+  pick.addEventListener("change", () => { state.filter.state = pick.value; renderList(); });
+  return el("div", { class: "row filters", role: "search" },
+    el("label", { for: "filter", class: "sr-only" }, "Search chambers"), text,
+    el("label", { for: "state-filter", class: "sr-only" }, "State"), pick);
+}
+
+const needsYou = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
+
+function shown(c) {
+  const f = state.filter || { text: "", state: "" };
+  if (c.archived && !state.showArchived) return false;
+  if (f.state === "needs" ? !needsYou(c) : f.state && c.state !== f.state) return false;
+  const q = f.text.trim().toLowerCase();
+  return !q || [c.name, c.last_result, c.attention, c.agent].some((t) => (t || "").toLowerCase().includes(q));
+}
+
+function listBody(all) {
+  const archived = all.filter((c) => c.archived).length;
+  const chambers = new Map(all.filter(shown).map((c) => [c.name, c]));
+  const toggle = archived ? el("p", {}, el("button", { id: "show-archived", "aria-pressed": String(!!state.showArchived),
+    onclick: () => { state.showArchived = !state.showArchived; renderList(); } },
+  (state.showArchived ? "Hide" : "Show") + " archived (" + archived + ")")) : "";
+  if (chambers.size === 0) {
+    const why = !all.length ? "No chambers yet. " : archived === all.length ? "Every chamber is archived. " : "No chamber matches. ";
+    return [el("p", { class: "muted", id: "list-empty" }, why, isOwner() && !all.length ? [el("a", { href: "#/new" }, "Create one"), "."] : ""), toggle];
+  }
+  // A fleet's hub shows every node's chambers, with the node that runs each.
+  const fleet = [...chambers.values()].some((c) => c.node);
+  const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
+    el("tr", { "data-chamber": c.name, class: failure(c.last_result) && !c.archived ? "failing" : "" },
+      el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
+      el("td", {}, c.archived ? badge("archived") : badge(c.state, c.last_result)),
+      fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
+      el("td", {}, c.next_wake ? when(c.next_wake) : "-"),
+      isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")) : "",
+      el("td", {}, waiting(c))));
+  return [
+    el("table", { id: "chambers" },
+      el("caption", { class: "sr-only" }, "Chambers"),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Chamber"), el("th", { scope: "col" }, "State"),
+        fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
+        isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Waiting"))),
+      el("tbody", {}, rows)),
+    toggle,
+    state.schedule ? el("section", { "aria-labelledby": "h-fleet" }, el("h2", { id: "h-fleet" }, "The next day"),
+      fleetTimeline(state.schedule, [...chambers.keys()].sort()), legend(true)) : ""];
+}
+
+// What waits for a person, across chambers: failures with what to do,
+// questions with their text and a reply box (one step to answer), mail
+// waiting on a stopped chamber. Its count is the installed app's badge.
+const asked = new Map(); // chamber -> {count, question}: fetched again when the count changes
+function renderNeeds(all) {
+  const box = document.getElementById("needs-all");
+  if (!box || !isOwner()) return;
+  const list = all.filter(needsYou).sort((a, b) => a.name.localeCompare(b.name));
+  navigator.setAppBadge?.(list.length).catch(() => {});
+  if (!list.length) { box.replaceChildren(); return; }
+  const items = list.map((c) => {
+    const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
+    const kids = [];
+    const failed = failure(c.last_result);
+    if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, c.attention || c.fault || c.last_result));
+    if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, c.mail_waiting + " message(s) wait on it while it is stopped: start it to have them read."));
+    if (c.open_questions) kids.push(question(c));
+    return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
+  });
+  box.replaceChildren(el("section", { class: "needs", "aria-labelledby": "h-needs-all" },
+    el("h2", { id: "h-needs-all" }, "Needs you (" + list.length + ")"), el("ul", { class: "needs-list" }, items)));
+}
+
+// The newest open question of `c`, with a reply box. The same box is
+// kept while the count stays (a status change elsewhere redraws the list;
+// an answer being typed is not lost).
+const holders = new Map(); // chamber -> {count, node}
+function question(c) {
+  const kept = holders.get(c.name);
+  if (kept && kept.count === c.open_questions) return kept.node;
+  const holder = el("div", { class: "question", "data-question": c.name });
+  holders.set(c.name, { count: c.open_questions, node: holder });
+  const seen = asked.get(c.name);
+  const draw = (q) => {
+    const text = el("textarea", { rows: 2, id: "reply-" + c.name, placeholder: "Your answer" });
+    const said = el("p", { class: "muted", role: "status" });
+    const send = el("button", { class: "primary", type: "submit" }, "Answer");
+    const form = el("form", { class: "reply" }, el("label", { for: "reply-" + c.name, class: "sr-only" }, "Answer to " + c.name), text, el("div", { class: "row" }, send), said);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (!text.value.trim()) return;
+      send.disabled = true;
+      try {
+        const r = await api("/chambers/" + encodeURIComponent(c.name) + "/messages", "POST", { text: text.value.trim() });
+        said.textContent = r.waits ? "Sent; not read yet: " + r.waits : "Sent: the agent reads it now.";
+        toast("Answer sent to " + c.name + ".");
+        text.value = "";
+      } catch (er) { flash(er); } finally { send.disabled = false; }
+    });
+    const body = el("div", { class: "md" });
+    if (q) { const t = document.createElement("template"); t.innerHTML = q.html ?? ""; for (const i of t.content.querySelectorAll("img")) i.remove(); body.append(t.content); }
+    holder.replaceChildren(el("p", { class: "meta muted" }, c.open_questions === 1 ? "The agent asks:" : c.open_questions + " questions; the newest:"), body, form);
+  };
+  if (seen && seen.count === c.open_questions) draw(seen.question);
+  else {
+    draw(null);
+    api("/chambers/" + encodeURIComponent(c.name) + "/messages?limit=20").then((msgs) => {
+      const q = msgs.filter((m) => m.question).pop() || null;
+      asked.set(c.name, { count: c.open_questions, question: q });
+      if (holder.isConnected && !holder.querySelector("textarea").value) draw(q);
+    }).catch(() => {});
+  }
+  return holder;
+}
+
+
+// What waits on a chamber: unread mail, open questions.
+function waiting(c) {
+  const kids = [];
+  if (c.mail_waiting) kids.push(el("span", { class: "badge", title: "unread mail", "data-mail": c.mail_waiting }, c.mail_waiting + " unread"));
+  if (c.open_questions) kids.push(el("span", { class: "badge qbadge", title: "questions the agent asked, not yet answered", "data-questions": c.open_questions },
+    c.open_questions + (c.open_questions === 1 ? " question" : " questions")));
+  return kids.length ? el("span", { class: "badges" }, kids) : "-";
+}
+
