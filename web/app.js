@@ -59,12 +59,15 @@ async function route() {
   const h = location.hash.replace(/^#/, "") || "/";
   try {
     if (!state.me) { state.me = await api("/me"); nav(); }
-    if (h.startsWith("/c/")) await chamberPage(decodeURIComponent(h.slice(3)));
+    // `#/c/NAME`, or `#/c/NAME/answer` (a question's notification): the
+    // page with the cursor in its reply box.
+    if (h.startsWith("/c/")) { const [name, what] = h.slice(3).split("/"); await chamberPage(decodeURIComponent(name), what === "answer"); }
     else if (h === "/new" && isOwner()) newPage();
     else if (h === "/share" && isOwner()) await sharePage();
     else await listPage();
     holds();
-    main.focus({ preventScroll: true });
+    // Unless the page put the cursor somewhere (a reply box).
+    if (document.activeElement === document.body || !document.activeElement) main.focus({ preventScroll: true });
   } catch (e) {
     if (e instanceof Unauthorized) signIn(e.message);
     else main.replaceChildren(el("p", { class: "error", role: "alert" }, e.message));

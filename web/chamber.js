@@ -84,7 +84,7 @@ function needs(c) {
     : el("div", { id: "needs", hidden: true });
 }
 
-export async function chamberPage(name) {
+export async function chamberPage(name, answer = false) {
   state.current = name;
   oldest = null;
   const main = document.getElementById("main");
@@ -141,6 +141,7 @@ export async function chamberPage(name) {
   box.addEventListener("scroll", () => { if (box.scrollTop < 40) older(base); });
   await showAttachments(box, base);
   scrollMessages();
+  if (answer) document.getElementById("send-text")?.focus();
   if (owner) followTranscript(base);
 }
 

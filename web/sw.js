@@ -27,19 +27,23 @@ self.addEventListener("fetch", (e) => {
 });
 
 // A notice from cryod (encrypted for this device; the browser decrypts it):
-// {title, body, url, kind, chamber}.
+// {title, body, url, event, chamber, id}.
 self.addEventListener("push", (e) => {
   let n = {};
   try { n = e.data ? e.data.json() : {}; } catch (_) { n = { title: "cryo", body: e.data ? e.data.text() : "" }; }
   e.waitUntil(self.registration.showNotification(n.title || "cryo", {
     body: n.body || "", tag: n.id || undefined, icon: "/icon-192.png", badge: "/icon-192.png",
-    data: { url: n.url || "/" },
+    data: { url: n.url || "/", event: n.event || "" },
+    // A question is answered in one step: the chamber's page opens with
+    // the cursor in its reply box.
+    actions: n.event === "question" ? [{ action: "answer", title: "Answer" }] : [],
   }));
 });
 
 self.addEventListener("notificationclick", (e) => {
   e.notification.close();
-  const url = (e.notification.data && e.notification.data.url) || "/";
+  const data = e.notification.data || {};
+  const url = (data.url || "/") + (data.url && (e.action === "answer" || data.event === "question") ? "/answer" : "");
   e.waitUntil(self.clients.matchAll({ type: "window" }).then((list) => {
     for (const c of list) if (c.url.startsWith(self.registration.scope)) { c.navigate(url); return c.focus(); }
     return self.clients.openWindow(url);

@@ -135,6 +135,10 @@ await drive(async (browser, out) => {
     seen.plan_saved = true;
 
     // Settings: a bad number is shown beside its field and nothing is sent.
+    // (First the page a question's notification opens: the cursor in the reply box.)
+    await page.goto(HUB_URL + "#/c/" + ASKER + "/answer");
+    await page.waitForFunction(() => document.activeElement?.id === "send-text", null, { timeout: 20000 });
+    seen.answer_focus = true;
     await go(page, ASKER);
     await page.waitForSelector("#needs [data-need=questions]", { timeout: 10000 });
     seen.asker_needs = await page.textContent("#needs");

@@ -38,7 +38,7 @@ await drive(async (browser, out) => {
       await new Promise((r) => setTimeout(r, 50));
       list = await reg.getNotifications();
     }
-    return list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, url: n.data && n.data.url, icon: n.icon }));
+    return list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, url: n.data && n.data.url, icon: n.icon, actions: n.actions.map((a) => a.action) }));
   });
   out.permission = await page.evaluate(() => Notification.permission);
   await ctx.close();

@@ -302,6 +302,7 @@ fn the_hub_as_a_console() {
         assert_eq!(s["todo_error"]["visible"], true, "{wide}: {}", s["todo_error"]);
         assert!(s["todo_error"]["text"].as_str().unwrap().contains("whenever it suits"), "{}", s["todo_error"]);
         assert_eq!(s["plan_saved"], true);
+        assert_eq!(s["answer_focus"], true, "{wide}: a question's notice opens the reply box");
         // A bad number: beside its field, focused, nothing sent.
         let e = &s["settings_error"];
         assert!(e["text"].as_str().unwrap().contains("“ten minutes” is not a whole number"), "{wide}: {e}");

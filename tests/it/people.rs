@@ -438,6 +438,11 @@ fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
             assert_eq!(shown["body"], notice["body"], "{seen}");
             assert_eq!(shown["url"], notice["url"], "{seen}");
             assert_eq!(shown["tag"], notice["id"], "one notification per event: {seen}");
+            assert_eq!(
+                shown["actions"],
+                serde_json::json!(["answer"]),
+                "a question is answered from its notice: {seen}"
+            );
             eprintln!("the notification Chromium showed: {shown}");
         }
     }
