@@ -93,13 +93,16 @@ function listBody(all) {
 // questions with their text and a reply box (one step to answer), mail
 // waiting on a stopped chamber. Its count is the installed app's badge.
 const asked = new Map(); // chamber -> {count, question}: fetched again when the count changes
+const NEEDS_SHOWN = 12;
 function renderNeeds(all) {
   const box = document.getElementById("needs-all");
   if (!box || !isOwner()) return;
   const list = all.filter(needsYou).sort((a, b) => a.name.localeCompare(b.name));
   navigator.setAppBadge?.(list.length).catch(() => {});
   if (!list.length) { box.replaceChildren(); return; }
-  const items = list.map((c) => {
+  // The first few in full (each question's text is a request); the rest
+  // are a count, and the state filter lists them all.
+  const items = list.slice(0, NEEDS_SHOWN).map((c) => {
     const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
     const kids = [];
     const failed = failure(c.last_result);
@@ -108,8 +111,10 @@ function renderNeeds(all) {
     if (c.open_questions) kids.push(question(c));
     return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
   });
+  const more = list.length - items.length;
   box.replaceChildren(el("section", { class: "needs", "aria-labelledby": "h-needs-all" },
-    el("h2", { id: "h-needs-all" }, "Needs you (" + list.length + ")"), el("ul", { class: "needs-list" }, items)));
+    el("h2", { id: "h-needs-all" }, "Needs you (" + list.length + ")"), el("ul", { class: "needs-list" }, items),
+    more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : ""));
 }
 
 // The newest open question of `c`, with a reply box. The same box is
