@@ -61,13 +61,18 @@ async function route() {
     if (!state.me) { state.me = await api("/me"); nav(); }
     // `#/c/NAME`, or `#/c/NAME/answer` (a question's notification): the
     // page with the cursor in its reply box.
-    if (h.startsWith("/c/")) { const [name, what] = h.slice(3).split("/"); await chamberPage(decodeURIComponent(name), what === "answer"); }
+    if (h.startsWith("/c/")) {
+      const [name, what] = h.slice(3).split("/");
+      await chamberPage(decodeURIComponent(name), what === "answer");
+      // Once: a later redraw does not take the cursor again.
+      if (what) history.replaceState(null, "", "#/c/" + name);
+    }
     else if (h === "/new" && isOwner()) newPage();
     else if (h === "/share" && isOwner()) await sharePage();
     else await listPage();
     holds();
-    // Unless the page put the cursor somewhere (a reply box).
-    if (document.activeElement === document.body || !document.activeElement) main.focus({ preventScroll: true });
+    // Into the new page, unless it put the cursor somewhere (a reply box).
+    if (!main.contains(document.activeElement)) main.focus({ preventScroll: true });
   } catch (e) {
     if (e instanceof Unauthorized) signIn(e.message);
     else main.replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
@@ -123,16 +128,23 @@ function shortcuts() {
   const d = el("dialog", { id: "keys", "aria-labelledby": "h-keys" },
     el("h2", { id: "h-keys" }, "Keyboard shortcuts"),
     el("dl", { class: "keys" }, KEYS.flatMap(([k, what]) => [el("dt", {}, k.split(" ").map((p) => el("kbd", {}, p))), el("dd", {}, what)])),
+    // Single keys can be turned off (a stray key, speech input): all but `?`.
+    el("label", { class: "check-row", for: "keys-on" }, el("input", { id: "keys-on", type: "checkbox", checked: keysOn(),
+      onchange: (e) => localStorage.setItem("cryo-keys", e.target.checked ? "on" : "off") }), "Single-key shortcuts on"),
     el("div", { class: "row" }, el("button", { type: "button", onclick: () => d.close() }, "Close")));
   d.addEventListener("close", () => d.remove());
   document.body.append(d);
   d.showModal();
 }
 document.getElementById("keys-open").addEventListener("click", shortcuts);
+const keysOn = () => localStorage.getItem("cryo-keys") !== "off";
 let pending = "";
 document.addEventListener("keydown", (e) => {
   const t = e.target;
-  if (e.ctrlKey || e.metaKey || e.altKey || t.closest?.("input, textarea, select, [contenteditable]")) return;
+  if (e.ctrlKey || e.metaKey || e.altKey || e.repeat || e.isComposing || t.closest?.("input, textarea, select, [contenteditable]")) return;
+  // Nothing acts behind an open dialog (a reset being confirmed).
+  if (document.querySelector("dialog[open]") && !(e.key === "?" && document.getElementById("keys"))) return;
+  if (e.key !== "?" && !keysOn()) return;
   const key = pending + e.key;
   pending = "";
   const click = (sel) => document.querySelector(sel)?.click();

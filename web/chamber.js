@@ -85,6 +85,7 @@ function needs(c) {
 }
 
 export async function chamberPage(name, answer = false) {
+  if (state.current !== name) openRuns.clear();
   state.current = name;
   oldest = null;
   const main = document.getElementById("main");
@@ -115,10 +116,10 @@ export async function chamberPage(name, answer = false) {
         conversation,
         el("section", { "aria-labelledby": "h-tx" }, el("h2", { id: "h-tx" }, "Agent transcript"),
           el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
-          el("pre", { class: "log", id: "transcript", role: "log", tabindex: "0", "aria-label": "agent transcript" })),
+          el("pre", { class: "log", id: "transcript", role: "region", tabindex: "0", "aria-label": "agent transcript" })),
         el("section", { "aria-labelledby": "h-plan" }, el("h2", { id: "h-plan" }, el("label", { for: "plan-text" }, "Plan")), planText,
           el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))),
-        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", role: "log", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
+        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", role: "region", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
       el("div", {},
         el("section", { "aria-labelledby": "h-status" }, el("h2", { id: "h-status" }, "Status"), el("div", { id: "status" }, status(c))),
         el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)),
@@ -264,20 +265,27 @@ function duration(ms) {
   return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + (s % 60) + "s" : Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m";
 }
 // A run's own lines: its block of cryo.log and of the agent's transcript,
-// in a row under it (opened and closed by its number).
-async function runDetail(button, number) {
+// in a row under it (opened and closed by its number; kept open when the
+// runs are redrawn).
+const openRuns = new Set();
+async function runDetail(button, number, wake) {
   const row = button.closest("tr");
   const open = row.nextElementSibling?.dataset.detail === String(number);
-  if (open) { row.nextElementSibling.remove(); button.setAttribute("aria-expanded", "false"); return; }
+  if (open) { row.nextElementSibling.remove(); button.setAttribute("aria-expanded", "false"); openRuns.delete(number); return; }
+  if (button.disabled) return;
   const base = chamberPath(state.current);
+  button.disabled = true;
   try {
-    const [log, tx] = await Promise.all([api(base + "/log?session=" + number), api(base + "/log?agent=true&session=" + number)]);
-    const block = (title, r) => [el("h3", {}, title), r.lines.length ? el("pre", { class: "log", tabindex: "0", role: "log", "aria-label": title }, r.lines.join("\n"))
+    const [log, tx] = await Promise.all([api(base + "/log?session=" + number),
+      api(base + "/log?agent=true&session=" + number + (wake ? "&wake=" + encodeURIComponent(wake) : ""))]);
+    if (row.nextElementSibling?.dataset.detail === String(number)) return;
+    const block = (title, r) => [el("h3", {}, title), r.lines.length ? el("pre", { class: "log", tabindex: "0", role: "region", "aria-label": title }, r.lines.join("\n"))
       : el("p", { class: "muted" }, r.note || "nothing")];
     row.after(el("tr", { "data-detail": number }, el("td", { colspan: 7, class: "run-detail" },
       block("cryo.log, session " + number, log), block("transcript, session " + number, tx))));
     button.setAttribute("aria-expanded", "true");
-  } catch (er) { flash(er); }
+    openRuns.add(number);
+  } catch (er) { flash(er); } finally { button.disabled = false; }
 }
 
 function sessions(list) {
@@ -286,8 +294,8 @@ function sessions(list) {
   // On a phone: number, status, start, duration and cost.
   const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"]];
   return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
-    el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number },
-      el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "aria-label": "session " + s.number + ": its log and transcript", onclick: (e) => runDetail(e.currentTarget, s.number) }, s.number)),
+    el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number, "data-wake": s.wake_id },
+      el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "data-run": s.number, "aria-label": "session " + s.number + ": its log and transcript", onclick: (e) => runDetail(e.currentTarget, s.number, s.wake_id) }, s.number)),
       el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
       el("td", {}, when(s.started_at || s.due_at)),
       el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
@@ -407,6 +415,7 @@ export async function refreshHeader() {
   showState(info.chamber);
   if (isOwner()) {
     document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
+    for (const n of [...openRuns]) { const b = document.querySelector(`#sessions button[data-run="${n}"]`); openRuns.delete(n); if (b) runDetail(b, n, b.closest("tr")?.dataset.wake); }
     const h = await api(chamberPath(state.current) + "/history?days=7");
     document.getElementById("timeline-box")?.replaceChildren(chamberTimeline(h));
     document.getElementById("digest")?.replaceWith(digest(h));

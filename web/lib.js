@@ -90,6 +90,7 @@ export function local(t) {
 export function when(t) {
   if (!t) return el("span", { class: "muted" }, "-");
   const d = new Date(t);
+  if (isNaN(d)) return el("span", {}, String(t));
   let s = Math.round((d - Date.now()) / 1000);
   const past = s < 0; s = Math.abs(s);
   const txt = s < 45 ? "now" : s < 3600 ? Math.round(s / 60) + "m" : s < 86400 ? Math.round(s / 3600) + "h" : Math.round(s / 86400) + "d";
@@ -113,10 +114,12 @@ export function failure(lastResult) {
 
 // Feedback where the user is: a toast at the bottom of the screen (seen
 // however far down the page is scrolled), and the page's error line.
-export function toast(text, bad = false) {
-  let box = document.getElementById("toasts");
-  if (!box) { box = el("div", { id: "toasts", "aria-live": "polite" }); document.body.append(box); }
-  const t = el("p", { class: "toast" + (bad ? " bad" : ""), role: bad ? "alert" : "status" }, text);
+// `#toasts` is a polite live region in index.html; an error the page's
+// own alert line already says is shown, not said twice.
+export function toast(text, bad = false, quiet = false) {
+  const box = document.getElementById("toasts");
+  if (!box) return;
+  const t = el("p", { class: "toast" + (bad ? " bad" : ""), "aria-hidden": quiet ? "true" : undefined }, text);
   box.append(t);
   setTimeout(() => t.remove(), bad ? 8000 : 4000);
 }
@@ -125,7 +128,7 @@ export function flash(e) {
   const text = e.message + (e.retryAfter ? " (try again in " + e.retryAfter + " s)" : "");
   const box = document.getElementById("error");
   if (box) box.textContent = text;
-  toast(text, true);
+  toast(text, true, !!box);
 }
 
 // Reads an event stream (`event: NAME` / `data: JSON` frames) from a fetch

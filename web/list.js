@@ -47,6 +47,7 @@ function filters() {
     el("label", { for: "state-filter", class: "sr-only" }, "State"), pick);
 }
 
+const bad = (c) => !c.archived && ["crashed", "timed out", "failed"].includes(failure(c.last_result));
 const needsYou = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
 
 function shown(c) {
@@ -70,7 +71,7 @@ function listBody(all) {
   // A fleet's hub shows every node's chambers, with the node that runs each.
   const fleet = [...chambers.values()].some((c) => c.node);
   const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
-    el("tr", { "data-chamber": c.name, class: failure(c.last_result) && !c.archived ? "failing" : "" },
+    el("tr", { "data-chamber": c.name, class: bad(c) ? "failing" : "" },
       el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
       el("td", {}, c.archived ? badge("archived") : badge(c.state, c.last_result)),
       fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
@@ -99,6 +100,8 @@ function renderNeeds(all) {
   if (!box || !isOwner()) return;
   const list = all.filter(needsYou).sort((a, b) => a.name.localeCompare(b.name));
   navigator.setAppBadge?.(list.length).catch(() => {});
+  // A question answered is forgotten: a new one later is fetched afresh.
+  for (const c of all) if (!c.open_questions) { asked.delete(c.name); holders.delete(c.name); }
   if (!list.length) { box.replaceChildren(); return; }
   // The first few in full (each question's text is a request); the rest
   // are a count, and the state filter lists them all.
@@ -112,9 +115,15 @@ function renderNeeds(all) {
     return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
   });
   const more = list.length - items.length;
+  // Redrawn on every change anywhere: an answer being typed keeps its focus.
+  const typing = document.activeElement, at = typing?.selectionStart;
   box.replaceChildren(el("section", { class: "needs", "aria-labelledby": "h-needs-all" },
     el("h2", { id: "h-needs-all" }, "Needs you (" + list.length + ")"), el("ul", { class: "needs-list" }, items),
     more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : ""));
+  if (typing?.isConnected && typing !== document.activeElement) {
+    typing.focus({ preventScroll: true });
+    if (at != null) typing.selectionStart = typing.selectionEnd = at;
+  }
 }
 
 // The newest open question of `c`, with a reply box. The same box is
@@ -153,7 +162,7 @@ function question(c) {
     api("/chambers/" + encodeURIComponent(c.name) + "/messages?limit=20").then((msgs) => {
       const q = msgs.filter((m) => m.question).pop() || null;
       asked.set(c.name, { count: c.open_questions, question: q });
-      if (holder.isConnected && !holder.querySelector("textarea").value) draw(q);
+      if (!holder.querySelector("textarea").value) draw(q);
     }).catch(() => {});
   }
   return holder;

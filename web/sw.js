@@ -43,7 +43,11 @@ self.addEventListener("push", (e) => {
 self.addEventListener("notificationclick", (e) => {
   e.notification.close();
   const data = e.notification.data || {};
-  const url = (data.url || "/") + (data.url && (e.action === "answer" || data.event === "question") ? "/answer" : "");
+  // Only a page of this hub is opened; a question's opens its reply box.
+  const u = new URL(data.url || "/", self.registration.scope);
+  if (u.origin !== self.location.origin) u.href = self.registration.scope;
+  else if (u.hash.startsWith("#/c/") && (e.action === "answer" || data.event === "question")) u.hash += "/answer";
+  const url = u.href;
   e.waitUntil(self.clients.matchAll({ type: "window" }).then((list) => {
     for (const c of list) if (c.url.startsWith(self.registration.scope)) { c.navigate(url); return c.focus(); }
     return self.clients.openWindow(url);

@@ -64,11 +64,14 @@ const TAIL_MAX: u64 = 1024 * 1024;
 /// The lines of session `number`'s block among `lines` (a log's tail):
 /// from its `--- CRYO SESSION N` (or the agent log's `--- cryo session N`)
 /// line to the next session's. `None` if its start is not among them.
-pub fn session_block(lines: &[String], number: u64) -> Option<Vec<String>> {
+/// With `wake`, the start line must name it (the agent log's do: a line
+/// the agent forged with the number alone is not taken for the run's).
+pub fn session_block(lines: &[String], number: u64, wake: Option<&str>) -> Option<Vec<String>> {
     let starts = |l: &str| l.starts_with("--- CRYO SESSION ") || l.starts_with("--- cryo session ");
     let number_of =
         |l: &str| l.get(17..).and_then(|rest| rest.split([' ', '|']).next()).and_then(|n| n.parse::<u64>().ok());
-    let at = lines.iter().rposition(|l| starts(l) && number_of(l) == Some(number))?;
+    let named = |l: &str| wake.is_none_or(|w| l.contains(&format!("(wake {w}")));
+    let at = lines.iter().rposition(|l| starts(l) && number_of(l) == Some(number) && named(l))?;
     let end = lines[at + 1..].iter().position(|l| starts(l)).map_or(lines.len(), |e| at + 1 + e);
     Some(lines[at..end].to_vec())
 }
@@ -244,8 +247,10 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        assert_eq!(session_block(&lines, 10).unwrap(), lines[2..5]);
-        assert_eq!(session_block(&lines, 11).unwrap(), lines[5..]);
-        assert_eq!(session_block(&lines, 1), None, "not 10 nor 11");
+        assert_eq!(session_block(&lines, 10, None).unwrap(), lines[2..5]);
+        assert_eq!(session_block(&lines, 11, None).unwrap(), lines[5..]);
+        assert_eq!(session_block(&lines, 11, Some("w")).unwrap(), lines[5..]);
+        assert_eq!(session_block(&lines, 11, Some("other")), None, "a line naming another wake is not the run's");
+        assert_eq!(session_block(&lines, 1, None), None, "not 10 nor 11");
     }
 }

@@ -460,6 +460,9 @@ pub(super) struct LogQuery {
     /// One session's lines (its block among the log's last 5,000 lines).
     #[serde(default)]
     session: Option<u64>,
+    /// The session's wake id, which the agent log's start line names.
+    #[serde(default)]
+    wake: Option<String>,
 }
 
 pub(super) async fn log(
@@ -474,7 +477,7 @@ pub(super) async fn log(
     let (lines, _) =
         crate::chamber::blocking(move || crate::chamber::log::tail(&root, rel, n)).await?.unwrap_or_default();
     let Some(number) = q.session else { return Ok(axum::Json(json!({ "lines": lines }))) };
-    match crate::chamber::log::session_block(&lines, number) {
+    match crate::chamber::log::session_block(&lines, number, q.wake.as_deref().filter(|_| q.agent)) {
         Some(block) => Ok(axum::Json(json!({ "lines": block, "session": number }))),
         None => Ok(axum::Json(json!({ "lines": [], "session": number, "note": format!(
             "session {number} is not among the last 5,000 lines of {rel}: `cryoctl chamber log {name}{}` shows the whole file",
