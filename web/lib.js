@@ -80,9 +80,13 @@ export async function blobUrl(path) {
 export const chamberPath = (name) => "/chambers/" + encodeURIComponent(name);
 
 // ---- times -------------------------------------------------------------------
+// One formatter for every time shown (toLocaleString makes one per call:
+// a thousand rows took a second).
+const LOCAL = new Intl.DateTimeFormat([], { weekday: "short", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 export function local(t) {
   if (!t) return "-";
-  return new Date(t).toLocaleString([], { weekday: "short", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  const d = new Date(t);
+  return isNaN(d) ? String(t) : LOCAL.format(d);
 }
 
 // A time as people read it on a console: relative ("3h ago", "in 5m"),

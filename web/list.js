@@ -9,14 +9,21 @@ import { fleetTimeline, legend } from "./timeline.js";
 const main = () => document.getElementById("main");
 
 // ---- the chamber list --------------------------------------------------------
+// The rows come first; the next day's wakes (which cryod reads from every
+// chamber's files) are drawn when they arrive.
 export async function listPage() {
   state.current = null;
-  const [list, schedule] = await Promise.all([api("/chambers?archived=1"), isOwner() ? api("/schedule?count=200") : null]);
+  state.schedule = null;
+  const schedule = isOwner() ? api("/schedule?count=200").catch(() => null) : null;
+  const list = await api("/chambers?archived=1");
   state.chambers = new Map(list.map((c) => [c.name, c]));
-  state.schedule = schedule;
   main().dataset.page = "list";
   renderList();
+  if (schedule) { state.schedule = await schedule; renderList(); }
 }
+
+// Rows drawn at once; the rest on asking (search and the filter find any).
+const ROWS = 300;
 
 // Drawn again on each change while the list is shown: what needs the
 // person, then the chambers (filtered), then the next day. The filters
@@ -70,7 +77,9 @@ function listBody(all) {
   }
   // A fleet's hub shows every node's chambers, with the node that runs each.
   const fleet = [...chambers.values()].some((c) => c.node);
-  const rows = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) =>
+  const sorted = [...chambers.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const hidden = state.allRows ? 0 : Math.max(0, sorted.length - ROWS);
+  const rows = sorted.slice(0, sorted.length - hidden).map((c) =>
     el("tr", { "data-chamber": c.name, class: bad(c) ? "failing" : "" },
       el("th", { scope: "row" }, el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name)),
       el("td", {}, c.archived ? badge("archived") : badge(c.state, c.last_result)),
@@ -85,9 +94,11 @@ function listBody(all) {
         fleet ? el("th", { scope: "col" }, "Node") : "", el("th", { scope: "col" }, "Next wake"),
         isOwner() ? el("th", { scope: "col", class: "wide" }, "Last result") : "", el("th", { scope: "col" }, "Waiting"))),
       el("tbody", {}, rows)),
+    hidden ? el("p", {}, hidden + " more chambers: search or filter above, or ",
+      el("button", { id: "all-rows", onclick: () => { state.allRows = true; renderList(); } }, "show all " + sorted.length)) : "",
     toggle,
     state.schedule ? el("section", { "aria-labelledby": "h-fleet" }, el("h2", { id: "h-fleet" }, "The next day"),
-      fleetTimeline(state.schedule, [...chambers.keys()].sort()), legend(true)) : ""];
+      fleetTimeline(state.schedule, [...chambers.keys()]), legend(true)) : ""];
 }
 
 // What waits for a person, across chambers: failures with what to do,

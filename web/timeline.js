@@ -58,8 +58,14 @@ export function digest(h) {
 }
 
 // Every chamber's next wakes over the next day, and what runs now.
-export function fleetTimeline(s, names) {
+// Only chambers with something to draw get a row (a wake in the day, a
+// session running), at most `most` of them, soonest first.
+export function fleetTimeline(s, all, most = 40) {
   const rowH = 22, pad = 90, W = 700, hours = 24;
+  const soonest = new Map();
+  for (const r of s.running) soonest.set(r.chamber, -1);
+  for (const w of s.wakes) if (!soonest.has(w.chamber)) soonest.set(w.chamber, Date.parse(w.at));
+  const names = all.filter((n) => soonest.has(n)).sort((a, b) => soonest.get(a) - soonest.get(b)).slice(0, most).sort();
   const now = Date.now(), end = now + hours * 3600e3, start = now - 2 * 3600e3;
   const x = (t) => pad + (W - pad - 10) * (t - start) / (end - start);
   const rows = names.length, H = rows * rowH + 24;
