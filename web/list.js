@@ -14,16 +14,19 @@ const main = () => document.getElementById("main");
 export async function listPage() {
   state.current = null;
   state.schedule = null;
-  const schedule = isOwner() ? api("/schedule?count=200").catch(() => null) : null;
   const list = await api("/chambers?archived=1");
   state.chambers = new Map(list.map((c) => [c.name, c]));
   main().dataset.page = "list";
   renderList();
-  if (schedule) { state.schedule = await schedule; renderList(); }
+  // Asked once the rows are up: it would share cryod's cores with them.
+  if (isOwner()) {
+    state.schedule = await api("/schedule?count=200").catch(() => null);
+    renderList();
+  }
 }
 
 // Rows drawn at once; the rest on asking (search and the filter find any).
-const ROWS = 300;
+const ROWS = 100;
 
 // Drawn again on each change while the list is shown: what needs the
 // person, then the chambers (filtered), then the next day. The filters
