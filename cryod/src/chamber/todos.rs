@@ -16,8 +16,11 @@ use cryo_core::todo::{self, TodoList};
 use super::{Dir, FileError};
 
 mod journal;
+mod lock;
 
 use journal::Journal;
+pub use lock::LOCK_WAIT;
+use lock::lock_within;
 
 /// How often [`update_with`] re-applies a change when the file keeps changing.
 const RETRIES: usize = 5;
@@ -226,11 +229,6 @@ pub fn update_with<T, E>(
     update_locking(dir, tz, how, LOCK_WAIT, change)
 }
 
-/// How long a change waits for `.cryo/todo.lock` before it is refused: a
-/// cooperating tool holds it for a moment; an agent that keeps it, or an
-/// old owner frozen while holding it, does not stall the chamber longer.
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
-
 /// [`update_with`], waiting at most `wait` for a lock someone else holds
 /// (not at all if it is zero).
 fn update_locking<T, E>(
@@ -431,55 +429,6 @@ fn save_with(d: &Dir, list: &TodoList, tz: Tz, durable: bool) -> Result<nix::sys
     }
     let text = todo::render_file(list, tz);
     d.write_keeping(Path::new(TODO), Path::new(TODO_SPARE), text.as_bytes(), durable)
-}
-
-/// Threads still waiting for a `todo.lock` whose change gave up on it.
-static WAITERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// At most this many: past it, a held lock refuses a change at once.
-const MAX_WAITERS: usize = 64;
-
-/// Takes `lock` (an exclusive `flock`) within `wait`, or says why not in
-/// one line. The wait is a blocking `flock` on a thread of its own, so it
-/// wakes when the holder lets go (a poll can miss every gap a busy tool
-/// leaves); if the deadline passes first, that thread lets go of the lock
-/// as soon as it gets it.
-fn lock_within(lock: std::fs::File, path: &Path, wait: Duration) -> Result<std::fs::File, String> {
-    use std::sync::atomic::Ordering;
-    let held = || {
-        format!(
-            "{} is held by another process (it waited {} s); todo.json was not changed",
-            path.display(),
-            wait.as_secs()
-        )
-    };
-    match lock.try_lock() {
-        Ok(()) => return Ok(lock),
-        Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
-        Err(std::fs::TryLockError::WouldBlock) => {}
-    }
-    if wait.is_zero() || WAITERS.fetch_add(1, Ordering::Relaxed) >= MAX_WAITERS {
-        if !wait.is_zero() {
-            WAITERS.fetch_sub(1, Ordering::Relaxed);
-        }
-        return Err(format!("{} is held by another process; todo.json was not changed", path.display()));
-    }
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let waiter = std::thread::Builder::new().name("todo-lock".into()).spawn(move || {
-        let got = lock.lock().map(|()| lock);
-        WAITERS.fetch_sub(1, Ordering::Relaxed);
-        // Given up on: the file (and the lock) is dropped here.
-        let _ = tx.send(got);
-    });
-    if let Err(e) = waiter {
-        WAITERS.fetch_sub(1, Ordering::Relaxed);
-        return Err(format!("{}: cannot wait for it: {e}", path.display()));
-    }
-    match rx.recv_timeout(wait) {
-        Ok(Ok(file)) => Ok(file),
-        Ok(Err(e)) => Err(format!("{}: {e}", path.display())),
-        Err(_) => Err(held()),
-    }
 }
 
 #[cfg(test)]
@@ -684,7 +633,7 @@ mod tests {
         });
         rx.recv().unwrap();
         // Both waiters wait: the one given up on and this one.
-        wait_for(|| WAITERS.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+        wait_for(|| lock::waiting() >= 2);
         drop(held);
         assert!(waiting.join().unwrap().is_ok());
         let texts: Vec<String> = load(d, chrono_tz::UTC).unwrap().items.into_iter().map(|t| t.text).collect();
