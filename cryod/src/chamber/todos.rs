@@ -334,6 +334,11 @@ fn archive(d: &Dir, r: Retiring, kept: &TodoList, tz: Tz, now: chrono::DateTime<
         Err(FileError::Missing(_)) => Default::default(),
         Err(e) => return Err(e),
     };
+    // All there already (a crash came after the archive, before todo.json):
+    // nothing to append, nor to sync.
+    if r.early.iter().all(|id| there.contains(id)) && r.late.iter().all(|t| there.contains(&t.id)) {
+        return Ok(());
+    }
     let made = d.stat(rel)?.is_none();
     let mut out = std::io::BufWriter::new(d.append(rel)?);
     if torn {
@@ -650,5 +655,23 @@ mod tests {
             assert!(start.elapsed() < Duration::from_secs(60), "timed out");
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// A journal left by a crash after its fold names a done TODO that is
+    /// being archived now: it is archived once and does not come back into
+    /// `todo.json` as new (`Journal::forget`).
+    #[test]
+    fn a_stale_journal_does_not_bring_back_an_archived_todo() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(todo_path(d), done_file(300)).unwrap();
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        std::fs::write(d.join(journal::JOURNAL), "{\"id\":5,\"text\":\"job 5\",\"done\":true}\n").unwrap();
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
+        assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once");
+        let ids: Vec<u64> = load(d, chrono_tz::UTC).unwrap().items.iter().map(|t| t.id).collect();
+        assert!(!ids.contains(&5), "job 5 came back: {ids:?}");
+        assert_eq!(ids.len(), 101);
     }
 }
