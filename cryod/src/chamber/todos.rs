@@ -534,6 +534,12 @@ mod tests {
         format!("[{}]", items.join(",\n"))
     }
 
+    /// `d` with an old `todo.json`: 300 done TODOs and one open.
+    fn old_file(d: &Path) {
+        std::fs::write(todo_path(d), done_file(300)).unwrap();
+        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+    }
+
     /// `d` as a crash left it: `todo.json` with 300 done TODOs and one
     /// open, and the archive holding the first `archived` of them, then `torn`.
     fn crashed_after(d: &Path, archived: usize, torn: &str) {
@@ -587,8 +593,7 @@ mod tests {
     fn a_start_does_not_wait_for_a_held_lock() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        std::fs::write(todo_path(d), done_file(300)).unwrap();
-        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        old_file(d);
         let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
         held.lock().unwrap();
         let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
@@ -664,8 +669,7 @@ mod tests {
     fn a_stale_journal_does_not_bring_back_an_archived_todo() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        std::fs::write(todo_path(d), done_file(300)).unwrap();
-        std::fs::create_dir_all(d.join(".cryo")).unwrap();
+        old_file(d);
         std::fs::write(d.join(journal::JOURNAL), "{\"id\":5,\"text\":\"job 5\",\"done\":true}\n").unwrap();
         let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
         update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
