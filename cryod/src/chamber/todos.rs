@@ -161,7 +161,11 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
     }
     // A start does not wait for the lock: a busy one leaves the archive to
     // the first change.
-    match update_locking(dir, tz, how, Duration::ZERO, |_| Ok::<_, std::convert::Infallible>(())) {
+    // Off the async worker (when on one): the archive writes and syncs.
+    let archived = tokio::task::block_in_place(|| {
+        update_locking(dir, tz, how, Duration::ZERO, |_| Ok::<_, std::convert::Infallible>(()))
+    });
+    match archived {
         Ok(((), list, stamp)) => Ok((list, stamp)),
         Err(e) => {
             let error = match e {

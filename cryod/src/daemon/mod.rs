@@ -122,6 +122,7 @@ impl Daemon {
     /// machine; a fleet node starts with none and claims its share).
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
+        let began = std::time::Instant::now();
         let records = shared.store.chambers().await?;
         // `[[on_end]]` may name any of them: known before the first boot.
         shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
@@ -149,10 +150,15 @@ impl Daemon {
             let mut records = records.into_iter().peekable();
             while records.peek().is_some() {
                 let mut batch = tokio::task::JoinSet::new();
-                for record in records.by_ref().take(BOOT_BATCH) {
+                let records: Vec<ChamberRecord> = records.by_ref().take(BOOT_BATCH).collect();
+                // The batch's ledger rows in one round trip (if the store
+                // cannot, each start reads its own).
+                let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
+                for record in records {
                     let recovery = supervisor::Recovery {
                         open: open.remove(&record.id).unwrap_or_default(),
                         processes: processes.clone(),
+                        rows: rows.remove(&record.id),
                     };
                     let shared = shared.clone();
                     batch.spawn(async move {
@@ -166,7 +172,7 @@ impl Daemon {
                     chambers.insert(record.id, Entry { record, handle });
                 }
             }
-            tracing::info!(chambers = chambers.len(), "registry loaded");
+            tracing::info!(chambers = chambers.len(), in_ms = began.elapsed().as_millis() as u64, "registry loaded");
         }
         let daemon = Daemon(Arc::new(Inner {
             shared,

@@ -24,7 +24,7 @@ impl Daemon {
             tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
         }
         let processes = end_leftovers(shared, &open).await;
-        self.run_here(record, supervisor::Recovery { open, processes }).await;
+        self.run_here(record, supervisor::Recovery { open, processes, rows: None }).await;
     }
 
     /// Starts running a chamber here: its supervisor, its registry entry.

@@ -341,6 +341,28 @@ pub trait Backend: Send + Sync + 'static {
     fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()>;
     fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()>;
     fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>>;
+
+    /// What a start reads from the ledger for each of `chambers`: its
+    /// newest session and its open claims. A store answers many chambers in
+    /// one round trip where it can (a start of thousands asked two queries
+    /// of each, one after the other, through the store's thread).
+    fn boot_rows(&self, chambers: Vec<i64>) -> Fut<'_, std::collections::HashMap<i64, BootRows>> {
+        Box::pin(async move {
+            let mut rows = std::collections::HashMap::new();
+            for id in chambers {
+                let newest = self.recent_sessions(id, 1).await?.pop();
+                rows.insert(id, BootRows { newest, claims: self.open_claims(id).await? });
+            }
+            Ok(rows)
+        })
+    }
+}
+
+/// What a chamber's start reads from the ledger ([`Backend::boot_rows`]).
+#[derive(Debug, Clone, Default)]
+pub struct BootRows {
+    pub newest: Option<SessionRow>,
+    pub claims: Vec<OpenClaim>,
 }
 
 /// A handle to the store. Cheap to clone; derefs to the [`Backend`].

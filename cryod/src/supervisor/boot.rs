@@ -24,6 +24,9 @@ use crate::store::{ChamberRecord, Desired};
 pub struct Recovery {
     pub open: Vec<crate::store::OpenSession>,
     pub processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
+    /// What the ledger holds for this start, if read with its batch's
+    /// (`None`: the start reads it).
+    pub rows: Option<crate::store::BootRows>,
 }
 
 /// The conversation the newest session left to resume, as its row keeps it
@@ -48,11 +51,15 @@ fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chro
 
 /// Makes a chamber's supervisor from the registry's record, the ledger and
 /// the chamber's files, and starts it on its own task.
-pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: Recovery) -> Handle {
+pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recovery: Recovery) -> Handle {
     let (tx, rx) = super::queue::channel();
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_zone.get();
-    let (last, last_session) = newest_session(&shared, record.id, &root).await;
+    let rows = match recovery.rows.take() {
+        Some(rows) => rows,
+        None => ledger_rows(&shared, record.id).await,
+    };
+    let (last, last_session) = (rows.newest.clone(), newest_number(rows.newest.as_ref(), &root));
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
     let trusted = keep_first_read(&shared, &record, trusted, config.is_ok(), read).await;
@@ -67,8 +74,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     let todos = match &config {
         Ok(c) if !record.archived => {
             let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
-            // Off the worker: an old file's archive writes and syncs.
-            tokio::task::block_in_place(|| todos::load_at_start(&root, tz, how)).map(|(list, written)| {
+            todos::load_at_start(&root, tz, how).map(|(list, written)| {
                 todos_read = written.or(todos_read);
                 list
             })
@@ -104,7 +110,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
-    let boot = boot_input(&shared, record.id, &mailbox, recovery).await;
+    let boot = boot_input(rows.claims, &mailbox, recovery);
     let (snapshot, snap_rx) = watch::channel(Snapshot::default());
     let changed = bridges_changed(tx.clone());
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
@@ -129,14 +135,17 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, recovery: 
     launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await
 }
 
-/// The newest session's row, and the highest session number the ledger or
-/// the chamber's log knows.
-async fn newest_session(shared: &Shared, id: i64, root: &std::path::Path) -> (Option<crate::store::SessionRow>, u64) {
-    // The newest session row has the highest number: one query for both.
-    let last = shared.store.recent_sessions(id, 1).await.ok().and_then(|v| v.into_iter().next());
-    let from_store = last.as_ref().map(|s| s.number).unwrap_or(0);
-    let last_session = from_store.max(log::last_session_number(root));
-    (last, last_session)
+/// What the ledger holds for a chamber's start, read for it alone (nothing
+/// if the store cannot answer: a start goes on from the files).
+async fn ledger_rows(shared: &Shared, id: i64) -> crate::store::BootRows {
+    let mut rows = shared.store.boot_rows(vec![id]).await.unwrap_or_default();
+    rows.remove(&id).unwrap_or_default()
+}
+
+/// The highest session number the ledger (its newest row) or the chamber's
+/// log knows.
+fn newest_number(newest: Option<&crate::store::SessionRow>, root: &std::path::Path) -> u64 {
+    newest.map(|s| s.number).unwrap_or(0).max(log::last_session_number(root))
 }
 
 /// The chamber's accepted settings after this read: those kept, else (none
@@ -268,8 +277,7 @@ fn mirrored(shared: &Arc<Shared>, fence: crate::store::Fence) -> watch::Sender<c
 
 /// The ledger's open sessions and batches, and (only if there are any) what
 /// the outbox says about them.
-async fn boot_input(shared: &Shared, id: i64, mailbox: &Mailbox, r: Recovery) -> Boot {
-    let batches = shared.store.open_claims(id).await.unwrap_or_default();
+fn boot_input(batches: Vec<crate::store::OpenClaim>, mailbox: &Mailbox, r: Recovery) -> Boot {
     if r.open.is_empty() && batches.is_empty() {
         return Boot::default();
     }

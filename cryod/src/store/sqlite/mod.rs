@@ -445,6 +445,18 @@ impl Backend for Sqlite {
     fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>> {
         Box::pin(self.call(move |c| sessions::open_claims(c, chamber)))
     }
+
+    fn boot_rows(&self, chambers: Vec<i64>) -> Fut<'_, std::collections::HashMap<i64, super::BootRows>> {
+        // One job: each chamber's two reads are index seeks.
+        Box::pin(self.call(move |c| {
+            let mut rows = std::collections::HashMap::with_capacity(chambers.len());
+            for id in chambers {
+                let newest = sessions::recent_sessions(c, id, 1)?.pop();
+                rows.insert(id, super::BootRows { newest, claims: sessions::open_claims(c, id)? });
+            }
+            Ok(rows)
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -559,6 +571,38 @@ mod tests {
         s.record_wake(fresh, wake).await.unwrap();
         assert_eq!(s.open_sessions(Some(a.id)).await.unwrap().len(), 1);
         assert_eq!(s.open_sessions(Some(a.id + 1)).await.unwrap().len(), 0);
+    }
+
+    /// A start's batched read gives each chamber what its own two reads
+    /// give: its newest session and its open claims.
+    #[tokio::test]
+    async fn boot_rows_are_each_chambers_newest_session_and_open_claims() {
+        let s = Store::open_in_memory().unwrap();
+        let (a, _) = s.add_chamber(new("a", false, "/a")).await.unwrap();
+        let (b, _) = s.add_chamber(new("b", false, "/b")).await.unwrap();
+        for number in 1..=3 {
+            let wake = WakeRecord {
+                number,
+                wake_id: format!("w{number}"),
+                trigger: "todo".into(),
+                reasons: "[]".into(),
+                claimed: "[]".into(),
+                due_at: None,
+                created_at: "2026-01-01T00:00:00Z".into(),
+                resumed_from: None,
+            };
+            s.record_wake(a.fence(), wake).await.unwrap();
+        }
+        s.journal_claim(a.fence(), 3, vec!["m.md".into()], "2026-01-01T00:00:00Z".into()).await.unwrap();
+        let mut rows = s.boot_rows(vec![a.id, b.id]).await.unwrap();
+        let ra = rows.remove(&a.id).unwrap();
+        assert_eq!(ra.newest.as_ref().map(|r| r.number), Some(3));
+        assert_eq!(ra.newest, s.recent_sessions(a.id, 1).await.unwrap().pop());
+        assert_eq!(ra.claims.len(), 1);
+        assert_eq!(ra.claims[0].files, vec!["m.md".to_string()]);
+        let rb = rows.remove(&b.id).unwrap();
+        assert!(rb.newest.is_none() && rb.claims.is_empty());
+        assert!(rows.is_empty());
     }
 
     /// Commits never wait for a checkpoint (SQLite's own is off), and the
