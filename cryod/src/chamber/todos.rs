@@ -590,6 +590,26 @@ mod tests {
         assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 101);
     }
 
+    /// A journal past its limit (cryod folds it at 64 KiB; only a hand, or
+    /// a hostile agent, makes one of 33 MiB) is refused in one line naming
+    /// it: the list does not load, a change is refused, and neither file is
+    /// touched.
+    #[test]
+    fn a_journal_past_its_limit_is_refused_and_nothing_is_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        update(d, chrono_tz::UTC, add("first")).unwrap();
+        let before = std::fs::read(todo_path(d)).unwrap();
+        let journal = std::fs::File::create(d.join(journal::JOURNAL)).unwrap();
+        journal.set_len(33 * 1024 * 1024).unwrap();
+        let e = load(d, chrono_tz::UTC).unwrap_err().to_string();
+        assert!(e.contains("todo-journal.jsonl") && !e.contains('\n'), "{e}");
+        let refused = update(d, chrono_tz::UTC, add("second")).map(|_| ()).unwrap_err();
+        assert!(matches!(refused, UpdateError::Fault(ref m) if m.contains("todo-journal.jsonl")), "{refused:?}");
+        assert_eq!(std::fs::read(todo_path(d)).unwrap(), before);
+        assert_eq!(std::fs::metadata(d.join(journal::JOURNAL)).unwrap().len(), 33 * 1024 * 1024);
+    }
+
     /// A start does not wait for a lock someone else holds (the agent can
     /// take it): the whole list is read, nothing is written, and the
     /// archive is left to the first change.
