@@ -186,7 +186,7 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
 pub struct Stamp([i64; 5]);
 
 impl Stamp {
-    fn of(m: &nix::sys::stat::FileStat) -> Stamp {
+    pub fn of(m: &nix::sys::stat::FileStat) -> Stamp {
         Stamp([m.st_dev as i64, m.st_ino as i64, m.st_size, m.st_mtime, m.st_mtime_nsec])
     }
 }
@@ -194,6 +194,13 @@ impl Stamp {
 /// The stamp of `todo.json` now (`None` if it cannot be read).
 pub fn stamp(dir: &Path) -> Option<Stamp> {
     Dir::open(dir).ok()?.stat(Path::new(TODO)).ok()?.map(|m| Stamp::of(&m))
+}
+
+/// The versions of the files the list is read from (`todo.json` and the
+/// journal of adds): equal versions, the same list.
+pub fn versions(d: &Dir) -> [Option<Stamp>; 2] {
+    let of = |rel: &str| d.stat(Path::new(rel)).ok().flatten().map(|m| Stamp::of(&m));
+    [of(TODO), of(journal::JOURNAL)]
 }
 
 /// Why an update did not happen.

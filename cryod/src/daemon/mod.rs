@@ -86,6 +86,8 @@ struct Inner {
     leaving: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Chambers other nodes run whose inboxes this node watches for them.
     remote_watched: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// What each chamber's wakes were last laid out from.
+    schedule_memo: schedule::Memo,
 }
 
 /// What `add` did.
@@ -182,6 +184,7 @@ impl Daemon {
             starting: Default::default(),
             leaving: Default::default(),
             remote_watched: Default::default(),
+            schedule_memo: Default::default(),
         }));
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
