@@ -109,26 +109,28 @@ export async function chamberPage(name, answer = false) {
       e.target.disabled = true;
       try { await api(base + "/plan", "PUT", { text: planText.value }); toast("Plan saved to plan.md."); } catch (er) { flash(er); } finally { e.target.disabled = false; }
     };
+    const panels = [
+      ["status", "Status", [el("div", { id: "status" }, status(c)), el("h3", {}, "The last 7 days"), el("div", { id: "days-box" }, dayBars(history))]],
+      ["runs", "Runs", [el("div", { id: "sessions" }, sessions(info.sessions)),
+        el("h3", { id: "h-time" }, "The last 7 days and what comes next"),
+        el("div", { id: "timeline-box" }, chamberTimeline(history)), legend(),
+        el("details", { id: "digest-box" }, el("summary", {}, "By day"), el("div", { class: "scroll" }, digest(history)))]],
+      ["todos", "TODOs", [el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)]],
+      ["plan", "Plan", [el("label", { for: "plan-text", class: "sr-only" }, "Plan (plan.md)"), planText,
+        el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))]],
+      ["notes", "Notes", [el("pre", { class: "text" }, notes.text || "(empty)")]],
+      ["settings", "Settings", [settingsForm(base, settings)]],
+      ["log", "Log", [el("pre", { class: "log", id: "log", role: "region", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n"))]],
+      ["transcript", "Transcript", [el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
+        el("pre", { class: "log", id: "transcript", role: "region", tabindex: "0", "aria-label": "agent transcript" })]],
+    ];
+    // The conversation is the page's centre (first on a phone); the rest
+    // are tabs beside it.
     body = el("div", {},
       needs(c),
-      el("div", { class: "grid" },
-      el("div", {},
-        conversation,
-        el("section", { "aria-labelledby": "h-tx" }, el("h2", { id: "h-tx" }, "Agent transcript"),
-          el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
-          el("pre", { class: "log", id: "transcript", role: "region", tabindex: "0", "aria-label": "agent transcript" })),
-        el("section", { "aria-labelledby": "h-plan" }, el("h2", { id: "h-plan" }, el("label", { for: "plan-text" }, "Plan")), planText,
-          el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))),
-        el("section", { "aria-labelledby": "h-log" }, el("h2", { id: "h-log" }, "Log"), el("pre", { class: "log", id: "log", role: "region", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n")))),
-      el("div", {},
-        el("section", { "aria-labelledby": "h-status" }, el("h2", { id: "h-status" }, "Status"), el("div", { id: "status" }, status(c))),
-        el("section", { "aria-labelledby": "h-todos" }, el("h2", { id: "h-todos" }, "TODOs"), el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)),
-        el("section", { "aria-labelledby": "h-sessions" }, el("h2", { id: "h-sessions" }, "Runs"), el("div", { id: "sessions" }, sessions(info.sessions))),
-        el("section", { "aria-labelledby": "h-time" }, el("h2", { id: "h-time" }, "The last 7 days and what comes next"),
-          el("div", { id: "timeline-box" }, chamberTimeline(history)), legend(),
-          el("details", { id: "digest-box" }, el("summary", {}, "By day"), el("div", { class: "scroll" }, digest(history)))),
-        el("section", { "aria-labelledby": "h-settings" }, el("h2", { id: "h-settings" }, "Settings"), settingsForm(base, settings)),
-        el("section", { "aria-labelledby": "h-notes" }, el("h2", { id: "h-notes" }, "Notes"), el("pre", { class: "text" }, notes.text || "(empty)")))));
+      el("div", { class: "grid chamber" },
+        el("div", { class: "centre" }, conversation),
+        el("div", { class: "side" }, tabs(panels))));
   } else {
     body = conversation;
   }
@@ -230,6 +232,64 @@ function composer(base) {
     el("label", { for: "send-text", class: "sr-only" }, "Message"), text,
     el("div", { class: "row" }, el("label", { for: "send-files" }, "Attach"), files,
       el("button", { class: "primary", id: "send", onclick: send }, "Send")), waits);
+}
+
+// ---- tabs beside the conversation ----------------------------------------------------
+// One panel shown at a time; the choice is kept across pages and redraws.
+// Arrow keys, Home and End move between tabs (the WAI-ARIA tabs pattern).
+let openTab = localStorage.getItem("cryo.tab") || "status";
+export function showTab(id) {
+  const tab = document.getElementById("tab-" + id);
+  if (!tab) return false;
+  openTab = id;
+  localStorage.setItem("cryo.tab", id);
+  for (const t of tab.parentElement.children) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", String(on));
+    t.tabIndex = on ? 0 : -1;
+    document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  return true;
+}
+function tabs(panels) {
+  if (!panels.some(([id]) => id === openTab)) openTab = panels[0][0];
+  const list = el("div", { role: "tablist", class: "tabs", "aria-label": "the chamber" }, panels.map(([id, title]) =>
+    el("button", { role: "tab", id: "tab-" + id, "aria-controls": "panel-" + id, "aria-selected": String(id === openTab), tabindex: id === openTab ? "0" : "-1", onclick: () => showTab(id) }, title)));
+  list.addEventListener("keydown", (e) => {
+    const all = [...list.children], at = all.indexOf(document.activeElement);
+    const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (at < 0 || to === undefined) return;
+    e.preventDefault();
+    const next = all[(to + all.length) % all.length];
+    next.focus();
+    showTab(next.id.slice(4));
+  });
+  return el("section", { class: "tabbed", "aria-label": "status, runs, TODOs, plan, notes, settings and log" }, list,
+    panels.map(([id, title, kids]) => el("div", { role: "tabpanel", id: "panel-" + id, "aria-labelledby": "tab-" + id, tabindex: "0", hidden: id !== openTab },
+      el("h2", { id: "h-" + id, class: "sr-only" }, title), kids)));
+}
+
+// Sessions a day over the last days as small bars (failures in the failure
+// colour), with the day's cost: a glance, where a table of zeros was.
+function dayBars(h) {
+  // cryod lists the newest day first; the bars read left to right, to today.
+  const days = h.days.slice(0, 7).reverse();
+  const most = Math.max(1, ...days.map((d) => d.sessions));
+  const total = days.reduce((n, d) => n + d.sessions, 0), failed = days.reduce((n, d) => n + d.failures, 0);
+  const cost = days.reduce((n, d) => n + (d.cost_usd || 0), 0);
+  const bar = (d) => {
+    const ok = d.sessions - d.failures;
+    const title = d.day + ": " + d.sessions + (d.sessions === 1 ? " session" : " sessions") + (d.failures ? ", " + d.failures + " failed" : "") + (d.cost_usd ? ", $" + d.cost_usd.toFixed(2) : "");
+    return el("li", { title, "data-day": d.day },
+      el("span", { class: "stack", "aria-hidden": "true" },
+        d.failures ? el("span", { class: "seg bad", style: "height:" + (100 * d.failures / most) + "%" }) : "",
+        ok ? el("span", { class: "seg ok", style: "height:" + (100 * ok / most) + "%" }) : ""),
+      el("span", { class: "sr-only" }, title),
+      el("span", { class: "day", "aria-hidden": "true" }, new Date(d.day + "T12:00:00").toLocaleDateString([], { weekday: "narrow" })));
+  };
+  return el("div", { id: "days" },
+    el("ol", { class: "bars", "aria-label": "sessions a day" }, days.map(bar)),
+    el("p", { class: "muted" }, total + (total === 1 ? " session" : " sessions") + " in 7 days" + (failed ? ", " + failed + " failed" : "") + (cost ? ", $" + cost.toFixed(2) : "")));
 }
 
 // ---- status, sessions, TODOs, settings -----------------------------------------------
@@ -419,6 +479,7 @@ export async function refreshHeader() {
     const h = await api(chamberPath(state.current) + "/history?days=7");
     document.getElementById("timeline-box")?.replaceChildren(chamberTimeline(h));
     document.getElementById("digest")?.replaceWith(digest(h));
+    document.getElementById("days")?.replaceWith(dayBars(h));
   }
 }
 

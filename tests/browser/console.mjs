@@ -2,12 +2,13 @@
 // and at 360 px, and prints what it saw as JSON. Run by tests/it/browser.rs;
 // inputs from the environment: HUB_URL, HUB_TOKEN, SHOTS (a folder for
 // screenshots), CRASH (a chamber whose session crashed), ASKER (one whose
-// agent asked a question), SET (one whose settings the page edits).
+// agent asked a question), SET (one whose settings the page edits), BUSY
+// (one whose session runs on).
 import { drive } from "./driver.mjs";
 import { createRequire } from "node:module";
 
 const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
-const { HUB_URL, HUB_TOKEN, SHOTS, CRASH, ASKER, SET } = process.env;
+const { HUB_URL, HUB_TOKEN, SHOTS, CRASH, ASKER, SET, BUSY } = process.env;
 const WIDTHS = { desktop: 1280, phone: 360 };
 
 async function axe(page, name, out) {
@@ -100,10 +101,20 @@ await drive(async (browser, out) => {
     await go(page, CRASH);
     await page.waitForSelector("#needs [data-need]", { timeout: 10000 });
     seen.needs = await page.textContent("#needs");
-    seen.order = await page.evaluate(() => ["h-needs", "h-conv", "h-sessions", "h-time"].map((id) => {
-      const e = document.getElementById(id);
-      return e ? Math.round(e.getBoundingClientRect().top + scrollY) : null;
-    }));
+    // The conversation is the centre: first on a phone, the widest column
+    // on a desktop with the tabs beside it.
+    seen.layout = await page.evaluate(() => {
+      const box = (sel) => { const r = document.querySelector(sel).getBoundingClientRect(); return { top: Math.round(r.top + scrollY), left: Math.round(r.left), width: Math.round(r.width) }; };
+      return { needs: box("#needs"), conversation: box("#h-conv"), tabs: box("[role=tablist]"), centre: box(".centre"), side: box(".side") };
+    });
+    // Status opens first: the last days as small bars, the crash in red.
+    seen.tab_open = await page.$eval("[role=tab][aria-selected=true]", (t) => t.id);
+    seen.day_bars = await page.$$eval("#days ol.bars li", (l) => ({ days: l.length, bad: l.filter((d) => d.querySelector(".seg.bad")).length, said: document.querySelector("#days p").textContent }));
+    await page.screenshot({ path: `${SHOTS}/console-chamber-${wide}.png`, fullPage: true });
+    // The tabs answer the arrow keys.
+    await page.focus("#tab-status");
+    await page.keyboard.press("ArrowRight");
+    seen.arrow_tab = await page.evaluate(() => ({ focused: document.activeElement.id, shown: [...document.querySelectorAll("[role=tabpanel]")].filter((p) => !p.hidden).map((p) => p.id) }));
     seen.runs = await page.$$eval("#sessions table.runs tbody tr", (rows) => rows.map((r) => ({
       status: r.querySelector(".run").textContent.trim(), kind: r.querySelector(".run").className, started: r.querySelector("time")?.title || "",
     })));
@@ -118,6 +129,7 @@ await drive(async (browser, out) => {
     await axe(page, "crash-" + wide, out);
 
     // A bad TODO time, sent from far down the page: the error is where the user is.
+    await page.click("#tab-todos");
     await page.evaluate(() => document.getElementById("todo-add").scrollIntoView());
     await page.evaluate(() => scrollTo(0, document.body.scrollHeight));
     await page.fill("#todo-text", "from the console");
@@ -129,6 +141,7 @@ await drive(async (browser, out) => {
       return { text: t.textContent, visible: r.top >= 0 && r.bottom <= innerHeight && r.width > 0 };
     });
     // Saving the plan says so.
+    await page.click("#tab-plan");
     await page.fill("#plan-text", "# Plan\n\nfrom the console, " + wide + "\n");
     await page.click("#plan-save");
     await page.waitForFunction(() => [...document.querySelectorAll(".toast")].some((t) => t.textContent.includes("Plan saved")), null, { timeout: 10000 });
@@ -143,7 +156,15 @@ await drive(async (browser, out) => {
     await page.waitForSelector("#needs [data-need=questions]", { timeout: 10000 });
     seen.asker_needs = await page.textContent("#needs");
     await page.screenshot({ path: `${SHOTS}/console-question-${wide}.png`, fullPage: true });
+    // A session running now: its run says so, with the time it has taken.
+    await go(page, BUSY);
+    await page.click("#tab-runs");
+    await page.waitForSelector("#sessions .run-running", { timeout: 20000 });
+    seen.running = await page.textContent("#sessions .run-running");
+    await page.screenshot({ path: `${SHOTS}/console-running-${wide}.png`, fullPage: true });
+    await axe(page, "running-" + wide, out);
     await go(page, SET);
+    await page.click("#tab-settings");
     const puts = [];
     page.on("request", (r) => { if (r.method() === "PUT" && r.url().endsWith("/settings")) puts.push(r.url()); });
     await page.fill("#set-max_attempts", "ten minutes");

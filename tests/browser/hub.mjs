@@ -80,6 +80,7 @@ await drive(async (browser, out) => {
   out.reply_without_reload = !reloaded;
 
   // A TODO added on the page.
+  await page.click("#tab-todos");
   await page.fill("#todo-text", "from the page");
   await page.fill("#todo-at", "+3h");
   await page.click("#todo-add");
@@ -168,6 +169,7 @@ await drive(async (browser, out) => {
   // Settings: a new time zone is written to cryo.toml, and the next session has it.
   if (process.env.TZ_CHAMBER) {
     await go(page, process.env.TZ_CHAMBER);
+    await page.click("#tab-settings");
     await page.fill("#set-timezone", "Europe/Berlin");
     await page.click("#settings-save");
     await page.waitForFunction(() => document.getElementById("settings-saved").textContent.includes("Saved"), null, { timeout: 10000 });
@@ -206,6 +208,7 @@ await drive(async (browser, out) => {
 
   // The timeline: a crashed session in the failure colour; the digest counts it.
   await go(page, "crash");
+  await page.click("#tab-runs");
   await page.waitForSelector("#timeline rect[data-outcome]", { timeout: 10000 });
   out.crash_bar = await page.$eval("#timeline rect[data-outcome]", (r) => ({
     outcome: r.dataset.outcome, fill: getComputedStyle(r).fill,

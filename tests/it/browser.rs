@@ -243,16 +243,23 @@ fn the_hub_as_a_console() {
     );
     let set = env.chamber("set", ANSWERING_AGENT, "# Longest session, in seconds\nmax_session_duration = 3600\n");
     env.chamber("idle", ANSWERING_AGENT, "");
-    for name in ["crash", "asker"] {
+    let busy = env.chamber("busy", "sleep 600\n", "");
+    for name in ["crash", "asker", "busy"] {
         env.cryoctl(&["chamber", "start", name]).ok();
     }
     crash.wait_ended(1);
     asker.wait_ended(1);
+    wait_until("busy's session to run", || busy.cryo_log().contains("CRYO SESSION 1"));
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let vars =
-        [("SHOTS", shots.to_str().expect("a UTF-8 path")), ("CRASH", "crash"), ("ASKER", "asker"), ("SET", "set")]
-            .map(|(k, v)| (k, v.to_string()));
+    let vars = [
+        ("SHOTS", shots.to_str().expect("a UTF-8 path")),
+        ("CRASH", "crash"),
+        ("ASKER", "asker"),
+        ("SET", "set"),
+        ("BUSY", "busy"),
+    ]
+    .map(|(k, v)| (k, v.to_string()));
     let seen = run_driver(&dir, "console.mjs", &env, &vars);
     for wide in ["desktop", "phone"] {
         let s = &seen[wide];
@@ -276,9 +283,33 @@ fn the_hub_as_a_console() {
         // Timelines: a legend, and the last hour label whole.
         assert!(s["fleet_legend"].as_u64() >= Some(3) && s["chamber_legend"].as_u64() >= Some(4), "{wide}: {s}");
         assert_eq!(s["last_label_inside"], serde_json::json!({ "text": "+24h", "inside": true }), "{wide}");
-        // What needs the person comes first, then the conversation, then runs.
-        let order: Vec<i64> = s["order"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
-        assert!(order.windows(2).all(|w| w[0] < w[1]), "{wide}: needs, conversation, runs, timeline: {order:?}");
+        // What needs the person comes first, then the conversation: on a
+        // phone above the tabs, on a desktop the wider column beside them.
+        let l = &s["layout"];
+        let at = |k: &str, f: &str| l[k][f].as_i64().unwrap();
+        assert!(at("needs", "top") < at("conversation", "top"), "{wide}: {l}");
+        if wide == "phone" {
+            assert!(at("conversation", "top") < at("tabs", "top"), "{wide}: the conversation first: {l}");
+        } else {
+            assert!(
+                at("centre", "left") < at("side", "left") && at("centre", "width") > at("side", "width"),
+                "{wide}: {l}"
+            );
+            assert!((at("conversation", "top") - at("tabs", "top")).abs() < 40, "{wide}: side by side: {l}");
+        }
+        assert_eq!(s["tab_open"], "tab-status", "{wide}");
+        assert_eq!(s["arrow_tab"], serde_json::json!({ "focused": "tab-runs", "shown": ["panel-runs"] }), "{wide}");
+        // The last days as small bars, the crash among them.
+        assert_eq!(
+            (&s["day_bars"]["days"], &s["day_bars"]["bad"]),
+            (&7.into(), &1.into()),
+            "{wide}: {}",
+            s["day_bars"]
+        );
+        assert!(s["day_bars"]["said"].as_str().unwrap().contains("1 failed"), "{wide}: {}", s["day_bars"]);
+        // A running session: its status and the time it has run.
+        let running = s["running"].as_str().unwrap();
+        assert!(running.contains("running") && running.ends_with('s'), "{wide}: {running}");
         assert!(s["needs"].as_str().unwrap().contains("(exit 3)"), "{wide}: {}", s["needs"]);
         assert!(s["asker_needs"].as_str().unwrap().contains("1 open question"), "{wide}: {}", s["asker_needs"]);
         let run = &s["runs"][0];
@@ -331,7 +362,7 @@ fn the_hub_as_a_console() {
     for (page, found) in seen["axe"].as_object().expect("axe ran") {
         assert_eq!(found, &serde_json::json!([]), "accessibility violations on {page}");
     }
-    for shot in ["list", "crash", "question", "settings-error"] {
+    for shot in ["list", "crash", "chamber", "running", "question", "settings-error"] {
         for wide in ["desktop", "phone"] {
             let p = shots.join(format!("console-{shot}-{wide}.png"));
             assert!(std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000), "{} missing", p.display());
