@@ -4,25 +4,10 @@
 // screenshots), CRASH (a chamber whose session crashed), ASKER (one whose
 // agent asked a question), SET (one whose settings the page edits), BUSY
 // (one whose session runs on).
-import { drive } from "./driver.mjs";
-import { createRequire } from "node:module";
+import { axe, drive, go } from "./driver.mjs";
 
-const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 const { HUB_URL, HUB_TOKEN, SHOTS, CRASH, ASKER, SET, BUSY } = process.env;
 const WIDTHS = { desktop: 1280, phone: 360 };
-
-async function axe(page, name, out) {
-  await page.addScriptTag({ path: AXE });
-  const r = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")));
-  out.axe[name] = r;
-}
-
-async function go(page, name) {
-  await page.goto(HUB_URL + "#/c/" + name);
-  await page.waitForFunction((name) => document.querySelector("main h1")?.firstChild?.textContent?.trim() === name, name, { timeout: 20000 });
-}
 
 // Badges and times that wrap onto a second line (a word cut in two).
 const wrapped = () => [...document.querySelectorAll(".badge, time")].filter((e) => {
@@ -127,6 +112,13 @@ await drive(async (browser, out) => {
     seen.phone_overflow = await page.evaluate(() => document.documentElement.scrollWidth > innerWidth + 1);
     await page.screenshot({ path: `${SHOTS}/console-crash-${wide}.png`, fullPage: true });
     await axe(page, "crash-" + wide, out);
+    // Every tab's panel, axe-clean.
+    seen.tabs = await page.$$eval("[role=tab]", (l) => l.map((t) => t.id.slice(4)));
+    for (const tab of seen.tabs) {
+      await page.click("#tab-" + tab);
+      await axe(page, "tab-" + tab + "-" + wide, out);
+    }
+    await page.click("#tab-runs");
 
     // A bad TODO time, sent from far down the page: the error is where the user is.
     await page.click("#tab-todos");
@@ -156,6 +148,7 @@ await drive(async (browser, out) => {
     await page.waitForSelector("#needs [data-need=questions]", { timeout: 10000 });
     seen.asker_needs = await page.textContent("#needs");
     await page.screenshot({ path: `${SHOTS}/console-question-${wide}.png`, fullPage: true });
+    await axe(page, "question-" + wide, out);
     // A session running now: its run says so, with the time it has taken.
     await go(page, BUSY);
     await page.click("#tab-runs");
@@ -200,9 +193,11 @@ await drive(async (browser, out) => {
     await page.goto(HUB_URL + "#/new");
     await page.waitForSelector("#new-start");
     seen.new_check_gap = await page.evaluate(checkGaps, "#new-start");
+    await axe(page, "new-" + wide, out);
     await page.goto(HUB_URL + "#/share");
     await page.waitForSelector(".invite-chamber");
     seen.share_check_gaps = await page.evaluate(checkGaps, ".invite-chamber");
+    await axe(page, "share-" + wide, out);
     await ctx.close();
   }
 });

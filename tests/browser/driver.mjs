@@ -1,6 +1,27 @@
 // What the browser drivers share: Debian's Chromium, headless and offline,
 // and one JSON line on stdout with what the run saw (an `error` if it threw).
 import { chromium } from "playwright-core";
+import { createRequire } from "node:module";
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+// Serious and critical accessibility violations on the page now (axe-core),
+// kept in `out.axe[name]`.
+export async function axe(page, name, out) {
+  await page.addScriptTag({ path: AXE });
+  const r = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")));
+  out.axe = out.axe || {};
+  out.axe[name] = r;
+}
+
+// Opens a chamber's page and waits until it is that chamber's (a hash
+// change re-renders in place: the old page is there until then).
+export async function go(page, name) {
+  await page.goto(process.env.HUB_URL + "#/c/" + name);
+  await page.waitForFunction((name) => document.querySelector("main h1")?.firstChild?.textContent?.trim() === name, name, { timeout: 20000 });
+}
 
 export async function drive(body) {
   const out = {};

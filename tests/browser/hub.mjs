@@ -4,30 +4,10 @@
 //   "got: <text>"), SHOTS (a folder for screenshots), CHROMIUM (the browser),
 //   MANY (a chamber with 10,000 messages), TZ_CHAMBER (whose agent answers
 //   "tz=$TZ"), QUOTA_CHAMBER (whose attachment quota is 1 MiB).
-import { drive } from "./driver.mjs";
-import { createRequire } from "node:module";
+import { axe, drive, go } from "./driver.mjs";
 
-const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 // A 2x2 PNG (red), for an upload that shows inline.
 const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGP4z8DAwMDAxMDAAAAjAwIBu6lZ4wAAAABJRU5ErkJggg==", "base64");
-
-// Opens a chamber's page and waits until it is that chamber's (a hash
-// change re-renders in place: the old page is there until then).
-async function go(page, name) {
-  await page.goto(process.env.HUB_URL + "#/c/" + name);
-  await page.waitForFunction((name) => document.querySelector("main h1")?.firstChild?.textContent === name + " "
-    || document.querySelector("main h1")?.firstChild?.textContent === name, name, { timeout: 20000 });
-}
-
-// Serious and critical accessibility violations on the page now (axe-core).
-async function axe(page, name, out) {
-  await page.addScriptTag({ path: AXE });
-  const r = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => v.id + ": " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")));
-  out.axe = out.axe || {};
-  out.axe[name] = r;
-}
 
 const { HUB_URL, HUB_TOKEN, CHAMBER, SHOTS } = process.env;
 await drive(async (browser, out) => {

@@ -298,6 +298,11 @@ fn the_hub_as_a_console() {
             assert!((at("conversation", "top") - at("tabs", "top")).abs() < 40, "{wide}: side by side: {l}");
         }
         assert_eq!(s["tab_open"], "tab-status", "{wide}");
+        assert_eq!(
+            s["tabs"],
+            serde_json::json!(["status", "runs", "todos", "plan", "notes", "settings", "log", "transcript"]),
+            "{wide}"
+        );
         assert_eq!(s["arrow_tab"], serde_json::json!({ "focused": "tab-runs", "shown": ["panel-runs"] }), "{wide}");
         // The last days as small bars, the crash among them.
         assert_eq!(
