@@ -238,7 +238,7 @@ function composer(base) {
 // One panel shown at a time; the choice is kept across pages and redraws.
 // Arrow keys, Home and End move between tabs (the WAI-ARIA tabs pattern).
 let openTab = localStorage.getItem("cryo.tab") || "status";
-export function showTab(id) {
+function showTab(id) {
   const tab = document.getElementById("tab-" + id);
   if (!tab) return false;
   openTab = id;
@@ -264,7 +264,7 @@ function tabs(panels) {
     next.focus();
     showTab(next.id.slice(4));
   });
-  return el("section", { class: "tabbed", "aria-label": "status, runs, TODOs, plan, notes, settings and log" }, list,
+  return el("section", { class: "tabbed", "aria-label": "status, runs, TODOs, plan, notes, settings, log and transcript" }, list,
     panels.map(([id, title, kids]) => el("div", { role: "tabpanel", id: "panel-" + id, "aria-labelledby": "tab-" + id, tabindex: "0", hidden: id !== openTab },
       el("h2", { id: "h-" + id, class: "sr-only" }, title), kids)));
 }
@@ -272,8 +272,14 @@ function tabs(panels) {
 // Sessions a day over the last days as small bars (failures in the failure
 // colour), with the day's cost: a glance, where a table of zeros was.
 function dayBars(h) {
-  // cryod lists the newest day first; the bars read left to right, to today.
-  const days = h.days.slice(0, 7).reverse();
+  // The seven days to today in the chamber's zone, left to right, each
+  // found by its date (a day cryod did not list had nothing).
+  const byDay = new Map(h.days.map((d) => [d.day, d]));
+  let fmt;
+  try { fmt = new Intl.DateTimeFormat("en-CA", { timeZone: h.timezone }); } catch (_) { fmt = new Intl.DateTimeFormat("en-CA"); }
+  const iso = (t) => fmt.format(t);
+  const days = [6, 5, 4, 3, 2, 1, 0].map((n) => iso(Date.now() - n * 86400e3))
+    .map((day) => byDay.get(day) || { day, sessions: 0, failures: 0, cost_usd: null });
   const most = Math.max(1, ...days.map((d) => d.sessions));
   const total = days.reduce((n, d) => n + d.sessions, 0), failed = days.reduce((n, d) => n + d.failures, 0);
   const cost = days.reduce((n, d) => n + (d.cost_usd || 0), 0);

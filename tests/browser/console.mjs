@@ -100,6 +100,13 @@ await drive(async (browser, out) => {
     await page.focus("#tab-status");
     await page.keyboard.press("ArrowRight");
     seen.arrow_tab = await page.evaluate(() => ({ focused: document.activeElement.id, shown: [...document.querySelectorAll("[role=tabpanel]")].filter((p) => !p.hidden).map((p) => p.id) }));
+    // End, Home, and the left arrow wrapping round from the first.
+    seen.keys_tab = [];
+    for (const key of ["End", "Home", "ArrowLeft", "ArrowRight"]) {
+      await page.keyboard.press(key);
+      seen.keys_tab.push(await page.evaluate(() => document.activeElement.id));
+    }
+    await page.click("#tab-runs");
     seen.runs = await page.$$eval("#sessions table.runs tbody tr", (rows) => rows.map((r) => ({
       status: r.querySelector(".run").textContent.trim(), kind: r.querySelector(".run").className, started: r.querySelector("time")?.title || "",
     })));

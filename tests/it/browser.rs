@@ -249,6 +249,12 @@ fn the_hub_as_a_console() {
     }
     crash.wait_ended(1);
     asker.wait_ended(1);
+    // The agent names its files: seven dated years ahead must not push the
+    // crash out of the last seven days' bars.
+    for d in 1..=7 {
+        let name = format!("messages/outbox/archive/2099-01-0{d}T00-00-00.000Z-future.md");
+        std::fs::write(crash.dir.join(name), "---\nfrom: agent\n---\nfrom the future\n").unwrap();
+    }
     wait_until("busy's session to run", || busy.cryo_log().contains("CRYO SESSION 1"));
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -304,6 +310,11 @@ fn the_hub_as_a_console() {
             "{wide}"
         );
         assert_eq!(s["arrow_tab"], serde_json::json!({ "focused": "tab-runs", "shown": ["panel-runs"] }), "{wide}");
+        assert_eq!(
+            s["keys_tab"],
+            serde_json::json!(["tab-transcript", "tab-status", "tab-transcript", "tab-status"]),
+            "{wide}: End, Home, a left arrow round from the first, a right one back"
+        );
         // The last days as small bars, the crash among them.
         assert_eq!(
             (&s["day_bars"]["days"], &s["day_bars"]["bad"]),

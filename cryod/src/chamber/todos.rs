@@ -152,11 +152,31 @@ pub fn load(dir: &Path, tz: Tz) -> Result<TodoList, TodosError> {
 /// archive existed) has them archived first, once, so that the next starts
 /// read only what it keeps; if that write fails the whole list is read, as
 /// before. Also the stamp of the version written, if one was.
+///
+/// On a tokio runtime it must be the multi-threaded one: a large file (or
+/// journal) is parsed, and an archive written, off the async worker
+/// (`block_in_place`); a small one, the usual case, is read in place (a
+/// hand-off to a blocking thread for each of ten thousand chambers was a
+/// tenth of a start).
 pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<Stamp>), TodosError> {
     let d = Dir::open(dir)?;
-    let (mut list, retired) = parse_keeping(&d, &read_bytes(&d)?, tz, how.keep_done)?;
+    let bytes = read_bytes(&d)?;
+    let large = |n: u64| n > IN_PLACE_BYTES;
+    let journal = d.stat(Path::new(journal::JOURNAL)).ok().flatten().map_or(0, |m| m.st_size as u64);
+    if large(bytes.len() as u64) || large(journal) {
+        return tokio::task::block_in_place(|| read_at_start(dir, &d, &bytes, tz, how));
+    }
+    read_at_start(dir, &d, &bytes, tz, how)
+}
+
+/// The most `todo.json` (or journal) [`load_at_start`] reads on the async
+/// worker it runs on.
+const IN_PLACE_BYTES: u64 = 256 * 1024;
+
+fn read_at_start(dir: &Path, d: &Dir, bytes: &[u8], tz: Tz, how: How) -> Result<(TodoList, Option<Stamp>), TodosError> {
+    let (mut list, retired) = parse_keeping(d, bytes, tz, how.keep_done)?;
     if retired.is_empty() {
-        Journal::read(&d, tz)?.merge_into(&mut list);
+        Journal::read(d, tz)?.merge_into(&mut list);
         return Ok((list, None));
     }
     // A start does not wait for the lock: a busy one leaves the archive to
@@ -186,7 +206,7 @@ pub fn load_at_start(dir: &Path, tz: Tz, how: How) -> Result<(TodoList, Option<S
 pub struct Stamp([i64; 5]);
 
 impl Stamp {
-    pub fn of(m: &nix::sys::stat::FileStat) -> Stamp {
+    fn of(m: &nix::sys::stat::FileStat) -> Stamp {
         Stamp([m.st_dev as i64, m.st_ino as i64, m.st_size, m.st_mtime, m.st_mtime_nsec])
     }
 }
@@ -196,12 +216,9 @@ pub fn stamp(dir: &Path) -> Option<Stamp> {
     Dir::open(dir).ok()?.stat(Path::new(TODO)).ok()?.map(|m| Stamp::of(&m))
 }
 
-/// The versions of the files the list is read from (`todo.json` and the
-/// journal of adds): equal versions, the same list.
-pub fn versions(d: &Dir) -> [Option<Stamp>; 2] {
-    let of = |rel: &str| d.stat(Path::new(rel)).ok().flatten().map(|m| Stamp::of(&m));
-    [of(TODO), of(journal::JOURNAL)]
-}
+/// The files the list is read from: `todo.json`, the journal of adds, and
+/// the state file with the id high-water mark.
+pub const FILES: [&str; 3] = [TODO, journal::JOURNAL, STATE];
 
 /// Why an update did not happen.
 #[derive(Debug)]

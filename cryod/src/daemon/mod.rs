@@ -153,8 +153,8 @@ impl Daemon {
             while records.peek().is_some() {
                 let mut batch = tokio::task::JoinSet::new();
                 let records: Vec<ChamberRecord> = records.by_ref().take(BOOT_BATCH).collect();
-                // The batch's ledger rows in one round trip (if the store
-                // cannot, each start reads its own).
+                // The batch's ledger rows, in one job on SQLite's thread (if
+                // the read fails whole, each start reads its own).
                 let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
                 for record in records {
                     let recovery = supervisor::Recovery {

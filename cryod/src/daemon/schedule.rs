@@ -37,20 +37,51 @@ pub enum Unplanned {
     /// Its `todo.json`.
     #[error(transparent)]
     Todos(#[from] todos::TodosError),
+    /// Its folder cannot be opened (and its files' readers found nothing
+    /// more to say).
+    #[error("the chamber's folder cannot be opened")]
+    Gone,
 }
 
 /// What each chamber's wakes were last laid out from, kept by the versions
-/// of the files read (`cryo.toml`, `todo.json`, the journal of adds) and
-/// the system's zone: a schedule of every chamber (the hub asks one at each
-/// visit of its list) reads a chamber's files again only when one changed,
-/// a `stat` each otherwise (10,000 chambers: every file read and parsed
-/// took 1.07 s).
-#[derive(Default)]
-pub(super) struct Memo(std::sync::Mutex<HashMap<i64, Read>>);
+/// of the files read (`cryo.toml`, `todo.json`, the journal of adds, the
+/// state file) and the system's zone: a schedule of every chamber (the hub
+/// asks one at each visit of its list) reads a chamber's files again only
+/// when one changed, a `stat` each otherwise (10,000 chambers: every file
+/// read and parsed took 0.4-1.1 s).
+///
+/// A version is the file's inode, size, and times of change: its ctime
+/// too, which no one can set back (the agent can put an old mtime back on
+/// a file it rewrote in place). A file changed within the last
+/// [`SETTLING`] is not kept, as git does with a file changed in the same
+/// tick as its index (timestamps are coarse: two writes of one size in a
+/// tick look alike); nor is a list of more than [`MAX_KEPT`] TODOs.
+pub(super) struct Memo {
+    kept: std::sync::Mutex<HashMap<i64, Read>>,
+    /// [`SETTLING`] (tests take less).
+    settling: std::time::Duration,
+}
+
+impl Default for Memo {
+    fn default() -> Memo {
+        Memo { kept: Default::default(), settling: SETTLING }
+    }
+}
+
+/// How recently changed a file is read every time rather than kept.
+const SETTLING: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The most pending TODOs a chamber's kept list holds (a larger one is read
+/// every time, not held).
+const MAX_KEPT: usize = 1000;
+
+/// A file's version: device, inode, size, mtime and ctime (to the
+/// nanosecond); `None` if it is not there.
+type Version = Option<[i64; 7]>;
 
 /// One chamber's files, as read for its wakes.
 struct Read {
-    key: ([Option<todos::Stamp>; 3], Tz),
+    key: ([Version; 4], Tz),
     tz: Tz,
     precheck: Option<String>,
     /// Only what is pending: done TODOs have no wakes.
@@ -61,11 +92,30 @@ impl Memo {
     /// The chamber's zone, pre-check and list, read again only if a file
     /// changed since the last read.
     fn read(&self, id: i64, root: &Path, system: Tz) -> Result<(Tz, Option<String>, Arc<TodoList>), Unplanned> {
-        let d = Dir::open(root).map_err(todos::TodosError::from)?;
-        let config = d.stat(Path::new(chamber_config::FILE)).ok().flatten().map(|m| todos::Stamp::of(&m));
-        let [list, journal] = todos::versions(&d);
-        let key = ([config, list, journal], system);
-        if let Some(r) = self.0.lock().expect("schedule memo").get(&id).filter(|r| r.key == key) {
+        let Ok(d) = Dir::open(root) else {
+            // cryo.toml's reader says what became of the folder.
+            chamber_config::load(root, system)?;
+            return Err(todos::load(root, system).err().map_or(Unplanned::Gone, Unplanned::Todos));
+        };
+        let settled = std::time::SystemTime::now() - self.settling;
+        let mut fresh = false;
+        let mut version = |rel: &str| -> Version {
+            let m = d.stat(Path::new(rel)).ok().flatten()?;
+            let at = |s: i64, ns: i64| std::time::UNIX_EPOCH + std::time::Duration::new(s.max(0) as u64, ns as u32);
+            fresh |= at(m.st_ctime, m.st_ctime_nsec).max(at(m.st_mtime, m.st_mtime_nsec)) >= settled;
+            Some([
+                m.st_dev as i64,
+                m.st_ino as i64,
+                m.st_size,
+                m.st_mtime,
+                m.st_mtime_nsec,
+                m.st_ctime,
+                m.st_ctime_nsec,
+            ])
+        };
+        let [todo, journal, state] = todos::FILES;
+        let key = ([version(chamber_config::FILE), version(todo), version(journal), version(state)], system);
+        if let Some(r) = self.kept.lock().expect("schedule memo").get(&id).filter(|r| r.key == key) {
             return Ok((r.tz, r.precheck.clone(), r.list.clone()));
         }
         let config = chamber_config::load(root, system)?.config;
@@ -73,13 +123,18 @@ impl Memo {
         list.items.retain(|t| t.is_pending());
         let read = Read { key, tz: config.timezone, precheck: config.precheck, list: Arc::new(list) };
         let out = (read.tz, read.precheck.clone(), read.list.clone());
-        self.0.lock().expect("schedule memo").insert(id, read);
+        let mut kept = self.kept.lock().expect("schedule memo");
+        if fresh || read.list.items.len() > MAX_KEPT {
+            kept.remove(&id);
+        } else {
+            kept.insert(id, read);
+        }
         Ok(out)
     }
 
     /// Forgets the chambers not in `kept` (removed since).
     fn keep(&self, kept: &std::collections::HashSet<i64>) {
-        self.0.lock().expect("schedule memo").retain(|id, _| kept.contains(id));
+        self.kept.lock().expect("schedule memo").retain(|id, _| kept.contains(id));
     }
 }
 
@@ -157,13 +212,15 @@ mod tests {
     }
 
     /// A chamber's files are read once, then again only when one of them
-    /// changes (its TODOs, its settings, the journal of adds).
+    /// changes (its TODOs, its settings, the journal of adds), even when
+    /// rewritten in place at the same size with the old mtime put back.
     #[test]
     fn a_chambers_files_are_read_again_only_when_one_changed() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(root.join("todo.json"), todo_json(&["one"])).unwrap();
-        let memo = Memo::default();
+        // Nothing settles in a test: a change a moment ago may be kept.
+        let memo = Memo { settling: std::time::Duration::ZERO, ..Memo::default() };
         let utc = chrono_tz::UTC;
         let (tz, _, first) = memo.read(7, root, utc).unwrap();
         assert_eq!((tz, first.items.len()), (utc, 1));
@@ -171,15 +228,46 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &again), "read again with nothing changed");
         std::fs::write(root.join("todo.json"), todo_json(&["one", "two"])).unwrap();
         assert_eq!(memo.read(7, root, utc).unwrap().2.items.len(), 2, "todo.json changed");
+        // The same size, written in place, the mtime put back: the ctime moved.
+        let file = root.join("todo.json");
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&file, todo_json(&["one", "owt"])).unwrap();
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
+        let read = memo.read(7, root, utc).unwrap().2;
+        assert_eq!(read.items[1].text, "owt", "a same-size rewrite with its old mtime");
         std::fs::write(root.join("cryo.toml"), "timezone = \"Europe/Berlin\"\n").unwrap();
         assert_eq!(memo.read(7, root, utc).unwrap().0, chrono_tz::Europe::Berlin, "cryo.toml changed");
         std::fs::create_dir_all(root.join(".cryo")).unwrap();
         let add = r#"{"id":3,"text":"three","at":"2030-01-03T09:00:00Z","created":"2026-01-01T00:00:00Z"}"#;
         std::fs::write(root.join(".cryo/todo-journal.jsonl"), format!("{add}\n")).unwrap();
         assert_eq!(memo.read(7, root, utc).unwrap().2.items.len(), 3, "an add journaled");
+        std::fs::write(root.join(".cryo/state.json"), "garbage").unwrap();
+        assert!(memo.read(7, root, utc).is_err(), "a broken state file is said");
+        std::fs::remove_file(root.join(".cryo/state.json")).unwrap();
         std::fs::write(root.join("cryo.toml"), "timezone = \"Nowhere/Else\"\n").unwrap();
         assert!(memo.read(7, root, utc).is_err(), "a bad file is said, not hidden by what was kept");
         memo.keep(&Default::default());
-        assert!(memo.0.lock().unwrap().is_empty(), "a removed chamber is forgotten");
+        assert!(memo.kept.lock().unwrap().is_empty(), "a removed chamber is forgotten");
+    }
+
+    /// A file changed within the settling time is read every time: a
+    /// second write of the same size in the same tick is not missed.
+    #[test]
+    fn a_file_changed_a_moment_ago_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("todo.json"), todo_json(&["one"])).unwrap();
+        let memo = Memo::default();
+        memo.read(1, dir.path(), chrono_tz::UTC).unwrap();
+        assert!(memo.kept.lock().unwrap().is_empty());
+    }
+
+    /// A folder gone says so as cryo.toml's reader does.
+    #[test]
+    fn a_missing_folder_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let e = Memo::default().read(1, &gone, chrono_tz::UTC).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("missing") && e.contains("cryoctl chamber remove"), "{e}");
     }
 }

@@ -100,7 +100,10 @@ pub(super) async fn chamber(
     let days: Vec<Value> = digest
         .iter()
         .rev()
-        .filter(|(d, _)| **d >= since.with_timezone(&tz).date_naive())
+        // The asked days only: a message named with a date to come (the
+        // agent names its files) makes no day of its own.
+        .filter(|(d, _)| **d >= since.with_timezone(&tz).date_naive() && **d <= now.with_timezone(&tz).date_naive())
+        .take(days as usize)
         .map(|(d, x)| {
             json!({
                 "day": d.to_string(), "sessions": x.sessions, "failures": x.failures,

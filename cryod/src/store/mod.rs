@@ -343,15 +343,17 @@ pub trait Backend: Send + Sync + 'static {
     fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>>;
 
     /// What a start reads from the ledger for each of `chambers`: its
-    /// newest session and its open claims. A store answers many chambers in
-    /// one round trip where it can (a start of thousands asked two queries
-    /// of each, one after the other, through the store's thread).
+    /// newest session and its open claims, each read on its own (one that
+    /// fails is logged and left empty, as a start took it before). SQLite
+    /// answers a batch in one job on its thread (a start of thousands asked
+    /// two queries of each, one after the other); this default asks them
+    /// one chamber at a time.
     fn boot_rows(&self, chambers: Vec<i64>) -> Fut<'_, std::collections::HashMap<i64, BootRows>> {
         Box::pin(async move {
             let mut rows = std::collections::HashMap::new();
             for id in chambers {
-                let newest = self.recent_sessions(id, 1).await?.pop();
-                rows.insert(id, BootRows { newest, claims: self.open_claims(id).await? });
+                let newest = self.recent_sessions(id, 1).await.map(|mut v| v.pop());
+                rows.insert(id, BootRows::of(id, newest, self.open_claims(id).await));
             }
             Ok(rows)
         })
@@ -363,6 +365,25 @@ pub trait Backend: Send + Sync + 'static {
 pub struct BootRows {
     pub newest: Option<SessionRow>,
     pub claims: Vec<OpenClaim>,
+}
+
+impl BootRows {
+    /// The two reads of chamber `id`, a failed one logged and left empty.
+    pub fn of(
+        id: i64,
+        newest: Result<Option<SessionRow>, StoreError>,
+        claims: Result<Vec<OpenClaim>, StoreError>,
+    ) -> BootRows {
+        let newest = newest.unwrap_or_else(|error| {
+            tracing::warn!(chamber = id, %error, "cannot read the newest session at start");
+            None
+        });
+        let claims = claims.unwrap_or_else(|error| {
+            tracing::warn!(chamber = id, %error, "cannot read the open claims at start");
+            Vec::new()
+        });
+        BootRows { newest, claims }
+    }
 }
 
 /// A handle to the store. Cheap to clone; derefs to the [`Backend`].

@@ -18,8 +18,9 @@ use crate::runtime::Shared;
 use crate::store::{ChamberRecord, Desired};
 
 /// What start-up recovery hands a supervisor: the sessions of this chamber
-/// that were running when cryod died, and the processes still carrying their
-/// wake ids (already ended by then, see `Daemon::load`).
+/// that were running when cryod died, the processes still carrying their
+/// wake ids (already ended by then, see `Daemon::load`), and the ledger's
+/// rows for this start when its boot batch read them.
 #[derive(Default)]
 pub struct Recovery {
     pub open: Vec<crate::store::OpenSession>,

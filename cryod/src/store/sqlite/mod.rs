@@ -451,8 +451,8 @@ impl Backend for Sqlite {
         Box::pin(self.call(move |c| {
             let mut rows = std::collections::HashMap::with_capacity(chambers.len());
             for id in chambers {
-                let newest = sessions::recent_sessions(c, id, 1)?.pop();
-                rows.insert(id, super::BootRows { newest, claims: sessions::open_claims(c, id)? });
+                let newest = sessions::recent_sessions(c, id, 1).map(|mut v| v.pop());
+                rows.insert(id, super::BootRows::of(id, newest, sessions::open_claims(c, id)));
             }
             Ok(rows)
         }))
