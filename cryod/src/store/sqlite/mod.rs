@@ -539,6 +539,20 @@ mod tests {
         assert_eq!(seen.unwrap(), ("started".to_string(), 0), "the failed job's write was undone, the other's kept");
     }
 
+    /// Session `number`'s wake, due now, from a TODO.
+    fn wake(number: u64) -> WakeRecord {
+        WakeRecord {
+            number,
+            wake_id: format!("w{number}"),
+            trigger: "todo".into(),
+            reasons: "[]".into(),
+            claimed: "[]".into(),
+            due_at: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            resumed_from: None,
+        }
+    }
+
     /// A writer holding an old fence changes nothing; reopening the file
     /// takes every chamber anew.
     #[tokio::test]
@@ -552,16 +566,7 @@ mod tests {
         let s = Store::open(&path).unwrap();
         let fresh = s.chambers().await.unwrap()[0].fence();
         assert_eq!(fresh.token, old.token + 1);
-        let wake = WakeRecord {
-            number: 1,
-            wake_id: "w1".into(),
-            trigger: "todo".into(),
-            reasons: "[]".into(),
-            claimed: "[]".into(),
-            due_at: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
-            resumed_from: None,
-        };
+        let wake = wake(1);
         let e = s.record_wake(old, wake.clone()).await.unwrap_err();
         assert!(e.is_fenced(), "{e}");
         assert!(s.set_desired(old, Desired::Started).await.unwrap_err().is_fenced());
@@ -581,17 +586,7 @@ mod tests {
         let (a, _) = s.add_chamber(new("a", false, "/a")).await.unwrap();
         let (b, _) = s.add_chamber(new("b", false, "/b")).await.unwrap();
         for number in 1..=3 {
-            let wake = WakeRecord {
-                number,
-                wake_id: format!("w{number}"),
-                trigger: "todo".into(),
-                reasons: "[]".into(),
-                claimed: "[]".into(),
-                due_at: None,
-                created_at: "2026-01-01T00:00:00Z".into(),
-                resumed_from: None,
-            };
-            s.record_wake(a.fence(), wake).await.unwrap();
+            s.record_wake(a.fence(), wake(number)).await.unwrap();
         }
         s.journal_claim(a.fence(), 3, vec!["m.md".into()], "2026-01-01T00:00:00Z".into()).await.unwrap();
         let mut rows = s.boot_rows(vec![a.id, b.id]).await.unwrap();
