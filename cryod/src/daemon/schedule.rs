@@ -91,13 +91,19 @@ struct Read {
 impl Memo {
     /// The chamber's zone, pre-check and list, read again only if a file
     /// changed since the last read.
-    fn read(&self, id: i64, root: &Path, system: Tz) -> Result<(Tz, Option<String>, Arc<TodoList>), Unplanned> {
+    fn read(
+        &self,
+        id: i64,
+        root: &Path,
+        system: Tz,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(Tz, Option<String>, Arc<TodoList>), Unplanned> {
         let Ok(d) = Dir::open(root) else {
             // cryo.toml's reader says what became of the folder.
             chamber_config::load(root, system)?;
             return Err(todos::load(root, system).err().map_or(Unplanned::Gone, Unplanned::Todos));
         };
-        let settled = std::time::SystemTime::now() - self.settling;
+        let settled = std::time::SystemTime::from(now) - self.settling;
         let mut fresh = false;
         let mut version = |rel: &str| -> Version {
             let m = d.stat(Path::new(rel)).ok().flatten()?;
@@ -178,7 +184,7 @@ fn planned(
     system: Tz,
     count: usize,
 ) -> Result<Vec<Planned>, Unplanned> {
-    let (tz, precheck, list) = memo.read(v.record.id, Path::new(&v.record.path), system)?;
+    let (tz, precheck, list) = memo.read(v.record.id, Path::new(&v.record.path), system, now)?;
     let held = match v.snap.view.state {
         State::Stopped => Some(format!("the chamber is stopped (cryoctl chamber start {})", v.record.name)),
         State::Paused => Some(format!("the chamber is paused (cryoctl chamber resume {})", v.record.name)),
@@ -202,6 +208,11 @@ fn planned(
 mod tests {
     use super::*;
 
+    /// The wall clock, as cryod's clock reads it.
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        crate::clock::Clock::system().now()
+    }
+
     fn todo_json(texts: &[&str]) -> String {
         let items: Vec<String> = texts
             .iter()
@@ -222,31 +233,31 @@ mod tests {
         // Nothing settles in a test: a change a moment ago may be kept.
         let memo = Memo { settling: std::time::Duration::ZERO, ..Memo::default() };
         let utc = chrono_tz::UTC;
-        let (tz, _, first) = memo.read(7, root, utc).unwrap();
+        let (tz, _, first) = memo.read(7, root, utc, now()).unwrap();
         assert_eq!((tz, first.items.len()), (utc, 1));
-        let (_, _, again) = memo.read(7, root, utc).unwrap();
+        let (_, _, again) = memo.read(7, root, utc, now()).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "read again with nothing changed");
         std::fs::write(root.join("todo.json"), todo_json(&["one", "two"])).unwrap();
-        assert_eq!(memo.read(7, root, utc).unwrap().2.items.len(), 2, "todo.json changed");
+        assert_eq!(memo.read(7, root, utc, now()).unwrap().2.items.len(), 2, "todo.json changed");
         // The same size, written in place, the mtime put back: the ctime moved.
         let file = root.join("todo.json");
         let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(&file, todo_json(&["one", "owt"])).unwrap();
         std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
-        let read = memo.read(7, root, utc).unwrap().2;
+        let read = memo.read(7, root, utc, now()).unwrap().2;
         assert_eq!(read.items[1].text, "owt", "a same-size rewrite with its old mtime");
         std::fs::write(root.join("cryo.toml"), "timezone = \"Europe/Berlin\"\n").unwrap();
-        assert_eq!(memo.read(7, root, utc).unwrap().0, chrono_tz::Europe::Berlin, "cryo.toml changed");
+        assert_eq!(memo.read(7, root, utc, now()).unwrap().0, chrono_tz::Europe::Berlin, "cryo.toml changed");
         std::fs::create_dir_all(root.join(".cryo")).unwrap();
         let add = r#"{"id":3,"text":"three","at":"2030-01-03T09:00:00Z","created":"2026-01-01T00:00:00Z"}"#;
         std::fs::write(root.join(".cryo/todo-journal.jsonl"), format!("{add}\n")).unwrap();
-        assert_eq!(memo.read(7, root, utc).unwrap().2.items.len(), 3, "an add journaled");
+        assert_eq!(memo.read(7, root, utc, now()).unwrap().2.items.len(), 3, "an add journaled");
         std::fs::write(root.join(".cryo/state.json"), "garbage").unwrap();
-        assert!(memo.read(7, root, utc).is_err(), "a broken state file is said");
+        assert!(memo.read(7, root, utc, now()).is_err(), "a broken state file is said");
         std::fs::remove_file(root.join(".cryo/state.json")).unwrap();
         std::fs::write(root.join("cryo.toml"), "timezone = \"Nowhere/Else\"\n").unwrap();
-        assert!(memo.read(7, root, utc).is_err(), "a bad file is said, not hidden by what was kept");
+        assert!(memo.read(7, root, utc, now()).is_err(), "a bad file is said, not hidden by what was kept");
         memo.keep(&Default::default());
         assert!(memo.kept.lock().unwrap().is_empty(), "a removed chamber is forgotten");
     }
@@ -258,7 +269,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("todo.json"), todo_json(&["one"])).unwrap();
         let memo = Memo::default();
-        memo.read(1, dir.path(), chrono_tz::UTC).unwrap();
+        memo.read(1, dir.path(), chrono_tz::UTC, now()).unwrap();
         assert!(memo.kept.lock().unwrap().is_empty());
     }
 
@@ -267,7 +278,7 @@ mod tests {
     fn a_missing_folder_says_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let gone = dir.path().join("gone");
-        let e = Memo::default().read(1, &gone, chrono_tz::UTC).map(|_| ()).unwrap_err().to_string();
+        let e = Memo::default().read(1, &gone, chrono_tz::UTC, now()).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains("missing") && e.contains("cryoctl chamber remove"), "{e}");
     }
 }
