@@ -283,13 +283,15 @@ function dayBars(h) {
   const most = Math.max(1, ...days.map((d) => d.sessions));
   const total = days.reduce((n, d) => n + d.sessions, 0), failed = days.reduce((n, d) => n + d.failures, 0);
   const cost = days.reduce((n, d) => n + (d.cost_usd || 0), 0);
+  // A height is set through the CSSOM: the page's policy (style-src
+  // 'self') refuses style attributes.
+  const seg = (cls, n) => { const e = el("span", { class: "seg " + cls }); e.style.height = (100 * n / most) + "%"; return e; };
   const bar = (d) => {
     const ok = d.sessions - d.failures;
     const title = d.day + ": " + d.sessions + (d.sessions === 1 ? " session" : " sessions") + (d.failures ? ", " + d.failures + " failed" : "") + (d.cost_usd ? ", $" + d.cost_usd.toFixed(2) : "");
     return el("li", { title, "data-day": d.day },
       el("span", { class: "stack", "aria-hidden": "true" },
-        d.failures ? el("span", { class: "seg bad", style: "height:" + (100 * d.failures / most) + "%" }) : "",
-        ok ? el("span", { class: "seg ok", style: "height:" + (100 * ok / most) + "%" }) : ""),
+        d.failures ? seg("bad", d.failures) : "", ok ? seg("ok", ok) : ""),
       el("span", { class: "sr-only" }, title),
       el("span", { class: "day", "aria-hidden": "true" }, new Date(d.day + "T12:00:00").toLocaleDateString([], { weekday: "narrow" })));
   };

@@ -207,4 +207,18 @@ await drive(async (browser, out) => {
     await axe(page, "share-" + wide, out);
     await ctx.close();
   }
+  // The page as the policy cryod sends has it (the contexts above bypass
+  // it, to add axe's script): nothing refused, the crash's bar drawn.
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await ctx.newPage();
+  const refused = [];
+  page.on("console", (m) => { if (m.type() === "error") refused.push(m.text()); });
+  page.on("pageerror", (e) => refused.push(String(e)));
+  await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
+  await page.waitForSelector(`#chambers tr[data-chamber="${CRASH}"]`, { timeout: 10000 });
+  await go(page, CRASH);
+  await page.click("#tab-status");
+  await page.waitForSelector("#days .seg.bad", { timeout: 10000 });
+  out.csp = { refused, bad_bar_px: await page.$eval("#days .seg.bad", (e) => Math.round(e.getBoundingClientRect().height)) };
+  await ctx.close();
 });

@@ -362,6 +362,9 @@ fn the_hub_as_a_console() {
             .collect();
         assert!(gaps.iter().all(|g| (0..=24).contains(g)), "{wide}: label gaps {gaps:?}");
     }
+    // Under cryod's content policy: nothing refused, the bars drawn.
+    assert_eq!(seen["csp"]["refused"], serde_json::json!([]), "{}", seen["csp"]);
+    assert!(seen["csp"]["bad_bar_px"].as_i64() > Some(20), "the crash's bar has its height: {}", seen["csp"]);
     // The answer given on the list is in the asker's inbox.
     assert_eq!(seen["desktop"]["answered"], "Answer sent to asker.");
     wait_until("the answer in the inbox", || {
