@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cryo_tests::fake_github::{self, FakeGithub};
 use cryo_tests::fake_zulip::{self, FakeZulip};
-use cryo_tests::{ANSWERING_AGENT, Chamber, Env, wait_until, wait_until_within};
+use cryo_tests::{ANSWERING_AGENT, Chamber, Env, wait_until, wait_until_telling};
 
 /// Answers every message with `got: BODY` (and checks in on its first
 /// session); keeps a TODO an hour out so it always has a next wake.
@@ -28,6 +28,23 @@ fn github_toml(g: &FakeGithub, target: &str) -> String {
         fake_github::REPO,
         g.url()
     )
+}
+
+/// What a wait on a bridge's round trip says when it times out: the
+/// chamber's `cryo.log` and mail folders and the end of cryod's log (both
+/// back-off tests timed out once in a full run, and said nothing more).
+fn told<'a>(env: &'a Env, c: &'a Chamber) -> impl Fn() -> String + 'a {
+    move || {
+        let log = env.daemon_log();
+        let tail: Vec<&str> = log.lines().rev().take(80).collect();
+        let mail: Vec<String> =
+            ["messages/inbox", "messages/inbox/archive", "messages/outbox", "messages/outbox/archive"]
+                .iter()
+                .map(|f| format!("{f}: {:?}", c.messages(f).into_iter().map(|(n, _)| n).collect::<Vec<_>>()))
+                .collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("cryo.log:\n{}\n{}\ncryod.log (end):\n{}", c.cryo_log(), mail.join("\n"), tail.join("\n"))
+    }
 }
 
 /// The chamber's bridge status (`chamber sync status --json`).
@@ -147,9 +164,12 @@ fn zulip_5xx_and_429_back_off_and_a_same_account_human_gets_through() {
     // Someone using the bot's own account writes: still a person, still delivered.
     z.say_as(fake_zulip::EMAIL, "Cryo Bot", "alpha", "same account, different person");
     // Through a wake, a session and a post after a 429: room for a loaded machine.
-    wait_until_within(Duration::from_secs(60), "the reply posted", || {
-        bodies(&z.topic("alpha")).iter().any(|b| b.contains("got: same account, different person"))
-    });
+    wait_until_telling(
+        Duration::from_secs(60),
+        "the reply posted",
+        || bodies(&z.topic("alpha")).iter().any(|b| b.contains("got: same account, different person")),
+        told(&env, &c),
+    );
     let posts: Vec<_> = z.calls("/api/v1/messages");
     assert!(
         posts.windows(2).any(|w| w[1] - w[0] >= Duration::from_millis(900)),
@@ -279,9 +299,12 @@ fn github_discussion_comments_flow_both_ways_and_5xx_backs_off() {
     wait_until("the check-in in the discussion", || g.comments(true).iter().any(|c| c.body == "checked in"));
     g.comment(true, "alice", "what is the status?");
     // A poll, a wake, a session and a post: room for a loaded machine.
-    wait_until_within(Duration::from_secs(60), "the reply", || {
-        g.comments(true).iter().any(|c| c.body.contains("got: what is the status?"))
-    });
+    wait_until_telling(
+        Duration::from_secs(60),
+        "the reply",
+        || g.comments(true).iter().any(|c| c.body.contains("got: what is the status?")),
+        told(&env, &c),
+    );
     let texts: Vec<String> = incoming(&c).into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts.len(), 1, "{texts:?}");
     let b = bridge(&env, "alpha");
