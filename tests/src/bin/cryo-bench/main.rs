@@ -89,6 +89,9 @@ enum Scenario {
         todos: usize,
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Restarts timed (each printed, the median reported as start-up).
+        #[arg(long, default_value_t = 1)]
+        restarts: usize,
     },
     /// Control-plane latency: listing the chambers, one chamber's status and
     /// a `cryo-agent` call, whole process start to exit, and the raw round
@@ -197,8 +200,8 @@ fn main() {
             }
             (cryo::fleet(nodes, chambers, seconds, wakes, spread, (heartbeat_ms, lease_ms)), None, &[])
         }
-        Scenario::Idle { chambers, todos, seconds } => (
-            cryo::idle(chambers, todos, seconds),
+        Scenario::Idle { chambers, todos, seconds, restarts } => (
+            cryo::idle(chambers, todos, seconds, restarts),
             seed.map(|s| seed::idle(s, chambers, todos, seconds)),
             &[("rss_mb", "MB"), ("startup_ms", "ms"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s")],
         ),
