@@ -240,7 +240,7 @@ function composer(base) {
 let openTab = localStorage.getItem("cryo.tab") || "status";
 function showTab(id) {
   const tab = document.getElementById("tab-" + id);
-  if (!tab) return false;
+  if (!tab) return;
   openTab = id;
   localStorage.setItem("cryo.tab", id);
   for (const t of tab.parentElement.children) {
@@ -249,7 +249,6 @@ function showTab(id) {
     t.tabIndex = on ? 0 : -1;
     document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
   }
-  return true;
 }
 function tabs(panels) {
   if (!panels.some(([id]) => id === openTab)) openTab = panels[0][0];

@@ -36,13 +36,13 @@ fn github_toml(g: &FakeGithub, target: &str) -> String {
 fn told<'a>(env: &'a Env, c: &'a Chamber) -> impl Fn() -> String + 'a {
     move || {
         let log = env.daemon_log();
-        let tail: Vec<&str> = log.lines().rev().take(80).collect();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(80)..];
         let mail: Vec<String> =
             ["messages/inbox", "messages/inbox/archive", "messages/outbox", "messages/outbox/archive"]
                 .iter()
                 .map(|f| format!("{f}: {:?}", c.messages(f).into_iter().map(|(n, _)| n).collect::<Vec<_>>()))
                 .collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
         format!("cryo.log:\n{}\n{}\ncryod.log (end):\n{}", c.cryo_log(), mail.join("\n"), tail.join("\n"))
     }
 }

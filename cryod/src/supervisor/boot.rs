@@ -60,7 +60,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         Some(rows) => rows,
         None => ledger_rows(&shared, record.id).await,
     };
-    let (last, last_session) = (rows.newest.clone(), newest_number(rows.newest.as_ref(), &root));
+    let last_session = newest_number(rows.newest.as_ref(), &root);
+    let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
     let trusted = keep_first_read(&shared, &record, trusted, config.is_ok(), read).await;

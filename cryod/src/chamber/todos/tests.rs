@@ -95,6 +95,14 @@ fn done_file(done: u64) -> String {
     format!("[{}]", items.join(",\n"))
 }
 
+/// A folder whose `todo.json` holds one TODO ("first"), and that file's bytes.
+fn one_todo() -> (tempfile::TempDir, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    update(dir.path(), chrono_tz::UTC, add("first")).unwrap();
+    let bytes = std::fs::read(todo_path(dir.path())).unwrap();
+    (dir, bytes)
+}
+
 /// `d` with an old `todo.json`: 300 done TODOs and one open.
 fn old_file(d: &Path) {
     std::fs::write(todo_path(d), done_file(300)).unwrap();
@@ -153,10 +161,8 @@ fn an_archive_cut_short_is_finished_without_doubles() {
 /// touched.
 #[test]
 fn a_journal_past_its_limit_is_refused_and_nothing_is_changed() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, before) = one_todo();
     let d = dir.path();
-    update(d, chrono_tz::UTC, add("first")).unwrap();
-    let before = std::fs::read(todo_path(d)).unwrap();
     let journal = std::fs::File::create(d.join(journal::JOURNAL)).unwrap();
     journal.set_len(33 * 1024 * 1024).unwrap();
     let e = load(d, chrono_tz::UTC).unwrap_err().to_string();
@@ -202,10 +208,8 @@ fn an_archive_ending_with_a_finished_ones_line_is_not_doubled() {
 /// waiter wakes, it does not poll); the waiter that gave up lets go.
 #[test]
 fn a_held_lock_is_waited_for_within_a_deadline() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, before) = one_todo();
     let d = dir.path();
-    update(d, chrono_tz::UTC, add("first")).unwrap();
-    let before = std::fs::read(todo_path(d)).unwrap();
     let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
     held.lock().unwrap();
     let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
