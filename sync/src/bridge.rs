@@ -122,7 +122,10 @@ impl<R: Remote, L: Local> Bridge<R, L> {
     async fn main(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
         let mut push_due = true;
         loop {
-            if push_due {
+            // The first pull marks where the remote's history stands before
+            // anything is posted: a person who answers the first post in
+            // the moment between the two is after the mark, not before it.
+            if push_due && self.state.cursor.is_some() {
                 push_due = false;
                 if let Err(e) = self.push().await {
                     push_due = true;

@@ -146,6 +146,34 @@ fn zulip_restart_resumes_from_the_cursor_and_an_expired_queue_backfills() {
 }
 
 #[test]
+fn a_person_who_answers_the_first_post_at_once_is_heard() {
+    let z = FakeZulip::start();
+    let env = Env::new();
+    zuliprc(&env, fake_zulip::KEY, 0o600);
+    let _d = env.start_daemon();
+    // Zulip is down until the check-in waits in the outbox, so the bridge's
+    // first act once connected is to post it. Alice answers the moment it
+    // lands, before the bridge has pulled even once: the bridge marks where
+    // the topic stands before it posts, so her answer is after the mark.
+    z.fail("/api/v1/users/me", 500, None, 1000);
+    z.answer_next_post("Alice", "already here");
+    let c = env.chamber("alpha", ANSWERING_AGENT, &zulip_toml(&z, "agents", "alpha"));
+    env.cryoctl(&["chamber", "start", "alpha"]).ok();
+    c.wait_ended(1);
+    assert!(c.outbox().iter().any(|m| m.contains("checked in")), "the check-in waits: {:?}", c.outbox());
+    z.heal();
+    wait_until_telling(
+        Duration::from_secs(60),
+        "the reply to Alice",
+        || bodies(&z.topic("alpha")).iter().any(|b| b.contains("got: already here")),
+        told(&env, &c),
+    );
+    let topic = bodies(&z.topic("alpha"));
+    assert_eq!(topic.iter().filter(|b| *b == "checked in").count(), 1, "{topic:?}");
+    assert_eq!(incoming(&c).len(), 1, "only Alice's message came in");
+}
+
+#[test]
 fn zulip_5xx_and_429_back_off_and_a_same_account_human_gets_through() {
     let z = FakeZulip::start();
     let env = Env::new();

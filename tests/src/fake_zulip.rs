@@ -80,6 +80,9 @@ pub struct World {
     /// Calls that came without valid credentials.
     pub unauthenticated: u32,
     uploads: HashMap<String, Vec<u8>>,
+    /// A person who answers the bot's next post the moment it lands:
+    /// (name, content).
+    quick: Option<(String, String)>,
 }
 
 pub struct FakeZulip {
@@ -133,6 +136,16 @@ impl FakeZulip {
     /// Messages on a topic, oldest first.
     pub fn topic(&self, topic: &str) -> Vec<Msg> {
         self.world.lock().unwrap().messages.iter().filter(|m| m.topic == topic).cloned().collect()
+    }
+
+    /// Failures set with `fail` and not yet used up are dropped.
+    pub fn heal(&self) {
+        self.world.lock().unwrap().fails.clear();
+    }
+
+    /// `name` answers the bot's next post at once, before the bot's next call.
+    pub fn answer_next_post(&self, name: &str, content: &str) {
+        self.world.lock().unwrap().quick = Some((name.into(), content.into()));
     }
 
     /// Zulip drops every event queue (as it does after ~10 minutes idle).
@@ -370,6 +383,10 @@ async fn send_message(
         return error(StatusCode::BAD_REQUEST, "BAD_REQUEST", "Message too long");
     }
     let id = add_message(&w, EMAIL, "Cryo Bot", to, topic, content);
+    let quick = w.lock().unwrap().quick.take();
+    if let Some((name, answer)) = quick {
+        add_message(&w, &format!("{}@people.test", name.to_lowercase()), &name, to, topic, &answer);
+    }
     n.notify_waiters();
     ok(json!({ "id": id }))
 }
