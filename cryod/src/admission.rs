@@ -69,11 +69,13 @@ impl std::fmt::Debug for Permit {
 }
 
 /// An account held at its provider's limit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Held {
     until: std::time::Instant,
     /// The provider named no reset: the hold is cryod's default.
     guessed: bool,
+    /// What said so (the gateway's reading of the provider's headers).
+    source: Option<String>,
 }
 
 /// An account held now, as status shows it.
@@ -86,6 +88,8 @@ pub struct Hold {
     pub waiting: usize,
     /// The provider named no reset: `left` is `limit_hold_seconds`.
     pub guessed: bool,
+    /// What said so, when the gateway read it from the provider's headers.
+    pub source: Option<String>,
 }
 
 impl Admission {
@@ -108,12 +112,25 @@ impl Admission {
     /// wait in their places, and go through in order when it is over.
     /// `guessed`: the provider named no reset, so `left` is cryod's default.
     pub fn hold(&self, provider: &str, left: std::time::Duration, guessed: bool) {
+        self.hold_with(provider, left, guessed, None);
+    }
+
+    /// Holds `provider` for `left` as the provider's headers said
+    /// (`source`: which, for status and the hub).
+    pub fn hold_for(&self, provider: &str, left: std::time::Duration, source: String) {
+        self.hold_with(provider, left, false, Some(source));
+    }
+
+    fn hold_with(&self, provider: &str, left: std::time::Duration, guessed: bool, source: Option<String>) {
         let until = std::time::Instant::now() + left;
         {
             let mut s = self.0.lock().expect("admission lock");
-            let h = s.held.entry(provider.to_string()).or_insert(Held { until, guessed });
+            let h = s.held.entry(provider.to_string()).or_insert(Held { until, guessed, source: source.clone() });
             if until >= h.until {
-                *h = Held { until, guessed };
+                // A hold that says nothing of its source keeps the one
+                // said of the same limit a moment before.
+                let source = source.or_else(|| h.source.take().filter(|_| h.until > std::time::Instant::now()));
+                *h = Held { until, guessed, source };
             }
         }
         let me = self.clone();
@@ -144,6 +161,7 @@ impl Admission {
                 left: h.until - now,
                 waiting: s.queue.values().filter(|w| w.provider.as_deref() == Some(p.as_str())).count(),
                 guessed: h.guessed,
+                source: h.source.clone(),
             })
             .collect();
         out.sort_by(|a, b| a.provider.cmp(&b.provider));

@@ -56,8 +56,11 @@ pub struct Limited {
     pub resets_at: Option<i64>,
     /// Or a delay the CLI was told (milliseconds, from its last retry).
     pub retry_after_ms: Option<u64>,
-    /// The CLI's own words.
+    /// The CLI's own words (or the gateway's reading of the headers).
     pub text: String,
+    /// Read by the gateway from the provider's own headers: the hold ends
+    /// at that instant, without the jitter that spreads guessed ones.
+    pub exact: bool,
 }
 
 /// A provider's limit in one of OpenCode's log lines (`--print-logs` on
@@ -224,6 +227,7 @@ impl Reader {
                             resets_at: info.and_then(|i| i["resetsAt"].as_i64()),
                             retry_after_ms: self.retry_ms,
                             text: why.to_string(),
+                            exact: false,
                         });
                     }
                 }

@@ -176,6 +176,10 @@ impl HeartbeatConfig {
 pub struct ProviderConfig {
     /// Sessions of this account running at once (beside the global limit).
     pub max_concurrent: Option<usize>,
+    /// Where the gateway sends this account's model calls (the base URL:
+    /// `https://api.anthropic.com`, `https://api.openai.com/v1`); default
+    /// what the chamber's kind names, else the provider's public endpoint.
+    pub upstream: Option<String>,
     /// `[providers.NAME.budget]`: the account's, over all its chambers.
     #[serde(default)]
     pub budget: Budget,

@@ -312,6 +312,7 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
             provider: h.provider,
             waiting: h.waiting as u32,
             default_hold: h.guessed,
+            source: h.source.unwrap_or_default(),
         })
         .collect()
 }

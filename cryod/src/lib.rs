@@ -25,6 +25,7 @@ pub mod fds;
 pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gateway;
 pub mod hub;
 #[cfg(test)]
 mod layers;
@@ -195,6 +196,13 @@ pub async fn run(
         None => lease::Lease::single(),
     };
     let shared = runtime::Shared::start(config, store, clock, shutdown.clone(), &paths, lease);
+    // Before any chamber starts: a session may go through it at once.
+    match shared.gateway.serve(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), shutdown.clone()).await {
+        Ok(addr) => tracing::info!(%addr, "gateway listening"),
+        Err(error) => {
+            tracing::error!(%error, "the provider gateway cannot listen: sessions that use it will not start")
+        }
+    }
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
     let fleet = fleet::start(&daemon);

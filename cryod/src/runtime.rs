@@ -88,6 +88,8 @@ pub struct Shared {
     pub hub: std::sync::OnceLock<HubInfo>,
     /// What tokens cost, for agents whose CLI reports no cost.
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
+    /// The provider gateway known kinds reach their provider through.
+    pub gateway: crate::gateway::Gateway,
     /// The chambers `[[on_end]]` may name, and the links each names.
     pub names: Names,
     /// The notifiers of `[[notify]]`, and what they delivered.
@@ -294,6 +296,7 @@ impl Shared {
             shutdown,
             hub: Default::default(),
             prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
+            gateway: crate::gateway::Gateway::new(clock.clone()),
             store,
             clock,
             config,

@@ -27,7 +27,7 @@ use cryo_tests::{Chamber, Env, wait_until_within};
 
 /// Real CLIs start slowly (a JavaScript runtime, a config scan); under a
 /// loaded CI machine a session can take many seconds.
-const SESSION_DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const SESSION_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The folder holding the installed CLIs' launchers, or why there is none.
 pub(crate) fn cli(bin: &str) -> Option<PathBuf> {
@@ -253,7 +253,7 @@ pub(crate) fn claude_provider(_: &Env, model: &ModelServer) -> String {
 }
 
 /// Codex reads its model provider from `$CODEX_HOME/config.toml`.
-fn codex_provider(env: &Env, model: &ModelServer) -> String {
+pub(crate) fn codex_provider(env: &Env, model: &ModelServer) -> String {
     let home = env.path("codex-home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(
@@ -269,7 +269,7 @@ fn codex_provider(env: &Env, model: &ModelServer) -> String {
 }
 
 /// OpenCode reads an OpenAI-compatible provider from the file `OPENCODE_CONFIG` names.
-fn opencode_provider(env: &Env, model: &ModelServer) -> String {
+pub(crate) fn opencode_provider(env: &Env, model: &ModelServer) -> String {
     let config = env.path("opencode.json");
     let provider = serde_json::json!({
         "$schema": "https://opencode.ai/config.json",

@@ -9,6 +9,7 @@ mod escape;
 mod finish;
 mod fleet;
 mod foundation;
+mod gateway;
 mod hostile;
 mod hub;
 mod mcp;

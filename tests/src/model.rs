@@ -109,8 +109,9 @@ pub struct Seen {
 struct Inner {
     script: Script,
     seen: Mutex<Vec<Seen>>,
-    /// API keys refused with 429 until then (a provider's limit).
-    limits: Mutex<Vec<(String, std::time::Instant)>>,
+    /// API keys refused with 429 until then (a provider's limit), and the
+    /// `retry-after` said (seconds).
+    limits: Mutex<Vec<(String, std::time::Instant, u64)>>,
 }
 
 /// A running model server (stopped on drop).
@@ -143,7 +144,13 @@ impl ModelServer {
     /// its limit does: 429, `retry-after` a long way off (so the CLI gives
     /// up rather than wait), each API's error body.
     pub fn limit(&self, key: &str, window: std::time::Duration) {
-        self.inner.limits.lock().unwrap().push((key.to_string(), std::time::Instant::now() + window));
+        self.limit_saying(key, window, 600);
+    }
+
+    /// [`ModelServer::limit`], saying `retry-after: SECS` (and its resets
+    /// that far off).
+    pub fn limit_saying(&self, key: &str, window: std::time::Duration, retry_after: u64) {
+        self.inner.limits.lock().unwrap().push((key.to_string(), std::time::Instant::now() + window, retry_after));
     }
 
     /// The requests refused at a limit, by path.
@@ -216,8 +223,14 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim_start_matches("Bearer ").to_string())
         .unwrap_or_default();
-    let limited = inner.limits.lock().unwrap().iter().any(|(k, until)| *k == key && std::time::Instant::now() < *until);
-    if limited {
+    let limited = inner
+        .limits
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(k, until, _)| *k == key && std::time::Instant::now() < *until)
+        .map(|(_, _, secs)| *secs);
+    if let Some(retry_after) = limited {
         inner.seen.lock().unwrap().push(Seen {
             path: path.clone(),
             headers: Vec::new(),
@@ -236,11 +249,11 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         // As Anthropic's API answers: the resets in headers (which no CLI
         // passes on, see agent-events.md).
         #[allow(clippy::disallowed_methods)] // the model server's own clock, as a provider's
-        let reset = (chrono::Utc::now() + chrono::Duration::seconds(600)).to_rfc3339();
+        let reset = (chrono::Utc::now() + chrono::Duration::seconds(retry_after as i64)).to_rfc3339();
         return Response::builder()
             .status(StatusCode::TOO_MANY_REQUESTS)
             .header("content-type", "application/json")
-            .header("retry-after", "600")
+            .header("retry-after", retry_after.to_string())
             .header("anthropic-ratelimit-requests-reset", reset.as_str())
             .header("anthropic-ratelimit-tokens-reset", reset.as_str())
             .body(Body::from(error.to_string()))

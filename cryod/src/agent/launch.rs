@@ -84,8 +84,20 @@ pub struct Session<'a> {
     /// What its stream tells as soon as it is seen.
     pub tell: Tell,
     pub prices: Arc<crate::agent_events::Prices>,
+    /// The provider gateway, for a known kind whose chamber uses it.
+    pub gateway: Option<Through>,
     /// Called once with how the agent ended, after its stream is read.
     pub on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
+}
+
+/// A session's way to its provider through cryod's gateway.
+pub struct Through {
+    pub gateway: crate::gateway::Gateway,
+    /// `[providers.NAME] upstream`, if `cryod.toml` names one.
+    pub upstream: Option<String>,
+    /// What the session may spend in all (USD), if anything bounds it.
+    pub line: Option<f64>,
+    pub tell: crate::gateway::Tell,
 }
 
 /// How an agent ended.
@@ -105,6 +117,9 @@ pub struct Started {
     pub keeper: Option<std::fs::File>,
     /// Lines for `cryo.log` (a limit that could not be applied).
     pub notes: Vec<String>,
+    /// Its credential at the gateway, if it goes through it: worth nothing
+    /// once dropped.
+    pub ticket: Option<crate::gateway::Ticket>,
 }
 
 /// Starts the agent of `s` in its own process group, confined as its
@@ -113,7 +128,7 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let prepared = prepare(&s)?;
     let mut notes = Vec::new();
     let (mut cmd, logs) = command(&s, &prepared, &mut notes)?;
-    let Prepared { dir, launch, provider_env, prompt_rel, long, .. } = prepared;
+    let Prepared { dir, launch, provider_env, prompt_rel, long, ticket, .. } = prepared;
     // The spawn waits for the child's exec (vfork): off the worker, so
     // other chambers' wakes of the same instant go on meanwhile. A wake
     // decided ahead of its due instant starts its agent at the instant: a
@@ -141,10 +156,23 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let logs = Logs { raw, ..logs };
     let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, root, &provider_env));
     let read = launch.events.map(|format| (format, model(format), logs));
-    let (tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
+    let (mut tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
+    // Through the gateway, the provider's own word stands: what the CLI
+    // says of its usage and limits is kept for the transcript only.
+    let route = ticket.as_ref().map(|t| t.route());
+    if route.is_some() {
+        tell = Tell { limit: Arc::new(|_| {}), over: None };
+    }
+    let on_exit: Box<dyn FnOnce(Exit) + Send + Sync> = Box::new(move |mut e: Exit| {
+        if let Some(route) = route {
+            e.usage = counted(e.usage, route.used());
+            e.limited = None;
+        }
+        on_exit(e)
+    });
     if s.keeper.is_some() {
         let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
-        return Ok(Started { pid, keeper: Some(pipe), notes });
+        return Ok(Started { pid, keeper: Some(pipe), notes, ticket });
     }
     let pid = child.id().ok_or_else(|| Error::Spawn("the agent exited at once".into()))?;
     let stream = match (read, child.stdout.take()) {
@@ -162,7 +190,27 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
             on_exit(Exit { status, usage, limited });
         }
     });
-    Ok(Started { pid, keeper: None, notes })
+    Ok(Started { pid, keeper: None, notes, ticket })
+}
+
+/// What a session used, as the gateway counted it (the provider's own
+/// word) over what its CLI's stream said; the stream still names the
+/// provider's conversation.
+fn counted(
+    stream: Option<Box<crate::agent_events::Usage>>,
+    gateway: crate::gateway::Used,
+) -> Option<Box<crate::agent_events::Usage>> {
+    if gateway.requests == 0 {
+        return stream;
+    }
+    let mut u = stream.map(|u| *u).unwrap_or_default();
+    let g = gateway.usage;
+    (u.input_tokens, u.output_tokens, u.cached_tokens) = (g.input_tokens, g.output_tokens, g.cached_tokens);
+    if g.model.is_some() {
+        u.model = g.model;
+    }
+    u.cost_usd = g.cost_usd.or(u.cost_usd);
+    Some(Box::new(u))
 }
 
 /// What a session's start reads and writes in its chamber before the
@@ -179,6 +227,8 @@ struct Prepared {
     long: bool,
     /// `cryo-agent.log`, open for appending, its header written.
     log_file: std::fs::File,
+    /// The session's credential at the gateway, if it goes through it.
+    ticket: Option<crate::gateway::Ticket>,
 }
 
 /// Reads the provider's keys, makes the kind's command line and writes the
@@ -211,7 +261,8 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_else(|| "cryo-agent".into()),
     });
-    let launch = kinds::command_line(&config.agent, root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
+    let mut launch = kinds::command_line(&config.agent, root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
+    let ticket = through_gateway(s, &mut launch, &provider_env)?;
     // The same every session, once the binary's place is known: written
     // only when it changes (not on every wake's path).
     for (rel, text) in &launch.files {
@@ -230,7 +281,41 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
         let _ =
             writeln!(log_file, "--- cryo session {} (wake {}{confined}) at {} ---", s.number, s.wake_id, s.local_time);
     }
-    Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file })
+    Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file, ticket })
+}
+
+/// Points a known kind at the gateway, when its chamber uses it: its
+/// ticket, and `launch` changed to reach the provider through it. A kind
+/// that cannot be (no key for Codex, no provider for OpenCode) is refused
+/// with one line rather than handed the key.
+fn through_gateway(
+    s: &Session<'_>,
+    launch: &mut kinds::Launch,
+    provider_env: &BTreeMap<String, String>,
+) -> super::Result<Option<crate::gateway::Ticket>> {
+    let (config, root) = (s.jail.config, s.jail.root);
+    let Some(through) = s.gateway.as_ref().filter(|_| config.gateway) else { return Ok(None) };
+    let kind = kinds::Kind::of(&launch.program);
+    let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let plan = super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
+        .map_err(|why| Error::Setting(format!("{why}")))?;
+    let Some(plan) = plan else { return Ok(None) };
+    let spec = crate::gateway::Spec {
+        chamber: s.jail.chamber.to_string(),
+        session: s.number,
+        upstream: plan.upstream.clone(),
+        auth: plan.auth.clone(),
+        line: through.line,
+        prices: s.prices.clone(),
+        tell: through.tell.clone(),
+    };
+    let ticket = through.gateway.open(spec).ok_or_else(|| {
+        Error::Unavailable(
+            "cryo's provider gateway is not listening (see cryod's log); the agent is not started with the key".into(),
+        )
+    })?;
+    super::gateway::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
+    Ok(Some(ticket))
 }
 
 /// The command that starts the agent confined (under its keeper on a

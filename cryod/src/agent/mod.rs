@@ -14,7 +14,9 @@
 //! - [`door`]: a session's own socket, serving the Agent service alone;
 //! - [`group`]: process groups, signals, and finding what a killed cryod
 //!   left running;
-//! - [`precheck`]: pre-checks and short commands.
+//! - [`precheck`]: pre-checks and short commands;
+//! - [`gateway`]: how each known kind is pointed at cryod's provider
+//!   gateway.
 //!
 //! It knows nothing of supervisors or the runtime: what it needs comes in
 //! as values, and what it learns goes out through callbacks.
@@ -47,6 +49,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub mod door;
+pub mod gateway;
 pub mod group;
 pub mod keeper;
 pub mod kinds;

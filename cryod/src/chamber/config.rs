@@ -98,6 +98,7 @@ pub struct Chain {
 #[serde(deny_unknown_fields)]
 struct RawProvider {
     name: Option<String>,
+    gateway: Option<bool>,
     #[serde(default)]
     env: BTreeMap<String, RawEnvValue>,
 }
@@ -169,6 +170,9 @@ pub struct ChamberConfig {
     /// `[provider].env` values kept in files (absolute), read at each spawn
     /// ([`ChamberConfig::agent_env`]).
     pub provider_env_files: BTreeMap<String, PathBuf>,
+    /// `[provider] gateway` (default true): a known kind reaches its
+    /// provider through cryod's gateway, and holds no key of its own.
+    pub gateway: bool,
     pub max_attempts: u32,
     /// `[history] keep_done`: done TODOs `todo.json` keeps (the newest);
     /// older ones move to `.cryo/todo-done.jsonl`.
@@ -387,6 +391,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             provider_name: provider.name,
             provider_env: provider.env,
             provider_env_files: provider.env_files,
+            gateway: provider.gateway.unwrap_or(true),
             max_attempts,
             keep_done,
             mcp: raw.mcp.unwrap_or(true),
@@ -530,13 +535,14 @@ fn max_attempts(raw: Option<u32>, lines: &Lines) -> Result<u32, ConfigError> {
 #[derive(Default)]
 struct Provider {
     name: Option<String>,
+    gateway: Option<bool>,
     env: BTreeMap<String, String>,
     env_files: BTreeMap<String, PathBuf>,
 }
 
 fn provider(raw: Option<RawProvider>, dir: &Path, lines: &Lines) -> Result<Provider, ConfigError> {
     let Some(p) = raw else { return Ok(Provider::default()) };
-    let mut out = Provider { name: p.name, ..Provider::default() };
+    let mut out = Provider { name: p.name, gateway: p.gateway, ..Provider::default() };
     for (k, v) in p.env {
         match v {
             RawEnvValue::Text(t) => drop(out.env.insert(k, t)),

@@ -66,7 +66,7 @@ pub(super) fn actions(state: &str, archived: bool) -> &'static [&'static str] {
 pub(super) async fn limits(State(hub): State<Hub>) -> ApiResult {
     let holds = convert::holds(&hub.daemon);
     let v = holds.iter().map(
-        |h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting, "default_hold": h.default_hold }),
+        |h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting, "default_hold": h.default_hold, "source": h.source }),
     );
     Ok(axum::Json(Value::Array(v.collect())))
 }

@@ -328,6 +328,32 @@ impl Sup {
         })
     }
 
+    /// Session `number`'s way through the gateway: the account's upstream,
+    /// what the session may spend in all (the lowest of `max_session_usd`
+    /// and what each budget has left), and whom its findings are told.
+    async fn through_gateway(&self, number: u64) -> launch::Through {
+        let account = self.config.as_ref().ok().map(kinds::provider_account);
+        let upstream =
+            account.as_ref().and_then(|a| self.shared.config.providers.get(a)).and_then(|p| p.upstream.clone());
+        let left = self
+            .measure_budgets()
+            .await
+            .into_iter()
+            .filter(|b| b.key.ends_with("_usd"))
+            .map(|b| (b.limit - b.used).max(0.0));
+        let line = self.max_session_usd().into_iter().chain(left).reduce(f64::min);
+        let (admission, name) = (self.shared.admission.clone(), self.machine.name().to_string());
+        let hold: Arc<dyn Fn(Duration, String) + Send + Sync> = Arc::new(move |wait, source| {
+            if let Some(account) = &account {
+                tracing::info!(chamber = %name, %account, ?wait, %source, "provider limit: holding new wakes");
+                admission.hold_for(account, wait, source);
+            }
+        });
+        let over = self.over_budget_sink(number);
+        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::new(move || over()) };
+        launch::Through { gateway: self.shared.gateway.clone(), upstream, line, tell }
+    }
+
     /// Where the file watcher sends what it saw.
     pub(super) fn watch_sink(&self) -> crate::watch::Sink {
         let tx = self.tx.clone();
@@ -343,7 +369,7 @@ impl Sup {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
         }
-        let config = self.config.as_ref().map_err(Clone::clone)?;
+        self.config.as_ref().map_err(Clone::clone)?;
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
         // keeper starts, the keeper finds it past and starts nothing.
@@ -356,6 +382,8 @@ impl Sup {
         let on_exit = Box::new(move |e: launch::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
+        let gateway = Some(self.through_gateway(number).await);
+        let config = self.config.as_ref().map_err(Clone::clone)?;
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let session = launch::Session {
             jail,
@@ -372,6 +400,7 @@ impl Sup {
                 over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
             },
             prices: self.shared.prices.clone(),
+            gateway,
             on_exit,
         };
         let started = launch::start(session).await.map_err(Failed::of)?;
@@ -384,7 +413,7 @@ impl Sup {
         }
         self.shared.live.add(pgid);
         if let Some(running) = self.running.as_mut() {
-            running.started(pgid, door);
+            running.started(pgid, door, started.ticket);
         }
         Ok(started.pid)
     }

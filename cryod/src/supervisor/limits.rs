@@ -38,7 +38,7 @@ impl Sup {
             .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
             .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
         let default = chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64);
-        let jitter = u64::from_str_radix(&random_hex(2), 16).unwrap_or(0);
+        let jitter = if l.exact { 0 } else { u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) };
         let hold = cryo_core::limits::hold_until(now, told, default, jitter);
         if let Some(running) = self.running.as_mut() {
             running.limit_told(hold.guessed.is_some());

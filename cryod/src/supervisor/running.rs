@@ -34,6 +34,9 @@ pub(super) struct Running {
     usage: Option<(u64, Usage)>,
     /// The last limit named no reset: its hold is `limit_hold_seconds`.
     limit_guessed: bool,
+    /// The session's credential at the provider gateway, from the agent's
+    /// spawn to its exit (dropping it makes it worthless).
+    ticket: Option<crate::gateway::Ticket>,
 }
 
 impl Running {
@@ -47,6 +50,7 @@ impl Running {
             claimed: Vec::new(),
             usage: None,
             limit_guessed: false,
+            ticket: None,
         })
     }
 
@@ -62,14 +66,18 @@ impl Running {
         self.checks = Some(checks);
     }
 
-    /// The agent runs in group `pgid`, reached through `door`.
-    pub(super) fn started(&mut self, pgid: i32, door: Door) {
+    /// The agent runs in group `pgid`, reached through `door` (and the
+    /// gateway, with `ticket`).
+    pub(super) fn started(&mut self, pgid: i32, door: Door, ticket: Option<crate::gateway::Ticket>) {
         self.door = Some(door);
         self.agent_pgid = Some(pgid);
+        self.ticket = ticket;
     }
 
-    /// The agent exited: its group is no longer the session's to keep.
+    /// The agent exited: its group is no longer the session's to keep, nor
+    /// its credential at the gateway worth anything.
     pub(super) fn exited(&mut self) -> Option<i32> {
+        self.ticket = None;
         self.agent_pgid.take()
     }
 

@@ -79,8 +79,11 @@ pub fn admission_line(a: &pb::Admission) -> Option<String> {
 pub fn hold_line(h: &pb::ProviderHold) -> String {
     let guessed = if h.default_hold {
         "; the provider named no reset, so this is cryod's default hold (`limit_hold_seconds` in cryod.toml)"
+            .to_string()
+    } else if !h.source.is_empty() {
+        format!("; {}", h.source)
     } else {
-        ""
+        String::new()
     };
     format!(
         "{}: limited until {} ({} chamber(s) waiting){guessed}",

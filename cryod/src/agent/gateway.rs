@@ -1,0 +1,346 @@
+//! How each known kind is pointed at cryod's gateway (see
+//! [`crate::gateway`]), verified on the pinned CLIs (`gateway.md` in
+//! `cryod/src/gateway/` holds what was checked and how):
+//!
+//! - Claude Code: `ANTHROPIC_BASE_URL` is the session's base;
+//!   `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`, whichever the chamber
+//!   used) the session's token. The upstream is what the chamber's
+//!   `ANTHROPIC_BASE_URL` named, the credential what its key variable held.
+//! - Codex: a model provider `cryo` given by `-c` settings (`base_url` the
+//!   session's base, `env_key` the variable the chamber's provider used,
+//!   which then holds the token; its `wire_api` kept). The upstream is the
+//!   chamber's `OPENAI_BASE_URL`, else its provider's `base_url` in
+//!   `$CODEX_HOME/config.toml`; the credential the variable its `env_key`
+//!   names.
+//! - OpenCode: `OPENCODE_CONFIG_CONTENT` sets the chosen model's provider's
+//!   `options.baseURL` to the session's base and `options.apiKey` to the
+//!   token. The upstream is that provider's `baseURL` in the chamber's
+//!   OpenCode config, the credential its `apiKey` (or `{env:NAME}`, or the
+//!   provider's usual variable).
+//!
+//! `[providers.NAME] upstream` in `cryod.toml` names the upstream when the
+//! chamber does not. A kind whose credential cryod cannot find (Claude
+//! Code's own login) still goes through the gateway, with its own headers:
+//! counted and read, but holding its credential. Codex without a key in its
+//! environment (its ChatGPT login) does not.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::kinds::{Kind, Launch};
+use crate::gateway::Auth;
+
+/// Anthropic's public API.
+pub const ANTHROPIC: &str = "https://api.anthropic.com";
+/// OpenAI's public API (with its version, as OpenAI's clients name it).
+pub const OPENAI: &str = "https://api.openai.com/v1";
+
+/// Where one session's model calls go, and how its CLI is pointed there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub upstream: String,
+    pub auth: Auth,
+    how: How,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum How {
+    /// The variables that held the credential (now the token).
+    Claude {
+        vars: Vec<&'static str>,
+    },
+    Codex {
+        env_key: String,
+        wire_api: String,
+    },
+    OpenCode {
+        provider: String,
+    },
+}
+
+/// The most of a kind's config file read.
+const MAX_CONFIG: u64 = 1024 * 1024;
+
+/// The plan for a session of `kind`: `var` looks a variable up
+/// (`[provider].env`, then cryod's environment), `upstream` is
+/// `[providers.NAME] upstream`, `model` what the agent line names.
+/// `Ok(None)`: this kind does not go through the gateway (an unknown
+/// command); `Err`: why it cannot, in one line.
+pub fn plan(
+    kind: Kind,
+    chamber: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+    upstream: Option<&str>,
+    model: Option<&str>,
+) -> Result<Option<Plan>, String> {
+    let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    match kind {
+        Kind::Claude => {
+            let upstream =
+                named(var("ANTHROPIC_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(ANTHROPIC.into());
+            let (auth, vars) = match (named(var("ANTHROPIC_API_KEY")), named(var("ANTHROPIC_AUTH_TOKEN"))) {
+                (Some(k), token) => (
+                    Auth::ApiKey(k),
+                    if token.is_some() {
+                        vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+                    } else {
+                        vec!["ANTHROPIC_API_KEY"]
+                    },
+                ),
+                (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
+                (None, None) => (Auth::Agent, Vec::new()),
+            };
+            Ok(Some(Plan { upstream, auth, how: How::Claude { vars } }))
+        }
+        Kind::Codex => {
+            let home = named(var("CODEX_HOME"))
+                .map(PathBuf::from)
+                .or_else(|| named(var("HOME")).map(|h| Path::new(&h).join(".codex")));
+            let config = home.and_then(|h| read_toml(&chamber.join(h).join("config.toml"))).unwrap_or_default();
+            let id = config.get("model_provider").and_then(|v| v.as_str()).unwrap_or("openai").to_string();
+            let table = config.get("model_providers").and_then(|p| p.get(&id)).and_then(|t| t.as_table()).cloned();
+            let field = |k: &str| table.as_ref().and_then(|t| t.get(k)).and_then(|v| v.as_str()).map(str::to_string);
+            let env_key = field("env_key").unwrap_or_else(|| "OPENAI_API_KEY".into());
+            let wire_api = field("wire_api").unwrap_or_else(|| "responses".into());
+            let Some(key) = named(var(&env_key)) else {
+                return Err(format!(
+                    "Codex's provider `{id}` has no key in {env_key}: put it in [provider] env (a ChatGPT login cannot \
+                     go through cryo's gateway), or say `gateway = false` under [provider]"
+                ));
+            };
+            let upstream = named(var("OPENAI_BASE_URL"))
+                .or(upstream.map(str::to_string))
+                .or_else(|| field("base_url"))
+                .unwrap_or(OPENAI.into());
+            Ok(Some(Plan { upstream, auth: Auth::Bearer(key), how: How::Codex { env_key, wire_api } }))
+        }
+        Kind::OpenCode => {
+            let config = opencode_config(chamber, var);
+            let model = model.map(str::to_string).or_else(|| config["model"].as_str().map(str::to_string));
+            let Some(provider) = model.as_deref().and_then(|m| m.split_once('/')).map(|(p, _)| p.to_string()) else {
+                return Err("OpenCode's model is not named as PROVIDER/MODEL (in its config's `model` or `--model`): \
+                            cryo's gateway cannot tell which provider to stand in for"
+                    .into());
+            };
+            let entry = &config["provider"][&provider];
+            let npm = entry["npm"].as_str().unwrap_or("");
+            let anthropic = provider == "anthropic" || npm.contains("anthropic");
+            let resolve = |v: &str| match v.strip_prefix("{env:").and_then(|r| r.strip_suffix('}')) {
+                Some(name) => named(var(name)),
+                None => named(Some(v.to_string())),
+            };
+            let usual = if anthropic { "ANTHROPIC_API_KEY" } else { "OPENAI_API_KEY" };
+            let key = entry["options"]["apiKey"].as_str().and_then(resolve).or_else(|| named(var(usual)));
+            let public = match provider.as_str() {
+                "anthropic" => Some(format!("{ANTHROPIC}/v1")),
+                "openai" => Some(OPENAI.to_string()),
+                _ => None,
+            };
+            let Some(upstream) = upstream
+                .map(str::to_string)
+                .or_else(|| entry["options"]["baseURL"].as_str().map(str::to_string))
+                .or(public)
+            else {
+                return Err(format!(
+                    "OpenCode's provider `{provider}` names no baseURL: set `upstream` under [providers.NAME] in \
+                     cryod.toml, or say `gateway = false` under [provider]"
+                ));
+            };
+            let auth = match key {
+                Some(k) if anthropic => Auth::ApiKey(k),
+                Some(k) => Auth::Bearer(k),
+                None => Auth::Agent,
+            };
+            Ok(Some(Plan { upstream, auth, how: How::OpenCode { provider } }))
+        }
+        Kind::Other => Ok(None),
+    }
+}
+
+/// Points `launch` (a kind's command line and environment) at the
+/// gateway: `base` is the session's base URL, `token` its credential.
+/// `provider_env` is the chamber's, whose key variables the token replaces.
+pub fn point(plan: &Plan, launch: &mut Launch, base: &str, token: &str, provider_env: &BTreeMap<String, String>) {
+    let env = &mut launch.env;
+    match &plan.how {
+        How::Claude { vars } => {
+            env.insert("ANTHROPIC_BASE_URL".into(), base.to_string());
+            for v in vars {
+                env.insert(v.to_string(), token.to_string());
+            }
+        }
+        How::Codex { env_key, wire_api } => {
+            let string = |s: &str| toml::Value::String(s.to_string()).to_string();
+            let settings = [
+                "model_provider=\"cryo\"".to_string(),
+                "model_providers.cryo.name=\"cryo gateway\"".to_string(),
+                format!("model_providers.cryo.base_url={}", string(base)),
+                format!("model_providers.cryo.env_key={}", string(env_key)),
+                format!("model_providers.cryo.wire_api={}", string(wire_api)),
+            ];
+            // After `exec`: its options, before the prompt and any `resume`.
+            let at = launch.args.iter().position(|a| a == "exec").map_or(0, |i| i + 1);
+            let pairs = settings.into_iter().flat_map(|s| ["-c".to_string(), s]);
+            launch.args.splice(at..at, pairs);
+            env.insert(env_key.clone(), token.to_string());
+        }
+        How::OpenCode { provider } => {
+            let mut config = env
+                .get("OPENCODE_CONFIG_CONTENT")
+                .or_else(|| provider_env.get("OPENCODE_CONFIG_CONTENT"))
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({}));
+            let slot = |v: &mut serde_json::Value, key: &str| {
+                let o = v.as_object_mut().expect("an object");
+                let s = o.entry(key).or_insert_with(|| serde_json::json!({}));
+                if !s.is_object() {
+                    *s = serde_json::json!({});
+                }
+            };
+            slot(&mut config, "provider");
+            slot(&mut config["provider"], provider);
+            slot(&mut config["provider"][provider], "options");
+            let options = &mut config["provider"][provider]["options"];
+            options["baseURL"] = base.into();
+            options["apiKey"] = token.into();
+            env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
+            for usual in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+                if provider_env.contains_key(usual) || std::env::var_os(usual).is_some() {
+                    env.insert(usual.into(), token.to_string());
+                }
+            }
+        }
+    }
+}
+
+fn read_toml(path: &Path) -> Option<toml::Table> {
+    let text = String::from_utf8(cryo_files::read_file(path, MAX_CONFIG).ok()?).ok()?;
+    toml::from_str(&text).ok()
+}
+
+/// OpenCode's config as the session's CLI will see it: the file
+/// `OPENCODE_CONFIG` names, with `OPENCODE_CONFIG_CONTENT` over it (one
+/// level deep per provider, as OpenCode merges).
+fn opencode_config(chamber: &Path, var: &dyn Fn(&str) -> Option<String>) -> serde_json::Value {
+    use serde_json::Value;
+    let parse = |t: &str| serde_json::from_str::<Value>(t).ok().filter(Value::is_object);
+    let mut config = var("OPENCODE_CONFIG")
+        .filter(|p| !p.is_empty())
+        .and_then(|p| cryo_files::read_file(&chamber.join(p), MAX_CONFIG).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| parse(&t))
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(over) = var("OPENCODE_CONFIG_CONTENT").and_then(|t| parse(&t)) {
+        merge(&mut config, over);
+    }
+    config
+}
+
+/// `over` merged into `base`, objects key by key.
+fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    fn launch(args: &[&str]) -> Launch {
+        Launch {
+            program: "x".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::new(),
+            files: Vec::new(),
+            events: None,
+            model: None,
+            read_logs: false,
+        }
+    }
+
+    #[test]
+    fn claude_keeps_its_upstream_and_trades_its_key_for_the_token() {
+        let v = vars(&[("ANTHROPIC_BASE_URL", "http://up:1"), ("ANTHROPIC_API_KEY", "sk-real")]);
+        let p = plan(Kind::Claude, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:1", &Auth::ApiKey("sk-real".into())));
+        let mut l = launch(&["-p"]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!(l.env["ANTHROPIC_BASE_URL"], "http://gw/cryo/t");
+        assert_eq!(l.env["ANTHROPIC_API_KEY"], "t");
+        // No key at all: its own login goes on; the public endpoint.
+        let p = plan(Kind::Claude, Path::new("/c"), &vars(&[]), None, None).unwrap().unwrap();
+        assert_eq!((p.upstream.as_str(), &p.auth), (ANTHROPIC, &Auth::Agent));
+        // An auth token is a bearer; cryod.toml's upstream when the chamber names none.
+        let p =
+            plan(Kind::Claude, Path::new("/c"), &vars(&[("ANTHROPIC_AUTH_TOKEN", "tok")]), Some("http://corp"), None)
+                .unwrap()
+                .unwrap();
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://corp", &Auth::Bearer("tok".into())));
+    }
+
+    #[test]
+    fn codex_reads_its_provider_and_gets_one_of_ours() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "model_provider = \"local\"\n[model_providers.local]\nname = \"l\"\nbase_url = \"http://up:2/v1\"\nenv_key = \"MY_KEY\"\nwire_api = \"responses\"\n",
+        )
+        .unwrap();
+        let h = home.path().to_str().unwrap();
+        let v = vars(&[("CODEX_HOME", h), ("MY_KEY", "sk-real")]);
+        let p = plan(Kind::Codex, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:2/v1", &Auth::Bearer("sk-real".into())));
+        let mut l = launch(&["exec", "--json", "PROMPT"]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!(l.args[0], "exec");
+        assert_eq!(l.args[1..3], ["-c".to_string(), "model_provider=\"cryo\"".to_string()]);
+        assert!(l.args.contains(&"model_providers.cryo.base_url=\"http://gw/cryo/t\"".to_string()), "{:?}", l.args);
+        assert!(l.args.contains(&"model_providers.cryo.env_key=\"MY_KEY\"".to_string()), "{:?}", l.args);
+        assert_eq!(l.args.last().unwrap(), "PROMPT");
+        assert_eq!(l.env["MY_KEY"], "t");
+        // No key: said in one line.
+        let e = plan(Kind::Codex, Path::new("/c"), &vars(&[("CODEX_HOME", h)]), None, None).unwrap_err();
+        assert!(e.contains("MY_KEY") && e.contains("gateway = false"), "{e}");
+    }
+
+    #[test]
+    fn opencode_stands_in_for_the_models_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("oc.json");
+        std::fs::write(
+            &file,
+            r#"{"model":"local/m1","provider":{"local":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://up:3/v1","apiKey":"{env:LOCAL_KEY}"}}}}"#,
+        )
+        .unwrap();
+        let v = vars(&[("OPENCODE_CONFIG", file.to_str().unwrap()), ("LOCAL_KEY", "sk-real")]);
+        let p = plan(Kind::OpenCode, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:3/v1", &Auth::Bearer("sk-real".into())));
+        let mut l = launch(&["run"]);
+        l.env.insert("OPENCODE_CONFIG_CONTENT".into(), r#"{"mcp":{"cryo":{}}}"#.into());
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        let c: serde_json::Value = serde_json::from_str(&l.env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+        assert_eq!(c["provider"]["local"]["options"]["baseURL"], "http://gw/cryo/t");
+        assert_eq!(c["provider"]["local"]["options"]["apiKey"], "t");
+        assert!(c["mcp"]["cryo"].is_object(), "the MCP server stays: {c}");
+        // The model on the agent line wins; a provider without a base URL is said.
+        let e = plan(Kind::OpenCode, Path::new("/c"), &v, None, Some("other/m2")).unwrap_err();
+        assert!(e.contains("`other`"), "{e}");
+    }
+
+    #[test]
+    fn any_other_command_is_left_alone() {
+        assert_eq!(plan(Kind::Other, Path::new("/c"), &vars(&[]), None, None), Ok(None));
+    }
+}

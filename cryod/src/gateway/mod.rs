@@ -1,0 +1,492 @@
+//! The provider gateway: the one place a known kind's agent reaches its
+//! model provider through, so that the agent never holds the key, every
+//! token is counted where it is spent, and the provider's limits are read
+//! from its own headers.
+//!
+//! cryod listens on a loopback port. Each session through the gateway gets
+//! a [`Ticket`]: a base URL holding a credential of 256 random bits
+//! (`http://127.0.0.1:PORT/cryo/TOKEN`), worth nothing once the session's
+//! agent exits (the ticket is dropped then). The agent's CLI is pointed at
+//! that base, with the token where its key would be (see
+//! `agent::kinds::gateway`); the gateway forwards each model call to the
+//! session's upstream with the real credential, and reads what passes:
+//! - the usage each response reports ([`wire::Meter`]), summed per session
+//!   and priced with cryod's table, so budgets and `max_session_usd` hold
+//!   on every request: once the session's line is reached, requests are
+//!   refused with an API error and the session ends `over budget`;
+//! - the rate-limit headers ([`wire::pressure`]): a 429 holds the account
+//!   until the reset the provider gave (a long one ends the session, as a
+//!   limit the CLI reports does); capacity near zero holds new wakes.
+//!
+//! Only the calls the known CLIs make are forwarded ([`wire::allowed`]):
+//! the real key reaches no other endpoint. Nothing here logs a request's
+//! path (it holds the token), a header or a body.
+
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::agent_events::{Limited, Prices, Usage};
+pub use wire::Api;
+
+/// The largest request body forwarded (a prompt with images is large; a
+/// hostile agent's flood is not read past this).
+const MAX_REQUEST: usize = 64 * 1024 * 1024;
+
+/// A refusal waited out longer than this ends the session (the CLIs give
+/// up on long waits, see `notes/agent-clis.md`); a shorter one is the
+/// CLI's to wait out, and only holds new wakes of the account.
+pub const IN_SESSION_WAIT: Duration = Duration::from_secs(60);
+
+/// How long the gateway waits for an upstream to answer (headers); a
+/// stream then runs as long as the session does.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The path prefix of every session's base URL.
+const PREFIX: &str = "/cryo/";
+
+/// cryod's provider gateway (cheap to clone: one registry).
+#[derive(Clone)]
+pub struct Gateway(Arc<Inner>);
+
+struct Inner {
+    routes: Mutex<HashMap<String, Arc<Route>>>,
+    client: reqwest::Client,
+    /// Where it listens, once it does.
+    addr: OnceLock<SocketAddr>,
+    clock: crate::clock::Clock,
+}
+
+/// The credential the upstream gets.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// `x-api-key` (Anthropic's API keys).
+    ApiKey(String),
+    /// `Authorization: Bearer` (OpenAI's keys, Anthropic's auth tokens).
+    Bearer(String),
+    /// None known to cryod: the agent's own headers go on (counted and
+    /// read, but the agent holds its credential).
+    Agent,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Auth::ApiKey(_) => "ApiKey(…)",
+            Auth::Bearer(_) => "Bearer(…)",
+            Auth::Agent => "Agent",
+        })
+    }
+}
+
+/// Whom a session's findings are told.
+#[derive(Clone)]
+pub struct Tell {
+    /// A refusal too long to wait out in the session: it ends, the account
+    /// is held (`Limited::retry_after_ms` is the provider's wait).
+    pub limit: Arc<dyn Fn(Limited) + Send + Sync>,
+    /// Hold new wakes of the account this long, for this reason.
+    pub hold: Arc<dyn Fn(Duration, String) + Send + Sync>,
+    /// The session reached its line: it ends over budget.
+    pub over: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// What a session asks of the gateway.
+pub struct Spec {
+    pub chamber: String,
+    pub session: u64,
+    /// The upstream's base (`https://api.anthropic.com`,
+    /// `https://api.openai.com/v1`); a request's path below the session's
+    /// base goes below it.
+    pub upstream: String,
+    pub auth: Auth,
+    /// What the session may spend in all (USD): the lowest of
+    /// `max_session_usd` and what is left of each budget when it starts.
+    pub line: Option<f64>,
+    pub prices: Arc<Prices>,
+    pub tell: Tell,
+}
+
+/// One session's way through the gateway.
+pub struct Route {
+    spec: Spec,
+    used: Mutex<Used>,
+    told_over: AtomicBool,
+}
+
+/// What a session's requests used, as the provider reported it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Used {
+    pub requests: u64,
+    /// Tokens of every response, the last model named, and the cost of
+    /// those whose model has a price.
+    pub usage: Usage,
+    /// Requests refused by the gateway itself (over the line).
+    pub refused: u64,
+}
+
+impl Route {
+    /// What the session used so far.
+    pub fn used(&self) -> Used {
+        self.used.lock().expect("gateway lock").clone()
+    }
+
+    fn over_line(&self) -> bool {
+        let Some(line) = self.spec.line else { return false };
+        self.used.lock().expect("gateway lock").usage.cost_usd.is_some_and(|c| c >= line)
+    }
+
+    fn tell_over(&self) {
+        if !self.told_over.swap(true, Ordering::SeqCst) {
+            (self.spec.tell.over)();
+        }
+    }
+
+    /// One response's usage, added to the session's.
+    fn count(&self, c: &wire::Counted) {
+        let mut used = self.used.lock().expect("gateway lock");
+        used.requests += 1;
+        if c.is_empty() && c.model.is_none() {
+            return;
+        }
+        let u = &mut used.usage;
+        if c.model.is_some() {
+            u.model = c.model.clone();
+        }
+        u.input_tokens += c.input;
+        u.output_tokens += c.output;
+        u.cached_tokens += c.cached;
+        let one = Usage {
+            model: c.model.clone(),
+            input_tokens: c.input,
+            output_tokens: c.output,
+            cached_tokens: c.cached,
+            ..Usage::default()
+        };
+        if let Some(cost) = self.spec.prices.cost(&one) {
+            u.cost_usd = Some(u.cost_usd.unwrap_or(0.0) + cost);
+        }
+        let over = self.spec.line.is_some_and(|line| u.cost_usd.is_some_and(|c| c >= line));
+        drop(used);
+        if over {
+            self.tell_over();
+        }
+    }
+
+    /// What a response's headers said of the account.
+    fn pressure(&self, p: wire::Pressure) {
+        tracing::info!(chamber = %self.spec.chamber, session = self.spec.session, wait = ?p.wait, source = %p.source,
+            "provider limit seen by the gateway");
+        (self.spec.tell.hold)(p.wait, p.source.clone());
+        if p.refused && p.wait > IN_SESSION_WAIT {
+            (self.spec.tell.limit)(Limited {
+                resets_at: None,
+                retry_after_ms: Some(p.wait.as_millis() as u64),
+                text: p.source,
+                exact: true,
+            });
+        }
+    }
+}
+
+/// A session's credential at the gateway: valid while this lives.
+pub struct Ticket {
+    gateway: Gateway,
+    token: String,
+    route: Arc<Route>,
+}
+
+impl Ticket {
+    /// The base URL the agent's CLI is given.
+    pub fn base(&self) -> String {
+        let addr = self.gateway.0.addr.get().copied().unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        format!("http://{addr}{PREFIX}{}", self.token)
+    }
+
+    /// The credential the agent's CLI is given where its key would be.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn route(&self) -> Arc<Route> {
+        self.route.clone()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.gateway.0.routes.lock().expect("gateway lock").remove(&self.token);
+    }
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ticket")
+    }
+}
+
+impl Gateway {
+    pub fn new(clock: crate::clock::Clock) -> Gateway {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(90))
+            // A redirect would carry the key elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client with rustls");
+        Gateway(Arc::new(Inner { routes: Mutex::default(), client, addr: OnceLock::new(), clock }))
+    }
+
+    /// Listens on `bind` (a loopback address; port 0 picks one) and serves
+    /// until `shutdown`.
+    pub async fn serve(
+        &self,
+        bind: SocketAddr,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> std::io::Result<SocketAddr> {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        let addr = listener.local_addr()?;
+        let _ = self.0.addr.set(addr);
+        let app = axum::Router::new().fallback(handle).with_state(self.0.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+        });
+        Ok(addr)
+    }
+
+    /// Where it listens, once it does.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.0.addr.get().copied()
+    }
+
+    /// A ticket for one session; `None` while the gateway does not listen.
+    pub fn open(&self, spec: Spec) -> Option<Ticket> {
+        self.addr()?;
+        let token = format!("cryo-gw-{}", crate::random::hex(32));
+        let route = Arc::new(Route { spec, used: Mutex::default(), told_over: AtomicBool::new(false) });
+        self.0.routes.lock().expect("gateway lock").insert(token.clone(), route.clone());
+        Some(Ticket { gateway: self.clone(), token, route })
+    }
+
+    /// Sessions with a live ticket.
+    pub fn open_tickets(&self) -> usize {
+        self.0.routes.lock().expect("gateway lock").len()
+    }
+}
+
+/// An error in the API's own shape (the CLI shows it as an API error).
+fn refuse(status: StatusCode, api: Option<Api>, kind: &str, message: &str) -> Response {
+    (status, axum::Json(Api::error(api, kind, message))).into_response()
+}
+
+/// Headers a hop does not pass on, and those the gateway sets itself.
+fn own_request_header(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "authorization"
+            | "x-api-key"
+            | "content-length"
+            | "accept-encoding"
+            | "connection"
+            | "keep-alive"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+fn hop_response_header(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "content-length" | "connection" | "keep-alive" | "transfer-encoding" | "trailer" | "upgrade"
+    )
+}
+
+async fn handle(
+    axum::extract::State(inner): axum::extract::State<Arc<Inner>>,
+    req: axum::extract::Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path();
+    let (token, below) = path
+        .strip_prefix(PREFIX)
+        .map(|rest| rest.split_once('/').map(|(t, p)| (t, format!("/{p}"))).unwrap_or((rest, "/".to_string())))
+        .unwrap_or(("", String::new()));
+    let api = Api::of(&below);
+    let route = inner.routes.lock().expect("gateway lock").get(token).cloned();
+    let Some(route) = route else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            api,
+            "authentication_error",
+            "cryo's gateway: this credential belongs to no running session",
+        );
+    };
+    if !wire::allowed(parts.method.as_str(), &below) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            api,
+            "permission_error",
+            &format!("cryo's gateway forwards model calls only, not {} {below}", parts.method),
+        );
+    }
+    if route.over_line() {
+        route.used.lock().expect("gateway lock").refused += 1;
+        route.tell_over();
+        return refuse(
+            StatusCode::PAYMENT_REQUIRED,
+            api,
+            "budget_exceeded",
+            &format!(
+                "cryo: this session reached its spending line (${:.4}); the request was not sent",
+                route.spec.line.unwrap_or(0.0)
+            ),
+        );
+    }
+    let body = match axum::body::to_bytes(body, MAX_REQUEST).await {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                api,
+                "request_too_large",
+                &format!("cryo's gateway: a request body over {MAX_REQUEST} bytes is not forwarded"),
+            );
+        }
+    };
+    let body = wire::ask_usage(api, &body).map(axum::body::Bytes::from).unwrap_or(body);
+    let mut url = format!("{}{below}", route.spec.upstream.trim_end_matches('/'));
+    if let Some(q) = parts.uri.query() {
+        url.push('?');
+        url.push_str(q);
+    }
+    let mut up = inner.client.request(parts.method.clone(), url);
+    for (name, value) in &parts.headers {
+        if !own_request_header(name) {
+            up = up.header(name, value);
+        }
+    }
+    up = match &route.spec.auth {
+        Auth::ApiKey(k) => up.header("x-api-key", k),
+        Auth::Bearer(k) => up.bearer_auth(k),
+        Auth::Agent => {
+            for name in ["authorization", "x-api-key"] {
+                if let Some(v) = parts.headers.get(name) {
+                    up = up.header(name, v);
+                }
+            }
+            up
+        }
+    };
+    // The body is read as it passes: no compression.
+    let up = up.header("accept-encoding", "identity").body(body);
+    let resp = match up.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            let why = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "could not connect"
+            } else {
+                "failed"
+            };
+            tracing::warn!(chamber = %route.spec.chamber, upstream = %route.spec.upstream, error = %e.without_url(), "gateway: the upstream {why}");
+            return refuse(
+                StatusCode::BAD_GATEWAY,
+                api,
+                "api_error",
+                &format!("cryo's gateway: the request to {} {why}", route.spec.upstream),
+            );
+        }
+    };
+    let status = resp.status();
+    let now = inner.clock.now();
+    let now_unix = now.timestamp() as f64 + f64::from(now.timestamp_subsec_millis()) / 1000.0;
+    let headers = resp.headers().clone();
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(p) = wire::pressure(status.as_u16(), get, now_unix) {
+        route.pressure(p);
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
+        // A refusal without a word of when: the supervisor's default hold.
+        (route.spec.tell.limit)(Limited {
+            text: "the provider refused (429) and named no reset".into(),
+            ..Limited::default()
+        });
+    }
+    let streamed =
+        headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with("text/event-stream"));
+    let meter = api.filter(|_| status.is_success()).map(|a| wire::Meter::new(a, streamed));
+    let mut out = Response::builder().status(status);
+    if let Some(h) = out.headers_mut() {
+        copy_response_headers(&headers, h);
+    }
+    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route) };
+    out.body(Body::from_stream(metered)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    for (name, value) in from {
+        if !hop_response_header(name) {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
+type ByteStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
+
+/// A response body on its way to the agent, read by its meter; what it
+/// said is counted when it ends, or when the agent stops reading.
+struct Metered {
+    inner: ByteStream,
+    meter: Option<wire::Meter>,
+    route: Option<Arc<Route>>,
+}
+
+impl Metered {
+    fn settle(&mut self) {
+        if let Some(route) = self.route.take() {
+            let counted = self.meter.as_mut().map(|m| m.finish().clone()).unwrap_or_default();
+            route.count(&counted);
+        }
+    }
+}
+
+impl futures_util::Stream for Metered {
+    type Item = reqwest::Result<axum::body::Bytes>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let next = self.inner.as_mut().poll_next(cx);
+        match &next {
+            std::task::Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(m) = self.meter.as_mut() {
+                    m.feed(chunk);
+                }
+            }
+            std::task::Poll::Ready(_) => self.settle(),
+            std::task::Poll::Pending => {}
+        }
+        next
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}

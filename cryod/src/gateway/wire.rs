@@ -1,0 +1,536 @@
+//! What the gateway reads of the model APIs' traffic, without I/O: which
+//! API a request speaks, what a response says it used (streamed or not),
+//! and what its rate-limit headers say of the account.
+//!
+//! The shapes, as the providers document them and the pinned CLIs send and
+//! read them (see `gateway.md` beside this file):
+//! - Anthropic Messages (`POST …/v1/messages`): `message_start` carries the
+//!   model and the prompt's usage (`input_tokens`,
+//!   `cache_creation_input_tokens`, `cache_read_input_tokens`);
+//!   `message_delta` the output tokens so far. A whole answer carries
+//!   `usage` at its top.
+//! - OpenAI Responses (`POST …/responses`): `response.completed` (or
+//!   `.incomplete`, `.failed`) carries `response.usage` (`input_tokens`,
+//!   `input_tokens_details.cached_tokens`, `output_tokens`).
+//! - OpenAI Chat Completions (`POST …/chat/completions`): the last chunk
+//!   carries `usage` (`prompt_tokens`, `prompt_tokens_details.cached_tokens`,
+//!   `completion_tokens`) when the request asks for it
+//!   (`stream_options.include_usage`, which the gateway sets).
+//!
+//! Token counts follow `agent_events`: `input` is every prompt token, those
+//! read from a cache included; `cached` are the cached ones among them.
+
+use serde_json::Value;
+use std::time::Duration;
+
+/// The model APIs the gateway counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Messages,
+    Responses,
+    Chat,
+}
+
+impl Api {
+    /// The API a request's path (below the upstream's base) speaks, if it is
+    /// one the gateway counts.
+    pub fn of(path: &str) -> Option<Api> {
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/messages") || path == "messages" {
+            Some(Api::Messages)
+        } else if path.ends_with("/responses") || path == "responses" {
+            Some(Api::Responses)
+        } else if path.ends_with("/chat/completions") {
+            Some(Api::Chat)
+        } else {
+            None
+        }
+    }
+
+    /// An error body in this API's own shape, which its CLI shows as an
+    /// API error.
+    pub fn error(api: Option<Api>, kind: &str, message: &str) -> Value {
+        match api {
+            Some(Api::Messages) | None => {
+                serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } })
+            }
+            Some(_) => serde_json::json!({ "error": { "type": kind, "code": kind, "message": message } }),
+        }
+    }
+}
+
+/// Whether the gateway forwards `method` on `path` (below the base): the
+/// model calls the known CLIs make, and the model lists they read. The real
+/// key reaches nothing else (no files, batches, fine-tunes, admin calls).
+pub fn allowed(method: &str, path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    let last = |suffix: &str| path == suffix || path.ends_with(&format!("/{suffix}"));
+    match method {
+        "POST" => {
+            Api::of(path).is_some() || last("messages/count_tokens") || last("responses/compact") || last("completions")
+        }
+        "GET" => last("models") || path.rsplit_once('/').is_some_and(|(head, _)| last_of(head, "models")),
+        _ => false,
+    }
+}
+
+fn last_of(path: &str, segment: &str) -> bool {
+    path == segment || path.ends_with(&format!("/{segment}"))
+}
+
+/// What one response said it used.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counted {
+    pub model: Option<String>,
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+}
+
+impl Counted {
+    pub fn is_empty(&self) -> bool {
+        self.input == 0 && self.output == 0 && self.cached == 0
+    }
+}
+
+/// The most of a response body kept to read its usage when it is one JSON
+/// document (a streamed one is read line by line and keeps one line).
+const MAX_KEPT: usize = 16 * 1024 * 1024;
+
+/// Reads a response's usage as its bytes pass through, whole or streamed
+/// (server-sent events).
+#[derive(Debug)]
+pub struct Meter {
+    api: Api,
+    streamed: bool,
+    /// The unfinished line (streamed), or the body so far (whole).
+    buf: Vec<u8>,
+    /// Too much to keep: the rest is not read.
+    overflow: bool,
+    pub counted: Counted,
+}
+
+impl Meter {
+    pub fn new(api: Api, streamed: bool) -> Meter {
+        Meter { api, streamed, buf: Vec::new(), overflow: false, counted: Counted::default() }
+    }
+
+    /// The next bytes of the body.
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        if self.overflow {
+            return;
+        }
+        if !self.streamed {
+            if self.buf.len() + chunk.len() > MAX_KEPT {
+                self.overflow = true;
+                self.buf = Vec::new();
+            } else {
+                self.buf.extend_from_slice(chunk);
+            }
+            return;
+        }
+        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            self.buf.extend_from_slice(&chunk[..i]);
+            let line = std::mem::take(&mut self.buf);
+            self.line(&line);
+            chunk = &chunk[i + 1..];
+        }
+        if self.buf.len() + chunk.len() > MAX_KEPT {
+            // One line this long is no event of ours; skip to the next.
+            self.buf.clear();
+        } else {
+            self.buf.extend_from_slice(chunk);
+        }
+    }
+
+    /// The body ended: what it said, all told.
+    pub fn finish(&mut self) -> &Counted {
+        let rest = std::mem::take(&mut self.buf);
+        if self.streamed {
+            self.line(&rest);
+        } else if !self.overflow
+            && let Ok(v) = serde_json::from_slice::<Value>(&rest)
+        {
+            self.whole(&v);
+        }
+        &self.counted
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else { return };
+        let Ok(v) = serde_json::from_slice::<Value>(data.trim_ascii()) else { return };
+        self.event(&v);
+    }
+
+    /// One streamed event.
+    fn event(&mut self, v: &Value) {
+        let c = &mut self.counted;
+        match self.api {
+            Api::Messages => match v["type"].as_str() {
+                Some("message_start") => {
+                    let m = &v["message"];
+                    if let Some(model) = m["model"].as_str() {
+                        c.model = Some(model.to_string());
+                    }
+                    anthropic(c, &m["usage"]);
+                }
+                // Cumulative counts: the newest stands.
+                Some("message_delta") => anthropic(c, &v["usage"]),
+                _ => {}
+            },
+            Api::Responses => {
+                if matches!(v["type"].as_str(), Some("response.completed" | "response.incomplete" | "response.failed"))
+                {
+                    let r = &v["response"];
+                    if let Some(model) = r["model"].as_str() {
+                        c.model = Some(model.to_string());
+                    }
+                    responses(c, &r["usage"]);
+                }
+            }
+            Api::Chat => {
+                if let Some(model) = v["model"].as_str() {
+                    c.model = Some(model.to_string());
+                }
+                if v["usage"].is_object() {
+                    chat(c, &v["usage"]);
+                }
+            }
+        }
+    }
+
+    /// A whole (not streamed) answer.
+    fn whole(&mut self, v: &Value) {
+        let c = &mut self.counted;
+        if let Some(model) = v["model"].as_str() {
+            c.model = Some(model.to_string());
+        }
+        match self.api {
+            Api::Messages => anthropic(c, &v["usage"]),
+            Api::Responses => responses(c, &v["usage"]),
+            Api::Chat => chat(c, &v["usage"]),
+        }
+    }
+}
+
+fn num(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+/// Anthropic's usage: a field present replaces what an earlier event said
+/// (each event's counts are the message's so far).
+fn anthropic(c: &mut Counted, u: &Value) {
+    let (fresh, written, read) =
+        (num(u, "input_tokens"), num(u, "cache_creation_input_tokens"), num(u, "cache_read_input_tokens"));
+    if fresh.is_some() || written.is_some() || read.is_some() {
+        let read = read.unwrap_or(c.cached);
+        let fresh = fresh.unwrap_or(c.input.saturating_sub(c.cached));
+        c.input = fresh + written.unwrap_or(0) + read;
+        c.cached = read;
+    }
+    if let Some(out) = num(u, "output_tokens") {
+        c.output = out;
+    }
+}
+
+fn responses(c: &mut Counted, u: &Value) {
+    if u.is_object() {
+        c.input = num(u, "input_tokens").unwrap_or(0);
+        c.cached = u.pointer("/input_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
+        c.output = num(u, "output_tokens").unwrap_or(0);
+    }
+}
+
+fn chat(c: &mut Counted, u: &Value) {
+    if u.is_object() {
+        c.input = num(u, "prompt_tokens").unwrap_or(0);
+        c.cached = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
+        c.output = num(u, "completion_tokens").unwrap_or(0);
+    }
+}
+
+/// Asks a streamed Chat Completions request for its usage (the last chunk
+/// carries it only when asked); any other body is left as it is.
+pub fn ask_usage(api: Option<Api>, body: &[u8]) -> Option<Vec<u8>> {
+    if api != Some(Api::Chat) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    if v.get("stream") != Some(&Value::Bool(true))
+        || v.pointer("/stream_options/include_usage") == Some(&Value::Bool(true))
+    {
+        return None;
+    }
+    let o = v.as_object_mut()?;
+    let opts = o.entry("stream_options").or_insert_with(|| serde_json::json!({}));
+    opts.as_object_mut()?.insert("include_usage".into(), Value::Bool(true));
+    serde_json::to_vec(&v).ok()
+}
+
+/// What a response's headers say of the account's limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pressure {
+    /// How long until the account may be asked again.
+    pub wait: Duration,
+    /// The request was refused (429); else capacity is near its end.
+    pub refused: bool,
+    /// Which header said so, for status and the hub.
+    pub source: String,
+}
+
+/// Remaining capacity at or under this share of the limit holds new wakes.
+const NEAR_ZERO: f64 = 0.05;
+
+/// Reads the rate-limit headers of a response (`get` looks one up, lowered).
+/// A 429 holds the account for the wait the provider gave (`retry-after`,
+/// `retry-after-ms`, else the latest reset of a limit at zero); a success
+/// whose remaining requests or tokens are at or under 5% of the limit holds
+/// new wakes until that limit resets. `now_unix` reads RFC 3339 resets.
+pub fn pressure(status: u16, get: impl Fn(&str) -> Option<String>, now_unix: f64) -> Option<Pressure> {
+    let refused = status == 429;
+    let told = get("retry-after-ms")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|ms| (Duration::from_secs_f64((ms / 1000.0).max(0.0)), "retry-after-ms".to_string()))
+        .or_else(|| get("retry-after").and_then(|v| retry_after(&v, now_unix)).map(|d| (d, "retry-after".to_string())));
+    // Each limit the headers name: (limit, remaining, reset in, header).
+    let mut limits: Vec<(Option<f64>, f64, Option<Duration>, String)> = Vec::new();
+    for what in ["requests", "tokens", "input-tokens", "output-tokens"] {
+        let name = format!("anthropic-ratelimit-{what}-remaining");
+        if let Some(rem) = get(&name).and_then(|v| v.trim().parse::<f64>().ok()) {
+            let limit = get(&format!("anthropic-ratelimit-{what}-limit")).and_then(|v| v.trim().parse().ok());
+            let reset = get(&format!("anthropic-ratelimit-{what}-reset")).and_then(|v| until_rfc3339(&v, now_unix));
+            limits.push((limit, rem, reset, name));
+        }
+    }
+    for what in ["requests", "tokens"] {
+        let name = format!("x-ratelimit-remaining-{what}");
+        if let Some(rem) = get(&name).and_then(|v| v.trim().parse::<f64>().ok()) {
+            let limit = get(&format!("x-ratelimit-limit-{what}")).and_then(|v| v.trim().parse().ok());
+            let reset = get(&format!("x-ratelimit-reset-{what}")).and_then(|v| go_duration(&v));
+            limits.push((limit, rem, reset, name));
+        }
+    }
+    let low = |(limit, rem, _, _): &&(Option<f64>, f64, Option<Duration>, String)| match limit {
+        Some(l) if *l > 0.0 => *rem <= l * NEAR_ZERO,
+        _ => *rem <= 0.0,
+    };
+    let exhausted = limits
+        .iter()
+        .filter(low)
+        .filter_map(|(_, rem, reset, name)| reset.map(|r| (r, rem, name)))
+        .max_by_key(|(r, _, _)| *r);
+    if refused {
+        if let Some((wait, header)) = told {
+            return Some(Pressure { wait, refused, source: format!("the provider refused (429) with {header}") });
+        }
+        return exhausted.map(|(wait, rem, name)| Pressure {
+            wait,
+            refused,
+            source: format!("the provider refused (429); {name}: {rem} until its reset"),
+        });
+    }
+    exhausted.filter(|(wait, _, _)| !wait.is_zero()).map(|(wait, rem, name)| Pressure {
+        wait,
+        refused,
+        source: format!("{name}: {rem}, near zero, until its reset"),
+    })
+}
+
+/// `retry-after`: seconds, or an HTTP date.
+fn retry_after(v: &str, now_unix: f64) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    Some(Duration::from_secs_f64((at.timestamp() as f64 - now_unix).max(0.0)))
+}
+
+/// Anthropic's resets: an RFC 3339 instant.
+fn until_rfc3339(v: &str, now_unix: f64) -> Option<Duration> {
+    let at = chrono::DateTime::parse_from_rfc3339(v.trim()).ok()?;
+    let secs = at.timestamp() as f64 + f64::from(at.timestamp_subsec_millis()) / 1000.0 - now_unix;
+    Some(Duration::from_secs_f64(secs.max(0.0)))
+}
+
+/// OpenAI's resets: a Go duration (`1s`, `6m0s`, `20ms`, `1h2m3.5s`).
+fn go_duration(v: &str) -> Option<Duration> {
+    let mut rest = v.trim();
+    let mut total = 0.0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" | "µs" => 0.000_001,
+            "ns" => 0.000_000_001,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[u..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metered(api: Api, streamed: bool, body: &str, cut: usize) -> Counted {
+        let mut m = Meter::new(api, streamed);
+        for piece in body.as_bytes().chunks(cut) {
+            m.feed(piece);
+        }
+        m.finish().clone()
+    }
+
+    #[test]
+    fn messages_streamed_in_any_pieces() {
+        let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"cache_creation_input_tokens\":5,\"output_tokens\":1}}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n\
+            event: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":42}}\r\n\r\n";
+        for cut in [1, 7, 64, 10_000] {
+            let c = metered(Api::Messages, true, body, cut);
+            assert_eq!(c, Counted { model: Some("claude-x".into()), input: 105, output: 42, cached: 90 }, "{cut}");
+        }
+    }
+
+    #[test]
+    fn whole_answers_of_each_api() {
+        let m = r#"{"model":"claude-x","usage":{"input_tokens":3,"output_tokens":4}}"#;
+        assert_eq!(
+            metered(Api::Messages, false, m, 5),
+            Counted { model: Some("claude-x".into()), input: 3, output: 4, cached: 0 }
+        );
+        let r = r#"{"model":"gpt-x","usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":20},"output_tokens":4}}"#;
+        assert_eq!(
+            metered(Api::Responses, false, r, 5),
+            Counted { model: Some("gpt-x".into()), input: 30, output: 4, cached: 20 }
+        );
+        let c = r#"{"model":"m1","usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
+        assert_eq!(
+            metered(Api::Chat, false, c, 3),
+            Counted { model: Some("m1".into()), input: 7, output: 2, cached: 0 }
+        );
+    }
+
+    #[test]
+    fn responses_and_chat_streamed() {
+        let r = "data: {\"type\":\"response.created\",\"response\":{\"model\":\"gpt-x\"}}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-x\",\"usage\":{\"input_tokens\":40,\"output_tokens\":20}}}\n\n";
+        assert_eq!(
+            metered(Api::Responses, true, r, 9),
+            Counted { model: Some("gpt-x".into()), input: 40, output: 20, cached: 0 }
+        );
+        let c = "data: {\"model\":\"m1\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\ndata: {\"model\":\"m1\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n";
+        assert_eq!(
+            metered(Api::Chat, true, c, 4),
+            Counted { model: Some("m1".into()), input: 10, output: 5, cached: 0 }
+        );
+    }
+
+    #[test]
+    fn garbage_counts_nothing() {
+        for body in ["", "data: {", "not json", "data: [1,2]\n", "{\"usage\": 7}"] {
+            for api in [Api::Messages, Api::Responses, Api::Chat] {
+                assert!(metered(api, true, body, 3).is_empty());
+                assert!(metered(api, false, body, 3).is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn paths_and_methods_the_key_may_reach() {
+        assert_eq!(Api::of("/v1/messages"), Some(Api::Messages));
+        assert_eq!(Api::of("/responses"), Some(Api::Responses));
+        assert_eq!(Api::of("/v1/chat/completions"), Some(Api::Chat));
+        for (m, p) in [
+            ("POST", "/v1/messages"),
+            ("POST", "/v1/messages/count_tokens"),
+            ("GET", "/v1/models"),
+            ("GET", "/models/gpt-5"),
+            ("POST", "/responses"),
+        ] {
+            assert!(allowed(m, p), "{m} {p}");
+        }
+        for (m, p) in [
+            ("POST", "/v1/files"),
+            ("GET", "/v1/organizations/api_keys"),
+            ("DELETE", "/v1/models/x"),
+            ("POST", "/v1/batches"),
+            ("GET", "/v1/messages"),
+        ] {
+            assert!(!allowed(m, p), "{m} {p}");
+        }
+    }
+
+    #[test]
+    fn chat_requests_are_asked_for_their_usage() {
+        let out = ask_usage(Some(Api::Chat), br#"{"stream":true,"model":"m1"}"#).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert!(ask_usage(Some(Api::Chat), br#"{"stream":false}"#).is_none());
+        assert!(ask_usage(Some(Api::Messages), br#"{"stream":true}"#).is_none());
+        assert!(ask_usage(Some(Api::Chat), b"not json").is_none());
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn a_429_holds_for_what_the_provider_said() {
+        let p = pressure(429, headers(&[("retry-after", "90")]), 0.0).unwrap();
+        assert_eq!((p.wait, p.refused), (Duration::from_secs(90), true));
+        assert!(p.source.contains("retry-after"), "{}", p.source);
+        let p = pressure(429, headers(&[("retry-after-ms", "1500"), ("retry-after", "2")]), 0.0).unwrap();
+        assert_eq!(p.wait, Duration::from_millis(1500));
+        let p = pressure(
+            429,
+            headers(&[
+                ("anthropic-ratelimit-tokens-remaining", "0"),
+                ("anthropic-ratelimit-tokens-reset", "1970-01-01T00:02:00Z"),
+            ]),
+            60.0,
+        )
+        .unwrap();
+        assert_eq!(p.wait, Duration::from_secs(60));
+        assert!(pressure(429, headers(&[]), 0.0).is_none(), "no word: the supervisor's default");
+        let date = pressure(429, headers(&[("retry-after", "Thu, 01 Jan 1970 00:01:40 GMT")]), 40.0).unwrap();
+        assert_eq!(date.wait, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn near_zero_holds_new_wakes_until_the_reset() {
+        let p = pressure(
+            200,
+            headers(&[
+                ("x-ratelimit-limit-tokens", "1000"),
+                ("x-ratelimit-remaining-tokens", "40"),
+                ("x-ratelimit-reset-tokens", "6m0s"),
+            ]),
+            0.0,
+        )
+        .unwrap();
+        assert_eq!((p.wait, p.refused), (Duration::from_secs(360), false));
+        assert!(p.source.starts_with("x-ratelimit-remaining-tokens: 40"), "{}", p.source);
+        let plenty = headers(&[
+            ("x-ratelimit-limit-tokens", "1000"),
+            ("x-ratelimit-remaining-tokens", "900"),
+            ("x-ratelimit-reset-tokens", "1s"),
+        ]);
+        assert!(pressure(200, plenty, 0.0).is_none());
+        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
+        assert_eq!(go_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(go_duration("later"), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! Issue 43: the provider gateway. The real CLIs reach the scripted model
+//! server only through cryod's gateway: their environment holds no key, the
+//! ledger holds what the upstream said each response used, a 429 holds the
+//! account exactly as long as the provider said, and a session's spending
+//! line refuses the request past it.
+
+use std::time::Duration;
+
+use cryo_tests::model::{ModelServer, Script};
+use cryo_tests::{Chamber, Env, wait_until_within};
+
+use crate::agents::{SESSION_DEADLINE, claude_provider, cli, codex_provider, opencode_provider};
+
+/// What the session's shell, and the CLI that started it, hold in their
+/// environment: written by the agent's own tool call.
+const LOOK: &str = "cat /proc/self/environ /proc/$PPID/environ | tr '\\000' '\\n' > seen-env.txt";
+
+fn diag(c: &Chamber, model: &ModelServer) -> String {
+    format!(
+        "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
+        c.cryo_log(),
+        c.read("cryo-agent.log"),
+        model.transcript()
+    )
+}
+
+/// One session of `bin` through the gateway: it looks at its environment
+/// and completes. The key is nowhere in it; the upstream got the real key;
+/// the ledger holds exactly what the upstream reported.
+fn keyless_and_counted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    let Some(path) = cli(bin) else { return };
+    let model = ModelServer::start(
+        Script::new().on("- session: 1\n", &[LOOK, "cryo-agent hibernate --complete --summary looked"]),
+    );
+    let env = Env::new();
+    let provider = setup(&env, &model);
+    // $0.01 per 10 input tokens and per 5 output tokens: each response of
+    // the scripted model costs $0.02, whatever its model's name.
+    let price = "input = 1000.0\noutput = 2000.0\n";
+    env.daemon_config(&format!("[prices.m1]\n{price}[prices.\"claude-opus-5-5\"]\n{price}"));
+    let _d = env.start_daemon();
+    let c = env.chamber(bin, "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    env.cryoctl(&["chamber", "start", bin]).ok();
+    wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c, &model));
+    let seen = c.read("seen-env.txt");
+    assert!(seen.contains("CRYO_SESSION_TOKEN="), "the look ran: {seen}\n{}", diag(&c, &model));
+    assert!(!seen.contains("sk-cryo-test"), "the key reached the agent:\n{seen}");
+    // Its key variable holds the session's token instead (Codex gets the
+    // gateway's address by `-c`, the others in their environment).
+    assert!(seen.contains("cryo-gw-"), "the CLI holds the session's token:\n{seen}");
+    if bin != "codex" {
+        assert!(seen.contains("/cryo/cryo-gw-"), "the CLI was pointed at the gateway:\n{seen}");
+    }
+    // The upstream got the real key, on every request.
+    let requests = model.seen();
+    assert!(!requests.is_empty());
+    for s in &requests {
+        let key = s.headers.iter().any(|(k, v)| {
+            (k == "x-api-key" && v == "sk-cryo-test") || (k == "authorization" && v == "Bearer sk-cryo-test")
+        });
+        assert!(key, "{} reached the upstream without the real key: {:?}", s.path, s.headers);
+        assert!(!s.headers.iter().any(|(_, v)| v.contains("cryo-gw-")), "the session's token went upstream");
+    }
+    // The ledger: what the upstream sent (10 in and 5 out a response), priced.
+    let n = requests.len() as u64;
+    let status = env.cryoctl(&["chamber", "status", bin, "--json"]).json();
+    let s = &status[0]["sessions"][0];
+    assert_eq!((s["input_tokens"].as_u64(), s["output_tokens"].as_u64()), (Some(10 * n), Some(5 * n)), "{s}");
+    let cost = s["cost_usd"].as_f64().unwrap_or_default();
+    assert!((cost - 0.02 * n as f64).abs() < 1e-9, "cost {cost} for {n} requests: {s}");
+    assert!(s["provider_session"].as_str().is_some_and(|p| !p.is_empty()), "{s}");
+    // Nothing of the token or the key in cryo's own logs.
+    let logs = format!("{}{}", c.cryo_log(), std::fs::read_to_string(env.path("state/cryod.log")).unwrap_or_default());
+    assert!(!logs.contains("sk-cryo-test") && !logs.contains("cryo-gw-"), "{logs}");
+}
+
+#[test]
+fn claude_code_through_the_gateway_holds_no_key_and_is_counted_at_the_source() {
+    keyless_and_counted("claude", claude_provider);
+}
+
+#[test]
+fn codex_through_the_gateway_holds_no_key_and_is_counted_at_the_source() {
+    keyless_and_counted("codex", codex_provider);
+}
+
+#[test]
+fn opencode_through_the_gateway_holds_no_key_and_is_counted_at_the_source() {
+    keyless_and_counted("opencode", opencode_provider);
+}
+
+/// A 429 with `retry-after: 90`: the session ends limited, the account is
+/// held 90 s (not cryod's default), status says why, and the work runs
+/// after it.
+#[test]
+fn a_429_with_retry_after_90_holds_the_account_exactly_that_long() {
+    let Some(path) = cli("claude") else { return };
+    let steps = ["cryo-agent send 'after the wait'", "cryo-agent hibernate --complete --summary done"];
+    let model = ModelServer::start(Script::new().on("- chamber: held\n", &steps));
+    let env = Env::new();
+    // cryod's own default would be 20 s: the provider's 90 s stands.
+    env.daemon_config("limit_hold_seconds = 20\n");
+    let _d = env.start_daemon();
+    let provider = claude_provider(&env, &model);
+    let c = env.chamber("held", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    c.seed_history();
+    c.write_todos(r#"[{"id":1,"text":"work","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
+    model.limit_saying("sk-cryo-test", Duration::from_secs(30), 90);
+    let refused_at = std::time::Instant::now();
+    env.cryoctl(&["chamber", "start", "held"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the limited session to end", || c.ended() >= 2);
+    let status = env.cryoctl(&["chamber", "status", "held", "--json"]).json();
+    let outcome = status[0]["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    assert!(outcome.starts_with("limited"), "{status}\n{}", diag(&c, &model));
+    assert!(!c.cryo_log().contains("the provider named no reset"), "{}", c.cryo_log());
+    let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
+    let until = chrono::DateTime::parse_from_rfc3339(limits[0]["until"].as_str().unwrap()).unwrap();
+    #[allow(clippy::disallowed_methods)] // the test's own clock, against cryod's
+    let left = (until.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0;
+    let elapsed = refused_at.elapsed().as_secs_f64();
+    assert!(left <= 91.0 && left + elapsed >= 88.0, "held {left:.1} s more after {elapsed:.1} s: {limits}");
+    assert_eq!(limits[0]["default_hold"], false, "{limits}");
+    assert!(limits[0]["source"].as_str().unwrap().contains("retry-after"), "{limits}");
+    let shown = env.cryoctl(&["chamber", "status", "held"]).ok().to_string();
+    assert!(shown.contains("the provider refused (429) with retry-after"), "{shown}");
+    // Held: nothing is asked of the provider until the reset.
+    let refused = model.refused().len();
+    assert_eq!(refused, 1, "one request, refused, then no more:\n{}", model.transcript());
+    wait_until_within(Duration::from_secs(200), "the work after the hold", || {
+        c.outbox().iter().any(|m| m.contains("after the wait"))
+    });
+    assert!(refused_at.elapsed() >= Duration::from_secs(88), "ran before the reset");
+    assert_eq!(model.refused().len(), 1, "{}", model.transcript());
+}
+
+/// `max_session_usd` below one response's cost: the first response passes
+/// the line, and the next request is refused by the gateway (never sent);
+/// the session ends over budget.
+#[test]
+fn the_request_past_a_sessions_line_is_refused_and_never_sent() {
+    let Some(path) = cli("claude") else { return };
+    let steps = ["cryo-agent send 'a'", "cryo-agent send 'b'", "cryo-agent hibernate --complete"];
+    let model = ModelServer::start(Script::new().on("- chamber: capped\n", &steps));
+    let env = Env::new();
+    env.daemon_config("[prices.\"claude-opus-5-5\"]\ninput = 1000.0\noutput = 2000.0\n");
+    let _d = env.start_daemon();
+    let provider = claude_provider(&env, &model);
+    let toml =
+        format!("agent = \"{}\"\n\n[provider]\n{provider}\n\n[budget]\nmax_session_usd = 0.015\n", path.display());
+    let c = env.chamber("capped", "", &toml);
+    c.seed_history();
+    c.write_todos(r#"[{"id":1,"text":"work","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
+    env.cryoctl(&["chamber", "start", "capped"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the capped session to end", || c.ended() >= 2);
+    let s = env.cryoctl(&["chamber", "status", "capped", "--json"]).json();
+    let outcome = s[0]["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    assert!(outcome.starts_with("over budget"), "{s}\n{}", diag(&c, &model));
+    assert_eq!(model.seen().len(), 1, "only the request before the line was sent:\n{}", model.transcript());
+    let cost = s[0]["sessions"][0]["cost_usd"].as_f64().unwrap_or_default();
+    assert!((cost - 0.02).abs() < 1e-9, "{s}");
+}
