@@ -526,7 +526,10 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     let _d = env.start_daemon();
     let chamber = |name: &str, key: &str| {
         let provider = provider(&env, &model, key);
-        let c = env.chamber(name, "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+        // What the CLI itself says of the limit (the gateway reads the
+        // provider's own headers: `gateway::a_429_…`).
+        let toml = format!("agent = \"{}\"\n\n[provider]\ngateway = false\n{provider}\n", path.display());
+        let c = env.chamber(name, "", &toml);
         c.seed_history();
         c
     };
@@ -654,11 +657,12 @@ fn opencode_at_its_providers_limit_holds_the_account_not_the_others() {
     });
 }
 
-/// Issue 21: budgets, with OpenCode (its steps report tokens as they come;
-/// `[prices.m1]` makes each scripted step cost $0.02). A daily budget of
-/// $0.09: the first session ($0.08) earns the 80% notice, the second pauses
+/// Issue 21: budgets, with OpenCode through the gateway (each response
+/// reports its tokens; `[prices.m1]` makes each cost $0.02, the title
+/// OpenCode asks for at a session's start too). A daily budget of $0.12:
+/// the first session ($0.10, five responses) earns the 80% notice, the second pauses
 /// the chamber with attention, and a resume releases it. A chamber with
-/// `max_session_usd = 0.03` is stopped at its second step, as over budget,
+/// `max_session_usd = 0.03` is refused its third request (the title and one step cost $0.04), as over budget,
 /// its TODO waiting for the next day.
 #[test]
 fn opencode_budgets_notice_pause_and_stop_an_expensive_session() {
@@ -685,7 +689,7 @@ fn opencode_budgets_notice_pause_and_stop_an_expensive_session() {
     let _d = env.start_daemon();
     let toml =
         |budget: &str| format!("agent = \"{}\"\n\n[provider]\n{provider}\n\n[budget]\n{budget}\n", path.display());
-    let thrifty = env.chamber("thrifty", "", &toml("daily_usd = 0.09"));
+    let thrifty = env.chamber("thrifty", "", &toml("daily_usd = 0.12"));
     let capped = env.chamber("capped", "", &toml("max_session_usd = 0.03"));
     let status = |name: &str| env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone();
 
@@ -700,12 +704,12 @@ fn opencode_budgets_notice_pause_and_stop_an_expensive_session() {
             status(&c.name)
         )
     };
-    let noticed = || thrifty.outbox().iter().any(|m| m.contains("of this chamber's daily_usd ($0.09) is used"));
+    let noticed = || thrifty.outbox().iter().any(|m| m.contains("of this chamber's daily_usd ($0.12) is used"));
     wait_until_within(SESSION_DEADLINE, "the pause", || status("thrifty")["state"] == "paused");
     // The notice came at the first session's end, before the second ran.
     assert!(noticed(), "{}", diag(&thrifty));
     let s = status("thrifty");
-    assert!(s["attention"].as_str().unwrap().starts_with("budget reached (this chamber's daily_usd = $0.09"), "{s}");
+    assert!(s["attention"].as_str().unwrap().starts_with("budget reached (this chamber's daily_usd = $0.12"), "{s}");
     assert_eq!(thrifty.ended(), 2, "{}", thrifty.cryo_log());
     env.cryoctl(&["chamber", "resume", "thrifty"]).ok();
     let s = status("thrifty");

@@ -160,3 +160,28 @@ fn the_request_past_a_sessions_line_is_refused_and_never_sent() {
     let cost = s[0]["sessions"][0]["cost_usd"].as_f64().unwrap_or_default();
     assert!((cost - 0.02).abs() < 1e-9, "{s}");
 }
+
+/// The agent rewrites its CLI's own config to send its model calls (and so
+/// the key the gateway adds) elsewhere: the next session is refused with
+/// one line naming what to do, and nothing reaches the new address.
+#[test]
+fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
+    let Some(path) = cli("codex") else { return };
+    let steps = ["cryo-agent todo add again --at +1s", "cryo-agent hibernate --summary first"];
+    let model = ModelServer::start(Script::new().on("- session: 1\n", &steps));
+    let thief = ModelServer::start(Script::new());
+    let env = Env::new();
+    let provider = codex_provider(&env, &model);
+    let _d = env.start_daemon();
+    let c = env.chamber("codex", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    env.cryoctl(&["chamber", "start", "codex"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the first session", || c.ended() >= 1);
+    // What a hostile agent would do from its shell.
+    let config = env.path("codex-home/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap().replace(&model.url(), &thief.url());
+    std::fs::write(&config, text).unwrap();
+    wait_until_within(SESSION_DEADLINE, "the refusal", || c.cryo_log().contains("the agent's own config now sends"));
+    let log = c.cryo_log();
+    assert!(log.contains(&thief.url()) && log.contains("cryoctl chamber trust codex"), "{log}");
+    assert!(thief.seen().is_empty(), "the key went to the new address");
+}

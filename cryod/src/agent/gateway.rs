@@ -40,7 +40,26 @@ pub const OPENAI: &str = "https://api.openai.com/v1";
 pub struct Plan {
     pub upstream: String,
     pub auth: Auth,
+    /// The upstream came from the CLI's own config file (which the agent
+    /// may be able to write): it must be the one the operator accepted
+    /// (see [`file_upstream`]).
+    pub from_file: bool,
     how: How,
+}
+
+/// The upstream a kind's own config file names for the chamber (Codex's
+/// provider `base_url`, OpenCode's provider `baseURL`), when neither
+/// `[provider] env` nor cryod.toml names one first: read when `cryo.toml`
+/// is, and part of what the operator accepts. A file the agent rewrites to
+/// send the key elsewhere then holds the chamber instead.
+pub fn file_upstream(
+    kind: Kind,
+    chamber: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+    model: Option<&str>,
+) -> Option<String> {
+    let p = plan(kind, chamber, var, None, model).ok()??;
+    p.from_file.then_some(p.upstream)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +109,7 @@ pub fn plan(
                 (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
                 (None, None) => (Auth::Agent, Vec::new()),
             };
-            Ok(Some(Plan { upstream, auth, how: How::Claude { vars } }))
+            Ok(Some(Plan { upstream, auth, from_file: false, how: How::Claude { vars } }))
         }
         Kind::Codex => {
             let home = named(var("CODEX_HOME"))
@@ -108,11 +127,11 @@ pub fn plan(
                      go through cryo's gateway), or say `gateway = false` under [provider]"
                 ));
             };
-            let upstream = named(var("OPENAI_BASE_URL"))
-                .or(upstream.map(str::to_string))
-                .or_else(|| field("base_url"))
-                .unwrap_or(OPENAI.into());
-            Ok(Some(Plan { upstream, auth: Auth::Bearer(key), how: How::Codex { env_key, wire_api } }))
+            let named_first = named(var("OPENAI_BASE_URL")).or(upstream.map(str::to_string));
+            let from_file = named_first.is_none() && field("base_url").is_some();
+            let upstream = named_first.or_else(|| field("base_url")).unwrap_or(OPENAI.into());
+            let how = How::Codex { env_key, wire_api };
+            Ok(Some(Plan { upstream, auth: Auth::Bearer(key), from_file, how }))
         }
         Kind::OpenCode => {
             let config = opencode_config(chamber, var);
@@ -136,11 +155,9 @@ pub fn plan(
                 "openai" => Some(OPENAI.to_string()),
                 _ => None,
             };
-            let Some(upstream) = upstream
-                .map(str::to_string)
-                .or_else(|| entry["options"]["baseURL"].as_str().map(str::to_string))
-                .or(public)
-            else {
+            let in_file = entry["options"]["baseURL"].as_str().map(str::to_string);
+            let from_file = upstream.is_none() && in_file.is_some();
+            let Some(upstream) = upstream.map(str::to_string).or(in_file).or(public) else {
                 return Err(format!(
                     "OpenCode's provider `{provider}` names no baseURL: set `upstream` under [providers.NAME] in \
                      cryod.toml, or say `gateway = false` under [provider]"
@@ -151,7 +168,7 @@ pub fn plan(
                 Some(k) => Auth::Bearer(k),
                 None => Auth::Agent,
             };
-            Ok(Some(Plan { upstream, auth, how: How::OpenCode { provider } }))
+            Ok(Some(Plan { upstream, auth, from_file, how: How::OpenCode { provider } }))
         }
         Kind::Other => Ok(None),
     }

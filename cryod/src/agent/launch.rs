@@ -298,8 +298,17 @@ fn through_gateway(
     let kind = kinds::Kind::of(&launch.program);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
     let plan = super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
-        .map_err(|why| Error::Setting(format!("{why}")))?;
+        .map_err(Error::Setting)?;
     let Some(plan) = plan else { return Ok(None) };
+    if plan.from_file && config.file_upstream.as_deref() != Some(plan.upstream.as_str()) {
+        return Err(Error::Setting(format!(
+            "the agent's own config now sends its model calls to {}, not where it did when the operator accepted \
+             cryo.toml ({}); the key is not sent there until the operator runs `cryoctl chamber trust {}`",
+            plan.upstream,
+            config.file_upstream.as_deref().unwrap_or("nowhere named"),
+            s.jail.chamber
+        )));
+    }
     let spec = crate::gateway::Spec {
         chamber: s.jail.chamber.to_string(),
         session: s.number,

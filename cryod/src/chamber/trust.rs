@@ -69,6 +69,17 @@ pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::con
     }
 }
 
+/// Folds into the digest of `provider` the upstream the agent's CLI names
+/// in its own config file (a file the agent may write): sending the key
+/// elsewhere is then a change the operator must accept. None leaves the
+/// digest as it was.
+pub fn fold_upstream(digests: &mut BTreeMap<String, String>, upstream: Option<&str>) {
+    if let (Some(url), Some(digest)) = (upstream, digests.get_mut("provider")) {
+        let d = ring::digest::digest(&ring::digest::SHA256, format!("{digest}\nupstream {url}").as_bytes());
+        *digest = hex::encode(&d.as_ref()[..16]);
+    }
+}
+
 /// A value as text that depends on the value only, not on its layout in
 /// the file: tables with their keys sorted, strings quoted as JSON.
 fn canonical(v: &toml::Value) -> String {

@@ -490,3 +490,6 @@ impl Drop for Metered {
         self.settle();
     }
 }
+
+#[cfg(test)]
+mod tests;

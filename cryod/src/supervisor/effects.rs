@@ -350,7 +350,7 @@ impl Sup {
             }
         });
         let over = self.over_budget_sink(number);
-        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::new(move || over()) };
+        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over) };
         launch::Through { gateway: self.shared.gateway.clone(), upstream, line, tell }
     }
 

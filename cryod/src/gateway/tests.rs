@@ -1,0 +1,165 @@
+//! The gateway against a small upstream on a loopback port: what it
+//! forwards, what it refuses, and what it counts.
+
+use super::*;
+use std::sync::atomic::AtomicUsize;
+
+/// An upstream that answers every call with a streamed Messages answer
+/// (10 in, 5 out) and remembers the headers it got.
+struct Upstream {
+    url: String,
+    seen: Arc<Mutex<Vec<(String, HeaderMap)>>>,
+}
+
+async fn upstream(status: u16, extra: &'static [(&'static str, &'static str)]) -> Upstream {
+    let seen: Arc<Mutex<Vec<(String, HeaderMap)>>> = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let kept = kept.clone();
+        async move {
+            kept.lock().unwrap().push((req.uri().to_string(), req.headers().clone()));
+            let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m1\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n\
+                        event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n";
+            let mut r = Response::builder().status(status).header("content-type", "text/event-stream");
+            for (k, v) in extra {
+                r = r.header(*k, *v);
+            }
+            r.body(Body::from(body)).unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Upstream { url, seen }
+}
+
+struct Told {
+    limits: Arc<Mutex<Vec<Limited>>>,
+    holds: Arc<Mutex<Vec<(Duration, String)>>>,
+    over: Arc<AtomicUsize>,
+}
+
+fn tell() -> (Tell, Told) {
+    let told = Told { limits: Arc::default(), holds: Arc::default(), over: Arc::default() };
+    let (l, h, o) = (told.limits.clone(), told.holds.clone(), told.over.clone());
+    let tell = Tell {
+        limit: Arc::new(move |x| l.lock().unwrap().push(x)),
+        hold: Arc::new(move |d, s| h.lock().unwrap().push((d, s))),
+        over: Arc::new(move || {
+            o.fetch_add(1, Ordering::SeqCst);
+        }),
+    };
+    (tell, told)
+}
+
+async fn gateway() -> Gateway {
+    let g = Gateway::new(crate::clock::Clock::system());
+    g.serve(SocketAddr::from(([127, 0, 0, 1], 0)), tokio_util::sync::CancellationToken::new()).await.unwrap();
+    g
+}
+
+fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
+    let mut prices = std::collections::BTreeMap::new();
+    prices.insert("m1".to_string(), crate::agent_events::Price { input: 1000.0, output: 2000.0, cached: None });
+    Spec {
+        chamber: "c".into(),
+        session: 1,
+        upstream: up.url.clone(),
+        auth: Auth::ApiKey("sk-real".into()),
+        line,
+        prices: Arc::new(Prices::new(&prices)),
+        tell,
+    }
+}
+
+async fn post(url: &str, key: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .header("x-api-key", key)
+        .body(r#"{"model":"m1","stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn forwards_with_the_real_key_and_counts_what_came_back() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let (status, body) = post(&format!("{}/v1/messages?beta=true", t.base()), t.token()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("message_delta"), "the stream passed through: {body}");
+    let seen = up.seen.lock().unwrap().clone();
+    assert_eq!(seen[0].0, "/v1/messages?beta=true");
+    assert_eq!(seen[0].1["x-api-key"], "sk-real");
+    assert!(!seen[0].1.values().any(|v| v.to_str().unwrap_or("").contains("cryo-gw-")), "{:?}", seen[0].1);
+    let used = t.route().used();
+    assert_eq!((used.requests, used.usage.input_tokens, used.usage.output_tokens), (1, 10, 5));
+    assert!((used.usage.cost_usd.unwrap() - 0.02).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn refuses_unknown_and_dead_tokens_and_other_endpoints() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let base = t.base();
+    let root = base.rsplit_once("/cryo/").unwrap().0.to_string();
+    for path in ["/v1/files", "/v1/organizations/api_keys", "/v1/batches"] {
+        let (status, body) = post(&format!("{base}{path}"), t.token()).await;
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+    for url in [format!("{root}/cryo/cryo-gw-guess/v1/messages"), format!("{root}/v1/messages"), format!("{root}/")] {
+        assert_eq!(post(&url, "anything").await.0, 401, "{url}");
+    }
+    drop(t);
+    assert_eq!(post(&format!("{base}/v1/messages"), "x").await.0, 401, "a dropped ticket is worthless");
+    assert!(up.seen.lock().unwrap().is_empty(), "nothing reached the upstream");
+    assert_eq!(g.open_tickets(), 0);
+}
+
+#[tokio::test]
+async fn the_request_past_the_line_is_refused_and_told_once() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (tell, told) = tell();
+    let t = g.open(spec(&up, Some(0.015), tell)).unwrap();
+    let url = format!("{}/v1/messages", t.base());
+    assert_eq!(post(&url, "x").await.0, 200);
+    let (status, body) = post(&url, "x").await;
+    assert_eq!(status, 402, "{body}");
+    assert!(body.contains("spending line"), "{body}");
+    assert_eq!(post(&url, "x").await.0, 402);
+    assert_eq!(up.seen.lock().unwrap().len(), 1, "only the first was sent");
+    assert_eq!(told.over.load(Ordering::SeqCst), 1, "told once");
+    assert_eq!(t.route().used().refused, 2);
+}
+
+#[tokio::test]
+async fn a_long_429_ends_the_session_and_a_short_one_only_holds() {
+    let (long, g) = (upstream(429, &[("retry-after", "90")]).await, gateway().await);
+    let (tell_a, told_a) = tell();
+    let t = g.open(spec(&long, None, tell_a)).unwrap();
+    assert_eq!(post(&format!("{}/v1/messages", t.base()), "x").await.0, 429);
+    let limits = told_a.limits.lock().unwrap().clone();
+    assert_eq!((limits.len(), limits[0].retry_after_ms, limits[0].exact), (1, Some(90_000), true));
+    assert_eq!(told_a.holds.lock().unwrap()[0].0, Duration::from_secs(90));
+    let short = upstream(429, &[("retry-after", "5")]).await;
+    let (tell_b, told_b) = tell();
+    let t = g.open(spec(&short, None, tell_b)).unwrap();
+    assert_eq!(post(&format!("{}/v1/messages", t.base()), "x").await.0, 429);
+    assert!(told_b.limits.lock().unwrap().is_empty(), "the CLI waits 5 s itself");
+    assert_eq!(told_b.holds.lock().unwrap()[0].0, Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused_unread() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let big = vec![b'x'; MAX_REQUEST + 1];
+    let r = reqwest::Client::new().post(format!("{}/v1/messages", t.base())).body(big).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    assert!(up.seen.lock().unwrap().is_empty());
+}
