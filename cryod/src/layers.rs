@@ -13,7 +13,8 @@ const LAYERS: &[&[&str]] = &[
     &["agent_events", "fds", "authority"],
     &["paths", "clock", "random", "logline", "store", "metrics"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
-    &["error", "config", "scheduler"],
+    // The provider gateway (it reads the wire, knows nothing of chambers).
+    &["error", "config", "scheduler", "gateway"],
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
     // Services the shell uses: admission, an agent's run (launch, sandbox,
@@ -65,7 +66,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["events", "api"],
         ],
     ),
-    ("agent", &[&["door", "group", "kinds", "sandbox", "stream"], &["keeper", "precheck"], &["launch"]]),
+    ("agent", &[&["door", "group", "kinds", "sandbox", "stream"], &["keeper", "precheck", "gateway"], &["launch"]]),
 ];
 
 fn rank(module: &str) -> Option<usize> {

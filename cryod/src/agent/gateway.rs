@@ -174,6 +174,27 @@ pub fn plan(
     }
 }
 
+/// Reads, with `cryo.toml`, the upstream the agent's CLI names in its own
+/// config file into `loaded` (`file_upstream`), and folds it into the
+/// digest of `[provider]` the operator accepts.
+pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
+    let c = &loaded.config;
+    if !c.gateway {
+        return;
+    }
+    let kind = Kind::of_agent(&c.agent);
+    let words = super::kinds::split_words(&c.agent).unwrap_or_default();
+    let model = words.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "--model" | "-m" => words.get(i + 1).cloned(),
+        a => a.strip_prefix("--model=").map(str::to_string),
+    });
+    let env = &c.provider_env;
+    let var = |name: &str| env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let upstream = file_upstream(kind, root, &var, model.as_deref());
+    crate::chamber::trust::fold_upstream(&mut loaded.trust, upstream.as_deref());
+    loaded.config.file_upstream = upstream;
+}
+
 /// Points `launch` (a kind's command line and environment) at the
 /// gateway: `base` is the session's base URL, `token` its credential.
 /// `provider_env` is the chamber's, whose key variables the token replaces.

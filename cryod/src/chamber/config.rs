@@ -203,8 +203,9 @@ pub struct ChamberConfig {
     /// link on, with where each led when the file was read.
     pub reach: Vec<Reach>,
     /// The upstream the agent's CLI names in its own config file, as read
-    /// with this file ([`crate::agent::gateway::file_upstream`]): part of
-    /// what the operator accepts, and what the gateway may send the key to.
+    /// with this file (set by the supervisor, see `agent::gateway::pin`):
+    /// part of what the operator accepts, and what the gateway may send
+    /// the key to.
     pub file_upstream: Option<String>,
     /// `memory_max` and `cpu_weight`: the session's systemd scope limits
     /// (when cryod runs under systemd).
@@ -384,8 +385,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
     let reach = reach(dir, &writable, &readable, &provider);
     super::trust::fold_resolved(&mut trust, &reach);
-    let file_upstream = file_upstream(&agent, dir, &provider);
-    super::trust::fold_upstream(&mut trust, file_upstream.as_deref());
+
     let sync = raw.sync;
     Ok(Loaded {
         config: ChamberConfig {
@@ -411,7 +411,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             writable,
             readable,
             reach,
-            file_upstream,
+            file_upstream: None,
             limits,
             zulip: sync.as_ref().and_then(|s| s.zulip.clone()),
             github: sync.and_then(|s| s.github),
@@ -561,22 +561,6 @@ fn provider(raw: Option<RawProvider>, dir: &Path, lines: &Lines) -> Result<Provi
         }
     }
     Ok(out)
-}
-
-/// The upstream the agent's CLI names in its own config file (see
-/// [`crate::agent::gateway::file_upstream`]), looked up as a spawn will.
-fn file_upstream(agent: &str, dir: &Path, provider: &Provider) -> Option<String> {
-    if provider.gateway == Some(false) {
-        return None;
-    }
-    let kind = crate::agent::kinds::Kind::of_agent(agent);
-    let words = crate::agent::kinds::split_words(agent).ok()?;
-    let model = words.iter().enumerate().find_map(|(i, a)| match a.as_str() {
-        "--model" | "-m" => words.get(i + 1).cloned(),
-        a => a.strip_prefix("--model=").map(str::to_string),
-    });
-    let var = |name: &str| provider.env.get(name).cloned().or_else(|| std::env::var(name).ok());
-    crate::agent::gateway::file_upstream(kind, dir, &var, model.as_deref())
 }
 
 /// `writable` or `readable` (`key`): folders, absolute.

@@ -238,6 +238,7 @@ impl Gateway {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(90))
             // A redirect would carry the key elsewhere.
             .redirect(reqwest::redirect::Policy::none())
@@ -256,6 +257,11 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
         let _ = self.0.addr.set(addr);
+        // Small writes (an event of a stream) go at once: with Nagle's
+        // algorithm each waits for the last one's delayed ACK (40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let app = axum::Router::new().fallback(handle).with_state(self.0.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;

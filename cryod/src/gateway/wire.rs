@@ -159,6 +159,16 @@ impl Meter {
     fn line(&mut self, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(data) = line.strip_prefix(b"data:") else { return };
+        // Most events are text going by: only those that can carry usage
+        // are parsed.
+        let needles: &[&[u8]] = match self.api {
+            Api::Messages => &[b"message_start", b"message_delta"],
+            Api::Responses => &[b"response.completed", b"response.incomplete", b"response.failed"],
+            Api::Chat => &[b"\"usage\""],
+        };
+        if !needles.iter().any(|n| data.windows(n.len()).any(|w| w == *n)) {
+            return;
+        }
         let Ok(v) = serde_json::from_slice::<Value>(data.trim_ascii()) else { return };
         self.event(&v);
     }

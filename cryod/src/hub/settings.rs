@@ -231,7 +231,8 @@ pub(super) async fn put(
     let new = rewrite(&text, &changes).map_err(|e| Error::Invalid(e.to_string()))?;
     // What cryod would make of it: refused here rather than faulting the chamber.
     let tz = hub.daemon.shared().system_zone.get();
-    let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| Error::Invalid(e.to_string()))?;
+    let mut loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| Error::Invalid(e.to_string()))?;
+    crate::agent::gateway::pin(&mut loaded, &dir);
     // The operator is the one acting: what the file will say of the keys
     // they changed is accepted first, so the chamber is never held for it
     // (and refused while other keys have changes not accepted).

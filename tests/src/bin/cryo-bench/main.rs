@@ -13,6 +13,7 @@
 //! ```
 
 mod cryo;
+mod gateway;
 mod measure;
 mod scripts;
 mod seed;
@@ -44,6 +45,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Scenario {
+    /// The provider gateway's added latency per request, its throughput
+    /// with concurrent streams, and its memory per open stream (cryo only).
+    Gateway {
+        #[arg(long, default_value_t = 2000)]
+        requests: usize,
+        #[arg(long, default_value_t = 16)]
+        streams: usize,
+        /// MiB each stream carries.
+        #[arg(long, default_value_t = 16)]
+        mib: usize,
+        #[arg(long, default_value_t = 500)]
+        open: usize,
+    },
     /// Wake lateness: due time to the agent process's own start, over many
     /// wakes at whole seconds, spread evenly over `--spread` seconds.
     Lateness {
@@ -199,6 +213,13 @@ fn main() {
                 std::process::exit(2);
             }
             (cryo::fleet(nodes, chambers, seconds, wakes, spread, (heartbeat_ms, lease_ms)), None, &[])
+        }
+        Scenario::Gateway { requests, streams, mib, open } => {
+            if seed.is_some() {
+                eprintln!("cryo-bench: the seed system has no gateway; run `gateway` without --seed");
+                std::process::exit(2);
+            }
+            (gateway::gateway(requests, streams, mib, open), None, &[])
         }
         Scenario::Idle { chambers, todos, seconds, restarts } => (
             cryo::idle(chambers, todos, seconds, restarts),
