@@ -734,31 +734,50 @@ fn opencode_budgets_notice_pause_and_stop_an_expensive_session() {
     assert!(s["attention"].is_null(), "{s}");
 }
 
-/// Claude Code says a session's cost only at its end; while it runs, its
-/// messages' usage, priced by `[prices."MODEL"]`, stops a session that
-/// passes `max_session_usd`.
-#[test]
-fn claude_code_is_stopped_over_max_session_usd_while_it_runs() {
-    let Some(path) = cli("claude") else { return };
+/// A Claude Code chamber whose `max_session_usd` ($0.015) is below what one
+/// response of the scripted model costs ($0.02 at `[prices]`), through the
+/// gateway or not, run until its capped session ended: that session's
+/// outcome must be `over budget`, its work unfinished.
+pub(crate) struct Capped {
+    // The daemon stops before its folders go.
+    _daemon: cryo_tests::Daemon,
+    _env: Env,
+    pub model: ModelServer,
+    pub session: serde_json::Value,
+}
+
+pub(crate) fn capped_claude(gateway: bool) -> Option<Capped> {
+    let path = cli("claude")?;
     let steps =
         ["cryo-agent send 'a'", "cryo-agent send 'b'", "cryo-agent send 'c'", "cryo-agent hibernate --complete"];
     let model = ModelServer::start(Script::new().on("- chamber: capped\n", &steps));
     let env = Env::new();
-    // $0.01 and more for each message of the scripted model.
     env.daemon_config("[prices.\"claude-opus-5-5\"]\ninput = 1000.0\noutput = 2000.0\n");
-    let _d = env.start_daemon();
+    let daemon = env.start_daemon();
     let provider = claude_provider(&env, &model);
-    let toml =
-        format!("agent = \"{}\"\n\n[provider]\n{provider}\n\n[budget]\nmax_session_usd = 0.015\n", path.display());
+    let toml = format!(
+        "agent = \"{}\"\n\n[provider]\ngateway = {gateway}\n{provider}\n\n[budget]\nmax_session_usd = 0.015\n",
+        path.display()
+    );
     let c = env.chamber("capped", "", &toml);
     c.seed_history();
     c.write_todos(r#"[{"id":1,"text":"work","done":false,"claimed":false,"at":"2000-01-01T00:00"}]"#);
     env.cryoctl(&["chamber", "start", "capped"]).ok();
     wait_until_within(SESSION_DEADLINE, "the capped session to end", || c.ended() >= 2);
     let s = env.cryoctl(&["chamber", "status", "capped", "--json"]).json();
-    let outcome = s[0]["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    let session = s[0]["sessions"][0].clone();
+    let outcome = session["outcome"].as_str().unwrap_or_default().to_string();
     assert!(outcome.starts_with("over budget"), "{s}\n{}\n{}", c.cryo_log(), c.read("cryo-agent.log"));
     assert!(!c.cryo_log().contains("hibernate --complete accepted"), "{}", c.cryo_log());
+    Some(Capped { _daemon: daemon, _env: env, model, session })
+}
+
+/// Without the gateway, Claude Code says a session's cost only at its end;
+/// while it runs, its messages' usage, priced by `[prices."MODEL"]`, stops a
+/// session that passes `max_session_usd`.
+#[test]
+fn claude_code_is_stopped_over_max_session_usd_while_it_runs() {
+    capped_claude(false);
 }
 
 /// What one session of a continuity run sent the model.
