@@ -11,7 +11,8 @@ const LAYERS: &[&[&str]] = &[
     // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit;
     // HTTP/2 header blocks mended on the sockets.
     &["agent_events", "fds", "authority"],
-    &["paths", "clock", "random", "logline", "store", "metrics"],
+    // Bounded TCP connections (the hub's and the gateway's listeners).
+    &["paths", "clock", "random", "logline", "store", "metrics", "conn"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     // The provider gateway (it reads the wire, knows nothing of chambers).
     &["error", "config", "scheduler", "gateway"],
@@ -58,14 +59,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["effects"],
         ],
     ),
-    (
-        "hub",
-        &[
-            &["conn", "markdown", "history", "settings", "guard"],
-            &["attachments", "invites", "hooks"],
-            &["events", "api"],
-        ],
-    ),
+    ("hub", &[&["markdown", "history", "settings", "guard"], &["attachments", "invites", "hooks"], &["events", "api"]]),
     ("agent", &[&["door", "group", "kinds", "sandbox", "stream"], &["keeper", "precheck", "gateway"], &["launch"]]),
 ];
 

@@ -18,6 +18,7 @@ pub mod bridges;
 pub mod chamber;
 pub mod clock;
 pub mod config;
+pub mod conn;
 pub mod convert;
 pub mod daemon;
 pub mod error;

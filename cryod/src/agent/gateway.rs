@@ -19,10 +19,9 @@
 //!   provider's usual variable).
 //!
 //! `[providers.NAME] upstream` in `cryod.toml` names the upstream when the
-//! chamber does not. A kind whose credential cryod cannot find (Claude
-//! Code's own login) still goes through the gateway, with its own headers:
-//! counted and read, but holding its credential. Codex without a key in its
-//! environment (its ChatGPT login) does not.
+//! chamber does not. A kind with no key cryod can keep (Claude Code's or
+//! Codex's own login) reaches its provider itself, as before the gateway:
+//! there is no key to keep from it, and `cryo.log` says so.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,8 +57,20 @@ pub fn file_upstream(
     var: &dyn Fn(&str) -> Option<String>,
     model: Option<&str>,
 ) -> Option<String> {
-    let p = plan(kind, chamber, var, None, model).ok()??;
-    p.from_file.then_some(p.upstream)
+    match plan(kind, chamber, var, None, model) {
+        Ok(Way::Gateway(p)) if p.from_file => Some(p.upstream),
+        _ => None,
+    }
+}
+
+/// How a session's CLI reaches its provider.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Way {
+    /// Through the gateway, as planned.
+    Gateway(Plan),
+    /// By itself, as before the gateway: an unknown command (`None`), or
+    /// a known kind with no key cryod could keep (its own login), and why.
+    Own(Option<String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,15 +94,20 @@ const MAX_CONFIG: u64 = 1024 * 1024;
 /// The plan for a session of `kind`: `var` looks a variable up
 /// (`[provider].env`, then cryod's environment), `upstream` is
 /// `[providers.NAME] upstream`, `model` what the agent line names.
-/// `Ok(None)`: this kind does not go through the gateway (an unknown
-/// command); `Err`: why it cannot, in one line.
+/// `Err`: why its session cannot start, in one line.
 pub fn plan(
     kind: Kind,
     chamber: &Path,
     var: &dyn Fn(&str) -> Option<String>,
     upstream: Option<&str>,
     model: Option<&str>,
-) -> Result<Option<Plan>, String> {
+) -> Result<Way, String> {
+    let own = |who: &str, vars: &str| {
+        Ok(Way::Own(Some(format!(
+            "{who} has no key in {vars} for cryod to keep (its own login?): it reaches its provider itself, \
+             not through cryo's gateway, and its usage is what it reports"
+        ))))
+    };
     let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     match kind {
         Kind::Claude => {
@@ -107,9 +123,9 @@ pub fn plan(
                     },
                 ),
                 (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
-                (None, None) => (Auth::Agent, Vec::new()),
+                (None, None) => return own("Claude Code", "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
             };
-            Ok(Some(Plan { upstream, auth, from_file: false, how: How::Claude { vars } }))
+            Ok(Way::Gateway(Plan { upstream, auth, from_file: false, how: How::Claude { vars } }))
         }
         Kind::Codex => {
             let home = named(var("CODEX_HOME"))
@@ -122,16 +138,13 @@ pub fn plan(
             let env_key = field("env_key").unwrap_or_else(|| "OPENAI_API_KEY".into());
             let wire_api = field("wire_api").unwrap_or_else(|| "responses".into());
             let Some(key) = named(var(&env_key)) else {
-                return Err(format!(
-                    "Codex's provider `{id}` has no key in {env_key}: put it in [provider] env (a ChatGPT login cannot \
-                     go through cryo's gateway), or say `gateway = false` under [provider]"
-                ));
+                return own(&format!("Codex's provider `{id}`"), &env_key);
             };
             let named_first = named(var("OPENAI_BASE_URL")).or(upstream.map(str::to_string));
             let from_file = named_first.is_none() && field("base_url").is_some();
             let upstream = named_first.or_else(|| field("base_url")).unwrap_or(OPENAI.into());
             let how = How::Codex { env_key, wire_api };
-            Ok(Some(Plan { upstream, auth: Auth::Bearer(key), from_file, how }))
+            Ok(Way::Gateway(Plan { upstream, auth: Auth::Bearer(key), from_file, how }))
         }
         Kind::OpenCode => {
             let config = opencode_config(chamber, var);
@@ -166,11 +179,11 @@ pub fn plan(
             let auth = match key {
                 Some(k) if anthropic => Auth::ApiKey(k),
                 Some(k) => Auth::Bearer(k),
-                None => Auth::Agent,
+                None => return own(&format!("OpenCode's provider `{provider}`"), &format!("its apiKey or {usual}")),
             };
-            Ok(Some(Plan { upstream, auth, from_file, how: How::OpenCode { provider } }))
+            Ok(Way::Gateway(Plan { upstream, auth, from_file, how: How::OpenCode { provider } }))
         }
-        Kind::Other => Ok(None),
+        Kind::Other => Ok(Way::Own(None)),
     }
 }
 
@@ -183,11 +196,7 @@ pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
         return;
     }
     let kind = Kind::of_agent(&c.agent);
-    let words = super::kinds::split_words(&c.agent).unwrap_or_default();
-    let model = words.iter().enumerate().find_map(|(i, a)| match a.as_str() {
-        "--model" | "-m" => words.get(i + 1).cloned(),
-        a => a.strip_prefix("--model=").map(str::to_string),
-    });
+    let model = super::kinds::split_words(&c.agent).ok().and_then(|w| super::kinds::named_model(&w));
     let env = &c.provider_env;
     let var = |name: &str| env.get(name).cloned().or_else(|| std::env::var(name).ok());
     let upstream = file_upstream(kind, root, &var, model.as_deref());
@@ -296,6 +305,22 @@ mod tests {
         move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     }
 
+    /// The plan, for a kind that goes through the gateway.
+    fn through(kind: Kind, v: &dyn Fn(&str) -> Option<String>, upstream: Option<&str>, model: Option<&str>) -> Plan {
+        match plan(kind, Path::new("/c"), v, upstream, model) {
+            Ok(Way::Gateway(p)) => p,
+            other => panic!("not through the gateway: {other:?}"),
+        }
+    }
+
+    /// Why a kind reaches its provider itself.
+    fn own(kind: Kind, v: &dyn Fn(&str) -> Option<String>) -> String {
+        match plan(kind, Path::new("/c"), v, None, None) {
+            Ok(Way::Own(Some(why))) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn launch(args: &[&str]) -> Launch {
         Launch {
             program: "x".into(),
@@ -311,20 +336,16 @@ mod tests {
     #[test]
     fn claude_keeps_its_upstream_and_trades_its_key_for_the_token() {
         let v = vars(&[("ANTHROPIC_BASE_URL", "http://up:1"), ("ANTHROPIC_API_KEY", "sk-real")]);
-        let p = plan(Kind::Claude, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        let p = through(Kind::Claude, &v, None, None);
         assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:1", &Auth::ApiKey("sk-real".into())));
         let mut l = launch(&["-p"]);
         point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
         assert_eq!(l.env["ANTHROPIC_BASE_URL"], "http://gw/cryo/t");
         assert_eq!(l.env["ANTHROPIC_API_KEY"], "t");
-        // No key at all: its own login goes on; the public endpoint.
-        let p = plan(Kind::Claude, Path::new("/c"), &vars(&[]), None, None).unwrap().unwrap();
-        assert_eq!((p.upstream.as_str(), &p.auth), (ANTHROPIC, &Auth::Agent));
+        // No key at all: its own login, by itself, and why.
+        assert!(own(Kind::Claude, &vars(&[])).contains("no key in ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"));
         // An auth token is a bearer; cryod.toml's upstream when the chamber names none.
-        let p =
-            plan(Kind::Claude, Path::new("/c"), &vars(&[("ANTHROPIC_AUTH_TOKEN", "tok")]), Some("http://corp"), None)
-                .unwrap()
-                .unwrap();
+        let p = through(Kind::Claude, &vars(&[("ANTHROPIC_AUTH_TOKEN", "tok")]), Some("http://corp"), None);
         assert_eq!((p.upstream.as_str(), &p.auth), ("http://corp", &Auth::Bearer("tok".into())));
     }
 
@@ -338,7 +359,8 @@ mod tests {
         .unwrap();
         let h = home.path().to_str().unwrap();
         let v = vars(&[("CODEX_HOME", h), ("MY_KEY", "sk-real")]);
-        let p = plan(Kind::Codex, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        let p = through(Kind::Codex, &v, None, None);
+        assert!(p.from_file, "its upstream came from its own file");
         assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:2/v1", &Auth::Bearer("sk-real".into())));
         let mut l = launch(&["exec", "--json", "PROMPT"]);
         point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
@@ -348,9 +370,13 @@ mod tests {
         assert!(l.args.contains(&"model_providers.cryo.env_key=\"MY_KEY\"".to_string()), "{:?}", l.args);
         assert_eq!(l.args.last().unwrap(), "PROMPT");
         assert_eq!(l.env["MY_KEY"], "t");
-        // No key: said in one line.
-        let e = plan(Kind::Codex, Path::new("/c"), &vars(&[("CODEX_HOME", h)]), None, None).unwrap_err();
-        assert!(e.contains("MY_KEY") && e.contains("gateway = false"), "{e}");
+        // No key (its ChatGPT login): by itself, and why.
+        let why = own(Kind::Codex, &vars(&[("CODEX_HOME", h)]));
+        assert!(why.contains("`local` has no key in MY_KEY"), "{why}");
+        // OPENAI_BASE_URL in [provider] env (the operator's) comes first.
+        let v = vars(&[("CODEX_HOME", h), ("MY_KEY", "k"), ("OPENAI_BASE_URL", "http://mine/v1")]);
+        let p = through(Kind::Codex, &v, None, None);
+        assert_eq!((p.upstream.as_str(), p.from_file), ("http://mine/v1", false));
     }
 
     #[test]
@@ -363,7 +389,7 @@ mod tests {
         )
         .unwrap();
         let v = vars(&[("OPENCODE_CONFIG", file.to_str().unwrap()), ("LOCAL_KEY", "sk-real")]);
-        let p = plan(Kind::OpenCode, Path::new("/c"), &v, None, None).unwrap().unwrap();
+        let p = through(Kind::OpenCode, &v, None, None);
         assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:3/v1", &Auth::Bearer("sk-real".into())));
         let mut l = launch(&["run"]);
         l.env.insert("OPENCODE_CONFIG_CONTENT".into(), r#"{"mcp":{"cryo":{}}}"#.into());
@@ -379,6 +405,6 @@ mod tests {
 
     #[test]
     fn any_other_command_is_left_alone() {
-        assert_eq!(plan(Kind::Other, Path::new("/c"), &vars(&[]), None, None), Ok(None));
+        assert_eq!(plan(Kind::Other, Path::new("/c"), &vars(&[]), None, None), Ok(Way::Own(None)));
     }
 }

@@ -181,6 +181,15 @@ pub fn split_words(s: &str) -> super::Result<Vec<String>> {
     Ok(words)
 }
 
+/// The model an agent line's arguments name (`--model M`, `-m M`,
+/// `--model=M`), if any.
+pub fn named_model(args: &[String]) -> Option<String> {
+    args.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "--model" | "-m" => args.get(i + 1).cloned(),
+        a => a.strip_prefix("--model=").map(str::to_string),
+    })
+}
+
 /// What one session asks of the agent.
 #[derive(Debug, Clone, Copy)]
 pub struct Turn<'a> {
@@ -204,10 +213,7 @@ pub fn command_line(
     let mut words = split_words(agent)?;
     let program = words.remove(0);
     let extra = words;
-    let model = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
-        "--model" | "-m" => extra.get(i + 1).cloned(),
-        a => a.strip_prefix("--model=").map(str::to_string),
-    });
+    let model = named_model(&extra);
     let prompt_arg = if prompt.len() > MAX_PROMPT_ARG {
         format!(
             "Your instructions for this session are in the file {prompt_file} (too long to pass here). Read it now and follow it."

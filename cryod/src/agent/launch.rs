@@ -126,7 +126,7 @@ pub struct Started {
 /// chamber says; returns at once (its end comes through `on_exit`).
 pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let prepared = prepare(&s)?;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = prepared.own_way.iter().cloned().collect();
     let (mut cmd, logs) = command(&s, &prepared, &mut notes)?;
     let Prepared { dir, launch, provider_env, prompt_rel, long, ticket, .. } = prepared;
     // The spawn waits for the child's exec (vfork): off the worker, so
@@ -229,6 +229,8 @@ struct Prepared {
     log_file: std::fs::File,
     /// The session's credential at the gateway, if it goes through it.
     ticket: Option<crate::gateway::Ticket>,
+    /// Why a known kind reaches its provider itself, if it does.
+    own_way: Option<String>,
 }
 
 /// Reads the provider's keys, makes the kind's command line and writes the
@@ -262,7 +264,7 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
             .unwrap_or_else(|| "cryo-agent".into()),
     });
     let mut launch = kinds::command_line(&config.agent, root, &s.turn, as_root, mcp.as_ref(), &provider_env)?;
-    let ticket = through_gateway(s, &mut launch, &provider_env)?;
+    let (ticket, own_way) = through_gateway(s, &mut launch, &provider_env)?;
     // The same every session, once the binary's place is known: written
     // only when it changes (not on every wake's path).
     for (rel, text) in &launch.files {
@@ -281,25 +283,29 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
         let _ =
             writeln!(log_file, "--- cryo session {} (wake {}{confined}) at {} ---", s.number, s.wake_id, s.local_time);
     }
-    Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file, ticket })
+    Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file, ticket, own_way })
 }
 
 /// Points a known kind at the gateway, when its chamber uses it: its
-/// ticket, and `launch` changed to reach the provider through it. A kind
-/// that cannot be (no key for Codex, no provider for OpenCode) is refused
-/// with one line rather than handed the key.
+/// ticket, and `launch` changed to reach the provider through it; or why
+/// it reaches its provider itself (no key for cryod to keep), for
+/// `cryo.log`. One that cannot be pointed (OpenCode's provider with no
+/// base URL) is refused with one line rather than handed the key.
 fn through_gateway(
     s: &Session<'_>,
     launch: &mut kinds::Launch,
     provider_env: &BTreeMap<String, String>,
-) -> super::Result<Option<crate::gateway::Ticket>> {
+) -> super::Result<(Option<crate::gateway::Ticket>, Option<String>)> {
     let (config, root) = (s.jail.config, s.jail.root);
-    let Some(through) = s.gateway.as_ref().filter(|_| config.gateway) else { return Ok(None) };
+    let Some(through) = s.gateway.as_ref().filter(|_| config.gateway) else { return Ok((None, None)) };
     let kind = kinds::Kind::of(&launch.program);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
-    let plan = super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
-        .map_err(Error::Setting)?;
-    let Some(plan) = plan else { return Ok(None) };
+    let plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
+        .map_err(Error::Setting)?
+    {
+        super::gateway::Way::Gateway(plan) => plan,
+        super::gateway::Way::Own(why) => return Ok((None, why)),
+    };
     if plan.from_file && config.file_upstream.as_deref() != Some(plan.upstream.as_str()) {
         return Err(Error::Setting(format!(
             "the agent's own config now sends its model calls to {}, not where it did when the operator accepted \
@@ -324,7 +330,7 @@ fn through_gateway(
         )
     })?;
     super::gateway::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
-    Ok(Some(ticket))
+    Ok((Some(ticket), None))
 }
 
 /// The command that starts the agent confined (under its keeper on a

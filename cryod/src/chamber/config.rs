@@ -385,7 +385,6 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
     let reach = reach(dir, &writable, &readable, &provider);
     super::trust::fold_resolved(&mut trust, &reach);
-
     let sync = raw.sync;
     Ok(Loaded {
         config: ChamberConfig {

@@ -62,11 +62,15 @@ pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::con
             .map(|r| format!("{}\0{}", r.named.display(), r.resolved.display()))
             .collect();
         if !led.is_empty() {
-            let text = format!("{digest}\n{}", led.join("\n"));
-            let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-            *digest = hex::encode(&d.as_ref()[..16]);
+            refold(digest, &led.join("\n"));
         }
     }
+}
+
+/// `digest` with `more` folded in.
+fn refold(digest: &mut String, more: &str) {
+    let d = ring::digest::digest(&ring::digest::SHA256, format!("{digest}\n{more}").as_bytes());
+    *digest = hex::encode(&d.as_ref()[..16]);
 }
 
 /// Folds into the digest of `provider` the upstream the agent's CLI names
@@ -75,8 +79,7 @@ pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::con
 /// digest as it was.
 pub fn fold_upstream(digests: &mut BTreeMap<String, String>, upstream: Option<&str>) {
     if let (Some(url), Some(digest)) = (upstream, digests.get_mut("provider")) {
-        let d = ring::digest::digest(&ring::digest::SHA256, format!("{digest}\nupstream {url}").as_bytes());
-        *digest = hex::encode(&d.as_ref()[..16]);
+        refold(digest, &format!("upstream {url}"));
     }
 }
 

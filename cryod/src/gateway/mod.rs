@@ -50,6 +50,12 @@ pub const IN_SESSION_WAIT: Duration = Duration::from_secs(60);
 /// stream then runs as long as the session does.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Connections served at once (every session's CLI keeps a few), and how
+/// long one may say nothing: a model may think for minutes before a
+/// whole (not streamed) answer.
+const MAX_CONNECTIONS: usize = 512;
+const IDLE: Duration = Duration::from_secs(600);
+
 /// The path prefix of every session's base URL.
 const PREFIX: &str = "/cryo/";
 
@@ -72,9 +78,6 @@ pub enum Auth {
     ApiKey(String),
     /// `Authorization: Bearer` (OpenAI's keys, Anthropic's auth tokens).
     Bearer(String),
-    /// None known to cryod: the agent's own headers go on (counted and
-    /// read, but the agent holds its credential).
-    Agent,
 }
 
 impl std::fmt::Debug for Auth {
@@ -82,7 +85,6 @@ impl std::fmt::Debug for Auth {
         f.write_str(match self {
             Auth::ApiKey(_) => "ApiKey(…)",
             Auth::Bearer(_) => "Bearer(…)",
-            Auth::Agent => "Agent",
         })
     }
 }
@@ -200,6 +202,7 @@ impl Route {
 /// A session's credential at the gateway: valid while this lives.
 pub struct Ticket {
     gateway: Gateway,
+    addr: SocketAddr,
     token: String,
     route: Arc<Route>,
 }
@@ -207,8 +210,7 @@ pub struct Ticket {
 impl Ticket {
     /// The base URL the agent's CLI is given.
     pub fn base(&self) -> String {
-        let addr = self.gateway.0.addr.get().copied().unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        format!("http://{addr}{PREFIX}{}", self.token)
+        format!("http://{}{PREFIX}{}", self.addr, self.token)
     }
 
     /// The credential the agent's CLI is given where its key would be.
@@ -255,13 +257,18 @@ impl Gateway {
         shutdown: tokio_util::sync::CancellationToken,
     ) -> std::io::Result<SocketAddr> {
         let listener = tokio::net::TcpListener::bind(bind).await?;
-        let addr = listener.local_addr()?;
+        self.serve_on(crate::conn::Capped::with(listener, MAX_CONNECTIONS, IDLE), shutdown)
+    }
+
+    /// Serves on `listener` (bounded: a flood of connections from an agent
+    /// must not take cryod's file descriptors).
+    fn serve_on(
+        &self,
+        listener: crate::conn::Capped,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> std::io::Result<SocketAddr> {
+        let addr = axum::serve::Listener::local_addr(&listener)?;
         let _ = self.0.addr.set(addr);
-        // Small writes (an event of a stream) go at once: with Nagle's
-        // algorithm each waits for the last one's delayed ACK (40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
         let app = axum::Router::new().fallback(handle).with_state(self.0.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
@@ -276,11 +283,11 @@ impl Gateway {
 
     /// A ticket for one session; `None` while the gateway does not listen.
     pub fn open(&self, spec: Spec) -> Option<Ticket> {
-        self.addr()?;
+        let addr = self.addr()?;
         let token = format!("cryo-gw-{}", crate::random::hex(32));
         let route = Arc::new(Route { spec, used: Mutex::default(), told_over: AtomicBool::new(false) });
         self.0.routes.lock().expect("gateway lock").insert(token.clone(), route.clone());
-        Some(Ticket { gateway: self.clone(), token, route })
+        Some(Ticket { gateway: self.clone(), addr, token, route })
     }
 
     /// Sessions with a live ticket.
@@ -388,14 +395,6 @@ async fn handle(
     up = match &route.spec.auth {
         Auth::ApiKey(k) => up.header("x-api-key", k),
         Auth::Bearer(k) => up.bearer_auth(k),
-        Auth::Agent => {
-            for name in ["authorization", "x-api-key"] {
-                if let Some(v) = parts.headers.get(name) {
-                    up = up.header(name, v);
-                }
-            }
-            up
-        }
     };
     // The body is read as it passes: no compression.
     let up = up.header("accept-encoding", "identity").body(body);

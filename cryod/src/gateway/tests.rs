@@ -163,3 +163,34 @@ async fn a_body_over_the_limit_is_refused_unread() {
     assert_eq!(r.status().as_u16(), 413);
     assert!(up.seen.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_flood_of_silent_connections_gives_way_to_a_session() {
+    let up = upstream(200, &[]).await;
+    let g = Gateway::new(crate::clock::Clock::system());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let capped = crate::conn::Capped::with(listener, 4, Duration::from_secs(600));
+    let addr = g.serve_on(capped, tokio_util::sync::CancellationToken::new()).unwrap();
+    // An agent's flood: connections that never say a word, past the cap.
+    let mut flood = Vec::new();
+    for _ in 0..16 {
+        flood.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let (status, body) = tokio::time::timeout(Duration::from_secs(10), post(&format!("{}/v1/messages", t.base()), "x"))
+        .await
+        .expect("the session's request is served despite the flood");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(t.route().used().requests, 1);
+    // The gateway held no more than its cap: the flood's others were closed.
+    let mut closed = 0;
+    for mut c in flood {
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(2), tokio::io::AsyncReadExt::read(&mut c, &mut buf));
+        if matches!(read.await, Ok(Ok(0)) | Ok(Err(_))) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 16 - 4, "only {closed} of the flood's connections were closed");
+}

@@ -64,18 +64,15 @@ impl Api {
 /// key reaches nothing else (no files, batches, fine-tunes, admin calls).
 pub fn allowed(method: &str, path: &str) -> bool {
     let path = path.trim_end_matches('/');
-    let last = |suffix: &str| path == suffix || path.ends_with(&format!("/{suffix}"));
+    let ends = |p: &str, tail: &str| p == tail || p.ends_with(&format!("/{tail}"));
     match method {
-        "POST" => {
-            Api::of(path).is_some() || last("messages/count_tokens") || last("responses/compact") || last("completions")
-        }
-        "GET" => last("models") || path.rsplit_once('/').is_some_and(|(head, _)| last_of(head, "models")),
+        "POST" => ["messages", "messages/count_tokens", "responses", "responses/compact", "completions"]
+            .iter()
+            .any(|tail| ends(path, tail)),
+        // The list, or one model of it.
+        "GET" => ends(path, "models") || path.rsplit_once('/').is_some_and(|(head, _)| ends(head, "models")),
         _ => false,
     }
-}
-
-fn last_of(path: &str, segment: &str) -> bool {
-    path == segment || path.ends_with(&format!("/{segment}"))
 }
 
 /// What one response said it used.

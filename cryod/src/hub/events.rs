@@ -45,7 +45,7 @@ pub(super) async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -
             }
         }
     });
-    sse(conn::with_keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    sse(crate::conn::with_keep_alive(tokio_stream::wrappers::ReceiverStream::new(rx)))
 }
 
 pub(super) fn sse(body: Body) -> Response {
@@ -69,7 +69,7 @@ pub(super) async fn transcript(State(hub): State<Hub>, UrlPath(name): UrlPath<St
         Ok(l) => format!("event: lines\ndata: {}\n\n", json!({ "lines": l.lines })),
         Err(s) => format!("event: error\ndata: {}\n\n", json!({ "error": s.message() })),
     });
-    sse(conn::with_keep_alive(frames))
+    sse(crate::conn::with_keep_alive(frames))
 }
 
 pub(super) fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice) -> Option<String> {

@@ -48,7 +48,6 @@ pub use crate::runtime::HubInfo;
 
 mod api;
 mod attachments;
-mod conn;
 mod events;
 mod guard;
 mod history;
@@ -250,7 +249,7 @@ fn mcp_service(
 fn serve(listener: tokio::net::TcpListener, app: Router, daemon: &Daemon, what: &'static str) {
     let shutdown = daemon.shared().shutdown.clone();
     tokio::spawn(async move {
-        let served = axum::serve(conn::Capped::new(listener), app)
+        let served = axum::serve(crate::conn::Capped::new(listener), app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await;
         if let Err(error) = served {

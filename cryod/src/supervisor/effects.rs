@@ -369,7 +369,7 @@ impl Sup {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
         }
-        self.config.as_ref().map_err(Clone::clone)?;
+        let config = self.config.as_ref().map_err(Clone::clone)?;
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
         // keeper starts, the keeper finds it past and starts nothing.
@@ -383,7 +383,6 @@ impl Sup {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
         let gateway = Some(self.through_gateway(number).await);
-        let config = self.config.as_ref().map_err(Clone::clone)?;
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let session = launch::Session {
             jail,

@@ -1,6 +1,7 @@
-//! The hub's connections, bounded: anything on the machine may connect
-//! (an agent too, whose network is open), so a flood must not take the
-//! file descriptors cryod needs for its chambers.
+//! Connections to cryod's TCP listeners (the hub, the provider gateway),
+//! bounded: anything on the machine may connect (an agent too, whose
+//! network is open), so a flood must not take the file descriptors cryod
+//! needs for its chambers.
 //!
 //! - At most [`MAX_CONNECTIONS`] at once; past it, one is closed to make
 //!   room: one never answered (a request never finished: a flood's) before
@@ -59,7 +60,7 @@ impl Capped {
         Capped::with(inner, MAX_CONNECTIONS, IDLE)
     }
 
-    fn with(inner: TcpListener, max: usize, idle: Duration) -> Capped {
+    pub fn with(inner: TcpListener, max: usize, idle: Duration) -> Capped {
         let open = Mutex::new(Vec::new());
         Capped { inner, slots: Arc::new(Semaphore::new(max)), idle, open, since: Instant::now() }
     }
@@ -86,6 +87,9 @@ impl axum::serve::Listener for Capped {
 
     async fn accept(&mut self) -> (Held, SocketAddr) {
         let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        // Small writes (an event of a stream) go at once: with Nagle's
+        // algorithm each waits for the last one's delayed ACK (40 ms).
+        let _ = io.set_nodelay(true);
         let slot = match self.slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
