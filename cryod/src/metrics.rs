@@ -91,6 +91,16 @@ impl CounterFamily {
     }
 }
 
+/// What the provider gateway counted, by chamber, account and model.
+#[derive(Default)]
+struct Spent {
+    responses: u64,
+    input: u64,
+    output: u64,
+    cached: u64,
+    cost_usd: f64,
+}
+
 /// Every figure cryod keeps.
 pub struct Metrics {
     wake_lateness: HistogramFamily,
@@ -99,6 +109,7 @@ pub struct Metrics {
     session_duration: HistogramFamily,
     admission_wait: HistogramFamily,
     agent_calls: HistogramFamily,
+    spent: Mutex<BTreeMap<String, Spent>>,
 }
 
 /// What a scrape adds from the daemon's state at that moment.
@@ -122,6 +133,7 @@ pub fn get() -> &'static Metrics {
         session_duration: HistogramFamily::new(DURATION),
         admission_wait: HistogramFamily::new(LATENCY),
         agent_calls: HistogramFamily::new(LATENCY),
+        spent: Mutex::default(),
     })
 }
 
@@ -159,6 +171,20 @@ impl Metrics {
         self.agent_calls.with(format!("verb=\"{}\"", value(verb))).observe(took);
     }
 
+    /// A model's response through the gateway: its tokens as the provider
+    /// counted them, and its cost when its model has a price.
+    pub fn model_response(&self, chamber: &str, account: &str, model: &str, tokens: [u64; 3], cost: Option<f64>) {
+        let labels =
+            format!("chamber=\"{}\",account=\"{}\",model=\"{}\"", value(chamber), value(account), value(model));
+        let mut spent = self.spent.lock().expect("metrics lock");
+        let s = spent.entry(labels).or_default();
+        s.responses += 1;
+        s.input += tokens[0];
+        s.output += tokens[1];
+        s.cached += tokens[2];
+        s.cost_usd += cost.unwrap_or(0.0);
+    }
+
     /// The OpenMetrics text of every figure, with `gauges` read now.
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
@@ -194,6 +220,25 @@ impl Metrics {
         for (labels, n) in self.sessions.0.lock().expect("metrics lock").iter() {
             let _ = writeln!(out, "cryo_sessions_total{{{labels}}} {n}");
         }
+        let spent = self.spent.lock().expect("metrics lock");
+        let help = "Model responses through the gateway, by chamber, provider account and model";
+        head(&mut out, "cryo_model_responses", "counter", help, None);
+        for (labels, s) in spent.iter() {
+            let _ = writeln!(out, "cryo_model_responses_total{{{labels}}} {}", s.responses);
+        }
+        let help = "Tokens the provider reported through the gateway (input counts cached ones too)";
+        head(&mut out, "cryo_model_tokens", "counter", help, None);
+        for (labels, s) in spent.iter() {
+            for (kind, n) in [("input", s.input), ("output", s.output), ("cached", s.cached)] {
+                let _ = writeln!(out, "cryo_model_tokens_total{{{labels},type=\"{kind}\"}} {n}");
+            }
+        }
+        let help = "What the gateway's responses cost in USD (models with a price)";
+        head(&mut out, "cryo_model_cost_usd", "counter", help, None);
+        for (labels, s) in spent.iter() {
+            let _ = writeln!(out, "cryo_model_cost_usd_total{{{labels}}} {}", s.cost_usd);
+        }
+        drop(spent);
         head(&mut out, "cryo_chambers", "gauge", "Chambers by state", None);
         for (state, n) in &gauges.chambers {
             let _ = writeln!(out, "cryo_chambers{{state=\"{}\"}} {n}", value(state));

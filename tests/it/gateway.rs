@@ -70,6 +70,21 @@ fn keyless_and_counted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> Stri
     let cost = s["cost_usd"].as_f64().unwrap_or_default();
     assert!((cost - 0.02 * n as f64).abs() < 1e-9, "cost {cost} for {n} requests: {s}");
     assert!(s["provider_session"].as_str().is_some_and(|p| !p.is_empty()), "{s}");
+    // `/metrics` has the same, by chamber, account and model, as an
+    // independent OpenMetrics parser reads it.
+    let metrics = crate::metrics::parse(&crate::metrics::get_openmetrics(&crate::hub::Hub::of(&env)).body);
+    let sum = |name: &str, kind: &str| -> f64 {
+        let mine = format!("chamber=\"{bin}\"");
+        metrics
+            .iter()
+            .filter(|(k, _)| k.starts_with(name) && k.contains(&mine) && k.contains(kind))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!(sum("cryo_model_tokens_total{", "type=\"input\""), (10 * n) as f64, "{metrics:#?}");
+    assert_eq!(sum("cryo_model_tokens_total{", "type=\"output\""), (5 * n) as f64, "{metrics:#?}");
+    assert_eq!(sum("cryo_model_responses_total{", "model="), n as f64, "{metrics:#?}");
+    assert!((sum("cryo_model_cost_usd_total{", "model=") - 0.02 * n as f64).abs() < 1e-9, "{metrics:#?}");
     // Nothing of the token or the key in cryo's own logs.
     let logs = format!("{}{}", c.cryo_log(), std::fs::read_to_string(env.path("state/cryod.log")).unwrap_or_default());
     assert!(!logs.contains("sk-cryo-test") && !logs.contains("cryo-gw-"), "{logs}");

@@ -13,7 +13,7 @@ use crate::scheduling::{HIBERNATE, quiet_chamber};
 /// Parses OpenMetrics text with `prometheus_client` (which rejects what the
 /// format forbids); returns every sample as `name{labels}` → value, labels
 /// sorted.
-fn parse(text: &str) -> BTreeMap<String, f64> {
+pub(crate) fn parse(text: &str) -> BTreeMap<String, f64> {
     parse_with("prometheus_client.openmetrics.parser", "OpenMetrics", text)
 }
 
@@ -56,7 +56,7 @@ fn sample(m: &BTreeMap<String, f64>, key: &str) -> f64 {
 }
 
 /// `GET /metrics` asking for OpenMetrics, as Prometheus does.
-fn get_openmetrics(hub: &Hub) -> crate::hub::Resp {
+pub(crate) fn get_openmetrics(hub: &Hub) -> crate::hub::Resp {
     let accept = "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
     hub.raw("GET", "/metrics", Some(&hub.token()), &[accept], None)
 }

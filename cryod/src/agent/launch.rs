@@ -93,6 +93,8 @@ pub struct Session<'a> {
 /// A session's way to its provider through cryod's gateway.
 pub struct Through {
     pub gateway: crate::gateway::Gateway,
+    /// The provider account the session bills.
+    pub account: String,
     /// `[providers.NAME] upstream`, if `cryod.toml` names one.
     pub upstream: Option<String>,
     /// What the session may spend in all (USD), if anything bounds it.
@@ -317,6 +319,7 @@ fn through_gateway(
     }
     let spec = crate::gateway::Spec {
         chamber: s.jail.chamber.to_string(),
+        account: through.account.clone(),
         session: s.number,
         upstream: plan.upstream.clone(),
         auth: plan.auth.clone(),

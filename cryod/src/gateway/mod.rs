@@ -104,6 +104,8 @@ pub struct Tell {
 /// What a session asks of the gateway.
 pub struct Spec {
     pub chamber: String,
+    /// The provider account it bills (for `/metrics`).
+    pub account: String,
     pub session: u64,
     /// The upstream's base (`https://api.anthropic.com`,
     /// `https://api.openai.com/v1`); a request's path below the session's
@@ -173,9 +175,13 @@ impl Route {
             cached_tokens: c.cached,
             ..Usage::default()
         };
-        if let Some(cost) = self.spec.prices.cost(&one) {
+        let cost = self.spec.prices.cost(&one);
+        if let Some(cost) = cost {
             u.cost_usd = Some(u.cost_usd.unwrap_or(0.0) + cost);
         }
+        let model = c.model.as_deref().unwrap_or("unknown");
+        let tokens = [c.input, c.output, c.cached];
+        crate::metrics::get().model_response(&self.spec.chamber, &self.spec.account, model, tokens, cost);
         let over = self.spec.line.is_some_and(|line| u.cost_usd.is_some_and(|c| c >= line));
         drop(used);
         if over {

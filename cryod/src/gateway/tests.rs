@@ -63,6 +63,7 @@ fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
     prices.insert("m1".to_string(), crate::agent_events::Price { input: 1000.0, output: 2000.0, cached: None });
     Spec {
         chamber: "c".into(),
+        account: "acct".into(),
         session: 1,
         upstream: up.url.clone(),
         auth: Auth::ApiKey("sk-real".into()),

@@ -342,16 +342,15 @@ impl Sup {
             .filter(|b| b.key.ends_with("_usd"))
             .map(|b| (b.limit - b.used).max(0.0));
         let line = self.max_session_usd().into_iter().chain(left).reduce(f64::min);
-        let (admission, name) = (self.shared.admission.clone(), self.machine.name().to_string());
+        let account = account.unwrap_or_default();
+        let (admission, name, held) = (self.shared.admission.clone(), self.machine.name().to_string(), account.clone());
         let hold: Arc<dyn Fn(Duration, String) + Send + Sync> = Arc::new(move |wait, source| {
-            if let Some(account) = &account {
-                tracing::info!(chamber = %name, %account, ?wait, %source, "provider limit: holding new wakes");
-                admission.hold_for(account, wait, source);
-            }
+            tracing::info!(chamber = %name, account = %held, ?wait, %source, "provider limit: holding new wakes");
+            admission.hold_for(&held, wait, source);
         });
         let over = self.over_budget_sink(number);
         let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over) };
-        launch::Through { gateway: self.shared.gateway.clone(), upstream, line, tell }
+        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell }
     }
 
     /// Where the file watcher sends what it saw.

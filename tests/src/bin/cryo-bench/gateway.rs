@@ -70,6 +70,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
         let tell = cryod::gateway::Tell { limit: Arc::new(|_| {}), hold: Arc::new(|_, _| {}), over: Arc::new(|| {}) };
         let spec = cryod::gateway::Spec {
             chamber: "bench".into(),
+            account: "bench".into(),
             session: 1,
             upstream: up.clone(),
             auth: cryod::gateway::Auth::ApiKey("sk-bench".into()),
