@@ -93,7 +93,11 @@ impl Sup {
             }
             Effect::Spawn { session, wake_id, token, prompt, resume } => {
                 let turn = Turn { prompt: &prompt, prompt_file: launch::PROMPT_FILE, resume: resume.as_deref() };
-                return Some(Input::Spawned(self.spawn_agent(session, &wake_id, &token, turn).await));
+                let (result, notes) = match self.spawn_agent(session, &wake_id, &token, turn).await {
+                    Ok((pid, notes)) => (Ok(pid), notes),
+                    Err(e) => (Err(e), Vec::new()),
+                };
+                return Some(Input::Spawned { result, notes });
             }
             Effect::Signal { pgid, sig } => {
                 group::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
@@ -362,9 +366,16 @@ impl Sup {
     }
 
     /// Starts the agent in its own process group (see `agent::launch`);
-    /// returns its pid (the group's id too). An agent starts only under a
+    /// returns its pid (the group's id too) and the lines its start has for
+    /// the session's block in `cryo.log`. An agent starts only under a
     /// permit: the running session's, which keeps its group and its door.
-    async fn spawn_agent(&mut self, number: u64, wake_id: &str, token: &str, turn: Turn<'_>) -> Result<u32, Failed> {
+    async fn spawn_agent(
+        &mut self,
+        number: u64,
+        wake_id: &str,
+        token: &str,
+        turn: Turn<'_>,
+    ) -> Result<(u32, Vec<String>), Failed> {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
         }
@@ -402,9 +413,6 @@ impl Sup {
             on_exit,
         };
         let started = launch::start(session).await.map_err(Failed::of)?;
-        for note in started.notes {
-            self.log(LogLine::Event(note));
-        }
         let pgid = started.pid as i32;
         if let Some(pipe) = started.keeper {
             self.shared.lease.keep(pgid, pipe);
@@ -413,7 +421,7 @@ impl Sup {
         if let Some(running) = self.running.as_mut() {
             running.started(pgid, door, started.ticket);
         }
-        Ok(started.pid)
+        Ok((started.pid, started.notes))
     }
 
     /// Notes a write refused by the fence: the chamber is someone else's now.

@@ -721,7 +721,13 @@ pub enum Input {
         then: AfterTodos,
         result: Result<(TodoDone, TodoList), TodoWriteError>,
     },
-    Spawned(Result<u32, Failed>),
+    /// The agent started (its pid), or why not; `notes` are the shell's
+    /// lines for the session's block in `cryo.log` (a limit not applied,
+    /// a provider reached without the gateway).
+    Spawned {
+        result: Result<u32, Failed>,
+        notes: Vec<String>,
+    },
     MessageWritten {
         then: AfterWrite,
         result: Result<String, Failed>,

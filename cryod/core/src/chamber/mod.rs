@@ -479,7 +479,7 @@ impl Chamber {
             Input::HandedOff { to, session, result } => self.handed_off(to, session, result),
             Input::Recorded(r) => self.recorded(r),
             Input::TodosUpdated { then, result } => self.todos_updated(then, result),
-            Input::Spawned(r) => self.spawned(r),
+            Input::Spawned { result, notes } => self.spawned(result, notes),
             Input::MessageWritten { then, result } => self.message_written(then, result),
             Input::StoreWritten { then, result } => self.store_written(then, result),
             Input::Journaled { then, names, result } => self.journaled(then, names, result),

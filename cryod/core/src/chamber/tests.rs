@@ -145,7 +145,9 @@ impl Rig {
                 };
                 Input::TodosUpdated { then, result }
             }
-            Effect::Spawn { .. } => Input::Spawned(if failing { err() } else { Ok(PID) }),
+            Effect::Spawn { .. } => {
+                Input::Spawned { result: if failing { err() } else { Ok(PID) }, notes: vec!["a note".into()] }
+            }
             Effect::WriteMessage { then, .. } => {
                 self.written += 1;
                 Input::MessageWritten {
@@ -256,6 +258,10 @@ fn a_due_wake_asks_for_admission_then_records_spawns_and_claims_in_that_order() 
     // The ledger row, with its claims, is the claim's durable record: the
     // agent starts right after it, and todo.json shows the claim next.
     assert!(record < token && token < spawn && spawn < started && started < claim, "{out:#?}");
+    // The shell's lines about the start go inside the session's block.
+    let begin = pos(&out, "the block's start", |e| matches!(e, Effect::Log(LogLine::Begin(2))));
+    let note = pos(&out, "the spawn's note", |e| matches!(e, Effect::Log(LogLine::Event(t)) if t == "a note"));
+    assert!(spawn < begin && begin < note, "{out:#?}");
     let Effect::RecordWake(w) = &out[record] else { unreachable!() };
     assert_eq!(w.claims.len(), 1);
     // The claim names the wake that holds it, in todo.json itself.

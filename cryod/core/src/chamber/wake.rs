@@ -251,7 +251,7 @@ impl Chamber {
         }
     }
 
-    pub(super) fn spawned(&mut self, r: Result<u32, Failed>) {
+    pub(super) fn spawned(&mut self, r: Result<u32, Failed>, notes: Vec<String>) {
         let now = self.now;
         let tz = self.tz();
         let Some(l) = self.waking.live().filter(|l| l.phase == Phase::Spawning) else { return };
@@ -262,6 +262,9 @@ impl Chamber {
         let claim = TodoOp::Claim { wake: l.wake_id.clone(), ids: l.claims.iter().map(|c| c.id).collect(), now, tz };
         self.emit(Effect::Log(LogLine::Begin(number)));
         self.log(trigger);
+        for note in notes {
+            self.log(note);
+        }
         let l = self.waking.live().expect("live");
         let said = match &l.resumed {
             Some(t) => Some(format!(

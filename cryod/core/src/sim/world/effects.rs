@@ -319,7 +319,7 @@ impl World {
     fn spawn(&mut self, c: usize, s: Spawned) -> Result<Input, Broken> {
         let Spawned { session, wake_id, token, resume, inc } = s;
         if self.rng.one_in(300) {
-            return Ok(Input::Spawned(Err("\"agent\" not found on PATH".into())));
+            return Ok(Input::Spawned { result: Err("\"agent\" not found on PATH".into()), notes: Vec::new() });
         }
         if self.disks[c].archived || !self.disks[c].started {
             return Err(Broken(format!("chamber {c}: session {session} spawned while stopped or archived")));
@@ -349,7 +349,7 @@ impl World {
         self.procs.push(p);
         let t = self.think();
         self.after(t, Ev::Step { pid });
-        Ok(Input::Spawned(Ok(pid)))
+        Ok(Input::Spawned { result: Ok(pid), notes: Vec::new() })
     }
 
     fn signal(&mut self, pgid: i32, sig: Sig) {
