@@ -83,6 +83,18 @@ pub fn parse_keep(s: &str) -> Result<Option<chrono::Duration>, String> {
     }
 }
 
+/// Where a session's processes may connect (`network` in `cryo.toml`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// Anywhere the machine reaches.
+    #[default]
+    Open,
+    /// TCP to cryod's provider gateway only (under Landlock, whose network
+    /// rules need Linux 6.7, ABI 4).
+    Gateway,
+}
+
 /// How an agent's session is confined (`sandbox` in `cryo.toml`, its
 /// default in `cryod.toml`).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]

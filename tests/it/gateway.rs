@@ -186,3 +186,48 @@ fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
     assert!(log.contains(&thief.url()) && log.contains("cryoctl chamber trust codex"), "{log}");
     assert!(thief.seen().is_empty(), "the key went to the new address");
 }
+
+/// `network = "gateway"` under Landlock: the agent's own connection to
+/// another local port (the model server itself, past the gateway) is
+/// refused, and its session still completes through the gateway.
+#[test]
+fn network_gateway_refuses_a_direct_connection_and_the_session_completes() {
+    let Some(path) = cli("claude") else { return };
+    if let Some(why) = cryod::agent::sandbox::unavailable(cryod::config::Sandbox::Landlock) {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if cryod::agent::sandbox::landlock_abi() < 4 {
+        eprintln!("SKIPPED: {}", cryod::agent::sandbox::NETWORK_RULES);
+        return;
+    }
+    let elsewhere = ModelServer::start(Script::new());
+    let port = elsewhere.addr.port();
+    let direct = format!("(exec 3<>/dev/tcp/127.0.0.1/{port} && echo open || echo refused) > net.txt 2>&1");
+    let script = Script::new().on("- session: 1\n", &[&direct, "cryo-agent hibernate --complete --summary netted"]);
+    let model = ModelServer::start(script);
+    let port_seen = model.addr.port();
+    let env = Env::new();
+    let provider = claude_provider(&env, &model);
+    let _d = env.start_daemon();
+    let toml = format!(
+        "agent = \"{}\"\nsandbox = \"landlock\"\nnetwork = \"gateway\"\n\n[provider]\n{provider}\n",
+        path.display()
+    );
+    let c = env.chamber("netted", "", &toml);
+    env.cryoctl(&["chamber", "start", "netted"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c, &model));
+    let net = c.read("net.txt");
+    // Landlock's EACCES, not a port nobody listens on (the first server
+    // still listens there).
+    assert!(net.contains("Permission denied") && net.contains("refused"), "a direct connection to port {port}: {net}");
+    assert!(!model.seen().is_empty() && port_seen != port, "the model calls went through the gateway");
+    assert!(elsewhere.seen().is_empty(), "nothing reached the other server");
+    // Without a sandbox, the setting refuses the session with one line.
+    let c2 = env.chamber("open-air", "", &toml.replace("sandbox = \"landlock\"\n", "sandbox = \"off\"\n"));
+    let said = env.cryoctl(&["chamber", "start", "open-air"]).fails(1).to_string();
+    assert!(said.contains("network = \"gateway\" needs a sandbox: say sandbox = \"landlock\""), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(!c2.cryo_log().contains("agent started"), "no agent ran with its network open: {}", c2.cryo_log());
+}

@@ -62,6 +62,8 @@ pub struct Jail<'a> {
     pub mode: Sandbox,
     /// Every other chamber's folder (hidden from a confined process).
     pub others: Vec<PathBuf>,
+    /// The provider gateway's port, once it listens (`network = "gateway"`).
+    pub gateway_port: Option<u16>,
     pub places: &'a Places,
 }
 
@@ -457,6 +459,29 @@ pub fn confine(
     if let Some(why) = unavailable {
         return Err(Error::Unavailable(why));
     }
+    if config.network == crate::config::Network::Gateway {
+        match jail.mode {
+            Sandbox::Off => {
+                return Err(Error::Setting(
+                    "cryo.toml: network = \"gateway\" needs a sandbox: say sandbox = \"landlock\"".into(),
+                ));
+            }
+            Sandbox::Bwrap => {
+                return Err(Error::Unavailable(
+                    "cryo.toml: network = \"gateway\" is held by Landlock's network rules only so far: say \
+                     sandbox = \"landlock\""
+                        .into(),
+                ));
+            }
+            Sandbox::Landlock if sandbox::landlock_abi() < 4 => {
+                return Err(Error::Unavailable(sandbox::NETWORK_RULES.into()));
+            }
+            Sandbox::Landlock if jail.gateway_port.is_none() => {
+                return Err(Error::Unavailable("cryo's provider gateway is not listening (see cryod's log)".into()));
+            }
+            Sandbox::Landlock => {}
+        }
+    }
     let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
     let mut tmp = None;
     let (program, args): (PathBuf, Vec<OsString>) = match jail.mode {
@@ -550,7 +575,11 @@ fn policy(
     }
     hidden.push(cryo_proto::operator_key_path(&places.socket));
     let reachable = run.door.map(Path::to_path_buf).into_iter().collect();
-    Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: run.arg0.to_string() }, tmp))
+    let connect_tcp = match config.network {
+        crate::config::Network::Open => None,
+        crate::config::Network::Gateway => Some(jail.gateway_port.into_iter().collect()),
+    };
+    Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: run.arg0.to_string(), connect_tcp }, tmp))
 }
 
 /// An agent started under a keeper: waits for its pid, then reads a known

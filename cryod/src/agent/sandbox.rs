@@ -36,7 +36,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,10 @@ pub const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
 /// The access rights cryo asks for: those of Landlock's fifth version
 /// (truncate and device ioctls); an older kernel enforces what it knows.
 const ABI_WANTED: ABI = ABI::V5;
+
+/// Why `network = "gateway"` cannot be held here.
+pub const NETWORK_RULES: &str = "network = \"gateway\" needs Landlock's network rules (Linux 6.7, Landlock ABI 4), which \
+                                 this kernel lacks; the session is not started with its network open";
 
 /// The devices a confined agent may open (read and write) under Landlock:
 /// those programs use. The rest of `/dev` is out of its reach: a disk's
@@ -132,6 +136,10 @@ pub struct Policy {
     pub reachable: Vec<PathBuf>,
     /// The agent's `argv[0]`.
     pub arg0: String,
+    /// TCP connections are allowed to these loopback ports only (the
+    /// provider gateway's), when set: `network = "gateway"`.
+    #[serde(default)]
+    pub connect_tcp: Option<Vec<u16>>,
 }
 
 /// A folder no sandbox hides whole (the system's own): `/` and the
@@ -319,9 +327,23 @@ fn restrict(policy: &Policy) -> super::Result<()> {
         .handle_access(all)
         .map_err(|e| fail(&e))?
         .scope(Scope::Signal | Scope::AbstractUnixSocket)
-        .map_err(|e| fail(&e))?
-        .create()
         .map_err(|e| fail(&e))?;
+    if policy.connect_tcp.is_some() {
+        // Not best effort: a kernel without network rules refuses the
+        // session rather than leave its network open.
+        if landlock_abi() < 4 {
+            return Err(Error::Unavailable(NETWORK_RULES.into()));
+        }
+        ruleset = ruleset
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(|e| fail(&e))?
+            .set_compatibility(CompatLevel::BestEffort);
+    }
+    let mut ruleset = ruleset.create().map_err(|e| fail(&e))?;
+    for port in policy.connect_tcp.iter().flatten() {
+        ruleset = ruleset.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(|e| fail(&e))?;
+    }
     for p in visible(Path::new("/"), &hidden) {
         if let Ok(fd) = PathFd::new(&p) {
             ruleset = ruleset.add_rule(PathBeneath::new(fd, read)).map_err(|e| fail(&e))?;
@@ -541,6 +563,7 @@ mod tests {
             hidden: vec![at("home"), at("home/chambers/peer"), at("srv/project/private"), at("missing"), "rel".into()],
             reachable: vec![at("run")],
             arg0: "agent".into(),
+            connect_tcp: None,
         };
         let args: Vec<String> = bwrap_args(&policy, Path::new("/usr/bin/agent"), &["a prompt".into()])
             .iter()

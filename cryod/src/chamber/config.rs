@@ -57,6 +57,7 @@ struct Raw {
     on_end: Option<Vec<RawOnEnd>>,
     expect_activity_within: Option<String>,
     sandbox: Option<crate::config::Sandbox>,
+    network: Option<crate::config::Network>,
     writable: Option<Vec<String>>,
     readable: Option<Vec<String>>,
     memory_max: Option<String>,
@@ -195,6 +196,9 @@ pub struct ChamberConfig {
     pub expect_activity_within: Option<chrono::Duration>,
     /// `sandbox`; `None`: cryod.toml's default.
     pub sandbox: Option<crate::config::Sandbox>,
+    /// `network`: where the session's processes may connect (default
+    /// `open`; `gateway`: the provider gateway only).
+    pub network: crate::config::Network,
     /// `writable` and `readable`: folders a sandboxed agent may also write,
     /// or read (absolute; resolved at each spawn, see [`Reach`]).
     pub writable: Vec<PathBuf>,
@@ -407,6 +411,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             on_end,
             expect_activity_within,
             sandbox: raw.sandbox,
+            network: raw.network.unwrap_or_default(),
             writable,
             readable,
             reach,

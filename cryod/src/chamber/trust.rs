@@ -38,7 +38,8 @@ pub const KEYS: &[&str] = &[
 /// Each of [`KEYS`] and the digest of its value in `table` (absent keys
 /// have a digest too: removing a limit is a change).
 pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
-    KEYS.iter()
+    let mut d: BTreeMap<String, String> = KEYS
+        .iter()
         .map(|k| {
             let canonical = match table.get(*k) {
                 Some(v) => canonical(v),
@@ -47,7 +48,13 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
             let digest = ring::digest::digest(&ring::digest::SHA256, format!("{k}\n{canonical}").as_bytes());
             (k.to_string(), hex::encode(&digest.as_ref()[..16]))
         })
-        .collect()
+        .collect();
+    // `network` confines too: part of `sandbox`'s digest when it is set
+    // (so chambers accepted before it existed are not held for it).
+    if let (Some(v), Some(digest)) = (table.get("network"), d.get_mut("sandbox")) {
+        refold(digest, &format!("network {}", canonical(v)));
+    }
+    d
 }
 
 /// Folds into the digest of each key of `reach` where its paths lead, for
@@ -148,6 +155,11 @@ mod tests {
             "agent = \"claude\"\nsandbox = \"bwrap\"\nprecheck = \"true\"\n[provider]\nenv = { K = { file = \"/x\" } }\n",
         ));
         assert_eq!(changed(&base, &hook), ["precheck", "provider"]);
+        // `network` is part of `sandbox`: setting or dropping it is a change
+        // the operator accepts; a file without it digests as it always did.
+        let netted = digests(&table("agent = \"claude\"\nsandbox = \"bwrap\"\nnetwork = \"gateway\"\n"));
+        assert_eq!(changed(&base, &netted), ["sandbox"]);
+        assert_eq!(changed(&netted, &base), ["sandbox"]);
         // A removed limit is a change too.
         let limited = digests(&table("agent = \"claude\"\nsandbox = \"bwrap\"\nmax_session_duration = 60\n"));
         assert_eq!(changed(&limited, &base), ["max_session_duration"]);

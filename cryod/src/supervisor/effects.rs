@@ -282,6 +282,7 @@ impl Sup {
             config,
             mode,
             others,
+            gateway_port: self.shared.gateway.addr().map(|a| a.port()),
             places: &self.shared.places,
         })
     }
