@@ -188,46 +188,59 @@ fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
 }
 
 /// `network = "gateway"` under Landlock: the agent's own connection to
-/// another local port (the model server itself, past the gateway) is
-/// refused, and its session still completes through the gateway.
-#[test]
-fn network_gateway_refuses_a_direct_connection_and_the_session_completes() {
-    let Some(path) = cli("claude") else { return };
+/// another local port (a listening server, past the gateway) is refused,
+/// and its session still completes through the gateway.
+fn netted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
+    let path = cli(bin)?;
     if let Some(why) = cryod::agent::sandbox::unavailable(cryod::config::Sandbox::Landlock) {
         eprintln!("SKIPPED: {why}");
-        return;
+        return None;
     }
     if cryod::agent::sandbox::landlock_abi() < 4 {
         eprintln!("SKIPPED: {}", cryod::agent::sandbox::NETWORK_RULES);
-        return;
+        return None;
     }
     let elsewhere = ModelServer::start(Script::new());
     let port = elsewhere.addr.port();
     let direct = format!("(exec 3<>/dev/tcp/127.0.0.1/{port} && echo open || echo refused) > net.txt 2>&1");
     let script = Script::new().on("- session: 1\n", &[&direct, "cryo-agent hibernate --complete --summary netted"]);
     let model = ModelServer::start(script);
-    let port_seen = model.addr.port();
     let env = Env::new();
-    let provider = claude_provider(&env, &model);
-    let _d = env.start_daemon();
+    let provider = setup(&env, &model);
+    let d = env.start_daemon();
     let toml = format!(
         "agent = \"{}\"\nsandbox = \"landlock\"\nnetwork = \"gateway\"\n\n[provider]\n{provider}\n",
         path.display()
     );
-    let c = env.chamber("netted", "", &toml);
-    env.cryoctl(&["chamber", "start", "netted"]).ok();
+    let c = env.chamber(bin, "", &toml);
+    env.cryoctl(&["chamber", "start", bin]).ok();
     wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
     assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c, &model));
     let net = c.read("net.txt");
-    // Landlock's EACCES, not a port nobody listens on (the first server
-    // still listens there).
+    // Landlock's EACCES, not a port nobody listens on (that server listens).
     assert!(net.contains("Permission denied") && net.contains("refused"), "a direct connection to port {port}: {net}");
-    assert!(!model.seen().is_empty() && port_seen != port, "the model calls went through the gateway");
+    // The model was reached (its own port is out of reach too): through the gateway.
+    assert!(!model.seen().is_empty(), "{}", diag(&c, &model));
     assert!(elsewhere.seen().is_empty(), "nothing reached the other server");
+    drop(d);
+    Some(env)
+}
+
+#[test]
+fn network_gateway_refuses_a_direct_connection_and_claude_code_completes() {
+    let Some(env) = netted("claude", claude_provider) else { return };
     // Without a sandbox, the setting refuses the session with one line.
-    let c2 = env.chamber("open-air", "", &toml.replace("sandbox = \"landlock\"\n", "sandbox = \"off\"\n"));
+    let _d = env.start_daemon();
+    let path = cli("claude").expect("found above");
+    let toml = format!("agent = \"{}\"\nsandbox = \"off\"\nnetwork = \"gateway\"\n", path.display());
+    let c = env.chamber("open-air", "", &toml);
     let said = env.cryoctl(&["chamber", "start", "open-air"]).fails(1).to_string();
     assert!(said.contains("network = \"gateway\" needs a sandbox: say sandbox = \"landlock\""), "{said}");
     assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
-    assert!(!c2.cryo_log().contains("agent started"), "no agent ran with its network open: {}", c2.cryo_log());
+    assert!(!c.cryo_log().contains("agent started"), "no agent ran with its network open: {}", c.cryo_log());
+}
+
+#[test]
+fn network_gateway_refuses_a_direct_connection_and_codex_completes() {
+    netted("codex", codex_provider);
 }
