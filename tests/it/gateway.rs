@@ -244,3 +244,8 @@ fn network_gateway_refuses_a_direct_connection_and_claude_code_completes() {
 fn network_gateway_refuses_a_direct_connection_and_codex_completes() {
     netted("codex", codex_provider);
 }
+
+#[test]
+fn network_gateway_refuses_a_direct_connection_and_opencode_completes() {
+    netted("opencode", opencode_provider);
+}
