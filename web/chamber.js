@@ -319,7 +319,7 @@ function status(c) {
 // woke it, when (relative, exact on hover), how long, tokens and cost.
 const RUN = [
   [/^running/, "●", "running"], [/^hibernated|^completed/, "✓", "ok"], [/^crashed|^failed/, "✕", "bad"],
-  [/^timed out/, "⏱", "bad"], [/^limited|^over budget/, "⏸", "held"], [/^stopped|^interrupted/, "■", "muted"],
+  [/^timed out|^stalled/, "⏱", "bad"], [/^looping/, "↻", "bad"], [/^limited|^over budget/, "⏸", "held"], [/^stopped|^interrupted/, "■", "muted"],
 ];
 function runStatus(s) {
   const outcome = s.outcome || "running";

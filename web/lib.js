@@ -112,7 +112,7 @@ export function badge(s, lastResult) {
 }
 
 export function failure(lastResult) {
-  const m = /^(crashed|timed out|timeout|failed|over budget|limited)/.exec(lastResult || "");
+  const m = /^(crashed|timed out|timeout|failed|over budget|limited|stalled|looping)/.exec(lastResult || "");
   return m ? (m[1] === "timeout" ? "timed out" : m[1]) : "";
 }
 

@@ -57,7 +57,7 @@ function filters() {
     el("label", { for: "state-filter", class: "sr-only" }, "State"), pick);
 }
 
-const bad = (c) => !c.archived && ["crashed", "timed out", "failed"].includes(failure(c.last_result));
+const bad = (c) => !c.archived && ["crashed", "timed out", "failed", "stalled", "looping"].includes(failure(c.last_result));
 const needsYou = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
 
 function shown(c) {

@@ -100,6 +100,6 @@ export function legend(fleet = false) {
   const item = (cls, text) => el("li", {}, el("span", { class: "swatch " + cls, "aria-hidden": "true" }), text);
   return el("ul", { class: "legend", "aria-label": "legend" }, fleet
     ? [item("running", "running now"), item("wake", "a planned wake"), item("held", "a wake held back")]
-    : [item("ok", "session ended well"), item("bad", "failed, crashed or timed out"), item("held", "held: limited, over budget or stopped"),
+    : [item("ok", "session ended well"), item("bad", "failed, crashed, timed out, stalled or looping"), item("held", "held: limited, over budget or stopped"),
       item("running", "running; ▲ a planned wake")]);
 }

@@ -104,6 +104,23 @@ pub struct Reader {
     messages: std::collections::BTreeMap<String, (u64, u64, u64)>,
     /// OpenCode reports a cost per step; summed here.
     cost_reported: f64,
+    /// The tool calls seen since they were last taken, in order.
+    pub calls: Vec<ToolCall>,
+}
+
+/// A tool call the agent made, as its stream told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The tool and its exact arguments: the same for the same call.
+    pub key: String,
+    /// As the transcript shows it (`Bash: git status`).
+    pub shown: String,
+}
+
+impl ToolCall {
+    fn new(name: &str, input: &Value) -> ToolCall {
+        ToolCall { key: format!("{name}\0{input}"), shown: call(name, input) }
+    }
 }
 
 impl Reader {
@@ -117,6 +134,7 @@ impl Reader {
             retry_ms: None,
             messages: Default::default(),
             cost_reported: 0.0,
+            calls: Vec::new(),
         }
     }
 
@@ -184,7 +202,9 @@ impl Reader {
                     match part["type"].as_str() {
                         Some("text") => push_text(out, "assistant", part["text"].as_str().unwrap_or("")),
                         Some("tool_use") => {
-                            out.push(format!("→ {}", call(part["name"].as_str().unwrap_or("?"), &part["input"])))
+                            let c = ToolCall::new(part["name"].as_str().unwrap_or("?"), &part["input"]);
+                            out.push(format!("→ {}", c.shown));
+                            self.calls.push(c);
                         }
                         _ => {}
                     }
@@ -249,14 +269,19 @@ impl Reader {
                 ));
             }
             Some("item.started") => match item["type"].as_str() {
-                Some("command_execution") => out.push(format!("→ $ {}", clip(item["command"].as_str().unwrap_or("")))),
-                Some("mcp_tool_call") => out.push(format!(
-                    "→ {}",
-                    call(
-                        &format!("{}.{}", item["server"].as_str().unwrap_or("?"), item["tool"].as_str().unwrap_or("?")),
-                        &item["arguments"]
-                    )
-                )),
+                Some("command_execution") => {
+                    let command = item["command"].as_str().unwrap_or("");
+                    out.push(format!("→ $ {}", clip(command)));
+                    let key = format!("$\0{command}");
+                    self.calls.push(ToolCall { key, shown: format!("$ {}", clip(command)) });
+                }
+                Some("mcp_tool_call") => {
+                    let name =
+                        format!("{}.{}", item["server"].as_str().unwrap_or("?"), item["tool"].as_str().unwrap_or("?"));
+                    let c = ToolCall::new(&name, &item["arguments"]);
+                    out.push(format!("→ {}", c.shown));
+                    self.calls.push(c);
+                }
                 _ => {}
             },
             Some("item.completed") => match item["type"].as_str() {
@@ -318,7 +343,9 @@ impl Reader {
             Some("text") => push_text(out, "assistant", part["text"].as_str().unwrap_or("")),
             Some("tool_use") => {
                 let state = &part["state"];
-                out.push(format!("→ {}", call(part["tool"].as_str().unwrap_or("?"), &state["input"])));
+                let c = ToolCall::new(part["tool"].as_str().unwrap_or("?"), &state["input"]);
+                out.push(format!("→ {}", c.shown));
+                self.calls.push(c);
                 let error = state["status"] == "error";
                 let text = state["output"].as_str().or_else(|| state["error"].as_str()).unwrap_or("");
                 result(out, text, error);

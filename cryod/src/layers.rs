@@ -60,7 +60,15 @@ const INNER: &[(&str, &[&[&str]])] = &[
         ],
     ),
     ("hub", &[&["markdown", "history", "settings", "guard"], &["attachments", "invites", "hooks"], &["events", "api"]]),
-    ("agent", &[&["door", "group", "kinds", "sandbox", "stream"], &["keeper", "precheck", "gateway"], &["launch"]]),
+    (
+        "agent",
+        &[
+            &["door", "group", "kinds", "sandbox", "watch"],
+            &["stream"],
+            &["keeper", "precheck", "gateway"],
+            &["launch"],
+        ],
+    ),
 ];
 
 fn rank(module: &str) -> Option<usize> {

@@ -3,6 +3,7 @@
 mod agents;
 mod bench;
 mod browser;
+mod caught;
 mod chaos;
 mod durability;
 mod escape;

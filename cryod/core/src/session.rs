@@ -62,11 +62,24 @@ pub enum Outcome {
     /// It cost more than `max_session_usd` and was stopped; its claims
     /// wait until `until`.
     OverBudget { until: DateTime<Utc>, local: String },
+    /// cryod saw it stall or loop and ended it (see [`Caught`]).
+    Caught(Caught),
+}
+
+/// What cryod saw a running session do that ends it: not a crash (the
+/// agent did not fail on its own), but its work did not get done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caught {
+    /// No model request and no agent event for `stall_after` (seconds).
+    Stalled { idle_secs: u64 },
+    /// The same tool call (`call`, as the transcript shows it) `times` in
+    /// a row (`loop_after`).
+    Looping { call: String, times: u32 },
 }
 
 /// Whether an outcome of this kind ([`Outcome::kind`]) is a failure.
 pub fn kind_failed(kind: &str) -> bool {
-    matches!(kind, "failed" | "crashed" | "timed_out" | "interrupted")
+    matches!(kind, "failed" | "crashed" | "timed_out" | "interrupted" | "stalled" | "looping")
 }
 
 /// How late a session's agent started after `due`, in whole milliseconds
@@ -78,7 +91,8 @@ pub fn lateness_ms(due: DateTime<Utc>, started: DateTime<Utc>) -> i64 {
 impl Outcome {
     /// Its kind, one word (a metrics label): `hibernated`, `completed`,
     /// `failed` (hibernated with an exit code), `crashed`, `timed_out`,
-    /// `stopped`, `interrupted`.
+    /// `stopped`, `interrupted`, `limited`, `over_budget`, `stalled`,
+    /// `looping`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Hibernated(Ending::Hibernate) => "hibernated",
@@ -90,6 +104,8 @@ impl Outcome {
             Outcome::Interrupted => "interrupted",
             Outcome::Limited { .. } => "limited",
             Outcome::OverBudget { .. } => "over_budget",
+            Outcome::Caught(Caught::Stalled { .. }) => "stalled",
+            Outcome::Caught(Caught::Looping { .. }) => "looping",
         }
     }
 
@@ -112,6 +128,8 @@ impl Outcome {
             "interrupted" => "interrupted",
             "limited" => "limited",
             "over budget" => "over_budget",
+            "stalled" => "stalled",
+            "looping" => "looping",
             _ => return None,
         })
     }
@@ -126,6 +144,8 @@ impl Outcome {
             Outcome::Interrupted => "was interrupted (the daemon stopped)".into(),
             Outcome::Limited { .. } => "hit the provider's limit".into(),
             Outcome::OverBudget { .. } => "went over its budget".into(),
+            Outcome::Caught(Caught::Stalled { .. }) => "stalled".into(),
+            Outcome::Caught(Caught::Looping { .. }) => "was caught in a loop".into(),
             Outcome::Hibernated(_) => "hibernated".into(),
         }
     }
@@ -143,6 +163,15 @@ impl Outcome {
             Outcome::Limited { local, .. } => format!("limited: the provider's limit was reached; resumes at {local}"),
             Outcome::OverBudget { local, .. } => {
                 format!("over budget: stopped at max_session_usd; its TODOs wait until {local}")
+            }
+            Outcome::Caught(Caught::Stalled { idle_secs }) => {
+                format!(
+                    "stalled: no model request and no agent event for {}",
+                    crate::time::humanize(chrono::Duration::seconds(*idle_secs as i64))
+                )
+            }
+            Outcome::Caught(Caught::Looping { call, times }) => {
+                format!("looping: the same tool call {times} times in a row ({call})")
             }
         }
     }
@@ -429,6 +458,8 @@ mod tests {
             (Outcome::Interrupted, true),
             (Outcome::Limited { until: at, local: "14:00".into() }, false),
             (Outcome::OverBudget { until: at, local: "tomorrow".into() }, false),
+            (Outcome::Caught(Caught::Stalled { idle_secs: 1500 }), true),
+            (Outcome::Caught(Caught::Looping { call: "Bash: ls".into(), times: 8 }), true),
         ];
         for (o, failed) in all {
             assert_eq!(Outcome::kind_of_described(&o.describe()), Some(o.kind()), "{o:?}");

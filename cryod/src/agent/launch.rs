@@ -165,9 +165,18 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     // says of its usage and limits is kept for the transcript only.
     let route = ticket.as_ref().map(|t| t.route());
     if route.is_some() {
-        tell = Tell { limit: Arc::new(|_| {}), over: None };
+        tell = Tell { limit: Arc::new(|_| {}), over: None, watch: tell.watch };
     }
+    // Only a known kind is watched: cryod reads its events.
+    if launch.events.is_none() {
+        tell.watch = None;
+    }
+    let watch = tell.watch.clone();
+    let started = watch.clone();
     let on_exit: Box<dyn FnOnce(Exit) + Send + Sync> = Box::new(move |mut e: Exit| {
+        if let Some(w) = watch {
+            w.end();
+        }
         if let Some(route) = route {
             e.usage = counted(e.usage, route.used());
             e.limited = None;
@@ -176,9 +185,15 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     });
     if s.keeper.is_some() {
         let (pid, pipe) = kept_start(child, read, prices, tell, on_exit).await?;
+        if let Some(w) = &started {
+            w.start();
+        }
         return Ok(Started { pid, keeper: Some(pipe), notes, ticket });
     }
     let pid = child.id().ok_or_else(|| Error::Spawn("the agent exited at once".into()))?;
+    if let Some(w) = &started {
+        w.start();
+    }
     let stream = match (read, child.stdout.take()) {
         (Some((format, model, logs)), Some(out)) => {
             Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))

@@ -57,3 +57,4 @@ pub mod launch;
 pub mod precheck;
 pub mod sandbox;
 pub mod stream;
+pub mod watch;

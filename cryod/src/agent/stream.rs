@@ -2,7 +2,8 @@
 //! `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log` (the
 //! transcript), its log lines (OpenCode's stderr) are kept and read for the
 //! provider's limit, and what the session used is gathered. A limit, or a
-//! cost past `max_session_usd`, is told at once.
+//! cost past `max_session_usd`, is told at once; each line and tool call
+//! goes to the session's watch.
 
 use std::sync::Arc;
 
@@ -64,6 +65,9 @@ pub struct Tell {
     pub limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
     /// The cost passed `max_session_usd` (the maximum, and whom to tell).
     pub over: Option<(f64, Box<dyn Fn() + Send + Sync>)>,
+    /// The session's watch, given each line and tool call (see
+    /// [`super::watch`]).
+    pub watch: Option<super::watch::Watch>,
 }
 
 /// Reads a known kind's events (`out`) and log lines (`err`) into the
@@ -77,10 +81,10 @@ pub fn read(
     prices: Arc<crate::agent_events::Prices>,
     tell: Tell,
 ) -> EventStream {
-    let limit = tell.limit.clone();
+    let (limit, watch) = (tell.limit.clone(), tell.watch.clone());
     let s = read_events(out, format, model, logs.raw, logs.transcript, prices, tell);
     if let Some(err) = err {
-        read_logs(err, logs.stderr, s.seen.clone(), limit);
+        read_logs(err, logs.stderr, s.seen.clone(), limit, watch);
     }
     s
 }
@@ -94,7 +98,7 @@ fn read_events(
     prices: Arc<crate::agent_events::Prices>,
     tell: Tell,
 ) -> EventStream {
-    let Tell { limit, over } = tell;
+    let Tell { limit, over, watch } = tell;
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
@@ -109,6 +113,11 @@ fn read_events(
             }
             let text: String = reader.line(&line).into_iter().map(|l| l + "\n").collect();
             let _ = transcript.write_all(text.as_bytes());
+            let calls = std::mem::take(&mut reader.calls);
+            if let Some(w) = &watch {
+                w.touch();
+                calls.iter().for_each(|c| w.call(c));
+            }
             let mut u = reader.usage.clone();
             if u.cost_usd.is_none() {
                 u.cost_usd = prices.cost(&u);
@@ -137,6 +146,7 @@ fn read_logs(
     mut log: std::fs::File,
     seen: Arc<std::sync::Mutex<Seen>>,
     limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
+    watch: Option<super::watch::Watch>,
 ) {
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
@@ -144,6 +154,9 @@ fn read_logs(
         let mut lines = tokio::io::BufReader::new(err).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let _ = writeln!(log, "{line}");
+            if let Some(w) = &watch {
+                w.touch();
+            }
             if let Some(l) = crate::agent_events::opencode_log_limit(&line) {
                 seen.lock().expect("stream lock").limited(&l, &*limit);
             }

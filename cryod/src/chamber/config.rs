@@ -18,6 +18,9 @@ use cryo_core::chamber::handoff::OnEnd;
 /// The seed system's default agent, kept so its chambers behave the same.
 pub const DEFAULT_AGENT: &str = "opencode";
 pub const DEFAULT_MAX_SESSION_SECS: u64 = 3600;
+/// `loop_after` unless set: an agent that makes one tool call this many
+/// times in a row is not getting anywhere (one that waits should hibernate).
+pub const DEFAULT_LOOP_AFTER: u32 = 20;
 /// `precheck_timeout` unless set: a check is meant to be cheap.
 pub const DEFAULT_PRECHECK_SECS: u64 = cryo_core::chamber::DEFAULT_PRECHECK_TIMEOUT.as_secs();
 pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
@@ -42,6 +45,8 @@ const LEGACY_KEYS: &[&str] = &[
 struct Raw {
     agent: Option<String>,
     max_session_duration: Option<u64>,
+    stall_after: Option<String>,
+    loop_after: Option<u32>,
     timezone: Option<String>,
     watch_dirs: Option<Vec<String>>,
     provider: Option<RawProvider>,
@@ -160,6 +165,9 @@ pub struct ChamberConfig {
     pub agent: String,
     /// 0 = no limit.
     pub max_session_duration: u64,
+    /// `stall_after` and `loop_after`: what ends a session that stalls or
+    /// loops.
+    pub watch: Watch,
     pub timezone: Tz,
     /// Whether `timezone` came from the file (else the system's zone).
     pub timezone_set: bool,
@@ -216,6 +224,24 @@ pub struct ChamberConfig {
     pub limits: crate::config::Limits,
     pub zulip: Option<ZulipSync>,
     pub github: Option<GithubSync>,
+}
+
+/// When cryod ends a running session that gets nowhere (a known kind's:
+/// cryod reads its events and its model requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watch {
+    /// `stall_after`: no model request and no agent event for this long
+    /// (none unless set: a long build makes no events).
+    pub stall_after: Option<std::time::Duration>,
+    /// `loop_after`: the same tool call this many times in a row
+    /// ([`DEFAULT_LOOP_AFTER`] unless set; 0: never).
+    pub loop_after: Option<u32>,
+}
+
+impl Default for Watch {
+    fn default() -> Watch {
+        Watch { stall_after: None, loop_after: Some(DEFAULT_LOOP_AFTER) }
+    }
 }
 
 /// A path `cryo.toml` names for the agent's reach (`writable`, `readable`,
@@ -379,6 +405,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     }
     let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
     let expect_activity_within = expect_activity_within(raw.expect_activity_within.as_deref(), &lines)?;
+    let watch = watch(&raw, &lines)?;
     let agent = agent(raw.agent.take(), &lines)?;
     let watch_dirs = watch_dirs(raw.watch_dirs.take(), dir, &lines)?;
     check_sync(raw.sync.as_ref(), &lines)?;
@@ -394,6 +421,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
         config: ChamberConfig {
             agent,
             max_session_duration: raw.max_session_duration.unwrap_or(DEFAULT_MAX_SESSION_SECS),
+            watch,
             timezone,
             timezone_set,
             watch_dirs,
@@ -483,6 +511,33 @@ fn expect_activity_within(raw: Option<&str>, lines: &Lines) -> Result<Option<chr
         )
     })?;
     Ok(Some(d))
+}
+
+/// `stall_after` (a duration) and `loop_after` (0: never).
+fn watch(raw: &Raw, lines: &Lines) -> Result<Watch, ConfigError> {
+    let stall_after = match raw.stall_after.as_deref() {
+        None => None,
+        Some(w) => {
+            let d =
+                cryo_core::time::parse_duration(w).filter(|d| *d >= chrono::Duration::seconds(1)).ok_or_else(|| {
+                    lines
+                        .invalid("stall_after", format!("key `stall_after`: {w:?} is not a duration (such as \"20m\")"))
+                })?;
+            Some(d.to_std().unwrap_or_default())
+        }
+    };
+    let loop_after = match raw.loop_after {
+        None => Some(DEFAULT_LOOP_AFTER),
+        Some(0) => None,
+        Some(1) => {
+            return Err(lines.invalid(
+                "loop_after",
+                "key `loop_after`: 1 would end a session at its first tool call (say 0 for never)".into(),
+            ));
+        }
+        Some(n) => Some(n),
+    };
+    Ok(Watch { stall_after, loop_after })
 }
 
 /// `agent`: the agent's command, [`DEFAULT_AGENT`] unless set.

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 /// `precheck`), reach outside the chamber (`provider`: the agent's
 /// environment and key files; `on_end`: other chambers' inboxes; `sync`:
 /// credentials and where messages go), or bound what a session may do
-/// (`memory_max`, `cpu_weight`, `max_session_duration`, `budget`).
+/// (`memory_max`, `cpu_weight`, `max_session_duration` with `stall_after`
+/// and `loop_after`, `budget`).
 pub const KEYS: &[&str] = &[
     "agent",
     "sandbox",
@@ -53,6 +54,13 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
     // (so chambers accepted before it existed are not held for it).
     if let (Some(v), Some(digest)) = (table.get("network"), d.get_mut("sandbox")) {
         refold(digest, &format!("network {}", canonical(v)));
+    }
+    // So do `stall_after` and `loop_after`, which bound a session as its
+    // time limit does: part of `max_session_duration`'s digest when set.
+    for key in ["stall_after", "loop_after"] {
+        if let (Some(v), Some(digest)) = (table.get(key), d.get_mut("max_session_duration")) {
+            refold(digest, &format!("{key} {}", canonical(v)));
+        }
     }
     d
 }
@@ -163,6 +171,11 @@ mod tests {
         // A removed limit is a change too.
         let limited = digests(&table("agent = \"claude\"\nsandbox = \"bwrap\"\nmax_session_duration = 60\n"));
         assert_eq!(changed(&limited, &base), ["max_session_duration"]);
+        // So is a loosened watch: it bounds a session as its time does.
+        for watch in ["loop_after = 0\n", "stall_after = \"9h\"\n"] {
+            let loose = digests(&table(&format!("agent = \"claude\"\nsandbox = \"bwrap\"\n{watch}")));
+            assert_eq!(changed(&base, &loose), ["max_session_duration"], "{watch}");
+        }
         // Nothing accepted yet: every key is to accept.
         assert_eq!(changed(&BTreeMap::new(), &base).len(), KEYS.len());
         assert_eq!(from_json(&to_json(&base)), base);

@@ -99,6 +99,9 @@ pub struct Tell {
     pub hold: Arc<dyn Fn(Duration, String) + Send + Sync>,
     /// The session reached its line: it ends over budget.
     pub over: Arc<dyn Fn() + Send + Sync>,
+    /// A sign of the session's life: a request came, a response's bytes
+    /// passed (its stall clock starts again).
+    pub alive: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// What a session asks of the gateway.
@@ -354,6 +357,7 @@ async fn handle(
             "cryo's gateway: this credential belongs to no running session",
         );
     };
+    (route.spec.tell.alive)();
     if !wire::allowed(parts.method.as_str(), &below) {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -487,6 +491,9 @@ impl futures_util::Stream for Metered {
             std::task::Poll::Ready(Some(Ok(chunk))) => {
                 if let Some(m) = self.meter.as_mut() {
                     m.feed(chunk);
+                }
+                if let Some(route) = &self.route {
+                    (route.spec.tell.alive)();
                 }
             }
             std::task::Poll::Ready(_) => self.settle(),

@@ -48,6 +48,7 @@ fn tell() -> (Tell, Told) {
         over: Arc::new(move || {
             o.fetch_add(1, Ordering::SeqCst);
         }),
+        alive: Arc::new(|| {}),
     };
     (tell, told)
 }

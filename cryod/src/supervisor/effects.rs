@@ -15,6 +15,7 @@ use super::{Event, Sup};
 use crate::agent::Error as AgentError;
 use crate::agent::kinds::{self, Turn};
 use crate::agent::stream::Tell;
+use crate::agent::watch::Watch;
 use crate::agent::{group, launch};
 use crate::chamber::log;
 use crate::runtime::{NoticeKind, TokenEntry};
@@ -325,6 +326,18 @@ impl Sup {
         })
     }
 
+    /// A session's watch, if its chamber's settings watch anything: what
+    /// it sees comes back as `Caught`.
+    fn watch(&self, session: u64, config: &crate::chamber::config::ChamberConfig) -> Option<Watch> {
+        let tx = self.tx.clone();
+        Watch::new(
+            config.watch,
+            Arc::new(move |caught| {
+                let _ = tx.send(Event::Caught { session, caught });
+            }),
+        )
+    }
+
     /// Where a session's stream reports the provider's limit.
     fn limit_sink(&self, session: u64) -> Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync> {
         let tx = self.tx.clone();
@@ -336,7 +349,7 @@ impl Sup {
     /// Session `number`'s way through the gateway: the account's upstream,
     /// what the session may spend in all (the lowest of `max_session_usd`
     /// and what each budget has left), and whom its findings are told.
-    async fn through_gateway(&self, number: u64) -> launch::Through {
+    async fn through_gateway(&self, number: u64, watch: Option<&Watch>) -> launch::Through {
         let account = self.config.as_ref().ok().map(kinds::provider_account);
         let upstream =
             account.as_ref().and_then(|a| self.shared.config.providers.get(a)).and_then(|p| p.upstream.clone());
@@ -354,7 +367,11 @@ impl Sup {
             admission.hold_for(&held, wait, source);
         });
         let over = self.over_budget_sink(number);
-        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over) };
+        let alive: Arc<dyn Fn() + Send + Sync> = match watch.cloned() {
+            Some(w) => Arc::new(move || w.touch()),
+            None => Arc::new(|| {}),
+        };
+        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive };
         launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell }
     }
 
@@ -393,7 +410,8 @@ impl Sup {
         let on_exit = Box::new(move |e: launch::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
-        let gateway = Some(self.through_gateway(number).await);
+        let watch = self.watch(number, config);
+        let gateway = Some(self.through_gateway(number, watch.as_ref()).await);
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let session = launch::Session {
             jail,
@@ -408,6 +426,7 @@ impl Sup {
             tell: Tell {
                 limit: self.limit_sink(number),
                 over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
+                watch,
             },
             prices: self.shared.prices.clone(),
             gateway,

@@ -133,6 +133,11 @@ pub enum Event {
     OverBudget {
         session: u64,
     },
+    /// The running session's watch saw it stall or loop.
+    Caught {
+        session: u64,
+        caught: cryo_core::session::Caught,
+    },
     /// The running agent's stream says the provider's limit was reached.
     Limit {
         session: u64,
@@ -425,6 +430,7 @@ impl Sup {
             Event::Prechecked { nonce, results } => Input::Prechecked { nonce, results },
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
+            Event::Caught { session, caught } => Input::Caught { session, caught },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
             Event::HandedOff { to, session, result } => Input::HandedOff { to, session, result },

@@ -32,7 +32,7 @@ impl Chamber {
             l.ending = Some(why);
         }
         let linger = l.linger.take();
-        let pgid = l.pgid;
+        let (pgid, looping) = (l.pgid, matches!(l.caught, Some(session::Caught::Looping { .. })));
         if let Some(req) = linger {
             self.reply(req, Err(Refusal::Precondition("the session is ending".into())));
         }
@@ -44,6 +44,8 @@ impl Chamber {
             Cut::Replace => "replaced by the operator's wake: ending the agent",
             Cut::Limit => "the provider's limit was reached: ending the agent (it would only wait)",
             Cut::OverBudget => "the session went over max_session_usd: ending the agent",
+            Cut::Caught if looping => "the agent repeats one tool call (loop_after): ending it",
+            Cut::Caught => "no model request and no agent event for stall_after: ending the agent",
         });
         if pgid > 0 {
             self.emit(Effect::Signal { pgid, sig: Sig::Term });
@@ -65,6 +67,9 @@ impl Chamber {
             (_, Some((ending, _)), _) => Outcome::Hibernated(*ending),
             // The provider refused: not the agent's failure, whatever its exit.
             (_, None, Some(until)) => Outcome::Limited { until, local: crate::time::format_in(until, tz) },
+            (Some(Cut::Caught), None, None) if l.caught.is_some() => {
+                Outcome::Caught(l.caught.clone().expect("checked"))
+            }
             (Some(Cut::Timeout), None, None) => Outcome::TimedOut,
             (_, None, None) => Outcome::Crashed(status.clone().unwrap_or_else(|| "no exit status".into())),
         };

@@ -679,6 +679,12 @@ pub enum Input {
         session: u64,
         until: DateTime<Utc>,
     },
+    /// cryod saw the running session stall or loop: it ends with that
+    /// outcome (unless it hibernates first).
+    Caught {
+        session: u64,
+        caught: crate::session::Caught,
+    },
     /// A message from cryochamber to the operator (the shell's news: a
     /// message that waits for a provider's limit).
     Notice {

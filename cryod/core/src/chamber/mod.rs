@@ -462,6 +462,12 @@ impl Chamber {
                     self.end_session(session, Cut::OverBudget);
                 }
             }
+            Input::Caught { session, caught } => {
+                if let Some(l) = self.waking.running(session).filter(|l| l.caught.is_none()) {
+                    l.caught = Some(caught);
+                    self.end_session(session, Cut::Caught);
+                }
+            }
             Input::Budget { req, uses } => self.budget(req, &uses),
             Input::Notice { subject, body } => self.notice_message(subject, body),
             Input::AdmissionAsked { req, budgets, held } => {

@@ -706,6 +706,36 @@ fn a_limit_seen_while_the_agent_runs_ends_it_as_limited() {
     assert!(msgs[0].body.contains("stopped at the provider's limit"), "{}", msgs[0].body);
 }
 
+/// A session cryod saw stall is ended and settled as stalled: a failure
+/// of its claim (retried), told once; a second sighting changes nothing,
+/// and a hibernate that came first stands.
+#[test]
+fn a_stall_seen_while_the_agent_runs_ends_it_as_stalled() {
+    use crate::session::Caught;
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let session = rig.m.live_session().expect("live").0;
+    let out = rig.feed(Input::Caught { session, caught: Caught::Stalled { idle_secs: 600 } });
+    assert!(out.iter().any(|e| matches!(e, Effect::Signal { sig: Sig::Term, .. })), "{out:#?}");
+    let again = rig.feed(Input::Caught { session, caught: Caught::Looping { call: "x".into(), times: 9 } });
+    assert!(!again.iter().any(|e| matches!(e, Effect::Signal { .. })), "told once: {again:#?}");
+    let end = rig.exit("signal 15 (SIGTERM)");
+    let stalled = Outcome::Caught(Caught::Stalled { idle_secs: 600 });
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome, .. } if *outcome == stalled)), "{end:#?}");
+    assert_eq!(stalled.describe(), "stalled: no model request and no agent event for 10m");
+    let msgs = messages(&end);
+    assert!(msgs.iter().any(|m| m.subject.contains("stalled")), "{msgs:#?}");
+    // A loop seen after the agent hibernated: its hibernate stands.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let session = rig.m.live_session().expect("live").0;
+    rig.call(add_todo("+1h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.feed(Input::Caught { session, caught: Caught::Looping { call: "Bash: ls".into(), times: 20 } });
+    let end = rig.exit("exit 0");
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Hibernated(_), .. })), "{end:#?}");
+}
+
 /// A budget's notice is one message from cryochamber; a budget reached
 /// pauses the chamber with attention, and a resume releases it.
 #[test]

@@ -177,6 +177,7 @@ impl Chamber {
             ending: None,
             limited: None,
             over_budget: None,
+            caught: None,
             stop_waiters: Vec::new(),
             shutdown_waiters: Vec::new(),
             outcome: None,

@@ -26,6 +26,8 @@ pub(super) enum Cut {
     Limit,
     /// The session cost more than `max_session_usd`.
     OverBudget,
+    /// cryod saw it stall or loop (what it saw is in `Live::caught`).
+    Caught,
 }
 
 /// Where a session is in its life.
@@ -71,6 +73,8 @@ pub(super) struct Live {
     pub(super) limited: Option<DateTime<Utc>>,
     /// It went over `max_session_usd`; its claims wait until then.
     pub(super) over_budget: Option<DateTime<Utc>>,
+    /// cryod saw it stall or loop, and ends it.
+    pub(super) caught: Option<session::Caught>,
     pub(super) stop_waiters: Vec<ReqId>,
     pub(super) shutdown_waiters: Vec<ReqId>,
     /// Set when the session ends, for its settlement.

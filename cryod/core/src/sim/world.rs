@@ -1257,6 +1257,7 @@ fn label(i: &Input) -> &'static str {
         Input::HandedOff { .. } => "handed off",
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",
+        Input::Caught { .. } => "caught",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
         Input::AdmissionAsked { .. } => "admission asked",

@@ -81,6 +81,28 @@ fn continuity_keys() {
 }
 
 #[test]
+fn stall_after_and_loop_after() {
+    use super::Watch;
+    use std::time::Duration;
+    let w = p("").unwrap().config.watch;
+    assert_eq!(w, Watch { stall_after: None, loop_after: Some(super::DEFAULT_LOOP_AFTER) });
+    let w = p("stall_after = \"20m\"\nloop_after = 0\n").unwrap().config.watch;
+    assert_eq!(w, Watch { stall_after: Some(Duration::from_secs(1200)), loop_after: None });
+    assert_eq!(p("loop_after = 5\n").unwrap().config.watch.loop_after, Some(5));
+    for (bad, says) in [
+        ("stall_after = \"soon\"\n", "is not a duration"),
+        ("stall_after = \"0s\"\n", "is not a duration"),
+        ("stall_after = 20\n", "stall_after"),
+        ("loop_after = 1\n", "would end a session at its first tool call"),
+        ("loop_after = -3\n", "loop_after"),
+    ] {
+        let e = fault(bad);
+        assert!(e.starts_with("/c/cryo.toml:1:") && e.contains(says), "{bad}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
 fn the_template_parses() {
     let text = include_str!("../templates/cryo.toml").replace("{{agent}}", "claude").replace("{{sandbox}}", "bwrap");
     let l = p(&text).unwrap();

@@ -67,7 +67,12 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
         g.serve(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), tokio_util::sync::CancellationToken::new())
             .await
             .unwrap();
-        let tell = cryod::gateway::Tell { limit: Arc::new(|_| {}), hold: Arc::new(|_, _| {}), over: Arc::new(|| {}) };
+        let tell = cryod::gateway::Tell {
+            limit: Arc::new(|_| {}),
+            hold: Arc::new(|_, _| {}),
+            over: Arc::new(|| {}),
+            alive: Arc::new(|| {}),
+        };
         let spec = cryod::gateway::Spec {
             chamber: "bench".into(),
             account: "bench".into(),
