@@ -45,8 +45,12 @@ function holds() {
   api("/limits").catch(() => []).then((list) => {
     const box = document.getElementById("holds");
     box.hidden = !list.length;
-    box.replaceChildren(...list.map((h) => el("p", {}, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
-      new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), ": ", String(h.waiting), " chamber(s) wait.")));
+    // Until when, and who said so: the provider's own header, or cryo's
+    // default hold when it named no reset.
+    const why = (h) => h.source ? " (" + h.source + ")" : h.default_hold ? " (cryo's default hold: the provider named no reset)" : "";
+    box.replaceChildren(...list.map((h) => el("p", { "data-hold": h.provider }, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
+      el("time", { datetime: h.until, title: new Date(h.until).toLocaleString() }, new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
+      why(h), ": ", String(h.waiting), " chamber(s) wait.")));
     const again = holdsAsked.again;
     holdsAsked = null;
     if (again) holds();

@@ -115,7 +115,7 @@ fn a_429_with_retry_after_90_holds_the_account_exactly_that_long() {
     let model = ModelServer::start(Script::new().on("- chamber: held\n", &steps));
     let env = Env::new();
     // cryod's own default would be 20 s: the provider's 90 s stands.
-    env.daemon_config("limit_hold_seconds = 20\n");
+    env.daemon_config("limit_hold_seconds = 20\n[hub]\nbind = \"127.0.0.1:0\"\n");
     let _d = env.start_daemon();
     let provider = claude_provider(&env, &model);
     let c = env.chamber("held", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
@@ -139,6 +139,14 @@ fn a_429_with_retry_after_90_holds_the_account_exactly_that_long() {
     assert!(limits[0]["source"].as_str().unwrap().contains("retry-after"), "{limits}");
     let shown = env.cryoctl(&["chamber", "status", "held"]).ok().to_string();
     assert!(shown.contains("the provider refused (429) with retry-after"), "{shown}");
+    // The hub's banner says the same, with its source.
+    if let Some(dir) = crate::browser::driver() {
+        let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
+        let hold = &seen["holds"][0];
+        let text = hold["text"].as_str().unwrap_or_default();
+        assert!(text.contains("is at its limit until") && text.contains("retry-after"), "{seen}");
+        assert_eq!(hold["exact"], limits[0]["until"], "{seen}");
+    }
     // Held: nothing is asked of the provider until the reset.
     let refused = model.refused().len();
     assert_eq!(refused, 1, "one request, refused, then no more:\n{}", model.transcript());
