@@ -7,7 +7,10 @@
 //! is free the sink receives a [`Permit`], which frees the slot when dropped.
 //! A request names its provider account; an account with a limit of its own
 //! (`[providers.NAME] max_concurrent` in `cryod.toml`) is admitted up to it,
-//! and its waiting requests let the others pass meanwhile.
+//! and its waiting requests let the others pass meanwhile. An account held
+//! at its provider's limit lets its requests go to its fallbacks
+//! (`[providers.NAME] fallback`), in order, the first not held; the permit
+//! says which account it bills ([`Permit::account`]).
 //! A chamber holds one permit at most: while it holds one (or one is on its
 //! way to it), its requests are ignored; it asks again after giving it back.
 
@@ -43,15 +46,26 @@ struct Waiting {
     sink: Sink,
     since: std::time::Instant,
     provider: Option<String>,
+    /// Where it may go while `provider` is held, in order.
+    fallbacks: Vec<String>,
 }
 
 impl State {
-    fn provider_full(&self, provider: &Option<String>) -> bool {
-        let Some(p) = provider else { return false };
-        if self.held.get(p).is_some_and(|h| h.until > std::time::Instant::now()) {
-            return true;
-        }
+    fn is_held(&self, p: &str) -> bool {
+        self.held.get(p).is_some_and(|h| h.until > tokio::time::Instant::now())
+    }
+
+    fn at_limit(&self, p: &str) -> bool {
         self.provider_limits.get(p).is_some_and(|limit| self.provider_running.get(p).copied().unwrap_or(0) >= *limit)
+    }
+
+    /// The account `w` may be admitted on now: its own, else (while that
+    /// is held) the first of its fallbacks not held; `Err` while it must
+    /// wait (all held, or the one it would take at its own limit).
+    fn pick(&self, w: &Waiting) -> Result<Option<String>, ()> {
+        let Some(p) = &w.provider else { return Ok(None) };
+        let free = std::iter::once(p).chain(&w.fallbacks).find(|a| !self.is_held(a)).ok_or(())?;
+        if self.at_limit(free) { Err(()) } else { Ok(Some(free.clone())) }
     }
 }
 
@@ -60,6 +74,14 @@ pub struct Permit {
     admission: Admission,
     chamber: i64,
     provider: Option<String>,
+}
+
+impl Permit {
+    /// The account the session bills: the chamber's own, or a fallback
+    /// while its own is held.
+    pub fn account(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
 }
 
 impl std::fmt::Debug for Permit {
@@ -71,7 +93,7 @@ impl std::fmt::Debug for Permit {
 /// An account held at its provider's limit.
 #[derive(Debug, Clone)]
 struct Held {
-    until: std::time::Instant,
+    until: tokio::time::Instant,
     /// The provider named no reset: the hold is cryod's default.
     guessed: bool,
     /// What said so (the gateway's reading of the provider's headers).
@@ -122,22 +144,22 @@ impl Admission {
     }
 
     fn hold_with(&self, provider: &str, left: std::time::Duration, guessed: bool, source: Option<String>) {
-        let until = std::time::Instant::now() + left;
+        let until = tokio::time::Instant::now() + left;
         {
             let mut s = self.0.lock().expect("admission lock");
             let h = s.held.entry(provider.to_string()).or_insert(Held { until, guessed, source: source.clone() });
             if until >= h.until {
                 // A hold that says nothing of its source keeps the one
                 // said of the same limit a moment before.
-                let source = source.or_else(|| h.source.take().filter(|_| h.until > std::time::Instant::now()));
+                let source = source.or_else(|| h.source.take().filter(|_| h.until > tokio::time::Instant::now()));
                 *h = Held { until, guessed, source };
             }
         }
         let me = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep_until(until.into()).await;
+            tokio::time::sleep_until(until).await;
             let mut s = me.0.lock().expect("admission lock");
-            s.held.retain(|_, h| h.until > std::time::Instant::now());
+            s.held.retain(|_, h| h.until > tokio::time::Instant::now());
             me.grant(&mut s);
         });
     }
@@ -145,13 +167,19 @@ impl Admission {
     /// How long `provider` is still held at its limit, if it is.
     pub fn held(&self, provider: &str) -> Option<std::time::Duration> {
         let s = self.0.lock().expect("admission lock");
-        s.held.get(provider).and_then(|h| h.until.checked_duration_since(std::time::Instant::now()))
+        s.held.get(provider).and_then(|h| h.until.checked_duration_since(tokio::time::Instant::now()))
+    }
+
+    /// The first of `accounts` not held at its limit now, if any.
+    pub fn first_free<'a>(&self, accounts: impl IntoIterator<Item = &'a String>) -> Option<&'a String> {
+        let s = self.0.lock().expect("admission lock");
+        accounts.into_iter().find(|a| !s.is_held(a))
     }
 
     /// Accounts held at their limit now, by name.
     pub fn holds(&self) -> Vec<Hold> {
         let s = self.0.lock().expect("admission lock");
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         let mut out: Vec<_> = s
             .held
             .iter()
@@ -172,6 +200,19 @@ impl Admission {
     /// is answered through `sink`. A chamber has at most one request queued:
     /// a new one replaces the old if it ranks higher.
     pub fn request(&self, trigger: Trigger, chamber: i64, provider: Option<String>, sink: Sink) {
+        self.request_or(trigger, chamber, provider, Vec::new(), sink);
+    }
+
+    /// [`Admission::request`], going to `fallbacks` (in order) while
+    /// `provider` is held.
+    pub fn request_or(
+        &self,
+        trigger: Trigger,
+        chamber: i64,
+        provider: Option<String>,
+        fallbacks: Vec<String>,
+        sink: Sink,
+    ) {
         let mut s = self.0.lock().expect("admission lock");
         if s.holders.contains(&chamber) {
             return;
@@ -187,7 +228,7 @@ impl Admission {
         }
         let seq = s.seq;
         s.seq += 1;
-        s.queue.insert((trigger, seq), Waiting { chamber, sink, since, provider });
+        s.queue.insert((trigger, seq), Waiting { chamber, sink, since, provider, fallbacks });
         self.grant(&mut s);
     }
 
@@ -212,17 +253,17 @@ impl Admission {
         let mut passed = Vec::new();
         while s.running < s.limit {
             let Some((key, w)) = s.queue.pop_first() else { break };
-            if s.provider_full(&w.provider) {
+            let Ok(account) = s.pick(&w) else {
                 passed.push((key, w));
                 continue;
-            }
+            };
             crate::metrics::get().admitted(key.0.as_str(), w.since.elapsed());
-            s.take(w.chamber, &w.provider, 1);
-            let permit = Permit { admission: self.clone(), chamber: w.chamber, provider: w.provider.clone() };
+            s.take(w.chamber, &account, 1);
+            let permit = Permit { admission: self.clone(), chamber: w.chamber, provider: account.clone() };
             if let Err(returned) = (w.sink)(permit) {
                 // The chamber is gone: its permit comes back unused.
                 std::mem::forget(returned);
-                s.take(w.chamber, &w.provider, -1);
+                s.take(w.chamber, &account, -1);
             }
         }
         s.queue.extend(passed);
@@ -349,6 +390,40 @@ mod tests {
         // A later hold the provider named replaces the guess.
         a.hold("p", std::time::Duration::from_secs(90), false);
         assert!(!a.holds()[0].guessed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_account_sends_its_wakes_to_its_first_free_fallback_and_takes_them_back() {
+        let a = Admission::new(4, HashMap::from([("spare".to_string(), 1)]));
+        let (sink, rx) = sinks();
+        let or = |id: i64| {
+            a.request_or(Trigger::Scheduled, id, Some("work".into()), vec!["gone".into(), "spare".into()], sink(id))
+        };
+        let minute = std::time::Duration::from_secs(60);
+        a.hold("work", 2 * minute, false);
+        a.hold("gone", 10 * minute, false);
+        or(1);
+        let (_, on_spare) = rx.try_recv().expect("admitted on a fallback");
+        assert_eq!(on_spare.account(), Some("spare"), "work and gone are held: spare takes it");
+        // spare is at its own limit: the next waits rather than skip it.
+        or(2);
+        assert!(rx.try_recv().is_err(), "waits for spare's slot");
+        drop(on_spare);
+        let (id, p) = rx.try_recv().expect("spare's slot, given back");
+        assert_eq!((id, p.account()), (2, Some("spare")));
+        drop(p);
+        // work's hold ends: its wakes are its own again.
+        tokio::time::sleep(2 * minute + std::time::Duration::from_secs(1)).await;
+        or(3);
+        assert_eq!(rx.try_recv().expect("admitted").1.account(), Some("work"));
+        // Every account held: it waits for the first to reset.
+        a.hold("work", minute, false);
+        a.hold("spare", 2 * minute, false);
+        or(4);
+        assert!(rx.try_recv().is_err(), "all held");
+        tokio::time::sleep(minute + std::time::Duration::from_secs(1)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(rx.try_recv().expect("admitted at work's reset").1.account(), Some("work"));
     }
 
     #[test]

@@ -195,6 +195,60 @@ pub struct ProviderConfig {
     /// `[providers.NAME.budget]`: the account's, over all its chambers.
     #[serde(default)]
     pub budget: Budget,
+    /// The accounts this one's chambers turn to, in order, while it is
+    /// held at its provider's limit.
+    #[serde(default)]
+    pub fallback: Vec<String>,
+    /// As a fallback: its provider variables (its key, its base URL), which
+    /// replace those of the chamber's `[provider] env`; a value may be kept
+    /// in a file only its owner reads, `{ file = "PATH" }`.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, EnvValue>,
+    /// As a fallback: another agent to run (`codex`, a command line), which
+    /// starts a fresh conversation; none: the chamber's own agent.
+    pub agent: Option<String>,
+}
+
+/// A provider variable's value in `cryod.toml`: the text, or a file that
+/// holds it (read at each spawn).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, expecting = "a string, or a table { file = \"PATH\" } naming a file that holds the value")]
+pub enum EnvValue {
+    Text(String),
+    File { file: std::path::PathBuf },
+}
+
+impl ProviderConfig {
+    /// Why `[providers.NAME] fallback` cannot work, if it cannot: each it
+    /// names is an account of its own, with a key or an agent.
+    fn check_fallbacks(
+        &self,
+        name: &str,
+        all: &std::collections::BTreeMap<String, ProviderConfig>,
+    ) -> Result<(), String> {
+        for f in &self.fallback {
+            if f == name {
+                return Err(format!("`{name}` cannot be its own fallback"));
+            }
+            let Some(other) = all.get(f) else {
+                return Err(format!("names `{f}`, but there is no [providers.{f}] with its key (env) or agent"));
+            };
+            if other.env.is_empty() && other.agent.is_none() {
+                return Err(format!("[providers.{f}] has no env (its key) and no agent: it cannot take a wake"));
+            }
+        }
+        for (k, v) in &self.env {
+            if let EnvValue::File { file } = v
+                && !(file.is_absolute() || file.starts_with("~"))
+            {
+                return Err(format!("env.{k}: {} is neither an absolute path nor one under ~/", file.display()));
+            }
+        }
+        if self.agent.as_deref().is_some_and(|a| a.trim().is_empty()) {
+            return Err("key `agent` is empty: name the agent command".into());
+        }
+        Ok(())
+    }
 }
 
 /// A budget (`[budget]` in `cryo.toml`, `[providers.NAME.budget]` in
@@ -613,6 +667,10 @@ impl Config {
                 )));
             }
         }
+        for (name, p) in &config.providers {
+            p.check_fallbacks(name, &config.providers)
+                .map_err(|e| ConfigError(format!("{}: [providers.{name}]: {e}", path.display())))?;
+        }
         if config.log_max_bytes < 4096 {
             return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));
         }
@@ -678,6 +736,31 @@ mod tests {
         );
         let e = load("[providers.p1.budget]\ndaily_usdd = 5.0\n").unwrap_err().to_string();
         assert!(e.contains(":2:") && e.contains("daily_usdd"), "{e}");
+    }
+
+    #[test]
+    fn fallback_accounts_are_checked_when_read() {
+        let c = load(
+            "[providers.work]\nfallback = [\"spare\", \"openai\"]\n\
+             [providers.spare]\nenv = { ANTHROPIC_API_KEY = { file = \"~/.config/cryo/spare.key\" } }\n\
+             [providers.openai]\nagent = \"codex\"\nenv = { OPENAI_API_KEY = \"sk-x\" }\n",
+        )
+        .unwrap();
+        assert_eq!(c.providers["work"].fallback, ["spare", "openai"]);
+        assert_eq!(c.providers["openai"].agent.as_deref(), Some("codex"));
+        for (bad, says) in [
+            ("[providers.work]\nfallback = [\"nobody\"]\n", "names `nobody`, but there is no [providers.nobody]"),
+            ("[providers.work]\nfallback = [\"work\"]\n", "cannot be its own fallback"),
+            (
+                "[providers.work]\nfallback = [\"x\"]\n[providers.x]\nmax_concurrent = 1\n",
+                "has no env (its key) and no agent",
+            ),
+            ("[providers.x]\nenv = { K = { file = \"rel/key\" } }\n", "neither an absolute path nor one under ~/"),
+            ("[providers.x]\nenv = { K = 3 }\n", "a string, or a table { file"),
+        ] {
+            let e = load(bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.lines().count() == 1, "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod caught;
 mod chaos;
 mod durability;
 mod escape;
+mod failover;
 mod finish;
 mod fleet;
 mod foundation;

@@ -102,6 +102,10 @@ pub struct Through {
     /// What the session may spend in all (USD), if anything bounds it.
     pub line: Option<f64>,
     pub tell: crate::gateway::Tell,
+    /// It bills a fallback account: its key goes to the fallback's own
+    /// upstream (else the public API), never to one the chamber's CLI
+    /// config names for its own account.
+    pub fallback: bool,
 }
 
 /// How an agent ended.
@@ -319,12 +323,17 @@ fn through_gateway(
     let Some(through) = s.gateway.as_ref().filter(|_| config.gateway) else { return Ok((None, None)) };
     let kind = kinds::Kind::of(&launch.program);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
-    let plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
+    let mut plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
         .map_err(Error::Setting)?
     {
         super::gateway::Way::Gateway(plan) => plan,
         super::gateway::Way::Own(why) => return Ok((None, why)),
     };
+    if through.fallback && plan.from_file {
+        let public = if kind == kinds::Kind::Claude { super::gateway::ANTHROPIC } else { super::gateway::OPENAI };
+        plan.upstream = through.upstream.clone().unwrap_or_else(|| public.to_string());
+        plan.from_file = false;
+    }
     if plan.from_file && config.file_upstream.as_deref() != Some(plan.upstream.as_str()) {
         return Err(Error::Setting(format!(
             "the agent's own config now sends its model calls to {}, not where it did when the operator accepted \

@@ -358,6 +358,49 @@ impl ChamberConfig {
     }
 }
 
+/// The variables that name a provider account's key and endpoint, which a
+/// fallback account's own replace.
+const ACCOUNT_VARS: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+
+impl ChamberConfig {
+    /// These settings for a session on the fallback account `name`
+    /// (`[providers.NAME]` in `cryod.toml`: `p`): it bills `name`; its
+    /// `env` replaces the chamber's key and endpoint variables; with an
+    /// `agent` of its own, that agent runs with that `env` alone (the
+    /// chamber's belong to its own agent), and what its CLI's file names
+    /// is not the operator's to have accepted.
+    pub fn on_account(&self, name: &str, p: &crate::config::ProviderConfig) -> ChamberConfig {
+        let mut c = self.clone();
+        c.provider_name = Some(name.to_string());
+        if let Some(agent) = &p.agent {
+            c.agent = agent.clone();
+            c.provider_env.clear();
+            c.provider_env_files.clear();
+            c.file_upstream = None;
+        }
+        for var in ACCOUNT_VARS {
+            c.provider_env.remove(*var);
+            c.provider_env_files.remove(*var);
+        }
+        for (k, v) in &p.env {
+            match v {
+                crate::config::EnvValue::Text(t) => {
+                    c.provider_env_files.remove(k);
+                    c.provider_env.insert(k.clone(), t.clone());
+                }
+                crate::config::EnvValue::File { file } => {
+                    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+                    let path = file.strip_prefix("~").map(|rest| home.join(rest)).unwrap_or_else(|_| file.clone());
+                    c.provider_env.remove(k);
+                    c.provider_env_files.insert(k.clone(), path);
+                }
+            }
+        }
+        c
+    }
+}
+
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, ConfigError> {
     let text = read_text(dir)?;

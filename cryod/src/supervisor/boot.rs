@@ -125,6 +125,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         running: None,
         trusted,
         ahead: None,
+        fell_back: None,
         root,
         tx: tx.clone(),
         outlets: super::outlets::Outlets::new(snapshot, mirror),

@@ -13,7 +13,7 @@ use nix::sys::signal::Signal;
 use super::ledger::{Ended, Flag, Journal};
 use super::{Event, Sup};
 use crate::agent::Error as AgentError;
-use crate::agent::kinds::{self, Turn};
+use crate::agent::kinds::Turn;
 use crate::agent::stream::Tell;
 use crate::agent::watch::Watch;
 use crate::agent::{group, launch};
@@ -120,9 +120,15 @@ impl Sup {
     /// hold) for the machine to judge, and queues for a permit.
     async fn request_admission(&mut self, trigger: cryo_core::session::Trigger) -> Input {
         let budgets = self.measure_budgets().await;
-        let held = self.held_until().map(|(_, _, until)| until);
-        let provider = self.config.as_ref().ok().map(kinds::provider_account);
-        self.shared.admission.request(trigger, self.id, provider, self.grant_sink());
+        let mut accounts = self.accounts().into_iter();
+        let provider = accounts.next();
+        let fallbacks: Vec<String> = accounts.collect();
+        // Held, unless a fallback account takes the wake meanwhile.
+        let held = self
+            .held_until()
+            .map(|(_, _, until)| until)
+            .filter(|_| self.shared.admission.first_free(&fallbacks).is_none());
+        self.shared.admission.request_or(trigger, self.id, provider, fallbacks, self.grant_sink());
         Input::AdmissionAsked { req: self.own_req(), budgets, held }
     }
 
@@ -159,8 +165,7 @@ impl Sup {
     }
 
     fn hold_provider(&self, until: chrono::DateTime<chrono::Utc>) {
-        if let Ok(config) = &self.config {
-            let account = kinds::provider_account(config);
+        if let Some(account) = self.account() {
             let left = (until - self.now()).to_std().unwrap_or_default();
             tracing::info!(chamber = %self.machine.name(), %account, ?left, "provider limit: holding the account");
             let guessed = self.running.as_ref().is_some_and(|r| r.limit_guessed());
@@ -350,7 +355,7 @@ impl Sup {
     /// what the session may spend in all (the lowest of `max_session_usd`
     /// and what each budget has left), and whom its findings are told.
     async fn through_gateway(&self, number: u64, watch: Option<&Watch>) -> launch::Through {
-        let account = self.config.as_ref().ok().map(kinds::provider_account);
+        let account = self.account();
         let upstream =
             account.as_ref().and_then(|a| self.shared.config.providers.get(a)).and_then(|p| p.upstream.clone());
         let left = self
@@ -372,7 +377,8 @@ impl Sup {
             None => Arc::new(|| {}),
         };
         let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive };
-        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell }
+        let fallback = self.fallback().is_some();
+        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell, fallback }
     }
 
     /// Where the file watcher sends what it saw.
@@ -397,7 +403,9 @@ impl Sup {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
         }
-        let config = self.config.as_ref().map_err(Clone::clone)?;
+        let mut notes = self.fallback_notes();
+        let config = self.session_config()?;
+        let config = config.as_ref();
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
         // keeper starts, the keeper finds it past and starts nothing.
@@ -441,7 +449,8 @@ impl Sup {
         if let Some(running) = self.running.as_mut() {
             running.started(pgid, door, started.ticket);
         }
-        Ok((started.pid, started.notes))
+        notes.extend(started.notes);
+        Ok((started.pid, notes))
     }
 
     /// Notes a write refused by the fence: the chamber is someone else's now.

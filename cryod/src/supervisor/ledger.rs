@@ -8,7 +8,6 @@ use cryo_core::session::Trigger;
 
 use super::Sup;
 use super::boot::claims_json;
-use crate::agent::kinds;
 use crate::store::{Desired, SessionEnd, SessionStart, WakeRecord};
 
 impl Sup {
@@ -89,7 +88,7 @@ impl Sup {
         // The account is known for every session (its budget counts
         // them all), what it used only for a known kind's.
         let used = self.running.as_mut().and_then(|r| r.take_usage(number)).unwrap_or_default();
-        let provider = self.config.as_ref().ok().map(kinds::provider_account);
+        let provider = self.account();
         let usage = crate::agent_events::Usage { provider, ..used };
         let thread = thread.map(|t| (t.sessions, t.tokens));
         let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };

@@ -133,6 +133,11 @@ pub enum Event {
     OverBudget {
         session: u64,
     },
+    /// A message from cryochamber to the operator.
+    Notice {
+        subject: String,
+        body: String,
+    },
     /// The running session's watch saw it stall or loop.
     Caught {
         session: u64,
@@ -241,6 +246,8 @@ struct Sup {
     /// reaches it, the machine is handed that instant as its time, and an
     /// agent's start waits for it (see [`Sup::now`]).
     ahead: Option<DateTime<Utc>>,
+    /// The fallback account the last sessions billed (told once).
+    fell_back: Option<String>,
 }
 
 /// How far the due instant the scheduler `told` is ahead of the clock's
@@ -431,6 +438,7 @@ impl Sup {
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Caught { session, caught } => Input::Caught { session, caught },
+            Event::Notice { subject, body } => Input::Notice { subject, body },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
             Event::HandedOff { to, session, result } => Input::HandedOff { to, session, result },
@@ -473,7 +481,7 @@ impl Sup {
         }
         // The inbox may have changed since the watcher last spoke.
         self.observe_inbox().await;
-        Input::Admitted { nonce: random_hex(6), token: random_hex(32) }
+        Input::Admitted { nonce: random_hex(6), token: random_hex(32), fresh: self.fallback_fresh() }
     }
 
     /// The running agent exited: its group is let go, what it used kept for
@@ -491,7 +499,10 @@ impl Sup {
             self.shared.live.remove(pgid);
         }
         // The conversation it spoke in, for the machine; the rest for its row.
-        let used = usage.as_ref().and_then(|u| {
+        // One spoken by a fallback's other agent is not the chamber's to
+        // resume.
+        let other_agent = self.fallback_fresh().is_some();
+        let used = usage.as_ref().filter(|_| !other_agent).and_then(|u| {
             let tokens = u.input_tokens + u.output_tokens + u.cached_tokens;
             u.provider_session.clone().map(|conversation| cryo_core::session::Used { conversation, tokens })
         });

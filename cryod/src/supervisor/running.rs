@@ -54,6 +54,11 @@ impl Running {
         })
     }
 
+    /// The provider account the session bills (its permit's).
+    pub(super) fn account(&self) -> Option<&str> {
+        self.permit.account()
+    }
+
     /// Another permit while one is held (admission gives a chamber one at a
     /// time, so it does not happen): it replaces the one held, which goes
     /// back.

@@ -274,7 +274,12 @@ impl Chamber {
         } else if let Outcome::Limited { until, local } = outcome {
             // Mail waits for the reset too, and so does every chamber on the
             // same account.
-            self.log(format!("the provider's limit was reached: this chamber and its account wait until {local}"));
+            if *until <= self.now {
+                // The shell has another account for it (a fallback).
+                self.log("the provider's limit was reached: the work goes on at once, on another account");
+            } else {
+                self.log(format!("the provider's limit was reached: this chamber and its account wait until {local}"));
+            }
             self.emit(Effect::HoldProvider { until: *until });
         }
     }

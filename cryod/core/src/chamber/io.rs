@@ -650,6 +650,9 @@ pub enum Input {
     Admitted {
         nonce: String,
         token: String,
+        /// Why its session cannot continue the chamber's conversation,
+        /// if the shell knows (it runs another agent: a fallback account's).
+        fresh: Option<String>,
     },
     Agent {
         session: u64,

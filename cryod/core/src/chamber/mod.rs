@@ -442,7 +442,7 @@ impl Chamber {
             Input::ConfigChanged { config, warnings } => self.config_changed(config, warnings),
             Input::ZoneChanged { zone, config, warnings } => self.zone_changed(zone, config, warnings),
             Input::Power { sleeping } => self.power(sleeping),
-            Input::Admitted { nonce, token } => self.admitted(nonce, token),
+            Input::Admitted { nonce, token, fresh } => self.admitted(nonce, token, fresh),
             Input::Agent { session, req, call } => {
                 if self.waking.running(session).is_some() {
                     self.agent_call(req, call);

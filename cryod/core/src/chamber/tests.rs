@@ -178,7 +178,7 @@ impl Rig {
     /// Due, then the permit: a session starts.
     fn wake(&mut self) -> Vec<Effect> {
         let mut out = self.feed(Input::Due);
-        out.extend(self.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into() }));
+        out.extend(self.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into(), fresh: None }));
         out
     }
 
@@ -249,7 +249,7 @@ fn a_due_wake_asks_for_admission_then_records_spawns_and_claims_in_that_order() 
     assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Scheduled))), "{due:#?}");
     assert!(!due.iter().any(|e| matches!(e, Effect::Spawn { .. })), "nothing runs before a permit");
 
-    let out = rig.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into() });
+    let out = rig.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into(), fresh: None });
     let record = pos(&out, "RecordWake", |e| matches!(e, Effect::RecordWake(_)));
     let token = pos(&out, "RegisterToken", |e| matches!(e, Effect::RegisterToken { .. }));
     let spawn = pos(&out, "Spawn", |e| matches!(e, Effect::Spawn { .. }));
@@ -633,7 +633,7 @@ fn a_failing_record_is_retried_a_minute_later_not_in_a_loop() {
     rig.now = t0() + WRITE_RETRY;
     let due = rig.feed(Input::Due);
     assert!(due.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{due:#?}");
-    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok1".into() });
+    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok1".into(), fresh: None });
     assert!(out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "{out:#?}");
 }
 
@@ -790,7 +790,7 @@ fn sessions_continue_one_conversation_within_the_caps() {
     let round = |rig: &mut Rig, crash: bool, conversation: &str| {
         let req = rig.req();
         let mut out = rig.feed(Input::Wake { req, message: None, replace: false });
-        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() }));
+        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None }));
         let spawn = spawn_of(&out);
         if !crash {
             let add = TodoCall::Add {
@@ -839,7 +839,7 @@ fn mail_that_waits_says_so() {
     assert_eq!(rig.m.mail_waits(), None, "an idle started chamber reads mail at once");
     let req = rig.req();
     rig.feed(Input::Wake { req, message: None, replace: false });
-    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None });
     rig.exit("exit 1");
     let line = rig.m.mail_waits().expect("held after a failure");
     assert!(line.contains("after 1 failed session(s) in a row") && line.contains("cryoctl chamber wake c"), "{line}");
@@ -875,7 +875,7 @@ fn session_ends_are_handed_on_at_the_links_rate() {
     let session = |rig: &mut Rig, crash: bool| {
         let req = rig.req();
         let mut out = rig.feed(Input::Wake { req, message: None, replace: false });
-        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() }));
+        out.extend(rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None }));
         if !crash {
             rig.call(add_todo("+9h")).unwrap();
             rig.call(hibernate()).unwrap();
@@ -937,7 +937,7 @@ fn a_late_slot_is_recorded_with_why() {
     rig.feed(Input::Pause { req: 1, pause: true });
     rig.now += Duration::hours(2);
     rig.feed(Input::Pause { req: 2, pause: false });
-    let out = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    let out = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None });
     let rows = out
         .iter()
         .find_map(|e| match e {
@@ -952,7 +952,7 @@ fn a_late_slot_is_recorded_with_why() {
     // Slots before this cryod started: it was not running.
     let mut rig = Rig::new(&[-90], &[]);
     let out = rig.feed(Input::Due);
-    let mut out2 = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    let mut out2 = rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None });
     out2.extend(out);
     let reason = out2.iter().find_map(|e| match e {
         Effect::RecordPassed(rows) => Some(rows[0].reason.clone()),
@@ -977,7 +977,7 @@ fn silent_is_raised_once_after_a_whole_quiet_window() {
     rig.now += Duration::minutes(30);
     let req = rig.req();
     rig.feed(Input::Wake { req, message: None, replace: false });
-    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into() });
+    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None });
     rig.call(add_todo("+9h")).unwrap();
     rig.call(Call::Send { text: "still here".into(), question: false, subject: String::new() }).unwrap();
     rig.call(hibernate()).unwrap();
@@ -1085,7 +1085,7 @@ fn work_interrupted_by_cryod_runs_again_at_once_and_only_once() {
     assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Recovery))), "{out:#?}");
     // No back-off: mail that arrives now is not held.
     assert_eq!((rig.m.health.failures(), rig.m.health.mail_hold_until()), (0, None));
-    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok".into() });
+    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok".into(), fresh: None });
     let (_, prompt, _) = spawn_of(&out);
     assert!(prompt.contains("RERUN: session 1 was interrupted"), "{prompt}");
     assert!(prompt.contains("hi.md"), "{prompt}");

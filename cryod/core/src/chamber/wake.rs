@@ -15,7 +15,7 @@ use crate::session::{self, Outcome, Trigger};
 use crate::todo::{Claim, TodoList};
 
 impl Chamber {
-    pub(super) fn admitted(&mut self, nonce: String, token: String) {
+    pub(super) fn admitted(&mut self, nonce: String, token: String, fresh: Option<String>) {
         // Admission gives a chamber one permit at a time, so none arrives
         // while a session runs (the simulator checks it); were one to, it
         // would not be this session's to give back.
@@ -59,10 +59,10 @@ impl Chamber {
             let timeout = self.files.settings().map_or(DEFAULT_PRECHECK_TIMEOUT, |c| c.precheck_timeout);
             let n = checks.len();
             self.log(format!("running {n} pre-check(s) before the wake"));
-            self.waking.check(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims });
+            self.waking.check(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims, fresh });
             return self.emit(Effect::Precheck { nonce, checks, timeout });
         }
-        self.begin(Checking { nonce, token, trigger, asked_at, claims }, Vec::new(), Vec::new());
+        self.begin(Checking { nonce, token, trigger, asked_at, claims, fresh }, Vec::new(), Vec::new());
     }
 
     /// The pre-checks each claim's wake must ask: a TODO's own, else the
@@ -133,7 +133,7 @@ impl Chamber {
 
     /// Records the wake in the ledger and begins its session.
     fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
-        let Checking { nonce, token, trigger, asked_at, claims } = w;
+        let Checking { nonce, token, trigger, asked_at, claims, fresh } = w;
         // Once per interruption: this session is its rerun.
         if let Some(r) = self.waking.take_rerun() {
             notices.insert(0, r.notice());
@@ -143,9 +143,10 @@ impl Chamber {
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         let continuity = self.files.settings().map(|c| c.continuity).unwrap_or_default();
-        let (resumed, fresh) = match session::resume(&continuity, self.thread.as_ref(), now) {
-            Ok(t) => (Some(t), None),
-            Err(why) => (None, why),
+        let (resumed, fresh) = match (fresh, session::resume(&continuity, self.thread.as_ref(), now)) {
+            (Some(why), _) => (None, Some(why)),
+            (None, Ok(t)) => (Some(t), None),
+            (None, Err(why)) => (None, why),
         };
         self.emit(Effect::RecordWake(WakeRecord {
             number,

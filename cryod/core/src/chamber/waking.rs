@@ -100,6 +100,8 @@ pub(super) struct Checking {
     pub(super) trigger: Trigger,
     pub(super) asked_at: DateTime<Utc>,
     pub(super) claims: Vec<Claim>,
+    /// Why it starts a new conversation whatever the chamber's continuity.
+    pub(super) fresh: Option<String>,
 }
 
 /// The session under way and what waits for one; see the module

@@ -1056,7 +1056,7 @@ impl World {
             d.arrived[c] = true;
         }
         let (nonce, token) = (self.rng.hex(6), self.rng.hex(16));
-        self.feed(c, Input::Admitted { nonce, token })
+        self.feed(c, Input::Admitted { nonce, token, fresh: None })
     }
 
     /// Writes a message file; an inbox file is seen by the watcher soon.

@@ -155,3 +155,23 @@ fn on_end_tables() {
     assert!(fault("[[on_end]]\nchamber = \"b\"\nwhen = \"any\"\nmax_per_hour = 0\n").starts_with("/c/cryo.toml:4:"));
     assert!(fault("[[on_end]]\nchamber = \"b\"\n").contains("missing field `when`"));
 }
+
+#[test]
+fn a_fallback_account_replaces_the_key_and_endpoint_and_another_agent_the_rest() {
+    let text = "agent = \"claude\"\n[provider]\nname = \"work\"\nenv = { ANTHROPIC_API_KEY = \"sk-work\", \
+                ANTHROPIC_BASE_URL = \"https://proxy.work\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }\n";
+    let c = p(text).unwrap().config;
+    let spare: crate::config::ProviderConfig =
+        toml::from_str("env = { ANTHROPIC_API_KEY = { file = \"/keys/spare\" } }\n").unwrap();
+    let on = c.on_account("spare", &spare);
+    assert_eq!(on.provider_name.as_deref(), Some("spare"));
+    assert_eq!(on.agent, "claude");
+    // Work's key and endpoint are gone; the spare's key is read at spawn.
+    assert_eq!(on.provider_env.keys().collect::<Vec<_>>(), ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]);
+    assert_eq!(on.provider_env_files["ANTHROPIC_API_KEY"], PathBuf::from("/keys/spare"));
+    let openai: crate::config::ProviderConfig =
+        toml::from_str("agent = \"codex\"\nenv = { OPENAI_API_KEY = \"sk-o\" }\n").unwrap();
+    let on = c.on_account("openai", &openai);
+    assert_eq!(on.agent, "codex");
+    assert_eq!(on.provider_env.iter().collect::<Vec<_>>(), [(&"OPENAI_API_KEY".to_string(), &"sk-o".to_string())]);
+}
