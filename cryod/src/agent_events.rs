@@ -111,6 +111,8 @@ pub struct Reader {
 /// A tool call the agent made, as its stream told it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
+    /// The tool's name (`Bash`, `$` for Codex's shell).
+    pub name: String,
     /// The tool and its exact arguments: the same for the same call.
     pub key: String,
     /// As the transcript shows it (`Bash: git status`).
@@ -119,7 +121,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     fn new(name: &str, input: &Value) -> ToolCall {
-        ToolCall { key: format!("{name}\0{input}"), shown: call(name, input) }
+        ToolCall { name: name.to_string(), key: format!("{name}\0{input}"), shown: call(name, input) }
     }
 }
 
@@ -273,7 +275,7 @@ impl Reader {
                     let command = item["command"].as_str().unwrap_or("");
                     out.push(format!("→ $ {}", clip(command)));
                     let key = format!("$\0{command}");
-                    self.calls.push(ToolCall { key, shown: format!("$ {}", clip(command)) });
+                    self.calls.push(ToolCall { name: "$".into(), key, shown: format!("$ {}", clip(command)) });
                 }
                 Some("mcp_tool_call") => {
                     let name =

@@ -46,6 +46,17 @@ pub struct Config {
     pub sandbox: Sandbox,
     /// `[history]`: how long the ledger keeps each session's row.
     pub history: HistoryConfig,
+    /// `[telemetry]`: where each wake's trace goes.
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[telemetry]` in `cryod.toml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// An OTLP/HTTP receiver (`http://127.0.0.1:4318`): each wake is
+    /// exported to `{otlp_endpoint}/v1/traces` as a trace.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[history]` in `cryod.toml`.
@@ -590,6 +601,7 @@ impl Default for Config {
             heartbeat: None,
             sandbox: Sandbox::Off,
             history: HistoryConfig::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -666,6 +678,14 @@ impl Config {
                     h.interval.as_deref().unwrap_or_default()
                 )));
             }
+        }
+        if let Some(url) = &config.telemetry.otlp_endpoint
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(ConfigError(format!(
+                "{}: key `telemetry.otlp_endpoint`: {url:?} is not an http(s) URL (such as \"http://127.0.0.1:4318\")",
+                path.display()
+            )));
         }
         for (name, p) in &config.providers {
             p.check_fallbacks(name, &config.providers)

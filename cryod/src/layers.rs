@@ -12,7 +12,8 @@ const LAYERS: &[&[&str]] = &[
     // HTTP/2 header blocks mended on the sockets.
     &["agent_events", "fds", "authority"],
     // Bounded TCP connections (the hub's and the gateway's listeners).
-    &["paths", "clock", "random", "logline", "store", "metrics", "conn"],
+    // Traces exported over OTLP/HTTP.
+    &["paths", "clock", "random", "logline", "store", "metrics", "conn", "otlp"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
     // The provider gateway (it reads the wire, knows nothing of chambers).
     &["error", "config", "scheduler", "gateway"],

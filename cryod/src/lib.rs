@@ -34,6 +34,7 @@ pub mod lease;
 pub mod logline;
 pub mod metrics;
 pub mod notifier;
+pub mod otlp;
 pub mod paths;
 pub mod random;
 pub mod rpc;

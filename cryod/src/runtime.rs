@@ -90,6 +90,8 @@ pub struct Shared {
     pub prices: std::sync::Arc<crate::agent_events::Prices>,
     /// The provider gateway known kinds reach their provider through.
     pub gateway: crate::gateway::Gateway,
+    /// Where each wake's trace goes (nowhere without `[telemetry]`).
+    pub otlp: crate::otlp::Exporter,
     /// The chambers `[[on_end]]` may name, and the links each names.
     pub names: Names,
     /// The notifiers of `[[notify]]`, and what they delivered.
@@ -297,6 +299,7 @@ impl Shared {
             hub: Default::default(),
             prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
             gateway: crate::gateway::Gateway::new(clock.clone()),
+            otlp: crate::otlp::Exporter::start(config.telemetry.otlp_endpoint.as_deref(), clock.clone()),
             store,
             clock,
             config,

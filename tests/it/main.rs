@@ -25,6 +25,7 @@ mod scheduling;
 mod service;
 mod snapshots;
 mod sync;
+mod telemetry;
 mod twin;
 mod wakes;
 mod years;

@@ -102,6 +102,8 @@ pub struct Through {
     /// What the session may spend in all (USD), if anything bounds it.
     pub line: Option<f64>,
     pub tell: crate::gateway::Tell,
+    /// The wake's trace: each model request is a span of it.
+    pub trace: Option<Arc<crate::otlp::Trace>>,
     /// It bills a fallback account: its key goes to the fallback's own
     /// upstream (else the public API), never to one the chamber's CLI
     /// config names for its own account.
@@ -169,7 +171,7 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     // says of its usage and limits is kept for the transcript only.
     let route = ticket.as_ref().map(|t| t.route());
     if route.is_some() {
-        tell = Tell { limit: Arc::new(|_| {}), over: None, watch: tell.watch };
+        tell = Tell { limit: Arc::new(|_| {}), over: None, watch: tell.watch, trace: tell.trace };
     }
     // Only a known kind is watched: cryod reads its events.
     if launch.events.is_none() {
@@ -352,6 +354,7 @@ fn through_gateway(
         line: through.line,
         prices: s.prices.clone(),
         tell: through.tell.clone(),
+        trace: through.trace.clone(),
     };
     let ticket = through.gateway.open(spec).ok_or_else(|| {
         Error::Unavailable(

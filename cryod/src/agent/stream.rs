@@ -68,6 +68,8 @@ pub struct Tell {
     /// The session's watch, given each line and tool call (see
     /// [`super::watch`]).
     pub watch: Option<super::watch::Watch>,
+    /// The wake's trace: each tool call is a span of it.
+    pub trace: Option<Arc<crate::otlp::Trace>>,
 }
 
 /// Reads a known kind's events (`out`) and log lines (`err`) into the
@@ -98,7 +100,7 @@ fn read_events(
     prices: Arc<crate::agent_events::Prices>,
     tell: Tell,
 ) -> EventStream {
-    let Tell { limit, over, watch } = tell;
+    let Tell { limit, over, watch, trace } = tell;
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
@@ -106,6 +108,7 @@ fn read_events(
     let done = tokio::spawn(async move {
         let mut reader = crate::agent_events::Reader::new(format, model);
         let mut told_over = false;
+        let mut tools = Tools { trace, open: Vec::new() };
         let mut lines = tokio::io::BufReader::new(out).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(f) = raw.as_mut() {
@@ -118,6 +121,7 @@ fn read_events(
                 w.touch();
                 calls.iter().for_each(|c| w.call(c));
             }
+            tools.line(calls);
             let mut u = reader.usage.clone();
             if u.cost_usd.is_none() {
                 u.cost_usd = prices.cost(&u);
@@ -135,8 +139,35 @@ fn read_events(
                 seen.limited(l, &*limit);
             }
         }
+        tools.line(Vec::new());
     });
     EventStream { seen, done }
+}
+
+/// A session's tool calls as spans of its wake's trace: a call is open
+/// from the event that made it to the next event (its result, or what
+/// the agent did next).
+struct Tools {
+    trace: Option<Arc<crate::otlp::Trace>>,
+    open: Vec<(crate::agent_events::ToolCall, chrono::DateTime<chrono::Utc>)>,
+}
+
+impl Tools {
+    /// A line came, making `calls`: those open end now, these begin.
+    fn line(&mut self, calls: Vec<crate::agent_events::ToolCall>) {
+        let Some(trace) = &self.trace else { return };
+        let now = trace.now();
+        for (call, start) in self.open.drain(..) {
+            let attributes = vec![
+                ("gen_ai.operation.name", "execute_tool".into()),
+                ("gen_ai.tool.name", call.name.clone().into()),
+                ("cryo.tool.call", call.shown.into()),
+            ];
+            let name = format!("execute_tool {}", call.name);
+            trace.child(name, crate::otlp::Kind::Internal, (start, now), attributes, None);
+        }
+        self.open.extend(calls.into_iter().map(|c| (c, now)));
+    }
 }
 
 /// An agent's log lines (OpenCode's stderr): kept in `cryo-agent.log` as

@@ -138,7 +138,7 @@ mod tests {
     }
 
     fn call(name: &str, arg: &str) -> ToolCall {
-        ToolCall { key: format!("{name}\0{arg}"), shown: format!("{name}: {arg}") }
+        ToolCall { name: name.into(), key: format!("{name}\0{arg}"), shown: format!("{name}: {arg}") }
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub struct Spec {
     pub line: Option<f64>,
     pub prices: Arc<Prices>,
     pub tell: Tell,
+    /// The wake's trace: each request forwarded is a span of it.
+    pub trace: Option<Arc<crate::otlp::Trace>>,
 }
 
 /// One session's way through the gateway.
@@ -448,7 +450,8 @@ async fn handle(
     if let Some(h) = out.headers_mut() {
         copy_response_headers(&headers, h);
     }
-    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route) };
+    let span = route.spec.trace.as_ref().map(|t| RequestSpan { start: t.now(), api, status: status.as_u16() });
+    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route), span };
     out.body(Body::from_stream(metered)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
 
@@ -468,6 +471,14 @@ struct Metered {
     inner: ByteStream,
     meter: Option<wire::Meter>,
     route: Option<Arc<Route>>,
+    span: Option<RequestSpan>,
+}
+
+/// What the request's span says besides what its response counted.
+struct RequestSpan {
+    start: chrono::DateTime<chrono::Utc>,
+    api: Option<Api>,
+    status: u16,
 }
 
 impl Metered {
@@ -475,8 +486,37 @@ impl Metered {
         if let Some(route) = self.route.take() {
             let counted = self.meter.as_mut().map(|m| m.finish().clone()).unwrap_or_default();
             route.count(&counted);
+            if let (Some(trace), Some(s)) = (&route.spec.trace, self.span.take()) {
+                request_span(trace, &route.spec, s, &counted);
+            }
         }
     }
+}
+
+/// A model request forwarded, as a `chat` span of the wake's trace (the
+/// GenAI semantic conventions' attributes; nothing of its body).
+fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wire::Counted) {
+    use crate::otlp::Value;
+    let provider = match s.api {
+        Some(Api::Messages) => "anthropic",
+        Some(_) => "openai",
+        None => "unknown",
+    };
+    let host = spec.upstream.split("://").nth(1).and_then(|r| r.split(['/', ':']).next()).unwrap_or("").to_string();
+    let mut attributes: Vec<(&'static str, Value)> = vec![
+        ("gen_ai.operation.name", "chat".into()),
+        ("gen_ai.provider.name", provider.into()),
+        ("gen_ai.usage.input_tokens", c.input.into()),
+        ("gen_ai.usage.output_tokens", c.output.into()),
+        ("http.response.status_code", u64::from(s.status).into()),
+        ("server.address", host.into()),
+    ];
+    if let Some(m) = &c.model {
+        attributes.push(("gen_ai.response.model", m.clone().into()));
+    }
+    let name = format!("chat {}", c.model.as_deref().unwrap_or(provider));
+    let error = (s.status >= 400).then(|| format!("the provider answered {}", s.status));
+    trace.child(name, crate::otlp::Kind::Client, (s.start, trace.now()), attributes, error);
 }
 
 impl futures_util::Stream for Metered {

@@ -71,6 +71,7 @@ fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
         line,
         prices: Arc::new(Prices::new(&prices)),
         tell,
+        trace: None,
     }
 }
 

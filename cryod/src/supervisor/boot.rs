@@ -126,6 +126,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         trusted,
         ahead: None,
         fell_back: None,
+        last_trace: None,
         root,
         tx: tx.clone(),
         outlets: super::outlets::Outlets::new(snapshot, mirror),

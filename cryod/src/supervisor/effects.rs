@@ -354,7 +354,12 @@ impl Sup {
     /// Session `number`'s way through the gateway: the account's upstream,
     /// what the session may spend in all (the lowest of `max_session_usd`
     /// and what each budget has left), and whom its findings are told.
-    async fn through_gateway(&self, number: u64, watch: Option<&Watch>) -> launch::Through {
+    async fn through_gateway(
+        &self,
+        number: u64,
+        watch: Option<&Watch>,
+        trace: Option<Arc<crate::otlp::Trace>>,
+    ) -> launch::Through {
         let account = self.account();
         let upstream =
             account.as_ref().and_then(|a| self.shared.config.providers.get(a)).and_then(|p| p.upstream.clone());
@@ -378,7 +383,7 @@ impl Sup {
         };
         let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive };
         let fallback = self.fallback().is_some();
-        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell, fallback }
+        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell, trace, fallback }
     }
 
     /// Where the file watcher sends what it saw.
@@ -419,7 +424,9 @@ impl Sup {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
         let watch = self.watch(number, config);
-        let gateway = Some(self.through_gateway(number, watch.as_ref()).await);
+        // The wake's trace, linked to the chamber's wake before.
+        let trace = self.shared.otlp.trace(self.last_trace);
+        let gateway = Some(self.through_gateway(number, watch.as_ref(), trace.clone()).await);
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let session = launch::Session {
             jail,
@@ -435,6 +442,7 @@ impl Sup {
                 limit: self.limit_sink(number),
                 over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
                 watch,
+                trace: trace.clone(),
             },
             prices: self.shared.prices.clone(),
             gateway,
@@ -447,7 +455,7 @@ impl Sup {
         }
         self.shared.live.add(pgid);
         if let Some(running) = self.running.as_mut() {
-            running.started(pgid, door, started.ticket);
+            running.started(pgid, door, started.ticket, trace);
         }
         notes.extend(started.notes);
         Ok((started.pid, notes))

@@ -83,6 +83,7 @@ impl Sup {
         let Ended { number, at, outcome, summary, trigger, started, thread } = e;
         let lasted = started.and_then(|s| (at - s).to_std().ok());
         crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
+        let failed = outcome.failed();
         let outcome = outcome.describe();
         tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
         // The account is known for every session (its budget counts
@@ -90,6 +91,13 @@ impl Sup {
         let used = self.running.as_mut().and_then(|r| r.take_usage(number)).unwrap_or_default();
         let provider = self.account();
         let usage = crate::agent_events::Usage { provider, ..used };
+        if let Some(trace) = self.running.as_mut().and_then(|r| r.take_trace()) {
+            let span = (started.unwrap_or(at), at);
+            self.last_trace = Some(trace.context());
+            let agent = self.session_config().map(|c| c.agent.clone()).unwrap_or_default();
+            let wake = Wake { chamber: self.machine.name(), agent: &agent, number, trigger: trigger.as_str() };
+            trace_wake(&trace, wake, (&outcome, failed), &usage, span);
+        }
         let thread = thread.map(|t| (t.sessions, t.tokens));
         let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
         let r = self.shared.store.session_ended(self.owner.fence(), end).await;
@@ -148,4 +156,49 @@ pub(super) struct Ended {
     pub trigger: Trigger,
     pub started: Option<DateTime<Utc>>,
     pub thread: Option<cryo_core::session::Thread>,
+}
+
+/// Which wake a root span is.
+struct Wake<'a> {
+    chamber: &'a str,
+    agent: &'a str,
+    number: u64,
+    trigger: &'a str,
+}
+
+/// A wake's root span: the agent's run (`invoke_agent`), with the GenAI
+/// semantic conventions' attributes and cryo's own.
+fn trace_wake(
+    trace: &crate::otlp::Trace,
+    wake: Wake<'_>,
+    (outcome, failed): (&str, bool),
+    usage: &crate::agent_events::Usage,
+    span: (DateTime<Utc>, DateTime<Utc>),
+) {
+    use crate::otlp::Value;
+    let Wake { chamber, agent, number, trigger } = wake;
+    let kind = format!("{:?}", crate::agent::kinds::Kind::of_agent(agent)).to_lowercase();
+    let mut attributes: Vec<(&'static str, Value)> = vec![
+        ("gen_ai.operation.name", "invoke_agent".into()),
+        ("gen_ai.agent.name", chamber.into()),
+        ("gen_ai.provider.name", crate::otlp::provider_name(&kind).into()),
+        ("gen_ai.usage.input_tokens", usage.input_tokens.into()),
+        ("gen_ai.usage.output_tokens", usage.output_tokens.into()),
+        ("cryo.chamber", chamber.into()),
+        ("cryo.session", number.into()),
+        ("cryo.trigger", trigger.into()),
+        ("cryo.outcome", outcome.into()),
+    ];
+    let optional = [
+        ("gen_ai.request.model", usage.model.clone()),
+        ("gen_ai.response.model", usage.model.clone()),
+        ("gen_ai.conversation.id", usage.provider_session.clone()),
+        ("cryo.account", usage.provider.clone()),
+    ];
+    attributes.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, Value::from(v)))));
+    if let Some(cost) = usage.cost_usd {
+        attributes.push(("cryo.cost_usd", cost.into()));
+    }
+    let error = failed.then(|| outcome.to_string());
+    trace.finish(format!("invoke_agent {kind}"), span, attributes, error);
 }

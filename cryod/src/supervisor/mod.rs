@@ -248,6 +248,8 @@ struct Sup {
     ahead: Option<DateTime<Utc>>,
     /// The fallback account the last sessions billed (told once).
     fell_back: Option<String>,
+    /// The last wake's root span, which the next one's links to.
+    last_trace: Option<crate::otlp::Context>,
 }
 
 /// How far the due instant the scheduler `told` is ahead of the clock's

@@ -37,6 +37,8 @@ pub(super) struct Running {
     /// The session's credential at the provider gateway, from the agent's
     /// spawn to its exit (dropping it makes it worthless).
     ticket: Option<crate::gateway::Ticket>,
+    /// The wake's trace, from the agent's spawn to its session's row.
+    trace: Option<std::sync::Arc<crate::otlp::Trace>>,
 }
 
 impl Running {
@@ -51,6 +53,7 @@ impl Running {
             usage: None,
             limit_guessed: false,
             ticket: None,
+            trace: None,
         })
     }
 
@@ -73,10 +76,22 @@ impl Running {
 
     /// The agent runs in group `pgid`, reached through `door` (and the
     /// gateway, with `ticket`).
-    pub(super) fn started(&mut self, pgid: i32, door: Door, ticket: Option<crate::gateway::Ticket>) {
+    pub(super) fn started(
+        &mut self,
+        pgid: i32,
+        door: Door,
+        ticket: Option<crate::gateway::Ticket>,
+        trace: Option<std::sync::Arc<crate::otlp::Trace>>,
+    ) {
         self.door = Some(door);
         self.agent_pgid = Some(pgid);
         self.ticket = ticket;
+        self.trace = trace;
+    }
+
+    /// The wake's trace, for its root span (once).
+    pub(super) fn take_trace(&mut self) -> Option<std::sync::Arc<crate::otlp::Trace>> {
+        self.trace.take()
     }
 
     /// The agent exited: its group is no longer the session's to keep, nor

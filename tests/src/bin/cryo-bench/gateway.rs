@@ -82,6 +82,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
             line: None,
             prices: Arc::new(cryod::agent_events::Prices::default()),
             tell,
+            trace: None,
         };
         let ticket = g.open(spec).unwrap();
         let through = ticket.base();
