@@ -12,11 +12,12 @@ const LAYERS: &[&[&str]] = &[
     // HTTP/2 header blocks mended on the sockets.
     &["agent_events", "fds", "authority"],
     // Bounded TCP connections (the hub's and the gateway's listeners).
-    // Traces exported over OTLP/HTTP.
-    &["paths", "clock", "random", "logline", "store", "metrics", "conn", "otlp"],
+    &["paths", "clock", "random", "logline", "store", "metrics", "conn"],
     // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
+    // Traces exported over OTLP/HTTP.
+    &["error", "config", "scheduler", "otlp"],
     // The provider gateway (it reads the wire, knows nothing of chambers).
-    &["error", "config", "scheduler", "gateway"],
+    &["gateway"],
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
     // Services the shell uses: admission, an agent's run (launch, sandbox,
