@@ -39,7 +39,8 @@ fn keyless_and_counted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> Stri
     let price = "input = 1000.0\noutput = 2000.0\n";
     env.daemon_config(&format!("[prices.m1]\n{price}[prices.\"claude-opus-5-5\"]\n{price}"));
     let _d = env.start_daemon();
-    let c = env.chamber(bin, "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    let toml = format!("agent = \"{}\"\nkeep_exchanges = true\n\n[provider]\n{provider}\n", path.display());
+    let c = env.chamber(bin, "", &toml);
     env.cryoctl(&["chamber", "start", bin]).ok();
     wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
     assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c, &model));
@@ -85,6 +86,13 @@ fn keyless_and_counted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> Stri
     assert_eq!(sum("cryo_model_tokens_total{", "type=\"output\""), (5 * n) as f64, "{metrics:#?}");
     assert_eq!(sum("cryo_model_responses_total{", "model="), n as f64, "{metrics:#?}");
     assert!((sum("cryo_model_cost_usd_total{", "model=") - 0.02 * n as f64).abs() < 1e-9, "{metrics:#?}");
+    // Each exchange kept, with neither the key nor the token in it
+    // (`gateway::kept::tests` redacts one that a body carries).
+    let kept = c.read(".cryo/exchanges/1.jsonl");
+    let lines: Vec<serde_json::Value> = kept.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len() as u64, n, "{kept}");
+    assert!(lines.iter().all(|l| l["status"] == 200 && l["request"]["model"].is_string()), "{kept}");
+    assert!(!kept.contains("sk-cryo-test") && !kept.contains("cryo-gw-"), "{kept}");
     // Nothing of the token or the key in cryo's own logs.
     let logs = format!("{}{}", c.cryo_log(), std::fs::read_to_string(env.path("state/cryod.log")).unwrap_or_default());
     assert!(!logs.contains("sk-cryo-test") && !logs.contains("cryo-gw-"), "{logs}");

@@ -355,6 +355,7 @@ fn through_gateway(
         prices: s.prices.clone(),
         tell: through.tell.clone(),
         trace: through.trace.clone(),
+        kept: if config.keep_exchanges { Some(kept_exchanges(root, s.number)?) } else { None },
     };
     let ticket = through.gateway.open(spec).ok_or_else(|| {
         Error::Unavailable(
@@ -363,6 +364,34 @@ fn through_gateway(
     })?;
     super::gateway::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
     Ok((Some(ticket), None))
+}
+
+/// Where a session's exchanges are kept in its chamber.
+pub const EXCHANGES: &str = ".cryo/exchanges";
+/// Sessions whose exchanges are kept (the newest).
+const KEEP_EXCHANGES: usize = 20;
+
+/// Opens `.cryo/exchanges/SESSION.jsonl` for session `number` (no link
+/// followed: the agent may have planted one), and forgets all but the
+/// newest [`KEEP_EXCHANGES`] sessions' files.
+fn kept_exchanges(root: &Path, number: u64) -> super::Result<crate::gateway::kept::Kept> {
+    let dir = Dir::open(root).map_err(file)?;
+    let folder = Path::new(EXCHANGES);
+    dir.make_dirs(folder).map_err(file)?;
+    let mut old: Vec<u64> = dir
+        .list(folder)
+        .map_err(file)?
+        .iter()
+        .filter_map(|e| e.name.to_str()?.strip_suffix(".jsonl")?.parse().ok())
+        .filter(|n| *n != number)
+        .collect();
+    old.sort_unstable();
+    let drop = old.len().saturating_sub(KEEP_EXCHANGES - 1);
+    for n in &old[..drop] {
+        let _ = dir.remove(&folder.join(format!("{n}.jsonl")));
+    }
+    let f = dir.append(&folder.join(format!("{number}.jsonl"))).map_err(file)?;
+    Ok(crate::gateway::kept::Kept::new(f))
 }
 
 /// The command that starts the agent confined (under its keeper on a

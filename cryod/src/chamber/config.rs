@@ -47,6 +47,7 @@ struct Raw {
     max_session_duration: Option<u64>,
     stall_after: Option<String>,
     loop_after: Option<u32>,
+    keep_exchanges: Option<bool>,
     timezone: Option<String>,
     watch_dirs: Option<Vec<String>>,
     provider: Option<RawProvider>,
@@ -168,6 +169,9 @@ pub struct ChamberConfig {
     /// `stall_after` and `loop_after`: what ends a session that stalls or
     /// loops.
     pub watch: Watch,
+    /// `keep_exchanges`: each model request through the gateway, and its
+    /// response, kept redacted in `.cryo/exchanges/SESSION.jsonl`.
+    pub keep_exchanges: bool,
     pub timezone: Tz,
     /// Whether `timezone` came from the file (else the system's zone).
     pub timezone_set: bool,
@@ -465,6 +469,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             agent,
             max_session_duration: raw.max_session_duration.unwrap_or(DEFAULT_MAX_SESSION_SECS),
             watch,
+            keep_exchanges: raw.keep_exchanges.unwrap_or(false),
             timezone,
             timezone_set,
             watch_dirs,

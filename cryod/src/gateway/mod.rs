@@ -22,6 +22,7 @@
 //! the real key reaches no other endpoint. Nothing here logs a request's
 //! path (it holds the token), a header or a body.
 
+pub mod kept;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -122,6 +123,8 @@ pub struct Spec {
     pub tell: Tell,
     /// The wake's trace: each request forwarded is a span of it.
     pub trace: Option<Arc<crate::otlp::Trace>>,
+    /// Where its exchanges are kept, redacted (`keep_exchanges`).
+    pub kept: Option<kept::Kept>,
 }
 
 /// One session's way through the gateway.
@@ -393,6 +396,10 @@ async fn handle(
         }
     };
     let body = wire::ask_usage(api, &body).map(axum::body::Bytes::from).unwrap_or(body);
+    let exchange = route.spec.kept.as_ref().map(|_| {
+        let x = kept::Exchange::new(inner.clock.now(), parts.method.as_str(), &below, &parts.headers, body.clone());
+        (x, token.to_string())
+    });
     let mut url = format!("{}{below}", route.spec.upstream.trim_end_matches('/'));
     if let Some(q) = parts.uri.query() {
         url.push('?');
@@ -451,7 +458,11 @@ async fn handle(
         copy_response_headers(&headers, h);
     }
     let span = route.spec.trace.as_ref().map(|t| RequestSpan { start: t.now(), api, status: status.as_u16() });
-    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route), span };
+    let exchange = exchange.map(|(mut x, token)| {
+        x.answered(status.as_u16());
+        (x, token)
+    });
+    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route), span, exchange };
     out.body(Body::from_stream(metered)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
 
@@ -472,6 +483,8 @@ struct Metered {
     meter: Option<wire::Meter>,
     route: Option<Arc<Route>>,
     span: Option<RequestSpan>,
+    /// The exchange being kept, and the session's token (redacted in it).
+    exchange: Option<(kept::Exchange, String)>,
 }
 
 /// What the request's span says besides what its response counted.
@@ -488,6 +501,12 @@ impl Metered {
             route.count(&counted);
             if let (Some(trace), Some(s)) = (&route.spec.trace, self.span.take()) {
                 request_span(trace, &route.spec, s, &counted);
+            }
+            if let (Some(to), Some((x, token))) = (&route.spec.kept, self.exchange.take()) {
+                let key = match &route.spec.auth {
+                    Auth::ApiKey(k) | Auth::Bearer(k) => k.as_str(),
+                };
+                to.write(x.line(&[key, &token]));
             }
         }
     }
@@ -531,6 +550,9 @@ impl futures_util::Stream for Metered {
             std::task::Poll::Ready(Some(Ok(chunk))) => {
                 if let Some(m) = self.meter.as_mut() {
                     m.feed(chunk);
+                }
+                if let Some((x, _)) = self.exchange.as_mut() {
+                    x.feed(chunk);
                 }
                 if let Some(route) = &self.route {
                     (route.spec.tell.alive)();

@@ -72,6 +72,7 @@ fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
         prices: Arc::new(Prices::new(&prices)),
         tell,
         trace: None,
+        kept: None,
     }
 }
 

@@ -22,6 +22,7 @@ pub const KEYS: &[(&str, Kind)] = &[
     ("max_session_duration", Kind::Integer),
     ("stall_after", Kind::Text),
     ("loop_after", Kind::Integer),
+    ("keep_exchanges", Kind::Bool),
     ("max_attempts", Kind::Integer),
     ("mcp", Kind::Bool),
     ("session", Kind::Text),

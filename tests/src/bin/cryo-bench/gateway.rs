@@ -83,6 +83,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
             prices: Arc::new(cryod::agent_events::Prices::default()),
             tell,
             trace: None,
+            kept: None,
         };
         let ticket = g.open(spec).unwrap();
         let through = ticket.base();
