@@ -65,7 +65,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "agent",
         &[
-            &["door", "group", "kinds", "sandbox", "watch"],
+            &["door", "forward", "group", "kinds", "sandbox", "watch"],
             &["stream"],
             &["keeper", "precheck", "gateway"],
             &["launch"],

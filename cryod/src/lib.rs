@@ -205,6 +205,12 @@ pub async fn run(
             tracing::error!(%error, "the provider gateway cannot listen: sessions that use it will not start")
         }
     }
+    // Beside the operator's socket: the way out of a bubblewrap session's
+    // own network (`network = "gateway"`).
+    let gateway_socket = socket.with_file_name("cryod-gateway.sock");
+    if let Err(error) = shared.gateway.serve_unix(&gateway_socket, shutdown.clone()) {
+        tracing::warn!(%error, path = %gateway_socket.display(), "the gateway's Unix socket cannot listen: network = \"gateway\" under bwrap will not start");
+    }
     let hub_config = config_hub(&shared);
     let daemon = Daemon::load(shared).await?;
     let fleet = fleet::start(&daemon);

@@ -15,5 +15,7 @@ fn main() -> std::process::ExitCode {
     cryod::agent::keeper::intercept();
     // `cryod __sandbox …`: a confined agent's launcher (see `cryod::agent::sandbox`).
     cryod::agent::sandbox::intercept();
+    // `cryod __forward …`: the way out of a bubblewrap session's network (see `cryod::agent::forward`).
+    cryod::agent::forward::intercept();
     cryod::main_with(Cli::parse().args)
 }

@@ -203,16 +203,18 @@ fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
     assert!(thief.seen().is_empty(), "the key went to the new address");
 }
 
-/// `network = "gateway"` under Landlock: the agent's own connection to
-/// another local port (a listening server, past the gateway) is refused,
-/// and its session still completes through the gateway.
-fn netted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
+/// `network = "gateway"` under Landlock (TCP to the gateway's port only)
+/// or bubblewrap (a network of its own, whose way out is the forwarder to
+/// the gateway's socket): the agent's own connection to another local port
+/// (a listening server, past the gateway) is refused, and its session still
+/// completes through the gateway.
+fn netted(bin: &str, mode: cryod::config::Sandbox, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
     let path = cli(bin)?;
-    if let Some(why) = cryod::agent::sandbox::unavailable(cryod::config::Sandbox::Landlock) {
+    if let Some(why) = cryod::agent::sandbox::unavailable(mode) {
         eprintln!("SKIPPED: {why}");
         return None;
     }
-    if cryod::agent::sandbox::landlock_abi() < 4 {
+    if mode == cryod::config::Sandbox::Landlock && cryod::agent::sandbox::landlock_abi() < 4 {
         eprintln!("SKIPPED: {}", cryod::agent::sandbox::NETWORK_RULES);
         return None;
     }
@@ -225,16 +227,19 @@ fn netted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option
     let provider = setup(&env, &model);
     let d = env.start_daemon();
     let toml = format!(
-        "agent = \"{}\"\nsandbox = \"landlock\"\nnetwork = \"gateway\"\n\n[provider]\n{provider}\n",
-        path.display()
+        "agent = \"{}\"\nsandbox = \"{}\"\nnetwork = \"gateway\"\n\n[provider]\n{provider}\n",
+        path.display(),
+        mode.as_str()
     );
     let c = env.chamber(bin, "", &toml);
     env.cryoctl(&["chamber", "start", bin]).ok();
     wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
     assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c, &model));
     let net = c.read("net.txt");
-    // Landlock's EACCES, not a port nobody listens on (that server listens).
-    assert!(net.contains("Permission denied") && net.contains("refused"), "a direct connection to port {port}: {net}");
+    // Landlock's EACCES, not a port nobody listens on (that server listens);
+    // under bubblewrap nothing listens there: it is another network.
+    let said = if mode == cryod::config::Sandbox::Landlock { "Permission denied" } else { "Connection refused" };
+    assert!(net.contains(said) && net.contains("refused"), "a direct connection to port {port}: {net}");
     // The model was reached (its own port is out of reach too): through the gateway.
     assert!(!model.seen().is_empty(), "{}", diag(&c, &model));
     assert!(elsewhere.seen().is_empty(), "nothing reached the other server");
@@ -244,7 +249,7 @@ fn netted(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option
 
 #[test]
 fn network_gateway_refuses_a_direct_connection_and_claude_code_completes() {
-    let Some(env) = netted("claude", claude_provider) else { return };
+    let Some(env) = netted("claude", cryod::config::Sandbox::Landlock, claude_provider) else { return };
     // Without a sandbox, the setting refuses the session with one line.
     let _d = env.start_daemon();
     let path = cli("claude").expect("found above");
@@ -258,10 +263,64 @@ fn network_gateway_refuses_a_direct_connection_and_claude_code_completes() {
 
 #[test]
 fn network_gateway_refuses_a_direct_connection_and_codex_completes() {
-    netted("codex", codex_provider);
+    netted("codex", cryod::config::Sandbox::Landlock, codex_provider);
 }
 
 #[test]
 fn network_gateway_refuses_a_direct_connection_and_opencode_completes() {
-    netted("opencode", opencode_provider);
+    netted("opencode", cryod::config::Sandbox::Landlock, opencode_provider);
+}
+
+#[test]
+fn network_gateway_under_bwrap_refuses_a_direct_connection_and_claude_code_completes() {
+    netted("claude", cryod::config::Sandbox::Bwrap, claude_provider);
+}
+
+#[test]
+fn network_gateway_under_bwrap_refuses_a_direct_connection_and_codex_completes() {
+    netted("codex", cryod::config::Sandbox::Bwrap, codex_provider);
+}
+
+#[test]
+fn network_gateway_under_bwrap_refuses_a_direct_connection_and_opencode_completes() {
+    netted("opencode", cryod::config::Sandbox::Bwrap, opencode_provider);
+}
+
+/// Under bubblewrap's own network, a stop still ends the agent at once:
+/// its SIGTERM reaches it, and the forwarder (in a group of its own) ends
+/// with it; nothing of the session is left running.
+#[test]
+fn network_gateway_under_bwrap_a_stop_ends_the_agent_and_its_forwarder() {
+    if let Some(why) = cryod::agent::sandbox::unavailable(cryod::config::Sandbox::Bwrap) {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let script = "echo \"$$\" > agent.pid\nexec sleep 600\n";
+    let c = env.chamber("held", script, "sandbox = \"bwrap\"\nnetwork = \"gateway\"\n");
+    env.cryoctl(&["chamber", "start", "held"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the agent to run", || c.read("agent.pid").trim().parse::<u32>().is_ok());
+    // This test's forwarder: its gateway socket is in this test's folder.
+    let mine = env.path("").display().to_string();
+    let forwarders = || -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.split(' ').nth(1) == Some("__forward") && c.contains(&mine))
+            .collect()
+    };
+    assert_eq!(forwarders().len(), 1, "the forwarder runs beside the agent");
+    let began = std::time::Instant::now();
+    env.cryoctl(&["chamber", "stop", "held"]).ok();
+    wait_until_within(Duration::from_secs(30), "the session to end", || c.ended() >= 1);
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "ended by its SIGTERM, not the grace's SIGKILL: {:?}",
+        began.elapsed()
+    );
+    assert!(c.cryo_log().contains("stopped by the operator"), "{}", c.cryo_log());
+    wait_until_within(Duration::from_secs(10), "the forwarder to end", || forwarders().is_empty());
 }

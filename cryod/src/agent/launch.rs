@@ -64,6 +64,8 @@ pub struct Jail<'a> {
     pub others: Vec<PathBuf>,
     /// The provider gateway's port, once it listens (`network = "gateway"`).
     pub gateway_port: Option<u16>,
+    /// Its Unix socket, the way out of a bubblewrap session's network.
+    pub gateway_socket: Option<PathBuf>,
     pub places: &'a Places,
 }
 
@@ -522,13 +524,12 @@ pub fn confine(
                     "cryo.toml: network = \"gateway\" needs a sandbox: say sandbox = \"landlock\"".into(),
                 ));
             }
-            Sandbox::Bwrap => {
+            Sandbox::Bwrap if jail.gateway_port.is_none() || jail.gateway_socket.is_none() => {
                 return Err(Error::Unavailable(
-                    "cryo.toml: network = \"gateway\" is held by Landlock's network rules only so far: say \
-                     sandbox = \"landlock\""
-                        .into(),
+                    "cryo's provider gateway is not listening on its port and its Unix socket (see cryod's log)".into(),
                 ));
             }
+            Sandbox::Bwrap => {}
             Sandbox::Landlock if sandbox::landlock_abi() < 4 => {
                 return Err(Error::Unavailable(sandbox::NETWORK_RULES.into()));
             }
@@ -550,7 +551,14 @@ pub fn confine(
             } else {
                 // The resolved file: a link to it may lie in a hidden root.
                 let real = std::fs::canonicalize(&run.program).unwrap_or(run.program);
-                (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, run.args))
+                match netted(jail) {
+                    // Its own network, whose way out is the forwarder.
+                    Some((port, socket)) => {
+                        let args = super::forward::args(port, &socket, &real, run.args);
+                        (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &own_exe()?, &args))
+                    }
+                    None => (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, run.args)),
+                }
             }
         }
     };
@@ -567,6 +575,15 @@ pub fn confine(
         }
     };
     Ok(Confined { program, args, tmp })
+}
+
+/// The gateway's port and Unix socket, for a bubblewrap session whose
+/// network is held to the gateway.
+fn netted(jail: &Jail<'_>) -> Option<(u16, PathBuf)> {
+    if jail.config.network != crate::config::Network::Gateway || jail.mode != Sandbox::Bwrap {
+        return None;
+    }
+    Some((jail.gateway_port?, jail.gateway_socket.clone()?))
 }
 
 /// What a sandboxed process may reach (see [`sandbox`]), and its private
@@ -630,7 +647,15 @@ fn policy(
         hidden.push(dir.to_path_buf());
     }
     hidden.push(cryo_proto::operator_key_path(&places.socket));
-    let reachable = run.door.map(Path::to_path_buf).into_iter().collect();
+    let mut reachable: Vec<PathBuf> = run.door.map(Path::to_path_buf).into_iter().collect();
+    // Under bubblewrap, the forwarder (cryod's own binary) and the
+    // gateway's socket it relays to.
+    if let Some((_, socket)) = netted(jail) {
+        reachable.push(socket);
+        if let Ok(exe) = std::env::current_exe() {
+            readable.push(sandbox::canonical(&exe));
+        }
+    }
     let connect_tcp = match config.network {
         crate::config::Network::Open => None,
         crate::config::Network::Gateway => Some(jail.gateway_port.into_iter().collect()),

@@ -49,6 +49,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub mod door;
+pub mod forward;
 pub mod gateway;
 pub mod group;
 pub mod keeper;

@@ -56,7 +56,8 @@ const ABI_WANTED: ABI = ABI::V5;
 
 /// Why `network = "gateway"` cannot be held here.
 pub const NETWORK_RULES: &str = "network = \"gateway\" needs Landlock's network rules (Linux 6.7, Landlock ABI 4), which \
-                                 this kernel lacks; the session is not started with its network open";
+                                 this kernel lacks; the session is not started with its network open (sandbox = \"bwrap\" \
+                                 holds it without them)";
 
 /// The devices a confined agent may open (read and write) under Landlock:
 /// those programs use. The rest of `/dev` is out of its reach: a disk's
@@ -218,6 +219,11 @@ pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsStr
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
     push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
     push(&["--unshare-pid".as_ref(), "--unshare-ipc".as_ref()]);
+    // `network = "gateway"`: a network of its own (its loopback only),
+    // whose way out is the forwarder to the gateway (`agent::forward`).
+    if policy.connect_tcp.is_some() {
+        push(&["--unshare-net".as_ref()]);
+    }
     // Each mount after those of the folders holding it: an allowed folder
     // inside a hidden root is bound back over its tmpfs; a hidden root
     // inside an allowed folder is covered after the bind.

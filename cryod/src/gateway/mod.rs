@@ -69,6 +69,8 @@ struct Inner {
     client: reqwest::Client,
     /// Where it listens, once it does.
     addr: OnceLock<SocketAddr>,
+    /// Its Unix socket, once it listens there too.
+    unix: OnceLock<std::path::PathBuf>,
     clock: crate::clock::Clock,
 }
 
@@ -260,7 +262,13 @@ impl Gateway {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("an HTTP client with rustls");
-        Gateway(Arc::new(Inner { routes: Mutex::default(), client, addr: OnceLock::new(), clock }))
+        Gateway(Arc::new(Inner {
+            routes: Mutex::default(),
+            client,
+            addr: OnceLock::new(),
+            unix: OnceLock::new(),
+            clock,
+        }))
     }
 
     /// Listens on `bind` (a loopback address; port 0 picks one) and serves
@@ -293,6 +301,52 @@ impl Gateway {
     /// Where it listens, once it does.
     pub fn addr(&self) -> Option<SocketAddr> {
         self.0.addr.get().copied()
+    }
+
+    /// Listens on the Unix socket `path` too (0600), relaying each
+    /// connection to its own port: the way out of a session's network
+    /// namespace (`agent::forward`). Bounded as the port is; past
+    /// [`MAX_CONNECTIONS`] relays at once, a new one is closed.
+    pub fn serve_unix(
+        &self,
+        path: &std::path::Path,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let addr = self.addr().ok_or_else(|| std::io::Error::other("the gateway's port is not open"))?;
+        // A stale one of an earlier run (cryod holds its instance lock).
+        let _ = std::fs::remove_file(path);
+        let listener = std::os::unix::net::UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(listener)?;
+        let _ = self.0.unix.set(path.to_path_buf());
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let path = path.to_path_buf();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    a = listener.accept() => a,
+                };
+                let Ok((mut unix, _)) = accepted else { continue };
+                let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    if let Ok(mut tcp) = tokio::net::TcpStream::connect(addr).await {
+                        let _ = tcp.set_nodelay(true);
+                        let _ = tokio::io::copy_bidirectional(&mut unix, &mut tcp).await;
+                    }
+                });
+            }
+            let _ = std::fs::remove_file(&path);
+        });
+        Ok(())
+    }
+
+    /// Its Unix socket, once it listens there.
+    pub fn unix_path(&self) -> Option<std::path::PathBuf> {
+        self.0.unix.get().cloned()
     }
 
     /// A ticket for one session; `None` while the gateway does not listen.

@@ -289,6 +289,7 @@ impl Sup {
             mode,
             others,
             gateway_port: self.shared.gateway.addr().map(|a| a.port()),
+            gateway_socket: self.shared.gateway.unix_path(),
             places: &self.shared.places,
         })
     }
