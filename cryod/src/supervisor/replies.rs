@@ -100,6 +100,11 @@ impl Sup {
     /// (an operator's wake waits too: admission holds every wake of it).
     pub(super) fn held_line(&self) -> Option<String> {
         let (account, at, _) = self.held_until()?;
+        // A fallback account takes the wake meanwhile: nothing waits.
+        let fallbacks: Vec<String> = self.accounts().into_iter().skip(1).collect();
+        if self.shared.admission.first_free(&fallbacks).is_some() {
+            return None;
+        }
         Some(format!("{account} is at its provider's limit: its agent reads it after {at}"))
     }
 
