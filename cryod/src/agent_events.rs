@@ -121,8 +121,24 @@ pub struct ToolCall {
 
 impl ToolCall {
     fn new(name: &str, input: &Value) -> ToolCall {
-        ToolCall { name: name.to_string(), key: format!("{name}\0{input}"), shown: call(name, input) }
+        let name = tool_name(name);
+        ToolCall { key: call_key(&name, &input.to_string()), shown: call(&name, input), name }
     }
+}
+
+/// A tool's name as kept: one short line (an agent names its own MCP
+/// tools as it likes).
+fn tool_name(name: &str) -> String {
+    name.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+/// A call's identity: its tool and a digest of its exact arguments (not
+/// the arguments themselves, which may be large).
+fn call_key(name: &str, input: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    input.hash(&mut h);
+    format!("{name}\0{:016x}", h.finish())
 }
 
 impl Reader {
@@ -274,7 +290,7 @@ impl Reader {
                 Some("command_execution") => {
                     let command = item["command"].as_str().unwrap_or("");
                     out.push(format!("→ $ {}", clip(command)));
-                    let key = format!("$\0{command}");
+                    let key = call_key("$", command);
                     self.calls.push(ToolCall { name: "$".into(), key, shown: format!("$ {}", clip(command)) });
                 }
                 Some("mcp_tool_call") => {

@@ -113,7 +113,11 @@ impl Exporter {
         let Some(endpoint) = endpoint else { return Exporter { tx: None, clock } };
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Span>>(QUEUE);
-        let client = reqwest::Client::builder().timeout(TIMEOUT).build().expect("an HTTP client");
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
         tokio::spawn(async move {
             let mut failing = false;
             while let Some(spans) = rx.recv().await {

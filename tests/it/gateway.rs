@@ -324,3 +324,26 @@ fn network_gateway_under_bwrap_a_stop_ends_the_agent_and_its_forwarder() {
     assert!(c.cryo_log().contains("stopped by the operator"), "{}", c.cryo_log());
     wait_until_within(Duration::from_secs(10), "the forwarder to end", || forwarders().is_empty());
 }
+
+/// The agent rewrites its CLI's config to use a key variable cryod does not
+/// hold, so that the CLI would "use its own login" with the real key beside
+/// it in its environment: the session is refused with one line, and the key
+/// reaches neither the agent nor anyone.
+#[test]
+fn a_cli_config_naming_a_key_cryod_does_not_hold_gets_no_key() {
+    let Some(path) = cli("codex") else { return };
+    let model = ModelServer::start(Script::new().on("- session: 1\n", &[LOOK]));
+    let env = Env::new();
+    let provider = codex_provider(&env, &model);
+    let config = env.path("codex-home/config.toml");
+    let text =
+        std::fs::read_to_string(&config).unwrap().replace("env_key = \"OPENAI_API_KEY\"", "env_key = \"NOT_HELD\"");
+    std::fs::write(&config, text).unwrap();
+    let _d = env.start_daemon();
+    let c = env.chamber("codex", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", path.display()));
+    let said = env.cryoctl(&["chamber", "start", "codex"]).fails(1).to_string();
+    assert!(said.contains("[provider] env holds OPENAI_API_KEY, which is not handed to the agent"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(!c.cryo_log().contains("agent started"), "{}", c.cryo_log());
+    assert!(model.seen().is_empty() && !c.dir.join("seen-env.txt").exists());
+}

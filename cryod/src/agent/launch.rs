@@ -210,6 +210,10 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     };
     tokio::spawn(async move {
         if let Ok(status) = child.wait().await {
+            // Ended: what its stream's last lines show is no stall or loop.
+            if let Some(w) = &started {
+                w.end();
+            }
             let (usage, limited) = match stream {
                 Some(s) => s.finish().await,
                 None => (None, None),
@@ -324,18 +328,50 @@ fn through_gateway(
     provider_env: &BTreeMap<String, String>,
 ) -> super::Result<(Option<crate::gateway::Ticket>, Option<String>)> {
     let (config, root) = (s.jail.config, s.jail.root);
-    let Some(through) = s.gateway.as_ref().filter(|_| config.gateway) else { return Ok((None, None)) };
+    let Some(through) = s.gateway.as_ref() else { return Ok((None, None)) };
+    // A fallback account's key reaches its provider only through the
+    // gateway: never the agent's environment.
+    let fallback_refused = |why: &str| {
+        Err(Error::Setting(format!(
+            "this session bills the fallback account {}, whose key is given only through cryo's gateway, and {why}",
+            through.account
+        )))
+    };
+    if !config.gateway {
+        return if through.fallback { fallback_refused("this chamber says gateway = false") } else { Ok((None, None)) };
+    }
     let kind = kinds::Kind::of(&launch.program);
     let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
     let mut plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
         .map_err(Error::Setting)?
     {
         super::gateway::Way::Gateway(plan) => plan,
+        super::gateway::Way::Own(_) if through.fallback => {
+            return fallback_refused("its agent cannot be pointed at the gateway with it");
+        }
+        super::gateway::Way::Own(Some(why))
+            if let Some(held) = KEY_VARS.iter().find(|v| provider_env.contains_key(**v)) =>
+        {
+            // Its CLI's own config names a key cryod does not hold (the
+            // agent may have written it so) while cryod holds one: not
+            // handed over.
+            return Err(Error::Setting(format!(
+                "{why}; but [provider] env holds {held}, which is not handed to the agent: make the CLI's config name \
+                 that variable, or say gateway = false under [provider]"
+            )));
+        }
         super::gateway::Way::Own(why) => return Ok((None, why)),
     };
     if through.fallback && plan.from_file {
-        let public = if kind == kinds::Kind::Claude { super::gateway::ANTHROPIC } else { super::gateway::OPENAI };
-        plan.upstream = through.upstream.clone().unwrap_or_else(|| public.to_string());
+        // Its key goes to its own upstream only, never to one the
+        // chamber's CLI file names for the chamber's own account.
+        let Some(upstream) = through.upstream.clone() else {
+            return fallback_refused(&format!(
+                "its CLI's config names where its calls go: name its upstream under [providers.{}] in cryod.toml",
+                through.account
+            ));
+        };
+        plan.upstream = upstream;
         plan.from_file = false;
     }
     if plan.from_file && config.file_upstream.as_deref() != Some(plan.upstream.as_str()) {
@@ -365,8 +401,19 @@ fn through_gateway(
         )
     })?;
     super::gateway::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
+    // Every other variable that holds a key (or the credential) holds the
+    // token too: the agent's environment keeps none.
+    let (crate::gateway::Auth::ApiKey(secret) | crate::gateway::Auth::Bearer(secret)) = &plan.auth;
+    for (name, value) in provider_env {
+        if (KEY_VARS.contains(&name.as_str()) || value == secret) && !launch.env.contains_key(name) {
+            launch.env.insert(name.clone(), ticket.token().to_string());
+        }
+    }
     Ok((Some(ticket), None))
 }
+
+/// The variables that hold a provider's key, for the known kinds.
+const KEY_VARS: &[&str] = &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"];
 
 /// Where a session's exchanges are kept in its chamber.
 pub const EXCHANGES: &str = ".cryo/exchanges";
@@ -380,15 +427,20 @@ fn kept_exchanges(root: &Path, number: u64) -> super::Result<crate::gateway::kep
     let dir = Dir::open(root).map_err(file)?;
     let folder = Path::new(EXCHANGES);
     dir.make_dirs(folder).map_err(file)?;
-    let mut old: Vec<u64> = dir
-        .list(folder)
-        .map_err(file)?
-        .iter()
-        .filter_map(|e| e.name.to_str()?.strip_suffix(".jsonl")?.parse().ok())
-        .filter(|n| *n != number)
-        .collect();
+    // Earlier sessions' files only (one the agent named ahead is not one),
+    // and a bounded number removed per start (the agent may have planted
+    // a million).
+    let mut old: Vec<u64> = Vec::new();
+    dir.each(folder, |name, _| {
+        if let Some(n) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")?.parse::<u64>().ok())
+            && n < number
+        {
+            old.push(n);
+        }
+    })
+    .map_err(file)?;
     old.sort_unstable();
-    let drop = old.len().saturating_sub(KEEP_EXCHANGES - 1);
+    let drop = old.len().saturating_sub(KEEP_EXCHANGES - 1).min(100);
     for n in &old[..drop] {
         let _ = dir.remove(&folder.join(format!("{n}.jsonl")));
     }
@@ -651,6 +703,14 @@ fn policy(
     // Under bubblewrap, the forwarder (cryod's own binary) and the
     // gateway's socket it relays to.
     if let Some((_, socket)) = netted(jail) {
+        // The system's sockets too (a resolver's, the system bus's, a
+        // database's): a way out that is not the network.
+        for run in ["/run", "/var/run"] {
+            let run = sandbox::canonical(Path::new(run));
+            if run.is_dir() && !hidden.contains(&run) {
+                hidden.push(run);
+            }
+        }
         reachable.push(socket);
         if let Ok(exe) = std::env::current_exe() {
             readable.push(sandbox::canonical(&exe));

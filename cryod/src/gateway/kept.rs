@@ -8,6 +8,7 @@
 //! file up to [`MAX_FILE`]; past that a last line says what was left out.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -20,33 +21,52 @@ pub const MAX_FILE: u64 = 64 * 1024 * 1024;
 /// The request headers kept (what shapes the exchange, nothing secret).
 const HEADERS: &[&str] = &["content-type", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent"];
 
+/// Lines waiting to be written, at most: past it one is left out (an
+/// agent's flood of requests must not queue work on cryod's threads).
+const PENDING: usize = 32;
+
 /// Where a session's exchanges are written (the file `launch` opened in
 /// the chamber, links refused).
 #[derive(Clone)]
-pub struct Kept(Arc<Mutex<Sink>>);
+pub struct Kept(Arc<Shared>);
+
+struct Shared {
+    sink: Mutex<Sink>,
+    full: AtomicBool,
+    pending: AtomicUsize,
+}
 
 struct Sink {
     file: std::fs::File,
     written: u64,
-    full: bool,
 }
 
 impl Kept {
     pub fn new(file: std::fs::File) -> Kept {
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Kept(Arc::new(Mutex::new(Sink { file, written, full: false })))
+        let sink = Mutex::new(Sink { file, written });
+        Kept(Arc::new(Shared { sink, full: AtomicBool::new(written >= MAX_FILE), pending: AtomicUsize::new(0) }))
     }
 
-    /// Writes one exchange's line, off the request's path.
-    pub fn write(&self, line: String) {
-        let sink = self.0.clone();
+    /// Writes `x`'s line, redacted of `secrets`: made and written off the
+    /// request's path, and not at all once the file is full or too many
+    /// wait.
+    pub fn write(&self, x: Exchange, secrets: Vec<String>) {
+        let shared = self.0.clone();
+        if shared.full.load(Ordering::Relaxed) || shared.pending.fetch_add(1, Ordering::Relaxed) >= PENDING {
+            shared.pending.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         tokio::task::spawn_blocking(move || {
-            let mut s = sink.lock().expect("exchanges lock");
-            if s.full {
+            let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+            let line = x.line(&secrets);
+            let mut s = shared.sink.lock().expect("exchanges lock");
+            shared.pending.fetch_sub(1, Ordering::Relaxed);
+            if shared.full.load(Ordering::Relaxed) {
                 return;
             }
             let line = if s.written + line.len() as u64 + 1 > MAX_FILE {
-                s.full = true;
+                shared.full.store(true, Ordering::Relaxed);
                 json!({ "left_out": format!("this session's exchanges passed {} MiB; the rest are not kept", MAX_FILE >> 20) })
                     .to_string()
             } else {
@@ -67,7 +87,9 @@ pub struct Exchange {
     method: String,
     path: String,
     headers: Vec<(String, String)>,
-    request: axum::body::Bytes,
+    /// Its first [`MAX_BODY`] bytes (the rest is not held), and its size.
+    request: Vec<u8>,
+    request_bytes: u64,
     status: u16,
     response: Vec<u8>,
     response_bytes: u64,
@@ -79,7 +101,7 @@ impl Exchange {
         method: &str,
         path: &str,
         headers: &axum::http::HeaderMap,
-        request: axum::body::Bytes,
+        request: &[u8],
     ) -> Exchange {
         let headers = HEADERS
             .iter()
@@ -91,7 +113,8 @@ impl Exchange {
             method: method.to_string(),
             path: path.to_string(),
             headers,
-            request,
+            request: request[..request.len().min(MAX_BODY)].to_vec(),
+            request_bytes: request.len() as u64,
             status: 0,
             response: Vec::new(),
             response_bytes: 0,
@@ -111,7 +134,7 @@ impl Exchange {
 
     /// The exchange's line, with every one of `secrets` replaced.
     pub fn line(self, secrets: &[&str]) -> String {
-        let request_bytes = self.request.len() as u64;
+        let request_bytes = self.request_bytes;
         let line = json!({
             "at": self.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "ms": self.started.elapsed().as_millis() as u64,
@@ -130,8 +153,10 @@ impl Exchange {
 /// A body as kept: its JSON if it is JSON and whole, else its text (an
 /// event stream, or what was cut at [`MAX_BODY`]), with its full size.
 fn body(bytes: &[u8], total: u64) -> Value {
-    let kept = &bytes[..bytes.len().min(MAX_BODY)];
     let whole = total as usize <= MAX_BODY;
+    // A cut body loses its last 256 bytes too: no secret is kept in part.
+    let kept = &bytes[..bytes.len().min(MAX_BODY)];
+    let kept = if whole { kept } else { &kept[..kept.len().saturating_sub(256)] };
     match serde_json::from_slice::<Value>(kept) {
         Ok(v) if whole => v,
         _ if whole => Value::String(String::from_utf8_lossy(kept).into_owned()),
@@ -159,7 +184,7 @@ mod tests {
         h.insert("x-api-key", "sk-real-key-123".parse().unwrap());
         h.insert("authorization", "Bearer sk-real-key-123".parse().unwrap());
         h.insert("anthropic-version", "2023-06-01".parse().unwrap());
-        let request = axum::body::Bytes::from(r#"{"model":"m1","messages":[{"content":"my key is sk-real-key-123"}]}"#);
+        let request = br#"{"model":"m1","messages":[{"content":"my key is sk-real-key-123"}]}"#;
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-27T10:00:00Z").unwrap().to_utc();
         let mut x = Exchange::new(at, "POST", "/v1/messages", &h, request);
         x.answered(200);
@@ -171,12 +196,12 @@ mod tests {
         assert_eq!(v["request"]["model"], "m1");
         assert!(v["response"].as_str().unwrap().starts_with("event: message_start"));
         // A body past the bound is cut, and says so.
-        let mut big = Exchange::new(at, "POST", "/v1/messages", &h, axum::body::Bytes::new());
+        let mut big = Exchange::new(at, "POST", "/v1/messages", &h, b"");
         big.feed(&vec![b'x'; MAX_BODY + 10]);
         let v: Value = serde_json::from_str(&big.line(&[])).unwrap();
         assert_eq!(
             (v["response"]["cut_at"].as_u64(), v["response"]["bytes"].as_u64()),
-            (Some(MAX_BODY as u64), Some(MAX_BODY as u64 + 10))
+            (Some(MAX_BODY as u64 - 256), Some(MAX_BODY as u64 + 10))
         );
     }
 }

@@ -329,7 +329,11 @@ impl Gateway {
                     _ = shutdown.cancelled() => break,
                     a = listener.accept() => a,
                 };
-                let Ok((mut unix, _)) = accepted else { continue };
+                let Ok((mut unix, _)) = accepted else {
+                    // Out of descriptors, say: not a spin.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
                 let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
                 tokio::spawn(async move {
                     let _slot = slot;
@@ -416,7 +420,6 @@ async fn handle(
             "cryo's gateway: this credential belongs to no running session",
         );
     };
-    (route.spec.tell.alive)();
     if !wire::allowed(parts.method.as_str(), &below) {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -449,9 +452,12 @@ async fn handle(
             );
         }
     };
+    // A sign of the session's life: a request the provider will see (not
+    // a refused one, which any loop could send for nothing).
+    (route.spec.tell.alive)();
     let body = wire::ask_usage(api, &body).map(axum::body::Bytes::from).unwrap_or(body);
     let exchange = route.spec.kept.as_ref().map(|_| {
-        let x = kept::Exchange::new(inner.clock.now(), parts.method.as_str(), &below, &parts.headers, body.clone());
+        let x = kept::Exchange::new(inner.clock.now(), parts.method.as_str(), &below, &parts.headers, &body);
         (x, token.to_string())
     });
     let mut url = format!("{}{below}", route.spec.upstream.trim_end_matches('/'));
@@ -558,9 +564,9 @@ impl Metered {
             }
             if let (Some(to), Some((x, token))) = (&route.spec.kept, self.exchange.take()) {
                 let key = match &route.spec.auth {
-                    Auth::ApiKey(k) | Auth::Bearer(k) => k.as_str(),
+                    Auth::ApiKey(k) | Auth::Bearer(k) => k.clone(),
                 };
-                to.write(x.line(&[key, &token]));
+                to.write(x, vec![key, token]);
             }
         }
     }
@@ -575,7 +581,8 @@ fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wir
         Some(_) => "openai",
         None => "unknown",
     };
-    let host = spec.upstream.split("://").nth(1).and_then(|r| r.split(['/', ':']).next()).unwrap_or("").to_string();
+    let authority = spec.upstream.split("://").nth(1).and_then(|r| r.split('/').next()).unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("").split(':').next().unwrap_or("").to_string();
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "chat".into()),
         ("gen_ai.provider.name", provider.into()),

@@ -63,6 +63,12 @@ impl Api {
 /// model calls the known CLIs make, and the model lists they read. The real
 /// key reaches nothing else (no files, batches, fine-tunes, admin calls).
 pub fn allowed(method: &str, path: &str) -> bool {
+    // A dot segment, plain or escaped, would be resolved upstream into
+    // another endpoint.
+    let lower = path.to_ascii_lowercase();
+    if path.split('/').any(|s| s == "." || s == "..") || lower.contains("%2e") || lower.contains("%2f") {
+        return false;
+    }
     let path = path.trim_end_matches('/');
     let ends = |p: &str, tail: &str| p == tail || p.ends_with(&format!("/{tail}"));
     match method {
@@ -474,6 +480,12 @@ mod tests {
             ("DELETE", "/v1/models/x"),
             ("POST", "/v1/batches"),
             ("GET", "/v1/messages"),
+            // Dot segments a client or the upstream would resolve elsewhere.
+            ("GET", "/v1/models/.."),
+            ("GET", "/v1/models/%2e%2e"),
+            ("GET", "/v1/models/%2E%2e/files"),
+            ("POST", "/v1/files/../messages"),
+            ("GET", "/v1/models/x%2f..%2ffiles"),
         ] {
             assert!(!allowed(m, p), "{m} {p}");
         }

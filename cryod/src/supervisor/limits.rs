@@ -7,9 +7,10 @@ use crate::agent::kinds;
 use chrono::{DateTime, Utc};
 
 impl Sup {
-    /// The budgets that apply, if any.
+    /// The budgets that apply, if any: the chamber's own, and those of the
+    /// account the running session bills (a fallback's while it does).
     pub(super) fn budgets(&self) -> Option<budget::Applying> {
-        budget::Applying::to(self.config.as_ref().ok()?, &self.shared.config)
+        budget::Applying::to(self.session_config().ok()?.as_ref(), &self.shared.config)
     }
 
     /// The lowest `max_session_usd` that applies.
@@ -35,10 +36,11 @@ impl Sup {
     /// `limit_hold_seconds`, spread by a random jitter.
     pub(super) fn limit_until(&mut self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
         let now = self.now();
-        let told = l
-            .resets_at
-            .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
-            .or_else(|| l.retry_after_ms.map(|ms| now + chrono::Duration::milliseconds(ms as i64)));
+        let told = l.resets_at.and_then(|t| DateTime::<Utc>::from_timestamp(t, 0)).or_else(|| {
+            // A stream's word, bounded: a week at most (no overflow).
+            let ms = l.retry_after_ms?.min(7 * 24 * 3600 * 1000);
+            now.checked_add_signed(chrono::Duration::milliseconds(ms as i64))
+        });
         let default = chrono::Duration::seconds(self.shared.config.limit_hold_seconds as i64);
         let jitter = if l.exact { 0 } else { u64::from_str_radix(&random_hex(2), 16).unwrap_or(0) };
         let hold = cryo_core::limits::hold_until(now, told, default, jitter);
