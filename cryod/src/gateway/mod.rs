@@ -306,7 +306,7 @@ impl Gateway {
     /// Listens on the Unix socket `path` too (0600), relaying each
     /// connection to its own port: the way out of a session's network
     /// namespace (`agent::forward`). Bounded as the port is; past
-    /// [`MAX_CONNECTIONS`] relays at once, a new one is closed.
+    /// 512 relays at once (`MAX_CONNECTIONS`), a new one is closed.
     pub fn serve_unix(
         &self,
         path: &std::path::Path,
