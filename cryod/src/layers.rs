@@ -66,7 +66,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         "agent",
         &[
             &["door", "forward", "group", "kinds", "sandbox", "watch"],
-            &["stream"],
+            &["stream", "confine"],
             &["keeper", "precheck", "gateway"],
             &["launch"],
         ],

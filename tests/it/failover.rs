@@ -11,6 +11,7 @@ use cryo_tests::model::{ModelServer, Script};
 use cryo_tests::{Chamber, Env, wait_until_telling, wait_until_within};
 
 use crate::agents::{SESSION_DEADLINE, claude_provider, cli};
+use crate::gateway::diag;
 
 /// The keys each request reached the upstream with, in order.
 fn keys(model: &ModelServer) -> Vec<String> {
@@ -24,15 +25,6 @@ fn keys(model: &ModelServer) -> Vec<String> {
                 .map(|(_, v)| v.trim_start_matches("Bearer ").to_string())
         })
         .collect()
-}
-
-fn diag(c: &Chamber, model: &ModelServer) -> String {
-    format!(
-        "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
-        c.cryo_log(),
-        c.read("cryo-agent.log"),
-        model.transcript()
-    )
 }
 
 /// One overdue TODO, `first-task`: its first session meets the limit.

@@ -15,7 +15,7 @@ use crate::agents::{SESSION_DEADLINE, claude_provider, cli, codex_provider, open
 /// environment: written by the agent's own tool call.
 const LOOK: &str = "cat /proc/self/environ /proc/$PPID/environ | tr '\\000' '\\n' > seen-env.txt";
 
-fn diag(c: &Chamber, model: &ModelServer) -> String {
+pub(crate) fn diag(c: &Chamber, model: &ModelServer) -> String {
     format!(
         "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
         c.cryo_log(),

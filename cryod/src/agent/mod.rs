@@ -48,6 +48,7 @@ pub enum Error {
 /// The agent wing's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+pub mod confine;
 pub mod door;
 pub mod forward;
 pub mod gateway;
