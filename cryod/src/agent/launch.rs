@@ -569,3 +569,34 @@ async fn kept_start(
     });
     Ok((pid, std::fs::File::from(pipe)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The agent plants a link where cryod keeps its exchanges (the folder,
+    /// or the session's file): nothing is opened through it, nothing is
+    /// written outside the chamber, and earlier files are kept as they were.
+    #[test]
+    fn kept_exchanges_follow_no_link_the_agent_planted() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join(".cryo")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join(EXCHANGES)).unwrap();
+        assert!(kept_exchanges(root.path(), 1).is_err(), "a linked folder is refused");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        std::fs::remove_file(root.path().join(EXCHANGES)).unwrap();
+        std::fs::create_dir(root.path().join(EXCHANGES)).unwrap();
+        let target = outside.path().join("victim");
+        std::fs::write(&target, "kept\n").unwrap();
+        std::os::unix::fs::symlink(&target, root.path().join(EXCHANGES).join("2.jsonl")).unwrap();
+        assert!(kept_exchanges(root.path(), 2).is_err(), "a linked file is refused");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
+        // A real session's file opens; a name planted ahead is not pruned as old.
+        std::fs::write(root.path().join(EXCHANGES).join("999.jsonl"), "").unwrap();
+        assert!(kept_exchanges(root.path(), 3).is_ok());
+        assert!(root.path().join(EXCHANGES).join("3.jsonl").is_file());
+        assert!(root.path().join(EXCHANGES).join("999.jsonl").is_file());
+    }
+}

@@ -123,11 +123,7 @@ impl Sup {
         let mut accounts = self.accounts().into_iter();
         let provider = accounts.next();
         let fallbacks: Vec<String> = accounts.collect();
-        // Held, unless a fallback account takes the wake meanwhile.
-        let held = self
-            .held_until()
-            .map(|(_, _, until)| until)
-            .filter(|_| self.shared.admission.first_free(&fallbacks).is_none());
+        let held = self.waits_for_limit().map(|(_, _, until)| until);
         self.shared.admission.request_or(trigger, self.id, provider, fallbacks, self.grant_sink());
         Input::AdmissionAsked { req: self.own_req(), budgets, held }
     }

@@ -75,6 +75,14 @@ impl Sup {
         std::iter::once(own).chain(fallbacks).collect()
     }
 
+    /// [`Sup::held_until`], unless a fallback account takes the chamber's
+    /// wakes meanwhile (then nothing waits for the reset).
+    pub(super) fn waits_for_limit(&self) -> Option<(String, String, DateTime<Utc>)> {
+        let held = self.held_until()?;
+        let fallbacks: Vec<String> = self.accounts().into_iter().skip(1).collect();
+        self.shared.admission.first_free(&fallbacks).is_none().then_some(held)
+    }
+
     /// The account the running session bills (its permit's: a fallback
     /// while the chamber's own is held), else the chamber's own.
     pub(super) fn account(&self) -> Option<String> {

@@ -99,12 +99,7 @@ impl Sup {
     /// Mail for an account held at its provider's limit waits for the reset
     /// (an operator's wake waits too: admission holds every wake of it).
     pub(super) fn held_line(&self) -> Option<String> {
-        let (account, at, _) = self.held_until()?;
-        // A fallback account takes the wake meanwhile: nothing waits.
-        let fallbacks: Vec<String> = self.accounts().into_iter().skip(1).collect();
-        if self.shared.admission.first_free(&fallbacks).is_some() {
-            return None;
-        }
+        let (account, at, _) = self.waits_for_limit()?;
         Some(format!("{account} is at its provider's limit: its agent reads it after {at}"))
     }
 
