@@ -25,6 +25,8 @@ pub enum Format {
     Claude,
     Codex,
     OpenCode,
+    /// Qwen Code's `--output-format stream-json`: Claude Code's events.
+    Qwen,
 }
 
 /// What one session used, as far as its stream said.
@@ -164,7 +166,7 @@ impl Reader {
         };
         let mut out = Vec::new();
         match self.format {
-            Format::Claude => self.claude(&v, &mut out),
+            Format::Claude | Format::Qwen => self.claude(&v, &mut out),
             Format::Codex => self.codex(&v, &mut out),
             Format::OpenCode => self.opencode(&v, &mut out),
         }
@@ -220,7 +222,14 @@ impl Reader {
                     match part["type"].as_str() {
                         Some("text") => push_text(out, "assistant", part["text"].as_str().unwrap_or("")),
                         Some("tool_use") => {
-                            let c = ToolCall::new(part["name"].as_str().unwrap_or("?"), &part["input"]);
+                            let (name, input) = (part["name"].as_str().unwrap_or("?"), &part["input"]);
+                            // Qwen Code calls a deferred tool (MCP's) through
+                            // its `tool_call`: shown as the tool it calls.
+                            let (name, input) = match (self.format, name, input["name"].as_str()) {
+                                (Format::Qwen, "tool_call", Some(inner)) => (inner, &input["arguments"]),
+                                _ => (name, input),
+                            };
+                            let c = ToolCall::new(name, input);
                             out.push(format!("→ {}", c.shown));
                             self.calls.push(c);
                         }
@@ -565,6 +574,23 @@ mod tests {
         assert!(t.iter().any(|l| l.starts_with("→ cryo_send: {\"text\"")), "{t:?}");
         assert!(t.iter().any(|l| l == "→ bash: cryo-agent send 'hello from session 1'"), "{t:?}");
         assert!(t.iter().any(|l| l == "← hibernating: next wake at 2026-11-23T18:12:30+00:00"), "{t:?}");
+    }
+
+    /// Qwen Code 0.24.4's stream-json is Claude Code's; a deferred (MCP)
+    /// tool called through its `tool_call` shows as that tool.
+    #[test]
+    fn qwen_stream() {
+        let lines = [
+            r#"{"type":"system","subtype":"init","session_id":"e653","cwd":"/c","mcp_servers":[{"name":"cryo","status":"connected"}],"model":"m1","permission_mode":"yolo","qwen_code_version":"0.24.4"}"#,
+            r#"{"type":"assistant","session_id":"e653","parent_tool_use_id":null,"message":{"id":"a1","type":"message","role":"assistant","model":"m1","content":[{"type":"tool_use","id":"call_1","name":"tool_call","input":{"name":"mcp__cryo__send","arguments":{"text":"hi"}}}],"usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":0,"total_tokens":15}}}"#,
+            r#"{"type":"user","session_id":"e653","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","is_error":false,"content":"sent: messages/outbox/x.md"}]}}"#,
+            r#"{"type":"result","subtype":"success","session_id":"e653","is_error":false,"result":"Done.","usage":{"input_tokens":20,"output_tokens":10,"cache_read_input_tokens":0,"total_tokens":30}}"#,
+        ];
+        let (t, u) = read(Format::Qwen, None, &lines.join("\n"));
+        assert_eq!((u.model.as_deref(), u.provider_session.as_deref()), (Some("m1"), Some("e653")));
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (20, 10, None), "no cost: the price table's");
+        assert!(t.contains(&"→ mcp__cryo__send: {\"text\":\"hi\"}".to_string()), "{t:?}");
+        assert!(t.contains(&"← sent: messages/outbox/x.md".to_string()), "{t:?}");
     }
 
     /// Claude Code 2.1.330 against a Messages API answering 429 with

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cryo_tests::model::{ModelServer, Script};
-use cryo_tests::{Chamber, Env, wait_until_within};
+use cryo_tests::{Chamber, Env, wait_until_telling, wait_until_within};
 
 /// Real CLIs start slowly (a JavaScript runtime, a config scan); under a
 /// loaded CI machine a session can take many seconds.
@@ -285,6 +285,15 @@ pub(crate) fn opencode_provider(env: &Env, model: &ModelServer) -> String {
     format!("env = {{ OPENCODE_CONFIG = \"{}\" }}", config.display())
 }
 
+/// Qwen Code reads an OpenAI-compatible provider from its environment
+/// (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`).
+pub(crate) fn qwen_provider(_: &Env, model: &ModelServer) -> String {
+    format!(
+        "env = {{ OPENAI_API_KEY = \"sk-cryo-test\", OPENAI_BASE_URL = \"{}/v1\", OPENAI_MODEL = \"m1\" }}",
+        model.url()
+    )
+}
+
 #[test]
 fn claude_code_runs_a_two_session_plan() {
     run_plan("claude", "", As::Me, claude_provider);
@@ -320,6 +329,26 @@ fn opencode_runs_a_two_session_plan() {
 #[test]
 fn opencode_runs_a_two_session_plan_as_a_normal_user() {
     run_plan("opencode", "", As::Nobody, opencode_provider);
+}
+
+#[test]
+fn qwen_code_runs_a_two_session_plan() {
+    run_plan("qwen", "", As::Me, qwen_provider);
+}
+
+#[test]
+fn qwen_code_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("qwen", "", As::Nobody, qwen_provider);
+}
+
+#[test]
+fn qwen_code_runs_a_two_session_plan_under_landlock() {
+    run_plan_confined("qwen", "landlock", As::Me, qwen_provider);
+}
+
+#[test]
+fn qwen_code_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
+    run_plan_confined("qwen", "bwrap", As::Nobody, qwen_provider);
 }
 
 #[test]
@@ -461,6 +490,16 @@ fn opencode_runs_a_two_session_plan_through_mcp_tools() {
 }
 
 #[test]
+fn qwen_code_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("qwen", "", As::Me, qwen_provider);
+}
+
+#[test]
+fn qwen_code_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("qwen", "", As::Nobody, qwen_provider);
+}
+
+#[test]
 fn opencode_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
     run_plan_by_tools("opencode", "", As::Nobody, opencode_provider);
 }
@@ -471,8 +510,14 @@ fn opencode_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
 #[test]
 fn doctor_reports_each_agent_cli() {
     let (Some(claude), Some(codex), Some(opencode)) = (cli("claude"), cli("codex"), cli("opencode")) else { return };
+    let Some(qwen) = cli("qwen") else { return };
     let env = Env::new();
-    let _d = env.start_daemon();
+    // cryod's PATH holds the CLIs: the `kinds` check finds them there.
+    let bins = claude.parent().unwrap().display().to_string();
+    let path = format!("{bins}:{}:/usr/bin:/bin", cryo_tests::bin_dir().display());
+    let d = env.spawn_daemon_with(&[], &[("PATH", &path)]);
+    d.wait_ready(&env);
+    env.chamber("e", "", &format!("agent = \"{}\"", qwen.display()));
     env.chamber("a", "", &format!("agent = \"{}\"", claude.display()));
     env.chamber("b", "", &format!("agent = \"{} --dangerously-skip-permissions\"", claude.display()));
     env.chamber("c", "", &format!("agent = \"{}\"", codex.display()));
@@ -486,7 +531,14 @@ fn doctor_reports_each_agent_cli() {
             .unwrap_or_else(|| panic!("no agent check for {chamber}: {checks:?}"))
             .clone()
     };
-    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33")] {
+    let kinds = checks.iter().find(|c| c["check"] == "kinds").expect("a kinds check");
+    for (kind, version) in [("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4")] {
+        let detail = kinds["detail"].as_str().unwrap();
+        let said = detail.split(": ").nth(1).unwrap_or_default().split(", ");
+        assert!(said.into_iter().any(|k| k.starts_with(kind) && k.contains(version)), "{kinds}");
+    }
+    assert_eq!(kinds["level"], "ok", "{kinds}");
+    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33"), ("e", "0.24.4")] {
         let c = agent(chamber);
         assert_eq!(c["level"], "ok", "{c}");
         let detail = c["detail"].as_str().unwrap();
@@ -506,6 +558,19 @@ fn doctor_reports_each_agent_cli() {
 /// both run; nobody is asked to look. With no reset time named (Claude Code
 /// with an API key names none), the hold is `limit_hold_seconds`.
 fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> String) {
+    limit_scenario_by(bin, Seen::ByTheCli, provider)
+}
+
+/// Who sees the provider's 429: the CLI (`gateway = false`: what its own
+/// output says), or cryod's gateway (the provider's own headers), for a
+/// CLI whose output says nothing of it.
+#[derive(Clone, Copy, PartialEq)]
+enum Seen {
+    ByTheCli,
+    ByTheGateway,
+}
+
+fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer, &str) -> String) {
     let Some(path) = cli(bin) else { return };
     let done = |name: &str| -> Vec<String> {
         vec![format!("cryo-agent send 'hello from {name}'"), "cryo-agent hibernate --complete --summary done".into()]
@@ -521,20 +586,27 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
     );
     let model = ModelServer::start(script);
     let env = Env::new();
-    const HOLD: u64 = 20;
-    env.daemon_config(&format!("limit_hold_seconds = {HOLD}\n"));
+    // The gateway leaves a wait of a minute or less to the CLI (within
+    // its session): the provider's must be longer to end one.
+    let hold: u64 = if seen == Seen::ByTheGateway { 61 } else { 20 };
+    env.daemon_config(&format!("limit_hold_seconds = {hold}\n"));
     let _d = env.start_daemon();
     let chamber = |name: &str, key: &str| {
         let provider = provider(&env, &model, key);
         // What the CLI itself says of the limit (the gateway reads the
         // provider's own headers: `gateway::a_429_…`).
-        let toml = format!("agent = \"{}\"\n\n[provider]\ngateway = false\n{provider}\n", path.display());
+        let gateway = if seen == Seen::ByTheCli { "gateway = false\n" } else { "" };
+        let toml = format!("agent = \"{}\"\n\n[provider]\n{gateway}{provider}\n", path.display());
         let c = env.chamber(name, "", &toml);
         c.seed_history();
         c
     };
     let (a, b, other) = (chamber("lim-a", "sk-limited"), chamber("lim-b", "sk-limited"), chamber("other", "sk-fine"));
-    model.limit("sk-limited", Duration::from_secs(HOLD));
+    match seen {
+        Seen::ByTheCli => model.limit("sk-limited", Duration::from_secs(hold)),
+        // The gateway holds the account for the provider's own retry-after.
+        Seen::ByTheGateway => model.limit_saying("sk-limited", Duration::from_secs(hold), hold),
+    }
     let diag = |c: &Chamber| {
         format!(
             "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
@@ -610,8 +682,8 @@ fn limit_scenario(bin: &str, provider: impl Fn(&Env, &ModelServer, &str) -> Stri
 
     // After the hold: both run, and complete.
     let ran = |c: &Chamber| c.outbox().iter().any(|m| m.contains(&format!("hello from {}", c.name)));
-    wait_until_within(SESSION_DEADLINE, "a's deferred work", || ran(&a));
-    wait_until_within(SESSION_DEADLINE, "b's held work", || ran(&b));
+    wait_until_telling(SESSION_DEADLINE, "a's deferred work", || ran(&a), || diag(&a));
+    wait_until_telling(SESSION_DEADLINE, "b's held work", || ran(&b), || diag(&b));
     wait_until_within(SESSION_DEADLINE, "the held mail's answer", || {
         mail.outbox().iter().any(|m| m.contains("read it"))
     });
@@ -636,6 +708,15 @@ fn claude_code_at_its_providers_limit_holds_the_account_not_the_others() {
 #[test]
 fn codex_at_its_providers_limit_holds_the_account_not_the_others() {
     limit_scenario("codex", |env, model, key| codex_provider(env, model).replace("sk-cryo-test", key));
+}
+
+/// Qwen Code says nothing of a 429 on its output (it waits out
+/// `retry-after`, noting it only in its debug log): cryod's gateway sees it.
+#[test]
+fn qwen_code_at_its_providers_limit_holds_the_account_not_the_others() {
+    limit_scenario_by("qwen", Seen::ByTheGateway, |env, model, key| {
+        qwen_provider(env, model).replace("sk-cryo-test", key)
+    });
 }
 
 /// OpenCode names its limit only in its logs (`--print-logs`, read on
@@ -910,6 +991,14 @@ fn codex_continues_its_conversation_within_the_cap() {
 #[test]
 fn opencode_continues_its_conversation_within_the_cap() {
     let Some(t) = continuity_run("opencode", true, 3, 2, opencode_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// Qwen Code (`--resume ID`).
+#[test]
+fn qwen_code_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("qwen", true, 3, 2, qwen_provider) else { return };
     let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
     assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
 }

@@ -260,7 +260,11 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             .unwrap();
     }
     let convo = Conversation::read(api, &body, &inner.script);
-    let answer = inner.script.steps_for(&convo.prompt).get(convo.calls).and_then(|step| convo.call(step));
+    let side = system_prompt(&body).is_some_and(|s| SIDE_TASKS.iter().any(|t| s.contains(t)));
+    let answer = match side {
+        true => None,
+        false => inner.script.steps_for(&convo.prompt).get(convo.calls).and_then(|step| convo.call(step)),
+    };
     let kept_headers = headers
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "content-length" | "accept-encoding" | "connection"))
@@ -336,6 +340,8 @@ struct Conversation {
     shell_tool: Option<ShellTool>,
     /// Every offered tool: (namespace, name).
     offered: Vec<(Option<String>, String)>,
+    /// The queries of the tool searches the conversation made.
+    searched: Vec<String>,
 }
 
 /// A call to answer with.
@@ -346,13 +352,24 @@ struct Call {
     label: String,
 }
 
-const SHELL_NAMES: &[&str] = &["bash", "shell", "exec_command"];
+const SHELL_NAMES: &[&str] = &["bash", "shell", "exec_command", "run_shell_command"];
 
 /// How a request refused at a limit shows in [`Seen::answered`].
 pub const REFUSED: &str = "429";
 
-/// Claude Code's tool that loads deferred tools' schemas.
+/// How a tool search shows in [`ModelServer::answered`] (Claude Code's
+/// tool that loads deferred tools' schemas).
 const TOOL_SEARCH: &str = "ToolSearch";
+
+/// The tools that load deferred tools' schemas: Claude Code's, Qwen Code's.
+const TOOL_SEARCHES: &[&str] = &[TOOL_SEARCH, "tool_search"];
+
+/// Qwen Code's tool that calls a deferred tool once fetched.
+const TOOL_CALL: &str = "tool_call";
+
+/// Side requests a CLI makes with the conversation in them, which must not
+/// take the next scripted step: their system prompt says what they are.
+const SIDE_TASKS: &[&str] = &["managed memory extraction subagent"];
 
 impl Conversation {
     /// The call that makes `step`, if the request offers what it needs.
@@ -377,11 +394,24 @@ impl Conversation {
                         label: step.label(),
                     });
                 }
-                // Deferred: listed by name only, fetched by a search first.
-                let search = self.offered.iter().any(|(ns, n)| ns.is_none() && n == TOOL_SEARCH);
+                // Deferred and already fetched, where the client calls
+                // deferred tools through a tool of its own (Qwen Code's
+                // `tool_call`).
                 let query = format!("select:mcp__cryo__{tool}");
-                search.then(|| Call {
-                    name: TOOL_SEARCH.into(),
+                let through = self.offered.iter().any(|(ns, n)| ns.is_none() && n == TOOL_CALL);
+                if through && self.searched.contains(&query) {
+                    return Some(Call {
+                        name: TOOL_CALL.into(),
+                        namespace: None,
+                        arguments: json!({ "name": format!("mcp__cryo__{tool}"), "arguments": args }),
+                        label: step.label(),
+                    });
+                }
+                // Deferred: listed by name only, fetched by a search first.
+                let search = self.offered.iter().find(|(ns, n)| ns.is_none() && TOOL_SEARCHES.contains(&n.as_str()));
+                let query = format!("select:mcp__cryo__{tool}");
+                search.map(|(_, name)| Call {
+                    name: name.clone(),
                     namespace: None,
                     arguments: json!({ "query": query, "max_results": 5 }),
                     label: format!("{TOOL_SEARCH} {query}"),
@@ -397,6 +427,7 @@ impl Conversation {
         let mut calls = 0;
         let mut turn: Option<String> = None;
         let mut earlier = Vec::new();
+        let mut searched = Vec::new();
         let empty = Vec::new();
         // A user message's text; one with a marker begins a new turn.
         let mut text_of = |content: &Value, prompt: &mut String, calls: &mut usize| {
@@ -422,7 +453,7 @@ impl Conversation {
             }
             prompt.push_str(&text);
         };
-        let not_search = |name: Option<&str>| name != Some(TOOL_SEARCH);
+        let not_search = |name: Option<&str>| !name.is_some_and(|n| TOOL_SEARCHES.contains(&n));
         match api {
             Api::Messages | Api::Chat => {
                 for m in body.get("messages").and_then(Value::as_array).unwrap_or(&empty) {
@@ -437,7 +468,22 @@ impl Conversation {
                                     && not_search(b.get("name").and_then(Value::as_str))
                             });
                             calls += blocks.count();
-                            calls += m.get("tool_calls").and_then(Value::as_array).map_or(0, Vec::len);
+                            let chat_calls = m.get("tool_calls").and_then(Value::as_array).unwrap_or(&empty);
+                            for c in chat_calls.iter().chain(content.as_array().unwrap_or(&empty)) {
+                                let f = c.get("function").unwrap_or(c);
+                                if !not_search(f.get("name").and_then(Value::as_str)) {
+                                    let args = match f.get("arguments").or_else(|| f.get("input")) {
+                                        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::Null),
+                                        Some(v) => v.clone(),
+                                        None => Value::Null,
+                                    };
+                                    searched.extend(args["query"].as_str().map(str::to_string));
+                                }
+                            }
+                            calls += chat_calls
+                                .iter()
+                                .filter(|c| not_search(c.pointer("/function/name").and_then(Value::as_str)))
+                                .count();
                         }
                         _ => {}
                     }
@@ -479,8 +525,19 @@ impl Conversation {
                 });
             }
         }
-        Conversation { prompt, calls, turn, earlier, shell_tool, offered }
+        Conversation { prompt, calls, turn, earlier, shell_tool, offered, searched }
     }
+}
+
+/// The request's system prompt: Chat's first `system` message, Messages'
+/// `system`, Responses' `instructions`.
+fn system_prompt(body: &Value) -> Option<String> {
+    let first = body.pointer("/messages/0").filter(|m| m["role"] == "system").map(|m| &m["content"]);
+    let text = first.or_else(|| body.get("system")).or_else(|| body.get("instructions"))?;
+    Some(match text {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
 }
 
 /// A whole JSON answer, or a stream of server-sent events.

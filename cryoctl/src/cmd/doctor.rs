@@ -46,6 +46,7 @@ pub async fn run(ctx: Ctx) -> Result<()> {
     checks.push(linger_check());
     checks.push(zone_check());
     checks.push(clock_check());
+    checks.push(kinds_check(&service_path));
     for c in &chambers {
         checks.push(agent_check(c, &service_path));
     }
@@ -291,7 +292,46 @@ fn clock_check() -> Check {
 }
 
 /// The agent CLIs cryo knows, and the version its end-to-end tests run.
-const TESTED: &[(&str, &str)] = &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33")];
+const TESTED: &[(&str, &str)] =
+    &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4")];
+
+/// Every known kind found on cryod's `PATH`, with its version (asked of
+/// each at once: a JavaScript CLI takes a second to start).
+fn kinds_check(path: &str) -> Check {
+    let found: Vec<(&str, &str, PathBuf)> = TESTED
+        .iter()
+        .filter_map(|(name, tested)| {
+            let p = path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| p.is_file())?;
+            Some((*name, *tested, p))
+        })
+        .collect();
+    let versions: Vec<Option<String>> = std::thread::scope(|s| {
+        let asked: Vec<_> = found.iter().map(|(_, _, p)| s.spawn(move || cli_version(p))).collect();
+        asked.into_iter().map(|h| h.join().ok().flatten()).collect()
+    });
+    let mut level = Level::Ok;
+    let mut said: Vec<String> = found
+        .iter()
+        .zip(versions)
+        .map(|((name, tested, _), v)| match v {
+            Some(v) if v.contains(tested) => format!("{name} {v}"),
+            Some(v) => format!("{name} {v} (tested with {tested})"),
+            None => {
+                level = Level::Warn;
+                format!("{name} (its --version failed)")
+            }
+        })
+        .collect();
+    let missing: Vec<&str> = TESTED.iter().map(|t| t.0).filter(|n| !found.iter().any(|f| f.0 == *n)).collect();
+    if said.is_empty() {
+        said.push("none".into());
+    }
+    let mut detail = format!("on cryod's PATH: {}", said.join(", "));
+    if !missing.is_empty() {
+        detail.push_str(&format!("; not found: {}", missing.join(", ")));
+    }
+    check("kinds", level, detail)
+}
 
 /// The first line `PROGRAM --version` prints, within a few seconds.
 fn cli_version(program: &Path) -> Option<String> {

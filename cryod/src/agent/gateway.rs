@@ -18,6 +18,9 @@
 //!   OpenCode config, the credential its `apiKey` (or `{env:NAME}`, or the
 //!   provider's usual variable).
 //!
+//! - Qwen Code: `OPENAI_BASE_URL` is the session's base, `OPENAI_API_KEY`
+//!   the token; the upstream is the chamber's `OPENAI_BASE_URL`.
+//!
 //! `[providers.NAME] upstream` in `cryod.toml` names the upstream when the
 //! chamber does not. A kind with no key cryod can keep (Claude Code's or
 //! Codex's own login) reaches its provider itself, as before the gateway:
@@ -75,8 +78,10 @@ pub enum Way {
 
 #[derive(Debug, Clone, PartialEq)]
 enum How {
-    /// The variables that held the credential (now the token).
-    Claude {
+    /// A base-URL variable (now the session's base) and the variables
+    /// that held the credential (now the token): Claude Code, Qwen Code.
+    Env {
+        base: &'static str,
         vars: Vec<&'static str>,
     },
     Codex {
@@ -125,7 +130,12 @@ pub fn plan(
                 (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
                 (None, None) => return own("Claude Code", "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
             };
-            Ok(Way::Gateway(Plan { upstream, auth, from_file: false, how: How::Claude { vars } }))
+            Ok(Way::Gateway(Plan {
+                upstream,
+                auth,
+                from_file: false,
+                how: How::Env { base: "ANTHROPIC_BASE_URL", vars },
+            }))
         }
         Kind::Codex => {
             let home = named(var("CODEX_HOME"))
@@ -183,6 +193,16 @@ pub fn plan(
             };
             Ok(Way::Gateway(Plan { upstream, auth, from_file, how: How::OpenCode { provider } }))
         }
+        Kind::Qwen => {
+            // Its OpenAI-compatible provider, from the environment (a
+            // provider set in its own settings.json keeps its own key).
+            let Some(key) = named(var("OPENAI_API_KEY")) else {
+                return own("Qwen Code", "OPENAI_API_KEY");
+            };
+            let upstream = named(var("OPENAI_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(OPENAI.into());
+            let how = How::Env { base: "OPENAI_BASE_URL", vars: vec!["OPENAI_API_KEY"] };
+            Ok(Way::Gateway(Plan { upstream, auth: Auth::Bearer(key), from_file: false, how }))
+        }
         Kind::Other => Ok(Way::Own(None)),
     }
 }
@@ -210,8 +230,8 @@ pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
 pub fn point(plan: &Plan, launch: &mut Launch, base: &str, token: &str, provider_env: &BTreeMap<String, String>) {
     let env = &mut launch.env;
     match &plan.how {
-        How::Claude { vars } => {
-            env.insert("ANTHROPIC_BASE_URL".into(), base.to_string());
+        How::Env { base: base_var, vars } => {
+            env.insert(base_var.to_string(), base.to_string());
             for v in vars {
                 env.insert(v.to_string(), token.to_string());
             }
@@ -401,6 +421,19 @@ mod tests {
         // The model on the agent line wins; a provider without a base URL is said.
         let e = plan(Kind::OpenCode, Path::new("/c"), &v, None, Some("other/m2")).unwrap_err();
         assert!(e.contains("`other`"), "{e}");
+    }
+
+    #[test]
+    fn qwen_code_through_its_openai_variables() {
+        let v = vars(&[("OPENAI_API_KEY", "sk-real"), ("OPENAI_BASE_URL", "http://up:4/v1")]);
+        let p = through(Kind::Qwen, &v, None, None);
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://up:4/v1", &Auth::Bearer("sk-real".into())));
+        let mut l = launch(&["--output-format", "stream-json"]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!(l.env["OPENAI_BASE_URL"], "http://gw/cryo/t");
+        assert_eq!(l.env["OPENAI_API_KEY"], "t");
+        assert_eq!(through(Kind::Qwen, &vars(&[("OPENAI_API_KEY", "k")]), None, None).upstream, OPENAI);
+        assert!(own(Kind::Qwen, &vars(&[])).contains("no key in OPENAI_API_KEY"));
     }
 
     #[test]

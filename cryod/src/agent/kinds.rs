@@ -80,6 +80,7 @@ pub enum Kind {
     Claude,
     Codex,
     OpenCode,
+    Qwen,
     Other,
 }
 
@@ -89,6 +90,7 @@ impl Kind {
             Some("claude") => Kind::Claude,
             Some("codex") => Kind::Codex,
             Some("opencode") => Kind::OpenCode,
+            Some("qwen") => Kind::Qwen,
             _ => Kind::Other,
         }
     }
@@ -111,6 +113,7 @@ impl Kind {
             .iter()
             .map(|(name, default)| dir(name, default).join("opencode"))
             .collect(),
+            Kind::Qwen => vec![dir("QWEN_HOME", ".qwen")],
             Kind::Other => Vec::new(),
         }
     }
@@ -121,6 +124,29 @@ impl Kind {
         match self {
             Kind::OpenCode => var("OPENCODE_CONFIG").filter(|v| !v.is_empty()).map(Into::into).into_iter().collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The kind's name, as `cryo.toml`, the logs and `CRYO_AGENT_KIND` say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Claude => "claude",
+            Kind::Codex => "codex",
+            Kind::OpenCode => "opencode",
+            Kind::Qwen => "qwen",
+            Kind::Other => "other",
+        }
+    }
+
+    /// The stream this kind writes on stdout, if it is a known kind.
+    pub fn events(self) -> Option<crate::agent_events::Format> {
+        use crate::agent_events::Format;
+        match self {
+            Kind::Claude => Some(Format::Claude),
+            Kind::Codex => Some(Format::Codex),
+            Kind::OpenCode => Some(Format::OpenCode),
+            Kind::Qwen => Some(Format::Qwen),
+            Kind::Other => None,
         }
     }
 
@@ -233,6 +259,7 @@ pub fn command_line(
             let config = mcp.map(|m| opencode_config(m, provider_env)).transpose()?;
             opencode_line(extra, prompt_arg, dir, turn.resume, config)
         }
+        Kind::Qwen => qwen_line(extra, prompt_arg, turn.resume, mcp),
         Kind::Other => {
             let mut args = extra;
             args.push(prompt_arg);
@@ -240,14 +267,8 @@ pub fn command_line(
         }
     };
     let KindLine { args, mut env, files, read_logs } = line;
-    env.insert("CRYO_AGENT_KIND".into(), format!("{kind:?}").to_lowercase());
-    let events = match kind {
-        Kind::Claude => Some(crate::agent_events::Format::Claude),
-        Kind::Codex => Some(crate::agent_events::Format::Codex),
-        Kind::OpenCode => Some(crate::agent_events::Format::OpenCode),
-        Kind::Other => None,
-    };
-    Ok(Launch { program, args, env, files, events, model, read_logs })
+    env.insert("CRYO_AGENT_KIND".into(), kind.name().into());
+    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs })
 }
 
 /// The part of a launch one kind's command line decides: `command_line`
@@ -275,9 +296,8 @@ fn claude_line(
     let args = &mut line.args;
     args.push("-p".into());
     args.extend(["--output-format".into(), "stream-json".into(), "--verbose".into()]);
-    let chose = |flags: &[&str]| extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
-    let skip = chose(&["--dangerously-skip-permissions"]);
-    let own_tools = chose(&["--allowedTools", "--allowed-tools", "--permission-mode"]);
+    let skip = chose(&extra, &["--dangerously-skip-permissions"]);
+    let own_tools = chose(&extra, &["--allowedTools", "--allowed-tools", "--permission-mode"]);
     args.extend(extra);
     if skip && as_root {
         // The user's explicit choice; as root Claude Code refuses it
@@ -343,6 +363,42 @@ fn codex_args(
     }
     args.push(prompt_arg);
     args
+}
+
+/// Qwen Code's line: its headless mode with stream-json events, every tool
+/// approved (`--approval-mode yolo`) unless the agent line chose its own
+/// mode, and the MCP server given inline by `--mcp-config`. The prompt is
+/// its positional argument, after the flags; one that begins with `-`
+/// would be read as a flag, so it is given a leading space.
+fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: Option<&Mcp>) -> KindLine {
+    let mut line = KindLine::default();
+    let args = &mut line.args;
+    args.extend(["--output-format".into(), "stream-json".into()]);
+    if !chose(&extra, &["--approval-mode", "--yolo", "-y"]) {
+        args.extend(["--approval-mode".into(), "yolo".into()]);
+    }
+    if let Some(m) = mcp {
+        let config = serde_json::json!({ "mcpServers": { "cryo": { "command": m.program, "args": ["mcp"] } } });
+        args.extend(["--mcp-config".into(), config.to_string()]);
+    }
+    args.extend(extra);
+    if let Some(id) = resume {
+        args.extend(["--resume".into(), id.into()]);
+    }
+    args.push(positional(prompt_arg));
+    line
+}
+
+/// Whether an agent line's own arguments name one of `flags` (`--flag`,
+/// `--flag=value`).
+fn chose(extra: &[String], flags: &[&str]) -> bool {
+    extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))))
+}
+
+/// A prompt given as a positional argument to a CLI that reads every word
+/// beginning with `-` as a flag (yargs): such a prompt gets a leading space.
+fn positional(prompt: String) -> String {
+    if prompt.starts_with('-') { format!(" {prompt}") } else { prompt }
 }
 
 /// The `-c` settings that make `cryo-agent mcp` a Codex MCP server, with
@@ -440,6 +496,8 @@ pub fn configured_model(
             .or_else(|| var("HOME").map(|h| Path::new(&h).join(".codex")))?
             .join("config.toml"),
         Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
+        // Its `init` event names the model.
+        Format::Qwen => return None,
     };
     // Never blocking on a FIFO, nor reading a huge file, whoever put it there.
     let text = String::from_utf8(cryo_files::read_file(&chamber.join(file), 1024 * 1024).ok()?).ok()?;
@@ -457,9 +515,9 @@ pub fn provider_account(c: &crate::chamber::config::ChamberConfig) -> String {
     if let Some(n) = c.provider_name.as_deref().filter(|n| !n.trim().is_empty()) {
         return n.trim().to_string();
     }
-    let kind = format!("{:?}", Kind::of_agent(&c.agent)).to_lowercase();
+    let kind = Kind::of_agent(&c.agent).name();
     if c.provider_env.is_empty() && c.provider_env_files.is_empty() {
-        return kind;
+        return kind.to_string();
     }
     // FNV-1a: stable across builds (std's hasher is not promised to be). A
     // key kept in a file counts by the file's path.
@@ -515,6 +573,7 @@ mod tests {
         assert_eq!(line("claude")[6..], ["--resume", "ID", "--", "P"]);
         assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "P"]);
         assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
+        assert_eq!(line("qwen")[line("qwen").len() - 3..], ["--resume", "ID", "P"]);
         assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
     }
 
@@ -580,6 +639,8 @@ mod tests {
             "codex",
             "codex --sandbox workspace-write",
             "opencode",
+            "qwen",
+            "qwen --approval-mode auto-edit",
             "sh agent.sh",
         ] {
             for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {
@@ -617,6 +678,16 @@ mod tests {
         assert_eq!(v["permission"], "allow");
         env.insert("OPENCODE_CONFIG_CONTENT".to_string(), "[1]".to_string());
         assert!(opencode_config(&m, &env).unwrap_err().to_string().contains("not a JSON object"));
+    }
+
+    /// A prompt that begins with `-` would be read as a flag by the CLIs
+    /// that parse with yargs (Qwen Code): it gets a leading space.
+    #[test]
+    fn a_prompt_like_a_flag_stays_the_prompt() {
+        let l = command_line("qwen", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
+        assert_eq!(l.args.last().unwrap(), " - session: 1");
+        assert_eq!(l.events, Some(crate::agent_events::Format::Qwen));
+        assert_eq!(l.env.get("CRYO_AGENT_KIND").map(String::as_str), Some("qwen"));
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
     let agent = agent.filter(|a| !a.trim().is_empty()).unwrap_or(super::config::DEFAULT_AGENT);
     let toml = include_str!("templates/cryo.toml")
         .replace("{{agent}}", &toml_escape(agent))
-        .replace("{{sandbox}}", sandbox.as_str());
+        .replace("{{sandbox}}", sandbox.as_str())
+        .replace("{{provider}}", provider_example(crate::agent::kinds::Kind::of_agent(agent)));
     let files: [(&str, &str); 4] = [
         ("plan.md", include_str!("templates/plan.md")),
         ("cryo.toml", &toml),
@@ -58,6 +59,26 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
     Ok(out)
 }
 
+/// The commented `[provider]` example for the chamber's kind: the keys its
+/// CLI reads.
+fn provider_example(kind: crate::agent::kinds::Kind) -> &'static str {
+    use crate::agent::kinds::Kind;
+    match kind {
+        Kind::Codex => "# [provider]\n# name = \"openai\"\n# env = { OPENAI_API_KEY = \"sk-...\" }",
+        Kind::OpenCode => {
+            "# [provider]\n# name = \"opencode\"\n\
+             # env = { OPENCODE_CONFIG = \"/home/me/.config/opencode/opencode.json\", OPENAI_API_KEY = \"sk-...\" }"
+        }
+        Kind::Qwen => {
+            "# [provider]\n# name = \"dashscope\"\n\
+             # env = { OPENAI_API_KEY = \"sk-...\", OPENAI_BASE_URL = \"https://dashscope-intl.aliyuncs.com/compatible-mode/v1\", OPENAI_MODEL = \"qwen3-coder-plus\" }"
+        }
+        Kind::Claude | Kind::Other => {
+            "# [provider]\n# name = \"anthropic\"\n# env = { ANTHROPIC_API_KEY = \"sk-...\" }"
+        }
+    }
+}
+
 fn toml_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
 }
@@ -80,8 +101,28 @@ mod tests {
         assert_eq!(std::fs::read_to_string(c.join("plan.md")).unwrap(), "my plan");
         let toml = std::fs::read_to_string(c.join("cryo.toml")).unwrap();
         assert!(toml.contains("agent = \"claude\"") && toml.contains("\nsandbox = \"bwrap\"\n"), "{toml}");
+        assert!(toml.contains("# env = { ANTHROPIC_API_KEY"), "{toml}");
         let loaded = super::super::config::load(&c, chrono_tz::UTC).unwrap();
         assert_eq!(loaded.config.sandbox, Some(Sandbox::Bwrap));
+    }
+
+    /// `chamber init --agent KIND`: a cryo.toml that loads as that kind,
+    /// and still loads with its `[provider]` example uncommented.
+    #[test]
+    fn each_kind_gets_a_working_cryo_toml() {
+        for kind in ["claude", "codex", "opencode", "qwen"] {
+            let dir = tempfile::tempdir().unwrap();
+            init(dir.path(), Some(kind), Sandbox::Off).unwrap();
+            let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
+            assert_eq!(crate::agent::kinds::Kind::of_agent(&l.config.agent).name(), kind);
+            let toml = std::fs::read_to_string(dir.path().join("cryo.toml")).unwrap();
+            let example = provider_example(crate::agent::kinds::Kind::of(kind));
+            assert!(toml.contains(example), "{kind}");
+            let on = toml.replace(example, &example.replace("# ", ""));
+            std::fs::write(dir.path().join("cryo.toml"), on).unwrap();
+            let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
+            assert!(!l.config.provider_env.is_empty(), "{kind}: {:?}", l.config);
+        }
     }
 
     #[test]
