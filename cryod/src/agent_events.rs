@@ -27,6 +27,8 @@ pub enum Format {
     OpenCode,
     /// Qwen Code's `--output-format stream-json`: Claude Code's events.
     Qwen,
+    /// Gemini CLI's `--output-format stream-json`.
+    Gemini,
 }
 
 /// What one session used, as far as its stream said.
@@ -63,6 +65,25 @@ pub struct Limited {
     /// Read by the gateway from the provider's own headers: the hold ends
     /// at that instant, without the jitter that spreads guessed ones.
     pub exact: bool,
+}
+
+/// A provider's limit in one of a kind's log lines (its stderr, which cryod
+/// reads for OpenCode and Gemini CLI).
+pub fn log_limit(format: Format, line: &str) -> Option<Limited> {
+    match format {
+        Format::OpenCode => opencode_log_limit(line),
+        Format::Gemini => gemini_log_limit(line),
+        _ => None,
+    }
+}
+
+/// A provider's limit in Gemini CLI's stderr: it retries a 429 with its own
+/// backoff (not the provider's `retry-after`), saying `Attempt 1 failed
+/// with status 429. Retrying with backoff... _ApiError: {…}`; it would only
+/// wait.
+pub fn gemini_log_limit(line: &str) -> Option<Limited> {
+    let (_, rest) = line.split_once("failed with status ")?;
+    rest.starts_with("429").then(|| Limited { text: clip(line.trim()), ..Limited::default() })
 }
 
 /// A provider's limit in one of OpenCode's log lines (`--print-logs` on
@@ -108,6 +129,8 @@ pub struct Reader {
     cost_reported: f64,
     /// The tool calls seen since they were last taken, in order.
     pub calls: Vec<ToolCall>,
+    /// Gemini CLI's assistant text, which comes in pieces.
+    said: String,
 }
 
 /// A tool call the agent made, as its stream told it.
@@ -155,6 +178,7 @@ impl Reader {
             messages: Default::default(),
             cost_reported: 0.0,
             calls: Vec::new(),
+            said: String::new(),
         }
     }
 
@@ -169,6 +193,7 @@ impl Reader {
             Format::Claude | Format::Qwen => self.claude(&v, &mut out),
             Format::Codex => self.codex(&v, &mut out),
             Format::OpenCode => self.opencode(&v, &mut out),
+            Format::Gemini => self.gemini(&v, &mut out),
         }
         out
     }
@@ -399,6 +424,70 @@ impl Reader {
         }
     }
 
+    /// Gemini CLI: `init`, `message` (the assistant's in `delta` pieces,
+    /// gathered into one line), `tool_use`, `tool_result`, `error`, and a
+    /// final `result` with `stats`.
+    fn gemini(&mut self, v: &Value, out: &mut Vec<String>) {
+        let kind = str_at(v, "/type");
+        if kind != Some("message") || v["role"] != "assistant" {
+            self.flush_said(out);
+        }
+        match kind {
+            Some("init") => {
+                self.usage.provider_session = str_at(v, "/session_id").map(str::to_string);
+                if let Some(m) = str_at(v, "/model") {
+                    self.usage.model = Some(m.to_string());
+                }
+                out.push(format!(
+                    "[session {} · model {}]",
+                    or_q(&self.usage.provider_session),
+                    or_q(&self.usage.model)
+                ));
+            }
+            Some("message") if v["role"] == "assistant" => {
+                self.said.push_str(str_at(v, "/content").unwrap_or(""));
+                if v["delta"] != true {
+                    self.flush_said(out);
+                }
+            }
+            Some("tool_use") => {
+                let c = ToolCall::new(str_at(v, "/tool_name").unwrap_or("?"), &v["parameters"]);
+                out.push(format!("→ {}", c.shown));
+                self.calls.push(c);
+            }
+            Some("tool_result") => {
+                let error = v["status"] == "error";
+                let text = str_at(v, "/output").or_else(|| str_at(v, "/error/message")).unwrap_or("");
+                result(out, text, error);
+            }
+            Some("error") => {
+                let message = str_at(v, "/message").unwrap_or("?");
+                out.push(format!("error: {}", clip(message)));
+            }
+            Some("result") => {
+                let stats = &v["stats"];
+                self.usage.input_tokens = num(stats, "input_tokens");
+                self.usage.output_tokens = num(stats, "output_tokens");
+                self.usage.cached_tokens = num(stats, "cached");
+                if v["status"] == "error" {
+                    let why = str_at(v, "/error/message").unwrap_or("the run failed");
+                    out.push(format!("error: {}", clip(why)));
+                    if says_limit(why) || str_at(v, "/error/type").is_some_and(says_limit) {
+                        self.limited.get_or_insert(Limited { text: why.to_string(), ..Limited::default() });
+                    }
+                }
+                out.push(self.summary());
+            }
+            _ => {}
+        }
+    }
+
+    /// The assistant's words gathered so far, as one transcript line.
+    fn flush_said(&mut self, out: &mut Vec<String>) {
+        let said = std::mem::take(&mut self.said);
+        push_text(out, "assistant", &said);
+    }
+
     /// One line on what the session used so far.
     fn summary(&self) -> String {
         let u = &self.usage;
@@ -593,6 +682,42 @@ mod tests {
         assert!(t.contains(&"← sent: messages/outbox/x.md".to_string()), "{t:?}");
     }
 
+    /// Gemini CLI 0.61.0's stream-json, in the shapes its source emits and
+    /// the scripted model's runs showed: the assistant's words come in
+    /// pieces and are gathered into one line.
+    #[test]
+    fn gemini_stream() {
+        let lines = [
+            r#"{"type":"init","timestamp":"2026-11-27T04:50:26.274Z","session_id":"6310a789","model":"m1"}"#,
+            r#"{"type":"message","timestamp":"t","role":"user","content":"- session: 1"}"#,
+            r#"{"type":"tool_use","timestamp":"t","tool_name":"mcp_cryo_send","tool_id":"c1","parameters":{"text":"hi"}}"#,
+            r#"{"type":"tool_result","timestamp":"t","tool_id":"c1","status":"success","output":"sent: messages/outbox/x.md"}"#,
+            r#"{"type":"tool_use","timestamp":"t","tool_name":"run_shell_command","tool_id":"c2","parameters":{"command":"false"}}"#,
+            r#"{"type":"tool_result","timestamp":"t","tool_id":"c2","status":"error","error":{"type":"TOOL_EXECUTION_ERROR","message":"exit 1"}}"#,
+            r#"{"type":"message","timestamp":"t","role":"assistant","content":"All ","delta":true}"#,
+            r#"{"type":"message","timestamp":"t","role":"assistant","content":"done.","delta":true}"#,
+            r#"{"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":45,"input_tokens":30,"output_tokens":15,"cached":4,"input":26,"duration_ms":67,"tool_calls":2}}"#,
+        ];
+        let (t, u) = read(Format::Gemini, None, &lines.join("\n"));
+        assert_eq!((u.model.as_deref(), u.provider_session.as_deref()), (Some("m1"), Some("6310a789")));
+        assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens, u.cost_usd), (30, 15, 4, None));
+        assert_eq!(
+            t,
+            [
+                "[session 6310a789 · model m1]",
+                "→ mcp_cryo_send: {\"text\":\"hi\"}",
+                "← sent: messages/outbox/x.md",
+                "→ run_shell_command: false",
+                "← error: exit 1",
+                "assistant: All done.",
+                "[usage: 30 in (4 cached), 15 out]",
+            ]
+        );
+        let mut r = Reader::new(Format::Gemini, None);
+        r.line(r#"{"type":"result","status":"error","error":{"type":"FatalError","message":"429 Too Many Requests"},"stats":{}}"#);
+        assert!(r.limited.is_some());
+    }
+
     /// Claude Code 2.1.330 against a Messages API answering 429 with
     /// `retry-after: 20` (it retries) and then `600` (it gives up).
     #[test]
@@ -638,6 +763,10 @@ mod tests {
         // A timestamp's milliseconds are not a status (a chamber was held for one).
         let models = r#"timestamp=2026-11-23T19:54:29.429Z level=ERROR run=c182c9d2 message="Failed to fetch models.dev" cause="Unable to connect""#;
         assert_eq!(opencode_log_limit(models), None);
+        let gemini = r#"Attempt 1 failed with status 429. Retrying with backoff... _ApiError: {"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}"#;
+        assert!(log_limit(Format::Gemini, gemini).expect("limited").text.starts_with("Attempt 1 failed"));
+        assert_eq!(log_limit(Format::Gemini, "Attempt 2 failed with status 503. Retrying"), None);
+        assert_eq!(log_limit(Format::Claude, gemini), None, "only the kinds whose logs are read");
         assert!(!says_limit("request 14291 failed") && says_limit("last status: 429 Too Many Requests"));
     }
 

@@ -190,9 +190,12 @@ fn run_script(
     // Every answered request was a streamed one, and carried the key the
     // way its API says (`x-api-key` for Anthropic, a bearer token for OpenAI's).
     for seen in model.seen().iter().filter(|s| s.answered.is_some()) {
-        assert_eq!(seen.body["stream"], true, "{} was not streamed", seen.path);
+        // Gemini's API streams by its path (`:streamGenerateContent`).
+        let streamed = seen.body["stream"] == true || seen.path.ends_with(":streamGenerateContent");
+        assert!(streamed, "{} was not streamed", seen.path);
         let key = seen.headers.iter().any(|(k, v)| {
-            (k == "x-api-key" && v == "sk-cryo-test") || (k == "authorization" && v == "Bearer sk-cryo-test")
+            ((k == "x-api-key" || k == "x-goog-api-key") && v == "sk-cryo-test")
+                || (k == "authorization" && v == "Bearer sk-cryo-test")
         });
         assert!(key, "{} carried no API key: {:?}", seen.path, seen.headers);
     }
@@ -294,6 +297,14 @@ pub(crate) fn qwen_provider(_: &Env, model: &ModelServer) -> String {
     )
 }
 
+/// Gemini CLI with an API key, its base URL the scripted model's.
+pub(crate) fn gemini_provider(_: &Env, model: &ModelServer) -> String {
+    format!(
+        "env = {{ GEMINI_API_KEY = \"sk-cryo-test\", GOOGLE_GEMINI_BASE_URL = \"{}\", GEMINI_MODEL = \"m1\" }}",
+        model.url()
+    )
+}
+
 #[test]
 fn claude_code_runs_a_two_session_plan() {
     run_plan("claude", "", As::Me, claude_provider);
@@ -339,6 +350,36 @@ fn qwen_code_runs_a_two_session_plan() {
 #[test]
 fn qwen_code_runs_a_two_session_plan_as_a_normal_user() {
     run_plan("qwen", "", As::Nobody, qwen_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan() {
+    run_plan("gemini", "", As::Me, gemini_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("gemini", "", As::Nobody, gemini_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
+    run_plan_confined("gemini", "landlock", As::Nobody, gemini_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan_under_bwrap() {
+    run_plan_confined("gemini", "bwrap", As::Me, gemini_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("gemini", "", As::Me, gemini_provider);
+}
+
+#[test]
+fn gemini_cli_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("gemini", "", As::Nobody, gemini_provider);
 }
 
 #[test]
@@ -510,7 +551,7 @@ fn opencode_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
 #[test]
 fn doctor_reports_each_agent_cli() {
     let (Some(claude), Some(codex), Some(opencode)) = (cli("claude"), cli("codex"), cli("opencode")) else { return };
-    let Some(qwen) = cli("qwen") else { return };
+    let (Some(qwen), Some(gemini)) = (cli("qwen"), cli("gemini")) else { return };
     let env = Env::new();
     // cryod's PATH holds the CLIs: the `kinds` check finds them there.
     let bins = claude.parent().unwrap().display().to_string();
@@ -518,6 +559,7 @@ fn doctor_reports_each_agent_cli() {
     let d = env.spawn_daemon_with(&[], &[("PATH", &path)]);
     d.wait_ready(&env);
     env.chamber("e", "", &format!("agent = \"{}\"", qwen.display()));
+    env.chamber("f", "", &format!("agent = \"{}\"", gemini.display()));
     env.chamber("a", "", &format!("agent = \"{}\"", claude.display()));
     env.chamber("b", "", &format!("agent = \"{} --dangerously-skip-permissions\"", claude.display()));
     env.chamber("c", "", &format!("agent = \"{}\"", codex.display()));
@@ -532,13 +574,20 @@ fn doctor_reports_each_agent_cli() {
             .clone()
     };
     let kinds = checks.iter().find(|c| c["check"] == "kinds").expect("a kinds check");
-    for (kind, version) in [("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4")] {
+    let tested = [
+        ("claude", "2.1.330"),
+        ("codex", "0.169.0"),
+        ("opencode", "1.18.33"),
+        ("qwen", "0.24.4"),
+        ("gemini", "0.61.0"),
+    ];
+    for (kind, version) in tested {
         let detail = kinds["detail"].as_str().unwrap();
         let said = detail.split(": ").nth(1).unwrap_or_default().split(", ");
         assert!(said.into_iter().any(|k| k.starts_with(kind) && k.contains(version)), "{kinds}");
     }
     assert_eq!(kinds["level"], "ok", "{kinds}");
-    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33"), ("e", "0.24.4")] {
+    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33"), ("e", "0.24.4"), ("f", "0.61.0")] {
         let c = agent(chamber);
         assert_eq!(c["level"], "ok", "{c}");
         let detail = c["detail"].as_str().unwrap();
@@ -717,6 +766,11 @@ fn qwen_code_at_its_providers_limit_holds_the_account_not_the_others() {
     limit_scenario_by("qwen", Seen::ByTheGateway, |env, model, key| {
         qwen_provider(env, model).replace("sk-cryo-test", key)
     });
+}
+
+#[test]
+fn gemini_cli_at_its_providers_limit_holds_the_account_not_the_others() {
+    limit_scenario("gemini", |env, model, key| gemini_provider(env, model).replace("sk-cryo-test", key));
 }
 
 /// OpenCode names its limit only in its logs (`--print-logs`, read on
@@ -999,6 +1053,14 @@ fn opencode_continues_its_conversation_within_the_cap() {
 #[test]
 fn qwen_code_continues_its_conversation_within_the_cap() {
     let Some(t) = continuity_run("qwen", true, 3, 2, qwen_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// Gemini CLI (`--resume ID`).
+#[test]
+fn gemini_cli_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("gemini", true, 3, 2, gemini_provider) else { return };
     let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
     assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
 }

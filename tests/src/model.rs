@@ -6,14 +6,17 @@
 //! - Anthropic's Messages API (`POST /v1/messages`, Claude Code),
 //! - OpenAI's Responses API (`POST /v1/responses`, Codex),
 //! - OpenAI's Chat Completions API (`POST /v1/chat/completions`, OpenCode
-//!   through an OpenAI-compatible provider).
+//!   and Qwen Code through an OpenAI-compatible provider),
+//! - Google's Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent`
+//!   or `:generateContent`, Gemini CLI).
 //!
 //! A [`Script`] maps a marker in the user's prompt (`- session: 2`) to the
 //! steps of that session: shell commands, answered as a call of the client's
 //! shell tool, or calls of cryo's MCP tools by name (`send`), answered with
 //! the name under which the client offers them: Anthropic `mcp__cryo__send`,
 //! OpenAI Responses `send` inside the namespace `mcp__cryo`, Chat Completions
-//! `cryo_send`. A tool the client only lists as deferred (Claude Code's tool
+//! `cryo_send` (OpenCode) or `mcp__cryo__send` (Qwen Code), Gemini
+//! `mcp_cryo_send`. A tool the client only lists as deferred (Claude Code's tool
 //! search) is first fetched with a `ToolSearch` call. Which step is next is
 //! the number of calls the conversation already holds, tool searches aside.
 //! When the steps are used up, or the request offers no tool for the next one
@@ -198,6 +201,7 @@ enum Api {
     Messages,
     Responses,
     Chat,
+    Gemini,
 }
 
 async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: String) -> Response {
@@ -207,6 +211,8 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         p if p.ends_with("/messages") => Api::Messages,
         p if p.ends_with("/responses") => Api::Responses,
         p if p.ends_with("/chat/completions") => Api::Chat,
+        p if p.ends_with(":streamGenerateContent") || p.ends_with(":generateContent") => Api::Gemini,
+        p if p.ends_with(":countTokens") => return axum::Json(json!({ "totalTokens": 1000 })).into_response(),
         p if p.ends_with("/count_tokens") => return axum::Json(json!({ "input_tokens": 1000 })).into_response(),
         p if p.ends_with("/models") => {
             return axum::Json(json!({ "object": "list", "data": [{ "id": "m1", "object": "model" }] }))
@@ -219,6 +225,7 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     };
     let key = headers
         .get("x-api-key")
+        .or_else(|| headers.get("x-goog-api-key"))
         .or_else(|| headers.get("authorization"))
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim_start_matches("Bearer ").to_string())
@@ -243,6 +250,8 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         let error = match api {
             Api::Messages => json!({ "type": "error", "error": { "type": "rate_limit_error",
                 "message": "This request would exceed your account's rate limit. Please try again later." } }),
+            Api::Gemini => json!({ "error": { "code": 429, "status": "RESOURCE_EXHAUSTED",
+                "message": "Resource has been exhausted (e.g. check quota)." } }),
             _ => json!({ "error": { "type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
                 "message": "Rate limit reached. Please try again later." } }),
         };
@@ -280,8 +289,9 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         bytes,
     });
     let n = inner.seen.lock().unwrap().len();
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("m1").to_string();
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(path.ends_with(":streamGenerateContent"));
+    let named = path.rsplit_once("/models/").and_then(|(_, m)| m.split_once(':')).map(|(m, _)| m);
+    let model = body.get("model").and_then(Value::as_str).or(named).unwrap_or("m1").to_string();
     let reply = match answer {
         Some(c) => Reply::Tool { name: c.name, namespace: c.namespace, arguments: c.arguments, id: n },
         None => Reply::Text("Done.".into()),
@@ -290,6 +300,7 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         Api::Messages => messages_events(&reply, &model, n, stream),
         Api::Responses => responses_events(&reply, &model, n, stream),
         Api::Chat => chat_events(&reply, &model, n, stream),
+        Api::Gemini => gemini_events(&reply, &model, stream),
     };
     match events {
         Answer::Json(json) => axum::Json(json).into_response(),
@@ -384,7 +395,8 @@ impl Conversation {
             Step::Tool(tool, args) => {
                 let found = self.offered.iter().find(|(ns, name)| match ns {
                     Some(ns) => ns.contains("cryo") && name == tool,
-                    None => *name == format!("mcp__cryo__{tool}") || *name == format!("cryo_{tool}"),
+                    None => [format!("mcp__cryo__{tool}"), format!("cryo_{tool}"), format!("mcp_cryo_{tool}")]
+                        .contains(name),
                 });
                 if let Some((namespace, name)) = found {
                     return Some(Call {
@@ -489,6 +501,26 @@ impl Conversation {
                     }
                 }
             }
+            Api::Gemini => {
+                for c in body.get("contents").and_then(Value::as_array).unwrap_or(&empty) {
+                    let parts = c.get("parts").and_then(Value::as_array).unwrap_or(&empty);
+                    match c.get("role").and_then(Value::as_str) {
+                        Some("user") => {
+                            let text: String =
+                                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect();
+                            text_of(&Value::String(text), &mut prompt, &mut calls)
+                        }
+                        Some("model") => {
+                            calls += parts
+                                .iter()
+                                .filter(|p| not_search(p.pointer("/functionCall/name").and_then(Value::as_str)))
+                                .filter(|p| p.get("functionCall").is_some())
+                                .count()
+                        }
+                        _ => {}
+                    }
+                }
+            }
             Api::Responses => {
                 for item in body.get("input").and_then(Value::as_array).unwrap_or(&empty) {
                     match item.get("type").and_then(Value::as_str) {
@@ -506,7 +538,16 @@ impl Conversation {
         // function: {name, parameters}}.
         let mut offered = Vec::new();
         let mut shell_tool = None;
-        for t in body.get("tools").and_then(Value::as_array).unwrap_or(&empty) {
+        // Gemini: [{functionDeclarations: [{name, parametersJsonSchema}]}].
+        let declared: Vec<Value> = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .unwrap_or(&empty)
+            .iter()
+            .flat_map(|t| t.get("functionDeclarations").and_then(Value::as_array).cloned().unwrap_or_default())
+            .collect();
+        let tools = body.get("tools").and_then(Value::as_array).unwrap_or(&empty);
+        for t in tools.iter().filter(|t| t.get("functionDeclarations").is_none()).chain(&declared) {
             let f = t.get("function").unwrap_or(t);
             let Some(name) = f.get("name").and_then(Value::as_str) else { continue };
             if t.get("type").and_then(Value::as_str) == Some("namespace") {
@@ -521,7 +562,12 @@ impl Conversation {
             if shell_tool.is_none() && SHELL_NAMES.contains(&name.to_lowercase().as_str()) {
                 shell_tool = Some(ShellTool {
                     name: name.to_string(),
-                    params: f.get("input_schema").or_else(|| f.get("parameters")).cloned().unwrap_or(Value::Null),
+                    params: f
+                        .get("input_schema")
+                        .or_else(|| f.get("parameters"))
+                        .or_else(|| f.get("parametersJsonSchema"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
                 });
             }
         }
@@ -530,10 +576,13 @@ impl Conversation {
 }
 
 /// The request's system prompt: Chat's first `system` message, Messages'
-/// `system`, Responses' `instructions`.
+/// `system`, Responses' `instructions`, Gemini's `systemInstruction`.
 fn system_prompt(body: &Value) -> Option<String> {
     let first = body.pointer("/messages/0").filter(|m| m["role"] == "system").map(|m| &m["content"]);
-    let text = first.or_else(|| body.get("system")).or_else(|| body.get("instructions"))?;
+    let text = first
+        .or_else(|| body.get("system"))
+        .or_else(|| body.get("instructions"))
+        .or_else(|| body.get("systemInstruction"))?;
     Some(match text {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -679,4 +728,22 @@ fn chat_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
     let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
     out.push_str("data: [DONE]\n\n");
     Answer::Stream(out)
+}
+
+/// Google's Gemini API: a `GenerateContentResponse`, or the same as one
+/// server-sent event (`alt=sse`).
+fn gemini_events(reply: &Reply, model: &str, stream: bool) -> Answer {
+    let part = match reply {
+        Reply::Tool { name, arguments, .. } => json!({ "functionCall": { "name": name, "args": arguments } }),
+        Reply::Text(t) => json!({ "text": t }),
+    };
+    let response = json!({
+        "candidates": [{ "content": { "role": "model", "parts": [part] }, "finishReason": "STOP", "index": 0 }],
+        "usageMetadata": { "promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15 },
+        "modelVersion": model,
+    });
+    if !stream {
+        return Answer::Json(response);
+    }
+    Answer::Stream(format!("data: {response}\r\n\r\n"))
 }

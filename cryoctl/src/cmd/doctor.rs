@@ -293,7 +293,7 @@ fn clock_check() -> Check {
 
 /// The agent CLIs cryo knows, and the version its end-to-end tests run.
 const TESTED: &[(&str, &str)] =
-    &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4")];
+    &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4"), ("gemini", "0.61.0")];
 
 /// Every known kind found on cryod's `PATH`, with its version (asked of
 /// each at once: a JavaScript CLI takes a second to start).

@@ -20,6 +20,10 @@
 //!
 //! - Qwen Code: `OPENAI_BASE_URL` is the session's base, `OPENAI_API_KEY`
 //!   the token; the upstream is the chamber's `OPENAI_BASE_URL`.
+//! - Gemini CLI: `GOOGLE_GEMINI_BASE_URL` is the session's base,
+//!   `GEMINI_API_KEY` the token (sent as `x-goog-api-key`); the upstream is
+//!   the chamber's `GOOGLE_GEMINI_BASE_URL`. Its settings file (see
+//!   `kinds::gemini_settings`) says to use the key.
 //!
 //! `[providers.NAME] upstream` in `cryod.toml` names the upstream when the
 //! chamber does not. A kind with no key cryod can keep (Claude Code's or
@@ -34,6 +38,8 @@ use crate::gateway::Auth;
 
 /// Anthropic's public API.
 pub const ANTHROPIC: &str = "https://api.anthropic.com";
+/// Google's Gemini API (its clients add the version).
+pub const GEMINI: &str = "https://generativelanguage.googleapis.com";
 /// OpenAI's public API (with its version, as OpenAI's clients name it).
 pub const OPENAI: &str = "https://api.openai.com/v1";
 
@@ -203,6 +209,16 @@ pub fn plan(
             let how = How::Env { base: "OPENAI_BASE_URL", vars: vec!["OPENAI_API_KEY"] };
             Ok(Way::Gateway(Plan { upstream, auth: Auth::Bearer(key), from_file: false, how }))
         }
+        Kind::Gemini => {
+            // An API key (a Google login or Vertex AI keeps its own way).
+            let Some(key) = named(var("GEMINI_API_KEY")) else {
+                return own("Gemini CLI", "GEMINI_API_KEY");
+            };
+            let upstream =
+                named(var("GOOGLE_GEMINI_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(GEMINI.into());
+            let how = How::Env { base: "GOOGLE_GEMINI_BASE_URL", vars: vec!["GEMINI_API_KEY"] };
+            Ok(Way::Gateway(Plan { upstream, auth: Auth::GoogKey(key), from_file: false, how }))
+        }
         Kind::Other => Ok(Way::Own(None)),
     }
 }
@@ -350,6 +366,7 @@ mod tests {
             events: None,
             model: None,
             read_logs: false,
+            settings: None,
         }
     }
 
@@ -434,6 +451,22 @@ mod tests {
         assert_eq!(l.env["OPENAI_API_KEY"], "t");
         assert_eq!(through(Kind::Qwen, &vars(&[("OPENAI_API_KEY", "k")]), None, None).upstream, OPENAI);
         assert!(own(Kind::Qwen, &vars(&[])).contains("no key in OPENAI_API_KEY"));
+    }
+
+    #[test]
+    fn gemini_cli_through_its_base_url_with_a_google_key() {
+        let v = vars(&[("GEMINI_API_KEY", "AIza-real")]);
+        let p = through(Kind::Gemini, &v, None, None);
+        assert_eq!((p.upstream.as_str(), &p.auth), (GEMINI, &Auth::GoogKey("AIza-real".into())));
+        let mut l = launch(&["--output-format", "stream-json"]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!(
+            (l.env["GOOGLE_GEMINI_BASE_URL"].as_str(), l.env["GEMINI_API_KEY"].as_str()),
+            ("http://gw/cryo/t", "t")
+        );
+        let v = vars(&[("GEMINI_API_KEY", "k"), ("GOOGLE_GEMINI_BASE_URL", "http://up:5")]);
+        assert_eq!(through(Kind::Gemini, &v, None, None).upstream, "http://up:5");
+        assert!(own(Kind::Gemini, &vars(&[])).contains("no key in GEMINI_API_KEY"), "a Google login keeps its way");
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct Launch {
     pub model: Option<String>,
     /// Its stderr carries log lines to read (OpenCode's provider limit).
     pub read_logs: bool,
+    /// A JSON settings file in the chamber (path relative to it) and the
+    /// keys cryod sets there; the file's other keys are kept (Gemini CLI's
+    /// workspace settings).
+    pub settings: Option<(String, serde_json::Value)>,
 }
 
 /// `cryo-agent mcp` as this session's MCP server.
@@ -81,6 +85,7 @@ pub enum Kind {
     Codex,
     OpenCode,
     Qwen,
+    Gemini,
     Other,
 }
 
@@ -91,6 +96,7 @@ impl Kind {
             Some("codex") => Kind::Codex,
             Some("opencode") => Kind::OpenCode,
             Some("qwen") => Kind::Qwen,
+            Some("gemini") => Kind::Gemini,
             _ => Kind::Other,
         }
     }
@@ -114,6 +120,7 @@ impl Kind {
             .map(|(name, default)| dir(name, default).join("opencode"))
             .collect(),
             Kind::Qwen => vec![dir("QWEN_HOME", ".qwen")],
+            Kind::Gemini => vec![dir("GEMINI_CLI_HOME", "").join(".gemini")],
             Kind::Other => Vec::new(),
         }
     }
@@ -134,6 +141,7 @@ impl Kind {
             Kind::Codex => "codex",
             Kind::OpenCode => "opencode",
             Kind::Qwen => "qwen",
+            Kind::Gemini => "gemini",
             Kind::Other => "other",
         }
     }
@@ -146,6 +154,7 @@ impl Kind {
             Kind::Codex => Some(Format::Codex),
             Kind::OpenCode => Some(Format::OpenCode),
             Kind::Qwen => Some(Format::Qwen),
+            Kind::Gemini => Some(Format::Gemini),
             Kind::Other => None,
         }
     }
@@ -260,15 +269,16 @@ pub fn command_line(
             opencode_line(extra, prompt_arg, dir, turn.resume, config)
         }
         Kind::Qwen => qwen_line(extra, prompt_arg, turn.resume, mcp),
+        Kind::Gemini => gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env),
         Kind::Other => {
             let mut args = extra;
             args.push(prompt_arg);
             KindLine { args, ..KindLine::default() }
         }
     };
-    let KindLine { args, mut env, files, read_logs } = line;
+    let KindLine { args, mut env, files, read_logs, settings } = line;
     env.insert("CRYO_AGENT_KIND".into(), kind.name().into());
-    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs })
+    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings })
 }
 
 /// The part of a launch one kind's command line decides: `command_line`
@@ -279,6 +289,7 @@ struct KindLine {
     env: BTreeMap<String, String>,
     files: Vec<(String, String)>,
     read_logs: bool,
+    settings: Option<(String, serde_json::Value)>,
 }
 
 /// Claude Code's line: `-p` with stream-json events, cryo's tools allowed
@@ -389,6 +400,83 @@ fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: 
     line
 }
 
+/// Gemini CLI's workspace settings, in the chamber: cryod sets its own keys
+/// there (see [`gemini_settings`]) and keeps the rest.
+pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+
+/// Gemini CLI's line: headless (`--prompt=`) with stream-json events,
+/// every tool approved (`--approval-mode yolo`) unless the agent line
+/// chose its own mode, and the chamber trusted for the session
+/// (`GEMINI_CLI_TRUST_WORKSPACE`, without which its workspace settings are
+/// not read; `--skip-trust` alone does not read them). It has no flag for
+/// an MCP server, nor, with a base URL, a headless way to use an API key:
+/// both go in the chamber's workspace settings. Its system settings would
+/// not do: it reads them only from a root-owned path.
+fn gemini_line(
+    extra: Vec<String>,
+    prompt_arg: String,
+    resume: Option<&str>,
+    mcp: Option<&Mcp>,
+    provider_env: &BTreeMap<String, String>,
+) -> KindLine {
+    let mut line = KindLine::default();
+    let args = &mut line.args;
+    args.extend(["--output-format".into(), "stream-json".into()]);
+    if !chose(&extra, &["--approval-mode", "--yolo", "-y"]) {
+        args.extend(["--approval-mode".into(), "yolo".into()]);
+    }
+    args.push("--skip-trust".into());
+    // Its events say nothing of a provider's limit; its stderr does.
+    line.read_logs = true;
+    args.extend(extra);
+    if let Some(id) = resume {
+        args.extend(["--resume".into(), id.into()]);
+    }
+    // `--prompt=…`: a prompt beginning with `-` stays the prompt.
+    args.push(format!("--prompt={prompt_arg}"));
+    let key = provider_env.get("GEMINI_API_KEY").cloned().or_else(|| std::env::var("GEMINI_API_KEY").ok());
+    if let Some(settings) = gemini_settings(mcp, key.is_some_and(|k| !k.is_empty())) {
+        line.settings = Some((GEMINI_SETTINGS.to_string(), settings));
+        line.env.insert("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into());
+    }
+    line
+}
+
+/// cryod's keys in Gemini CLI's workspace settings: cryo's MCP server (its
+/// `mcpServers` merge with the user's) and, with an API key,
+/// `security.auth.selectedType = "gemini-api-key"`: with a base URL set
+/// (`GOOGLE_GEMINI_BASE_URL`, as the gateway does) Gemini CLI 0.61.0
+/// otherwise picks an auth type its headless mode refuses ("Invalid auth
+/// method selected"). `None` when there is nothing to set.
+pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let mut settings = json!({});
+    if let Some(m) = mcp {
+        // It starts MCP servers with a few variables only (HOME, PATH, ...):
+        // the session's are named, and it expands `${NAME}` as it reads.
+        let env: serde_json::Map<String, serde_json::Value> =
+            SESSION_VARS.iter().map(|v| (v.to_string(), json!(format!("${{{v}}}")))).collect();
+        settings["mcpServers"] =
+            json!({ "cryo": { "command": m.program, "args": ["mcp"], "env": env, "trust": true } });
+    }
+    if api_key {
+        settings["security"] = json!({ "auth": { "selectedType": "gemini-api-key" } });
+    }
+    (mcp.is_some() || api_key).then_some(settings)
+}
+
+/// `over` merged into `base`: objects key by key, anything else replaced.
+pub fn merge_json(base: &mut serde_json::Value, over: &serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                merge_json(b.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
 /// Whether an agent line's own arguments name one of `flags` (`--flag`,
 /// `--flag=value`).
 fn chose(extra: &[String], flags: &[&str]) -> bool {
@@ -497,7 +585,7 @@ pub fn configured_model(
             .join("config.toml"),
         Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
         // Its `init` event names the model.
-        Format::Qwen => return None,
+        Format::Qwen | Format::Gemini => return None,
     };
     // Never blocking on a FIFO, nor reading a huge file, whoever put it there.
     let text = String::from_utf8(cryo_files::read_file(&chamber.join(file), 1024 * 1024).ok()?).ok()?;
@@ -574,6 +662,7 @@ mod tests {
         assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "P"]);
         assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
         assert_eq!(line("qwen")[line("qwen").len() - 3..], ["--resume", "ID", "P"]);
+        assert_eq!(line("gemini")[line("gemini").len() - 3..], ["--resume", "ID", "--prompt=P"]);
         assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
     }
 
@@ -641,6 +730,7 @@ mod tests {
             "opencode",
             "qwen",
             "qwen --approval-mode auto-edit",
+            "gemini",
             "sh agent.sh",
         ] {
             for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {
@@ -651,6 +741,9 @@ mod tests {
                 }
                 for (path, text) in &l.files {
                     out.push_str(&format!("  file {path}: {}\n", text.replace('\n', " ")));
+                }
+                if let Some((path, keys)) = &l.settings {
+                    out.push_str(&format!("  settings {path}: {keys}\n"));
                 }
             }
         }

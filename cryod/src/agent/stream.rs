@@ -86,7 +86,7 @@ pub fn read(
     let (limit, watch) = (tell.limit.clone(), tell.watch.clone());
     let s = read_events(out, format, model, logs.raw, logs.transcript, prices, tell);
     if let Some(err) = err {
-        read_logs(err, logs.stderr, s.seen.clone(), limit, watch);
+        read_logs(err, format, logs.stderr, s.seen.clone(), limit, watch);
     }
     s
 }
@@ -170,10 +170,11 @@ impl Tools {
     }
 }
 
-/// An agent's log lines (OpenCode's stderr): kept in `cryo-agent.log` as
-/// they are, and read for the provider's limit.
+/// An agent's log lines (OpenCode's and Gemini CLI's stderr): kept in
+/// `cryo-agent.log` as they are, and read for the provider's limit.
 fn read_logs(
     err: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    format: crate::agent_events::Format,
     mut log: std::fs::File,
     seen: Arc<std::sync::Mutex<Seen>>,
     limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
@@ -188,7 +189,7 @@ fn read_logs(
             if let Some(w) = &watch {
                 w.touch();
             }
-            if let Some(l) = crate::agent_events::opencode_log_limit(&line) {
+            if let Some(l) = crate::agent_events::log_limit(format, &line) {
                 seen.lock().expect("stream lock").limited(&l, &*limit);
             }
         }

@@ -81,6 +81,17 @@ pub enum Auth {
     ApiKey(String),
     /// `Authorization: Bearer` (OpenAI's keys, Anthropic's auth tokens).
     Bearer(String),
+    /// `x-goog-api-key` (Google's Gemini API keys).
+    GoogKey(String),
+}
+
+impl Auth {
+    /// The key itself.
+    pub fn secret(&self) -> &str {
+        match self {
+            Auth::ApiKey(k) | Auth::Bearer(k) | Auth::GoogKey(k) => k,
+        }
+    }
 }
 
 impl std::fmt::Debug for Auth {
@@ -88,6 +99,7 @@ impl std::fmt::Debug for Auth {
         f.write_str(match self {
             Auth::ApiKey(_) => "ApiKey(…)",
             Auth::Bearer(_) => "Bearer(…)",
+            Auth::GoogKey(_) => "GoogKey(…)",
         })
     }
 }
@@ -380,6 +392,7 @@ fn own_request_header(name: &HeaderName) -> bool {
         "host"
             | "authorization"
             | "x-api-key"
+            | "x-goog-api-key"
             | "content-length"
             | "accept-encoding"
             | "connection"
@@ -474,6 +487,7 @@ async fn handle(
     up = match &route.spec.auth {
         Auth::ApiKey(k) => up.header("x-api-key", k),
         Auth::Bearer(k) => up.bearer_auth(k),
+        Auth::GoogKey(k) => up.header("x-goog-api-key", k),
     };
     // The body is read as it passes: no compression.
     let up = up.header("accept-encoding", "identity").body(body);
@@ -563,9 +577,7 @@ impl Metered {
                 request_span(trace, &route.spec, s, &counted);
             }
             if let (Some(to), Some((x, token))) = (&route.spec.kept, self.exchange.take()) {
-                let key = match &route.spec.auth {
-                    Auth::ApiKey(k) | Auth::Bearer(k) => k.clone(),
-                };
+                let key = route.spec.auth.secret().to_string();
                 to.write(x, vec![key, token]);
             }
         }

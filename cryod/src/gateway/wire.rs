@@ -16,6 +16,10 @@
 //!   carries `usage` (`prompt_tokens`, `prompt_tokens_details.cached_tokens`,
 //!   `completion_tokens`) when the request asks for it
 //!   (`stream_options.include_usage`, which the gateway sets).
+//! - Google's Gemini API (`POST …/models/MODEL:generateContent`, or
+//!   `:streamGenerateContent?alt=sse`): each chunk carries `usageMetadata`
+//!   so far (`promptTokenCount`, cached included, `cachedContentTokenCount`,
+//!   `candidatesTokenCount`, `thoughtsTokenCount`) and `modelVersion`.
 //!
 //! Token counts follow `agent_events`: `input` is every prompt token, those
 //! read from a cache included; `cached` are the cached ones among them.
@@ -29,6 +33,7 @@ pub enum Api {
     Messages,
     Responses,
     Chat,
+    Gemini,
 }
 
 impl Api {
@@ -42,6 +47,8 @@ impl Api {
             Some(Api::Responses)
         } else if path.ends_with("/chat/completions") {
             Some(Api::Chat)
+        } else if path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent") {
+            Some(Api::Gemini)
         } else {
             None
         }
@@ -54,6 +61,7 @@ impl Api {
             Some(Api::Messages) | None => {
                 serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } })
             }
+            Some(Api::Gemini) => serde_json::json!({ "error": { "code": 400, "status": kind, "message": message } }),
             Some(_) => serde_json::json!({ "error": { "type": kind, "code": kind, "message": message } }),
         }
     }
@@ -71,10 +79,19 @@ pub fn allowed(method: &str, path: &str) -> bool {
     }
     let path = path.trim_end_matches('/');
     let ends = |p: &str, tail: &str| p == tail || p.ends_with(&format!("/{tail}"));
+    // Gemini's: `models/MODEL:VERB`.
+    let gemini = |verbs: &[&str]| {
+        path.rsplit_once('/').is_some_and(|(head, last)| {
+            ends(head, "models") && last.split_once(':').is_some_and(|(m, v)| !m.is_empty() && verbs.contains(&v))
+        })
+    };
     match method {
-        "POST" => ["messages", "messages/count_tokens", "responses", "responses/compact", "completions"]
-            .iter()
-            .any(|tail| ends(path, tail)),
+        "POST" => {
+            ["messages", "messages/count_tokens", "responses", "responses/compact", "completions"]
+                .iter()
+                .any(|tail| ends(path, tail))
+                || gemini(&["generateContent", "streamGenerateContent", "countTokens"])
+        }
         // The list, or one model of it.
         "GET" => ends(path, "models") || path.rsplit_once('/').is_some_and(|(head, _)| ends(head, "models")),
         _ => false,
@@ -168,6 +185,7 @@ impl Meter {
             Api::Messages => &[b"message_start", b"message_delta"],
             Api::Responses => &[b"response.completed", b"response.incomplete", b"response.failed"],
             Api::Chat => &[b"\"usage\""],
+            Api::Gemini => &[b"usageMetadata"],
         };
         if !needles.iter().any(|n| data.windows(n.len()).any(|w| w == *n)) {
             return;
@@ -210,6 +228,7 @@ impl Meter {
                     chat(c, &v["usage"]);
                 }
             }
+            Api::Gemini => gemini(c, v),
         }
     }
 
@@ -223,6 +242,7 @@ impl Meter {
             Api::Messages => anthropic(c, &v["usage"]),
             Api::Responses => responses(c, &v["usage"]),
             Api::Chat => chat(c, &v["usage"]),
+            Api::Gemini => gemini(c, v),
         }
     }
 }
@@ -260,6 +280,20 @@ fn chat(c: &mut Counted, u: &Value) {
         c.input = num(u, "prompt_tokens").unwrap_or(0);
         c.cached = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
         c.output = num(u, "completion_tokens").unwrap_or(0);
+    }
+}
+
+/// Gemini's `usageMetadata`: the response's counts so far (the newest
+/// stands), and `modelVersion`.
+fn gemini(c: &mut Counted, v: &Value) {
+    if let Some(model) = v["modelVersion"].as_str() {
+        c.model = Some(model.to_string());
+    }
+    let u = &v["usageMetadata"];
+    if u.is_object() {
+        c.input = num(u, "promptTokenCount").unwrap_or(0);
+        c.cached = num(u, "cachedContentTokenCount").unwrap_or(0);
+        c.output = num(u, "candidatesTokenCount").unwrap_or(0) + num(u, "thoughtsTokenCount").unwrap_or(0);
     }
 }
 
@@ -450,10 +484,22 @@ mod tests {
         );
     }
 
+    /// Gemini's chunks each carry the counts so far; the newest stand.
+    #[test]
+    fn gemini_streamed_and_whole() {
+        let g = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":{\"promptTokenCount\":100,\"candidatesTokenCount\":1},\"modelVersion\":\"gemini-x\"}\r\n\r\n\
+            data: {\"candidates\":[{\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":100,\"cachedContentTokenCount\":60,\"candidatesTokenCount\":7,\"thoughtsTokenCount\":3},\"modelVersion\":\"gemini-x\"}\r\n\r\n";
+        let want = Counted { model: Some("gemini-x".into()), input: 100, output: 10, cached: 60 };
+        assert_eq!(metered(Api::Gemini, true, g, 7), want);
+        let whole = r#"{"candidates":[],"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"candidatesTokenCount":7,"thoughtsTokenCount":3},"modelVersion":"gemini-x"}"#;
+        assert_eq!(metered(Api::Gemini, false, whole, 5), want);
+        assert_eq!(Api::of("/v1beta/models/m1:streamGenerateContent"), Some(Api::Gemini));
+    }
+
     #[test]
     fn garbage_counts_nothing() {
         for body in ["", "data: {", "not json", "data: [1,2]\n", "{\"usage\": 7}"] {
-            for api in [Api::Messages, Api::Responses, Api::Chat] {
+            for api in [Api::Messages, Api::Responses, Api::Chat, Api::Gemini] {
                 assert!(metered(api, true, body, 3).is_empty());
                 assert!(metered(api, false, body, 3).is_empty());
             }
@@ -471,6 +517,10 @@ mod tests {
             ("GET", "/v1/models"),
             ("GET", "/models/gpt-5"),
             ("POST", "/responses"),
+            ("POST", "/v1beta/models/gemini-3-pro:streamGenerateContent"),
+            ("POST", "/v1beta/models/m1:generateContent"),
+            ("POST", "/v1beta/models/m1:countTokens"),
+            ("GET", "/v1beta/models"),
         ] {
             assert!(allowed(m, p), "{m} {p}");
         }
@@ -486,6 +536,10 @@ mod tests {
             ("GET", "/v1/models/%2E%2e/files"),
             ("POST", "/v1/files/../messages"),
             ("GET", "/v1/models/x%2f..%2ffiles"),
+            ("POST", "/v1beta/models/m1:embedContent"),
+            ("POST", "/v1beta/models/:generateContent"),
+            ("POST", "/v1beta/files/m1:generateContent"),
+            ("POST", "/v1beta/cachedContents"),
         ] {
             assert!(!allowed(m, p), "{m} {p}");
         }
