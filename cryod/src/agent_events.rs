@@ -29,6 +29,8 @@ pub enum Format {
     Qwen,
     /// Gemini CLI's `--output-format stream-json`.
     Gemini,
+    /// Pi's `--mode json`.
+    Pi,
 }
 
 /// What one session used, as far as its stream said.
@@ -194,6 +196,7 @@ impl Reader {
             Format::Codex => self.codex(&v, &mut out),
             Format::OpenCode => self.opencode(&v, &mut out),
             Format::Gemini => self.gemini(&v, &mut out),
+            Format::Pi => self.pi(&v, &mut out),
         }
         out
     }
@@ -482,6 +485,75 @@ impl Reader {
         }
     }
 
+    /// Pi: `session` (its id), `message_end` of each assistant message (its
+    /// text, model, usage and cost, or its error), `tool_execution_start` and
+    /// `_end`, `auto_retry_start` (a 429 it would wait out), `agent_end`.
+    fn pi(&mut self, v: &Value, out: &mut Vec<String>) {
+        match str_at(v, "/type") {
+            Some("session") => {
+                self.usage.provider_session = str_at(v, "/id").map(str::to_string);
+                out.push(format!(
+                    "[session {} · model {}]",
+                    or_q(&self.usage.provider_session),
+                    or_q(&self.usage.model)
+                ));
+            }
+            Some("message_end") if v["message"]["role"] == "assistant" => {
+                let m = &v["message"];
+                if let Some(model) = str_at(m, "/model") {
+                    self.usage.model = Some(model.to_string());
+                }
+                let u = &m["usage"];
+                let (read, written) = (num(u, "cacheRead"), num(u, "cacheWrite"));
+                self.usage.input_tokens += num(u, "input") + read + written;
+                self.usage.cached_tokens += read;
+                self.usage.output_tokens += num(u, "output");
+                self.cost_reported += u.pointer("/cost/total").and_then(Value::as_f64).unwrap_or(0.0);
+                if self.cost_reported > 0.0 {
+                    self.usage.cost_usd = Some(self.cost_reported);
+                }
+                for part in m["content"].as_array().into_iter().flatten() {
+                    match part["type"].as_str() {
+                        Some("text") => push_text(out, "assistant", part["text"].as_str().unwrap_or("")),
+                        Some("thinking") => push_text(out, "thinking", part["thinking"].as_str().unwrap_or("")),
+                        _ => {}
+                    }
+                }
+                if m["stopReason"] == "error" {
+                    let why = str_at(m, "/errorMessage").unwrap_or("the model call failed");
+                    out.push(format!("error: {}", clip(why)));
+                    if says_limit(why) {
+                        self.limited.get_or_insert(Limited { text: why.to_string(), ..Limited::default() });
+                    }
+                }
+            }
+            Some("tool_execution_start") => {
+                let c = ToolCall::new(str_at(v, "/toolName").unwrap_or("?"), &v["args"]);
+                out.push(format!("→ {}", c.shown));
+                self.calls.push(c);
+            }
+            Some("tool_execution_end") => {
+                let text: Vec<&str> = v["result"]["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["text"].as_str())
+                    .collect();
+                result(out, &text.join("\n"), v["isError"] == true);
+            }
+            Some("auto_retry_start") => {
+                let why = str_at(v, "/errorMessage").unwrap_or("?");
+                out.push(format!("error: {} (Pi retries)", clip(why)));
+                // A limit it would only wait out.
+                if says_limit(why) {
+                    self.limited.get_or_insert(Limited { text: why.to_string(), ..Limited::default() });
+                }
+            }
+            Some("agent_end") => out.push(self.summary()),
+            _ => {}
+        }
+    }
+
     /// The assistant's words gathered so far, as one transcript line.
     fn flush_said(&mut self, out: &mut Vec<String>) {
         let said = std::mem::take(&mut self.said);
@@ -716,6 +788,25 @@ mod tests {
         let mut r = Reader::new(Format::Gemini, None);
         r.line(r#"{"type":"result","status":"error","error":{"type":"FatalError","message":"429 Too Many Requests"},"stats":{}}"#);
         assert!(r.limited.is_some());
+    }
+
+    /// Lines captured from Pi 0.73.1 (`--mode json`) against a fake
+    /// OpenAI-compatible server: one `bash` call, then text.
+    #[test]
+    fn pi_events() {
+        let (t, u) = read(Format::Pi, None, include_str!("testdata/pi-events.jsonl"));
+        assert_eq!(u.provider_session.as_deref(), Some("01a21b6b-c06c-717c-83e1-61e36fe41fbd"));
+        assert_eq!(u.model.as_deref(), Some("fake-model"));
+        // Two model calls: 100 in and 10 out, then 120 in (20 cached) and 5 out.
+        assert_eq!((u.input_tokens, u.cached_tokens, u.output_tokens, u.cost_usd), (220, 20, 15, None), "{u:?}");
+        assert_eq!(t.first().map(String::as_str), Some("[session 01a21b6b-c06c-717c-83e1-61e36fe41fbd · model ?]"));
+        assert!(t.contains(&"→ bash: echo hi".to_string()), "{t:?}");
+        assert!(t.contains(&"← hi".to_string()), "{t:?}");
+        assert!(t.contains(&"assistant: Done.".to_string()), "{t:?}");
+        assert!(t.last().is_some_and(|l| l.starts_with("[usage: 220 in (20 cached), 15 out")), "{t:?}");
+        let mut r = Reader::new(Format::Pi, None);
+        r.line(r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429 Rate limit reached for requests. Please try again in 600s."}"#);
+        assert!(r.limited.is_some(), "a 429 it would retry ends the session as limited");
     }
 
     /// Claude Code 2.1.330 against a Messages API answering 429 with

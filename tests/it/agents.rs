@@ -244,7 +244,9 @@ fn run_script(
         let header = format!(", sandbox {mode}) at ");
         assert_eq!(transcript.matches(&header).count(), 2, "each session ran confined: {transcript}");
     }
-    // The provider's key reached the CLI (it sent it) but not cryo's logs.
+    // Every known kind goes through cryo's gateway.
+    assert!(!log.contains("not through cryo's gateway"), "{log}");
+    // The provider's key reached the model (the gateway sent it) but not cryo's logs.
     assert!(!log.contains("sk-cryo-test") && !c.read("cryo-agent.log").contains("sk-cryo-test"));
 }
 
@@ -303,6 +305,21 @@ pub(crate) fn gemini_provider(_: &Env, model: &ModelServer) -> String {
         "env = {{ GEMINI_API_KEY = \"sk-cryo-test\", GOOGLE_GEMINI_BASE_URL = \"{}\", GEMINI_MODEL = \"m1\" }}",
         model.url()
     )
+}
+
+/// Pi reads its providers from `models.json` in `PI_CODING_AGENT_DIR`; the
+/// key from the variable its `apiKey` names.
+pub(crate) fn pi_provider(env: &Env, model: &ModelServer) -> String {
+    let dir = env.path("pi-agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let models = serde_json::json!({ "providers": { "local": {
+        "baseUrl": format!("{}/v1", model.url()),
+        "api": "openai-completions",
+        "apiKey": "LOCAL_API_KEY",
+        "models": [{ "id": "m1" }],
+    } } });
+    std::fs::write(dir.join("models.json"), models.to_string()).unwrap();
+    format!("env = {{ PI_CODING_AGENT_DIR = \"{}\", LOCAL_API_KEY = \"sk-cryo-test\" }}", dir.display())
 }
 
 #[test]
@@ -380,6 +397,36 @@ fn gemini_cli_runs_a_two_session_plan_through_mcp_tools() {
 #[test]
 fn gemini_cli_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
     run_plan_by_tools("gemini", "", As::Nobody, gemini_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan() {
+    run_plan("pi", "", As::Me, pi_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan_as_a_normal_user() {
+    run_plan("pi", "", As::Nobody, pi_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan_under_landlock() {
+    run_plan_confined("pi", "landlock", As::Me, pi_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
+    run_plan_confined("pi", "bwrap", As::Nobody, pi_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan_through_mcp_tools() {
+    run_plan_by_tools("pi", "", As::Me, pi_provider);
+}
+
+#[test]
+fn pi_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("pi", "", As::Nobody, pi_provider);
 }
 
 #[test]
@@ -551,7 +598,7 @@ fn opencode_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
 #[test]
 fn doctor_reports_each_agent_cli() {
     let (Some(claude), Some(codex), Some(opencode)) = (cli("claude"), cli("codex"), cli("opencode")) else { return };
-    let (Some(qwen), Some(gemini)) = (cli("qwen"), cli("gemini")) else { return };
+    let (Some(qwen), Some(gemini), Some(pi)) = (cli("qwen"), cli("gemini"), cli("pi")) else { return };
     let env = Env::new();
     // cryod's PATH holds the CLIs: the `kinds` check finds them there.
     let bins = claude.parent().unwrap().display().to_string();
@@ -560,6 +607,7 @@ fn doctor_reports_each_agent_cli() {
     d.wait_ready(&env);
     env.chamber("e", "", &format!("agent = \"{}\"", qwen.display()));
     env.chamber("f", "", &format!("agent = \"{}\"", gemini.display()));
+    env.chamber("g", "", &format!("agent = \"{}\"", pi.display()));
     env.chamber("a", "", &format!("agent = \"{}\"", claude.display()));
     env.chamber("b", "", &format!("agent = \"{} --dangerously-skip-permissions\"", claude.display()));
     env.chamber("c", "", &format!("agent = \"{}\"", codex.display()));
@@ -587,7 +635,9 @@ fn doctor_reports_each_agent_cli() {
         assert!(said.into_iter().any(|k| k.starts_with(kind) && k.contains(version)), "{kinds}");
     }
     assert_eq!(kinds["level"], "ok", "{kinds}");
-    for (chamber, version) in [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33"), ("e", "0.24.4"), ("f", "0.61.0")] {
+    let chambers =
+        [("a", "2.1.330"), ("c", "0.169.0"), ("d", "1.18.33"), ("e", "0.24.4"), ("f", "0.61.0"), ("g", "0.73.1")];
+    for (chamber, version) in chambers {
         let c = agent(chamber);
         assert_eq!(c["level"], "ok", "{c}");
         let detail = c["detail"].as_str().unwrap();
@@ -771,6 +821,24 @@ fn qwen_code_at_its_providers_limit_holds_the_account_not_the_others() {
 #[test]
 fn gemini_cli_at_its_providers_limit_holds_the_account_not_the_others() {
     limit_scenario("gemini", |env, model, key| gemini_provider(env, model).replace("sk-cryo-test", key));
+}
+
+/// Pi waits out a 429's `retry-after` without a word (its OpenAI client
+/// honours it, uncapped): cryod's gateway sees it.
+#[test]
+fn pi_at_its_providers_limit_holds_the_account_not_the_others() {
+    limit_scenario_by("pi", Seen::ByTheGateway, |env, model, key| {
+        let dir = env.path(&format!("pi-agent-{key}"));
+        if !dir.exists() {
+            let shared = env.path("pi-agent");
+            let line = pi_provider(env, model);
+            std::fs::rename(&shared, &dir).unwrap();
+            return line
+                .replace(&shared.display().to_string(), &dir.display().to_string())
+                .replace("sk-cryo-test", key);
+        }
+        format!("env = {{ PI_CODING_AGENT_DIR = \"{}\", LOCAL_API_KEY = \"{key}\" }}", dir.display())
+    });
 }
 
 /// OpenCode names its limit only in its logs (`--print-logs`, read on
@@ -1061,6 +1129,14 @@ fn qwen_code_continues_its_conversation_within_the_cap() {
 #[test]
 fn gemini_cli_continues_its_conversation_within_the_cap() {
     let Some(t) = continuity_run("gemini", true, 3, 2, gemini_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// Pi (`--session ID`).
+#[test]
+fn pi_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("pi", true, 3, 2, pi_provider) else { return };
     let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
     assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
 }

@@ -292,8 +292,14 @@ fn clock_check() -> Check {
 }
 
 /// The agent CLIs cryo knows, and the version its end-to-end tests run.
-const TESTED: &[(&str, &str)] =
-    &[("claude", "2.1.330"), ("codex", "0.169.0"), ("opencode", "1.18.33"), ("qwen", "0.24.4"), ("gemini", "0.61.0")];
+const TESTED: &[(&str, &str)] = &[
+    ("claude", "2.1.330"),
+    ("codex", "0.169.0"),
+    ("opencode", "1.18.33"),
+    ("qwen", "0.24.4"),
+    ("gemini", "0.61.0"),
+    ("pi", "0.73.1"),
+];
 
 /// Every known kind found on cryod's `PATH`, with its version (asked of
 /// each at once: a JavaScript CLI takes a second to start).
@@ -333,13 +339,14 @@ fn kinds_check(path: &str) -> Check {
     check("kinds", level, detail)
 }
 
-/// The first line `PROGRAM --version` prints, within a few seconds.
+/// The first line `PROGRAM --version` prints, within a few seconds (on
+/// stdout, or on stderr where Pi prints it).
 fn cli_version(program: &Path) -> Option<String> {
     let mut child = std::process::Command::new(program)
         .arg("--version")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .ok()?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -354,9 +361,11 @@ fn cli_version(program: &Path) -> Option<String> {
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
         }
     }
-    let mut out = String::new();
+    let (mut out, mut err) = (String::new(), String::new());
     std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    out.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+    std::io::Read::read_to_string(&mut child.stderr.take()?, &mut err).ok()?;
+    let first = |s: &str| s.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
+    first(&out).or_else(|| first(&err))
 }
 
 fn agent_check(c: &pb::Chamber, path: &str) -> Check {

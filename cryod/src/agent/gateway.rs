@@ -97,6 +97,10 @@ enum How {
     OpenCode {
         provider: String,
     },
+    /// Pi: its provider, redirected by cryo's extension (`pi-cryo.mjs`).
+    Pi {
+        provider: String,
+    },
 }
 
 /// The most of a kind's config file read.
@@ -219,6 +223,7 @@ pub fn plan(
             let how = How::Env { base: "GOOGLE_GEMINI_BASE_URL", vars: vec!["GEMINI_API_KEY"] };
             Ok(Way::Gateway(Plan { upstream, auth: Auth::GoogKey(key), from_file: false, how }))
         }
+        Kind::Pi => pi_plan(chamber, var, upstream, model),
         Kind::Other => Ok(Way::Own(None)),
     }
 }
@@ -267,6 +272,11 @@ pub fn point(plan: &Plan, launch: &mut Launch, base: &str, token: &str, provider
             launch.args.splice(at..at, pairs);
             env.insert(env_key.clone(), token.to_string());
         }
+        How::Pi { provider } => {
+            env.insert("CRYO_PI_PROVIDER".into(), provider.clone());
+            env.insert("CRYO_PI_BASE".into(), base.to_string());
+            env.insert("CRYO_PI_TOKEN".into(), token.to_string());
+        }
         How::OpenCode { provider } => {
             let mut config = env
                 .get("OPENCODE_CONFIG_CONTENT")
@@ -295,6 +305,79 @@ pub fn point(plan: &Plan, launch: &mut Launch, base: &str, token: &str, provider
             }
         }
     }
+}
+
+/// Pi's plan: the provider of its model (the agent line's `--model
+/// PROVIDER/ID`, else `defaultProvider` in its settings.json, else the one
+/// provider its models.json names), with the base URL and key its
+/// models.json gives it (`apiKey`: a variable's name, else the key itself),
+/// or Anthropic's and OpenAI's own. Pi has no variable or flag for a base
+/// URL: cryo's extension redirects the provider (`CRYO_PI_PROVIDER`,
+/// `CRYO_PI_BASE`).
+fn pi_plan(
+    chamber: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+    upstream: Option<&str>,
+    model: Option<&str>,
+) -> Result<Way, String> {
+    let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let dir = named(var("PI_CODING_AGENT_DIR"))
+        .map(PathBuf::from)
+        .or_else(|| named(var("HOME")).map(|h| Path::new(&h).join(".pi/agent")));
+    let json = |name: &str| {
+        dir.as_ref()
+            .and_then(|d| cryo_files::read_file(&chamber.join(d).join(name), MAX_CONFIG).ok())
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let (models, settings) = (json("models.json"), json("settings.json"));
+    let providers = models["providers"].as_object();
+    let provider = model
+        .and_then(|m| m.split_once('/'))
+        .map(|(p, _)| p.to_string())
+        .or_else(|| settings["defaultProvider"].as_str().map(str::to_string))
+        .or_else(|| providers.filter(|p| p.len() == 1).and_then(|p| p.keys().next().cloned()));
+    let Some(provider) = provider else {
+        return Ok(Way::Own(Some(
+            "cryo cannot tell Pi's provider (no --model PROVIDER/ID, no defaultProvider, several in models.json): \
+             it reaches its provider itself, not through cryo's gateway"
+                .into(),
+        )));
+    };
+    let entry = &models["providers"][&provider];
+    let api = entry["api"].as_str().unwrap_or(if provider == "anthropic" { "anthropic-messages" } else { "" });
+    let anthropic = api.starts_with("anthropic");
+    let usual = if anthropic { "ANTHROPIC_API_KEY" } else { "OPENAI_API_KEY" };
+    let key = match entry["apiKey"].as_str() {
+        // A command Pi would run for the key: not cryod's to run.
+        Some(cmd) if cmd.starts_with('!') => None,
+        Some(name) => named(var(name)).or_else(|| named(Some(name.to_string()))),
+        None => named(var(usual)),
+    };
+    let public = match provider.as_str() {
+        "anthropic" => Some(ANTHROPIC.to_string()),
+        "openai" => Some(OPENAI.to_string()),
+        _ => None,
+    };
+    let in_file = entry["baseUrl"].as_str().map(str::to_string);
+    let from_file = upstream.is_none() && in_file.is_some();
+    let Some(upstream) = upstream.map(str::to_string).or(in_file).or(public) else {
+        return Err(format!(
+            "Pi's provider `{provider}` names no baseUrl: set `upstream` under [providers.NAME] in cryod.toml, or \
+             say `gateway = false` under [provider]"
+        ));
+    };
+    let auth = match key {
+        Some(k) if anthropic => Auth::ApiKey(k),
+        Some(k) => Auth::Bearer(k),
+        None => {
+            return Ok(Way::Own(Some(format!(
+                "Pi's provider `{provider}` has no key cryod can keep (its apiKey or {usual}): it reaches its \
+                 provider itself, not through cryo's gateway"
+            ))));
+        }
+    };
+    Ok(Way::Gateway(Plan { upstream, auth, from_file, how: How::Pi { provider } }))
 }
 
 fn read_toml(path: &Path) -> Option<toml::Table> {
@@ -467,6 +550,35 @@ mod tests {
         let v = vars(&[("GEMINI_API_KEY", "k"), ("GOOGLE_GEMINI_BASE_URL", "http://up:5")]);
         assert_eq!(through(Kind::Gemini, &v, None, None).upstream, "http://up:5");
         assert!(own(Kind::Gemini, &vars(&[])).contains("no key in GEMINI_API_KEY"), "a Google login keeps its way");
+    }
+
+    /// Pi: the provider of its model in its models.json, redirected by
+    /// cryo's extension; the upstream from the file is marked so.
+    #[test]
+    fn pi_stands_in_for_its_models_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        let models = r#"{"providers":{"local":{"baseUrl":"http://up:6/v1","api":"openai-completions","apiKey":"LOCAL_KEY","models":[{"id":"m1"}]}}}"#;
+        std::fs::write(dir.path().join("models.json"), models).unwrap();
+        let d = dir.path().to_str().unwrap();
+        let v = vars(&[("PI_CODING_AGENT_DIR", d), ("LOCAL_KEY", "sk-real")]);
+        let p = through(Kind::Pi, &v, None, None);
+        assert_eq!(
+            (p.upstream.as_str(), &p.auth, p.from_file),
+            ("http://up:6/v1", &Auth::Bearer("sk-real".into()), true)
+        );
+        let mut l = launch(&["--mode", "json"]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!((l.env["CRYO_PI_PROVIDER"].as_str(), l.env["CRYO_PI_BASE"].as_str()), ("local", "http://gw/cryo/t"));
+        // Anthropic's own, by the agent line's model; a key Pi would get by
+        // running a command is not cryod's to run.
+        let v = vars(&[("PI_CODING_AGENT_DIR", d), ("ANTHROPIC_API_KEY", "sk-ant")]);
+        let p = match plan(Kind::Pi, Path::new("/c"), &v, None, Some("anthropic/claude-x")) {
+            Ok(Way::Gateway(p)) => p,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((p.upstream.as_str(), &p.auth), (ANTHROPIC, &Auth::ApiKey("sk-ant".into())));
+        std::fs::write(dir.path().join("models.json"), models.replace("LOCAL_KEY", "!pass show key")).unwrap();
+        assert!(own(Kind::Pi, &vars(&[("PI_CODING_AGENT_DIR", d)])).contains("no key cryod can keep"));
     }
 
     #[test]

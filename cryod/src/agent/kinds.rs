@@ -86,6 +86,7 @@ pub enum Kind {
     OpenCode,
     Qwen,
     Gemini,
+    Pi,
     Other,
 }
 
@@ -97,6 +98,7 @@ impl Kind {
             Some("opencode") => Kind::OpenCode,
             Some("qwen") => Kind::Qwen,
             Some("gemini") => Kind::Gemini,
+            Some("pi") => Kind::Pi,
             _ => Kind::Other,
         }
     }
@@ -121,6 +123,7 @@ impl Kind {
             .collect(),
             Kind::Qwen => vec![dir("QWEN_HOME", ".qwen")],
             Kind::Gemini => vec![dir("GEMINI_CLI_HOME", "").join(".gemini")],
+            Kind::Pi => vec![dir("PI_CODING_AGENT_DIR", ".pi/agent")],
             Kind::Other => Vec::new(),
         }
     }
@@ -142,6 +145,7 @@ impl Kind {
             Kind::OpenCode => "opencode",
             Kind::Qwen => "qwen",
             Kind::Gemini => "gemini",
+            Kind::Pi => "pi",
             Kind::Other => "other",
         }
     }
@@ -155,6 +159,7 @@ impl Kind {
             Kind::OpenCode => Some(Format::OpenCode),
             Kind::Qwen => Some(Format::Qwen),
             Kind::Gemini => Some(Format::Gemini),
+            Kind::Pi => Some(Format::Pi),
             Kind::Other => None,
         }
     }
@@ -270,6 +275,7 @@ pub fn command_line(
         }
         Kind::Qwen => qwen_line(extra, prompt_arg, turn.resume, mcp),
         Kind::Gemini => gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env),
+        Kind::Pi => pi_line(extra, prompt_arg, chamber, turn.resume, mcp),
         Kind::Other => {
             let mut args = extra;
             args.push(prompt_arg);
@@ -477,6 +483,41 @@ pub fn merge_json(base: &mut serde_json::Value, over: &serde_json::Value) {
     }
 }
 
+/// Where the extension that gives Pi cryo's MCP tools is written, in the
+/// chamber.
+pub const PI_EXTENSION: &str = ".cryo/pi-cryo.mjs";
+
+/// Pi's line: `--mode json` (its events, one a line) and `--offline`. Pi
+/// has no MCP client: the extension `pi-cryo.mjs` (loaded with `-e`)
+/// starts `cryo-agent mcp` and offers its tools as `cryo_NAME` (and points
+/// Pi's provider at the gateway). It never
+/// asks before a tool. A prompt beginning with `-` (read as a flag) or
+/// `@` (read as a file to attach) gets a leading space.
+fn pi_line(
+    extra: Vec<String>,
+    prompt_arg: String,
+    chamber: &Path,
+    resume: Option<&str>,
+    mcp: Option<&Mcp>,
+) -> KindLine {
+    let mut line = KindLine::default();
+    line.args.extend(["--mode".into(), "json".into(), "--offline".into()]);
+    // Loaded always: it also points Pi at the gateway (`gateway::point`).
+    line.files.push((PI_EXTENSION.to_string(), include_str!("pi-cryo.mjs").to_string()));
+    let path = chamber.join(PI_EXTENSION).to_string_lossy().into_owned();
+    line.args.extend(["-e".into(), path]);
+    if let Some(m) = mcp {
+        line.env.insert("CRYO_AGENT_MCP".into(), m.program.clone());
+    }
+    line.args.extend(extra);
+    if let Some(id) = resume {
+        line.args.extend(["--session".into(), id.into()]);
+    }
+    let prompt = if prompt_arg.starts_with('@') { format!(" {prompt_arg}") } else { positional(prompt_arg) };
+    line.args.push(prompt);
+    line
+}
+
 /// Whether an agent line's own arguments name one of `flags` (`--flag`,
 /// `--flag=value`).
 fn chose(extra: &[String], flags: &[&str]) -> bool {
@@ -585,7 +626,7 @@ pub fn configured_model(
             .join("config.toml"),
         Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
         // Its `init` event names the model.
-        Format::Qwen | Format::Gemini => return None,
+        Format::Qwen | Format::Gemini | Format::Pi => return None,
     };
     // Never blocking on a FIFO, nor reading a huge file, whoever put it there.
     let text = String::from_utf8(cryo_files::read_file(&chamber.join(file), 1024 * 1024).ok()?).ok()?;
@@ -663,6 +704,7 @@ mod tests {
         assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
         assert_eq!(line("qwen")[line("qwen").len() - 3..], ["--resume", "ID", "P"]);
         assert_eq!(line("gemini")[line("gemini").len() - 3..], ["--resume", "ID", "--prompt=P"]);
+        assert_eq!(line("pi")[line("pi").len() - 3..], ["--session", "ID", "P"]);
         assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
     }
 
@@ -731,6 +773,7 @@ mod tests {
             "qwen",
             "qwen --approval-mode auto-edit",
             "gemini",
+            "pi",
             "sh agent.sh",
         ] {
             for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {

@@ -73,6 +73,10 @@ fn provider_example(kind: crate::agent::kinds::Kind) -> &'static str {
             "# [provider]\n# name = \"dashscope\"\n\
              # env = { OPENAI_API_KEY = \"sk-...\", OPENAI_BASE_URL = \"https://dashscope-intl.aliyuncs.com/compatible-mode/v1\", OPENAI_MODEL = \"qwen3-coder-plus\" }"
         }
+        Kind::Pi => {
+            "# [provider]\n# name = \"pi\"\n\
+             # env = { PI_CODING_AGENT_DIR = \"/home/me/.pi/agent\", ANTHROPIC_API_KEY = \"sk-...\" }"
+        }
         Kind::Gemini => "# [provider]\n# name = \"gemini\"\n# env = { GEMINI_API_KEY = \"AIza...\" }",
         Kind::Claude | Kind::Other => {
             "# [provider]\n# name = \"anthropic\"\n# env = { ANTHROPIC_API_KEY = \"sk-...\" }"
@@ -111,7 +115,7 @@ mod tests {
     /// and still loads with its `[provider]` example uncommented.
     #[test]
     fn each_kind_gets_a_working_cryo_toml() {
-        for kind in ["claude", "codex", "opencode", "qwen", "gemini"] {
+        for kind in ["claude", "codex", "opencode", "qwen", "gemini", "pi"] {
             let dir = tempfile::tempdir().unwrap();
             init(dir.path(), Some(kind), Sandbox::Off).unwrap();
             let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
