@@ -31,6 +31,8 @@ pub enum Format {
     Gemini,
     /// Pi's `--mode json`.
     Pi,
+    /// What cryod's ACP client (`agent::acp`) writes of an ACP agent.
+    Acp,
 }
 
 /// What one session used, as far as its stream said.
@@ -131,8 +133,10 @@ pub struct Reader {
     cost_reported: f64,
     /// The tool calls seen since they were last taken, in order.
     pub calls: Vec<ToolCall>,
-    /// Gemini CLI's assistant text, which comes in pieces.
+    /// Gemini CLI's and ACP agents' assistant text, which comes in pieces.
     said: String,
+    /// The ACP tool calls already shown (their updates repeat them).
+    shown: Vec<String>,
 }
 
 /// A tool call the agent made, as its stream told it.
@@ -181,6 +185,7 @@ impl Reader {
             cost_reported: 0.0,
             calls: Vec::new(),
             said: String::new(),
+            shown: Vec::new(),
         }
     }
 
@@ -197,6 +202,7 @@ impl Reader {
             Format::OpenCode => self.opencode(&v, &mut out),
             Format::Gemini => self.gemini(&v, &mut out),
             Format::Pi => self.pi(&v, &mut out),
+            Format::Acp => self.acp(&v, &mut out),
         }
         out
     }
@@ -554,6 +560,102 @@ impl Reader {
         }
     }
 
+    /// An ACP agent, as cryod's client writes it (see `agent::acp`): its
+    /// `session/update`s (message pieces, with the usage of each model
+    /// request in `_meta.usage` for Qwen Code; tool calls and their
+    /// updates), the permissions it was given, and the prompt's result (with
+    /// `usage`, or Gemini CLI's `_meta.quota`, where the agent reports there).
+    fn acp(&mut self, v: &Value, out: &mut Vec<String>) {
+        let update = &v["update"];
+        let kind = str_at(v, "/type");
+        if kind != Some("update") || update["sessionUpdate"] != "agent_message_chunk" {
+            self.flush_said(out);
+        }
+        match kind {
+            Some("session") => {
+                self.usage.provider_session = str_at(v, "/sessionId").map(str::to_string);
+                if let Some(m) = str_at(v, "/model") {
+                    self.usage.model = Some(m.to_string());
+                }
+                let how = if v["resumed"] == true { "resumed" } else { "session" };
+                out.push(format!("[{how} {} · model {}]", or_q(&self.usage.provider_session), or_q(&self.usage.model)));
+            }
+            Some("update") => match update["sessionUpdate"].as_str() {
+                Some("agent_message_chunk") => {
+                    self.said.push_str(str_at(update, "/content/text").unwrap_or(""));
+                    let u = &update["_meta"]["usage"];
+                    if u.is_object() {
+                        self.usage.input_tokens += num(u, "inputTokens");
+                        self.usage.cached_tokens += num(u, "cachedReadTokens");
+                        self.usage.output_tokens += num(u, "outputTokens") + num(u, "thoughtTokens");
+                    }
+                }
+                Some("tool_call" | "tool_call_update") => {
+                    let id = str_at(update, "/toolCallId").unwrap_or("").to_string();
+                    let input = &update["rawInput"];
+                    let has_input = input.as_object().is_some_and(|o| !o.is_empty());
+                    if has_input && !self.shown.contains(&id) {
+                        let name =
+                            str_at(update, "/_meta/toolName").or_else(|| str_at(update, "/title")).unwrap_or("?");
+                        let c = ToolCall::new(name, input);
+                        out.push(format!("→ {}", c.shown));
+                        self.calls.push(c);
+                        self.shown.push(id);
+                    }
+                    if let Some(status @ ("completed" | "failed")) = str_at(update, "/status") {
+                        // A shell's own output where the agent gives it
+                        // (Qwen Code's `rawOutput.output`), else the content.
+                        if let Some(o) = str_at(update, "/rawOutput/output").filter(|o| !o.is_empty()) {
+                            result(out, o, status == "failed");
+                            return;
+                        }
+                        let text: Vec<&str> = update["content"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|c| c.pointer("/content/text").and_then(Value::as_str).or(c["path"].as_str()))
+                            .collect();
+                        result(out, &text.join("\n"), status == "failed");
+                    }
+                }
+                _ => {}
+            },
+            Some("permission") => out.push(format!(
+                "permission: {} ({})",
+                clip(str_at(v, "/tool").unwrap_or("?")),
+                str_at(v, "/chose").unwrap_or("?")
+            )),
+            Some("result") => {
+                let r = &v["result"];
+                let quota = &r["_meta"]["quota"];
+                if self.usage.input_tokens == 0 && self.usage.output_tokens == 0 {
+                    if r["usage"].is_object() {
+                        self.usage.input_tokens = num(&r["usage"], "inputTokens");
+                        self.usage.output_tokens = num(&r["usage"], "outputTokens");
+                    } else if quota.is_object() {
+                        self.usage.input_tokens = num(&quota["token_count"], "input_tokens");
+                        self.usage.output_tokens = num(&quota["token_count"], "output_tokens");
+                    }
+                }
+                if let Some(m) = quota.pointer("/model_usage/0/model").and_then(Value::as_str) {
+                    self.usage.model.get_or_insert_with(|| m.to_string());
+                }
+                if r["stopReason"] != "end_turn" {
+                    out.push(format!("stopped: {}", str_at(r, "/stopReason").unwrap_or("?")));
+                }
+                out.push(self.summary());
+            }
+            Some("error") => {
+                let why = str_at(v, "/message").unwrap_or("?");
+                out.push(format!("error: {}", clip(why)));
+                if says_limit(why) {
+                    self.limited.get_or_insert(Limited { text: why.to_string(), ..Limited::default() });
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The assistant's words gathered so far, as one transcript line.
     fn flush_said(&mut self, out: &mut Vec<String>) {
         let said = std::mem::take(&mut self.said);
@@ -807,6 +909,47 @@ mod tests {
         let mut r = Reader::new(Format::Pi, None);
         r.line(r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429 Rate limit reached for requests. Please try again in 600s."}"#);
         assert!(r.limited.is_some(), "a 429 it would retry ends the session as limited");
+    }
+
+    /// An ACP agent as cryod's client writes it (Qwen Code 0.24.4's
+    /// `session/update`s, captured over ACP): usage per model request in
+    /// `_meta.usage`; a tool call shown once, with its input, whichever
+    /// update carries it; a shell's own output.
+    #[test]
+    fn acp_lines() {
+        let lines = [
+            r#"{"type":"session","sessionId":"ce32","model":"m1","resumed":false}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"tool_call","toolCallId":"call_61","status":"pending","title":"Shell","rawInput":{},"_meta":{"toolName":"run_shell_command","phase":"preparing"}}}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""},"_meta":{"usage":{"inputTokens":161,"outputTokens":7,"totalTokens":168,"thoughtTokens":0,"cachedReadTokens":100}}}}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"tool_call","toolCallId":"call_61","status":"pending","title":"touch x","rawInput":{"command":"touch x"},"_meta":{"toolName":"run_shell_command"}}}"#,
+            r#"{"type":"permission","tool":"touch x","chose":"proceed_once"}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_61","status":"in_progress","title":"Shell: touch x","rawInput":{"command":"touch x"}}}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_61","status":"completed","content":[{"type":"content","content":{"type":"text","text":"Command: touch x\nOutput: (empty)"}}],"rawOutput":{"type":"shell_result","output":"made x"}}}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Do"}}}"#,
+            r#"{"type":"update","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ne."}}}"#,
+            r#"{"type":"result","result":{"stopReason":"end_turn"}}"#,
+        ];
+        let (t, u) = read(Format::Acp, None, &lines.join("\n"));
+        assert_eq!((u.provider_session.as_deref(), u.model.as_deref()), (Some("ce32"), Some("m1")));
+        assert_eq!((u.input_tokens, u.cached_tokens, u.output_tokens), (161, 100, 7));
+        assert_eq!(
+            t,
+            [
+                "[session ce32 · model m1]",
+                "→ run_shell_command: touch x",
+                "permission: touch x (proceed_once)",
+                "← made x",
+                "assistant: Done.",
+                "[usage: 161 in (100 cached), 7 out]",
+            ]
+        );
+        // An agent that reports usage with its result only (OpenCode).
+        let (_, u) = read(
+            Format::Acp,
+            None,
+            r#"{"type":"result","result":{"stopReason":"end_turn","usage":{"inputTokens":103,"outputTokens":7}}}"#,
+        );
+        assert_eq!((u.input_tokens, u.output_tokens), (103, 7));
     }
 
     /// Claude Code 2.1.330 against a Messages API answering 429 with

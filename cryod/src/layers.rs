@@ -65,6 +65,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "agent",
         &[
+            &["acp"],
             &["door", "forward", "group", "kinds", "sandbox", "watch"],
             &["stream", "confine"],
             &["keeper", "precheck", "gateway"],

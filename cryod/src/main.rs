@@ -17,5 +17,7 @@ fn main() -> std::process::ExitCode {
     cryod::agent::sandbox::intercept();
     // `cryod __forward …`: the way out of a bubblewrap session's network (see `cryod::agent::forward`).
     cryod::agent::forward::intercept();
+    // `cryod __acp …`: the client of an Agent Client Protocol agent (see `cryod::agent::acp`).
+    cryod::agent::acp::intercept();
     cryod::main_with(Cli::parse().args)
 }

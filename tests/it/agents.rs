@@ -131,6 +131,13 @@ fn run_script(
     sent: (&str, &str),
     top: &str,
 ) {
+    // `acp:qwen`: the CLI driven over the Agent Client Protocol.
+    let (acp, bin) = match bin.strip_prefix("acp:") {
+        Some(b) => ("acp:", b),
+        None => ("", bin),
+    };
+    let name = if acp.is_empty() { bin.to_string() } else { format!("acp-{bin}") };
+    let name = name.as_str();
     let Some(path) = cli(bin) else { return };
     let expected: Vec<String> = ["- session: 1\n", "- session: 2\n"].iter().flat_map(|m| script.commands(m)).collect();
     let model = ModelServer::start(script);
@@ -142,14 +149,14 @@ fn run_script(
         return;
     }
     let provider = setup(&env, &model);
-    let toml = format!("agent = \"{} {args}\"\n{top}\n[provider]\n{provider}\n", path.display());
+    let toml = format!("agent = \"{acp}{} {args}\"\n{top}\n[provider]\n{provider}\n", path.display());
     // A price for the scripted model, for the CLIs that report no cost.
     env.daemon_config("[prices.m1]\ninput = 1000.0\noutput = 2000.0\n");
     env.give_to_user();
     let _d = env.start_daemon();
-    let c = env.chamber(bin, "", &toml);
+    let c = env.chamber(name, "", &toml);
     env.give_to_user();
-    env.cryoctl(&["chamber", "start", bin]).ok();
+    env.cryoctl(&["chamber", "start", name]).ok();
     let diag = |c: &Chamber| {
         format!(
             "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel requests:\n{}",
@@ -205,11 +212,11 @@ fn run_script(
             .into_iter()
             .map(|s| serde_json::json!({ "path": s.path, "headers": s.headers, "body": s.body }))
             .collect();
-        std::fs::write(PathBuf::from(p).join(format!("{bin}.json")), serde_json::to_string_pretty(&dump).unwrap())
+        std::fs::write(PathBuf::from(p).join(format!("{name}.json")), serde_json::to_string_pretty(&dump).unwrap())
             .unwrap();
     }
     // The ledger has what each session used, from the CLI's own stream.
-    let status = env.cryoctl(&["chamber", "status", bin, "--json"]).json();
+    let status = env.cryoctl(&["chamber", "status", name, "--json"]).json();
     let sessions = status[0]["sessions"].as_array().cloned().unwrap_or_default();
     assert_eq!(sessions.len(), 2, "{status}");
     for s in &sessions {
@@ -222,16 +229,22 @@ fn run_script(
     // `cryoctl usage` sums them, by chamber and by provider account (the
     // kind and a hash of its `[provider].env`); list and status show cost.
     let by_chamber = env.cryoctl(&["usage", "--json"]).json();
-    assert_eq!(by_chamber["rows"][0]["key"], bin, "{by_chamber}");
+    assert_eq!(by_chamber["rows"][0]["key"], name, "{by_chamber}");
     assert_eq!(by_chamber["total"]["sessions"], 2, "{by_chamber}");
     let by_provider = env.cryoctl(&["usage", "--by", "provider", "--since", "today", "--json"]).json();
-    let kind = if bin == "claude" { "claude-" } else { bin };
+    let kind = if bin == "claude" {
+        "claude-"
+    } else if acp.is_empty() {
+        bin
+    } else {
+        "acp-"
+    };
     assert!(by_provider["rows"][0]["key"].as_str().unwrap().starts_with(kind), "{by_provider}");
     let table = env.cryoctl(&["usage", "--by", "model"]);
     assert!(table.ok().contains("TOTAL"), "{}", table.ok());
-    eprintln!("cryoctl usage --by model ({bin}):\n{}", table.ok());
+    eprintln!("cryoctl usage --by model ({name}):\n{}", table.ok());
     assert!(env.cryoctl(&["chamber", "list"]).ok().contains("COST"));
-    assert!(env.cryoctl(&["chamber", "status", bin]).ok().contains("over 30 days (2 sessions)"));
+    assert!(env.cryoctl(&["chamber", "status", name]).ok().contains("over 30 days (2 sessions)"));
     // The transcript: each tool call and its result, readable; the raw
     // events beside it.
     let transcript = c.read("cryo-agent.log");
@@ -427,6 +440,51 @@ fn pi_runs_a_two_session_plan_through_mcp_tools() {
 #[test]
 fn pi_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
     run_plan_by_tools("pi", "", As::Nobody, pi_provider);
+}
+
+/// Issue 44: any agent that speaks the Agent Client Protocol, here Qwen
+/// Code's `--acp` in its `default` approval mode (it asks before a shell
+/// command or an MCP tool: cryod's client allows it once).
+#[test]
+fn an_acp_agent_runs_a_two_session_plan() {
+    run_plan("acp:qwen", "--acp --approval-mode default", As::Me, qwen_provider);
+}
+
+#[test]
+fn an_acp_agent_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
+    run_plan_by_tools("acp:qwen", "--acp --approval-mode default", As::Nobody, qwen_provider);
+}
+
+#[test]
+fn an_acp_agent_runs_a_two_session_plan_under_bwrap() {
+    let top = "sandbox = \"bwrap\"\n";
+    if let Some(why) = sandbox_missing("bwrap") {
+        eprintln!("SKIPPED an ACP agent under bwrap: {why}");
+        return;
+    }
+    let sent = ("hello from session 1", "thanks, got your note");
+    run_script("acp:qwen", "--acp", As::Me, qwen_provider, two_session_plan(), sent, top);
+}
+
+/// Under Landlock a new terminal cannot be opened (`/dev/pts` holds the
+/// operator's own): Qwen Code's ACP mode runs its shell on one unless its
+/// `tools.shell.enableInteractiveShell` is off, as here.
+#[test]
+fn an_acp_agent_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
+    let top = "sandbox = \"landlock\"\n";
+    if let Some(why) = sandbox_missing("landlock") {
+        eprintln!("SKIPPED an ACP agent under landlock: {why}");
+        return;
+    }
+    let sent = ("hello from session 1", "thanks, got your note");
+    let setup = |env: &Env, model: &ModelServer| {
+        let home = env.path("qwen-home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("settings.json"), r#"{"tools":{"shell":{"enableInteractiveShell":false}}}"#).unwrap();
+        let line = qwen_provider(env, model);
+        line.replace("env = {", &format!("env = {{ QWEN_HOME = \"{}\",", home.display()))
+    };
+    run_script("acp:qwen", "--acp", As::Nobody, setup, two_session_plan(), sent, top);
 }
 
 #[test]
@@ -1005,6 +1063,12 @@ fn continuity_run(
     max_sessions: u32,
     setup: impl FnOnce(&Env, &ModelServer) -> String,
 ) -> Option<Vec<Turned>> {
+    let (acp, bin) = match bin.strip_prefix("acp:") {
+        Some(b) => ("acp:", b),
+        None => ("", bin),
+    };
+    let name = if acp.is_empty() { bin.to_string() } else { format!("acp-{bin}") };
+    let acp_flag = if acp.is_empty() { "" } else { " --acp" };
     let path = cli(bin)?;
     let script = (1..=sessions).fold(Script::new(), |s, n| {
         let send = format!("cryo-agent send 'note {n}'");
@@ -1022,17 +1086,17 @@ fn continuity_run(
     let provider = setup(&env, &model);
     let mode = if resume { "resume" } else { "fresh" };
     let toml = format!(
-        "agent = \"{}\"\nsession = \"{mode}\"\nresume_max_sessions = {max_sessions}\n\n[provider]\n{provider}\n",
+        "agent = \"{acp}{}{acp_flag}\"\nsession = \"{mode}\"\nresume_max_sessions = {max_sessions}\n\n[provider]\n{provider}\n",
         path.display()
     );
     let _d = env.start_daemon();
-    let c = env.chamber(bin, "", &toml);
-    env.cryoctl(&["chamber", "start", bin]).ok();
+    let c = env.chamber(&name, "", &toml);
+    env.cryoctl(&["chamber", "start", &name]).ok();
     let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel requests:\n{}", c.cryo_log(), model.transcript());
     let deadline = SESSION_DEADLINE * sessions as u32;
-    wait_until_within(deadline, "every session to end", || c.ended() >= sessions as usize);
+    wait_until_telling(deadline, "every session to end", || c.ended() >= sessions as usize, || diag(&c));
     assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
-    let status = env.cryoctl(&["chamber", "status", bin, "--json"]).json();
+    let status = env.cryoctl(&["chamber", "status", &name, "--json"]).json();
     let rows = status[0]["sessions"].as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), sessions as usize, "{status}");
     let seen = model.seen();
@@ -1137,6 +1201,15 @@ fn gemini_cli_continues_its_conversation_within_the_cap() {
 #[test]
 fn pi_continues_its_conversation_within_the_cap() {
     let Some(t) = continuity_run("pi", true, 3, 2, pi_provider) else { return };
+    let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
+    assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// An ACP agent (`session/load` of the session before, where the agent can
+/// load sessions: Qwen Code can).
+#[test]
+fn an_acp_agent_continues_its_conversation_within_the_cap() {
+    let Some(t) = continuity_run("acp:qwen", true, 3, 2, qwen_provider) else { return };
     let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
     assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
 }

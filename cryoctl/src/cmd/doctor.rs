@@ -369,7 +369,7 @@ fn cli_version(program: &Path) -> Option<String> {
 }
 
 fn agent_check(c: &pb::Chamber, path: &str) -> Check {
-    let program = c.agent.split_whitespace().next().unwrap_or("");
+    let program = c.agent.trim_start().strip_prefix("acp:").unwrap_or(&c.agent).split_whitespace().next().unwrap_or("");
     if program.is_empty() {
         return check("agent", Level::Warn, format!("{}: no agent command (faulted: {})", c.name, c.fault));
     }

@@ -224,6 +224,8 @@ pub fn plan(
             Ok(Way::Gateway(Plan { upstream, auth: Auth::GoogKey(key), from_file: false, how }))
         }
         Kind::Pi => pi_plan(chamber, var, upstream, model),
+        // Planned by its program's kind (the launch asks `Kind::of` it).
+        Kind::Acp => Ok(Way::Own(None)),
         Kind::Other => Ok(Way::Own(None)),
     }
 }
@@ -237,7 +239,7 @@ pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
         return;
     }
     let kind = Kind::of_agent(&c.agent);
-    let model = super::kinds::split_words(&c.agent).ok().and_then(|w| super::kinds::named_model(&w));
+    let model = super::kinds::agent_words(&c.agent).ok().and_then(|w| super::kinds::named_model(&w));
     let env = &c.provider_env;
     let var = |name: &str| env.get(name).cloned().or_else(|| std::env::var(name).ok());
     let upstream = file_upstream(kind, root, &var, model.as_deref());
@@ -450,6 +452,7 @@ mod tests {
             model: None,
             read_logs: false,
             settings: None,
+            bridge: None,
         }
     }
 

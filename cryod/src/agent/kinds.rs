@@ -61,6 +61,9 @@ pub struct Launch {
     /// keys cryod sets there; the file's other keys are kept (Gemini CLI's
     /// workspace settings).
     pub settings: Option<(String, serde_json::Value)>,
+    /// cryod's own arguments that drive the agent (`cryod __acp …
+    /// -- PROGRAM ARGS`), outside its confinement: an ACP agent.
+    pub bridge: Option<Vec<String>>,
 }
 
 /// `cryo-agent mcp` as this session's MCP server.
@@ -78,6 +81,9 @@ pub const CLAUDE_MCP_CONFIG: &str = ".cryo/mcp.json";
 const SESSION_VARS: &[&str] =
     &["CRYO_SOCKET", "CRYO_CHAMBER", "CRYO_SESSION", "CRYO_WAKE_ID", "CRYO_SESSION_TOKEN", "TZ"];
 
+/// What makes an `agent` line an Agent Client Protocol agent.
+pub const ACP_PREFIX: &str = "acp:";
+
 /// The agent kinds cryo knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -87,6 +93,8 @@ pub enum Kind {
     Qwen,
     Gemini,
     Pi,
+    /// `acp:COMMAND`: any agent speaking the Agent Client Protocol.
+    Acp,
     Other,
 }
 
@@ -124,6 +132,8 @@ impl Kind {
             Kind::Qwen => vec![dir("QWEN_HOME", ".qwen")],
             Kind::Gemini => vec![dir("GEMINI_CLI_HOME", "").join(".gemini")],
             Kind::Pi => vec![dir("PI_CODING_AGENT_DIR", ".pi/agent")],
+            // Its program's kind decides (`Kind::of` the program).
+            Kind::Acp => Vec::new(),
             Kind::Other => Vec::new(),
         }
     }
@@ -146,6 +156,7 @@ impl Kind {
             Kind::Qwen => "qwen",
             Kind::Gemini => "gemini",
             Kind::Pi => "pi",
+            Kind::Acp => "acp",
             Kind::Other => "other",
         }
     }
@@ -160,14 +171,25 @@ impl Kind {
             Kind::Qwen => Some(Format::Qwen),
             Kind::Gemini => Some(Format::Gemini),
             Kind::Pi => Some(Format::Pi),
+            Kind::Acp => Some(Format::Acp),
             Kind::Other => None,
         }
     }
 
-    /// The kind of an `agent` command line (its first word).
+    /// The kind of an `agent` command line (its first word; `acp:` before
+    /// it makes any command an ACP agent).
     pub fn of_agent(agent: &str) -> Kind {
-        split_words(agent).ok().and_then(|w| w.into_iter().next()).map(|p| Kind::of(&p)).unwrap_or(Kind::Other)
+        if agent.trim_start().starts_with(ACP_PREFIX) {
+            return Kind::Acp;
+        }
+        agent_words(agent).ok().and_then(|w| w.into_iter().next()).map(|p| Kind::of(&p)).unwrap_or(Kind::Other)
     }
+}
+
+/// An `agent` line's words: its command and arguments (after `acp:`, for
+/// an ACP agent).
+pub fn agent_words(agent: &str) -> super::Result<Vec<String>> {
+    split_words(agent.trim_start().strip_prefix(ACP_PREFIX).unwrap_or(agent))
 }
 
 /// Splits a command line into words: whitespace separates, single and double
@@ -250,7 +272,8 @@ pub fn command_line(
     provider_env: &BTreeMap<String, String>,
 ) -> super::Result<Launch> {
     let (prompt, prompt_file) = (turn.prompt, turn.prompt_file);
-    let mut words = split_words(agent)?;
+    let acp = agent.trim_start().strip_prefix(ACP_PREFIX);
+    let mut words = agent_words(agent)?;
     let program = words.remove(0);
     let extra = words;
     let model = named_model(&extra);
@@ -262,7 +285,7 @@ pub fn command_line(
         prompt.to_string()
     };
     let dir = chamber.to_string_lossy().into_owned();
-    let kind = Kind::of(&program);
+    let kind = if acp.is_some() { Kind::Acp } else { Kind::of(&program) };
     let mcp = mcp.filter(|_| kind != Kind::Other);
     let line = match kind {
         Kind::Claude => claude_line(extra, prompt_arg, chamber, turn.resume, as_root, mcp),
@@ -276,15 +299,21 @@ pub fn command_line(
         Kind::Qwen => qwen_line(extra, prompt_arg, turn.resume, mcp),
         Kind::Gemini => gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env),
         Kind::Pi => pi_line(extra, prompt_arg, chamber, turn.resume, mcp),
+        // The agent's own line; cryod's ACP client (`acp::args`) runs it.
+        Kind::Acp => KindLine {
+            args: extra,
+            bridge: Some(super::acp::args(&prompt_arg, turn.resume, mcp.map(|m| m.program.as_str()))),
+            ..KindLine::default()
+        },
         Kind::Other => {
             let mut args = extra;
             args.push(prompt_arg);
             KindLine { args, ..KindLine::default() }
         }
     };
-    let KindLine { args, mut env, files, read_logs, settings } = line;
+    let KindLine { args, mut env, files, read_logs, settings, bridge } = line;
     env.insert("CRYO_AGENT_KIND".into(), kind.name().into());
-    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings })
+    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings, bridge })
 }
 
 /// The part of a launch one kind's command line decides: `command_line`
@@ -296,6 +325,7 @@ struct KindLine {
     files: Vec<(String, String)>,
     read_logs: bool,
     settings: Option<(String, serde_json::Value)>,
+    bridge: Option<Vec<String>>,
 }
 
 /// Claude Code's line: `-p` with stream-json events, cryo's tools allowed
@@ -626,7 +656,7 @@ pub fn configured_model(
             .join("config.toml"),
         Format::OpenCode => PathBuf::from(var("OPENCODE_CONFIG")?),
         // Its `init` event names the model.
-        Format::Qwen | Format::Gemini | Format::Pi => return None,
+        Format::Qwen | Format::Gemini | Format::Pi | Format::Acp => return None,
     };
     // Never blocking on a FIFO, nor reading a huge file, whoever put it there.
     let text = String::from_utf8(cryo_files::read_file(&chamber.join(file), 1024 * 1024).ok()?).ok()?;
@@ -774,6 +804,7 @@ mod tests {
             "qwen --approval-mode auto-edit",
             "gemini",
             "pi",
+            "acp:qwen --acp",
             "sh agent.sh",
         ] {
             for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {

@@ -477,6 +477,17 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
     let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
+    // An ACP agent: cryod's own client drives it, outside its confinement.
+    let (program, args) = match &launch.bridge {
+        Some(bridge) => {
+            let mut all: Vec<std::ffi::OsString> = bridge.iter().map(Into::into).collect();
+            all.push("--".into());
+            all.push(program.into_os_string());
+            all.extend(args);
+            (own_exe()?, all)
+        }
+        None => (program, args),
+    };
     let clone = |f: &std::fs::File| f.try_clone().map_err(file);
     let mut cmd = match s.keeper {
         Some(k) => {

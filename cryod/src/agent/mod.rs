@@ -16,7 +16,9 @@
 //!   left running;
 //! - [`precheck`]: pre-checks and short commands;
 //! - [`gateway`]: how each known kind is pointed at cryod's provider
-//!   gateway.
+//!   gateway;
+//! - [`acp`]: the client that drives an Agent Client Protocol agent
+//!   (`agent = "acp:COMMAND"`), run as `cryod __acp`.
 //!
 //! It knows nothing of supervisors or the runtime: what it needs comes in
 //! as values, and what it learns goes out through callbacks.
@@ -48,6 +50,7 @@ pub enum Error {
 /// The agent wing's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+pub mod acp;
 pub mod confine;
 pub mod door;
 pub mod forward;

@@ -29,7 +29,7 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
     let toml = include_str!("templates/cryo.toml")
         .replace("{{agent}}", &toml_escape(agent))
         .replace("{{sandbox}}", sandbox.as_str())
-        .replace("{{provider}}", provider_example(crate::agent::kinds::Kind::of_agent(agent)));
+        .replace("{{provider}}", provider_example(agent));
     let files: [(&str, &str); 4] = [
         ("plan.md", include_str!("templates/plan.md")),
         ("cryo.toml", &toml),
@@ -59,28 +59,27 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
     Ok(out)
 }
 
-/// The commented `[provider]` example for the chamber's kind: the keys its
-/// CLI reads.
-fn provider_example(kind: crate::agent::kinds::Kind) -> &'static str {
-    use crate::agent::kinds::Kind;
-    match kind {
-        Kind::Codex => "# [provider]\n# name = \"openai\"\n# env = { OPENAI_API_KEY = \"sk-...\" }",
-        Kind::OpenCode => {
+/// The commented `[provider]` example for the chamber's kind (the agent
+/// line's program, as `agent::kinds::Kind` names them): the keys its CLI
+/// reads.
+fn provider_example(agent: &str) -> &'static str {
+    let program = agent.split_whitespace().next().unwrap_or("");
+    match std::path::Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or("") {
+        "codex" => "# [provider]\n# name = \"openai\"\n# env = { OPENAI_API_KEY = \"sk-...\" }",
+        "opencode" => {
             "# [provider]\n# name = \"opencode\"\n\
              # env = { OPENCODE_CONFIG = \"/home/me/.config/opencode/opencode.json\", OPENAI_API_KEY = \"sk-...\" }"
         }
-        Kind::Qwen => {
+        "qwen" => {
             "# [provider]\n# name = \"dashscope\"\n\
              # env = { OPENAI_API_KEY = \"sk-...\", OPENAI_BASE_URL = \"https://dashscope-intl.aliyuncs.com/compatible-mode/v1\", OPENAI_MODEL = \"qwen3-coder-plus\" }"
         }
-        Kind::Pi => {
+        "gemini" => "# [provider]\n# name = \"gemini\"\n# env = { GEMINI_API_KEY = \"AIza...\" }",
+        "pi" => {
             "# [provider]\n# name = \"pi\"\n\
              # env = { PI_CODING_AGENT_DIR = \"/home/me/.pi/agent\", ANTHROPIC_API_KEY = \"sk-...\" }"
         }
-        Kind::Gemini => "# [provider]\n# name = \"gemini\"\n# env = { GEMINI_API_KEY = \"AIza...\" }",
-        Kind::Claude | Kind::Other => {
-            "# [provider]\n# name = \"anthropic\"\n# env = { ANTHROPIC_API_KEY = \"sk-...\" }"
-        }
+        _ => "# [provider]\n# name = \"anthropic\"\n# env = { ANTHROPIC_API_KEY = \"sk-...\" }",
     }
 }
 
@@ -119,9 +118,9 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             init(dir.path(), Some(kind), Sandbox::Off).unwrap();
             let l = super::super::config::load(dir.path(), chrono_tz::UTC).unwrap();
-            assert_eq!(crate::agent::kinds::Kind::of_agent(&l.config.agent).name(), kind);
+            assert_eq!(l.config.agent, kind);
             let toml = std::fs::read_to_string(dir.path().join("cryo.toml")).unwrap();
-            let example = provider_example(crate::agent::kinds::Kind::of(kind));
+            let example = provider_example(kind);
             assert!(toml.contains(example), "{kind}");
             let on = toml.replace(example, &example.replace("# ", ""));
             std::fs::write(dir.path().join("cryo.toml"), on).unwrap();

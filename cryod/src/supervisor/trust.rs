@@ -95,7 +95,7 @@ impl Sup {
     /// Whether the agent's program can be found (checked at start).
     pub(super) fn agent_check(&self) -> std::result::Result<(), Failed> {
         let Ok(c) = &self.config else { return Ok(()) };
-        let program = crate::agent::kinds::split_words(&c.agent).map_err(Failed::of)?.remove(0);
+        let program = crate::agent::kinds::agent_words(&c.agent).map_err(Failed::of)?.remove(0);
         let path = std::env::var("PATH").unwrap_or_default();
         match crate::paths::find_program(&program, &self.root, &path) {
             Some(_) => Ok(()),

@@ -104,7 +104,10 @@ fn stall_after_and_loop_after() {
 
 #[test]
 fn the_template_parses() {
-    let text = include_str!("../templates/cryo.toml").replace("{{agent}}", "claude").replace("{{sandbox}}", "bwrap");
+    let text = include_str!("../templates/cryo.toml")
+        .replace("{{agent}}", "claude")
+        .replace("{{sandbox}}", "bwrap")
+        .replace("{{provider}}", "# [provider]");
     let l = p(&text).unwrap();
     assert!(l.warnings.is_empty());
     assert_eq!(l.config.agent, "claude");
