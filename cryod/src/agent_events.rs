@@ -113,6 +113,12 @@ fn says_limit(text: &str) -> bool {
     status || ["too many requests", "rate limit", "usage limit"].iter().any(|w| lower.contains(w))
 }
 
+/// The most of one message's words gathered from its pieces.
+const MAX_SAID: usize = 64 * 1024;
+
+/// The most ACP tool calls a session's reader remembers as shown.
+const MAX_SHOWN: usize = 10_000;
+
 /// Longest line of a tool's result shown in the transcript, and how many.
 const RESULT_LINES: usize = 3;
 const LINE_CHARS: usize = 200;
@@ -136,7 +142,7 @@ pub struct Reader {
     /// Gemini CLI's and ACP agents' assistant text, which comes in pieces.
     said: String,
     /// The ACP tool calls already shown (their updates repeat them).
-    shown: Vec<String>,
+    shown: std::collections::HashSet<String>,
 }
 
 /// A tool call the agent made, as its stream told it.
@@ -185,7 +191,7 @@ impl Reader {
             cost_reported: 0.0,
             calls: Vec::new(),
             said: String::new(),
-            shown: Vec::new(),
+            shown: Default::default(),
         }
     }
 
@@ -454,7 +460,7 @@ impl Reader {
                 ));
             }
             Some("message") if v["role"] == "assistant" => {
-                self.said.push_str(str_at(v, "/content").unwrap_or(""));
+                self.hear(str_at(v, "/content").unwrap_or(""));
                 if v["delta"] != true {
                     self.flush_said(out);
                 }
@@ -582,7 +588,7 @@ impl Reader {
             }
             Some("update") => match update["sessionUpdate"].as_str() {
                 Some("agent_message_chunk") => {
-                    self.said.push_str(str_at(update, "/content/text").unwrap_or(""));
+                    self.hear(str_at(update, "/content/text").unwrap_or(""));
                     let u = &update["_meta"]["usage"];
                     if u.is_object() {
                         self.usage.input_tokens += num(u, "inputTokens");
@@ -594,13 +600,13 @@ impl Reader {
                     let id = str_at(update, "/toolCallId").unwrap_or("").to_string();
                     let input = &update["rawInput"];
                     let has_input = input.as_object().is_some_and(|o| !o.is_empty());
-                    if has_input && !self.shown.contains(&id) {
+                    if has_input && !self.shown.contains(&id) && self.shown.len() < MAX_SHOWN {
                         let name =
                             str_at(update, "/_meta/toolName").or_else(|| str_at(update, "/title")).unwrap_or("?");
                         let c = ToolCall::new(name, input);
                         out.push(format!("→ {}", c.shown));
                         self.calls.push(c);
-                        self.shown.push(id);
+                        self.shown.insert(id);
                     }
                     if let Some(status @ ("completed" | "failed")) = str_at(update, "/status") {
                         // A shell's own output where the agent gives it
@@ -654,6 +660,17 @@ impl Reader {
             }
             _ => {}
         }
+    }
+
+    /// A piece of the assistant's words, gathered (at most [`MAX_SAID`]
+    /// bytes of them: the transcript shows a few lines of each anyway).
+    fn hear(&mut self, piece: &str) {
+        let room = MAX_SAID.saturating_sub(self.said.len());
+        let mut cut = piece.len().min(room);
+        while !piece.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.said.push_str(&piece[..cut]);
     }
 
     /// The assistant's words gathered so far, as one transcript line.

@@ -728,6 +728,11 @@ enum Seen {
 }
 
 fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer, &str) -> String) {
+    // `acp:qwen`: the CLI driven over the Agent Client Protocol.
+    let (agent_pre, agent_post, bin) = match bin.strip_prefix("acp:") {
+        Some(b) => ("acp:", " --acp", b),
+        None => ("", "", bin),
+    };
     let Some(path) = cli(bin) else { return };
     let done = |name: &str| -> Vec<String> {
         vec![format!("cryo-agent send 'hello from {name}'"), "cryo-agent hibernate --complete --summary done".into()]
@@ -753,7 +758,8 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
         // What the CLI itself says of the limit (the gateway reads the
         // provider's own headers: `gateway::a_429_…`).
         let gateway = if seen == Seen::ByTheCli { "gateway = false\n" } else { "" };
-        let toml = format!("agent = \"{}\"\n\n[provider]\n{gateway}{provider}\n", path.display());
+        let toml =
+            format!("agent = \"{agent_pre}{}{agent_post}\"\n\n[provider]\n{gateway}{provider}\n", path.display());
         let c = env.chamber(name, "", &toml);
         c.seed_history();
         c
@@ -879,6 +885,15 @@ fn qwen_code_at_its_providers_limit_holds_the_account_not_the_others() {
 #[test]
 fn gemini_cli_at_its_providers_limit_holds_the_account_not_the_others() {
     limit_scenario("gemini", |env, model, key| gemini_provider(env, model).replace("sk-cryo-test", key));
+}
+
+/// An ACP agent waits out a 429 without a word; a known CLI behind `acp:`
+/// goes through the gateway, which sees it.
+#[test]
+fn an_acp_agent_at_its_providers_limit_holds_the_account_not_the_others() {
+    limit_scenario_by("acp:qwen", Seen::ByTheGateway, |env, model, key| {
+        qwen_provider(env, model).replace("sk-cryo-test", key)
+    });
 }
 
 /// Pi waits out a 429's `retry-after` without a word (its OpenAI client
@@ -1212,4 +1227,74 @@ fn an_acp_agent_continues_its_conversation_within_the_cap() {
     let Some(t) = continuity_run("acp:qwen", true, 3, 2, qwen_provider) else { return };
     let resumed_from: Vec<_> = t.iter().map(|t| t.resumed_from).collect();
     assert_eq!(resumed_from, [None, Some(1), None], "{t:?}");
+}
+
+/// Issue 44's closing figure: every known kind, and an ACP agent, runs a
+/// session in one cryod, each on a model of its own where its setup names
+/// one; `cryoctl usage --by model` sums them.
+#[test]
+fn every_kind_runs_in_one_daemon_and_usage_sums_them_by_model() {
+    type Setup = fn(&Env, &ModelServer) -> String;
+    let kinds: [(&str, &str, Setup); 7] = [
+        ("claude", "", claude_provider),
+        ("codex", "", codex_provider),
+        ("opencode", "", opencode_provider),
+        ("qwen", "", |e, m| qwen_provider(e, m).replace("\"m1\"", "\"qwen-coder\"")),
+        ("gemini", "", |e, m| gemini_provider(e, m).replace("\"m1\"", "\"gemini-flash\"")),
+        ("pi", "", |e, m| {
+            let line = pi_provider(e, m);
+            let file = e.path("pi-agent/models.json");
+            let text = std::fs::read_to_string(&file).unwrap().replace("\"m1\"", "\"pi-m\"");
+            std::fs::write(file, text).unwrap();
+            line
+        }),
+        ("acp:qwen", "--acp", |e, m| qwen_provider(e, m).replace("\"m1\"", "\"qwen-acp\"")),
+    ];
+    let mut paths = Vec::new();
+    for (bin, _, _) in &kinds {
+        let Some(p) = cli(bin.trim_start_matches("acp:")) else { return };
+        paths.push(p);
+    }
+    let name = |bin: &str| bin.replace(':', "-");
+    let script = kinds.iter().fold(Script::new(), |s, (bin, _, _)| {
+        let n = name(bin);
+        let send = format!("cryo-agent send 'hello from {n}'");
+        s.on(&format!("- chamber: {n}\n"), &[send.as_str(), "cryo-agent hibernate --complete --summary done"])
+    });
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let prices: String = ["m1", "qwen-coder", "gemini-flash", "pi-m", "qwen-acp"]
+        .iter()
+        .map(|m| format!("[prices.\"{m}\"]\ninput = 1000.0\noutput = 2000.0\n"))
+        .collect();
+    env.daemon_config(&prices);
+    let _d = env.start_daemon();
+    let mut chambers = Vec::new();
+    for ((bin, args, setup), path) in kinds.iter().zip(&paths) {
+        let acp = if bin.starts_with("acp:") { "acp:" } else { "" };
+        let toml = format!("agent = \"{acp}{} {args}\"\n\n[provider]\n{}\n", path.display(), setup(&env, &model));
+        chambers.push(env.chamber(&name(bin), "", &toml));
+    }
+    for c in &chambers {
+        env.cryoctl(&["chamber", "start", &c.name, "--no-wait"]).ok();
+    }
+    for c in &chambers {
+        let diag = || format!("cryo.log:\n{}\ncryo-agent.log:\n{}", c.cryo_log(), c.read("cryo-agent.log"));
+        wait_until_telling(SESSION_DEADLINE * 2, "each kind's session", || c.ended() >= 1, diag);
+        assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag());
+    }
+    let by_chamber = env.cryoctl(&["usage", "--json"]).json();
+    for c in &chambers {
+        let row = by_chamber["rows"].as_array().unwrap().iter().find(|r| r["key"] == c.name.as_str());
+        let row = row.unwrap_or_else(|| panic!("{} has no usage: {by_chamber}", c.name));
+        assert_eq!(row["sessions"], 1, "{row}");
+        assert!(row["input_tokens"].as_u64() > Some(0) && row["output_tokens"].as_u64() > Some(0), "{row}");
+    }
+    let by_model = env.cryoctl(&["usage", "--by", "model", "--json"]).json();
+    let models: Vec<&str> = by_model["rows"].as_array().unwrap().iter().filter_map(|r| r["key"].as_str()).collect();
+    for m in ["qwen-coder", "gemini-flash", "pi-m", "qwen-acp"] {
+        assert!(models.contains(&m), "{m} is not among {models:?}");
+    }
+    eprintln!("cryoctl usage --by model:\n{}", env.cryoctl(&["usage", "--by", "model"]).ok());
+    eprintln!("cryoctl usage --by provider:\n{}", env.cryoctl(&["usage", "--by", "provider"]).ok());
 }

@@ -342,30 +342,62 @@ fn kinds_check(path: &str) -> Check {
 /// The first line `PROGRAM --version` prints, within a few seconds (on
 /// stdout, or on stderr where Pi prints it).
 fn cli_version(program: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
     let mut child = std::process::Command::new(program)
         .arg("--version")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own group, ended whole: a helper it leaves cannot hold us.
+        .process_group(0)
         .spawn()
         .ok()?;
+    // Each pipe read aside (a few KiB of it), so that neither fills up
+    // and nothing waits past the deadline.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipes = [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child.stderr.take().map(|p| Box::new(p) as _),
+    ];
+    for (n, pipe) in pipes.into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(p) = pipe {
+                let _ = p.take(4096).read_to_string(&mut text);
+            }
+            let _ = tx.send((n, text));
+        });
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let end = |child: &mut std::process::Child| {
+        let _ =
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    };
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => break,
             Ok(Some(_)) | Err(_) => return None,
             Ok(None) if std::time::Instant::now() > deadline => {
-                let _ = child.kill();
+                end(&mut child);
                 return None;
             }
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
         }
     }
-    let (mut out, mut err) = (String::new(), String::new());
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    std::io::Read::read_to_string(&mut child.stderr.take()?, &mut err).ok()?;
     let first = |s: &str| s.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
-    first(&out).or_else(|| first(&err))
+    let mut said = [String::new(), String::new()];
+    for _ in 0..2 {
+        match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+            Ok((n, text)) => said[n] = text,
+            Err(_) => break,
+        }
+    }
+    end(&mut child);
+    // Stdout's first line, else stderr's (where Pi prints it).
+    first(&said[0]).or_else(|| first(&said[1]))
 }
 
 fn agent_check(c: &pb::Chamber, path: &str) -> Check {

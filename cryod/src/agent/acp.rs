@@ -29,7 +29,7 @@
 //! crate's process support would bring a second async runtime.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -105,6 +105,38 @@ fn parse(args: Vec<OsString>) -> Result<Asked, String> {
     Ok(asked)
 }
 
+/// The longest message read from the agent (a turn's history replayed in
+/// one update can be large); a longer line is skipped whole.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// Reads the next line of at most [`MAX_LINE`] bytes into `line` (without
+/// its newline), skipping longer ones; `false` at the end.
+fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> bool {
+    loop {
+        line.clear();
+        match r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if line.last() == Some(&b'\n') => {
+                line.pop();
+                return true;
+            }
+            Ok(_) if line.len() <= MAX_LINE => return true,
+            Ok(_) => {
+                // Too long: the rest of it is dropped as it comes.
+                let mut rest = Vec::new();
+                loop {
+                    rest.clear();
+                    match r.by_ref().take(64 * 1024).read_until(b'\n', &mut rest) {
+                        Ok(0) | Err(_) => return false,
+                        Ok(_) if rest.last() == Some(&b'\n') => break,
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One line of the bridge's output.
 fn say(v: &Value) {
     let mut out = std::io::stdout().lock();
@@ -136,6 +168,8 @@ impl Peer {
         self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
         loop {
             let Ok(msg) = self.lines.recv() else {
+                // Its stdout closed: whatever is left of it is ended.
+                let _ = self.child.kill();
                 let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
                 return Err(format!("the agent ended before answering {method} ({status})"));
             };
@@ -211,19 +245,21 @@ fn run(asked: Asked) -> Result<i32, String> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("cannot start {:?}: {e}", asked.command[0]))?;
-    let (tx, lines) = mpsc::channel();
+    // A few messages ahead at most: an agent that floods waits for us.
+    let (tx, lines) = mpsc::sync_channel(64);
     let out = child.stdout.take().ok_or("the agent has no stdout")?;
     std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<Value>(&line) {
+        let mut out = BufReader::new(out);
+        let mut line = Vec::new();
+        while next_line(&mut out, &mut line) {
+            match serde_json::from_slice::<Value>(&line) {
                 Ok(v) if v.is_object() => {
                     if tx.send(v).is_err() {
                         break;
                     }
                 }
                 // Not the protocol: the agent's own words, kept as a log.
-                _ => eprintln!("{line}"),
+                _ => eprintln!("{}", String::from_utf8_lossy(&line)),
             }
         }
     });
@@ -319,6 +355,23 @@ mod tests {
         assert_eq!(asked.command, [OsString::from("qwen"), "--acp".into()]);
         assert!(parse(vec!["--prompt".into(), "p".into()]).unwrap_err().contains("no agent command"));
         assert!(parse(vec!["--bogus".into()]).is_err());
+    }
+
+    /// An agent's lines: a line too long is skipped whole, bytes that are
+    /// not UTF-8 do not end the reading, the last line may lack its newline.
+    #[test]
+    fn lines_are_bounded() {
+        let long = vec![b'x'; MAX_LINE + 10];
+        let mut input = b"{\"a\":1}\n".to_vec();
+        input.extend(&long);
+        input.extend(b"\n\xff\xfe\n{\"b\":2}");
+        let mut r = std::io::Cursor::new(input);
+        let mut line = Vec::new();
+        let mut seen = Vec::new();
+        while next_line(&mut r, &mut line) {
+            seen.push(line.clone());
+        }
+        assert_eq!(seen, [b"{\"a\":1}".to_vec(), b"\xff\xfe".to_vec(), b"{\"b\":2}".to_vec()]);
     }
 
     #[test]

@@ -238,8 +238,10 @@ pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
     if !c.gateway {
         return;
     }
-    let kind = Kind::of_agent(&c.agent);
-    let model = super::kinds::agent_words(&c.agent).ok().and_then(|w| super::kinds::named_model(&w));
+    // The program's own kind, behind `acp:` too (as the launch plans it).
+    let words = super::kinds::agent_words(&c.agent).unwrap_or_default();
+    let kind = words.first().map_or(Kind::Other, |p| Kind::of(p));
+    let model = super::kinds::named_model(&words);
     let env = &c.provider_env;
     let var = |name: &str| env.get(name).cloned().or_else(|| std::env::var(name).ok());
     let upstream = file_upstream(kind, root, &var, model.as_deref());

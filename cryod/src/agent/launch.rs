@@ -321,9 +321,7 @@ fn through_gateway(
         super::gateway::Way::Own(_) if through.fallback => {
             return fallback_refused("its agent cannot be pointed at the gateway with it");
         }
-        super::gateway::Way::Own(Some(why))
-            if let Some(held) = KEY_VARS.iter().find(|v| provider_env.contains_key(**v)) =>
-        {
+        super::gateway::Way::Own(Some(why)) if let Some(held) = provider_env.keys().find(|k| holds_a_key(kind, k)) => {
             // Its CLI's own config names a key cryod does not hold (the
             // agent may have written it so) while cryod holds one: not
             // handed over.
@@ -415,6 +413,16 @@ fn merge_settings(dir: &Dir, rel: &Path, keys: &serde_json::Value) -> super::Res
         dir.write(rel, text.as_bytes(), NewFile::QUICK).map_err(|e| Error::File(format!("cannot write {e}")))?;
     }
     Ok(())
+}
+
+/// Whether a `[provider] env` variable holds a provider's key: a known
+/// kind's key variable, or for Pi, whose providers name their own
+/// (`OPENROUTER_API_KEY`, in a models.json the agent may rewrite), any
+/// `…KEY…`, `…TOKEN…`, `…SECRET…`.
+fn holds_a_key(kind: kinds::Kind, name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    KEY_VARS.contains(&name)
+        || (kind == kinds::Kind::Pi && ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w)))
 }
 
 /// The variables that hold a provider's key, for the known kinds.

@@ -284,8 +284,13 @@ fn chat(c: &mut Counted, u: &Value) {
 }
 
 /// Gemini's `usageMetadata`: the response's counts so far (the newest
-/// stands), and `modelVersion`.
+/// stands), and `modelVersion`. `:streamGenerateContent` without `alt=sse`
+/// answers a JSON array of the same chunks: each is read.
 fn gemini(c: &mut Counted, v: &Value) {
+    if let Some(chunks) = v.as_array() {
+        chunks.iter().for_each(|chunk| gemini(c, chunk));
+        return;
+    }
     if let Some(model) = v["modelVersion"].as_str() {
         c.model = Some(model.to_string());
     }
@@ -493,6 +498,10 @@ mod tests {
         assert_eq!(metered(Api::Gemini, true, g, 7), want);
         let whole = r#"{"candidates":[],"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"candidatesTokenCount":7,"thoughtsTokenCount":3},"modelVersion":"gemini-x"}"#;
         assert_eq!(metered(Api::Gemini, false, whole, 5), want);
+        // A stream asked for without `alt=sse`: one JSON array of chunks,
+        // counted all the same (else a session could spend unmetered).
+        let array = format!(r#"[{{"usageMetadata":{{"promptTokenCount":100,"candidatesTokenCount":1}}}},{whole}]"#);
+        assert_eq!(metered(Api::Gemini, false, &array, 5), want);
         assert_eq!(Api::of("/v1beta/models/m1:streamGenerateContent"), Some(Api::Gemini));
     }
 
