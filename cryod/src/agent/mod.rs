@@ -2,7 +2,7 @@
 //! that starts what cryo does not trust.
 //!
 //! - [`kinds`]: the agent kinds cryo knows and the command line each runs
-//!   (`kinds-mcp.md` beside it: how each reaches cryo's MCP tools);
+//!   (`kinds/kinds-mcp.md`: how each reaches cryo's MCP tools);
 //! - [`launch`]: a session's start: environment, confinement, limits,
 //!   output, and the keeper on a fleet node;
 //! - [`sandbox`]: the confinement modes (the Landlock launcher, bubblewrap's

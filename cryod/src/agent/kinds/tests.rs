@@ -1,0 +1,162 @@
+//! Each kind's command line, as cryod spawns it.
+
+use super::*;
+
+#[test]
+fn words() {
+    assert_eq!(split_words("sh ./agent.sh").unwrap(), ["sh", "./agent.sh"]);
+    assert_eq!(split_words(r#"my\ agent "a b" 'c "d"' e\"f"#).unwrap(), ["my agent", "a b", "c \"d\"", "e\"f"]);
+    assert_eq!(split_words("x ''").unwrap(), ["x", ""]);
+    assert!(split_words("'open").is_err());
+    assert!(split_words("   ").is_err());
+}
+
+/// A command line without MCP (`mcp = false`), in chamber `/c`.
+fn line(agent: &str, as_root: bool) -> crate::agent::Result<Launch> {
+    command_line(agent, Path::new("/c"), &turn("P"), as_root, None, &BTreeMap::new())
+}
+
+fn turn(prompt: &str) -> Turn<'_> {
+    Turn { prompt, prompt_file: ".cryo/prompt.md", resume: None }
+}
+
+/// Each kind continues a conversation with its own flag.
+#[test]
+fn resuming_a_conversation() {
+    let t = Turn { resume: Some("ID"), ..turn("P") };
+    let line = |agent| command_line(agent, Path::new("/c"), &t, false, None, &BTreeMap::new()).unwrap().args;
+    assert_eq!(line("claude")[6..], ["--resume", "ID", "--", "P"]);
+    assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "P"]);
+    assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
+    assert_eq!(line("qwen")[line("qwen").len() - 3..], ["--resume", "ID", "P"]);
+    assert_eq!(line("gemini")[line("gemini").len() - 3..], ["--resume", "ID", "--prompt=P"]);
+    assert_eq!(line("pi")[line("pi").len() - 3..], ["--session", "ID", "P"]);
+    assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
+}
+
+#[test]
+fn known_kinds() {
+    for as_root in [false, true] {
+        let l = line("claude", as_root).unwrap();
+        assert_eq!(
+            l.args,
+            ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", CLAUDE_TOOLS, "--", "P"]
+        );
+        assert!(!l.env.contains_key("IS_SANDBOX"));
+    }
+    let l = line("claude --model opus", true).unwrap();
+    assert_eq!(l.args[4..], ["--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+    assert_eq!(l.model.as_deref(), Some("opus"));
+    // The user's explicit choices stand.
+    let l = line("claude --dangerously-skip-permissions", true).unwrap();
+    assert_eq!(l.args[4..], ["--dangerously-skip-permissions", "--", "P"]);
+    assert_eq!(l.env.get("IS_SANDBOX").map(String::as_str), Some("1"));
+    let l = line("claude --dangerously-skip-permissions", false).unwrap();
+    assert!(!l.env.contains_key("IS_SANDBOX"));
+    let l = line("claude --permission-mode acceptEdits", false).unwrap();
+    assert_eq!(l.args[4..], ["--permission-mode", "acceptEdits", "--", "P"]);
+
+    let l = line("/usr/bin/codex", false).unwrap();
+    assert_eq!(l.program, "/usr/bin/codex");
+    assert_eq!(l.args[..5], ["exec", "--json", "-C", "/c", "--skip-git-repo-check"]);
+    assert!(!l.args.iter().any(|a| a.contains("mcp")));
+    assert!(l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
+    assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
+    assert!(l.args.contains(&"allow_login_shell=false".to_string()));
+    assert_eq!(l.args.last().unwrap(), "P");
+    let l = line("codex --sandbox workspace-write", false).unwrap();
+    assert!(!l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
+    assert!(l.args.contains(&"sandbox_workspace_write.network_access=true".to_string()));
+    assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
+
+    let l = line("opencode", false).unwrap();
+    assert_eq!(
+        l.args,
+        ["run", "--format", "json", "--print-logs", "--log-level", "WARN", "--dir", "/c", "--auto", "P"]
+    );
+    assert!(!l.env.contains_key("OPENCODE_CONFIG_CONTENT") && l.files.is_empty());
+    let l = line("sh agent.sh --fast", false).unwrap();
+    assert_eq!(
+        (l.program.as_str(), l.args.as_slice()),
+        ("sh", &["agent.sh".to_string(), "--fast".into(), "P".into()][..])
+    );
+    assert_eq!((l.events, l.read_logs), (None, false), "an unknown command's output is kept as it is");
+}
+
+/// Every kind's command line with and without cryo's MCP server, as
+/// cryod spawns it (`mcp = false` must stay the line of before).
+#[test]
+fn command_lines_with_and_without_mcp() {
+    let m = Mcp { program: "/opt/cryo/cryo-agent".into() };
+    let mut out = String::new();
+    for agent in [
+        "claude",
+        "claude --allowedTools Bash",
+        "claude --dangerously-skip-permissions",
+        "codex",
+        "codex --sandbox workspace-write",
+        "opencode",
+        "qwen",
+        "qwen --approval-mode auto-edit",
+        "gemini",
+        "pi",
+        "acp:qwen --acp",
+        "sh agent.sh",
+    ] {
+        for (name, mcp) in [("mcp = false", None), ("mcp = true", Some(&m))] {
+            let l = command_line(agent, Path::new("/c"), &turn("P"), false, mcp, &BTreeMap::new()).unwrap();
+            out.push_str(&format!("# {agent} ({name})\n{} {}\n", l.program, l.args.join(" ")));
+            for (k, v) in &l.env {
+                out.push_str(&format!("  env {k}={v}\n"));
+            }
+            for (path, text) in &l.files {
+                out.push_str(&format!("  file {path}: {}\n", text.replace('\n', " ")));
+            }
+            if let Some((path, keys)) = &l.settings {
+                out.push_str(&format!("  settings {path}: {keys}\n"));
+            }
+        }
+    }
+    insta::assert_snapshot!(out);
+}
+
+/// OpenCode's inline config merges the user's own, and keeps a single
+/// permission answer the user gave for every tool.
+#[test]
+fn opencode_config_merges_the_users() {
+    let m = Mcp { program: "cryo-agent".into() };
+    let mut env = BTreeMap::new();
+    env.insert(
+        "OPENCODE_CONFIG_CONTENT".to_string(),
+        r#"{"model":"local/m1","mcp":{"other":{"type":"local","command":["x"]}},"permission":{"bash":"ask"}}"#
+            .to_string(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+    assert_eq!(v["model"], "local/m1");
+    assert_eq!(v["mcp"]["other"]["command"][0], "x");
+    assert_eq!(v["mcp"]["cryo"]["command"], serde_json::json!(["cryo-agent", "mcp"]));
+    assert_eq!(v["permission"], serde_json::json!({ "bash": "ask", "cryo_*": "allow" }));
+    env.insert("OPENCODE_CONFIG_CONTENT".to_string(), r#"{"permission":"allow"}"#.to_string());
+    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+    assert_eq!(v["permission"], "allow");
+    env.insert("OPENCODE_CONFIG_CONTENT".to_string(), "[1]".to_string());
+    assert!(opencode_config(&m, &env).unwrap_err().to_string().contains("not a JSON object"));
+}
+
+/// A prompt that begins with `-` would be read as a flag by the CLIs
+/// that parse with yargs (Qwen Code): it gets a leading space.
+#[test]
+fn a_prompt_like_a_flag_stays_the_prompt() {
+    let l = command_line("qwen", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
+    assert_eq!(l.args.last().unwrap(), " - session: 1");
+    assert_eq!(l.events, Some(crate::agent_events::Format::Qwen));
+    assert_eq!(l.env.get("CRYO_AGENT_KIND").map(String::as_str), Some("qwen"));
+}
+
+#[test]
+fn long_prompts_go_through_a_file() {
+    let long = "x".repeat(MAX_PROMPT_ARG + 1);
+    let l = command_line("sh a.sh", Path::new("/c"), &turn(&long), false, None, &BTreeMap::new()).unwrap();
+    assert!(l.args.last().unwrap().contains(".cryo/prompt.md"));
+    assert!(l.args.last().unwrap().len() < 1000);
+}
