@@ -636,6 +636,17 @@ async fn kept_start(
 mod tests {
     use super::*;
 
+    /// For Pi, whose providers name their own key variables in a file the
+    /// agent may rewrite, any variable named like a secret counts as a key;
+    /// for the other kinds, their own key variables only.
+    #[test]
+    fn which_variables_hold_a_key() {
+        assert!(holds_a_key(kinds::Kind::Pi, "OPENROUTER_API_KEY") && holds_a_key(kinds::Kind::Pi, "local_token"));
+        assert!(holds_a_key(kinds::Kind::Claude, "ANTHROPIC_API_KEY"));
+        assert!(!holds_a_key(kinds::Kind::Claude, "GITHUB_TOKEN"), "a tool's token is the agent's to use");
+        assert!(!holds_a_key(kinds::Kind::Pi, "PI_CODING_AGENT_DIR"));
+    }
+
     /// Gemini CLI's workspace settings: cryod's keys are set and the user's
     /// kept; a file that is not JSON, or a link the agent planted, stops
     /// the session with nothing written anywhere.

@@ -60,10 +60,11 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
 }
 
 /// The commented `[provider]` example for the chamber's kind (the agent
-/// line's program, as `agent::kinds::Kind` names them): the keys its CLI
-/// reads.
+/// line's program, behind `acp:` too, as `agent::kinds::Kind` names them):
+/// the keys its CLI reads.
 fn provider_example(agent: &str) -> &'static str {
-    let program = agent.split_whitespace().next().unwrap_or("");
+    let agent = agent.trim_start();
+    let program = agent.strip_prefix("acp:").unwrap_or(agent).split_whitespace().next().unwrap_or("");
     match std::path::Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or("") {
         "codex" => "# [provider]\n# name = \"openai\"\n# env = { OPENAI_API_KEY = \"sk-...\" }",
         "opencode" => {
@@ -114,6 +115,7 @@ mod tests {
     /// and still loads with its `[provider]` example uncommented.
     #[test]
     fn each_kind_gets_a_working_cryo_toml() {
+        assert!(provider_example("acp:qwen --acp").contains("OPENAI_MODEL"));
         for kind in ["claude", "codex", "opencode", "qwen", "gemini", "pi"] {
             let dir = tempfile::tempdir().unwrap();
             init(dir.path(), Some(kind), Sandbox::Off).unwrap();
