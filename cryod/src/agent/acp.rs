@@ -245,8 +245,9 @@ fn run(asked: Asked) -> Result<i32, String> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("cannot start {:?}: {e}", asked.command[0]))?;
-    // A few messages ahead at most: an agent that floods waits for us.
-    let (tx, lines) = mpsc::sync_channel(64);
+    // A few messages ahead at most (each up to MAX_LINE; this client runs
+    // outside the session's memory limit): an agent that floods waits.
+    let (tx, lines) = mpsc::sync_channel(4);
     let out = child.stdout.take().ok_or("the agent has no stdout")?;
     std::thread::spawn(move || {
         let mut out = BufReader::new(out);
