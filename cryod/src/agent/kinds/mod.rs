@@ -651,7 +651,9 @@ pub fn agent_bin_dir() -> Option<PathBuf> {
 }
 
 mod account;
+mod settings;
 pub use account::{configured_model, provider_account};
+pub use settings::merge_settings;
 
 #[cfg(test)]
 mod tests;
