@@ -108,12 +108,23 @@ fn sandbox_missing(mode: &str) -> Option<String> {
 /// [`run_plan`] confined by `sandbox` (issue 25), skipped with the reason
 /// where this machine cannot provide it.
 fn run_plan_confined(bin: &str, sandbox: &str, who: As, setup: impl FnOnce(&Env, &ModelServer) -> String) {
+    run_plan_confined_with(bin, "", sandbox, who, setup)
+}
+
+/// [`run_plan_confined`] with `args` on the agent line.
+fn run_plan_confined_with(
+    bin: &str,
+    args: &str,
+    sandbox: &str,
+    who: As,
+    setup: impl FnOnce(&Env, &ModelServer) -> String,
+) {
     if let Some(why) = sandbox_missing(sandbox) {
         eprintln!("SKIPPED {bin} under sandbox = {sandbox:?}: {why}");
         return;
     }
     let sent = ("hello from session 1", "thanks, got your note");
-    run_script(bin, "", who, setup, two_session_plan(), sent, &format!("sandbox = \"{sandbox}\"\n"));
+    run_script(bin, args, who, setup, two_session_plan(), sent, &format!("sandbox = \"{sandbox}\"\n"));
 }
 
 /// [`run_plan`] with the MCP tools instead of the shell.
@@ -457,13 +468,7 @@ fn an_acp_agent_runs_a_two_session_plan_through_mcp_tools_as_a_normal_user() {
 
 #[test]
 fn an_acp_agent_runs_a_two_session_plan_under_bwrap() {
-    let top = "sandbox = \"bwrap\"\n";
-    if let Some(why) = sandbox_missing("bwrap") {
-        eprintln!("SKIPPED an ACP agent under bwrap: {why}");
-        return;
-    }
-    let sent = ("hello from session 1", "thanks, got your note");
-    run_script("acp:qwen", "--acp", As::Me, qwen_provider, two_session_plan(), sent, top);
+    run_plan_confined_with("acp:qwen", "--acp", "bwrap", As::Me, qwen_provider);
 }
 
 /// Under Landlock a new terminal cannot be opened (`/dev/pts` holds the
@@ -471,12 +476,6 @@ fn an_acp_agent_runs_a_two_session_plan_under_bwrap() {
 /// `tools.shell.enableInteractiveShell` is off, as here.
 #[test]
 fn an_acp_agent_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
-    let top = "sandbox = \"landlock\"\n";
-    if let Some(why) = sandbox_missing("landlock") {
-        eprintln!("SKIPPED an ACP agent under landlock: {why}");
-        return;
-    }
-    let sent = ("hello from session 1", "thanks, got your note");
     let setup = |env: &Env, model: &ModelServer| {
         let home = env.path("qwen-home");
         std::fs::create_dir_all(&home).unwrap();
@@ -484,7 +483,7 @@ fn an_acp_agent_runs_a_two_session_plan_under_landlock_as_a_normal_user() {
         let line = qwen_provider(env, model);
         line.replace("env = {", &format!("env = {{ QWEN_HOME = \"{}\",", home.display()))
     };
-    run_script("acp:qwen", "--acp", As::Nobody, setup, two_session_plan(), sent, top);
+    run_plan_confined_with("acp:qwen", "--acp", "landlock", As::Nobody, setup);
 }
 
 #[test]
