@@ -53,6 +53,17 @@ enum Cmd {
     /// Serve these verbs as MCP tools on standard input and output (cryod
     /// wires this into the agent CLIs it knows).
     Mcp,
+    /// May this tool call run? The permission prompt cryod's clients ask
+    /// through (prints Claude Code's answer JSON: `behavior`, `message`).
+    #[command(hide = true)]
+    Approval {
+        /// The tool, as the agent's CLI names it.
+        #[arg(long)]
+        tool: String,
+        /// Its arguments, as a JSON object.
+        #[arg(long, default_value = "{}")]
+        input: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -97,6 +108,16 @@ async fn run(cmd: Cmd) -> Result<Option<Done>, Fail> {
         }
         _ => None,
     };
+    if let Cmd::Approval { tool, input } = cmd {
+        let input = match serde_json::from_str(&input) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err(Fail("--input must be a JSON object".into(), exit::USAGE)),
+        };
+        let a = verbs::Approval { tool_name: tool, input };
+        let asked = async { Session::connect().await?.approve(&a).await }.await;
+        let answer = verbs::permission_answer(asked, &a);
+        return Ok(Some(Done { text: answer.to_string(), facts: answer }));
+    }
     let s = Session::connect().await?;
     let done = match cmd {
         Cmd::Hibernate(a) => s.hibernate(a).await,
@@ -107,7 +128,7 @@ async fn run(cmd: Cmd) -> Result<Option<Done>, Fail> {
         Cmd::Todo(TodoCmd::List) => s.todo_list().await,
         Cmd::Todo(TodoCmd::Done(a)) => s.todo_done(a).await,
         Cmd::Todo(TodoCmd::Remove(a)) => s.todo_remove(a).await,
-        Cmd::Time { .. } | Cmd::Mcp => unreachable!("handled without a session"),
+        Cmd::Time { .. } | Cmd::Mcp | Cmd::Approval { .. } => unreachable!("handled above"),
     };
     done.map(Some)
 }

@@ -125,6 +125,14 @@ impl AgentTools {
         result(async { self.session().await?.todo_remove(a).await }.await)
     }
 
+    #[tool(description = "cryo's permission prompt for this session's CLI (not for you to call): whether a tool \
+        call may run, by the chamber's approval policy; a call it sends to a person waits for their answer.")]
+    async fn approval(&self, Parameters(a): Parameters<verbs::Approval>) -> CallToolResult {
+        let asked = async { self.session().await?.approve(&a).await }.await;
+        let answer = verbs::permission_answer(asked, &a);
+        CallToolResult::success(vec![ContentBlock::text(answer.to_string())])
+    }
+
     #[tool(
         description = "The current time in the chamber's zone, or when a time expression falls (to check an `at` \
         before todo_add).",

@@ -132,6 +132,28 @@ pub struct Time {
     pub expr: String,
 }
 
+/// `approval`: the permission prompt of an agent's CLI (Claude Code's
+/// `--permission-prompt-tool`): may this tool call run?
+#[derive(Deserialize, JsonSchema, Debug, Default)]
+pub struct Approval {
+    /// The tool the agent wants to call.
+    pub tool_name: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub input: serde_json::Map<String, Value>,
+}
+
+/// The answer a permission prompt gives (Claude Code's shape): allowed,
+/// with the input unchanged, or denied with the reason; a call cryod could
+/// not judge is denied with its line.
+pub fn permission_answer(asked: Result<(bool, String), Fail>, a: &Approval) -> Value {
+    match asked {
+        Ok((true, _)) => json!({ "behavior": "allow", "updatedInput": a.input }),
+        Ok((false, message)) => json!({ "behavior": "deny", "message": message }),
+        Err(Fail(line, _)) => json!({ "behavior": "deny", "message": line }),
+    }
+}
+
 /// A connection to cryod as this session: the token and chamber cryod gave
 /// the agent's environment ride on every call.
 #[derive(Clone)]
@@ -259,6 +281,21 @@ impl Session {
             text: format!("added TODO {}: {} (at {})", t.id, t.text, t.at),
             facts: json!({ "todo": j::todo_json(&t) }),
         })
+    }
+
+    /// Asks cryod whether a tool call may run: whether it may, and what to
+    /// tell the agent.
+    pub async fn approve(&self, a: &Approval) -> Result<(bool, String), Fail> {
+        let input = Value::Object(a.input.clone());
+        // Claude Code's shell tool carries the agent's words on the call.
+        let reason = a.input.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+        let r = self
+            .client
+            .clone()
+            .approve(pb::ApproveRequest { tool: a.tool_name.clone(), input_json: input.to_string(), reason })
+            .await?
+            .into_inner();
+        Ok((r.allow, r.message))
     }
 
     pub async fn todo_list(&self) -> Result<Done, Fail> {

@@ -71,6 +71,12 @@ enum Command {
         #[arg(long, short = 'n', default_value_t = 20)]
         count: u32,
     },
+    /// Tool calls that chambers' [approvals] policies sent to a person:
+    /// list them (pending ones; `--all` for the decided too), approve or deny.
+    Approvals {
+        #[command(subcommand)]
+        cmd: Option<ApprovalsCmd>,
+    },
     /// The ledger's history: prune it now (cryod also does daily, as
     /// `[history] keep_sessions` says).
     #[command(subcommand)]
@@ -99,6 +105,33 @@ enum Command {
         /// Use a real agent CLI instead of the demo script (claude, codex, opencode).
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApprovalsCmd {
+    /// The requests, newest first (pending ones unless --all).
+    List {
+        /// One chamber (a name or a path).
+        chamber: Option<String>,
+        /// The decided ones too.
+        #[arg(long)]
+        all: bool,
+        /// How many.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        limit: u32,
+    },
+    /// Let the call run: the agent's session (or its next) runs exactly it.
+    Approve {
+        /// The request's id (from the list).
+        id: String,
+    },
+    /// Refuse the call; the agent is told, with your reason.
+    Deny {
+        id: String,
+        /// Why, for the agent.
+        #[arg(long)]
+        reason: Option<String>,
     },
 }
 
@@ -204,6 +237,14 @@ fn main() -> ExitCode {
         Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
         Command::Schedule { count } => run(async move { cmd::schedule::run(&ctx, None, count).await }),
         Command::History(HistoryCmd::Prune { keep }) => run(cmd::history_prune(ctx, keep)),
+        Command::Approvals { cmd } => {
+            run(match cmd.unwrap_or(ApprovalsCmd::List { chamber: None, all: false, limit: 50 }) {
+                ApprovalsCmd::List { chamber, all, limit } => Box::pin(cmd::approvals::list(ctx, chamber, all, limit))
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = client::Result<()>>>>,
+                ApprovalsCmd::Approve { id } => Box::pin(cmd::approvals::decide(ctx, id, true, None)),
+                ApprovalsCmd::Deny { id, reason } => Box::pin(cmd::approvals::decide(ctx, id, false, reason)),
+            })
+        }
         Command::Notify(NotifyCmd::Test { name }) => run(cmd::notify::test(ctx, name)),
         Command::Notify(NotifyCmd::Log { limit }) => run(cmd::notify::log(ctx, limit)),
         Command::Fleet(FleetCmd::Status) => run(cmd::fleet_status(ctx)),

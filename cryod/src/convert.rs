@@ -316,3 +316,24 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
         })
         .collect()
 }
+
+/// An approval request on the wire.
+pub fn approval(n: &crate::daemon::approvals::Named) -> pb::Approval {
+    let a = &n.record;
+    pb::Approval {
+        id: a.id.clone(),
+        chamber: n.chamber.clone(),
+        session: a.session,
+        tool: a.tool.clone(),
+        input_json: a.input.clone(),
+        subject: a.subject.clone(),
+        reason: a.reason.clone(),
+        rule: a.rule.clone(),
+        created_at: a.created_at.clone(),
+        state: a.state.clone(),
+        decided_at: a.decided_at.clone().unwrap_or_default(),
+        decided_by: a.decided_by.clone().unwrap_or_default(),
+        answer: a.answer.clone().unwrap_or_default(),
+        used_at: a.used_at.clone().unwrap_or_default(),
+    }
+}

@@ -22,7 +22,8 @@ const LAYERS: &[&[&str]] = &[
     &["chamber"],
     // Services the shell uses: admission, an agent's run (launch, sandbox,
     // keeper, stream, process groups, pre-checks), watchers, sync bridges, the zone.
-    &["admission", "agent", "watch", "bridges", "zone"],
+    // Approval requests waiting in a session.
+    &["admission", "agent", "watch", "bridges", "zone", "approvals"],
     // The node's trust in its fleet lease (it signals agents' groups).
     // The notifiers (their command runs through `agent::precheck`'s runner).
     &["lease", "notifier"],
@@ -55,7 +56,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         "supervisor",
         &[
             &["budget", "queue", "running", "owner", "outlets"],
-            &["trust", "limits", "replies", "files"],
+            &["trust", "limits", "replies", "files", "approve"],
             &["boot"],
             &["ledger"],
             &["effects"],

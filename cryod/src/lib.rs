@@ -13,6 +13,7 @@
 pub mod admission;
 pub mod agent;
 pub mod agent_events;
+pub mod approvals;
 pub mod authority;
 pub mod bridges;
 pub mod chamber;

@@ -98,6 +98,8 @@ pub struct Shared {
     pub notifiers: crate::notifier::Notifiers,
     /// Hand-offs for the daemon to deliver.
     pub handoffs: HandOffs,
+    /// Sessions waiting in place for a person's approval.
+    pub approvals: crate::approvals::Waiting,
 }
 
 /// The live sessions' tokens, each with the session it belongs to. A token
@@ -276,6 +278,7 @@ impl Shared {
             names: Default::default(),
             notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             handoffs: HandOffs::new(),
+            approvals: Default::default(),
             doors,
             live: Default::default(),
             door_rx: TakeOnce::new(door_rx),

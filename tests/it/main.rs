@@ -1,6 +1,7 @@
 //! cryo's end-to-end tests: one binary, one module per capability.
 
 mod agents;
+mod approvals;
 mod bench;
 mod browser;
 mod caught;

@@ -18,8 +18,18 @@ i=0
 while [ ! -f go ] && [ $i -lt 2400 ]; do i=$((i + 1)); sleep 0.05; done
 "#;
 
-const AGENT_TOOLS: &[&str] =
-    &["dialog", "hibernate", "receive", "send", "time", "todo_add", "todo_done", "todo_list", "todo_remove"];
+const AGENT_TOOLS: &[&str] = &[
+    "approval",
+    "dialog",
+    "hibernate",
+    "receive",
+    "send",
+    "time",
+    "todo_add",
+    "todo_done",
+    "todo_list",
+    "todo_remove",
+];
 
 const OPERATOR_TOOLS: &[&str] = &[
     "chamber_status",

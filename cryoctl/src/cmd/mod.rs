@@ -1,5 +1,6 @@
 //! One module per command group.
 
+pub mod approvals;
 pub mod chamber;
 pub mod daemon;
 pub mod demo;

@@ -6,6 +6,7 @@
 //! grammar, the TODO lifecycle, the hibernate gate, what an agent is told and
 //! what cryod says when a session goes wrong) testable in milliseconds.
 
+pub mod approvals;
 pub mod chamber;
 pub mod hibernate;
 pub mod limits;

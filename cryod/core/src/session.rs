@@ -64,6 +64,10 @@ pub enum Outcome {
     OverBudget { until: DateTime<Utc>, local: String },
     /// cryod saw it stall or loop and ended it (see [`Caught`]).
     Caught(Caught),
+    /// It asked for a person's approval (request `id`: the tool call,
+    /// `what`) and the wait in the session passed: the chamber waits for the
+    /// answer, and the next session resumes the conversation with it.
+    AwaitingApproval { id: String, what: String },
 }
 
 /// What cryod saw a running session do that ends it: not a crash (the
@@ -106,6 +110,7 @@ impl Outcome {
             Outcome::OverBudget { .. } => "over_budget",
             Outcome::Caught(Caught::Stalled { .. }) => "stalled",
             Outcome::Caught(Caught::Looping { .. }) => "looping",
+            Outcome::AwaitingApproval { .. } => "awaiting_approval",
         }
     }
 
@@ -130,6 +135,7 @@ impl Outcome {
             "over budget" => "over_budget",
             "stalled" => "stalled",
             "looping" => "looping",
+            "awaiting approval" => "awaiting_approval",
             _ => return None,
         })
     }
@@ -146,6 +152,7 @@ impl Outcome {
             Outcome::OverBudget { .. } => "went over its budget".into(),
             Outcome::Caught(Caught::Stalled { .. }) => "stalled".into(),
             Outcome::Caught(Caught::Looping { .. }) => "was caught in a loop".into(),
+            Outcome::AwaitingApproval { .. } => "waits for a person's approval".into(),
             Outcome::Hibernated(_) => "hibernated".into(),
         }
     }
@@ -173,6 +180,7 @@ impl Outcome {
             Outcome::Caught(Caught::Looping { call, times }) => {
                 format!("looping: the same tool call {times} times in a row ({call})")
             }
+            Outcome::AwaitingApproval { id, what } => format!("awaiting approval: {id} ({what})"),
         }
     }
 }
@@ -244,11 +252,12 @@ pub struct Thread {
 
 impl Outcome {
     /// Whether the conversation of a session that ended so may be resumed:
-    /// only after a hibernate (or a completed plan). After a crash, a
+    /// only after a hibernate (or a completed plan), or a wait for a
+    /// person's approval (the next session carries on with the answer). After a crash, a
     /// timeout, a stop, an interruption, a failure, a provider's limit or a
     /// budget's stop the next session starts afresh.
     pub fn resumable(&self) -> bool {
-        matches!(self, Outcome::Hibernated(Ending::Hibernate | Ending::Complete))
+        matches!(self, Outcome::Hibernated(Ending::Hibernate | Ending::Complete) | Outcome::AwaitingApproval { .. })
     }
 }
 
@@ -329,6 +338,17 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
             with_details(format!("Session {session} stopped at the provider's limit; its work resumes after {local}."))
         };
         out.push(Fallback { subject, body, is_reply: conv.unanswered_batch });
+        return out;
+    }
+    if let Outcome::AwaitingApproval { id, what } = outcome {
+        if conv.unanswered_batch {
+            let subject = format!("Session {session} waits for an approval");
+            let body = format!(
+                "I need a person's approval ({id}: {what}) before I can go on with your message; I will answer \
+                 once it is given."
+            );
+            out.push(Fallback { subject, body, is_reply: true });
+        }
         return out;
     }
     if let Outcome::OverBudget { local, .. } = outcome {

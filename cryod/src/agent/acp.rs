@@ -15,9 +15,13 @@
 //! - `{"type":"session","sessionId":…,"model":…,"resumed":bool}`
 //! - `{"type":"update","update":{…}}`: each `session/update` (not those a
 //!   loaded session replays)
-//! - `{"type":"permission","tool":…,"chose":…}`: a permission request,
-//!   answered with the first "allow once" option (cryo runs unattended; a
-//!   chamber's approval policy will answer here)
+//! - `{"type":"permission","tool":…,"chose":…}`: a permission request and
+//!   the option chosen. With `--approve PROGRAM` (the chamber has an
+//!   `[approvals]` policy) cryod judges each one (`PROGRAM approval --tool
+//!   KIND --input RAW`, the same question Claude Code's permission prompt
+//!   asks): allowed, the first "allow once" option; refused (a deny rule, a
+//!   person's denial, an ask still waiting), the first "reject" option.
+//!   Without a policy, the first "allow once" option (cryo runs unattended).
 //! - `{"type":"result","result":{…}}`: the prompt's end (`stopReason`, and
 //!   any usage the agent reports with it)
 //! - `{"type":"error","message":…}`
@@ -50,11 +54,13 @@ struct Asked {
     prompt: String,
     resume: Option<String>,
     mcp: Option<String>,
+    /// `cryo-agent`, to ask cryod about each permission request.
+    approve: Option<String>,
     command: Vec<OsString>,
 }
 
 /// The bridge's arguments, before the agent's command.
-pub fn args(prompt: &str, resume: Option<&str>, mcp: Option<&str>) -> Vec<String> {
+pub fn args(prompt: &str, resume: Option<&str>, mcp: Option<&str>, approve: Option<&str>) -> Vec<String> {
     let mut out = vec![ARG.to_string(), "--prompt".into(), prompt.to_string()];
     if let Some(id) = resume {
         out.extend(["--resume".into(), id.to_string()]);
@@ -62,7 +68,35 @@ pub fn args(prompt: &str, resume: Option<&str>, mcp: Option<&str>) -> Vec<String
     if let Some(m) = mcp {
         out.extend(["--mcp".into(), m.to_string()]);
     }
+    if let Some(a) = approve {
+        out.extend(["--approve".into(), a.to_string()]);
+    }
     out
+}
+
+/// Asks cryod (through `cryo-agent approval`, with the session's
+/// environment) whether the agent's tool call may run: the tool is the
+/// call's ACP kind (`execute`, `edit`, …; its title when it has none), its
+/// input the call's raw input. Whether it may, and what cryod said; a
+/// question that gets no answer is a refusal.
+fn ask_cryod(program: &str, call: &Value) -> (bool, String) {
+    let tool = call["kind"].as_str().filter(|k| !k.is_empty() && *k != "other");
+    let tool = tool.or_else(|| call["title"].as_str()).unwrap_or("?");
+    let input = match &call["rawInput"] {
+        Value::Object(m) => Value::Object(m.clone()),
+        _ => json!({ "title": call["title"] }),
+    };
+    let out = Command::new(program)
+        .args(["approval", "--tool", tool, "--input", &input.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output();
+    let answer: Option<Value> = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok());
+    match answer {
+        Some(a) if a["behavior"] == "allow" => (true, String::new()),
+        Some(a) => (false, a["message"].as_str().unwrap_or("refused").to_string()),
+        None => (false, "cryo could not judge this call".into()),
+    }
 }
 
 /// `cryod __acp …`: drives the agent, then exits (with the agent's code if
@@ -92,6 +126,7 @@ fn parse(args: Vec<OsString>) -> Result<Asked, String> {
             Some("--prompt") => asked.prompt = value()?,
             Some("--resume") => asked.resume = Some(value()?),
             Some("--mcp") => asked.mcp = Some(value()?),
+            Some("--approve") => asked.approve = Some(value()?),
             Some("--") => {
                 asked.command = it.by_ref().collect();
                 break;
@@ -152,6 +187,8 @@ struct Peer {
     next: u64,
     /// A loaded session's replay is not this session's work.
     quiet: bool,
+    /// `cryo-agent`, to ask cryod about permission requests (`--approve`).
+    approve: Option<String>,
 }
 
 impl Peer {
@@ -193,11 +230,15 @@ impl Peer {
             }
             ("session/request_permission", Some(id)) => {
                 let options = msg["params"]["options"].as_array().cloned().unwrap_or_default();
-                let pick = ["allow_once", "allow_always"]
-                    .iter()
-                    .find_map(|k| options.iter().find(|o| o["kind"] == *k))
-                    .or(options.first());
                 let tool = &msg["params"]["toolCall"];
+                let (allowed, message) = match &self.approve {
+                    Some(program) => ask_cryod(program, tool),
+                    None => (true, String::new()),
+                };
+                let kinds: &[&str] =
+                    if allowed { &["allow_once", "allow_always"] } else { &["reject_once", "reject_always"] };
+                let pick = kinds.iter().find_map(|k| options.iter().find(|o| o["kind"] == *k));
+                let pick = if allowed { pick.or(options.first()) } else { pick };
                 // The call as asked about, with its input (its own updates
                 // may carry none).
                 if let Some(call) = tool.as_object() {
@@ -208,10 +249,13 @@ impl Peer {
                 let name = tool["title"].as_str().or_else(|| tool["_meta"]["toolName"].as_str()).unwrap_or("?");
                 let answer = match pick.and_then(|o| o["optionId"].as_str()) {
                     Some(option) => {
-                        say(&json!({ "type": "permission", "tool": name, "chose": option }));
+                        say(&json!({ "type": "permission", "tool": name, "chose": option, "message": message }));
                         json!({ "outcome": { "outcome": "selected", "optionId": option } })
                     }
-                    None => json!({ "outcome": { "outcome": "cancelled" } }),
+                    None => {
+                        say(&json!({ "type": "permission", "tool": name, "chose": "cancelled", "message": message }));
+                        json!({ "outcome": { "outcome": "cancelled" } })
+                    }
                 };
                 self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": answer }))?;
             }
@@ -265,7 +309,7 @@ fn run(asked: Asked) -> Result<i32, String> {
         }
     });
     let stdin = child.stdin.take();
-    let mut peer = Peer { child, stdin, lines, next: 1, quiet: false };
+    let mut peer = Peer { child, stdin, lines, next: 1, quiet: false, approve: asked.approve.clone() };
     let hello = peer.call(
         "initialize",
         json!({
@@ -347,12 +391,15 @@ mod tests {
 
     #[test]
     fn arguments_round_trip() {
-        let mut a: Vec<OsString> =
-            args("- do it", Some("s1"), Some("/bin/cryo-agent"))[1..].iter().map(Into::into).collect();
+        let mut a: Vec<OsString> = args("- do it", Some("s1"), Some("/bin/cryo-agent"), Some("/bin/cryo-agent"))[1..]
+            .iter()
+            .map(Into::into)
+            .collect();
         a.extend(["--".into(), "qwen".into(), "--acp".into()]);
         let asked = parse(a).unwrap();
         assert_eq!(asked.prompt, "- do it");
         assert_eq!((asked.resume.as_deref(), asked.mcp.as_deref()), (Some("s1"), Some("/bin/cryo-agent")));
+        assert_eq!(asked.approve.as_deref(), Some("/bin/cryo-agent"));
         assert_eq!(asked.command, [OsString::from("qwen"), "--acp".into()]);
         assert!(parse(vec!["--prompt".into(), "p".into()]).unwrap_err().contains("no agent command"));
         assert!(parse(vec!["--bogus".into()]).is_err());

@@ -65,11 +65,13 @@ impl Reader {
                 }
                 _ => {}
             },
-            Some("permission") => out.push(format!(
-                "permission: {} ({})",
-                clip(str_at(v, "/tool").unwrap_or("?")),
-                str_at(v, "/chose").unwrap_or("?")
-            )),
+            Some("permission") => {
+                let (tool, chose) = (clip(str_at(v, "/tool").unwrap_or("?")), str_at(v, "/chose").unwrap_or("?"));
+                out.push(match str_at(v, "/message").filter(|m| !m.is_empty()) {
+                    Some(why) => format!("permission: {tool} ({chose}: {})", clip(why)),
+                    None => format!("permission: {tool} ({chose})"),
+                })
+            }
             Some("result") => {
                 let r = &v["result"];
                 let quota = &r["_meta"]["quota"];

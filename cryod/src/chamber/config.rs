@@ -70,6 +70,7 @@ struct Raw {
     cpu_weight: Option<u32>,
     sync: Option<RawSync>,
     history: Option<RawHistory>,
+    approvals: Option<RawApprovals>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
     watch_inbox: Option<toml::Value>,
@@ -153,6 +154,17 @@ struct RawHistory {
     keep_done: Option<u32>,
 }
 
+/// `[approvals]` in `cryo.toml`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApprovals {
+    allow: Option<Vec<String>>,
+    ask: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+    default: Option<String>,
+    approval_wait: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSync {
@@ -195,6 +207,10 @@ pub struct ChamberConfig {
     pub mcp: bool,
     /// `[budget]`: what this chamber may spend.
     pub budget: crate::config::Budget,
+    /// `[approvals]`: which tool calls run, wait for a person, or are
+    /// refused (`None`: the section is absent, and the agent's CLI runs
+    /// with its permission prompts off, as before).
+    pub approvals: Option<cryo_core::approvals::Policy>,
     /// `session` and `resume_max_*`: whether sessions continue one
     /// provider conversation.
     pub continuity: cryo_core::session::Continuity,
@@ -458,6 +474,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     check_sync(raw.sync.as_ref(), &lines)?;
     let max_attempts = max_attempts(raw.max_attempts, &lines)?;
     let keep_done = keep_done(raw.history.take(), &lines)?;
+    let approvals = raw.approvals.take().map(|a| approvals(a, &lines)).transpose()?;
     let provider = provider(raw.provider.take(), dir, &lines)?;
     let writable = folders("writable", raw.writable.take(), dir, &lines)?;
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
@@ -481,6 +498,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             keep_done,
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
+            approvals,
             continuity,
             precheck,
             precheck_timeout,
@@ -631,6 +649,44 @@ fn keep_done(raw: Option<RawHistory>, lines: &Lines) -> Result<usize, ConfigErro
         return Err(lines.invalid("keep_done", format!("key `history.keep_done`: {keep} is over the limit of {max}")));
     }
     Ok(keep as usize)
+}
+
+/// `[approvals]`: its rules, its default (`ask` unless set) and
+/// `approval_wait` (a duration of at most a day, default two minutes).
+fn approvals(raw: RawApprovals, lines: &Lines) -> Result<cryo_core::approvals::Policy, ConfigError> {
+    use cryo_core::approvals::{Action, Policy, Rule};
+    let rules = |key: &str, list: Option<Vec<String>>| -> Result<Vec<Rule>, ConfigError> {
+        let rules: Result<Vec<Rule>, String> = list.unwrap_or_default().iter().map(|r| Rule::parse(r)).collect();
+        rules.map_err(|why| lines.invalid(key, format!("key `approvals.{key}`: {why}")))
+    };
+    let default = match raw.default.as_deref() {
+        None => Action::Ask,
+        Some(d) => Action::parse(d).ok_or_else(|| {
+            lines.invalid(
+                "default",
+                format!("key `approvals.default`: {d:?} is not one of \"allow\", \"ask\", \"deny\""),
+            )
+        })?,
+    };
+    let wait = match raw.approval_wait.as_deref() {
+        None => cryo_core::approvals::DEFAULT_WAIT,
+        Some(w) => cryo_core::time::parse_duration(w)
+            .filter(|d| *d >= chrono::Duration::zero() && *d <= chrono::Duration::days(1))
+            .and_then(|d| d.to_std().ok())
+            .ok_or_else(|| {
+                lines.invalid(
+                    "approval_wait",
+                    format!("key `approvals.approval_wait`: {w:?} is not a duration of at most a day (such as \"2m\")"),
+                )
+            })?,
+    };
+    Ok(Policy {
+        allow: rules("allow", raw.allow)?,
+        ask: rules("ask", raw.ask)?,
+        deny: rules("deny", raw.deny)?,
+        default,
+        wait,
+    })
 }
 
 /// `max_attempts`, at most 100.

@@ -55,6 +55,11 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
     if let (Some(v), Some(digest)) = (table.get("network"), d.get_mut("sandbox")) {
         refold(digest, &format!("network {}", canonical(v)));
     }
+    // `[approvals]` decides what the agent's commands may do: part of
+    // `agent`'s digest when set.
+    if let (Some(v), Some(digest)) = (table.get("approvals"), d.get_mut("agent")) {
+        refold(digest, &format!("approvals {}", canonical(v)));
+    }
     // So do `stall_after` and `loop_after`, which bound a session as its
     // time limit does: part of `max_session_duration`'s digest when set.
     for key in ["stall_after", "loop_after"] {

@@ -3,6 +3,7 @@
 //! [`Daemon`] is a cheap handle. The gRPC services and the hub call the same
 //! methods here, so there is one implementation of each operation.
 
+pub mod approvals;
 mod history;
 mod hooks;
 mod life;

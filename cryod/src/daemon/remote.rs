@@ -59,6 +59,11 @@ pub enum Command {
         text: String,
     },
     Remove,
+    /// A person decided the chamber's approval request `id` (on another
+    /// node): the owner hands it to the chamber.
+    Answered {
+        id: String,
+    },
     /// Hand the chamber to the node with this id.
     Move {
         to: String,
@@ -264,6 +269,10 @@ impl Daemon {
             }
             Command::Remove => {
                 self.remove(&r).await?;
+                Answer::Done
+            }
+            Command::Answered { id } => {
+                self.answered_here(&id).await?;
                 Answer::Done
             }
             Command::Move { to } => {

@@ -27,6 +27,15 @@ pub const CHAMBER_METADATA: &str = "x-cryo-chamber";
 
 impl AgentService {
     async fn call<T>(&self, req: &Request<T>, call: AgentCall) -> Result<AgentReply, Status> {
+        let entry = self.session_of(req)?;
+        let (verb, t) = (verb(&call), std::time::Instant::now());
+        let r = self.daemon.agent_call(entry.chamber, entry.session, call).await.map_err(Status::from);
+        crate::metrics::get().agent_call(verb, t.elapsed());
+        r
+    }
+
+    /// The live session the call's token, door and chamber name agree on.
+    fn session_of<T>(&self, req: &Request<T>) -> Result<crate::runtime::TokenEntry, Status> {
         let md = req.metadata();
         let token = md.get(cryo_proto::TOKEN_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
         if token.is_empty() {
@@ -54,10 +63,7 @@ impl AgentService {
                 "this session token belongs to another chamber than {claimed:?}: an agent acts only on its own chamber"
             )));
         }
-        let (verb, t) = (verb(&call), std::time::Instant::now());
-        let r = self.daemon.agent_call(entry.chamber, entry.session, call).await.map_err(Status::from);
-        crate::metrics::get().agent_call(verb, t.elapsed());
-        r
+        Ok(entry)
     }
 }
 
@@ -155,6 +161,18 @@ impl Agent for AgentService {
     async fn todo_done(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {
         let id = req.get_ref().id;
         todos_reply(self.call(&req, AgentCall::Todo(TodoCall::Done(id))).await?).map(Response::new)
+    }
+
+    async fn approve(&self, req: Request<pb::ApproveRequest>) -> R<pb::ApproveReply> {
+        let entry = self.session_of(&req)?;
+        let r = req.get_ref();
+        let input: serde_json::Value = serde_json::from_str(&r.input_json)
+            .map_err(|e| Status::invalid_argument(format!("input_json is not JSON: {e}")))?;
+        let ask = crate::supervisor::Ask { tool: r.tool.clone(), input, reason: r.reason.clone() };
+        let t = std::time::Instant::now();
+        let answer = self.daemon.approve_call(entry.chamber, entry.session, ask).await.map_err(Status::from)?;
+        crate::metrics::get().agent_call("approve", t.elapsed());
+        Ok(Response::new(pb::ApproveReply { allow: answer.allow, message: answer.message }))
     }
 
     async fn todo_remove(&self, req: Request<pb::TodoIdRequest>) -> R<pb::TodoListReply> {

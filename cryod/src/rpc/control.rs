@@ -79,6 +79,24 @@ impl Control for ControlService {
         Ok(Response::new(pb::HistoryPruneReply { before, sessions: n.sessions, passed: n.passed, claims: n.claims }))
     }
 
+    async fn approvals(&self, req: Request<pb::ApprovalsRequest>) -> R<pb::ApprovalsReply> {
+        let req = req.into_inner();
+        let only = match req.chamber {
+            Some(r) => Some(convert::chamber_ref(Some(r))?),
+            None => None,
+        };
+        let limit = if req.limit == 0 { 50 } else { req.limit.min(1000) };
+        let list = self.daemon.approvals(only.as_ref(), req.all, limit).await?;
+        Ok(Response::new(pb::ApprovalsReply { approvals: list.iter().map(convert::approval).collect() }))
+    }
+
+    async fn approval_decide(&self, req: Request<pb::ApprovalDecideRequest>) -> R<pb::Approval> {
+        let req = req.into_inner();
+        let reason = Some(req.reason).filter(|r| !r.is_empty());
+        let named = self.daemon.decide_approval(&req.id, req.approve, "operator", reason).await?;
+        Ok(Response::new(convert::approval(&named)))
+    }
+
     async fn schedule(&self, req: Request<pb::ScheduleRequest>) -> R<pb::ScheduleReply> {
         let req = req.into_inner();
         let only = match req.chamber {

@@ -252,6 +252,54 @@ pub struct OpenClaim {
     pub files: Vec<String>,
 }
 
+/// A tool call the chamber's `[approvals]` policy sent to a person: kept
+/// until decided, and after (who decided, when, and whether the agent's
+/// next ask of the same call has used the answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    /// Short and unguessable (`a` and 10 hex digits).
+    pub id: String,
+    pub chamber_id: i64,
+    /// The session that asked.
+    pub session: u64,
+    /// The tool as the agent's CLI named it.
+    pub tool: String,
+    /// Its exact arguments (JSON).
+    pub input: String,
+    /// What a person reads of it (the command, the path).
+    pub subject: String,
+    /// The agent's stated reason, if it gave one.
+    pub reason: String,
+    /// Why it was asked (the rule, or the default).
+    pub rule: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// `pending`, `approved` or `denied`.
+    pub state: String,
+    pub decided_at: Option<String>,
+    /// Who decided (`operator`, `hub:NAME`, `link`, `mcp`).
+    pub decided_by: Option<String>,
+    /// A denial's reason.
+    pub answer: Option<String>,
+    /// When the agent's ask of the same call took the answer.
+    pub used_at: Option<String>,
+}
+
+/// Why a request cannot be decided again: who decided it, and when.
+pub fn approval_already(a: &ApprovalRecord) -> String {
+    format!(
+        "approval {} was {} already (by {} at {})",
+        a.id,
+        a.state,
+        a.decided_by.as_deref().unwrap_or("?"),
+        a.decided_at.as_deref().unwrap_or("?")
+    )
+}
+
+/// The columns of an [`ApprovalRecord`], in order.
+pub const APPROVAL_COLUMNS: &str = "id, chamber_id, session, tool, input, subject, reason, rule, created_at, state,
+    decided_at, decided_by, answer, used_at";
+
 /// What registering a chamber needs.
 #[derive(Debug, Clone)]
 pub struct NewChamber {
@@ -331,6 +379,29 @@ pub trait Backend: Send + Sync + 'static {
     /// How many slots of a chamber passed without a session, and the newest
     /// `limit` of them, newest first.
     fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, (u64, Vec<PassedSlot>)>;
+
+    // Approvals.
+    /// Keeps a new pending request.
+    fn approval_add(&self, fence: Fence, record: ApprovalRecord) -> Fut<'_, ()>;
+    /// One request, by id.
+    fn approval(&self, id: String) -> Fut<'_, Option<ApprovalRecord>>;
+    /// The newest `limit` requests (of one chamber, or of all), pending
+    /// ones only unless `all`, newest first.
+    fn approvals(&self, chamber: Option<i64>, all: bool, limit: u32) -> Fut<'_, Vec<ApprovalRecord>>;
+    /// Decides a pending request (from any node: no fence). Returns it as
+    /// it now reads; a request decided already is a conflict naming who
+    /// decided it and when, and changes nothing.
+    fn approval_decide(
+        &self,
+        id: String,
+        approve: bool,
+        by: String,
+        answer: Option<String>,
+        at: String,
+    ) -> Fut<'_, ApprovalRecord>;
+    /// Takes the answer to the same call (`tool`, `input`) of this chamber
+    /// that was decided and not yet used, marking it used.
+    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).

@@ -44,6 +44,17 @@ fn thread_of(row: &crate::store::SessionRow) -> Option<cryo_core::session::Threa
     })
 }
 
+/// The newest pending approval request of a chamber, and what it asks.
+async fn awaited(shared: &Shared, chamber: i64) -> Option<(String, String)> {
+    match shared.store.approvals(Some(chamber), false, 1).await {
+        Ok(mut v) => v.pop().map(|a| (a.id.clone(), crate::approvals::what(&a))),
+        Err(error) => {
+            tracing::warn!(chamber, %error, "cannot read the pending approvals at start");
+            None
+        }
+    }
+}
+
 /// When a session's wake was recorded (its start, else when it was due).
 fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chrono::Utc>> {
     let at = row.started_at.as_deref().or(row.due_at.as_deref())?;
@@ -108,6 +119,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
             thread: past.thread,
             last_visible: past.last_visible,
             rerun: past.rerun,
+            // Only a paused chamber waits for an approval (one read of the
+            // store, for the rare chamber that is paused).
+            awaiting: if record.paused { awaited(&shared, record.id).await } else { None },
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );

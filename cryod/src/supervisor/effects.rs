@@ -93,7 +93,13 @@ impl Sup {
                 }
             }
             Effect::Spawn { session, wake_id, token, prompt, resume } => {
-                let turn = Turn { prompt: &prompt, prompt_file: launch::PROMPT_FILE, resume: resume.as_deref() };
+                let approvals = self.config.as_ref().ok().and_then(|c| c.approvals.clone());
+                let turn = Turn {
+                    prompt: &prompt,
+                    prompt_file: launch::PROMPT_FILE,
+                    resume: resume.as_deref(),
+                    approvals: approvals.as_ref(),
+                };
                 let (result, notes) = match self.spawn_agent(session, &wake_id, &token, turn).await {
                     Ok((pid, notes)) => (Ok(pid), notes),
                     Err(e) => (Err(e), Vec::new()),

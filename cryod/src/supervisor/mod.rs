@@ -10,6 +10,7 @@
 //! machine's effects in order (in `effects.rs`), feeding each result straight
 //! back. It decides nothing itself: the rules live in `cryo-core`.
 
+mod approve;
 mod boot;
 pub mod budget;
 mod effects;
@@ -32,6 +33,7 @@ use cryo_core::chamber::{Chamber, Effect, Failed, Input, Refusal, ReqId, Setting
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use self::approve::{Answer, Ask};
 pub use self::boot::Recovery;
 use self::outlets::Outlets;
 use self::owner::Ownership;
@@ -133,6 +135,20 @@ pub enum Event {
     OverBudget {
         session: u64,
     },
+    /// The running agent's CLI asks whether a tool call may run.
+    Approve {
+        session: u64,
+        ask: Box<Ask>,
+        reply: oneshot::Sender<Result<Answer>>,
+    },
+    /// A session's ask waited past `approval_wait`: it parks.
+    Parked {
+        session: u64,
+        id: String,
+        what: String,
+    },
+    /// A person decided one of this chamber's approval requests.
+    Answered(Box<crate::store::ApprovalRecord>),
     /// A message from cryochamber to the operator.
     Notice {
         subject: String,
@@ -441,6 +457,12 @@ impl Sup {
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Caught { session, caught } => Input::Caught { session, caught },
             Event::Notice { subject, body } => Input::Notice { subject, body },
+            Event::Approve { session, ask, reply } => return self.approve(session, *ask, reply).await,
+            Event::Parked { session, id, what } => Input::Parked { session, req: self.own_req(), id, what },
+            Event::Answered(record) => match self.answered(*record) {
+                Some(input) => input,
+                None => return,
+            },
             Event::Power { sleeping } => Input::Power { sleeping },
             Event::BridgesChanged => return,
             Event::HandedOff { to, session, result } => Input::HandedOff { to, session, result },

@@ -46,6 +46,7 @@ impl Chamber {
             Cut::OverBudget => "the session went over max_session_usd: ending the agent",
             Cut::Caught if looping => "the agent repeats one tool call (loop_after): ending it",
             Cut::Caught => "no model request and no agent event for stall_after: ending the agent",
+            Cut::Approval => "the session waits for a person's approval: ending the agent",
         });
         if pgid > 0 {
             self.emit(Effect::Signal { pgid, sig: Sig::Term });
@@ -59,6 +60,11 @@ impl Chamber {
         let limited = limited.or(l.limited);
         let outcome = match (l.ending, &l.hibernate, limited) {
             (Some(Cut::Stop | Cut::Replace), ..) => Outcome::Stopped,
+            // Its request waits, whatever it did after asking.
+            _ if l.parked.is_some() => {
+                let (id, what, _) = l.parked.clone().expect("checked");
+                Outcome::AwaitingApproval { id, what }
+            }
             (Some(Cut::OverBudget), None, _) => {
                 let until = l.over_budget.unwrap_or(self.now);
                 Outcome::OverBudget { until, local: crate::time::format_in(until, tz) }
@@ -85,7 +91,7 @@ impl Chamber {
         l.phase = Phase::Settling;
         l.log_tail = log_tail;
         let how = match &outcome {
-            Outcome::Stopped | Outcome::Interrupted => Settle::Requeue { now },
+            Outcome::Stopped | Outcome::Interrupted | Outcome::AwaitingApproval { .. } => Settle::Requeue { now },
             Outcome::Limited { until, .. } | Outcome::OverBudget { until, .. } => Settle::Defer { until: *until },
             o if o.failed() => Settle::Fail { now, max_attempts },
             _ => Settle::Complete,
@@ -161,6 +167,10 @@ impl Chamber {
             if !retries.is_empty() {
                 details.push(format!("Its TODOs were re-queued as {}.", ids_text(&retries)));
             }
+        } else if matches!(outcome, Outcome::AwaitingApproval { .. }) {
+            if !retries.is_empty() {
+                details.push(format!("Its TODOs wait for the answer as {}.", ids_text(&retries)));
+            }
         } else if let Ok(list) = self.list() {
             for id in &retries {
                 if let Some(t) = list.get(*id) {
@@ -205,6 +215,9 @@ impl Chamber {
         self.health.settled(&outcome, result);
         let shutting_down = self.answer_waiters(l.stop_waiters, l.shutdown_waiters);
         self.emit(Effect::Release);
+        if let (Outcome::AwaitingApproval { id, what }, Some((_, _, req))) = (&outcome, &l.parked) {
+            self.await_approval(id, what, *req);
+        }
         self.after_end(shutting_down);
     }
 

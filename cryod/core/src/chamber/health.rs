@@ -39,6 +39,18 @@ pub(super) struct Health {
     last_lateness_ms: Option<i64>,
     /// Questions the agent asked with no message to it since.
     open_questions: u32,
+    /// An approval the chamber waits for, or its answer (boxed: rare).
+    approval: Option<Box<Approval>>,
+}
+
+/// What the chamber holds of an approval request.
+#[derive(Debug, Clone, Default)]
+struct Approval {
+    /// The request the chamber waits for (paused until answered).
+    awaiting: Option<String>,
+    /// A person's answer, for the next session's prompt (which resumes the
+    /// conversation that asked).
+    answer: Option<String>,
 }
 
 impl Health {
@@ -214,6 +226,38 @@ impl Health {
     /// A message came for the agent: its questions count as answered.
     pub(super) fn answered(&mut self) {
         self.open_questions = 0;
+    }
+
+    // ---- approvals ------------------------------------------------------------
+
+    /// The chamber waits for approval request `id`.
+    pub(super) fn awaiting(&mut self, id: String) {
+        self.approval.get_or_insert_default().awaiting = Some(id);
+    }
+
+    /// Whether the chamber waits for request `id` (it stops waiting).
+    pub(super) fn awaits(&mut self, id: &str) -> bool {
+        let Some(a) = self.approval.as_mut().filter(|a| a.awaiting.as_deref() == Some(id)) else { return false };
+        a.awaiting = None;
+        true
+    }
+
+    /// A person answered: the next session is told.
+    pub(super) fn answer(&mut self, line: String) {
+        self.approval.get_or_insert_default().answer = Some(line);
+    }
+
+    pub(super) fn answer_pending(&self) -> bool {
+        self.approval.as_ref().is_some_and(|a| a.answer.is_some())
+    }
+
+    /// The answer for the session that begins (once).
+    pub(super) fn take_answer(&mut self) -> Option<String> {
+        let answer = self.approval.as_mut()?.answer.take();
+        if self.approval.as_ref().is_some_and(|a| a.awaiting.is_none()) {
+            self.approval = None;
+        }
+        answer
     }
 
     /// Reset: the chamber begins again (the last result and lateness stay,

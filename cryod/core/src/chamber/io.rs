@@ -230,6 +230,8 @@ pub enum Timer {
     HandOffs,
     /// The dead man's switch: `expect_activity_within` may be over.
     Silence,
+    /// A parked session's moment to end by itself is over.
+    Park(u64),
 }
 
 /// A signal for the agent's process group.
@@ -687,6 +689,24 @@ pub enum Input {
     Caught {
         session: u64,
         caught: crate::session::Caught,
+    },
+    /// The running session asked for a person's approval (request `id`:
+    /// `what`) and the wait in the session passed: it ends as awaiting
+    /// approval (given a moment to end by itself), and the chamber waits
+    /// for the answer. `req` answers nobody (the pause it leaves).
+    Parked {
+        session: u64,
+        req: ReqId,
+        id: String,
+        what: String,
+    },
+    /// A person answered approval request `id` (`line`: who, what, when,
+    /// for the log and the next session's prompt): a chamber that waits for
+    /// it goes on, resuming the conversation. `req` answers nobody.
+    Answered {
+        req: ReqId,
+        id: String,
+        line: String,
     },
     /// A message from cryochamber to the operator (the shell's news: a
     /// message that waits for a provider's limit).

@@ -13,6 +13,7 @@
 //! order of effects here is what makes that enough (see ARCHITECTURE.md,
 //! "The chamber machine").
 
+pub mod approval;
 mod calls;
 mod end;
 mod files;
@@ -143,6 +144,9 @@ pub struct Loaded {
     /// The newest session was interrupted by a stop of cryod: its work
     /// runs again ([`Rerun::after`]).
     pub rerun: Option<Rerun>,
+    /// The approval request the chamber waits for (from the store), and
+    /// what it asks.
+    pub awaiting: Option<(String, String)>,
 }
 
 /// One chamber's state; see the module documentation. Its identity, the
@@ -183,6 +187,11 @@ pub struct Chamber {
 
 impl Chamber {
     pub fn new(l: Loaded, limits: Limits) -> Chamber {
+        let mut health = Health::new(l.last_result, l.last_lateness_ms, l.open_questions);
+        if let Some((id, what)) = l.awaiting {
+            health.needs(approval::awaiting_line(&id, &what));
+            health.awaiting(id);
+        }
         Chamber {
             id: l.id,
             name: l.name,
@@ -191,7 +200,7 @@ impl Chamber {
             wishes: Wishes::new(l.started, l.paused, l.archived, l.begun_again),
             files: Files::new(l.config, l.warnings, l.todos, l.unread),
             waking: Waking::new(l.last_session, l.rerun),
-            health: Health::new(l.last_result, l.last_lateness_ms, l.open_questions),
+            health,
             silence: Silence::new(l.last_visible),
             thread: l.thread,
             handoffs: handoff::HandOffs::default(),
@@ -462,6 +471,8 @@ impl Chamber {
                     self.end_session(session, Cut::OverBudget);
                 }
             }
+            Input::Parked { session, req, id, what } => self.parked(session, req, id, what),
+            Input::Answered { req, id, line } => self.answered(req, &id, line),
             Input::Caught { session, caught } => {
                 if let Some(l) = self.waking.running(session).filter(|l| l.caught.is_none()) {
                     l.caught = Some(caught);
@@ -512,6 +523,7 @@ impl Chamber {
                     self.emit(Effect::Signal { pgid, sig: Sig::Kill });
                 }
             }
+            Timer::Park(n) => self.park_over(n),
             Timer::HandOffs => self.release_handoffs(),
             Timer::Silence => self.silence_over(),
             Timer::StartWaitOver => {

@@ -69,6 +69,7 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             thread: None,
             last_visible: None,
             rerun: None,
+            awaiting: None,
         },
         Limits { stop_grace: StdDuration::from_secs(10) },
     )

@@ -142,7 +142,13 @@ impl Chamber {
         let number = self.waking.last_session().saturating_add(1);
         let wake_id = format!("w{}-{}-{}", self.id, number, nonce);
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
-        let continuity = self.files.settings().map(|c| c.continuity).unwrap_or_default();
+        let mut continuity = self.files.settings().map(|c| c.continuity).unwrap_or_default();
+        // A person's answer to the last session's ask: this session carries
+        // on in the conversation that asked, however long it waited.
+        if let Some(answer) = self.health.take_answer() {
+            notices.insert(0, answer);
+            continuity = session::Continuity { resume: true, max_age: chrono::Duration::days(3650), ..continuity };
+        }
         let (resumed, fresh) = match (fresh, session::resume(&continuity, self.thread.as_ref(), now)) {
             (Some(why), _) => (None, Some(why)),
             (None, Ok(t)) => (Some(t), None),
@@ -179,6 +185,7 @@ impl Chamber {
             limited: None,
             over_budget: None,
             caught: None,
+            parked: None,
             stop_waiters: Vec::new(),
             shutdown_waiters: Vec::new(),
             outcome: None,

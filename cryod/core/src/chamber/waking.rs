@@ -28,6 +28,8 @@ pub(super) enum Cut {
     OverBudget,
     /// cryod saw it stall or loop (what it saw is in `Live::caught`).
     Caught,
+    /// It waits for a person's approval (the request is in `Live::parked`).
+    Approval,
 }
 
 /// Where a session is in its life.
@@ -75,6 +77,10 @@ pub(super) struct Live {
     pub(super) over_budget: Option<DateTime<Utc>>,
     /// cryod saw it stall or loop, and ends it.
     pub(super) caught: Option<session::Caught>,
+    /// It asked for a person's approval and the wait passed: the request's
+    /// id and what it asks, and the request that answers nobody the pause
+    /// it leaves is made with.
+    pub(super) parked: Option<(String, String, ReqId)>,
     pub(super) stop_waiters: Vec<ReqId>,
     pub(super) shutdown_waiters: Vec<ReqId>,
     /// Set when the session ends, for its settlement.

@@ -858,6 +858,7 @@ impl World {
                         .max_by_key(|r| r.number)
                         .filter(|r| r.ended)
                         .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk))),
+                    awaiting: None,
                 },
                 Limits { stop_grace: STOP_GRACE },
             )));
@@ -1258,6 +1259,8 @@ fn label(i: &Input) -> &'static str {
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",
         Input::Caught { .. } => "caught",
+        Input::Parked { .. } => "parked",
+        Input::Answered { .. } => "answered",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
         Input::AdmissionAsked { .. } => "admission asked",
@@ -1268,6 +1271,7 @@ fn label(i: &Input) -> &'static str {
         Input::Timer(crate::chamber::Timer::StartWaitOver) => "timer: start wait",
         Input::Timer(crate::chamber::Timer::HandOffs) => "timer: hand-offs",
         Input::Timer(crate::chamber::Timer::Silence) => "timer: silence",
+        Input::Timer(crate::chamber::Timer::Park(_)) => "timer: park",
         Input::Recorded(_) => "recorded",
         Input::TodosUpdated { result: Ok((TodoDone::Claimed(_), _)), .. } => "todos: claimed",
         Input::TodosUpdated { result: Ok((TodoDone::Settled { .. }, _)), .. } => "todos: settled",

@@ -260,6 +260,9 @@ pub struct Turn<'a> {
     pub prompt_file: &'a str,
     /// The provider conversation to continue (a known kind's own id), if any.
     pub resume: Option<&'a str>,
+    /// The chamber's `[approvals]` policy, if it has one: the agent's CLI
+    /// asks cryod before each tool call the policy does not leave to it.
+    pub approvals: Option<&'a cryo_core::approvals::Policy>,
 }
 
 /// The command line that runs `agent` in `chamber` for `turn`.
@@ -287,7 +290,14 @@ pub fn command_line(
     let dir = chamber.to_string_lossy().into_owned();
     let kind = if acp.is_some() { Kind::Acp } else { Kind::of(&program) };
     let mcp = mcp.filter(|_| kind != Kind::Other);
+    if turn.approvals.is_some() {
+        asks_approvals(kind, &extra, mcp)?;
+    }
     let line = match kind {
+        Kind::Claude if turn.approvals.is_some() => {
+            let mcp = mcp.expect("asks_approvals checked");
+            claude_asking_line(extra, prompt_arg, chamber, turn.resume, mcp, turn.approvals.expect("checked"))
+        }
         Kind::Claude => claude_line(extra, prompt_arg, chamber, turn.resume, as_root, mcp),
         Kind::Codex => KindLine { args: codex_args(extra, prompt_arg, dir, turn.resume, mcp), ..KindLine::default() },
         Kind::OpenCode => {
@@ -302,7 +312,12 @@ pub fn command_line(
         // The agent's own line; cryod's ACP client (`acp::args`) runs it.
         Kind::Acp => KindLine {
             args: extra,
-            bridge: Some(super::acp::args(&prompt_arg, turn.resume, mcp.map(|m| m.program.as_str()))),
+            bridge: Some(super::acp::args(
+                &prompt_arg,
+                turn.resume,
+                mcp.map(|m| m.program.as_str()),
+                turn.approvals.and(mcp).map(|m| m.program.as_str()),
+            )),
             ..KindLine::default()
         },
         Kind::Other => {
@@ -369,6 +384,62 @@ fn claude_line(
     }
     args.push("--".into());
     args.push(prompt_arg);
+    line
+}
+
+/// Whether `kind` can ask cryod before its tool calls (an `[approvals]`
+/// policy): Claude Code through its permission prompt tool, an ACP agent
+/// through cryod's client, both through `cryo-agent`. The others' headless
+/// modes offer no way to ask (see `agent-events.md`), and running them with
+/// their prompts off would ignore the policy: refused with one line.
+fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Result<()> {
+    match kind {
+        Kind::Claude | Kind::Acp if mcp.is_none() => Err(Error::Setting(
+            "[approvals] needs cryo's own tools for the agent to ask through: set `mcp = true` (and check that \
+             cryo-agent is installed beside cryod)"
+                .into(),
+        )),
+        Kind::Claude if chose(extra, &["--dangerously-skip-permissions", "--permission-prompt-tool"]) => {
+            Err(Error::Setting(
+                "[approvals] decides Claude Code's permissions: remove --dangerously-skip-permissions and \
+                 --permission-prompt-tool from `agent`"
+                    .into(),
+            ))
+        }
+        Kind::Claude | Kind::Acp => Ok(()),
+        other => Err(Error::Setting(format!(
+            "[approvals] works with Claude Code and ACP agents; {} cannot ask in its headless mode (run it as \
+             `agent = \"acp:…\"` if it speaks ACP, or remove [approvals])",
+            other.name()
+        ))),
+    }
+}
+
+/// Claude Code's line under an `[approvals]` policy: every tool call but
+/// cryo's own goes to cryo's permission prompt tool (`approval`), which
+/// asks cryod; the tools a rule denies outright are disallowed as well.
+fn claude_asking_line(
+    extra: Vec<String>,
+    prompt_arg: String,
+    chamber: &Path,
+    resume: Option<&str>,
+    mcp: &Mcp,
+    policy: &cryo_core::approvals::Policy,
+) -> KindLine {
+    let mut line = claude_line(extra, prompt_arg, chamber, resume, false, Some(mcp));
+    let at = line.args.iter().position(|a| a == "--").unwrap_or(line.args.len());
+    // cryo's tools only: the rest is the prompt tool's to judge.
+    if let Some(i) = line.args.iter().position(|a| a == "--allowedTools") {
+        line.args[i + 1] = CLAUDE_MCP_TOOLS.into();
+    }
+    let mut more = vec!["--permission-mode".into(), "default".into()];
+    more.extend(["--permission-prompt-tool".into(), format!("{CLAUDE_MCP_TOOLS}__approval")]);
+    let denied: Vec<String> =
+        policy.deny.iter().filter(|r| r.pattern.is_none() && r.tool != "*").map(|r| r.tool.clone()).collect();
+    if !denied.is_empty() {
+        more.extend(["--disallowedTools".into(), denied.join(",")]);
+    }
+    line.args.splice(at..at, more);
     line
 }
 

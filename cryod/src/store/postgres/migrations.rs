@@ -171,6 +171,26 @@ const MIGRATIONS: &[&str] = &[
     // 8: one chamber's sessions ended in a span (the part of a day a
     // status's cost windows read) without reading every chamber's.
     "CREATE INDEX cryo_sessions_by_chamber_end ON cryo_sessions (chamber_id, ended_at) WHERE ended_at IS NOT NULL;",
+    // 9: approval requests (see the SQLite store's migration 12): decided
+    // on any node, taken by the node that owns the chamber then.
+    "CREATE TABLE cryo_approvals (
+        id          text PRIMARY KEY,
+        chamber_id  bigint NOT NULL REFERENCES cryo_chambers(id) ON DELETE CASCADE,
+        session     bigint NOT NULL,
+        tool        text NOT NULL,
+        input       text NOT NULL,
+        subject     text NOT NULL,
+        reason      text NOT NULL,
+        rule        text NOT NULL,
+        created_at  text NOT NULL,
+        state       text NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+        decided_at  text,
+        decided_by  text,
+        answer      text,
+        used_at     text
+    );
+    CREATE INDEX cryo_approvals_by_chamber ON cryo_approvals (chamber_id, created_at);
+    CREATE INDEX cryo_approvals_pending ON cryo_approvals (created_at) WHERE state = 'pending';",
 ];
 
 /// The schema version this build writes.

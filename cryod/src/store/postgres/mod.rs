@@ -13,6 +13,7 @@
 //! (a mirror write and a move) deadlock; the ledger's foreign keys take
 //! only `FOR KEY SHARE`, which it does not block.
 
+mod approvals;
 mod commands;
 mod fleet;
 mod migrations;
@@ -28,8 +29,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{
-    Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, Pruned, SessionEnd,
-    SessionRow, SessionStart, StoreError, UsageQuery, UsageRow, View, WakeRecord, history,
+    ApprovalRecord, Backend, ChamberRecord, Desired, Fence, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot,
+    Pruned, SessionEnd, SessionRow, SessionStart, StoreError, UsageQuery, UsageRow, View, WakeRecord, history,
 };
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
@@ -584,6 +585,33 @@ impl Backend for Postgres {
                 })
                 .collect())
         })
+    }
+
+    fn approval_add(&self, fence: Fence, record: ApprovalRecord) -> Fut<'_, ()> {
+        Box::pin(self.approval_add_row(fence, record))
+    }
+
+    fn approval(&self, id: String) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(async move { self.approval_row(&id).await })
+    }
+
+    fn approvals(&self, chamber: Option<i64>, all: bool, limit: u32) -> Fut<'_, Vec<ApprovalRecord>> {
+        Box::pin(self.approval_rows(chamber, all, limit))
+    }
+
+    fn approval_decide(
+        &self,
+        id: String,
+        approve: bool,
+        by: String,
+        answer: Option<String>,
+        at: String,
+    ) -> Fut<'_, ApprovalRecord> {
+        Box::pin(async move { self.approval_decide_row(&id, approve, &by, answer.as_deref(), &at).await })
+    }
+
+    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(async move { self.approval_take_row(fence, &tool, &input, &at).await })
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {

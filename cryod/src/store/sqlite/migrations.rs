@@ -147,6 +147,26 @@ const MIGRATIONS: &[&str] = &[
     // 11: one chamber's sessions ended in a span (the part of a day a
     // status's cost windows read) without reading every chamber's.
     "CREATE INDEX sessions_by_chamber_end ON sessions (chamber_id, ended_at) WHERE ended_at IS NOT NULL;",
+    // 12: approval requests: a tool call the chamber's policy sent to a
+    // person, kept until decided and its answer used.
+    "CREATE TABLE approvals (
+        id          TEXT PRIMARY KEY,
+        chamber_id  INTEGER NOT NULL REFERENCES chambers(id) ON DELETE CASCADE,
+        session     INTEGER NOT NULL,
+        tool        TEXT NOT NULL,
+        input       TEXT NOT NULL,
+        subject     TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        rule        TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+        decided_at  TEXT,
+        decided_by  TEXT,
+        answer      TEXT,
+        used_at     TEXT
+    );
+    CREATE INDEX approvals_by_chamber ON approvals (chamber_id, created_at);
+    CREATE INDEX approvals_pending ON approvals (created_at) WHERE state = 'pending';",
 ];
 
 /// The schema version this build writes.

@@ -16,6 +16,7 @@
 //! written before the agent starts (its `todo.json` claim follows the
 //! spawn). The wakes falling due in one instant share that fsync.
 
+mod approvals;
 mod migrations;
 mod registry;
 mod sessions;
@@ -239,8 +240,8 @@ fn take_all(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 use super::{
-    Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, Pruned, SessionEnd,
-    SessionRow, SessionStart, UsageQuery, UsageRow, WakeRecord,
+    ApprovalRecord, Backend, ChamberRecord, Desired, Fut, NewChamber, OpenClaim, OpenSession, PassedSlot, Pruned,
+    SessionEnd, SessionRow, SessionStart, UsageQuery, UsageRow, WakeRecord,
 };
 use rusqlite::params;
 
@@ -399,6 +400,33 @@ impl Backend for Sqlite {
 
     fn passed(&self, chamber: i64, limit: u32) -> Fut<'_, (u64, Vec<PassedSlot>)> {
         Box::pin(self.call(move |c| sessions::passed(c, chamber, limit)))
+    }
+
+    fn approval_add(&self, fence: Fence, record: ApprovalRecord) -> Fut<'_, ()> {
+        Box::pin(self.fenced_with(true, fence, move |c| approvals::add(c, &record)))
+    }
+
+    fn approval(&self, id: String) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(self.call(move |c| approvals::get(c, &id)))
+    }
+
+    fn approvals(&self, chamber: Option<i64>, all: bool, limit: u32) -> Fut<'_, Vec<ApprovalRecord>> {
+        Box::pin(self.call(move |c| approvals::list(c, chamber, all, limit)))
+    }
+
+    fn approval_decide(
+        &self,
+        id: String,
+        approve: bool,
+        by: String,
+        answer: Option<String>,
+        at: String,
+    ) -> Fut<'_, ApprovalRecord> {
+        Box::pin(self.run(true, move |c| approvals::decide(c, &id, approve, &by, answer.as_deref(), &at)))
+    }
+
+    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(self.fenced_with(true, fence, move |c| approvals::take(c, fence.chamber, &tool, &input, &at)))
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {

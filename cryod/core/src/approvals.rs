@@ -1,0 +1,365 @@
+//! A chamber's approval policy (`[approvals]` in `cryo.toml`): which of an
+//! agent's tool calls run, which wait for a person, and which are refused.
+//!
+//! A rule names a tool, and optionally a pattern its subject must match:
+//! `Read`, `Bash(git status*)`, `Edit(src/*)`, `*`. The subject is the part
+//! of the call a person reads: a shell tool's command, a file tool's path, a
+//! fetch's URL, a search's pattern; any other tool's input as compact JSON.
+//! In a pattern `*` stands for any text (none included); everything else
+//! stands for itself, and the whole subject must match.
+//!
+//! Tool names are those Claude Code uses; each known kind's own names for
+//! the same tools are mapped to them ([`canonical_tool`]), so one rule
+//! `Bash(git push*)` holds whichever CLI runs the command.
+//!
+//! A shell command is judged by its parts: it is split at `;`, `&&`, `||`,
+//! `|`, `&` and line breaks, and a deny or ask rule that matches any part
+//! (or the whole) applies. An allow rule allows a command only when every
+//! part is allowed and none substitutes another command (`$(`, a backtick,
+//! `<(`, `>(`): `git status; rm -rf ~` is not `git status`.
+//!
+//! Deny wins over ask, ask over allow; a call no rule names gets `default`
+//! (`ask` unless set). cryo's own tools (its MCP server's, and `cryo-agent`
+//! run as a shell command) are always allowed: the agent must be able to
+//! hibernate, and they act only within its own chamber.
+
+use std::fmt;
+
+/// What becomes of a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "allow" => Some(Action::Allow),
+            "ask" => Some(Action::Ask),
+            "deny" => Some(Action::Deny),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        }
+    }
+}
+
+/// One rule: a tool (or `*`) and an optional pattern of its subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub tool: String,
+    pub pattern: Option<String>,
+}
+
+impl Rule {
+    /// Reads `Tool` or `Tool(pattern)`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        let text = text.trim();
+        let (tool, pattern) = match text.find('(') {
+            None => (text, None),
+            Some(i) => {
+                let Some(inner) = text[i + 1..].strip_suffix(')') else {
+                    return Err(format!("rule {text:?} opens a pattern with '(' but does not end with ')'"));
+                };
+                (&text[..i], Some(inner.to_string()))
+            }
+        };
+        let tool = tool.trim();
+        if tool.is_empty() {
+            return Err(format!("rule {text:?} names no tool (write `Bash(git status*)`, `Read`, or `*`)"));
+        }
+        if tool.chars().any(|c| !(c.is_ascii_alphanumeric() || "_-.*:".contains(c))) {
+            return Err(format!("rule {text:?}: a tool's name has only letters, digits, '_', '-', '.', ':' or is '*'"));
+        }
+        Ok(Rule { tool: tool.to_string(), pattern })
+    }
+
+    fn names(&self, tool: &str) -> bool {
+        self.tool == "*" || glob(&self.tool, tool)
+    }
+
+    /// Whether the rule matches `subject` of `tool`.
+    fn matches(&self, tool: &str, subject: &str) -> bool {
+        self.names(tool) && self.pattern.as_deref().is_none_or(|p| glob(p, subject))
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.pattern {
+            Some(p) => write!(f, "{}({p})", self.tool),
+            None => f.write_str(&self.tool),
+        }
+    }
+}
+
+/// The policy of one chamber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub allow: Vec<Rule>,
+    pub ask: Vec<Rule>,
+    pub deny: Vec<Rule>,
+    /// What a call no rule names gets.
+    pub default: Action,
+    /// How long an ask waits in the session for a person before the
+    /// session ends `awaiting approval`.
+    pub wait: std::time::Duration,
+}
+
+/// The default of `approval_wait`.
+pub const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy { allow: Vec::new(), ask: Vec::new(), deny: Vec::new(), default: Action::Ask, wait: DEFAULT_WAIT }
+    }
+}
+
+/// What the policy says of one call, and by which rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub action: Action,
+    /// The rule that decided (`None`: the default, or cryo's own tool).
+    pub rule: Option<String>,
+}
+
+impl Verdict {
+    /// Why, for a person and for the agent: "the rule deny Bash(rm -rf*)"
+    /// or "the default (ask)".
+    pub fn why(&self) -> String {
+        match &self.rule {
+            Some(r) => format!("the rule {} {r}", self.action.name()),
+            None => format!("the default ({})", self.action.name()),
+        }
+    }
+}
+
+impl Policy {
+    /// Judges a call of `tool` (any kind's name) with `input` (its JSON).
+    pub fn judge(&self, tool: &str, input: &serde_json::Value) -> Verdict {
+        let tool = canonical_tool(tool);
+        if is_cryo_tool(tool) {
+            return Verdict { action: Action::Allow, rule: None };
+        }
+        let subject = subject(tool, input);
+        if tool == "Bash" {
+            return self.judge_command(&subject);
+        }
+        for (action, rules) in [(Action::Deny, &self.deny), (Action::Ask, &self.ask), (Action::Allow, &self.allow)] {
+            if let Some(r) = rules.iter().find(|r| r.matches(tool, &subject)) {
+                return Verdict { action, rule: Some(r.to_string()) };
+            }
+        }
+        Verdict { action: self.default, rule: None }
+    }
+
+    fn judge_command<'a>(&'a self, command: &str) -> Verdict {
+        let parts = command_parts(command);
+        let any = |rules: &'a [Rule]| -> Option<&'a Rule> {
+            rules.iter().find(|r| r.matches("Bash", command.trim()) || parts.iter().any(|p| r.matches("Bash", p)))
+        };
+        if let Some(r) = any(&self.deny) {
+            return Verdict { action: Action::Deny, rule: Some(r.to_string()) };
+        }
+        if let Some(r) = any(&self.ask) {
+            return Verdict { action: Action::Ask, rule: Some(r.to_string()) };
+        }
+        let substitutes = ["$(", "`", "<(", ">("].iter().any(|s| command.contains(s));
+        if !substitutes && !parts.is_empty() {
+            let mut deciding = None;
+            let all = parts.iter().all(|p| {
+                if is_cryo_command(p) {
+                    return true;
+                }
+                match self.allow.iter().find(|r| r.matches("Bash", p)) {
+                    Some(r) => {
+                        deciding.get_or_insert_with(|| r.to_string());
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if all {
+                return Verdict { action: Action::Allow, rule: deciding };
+            }
+        }
+        Verdict { action: self.default, rule: None }
+    }
+}
+
+/// The name Claude Code gives the tool another kind calls `tool` (the same
+/// name when it has none).
+pub fn canonical_tool(tool: &str) -> &str {
+    match tool {
+        // Codex, Qwen Code and Gemini CLI, Pi, an ACP agent's tool kinds.
+        "exec_command" | "shell" | "local_shell" | "run_shell_command" | "bash" | "execute" => "Bash",
+        "read_file" | "read_many_files" | "read" => "Read",
+        "write_file" | "write" => "Write",
+        "replace" | "edit" | "apply_patch" | "delete" | "move" => "Edit",
+        "glob" | "list_directory" | "ls" | "find" => "Glob",
+        "grep_search" | "search_file_content" | "grep" | "search" => "Grep",
+        "web_fetch" | "fetch" => "WebFetch",
+        "google_web_search" | "web_search" => "WebSearch",
+        t => t,
+    }
+}
+
+/// cryo's own MCP tools, as each kind names them.
+fn is_cryo_tool(tool: &str) -> bool {
+    tool.starts_with("mcp__cryo__") || tool.starts_with("cryo_") || tool.starts_with("mcp_cryo_")
+}
+
+/// `cryo-agent` run as a shell command (a part without anything else).
+fn is_cryo_command(part: &str) -> bool {
+    let p = part.trim();
+    (p == "cryo-agent" || p.starts_with("cryo-agent ")) && !p.contains(['>', '<'])
+}
+
+/// What a person reads of a call: see the module documentation.
+pub fn subject(tool: &str, input: &serde_json::Value) -> String {
+    let field = |names: &[&str]| names.iter().find_map(|n| input.get(*n).and_then(|v| v.as_str()).map(str::to_string));
+    let found = match canonical_tool(tool) {
+        "Bash" => field(&["command", "cmd"]).or_else(|| {
+            // Codex's exec_command may carry the command as a list.
+            input
+                .get("command")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(" "))
+        }),
+        "Read" | "Write" | "Edit" => field(&["file_path", "path", "absolute_path", "filePath"]),
+        "WebFetch" => field(&["url"]),
+        "Glob" | "Grep" => field(&["pattern", "path"]),
+        _ => None,
+    };
+    found.unwrap_or_else(|| input.to_string())
+}
+
+/// A shell command's simple parts: split at `;`, `&&`, `||`, `|`, `&` and
+/// line breaks (quotes are not read: a separator inside them splits too,
+/// which only makes an allow rule stricter).
+pub fn command_parts(command: &str) -> Vec<String> {
+    command.split(['\n', ';', '&', '|']).map(str::trim).filter(|p| !p.is_empty()).map(str::to_string).collect()
+}
+
+/// Whether `text` matches `pattern`, where `*` stands for any text.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy() -> Policy {
+        let rules = |l: &[&str]| l.iter().map(|r| Rule::parse(r).unwrap()).collect();
+        Policy {
+            allow: rules(&["Read", "Grep", "Bash(git status*)", "Bash(ls*)"]),
+            ask: rules(&["Bash(git push*)"]),
+            deny: rules(&["Bash(rm -rf*)", "Edit(/etc/*)"]),
+            ..Policy::default()
+        }
+    }
+
+    fn bash(cmd: &str) -> Action {
+        policy().judge("Bash", &json!({ "command": cmd })).action
+    }
+
+    #[test]
+    fn rules_read_as_written() {
+        assert_eq!(Rule::parse("Bash(git push*)").unwrap().pattern.as_deref(), Some("git push*"));
+        assert_eq!(Rule::parse(" Read ").unwrap(), Rule { tool: "Read".into(), pattern: None });
+        assert_eq!(Rule::parse("Bash(a(b))").unwrap().pattern.as_deref(), Some("a(b)"));
+        assert!(Rule::parse("Bash(git").unwrap_err().contains("does not end with ')'"));
+        assert!(Rule::parse("(x)").unwrap_err().contains("names no tool"));
+        assert!(Rule::parse("Ba sh").is_err());
+        assert_eq!(Rule::parse("Bash(git push*)").unwrap().to_string(), "Bash(git push*)");
+    }
+
+    #[test]
+    fn globs_match_the_whole_text() {
+        assert!(glob("git push*", "git push origin main"));
+        assert!(glob("git push*", "git push"));
+        assert!(!glob("git push*", "echo git push"));
+        assert!(glob("*.rs", "src/main.rs"));
+        assert!(glob("a*b*c", "axxbyyc"));
+        assert!(!glob("a*b*c", "axxbyy"));
+        assert!(glob("*", ""));
+        assert!(glob("", ""));
+        assert!(!glob("", "x"));
+    }
+
+    #[test]
+    fn deny_wins_then_ask_then_allow_then_the_default() {
+        assert_eq!(bash("git status --short"), Action::Allow);
+        assert_eq!(bash("git push origin main"), Action::Ask);
+        assert_eq!(bash("rm -rf /"), Action::Deny);
+        assert_eq!(bash("make"), Action::Ask, "no rule: the default, ask");
+        let p = policy();
+        assert_eq!(p.judge("Read", &json!({"file_path": "/x"})).action, Action::Allow);
+        assert_eq!(p.judge("Edit", &json!({"file_path": "/etc/passwd"})).action, Action::Deny);
+        assert_eq!(p.judge("Edit", &json!({"file_path": "/home/a"})).action, Action::Ask);
+        let v = p.judge("Bash", &json!({"command": "rm -rf build"}));
+        assert_eq!(v.why(), "the rule deny Bash(rm -rf*)");
+        assert_eq!(p.judge("Bash", &json!({"command": "make"})).why(), "the default (ask)");
+    }
+
+    #[test]
+    fn a_compound_command_is_judged_by_every_part() {
+        assert_eq!(bash("git status; rm -rf ~"), Action::Deny, "a denied part denies the whole");
+        assert_eq!(bash("cd x && git push"), Action::Ask, "an asked part asks");
+        assert_eq!(bash("git status && make"), Action::Ask, "an allowed part does not allow the rest");
+        assert_eq!(bash("git status | ls -l"), Action::Allow, "every part allowed");
+        assert_eq!(bash("git status $(make)"), Action::Ask, "a substitution is never allowed by a rule");
+        assert_eq!(bash("ls `make`"), Action::Ask);
+        assert_eq!(bash("git status\nmake"), Action::Ask);
+    }
+
+    #[test]
+    fn cryos_own_tools_are_always_allowed() {
+        let p = Policy { default: Action::Deny, ..Policy::default() };
+        assert_eq!(p.judge("mcp__cryo__hibernate", &json!({})).action, Action::Allow);
+        assert_eq!(p.judge("cryo_send", &json!({})).action, Action::Allow);
+        assert_eq!(p.judge("Bash", &json!({"command": "cryo-agent hibernate --summary ok"})).action, Action::Allow);
+        assert_eq!(p.judge("Bash", &json!({"command": "cryo-agent x; make"})).action, Action::Deny);
+        assert_eq!(p.judge("Bash", &json!({"command": "cryo-agent x > /etc/y"})).action, Action::Deny);
+    }
+
+    #[test]
+    fn other_kinds_names_map_to_the_same_rules() {
+        let p = policy();
+        assert_eq!(p.judge("run_shell_command", &json!({"command": "git push"})).action, Action::Ask);
+        assert_eq!(p.judge("exec_command", &json!({"cmd": "rm -rf x"})).action, Action::Deny);
+        assert_eq!(p.judge("execute", &json!({"command": "git status"})).action, Action::Allow);
+        assert_eq!(p.judge("read_file", &json!({"absolute_path": "/a"})).action, Action::Allow);
+        assert_eq!(subject("exec_command", &json!({"command": ["git", "push"]})), "git push");
+        assert_eq!(subject("Task", &json!({"a": 1})), r#"{"a":1}"#);
+    }
+}

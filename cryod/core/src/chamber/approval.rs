@@ -1,0 +1,76 @@
+//! A session that waits for a person's approval: it is parked (ends as
+//! `awaiting approval`, its claims re-queued), the chamber pauses until the
+//! answer comes, and the next session resumes the conversation with it.
+
+use std::time::Duration as StdDuration;
+
+use super::waking::Cut;
+use super::{Chamber, ReqId, Timer};
+
+/// How long a parked session has to end by itself (its CLI keeps the
+/// refusal in its conversation, which the next session resumes) before
+/// cryod ends it.
+pub const PARK_GRACE: StdDuration = StdDuration::from_secs(10);
+
+/// How the attention line of a chamber that waits for an approval begins.
+pub const AWAITING_APPROVAL: &str = "awaiting approval";
+
+/// The chamber's attention while it waits for request `id`.
+pub fn awaiting_line(id: &str, what: &str) -> String {
+    format!(
+        "{AWAITING_APPROVAL}: {id} ({what}); answer with `cryoctl approvals approve {id}` or `cryoctl approvals deny \
+         {id} --reason TEXT`"
+    )
+}
+
+impl Chamber {
+    /// The running session's ask was not answered within `approval_wait`.
+    pub(super) fn parked(&mut self, session: u64, req: ReqId, id: String, what: String) {
+        let Some(l) = self.waking.running(session) else { return };
+        if l.parked.is_some() {
+            return;
+        }
+        l.parked = Some((id.clone(), what.clone(), req));
+        self.log(format!("approval {id} ({what}) waits for a person: the session ends and the chamber waits"));
+        self.arm(Timer::Park(session), PARK_GRACE);
+    }
+
+    /// A parked session has ended: the chamber waits for the answer
+    /// (paused), unless it came already.
+    pub(super) fn await_approval(&mut self, id: &str, what: &str, req: ReqId) {
+        if self.health.answer_pending() {
+            self.waking.queue_manual();
+            self.replan();
+            return;
+        }
+        self.health.awaiting(id.to_string());
+        self.health.needs(awaiting_line(id, what));
+        if self.wishes.started() {
+            self.pause(req, true);
+        }
+    }
+
+    /// A person answered request `id`: the next session's prompt says so and
+    /// resumes the conversation; a chamber paused for it goes on.
+    pub(super) fn answered(&mut self, req: ReqId, id: &str, line: String) {
+        self.log(line.clone());
+        self.health.answer(line);
+        if self.health.awaits(id) {
+            self.health.seen();
+            // A session now, whatever woke the one that asked (its claims
+            // are due again; a first start or mail claimed none).
+            self.health.more_to_do();
+            self.waking.queue_manual();
+            if self.wishes.paused() {
+                self.pause(req, false);
+            } else {
+                self.replan();
+            }
+        }
+    }
+
+    /// Ends a parked session now (its moment is over).
+    pub(super) fn park_over(&mut self, session: u64) {
+        self.end_session(session, Cut::Approval);
+    }
+}

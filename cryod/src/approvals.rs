@@ -1,0 +1,176 @@
+//! Approval requests while they wait: the sessions waiting in place for an
+//! answer (a short wait, `approval_wait`), the lines people and agents read
+//! of a request and of its answer, and the signed links that answer one
+//! from a notice.
+//!
+//! The request itself is the store's ([`crate::store::ApprovalRecord`]):
+//! it outlives cryod. What waits here is only the in-session wait; past it,
+//! the session ends as `awaiting approval` (the chamber's machine,
+//! `cryo_core::chamber::approval`) and the answer reaches the chamber's
+//! supervisor instead.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use crate::store::ApprovalRecord;
+
+/// A person's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub approve: bool,
+    /// Who, what and when, in one line (the log, the agent).
+    pub line: String,
+}
+
+/// The in-session waits, by request id.
+#[derive(Default)]
+pub struct Waiting {
+    waits: Mutex<HashMap<String, oneshot::Sender<Decision>>>,
+}
+
+impl Waiting {
+    /// A session waits for request `id`.
+    pub fn wait(&self, id: &str) -> oneshot::Receiver<Decision> {
+        let (tx, rx) = oneshot::channel();
+        self.waits.lock().expect("the waits' lock").insert(id.to_string(), tx);
+        rx
+    }
+
+    /// Hands the answer to the session waiting for it; false when none
+    /// waits any more (the session was parked, or cryod started since).
+    pub fn answer(&self, id: &str, decision: Decision) -> bool {
+        let waiting = self.waits.lock().expect("the waits' lock").remove(id);
+        waiting.is_some_and(|tx| tx.send(decision).is_ok())
+    }
+
+    /// The session stopped waiting for `id` (its wait passed).
+    pub fn forget(&self, id: &str) {
+        self.waits.lock().expect("the waits' lock").remove(id);
+    }
+}
+
+/// A new request's id: `a` and 10 hex digits.
+pub fn new_id() -> String {
+    format!("a{}", &crate::random::hex(5))
+}
+
+/// What a request asks, in one line: `Bash: git push origin main`.
+pub fn what(a: &ApprovalRecord) -> String {
+    what_of(&a.tool, &a.subject)
+}
+
+/// [`what`] of a tool and its subject (cut to 200 characters, one line).
+pub fn what_of(tool: &str, subject: &str) -> String {
+    let one_line: String = subject.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = one_line.chars().take(200).collect();
+    let more = if cut.len() < one_line.len() { "…" } else { "" };
+    format!("{tool}: {cut}{more}")
+}
+
+/// A notice's body: what is asked, why, and how to answer.
+pub fn notice_body(a: &ApprovalRecord) -> String {
+    let mut body = format!("{}\n\nAsked by session {} ({}).", what(a), a.session, a.rule);
+    if !a.reason.is_empty() {
+        body.push_str(&format!("\nThe agent says: {}", a.reason));
+    }
+    body.push_str(&format!(
+        "\n\nAnswer with `cryoctl approvals approve {}` or `cryoctl approvals deny {} --reason TEXT`.",
+        a.id, a.id
+    ));
+    body
+}
+
+/// The line of a decided request: for `cryo.log`, the transcript and the
+/// next session's prompt.
+pub fn decided_line(a: &ApprovalRecord) -> String {
+    let by = a.decided_by.as_deref().unwrap_or("?");
+    let at = a.decided_at.as_deref().unwrap_or("?");
+    match (a.state.as_str(), a.answer.as_deref().filter(|r| !r.is_empty())) {
+        ("approved", _) => format!(
+            "Approval {} was given by {by} at {at}: {}. Run exactly that call again and carry on.",
+            a.id,
+            what(a)
+        ),
+        (_, Some(reason)) => {
+            format!("Approval {} was refused by {by} at {at}: {}. Their reason: {reason}", a.id, what(a))
+        }
+        _ => format!("Approval {} was refused by {by} at {at}: {}.", a.id, what(a)),
+    }
+}
+
+/// What the agent's CLI is told when a person refused its call.
+pub fn refused_message(a: &ApprovalRecord) -> String {
+    match a.answer.as_deref().filter(|r| !r.is_empty()) {
+        Some(reason) => format!(
+            "A person refused this call (approval {}, by {}): {reason}. Do not try it again; find another way or \
+             say why you cannot.",
+            a.id,
+            a.decided_by.as_deref().unwrap_or("?")
+        ),
+        None => format!(
+            "A person refused this call (approval {}, by {}). Do not try it again; find another way or say why \
+             you cannot.",
+            a.id,
+            a.decided_by.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// What the agent's CLI is told when its call waits past `approval_wait`.
+pub fn parked_message(id: &str) -> String {
+    format!(
+        "This call needs a person's approval (request {id}), which has not come yet. Stop here: end your turn now \
+         without trying anything else. cryo ends this session and resumes this conversation when the person has \
+         answered; then make exactly the same call again."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(state: &str, answer: Option<&str>) -> ApprovalRecord {
+        ApprovalRecord {
+            id: "a0123456789".into(),
+            chamber_id: 1,
+            session: 2,
+            tool: "Bash".into(),
+            input: r#"{"command":"git push"}"#.into(),
+            subject: "git push\n  origin main".into(),
+            reason: String::new(),
+            rule: "the rule ask Bash(git push*)".into(),
+            created_at: "2026-11-27T10:00:00Z".into(),
+            state: state.into(),
+            decided_at: Some("2026-11-27T10:05:00Z".into()),
+            decided_by: Some("operator".into()),
+            answer: answer.map(str::to_string),
+            used_at: None,
+        }
+    }
+
+    #[test]
+    fn lines_say_who_what_and_when() {
+        assert_eq!(what(&record("pending", None)), "Bash: git push origin main");
+        let ok = decided_line(&record("approved", None));
+        assert!(ok.contains("given by operator at 2026-11-27T10:05:00Z: Bash: git push origin main"), "{ok}");
+        let no = decided_line(&record("denied", Some("not on Fridays")));
+        assert!(no.ends_with("Their reason: not on Fridays"), "{no}");
+        assert!(refused_message(&record("denied", Some("no"))).contains("refused this call (approval a0123456789"));
+        let long = what_of("Bash", &"x".repeat(500));
+        assert_eq!(long.chars().count(), "Bash: ".len() + 200 + 1);
+    }
+
+    #[test]
+    fn an_answer_reaches_the_session_that_waits_once() {
+        let w = Waiting::default();
+        let mut rx = w.wait("a1");
+        assert!(w.answer("a1", Decision { approve: true, line: "ok".into() }));
+        assert_eq!(rx.try_recv().unwrap().line, "ok");
+        assert!(!w.answer("a1", Decision { approve: true, line: "again".into() }), "no one waits any more");
+        let _rx = w.wait("a2");
+        w.forget("a2");
+        assert!(!w.answer("a2", Decision { approve: false, line: String::new() }));
+    }
+}

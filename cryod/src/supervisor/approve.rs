@@ -1,0 +1,219 @@
+//! An agent's tool call judged by the chamber's `[approvals]` policy, and a
+//! person's answer to one that asked.
+//!
+//! Allowed and refused calls are answered at once (a refusal is logged). A
+//! call the policy sends to a person becomes a request in the store (or
+//! takes the answer an earlier one got: the resumed session's repeat of the
+//! call that was approved), and the session waits up to `approval_wait`
+//! for it in place. Past that, the agent is told to stop, and the machine
+//! parks the session ([`Input::Parked`]); the answer then reaches the
+//! machine as [`Input::Answered`], and the next session resumes with it.
+
+use cryo_core::approvals::Action;
+use cryo_core::chamber::{Input, LogLine};
+use tokio::sync::oneshot;
+
+use super::{Event, Sup};
+use crate::approvals::{self, Decision};
+use crate::error::{Error, Result};
+use crate::store::ApprovalRecord;
+
+/// A tool call an agent's CLI asks about.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The tool as the CLI names it.
+    pub tool: String,
+    /// Its arguments.
+    pub input: serde_json::Value,
+    /// Why, in the agent's words (may be empty).
+    pub reason: String,
+}
+
+/// The answer to an [`Ask`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub allow: bool,
+    /// For the agent: why not, or what the approval said.
+    pub message: String,
+}
+
+impl Answer {
+    fn allow(message: impl Into<String>) -> Answer {
+        Answer { allow: true, message: message.into() }
+    }
+
+    fn deny(message: impl Into<String>) -> Answer {
+        Answer { allow: false, message: message.into() }
+    }
+}
+
+/// The longest input a request keeps (its JSON); a larger call is refused.
+const MAX_INPUT: usize = 64 * 1024;
+/// The longest reason kept.
+const MAX_REASON: usize = 2000;
+
+impl Sup {
+    /// Judges `ask` of session `session`; the answer goes to `reply`, now
+    /// or when a person answers (a task waits, not the supervisor).
+    pub(super) async fn approve(&mut self, session: u64, ask: Ask, reply: oneshot::Sender<Result<Answer>>) {
+        if self.machine.live_session().map(|(n, _)| n) != Some(session) {
+            let _ = reply.send(Err(Error::Precondition("this session has ended".into())));
+            return;
+        }
+        let Some(policy) = self.config.as_ref().ok().and_then(|c| c.approvals.clone()) else {
+            let _ = reply.send(Ok(Answer::allow("this chamber has no [approvals] policy")));
+            return;
+        };
+        let input = ask.input.to_string();
+        if input.len() > MAX_INPUT {
+            let _ = reply.send(Ok(Answer::deny(format!(
+                "cryo refuses this call: its arguments are {} bytes, over the {MAX_INPUT} a person can be asked about",
+                input.len()
+            ))));
+            return;
+        }
+        let verdict = policy.judge(&ask.tool, &ask.input);
+        let subject = cryo_core::approvals::subject(&ask.tool, &ask.input);
+        let what = approvals::what_of(cryo_core::approvals::canonical_tool(&ask.tool), &subject);
+        match verdict.action {
+            Action::Allow => {
+                let _ = reply.send(Ok(Answer::allow(format!("allowed by {}", verdict.why()))));
+            }
+            Action::Deny => {
+                self.log(LogLine::Event(format!("approval: {what} refused by {}", verdict.why())));
+                let _ = reply.send(Ok(Answer::deny(format!(
+                    "This chamber's policy refuses this call ({}). Do not try it again; find another way or say why \
+                     you cannot.",
+                    verdict.why()
+                ))));
+            }
+            Action::Ask => {
+                let asked = Asked { session, input, subject, what, rule: verdict.why() };
+                self.ask(ask, asked, policy.wait, reply).await;
+            }
+        }
+    }
+
+    /// A call the policy sends to a person: the answer it got already, or
+    /// a request and a wait for it.
+    async fn ask(&mut self, ask: Ask, a: Asked, wait: std::time::Duration, reply: oneshot::Sender<Result<Answer>>) {
+        let (fence, now) = (self.owner.fence(), self.now());
+        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), at.clone()).await {
+            Ok(Some(done)) => {
+                let answer = if done.state == "approved" {
+                    self.log(LogLine::Event(format!("approval {} used: {}", done.id, a.what)));
+                    Answer::allow(approvals::decided_line(&done))
+                } else {
+                    Answer::deny(approvals::refused_message(&done))
+                };
+                let _ = reply.send(Ok(answer));
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = reply.send(Err(Error::from(e)));
+                return;
+            }
+        }
+        // The same call asked again while its request waits (the operator
+        // resumed the chamber without answering): the same request.
+        let pending = self.shared.store.approvals(Some(self.id), false, 50).await.unwrap_or_default();
+        let record = match pending.into_iter().find(|p| p.tool == ask.tool && p.input == a.input) {
+            Some(p) => p,
+            None => {
+                let record = ApprovalRecord {
+                    id: approvals::new_id(),
+                    chamber_id: self.id,
+                    session: a.session,
+                    tool: ask.tool.clone(),
+                    input: a.input.clone(),
+                    subject: a.subject.clone(),
+                    reason: ask.reason.chars().take(MAX_REASON).collect(),
+                    rule: a.rule.clone(),
+                    created_at: at,
+                    state: "pending".into(),
+                    decided_at: None,
+                    decided_by: None,
+                    answer: None,
+                    used_at: None,
+                };
+                if let Err(e) = self.shared.store.approval_add(fence, record.clone()).await {
+                    let _ = reply.send(Err(Error::from(e)));
+                    return;
+                }
+                record
+            }
+        };
+        self.log(LogLine::Event(format!(
+            "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `deny {} --reason TEXT`",
+            record.id, a.what, a.rule, record.id, record.id
+        )));
+        self.announce(&record);
+        let waiting = self.shared.approvals.wait(&record.id);
+        let (tx, shared, id, session) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.session);
+        tokio::spawn(async move {
+            let decided = tokio::time::timeout(wait, waiting).await;
+            let answer = match decided {
+                Ok(Ok(Decision { approve: true, line })) => Answer::allow(line),
+                Ok(Ok(Decision { approve: false, line })) => Answer::deny(line),
+                // No answer in time (or cryod is stopping): the session
+                // parks; the answer reaches the next one.
+                _ => {
+                    shared.approvals.forget(&id);
+                    let _ = tx.send(Event::Parked { session, id: id.clone(), what: a.what });
+                    Answer::deny(approvals::parked_message(&id))
+                }
+            };
+            let _ = reply.send(Ok(answer));
+        });
+    }
+
+    /// Tells the chamber's notifiers and views that a request waits.
+    fn announce(&self, record: &ApprovalRecord) {
+        let event = crate::notifier::Event {
+            id: format!("{}:approval:{}", self.machine.name(), record.id),
+            kind: "approval".into(),
+            chamber: self.machine.name().to_string(),
+            title: format!("{} asks: {}", self.machine.name(), approvals::what(record)),
+            body: approvals::notice_body(record),
+            url: self.shared.hub_link(&format!("#/c/{}", self.machine.name())),
+            at: self.now(),
+        };
+        self.shared.notifiers.notify(event, self.shared.system_zone.get());
+        self.shared.notify(self.id, crate::runtime::NoticeKind::Status);
+    }
+
+    /// A person answered `record` (decided in the store): the session that
+    /// waits in place gets it, else the machine does.
+    pub(super) fn answered(&mut self, record: ApprovalRecord) -> Option<Input> {
+        let line = approvals::decided_line(&record);
+        let decision = Decision {
+            approve: record.state == "approved",
+            line: if record.state == "approved" { line.clone() } else { approvals::refused_message(&record) },
+        };
+        if self.shared.approvals.answer(&record.id, decision) {
+            // The waiting session takes it: it is used.
+            let (fence, store) = (self.owner.fence(), self.shared.store.clone());
+            let (tool, input) = (record.tool.clone(), record.input.clone());
+            let at = self.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            tokio::spawn(async move {
+                if let Err(error) = store.approval_take(fence, tool, input, at).await {
+                    tracing::warn!(%error, "cannot mark an approval used");
+                }
+            });
+            self.log(LogLine::Event(line));
+            return None;
+        }
+        Some(Input::Answered { req: self.own_req(), id: record.id, line })
+    }
+}
+
+/// What [`Sup::ask`] carries of the judged call.
+struct Asked {
+    session: u64,
+    input: String,
+    subject: String,
+    what: String,
+    rule: String,
+}

@@ -1,0 +1,269 @@
+//! Approvals (`[approvals]`): the real Claude Code, against the scripted
+//! model server, asks cryod before each tool call through its permission
+//! prompt tool; a call the policy marks `ask` waits for a person, parks the
+//! session past `approval_wait`, survives a restart of cryod, and the
+//! resumed conversation runs exactly the approved call. A denial reaches
+//! the agent as a denial; a deny rule never reaches a person. An ACP
+//! agent's permission requests are answered from the same policy.
+
+use std::time::Instant;
+
+use cryo_tests::model::{ModelServer, Script};
+use cryo_tests::{Chamber, Env, wait_until_telling, wait_until_within};
+use serde_json::Value;
+
+use crate::agents::{SESSION_DEADLINE, claude_provider, cli};
+
+/// The chamber's policy: `touch pushed.txt` asks, `rm -rf` is denied,
+/// `ls` is allowed.
+fn policy(wait: &str) -> String {
+    format!(
+        "\n[approvals]\nallow = [\"Read\", \"Bash(ls*)\"]\nask = [\"Bash(touch pushed*)\"]\n\
+         deny = [\"Bash(rm -rf*)\"]\napproval_wait = \"{wait}\"\n"
+    )
+}
+
+/// A chamber running the real Claude Code on `script`, with `extra` in
+/// its `cryo.toml`.
+fn claude_chamber(env: &Env, model: &ModelServer, name: &str, extra: &str) -> Option<Chamber> {
+    let path = cli("claude")?;
+    let toml = format!("agent = \"{}\"\n\n[provider]\n{}\n{extra}", path.display(), claude_provider(env, model));
+    Some(env.chamber(name, "", &toml))
+}
+
+fn approvals(env: &Env, all: bool) -> Vec<Value> {
+    let mut args = vec!["approvals", "list"];
+    if all {
+        args.push("--all");
+    }
+    args.push("--json");
+    env.cryoctl(&args).json().as_array().cloned().unwrap_or_default()
+}
+
+fn status(env: &Env, name: &str) -> Value {
+    env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
+}
+
+/// The texts the model was sent back as tool results, in order.
+fn tool_results(model: &ModelServer) -> String {
+    model.seen().iter().map(|s| s.body.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// The issue's scenario: ask, park, restart cryod, approve from the CLI,
+/// and the resumed session runs exactly that command and finishes.
+#[test]
+fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
+    let script = Script::new()
+        .on("- session: 1\n", &["touch pushed.txt"])
+        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let d = env.start_daemon();
+    let Some(c) = claude_chamber(&env, &model, "ask", &policy("1s")) else { return };
+    env.cryoctl(&["chamber", "start", "ask"]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
+
+    // The request is kept, the session parks, the chamber waits.
+    wait_until_telling(SESSION_DEADLINE, "the request to appear", || !approvals(&env, false).is_empty(), || diag(&c));
+    let pending = approvals(&env, false);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let a = &pending[0];
+    assert_eq!(
+        (a["chamber"].as_str(), a["tool"].as_str(), a["state"].as_str()),
+        (Some("ask"), Some("Bash"), Some("pending"))
+    );
+    assert_eq!(a["subject"], "touch pushed.txt");
+    assert_eq!(a["input"]["command"], "touch pushed.txt", "the exact arguments are kept: {a}");
+    assert_eq!(a["rule"], "the rule ask Bash(touch pushed*)");
+    let id = a["id"].as_str().unwrap().to_string();
+    wait_until_telling(SESSION_DEADLINE, "session 1 to end", || c.ended() >= 1, || diag(&c));
+    let s = status(&env, "ask");
+    assert_eq!(s["state"], "paused", "{s}");
+    assert!(s["attention"].as_str().unwrap_or("").starts_with(&format!("awaiting approval: {id}")), "{s}");
+    assert!(c.cryo_log().contains("session ended: awaiting approval"), "{}", diag(&c));
+    assert!(!c.dir.join("pushed.txt").exists(), "the call ran before it was approved");
+    // The agent was told to stop and wait.
+    assert!(tool_results(&model).contains("needs a person's approval"), "{}", model.transcript());
+
+    // cryod goes down hard and comes back: the request and the wait stay.
+    drop(d);
+    let _d = env.start_daemon();
+    let pending = approvals(&env, false);
+    assert_eq!(pending.iter().map(|a| a["id"].as_str().unwrap()).collect::<Vec<_>>(), [id.as_str()]);
+    let s = status(&env, "ask");
+    assert_eq!(s["state"], "paused", "{s}");
+    assert!(s["attention"].as_str().unwrap_or("").contains(&id), "the wait is told after a restart: {s}");
+    assert_eq!(c.ended(), 1, "nothing ran while it waited");
+
+    // The approval: the next session resumes the conversation and runs it.
+    let asked_before = model.seen().len();
+    let t = Instant::now();
+    let out = env.cryoctl(&["approvals", "approve", &id]);
+    assert!(out.ok().contains(&format!("approved {id}")), "{out:?}");
+    wait_until_telling(
+        SESSION_DEADLINE,
+        "the resumed session's first step",
+        || model.seen().len() > asked_before,
+        || diag(&c),
+    );
+    let to_next_step = t.elapsed();
+    wait_until_telling(SESSION_DEADLINE, "session 2 to end", || c.ended() >= 2, || diag(&c));
+    assert!(c.dir.join("pushed.txt").exists(), "the approved command ran\n{}", diag(&c));
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
+    let log = c.cryo_log();
+    assert!(log.contains(&format!("Approval {id} was given by operator")), "the decision is in the log: {log}");
+    assert!(log.contains(&format!("approval {id} used")), "{log}");
+    let s = status(&env, "ask");
+    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
+    let second = sessions.iter().find(|r| r["number"] == 2).expect("session 2's row");
+    assert_eq!(second["resumed_from"], 1, "session 2 continues the conversation that asked: {s}");
+    // The resumed request carries session 1's turn (the same conversation).
+    let resumed = model.seen().into_iter().filter(|r| r.turn.as_deref() == Some("- session: 2\n")).collect::<Vec<_>>();
+    assert!(resumed.iter().any(|r| r.earlier.iter().any(|e| e == "- session: 1\n")), "{}", model.transcript());
+    let all = approvals(&env, true);
+    let done = all.iter().find(|a| a["id"] == id.as_str()).expect("the request is kept");
+    assert_eq!((done["state"].as_str(), done["decided_by"].as_str()), (Some("approved"), Some("operator")), "{done}");
+    assert!(done["used_at"].is_string(), "{done}");
+    // Once decided, it cannot be decided again.
+    let again = env.cryoctl(&["approvals", "deny", &id]);
+    assert!(again.fails(1).contains("was approved already (by operator"), "{again:?}");
+    eprintln!("approval to the agent's next step: {} ms", to_next_step.as_millis());
+}
+
+/// A person who answers within `approval_wait` answers in the session:
+/// the same session runs the call and ends.
+#[test]
+fn an_approval_within_the_wait_is_answered_in_the_session() {
+    let script =
+        Script::new().on("- session: 1\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let Some(c) = claude_chamber(&env, &model, "quick", &policy("2m")) else { return };
+    env.cryoctl(&["chamber", "start", "quick"]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
+    wait_until_telling(SESSION_DEADLINE, "the request", || !approvals(&env, false).is_empty(), || diag(&c));
+    let id = approvals(&env, false)[0]["id"].as_str().unwrap().to_string();
+    let before = model.seen().len();
+    let t = Instant::now();
+    env.cryoctl(&["approvals", "approve", &id]).ok();
+    wait_until_within(SESSION_DEADLINE, "the next step", || model.seen().len() > before);
+    let took = t.elapsed();
+    wait_until_telling(SESSION_DEADLINE, "the session to end", || c.ended() >= 1, || diag(&c));
+    assert!(c.dir.join("pushed.txt").exists(), "{}", diag(&c));
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
+    assert_eq!(c.begun(), 1, "one session: nothing parked");
+    eprintln!("approval in the session to the agent's next step: {} ms", took.as_millis());
+}
+
+/// A denial (with a reason) reaches the resumed agent as a denial of that
+/// very call; the command never runs.
+#[test]
+fn a_denial_is_seen_by_the_agent_as_a_denial() {
+    let script = Script::new()
+        .on("- session: 1\n", &["touch pushed.txt"])
+        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary refused"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let Some(c) = claude_chamber(&env, &model, "deny", &policy("1s")) else { return };
+    env.cryoctl(&["chamber", "start", "deny"]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
+    wait_until_telling(SESSION_DEADLINE, "session 1 to park", || c.ended() >= 1, || diag(&c));
+    let id = approvals(&env, false)[0]["id"].as_str().unwrap().to_string();
+    let out = env.cryoctl(&["approvals", "deny", &id, "--reason", "not on a Friday"]);
+    assert!(out.ok().contains(&format!("denied {id}")), "{out:?}");
+    wait_until_telling(SESSION_DEADLINE, "session 2 to end", || c.ended() >= 2, || diag(&c));
+    assert!(!c.dir.join("pushed.txt").exists(), "a denied command ran\n{}", diag(&c));
+    let results = tool_results(&model);
+    assert!(results.contains("A person refused this call") && results.contains("not on a Friday"), "{results}");
+    let log = c.cryo_log();
+    assert!(log.contains(&format!("Approval {id} was refused by operator")), "{log}");
+    let done = approvals(&env, true).into_iter().find(|a| a["id"] == id.as_str()).unwrap();
+    assert_eq!((done["state"].as_str(), done["answer"].as_str()), (Some("denied"), Some("not on a Friday")));
+}
+
+/// A deny rule refuses at once: no request, no person, the files stay;
+/// an allow rule runs without asking.
+#[test]
+fn a_deny_rule_never_reaches_a_person() {
+    let script = Script::new().on(
+        "- session: 1\n",
+        &["ls", "rm -rf keep", "ls; rm -rf keep", "cryo-agent hibernate --complete --summary kept"],
+    );
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let Some(c) = claude_chamber(&env, &model, "rules", &policy("2m")) else { return };
+    std::fs::create_dir_all(c.dir.join("keep")).unwrap();
+    env.cryoctl(&["chamber", "start", "rules"]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
+    wait_until_telling(SESSION_DEADLINE, "the session to end", || c.ended() >= 1, || diag(&c));
+    assert!(c.dir.join("keep").is_dir(), "a denied command ran\n{}", diag(&c));
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
+    assert!(approvals(&env, true).is_empty(), "a deny rule reached a person: {:?}", approvals(&env, true));
+    let log = c.cryo_log();
+    assert_eq!(log.matches("refused by the rule deny Bash(rm -rf*)").count(), 2, "{log}");
+    assert!(tool_results(&model).contains("policy refuses this call"), "{}", model.transcript());
+}
+
+/// Bad `[approvals]` settings hold the chamber with one line, and a kind
+/// that cannot ask is refused rather than run with its prompts off.
+#[test]
+fn bad_approvals_settings_say_what_is_wrong() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("bad", "", "agent = \"sh agent.sh\"\n\n[approvals]\nask = [\"Bash(git push\"]\n");
+    let out = env.cryoctl(&["chamber", "start", "bad"]);
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("approvals.ask") && text.contains("does not end with ')'"), "{out:?}");
+    let toml = std::fs::read_to_string(c.dir.join("cryo.toml")).unwrap();
+    assert!(toml.contains("Bash(git push\""), "the file is left as it was");
+    let Some(codex) = cli("codex") else { return };
+    let toml = format!("agent = \"{}\"\n\n[approvals]\nallow = [\"Read\"]\n", codex.display());
+    env.chamber("codex", "", &toml);
+    let out = env.cryoctl(&["chamber", "start", "codex"]);
+    assert!(out.fails(1).contains("codex cannot ask in its headless mode"), "{out:?}");
+}
+
+/// Issue 44's last part: an ACP agent's permission requests are answered
+/// from the chamber's policy. Qwen Code (`--acp`) asks before its shell
+/// commands: the deny rule's call is rejected, and the agent is told so
+/// (Qwen Code then ends its turn: it takes a rejection as the user's
+/// cancel).
+#[test]
+fn an_acp_agent_sees_a_deny_rule_as_a_rejection() {
+    let Some(qwen) = cli("qwen") else { return };
+    let script = Script::new().on("- session: 1\n", &["rm -rf keep"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let provider = crate::agents::qwen_provider(&env, &model);
+    let toml = format!(
+        "agent = \"acp:{} --acp\"\n\n[provider]\n{provider}\n\n[approvals]\nallow = [\"Bash(ls*)\"]\ndeny = [\"Bash(rm -rf*)\"]\n",
+        qwen.display()
+    );
+    let c = env.chamber("acp", "", &toml);
+    std::fs::create_dir_all(c.dir.join("keep")).unwrap();
+    env.cryoctl(&["chamber", "start", "acp"]).ok();
+    let diag = |c: &Chamber| {
+        format!(
+            "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
+            c.cryo_log(),
+            c.read("cryo-agent.log"),
+            model.transcript()
+        )
+    };
+    wait_until_telling(SESSION_DEADLINE, "the session to end", || c.ended() >= 1, || diag(&c));
+    assert!(c.dir.join("keep").is_dir(), "a denied command ran\n{}", diag(&c));
+    assert!(
+        c.cryo_log().contains("approval: Bash: rm -rf keep refused by the rule deny Bash(rm -rf*)"),
+        "{}",
+        diag(&c)
+    );
+    let transcript = c.read("cryo-agent.log");
+    let refused = transcript.lines().find(|l| l.starts_with("permission: ")).unwrap_or_default();
+    assert!(refused.contains("policy refuses this call"), "the rejection and its reason: {}", diag(&c));
+    assert!(transcript.contains("was canceled by the user"), "the agent saw the rejection: {}", diag(&c));
+    assert!(approvals(&env, true).is_empty());
+}
