@@ -41,7 +41,43 @@ export function renderList() {
   }
   const all = [...state.chambers.values()];
   renderNeeds(all);
+  refreshApprovals();
   document.getElementById("list-body").replaceChildren(...listBody(all));
+}
+
+// The tool calls that wait for a person (a chamber's [approvals] policy
+// asked), fetched again at most once a second as the list changes.
+let approvalsAt = 0;
+function refreshApprovals() {
+  if (!isOwner() || Date.now() - approvalsAt < 1000) return;
+  approvalsAt = Date.now();
+  api("/approvals").then((r) => {
+    state.approvals = r.approvals || [];
+    renderNeeds([...state.chambers.values()]);
+  }).catch(() => {});
+}
+
+// One request: what the agent asks to run, why, and the two answers.
+function approvalItem(a) {
+  const reason = el("input", { type: "text", id: "deny-" + a.id, placeholder: "Why not (for the agent)", autocomplete: "off" });
+  const answer = async (action, button) => {
+    button.disabled = true;
+    try {
+      await api("/approvals/" + encodeURIComponent(a.id) + "/" + action, "POST", { reason: reason.value.trim() });
+      toast((action === "approve" ? "Approved: " : "Denied: ") + a.what);
+      state.approvals = (state.approvals || []).filter((x) => x.id !== a.id);
+      approvalsAt = 0;
+      renderList();
+    } catch (er) { flash(er); button.disabled = false; }
+  };
+  const yes = el("button", { class: "primary", "data-approve": a.id }, "Approve");
+  const no = el("button", { "data-deny": a.id }, "Deny");
+  yes.addEventListener("click", () => answer("approve", yes));
+  no.addEventListener("click", () => answer("deny", no));
+  return el("li", { "data-approval": a.id },
+    el("strong", {}, el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber)), " asks to run ",
+    el("code", {}, a.what), el("p", { class: "muted" }, a.rule + (a.reason ? ". The agent says: " + a.reason : "")),
+    el("div", { class: "row" }, yes, no, el("label", { for: "deny-" + a.id, class: "sr-only" }, "Why not"), reason));
 }
 
 // Search by name and what a chamber last said; filter by state.
@@ -113,12 +149,14 @@ function renderNeeds(all) {
   const box = document.getElementById("needs-all");
   if (!box || !isOwner()) return;
   const list = all.filter(needsYou).sort((a, b) => a.name.localeCompare(b.name));
-  navigator.setAppBadge?.(list.length).catch(() => {});
+  const waits = (state.approvals || []).filter((a) => a.state === "pending");
+  navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.
   for (const c of all) if (!c.open_questions) { asked.delete(c.name); holders.delete(c.name); }
-  if (!list.length) { box.replaceChildren(); return; }
+  if (!list.length && !waits.length) { box.replaceChildren(); return; }
   // The first few in full (each question's text is a request); the rest
   // are a count, and the state filter lists them all.
+  const approvalItems = waits.map(approvalItem);
   const items = list.slice(0, NEEDS_SHOWN).map((c) => {
     const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
     const kids = [];
@@ -132,7 +170,8 @@ function renderNeeds(all) {
   // Redrawn on every change anywhere: an answer being typed keeps its focus.
   const typing = document.activeElement, at = typing?.selectionStart;
   box.replaceChildren(el("section", { class: "needs", "aria-labelledby": "h-needs-all" },
-    el("h2", { id: "h-needs-all" }, "Needs you (" + list.length + ")"), el("ul", { class: "needs-list" }, items),
+    el("h2", { id: "h-needs-all" }, "Needs you (" + (list.length + waits.length) + ")"),
+    el("ul", { class: "needs-list" }, approvalItems, items),
     more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : ""));
   if (typing?.isConnected && typing !== document.activeElement) {
     typing.focus({ preventScroll: true });

@@ -33,16 +33,29 @@ self.addEventListener("push", (e) => {
   try { n = e.data ? e.data.json() : {}; } catch (_) { n = { title: "cryo", body: e.data ? e.data.text() : "" }; }
   e.waitUntil(self.registration.showNotification(n.title || "cryo", {
     body: n.body || "", tag: n.id || undefined, icon: "/icon-192.png", badge: "/icon-192.png",
-    data: { url: n.url || "/", event: n.event || "" },
+    data: { url: n.url || "/", event: n.event || "", actions: n.actions || [] },
     // A question is answered in one step: the chamber's page opens with
-    // the cursor in its reply box.
-    actions: n.event === "question" ? [{ action: "answer", title: "Answer" }] : [],
+    // the cursor in its reply box. An approval's two answers are its
+    // signed links, POSTed from here.
+    actions: n.event === "question" ? [{ action: "answer", title: "Answer" }]
+      : (n.actions || []).slice(0, 2).map((a, i) => ({ action: "link" + i, title: a.label })),
   }));
 });
 
 self.addEventListener("notificationclick", (e) => {
   e.notification.close();
   const data = e.notification.data || {};
+  // An approval's answer: its link (of this hub only) is POSTed, and what
+  // it did is shown.
+  const picked = e.action.startsWith("link") ? (data.actions || [])[Number(e.action.slice(4))] : null;
+  if (picked) {
+    const u = new URL(picked.url, self.registration.scope);
+    if (u.origin !== self.location.origin || !u.pathname.startsWith("/approve/")) return;
+    e.waitUntil(fetch(u.href, { method: "POST" }).then((r) => r.ok ? (picked.label === "Approve" ? "Approved" : "Denied") : "Not answered: the link was refused")
+      .catch(() => "Not answered: the hub could not be reached")
+      .then((t) => self.registration.showNotification("cryo", { body: t, tag: "approval-answer" })));
+    return;
+  }
   // Only a page of this hub is opened; a question's opens its reply box.
   const u = new URL(data.url || "/", self.registration.scope);
   if (u.origin !== self.location.origin) u.href = self.registration.scope;

@@ -127,6 +127,50 @@ pub fn parked_message(id: &str) -> String {
     )
 }
 
+/// How long a notice's approve and deny links work.
+pub const LINK_TTL: chrono::Duration = chrono::Duration::hours(24);
+
+/// A link's token: the request, the answer it gives, when it expires, and
+/// an HMAC-SHA256 of the three under `key` (the hub's token, which never
+/// leaves the machine): `ID.a|d.EXPIRY.SIG`. It is good once (the request
+/// is decided by its first use) and until it expires.
+pub fn link_token(key: &str, id: &str, approve: bool, expires: chrono::DateTime<chrono::Utc>) -> String {
+    let body = format!("{id}.{}.{}", if approve { "a" } else { "d" }, expires.timestamp());
+    format!("{body}.{}", sign(key, &body))
+}
+
+fn sign(key: &str, body: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+    hex::encode(&ring::hmac::sign(&key, body.as_bytes()).as_ref()[..16])
+}
+
+/// What a link's token says (the request and whether it approves), if it
+/// is one of ours and has not expired; else why not, in one line.
+pub fn check_link(key: &str, token: &str, now: chrono::DateTime<chrono::Utc>) -> Result<(String, bool), String> {
+    let parts: Vec<&str> = token.split('.').collect();
+    let [id, what, expires, sig] = parts[..] else { return Err("this link is not an approval link".into()) };
+    let body = format!("{id}.{what}.{expires}");
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+    let given = hex::decode(sig).map_err(|_| "this link is not an approval link".to_string())?;
+    let full = ring::hmac::sign(&key, body.as_bytes());
+    if given.len() != 16 || !constant_eq(&full.as_ref()[..16], &given) {
+        return Err("this link is not one of this cryo's (or was changed)".into());
+    }
+    let expires: i64 = expires.parse().map_err(|_| "this link is not an approval link".to_string())?;
+    if now.timestamp() > expires {
+        return Err("this link has expired: answer with `cryoctl approvals` or on the hub".into());
+    }
+    match what {
+        "a" => Ok((id.to_string(), true)),
+        "d" => Ok((id.to_string(), false)),
+        _ => Err("this link is not an approval link".into()),
+    }
+}
+
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +204,23 @@ mod tests {
         assert!(refused_message(&record("denied", Some("no"))).contains("refused this call (approval a0123456789"));
         let long = what_of("Bash", &"x".repeat(500));
         assert_eq!(long.chars().count(), "Bash: ".len() + 200 + 1);
+    }
+
+    #[test]
+    fn links_are_signed_bound_and_expire() {
+        let now = chrono::Utc::now();
+        let t = link_token("key", "a01", true, now + LINK_TTL);
+        assert_eq!(check_link("key", &t, now), Ok(("a01".into(), true)));
+        let d = link_token("key", "a01", false, now + LINK_TTL);
+        assert_eq!(check_link("key", &d, now), Ok(("a01".into(), false)));
+        assert!(check_link("other", &t, now).unwrap_err().contains("not one of this cryo's"));
+        let flipped = t.replacen(".a.", ".d.", 1);
+        assert!(check_link("key", &flipped, now).is_err(), "the answer is part of what is signed");
+        let other_id = t.replacen("a01", "a02", 1);
+        assert!(check_link("key", &other_id, now).is_err());
+        assert!(check_link("key", &t, now + LINK_TTL + chrono::Duration::seconds(1)).unwrap_err().contains("expired"));
+        assert!(check_link("key", "x.y", now).is_err());
+        assert!(check_link("key", "a.b.c.zz", now).is_err());
     }
 
     #[test]

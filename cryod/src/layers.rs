@@ -62,7 +62,15 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["effects"],
         ],
     ),
-    ("hub", &[&["markdown", "history", "settings", "guard"], &["attachments", "invites", "hooks"], &["events", "api"]]),
+    (
+        "hub",
+        &[
+            &["markdown", "history", "settings", "guard"],
+            &["attachments", "invites", "hooks"],
+            &["events", "api"],
+            &["approvals"],
+        ],
+    ),
     (
         "agent",
         &[

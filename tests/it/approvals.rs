@@ -267,3 +267,88 @@ fn an_acp_agent_sees_a_deny_rule_as_a_rejection() {
     assert!(transcript.contains("was canceled by the user"), "the agent saw the rejection: {}", diag(&c));
     assert!(approvals(&env, true).is_empty());
 }
+
+/// The request reaches a phone by Web Push with approve and deny links;
+/// the hub lists it; the approve link's POST (what the service worker's
+/// action does) answers it once. A GET only shows the page; the same link
+/// again, the other link, a changed link and an expired one are refused.
+#[test]
+fn a_web_push_links_approval_works_once_and_expires() {
+    use cryo_tests::receiver::Receiver;
+    let script = Script::new()
+        .on("- session: 1\n", &["touch pushed.txt"])
+        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let r = Receiver::start();
+    env.daemon_config("[[notify]]\nname = \"phone\"\nkind = \"webpush\"\nevents = [\"approval\"]\n");
+    let _d = env.start_daemon();
+    let hub = crate::hub::Hub::of(&env);
+    let device = crate::people::Device::new();
+    let sub = device.subscription(&r.url("/push/dev1"), "my phone");
+    let token = hub.token();
+    let added = hub.raw("POST", "/api/push", Some(&token), &["X-Cryo-Csrf: 1"], Some(&sub.to_string()));
+    assert_eq!(added.status, 200, "{}", added.body);
+    let Some(c) = claude_chamber(&env, &model, "push", &policy("1s")) else { return };
+    env.cryoctl(&["chamber", "start", "push"]).ok();
+    let diag = |c: &Chamber| {
+        format!("cryo.log:\n{}\nmodel:\n{}\ncryod:\n{}", c.cryo_log(), model.transcript(), env.daemon_log())
+    };
+    wait_until_telling(SESSION_DEADLINE, "the push", || !r.got("/push/dev1").is_empty(), || diag(&c));
+    let notice: Value = serde_json::from_str(&device.open(&r.got("/push/dev1")[0].body)).unwrap();
+    assert_eq!(notice["event"], "approval", "{notice}");
+    assert_eq!(notice["title"], "push asks: Bash: touch pushed.txt", "{notice}");
+    let actions = notice["actions"].as_array().cloned().unwrap_or_default();
+    let labels: Vec<&str> = actions.iter().filter_map(|a| a["label"].as_str()).collect();
+    assert_eq!(labels, ["Approve", "Deny"], "{notice}");
+    let path = |url: &Value| url.as_str().unwrap().split_once(hub.addr()).unwrap().1.to_string();
+    let (approve, deny) = (path(&actions[0]["url"]), path(&actions[1]["url"]));
+
+    // The hub's "needs you" reads the same request.
+    let listed: Value = serde_json::from_str(&hub.get("/api/approvals").body).unwrap();
+    let id = listed["approvals"][0]["id"].as_str().expect("the hub lists it").to_string();
+    assert_eq!(listed["approvals"][0]["what"], "Bash: touch pushed.txt", "{listed}");
+    wait_until_telling(SESSION_DEADLINE, "session 1 to park", || c.ended() >= 1, || diag(&c));
+
+    // A GET (a preview, a prefetch) changes nothing.
+    let page = hub.raw("GET", &approve, None, &[], None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Approve this call?") && page.body.contains("touch pushed.txt"), "{}", page.body);
+    assert_eq!(approvals(&env, false).len(), 1, "a GET answered the request");
+    // A changed link, and an expired one (signed as cryod signs, with a
+    // past expiry), are refused.
+    let forged = approve.replacen(".a.", ".d.", 1);
+    let r403 = hub.raw("POST", &forged, None, &[], None);
+    assert_eq!(r403.status, 403, "{}", r403.body);
+    let expired = expired_link(&token, &id);
+    let old = hub.raw("POST", &format!("/approve/{expired}"), None, &[], None);
+    assert_eq!(old.status, 403, "{}", old.body);
+    assert!(old.body.contains("expired"), "{}", old.body);
+    assert_eq!(approvals(&env, false).len(), 1);
+
+    // The action: a POST of the link, with no other credential.
+    let t = Instant::now();
+    let ok = hub.raw("POST", &approve, None, &[], None);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.body.contains("Approved"), "{}", ok.body);
+    // Used once: the same link again, and the deny link, are refused.
+    let again = hub.raw("POST", &approve, None, &[], None);
+    assert_eq!(again.status, 409, "{}", again.body);
+    assert!(again.body.contains("was approved already (by link"), "{}", again.body);
+    assert_eq!(hub.raw("POST", &deny, None, &[], None).status, 409);
+
+    wait_until_telling(SESSION_DEADLINE, "session 2 to end", || c.ended() >= 2, || diag(&c));
+    assert!(c.dir.join("pushed.txt").exists(), "{}", diag(&c));
+    let done = approvals(&env, true).into_iter().find(|a| a["id"] == id.as_str()).unwrap();
+    assert_eq!(done["decided_by"], "link", "{done}");
+    eprintln!("approval by link to the session's end: {} ms", t.elapsed().as_millis());
+}
+
+/// A link as cryod makes one (`ID.a.EXPIRY.SIG`, SIG the first 16 bytes of
+/// HMAC-SHA256 under the hub's token), expired a minute ago.
+fn expired_link(key: &str, id: &str) -> String {
+    let body = format!("{id}.a.{}", chrono::Utc::now().timestamp() - 60);
+    let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+    let sig: String = ring::hmac::sign(&k, body.as_bytes()).as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{body}.{sig}")
+}

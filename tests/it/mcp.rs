@@ -32,7 +32,10 @@ const AGENT_TOOLS: &[&str] = &[
 ];
 
 const OPERATOR_TOOLS: &[&str] = &[
+    "approvals",
+    "approve",
     "chamber_status",
+    "deny",
     "list_chambers",
     "pause",
     "read_messages",
@@ -248,7 +251,7 @@ fn cryoctl_mcp_read_only_offers_only_reading_tools() {
         cmd.args(["mcp", "--read-only"]);
         cmd
     });
-    assert_eq!(m.tool_names(), ["chamber_status", "list_chambers", "read_messages", "todo_list"]);
+    assert_eq!(m.tool_names(), ["approvals", "chamber_status", "list_chambers", "read_messages", "todo_list"]);
     let r = m.request("tools/call", json!({ "name": "send_message", "arguments": { "chamber": "a", "text": "x" } }));
     let refused = r.get("error").is_some() || r["result"]["isError"] == true;
     assert!(refused, "send_message was not refused: {r}");

@@ -339,6 +339,74 @@ fn an_email_reaches_the_smtp_server() {
     assert!(log(&env)[0]["outcome"].as_str().unwrap().starts_with("delivered (SMTP 250"), "{:?}", log(&env));
 }
 
+/// A browser's side of a Web Push subscription: a P-256 key and a secret;
+/// it opens what cryod sends it (RFC 8291).
+pub(crate) struct Device {
+    key: ring::agreement::EphemeralPrivateKey,
+    public: Vec<u8>,
+    auth: [u8; 16],
+}
+
+impl Device {
+    pub(crate) fn new() -> Device {
+        use ring::rand::SecureRandom;
+        let rng = ring::rand::SystemRandom::new();
+        let key = ring::agreement::EphemeralPrivateKey::generate(&ring::agreement::ECDH_P256, &rng).unwrap();
+        let public = key.compute_public_key().unwrap().as_ref().to_vec();
+        let mut auth = [0u8; 16];
+        rng.fill(&mut auth).unwrap();
+        Device { key, public, auth }
+    }
+
+    /// The subscription the hub's API takes for this device.
+    pub(crate) fn subscription(&self, endpoint: &str, name: &str) -> serde_json::Value {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+        serde_json::json!({
+            "endpoint": endpoint,
+            "keys": { "p256dh": B64.encode(&self.public), "auth": B64.encode(self.auth) },
+            "name": name,
+        })
+    }
+
+    /// The notice a push carries, decrypted with the device's key (one
+    /// record, the last); its text as the push service hands it over.
+    pub(crate) fn open(self, body: &[u8]) -> String {
+        use ring::{aead, agreement, hkdf};
+        let (salt, rest) = body.split_at(16);
+        let idlen = rest[4] as usize;
+        let (server_public, ciphertext) = rest[5..].split_at(idlen);
+        let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, server_public);
+        let ecdh = agreement::agree_ephemeral(self.key, &peer, |s| s.to_vec()).unwrap();
+        struct Len(usize);
+        impl hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                self.0
+            }
+        }
+        let expand = |prk: &hkdf::Prk, info: &[&[u8]], n: usize| {
+            let mut out = vec![0u8; n];
+            prk.expand(info, Len(n)).unwrap().fill(&mut out).unwrap();
+            out
+        };
+        let ikm = expand(
+            &hkdf::Salt::new(hkdf::HKDF_SHA256, &self.auth).extract(&ecdh),
+            &[b"WebPush: info\0", &self.public, server_public],
+            32,
+        );
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&ikm);
+        let cek = expand(&prk, &[b"Content-Encoding: aes128gcm\0"], 16);
+        let nonce = expand(&prk, &[b"Content-Encoding: nonce\0"], 12);
+        let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).unwrap());
+        let mut data = ciphertext.to_vec();
+        let plain = key
+            .open_in_place(aead::Nonce::try_assume_unique_for_key(&nonce).unwrap(), aead::Aad::empty(), &mut data)
+            .expect("it decrypts with the device's key");
+        assert_eq!(plain.last(), Some(&2), "one record, the last");
+        String::from_utf8(plain[..plain.len() - 1].to_vec()).unwrap()
+    }
+}
+
 /// Web Push: a device subscribed through the hub's API gets each notice
 /// encrypted for it (RFC 8291, decrypted here with the device's private
 /// key) and signed with cryod's VAPID key (RFC 8292, checked here).
@@ -346,23 +414,15 @@ fn an_email_reaches_the_smtp_server() {
 fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
     use base64::Engine;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-    use ring::{aead, agreement, hkdf, rand, rand::SecureRandom, signature};
+    use ring::signature;
     let env = Env::new();
     let r = Receiver::start();
     env.daemon_config("[[notify]]\nname = \"devices\"\nkind = \"webpush\"\nevents = [\"question\"]\n");
     let _d = env.start_daemon();
     let hub = crate::hub::Hub::of(&env);
     // The browser's side of a subscription: a P-256 key and a secret.
-    let rng = rand::SystemRandom::new();
-    let device = agreement::EphemeralPrivateKey::generate(&agreement::ECDH_P256, &rng).unwrap();
-    let device_public = device.compute_public_key().unwrap().as_ref().to_vec();
-    let mut auth = [0u8; 16];
-    rng.fill(&mut auth).unwrap();
-    let sub = serde_json::json!({
-        "endpoint": r.url("/push/dev1"),
-        "keys": { "p256dh": B64.encode(&device_public), "auth": B64.encode(auth) },
-        "name": "my phone",
-    });
+    let device = Device::new();
+    let sub = device.subscription(&r.url("/push/dev1"), "my phone");
     let token = hub.token();
     let added = hub.raw("POST", "/api/push", Some(&token), &["X-Cryo-Csrf: 1"], Some(&sub.to_string()));
     assert_eq!(added.status, 200, "{}", added.body);
@@ -390,38 +450,8 @@ fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
         serde_json::from_slice(&B64.decode(signed.split_once('.').unwrap().1).unwrap()).unwrap();
     assert_eq!(claims["aud"].as_str().unwrap(), format!("http://{}", r.addr));
     // RFC 8291: decrypt with the device's key.
-    let body = &p.body;
-    let (salt, rest) = body.split_at(16);
-    let idlen = rest[4] as usize;
-    let (server_public, ciphertext) = rest[5..].split_at(idlen);
-    let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, server_public);
-    let ecdh = agreement::agree_ephemeral(device, &peer, |s| s.to_vec()).unwrap();
-    struct Len(usize);
-    impl hkdf::KeyType for Len {
-        fn len(&self) -> usize {
-            self.0
-        }
-    }
-    let expand = |prk: &hkdf::Prk, info: &[&[u8]], n: usize| {
-        let mut out = vec![0u8; n];
-        prk.expand(info, Len(n)).unwrap().fill(&mut out).unwrap();
-        out
-    };
-    let ikm = expand(
-        &hkdf::Salt::new(hkdf::HKDF_SHA256, &auth).extract(&ecdh),
-        &[b"WebPush: info\0", &device_public, server_public],
-        32,
-    );
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&ikm);
-    let cek = expand(&prk, &[b"Content-Encoding: aes128gcm\0"], 16);
-    let nonce = expand(&prk, &[b"Content-Encoding: nonce\0"], 12);
-    let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).unwrap());
-    let mut data = ciphertext.to_vec();
-    let plain = key
-        .open_in_place(aead::Nonce::try_assume_unique_for_key(&nonce).unwrap(), aead::Aad::empty(), &mut data)
-        .expect("it decrypts with the device's key");
-    assert_eq!(plain.last(), Some(&2), "one record, the last");
-    let notice: serde_json::Value = serde_json::from_slice(&plain[..plain.len() - 1]).unwrap();
+    let payload = device.open(&p.body);
+    let notice: serde_json::Value = serde_json::from_str(&payload).unwrap();
     assert_eq!(notice["title"], "c asks: Which branch should I release from?", "{notice}");
     assert!(notice["url"].as_str().unwrap().ends_with("#/c/c"), "{notice}");
 
@@ -430,7 +460,6 @@ fn web_push_encrypts_for_the_device_and_signs_with_vapid() {
     match crate::browser::driver() {
         None => eprintln!("SKIPPED the push into Chromium: needs node, /usr/bin/chromium and tests/browser's modules"),
         Some(dir) => {
-            let payload = String::from_utf8(plain[..plain.len() - 1].to_vec()).unwrap();
             let seen = crate::browser::run_driver(&dir, "push.mjs", &env, &[("PUSH_PAYLOAD", payload)]);
             assert_eq!(seen["permission"], "granted");
             let shown = &seen["notifications"][0];

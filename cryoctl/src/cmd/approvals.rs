@@ -58,7 +58,7 @@ pub async fn list(ctx: Ctx, chamber: Option<String>, all: bool, limit: u32) -> R
 /// `cryoctl approvals approve ID` and `deny ID [--reason TEXT]`.
 pub async fn decide(ctx: Ctx, id: String, approve: bool, reason: Option<String>) -> Result<()> {
     let mut c = client::control(&ctx.socket).await?;
-    let req = pb::ApprovalDecideRequest { id, approve, reason: reason.unwrap_or_default() };
+    let req = pb::ApprovalDecideRequest { id, approve, reason: reason.unwrap_or_default(), via: String::new() };
     let a = c.approval_decide(req).await?.into_inner();
     if ctx.json {
         output::json(&approval_json(&a));

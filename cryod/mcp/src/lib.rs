@@ -38,13 +38,13 @@ macro_rules! call {
 }
 
 /// The tools that only read; `--read-only` offers these alone.
-pub const READ_TOOLS: &[&str] = &["list_chambers", "chamber_status", "read_messages", "todo_list"];
+pub const READ_TOOLS: &[&str] = &["list_chambers", "chamber_status", "read_messages", "todo_list", "approvals"];
 
 /// What the server tells the assistant when it connects.
 const INSTRUCTIONS: &str = "cryo runs AI coding agents in chambers: each wakes for a session, works, and \
 hibernates until its next TODO comes due or a message arrives. These tools watch and steer them: list and \
 status, the conversation with each agent (read_messages, send_message: a message wakes the agent), TODOs, \
-wake, pause and resume. Each chamber's plan.md, NOTES.md and recent log are resources (cryo://CHAMBER/plan.md).";
+wake, pause and resume, and the tool calls agents wait to have approved (approvals, approve, deny). Each chamber's plan.md, NOTES.md and recent log are resources (cryo://CHAMBER/plan.md).";
 
 /// The arguments of the tools about one chamber (`chamber_status`,
 /// `pause`, `resume`, `todo_list`).
@@ -53,6 +53,29 @@ wake, pause and resume. Each chamber's plan.md, NOTES.md and recent log are reso
 pub struct ChamberArg {
     /// The chamber's name (or its folder's absolute path).
     pub chamber: String,
+}
+
+/// The arguments of `approvals`.
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsArg {
+    /// One chamber's (its name); none: every chamber's.
+    #[serde(default)]
+    pub chamber: Option<String>,
+    /// The decided ones too.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// The arguments of `approve` and `deny`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideArg {
+    /// The request's id (from `approvals`).
+    pub id: String,
+    /// A denial's reason, for the agent.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// The arguments of `read_messages`.
@@ -158,6 +181,17 @@ fn result(r: Result<(String, Value), Status>) -> CallToolResult {
     }
 }
 
+/// A request as the tools' facts show it.
+fn approval_json(a: &pb::Approval) -> Value {
+    let input: Value = serde_json::from_str(&a.input_json).unwrap_or(Value::Null);
+    json!({
+        "id": a.id, "chamber": a.chamber, "session": a.session, "tool": a.tool, "input": input,
+        "subject": a.subject, "reason": a.reason, "rule": a.rule, "created_at": a.created_at, "state": a.state,
+        "decided_at": j::null_if_empty(&a.decided_at), "decided_by": j::null_if_empty(&a.decided_by),
+        "answer": j::null_if_empty(&a.answer),
+    })
+}
+
 /// One line on a chamber, for people and models alike.
 fn chamber_line(c: &pb::Chamber) -> String {
     let mut parts = vec![format!("{}: {}", c.name, j::state_name(c.state))];
@@ -236,6 +270,16 @@ impl OperatorTools {
         let req = pb::ChamberLogRequest { chamber: chamber_ref(chamber), agent: false, follow: false, lines: 200 };
         let batches = collect(self.control.clone().chamber_log(req).await?.into_inner()).await?;
         Ok(batches.into_iter().flat_map(|b| b.lines).collect())
+    }
+
+    async fn decide(&self, a: DecideArg, approve: bool) -> Result<(String, Value), Status> {
+        let req = pb::ApprovalDecideRequest { id: a.id, approve, reason: a.reason, via: "mcp".into() };
+        let r = call!(self.control, approval_decide, req)?;
+        let done = if approve { "approved" } else { "denied" };
+        Ok((
+            format!("{done} {} ({}: {}) for {}", r.id, r.tool, r.subject, r.chamber),
+            json!({ "approval": approval_json(&r) }),
+        ))
     }
 
     async fn pause_or_resume(&self, chamber: &str, pause: bool) -> Result<(String, Value), Status> {
@@ -381,6 +425,40 @@ impl OperatorTools {
     #[tool(description = "Resume a paused chamber: what came due meanwhile runs now.")]
     async fn resume(&self, Parameters(a): Parameters<ChamberArg>) -> CallToolResult {
         result(self.pause_or_resume(&a.chamber, false).await)
+    }
+
+    #[tool(
+        description = "The tool calls agents wait to have approved (a chamber's [approvals] policy asked a \
+        person): id, chamber, the call and why it was asked. `all` adds the decided ones.",
+        annotations(read_only_hint = true)
+    )]
+    async fn approvals(&self, Parameters(a): Parameters<ApprovalsArg>) -> CallToolResult {
+        let req = pb::ApprovalsRequest { chamber: a.chamber.as_deref().and_then(chamber_ref), all: a.all, limit: 50 };
+        result(
+            async {
+                let r = call!(self.control, approvals, req)?;
+                let lines: Vec<String> = r
+                    .approvals
+                    .iter()
+                    .map(|a| format!("{} {} [{}] {}: {} ({})", a.id, a.chamber, a.state, a.tool, a.subject, a.rule))
+                    .collect();
+                let text = if lines.is_empty() { "no approval request waits".to_string() } else { lines.join("\n") };
+                let list: Vec<Value> = r.approvals.iter().map(approval_json).collect();
+                Ok((text, json!({ "approvals": list })))
+            }
+            .await,
+        )
+    }
+
+    #[tool(description = "Approve a tool call an agent waits on (its id from `approvals`): the agent's session, \
+        or its next, runs exactly that call.")]
+    async fn approve(&self, Parameters(a): Parameters<DecideArg>) -> CallToolResult {
+        result(self.decide(a, true).await)
+    }
+
+    #[tool(description = "Deny a tool call an agent waits on, with a reason the agent is told.")]
+    async fn deny(&self, Parameters(a): Parameters<DecideArg>) -> CallToolResult {
+        result(self.decide(a, false).await)
     }
 
     #[tool(

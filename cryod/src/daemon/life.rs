@@ -70,6 +70,7 @@ impl Daemon {
                 body,
                 url: shared.hub_link(""),
                 at,
+                actions: Vec::new(),
             };
             shared.notifiers.notify(event, shared.system_zone.get());
         }

@@ -55,7 +55,12 @@ pub(super) async fn guard(State(hub): State<Hub>, req: Request, next: Next) -> R
     }
     // `/mcp` answers MCP clients, which send no CSRF header; the bearer
     // token it needs is never sent by a browser on its own.
-    let write = !matches!(*req.method(), Method::GET | Method::HEAD) && req.uri().path() != "/mcp";
+    // A notice's approval link carries its own signed token (bound to one
+    // request and one answer): a phone's notification action POSTs it
+    // without the header.
+    let path = req.uri().path();
+    let write =
+        !matches!(*req.method(), Method::GET | Method::HEAD) && path != "/mcp" && !path.starts_with("/approve/");
     if write && !csrf_ok(req.headers()) {
         return (StatusCode::FORBIDDEN, "writes need the X-Cryo-Csrf header").into_response();
     }

@@ -47,6 +47,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
 pub use crate::runtime::HubInfo;
 
 mod api;
+mod approvals;
 mod attachments;
 mod events;
 mod guard;
@@ -192,6 +193,8 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         )
         .route("/chambers/{name}/attachments/{file}", get(attachments::fetch))
         .route("/chambers/{name}/{action}", post(control))
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/{id}/{action}", post(approvals::decide))
         .route("/limits", get(limits))
         .route("/push", get(push_list).post(push_add).delete(push_remove))
         .route("/events", get(events))
@@ -210,6 +213,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .merge(assets())
         .nest("/api", api)
         .route("/hooks/{name}", post(hooks::receive))
+        .route("/approve/{token}", get(approvals::link_page).post(approvals::link_answer))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))

@@ -27,7 +27,7 @@ const SEEN_KEPT: usize = 10_000;
 /// One attempt's time limit (an HTTP request, a command).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Kinds quiet hours never hold.
-const URGENT: &[&str] = &["question", "daemon"];
+const URGENT: &[&str] = &["question", "approval", "daemon"];
 
 /// An event for people.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -42,6 +42,17 @@ pub struct Event {
     /// The chamber's page on the hub (empty without a hub).
     pub url: String,
     pub at: DateTime<Utc>,
+    /// What a person can do from the notice in one step (an approval's
+    /// approve and deny links: each is a POST to its URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+}
+
+/// One action of a notice: a label and the URL a POST to which does it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Action {
+    pub label: String,
+    pub url: String,
 }
 
 /// What one notifier did with one event.
@@ -228,6 +239,9 @@ impl Notifiers {
         let vapid = webpush::Vapid::load_or_make(&self.state_dir)?;
         let mut body: String = e.body.chars().take(1000).collect();
         let mut payload = serde_json::json!({ "title": e.title, "body": body, "url": e.url, "event": e.kind, "chamber": e.chamber, "id": e.id });
+        if !e.actions.is_empty() {
+            payload["actions"] = serde_json::to_value(&e.actions)?;
+        }
         while payload.to_string().len() > webpush::MAX_PAYLOAD && !body.is_empty() {
             body.truncate(body.len() / 2);
             payload["body"] = body.clone().into();
@@ -377,6 +391,17 @@ impl Notifiers {
                 if !e.url.is_empty() {
                     r = r.header("Click", &e.url);
                 }
+                if !e.actions.is_empty() {
+                    // ntfy's `http` actions: one tap POSTs from the phone.
+                    let actions: Vec<String> = e
+                        .actions
+                        .iter()
+                        .map(|a| {
+                            format!("http, {}, {}, method=POST, headers.X-Cryo-Csrf=1, clear=true", a.label, a.url)
+                        })
+                        .collect();
+                    r = r.header("Actions", actions.join("; "));
+                }
                 if let Some(f) = c.token_file.as_deref() {
                     r = r.bearer_auth(read_secret(f)?);
                 }
@@ -433,7 +458,7 @@ impl One {
 /// `default`, or `low` (news); ntfy's priorities, and Web Push's urgency.
 fn priority(kind: &str) -> &'static str {
     match kind {
-        "question" | "daemon" | "failed" => "high",
+        "question" | "approval" | "daemon" | "failed" => "high",
         "silent" | "attention" | "limited" | "budget" => "default",
         _ => "low",
     }
@@ -481,7 +506,10 @@ async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, Error> {
     for to in &c.to {
         m = m.to(to.parse().map_err(|error| Error::To { to: to.clone(), error })?);
     }
-    let link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
+    let mut link = if e.url.is_empty() { String::new() } else { format!("\n\n{}", e.url) };
+    for a in &e.actions {
+        link.push_str(&format!("\n\n{}: {}", a.label, a.url));
+    }
     let body = format!("{}\n\n{}{link}\n\n(cryo event {}, id {})\n", e.title, e.body, e.kind, e.id);
     // A MIME part: MIME-Version, text/plain in UTF-8, encoded for 7-bit relays.
     let message = m.singlepart(lettre::message::SinglePart::plain(body))?;

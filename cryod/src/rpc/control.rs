@@ -93,7 +93,9 @@ impl Control for ControlService {
     async fn approval_decide(&self, req: Request<pb::ApprovalDecideRequest>) -> R<pb::Approval> {
         let req = req.into_inner();
         let reason = Some(req.reason).filter(|r| !r.is_empty());
-        let named = self.daemon.decide_approval(&req.id, req.approve, "operator", reason).await?;
+        let via: String = req.via.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(20).collect();
+        let by = if via.is_empty() { "operator".to_string() } else { format!("operator via {via}") };
+        let named = self.daemon.decide_approval(&req.id, req.approve, &by, reason).await?;
         Ok(Response::new(convert::approval(&named)))
     }
 
@@ -120,6 +122,7 @@ impl Control for ControlService {
             body: "`cryoctl notify test` sent this, to check that notices reach you.".into(),
             url: shared.hub_link(""),
             at,
+            actions: Vec::new(),
         };
         let only = (!name.is_empty()).then_some(name.as_str());
         let done =

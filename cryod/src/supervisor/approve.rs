@@ -169,8 +169,20 @@ impl Sup {
         });
     }
 
-    /// Tells the chamber's notifiers and views that a request waits.
+    /// Tells the chamber's notifiers and views that a request waits, with
+    /// an approve and a deny link when the hub is up.
     fn announce(&self, record: &ApprovalRecord) {
+        let mut actions = Vec::new();
+        if let Some(hub) = self.shared.hub.get().filter(|h| h.up) {
+            let expires = self.now() + approvals::LINK_TTL;
+            for (label, approve) in [("Approve", true), ("Deny", false)] {
+                let token = approvals::link_token(&hub.token, &record.id, approve, expires);
+                actions.push(crate::notifier::Action {
+                    label: label.into(),
+                    url: self.shared.hub_link(&format!("approve/{token}")),
+                });
+            }
+        }
         let event = crate::notifier::Event {
             id: format!("{}:approval:{}", self.machine.name(), record.id),
             kind: "approval".into(),
@@ -179,6 +191,7 @@ impl Sup {
             body: approvals::notice_body(record),
             url: self.shared.hub_link(&format!("#/c/{}", self.machine.name())),
             at: self.now(),
+            actions,
         };
         self.shared.notifiers.notify(event, self.shared.system_zone.get());
         self.shared.notify(self.id, crate::runtime::NoticeKind::Status);

@@ -151,6 +151,7 @@ impl Sup {
             body: n.body,
             url,
             at: self.now(),
+            actions: Vec::new(),
         };
         self.shared.notifiers.notify(event, self.shared.system_zone.get());
     }

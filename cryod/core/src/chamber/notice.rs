@@ -10,7 +10,8 @@ use super::{Chamber, Effect, Timer, first_line};
 use crate::session::{self, Outcome};
 
 /// The kinds of events, as `[[notify]] events = [...]` names them.
-pub const KINDS: &[&str] = &["question", "failed", "attention", "limited", "budget", "silent", "completed", "daemon"];
+pub const KINDS: &[&str] =
+    &["question", "approval", "failed", "attention", "limited", "budget", "silent", "completed", "daemon"];
 
 /// The longest body an event carries.
 const BODY_CHARS: usize = 1000;
