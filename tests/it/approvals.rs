@@ -131,29 +131,61 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
 }
 
 /// A person who answers within `approval_wait` answers in the session:
-/// the same session runs the call and ends.
+/// the same session runs each call and ends. Five asks, each approved as
+/// soon as it is listed: prints the time from an approval to the agent's
+/// next model request (the closing note's p50).
 #[test]
-fn an_approval_within_the_wait_is_answered_in_the_session() {
-    let script =
-        Script::new().on("- session: 1\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
-    let model = ModelServer::start(script);
+fn approvals_within_the_wait_are_answered_in_the_session() {
+    const ASKS: usize = 5;
+    let steps: Vec<String> = (1..=ASKS).map(|n| format!("touch pushed{n}.txt")).collect();
+    let mut steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    steps.push("cryo-agent hibernate --complete --summary pushed");
+    let model = ModelServer::start(Script::new().on("- session: 1\n", &steps));
     let env = Env::new();
     let _d = env.start_daemon();
     let Some(c) = claude_chamber(&env, &model, "quick", &policy("2m")) else { return };
     env.cryoctl(&["chamber", "start", "quick"]).ok();
     let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
-    wait_until_telling(SESSION_DEADLINE, "the request", || !approvals(&env, false).is_empty(), || diag(&c));
-    let id = approvals(&env, false)[0]["id"].as_str().unwrap().to_string();
-    let before = model.seen().len();
-    let t = Instant::now();
-    env.cryoctl(&["approvals", "approve", &id]).ok();
-    wait_until_within(SESSION_DEADLINE, "the next step", || model.seen().len() > before);
-    let took = t.elapsed();
+    let mut took = Vec::new();
+    for n in 1..=ASKS {
+        let pending = || approvals(&env, false).into_iter().find(|a| a["subject"] == format!("touch pushed{n}.txt"));
+        wait_until_telling(SESSION_DEADLINE, "the next request", || pending().is_some(), || diag(&c));
+        let id = pending().unwrap()["id"].as_str().unwrap().to_string();
+        let before = model.seen().len();
+        let t = Instant::now();
+        env.cryoctl(&["approvals", "approve", &id]).ok();
+        wait_until_within(SESSION_DEADLINE, "the next step", || model.seen().len() > before);
+        took.push(t.elapsed());
+    }
     wait_until_telling(SESSION_DEADLINE, "the session to end", || c.ended() >= 1, || diag(&c));
-    assert!(c.dir.join("pushed.txt").exists(), "{}", diag(&c));
+    for n in 1..=ASKS {
+        assert!(c.dir.join(format!("pushed{n}.txt")).exists(), "{}", diag(&c));
+    }
     assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
     assert_eq!(c.begun(), 1, "one session: nothing parked");
-    eprintln!("approval in the session to the agent's next step: {} ms", took.as_millis());
+    took.sort();
+    let ms: Vec<u128> = took.iter().map(|d| d.as_millis()).collect();
+    eprintln!("approval in the session to the agent's next model request: p50 {} ms (all: {ms:?})", ms[ASKS / 2]);
+}
+
+/// The agent cannot loosen its own policy: an `[approvals]` it writes into
+/// `cryo.toml` holds the chamber until the operator accepts it.
+#[test]
+fn an_agent_that_rewrites_its_approvals_is_held() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let loosen = "if [ ! -e first ]; then touch first; printf '\\n[approvals]\\ndefault = \"allow\"\\n' >> cryo.toml; \
+                  cryo-agent todo add again --at +1s >/dev/null; cryo-agent hibernate; exit; fi\n\
+                  cryo-agent hibernate --complete\n";
+    let c = env.chamber("loosen", loosen, "");
+    env.cryoctl(&["chamber", "start", "loosen"]).ok();
+    c.wait_ended(1);
+    let status = || status(&env, "loosen");
+    wait_until_within(SESSION_DEADLINE, "the chamber held", || status()["state"] == "faulted");
+    let fault = status()["fault"].as_str().unwrap_or("").to_string();
+    assert!(fault.contains("`agent`") && fault.contains("cryoctl chamber trust loosen"), "{fault}");
+    assert_eq!(c.begun(), 1, "a held chamber ran a session");
+    assert!(c.read("cryo.toml").contains("default = \"allow\""), "the file is left as the agent wrote it");
 }
 
 /// A denial (with a reason) reaches the resumed agent as a denial of that

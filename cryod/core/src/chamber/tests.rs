@@ -1127,3 +1127,57 @@ fn a_rerun_is_read_back_from_the_ledger_after_a_stop() {
     assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Interrupted, .. })), "{end:#?}");
     assert!(rig.m.finished());
 }
+
+#[test]
+fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation() {
+    use crate::chamber::approval::PARK_GRACE;
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let session = rig.m.live_session().unwrap().0;
+    let req = rig.req();
+    let out = rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
+    assert!(
+        out.iter().any(
+            |e| matches!(e, Effect::ArmTimer { timer: Timer::Park(s), after } if *s == session && *after == PARK_GRACE)
+        ),
+        "{out:#?}"
+    );
+    // It ends (by itself, or at the timer): awaiting approval, its claim
+    // re-queued, the chamber paused and saying what it waits for.
+    let end = rig.exit_in("exit 0", Some("conv-1"));
+    assert!(
+        end.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
+    );
+    assert!(
+        end.iter().any(|e| matches!(
+            e,
+            Effect::SessionEnded { outcome: crate::session::Outcome::AwaitingApproval { .. }, .. }
+        ))
+    );
+    assert!(rig.m.paused());
+    assert!(rig.m.view().attention.unwrap_or_default().starts_with("awaiting approval: a1 (Bash: git push)"));
+    // What comes due meanwhile waits.
+    let due = rig.feed(Input::Due);
+    assert!(!due.iter().any(|e| matches!(e, Effect::RequestAdmission { .. })), "{due:#?}");
+    // Another request's answer changes nothing.
+    let req = rig.req();
+    rig.feed(Input::Answered { req, id: "a9".into(), line: "Approval a9 was given".into() });
+    assert!(rig.m.paused());
+    // The answer: the chamber goes on, and the next session is told and
+    // resumes the conversation that asked (though `session` is "fresh").
+    let req = rig.req();
+    let out = rig.feed(Input::Answered { req, id: "a1".into(), line: "Approval a1 was given by operator".into() });
+    assert!(!rig.m.paused(), "{out:#?}");
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission { .. })), "{out:#?}");
+    let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok2".into(), fresh: None });
+    let (prompt, resume) = out
+        .iter()
+        .find_map(|e| match e {
+            Effect::Spawn { prompt, resume, .. } => Some((prompt.clone(), resume.clone())),
+            _ => None,
+        })
+        .expect("a session starts");
+    assert!(prompt.contains("Approval a1 was given by operator"), "{prompt}");
+    assert_eq!(resume.as_deref(), Some("conv-1"));
+}
