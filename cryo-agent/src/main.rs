@@ -53,9 +53,9 @@ enum Cmd {
     /// Serve these verbs as MCP tools on standard input and output (cryod
     /// wires this into the agent CLIs it knows).
     Mcp,
-    /// May this tool call run? The permission prompt cryod's clients ask
-    /// through (prints Claude Code's answer JSON: `behavior`, `message`).
-    #[command(hide = true)]
+    /// May this tool call run, by the chamber's [approvals]? Prints
+    /// `{"behavior":"allow",…}` or `{"behavior":"deny","message":…}`; a call
+    /// that needs a person waits for their answer (up to approval_wait).
     Approval {
         /// The tool, as the agent's CLI names it.
         #[arg(long)]

@@ -1130,3 +1130,45 @@ fn fleet_chambers_added_and_started_on_a_full_node_all_run() {
     }
     settle_balanced(&nodes[0], &["n1", "n2"], 8);
 }
+
+/// A request made on the node that runs a chamber is answered on another
+/// node: the answer is carried to the owner, whose next session takes it.
+/// (The agent is a command of its own, asking with `cryo-agent approval`.)
+#[test]
+fn fleet_an_approval_is_answered_on_any_node() {
+    let Some(pg) = Postgres::start() else { return };
+    let mut nodes: Vec<Node> = (1..=2).map(|i| Node::new(&pg, &format!("n{i}"))).collect();
+    nodes[0].start();
+    let ask = r#"out=$(cryo-agent approval --tool Bash --input '{"command":"git push"}')
+case "$out" in
+  *'"allow"'*) touch pushed; cryo-agent hibernate --complete ;;
+  *) printf '%s\n' "$out" >> asked.log ;;
+esac
+"#;
+    let toml = "\n[approvals]\nask = [\"Bash(git push*)\"]\napproval_wait = \"1s\"\n";
+    let c = nodes[0].env.chamber("shared/asks", ask, toml);
+    nodes[0].env.cryoctl(&["chamber", "start", "asks"]).ok();
+    nodes[1].start();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nasked.log:\n{}", c.cryo_log(), c.read("asked.log"));
+    wait_until_telling(TAKEOVER, "the session to park", || c.cryo_log().contains("awaiting approval"), || diag(&c));
+    // Answered on the node that does not run it.
+    let owner = |n: &Node| {
+        n.env.cryoctl(&["chamber", "status", "asks", "--json"]).json()[0]["node"].as_str().map(str::to_string)
+    };
+    let runs = owner(&nodes[0]).unwrap_or_default();
+    assert!(runs == "n1" || runs == "n2", "a node runs it: {runs:?}");
+    let other = if runs == "n1" { &nodes[1] } else { &nodes[0] };
+    assert_eq!(owner(other).as_deref(), Some(runs.as_str()), "both nodes agree on who runs it");
+    let listed = other.env.cryoctl(&["approvals", "--json"]).json();
+    let id = listed[0]["id"].as_str().expect("every node lists the request").to_string();
+    assert_eq!(listed[0]["chamber"], "asks", "{listed}");
+    other.env.cryoctl(&["approvals", "approve", &id]).ok();
+    wait_until_telling(TAKEOVER, "the approved session", || c.dir.join("pushed").exists(), || diag(&c));
+    assert!(c.read("asked.log").contains("needs a person's approval"), "{}", diag(&c));
+    wait_until_telling(
+        TAKEOVER,
+        "the plan to complete",
+        || c.cryo_log().contains("hibernate --complete accepted"),
+        || diag(&c),
+    );
+}

@@ -389,9 +389,11 @@ fn claude_line(
 
 /// Whether `kind` can ask cryod before its tool calls (an `[approvals]`
 /// policy): Claude Code through its permission prompt tool, an ACP agent
-/// through cryod's client, both through `cryo-agent`. The others' headless
-/// modes offer no way to ask (see `agent-events.md`), and running them with
-/// their prompts off would ignore the policy: refused with one line.
+/// through cryod's client, both through `cryo-agent`; a command of the
+/// user's own asks itself (`cryo-agent approval`). The other known kinds'
+/// headless modes offer no way to ask (see `agent-events.md`), and running
+/// them with their prompts off would ignore the policy: refused with one
+/// line.
 fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Result<()> {
     match kind {
         Kind::Claude | Kind::Acp if mcp.is_none() => Err(Error::Setting(
@@ -406,7 +408,7 @@ fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Res
                     .into(),
             ))
         }
-        Kind::Claude | Kind::Acp => Ok(()),
+        Kind::Claude | Kind::Acp | Kind::Other => Ok(()),
         other => Err(Error::Setting(format!(
             "[approvals] works with Claude Code and ACP agents; {} cannot ask in its headless mode (run it as \
              `agent = \"acp:…\"` if it speaks ACP, or remove [approvals])",
