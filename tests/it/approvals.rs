@@ -384,3 +384,31 @@ fn expired_link(key: &str, id: &str) -> String {
     let sig: String = ring::hmac::sign(&k, body.as_bytes()).as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!("{body}.{sig}")
 }
+
+/// A hostile agent floods asks in parallel and tries to answer its own:
+/// at most 20 of a chamber's requests wait, the rest are refused unasked,
+/// and the operator's socket does not serve the agent's processes.
+#[test]
+fn an_agent_cannot_flood_asks_nor_answer_its_own() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let flood = r#"i=0
+while [ $i -lt 30 ]; do cryo-agent approval --tool Bash --input "{\"command\":\"git push $i\"}" > "ask.$i" 2>&1 & i=$((i+1)); done
+wait
+cat ask.* > asks.out
+cryoctl approvals approve a0123456789 > self.out 2>&1; echo "rc=$?" >> self.out
+cryoctl approvals --json >> self.out 2>&1; echo "rc=$?" >> self.out
+"#;
+    let toml = "\n[approvals]\nask = [\"Bash(git push*)\"]\napproval_wait = \"2s\"\n";
+    let c = env.chamber("flood", flood, toml);
+    env.cryoctl(&["chamber", "start", "flood"]).ok();
+    c.wait_ended(1);
+    let pending = approvals(&env, false);
+    assert_eq!(pending.len(), 20, "{pending:?}");
+    let asks = c.read("asks.out");
+    assert_eq!(asks.matches("already wait for a person").count(), 10, "{asks}");
+    assert!(c.cryo_log().contains("refused unasked: 20 requests of this chamber already wait"), "{}", c.cryo_log());
+    let own = c.read("self.out");
+    assert!(!own.contains("rc=0"), "the agent reached the operator's socket: {own}");
+    assert!(pending.iter().all(|a| a["state"] == "pending"), "{pending:?}");
+}

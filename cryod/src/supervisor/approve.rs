@@ -51,6 +51,11 @@ impl Answer {
 const MAX_INPUT: usize = 64 * 1024;
 /// The longest reason kept.
 const MAX_REASON: usize = 2000;
+/// The longest tool name asked about.
+const MAX_TOOL: usize = 200;
+/// The most requests of one chamber that wait for a person at once; an
+/// agent that asks more (in parallel, in a loop) is refused, unasked.
+const MAX_PENDING: usize = 20;
 
 impl Sup {
     /// Judges `ask` of session `session`; the answer goes to `reply`, now
@@ -65,6 +70,10 @@ impl Sup {
             return;
         };
         let input = ask.input.to_string();
+        if ask.tool.len() > MAX_TOOL || ask.tool.chars().any(char::is_control) {
+            let _ = reply.send(Ok(Answer::deny("cryo refuses this call: its tool's name is not one")));
+            return;
+        }
         if input.len() > MAX_INPUT {
             let _ = reply.send(Ok(Answer::deny(format!(
                 "cryo refuses this call: its arguments are {} bytes, over the {MAX_INPUT} a person can be asked about",
@@ -118,9 +127,28 @@ impl Sup {
         }
         // The same call asked again while its request waits (the operator
         // resumed the chamber without answering): the same request.
-        let pending = self.shared.store.approvals(Some(self.id), false, 50).await.unwrap_or_default();
-        let record = match pending.into_iter().find(|p| p.tool == ask.tool && p.input == a.input) {
+        let pending = self.shared.store.approvals(Some(self.id), false, MAX_PENDING as u32 + 1).await;
+        let pending = match pending {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = reply.send(Err(Error::from(e)));
+                return;
+            }
+        };
+        let same = pending.iter().find(|p| p.tool == ask.tool && p.input == a.input).cloned();
+        let record = match same {
             Some(p) => p,
+            None if pending.len() >= MAX_PENDING => {
+                self.log(LogLine::Event(format!(
+                    "approval: {} refused unasked: {MAX_PENDING} requests of this chamber already wait for a person",
+                    a.what
+                )));
+                let _ = reply.send(Ok(Answer::deny(format!(
+                    "cryo refuses this call: {MAX_PENDING} of your requests already wait for a person. Stop and end \
+                     your turn."
+                ))));
+                return;
+            }
             None => {
                 let record = ApprovalRecord {
                     id: approvals::new_id(),
