@@ -58,11 +58,20 @@ enum Cmd {
     /// that needs a person waits for their answer (up to approval_wait).
     Approval {
         /// The tool, as the agent's CLI names it.
-        #[arg(long)]
+        #[arg(long, default_value = "")]
         tool: String,
         /// Its arguments, as a JSON object.
         #[arg(long, default_value = "{}")]
         input: String,
+        /// Run as a CLI's pre-tool hook: the call is read from standard
+        /// input (`tool_name`, `tool_input`); allowed exits 0 saying
+        /// nothing, refused prints why on standard error and exits 2.
+        #[arg(long)]
+        hook: bool,
+        /// Wait in the session at most this many seconds (a CLI that gives
+        /// its hook less time than approval_wait).
+        #[arg(long)]
+        wait_at_most: Option<u32>,
     },
 }
 
@@ -108,13 +117,16 @@ async fn run(cmd: Cmd) -> Result<Option<Done>, Fail> {
         }
         _ => None,
     };
-    if let Cmd::Approval { tool, input } = cmd {
+    if let Cmd::Approval { tool, input, hook, wait_at_most } = cmd {
+        if hook {
+            return verbs::hook(wait_at_most).await.map(|()| None);
+        }
         let input = match serde_json::from_str(&input) {
             Ok(serde_json::Value::Object(m)) => m,
             _ => return Err(Fail("--input must be a JSON object".into(), exit::USAGE)),
         };
         let a = verbs::Approval { tool_name: tool, input };
-        let asked = async { Session::connect().await?.approve(&a).await }.await;
+        let asked = async { Session::connect().await?.approve(&a, wait_at_most).await }.await;
         let answer = verbs::permission_answer(asked, &a);
         return Ok(Some(Done { text: answer.to_string(), facts: answer }));
     }

@@ -128,7 +128,7 @@ impl AgentTools {
     #[tool(description = "cryo's permission prompt for this session's CLI (not for you to call): whether a tool \
         call may run, by the chamber's approval policy; a call it sends to a person waits for their answer.")]
     async fn approval(&self, Parameters(a): Parameters<verbs::Approval>) -> CallToolResult {
-        let asked = async { self.session().await?.approve(&a).await }.await;
+        let asked = async { self.session().await?.approve(&a, None).await }.await;
         let answer = verbs::permission_answer(asked, &a);
         CallToolResult::success(vec![ContentBlock::text(answer.to_string())])
     }

@@ -154,6 +154,34 @@ pub fn permission_answer(asked: Result<(bool, String), Fail>, a: &Approval) -> V
     }
 }
 
+/// `cryo-agent approval --hook`: a CLI's pre-tool hook (Codex's and Qwen
+/// Code's `PreToolUse`, Gemini CLI's `BeforeTool`). The call comes on
+/// standard input as `{"tool_name":…,"tool_input":{…}}`; allowed, it exits
+/// 0 and says nothing; refused, or not judged (any failure: a hook that
+/// fails lets those CLIs run the call), it prints why on standard error
+/// and exits 2, which each of them takes as a denial with that reason.
+pub async fn hook(wait_at_most: Option<u32>) -> Result<(), Fail> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::io::stdin().take(1024 * 1024).read_to_string(&mut text);
+    let asked = match read
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str::<Value>(&text).map_err(|e| e.to_string()))
+    {
+        Err(e) => Err(Fail(format!("cryo could not read the hook's input: {e}"), 2)),
+        Ok(v) => {
+            let input = v.get("tool_input").and_then(Value::as_object).cloned().unwrap_or_default();
+            let tool_name = v.get("tool_name").and_then(Value::as_str).unwrap_or("").to_string();
+            let a = Approval { tool_name, input };
+            async { Session::connect().await?.approve(&a, wait_at_most).await }.await
+        }
+    };
+    match asked {
+        Ok((true, _)) => Ok(()),
+        Ok((false, why)) | Err(Fail(why, _)) => Err(Fail(why, 2)),
+    }
+}
+
 /// A connection to cryod as this session: the token and chamber cryod gave
 /// the agent's environment ride on every call.
 #[derive(Clone)]
@@ -285,14 +313,19 @@ impl Session {
 
     /// Asks cryod whether a tool call may run: whether it may, and what to
     /// tell the agent.
-    pub async fn approve(&self, a: &Approval) -> Result<(bool, String), Fail> {
+    pub async fn approve(&self, a: &Approval, wait_at_most: Option<u32>) -> Result<(bool, String), Fail> {
         let input = Value::Object(a.input.clone());
         // Claude Code's shell tool carries the agent's words on the call.
         let reason = a.input.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
         let r = self
             .client
             .clone()
-            .approve(pb::ApproveRequest { tool: a.tool_name.clone(), input_json: input.to_string(), reason })
+            .approve(pb::ApproveRequest {
+                tool: a.tool_name.clone(),
+                input_json: input.to_string(),
+                reason,
+                max_wait_secs: wait_at_most.unwrap_or(0),
+            })
             .await?
             .into_inner();
         Ok((r.allow, r.message))

@@ -239,8 +239,9 @@ fn a_deny_rule_never_reaches_a_person() {
     assert!(tool_results(&model).contains("policy refuses this call"), "{}", model.transcript());
 }
 
-/// Bad `[approvals]` settings hold the chamber with one line, and a kind
-/// that cannot ask is refused rather than run with its prompts off.
+/// Bad `[approvals]` settings hold the chamber with one line, and a known
+/// kind without cryo's tools to ask through is refused rather than run
+/// with its prompts off.
 #[test]
 fn bad_approvals_settings_say_what_is_wrong() {
     let env = Env::new();
@@ -252,10 +253,10 @@ fn bad_approvals_settings_say_what_is_wrong() {
     let toml = std::fs::read_to_string(c.dir.join("cryo.toml")).unwrap();
     assert!(toml.contains("Bash(git push\""), "the file is left as it was");
     let Some(codex) = cli("codex") else { return };
-    let toml = format!("agent = \"{}\"\n\n[approvals]\nallow = [\"Read\"]\n", codex.display());
+    let toml = format!("agent = \"{}\"\nmcp = false\n\n[approvals]\nallow = [\"Read\"]\n", codex.display());
     env.chamber("codex", "", &toml);
     let out = env.cryoctl(&["chamber", "start", "codex"]);
-    assert!(out.fails(1).contains("codex cannot ask in its headless mode"), "{out:?}");
+    assert!(out.fails(1).contains("[approvals] needs cryo's own tools"), "{out:?}");
 }
 
 /// Issue 44's last part: an ACP agent's permission requests are answered
@@ -411,4 +412,66 @@ cryoctl approvals --json >> self.out 2>&1; echo "rc=$?" >> self.out
     let own = c.read("self.out");
     assert!(!own.contains("rc=0"), "the agent reached the operator's socket: {own}");
     assert!(pending.iter().all(|a| a["state"] == "pending"), "{pending:?}");
+}
+
+/// Every known kind asks before its tool calls under `[approvals]`: the
+/// deny rule's command is refused unasked and the agent goes on; the ask
+/// waits for a person, whose approval (within the wait) lets the same
+/// session run it and finish.
+fn asks_and_denies(bin: &str, setup: fn(&Env, &ModelServer) -> String) {
+    let Some(path) = cli(bin) else { return };
+    let script = Script::new()
+        .on("- session: 1\n", &["rm -rf keep", "touch pushed.txt", "cryo-agent hibernate --complete --summary asked"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let toml = format!("agent = \"{}\"\n\n[provider]\n{}\n{}", path.display(), setup(&env, &model), policy("2m"));
+    let c = env.chamber(bin, "", &toml);
+    std::fs::create_dir_all(c.dir.join("keep")).unwrap();
+    env.cryoctl(&["chamber", "start", bin]).ok();
+    let diag = |c: &Chamber| {
+        format!(
+            "cryo.log:\n{}\ncryo-agent.log:\n{}\nmodel:\n{}",
+            c.cryo_log(),
+            c.read("cryo-agent.log"),
+            model.transcript()
+        )
+    };
+    let pending = || approvals(&env, false).into_iter().find(|a| a["subject"] == "touch pushed.txt");
+    wait_until_telling(SESSION_DEADLINE, "the ask", || pending().is_some(), || diag(&c));
+    assert!(c.dir.join("keep").is_dir(), "{bin}: a denied command ran\n{}", diag(&c));
+    assert!(!c.dir.join("pushed.txt").exists(), "{bin}: the asked command ran before it was approved");
+    assert!(c.cryo_log().contains("refused by the rule deny Bash(rm -rf*)"), "{}", diag(&c));
+    let id = pending().unwrap()["id"].as_str().unwrap().to_string();
+    env.cryoctl(&["approvals", "approve", &id]).ok();
+    wait_until_telling(SESSION_DEADLINE, "the session to end", || c.ended() >= 1, || diag(&c));
+    assert!(c.dir.join("pushed.txt").exists(), "{bin}: the approved command did not run\n{}", diag(&c));
+    assert!(c.dir.join("keep").is_dir());
+    assert!(c.cryo_log().contains("hibernate --complete accepted"), "{}", diag(&c));
+    assert!(tool_results(&model).contains("policy refuses this call"), "{bin}: the agent was not told\n{}", diag(&c));
+}
+
+#[test]
+fn codex_asks_before_its_tool_calls() {
+    asks_and_denies("codex", crate::agents::codex_provider);
+}
+
+#[test]
+fn opencode_asks_before_its_tool_calls() {
+    asks_and_denies("opencode", crate::agents::opencode_provider);
+}
+
+#[test]
+fn qwen_code_asks_before_its_tool_calls() {
+    asks_and_denies("qwen", crate::agents::qwen_provider);
+}
+
+#[test]
+fn gemini_cli_asks_before_its_tool_calls() {
+    asks_and_denies("gemini", crate::agents::gemini_provider);
+}
+
+#[test]
+fn pi_asks_before_its_tool_calls() {
+    asks_and_denies("pi", crate::agents::pi_provider);
 }

@@ -145,6 +145,17 @@ impl Verdict {
 impl Policy {
     /// Judges a call of `tool` (any kind's name) with `input` (its JSON).
     pub fn judge(&self, tool: &str, input: &serde_json::Value) -> Verdict {
+        // Qwen Code reaches deferred tools through a tool of its own: the
+        // search reads their definitions, the call is judged as the tool
+        // it calls.
+        match (tool, input.get("name").and_then(|n| n.as_str())) {
+            ("tool_search", _) => return Verdict { action: Action::Allow, rule: None },
+            ("tool_call", Some(inner)) if inner != "tool_call" => {
+                let args = input.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({}));
+                return self.judge(inner, &args);
+            }
+            _ => {}
+        }
         let tool = canonical_tool(tool);
         if is_cryo_tool(tool) {
             return Verdict { action: Action::Allow, rule: None };
@@ -206,7 +217,7 @@ pub fn canonical_tool(tool: &str) -> &str {
         "replace" | "edit" | "apply_patch" | "delete" | "move" => "Edit",
         "glob" | "list_directory" | "ls" | "find" => "Glob",
         "grep_search" | "search_file_content" | "grep" | "search" => "Grep",
-        "web_fetch" | "fetch" => "WebFetch",
+        "web_fetch" | "webfetch" | "fetch" => "WebFetch",
         "google_web_search" | "web_search" => "WebSearch",
         t => t,
     }
@@ -361,5 +372,10 @@ mod tests {
         assert_eq!(p.judge("read_file", &json!({"absolute_path": "/a"})).action, Action::Allow);
         assert_eq!(subject("exec_command", &json!({"command": ["git", "push"]})), "git push");
         assert_eq!(subject("Task", &json!({"a": 1})), r#"{"a":1}"#);
+        // Qwen Code's deferred tools: judged as the tool called.
+        let through = |name: &str, args| p.judge("tool_call", &json!({"name": name, "arguments": args})).action;
+        assert_eq!(through("mcp__cryo__hibernate", json!({})), Action::Allow);
+        assert_eq!(through("run_shell_command", json!({"command": "rm -rf /"})), Action::Deny);
+        assert_eq!(p.judge("tool_search", &json!({"query": "select:x"})).action, Action::Allow);
     }
 }

@@ -168,7 +168,8 @@ impl Agent for AgentService {
         let r = req.get_ref();
         let input: serde_json::Value = serde_json::from_str(&r.input_json)
             .map_err(|e| Status::invalid_argument(format!("input_json is not JSON: {e}")))?;
-        let ask = crate::supervisor::Ask { tool: r.tool.clone(), input, reason: r.reason.clone() };
+        let max_wait = (r.max_wait_secs > 0).then(|| std::time::Duration::from_secs(r.max_wait_secs.into()));
+        let ask = crate::supervisor::Ask { tool: r.tool.clone(), input, reason: r.reason.clone(), max_wait };
         let t = std::time::Instant::now();
         let answer = self.daemon.approve_call(entry.chamber, entry.session, ask).await.map_err(Status::from)?;
         crate::metrics::get().agent_call("approve", t.elapsed());

@@ -27,6 +27,9 @@ pub struct Ask {
     pub input: serde_json::Value,
     /// Why, in the agent's words (may be empty).
     pub reason: String,
+    /// The longest its CLI lets it wait in the session (shorter than
+    /// `approval_wait`: Qwen Code's hooks get a minute).
+    pub max_wait: Option<std::time::Duration>,
 }
 
 /// The answer to an [`Ask`].
@@ -98,7 +101,8 @@ impl Sup {
             }
             Action::Ask => {
                 let asked = Asked { session, input, subject, what, rule: verdict.why() };
-                self.ask(ask, asked, policy.wait, reply).await;
+                let wait = ask.max_wait.map_or(policy.wait, |m| m.min(policy.wait));
+                self.ask(ask, asked, wait, reply).await;
             }
         }
     }

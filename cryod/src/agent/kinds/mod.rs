@@ -299,16 +299,42 @@ pub fn command_line(
             claude_asking_line(extra, prompt_arg, chamber, turn.resume, mcp, turn.approvals.expect("checked"))
         }
         Kind::Claude => claude_line(extra, prompt_arg, chamber, turn.resume, as_root, mcp),
-        Kind::Codex => KindLine { args: codex_args(extra, prompt_arg, dir, turn.resume, mcp), ..KindLine::default() },
+        Kind::Codex => {
+            let hook = turn.approvals.zip(mcp).map(|(p, m)| (hook_command(m, ""), hook_timeout(p)));
+            KindLine { args: codex_args(extra, prompt_arg, dir, turn.resume, mcp, hook), ..KindLine::default() }
+        }
         Kind::OpenCode => {
             // Made first (it reads only `provider_env`), so that making
             // the line itself cannot fail.
-            let config = mcp.map(|m| opencode_config(m, provider_env)).transpose()?;
-            opencode_line(extra, prompt_arg, dir, turn.resume, config)
+            let plugin = turn.approvals.map(|_| chamber.join(OPENCODE_PLUGIN));
+            let config = mcp.map(|m| opencode_config(m, provider_env, plugin.as_deref())).transpose()?;
+            let mut line = opencode_line(extra, prompt_arg, dir, turn.resume, config);
+            if let (Some(_), Some(m)) = (plugin, mcp) {
+                line.files.push((OPENCODE_PLUGIN.to_string(), include_str!("opencode-cryo.mjs").to_string()));
+                line.env.insert("CRYO_AGENT_BIN".into(), m.program.clone());
+            }
+            line
         }
-        Kind::Qwen => qwen_line(extra, prompt_arg, turn.resume, mcp),
-        Kind::Gemini => gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env),
-        Kind::Pi => pi_line(extra, prompt_arg, chamber, turn.resume, mcp),
+        Kind::Qwen => {
+            let mut line = qwen_line(extra, prompt_arg, turn.resume, mcp);
+            if let (Some(_), Some(m)) = (turn.approvals, mcp) {
+                line.files.push((QWEN_DEFAULTS.to_string(), format!("{:#}\n", qwen_defaults(m))));
+                let path = chamber.join(QWEN_DEFAULTS).to_string_lossy().into_owned();
+                line.env.insert("QWEN_CODE_SYSTEM_DEFAULTS_PATH".into(), path);
+            }
+            line
+        }
+        Kind::Gemini => {
+            let hook = turn.approvals.map(hook_timeout);
+            gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env, hook)
+        }
+        Kind::Pi => {
+            let mut line = pi_line(extra, prompt_arg, chamber, turn.resume, mcp);
+            if turn.approvals.is_some() {
+                line.env.insert("CRYO_APPROVALS".into(), "1".into());
+            }
+            line
+        }
         // The agent's own line; cryod's ACP client (`acp::args`) runs it.
         Kind::Acp => KindLine {
             args: extra,
@@ -388,15 +414,15 @@ fn claude_line(
 }
 
 /// Whether `kind` can ask cryod before its tool calls (an `[approvals]`
-/// policy): Claude Code through its permission prompt tool, an ACP agent
-/// through cryod's client, both through `cryo-agent`; a command of the
-/// user's own asks itself (`cryo-agent approval`). The other known kinds'
-/// headless modes offer no way to ask (see `agent-events.md`), and running
-/// them with their prompts off would ignore the policy: refused with one
-/// line.
+/// policy), each through `cryo-agent`: Claude Code through its permission
+/// prompt tool, an ACP agent through cryod's client, Codex, Qwen Code and
+/// Gemini CLI through a pre-tool hook (`cryo-agent approval --hook`), Pi
+/// through cryo's extension, OpenCode through a plugin; a command of the
+/// user's own asks itself (`cryo-agent approval`). What each was verified
+/// to do is in `agent-events.md`. All but the last need cryo's tools.
 fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Result<()> {
     match kind {
-        Kind::Claude | Kind::Acp if mcp.is_none() => Err(Error::Setting(
+        _ if mcp.is_none() && kind != Kind::Other => Err(Error::Setting(
             "[approvals] needs cryo's own tools for the agent to ask through: set `mcp = true` (and check that \
              cryo-agent is installed beside cryod)"
                 .into(),
@@ -408,13 +434,20 @@ fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Res
                     .into(),
             ))
         }
-        Kind::Claude | Kind::Acp | Kind::Other => Ok(()),
-        other => Err(Error::Setting(format!(
-            "[approvals] works with Claude Code and ACP agents; {} cannot ask in its headless mode (run it as \
-             `agent = \"acp:…\"` if it speaks ACP, or remove [approvals])",
-            other.name()
-        ))),
+        _ => Ok(()),
     }
+}
+
+/// The command a CLI's pre-tool hook runs (`cryo-agent approval --hook`),
+/// for a shell.
+fn hook_command(m: &Mcp, more: &str) -> String {
+    let quoted = format!("'{}'", m.program.replace('\'', "'\\''"));
+    format!("{quoted} approval --hook{more}")
+}
+
+/// How long a CLI lets its hook run: the in-session wait and a margin.
+fn hook_timeout(policy: &cryo_core::approvals::Policy) -> u64 {
+    policy.wait.as_secs() + 60
 }
 
 /// Claude Code's line under an `[approvals]` policy: every tool call but
@@ -453,6 +486,7 @@ fn codex_args(
     dir: String,
     resume: Option<&str>,
     mcp: Option<&Mcp>,
+    hook: Option<(String, u64)>,
 ) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     args.extend(["exec".into(), "--json".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
@@ -475,6 +509,19 @@ fn codex_args(
         for setting in codex_mcp_settings(m) {
             args.extend(["-c".into(), setting]);
         }
+    }
+    if let Some((command, timeout)) = hook {
+        // Every tool call asks cryod first (`[approvals]`); a hook of the
+        // command line is not run unless its trust is bypassed (it is
+        // cryod's own, not the workspace's).
+        let command = toml::Value::String(command).to_string();
+        args.extend([
+            "-c".into(),
+            format!(
+                "hooks.PreToolUse=[{{matcher=\".*\",hooks=[{{type=\"command\",command={command},timeout={timeout}}}]}}]"
+            ),
+            "--dangerously-bypass-hook-trust".into(),
+        ]);
     }
     args.extend(extra);
     if let Some(id) = resume {
@@ -509,6 +556,28 @@ fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: 
     line
 }
 
+/// Where Qwen Code's system defaults holding cryo's pre-tool hook are
+/// written, in the chamber (named by `QWEN_CODE_SYSTEM_DEFAULTS_PATH`: the
+/// layer below every other, read without the folder's trust; its hooks
+/// add to the user's).
+pub const QWEN_DEFAULTS: &str = ".cryo/qwen-defaults.json";
+
+/// Qwen Code's hook seconds: it ends a hook after a minute whatever its
+/// timeout says (and then runs the call), so the hook asks for at most 50
+/// seconds in the session and is given 55.
+const QWEN_HOOK_SECS: u64 = 55;
+
+/// Qwen Code's system defaults under `[approvals]`: every tool call asks
+/// cryod first (`cryo-agent approval --hook`, waiting at most 50 s: past
+/// that the session parks, as it would past `approval_wait`).
+fn qwen_defaults(m: &Mcp) -> serde_json::Value {
+    let env: serde_json::Map<String, serde_json::Value> =
+        SESSION_VARS.iter().map(|v| (v.to_string(), serde_json::json!(format!("${{{v}}}")))).collect();
+    let hook = serde_json::json!({ "type": "command", "command": hook_command(m, " --wait-at-most 50"),
+        "timeout": QWEN_HOOK_SECS, "env": env });
+    serde_json::json!({ "hooks": { "PreToolUse": [{ "matcher": ".*", "hooks": [hook] }] } })
+}
+
 /// Gemini CLI's workspace settings, in the chamber: cryod sets its own keys
 /// there (see [`gemini_settings`]) and keeps the rest.
 pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
@@ -527,6 +596,7 @@ fn gemini_line(
     resume: Option<&str>,
     mcp: Option<&Mcp>,
     provider_env: &BTreeMap<String, String>,
+    hook: Option<u64>,
 ) -> KindLine {
     let mut line = KindLine::default();
     let args = &mut line.args;
@@ -544,7 +614,7 @@ fn gemini_line(
     // `--prompt=…`: a prompt beginning with `-` stays the prompt.
     args.push(format!("--prompt={prompt_arg}"));
     let key = provider_env.get("GEMINI_API_KEY").cloned().or_else(|| std::env::var("GEMINI_API_KEY").ok());
-    if let Some(settings) = gemini_settings(mcp, key.is_some_and(|k| !k.is_empty())) {
+    if let Some(settings) = gemini_settings(mcp, key.is_some_and(|k| !k.is_empty()), hook) {
         line.settings = Some((GEMINI_SETTINGS.to_string(), settings));
         line.env.insert("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into());
     }
@@ -557,7 +627,7 @@ fn gemini_line(
 /// (`GOOGLE_GEMINI_BASE_URL`, as the gateway does) Gemini CLI 0.61.0
 /// otherwise picks an auth type its headless mode refuses ("Invalid auth
 /// method selected"). `None` when there is nothing to set.
-pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool) -> Option<serde_json::Value> {
+pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool, hook: Option<u64>) -> Option<serde_json::Value> {
     use serde_json::json;
     let mut settings = json!({});
     if let Some(m) = mcp {
@@ -567,6 +637,13 @@ pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool) -> Option<serde_json::V
             SESSION_VARS.iter().map(|v| (v.to_string(), json!(format!("${{{v}}}")))).collect();
         settings["mcpServers"] =
             json!({ "cryo": { "command": m.program, "args": ["mcp"], "env": env, "trust": true } });
+        if let Some(secs) = hook {
+            // `[approvals]`: every tool call asks cryod first (its
+            // timeout in milliseconds; one that passes would let it run).
+            let hook = json!({ "name": "cryo-approval", "type": "command", "command": hook_command(m, ""),
+                "timeout": secs * 1000, "env": env });
+            settings["hooks"] = json!({ "BeforeTool": [{ "matcher": ".*", "hooks": [hook] }] });
+        }
     }
     if api_key {
         settings["security"] = json!({ "auth": { "selectedType": "gemini-api-key" } });
@@ -681,7 +758,7 @@ fn opencode_line(
 /// OpenCode's inline configuration: the user's own `OPENCODE_CONFIG_CONTENT`
 /// (from `[provider].env`), if any, with the `cryo` server and the permission
 /// for its tools added. OpenCode merges it over its config files.
-fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> super::Result<String> {
+fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>, plugin: Option<&Path>) -> super::Result<String> {
     use serde_json::{Value, json};
     let mut config = match provider_env.get("OPENCODE_CONFIG_CONTENT") {
         Some(text) => serde_json::from_str::<Value>(text)
@@ -700,6 +777,17 @@ fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> super::R
     };
     object(&mut config, "mcp")?;
     config["mcp"]["cryo"] = server;
+    if let Some(p) = plugin {
+        // `[approvals]`: cryo's plugin asks cryod before every tool call.
+        let url = format!("file://{}", p.display());
+        match config.get_mut("plugin") {
+            Some(Value::Array(list)) => list.push(json!(url)),
+            Some(_) => {
+                return Err(Error::Setting("[provider].env OPENCODE_CONFIG_CONTENT: `plugin` is not a list".into()));
+            }
+            None => config["plugin"] = json!([url]),
+        }
+    }
     match config.get("permission") {
         // A single answer for every tool ("allow", "ask") stands as the user's.
         Some(Value::String(_)) => {}
@@ -710,6 +798,9 @@ fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>) -> super::R
     }
     Ok(config.to_string())
 }
+
+/// Where cryo's OpenCode plugin (`[approvals]`) is written, in the chamber.
+pub const OPENCODE_PLUGIN: &str = ".cryo/opencode-cryo.mjs";
 
 /// Tools Claude Code may use unattended: what an agent needs to work in its
 /// chamber, `Bash` among them for `cryo-agent`.

@@ -5,7 +5,9 @@
 //   (CRYO_PI_BASE), with the session's credential (CRYO_PI_TOKEN) as its key;
 // - starts `cryo-agent mcp` (the program named by CRYO_AGENT_MCP), lists its
 //   tools, and offers each to the model as `cryo_NAME`, calling it through
-//   the server.
+//   the server;
+// - with CRYO_APPROVALS=1 (an [approvals] policy), asks cryod before each
+//   tool call and blocks what it refuses.
 import { spawn } from "node:child_process";
 
 export default async function (pi) {
@@ -61,6 +63,24 @@ export default async function (pi) {
       });
       send({ id, method, params });
     });
+  // `[approvals]`: every tool call but cryo's own asks cryod first, through
+  // the server's `approval` tool (which may wait for a person); a refusal
+  // blocks it with cryod's reason, and so does anything that goes wrong.
+  if (process.env.CRYO_APPROVALS === "1") {
+    pi.on("tool_call", async (event) => {
+      if (String(event.toolName).startsWith("cryo_")) return undefined;
+      const r = await call("tools/call", {
+        name: "approval",
+        arguments: { tool_name: String(event.toolName), input: event.input ?? {} },
+      });
+      let answer = null;
+      try {
+        answer = JSON.parse(r.result?.content?.[0]?.text ?? "");
+      } catch {}
+      if (answer?.behavior === "allow") return undefined;
+      return { block: true, reason: answer?.message ?? r.error?.message ?? "cryo could not judge this call" };
+    });
+  }
   const hello = await call("initialize", {
     protocolVersion: "2025-06-18",
     capabilities: {},

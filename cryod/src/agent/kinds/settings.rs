@@ -51,8 +51,9 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = Dir::open(root.path()).unwrap();
         let rel = Path::new(super::super::GEMINI_SETTINGS);
-        let keys = super::super::gemini_settings(Some(&super::super::Mcp { program: "/bin/cryo-agent".into() }), true)
-            .unwrap();
+        let keys =
+            super::super::gemini_settings(Some(&super::super::Mcp { program: "/bin/cryo-agent".into() }), true, None)
+                .unwrap();
         merge_settings(&dir, rel, &keys).unwrap();
         let file = root.path().join(rel);
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();

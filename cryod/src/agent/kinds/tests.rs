@@ -131,16 +131,16 @@ fn opencode_config_merges_the_users() {
         r#"{"model":"local/m1","mcp":{"other":{"type":"local","command":["x"]}},"permission":{"bash":"ask"}}"#
             .to_string(),
     );
-    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env, None).unwrap()).unwrap();
     assert_eq!(v["model"], "local/m1");
     assert_eq!(v["mcp"]["other"]["command"][0], "x");
     assert_eq!(v["mcp"]["cryo"]["command"], serde_json::json!(["cryo-agent", "mcp"]));
     assert_eq!(v["permission"], serde_json::json!({ "bash": "ask", "cryo_*": "allow" }));
     env.insert("OPENCODE_CONFIG_CONTENT".to_string(), r#"{"permission":"allow"}"#.to_string());
-    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&opencode_config(&m, &env, None).unwrap()).unwrap();
     assert_eq!(v["permission"], "allow");
     env.insert("OPENCODE_CONFIG_CONTENT".to_string(), "[1]".to_string());
-    assert!(opencode_config(&m, &env).unwrap_err().to_string().contains("not a JSON object"));
+    assert!(opencode_config(&m, &env, None).unwrap_err().to_string().contains("not a JSON object"));
 }
 
 /// A prompt that begins with `-` would be read as a flag by the CLIs
