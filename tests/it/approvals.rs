@@ -113,6 +113,14 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
     let log = c.cryo_log();
     assert!(log.contains(&format!("Approval {id} was given by operator")), "the decision is in the log: {log}");
     assert!(log.contains(&format!("approval {id} used")), "{log}");
+    // And in the sessions' transcript, where a person reads them.
+    let transcript = c.read("cryo-agent.log");
+    for line in [
+        format!("cryo: approval {id} asked: Bash: touch pushed.txt"),
+        format!("cryo: Approval {id} was given by operator"),
+    ] {
+        assert!(transcript.contains(&line), "{line:?} not in the transcript:\n{transcript}");
+    }
     let s = status(&env, "ask");
     let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
     let second = sessions.iter().find(|r| r["number"] == 2).expect("session 2's row");

@@ -15,8 +15,14 @@
 //! A shell command is judged by its parts: it is split at `;`, `&&`, `||`,
 //! `|`, `&` and line breaks, and a deny or ask rule that matches any part
 //! (or the whole) applies. An allow rule allows a command only when every
-//! part is allowed and none substitutes another command (`$(`, a backtick,
-//! `<(`, `>(`): `git status; rm -rf ~` is not `git status`.
+//! part is allowed, none substitutes another command (`$(`, a backtick,
+//! `<(`, `>(`) and none redirects (`>`, `<`): `git status; rm -rf ~` is not
+//! `git status`, nor is `git status > ~/.bashrc`.
+//!
+//! Deny and ask rules match text: they stop an agent's mistakes, not an
+//! adversary, who can spell a command another way (`/bin/rm`, quotes); the
+//! sandbox is what confines an agent. Allow rules are strict: what they do
+//! not match exactly is asked.
 //!
 //! Deny wins over ask, ask over allow; a call no rule names gets `default`
 //! (`ask` unless set). cryo's own tools (its MCP server's, and `cryo-agent`
@@ -183,7 +189,9 @@ impl Policy {
         if let Some(r) = any(&self.ask) {
             return Verdict { action: Action::Ask, rule: Some(r.to_string()) };
         }
-        let substitutes = ["$(", "`", "<(", ">("].iter().any(|s| command.contains(s));
+        // A substitution runs another command, a redirection writes (or
+        // reads) a file the rule does not name: neither is allowed by one.
+        let substitutes = substitutes_or_redirects(command);
         if !substitutes && !parts.is_empty() {
             let mut deciding = None;
             let all = parts.iter().all(|p| {
@@ -254,10 +262,55 @@ pub fn subject(tool: &str, input: &serde_json::Value) -> String {
 }
 
 /// A shell command's simple parts: split at `;`, `&&`, `||`, `|`, `&` and
-/// line breaks (quotes are not read: a separator inside them splits too,
-/// which only makes an allow rule stricter).
+/// line breaks outside quotes.
 pub fn command_parts(command: &str) -> Vec<String> {
-    command.split(['\n', ';', '&', '|']).map(str::trim).filter(|p| !p.is_empty()).map(str::to_string).collect()
+    scan(command).0
+}
+
+/// Whether a command substitutes another (`$(`, a backtick, `<(`, `>(`,
+/// outside single quotes: inside double quotes they still run) or
+/// redirects (`>`, `<` outside quotes).
+fn substitutes_or_redirects(command: &str) -> bool {
+    scan(command).1
+}
+
+/// [`command_parts`] and [`substitutes_or_redirects`] in one pass over the
+/// command, minding quotes and backslashes.
+fn scan(command: &str) -> (Vec<String>, bool) {
+    let (mut parts, mut cur, mut risky) = (Vec::new(), String::new(), false);
+    let (mut single, mut double) = (false, false);
+    let mut chars = command.chars().peekable();
+    let push = |cur: &mut String, parts: &mut Vec<String>| {
+        let p = cur.trim();
+        if !p.is_empty() {
+            parts.push(p.to_string());
+        }
+        cur.clear();
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if !single => {
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+                continue;
+            }
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '`' if !single => risky = true,
+            '$' if !single && chars.peek() == Some(&'(') => risky = true,
+            '>' | '<' if !single && !double => risky = true,
+            ';' | '&' | '|' | '\n' if !single && !double => {
+                push(&mut cur, &mut parts);
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    push(&mut cur, &mut parts);
+    (parts, risky || single || double)
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any text.
@@ -350,6 +403,16 @@ mod tests {
         assert_eq!(bash("git status | ls -l"), Action::Allow, "every part allowed");
         assert_eq!(bash("git status $(make)"), Action::Ask, "a substitution is never allowed by a rule");
         assert_eq!(bash("ls `make`"), Action::Ask);
+        assert_eq!(bash("git status > ~/.bashrc"), Action::Ask, "a redirection is never allowed by a rule");
+        assert_eq!(bash("ls < /etc/shadow"), Action::Ask);
+        // Quotes: separators and redirections inside them are text; a
+        // substitution inside double quotes still runs.
+        assert_eq!(command_parts("git status 'a; b' && ls \"c | d\""), ["git status 'a; b'", "ls \"c | d\""]);
+        assert_eq!(bash("git status 'x > y'"), Action::Allow);
+        assert_eq!(bash("git status \"$(make)\""), Action::Ask);
+        assert_eq!(bash("git status '$(make)'"), Action::Allow);
+        assert_eq!(bash("git status \\; rm -rf x"), Action::Allow, "an escaped ';' is an argument: one command");
+        assert_eq!(bash("git status 'unclosed"), Action::Ask, "an unclosed quote is never allowed");
         assert_eq!(bash("git status\nmake"), Action::Ask);
     }
 

@@ -61,6 +61,26 @@ const MAX_TOOL: usize = 200;
 const MAX_PENDING: usize = 20;
 
 impl Sup {
+    /// Writes `line` into the chamber's log and into the session's
+    /// transcript (`cryo-agent.log`, appended beneath the chamber with no
+    /// link followed), where a person reads the session.
+    fn record(&self, line: String) {
+        self.record_transcript(&line);
+        self.log(LogLine::Event(line));
+    }
+
+    /// Writes `line` into the session's transcript only.
+    fn record_transcript(&self, line: &str) {
+        use std::io::Write;
+        let written = crate::chamber::Dir::open(&self.root)
+            .and_then(|d| d.append(std::path::Path::new(crate::agent::launch::AGENT_LOG)))
+            .map_err(|e| e.to_string())
+            .and_then(|mut f| f.write_all(format!("cryo: {line}\n").as_bytes()).map_err(|e| e.to_string()));
+        if let Err(error) = written {
+            tracing::warn!(chamber = %self.machine.name(), %error, "cannot write the transcript");
+        }
+    }
+
     /// Judges `ask` of session `session`; the answer goes to `reply`, now
     /// or when a person answers (a task waits, not the supervisor).
     pub(super) async fn approve(&mut self, session: u64, ask: Ask, reply: oneshot::Sender<Result<Answer>>) {
@@ -92,7 +112,7 @@ impl Sup {
                 let _ = reply.send(Ok(Answer::allow(format!("allowed by {}", verdict.why()))));
             }
             Action::Deny => {
-                self.log(LogLine::Event(format!("approval: {what} refused by {}", verdict.why())));
+                self.record(format!("approval: {what} refused by {}", verdict.why()));
                 let _ = reply.send(Ok(Answer::deny(format!(
                     "This chamber's policy refuses this call ({}). Do not try it again; find another way or say why \
                      you cannot.",
@@ -115,7 +135,7 @@ impl Sup {
         match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), at.clone()).await {
             Ok(Some(done)) => {
                 let answer = if done.state == "approved" {
-                    self.log(LogLine::Event(format!("approval {} used: {}", done.id, a.what)));
+                    self.record(format!("approval {} used: {}", done.id, a.what));
                     Answer::allow(approvals::decided_line(&done))
                 } else {
                     Answer::deny(approvals::refused_message(&done))
@@ -177,10 +197,10 @@ impl Sup {
                 record
             }
         };
-        self.log(LogLine::Event(format!(
+        self.record(format!(
             "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `deny {} --reason TEXT`",
             record.id, a.what, a.rule, record.id, record.id
-        )));
+        ));
         self.announce(&record);
         let waiting = self.shared.approvals.wait(&record.id);
         let (tx, shared, id, session) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.session);
@@ -247,9 +267,10 @@ impl Sup {
                     tracing::warn!(%error, "cannot mark an approval used");
                 }
             });
-            self.log(LogLine::Event(line));
+            self.record(line);
             return None;
         }
+        self.record_transcript(&line);
         Some(Input::Answered { req: self.own_req(), id: record.id, line })
     }
 }
