@@ -28,6 +28,14 @@
 //! argument. A prompt too long for one argument is written to a file and the
 //! agent is told to read it.
 //!
+//! With an `[approvals]` policy each kind asks cryod before its tool calls
+//! instead of running with its prompts off (`asks_approvals`): Claude
+//! Code through `--permission-prompt-tool`, Codex, Qwen Code and Gemini
+//! CLI through a pre-tool hook running `cryo-agent approval --hook`, Pi
+//! through cryo's extension, OpenCode through cryo's plugin
+//! (`opencode-cryo.mjs`), an ACP agent through cryod's client. What was
+//! verified of each is in `agent-events.md`.
+//!
 //! Unless the chamber says `mcp = false`, each known kind also gets
 //! `cryo-agent mcp` as an MCP server named `cryo`, without touching the
 //! user's own configuration files. What was verified on the pinned CLIs, and
