@@ -63,6 +63,9 @@ enum Cmd {
         /// Its arguments, as a JSON object.
         #[arg(long, default_value = "{}")]
         input: String,
+        /// Why, for the person asked.
+        #[arg(long, default_value = "")]
+        reason: String,
         /// Run as a CLI's pre-tool hook: the call is read from standard
         /// input (`tool_name`, `tool_input`); allowed exits 0 saying
         /// nothing, refused prints why on standard error and exits 2.
@@ -117,7 +120,7 @@ async fn run(cmd: Cmd) -> Result<Option<Done>, Fail> {
         }
         _ => None,
     };
-    if let Cmd::Approval { tool, input, hook, wait_at_most } = cmd {
+    if let Cmd::Approval { tool, input, reason, hook, wait_at_most } = cmd {
         if hook {
             return verbs::hook(wait_at_most).await.map(|()| None);
         }
@@ -125,7 +128,7 @@ async fn run(cmd: Cmd) -> Result<Option<Done>, Fail> {
             Ok(serde_json::Value::Object(m)) => m,
             _ => return Err(Fail("--input must be a JSON object".into(), exit::USAGE)),
         };
-        let a = verbs::Approval { tool_name: tool, input };
+        let a = verbs::Approval { tool_name: tool, input, reason: (!reason.is_empty()).then_some(reason) };
         let asked = async { Session::connect().await?.approve(&a, wait_at_most).await }.await;
         let answer = verbs::permission_answer(asked, &a);
         return Ok(Some(Done { text: answer.to_string(), facts: answer }));

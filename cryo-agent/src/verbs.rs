@@ -141,6 +141,9 @@ pub struct Approval {
     /// Its arguments.
     #[serde(default)]
     pub input: serde_json::Map<String, Value>,
+    /// Why, for the person asked (else a shell call's `description`).
+    #[serde(default, skip)]
+    pub reason: Option<String>,
 }
 
 /// The answer a permission prompt gives (Claude Code's shape): allowed,
@@ -172,7 +175,7 @@ pub async fn hook(wait_at_most: Option<u32>) -> Result<(), Fail> {
         Ok(v) => {
             let input = v.get("tool_input").and_then(Value::as_object).cloned().unwrap_or_default();
             let tool_name = v.get("tool_name").and_then(Value::as_str).unwrap_or("").to_string();
-            let a = Approval { tool_name, input };
+            let a = Approval { tool_name, input, reason: None };
             async { Session::connect().await?.approve(&a, wait_at_most).await }.await
         }
     };
@@ -316,7 +319,8 @@ impl Session {
     pub async fn approve(&self, a: &Approval, wait_at_most: Option<u32>) -> Result<(bool, String), Fail> {
         let input = Value::Object(a.input.clone());
         // Claude Code's shell tool carries the agent's words on the call.
-        let reason = a.input.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+        let described = a.input.get("description").and_then(Value::as_str).unwrap_or_default();
+        let reason = a.reason.clone().unwrap_or_else(|| described.to_string());
         let r = self
             .client
             .clone()

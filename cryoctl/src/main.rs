@@ -73,7 +73,16 @@ enum Command {
     },
     /// Tool calls that chambers' [approvals] policies sent to a person:
     /// list them (pending ones; `--all` for the decided too), approve or deny.
+    #[command(args_conflicts_with_subcommands = true)]
     Approvals {
+        /// One chamber (a name or a path).
+        chamber: Option<String>,
+        /// The decided ones too.
+        #[arg(long)]
+        all: bool,
+        /// How many.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        limit: u32,
         #[command(subcommand)]
         cmd: Option<ApprovalsCmd>,
     },
@@ -128,6 +137,7 @@ enum ApprovalsCmd {
     },
     /// Refuse the call; the agent is told, with your reason.
     Deny {
+        /// The request's id (from the list).
         id: String,
         /// Why, for the agent.
         #[arg(long)]
@@ -237,8 +247,8 @@ fn main() -> ExitCode {
         Command::Usage { by, since } => run(cmd::usage::run(ctx, by, since)),
         Command::Schedule { count } => run(async move { cmd::schedule::run(&ctx, None, count).await }),
         Command::History(HistoryCmd::Prune { keep }) => run(cmd::history_prune(ctx, keep)),
-        Command::Approvals { cmd } => {
-            run(match cmd.unwrap_or(ApprovalsCmd::List { chamber: None, all: false, limit: 50 }) {
+        Command::Approvals { chamber, all, limit, cmd } => {
+            run(match cmd.unwrap_or(ApprovalsCmd::List { chamber, all, limit }) {
                 ApprovalsCmd::List { chamber, all, limit } => Box::pin(cmd::approvals::list(ctx, chamber, all, limit))
                     as std::pin::Pin<Box<dyn std::future::Future<Output = client::Result<()>>>>,
                 ApprovalsCmd::Approve { id } => Box::pin(cmd::approvals::decide(ctx, id, true, None)),

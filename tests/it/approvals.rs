@@ -191,7 +191,7 @@ fn an_agent_that_rewrites_its_approvals_is_held() {
     let status = || status(&env, "loosen");
     wait_until_within(SESSION_DEADLINE, "the chamber held", || status()["state"] == "faulted");
     let fault = status()["fault"].as_str().unwrap_or("").to_string();
-    assert!(fault.contains("`agent`") && fault.contains("cryoctl chamber trust loosen"), "{fault}");
+    assert!(fault.contains("`approvals`") && fault.contains("cryoctl chamber trust loosen"), "{fault}");
     assert_eq!(c.begun(), 1, "a held chamber ran a session");
     assert!(c.read("cryo.toml").contains("default = \"allow\""), "the file is left as the agent wrote it");
 }

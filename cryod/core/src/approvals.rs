@@ -85,7 +85,8 @@ impl Rule {
         if tool.chars().any(|c| !(c.is_ascii_alphanumeric() || "_-.*:".contains(c))) {
             return Err(format!("rule {text:?}: a tool's name has only letters, digits, '_', '-', '.', ':' or is '*'"));
         }
-        Ok(Rule { tool: tool.to_string(), pattern })
+        // Another kind's name (or `bash` for `Bash`) means the same tool.
+        Ok(Rule { tool: canonical_tool(tool).to_string(), pattern })
     }
 
     fn names(&self, tool: &str) -> bool {
@@ -219,7 +220,7 @@ impl Policy {
 pub fn canonical_tool(tool: &str) -> &str {
     match tool {
         // Codex, Qwen Code and Gemini CLI, Pi, an ACP agent's tool kinds.
-        "exec_command" | "shell" | "local_shell" | "run_shell_command" | "bash" | "execute" => "Bash",
+        "exec_command" | "shell" | "local_shell" | "run_shell_command" | "bash" | "Shell" | "execute" => "Bash",
         "read_file" | "read_many_files" | "read" => "Read",
         "write_file" | "write" => "Write",
         "replace" | "edit" | "apply_patch" | "delete" | "move" => "Edit",
@@ -365,6 +366,8 @@ mod tests {
         assert!(Rule::parse("(x)").unwrap_err().contains("names no tool"));
         assert!(Rule::parse("Ba sh").is_err());
         assert_eq!(Rule::parse("Bash(git push*)").unwrap().to_string(), "Bash(git push*)");
+        assert_eq!(Rule::parse("bash(git push*)").unwrap().tool, "Bash", "another kind's name is the same tool");
+        assert_eq!(Rule::parse("run_shell_command").unwrap().tool, "Bash");
     }
 
     #[test]

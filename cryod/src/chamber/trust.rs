@@ -36,6 +36,10 @@ pub const KEYS: &[&str] = &[
     "budget",
 ];
 
+/// Settings the operator must accept that have a digest only when set:
+/// `approvals` (which tool calls run, wait for a person, or are refused).
+pub const LATER_KEYS: &[&str] = &["approvals"];
+
 /// Each of [`KEYS`] and the digest of its value in `table` (absent keys
 /// have a digest too: removing a limit is a change).
 pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
@@ -55,10 +59,14 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
     if let (Some(v), Some(digest)) = (table.get("network"), d.get_mut("sandbox")) {
         refold(digest, &format!("network {}", canonical(v)));
     }
-    // `[approvals]` decides what the agent's commands may do: part of
-    // `agent`'s digest when set.
-    if let (Some(v), Some(digest)) = (table.get("approvals"), d.get_mut("agent")) {
-        refold(digest, &format!("approvals {}", canonical(v)));
+    // Keys with a digest only when set (so chambers accepted before they
+    // existed are not held for them): `[approvals]` decides what the
+    // agent's commands may do.
+    for key in LATER_KEYS {
+        if let Some(v) = table.get(*key) {
+            let digest = ring::digest::digest(&ring::digest::SHA256, format!("{key}\n{}", canonical(v)).as_bytes());
+            d.insert(key.to_string(), hex::encode(&digest.as_ref()[..16]));
+        }
     }
     // So do `stall_after` and `loop_after`, which bound a session as its
     // time limit does: part of `max_session_duration`'s digest when set.
@@ -125,7 +133,7 @@ fn quoted(s: &str) -> String {
 
 /// The keys whose digests differ between what was `accepted` and `now`.
 pub fn changed(accepted: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Vec<String> {
-    KEYS.iter().filter(|k| accepted.get(**k) != now.get(**k)).map(|k| k.to_string()).collect()
+    KEYS.iter().chain(LATER_KEYS).filter(|k| accepted.get(**k) != now.get(**k)).map(|k| k.to_string()).collect()
 }
 
 /// The digests as the store keeps them.
@@ -190,5 +198,21 @@ mod tests {
     fn a_secret_value_is_kept_as_a_digest_only() {
         let d = digests(&table("[provider]\nenv = { ANTHROPIC_API_KEY = \"sk-ant-SECRET\" }\n"));
         assert!(!to_json(&d).contains("SECRET"));
+    }
+
+    /// `[approvals]` has a digest only when set: a chamber accepted before
+    /// it existed is not held for it, and setting, changing or removing it
+    /// is a change the operator accepts.
+    #[test]
+    fn approvals_count_once_set() {
+        let none = digests(&table("agent = \"a\"\n"));
+        let set = digests(&table("agent = \"a\"\n[approvals]\ndefault = \"allow\"\n"));
+        let other = digests(&table("agent = \"a\"\n[approvals]\ndefault = \"ask\"\n"));
+        assert!(!none.contains_key("approvals"));
+        assert_eq!(changed(&none, &none), Vec::<String>::new());
+        assert_eq!(changed(&none, &set), ["approvals"]);
+        assert_eq!(changed(&set, &other), ["approvals"]);
+        assert_eq!(changed(&set, &none), ["approvals"], "removing the policy loosens it");
+        assert_eq!(set["agent"], none["agent"], "the agent's own digest is its own");
     }
 }

@@ -46,10 +46,14 @@ impl Daemon {
     /// One request.
     pub async fn approval(&self, id: &str) -> Result<Named> {
         if !valid_id(id) {
-            return Err(Error::Invalid(format!("{id:?} is not an approval id (they read like a1b2c3d4e5)")));
+            return Err(Error::Invalid(format!(
+                "{id:?} is not an approval id (they read like a1b2c3d4e5f: `cryoctl approvals` lists them)"
+            )));
         }
         let record = self.0.shared.store.approval(id.to_string()).await?;
-        let record = record.ok_or_else(|| Error::NotFound(format!("no approval request {id:?}")))?;
+        let record = record.ok_or_else(|| {
+            Error::NotFound(format!("no approval request {id:?} (`cryoctl approvals list --all` lists them)"))
+        })?;
         Ok(Named { chamber: self.name_of(record.chamber_id), record })
     }
 

@@ -198,7 +198,7 @@ impl Sup {
             }
         };
         self.record(format!(
-            "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `deny {} --reason TEXT`",
+            "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `cryoctl approvals deny {} --reason TEXT`",
             record.id, a.what, a.rule, record.id, record.id
         ));
         self.announce(&record);

@@ -113,7 +113,7 @@ pub enum ChamberCmd {
     },
     /// Accept the chamber's cryo.toml as it is: the settings that decide
     /// its confinement or run commands (agent, sandbox, writable, readable,
-    /// precheck, provider, on_end, sync, limits and budget) take
+    /// precheck, provider, on_end, sync, limits, budget and approvals) take
     /// effect only once the operator accepts them. A chamber whose agent
     /// changed them is held until then.
     Trust {

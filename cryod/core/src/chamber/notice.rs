@@ -46,7 +46,12 @@ impl Chamber {
     /// What changed in an input that a person should hear of: a new
     /// attention line, a fault.
     pub(super) fn notice_changes(&mut self, attention: Option<String>, fault: Option<String>) {
-        if let Some(a) = self.health.attention().filter(|a| Some(*a) != attention.as_deref()).map(str::to_string) {
+        // A wait for an approval was told when it was asked (the
+        // `approval` event, with its links).
+        let told = |a: &&str| a.starts_with(super::approval::AWAITING_APPROVAL);
+        if let Some(a) =
+            self.health.attention().filter(|a| Some(*a) != attention.as_deref() && !told(a)).map(str::to_string)
+        {
             self.raised += 1;
             let key = format!("{}-{}", self.now.timestamp_millis(), self.raised);
             // A budget's pause is the `budget` event.

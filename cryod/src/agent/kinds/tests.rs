@@ -160,3 +160,55 @@ fn long_prompts_go_through_a_file() {
     assert!(l.args.last().unwrap().contains(".cryo/prompt.md"));
     assert!(l.args.last().unwrap().len() < 1000);
 }
+
+/// Under `[approvals]` each kind asks cryod before its tool calls, through
+/// `cryo-agent`; one without cryo's tools, or with Claude Code's prompts
+/// turned off by the agent line, is refused.
+#[test]
+fn each_kind_asks_under_approvals() {
+    let policy = cryo_core::approvals::Policy {
+        deny: vec![cryo_core::approvals::Rule::parse("WebFetch").unwrap()],
+        wait: std::time::Duration::from_secs(120),
+        ..Default::default()
+    };
+    let m = Mcp { program: "/bin/cryo agent".into() };
+    let t = Turn { approvals: Some(&policy), ..turn("P") };
+    let line = |agent: &str, mcp: Option<&Mcp>| command_line(agent, Path::new("/c"), &t, false, mcp, &BTreeMap::new());
+    let claude = line("claude", Some(&m)).unwrap().args.join(" ");
+    assert!(claude.contains("--allowedTools mcp__cryo --permission-mode default --permission-prompt-tool mcp__cryo__approval --disallowedTools WebFetch -- P"), "{claude}");
+    let codex = line("codex", Some(&m)).unwrap().args.join(" ");
+    assert!(codex.contains(r#"hooks.PreToolUse=[{matcher=".*",hooks=[{type="command",command="'/bin/cryo agent' approval --hook",timeout=180}]}]"#), "{codex}");
+    assert!(codex.contains("--dangerously-bypass-hook-trust"), "{codex}");
+    let oc = line("opencode", Some(&m)).unwrap();
+    assert!(
+        oc.env["OPENCODE_CONFIG_CONTENT"].contains(r#""plugin":["file:///c/.cryo/opencode-cryo.mjs"]"#),
+        "{:?}",
+        oc.env
+    );
+    assert_eq!(oc.env["CRYO_AGENT_BIN"], "/bin/cryo agent");
+    assert!(oc.files.iter().any(|(p, text)| p == OPENCODE_PLUGIN && text.contains("tool.execute.before")));
+    let qwen = line("qwen", Some(&m)).unwrap();
+    assert_eq!(qwen.env["QWEN_CODE_SYSTEM_DEFAULTS_PATH"], "/c/.cryo/qwen-defaults.json");
+    let defaults = &qwen.files.iter().find(|(p, _)| p == QWEN_DEFAULTS).unwrap().1;
+    assert!(
+        defaults.contains("approval --hook --wait-at-most 50") && defaults.contains("\"timeout\": 55"),
+        "{defaults}"
+    );
+    let gemini = line("gemini", Some(&m)).unwrap();
+    let hooks = &gemini.settings.unwrap().1["hooks"]["BeforeTool"][0]["hooks"][0];
+    assert_eq!(
+        (hooks["command"].as_str(), hooks["timeout"].as_u64()),
+        (Some("'/bin/cryo agent' approval --hook"), Some(180_000))
+    );
+    assert_eq!(hooks["env"]["CRYO_SESSION_TOKEN"], "${CRYO_SESSION_TOKEN}");
+    assert_eq!(line("pi", Some(&m)).unwrap().env["CRYO_APPROVALS"], "1");
+    let acp = line("acp:qwen --acp", Some(&m)).unwrap().bridge.unwrap().join(" ");
+    assert!(acp.contains("--approve /bin/cryo agent"), "{acp}");
+    assert!(line("sh agent.sh", None).is_ok(), "a command of one's own asks itself");
+    for agent in ["claude", "codex", "opencode", "qwen", "gemini", "pi", "acp:qwen --acp"] {
+        let e = line(agent, None).unwrap_err().to_string();
+        assert!(e.contains("[approvals] needs cryo's own tools"), "{agent}: {e}");
+    }
+    let e = line("claude --dangerously-skip-permissions", Some(&m)).unwrap_err().to_string();
+    assert!(e.contains("remove --dangerously-skip-permissions"), "{e}");
+}
