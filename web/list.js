@@ -75,8 +75,10 @@ function approvalItem(a) {
   yes.addEventListener("click", () => answer("approve", yes));
   no.addEventListener("click", () => answer("deny", no));
   return el("li", { "data-approval": a.id },
-    el("strong", {}, el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber)), " asks to run ",
-    el("code", {}, a.what), el("p", { class: "muted" }, a.rule + (a.reason ? ". The agent says: " + a.reason : "")),
+    el("strong", {}, el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber)), " asks to run " + a.tool + ":",
+    // The whole call, its lines kept: what is approved is what is read.
+    el("pre", { class: "approval-call" }, a.subject),
+    el("p", { class: "muted" }, a.rule + (a.reason ? ". The agent says: " + a.reason : "")),
     el("div", { class: "row" }, yes, no, el("label", { for: "deny-" + a.id, class: "sr-only" }, "Why not"), reason));
 }
 

@@ -24,30 +24,44 @@ pub struct Decision {
     pub line: String,
 }
 
-/// The in-session waits, by request id.
+/// The in-session waits, by request id: each ask of a request waiting in
+/// place (the same call asked twice at once waits twice), each with a
+/// ticket of its own.
 #[derive(Default)]
 pub struct Waiting {
-    waits: Mutex<HashMap<String, oneshot::Sender<Decision>>>,
+    waits: Mutex<HashMap<String, Vec<(u64, oneshot::Sender<Decision>)>>>,
+    next: std::sync::atomic::AtomicU64,
 }
 
 impl Waiting {
-    /// A session waits for request `id`.
-    pub fn wait(&self, id: &str) -> oneshot::Receiver<Decision> {
+    /// An ask waits for request `id`: its ticket, and where the answer comes.
+    pub fn wait(&self, id: &str) -> (u64, oneshot::Receiver<Decision>) {
         let (tx, rx) = oneshot::channel();
-        self.waits.lock().expect("the waits' lock").insert(id.to_string(), tx);
-        rx
+        let ticket = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.waits.lock().expect("the waits' lock").entry(id.to_string()).or_default().push((ticket, tx));
+        (ticket, rx)
     }
 
-    /// Hands the answer to the session waiting for it; false when none
+    /// Hands the answer to every ask waiting for it; false when none
     /// waits any more (the session was parked, or cryod started since).
     pub fn answer(&self, id: &str, decision: Decision) -> bool {
-        let waiting = self.waits.lock().expect("the waits' lock").remove(id);
-        waiting.is_some_and(|tx| tx.send(decision).is_ok())
+        let waiting = self.waits.lock().expect("the waits' lock").remove(id).unwrap_or_default();
+        let mut any = false;
+        for (_, tx) in waiting {
+            any |= tx.send(decision.clone()).is_ok();
+        }
+        any
     }
 
-    /// The session stopped waiting for `id` (its wait passed).
-    pub fn forget(&self, id: &str) {
-        self.waits.lock().expect("the waits' lock").remove(id);
+    /// One ask stopped waiting (its wait passed); the others wait on.
+    pub fn forget(&self, id: &str, ticket: u64) {
+        let mut waits = self.waits.lock().expect("the waits' lock");
+        if let Some(list) = waits.get_mut(id) {
+            list.retain(|(t, _)| *t != ticket);
+            if list.is_empty() {
+                waits.remove(id);
+            }
+        }
     }
 }
 
@@ -69,9 +83,17 @@ pub fn what_of(tool: &str, subject: &str) -> String {
     format!("{tool}: {cut}{more}")
 }
 
-/// A notice's body: what is asked, why, and how to answer.
+/// The longest subject a notice shows whole (and offers its one-tap
+/// answers for).
+pub const NOTICE_SUBJECT: usize = 400;
+
+/// A notice's body: what is asked (whole, lines kept, or cut with a word
+/// that it was: then the notice carries no one-tap answer), why, and how
+/// to answer.
 pub fn notice_body(a: &ApprovalRecord) -> String {
-    let mut body = format!("{}\n\nAsked by session {} ({}).", what(a), a.session, a.rule);
+    let shown: String = a.subject.chars().take(NOTICE_SUBJECT).collect();
+    let cut = if shown.len() < a.subject.len() { "\n(cut: read it whole on the hub before you answer)" } else { "" };
+    let mut body = format!("{}:\n{shown}{cut}\n\nAsked by session {} ({}).", a.tool, a.session, a.rule);
     if !a.reason.is_empty() {
         body.push_str(&format!("\nThe agent says: {}", a.reason));
     }
@@ -126,6 +148,9 @@ pub fn parked_message(id: &str) -> String {
          answered; then make exactly the same call again."
     )
 }
+
+/// How long an answer waits for the agent's repeat of the call.
+pub const ANSWER_KEPT: chrono::Duration = chrono::Duration::days(7);
 
 /// How long a notice's approve and deny links work.
 pub const LINK_TTL: chrono::Duration = chrono::Duration::hours(24);
@@ -224,14 +249,18 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_reaches_the_session_that_waits_once() {
+    fn an_answer_reaches_every_ask_that_waits_once() {
         let w = Waiting::default();
-        let mut rx = w.wait("a1");
+        let (_, mut rx) = w.wait("a1");
+        let (_, mut rx2) = w.wait("a1");
         assert!(w.answer("a1", Decision { approve: true, line: "ok".into() }));
         assert_eq!(rx.try_recv().unwrap().line, "ok");
+        assert_eq!(rx2.try_recv().unwrap().line, "ok", "the same call asked twice at once is answered twice");
         assert!(!w.answer("a1", Decision { approve: true, line: "again".into() }), "no one waits any more");
-        let _rx = w.wait("a2");
-        w.forget("a2");
-        assert!(!w.answer("a2", Decision { approve: false, line: String::new() }));
+        let (first, _rx) = w.wait("a2");
+        let (_, mut second) = w.wait("a2");
+        w.forget("a2", first);
+        assert!(w.answer("a2", Decision { approve: false, line: "no".into() }), "one wait passing ends only its own");
+        assert_eq!(second.try_recv().unwrap().line, "no");
     }
 }

@@ -394,9 +394,10 @@ fn expired_link(key: &str, id: &str) -> String {
     format!("{body}.{sig}")
 }
 
-/// A hostile agent floods asks in parallel and tries to answer its own:
-/// at most 20 of a chamber's requests wait, the rest are refused unasked,
-/// and the operator's socket does not serve the agent's processes.
+/// A hostile agent floods asks in parallel, tries to answer its own, and
+/// to slip a command in as a TODO's pre-check: at most 20 of a chamber's
+/// requests wait, the rest are refused unasked; the operator's socket does
+/// not serve the agent's processes; the pre-check is refused.
 #[test]
 fn an_agent_cannot_flood_asks_nor_answer_its_own() {
     let env = Env::new();
@@ -407,6 +408,7 @@ wait
 cat ask.* > asks.out
 cryoctl approvals approve a0123456789 > self.out 2>&1; echo "rc=$?" >> self.out
 cryoctl approvals --json >> self.out 2>&1; echo "rc=$?" >> self.out
+cryo-agent todo add later --at +1h --precheck "git push --force" > precheck.out 2>&1; echo "rc=$?" >> precheck.out
 "#;
     let toml = "\n[approvals]\nask = [\"Bash(git push*)\"]\napproval_wait = \"2s\"\n";
     let c = env.chamber("flood", flood, toml);
@@ -420,6 +422,11 @@ cryoctl approvals --json >> self.out 2>&1; echo "rc=$?" >> self.out
     let own = c.read("self.out");
     assert!(!own.contains("rc=0"), "the agent reached the operator's socket: {own}");
     assert!(pending.iter().all(|a| a["state"] == "pending"), "{pending:?}");
+    // A TODO's pre-check runs unattended: one the policy does not allow is
+    // refused when the agent sets it.
+    let pre = c.read("precheck.out");
+    assert!(pre.contains("does not allow that pre-check") && !pre.contains("rc=0"), "{pre}");
+    assert!(!c.read("todo.json").contains("git push --force"), "the TODO was kept");
 }
 
 /// Every known kind asks before its tool calls under `[approvals]`: the

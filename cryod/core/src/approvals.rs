@@ -16,8 +16,10 @@
 //! `|`, `&` and line breaks, and a deny or ask rule that matches any part
 //! (or the whole) applies. An allow rule allows a command only when every
 //! part is allowed, none substitutes another command (`$(`, a backtick,
-//! `<(`, `>(`) and none redirects (`>`, `<`): `git status; rm -rf ~` is not
-//! `git status`, nor is `git status > ~/.bashrc`.
+//! `<(`, `>(`), none redirects (`>`, `<`), and nothing in it is what the
+//! scanner does not read as the shell does (`$'…'`, a comment, a
+//! backslash, a control character): `git status; rm -rf ~` is not `git
+//! status`, nor is `git status > ~/.bashrc`.
 //!
 //! Deny and ask rules match text: they stop an agent's mistakes, not an
 //! adversary, who can spell a command another way (`/bin/rm`, quotes); the
@@ -25,9 +27,11 @@
 //! not match exactly is asked.
 //!
 //! Deny wins over ask, ask over allow; a call no rule names gets `default`
-//! (`ask` unless set). cryo's own tools (its MCP server's, and `cryo-agent`
-//! run as a shell command) are always allowed: the agent must be able to
-//! hibernate, and they act only within its own chamber.
+//! (`ask` unless set). cryo's own tools (its MCP server's, by their exact
+//! names, and `cryo-agent VERB` run as a plain shell command) are always
+//! allowed: the agent must be able to hibernate, and they act only within
+//! its own chamber (a TODO's pre-check, which runs a command, is judged by
+//! the shell that receives the call: `supervisor::approve`).
 
 use std::fmt;
 
@@ -167,10 +171,16 @@ impl Policy {
         if is_cryo_tool(tool) {
             return Verdict { action: Action::Allow, rule: None };
         }
-        let subject = subject(tool, input);
         if tool == "Bash" {
-            return self.judge_command(&subject);
+            // Each field a CLI might run is judged; the strictest answer
+            // stands (a call naming both `command` and `cmd`).
+            let commands = commands(input);
+            if commands.is_empty() {
+                return self.judge_command(&input.to_string());
+            }
+            return commands.iter().map(|c| self.judge_command(c)).max_by_key(|v| strictness(v.action)).expect("one");
         }
+        let subject = subject(tool, input);
         for (action, rules) in [(Action::Deny, &self.deny), (Action::Ask, &self.ask), (Action::Allow, &self.allow)] {
             if let Some(r) = rules.iter().find(|r| r.matches(tool, &subject)) {
                 return Verdict { action, rule: Some(r.to_string()) };
@@ -191,8 +201,10 @@ impl Policy {
             return Verdict { action: Action::Ask, rule: Some(r.to_string()) };
         }
         // A substitution runs another command, a redirection writes (or
-        // reads) a file the rule does not name: neither is allowed by one.
-        let substitutes = substitutes_or_redirects(command);
+        // reads) a file the rule does not name: neither is allowed by one;
+        // nor is anything the scanner does not read as the shell would
+        // (`$'…'`, comments, escapes, control characters).
+        let substitutes = substitutes_or_redirects(command) || !plain(command);
         if !substitutes && !parts.is_empty() {
             let mut deciding = None;
             let all = parts.iter().all(|p| {
@@ -232,15 +244,91 @@ pub fn canonical_tool(tool: &str) -> &str {
     }
 }
 
-/// cryo's own MCP tools, as each kind names them.
+/// cryo's own verbs (`cryo-agent VERB`, its MCP server's tools).
+pub const VERBS: &[&str] = &[
+    "hibernate",
+    "send",
+    "receive",
+    "dialog",
+    "todo",
+    "todo_add",
+    "todo_list",
+    "todo_done",
+    "todo_remove",
+    "time",
+    "approval",
+];
+
+/// cryo's own MCP tools, as each kind names them: exactly its verbs (a
+/// server of the agent's own named `cryo_x` is not cryo's).
 fn is_cryo_tool(tool: &str) -> bool {
-    tool.starts_with("mcp__cryo__") || tool.starts_with("cryo_") || tool.starts_with("mcp_cryo_")
+    ["mcp__cryo__", "cryo_", "mcp_cryo_"]
+        .iter()
+        .any(|prefix| tool.strip_prefix(prefix).is_some_and(|verb| VERBS.contains(&verb) && verb != "todo"))
 }
 
-/// `cryo-agent` run as a shell command (a part without anything else).
+/// `cryo-agent VERB …` run as a plain shell command: its first word is
+/// `cryo-agent`, its second one of cryo's verbs, and nothing in it
+/// defines, groups or substitutes (`cryo-agent () { … }` is a function).
 fn is_cryo_command(part: &str) -> bool {
-    let p = part.trim();
-    (p == "cryo-agent" || p.starts_with("cryo-agent ")) && !p.contains(['>', '<'])
+    let mut words = part.split_whitespace();
+    let (first, verb) = (words.next(), words.next());
+    first == Some("cryo-agent")
+        && verb.is_some_and(|v| VERBS.contains(&v))
+        && plain(part)
+        && !substitutes_or_redirects(part)
+        && !outside_quotes(part).contains(['(', ')', '{', '}', '='])
+}
+
+/// Whether the scanner reads `command` as the shell would: no `$'…'` or
+/// `$"…"` quoting, no comment (`#`), no backslash, no control character
+/// but the line breaks it splits at.
+fn plain(command: &str) -> bool {
+    !command.contains("$'")
+        && !command.contains("$\"")
+        && !command.contains(['#', '\\'])
+        && !command.chars().any(|c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// `command` with its quoted text left out.
+fn outside_quotes(command: &str) -> String {
+    let (mut out, mut quote) = (String::new(), None);
+    for c in command.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, c) => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// How strict an answer is (deny above ask above allow).
+fn strictness(a: Action) -> u8 {
+    match a {
+        Action::Allow => 0,
+        Action::Ask => 1,
+        Action::Deny => 2,
+    }
+}
+
+/// The commands a shell call's arguments hold (`command` or `cmd`, as a
+/// string or a list of words).
+fn commands(input: &serde_json::Value) -> Vec<String> {
+    ["command", "cmd"]
+        .iter()
+        .filter_map(|n| match input.get(*n)? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(a) => Some(
+                a.iter()
+                    .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            other => Some(other.to_string()),
+        })
+        .collect()
 }
 
 /// What a person reads of a call: see the module documentation.
@@ -414,9 +502,35 @@ mod tests {
         assert_eq!(bash("git status 'x > y'"), Action::Allow);
         assert_eq!(bash("git status \"$(make)\""), Action::Ask);
         assert_eq!(bash("git status '$(make)'"), Action::Allow);
-        assert_eq!(bash("git status \\; rm -rf x"), Action::Allow, "an escaped ';' is an argument: one command");
+        assert_eq!(bash("git status \\; rm -rf x"), Action::Ask, "an escape is never allowed by a rule");
         assert_eq!(bash("git status 'unclosed"), Action::Ask, "an unclosed quote is never allowed");
         assert_eq!(bash("git status\nmake"), Action::Ask);
+    }
+
+    /// What a hostile reviewer slipped past the first scanner.
+    #[test]
+    fn what_the_scanner_cannot_read_is_never_allowed() {
+        for cmd in [
+            "git status $'\\' '; touch PWNED1 #'",
+            "git status #'\ntouch PWNED3\n#'",
+            "git status #\"\ntouch PWNED3\n#\"",
+            "git status \\'; touch x",
+            "git status \r; touch x",
+        ] {
+            assert_ne!(bash(cmd), Action::Allow, "{cmd:?}");
+        }
+        let p = Policy { default: Action::Deny, ..Policy::default() };
+        let v = |cmd: &str| p.judge("Bash", &json!({ "command": cmd })).action;
+        assert_eq!(v("cryo-agent () ( touch PWNED2 ) && cryo-agent"), Action::Deny);
+        assert_eq!(v("cryo-agent hibernate; cryo-agent() { touch x; }"), Action::Deny);
+        assert_eq!(v("cryo-agent x"), Action::Deny, "not one of cryo's verbs");
+        assert_eq!(v("cryo-agent send 'done (all) = 3'"), Action::Allow, "quoted text is text");
+        // Every field a CLI might run is judged.
+        let both = json!({ "command": "git status", "cmd": "rm -rf /" });
+        assert_eq!(policy().judge("exec_command", &both).action, Action::Deny);
+        // Only cryo's own verbs are cryo's tools.
+        assert_eq!(p.judge("cryo_evil_run", &json!({})).action, Action::Deny);
+        assert_eq!(p.judge("mcp__cryo__hibernate", &json!({})).action, Action::Allow);
     }
 
     #[test]

@@ -106,10 +106,12 @@ pub(super) async fn link_page(State(hub): State<Hub>, UrlPath(token): UrlPath<St
     };
     let a = &named.record;
     let verb = if approve { "Approve" } else { "Deny" };
+    // The whole call, its lines kept: what is approved is what is read.
     let mut body = format!(
-        "<p><b>{}</b> asks to run:</p><pre>{}</pre><p>{}</p>",
+        "<p><b>{}</b> asks to run <b>{}</b>:</p><pre>{}</pre><p>{}</p>",
         escape(&named.chamber),
-        escape(&approvals::what(a)),
+        escape(&a.tool),
+        escape(&a.subject),
         escape(&a.rule)
     );
     if !a.reason.is_empty() {

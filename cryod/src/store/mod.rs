@@ -400,8 +400,16 @@ pub trait Backend: Send + Sync + 'static {
         at: String,
     ) -> Fut<'_, ApprovalRecord>;
     /// Takes the answer to the same call (`tool`, `input`) of this chamber
-    /// that was decided and not yet used, marking it used.
-    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>>;
+    /// that was decided since `since` (RFC 3339) and not yet used, marking
+    /// it used at `at`.
+    fn approval_take(
+        &self,
+        fence: Fence,
+        tool: String,
+        input: String,
+        since: String,
+        at: String,
+    ) -> Fut<'_, Option<ApprovalRecord>>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).

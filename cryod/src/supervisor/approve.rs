@@ -81,6 +81,31 @@ impl Sup {
         }
     }
 
+    /// Why the chamber's `[approvals]` refuses an agent's TODO whose
+    /// pre-check (a command cryod runs for it) a rule does not allow: a
+    /// deny rule names it, or it would need a person, which a pre-check
+    /// cannot wait for.
+    pub(super) fn precheck_refused(&mut self, call: &cryo_core::chamber::Call) -> Option<String> {
+        let cryo_core::chamber::Call::Todo(crate::supervisor::TodoCall::Add { precheck, .. }) = call else {
+            return None;
+        };
+        let policy = self.config.as_ref().ok()?.approvals.as_ref()?;
+        if precheck.trim().is_empty() {
+            return None;
+        }
+        let verdict = policy.judge("Bash", &serde_json::json!({ "command": precheck }));
+        if verdict.action == Action::Allow {
+            return None;
+        }
+        let what = approvals::what_of("Bash", precheck);
+        self.record(format!("approval: a TODO's pre-check {what} refused by {}", verdict.why()));
+        Some(format!(
+            "this chamber's [approvals] does not allow that pre-check ({}): a pre-check runs unattended, so only a \
+             command an allow rule names may be one",
+            verdict.why()
+        ))
+    }
+
     /// Judges `ask` of session `session`; the answer goes to `reply`, now
     /// or when a person answers (a task waits, not the supervisor).
     pub(super) async fn approve(&mut self, session: u64, ask: Ask, reply: oneshot::Sender<Result<Answer>>) {
@@ -132,7 +157,10 @@ impl Sup {
     async fn ask(&mut self, ask: Ask, a: Asked, wait: std::time::Duration, reply: oneshot::Sender<Result<Answer>>) {
         let (fence, now) = (self.owner.fence(), self.now());
         let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), at.clone()).await {
+        // An answer is good for a week: an old approval is not taken by a
+        // call made long after.
+        let since = (now - approvals::ANSWER_KEPT).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), since, at.clone()).await {
             Ok(Some(done)) => {
                 let answer = if done.state == "approved" {
                     self.record(format!("approval {} used: {}", done.id, a.what));
@@ -160,8 +188,8 @@ impl Sup {
             }
         };
         let same = pending.iter().find(|p| p.tool == ask.tool && p.input == a.input).cloned();
-        let record = match same {
-            Some(p) => p,
+        let (record, new) = match same {
+            Some(p) => (p, false),
             None if pending.len() >= MAX_PENDING => {
                 self.log(LogLine::Event(format!(
                     "approval: {} refused unasked: {MAX_PENDING} requests of this chamber already wait for a person",
@@ -194,15 +222,19 @@ impl Sup {
                     let _ = reply.send(Err(Error::from(e)));
                     return;
                 }
-                record
+                (record, true)
             }
         };
-        self.record(format!(
-            "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `cryoctl approvals deny {} --reason TEXT`",
-            record.id, a.what, a.rule, record.id, record.id
-        ));
-        self.announce(&record);
-        let waiting = self.shared.approvals.wait(&record.id);
+        if new {
+            self.record(format!(
+                "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `cryoctl approvals deny {} --reason TEXT`",
+                record.id, a.what, a.rule, record.id, record.id
+            ));
+            self.announce(&record);
+        } else {
+            self.record(format!("approval {} asked again: {}; it still waits for a person", record.id, a.what));
+        }
+        let (ticket, waiting) = self.shared.approvals.wait(&record.id);
         let (tx, shared, id, session) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.session);
         tokio::spawn(async move {
             let decided = tokio::time::timeout(wait, waiting).await;
@@ -212,7 +244,7 @@ impl Sup {
                 // No answer in time (or cryod is stopping): the session
                 // parks; the answer reaches the next one.
                 _ => {
-                    shared.approvals.forget(&id);
+                    shared.approvals.forget(&id, ticket);
                     let _ = tx.send(Event::Parked { session, id: id.clone(), what: a.what });
                     Answer::deny(approvals::parked_message(&id))
                 }
@@ -225,7 +257,10 @@ impl Sup {
     /// an approve and a deny link when the hub is up.
     fn announce(&self, record: &ApprovalRecord) {
         let mut actions = Vec::new();
-        if let Some(hub) = self.shared.hub.get().filter(|h| h.up) {
+        // One-tap answers only for a call the notice shows whole; a longer
+        // one is read on the hub first.
+        let whole = record.subject.chars().count() <= approvals::NOTICE_SUBJECT;
+        if let Some(hub) = self.shared.hub.get().filter(|h| h.up && whole) {
             let expires = self.now() + approvals::LINK_TTL;
             for (label, approve) in [("Approve", true), ("Deny", false)] {
                 let token = approvals::link_token(&hub.token, &record.id, approve, expires);
@@ -262,8 +297,9 @@ impl Sup {
             let (fence, store) = (self.owner.fence(), self.shared.store.clone());
             let (tool, input) = (record.tool.clone(), record.input.clone());
             let at = self.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let since = record.decided_at.clone().unwrap_or_default();
             tokio::spawn(async move {
-                if let Err(error) = store.approval_take(fence, tool, input, at).await {
+                if let Err(error) = store.approval_take(fence, tool, input, since, at).await {
                     tracing::warn!(%error, "cannot mark an approval used");
                 }
             });

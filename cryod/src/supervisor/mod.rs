@@ -447,6 +447,12 @@ impl Sup {
             }
             Event::Admitted(permit) => self.admitted(permit).await,
             Event::Agent { session, call, reply } => {
+                // A TODO's pre-check runs a command: the agent's is judged
+                // as one, under `[approvals]`.
+                if let Some(why) = self.precheck_refused(&call) {
+                    let _ = reply.send(Err(Error::Precondition(why)));
+                    return;
+                }
                 self.observe_inbox().await;
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }

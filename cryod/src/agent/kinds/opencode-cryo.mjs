@@ -25,9 +25,13 @@ const ask = (tool, args) =>
     );
   });
 
+// cryo's own tools, as OpenCode names them (exactly those: a server of
+// the agent's own named cryo_x is asked about).
+const OURS = new Set(["hibernate", "send", "receive", "dialog", "todo_add", "todo_list", "todo_done", "todo_remove", "time", "approval"].map((v) => `cryo_${v}`));
+
 export const CryoApprovals = async () => ({
   "tool.execute.before": async (input, output) => {
-    if (String(input.tool).startsWith("cryo_")) return;
+    if (OURS.has(String(input.tool))) return;
     const answer = await ask(String(input.tool), output.args);
     if (answer?.behavior !== "allow") throw new Error(answer?.message || "cryo refused this call");
   },

@@ -66,9 +66,12 @@ export default async function (pi) {
   // `[approvals]`: every tool call but cryo's own asks cryod first, through
   // the server's `approval` tool (which may wait for a person); a refusal
   // blocks it with cryod's reason, and so does anything that goes wrong.
+  // cryo's own tools, as this extension registers them (exactly those: a
+  // tool of another extension named cryo_x is asked about).
+  const ours = new Set();
   if (process.env.CRYO_APPROVALS === "1") {
     pi.on("tool_call", async (event) => {
-      if (String(event.toolName).startsWith("cryo_")) return undefined;
+      if (ours.has(String(event.toolName))) return undefined;
       const r = await call("tools/call", {
         name: "approval",
         arguments: { tool_name: String(event.toolName), input: event.input ?? {} },
@@ -93,6 +96,7 @@ export default async function (pi) {
   send({ method: "notifications/initialized" });
   const listed = await call("tools/list", {});
   for (const tool of listed.result?.tools ?? []) {
+    ours.add(`cryo_${tool.name}`);
     pi.registerTool({
       name: `cryo_${tool.name}`,
       label: `cryo ${tool.name}`,

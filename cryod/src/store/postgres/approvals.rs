@@ -84,13 +84,15 @@ impl Postgres {
         fence: Fence,
         tool: &str,
         input: &str,
+        since: &str,
         at: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         let sql = format!(
             "SELECT {APPROVAL_COLUMNS} FROM cryo_approvals WHERE chamber_id = $1 AND tool = $2 AND input = $3
-             AND state <> 'pending' AND used_at IS NULL ORDER BY decided_at DESC LIMIT 1"
+             AND state <> 'pending' AND used_at IS NULL AND decided_at >= $4 ORDER BY decided_at DESC LIMIT 1"
         );
-        let Some(mut found) = self.query(&sql, &[&fence.chamber, &tool, &input]).await?.first().map(record) else {
+        let Some(mut found) = self.query(&sql, &[&fence.chamber, &tool, &input, &since]).await?.first().map(record)
+        else {
             return Ok(None);
         };
         let took = self

@@ -610,8 +610,15 @@ impl Backend for Postgres {
         Box::pin(async move { self.approval_decide_row(&id, approve, &by, answer.as_deref(), &at).await })
     }
 
-    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>> {
-        Box::pin(async move { self.approval_take_row(fence, &tool, &input, &at).await })
+    fn approval_take(
+        &self,
+        fence: Fence,
+        tool: String,
+        input: String,
+        since: String,
+        at: String,
+    ) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(async move { self.approval_take_row(fence, &tool, &input, &since, &at).await })
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {

@@ -89,13 +89,15 @@ pub(super) fn take(
     chamber: i64,
     tool: &str,
     input: &str,
+    since: &str,
     at: &str,
 ) -> Result<Option<ApprovalRecord>, StoreError> {
     let sql = format!(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE chamber_id = ?1 AND tool = ?2 AND input = ?3
-         AND state <> 'pending' AND used_at IS NULL ORDER BY decided_at DESC LIMIT 1"
+         AND state <> 'pending' AND used_at IS NULL AND decided_at >= ?4 ORDER BY decided_at DESC LIMIT 1"
     );
-    let Some(mut found) = c.prepare_cached(&sql)?.query_row(params![chamber, tool, input], record).optional()? else {
+    let Some(mut found) = c.prepare_cached(&sql)?.query_row(params![chamber, tool, input, since], record).optional()?
+    else {
         return Ok(None);
     };
     c.prepare_cached("UPDATE approvals SET used_at = ?2 WHERE id = ?1")?.execute(params![found.id, at])?;

@@ -425,8 +425,15 @@ impl Backend for Sqlite {
         Box::pin(self.run(true, move |c| approvals::decide(c, &id, approve, &by, answer.as_deref(), &at)))
     }
 
-    fn approval_take(&self, fence: Fence, tool: String, input: String, at: String) -> Fut<'_, Option<ApprovalRecord>> {
-        Box::pin(self.fenced_with(true, fence, move |c| approvals::take(c, fence.chamber, &tool, &input, &at)))
+    fn approval_take(
+        &self,
+        fence: Fence,
+        tool: String,
+        input: String,
+        since: String,
+        at: String,
+    ) -> Fut<'_, Option<ApprovalRecord>> {
+        Box::pin(self.fenced_with(true, fence, move |c| approvals::take(c, fence.chamber, &tool, &input, &since, &at)))
     }
 
     fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
@@ -502,6 +509,51 @@ mod tests {
             path: path.into(),
             created_at: "2026-01-01T00:00:00Z".into(),
         }
+    }
+
+    /// A request is decided once (the second answer names the first), and
+    /// its answer is taken once, by the same call of the same chamber,
+    /// while it is fresh.
+    #[tokio::test]
+    async fn an_approval_is_decided_once_and_taken_once() {
+        let s = Store::open_in_memory().unwrap();
+        let (a, _) = s.add_chamber(new("a", false, "/a")).await.unwrap();
+        let (b, _) = s.add_chamber(new("b", false, "/b")).await.unwrap();
+        let request = |id: &str, chamber: i64| crate::store::ApprovalRecord {
+            id: id.into(),
+            chamber_id: chamber,
+            session: 1,
+            tool: "Bash".into(),
+            input: r#"{"command":"git push"}"#.into(),
+            subject: "git push".into(),
+            reason: String::new(),
+            rule: "the default (ask)".into(),
+            created_at: "2026-11-27T10:00:00.000Z".into(),
+            state: "pending".into(),
+            decided_at: None,
+            decided_by: None,
+            answer: None,
+            used_at: None,
+        };
+        s.approval_add(a.fence(), request("a1", a.id)).await.unwrap();
+        s.approval_add(b.fence(), request("b1", b.id)).await.unwrap();
+        assert_eq!(s.approvals(None, false, 10).await.unwrap().len(), 2);
+        let t = |h: u32| format!("2026-11-27T{h}:00:00.000Z");
+        let take = |fence, since: String| {
+            s.approval_take(fence, "Bash".into(), r#"{"command":"git push"}"#.into(), since, t(13))
+        };
+        assert!(take(a.fence(), t(0)).await.unwrap().is_none(), "a pending request is not an answer");
+        let done = s.approval_decide("a1".into(), true, "operator".into(), None, t(11)).await.unwrap();
+        assert_eq!((done.state.as_str(), done.decided_by.as_deref()), ("approved", Some("operator")));
+        let again = s.approval_decide("a1".into(), false, "hub".into(), None, t(12)).await.unwrap_err().to_string();
+        assert!(again.contains("was approved already (by operator at 2026-11-27T11"), "{again}");
+        assert!(take(a.fence(), t(12)).await.unwrap().is_none(), "an answer older than `since` is not taken");
+        let taken = take(a.fence(), t(10)).await.unwrap().expect("the answer");
+        assert_eq!(taken.id, "a1");
+        assert!(take(a.fence(), t(10)).await.unwrap().is_none(), "taken once");
+        assert!(take(b.fence(), t(0)).await.unwrap().is_none(), "another chamber's request is not this one's");
+        assert_eq!(s.approvals(Some(b.id), true, 10).await.unwrap().len(), 1);
+        assert!(s.approval_decide("zz".into(), true, "x".into(), None, t(12)).await.is_err());
     }
 
     #[tokio::test]
