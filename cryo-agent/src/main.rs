@@ -53,7 +53,7 @@ enum Cmd {
     /// Serve these verbs as MCP tools on standard input and output (cryod
     /// wires this into the agent CLIs it knows).
     Mcp,
-    /// May this tool call run, by the chamber's [approvals]? Prints
+    /// May this tool call run, by the approvals policy of the chamber? Prints
     /// `{"behavior":"allow",…}` or `{"behavior":"deny","message":…}`; a call
     /// that needs a person waits for their answer (up to approval_wait).
     Approval {

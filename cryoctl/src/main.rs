@@ -71,7 +71,7 @@ enum Command {
         #[arg(long, short = 'n', default_value_t = 20)]
         count: u32,
     },
-    /// Tool calls that chambers' [approvals] policies sent to a person:
+    /// Tool calls that chambers' approvals policies sent to a person:
     /// list them (pending ones; `--all` for the decided too), approve or deny.
     #[command(args_conflicts_with_subcommands = true)]
     Approvals {

@@ -24,12 +24,15 @@ pub struct Decision {
     pub line: String,
 }
 
+/// One ask waiting: its ticket, and where its answer goes.
+type Wait = (u64, oneshot::Sender<Decision>);
+
 /// The in-session waits, by request id: each ask of a request waiting in
 /// place (the same call asked twice at once waits twice), each with a
 /// ticket of its own.
 #[derive(Default)]
 pub struct Waiting {
-    waits: Mutex<HashMap<String, Vec<(u64, oneshot::Sender<Decision>)>>>,
+    waits: Mutex<HashMap<String, Vec<Wait>>>,
     next: std::sync::atomic::AtomicU64,
 }
 
@@ -233,7 +236,7 @@ mod tests {
 
     #[test]
     fn links_are_signed_bound_and_expire() {
-        let now = chrono::Utc::now();
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-27T10:00:00Z").unwrap().to_utc();
         let t = link_token("key", "a01", true, now + LINK_TTL);
         assert_eq!(check_link("key", &t, now), Ok(("a01".into(), true)));
         let d = link_token("key", "a01", false, now + LINK_TTL);
