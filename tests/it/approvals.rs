@@ -395,6 +395,29 @@ fn expired_link(key: &str, id: &str) -> String {
     format!("{body}.{sig}")
 }
 
+/// An agent that loosens its policy mid-session gets nothing from it: the
+/// edit is held for the operator, and meanwhile nothing is allowed.
+#[test]
+fn a_policy_loosened_mid_session_allows_nothing() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let loosen = r#"sed -i 's/^default = "deny"/default = "allow"/' cryo.toml
+i=0
+while [ $i -lt 80 ]; do
+  out=$(cryo-agent approval --tool Bash --input '{"command":"make"}')
+  printf '%s\n' "$out" >> answers.out
+  case "$out" in *"does not load now"*) break ;; esac
+  i=$((i+1)); sleep 0.25
+done
+"#;
+    let c = env.chamber("loosen", loosen, "\n[approvals]\ndefault = \"deny\"\n");
+    env.cryoctl(&["chamber", "start", "loosen"]).ok();
+    c.wait_ended(1);
+    let answers = c.read("answers.out");
+    assert!(answers.contains("does not load now"), "the edit was never held: {answers}");
+    assert!(!answers.contains("\"allow\""), "the loosened policy allowed a call: {answers}");
+}
+
 /// A hostile agent floods asks in parallel, tries to answer its own, and
 /// to slip a command in as a TODO's pre-check: at most 20 of a chamber's
 /// requests wait, the rest are refused unasked; the operator's socket does
@@ -490,4 +513,103 @@ fn gemini_cli_asks_before_its_tool_calls() {
 #[test]
 fn pi_asks_before_its_tool_calls() {
     asks_and_denies("pi", crate::agents::pi_provider);
+}
+
+/// ntfy's action buttons and an e-mail's links answer requests: ntfy's
+/// `http` action POSTs the link with the header it names; the e-mail's
+/// link is the same link.
+#[test]
+fn ntfy_actions_and_email_links_answer_requests() {
+    use cryo_tests::receiver::Receiver;
+    let env = Env::new();
+    let r = Receiver::start();
+    let smtp = cryo_tests::smtp::Smtp::start();
+    env.write_secret("smtp.creds", "cryo@example.com\nhunter2\n", 0o600);
+    env.daemon_config(&format!(
+        "[[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\nevents = [\"approval\"]\n\n\
+         [[notify]]\nname = \"mail\"\nkind = \"email\"\nsmtp = \"127.0.0.1:{}\"\ntls = \"none\"\n\
+         from = \"cryo@example.com\"\nto = [\"me@example.com\"]\ncredentials_file = \"{}\"\nevents = [\"approval\"]\n",
+        r.url("/topic"),
+        smtp.port,
+        env.home().join("smtp.creds").display()
+    ));
+    let _d = env.start_daemon();
+    let hub = crate::hub::Hub::of(&env);
+    let ask = r#"for n in 1 2; do cryo-agent approval --tool Bash --input "{\"command\":\"git push $n\"}" --reason "release $n" >> answers.out; echo >> answers.out; done
+cryo-agent hibernate --complete
+"#;
+    let c = env.chamber("notices", ask, "\n[approvals]\nask = [\"Bash(git push*)\"]\napproval_wait = \"2m\"\n");
+    env.cryoctl(&["chamber", "start", "notices"]).ok();
+    let path = |url: &str| url.trim().split_once(hub.addr()).expect("a link to the hub").1.to_string();
+
+    // The first ask: ntfy's Approve button.
+    wait_until_within(SESSION_DEADLINE, "the ntfy notice", || !r.got("/topic").is_empty());
+    let p = &r.got("/topic")[0];
+    assert_eq!(p.header("Priority"), "high");
+    assert!(String::from_utf8_lossy(&p.body).contains("git push 1"), "the call is in the notice");
+    let actions = p.header("Actions").to_string();
+    let approve = actions.split("; ").next().unwrap().split(", ").nth(2).unwrap().to_string();
+    assert!(actions.starts_with("http, Approve, ") && actions.contains("; http, Deny, "), "{actions}");
+    assert!(actions.contains("method=POST, headers.X-Cryo-Csrf=1, clear=true"), "{actions}");
+    let ok = hub.raw("POST", &path(&approve), None, &["X-Cryo-Csrf: 1"], None);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+
+    // The second ask: the e-mail's Deny link.
+    wait_until_within(SESSION_DEADLINE, "the second mail", || smtp.mails().len() >= 2);
+    let mail = smtp.mails()[1].data.replace("=\r\n", "").replace("=3D", "=");
+    assert!(mail.contains("git push 2") && mail.contains("release 2"), "the call and the agent's reason: {mail}");
+    let deny = mail.lines().find_map(|l| l.strip_prefix("Deny: ")).expect("a deny link").to_string();
+    let no = hub.raw("POST", &path(&deny), None, &[], None);
+    assert_eq!(no.status, 200, "{}", no.body);
+
+    c.wait_ended(1);
+    let answers: Vec<Value> =
+        c.read("answers.out").lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers[0]["behavior"], "allow", "{answers:?}");
+    assert_eq!(answers[1]["behavior"], "deny", "{answers:?}");
+    let all = approvals(&env, true);
+    assert!(all.iter().all(|a| a["decided_by"] == "link"), "{all:?}");
+    assert!(all.iter().any(|a| a["reason"] == "release 1"), "{all:?}");
+}
+
+/// The hub's "Needs you" in headless Chromium: each waiting call shown
+/// whole, axe-clean at 390 and 1280 px; Approve and Deny (with a reason)
+/// answer them as `hub`.
+#[test]
+fn the_hubs_needs_you_answers_requests_in_chromium() {
+    let Some(dir) = crate::browser::driver() else {
+        eprintln!("SKIPPED the hub's approvals in Chromium: needs node, /usr/bin/chromium and tests/browser's modules");
+        return;
+    };
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let ask = r#"cryo-agent approval --tool Bash --input '{"command":"git push origin main"}' > one.out &
+cryo-agent approval --tool Bash --input '{"command":"git push --tags\nsecond line"}' > two.out &
+wait
+cryo-agent hibernate --complete
+"#;
+    let c = env.chamber("console", ask, "\n[approvals]\nask = [\"Bash(git push*)\"]\napproval_wait = \"2m\"\n");
+    env.cryoctl(&["chamber", "start", "console"]).ok();
+    wait_until_within(SESSION_DEADLINE, "two requests", || approvals(&env, false).len() == 2);
+    let seen = crate::browser::run_driver(
+        &dir,
+        "approvals.mjs",
+        &env,
+        &[("APPROVE", "git push origin main".into()), ("DENY", "git push --tags\nsecond line".into())],
+    );
+    for width in [390, 1280] {
+        let items = seen[format!("items_{width}")].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), 2, "{seen}");
+        assert!(
+            items.iter().any(|i| i["call"] == "git push --tags\nsecond line"),
+            "the call whole, lines kept: {seen}"
+        );
+        assert!(seen[format!("heading_{width}")].as_str().unwrap().contains("Needs you"), "{seen}");
+        assert_eq!(seen["axe"][format!("needs_you_{width}")], serde_json::json!([]), "{seen}");
+    }
+    c.wait_ended(1);
+    assert!(c.read("one.out").contains("\"allow\""), "{}", c.read("one.out"));
+    assert!(c.read("two.out").contains("not from the hub"), "{}", c.read("two.out"));
+    let all = approvals(&env, true);
+    assert!(all.iter().all(|a| a["decided_by"] == "hub"), "{all:?}");
 }

@@ -590,7 +590,7 @@ mod tests {
         read.sort();
         assert_eq!(names(&OperatorTools::new(refusing(), true)), read);
         let all = OperatorTools::new(refusing(), false);
-        assert_eq!(names(&all).len(), 9, "{:?}", names(&all));
+        assert_eq!(names(&all).len(), 12, "{:?}", names(&all));
         for t in all.tool_router.list_all() {
             let hint = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
             assert_eq!(hint, READ_TOOLS.contains(&t.name.as_ref()), "{}", t.name);

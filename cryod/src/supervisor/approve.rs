@@ -89,10 +89,16 @@ impl Sup {
         let cryo_core::chamber::Call::Todo(crate::supervisor::TodoCall::Add { precheck, .. }) = call else {
             return None;
         };
-        let policy = self.config.as_ref().ok()?.approvals.as_ref()?;
         if precheck.trim().is_empty() {
             return None;
         }
+        // A file that does not load now (an edit held for the operator)
+        // decides nothing: no pre-check is set meanwhile.
+        let config = match &self.config {
+            Ok(c) => c,
+            Err(why) => return Some(format!("cryo.toml does not load now, so no pre-check is set: {why}")),
+        };
+        let policy = config.approvals.as_ref()?;
         let verdict = policy.judge("Bash", &serde_json::json!({ "command": precheck }));
         if verdict.action == Action::Allow {
             return None;
@@ -113,7 +119,17 @@ impl Sup {
             let _ = reply.send(Err(Error::Precondition("this session has ended".into())));
             return;
         }
-        let Some(policy) = self.config.as_ref().ok().and_then(|c| c.approvals.clone()) else {
+        let policy = match &self.config {
+            Ok(c) => c.approvals.clone(),
+            // An edit held for the operator (an agent loosening its own
+            // policy mid-session) allows nothing until it is accepted.
+            Err(why) => {
+                let _ =
+                    reply.send(Ok(Answer::deny(format!("cryo.toml does not load now, so nothing is allowed: {why}"))));
+                return;
+            }
+        };
+        let Some(policy) = policy else {
             let _ = reply.send(Ok(Answer::allow("this chamber has no [approvals] policy")));
             return;
         };
