@@ -29,7 +29,7 @@
 //! agent is told to read it.
 //!
 //! With an `[approvals]` policy each kind asks cryod before its tool calls
-//! instead of running with its prompts off (`asks_approvals`): Claude
+//! instead of running with its prompts off (`approvals`): Claude
 //! Code through `--permission-prompt-tool`, Codex, Qwen Code and Gemini
 //! CLI through a pre-tool hook running `cryo-agent approval --hook`, Pi
 //! through cryo's extension, OpenCode through cryo's plugin
@@ -42,6 +42,7 @@
 //! how each exposes the tools, is in `kinds-mcp.md` beside this file.
 
 use super::Error;
+use approvals::{asks_approvals, claude_asking_line, hook_command, hook_timeout, qwen_defaults};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -421,71 +422,6 @@ fn claude_line(
     line
 }
 
-/// Whether `kind` can ask cryod before its tool calls (an `[approvals]`
-/// policy), each through `cryo-agent`: Claude Code through its permission
-/// prompt tool, an ACP agent through cryod's client, Codex, Qwen Code and
-/// Gemini CLI through a pre-tool hook (`cryo-agent approval --hook`), Pi
-/// through cryo's extension, OpenCode through a plugin; a command of the
-/// user's own asks itself (`cryo-agent approval`). What each was verified
-/// to do is in `agent-events.md`. All but the last need cryo's tools.
-fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> super::Result<()> {
-    match kind {
-        _ if mcp.is_none() && kind != Kind::Other => Err(Error::Setting(
-            "[approvals] needs cryo's own tools for the agent to ask through: set `mcp = true` (and check that \
-             cryo-agent is installed beside cryod)"
-                .into(),
-        )),
-        Kind::Claude if chose(extra, &["--dangerously-skip-permissions", "--permission-prompt-tool"]) => {
-            Err(Error::Setting(
-                "[approvals] decides Claude Code's permissions: remove --dangerously-skip-permissions and \
-                 --permission-prompt-tool from `agent`"
-                    .into(),
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The command a CLI's pre-tool hook runs (`cryo-agent approval --hook`),
-/// for a shell.
-fn hook_command(m: &Mcp, more: &str) -> String {
-    let quoted = format!("'{}'", m.program.replace('\'', "'\\''"));
-    format!("{quoted} approval --hook{more}")
-}
-
-/// How long a CLI lets its hook run: the in-session wait and a margin.
-fn hook_timeout(policy: &cryo_core::approvals::Policy) -> u64 {
-    policy.wait.as_secs() + 60
-}
-
-/// Claude Code's line under an `[approvals]` policy: every tool call but
-/// cryo's own goes to cryo's permission prompt tool (`approval`), which
-/// asks cryod; the tools a rule denies outright are disallowed as well.
-fn claude_asking_line(
-    extra: Vec<String>,
-    prompt_arg: String,
-    chamber: &Path,
-    resume: Option<&str>,
-    mcp: &Mcp,
-    policy: &cryo_core::approvals::Policy,
-) -> KindLine {
-    let mut line = claude_line(extra, prompt_arg, chamber, resume, false, Some(mcp));
-    let at = line.args.iter().position(|a| a == "--").unwrap_or(line.args.len());
-    // cryo's tools only: the rest is the prompt tool's to judge.
-    if let Some(i) = line.args.iter().position(|a| a == "--allowedTools") {
-        line.args[i + 1] = CLAUDE_MCP_TOOLS.into();
-    }
-    let mut more = vec!["--permission-mode".into(), "default".into()];
-    more.extend(["--permission-prompt-tool".into(), format!("{CLAUDE_MCP_TOOLS}__approval")]);
-    let denied: Vec<String> =
-        policy.deny.iter().filter(|r| r.pattern.is_none() && r.tool != "*").map(|r| r.tool.clone()).collect();
-    if !denied.is_empty() {
-        more.extend(["--disallowedTools".into(), denied.join(",")]);
-    }
-    line.args.splice(at..at, more);
-    line
-}
-
 /// Codex's line: `exec --json` in the chamber, without its sandbox unless
 /// the agent line picks one, and the MCP server given by `-c` settings.
 fn codex_args(
@@ -562,28 +498,6 @@ fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: 
     }
     args.push(positional(prompt_arg));
     line
-}
-
-/// Where Qwen Code's system defaults holding cryo's pre-tool hook are
-/// written, in the chamber (named by `QWEN_CODE_SYSTEM_DEFAULTS_PATH`: the
-/// layer below every other, read without the folder's trust; its hooks
-/// add to the user's).
-pub const QWEN_DEFAULTS: &str = ".cryo/qwen-defaults.json";
-
-/// Qwen Code's hook seconds: it ends a hook after a minute whatever its
-/// timeout says (and then runs the call), so the hook asks for at most 50
-/// seconds in the session and is given 55.
-const QWEN_HOOK_SECS: u64 = 55;
-
-/// Qwen Code's system defaults under `[approvals]`: every tool call asks
-/// cryod first (`cryo-agent approval --hook`, waiting at most 50 s: past
-/// that the session parks, as it would past `approval_wait`).
-fn qwen_defaults(m: &Mcp) -> serde_json::Value {
-    let env: serde_json::Map<String, serde_json::Value> =
-        SESSION_VARS.iter().map(|v| (v.to_string(), serde_json::json!(format!("${{{v}}}")))).collect();
-    let hook = serde_json::json!({ "type": "command", "command": hook_command(m, " --wait-at-most 50"),
-        "timeout": QWEN_HOOK_SECS, "env": env });
-    serde_json::json!({ "hooks": { "PreToolUse": [{ "matcher": ".*", "hooks": [hook] }] } })
 }
 
 /// Gemini CLI's workspace settings, in the chamber: cryod sets its own keys
@@ -807,9 +721,6 @@ fn opencode_config(m: &Mcp, provider_env: &BTreeMap<String, String>, plugin: Opt
     Ok(config.to_string())
 }
 
-/// Where cryo's OpenCode plugin (`[approvals]`) is written, in the chamber.
-pub const OPENCODE_PLUGIN: &str = ".cryo/opencode-cryo.mjs";
-
 /// Tools Claude Code may use unattended: what an agent needs to work in its
 /// chamber, `Bash` among them for `cryo-agent`.
 const CLAUDE_TOOLS: &str = "Bash,Read,Edit,Write,Glob,Grep,WebFetch,WebSearch,TodoWrite";
@@ -823,8 +734,10 @@ pub fn agent_bin_dir() -> Option<PathBuf> {
 }
 
 mod account;
+mod approvals;
 mod settings;
 pub use account::{configured_model, provider_account};
+pub use approvals::{OPENCODE_PLUGIN, QWEN_DEFAULTS};
 pub use settings::merge_settings;
 
 #[cfg(test)]
