@@ -105,6 +105,18 @@ pub fn passed_json(p: &v1::PassedSlot) -> serde_json::Value {
 }
 
 /// The stable JSON form of a notifier's delivery (`cryoctl notify`).
+/// An approval request, as `cryoctl approvals --json`, the operator's MCP
+/// tools and the hub show it: its arguments as JSON, empty texts as null.
+pub fn approval_json(a: &v1::Approval) -> serde_json::Value {
+    let input: serde_json::Value = serde_json::from_str(&a.input_json).unwrap_or(serde_json::Value::Null);
+    json!({
+        "id": a.id, "chamber": a.chamber, "session": a.session, "tool": a.tool, "input": input,
+        "subject": a.subject, "reason": null_if_empty(&a.reason), "rule": a.rule, "created_at": a.created_at,
+        "state": a.state, "decided_at": null_if_empty(&a.decided_at), "decided_by": null_if_empty(&a.decided_by),
+        "answer": null_if_empty(&a.answer), "used_at": null_if_empty(&a.used_at),
+    })
+}
+
 pub fn delivery_json(d: &v1::Delivery) -> serde_json::Value {
     json!({
         "at": d.at,

@@ -5,17 +5,7 @@ use cryo_proto::v1 as pb;
 
 use crate::client::{self, Result};
 use crate::{Ctx, output};
-
-fn approval_json(a: &pb::Approval) -> serde_json::Value {
-    let text = |s: &str| if s.is_empty() { serde_json::Value::Null } else { s.into() };
-    let input: serde_json::Value = serde_json::from_str(&a.input_json).unwrap_or(serde_json::Value::Null);
-    serde_json::json!({
-        "id": a.id, "chamber": a.chamber, "session": a.session, "tool": a.tool, "input": input,
-        "subject": a.subject, "reason": text(&a.reason), "rule": a.rule, "created_at": a.created_at,
-        "state": a.state, "decided_at": text(&a.decided_at), "decided_by": text(&a.decided_by),
-        "answer": text(&a.answer), "used_at": text(&a.used_at),
-    })
-}
+use cryo_proto::json::approval_json;
 
 /// `cryoctl approvals [list] [CHAMBER] [--all]`.
 pub async fn list(ctx: Ctx, chamber: Option<String>, all: bool, limit: u32) -> Result<()> {

@@ -181,17 +181,6 @@ fn result(r: Result<(String, Value), Status>) -> CallToolResult {
     }
 }
 
-/// A request as the tools' facts show it.
-fn approval_json(a: &pb::Approval) -> Value {
-    let input: Value = serde_json::from_str(&a.input_json).unwrap_or(Value::Null);
-    json!({
-        "id": a.id, "chamber": a.chamber, "session": a.session, "tool": a.tool, "input": input,
-        "subject": a.subject, "reason": a.reason, "rule": a.rule, "created_at": a.created_at, "state": a.state,
-        "decided_at": j::null_if_empty(&a.decided_at), "decided_by": j::null_if_empty(&a.decided_by),
-        "answer": j::null_if_empty(&a.answer),
-    })
-}
-
 /// One line on a chamber, for people and models alike.
 fn chamber_line(c: &pb::Chamber) -> String {
     let mut parts = vec![format!("{}: {}", c.name, j::state_name(c.state))];
@@ -278,7 +267,7 @@ impl OperatorTools {
         let done = if approve { "approved" } else { "denied" };
         Ok((
             format!("{done} {} ({}: {}) for {}", r.id, r.tool, r.subject, r.chamber),
-            json!({ "approval": approval_json(&r) }),
+            json!({ "approval": j::approval_json(&r) }),
         ))
     }
 
@@ -443,7 +432,7 @@ impl OperatorTools {
                     .map(|a| format!("{} {} [{}] {}: {} ({})", a.id, a.chamber, a.state, a.tool, a.subject, a.rule))
                     .collect();
                 let text = if lines.is_empty() { "no approval request waits".to_string() } else { lines.join("\n") };
-                let list: Vec<Value> = r.approvals.iter().map(approval_json).collect();
+                let list: Vec<Value> = r.approvals.iter().map(j::approval_json).collect();
                 Ok((text, json!({ "approvals": list })))
             }
             .await,

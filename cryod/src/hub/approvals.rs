@@ -18,16 +18,13 @@ use crate::approvals;
 use crate::daemon::approvals::Named;
 use crate::error::Error;
 
-/// A request as the hub's JSON shows it.
+/// A request as the hub's JSON shows it: as everywhere else
+/// (`cryo_proto::json::approval_json`), with the one line that says what
+/// it asks (`what`).
 pub(super) fn approval_value(n: &Named) -> Value {
-    let a = &n.record;
-    let input: Value = serde_json::from_str(&a.input).unwrap_or(Value::Null);
-    json!({
-        "id": a.id, "chamber": n.chamber, "session": a.session, "tool": a.tool, "input": input,
-        "subject": a.subject, "what": approvals::what(a), "reason": a.reason, "rule": a.rule,
-        "created_at": a.created_at, "state": a.state, "decided_at": a.decided_at,
-        "decided_by": a.decided_by, "answer": a.answer, "used_at": a.used_at,
-    })
+    let mut v = cryo_proto::json::approval_json(&crate::convert::approval(n));
+    v["what"] = approvals::what(&n.record).into();
+    v
 }
 
 #[derive(Deserialize, Default)]
