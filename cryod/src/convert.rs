@@ -45,6 +45,23 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         handoffs: v.snap.view.handoffs.clone().unwrap_or_default(),
         archived: v.snap.view.archived,
         sandbox: v.snap.sandbox.map(|m| m.as_str().to_string()).unwrap_or_default(),
+        git: v.snap.git.as_deref().map(git_work),
+    }
+}
+
+/// What a session did on a `[git]` branch, on the wire.
+pub fn git_work(g: &crate::git::Settled) -> pb::GitWork {
+    pb::GitWork {
+        branch: g.branch.clone(),
+        session: g.session,
+        start: g.start.clone(),
+        end: g.end.clone(),
+        commits: g.commits,
+        files: g.files,
+        additions: g.additions,
+        deletions: g.deletions,
+        committed_leftovers: g.committed_leftovers,
+        pull_request: g.pull_request.unwrap_or(0),
     }
 }
 
@@ -94,6 +111,32 @@ pub fn state(s: State) -> pb::ChamberState {
 
 /// The OpenMetrics text of this node's figures (see [`crate::metrics`]):
 /// chambers by state (named as in `--json`, every state shown), admission.
+/// A `[git]` chamber's diff, on the wire.
+pub fn diff(d: crate::git::Diff) -> pb::ChamberDiffReply {
+    pb::ChamberDiffReply {
+        branch: d.branch,
+        base: d.base.unwrap_or_default(),
+        session: d.session.unwrap_or(0),
+        from: d.from,
+        to: d.to,
+        commits: d.commits,
+        files: d
+            .files
+            .into_iter()
+            .map(|f| pb::DiffFile {
+                path: f.path,
+                additions: f.additions.unwrap_or(0),
+                deletions: f.deletions.unwrap_or(0),
+                binary: f.additions.is_none(),
+            })
+            .collect(),
+        additions: d.additions,
+        deletions: d.deletions,
+        patch: d.patch,
+        cut: d.cut,
+    }
+}
+
 pub fn metrics(daemon: &crate::daemon::Daemon) -> String {
     use pb::ChamberState as S;
     let mut gauges = crate::metrics::Gauges::default();
@@ -234,6 +277,7 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
         cost_usd: s.usage.cost_usd.unwrap_or(-1.0),
         provider_session: s.usage.provider_session.clone().unwrap_or_default(),
         resumed_from: s.resumed_from.unwrap_or(0),
+        git: s.git.as_deref().and_then(|j| serde_json::from_str::<crate::git::Settled>(j).ok()).map(|g| git_work(&g)),
     }
 }
 

@@ -26,7 +26,8 @@ const LAYERS: &[&[&str]] = &[
     &["admission", "agent", "watch", "bridges", "zone", "approvals"],
     // The node's trust in its fleet lease (it signals agents' groups).
     // The notifiers (their command runs through `agent::precheck`'s runner).
-    &["lease", "notifier"],
+    // Git-aware chambers (their worktree's commands run jailed, the same way).
+    &["lease", "notifier", "git"],
     // What every chamber task shares.
     &["runtime"],
     // The chamber shell around cryo_core's machine.
@@ -56,7 +57,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         "supervisor",
         &[
             &["budget", "queue", "running", "owner", "outlets"],
-            &["trust", "limits", "replies", "files", "approve"],
+            &["trust", "limits", "replies", "files", "approve", "git"],
             &["boot"],
             &["ledger"],
             &["effects"],

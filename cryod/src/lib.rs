@@ -28,6 +28,7 @@ pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod git;
 pub mod hub;
 #[cfg(test)]
 mod layers;

@@ -50,6 +50,23 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "handoffs": null_if_empty(&c.handoffs),
         "archived": c.archived,
         "sandbox": null_if_empty(&c.sandbox),
+        "git": c.git.as_ref().map(git_work_json),
+    })
+}
+
+/// The stable JSON form of what a session did on a `[git]` branch.
+pub fn git_work_json(g: &v1::GitWork) -> serde_json::Value {
+    json!({
+        "branch": g.branch,
+        "session": g.session,
+        "start": null_if_empty(&g.start),
+        "end": null_if_empty(&g.end),
+        "commits": g.commits,
+        "files": g.files,
+        "additions": g.additions,
+        "deletions": g.deletions,
+        "committed_leftovers": g.committed_leftovers,
+        "pull_request": if g.pull_request == 0 { serde_json::Value::Null } else { json!(g.pull_request) },
     })
 }
 
@@ -89,6 +106,7 @@ pub fn session_json(s: &v1::SessionInfo) -> serde_json::Value {
         "cost_usd": if s.cost_usd < 0.0 { serde_json::Value::Null } else { s.cost_usd.into() },
         "provider_session": null_if_empty(&s.provider_session),
         "resumed_from": if s.resumed_from == 0 { serde_json::Value::Null } else { s.resumed_from.into() },
+        "git": s.git.as_ref().map(git_work_json),
     })
 }
 
@@ -146,6 +164,32 @@ pub fn scheduled_json(w: &v1::ScheduledWake) -> serde_json::Value {
         "note": null_if_empty(&w.note),
         "overdue": w.overdue,
         "held": null_if_empty(&w.held),
+    })
+}
+
+/// The stable JSON form of a `[git]` chamber's diff (`cryoctl chamber diff
+/// --json`, the hub's run diff).
+pub fn diff_json(d: &v1::ChamberDiffReply) -> serde_json::Value {
+    let files: Vec<serde_json::Value> = d
+        .files
+        .iter()
+        .map(|f| match f.binary {
+            true => json!({ "path": f.path, "additions": null, "deletions": null, "binary": true }),
+            false => json!({ "path": f.path, "additions": f.additions, "deletions": f.deletions, "binary": false }),
+        })
+        .collect();
+    json!({
+        "branch": d.branch,
+        "base": null_if_empty(&d.base),
+        "session": if d.session == 0 { serde_json::Value::Null } else { json!(d.session) },
+        "from": d.from,
+        "to": d.to,
+        "commits": d.commits,
+        "files": files,
+        "additions": d.additions,
+        "deletions": d.deletions,
+        "patch": d.patch,
+        "cut": d.cut,
     })
 }
 

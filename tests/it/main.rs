@@ -13,6 +13,7 @@ mod finish;
 mod fleet;
 mod foundation;
 mod gateway;
+mod git;
 mod hostile;
 mod hub;
 mod mcp;

@@ -66,6 +66,9 @@ pub struct Run<'a> {
     pub door: Option<&'a Path>,
     /// What it is, for its systemd scope's description.
     pub what: &'a str,
+    /// Folders it may also read (cryod's copy of a `[git]` chamber's
+    /// repository, which its worktree fetches from).
+    pub readable: &'a [PathBuf],
 }
 
 /// Wraps `run` for the chamber's sandbox and limits; what could not be
@@ -198,7 +201,8 @@ fn policy(
         std::fs::create_dir_all(&dir).map_err(|e| Error::File(format!("cannot create {}: {e}", dir.display())))?;
         writable.push(sandbox::canonical(&dir));
     }
-    let mut readable: Vec<PathBuf> = config.readable.iter().map(|p| sandbox::canonical(p)).collect();
+    let mut readable: Vec<PathBuf> =
+        config.readable.iter().chain(run.readable).map(|p| sandbox::canonical(p)).collect();
     readable.extend(kind.config_files(var).into_iter().filter(|f| f.exists()).map(|f| sandbox::canonical(&f)));
     readable.extend(
         sandbox::program_install(&run.program, run.path, &hidden, &writable).iter().map(|p| sandbox::canonical(p)),

@@ -49,6 +49,11 @@ pub struct Session<'a> {
     pub local_time: String,
     /// The session's own socket (its `CRYO_SOCKET`).
     pub door: &'a Path,
+    /// Where the agent works, if not in its chamber (a `[git]` chamber's
+    /// worktree); the chamber is named in `CRYO_CHAMBER_DIR` either way.
+    pub workdir: Option<&'a Path>,
+    /// Folders it may also read when confined.
+    pub readable: &'a [PathBuf],
     /// On a fleet node, its keeper.
     pub keeper: Option<Keeper>,
     /// A wake decided ahead of its due instant starts its agent at the
@@ -273,8 +278,12 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
             dir.write(rel, text.as_bytes(), NewFile::QUICK).map_err(|e| Error::File(format!("cannot write {e}")))?;
         }
     }
+    // A CLI's workspace settings are read from where it works.
     if let Some((rel, keys)) = &launch.settings {
-        kinds::merge_settings(&dir, Path::new(rel), keys)?;
+        match s.workdir {
+            Some(w) => kinds::merge_settings(&Dir::open(w).map_err(file)?, Path::new(rel), keys)?,
+            None => kinds::merge_settings(&dir, Path::new(rel), keys)?,
+        }
     }
     let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| Error::File(format!("cannot open {e}")))?;
     {
@@ -447,8 +456,15 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     let program =
         crate::paths::find_program(&launch.program, root, &p.path).unwrap_or_else(|| PathBuf::from(&launch.program));
     let what = format!("cryo {} session {}", s.jail.chamber, s.number);
-    let run =
-        Run { arg0: &launch.program, program, args: &launch.args, path: &p.path, door: Some(s.door), what: &what };
+    let run = Run {
+        arg0: &launch.program,
+        program,
+        args: &launch.args,
+        path: &p.path,
+        door: Some(s.door),
+        what: &what,
+        readable: s.readable,
+    };
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
     let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
@@ -504,12 +520,13 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     } else {
         cmd.stderr(clone(log_file)?);
     }
-    cmd.current_dir(root)
+    cmd.current_dir(s.workdir.unwrap_or(root))
         .process_group(0)
         .kill_on_drop(false)
         .env("PATH", &p.path)
         .env("CRYO_SOCKET", s.door)
         .env("CRYO_CHAMBER", s.jail.chamber)
+        .env("CRYO_CHAMBER_DIR", root)
         .env("CRYO_SESSION", s.number.to_string())
         .env("CRYO_WAKE_ID", s.wake_id)
         .env("CRYO_SESSION_TOKEN", s.token)

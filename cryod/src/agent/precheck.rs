@@ -100,6 +100,11 @@ pub async fn shell(
 /// with its environment alone, `stdin` given to it (else none), its output
 /// captured, for at most `timeout`. The whole group ends with it.
 pub async fn run_prepared(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>, timeout: Duration) -> Ran {
+    run_capped(dir, p, stdin, timeout, MAX_OUTPUT).await
+}
+
+/// [`run_prepared`], keeping at most `cap` bytes of each output.
+pub async fn run_capped(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>, timeout: Duration, cap: u64) -> Ran {
     use std::os::unix::process::ExitStatusExt;
     use tokio::io::AsyncWriteExt;
     let mut cmd = tokio::process::Command::new(&p.program);
@@ -128,8 +133,11 @@ pub async fn run_prepared(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8
     let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
         tokio::spawn(async move {
             let mut out = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(MAX_OUTPUT).read_to_end(&mut out).await;
+            if let Some(mut p) = pipe {
+                let _ = (&mut p).take(cap).read_to_end(&mut out).await;
+                // The rest is read and dropped: a full pipe would stall
+                // the command until its time limit.
+                let _ = tokio::io::copy(&mut p, &mut tokio::io::sink()).await;
             }
             String::from_utf8_lossy(&out).into_owned()
         })

@@ -71,6 +71,7 @@ struct Raw {
     sync: Option<RawSync>,
     history: Option<RawHistory>,
     approvals: Option<RawApprovals>,
+    git: Option<git::RawGit>,
     // Legacy keys (see LEGACY_KEYS): any value is accepted.
     max_retries: Option<toml::Value>,
     watch_inbox: Option<toml::Value>,
@@ -211,6 +212,10 @@ pub struct ChamberConfig {
     /// refused (`None`: the section is absent, and the agent's CLI runs
     /// with its permission prompts off, as before).
     pub approvals: Option<cryo_core::approvals::Policy>,
+    /// `[git]`: the repository the sessions work in, each in a worktree on
+    /// the chamber's branch (`None`: the chamber folder is the working
+    /// folder, as before).
+    pub git: Option<Git>,
     /// `session` and `resume_max_*`: whether sessions continue one
     /// provider conversation.
     pub continuity: cryo_core::session::Continuity,
@@ -304,6 +309,7 @@ pub struct Loaded {
 
 pub use self::error::ConfigError;
 use self::error::{Lines, PathError};
+pub use self::git::{Git, Mode as GitMode, Repo};
 
 /// Largest `cryo.toml` read (a configuration, not a data file).
 pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
@@ -478,7 +484,17 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let provider = provider(raw.provider.take(), dir, &lines)?;
     let writable = folders("writable", raw.writable.take(), dir, &lines)?;
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
-    let reach = reach(dir, &writable, &readable, &provider);
+    let github = raw.sync.as_ref().is_some_and(|s| s.github.is_some());
+    let git = raw.git.take().map(|g| git::parse(g, dir, github, &lines)).transpose()?;
+    let mut reach = reach(dir, &writable, &readable, &provider);
+    // A repository named in the chamber may be a link the agent moves.
+    if let Some(Git { repo: Repo::Path(p), .. }) = &git {
+        let places = [dir.to_path_buf()].into_iter().chain(writable.iter().cloned()).collect::<Vec<_>>();
+        reach.extend(
+            Some(Reach::new("git", p.clone()))
+                .filter(|r| places.iter().any(|w| r.named.starts_with(w) || r.resolved.starts_with(w))),
+        );
+    }
     super::trust::fold_resolved(&mut trust, &reach);
     let sync = raw.sync;
     Ok(Loaded {
@@ -499,6 +515,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
             mcp: raw.mcp.unwrap_or(true),
             budget: raw.budget.unwrap_or_default(),
             approvals,
+            git,
             continuity,
             precheck,
             precheck_timeout,
@@ -841,5 +858,6 @@ fn continuity(raw: &Raw, lines: &Lines) -> Result<cryo_core::session::Continuity
 }
 
 mod error;
+pub mod git;
 #[cfg(test)]
 mod tests;

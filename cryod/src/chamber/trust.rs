@@ -37,8 +37,9 @@ pub const KEYS: &[&str] = &[
 ];
 
 /// Settings the operator must accept that have a digest only when set:
-/// `approvals` (which tool calls run, wait for a person, or are refused).
-pub const LATER_KEYS: &[&str] = &["approvals"];
+/// `approvals` (which tool calls run, wait for a person, or are refused)
+/// and `git` (which repository cryod fetches, and where it pushes).
+pub const LATER_KEYS: &[&str] = &["approvals", "git"];
 
 /// Each of [`KEYS`] and the digest of its value in `table` (absent keys
 /// have a digest too: removing a limit is a change).

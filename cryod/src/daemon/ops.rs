@@ -42,6 +42,30 @@ impl Daemon {
         }
     }
 
+    /// What a `[git]` chamber's branch changed since it left its base, or
+    /// session `session`'s changes (read from cryod's copy of its
+    /// repository, on the node that runs it).
+    pub async fn chamber_diff(&self, v: &ChamberView, session: Option<u64>) -> Result<crate::git::Diff> {
+        if self.elsewhere(v) {
+            return Err(Error::Precondition(format!(
+                "{} runs on another node: ask cryoctl there (its repository's copy is kept by that node)",
+                v.record.name
+            )));
+        }
+        let root = std::path::PathBuf::from(&v.record.path);
+        let system = self.0.shared.system_zone.get();
+        let at = root.clone();
+        let loaded = crate::chamber::blocking(move || crate::chamber::config::load(&at, system)).await?;
+        let config = loaded.map_err(|e| Error::Precondition(e.to_string()))?.config;
+        let Some(git_config) = config.git else {
+            return Err(Error::Precondition(format!("{} has no [git] section in its cryo.toml", v.record.name)));
+        };
+        let git = crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.0))?);
+        let store = crate::git::Place::store_of(&self.0.shared.places.state_dir, v.record.id);
+        let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &git_config };
+        crate::git::diff(&git, &place, session).await.map_err(|e| Error::Precondition(e.0))
+    }
+
     /// Replaces a chamber's `plan.md` (through its supervisor, the one writer).
     pub async fn write_plan(&self, v: &ChamberView, text: &str) -> Result<()> {
         let text = text.to_string();

@@ -349,7 +349,7 @@ impl Answer {
 }
 
 pub(super) fn with_view(v: &ChamberView, view: View) -> ChamberView {
-    ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None } }
+    ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None, git: None } }
 }
 
 fn unexpected(a: Answer) -> Error {

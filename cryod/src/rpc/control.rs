@@ -55,6 +55,13 @@ impl Control for ControlService {
         Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name).await? }))
     }
 
+    async fn chamber_diff(&self, req: Request<pb::ChamberDiffRequest>) -> R<pb::ChamberDiffReply> {
+        let req = req.into_inner();
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        let d = self.daemon.chamber_diff(&v, (req.session > 0).then_some(req.session)).await?;
+        Ok(Response::new(convert::diff(d)))
+    }
+
     async fn usage(&self, req: Request<pb::UsageRequest>) -> R<pb::UsageReply> {
         let req = req.into_inner();
         let only = match req.chamber {

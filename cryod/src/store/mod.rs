@@ -191,6 +191,9 @@ pub struct SessionRow {
     pub resumed_from: Option<u64>,
     /// The conversation it left to resume (see [`SessionEnd::thread`]).
     pub thread: Option<(u32, u64)>,
+    /// What it did on a `[git]` chamber's branch (`crate::git::Settled`,
+    /// as JSON).
+    pub git: Option<String>,
 }
 
 /// A scheduled slot that passed without a session: a pre-check said there
@@ -228,7 +231,7 @@ pub struct UsageRow {
 /// The columns of a [`SessionRow`], in order (the same in SQLite and PostgreSQL).
 pub const SESSION_COLUMNS: &str = "number, wake_id, trigger, due_at, started_at, lateness_ms, ended_at, outcome,
     model, input_tokens, output_tokens, cached_tokens, cost_usd, provider_session, provider,
-    resumed_from, thread_sessions, thread_tokens";
+    resumed_from, thread_sessions, thread_tokens, git";
 
 /// The columns of a [`PassedSlot`], in order.
 pub const PASSED_COLUMNS: &str = "slot_at, todo_id, todo_text, what, reason, at";
@@ -361,6 +364,8 @@ pub trait Backend: Send + Sync + 'static {
     fn record_wake(&self, fence: Fence, wake: WakeRecord) -> Fut<'_, ()>;
     fn session_started(&self, fence: Fence, start: SessionStart) -> Fut<'_, ()>;
     fn session_ended(&self, fence: Fence, end: SessionEnd) -> Fut<'_, ()>;
+    /// What session `number` did on a `[git]` chamber's branch (JSON).
+    fn set_session_git(&self, fence: Fence, number: u64, json: String) -> Fut<'_, ()>;
     fn last_session_number(&self, chamber: i64) -> Fut<'_, u64>;
     /// The most recent sessions of a chamber, newest first.
     fn recent_sessions(&self, chamber: i64, limit: u32) -> Fut<'_, Vec<SessionRow>>;

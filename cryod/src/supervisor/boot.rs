@@ -72,6 +72,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         None => ledger_rows(&shared, record.id).await,
     };
     let last_session = newest_number(rows.newest.as_ref(), &root);
+    // What the newest session did on a `[git]` branch, for the status.
+    let git_last =
+        rows.newest.as_ref().and_then(|s| s.git.as_deref()).and_then(|j| serde_json::from_str(j).ok()).map(Arc::new);
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
@@ -149,6 +152,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         callers: Default::default(),
         todos_written: todos_read,
         bridges: crate::bridges::Bridges::new(changed),
+        git_open: None,
+        git_last,
     };
     launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await
 }

@@ -94,15 +94,30 @@ impl Sup {
             }
             Effect::Spawn { session, wake_id, token, prompt, resume } => {
                 let approvals = self.config.as_ref().ok().and_then(|c| c.approvals.clone());
+                // A `[git]` chamber's worktree first: the session works
+                // there, or does not start (never in the user's checkout).
+                let ready = match self.git_prepare(session).await {
+                    Ok(ready) => ready,
+                    Err(line) => return Some(Input::Spawned { result: Err(Failed(line)), notes: Vec::new() }),
+                };
+                let prompt = match &ready {
+                    Some(r) => format!("{}{prompt}", r.prompt(&self.root)),
+                    None => prompt,
+                };
                 let turn = Turn {
                     prompt: &prompt,
                     prompt_file: launch::PROMPT_FILE,
                     resume: resume.as_deref(),
                     approvals: approvals.as_ref(),
                 };
-                let (result, notes) = match self.spawn_agent(session, &wake_id, &token, turn).await {
-                    Ok((pid, notes)) => (Ok(pid), notes),
-                    Err(e) => (Err(e), Vec::new()),
+                let workdir = ready.as_ref().map(|r| r.worktree.as_path());
+                let mut notes = ready.as_ref().map(|r| r.notes.clone()).unwrap_or_default();
+                let result = match self.spawn_agent(session, &wake_id, &token, turn, workdir).await {
+                    Ok((pid, more)) => {
+                        notes.extend(more);
+                        Ok(pid)
+                    }
+                    Err(e) => Err(e),
                 };
                 return Some(Input::Spawned { result, notes });
             }
@@ -229,7 +244,6 @@ impl Sup {
         config: &crate::chamber::config::ChamberConfig,
         command: &str,
     ) -> crate::agent::Result<crate::agent::precheck::Prepared> {
-        use crate::agent::precheck::Prepared;
         // A key file that cannot be read leaves its key out: the agent's
         // spawn says why.
         let mut env = config.agent_env().unwrap_or_else(|_| config.provider_env.clone());
@@ -238,23 +252,39 @@ impl Sup {
         if config.timezone_set {
             env.insert("TZ".into(), config.timezone.name().to_string());
         }
-        let jail = self.jail(config).await?;
         let args = vec!["-c".to_string(), command.to_string()];
-        let path = std::env::var("PATH").unwrap_or_default();
         let what = format!("cryo {} pre-check", self.machine.name());
-        let run =
-            launch::Run { arg0: "sh", program: "/bin/sh".into(), args: &args, path: &path, door: None, what: &what };
+        self.confined(config, ("sh", "/bin/sh".into()), &args, env, (&what, &[])).await
+    }
+
+    /// `program` (named `arg0`) with `args`, as the chamber's agent would
+    /// run: under its sandbox and limits, with `env` over its environment
+    /// (the confined allowlist and a private TMPDIR, else cryod's own),
+    /// described as `what`, and able to read `readable` too.
+    pub(super) async fn confined(
+        &self,
+        config: &crate::chamber::config::ChamberConfig,
+        (arg0, program): (&str, PathBuf),
+        args: &[String],
+        env: std::collections::BTreeMap<String, String>,
+        (what, readable): (&str, &[PathBuf]),
+    ) -> crate::agent::Result<crate::agent::precheck::Prepared> {
+        use crate::agent::precheck::Prepared;
+        let jail = self.jail(config).await?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        let run = launch::Run { arg0, program, args, path: &path, door: None, what, readable };
         let mut notes = Vec::new();
         let confined = launch::confine(&jail, &env, run, &mut notes)?;
-        let Some(tmp) = confined.tmp else {
+        let mut all: std::collections::BTreeMap<String, String> = match &confined.tmp {
             // Unconfined: cryod's own environment, as for its agent.
-            let mut p = Prepared::shell(command, &env);
-            (p.program, p.args) = (confined.program, confined.args);
-            return Ok(p);
+            None => std::env::vars().collect(),
+            Some(tmp) => {
+                let mut kept: std::collections::BTreeMap<String, String> =
+                    std::env::vars().filter(|(k, _)| crate::agent::sandbox::env_kept(k)).collect();
+                kept.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
+                kept
+            }
         };
-        let mut all: std::collections::BTreeMap<String, String> =
-            std::env::vars().filter(|(k, _)| crate::agent::sandbox::env_kept(k)).collect();
-        all.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
         all.extend(env);
         Ok(Prepared { program: confined.program, args: confined.args, env: all })
     }
@@ -408,6 +438,7 @@ impl Sup {
         wake_id: &str,
         token: &str,
         turn: Turn<'_>,
+        workdir: Option<&Path>,
     ) -> Result<(u32, Vec<String>), Failed> {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
@@ -432,7 +463,10 @@ impl Sup {
         let trace = self.shared.otlp.trace(self.last_trace);
         let gateway = Some(self.through_gateway(number, watch.as_ref(), trace.clone()).await);
         let jail = self.jail(config).await.map_err(Failed::of)?;
+        let readable = if config.git.is_some() { vec![self.git_store()] } else { Vec::new() };
         let session = launch::Session {
+            workdir,
+            readable: &readable,
             jail,
             number,
             wake_id,

@@ -15,6 +15,7 @@ mod boot;
 pub mod budget;
 mod effects;
 mod files;
+mod git;
 mod ledger;
 mod limits;
 mod outlets;
@@ -216,6 +217,8 @@ pub struct Snapshot {
     /// The sandbox its sessions run under (none while `cryo.toml` does
     /// not load, or for another node's chamber).
     pub sandbox: Option<crate::config::Sandbox>,
+    /// What the last session did on a `[git]` chamber's branch.
+    pub git: Option<std::sync::Arc<crate::git::Settled>>,
 }
 
 /// A cheap handle to a supervisor.
@@ -266,6 +269,11 @@ struct Sup {
     fell_back: Option<String>,
     /// The last wake's root span, which the next one's links to.
     last_trace: Option<crate::otlp::Context>,
+    /// The session whose `[git]` worktree was made ready, until its work
+    /// is kept.
+    git_open: Option<u64>,
+    /// What the last session did on the `[git]` branch.
+    git_last: Option<Arc<crate::git::Settled>>,
 }
 
 /// How far the due instant the scheduler `told` is ahead of the clock's
@@ -549,7 +557,8 @@ impl Sup {
     fn publish(&mut self) {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
         let sandbox = self.config.as_ref().ok().map(|c| self.sandbox_of(c));
-        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox };
+        let git = self.git_last.clone();
+        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox, git };
         if self.outlets.show(snap) {
             self.shared.notify(self.id, NoticeKind::Status);
         }

@@ -2,6 +2,7 @@
 //! file per group of verbs beside this one.
 
 mod add;
+mod diff;
 mod life;
 mod mail;
 mod status;
@@ -229,6 +230,20 @@ pub enum ChamberCmd {
         #[arg(long, short = 'n', default_value_t = 10)]
         count: u32,
     },
+    /// What a [git] chamber's branch changed since it left its base (or one
+    /// session's changes): each file's lines added and deleted, then the
+    /// patch.
+    Diff {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        /// One session's changes (its number, as `chamber status` and the log show).
+        #[arg(long, value_name = "N")]
+        session: Option<u64>,
+        /// The files and their counts only, no patch.
+        #[arg(long)]
+        stat: bool,
+    },
     /// Create (or replace) the chamber's webhook secret and print the hub URL
     /// senders POST to and the secret, once (`POST /hooks/CHAMBER`, signed
     /// with HMAC-SHA256 as GitHub does; the payload arrives marked untrusted).
@@ -333,6 +348,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Remove { chamber } => remove(&ctx, chamber).await,
         ChamberCmd::Move { chamber, to } => move_to(&ctx, chamber, to).await,
         ChamberCmd::Hook { chamber } => hook(&ctx, chamber).await,
+        ChamberCmd::Diff { chamber, session, stat } => diff::diff(&ctx, chamber, session, stat).await,
         ChamberCmd::Schedule { chamber, count } => {
             let r = chamber_ref(chamber.as_deref())?;
             super::schedule::run(&ctx, Some(r), count).await

@@ -290,8 +290,11 @@ pub fn command_line(
     let extra = words;
     let model = named_model(&extra);
     let prompt_arg = if prompt.len() > MAX_PROMPT_ARG {
+        // Whole: the agent may work elsewhere than its chamber (a worktree).
+        let file = chamber.join(prompt_file);
         format!(
-            "Your instructions for this session are in the file {prompt_file} (too long to pass here). Read it now and follow it."
+            "Your instructions for this session are in the file {} (too long to pass here). Read it now and follow it.",
+            file.display()
         )
     } else {
         prompt.to_string()

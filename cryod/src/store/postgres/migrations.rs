@@ -191,6 +191,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX cryo_approvals_by_chamber ON cryo_approvals (chamber_id, created_at);
     CREATE INDEX cryo_approvals_pending ON cryo_approvals (created_at) WHERE state = 'pending';",
+    // 10: what a session did on a [git] chamber's branch (JSON).
+    "ALTER TABLE cryo_sessions ADD COLUMN git text;",
 ];
 
 /// The schema version this build writes.

@@ -256,6 +256,7 @@ fn session_row(r: &Row) -> SessionRow {
         },
         resumed_from: r.get::<_, Option<i64>>(15).map(|n| n as u64),
         thread: r.get::<_, Option<i64>>(16).map(|n| (n as u32, r.get::<_, Option<i64>>(17).unwrap_or(0) as u64)),
+        git: r.get(18),
     }
 }
 
@@ -436,6 +437,14 @@ impl Backend for Postgres {
                 ],
             )
             .await
+        })
+    }
+
+    fn set_session_git(&self, fence: Fence, number: u64, json: String) -> Fut<'_, ()> {
+        Box::pin(async move {
+            let sql = "UPDATE cryo_sessions SET git = $5 WHERE chamber_id = (SELECT id FROM f) AND number = $4 \
+                       RETURNING 1::int8 AS r";
+            self.write(fence, sql, &[&(number as i64), &json]).await
         })
     }
 

@@ -167,6 +167,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX approvals_by_chamber ON approvals (chamber_id, created_at);
     CREATE INDEX approvals_pending ON approvals (created_at) WHERE state = 'pending';",
+    // 13: what a session did on a [git] chamber's branch (JSON).
+    "ALTER TABLE sessions ADD COLUMN git TEXT;",
 ];
 
 /// The schema version this build writes.

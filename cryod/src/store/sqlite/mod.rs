@@ -362,6 +362,14 @@ impl Backend for Sqlite {
         }))
     }
 
+    fn set_session_git(&self, fence: Fence, number: u64, json: String) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            let sql = "UPDATE sessions SET git = ?3 WHERE chamber_id = ?1 AND number = ?2";
+            exec(c, sql, params![fence.chamber, number as i64, json])?;
+            Ok(())
+        }))
+    }
+
     fn last_session_number(&self, chamber: i64) -> Fut<'_, u64> {
         Box::pin(self.call(move |c| sessions::last_session_number(c, chamber)))
     }

@@ -51,6 +51,7 @@ pub(super) fn recent_sessions(
                     (Some(n), t) => Some((n as u32, t.unwrap_or(0) as u64)),
                     _ => None,
                 },
+                git: r.get(18)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

@@ -1,0 +1,173 @@
+//! The git program, run two ways.
+//!
+//! - **Trusted**: on cryod's own copy of the chamber's repository (its
+//!   state folder, out of the agent's reach), with the user's git setup
+//!   (credentials, ssh) but none of the repository's hooks.
+//! - **Jailed**: on the worktree, whose `.git` the agent can rewrite (its
+//!   config can name a program for git to run): as the chamber's agent
+//!   runs (its sandbox, its environment), so nothing there reaches further
+//!   than the agent itself does.
+//!
+//! Data only moves from the worktree to cryod's copy by `git fetch`, whose
+//! far side (`upload-pack`) is the one command git runs safely in a
+//! repository it does not trust (`gitsecurityboundary(7)`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::agent::precheck::{self, Prepared, Ran};
+
+/// Most bytes of a command's output read (a patch is cut there).
+pub const MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+
+/// How long a local command may take.
+const LOCAL: Duration = Duration::from_secs(120);
+/// How long a fetch, clone or push may take.
+pub const NETWORK: Duration = Duration::from_secs(600);
+
+/// Settings every command of cryod's is given, over any file's: no hooks,
+/// no file-system monitor, no signing prompt, no pager.
+const HARDENED: &[&str] = &[
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "tag.gpgSign=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "protocol.ext.allow=never",
+];
+
+/// Why a git command did not do its job: one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+/// The git program and how to run it.
+#[derive(Debug, Clone)]
+pub struct Git {
+    /// The program, as found on cryod's `PATH`.
+    pub program: PathBuf,
+    /// How commands on the worktree run (the chamber's confinement, its
+    /// program being `program`, its arguments those given); none for
+    /// cryod's reads of its own copy alone.
+    jail: Option<Prepared>,
+}
+
+/// What a command printed.
+pub struct Out {
+    pub stdout: String,
+}
+
+impl Git {
+    /// git as found on `PATH`, its worktree commands run as `jail` (the
+    /// chamber's confinement of the git program, arguments to come).
+    pub fn new(program: PathBuf, mut jail: Prepared) -> Git {
+        isolate(&mut jail.env);
+        Git { program, jail: Some(jail) }
+    }
+
+    /// git for cryod's own copy only (its worktree commands refused).
+    pub fn trusted_only(program: PathBuf) -> Git {
+        Git { program, jail: None }
+    }
+
+    /// Finds the git program on cryod's `PATH`.
+    pub fn find() -> Result<PathBuf, Failed> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|d| d.join("git"))
+            .find(|p| p.is_file())
+            .ok_or_else(|| Failed("the git program is not on cryod's PATH ([git] needs it: install git)".into()))
+    }
+
+    /// `git ARGS` on cryod's own copy (`GIT_DIR` = `store`).
+    pub async fn trusted(&self, store: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
+        let mut env: std::collections::BTreeMap<String, String> =
+            std::env::vars().filter(|(k, _)| !k.starts_with("GIT_")).collect();
+        env.insert("GIT_DIR".into(), store.to_string_lossy().into_owned());
+        env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
+        env.entry("GIT_SSH_COMMAND".into()).or_insert_with(|| "ssh -o BatchMode=yes".into());
+        let p = Prepared { program: self.program.clone(), args: with(HARDENED, args), env };
+        finish(precheck::run_capped(Some(store), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
+    }
+
+    /// `git ARGS` in `dir` (the chamber or its worktree), confined as the
+    /// chamber's agent is.
+    pub async fn jailed(&self, dir: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
+        let mut p = self.jail.clone().ok_or_else(|| Failed("no jail to run git in the worktree".into()))?;
+        p.args.extend(with(HARDENED, args));
+        finish(precheck::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
+    }
+}
+
+/// `pre` then `args`, as the arguments of a command.
+fn with(pre: &[&str], args: &[&str]) -> Vec<OsString> {
+    pre.iter().chain(args).map(OsString::from).collect()
+}
+
+/// A jailed git reads no file of the user's (hidden from the agent) nor of
+/// the system's, and asks nobody anything.
+fn isolate(env: &mut std::collections::BTreeMap<String, String>) {
+    env.retain(|k, _| !k.starts_with("GIT_"));
+    env.insert("GIT_CONFIG_GLOBAL".into(), "/dev/null".into());
+    env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
+    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
+}
+
+/// A command's result: its output, or one line saying what failed (git's
+/// own first `fatal:`/`error:` line when it wrote one).
+fn finish(ran: Ran, args: &[&str]) -> Result<Out, Failed> {
+    let verb = args.iter().find(|a| !a.starts_with('-')).copied().unwrap_or("git");
+    match ran {
+        Ran::Exited { code: 0, stdout, .. } => Ok(Out { stdout }),
+        Ran::Exited { code, stderr, .. } => {
+            let said = stderr
+                .lines()
+                .map(str::trim)
+                .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+                .or_else(|| stderr.lines().map(str::trim).find(|l| !l.is_empty()))
+                .unwrap_or("")
+                .to_string();
+            Err(Failed(if said.is_empty() {
+                format!("git {verb} exited {code}")
+            } else {
+                format!("git {verb}: {said}")
+            }))
+        }
+        other => Err(Failed(format!("git {verb} {}", other.failure()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A jailed git reads neither the user's nor the system's settings.
+    #[test]
+    fn a_jailed_git_reads_no_settings_but_the_repositorys() {
+        let mut env = std::collections::BTreeMap::new();
+        env.insert("GIT_DIR".to_string(), "/elsewhere".to_string());
+        env.insert("PATH".to_string(), "/usr/bin".to_string());
+        isolate(&mut env);
+        assert_eq!(env.get("GIT_DIR"), None);
+        assert_eq!(env.get("GIT_CONFIG_GLOBAL").map(String::as_str), Some("/dev/null"));
+        assert_eq!(env.get("GIT_CONFIG_NOSYSTEM").map(String::as_str), Some("1"));
+    }
+
+    #[test]
+    fn a_failure_is_gits_own_line() {
+        let ran = Ran::Exited {
+            code: 128,
+            stdout: String::new(),
+            stderr: "hint: x\nfatal: couldn't find remote ref refs/heads/nope\n".into(),
+        };
+        let e = finish(ran, &["fetch", "--no-tags"]).map(|_| ()).unwrap_err();
+        assert_eq!(e.0, "git fetch: fatal: couldn't find remote ref refs/heads/nope");
+    }
+}

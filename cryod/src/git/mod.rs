@@ -1,0 +1,591 @@
+//! Git-aware chambers (`[git]` in `cryo.toml`): each session works in a
+//! worktree of the chamber's own, on the chamber's branch, and what it
+//! changed is kept, counted and shown.
+//!
+//! Two repositories per chamber:
+//! - **cryod's copy** (`STATE/git/ID.git`, bare): out of the agent's
+//!   reach. It fetches the base from `repo`, keeps the chamber's branch,
+//!   marks where each session began and ended (`refs/cryo/sessions/N/…`,
+//!   so a session's diff is exact even after a rebase), and pushes.
+//! - **the worktree** (`CHAMBER/worktree`): a clone of cryod's copy, the
+//!   agent's working folder and its to change (a sandboxed agent may
+//!   write it and its chamber, not the user's checkout). Every git command
+//!   cryod runs there runs jailed as the agent (see [`cmd`]).
+//!
+//! Before a session ([`prepare`]): what an earlier session left unsettled
+//! (cryod stopped mid-session) is settled; the base is fetched; the branch
+//! is made from it the first time (or from `repo`'s branch of that name);
+//! the worktree is made (`mode = "session"`: afresh each session) or its
+//! view of the base brought up to date. After it ([`settle`]): whatever
+//! the agent left uncommitted is committed to the branch with a message
+//! naming the session, cryod's copy fetches the branch, and (with `push`)
+//! pushes it. A repository in a state this cannot be done in (locked,
+//! mid-merge, a base it lacks) is one line, and the session does not run:
+//! cryo never falls back to the user's checkout.
+
+pub mod cmd;
+
+use std::path::{Path, PathBuf};
+
+pub use cmd::{Failed, Git};
+
+use crate::chamber::config::{Git as Config, GitMode};
+use crate::chamber::{Dir, NewFile};
+use cryo_files::Kind;
+
+/// The worktree's folder in the chamber.
+pub const WORKTREE: &str = "worktree";
+
+/// In cryod's copy: the session whose work is not settled yet.
+const OPEN: &str = "cryo-open";
+
+/// The longest patch a diff shows (the rest is cut, and said so).
+pub const MAX_PATCH: usize = 4 * 1024 * 1024;
+
+/// One chamber's repositories and settings.
+pub struct Place<'a> {
+    pub chamber: &'a str,
+    /// The chamber's folder.
+    pub root: &'a Path,
+    /// cryod's copy.
+    pub store: PathBuf,
+    pub config: &'a Config,
+}
+
+impl Place<'_> {
+    /// cryod's copy of chamber `id`'s repository, in its state folder.
+    pub fn store_of(state_dir: &Path, id: i64) -> PathBuf {
+        state_dir.join("git").join(format!("{id}.git"))
+    }
+
+    pub fn branch(&self) -> String {
+        self.config.branch_of(self.chamber)
+    }
+
+    pub fn worktree(&self) -> PathBuf {
+        self.root.join(WORKTREE)
+    }
+}
+
+/// A prepared worktree: where the session works, and what the prompt says.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub worktree: PathBuf,
+    pub branch: String,
+    /// The base's name (`main`, `refs/tags/v2`).
+    pub base: String,
+    /// Its commit now.
+    pub base_tip: String,
+    /// The branch's commit the session begins at.
+    pub start: String,
+    /// Commits the base gained since the last session (`None`: the first).
+    pub moved: Option<u64>,
+    /// An earlier session's work, settled only now (cryod stopped in it).
+    pub settled_before: Option<Settled>,
+    /// Lines for the session's block in `cryo.log`.
+    pub notes: Vec<String>,
+}
+
+impl Ready {
+    /// What the session's prompt opens with.
+    pub fn prompt(&self, root: &Path) -> String {
+        let base = match self.moved {
+            None => format!("The base is `{}` (at {}).", self.base, short(&self.base_tip)),
+            Some(0) => format!(
+                "The base is `{}` (at {}): base moved: 0 commits since your last session.",
+                self.base,
+                short(&self.base_tip)
+            ),
+            Some(n) => format!(
+                "The base is `{}` (at {}): base moved: {n} commit{} since your last session. Rebase or merge onto `origin/{}` as your plan says.",
+                self.base,
+                short(&self.base_tip),
+                if n == 1 { "" } else { "s" },
+                self.base.trim_start_matches("refs/heads/"),
+            ),
+        };
+        format!(
+            "GIT: your working folder is {wt}, a git worktree on branch `{branch}`. {base} Commit your work on \
+             `{branch}` as you go: what you leave uncommitted is committed for you when the session ends. The \
+             chamber's own files (plan.md, NOTES.md, todo.json, messages/) are in {root} ($CRYO_CHAMBER_DIR), \
+             not in the worktree.\n\n",
+            wt = self.worktree.display(),
+            branch = self.branch,
+            root = root.display(),
+        )
+    }
+}
+
+/// What a session did on the branch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Settled {
+    pub session: u64,
+    pub branch: String,
+    /// Its first and last commits (`start` empty: not known, cryod's copy
+    /// was made again since).
+    pub start: String,
+    pub end: String,
+    /// Commits from `start` to `end`.
+    pub commits: u64,
+    pub files: u64,
+    pub additions: u64,
+    pub deletions: u64,
+    /// cryod committed what the agent left.
+    pub committed_leftovers: bool,
+    /// The pull request's number, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<u64>,
+    /// What went wrong after the work was kept (a push refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Settled {
+    /// One line for `cryo.log` and status.
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "git: {} commit{} on {} ({} file{}, +{} -{})",
+            self.commits,
+            if self.commits == 1 { "" } else { "s" },
+            self.branch,
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            self.additions,
+            self.deletions
+        );
+        if self.committed_leftovers {
+            line.push_str("; cryo committed what the agent left");
+        }
+        if let Some(n) = self.pull_request {
+            line.push_str(&format!("; pull request #{n}"));
+        }
+        line
+    }
+}
+
+/// The first seven hex digits of a commit.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(7)]
+}
+
+/// The base as fetched: its name, where `repo` has it, and where cryod's
+/// copy keeps it (a branch stays a branch, so the worktree's clone sees it
+/// as `origin/NAME`; a tag a tag).
+struct Base {
+    name: String,
+    remote: String,
+    local: String,
+}
+
+/// The base `config` names, or `repo`'s default branch.
+async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
+    let name = match &p.config.base {
+        Some(b) => b.clone(),
+        None => {
+            let repo = p.config.repo.as_arg();
+            let out = git.trusted(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"], true).await?;
+            out.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("ref: ")?.split_once('\t').map(|(r, _)| r.to_string()))
+                .ok_or_else(|| {
+                    Failed(format!(
+                        "{repo} names no default branch (its HEAD): set [git] base to the branch to work from"
+                    ))
+                })?
+        }
+    };
+    if let Some(tag) = name.strip_prefix("refs/tags/") {
+        return Ok(Base { name: name.clone(), remote: name.clone(), local: format!("refs/tags/{tag}") });
+    }
+    if name.starts_with("refs/") && !name.starts_with("refs/heads/") {
+        return Err(Failed(format!("[git] base {name:?} is neither a branch nor a tag (refs/tags/…)")));
+    }
+    let branch = name.trim_start_matches("refs/heads/").to_string();
+    Ok(Base { remote: format!("refs/heads/{branch}"), local: format!("refs/heads/{branch}"), name: branch })
+}
+
+/// Makes cryod's copy if it is not there.
+async fn ensure_store(git: &Git, p: &Place<'_>) -> Result<(), Failed> {
+    if p.store.join("HEAD").is_file() {
+        return Ok(());
+    }
+    let parent = p.store.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).map_err(|e| Failed(format!("cannot create {}: {e}", parent.display())))?;
+    git.trusted(parent, &["init", "-q", "--bare", "--", &p.store.to_string_lossy()], false).await?;
+    Ok(())
+}
+
+/// The commit `rev` names in cryod's copy, if any.
+async fn rev(git: &Git, p: &Place<'_>, rev: &str) -> Result<Option<String>, Failed> {
+    let out = git.trusted(&p.store, &["rev-parse", "-q", "--verify", &format!("{rev}^{{commit}}")], false).await;
+    match out {
+        Ok(o) => Ok(Some(o.stdout.trim().to_string())),
+        // Exit 1, nothing said: no such ref.
+        Err(Failed(line)) if line.ends_with("exited 1") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn set_ref(git: &Git, p: &Place<'_>, name: &str, sha: &str) -> Result<(), Failed> {
+    git.trusted(&p.store, &["update-ref", name, sha], false).await.map(|_| ())
+}
+
+/// The session whose work is not settled yet, if one is open.
+fn open_session(p: &Place<'_>) -> Option<u64> {
+    std::fs::read_to_string(p.store.join(OPEN)).ok()?.trim().parse().ok()
+}
+
+/// Whether the worktree is there as cryo made it: a folder (not a link)
+/// holding a `.git` folder.
+fn worktree_state(p: &Place<'_>) -> Result<Option<bool>, Failed> {
+    let d = Dir::open(p.root).map_err(|e| Failed(e.to_string()))?;
+    match d.kind(Path::new(WORKTREE)) {
+        Ok(None) => Ok(None),
+        Ok(Some(Kind::Folder)) => Ok(Some(matches!(d.kind(&Path::new(WORKTREE).join(".git")), Ok(Some(Kind::Folder))))),
+        _ => Err(Failed(format!(
+            "{} is not a folder cryo made (a link or a file took its place): move it away, and the next session \
+             makes the worktree again",
+            p.worktree().display()
+        ))),
+    }
+}
+
+/// Gets the worktree ready for session `session`: see the module's doc.
+pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Failed> {
+    ensure_store(git, p).await?;
+    let mut notes = Vec::new();
+    // A session cryod stopped in: its work is settled first.
+    let settled_before = match open_session(p) {
+        Some(n) if n != session => Some(settle(git, p, n).await?),
+        _ => None,
+    };
+    if let Some(s) = &settled_before {
+        notes.push(format!("session {}'s work, settled now: {}", s.session, s.line()));
+    }
+    let base = base(git, p).await?;
+    let repo = p.config.repo.as_arg();
+    let spec = format!("+{}:{}", base.remote, base.local);
+    let fetched =
+        git.trusted(&p.store, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec], true).await;
+    fetched.map_err(|e| match e.0.contains("couldn't find remote ref") {
+        true => Failed(format!("the base {:?} is not in {repo}: set [git] base to a branch it has", base.name)),
+        false => Failed(format!("cannot fetch the base from {repo}: {e}")),
+    })?;
+    let tip =
+        rev(git, p, &base.local).await?.ok_or_else(|| Failed(format!("the base {:?} names no commit", base.name)))?;
+    let moved = match rev(git, p, "refs/cryo/seen").await? {
+        None => None,
+        Some(seen) if seen == tip => Some(0),
+        Some(seen) => Some(count(git, p, &seen, &tip).await?),
+    };
+    set_ref(git, p, "refs/cryo/seen", &tip).await?;
+    let branch = p.branch();
+    let local = format!("refs/heads/{branch}");
+    if rev(git, p, &local).await?.is_none() {
+        // `repo`'s branch of that name (an earlier life of the chamber's
+        // work), else the base.
+        let spec = format!("+{local}:{local}");
+        let args = ["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec];
+        if git.trusted(&p.store, &args, true).await.is_err() {
+            set_ref(git, p, &local, &tip).await?;
+            notes.push(format!("git: branch {branch} made from {} at {}", base.name, short(&tip)));
+        } else {
+            notes.push(format!("git: branch {branch} taken from {repo}"));
+        }
+    }
+    let start = rev(git, p, &local).await?.unwrap_or_default();
+    let wt = p.worktree();
+    match worktree_state(p)? {
+        Some(true) if p.config.mode == GitMode::Worktree => {
+            // Locked or mid-merge: the session does not start in it.
+            stuck(p)?;
+            // Its view of the base (and of the branch) brought up to date.
+            let mut args = vec!["fetch", "-q", "--prune", "origin"];
+            if base.local.starts_with("refs/tags/") {
+                args.push("--tags");
+            }
+            git.jailed(&wt, &args, true).await.map_err(|e| Failed(format!("in {}: {e}", wt.display())))?;
+        }
+        state => {
+            if state.is_some() {
+                // `session` mode's last one (settled), or one whose `.git`
+                // is gone: kept aside, never deleted unseen.
+                let aside = format!("{WORKTREE}.before-{session}");
+                match (p.config.mode, state) {
+                    (GitMode::Session, Some(true)) => remove(&wt)?,
+                    _ => {
+                        std::fs::rename(&wt, p.root.join(&aside))
+                            .map_err(|e| Failed(format!("cannot move {} aside: {e}", wt.display())))?;
+                        notes.push(format!("git: {} held no repository; moved to {aside}", wt.display()));
+                    }
+                }
+            }
+            clone(git, p, &branch).await?;
+        }
+    }
+    set_ref(git, p, &format!("refs/cryo/sessions/{session}/start"), &start).await?;
+    cryo_files::write_file(&p.store.join(OPEN), format!("{session}\n").as_bytes(), NewFile::DURABLE)
+        .map_err(|e| Failed(e.to_string()))?;
+    Ok(Ready { worktree: wt, branch, base: base.name, base_tip: tip, start, moved, settled_before, notes })
+}
+
+/// Commits from `from` to `to`.
+async fn count(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<u64, Failed> {
+    let out = git.trusted(&p.store, &["rev-list", "--count", &format!("{from}..{to}")], false).await?;
+    Ok(out.stdout.trim().parse().unwrap_or(0))
+}
+
+/// A fresh worktree: cryod's copy cloned (as the agent would, so nothing
+/// of it is written outside the chamber), with an identity of its own.
+async fn clone(git: &Git, p: &Place<'_>, branch: &str) -> Result<(), Failed> {
+    let store = p.store.to_string_lossy();
+    let args = ["clone", "-q", "--no-local", "--branch", branch, "--", &store, WORKTREE];
+    git.jailed(p.root, &args, true).await.map_err(|e| Failed(format!("cannot make the worktree: {e}")))?;
+    let wt = p.worktree();
+    let email = format!("{}@cryo.invalid", p.chamber);
+    let name = format!("{} (cryo)", p.chamber);
+    for (key, value) in [("user.name", name.as_str()), ("user.email", email.as_str())] {
+        git.jailed(&wt, &["config", key, value], false).await?;
+    }
+    Ok(())
+}
+
+/// Removes a worktree (a link in it is removed, never followed).
+fn remove(wt: &Path) -> Result<(), Failed> {
+    std::fs::remove_dir_all(wt).map_err(|e| Failed(format!("cannot remove {}: {e}", wt.display())))
+}
+
+/// Keeps session `session`'s work: see the module's doc.
+pub async fn settle(git: &Git, p: &Place<'_>, session: u64) -> Result<Settled, Failed> {
+    ensure_store(git, p).await?;
+    let branch = p.branch();
+    let local = format!("refs/heads/{branch}");
+    let wt = p.worktree();
+    let mut settled = Settled { session, branch: branch.clone(), ..Settled::default() };
+    if worktree_state(p)? == Some(true) {
+        stuck(p)?;
+        let status = git.jailed(&wt, &["status", "--porcelain", "-z", "--untracked-files=all"], false).await?;
+        if !status.stdout.is_empty() {
+            git.jailed(&wt, &["add", "-A"], false).await?;
+            let message = format!(
+                "cryo: what session {session} left uncommitted\n\nCommitted by cryod when session {session} of \
+                 chamber {} ended.",
+                p.chamber
+            );
+            git.jailed(&wt, &["commit", "-q", "--no-verify", "-m", &message], false).await?;
+            settled.committed_leftovers = true;
+        }
+        let wt_arg = wt.to_string_lossy();
+        let head = git.jailed(&wt, &["symbolic-ref", "-q", "HEAD"], false).await.map(|o| o.stdout.trim().to_string());
+        let spec = match head.as_deref() {
+            Ok(h) if h == local => format!("+{local}:{local}"),
+            // The agent left the branch: where it was is kept too.
+            other => {
+                let at = other.clone().unwrap_or_else(|_| "a detached HEAD".into());
+                settled.notes.push(format!(
+                    "git: the worktree was on {at}, not {branch}: kept as refs/cryo/sessions/{session}/head"
+                ));
+                format!("+HEAD:refs/cryo/sessions/{session}/head")
+            }
+        };
+        let both = format!("+{local}:{local}");
+        let mut args = vec!["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &wt_arg, &spec];
+        if spec.starts_with("+HEAD") {
+            args.push(&both);
+        }
+        git.trusted(&p.store, &args, true)
+            .await
+            .map_err(|e| Failed(format!("cannot keep the worktree's work: {e}")))?;
+    } else {
+        settled.notes.push(format!("git: {} was gone when session {session} ended", wt.display()));
+    }
+    let end = rev(git, p, &local).await?.unwrap_or_default();
+    let start = rev(git, p, &format!("refs/cryo/sessions/{session}/start")).await?.unwrap_or_default();
+    if !end.is_empty() {
+        set_ref(git, p, &format!("refs/cryo/sessions/{session}/end"), &end).await?;
+    }
+    if !start.is_empty() && !end.is_empty() {
+        settled.commits = count(git, p, &start, &end).await?;
+        let stat = numstat(git, p, &start, &end).await?;
+        settled.files = stat.len() as u64;
+        settled.additions = stat.iter().filter_map(|f| f.additions).sum();
+        settled.deletions = stat.iter().filter_map(|f| f.deletions).sum();
+    }
+    (settled.start, settled.end) = (start, end);
+    if p.config.mode == GitMode::Session && worktree_state(p)? == Some(true) {
+        remove(&wt)?;
+    }
+    let _ = std::fs::remove_file(p.store.join(OPEN));
+    Ok(settled)
+}
+
+/// A worktree git cannot commit in: locked, or mid-merge or rebase.
+fn stuck(p: &Place<'_>) -> Result<(), Failed> {
+    let d = Dir::open(&p.worktree()).map_err(|e| Failed(e.to_string()))?;
+    let has = |rel: &str| matches!(d.kind(Path::new(".git").join(rel).as_path()), Ok(Some(_)));
+    let wt = p.worktree();
+    if has("index.lock") {
+        return Err(Failed(format!(
+            "the worktree is locked: {}/.git/index.lock is there (a git command crashed, or still runs): remove it \
+             once no git runs there",
+            wt.display()
+        )));
+    }
+    for (mark, what, abort) in [
+        ("MERGE_HEAD", "a merge", "merge --abort"),
+        ("rebase-merge", "a rebase", "rebase --abort"),
+        ("rebase-apply", "a rebase", "rebase --abort"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick", "cherry-pick --abort"),
+        ("REVERT_HEAD", "a revert", "revert --abort"),
+    ] {
+        if has(mark) {
+            return Err(Failed(format!(
+                "the worktree {} is in the middle of {what}: finish it, or undo it with `git -C {} {abort}`",
+                wt.display(),
+                wt.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One file of a diff.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileChange {
+    pub path: String,
+    /// `None` for a binary file.
+    pub additions: Option<u64>,
+    pub deletions: Option<u64>,
+}
+
+/// What changed between two commits of the branch.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Diff {
+    pub branch: String,
+    pub base: Option<String>,
+    pub session: Option<u64>,
+    pub from: String,
+    pub to: String,
+    pub commits: u64,
+    pub files: Vec<FileChange>,
+    pub additions: u64,
+    pub deletions: u64,
+    pub patch: String,
+    /// The patch was longer than [`MAX_PATCH`] and is cut there.
+    pub cut: bool,
+}
+
+async fn numstat(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<Vec<FileChange>, Failed> {
+    let out = git.trusted(&p.store, &["diff", "--numstat", "-z", "--no-renames", from, to, "--"], false).await?;
+    Ok(parse_numstat(&out.stdout))
+}
+
+/// `git diff --numstat -z --no-renames`: `ADDED\tDELETED\tPATH\0` each
+/// (`-` for a binary file's counts).
+fn parse_numstat(text: &str) -> Vec<FileChange> {
+    text.split('\0')
+        .filter(|r| !r.is_empty())
+        .filter_map(|r| {
+            let mut parts = r.splitn(3, '\t');
+            let (a, d, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(FileChange { path: path.to_string(), additions: a.parse().ok(), deletions: d.parse().ok() })
+        })
+        .collect()
+}
+
+/// Session `session`'s changes, or (none) the branch's since it left the
+/// base.
+pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff, Failed> {
+    if !p.store.join("HEAD").is_file() {
+        return Err(Failed("no session has worked in the repository yet".into()));
+    }
+    let branch = p.branch();
+    let local = format!("refs/heads/{branch}");
+    let to_branch = rev(git, p, &local).await?;
+    let (from, to, base) = match session {
+        Some(n) => {
+            let at = |end: &str| format!("refs/cryo/sessions/{n}/{end}");
+            let gone = || {
+                Failed(format!(
+                    "session {n} left no record in the repository (it ran without [git], or its work was never kept)"
+                ))
+            };
+            let from = rev(git, p, &at("start")).await?.ok_or_else(gone)?;
+            let to = rev(git, p, &at("end")).await?.ok_or_else(gone)?;
+            (from, to, None)
+        }
+        None => {
+            let to = to_branch.ok_or_else(|| Failed(format!("the branch {branch} is not made yet")))?;
+            let b = base(git, p).await.ok();
+            let seen = match &b {
+                Some(b) => rev(git, p, &b.local).await?,
+                None => None,
+            };
+            let from = match seen {
+                Some(tip) => git.trusted(&p.store, &["merge-base", &tip, &to], false).await?.stdout.trim().to_string(),
+                None => to.clone(),
+            };
+            (from, to, b.map(|b| b.name))
+        }
+    };
+    let files = numstat(git, p, &from, &to).await?;
+    let out = git
+        .trusted(
+            &p.store,
+            &["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", &from, &to, "--"],
+            false,
+        )
+        .await?;
+    let mut patch = out.stdout;
+    let cut = patch.len() > MAX_PATCH;
+    if cut {
+        let mut at = MAX_PATCH;
+        while !patch.is_char_boundary(at) {
+            at -= 1;
+        }
+        patch.truncate(at);
+    }
+    Ok(Diff {
+        commits: count(git, p, &from, &to).await?,
+        additions: files.iter().filter_map(|f| f.additions).sum(),
+        deletions: files.iter().filter_map(|f| f.deletions).sum(),
+        branch,
+        base,
+        session,
+        from,
+        to,
+        files,
+        patch,
+        cut,
+    })
+}
+
+/// Removes the worktree and cryod's copy when the chamber is removed or
+/// reset; the branch's name and tip are returned for `history/`.
+pub async fn prune(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
+    let kept = match p.store.join("HEAD").is_file() {
+        true => rev(git, p, &format!("refs/heads/{}", p.branch())).await?.map(|sha| format!("{} {sha}\n", p.branch())),
+        false => None,
+    };
+    if worktree_state(p).ok().flatten().is_some() {
+        remove(&p.worktree())?;
+    }
+    if p.store.exists() {
+        std::fs::remove_dir_all(&p.store).map_err(|e| Failed(format!("cannot remove {}: {e}", p.store.display())))?;
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numstat_lines() {
+        let text = "3\t1\tsrc/a.rs\0-\t-\timg.png\0";
+        let files = parse_numstat(text);
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0], FileChange { path: "src/a.rs".into(), additions: Some(3), deletions: Some(1) });
+        assert_eq!(files[1].additions, None);
+    }
+}
