@@ -92,8 +92,8 @@ fn two_chambers_on_one_repository_work_apart_and_leave_the_checkout_alone() {
     let b = env.chamber("b", &agent(&work("b")), &git_toml(&env, "b", &main, ""));
     env.cryoctl(&["chamber", "start", "a"]).ok();
     env.cryoctl(&["chamber", "start", "b"]).ok();
-    a.wait_ended(1);
-    b.wait_ended(1);
+    wait_kept(&a, 1);
+    wait_kept(&b, 1);
     for (c, other) in [(&a, "b"), (&b, "a")] {
         let wt = c.dir.join("worktree");
         assert_eq!(
@@ -135,4 +135,156 @@ fn two_chambers_on_one_repository_work_apart_and_leave_the_checkout_alone() {
     assert_eq!(sh(&main, "git rev-parse HEAD"), head);
     assert_eq!(sh(&main, "git branch --format='%(refname:short)'"), "main\n", "no branch pushed without `push`");
     assert_eq!(std::fs::read_to_string(main.join("wip.txt")).unwrap(), "the user's own unfinished work\n");
+}
+
+/// Waits until `n` sessions' work is kept (each says so in `cryo.log`,
+/// after its session's block ends).
+fn wait_kept(c: &Chamber, n: usize) {
+    c.wait_ended(n);
+    let kept = || c.cryo_log().lines().filter(|l| l.contains("] git: ") && l.contains(" commit")).count();
+    wait_until(&format!("{}: {n} sessions' work kept; cryo.log:\n{}", c.name, c.cryo_log()), || kept() >= n);
+}
+
+/// Waits until `rel` is in the chamber's folder.
+fn wait_file(c: &Chamber, rel: &str) {
+    wait_until(&format!("{}: {rel}; cryo.log:\n{}", c.name, c.cryo_log()), || c.dir.join(rel).exists());
+}
+
+#[test]
+fn the_base_moving_is_told_and_a_crash_mid_session_loses_nothing() {
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let main = checkout(&env);
+    let script = agent(
+        "case $CRYO_SESSION in\n\
+         1) echo one > one.txt ;;\n\
+         2) echo two > two.txt; touch \"$CRYO_CHAMBER_DIR/in-2\"; while :; do sleep 0.2; done ;;\n\
+         *) ls > \"$CRYO_CHAMBER_DIR/seen-$CRYO_SESSION.txt\" ;;\n\
+         esac",
+    );
+    let c = env.chamber("c", &script, &git_toml(&env, "c", &main, ""));
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_kept(&c, 1);
+    // The base gains two commits between sessions.
+    sh(&main, "echo x > x && git add x && git commit -qm x && echo y > y && git add y && git commit -qm y");
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    wait_file(&c, "in-2");
+    let prompt = c.read("prompt-2.txt");
+    assert!(prompt.contains("base moved: 2 commits since your last session"), "{prompt}");
+    // cryod dies mid-session, the agent's work uncommitted.
+    d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    let _d = env.start_daemon();
+    // The interrupted session's work is run again, or a wake asked for.
+    if !c.dir.join("seen-3.txt").exists() {
+        let _ = env.cryoctl(&["chamber", "wake", "c"]);
+    }
+    wait_file(&c, "seen-3.txt");
+    let log = c.cryo_log();
+    assert!(log.contains("session 2's work, settled now: git: 1 commit on cryo/c"), "{log}");
+    let d2 = diff(&env, &["c", "--session", "2"]);
+    assert_eq!(paths(&d2), vec!["two.txt".to_string()], "{d2}");
+    assert!(d2["patch"].as_str().unwrap().contains("+two"), "{d2}");
+    // Session 3 started from the branch, with session 2's work on it.
+    let seen = c.read("seen-3.txt");
+    assert!(seen.contains("one.txt") && seen.contains("two.txt") && seen.contains("x"), "{seen}");
+    let wt = c.dir.join("worktree");
+    let subjects = sh(&wt, "git log --format=%s cryo/c");
+    assert!(subjects.contains("what session 2 left uncommitted"), "{subjects}");
+    assert!(c.read("prompt-3.txt").contains("base moved: 0 commits"), "{}", c.read("prompt-3.txt"));
+    // The whole branch against its base: both sessions' files, not the base's.
+    let whole = diff(&env, &["c"]);
+    assert_eq!(paths(&whole), vec!["one.txt".to_string(), "two.txt".to_string()], "{whole}");
+}
+
+#[test]
+fn a_repository_cryod_cannot_prepare_holds_the_chamber_with_its_line() {
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let main = checkout(&env);
+    let attention = |c: &Chamber| status(&env, c)["attention"].as_str().unwrap_or_default().to_string();
+    // A base the repository does not have: the session does not start.
+    let nobase = env.chamber("nobase", &agent("touch ran"), &git_toml(&env, "nobase", &main, "base = \"nope\"\n"));
+    let said = env.cryoctl(&["chamber", "start", "nobase"]).fails(1).to_string();
+    assert!(said.contains("the base \"nope\" is not in"), "{said}");
+    wait_until("the missing base's line", || attention(&nobase).contains("the base \"nope\" is not in"));
+    assert!(attention(&nobase).contains("set [git] base to a branch it has"), "{}", attention(&nobase));
+    assert!(!nobase.dir.join("where-1.txt").exists(), "the agent ran");
+    assert!(!nobase.dir.join("worktree").exists());
+    // A worktree left locked: held until the lock goes.
+    let locked = env.chamber("locked", &agent("touch ran"), &git_toml(&env, "locked", &main, ""));
+    env.cryoctl(&["chamber", "start", "locked"]).ok();
+    wait_kept(&locked, 1);
+    std::fs::write(locked.dir.join("worktree/.git/index.lock"), "").unwrap();
+    env.cryoctl(&["chamber", "wake", "locked"]).ok();
+    wait_until("the lock's line", || attention(&locked).contains("the worktree is locked"));
+    assert!(attention(&locked).contains("remove it once no git runs there"), "{}", attention(&locked));
+    assert!(!locked.dir.join("where-2.txt").exists(), "the agent ran in a locked worktree");
+    assert!(locked.cryo_log().contains("agent could not start: git: the worktree is locked"), "{}", locked.cryo_log());
+    std::fs::remove_file(locked.dir.join("worktree/.git/index.lock")).unwrap();
+    // Mid-merge: held too, with what to do.
+    let wt = locked.dir.join("worktree");
+    std::fs::write(wt.join(".git/MERGE_HEAD"), sh(&wt, "git rev-parse HEAD")).unwrap();
+    let _ = env.cryoctl(&["chamber", "wake", "locked"]);
+    wait_until("the merge's line", || attention(&locked).contains("in the middle of a merge"));
+    std::fs::remove_file(wt.join(".git/MERGE_HEAD")).unwrap();
+    env.cryoctl(&["chamber", "wake", "locked"]).ok();
+    // The sessions that could not start had numbers of their own.
+    let ran_again = || {
+        std::fs::read_dir(&locked.dir).unwrap().flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("where-") && name != "where-1.txt"
+        })
+    };
+    wait_until("a session once the worktree is clear", ran_again);
+    // The user's checkout was never used instead.
+    assert_eq!(sh(&main, "git status --porcelain"), "?? wip.txt\n");
+    assert!(!main.join("ran").exists());
+}
+
+/// Under each sandbox: the agent commits in its worktree, and cannot
+/// write the user's checkout.
+fn confined(mode: &str) {
+    if !have_git() {
+        return;
+    }
+    if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
+        eprintln!("SKIPPED git under {mode}: {why}");
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let main = checkout(&env);
+    let work = format!(
+        "echo mine > mine.txt && git add mine.txt && git commit -q -m mine && echo committed > \"$CRYO_CHAMBER_DIR/committed\"\n\
+         echo loose > loose.txt\n\
+         if touch {main}/evil 2>/dev/null; then echo yes; else echo no; fi > \"$CRYO_CHAMBER_DIR/wrote-main\"",
+        main = main.display()
+    );
+    let extra = format!("sandbox = \"{mode}\"\n");
+    let toml = format!("{extra}{}", git_toml(&env, "c", &main, ""));
+    let c = env.chamber("c", &agent(&work), &toml);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_kept(&c, 1);
+    assert_eq!(c.read("committed").trim(), "committed", "git works in the worktree: {}", c.cryo_log());
+    assert_eq!(c.read("wrote-main").trim(), "no", "the user's checkout is not writable");
+    assert!(!main.join("evil").exists());
+    assert!(c.cryo_log().contains("git: 2 commits on cryo/c"), "{}", c.cryo_log());
+    let d = diff(&env, &["c", "--session", "1"]);
+    assert_eq!(paths(&d), vec!["loose.txt".to_string(), "mine.txt".to_string()], "{d}");
+}
+
+#[test]
+fn git_under_bwrap() {
+    confined("bwrap");
+}
+
+#[test]
+fn git_under_landlock() {
+    confined("landlock");
 }
