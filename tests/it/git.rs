@@ -288,3 +288,51 @@ fn git_under_bwrap() {
 fn git_under_landlock() {
     confined("landlock");
 }
+
+/// The one `history/*/git.txt` of a chamber (after a reset or removal).
+fn history_git(c: &Chamber) -> String {
+    let history = c.dir.join("history");
+    let dirs =
+        std::fs::read_dir(&history).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    let texts: Vec<String> = dirs.iter().filter_map(|d| std::fs::read_to_string(d.join("git.txt")).ok()).collect();
+    assert_eq!(texts.len(), 1, "one git.txt in {}", history.display());
+    texts[0].clone()
+}
+
+#[test]
+fn a_fresh_worktree_each_session_and_none_kept_past_a_reset_or_removal() {
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let main = checkout(&env);
+    let work = "echo $CRYO_SESSION >> count.txt\nls -a > \"$CRYO_CHAMBER_DIR/ls-$CRYO_SESSION.txt\"\ntouch untracked-$CRYO_SESSION";
+    let s = env.chamber("s", &agent(work), &git_toml(&env, "s", &main, "mode = \"session\"\n"));
+    env.cryoctl(&["chamber", "start", "s"]).ok();
+    wait_kept(&s, 1);
+    assert!(!s.dir.join("worktree").exists(), "a session's worktree goes with it");
+    env.cryoctl(&["chamber", "wake", "s"]).ok();
+    wait_kept(&s, 2);
+    let ls = s.read("ls-2.txt");
+    assert!(ls.contains("count.txt") && ls.contains("untracked-1") && !ls.contains("untracked-2"), "{ls}");
+    let d = diff(&env, &["s"]);
+    assert_eq!(paths(&d), ["count.txt", "untracked-1", "untracked-2"].map(String::from).to_vec(), "{d}");
+    // A reset prunes the worktree and cryod's copy; history keeps the
+    // branch's name, and its commits in a bundle git fetches from.
+    env.cryoctl(&["chamber", "reset", "s", "--yes"]).ok();
+    let kept = history_git(&s);
+    assert!(kept.starts_with("branch cryo/s at "), "{kept}");
+    let fetch = kept.lines().find_map(|l| l.strip_prefix("its commits: ")).expect("the bundle's line").to_string();
+    sh(&main, &fetch);
+    assert_eq!(sh(&main, "git show cryo/s:count.txt"), "1\n2\n", "the branch's work, from the bundle");
+    assert!(!env.state_dir().join("git/1.git").exists(), "cryod's copy is pruned");
+    // A removal prunes as well.
+    let w = env.chamber("w", &agent("touch work"), &git_toml(&env, "w", &main, ""));
+    env.cryoctl(&["chamber", "start", "w"]).ok();
+    wait_kept(&w, 1);
+    assert!(w.dir.join("worktree/work").exists());
+    env.cryoctl(&["chamber", "remove", "w"]).ok();
+    assert!(!w.dir.join("worktree").exists(), "the worktree is pruned");
+    assert!(history_git(&w).starts_with("branch cryo/w at "), "{}", history_git(&w));
+}

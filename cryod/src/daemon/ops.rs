@@ -42,6 +42,40 @@ impl Daemon {
         }
     }
 
+    /// A `[git]` chamber removed or reset: its worktree and cryod's copy of
+    /// its repository go; the branch's commits are kept in a bundle in
+    /// cryod's state folder, and `history_rel/git.txt` in the chamber says
+    /// where. What fails is logged: the removal or reset stands.
+    async fn prune_git(&self, v: &ChamberView, history_rel: &str) {
+        let root = std::path::PathBuf::from(&v.record.path);
+        let system = self.0.shared.system_zone.get();
+        let at = root.clone();
+        let Ok(Ok(loaded)) = crate::chamber::blocking(move || crate::chamber::config::load(&at, system)).await else {
+            return;
+        };
+        let (Some(config), Ok(program)) = (loaded.config.git, crate::git::Git::find()) else { return };
+        let git = crate::git::Git::trusted_only(program);
+        let state = &self.0.shared.places.state_dir;
+        let store = crate::git::Place::store_of(state, v.record.id);
+        let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &config };
+        let stamp = history_rel.rsplit('/').next().unwrap_or(history_rel).to_string();
+        let kept = state.join("git").join("kept");
+        match crate::git::prune(&git, &place, &kept, &format!("{}-{stamp}", v.record.id)).await {
+            Ok(Some(text)) => {
+                let rel = std::path::Path::new(history_rel);
+                let written = crate::chamber::Dir::open(&root).and_then(|d| {
+                    d.make_dirs(rel)?;
+                    d.write(&rel.join("git.txt"), text.as_bytes(), crate::chamber::NewFile::DURABLE).map(drop)
+                });
+                if let Err(error) = written {
+                    tracing::warn!(chamber = %v.record.name, %error, "cannot write the branch's name into history/");
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(chamber = %v.record.name, %error, "cannot prune the worktree"),
+        }
+    }
+
     /// What a `[git]` chamber's branch changed since it left its base, or
     /// session `session`'s changes (read from cryod's copy of its
     /// repository, on the node that runs it).
@@ -129,6 +163,8 @@ impl Daemon {
         }
         let fence = self.chambers().get(&v.record.id).map(|e| e.record.fence()).unwrap_or(v.record.fence());
         self.ask(v.record.id, Event::Remove).await?;
+        let stamp = self.0.shared.clock.now().format("%Y%m%dT%H%M%SZ");
+        self.prune_git(&v, &format!("history/removed-{stamp}")).await;
         self.0.shared.store.remove_chamber(fence).await?;
         self.chambers_mut().remove(&v.record.id);
         self.0.shared.names.unlink(&v.record.name);
@@ -225,6 +261,7 @@ impl Daemon {
             self.ask(v.record.id, |reply| Event::Stop { wait: true, reply }).await??;
         }
         let dir = self.ask(v.record.id, Event::Reset).await??;
+        self.prune_git(&v, &dir).await;
         Ok((self.view_of(v.record.id).unwrap_or(v), dir))
     }
 

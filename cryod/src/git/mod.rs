@@ -560,20 +560,29 @@ pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff
     })
 }
 
-/// Removes the worktree and cryod's copy when the chamber is removed or
-/// reset; the branch's name and tip are returned for `history/`.
-pub async fn prune(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
-    let kept = match p.store.join("HEAD").is_file() {
-        true => rev(git, p, &format!("refs/heads/{}", p.branch())).await?.map(|sha| format!("{} {sha}\n", p.branch())),
-        false => None,
-    };
+/// Removes the worktree and cryod's copy (the chamber is removed or
+/// reset). The branch's commits are kept first, as a bundle in `kept` (a
+/// folder of cryod's, named with `stamp`); returns what `history/` keeps of
+/// it: the branch's name, its commit, and where the bundle is.
+pub async fn prune(git: &Git, p: &Place<'_>, kept: &Path, stamp: &str) -> Result<Option<String>, Failed> {
+    let mut said = None;
+    if p.store.join("HEAD").is_file() {
+        let branch = p.branch();
+        if let Some(sha) = rev(git, p, &format!("refs/heads/{branch}")).await? {
+            std::fs::create_dir_all(kept).map_err(|e| Failed(format!("cannot create {}: {e}", kept.display())))?;
+            let file = kept.join(format!("{stamp}-{}.bundle", branch.replace('/', "-")));
+            let path = file.to_string_lossy();
+            git.trusted(&p.store, &["bundle", "create", "-q", &path, &format!("refs/heads/{branch}")], true).await?;
+            said = Some(format!("branch {branch} at {sha}\nits commits: git fetch {path} {branch}:{branch}\n"));
+        }
+    }
     if worktree_state(p).ok().flatten().is_some() {
         remove(&p.worktree())?;
     }
     if p.store.exists() {
         std::fs::remove_dir_all(&p.store).map_err(|e| Failed(format!("cannot remove {}: {e}", p.store.display())))?;
     }
-    Ok(kept)
+    Ok(said)
 }
 
 #[cfg(test)]
