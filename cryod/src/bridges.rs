@@ -266,7 +266,7 @@ fn zulip_config(z: &ZulipSync, home: &Path, root: &Path) -> Result<zulip::Config
     Ok(zulip::Config { site, email: rc.email, key: rc.key, stream: z.stream.clone(), topic: z.topic.clone() })
 }
 
-fn github_config(g: &GithubSync, home: &Path, root: &Path) -> Result<github::Config, Error> {
+pub fn github_config(g: &GithubSync, home: &Path, root: &Path) -> Result<github::Config, Error> {
     let (owner, repo) = g
         .repo
         .split_once('/')

@@ -328,6 +328,31 @@ impl Remote for Github {
     }
 }
 
+/// A draft pull request of `head` into `base` in the configured
+/// repository: the open one from that branch (its body brought up to
+/// date), else a new draft. Returns its number. (`POST /repos/{o}/{r}/pulls`
+/// with `draft: true`; `GET …/pulls?head=OWNER:BRANCH&state=open`; `PATCH
+/// …/pulls/{n}`.)
+pub async fn draft_pull_request(cfg: &Config, head: &str, base: &str, title: &str, body: &str) -> Result<u64> {
+    let gh = Github::new(cfg.clone());
+    let pulls = format!("{}/pulls", gh.repo_path());
+    let what = "GitHub: the branch's pull request";
+    let query = [("head", format!("{}:{head}", cfg.owner)), ("state", "open".into())];
+    let req = gh.request(reqwest::Method::GET, &pulls).query(&query);
+    let resp = check(req.send().await.map_err(|e| network(what, e))?, what).await?;
+    let open: Vec<Value> = resp.json().await.map_err(|e| network(what, e))?;
+    if let Some(n) = open.first().and_then(|p| p["number"].as_u64()) {
+        let req = gh.request(reqwest::Method::PATCH, &format!("{pulls}/{n}")).json(&json!({ "body": body }));
+        check(req.send().await.map_err(|e| network(what, e))?, what).await?;
+        return Ok(n);
+    }
+    let made = json!({ "title": title, "head": head, "base": base, "body": body, "draft": true });
+    let req = gh.request(reqwest::Method::POST, &pulls).json(&made);
+    let resp = check(req.send().await.map_err(|e| network(what, e))?, what).await?;
+    let v: Value = resp.json().await.map_err(|e| network(what, e))?;
+    v["number"].as_u64().ok_or_else(|| Error::Fatal(format!("{what}: GitHub's answer names no number")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

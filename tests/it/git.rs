@@ -336,3 +336,65 @@ fn a_fresh_worktree_each_session_and_none_kept_past_a_reset_or_removal() {
     assert!(!w.dir.join("worktree").exists(), "the worktree is pruned");
     assert!(history_git(&w).starts_with("branch cryo/w at "), "{}", history_git(&w));
 }
+
+#[test]
+fn the_branch_is_pushed_and_its_draft_pull_request_kept_up_to_date() {
+    use cryo_tests::fake_github::{self, FakeGithub};
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let gh = FakeGithub::start();
+    let bare = gh.serve_git(&env.path("github"));
+    // The remote's main, pushed there as a person would.
+    let main = checkout(&env);
+    sh(&main, &format!("git push -q {} main", bare.display()));
+    env.write_secret("gh-token", fake_github::TOKEN, 0o600);
+    let token = env.home().join("gh-token");
+    let work = "echo \"session $CRYO_SESSION\" >> feature.txt";
+    let script = env.path("c").join("agent.sh");
+    let toml = format!(
+        "agent = \"sh {}\"\n[git]\nrepo = \"{}\"\npull_request = true\n[sync.github]\nrepo = \"{}/{}\"\nissue = {}\ntoken_file = \"{}\"\napi_url = \"{}\"\n",
+        script.display(),
+        gh.git_url(),
+        fake_github::OWNER,
+        fake_github::REPO,
+        fake_github::ISSUE,
+        token.display(),
+        gh.url()
+    );
+    let c = env.chamber("c", &agent(work), &toml);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_kept(&c, 1);
+    let remote = |rev: &str| sh(&bare, &format!("git show {rev}"));
+    assert_eq!(remote("cryo/c:feature.txt"), "session 1\n", "the branch reached the remote: {}", c.cryo_log());
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!((pulls[0].head.as_str(), pulls[0].base.as_str(), pulls[0].draft), ("cryo/c", "main", true));
+    assert!(pulls[0].body.contains("Session 1:"), "{}", pulls[0].body);
+    assert!(c.cryo_log().contains("; pull request #1"), "{}", c.cryo_log());
+    assert_eq!(status(&env, &c)["git"]["pull_request"].as_u64(), Some(1));
+    // The next session: the same pull request, brought up to date.
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    wait_kept(&c, 2);
+    assert_eq!(remote("cryo/c:feature.txt"), "session 1\nsession 2\n");
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert!(pulls[0].body.contains("Session 2:"), "{}", pulls[0].body);
+    // Someone else pushes to the branch: cryo never overwrites it.
+    let other = env.path("other");
+    sh(env.root(), &format!("git clone -q {} {}", bare.display(), other.display()));
+    sh(
+        &other,
+        "git checkout -q cryo/c && echo theirs > theirs.txt && git add theirs.txt && git commit -qm theirs && git push -q origin cryo/c",
+    );
+    let theirs = sh(&other, "git rev-parse HEAD");
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    wait_kept(&c, 3);
+    assert_eq!(sh(&bare, "git rev-parse cryo/c"), theirs, "their push stands");
+    let log = c.cryo_log();
+    assert!(log.contains("moved since cryo's last push"), "{log}");
+    // Nothing was sent to another host, nor without the token.
+    assert_eq!(gh.unauthenticated(), 0);
+}

@@ -11,6 +11,12 @@
 //! - `POST /repos/{owner}/{repo}/issues/{n}/comments` (`{"body"}`, 201)
 //! - `POST /graphql`: `repository.discussion.id`, `discussion.comments(first,
 //!   after)` with `pageInfo`, and the `addDiscussionComment` mutation.
+//! - `GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH&state=open`, `POST
+//!   …/pulls` (`{title, head, base, body, draft}`, 201), `PATCH …/pulls/{n}`.
+//! - Git over HTTP at `/{owner}/{repo}.git/…` once [`FakeGithub::serve_git`]
+//!   made the repository: the real `git http-backend` (smart HTTP), behind
+//!   `Authorization: Basic` with the token as its password, as GitHub takes
+//!   it (401 with `WWW-Authenticate` otherwise).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -48,6 +54,20 @@ pub struct World {
     pub calls: Vec<(String, String, std::time::Instant)>,
     pub not_modified: u32,
     pub unauthenticated: u32,
+    pub pulls: Vec<Pull>,
+    /// Where `{owner}/{repo}.git` is served from (none: no git).
+    git_root: Option<std::path::PathBuf>,
+}
+
+/// A pull request as made through the API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pull {
+    pub number: u64,
+    pub title: String,
+    pub head: String,
+    pub base: String,
+    pub body: String,
+    pub draft: bool,
 }
 
 pub struct FakeGithub {
@@ -68,6 +88,9 @@ impl FakeGithub {
             .route("/repos/{owner}/{repo}/issues/{n}", get(issue))
             .route("/repos/{owner}/{repo}/issues/{n}/comments", get(list_comments).post(create_comment))
             .route("/graphql", post(graphql))
+            .route("/repos/{owner}/{repo}/pulls", get(list_pulls).post(create_pull))
+            .route("/repos/{owner}/{repo}/pulls/{n}", axum::routing::patch(update_pull))
+            .route("/{owner}/{repo}/{*rest}", axum::routing::any(git_http))
             .with_state(world.clone());
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("listen");
         let addr = listener.local_addr().unwrap();
@@ -102,6 +125,31 @@ impl FakeGithub {
 
     pub fn calls(&self, path: &str) -> Vec<std::time::Instant> {
         self.world.lock().unwrap().calls.iter().filter(|c| c.1.starts_with(path)).map(|c| c.2).collect()
+    }
+
+    /// Serves `OWNER/REPO.git` over HTTP from a bare repository under
+    /// `root`; returns its folder (to look into with git).
+    pub fn serve_git(&self, root: &std::path::Path) -> std::path::PathBuf {
+        let bare = root.join(OWNER).join(format!("{REPO}.git"));
+        std::fs::create_dir_all(&bare).unwrap();
+        let ok = std::process::Command::new("git").args(["init", "-q", "--bare", "-b", "main"]).arg(&bare).status();
+        assert!(ok.is_ok_and(|s| s.success()), "git init --bare");
+        self.world.lock().unwrap().git_root = Some(root.to_path_buf());
+        bare
+    }
+
+    /// The repository's URL, as a clone would name it.
+    pub fn git_url(&self) -> String {
+        format!("http://{}/{OWNER}/{REPO}.git", self.addr)
+    }
+
+    /// Calls refused for their credentials.
+    pub fn unauthenticated(&self) -> u32 {
+        self.world.lock().unwrap().unauthenticated
+    }
+
+    pub fn pulls(&self) -> Vec<Pull> {
+        self.world.lock().unwrap().pulls.clone()
     }
 
     pub fn not_modified(&self) -> u32 {
@@ -298,4 +346,152 @@ async fn graphql(State(w): State<Shared>, h: HeaderMap, body: String) -> Respons
 
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+fn pull_json(p: &Pull) -> Value {
+    json!({
+        "number": p.number, "title": p.title, "body": p.body, "draft": p.draft, "state": "open",
+        "head": { "ref": p.head, "label": format!("{OWNER}:{}", p.head) },
+        "base": { "ref": p.base },
+        "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{}", p.number),
+    })
+}
+
+async fn list_pulls(
+    State(w): State<Shared>,
+    h: HeaderMap,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(r) = gate(&w, "GET", &format!("/repos/{owner}/{repo}/pulls"), &h) {
+        return r;
+    }
+    let head = q.get("head").cloned().unwrap_or_default();
+    let w = w.lock().unwrap();
+    let found: Vec<Value> =
+        w.pulls.iter().filter(|p| head.is_empty() || format!("{OWNER}:{}", p.head) == head).map(pull_json).collect();
+    axum::Json(Value::Array(found)).into_response()
+}
+
+async fn create_pull(
+    State(w): State<Shared>,
+    h: HeaderMap,
+    Path((owner, repo)): Path<(String, String)>,
+    body: String,
+) -> Response {
+    if let Some(r) = gate(&w, "POST", &format!("/repos/{owner}/{repo}/pulls"), &h) {
+        return r;
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let mut world = w.lock().unwrap();
+    // GitHub refuses a pull request from a branch it does not have.
+    let pushed = world.git_root.as_ref().is_some_and(|root| {
+        let bare = root.join(OWNER).join(format!("{REPO}.git"));
+        std::process::Command::new("git")
+            .args([
+                "--git-dir",
+                &bare.to_string_lossy(),
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{}", text("head")),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !pushed {
+        return message(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed: head does not exist");
+    }
+    let number = world.pulls.len() as u64 + 1;
+    let p = Pull {
+        number,
+        title: text("title"),
+        head: text("head"),
+        base: text("base"),
+        body: text("body"),
+        draft: v["draft"] == true,
+    };
+    world.pulls.push(p.clone());
+    (StatusCode::CREATED, axum::Json(pull_json(&p))).into_response()
+}
+
+async fn update_pull(
+    State(w): State<Shared>,
+    h: HeaderMap,
+    Path((owner, repo, n)): Path<(String, String, u64)>,
+    body: String,
+) -> Response {
+    if let Some(r) = gate(&w, "PATCH", &format!("/repos/{owner}/{repo}/pulls/{n}"), &h) {
+        return r;
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    let mut world = w.lock().unwrap();
+    let Some(p) = world.pulls.iter_mut().find(|p| p.number == n) else {
+        return message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    if let Some(b) = v["body"].as_str() {
+        p.body = b.to_string();
+    }
+    axum::Json(pull_json(p)).into_response()
+}
+
+/// Git's smart HTTP through the real `git http-backend` (a CGI program).
+async fn git_http(
+    State(w): State<Shared>,
+    method: axum::http::Method,
+    h: HeaderMap,
+    uri: axum::http::Uri,
+    body: axum::body::Bytes,
+) -> Response {
+    use base64::Engine;
+    let root = w.lock().unwrap().git_root.clone();
+    let Some(root) = root else { return message(StatusCode::NOT_FOUND, "Not Found") };
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{TOKEN}"));
+    let auth = h.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if auth != format!("Basic {basic}") {
+        w.lock().unwrap().unauthenticated += 1;
+        let mut r = (StatusCode::UNAUTHORIZED, "Authentication failed").into_response();
+        r.headers_mut().insert("www-authenticate", "Basic realm=\"GitHub\"".parse().unwrap());
+        return r;
+    }
+    let header = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GIT_PROJECT_ROOT", &root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REMOTE_USER", LOGIN)
+        .env("REQUEST_METHOD", method.as_str())
+        .env("PATH_INFO", uri.path())
+        .env("QUERY_STRING", uri.query().unwrap_or(""))
+        .env("CONTENT_TYPE", header("content-type"))
+        .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
+        .env("GIT_PROTOCOL", header("git-protocol"))
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("git http-backend");
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin.write_all(&body).await;
+    });
+    let out = child.wait_with_output().await.expect("git http-backend");
+    // CGI: headers, a blank line, the body.
+    let split = out.stdout.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    let split = split.or_else(|| out.stdout.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let Some((at, gap)) = split else { return (StatusCode::INTERNAL_SERVER_ERROR, "bad CGI output").into_response() };
+    let mut response = axum::http::Response::builder().status(200);
+    for line in String::from_utf8_lossy(&out.stdout[..at]).lines() {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        if k.eq_ignore_ascii_case("status") {
+            let code = v.trim().split(' ').next().and_then(|c| c.parse().ok()).unwrap_or(200);
+            response = response.status(code);
+        } else {
+            response = response.header(k.trim(), v.trim());
+        }
+    }
+    response.body(axum::body::Body::from(out.stdout[at + gap..].to_vec())).unwrap().into_response()
 }

@@ -57,6 +57,10 @@ pub struct Git {
     /// program being `program`, its arguments those given); none for
     /// cryod's reads of its own copy alone.
     jail: Option<Prepared>,
+    /// Settings for every command on cryod's copy, given through the
+    /// environment (`http.extraHeader` with a token: never on a command
+    /// line, which every process may read).
+    settings: Vec<(String, String)>,
 }
 
 /// What a command printed.
@@ -69,12 +73,19 @@ impl Git {
     /// chamber's confinement of the git program, arguments to come).
     pub fn new(program: PathBuf, mut jail: Prepared) -> Git {
         isolate(&mut jail.env);
-        Git { program, jail: Some(jail) }
+        Git { program, jail: Some(jail), settings: Vec::new() }
+    }
+
+    /// With `settings` on every command on cryod's copy (its fetches and
+    /// pushes): the credentials `repo`'s host takes.
+    pub fn with_settings(mut self, settings: Vec<(String, String)>) -> Git {
+        self.settings = settings;
+        self
     }
 
     /// git for cryod's own copy only (its worktree commands refused).
     pub fn trusted_only(program: PathBuf) -> Git {
-        Git { program, jail: None }
+        Git { program, jail: None, settings: Vec::new() }
     }
 
     /// Finds the git program on cryod's `PATH`.
@@ -90,6 +101,11 @@ impl Git {
     pub async fn trusted(&self, store: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
         let mut env: std::collections::BTreeMap<String, String> =
             std::env::vars().filter(|(k, _)| !k.starts_with("GIT_")).collect();
+        env.insert("GIT_CONFIG_COUNT".into(), self.settings.len().to_string());
+        for (i, (key, value)) in self.settings.iter().enumerate() {
+            env.insert(format!("GIT_CONFIG_KEY_{i}"), key.to_string());
+            env.insert(format!("GIT_CONFIG_VALUE_{i}"), value.to_string());
+        }
         env.insert("GIT_DIR".into(), store.to_string_lossy().into_owned());
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.entry("GIT_SSH_COMMAND".into()).or_insert_with(|| "ssh -o BatchMode=yes".into());
@@ -127,10 +143,12 @@ fn finish(ran: Ran, args: &[&str]) -> Result<Out, Failed> {
     match ran {
         Ran::Exited { code: 0, stdout, .. } => Ok(Out { stdout }),
         Ran::Exited { code, stderr, .. } => {
+            // A push's refusal names its reason on its ref's line.
             let said = stderr
                 .lines()
                 .map(str::trim)
-                .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+                .find(|l| l.starts_with("! [") && l.contains("rejected]"))
+                .or_else(|| stderr.lines().map(str::trim).find(|l| l.starts_with("fatal:") || l.starts_with("error:")))
                 .or_else(|| stderr.lines().map(str::trim).find(|l| !l.is_empty()))
                 .unwrap_or("")
                 .to_string();

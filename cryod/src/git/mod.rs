@@ -329,6 +329,35 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
     Ok(Ready { worktree: wt, branch, base: base.name, base_tip: tip, start, moved, settled_before, notes })
 }
 
+/// Pushes the chamber's branch to `repo`. Another's push to the branch
+/// since cryod's last one is never overwritten (a lease on that commit).
+/// Returns the commit pushed, if there was anything new to push.
+pub async fn push(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
+    let local = format!("refs/heads/{}", p.branch());
+    let Some(tip) = rev(git, p, &local).await? else { return Ok(None) };
+    let pushed = rev(git, p, "refs/cryo/pushed").await?;
+    if pushed.as_deref() == Some(tip.as_str()) {
+        return Ok(None);
+    }
+    let repo = p.config.repo.as_arg();
+    let spec = format!("{local}:{local}");
+    let lease = pushed.as_ref().map(|sha| format!("--force-with-lease={local}:{sha}"));
+    let mut args = vec!["push", "-q", "--no-verify"];
+    args.extend(lease.as_deref());
+    args.extend(["--", &repo, &spec]);
+    git.trusted(&p.store, &args, true).await.map_err(|e| match e.0.contains("stale info") {
+        true => Failed(format!("the push of {} to {repo} was refused: the branch there moved since cryo's last push (another push?); cryo did not overwrite it", p.branch())),
+        false => Failed(format!("the push of {} to {repo} failed: {e}", p.branch())),
+    })?;
+    set_ref(git, p, "refs/cryo/pushed", &tip).await?;
+    Ok(Some(tip))
+}
+
+/// The base's branch name, as a pull request takes it.
+pub async fn base_name(git: &Git, p: &Place<'_>) -> Result<String, Failed> {
+    Ok(base(git, p).await?.name)
+}
+
 /// Commits from `from` to `to`.
 async fn count(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<u64, Failed> {
     let out = git.trusted(&p.store, &["rev-list", "--count", &format!("{from}..{to}")], false).await?;
@@ -381,7 +410,7 @@ pub async fn settle(git: &Git, p: &Place<'_>, session: u64) -> Result<Settled, F
             Ok(h) if h == local => format!("+{local}:{local}"),
             // The agent left the branch: where it was is kept too.
             other => {
-                let at = other.clone().unwrap_or_else(|_| "a detached HEAD".into());
+                let at = other.unwrap_or("a detached HEAD");
                 settled.notes.push(format!(
                     "git: the worktree was on {at}, not {branch}: kept as refs/cryo/sessions/{session}/head"
                 ));

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::chamber::config::ChamberConfig;
+use crate::chamber::config::{ChamberConfig, Repo};
 use crate::git::{Git, Place, Ready, Settled};
 
 use super::Sup;
@@ -18,13 +18,30 @@ impl Sup {
     /// agent (which may read cryod's copy, to fetch from it).
     async fn git_program(&self, config: &ChamberConfig) -> Result<Git, String> {
         let program = Git::find().map_err(|e| e.0)?;
+        let auth = self.git_auth(config);
         let readable = [self.git_store()];
         let what = format!("cryo {} git", self.machine.name());
         let jail = self
             .confined(config, ("git", program.clone()), &[], Default::default(), (&what, &readable))
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Git::new(program, jail))
+        Ok(Git::new(program, jail).with_settings(auth))
+    }
+
+    /// The GitHub bridge's token, as git's HTTP header, when `repo` is on
+    /// the bridge's own host (and only then).
+    fn git_auth(&self, config: &ChamberConfig) -> Vec<(String, String)> {
+        let (Some(gc), Some(g)) = (config.git.as_ref(), config.github.as_ref()) else { return Vec::new() };
+        let Repo::Url(url) = &gc.repo else { return Vec::new() };
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        match crate::bridges::github_config(g, &home, &self.root) {
+            Ok(cfg) if same_host(url, &cfg.api_url) => {
+                use base64::Engine;
+                let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{}", cfg.token));
+                vec![("http.extraHeader".into(), format!("Authorization: Basic {basic}"))]
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Makes the worktree ready for session `number`, if the chamber has
@@ -65,8 +82,51 @@ impl Sup {
         let place =
             Place { chamber: self.machine.name(), root: &self.root, store: self.git_store(), config: git_config };
         match crate::git::settle(&git, &place, number).await {
-            Ok(settled) => self.record_git(settled).await,
+            Ok(mut settled) => {
+                self.git_publish(&git, &place, &config, &mut settled).await;
+                self.record_git(settled).await
+            }
             Err(e) => self.log_line(format!("git: session {number}'s work is left in its worktree: {e}")),
+        }
+    }
+
+    /// With `push`, the branch pushed to `repo`; with `pull_request`, its
+    /// draft pull request opened (or its body brought up to date) through
+    /// the GitHub bridge's credentials. What fails is a note: the work is
+    /// kept in cryod's copy either way, and the next session pushes again.
+    async fn git_publish(&self, git: &Git, place: &Place<'_>, config: &ChamberConfig, settled: &mut Settled) {
+        let Some(gc) = config.git.as_ref().filter(|g| g.push) else { return };
+        if let Err(e) = crate::git::push(git, place).await {
+            settled.notes.push(format!("git: {e}"));
+            return;
+        }
+        if !gc.pull_request {
+            return;
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let github = config.github.as_ref().map(|g| crate::bridges::github_config(g, &home, &self.root));
+        let cfg = match github {
+            Some(Ok(cfg)) => cfg,
+            Some(Err(e)) => return settled.notes.push(format!("git: no pull request: [sync.github]: {e}")),
+            None => return settled.notes.push("git: no pull request: the chamber has no [sync.github]".into()),
+        };
+        let base = match crate::git::base_name(git, place).await {
+            Ok(b) => b,
+            Err(e) => return settled.notes.push(format!("git: no pull request: {e}")),
+        };
+        let name = self.machine.name();
+        let title = format!("cryo: {name}");
+        let body = format!(
+            "The work of the cryo chamber `{name}` on `{}`, kept up to date by cryod as its sessions end (a              draft: mark it ready when it is).
+
+Session {}: {}.",
+            settled.branch,
+            settled.session,
+            settled.line().trim_start_matches("git: ")
+        );
+        match cryo_sync::github::draft_pull_request(&cfg, &settled.branch, &base, &title, &body).await {
+            Ok(n) => settled.pull_request = Some(n),
+            Err(e) => settled.notes.push(format!("git: the pull request: {}", e.message())),
         }
     }
 
@@ -89,5 +149,36 @@ impl Sup {
     /// A line of `cryo.log`, outside a session's block.
     fn log_line(&self, line: String) {
         self.log(cryo_core::chamber::LogLine::Event(line));
+    }
+}
+
+/// Whether a repository's URL is on the GitHub API's host (`github.com`
+/// for `api.github.com`; an Enterprise server's own host for its
+/// `https://HOST/api/v3`).
+fn same_host(repo: &str, api: &str) -> bool {
+    let host = |url: &str| -> Option<String> {
+        let rest = url.split_once("://")?.1;
+        let host = rest.split(['/', '?', '#']).next()?;
+        Some(host.rsplit_once('@').map_or(host, |(_, h)| h).to_ascii_lowercase())
+    };
+    match (host(repo), host(api)) {
+        (Some(r), Some(a)) => r == a || a.strip_prefix("api.") == Some(r.as_str()),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The token goes to the API's own host only.
+    #[test]
+    fn a_token_goes_to_its_own_host() {
+        use super::same_host;
+        assert!(same_host("https://github.com/acme/w.git", "https://api.github.com"));
+        assert!(same_host("https://ghe.example.com/acme/w.git", "https://ghe.example.com/api/v3"));
+        assert!(same_host("http://127.0.0.1:4000/acme/w.git", "http://127.0.0.1:4000"));
+        assert!(!same_host("https://evil.example/github.com/x.git", "https://api.github.com"));
+        assert!(!same_host("https://github.com.evil.example/x.git", "https://api.github.com"));
+        assert!(!same_host("http://127.0.0.1:4001/x.git", "http://127.0.0.1:4000"));
+        assert!(!same_host("/srv/repo", "https://api.github.com"));
     }
 }
