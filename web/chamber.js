@@ -304,6 +304,7 @@ function status(c) {
   const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? el("span", {}, when(c.next_wake), " ", el("span", { class: "muted nowrap" }, local(c.next_wake))) : "-"]];
   if (c.last_result !== undefined) rows.push(["last result", c.last_result || "-"], ["unread mail", c.mail_waiting], ["agent", c.agent]);
   if (c.node) rows.push(["node", c.node]);
+  if (c.git) rows.push(["git", gitLine(c.git)]);
   if (c.attention) rows.push(["attention", c.attention]);
   if (c.fault) rows.push(["fault", c.fault]);
   if (c.error) rows.push(["error", c.error]);
@@ -313,6 +314,39 @@ function status(c) {
       b.state + (b.last_error ? ": " + b.last_error : "") + (when ? " · " + when : ""))]);
   }
   return el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v)))));
+}
+
+// A [git] chamber's branch, its last session's changes, and its draft
+// pull request (a link to its page).
+function gitLine(g) {
+  const parts = [el("code", {}, g.branch), ` · session ${g.session}: ${g.commits} commit${g.commits === 1 ? "" : "s"}, `, changes(g)];
+  if (g.pull_request) {
+    const pr = "pull request #" + g.pull_request;
+    parts.push(" · ", g.pull_request_url ? el("a", { href: g.pull_request_url, rel: "noopener noreferrer", target: "_blank" }, pr) : pr);
+  }
+  return el("span", { "data-git": g.branch }, parts);
+}
+function changes(g) {
+  return el("span", { class: "nowrap", title: `${g.files} file${g.files === 1 ? "" : "s"}` },
+    el("span", { class: "diff-add" }, "+" + g.additions), " ", el("span", { class: "diff-del" }, "−" + g.deletions));
+}
+// A run's diff: each file's counts, then the patch, its lines marked as
+// added, deleted or a hunk's head (text only; the first lines of a long one).
+const MAX_DIFF_LINES = 3000;
+function diffBlock(d, title) {
+  const files = el("table", { class: "diff-files" }, el("tbody", {}, d.files.map((f) => el("tr", {},
+    el("td", {}, f.path), el("td", { class: "diff-add nowrap" }, f.binary ? "binary" : "+" + f.additions),
+    el("td", { class: "diff-del nowrap" }, f.binary ? "" : "−" + f.deletions)))));
+  const lines = d.patch.split("\n");
+  const shown = lines.slice(0, MAX_DIFF_LINES).map((l) => {
+    const kind = l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff ") || l.startsWith("index ") ? "diff-meta"
+      : l.startsWith("@@") ? "diff-hunk" : l.startsWith("+") ? "diff-add" : l.startsWith("-") ? "diff-del" : "";
+    return el("span", { class: kind }, l + "\n");
+  });
+  const cut = lines.length > MAX_DIFF_LINES || d.cut ? el("p", { class: "muted" }, "the patch is longer: see it whole with `cryoctl chamber diff`") : "";
+  return [el("h3", {}, title), el("p", {}, `${d.commits} commit${d.commits === 1 ? "" : "s"} on `, el("code", {}, d.branch), ", ",
+    `${d.files.length} file${d.files.length === 1 ? "" : "s"}, `, changes({ ...d, files: d.files.length })), files,
+    el("pre", { class: "log diff", tabindex: "0", role: "region", "aria-label": title }, shown), cut];
 }
 
 // Sessions as a CI console lists runs: a status icon and colour, what
@@ -335,7 +369,7 @@ function duration(ms) {
 // in a row under it (opened and closed by its number; kept open when the
 // runs are redrawn).
 const openRuns = new Set();
-async function runDetail(button, number, wake) {
+async function runDetail(button, number, wake, git) {
   const row = button.closest("tr");
   const open = row.nextElementSibling?.dataset.detail === String(number);
   if (open) { row.nextElementSibling.remove(); button.setAttribute("aria-expanded", "false"); openRuns.delete(number); return; }
@@ -343,12 +377,14 @@ async function runDetail(button, number, wake) {
   const base = chamberPath(state.current);
   button.disabled = true;
   try {
-    const [log, tx] = await Promise.all([api(base + "/log?session=" + number),
-      api(base + "/log?agent=true&session=" + number + (wake ? "&wake=" + encodeURIComponent(wake) : ""))]);
+    const [log, tx, diff] = await Promise.all([api(base + "/log?session=" + number),
+      api(base + "/log?agent=true&session=" + number + (wake ? "&wake=" + encodeURIComponent(wake) : "")),
+      git ? api(base + "/diff?session=" + number).catch(() => null) : null]);
     if (row.nextElementSibling?.dataset.detail === String(number)) return;
     const block = (title, r) => [el("h3", {}, title), r.lines.length ? el("pre", { class: "log", tabindex: "0", role: "region", "aria-label": title }, r.lines.join("\n"))
       : el("p", { class: "muted" }, r.note || "nothing")];
-    row.after(el("tr", { "data-detail": number }, el("td", { colspan: 7, class: "run-detail" },
+    row.after(el("tr", { "data-detail": number }, el("td", { colspan: 8, class: "run-detail" },
+      diff ? diffBlock(diff, "changes, session " + number) : "",
       block("cryo.log, session " + number, log), block("transcript, session " + number, tx))));
     button.setAttribute("aria-expanded", "true");
     openRuns.add(number);
@@ -359,15 +395,16 @@ function sessions(list) {
   if (!list.length) return el("p", { class: "muted" }, "none yet");
   const tokens = (s) => (s.input_tokens || s.output_tokens) ? Math.round((s.input_tokens + s.output_tokens) / 100) / 10 + "k" : "-";
   // On a phone: number, status, start, duration and cost.
-  const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"]];
+  const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"], ["changes"]];
   return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
-    el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number, "data-wake": s.wake_id },
-      el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "data-run": s.number, "aria-label": "session " + s.number + ": its log and transcript", onclick: (e) => runDetail(e.currentTarget, s.number, s.wake_id) }, s.number)),
+    el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number, "data-wake": s.wake_id, "data-git": s.git ? "1" : "" },
+      el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "data-run": s.number, "aria-label": "session " + s.number + ": its log and transcript" + (s.git ? " and changes" : ""), onclick: (e) => runDetail(e.currentTarget, s.number, s.wake_id, !!s.git) }, s.number)),
       el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
       el("td", {}, when(s.started_at || s.due_at)),
       el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
       el("td", { class: "wide" }, tokens(s)),
-      el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2)))))));
+      el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2)),
+      el("td", {}, s.git ? changes(s.git) : "-"))))));
 }
 
 function todoItems(todos) {
@@ -482,7 +519,7 @@ export async function refreshHeader() {
   showState(info.chamber);
   if (isOwner()) {
     document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));
-    for (const n of [...openRuns]) { const b = document.querySelector(`#sessions button[data-run="${n}"]`); openRuns.delete(n); if (b) runDetail(b, n, b.closest("tr")?.dataset.wake); }
+    for (const n of [...openRuns]) { const b = document.querySelector(`#sessions button[data-run="${n}"]`); openRuns.delete(n); if (b) runDetail(b, n, b.closest("tr")?.dataset.wake, !!b.closest("tr")?.dataset.git); }
     const h = await api(chamberPath(state.current) + "/history?days=7");
     document.getElementById("timeline-box")?.replaceChildren(chamberTimeline(h));
     document.getElementById("digest")?.replaceWith(digest(h));

@@ -62,6 +62,7 @@ pub fn git_work(g: &crate::git::Settled) -> pb::GitWork {
         deletions: g.deletions,
         committed_leftovers: g.committed_leftovers,
         pull_request: g.pull_request.unwrap_or(0),
+        pull_request_url: g.pull_request_url.clone().unwrap_or_default(),
     }
 }
 

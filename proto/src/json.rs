@@ -67,6 +67,7 @@ pub fn git_work_json(g: &v1::GitWork) -> serde_json::Value {
         "deletions": g.deletions,
         "committed_leftovers": g.committed_leftovers,
         "pull_request": if g.pull_request == 0 { serde_json::Value::Null } else { json!(g.pull_request) },
+        "pull_request_url": null_if_empty(&g.pull_request_url),
     })
 }
 

@@ -330,10 +330,16 @@ impl Remote for Github {
 
 /// A draft pull request of `head` into `base` in the configured
 /// repository: the open one from that branch (its body brought up to
-/// date), else a new draft. Returns its number. (`POST /repos/{o}/{r}/pulls`
+/// date), else a new draft. Returns its number and page. (`POST /repos/{o}/{r}/pulls`
 /// with `draft: true`; `GET …/pulls?head=OWNER:BRANCH&state=open`; `PATCH
 /// …/pulls/{n}`.)
-pub async fn draft_pull_request(cfg: &Config, head: &str, base: &str, title: &str, body: &str) -> Result<u64> {
+pub async fn draft_pull_request(
+    cfg: &Config,
+    head: &str,
+    base: &str,
+    title: &str,
+    body: &str,
+) -> Result<(u64, String)> {
     let gh = Github::new(cfg.clone());
     let pulls = format!("{}/pulls", gh.repo_path());
     let what = "GitHub: the branch's pull request";
@@ -341,16 +347,18 @@ pub async fn draft_pull_request(cfg: &Config, head: &str, base: &str, title: &st
     let req = gh.request(reqwest::Method::GET, &pulls).query(&query);
     let resp = check(req.send().await.map_err(|e| network(what, e))?, what).await?;
     let open: Vec<Value> = resp.json().await.map_err(|e| network(what, e))?;
-    if let Some(n) = open.first().and_then(|p| p["number"].as_u64()) {
+    let page = |p: &Value| p["html_url"].as_str().unwrap_or_default().to_string();
+    if let Some((n, url)) = open.first().and_then(|p| Some((p["number"].as_u64()?, page(p)))) {
         let req = gh.request(reqwest::Method::PATCH, &format!("{pulls}/{n}")).json(&json!({ "body": body }));
         check(req.send().await.map_err(|e| network(what, e))?, what).await?;
-        return Ok(n);
+        return Ok((n, url));
     }
     let made = json!({ "title": title, "head": head, "base": base, "body": body, "draft": true });
     let req = gh.request(reqwest::Method::POST, &pulls).json(&made);
     let resp = check(req.send().await.map_err(|e| network(what, e))?, what).await?;
     let v: Value = resp.json().await.map_err(|e| network(what, e))?;
-    v["number"].as_u64().ok_or_else(|| Error::Fatal(format!("{what}: GitHub's answer names no number")))
+    let n = v["number"].as_u64().ok_or_else(|| Error::Fatal(format!("{what}: GitHub's answer names no number")))?;
+    Ok((n, page(&v)))
 }
 
 #[cfg(test)]

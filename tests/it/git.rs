@@ -398,3 +398,49 @@ fn the_branch_is_pushed_and_its_draft_pull_request_kept_up_to_date() {
     // Nothing was sent to another host, nor without the token.
     assert_eq!(gh.unauthenticated(), 0);
 }
+
+/// The hub's run diff in headless Chromium: the files, their counts and
+/// the patch exactly as `chamber diff` has them, agent text as text only.
+#[test]
+fn the_hub_shows_a_runs_diff() {
+    let Some(dir) = crate::browser::driver() else {
+        eprintln!("SKIPPED the hub's diff in Chromium: needs node, /usr/bin/chromium and tests/browser's modules");
+        return;
+    };
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let main = checkout(&env);
+    sh(&main, "printf 'one\\ntwo\\n' > list.txt && git add list.txt && git commit -qm list");
+    let work = "printf 'one\\n<script>alert(1)</script>\\n' > list.txt\necho '<img src=x onerror=alert(1)>' > new.html";
+    let c = env.chamber("c", &agent(work), &git_toml(&env, "c", &main, ""));
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    wait_kept(&c, 1);
+    let want = diff(&env, &["c", "--session", "1"]);
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let vars = [("CHAMBER", "c".to_string()), ("SHOTS", shots.display().to_string())];
+    let seen = crate::browser::run_driver(&dir, "diff.mjs", &env, &vars);
+    for width in [390, 1280] {
+        let line = seen[format!("git_line_{width}")]["text"].as_str().unwrap().to_string();
+        assert!(line.contains("cryo/c") && line.contains("+2") && line.contains("−1"), "{line}");
+        assert_eq!(seen[format!("changes_{width}")].as_str(), Some("+2 −1"), "{seen}");
+        let files = seen[format!("files_{width}")].clone();
+        assert_eq!(files, serde_json::json!([["list.txt", "+1", "−1"], ["new.html", "+1", "−0"]]), "{seen}");
+        let patch = &seen[format!("patch_{width}")];
+        assert_eq!(
+            patch["text"].as_str().unwrap().trim_end(),
+            want["patch"].as_str().unwrap().trim_end(),
+            "the patch whole"
+        );
+        assert_eq!(patch["markup"], 0, "agent text stays text: {seen}");
+        assert!(
+            patch["added"].as_array().unwrap().contains(&serde_json::json!("+<script>alert(1)</script>")),
+            "{seen}"
+        );
+        assert!(patch["deleted"].as_array().unwrap().contains(&serde_json::json!("-two")), "{seen}");
+        assert_eq!(seen["axe"][format!("diff_{width}")], serde_json::json!([]), "{seen}");
+    }
+}

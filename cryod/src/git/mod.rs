@@ -135,6 +135,9 @@ pub struct Settled {
     /// The pull request's number, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_request: Option<u64>,
+    /// Its page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request_url: Option<String>,
     /// What went wrong after the work was kept (a push refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

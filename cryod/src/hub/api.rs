@@ -452,6 +452,25 @@ pub(super) async fn notes(State(hub): State<Hub>, UrlPath(name): UrlPath<String>
 }
 
 #[derive(Deserialize)]
+pub(super) struct DiffQuery {
+    /// One session's changes (none: the branch's since its base).
+    #[serde(default)]
+    session: Option<u64>,
+}
+
+/// `GET /api/chambers/NAME/diff[?session=N]`: a `[git]` chamber's changes,
+/// as `cryoctl chamber diff --json` prints them.
+pub(super) async fn diff(
+    State(hub): State<Hub>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<DiffQuery>,
+) -> ApiResult {
+    let v = view(&hub, &name)?;
+    let d = hub.daemon.chamber_diff(&v, q.session.filter(|n| *n > 0)).await?;
+    Ok(axum::Json(j::diff_json(&convert::diff(d))))
+}
+
+#[derive(Deserialize)]
 pub(super) struct LogQuery {
     #[serde(default)]
     agent: bool,

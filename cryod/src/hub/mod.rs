@@ -185,6 +185,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .route("/chambers/{name}/log", get(log))
         .route("/chambers/{name}/settings", get(settings::get).put(settings::put))
         .route("/chambers/{name}/transcript", get(transcript))
+        .route("/chambers/{name}/diff", get(diff))
         .route("/chambers/{name}/history", get(history::chamber))
         .route("/schedule", get(history::fleet))
         .route(

@@ -125,7 +125,11 @@ Session {}: {}.",
             settled.line().trim_start_matches("git: ")
         );
         match cryo_sync::github::draft_pull_request(&cfg, &settled.branch, &base, &title, &body).await {
-            Ok(n) => settled.pull_request = Some(n),
+            Ok((n, url)) => {
+                settled.pull_request = Some(n);
+                // Shown as a link: only a web page's address.
+                settled.pull_request_url = Some(url).filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+            }
             Err(e) => settled.notes.push(format!("git: the pull request: {}", e.message())),
         }
     }
