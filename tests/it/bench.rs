@@ -158,3 +158,19 @@ fn history_measures_the_empty_and_the_aged_store() {
     assert!(num(&f, "aged_ledger_bytes") > num(&f, "empty_ledger_bytes"), "the aged ledger is written: {f:?}");
     num(&f, "ratio_status_p50_ms");
 }
+
+#[test]
+fn git_measures_what_a_worktree_adds_to_a_wake() {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("SKIPPED the git bench: no git on this machine");
+        return;
+    }
+    for mode in [&[][..], &["--session"][..]] {
+        let mut args = vec!["git", "--files", "30", "--wakes", "2"];
+        args.extend(mode);
+        let f = bench(&args);
+        for k in ["plain_wake_p50_ms", "git_wake_p50_ms", "prepare_p50_ms"] {
+            assert!(num(&f, k).is_finite(), "{k}: {f:?}");
+        }
+    }
+}

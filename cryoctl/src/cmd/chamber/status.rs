@@ -205,6 +205,25 @@ fn print_identity(ch: &pb::Chamber) {
         outln!("  last      {}", ch.last_result);
     }
     outln!("  mail      {} unread", ch.mail_waiting);
+    if let Some(g) = &ch.git {
+        let pr = match g.pull_request {
+            0 => String::new(),
+            n => format!(
+                "; pull request #{n}{}",
+                if g.pull_request_url.is_empty() { String::new() } else { format!(" {}", g.pull_request_url) }
+            ),
+        };
+        outln!(
+            "  git       {}: session {} made {} commit(s), {} file(s), +{} -{}{pr} (cryoctl chamber diff {})",
+            g.branch,
+            g.session,
+            g.commits,
+            g.files,
+            g.additions,
+            g.deletions,
+            ch.name
+        );
+    }
     if !ch.handoffs.is_empty() {
         outln!("  on end    {}", ch.handoffs);
     }

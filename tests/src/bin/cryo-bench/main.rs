@@ -14,6 +14,7 @@
 
 mod cryo;
 mod gateway;
+mod git;
 mod measure;
 mod scripts;
 mod seed;
@@ -180,6 +181,17 @@ enum Scenario {
         #[arg(long, default_value_t = 5)]
         starts: usize,
     },
+    /// What a [git] chamber's worktree preparation adds to a wake, on a
+    /// repository of `--files` files (cryo only).
+    Git {
+        #[arg(long, default_value_t = 10_000)]
+        files: usize,
+        #[arg(long, default_value_t = 15)]
+        wakes: usize,
+        /// A fresh worktree each session (`mode = "session"`).
+        #[arg(long)]
+        session: bool,
+    },
     /// SIGKILL the daemon(s) while sessions run; time until the restarted
     /// daemon serves again, with every chamber loaded and the sessions
     /// recovered.
@@ -253,6 +265,13 @@ fn main() {
                     ("inbox_to_receive_p99_ms", "ms"),
                 ],
             )
+        }
+        Scenario::Git { files, wakes, session } => {
+            if seed.is_some() {
+                eprintln!("cryo-bench: the seed system has no git; run `git` without --seed");
+                std::process::exit(2);
+            }
+            (git::git(files, wakes, session), None, &[])
         }
         Scenario::Storm { chambers, messages, work_ms } => (
             cryo::storm(chambers, messages, work_ms),
