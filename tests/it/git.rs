@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cryo_tests::{Chamber, Env, wait_until};
+use cryo_tests::{Chamber, Env, wait_until, wait_until_within};
 
 /// `sh -c script` in `dir` with a git identity; its stdout, or a panic
 /// with what it said.
@@ -443,4 +443,61 @@ fn the_hub_shows_a_runs_diff() {
         assert!(patch["deleted"].as_array().unwrap().contains(&serde_json::json!("-two")), "{seen}");
         assert_eq!(seen["axe"][format!("diff_{width}")], serde_json::json!([]), "{seen}");
     }
+}
+
+/// A known CLI in a `[git]` chamber (the real Claude Code and Codex against
+/// the scripted model server): it works in the worktree (its own tools'
+/// folder, `codex -C`), commits there, still writes its chamber's notes
+/// through `$CRYO_CHAMBER_DIR`, and what it leaves is kept.
+fn a_known_cli_works_in_its_worktree(bin: &str, provider: fn(&Env, &cryo_tests::model::ModelServer) -> String) {
+    use cryo_tests::model::{ModelServer, Script};
+    if !have_git() {
+        return;
+    }
+    let Some(path) = crate::agents::cli(bin) else { return };
+    let script = Script::new().on(
+        "- session: 1\n",
+        &[
+            "pwd > \"$CRYO_CHAMBER_DIR/where.txt\"",
+            "echo made > by-cli.txt && git add by-cli.txt && git commit -q -m 'the cli commits'",
+            "echo note >> \"$CRYO_CHAMBER_DIR/NOTES.md\" && echo loose > loose.txt",
+            "cryo-agent todo add 'go on' --at +1h",
+            "cryo-agent hibernate --summary 'worked on the branch'",
+        ],
+    );
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let main = checkout(&env);
+    let toml = format!(
+        "agent = \"{}\"\n[provider]\n{}\n[git]\nrepo = \"{}\"\n",
+        path.display(),
+        provider(&env, &model),
+        main.display()
+    );
+    let _d = env.start_daemon();
+    let c = env.chamber(bin, "", &toml);
+    env.cryoctl(&["chamber", "start", bin]).ok();
+    wait_until_within(crate::agents::SESSION_DEADLINE, "the session's work kept", || {
+        c.cryo_log().lines().any(|l| l.contains("] git: ") && l.contains(" commit"))
+    });
+    let diag = format!("cryo.log:\n{}\ncryo-agent.log:\n{}", c.cryo_log(), c.read("cryo-agent.log"));
+    assert!(c.cryo_log().contains("hibernate accepted"), "{diag}");
+    assert_eq!(c.read("where.txt").trim(), c.dir.join("worktree").display().to_string(), "{diag}");
+    assert!(c.read("NOTES.md").contains("note"), "{diag}");
+    let wt = c.dir.join("worktree");
+    let subjects = sh(&wt, "git log --format=%s -3");
+    assert!(subjects.contains("the cli commits") && subjects.contains("what session 1 left uncommitted"), "{subjects}");
+    let d = diff(&env, &[bin, "--session", "1"]);
+    assert_eq!(paths(&d), vec!["by-cli.txt".to_string(), "loose.txt".to_string()], "{d}");
+    assert_eq!(sh(&main, "git status --porcelain"), "?? wip.txt\n");
+}
+
+#[test]
+fn claude_code_works_in_its_worktree() {
+    a_known_cli_works_in_its_worktree("claude", crate::agents::claude_provider);
+}
+
+#[test]
+fn codex_works_in_its_worktree() {
+    a_known_cli_works_in_its_worktree("codex", crate::agents::codex_provider);
 }

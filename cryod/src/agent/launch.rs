@@ -49,9 +49,6 @@ pub struct Session<'a> {
     pub local_time: String,
     /// The session's own socket (its `CRYO_SOCKET`).
     pub door: &'a Path,
-    /// Where the agent works, if not in its chamber (a `[git]` chamber's
-    /// worktree); the chamber is named in `CRYO_CHAMBER_DIR` either way.
-    pub workdir: Option<&'a Path>,
     /// Folders it may also read when confined.
     pub readable: &'a [PathBuf],
     /// On a fleet node, its keeper.
@@ -280,7 +277,7 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
     }
     // A CLI's workspace settings are read from where it works.
     if let Some((rel, keys)) = &launch.settings {
-        match s.workdir {
+        match s.turn.workdir {
             Some(w) => kinds::merge_settings(&Dir::open(w).map_err(file)?, Path::new(rel), keys)?,
             None => kinds::merge_settings(&dir, Path::new(rel), keys)?,
         }
@@ -520,7 +517,7 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     } else {
         cmd.stderr(clone(log_file)?);
     }
-    cmd.current_dir(s.workdir.unwrap_or(root))
+    cmd.current_dir(s.turn.workdir.unwrap_or(root))
         .process_group(0)
         .kill_on_drop(false)
         .env("PATH", &p.path)

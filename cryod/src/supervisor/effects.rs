@@ -104,15 +104,16 @@ impl Sup {
                     Some(r) => format!("{}{prompt}", r.prompt(&self.root)),
                     None => prompt,
                 };
+                let workdir = ready.as_ref().map(|r| r.worktree.as_path());
                 let turn = Turn {
                     prompt: &prompt,
                     prompt_file: launch::PROMPT_FILE,
                     resume: resume.as_deref(),
                     approvals: approvals.as_ref(),
+                    workdir,
                 };
-                let workdir = ready.as_ref().map(|r| r.worktree.as_path());
                 let mut notes = ready.as_ref().map(|r| r.notes.clone()).unwrap_or_default();
-                let result = match self.spawn_agent(session, &wake_id, &token, turn, workdir).await {
+                let result = match self.spawn_agent(session, &wake_id, &token, turn).await {
                     Ok((pid, more)) => {
                         notes.extend(more);
                         Ok(pid)
@@ -438,7 +439,6 @@ impl Sup {
         wake_id: &str,
         token: &str,
         turn: Turn<'_>,
-        workdir: Option<&Path>,
     ) -> Result<(u32, Vec<String>), Failed> {
         if self.running.is_none() {
             return Err(Failed::from("no admission permit is held"));
@@ -465,7 +465,6 @@ impl Sup {
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let readable = if config.git.is_some() { vec![self.git_store()] } else { Vec::new() };
         let session = launch::Session {
-            workdir,
             readable: &readable,
             jail,
             number,

@@ -272,6 +272,9 @@ pub struct Turn<'a> {
     /// The chamber's `[approvals]` policy, if it has one: the agent's CLI
     /// asks cryod before each tool call the policy does not leave to it.
     pub approvals: Option<&'a cryo_core::approvals::Policy>,
+    /// Where the agent works, if not in its chamber (a `[git]` worktree):
+    /// the folder a CLI is told to work in (`codex -C`, `opencode --dir`).
+    pub workdir: Option<&'a Path>,
 }
 
 /// The command line that runs `agent` in `chamber` for `turn`.
@@ -299,7 +302,7 @@ pub fn command_line(
     } else {
         prompt.to_string()
     };
-    let dir = chamber.to_string_lossy().into_owned();
+    let dir = turn.workdir.unwrap_or(chamber).to_string_lossy().into_owned();
     let kind = if acp.is_some() { Kind::Acp } else { Kind::of(&program) };
     let mcp = mcp.filter(|_| kind != Kind::Other);
     if turn.approvals.is_some() {

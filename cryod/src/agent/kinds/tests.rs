@@ -17,7 +17,7 @@ fn line(agent: &str, as_root: bool) -> crate::agent::Result<Launch> {
 }
 
 fn turn(prompt: &str) -> Turn<'_> {
-    Turn { prompt, prompt_file: ".cryo/prompt.md", resume: None, approvals: None }
+    Turn { prompt, prompt_file: ".cryo/prompt.md", resume: None, approvals: None, workdir: None }
 }
 
 /// Each kind continues a conversation with its own flag.
