@@ -112,6 +112,9 @@ fn two_chambers_on_one_repository_work_apart_and_leave_the_checkout_alone() {
         let last = sh(&wt, "git log -1 --format=%s");
         assert!(last.contains("what session 1 left uncommitted"), "{last}");
         assert_eq!(sh(&wt, "git status --porcelain"), "", "nothing is left uncommitted");
+        // What cryod writes for a CLI there is never committed as work.
+        let exclude = std::fs::read_to_string(wt.join(".git/info/exclude")).unwrap();
+        assert!(exclude.lines().any(|l| l == "/.gemini/settings.json"), "{exclude}");
         let d = diff(&env, &[&c.name, "--session", "1"]);
         let mut want = vec!["left.txt".to_string(), format!("{}-only.txt", c.name)];
         want.sort();

@@ -383,8 +383,25 @@ async fn clone(git: &Git, p: &Place<'_>, branch: &str) -> Result<(), Failed> {
     for (key, value) in [("user.name", name.as_str()), ("user.email", email.as_str())] {
         git.jailed(&wt, &["config", key, value], false).await?;
     }
+    // The files cryod writes where a CLI reads its workspace's settings
+    // are not the work: never committed as what a session left.
+    let d = Dir::open(&wt).map_err(|e| Failed(e.to_string()))?;
+    let exclude = Path::new(".git/info/exclude");
+    let kept = d.read_if(exclude, 64 * 1024).ok().flatten().unwrap_or_default();
+    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    for line in OURS {
+        if !text.lines().any(|l| l == *line) {
+            text.push_str(&format!("{line}\n"));
+        }
+    }
+    d.make_dirs(Path::new(".git/info"))
+        .and_then(|_| d.write(exclude, text.as_bytes(), NewFile::QUICK))
+        .map_err(|e| Failed(e.to_string()))?;
     Ok(())
 }
+
+/// What cryod itself writes in a worktree (a CLI's workspace settings).
+const OURS: &[&str] = &["/.gemini/settings.json"];
 
 /// Removes a worktree (a link in it is removed, never followed).
 fn remove(wt: &Path) -> Result<(), Failed> {
