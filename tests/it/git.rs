@@ -504,3 +504,61 @@ fn claude_code_works_in_its_worktree() {
 fn codex_works_in_its_worktree() {
     a_known_cli_works_in_its_worktree("codex", crate::agents::codex_provider);
 }
+
+/// A hostile agent links its branch's ref to a repository it cannot read
+/// (in the user's home, hidden from it) and names that repository's objects
+/// as its alternates: cryod's copy fetches the worktree jailed as the
+/// agent, so nothing of that repository reaches it, nor the next session.
+fn a_linked_ref_brings_nothing_unreadable(mode: &str) {
+    if !have_git() {
+        return;
+    }
+    if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
+        eprintln!("SKIPPED the linked ref under {mode}: {why}");
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let main = checkout(&env);
+    let secret = env.home().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    sh(&secret, "git init -q -b main . && echo TOPSECRET > s.txt && git add s.txt && git commit -q -m secret");
+    let secret_head = sh(&secret, "git rev-parse HEAD").trim().to_string();
+    let work = format!(
+        "echo mine > mine.txt && git add mine.txt && git commit -q -m mine\n\
+         git checkout -q --detach && rm -f .git/refs/heads/cryo/c && ln -s {s}/.git/refs/heads/main .git/refs/heads/cryo/c\n\
+         echo {s}/.git/objects > .git/objects/info/alternates",
+        s = secret.display()
+    );
+    let toml = format!("sandbox = \"{mode}\"\n{}", git_toml(&env, "c", &main, ""));
+    let c = env.chamber("c", &agent(&work), &toml);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    // Kept or refused: either way cryod's copy never holds the secret.
+    let store = env.state_dir().join("git/1.git");
+    wait_until("the session's work kept or refused", || {
+        c.cryo_log()
+            .lines()
+            .any(|l| l.contains("] git: ") && (l.contains(" commit") || l.contains("left in its worktree")))
+    });
+    let has = Command::new("git")
+        .args(["--git-dir", &store.to_string_lossy(), "cat-file", "-e", &secret_head])
+        .status()
+        .unwrap();
+    assert!(!has.success(), "the secret commit reached cryod's copy: {}", c.cryo_log());
+    let all = Command::new("git")
+        .args(["--git-dir", &store.to_string_lossy(), "log", "--all", "--format=%s"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&all.stdout).contains("secret"), "{}", String::from_utf8_lossy(&all.stdout));
+}
+
+#[test]
+fn a_linked_ref_brings_nothing_unreadable_under_bwrap() {
+    a_linked_ref_brings_nothing_unreadable("bwrap");
+}
+
+#[test]
+fn a_linked_ref_brings_nothing_unreadable_under_landlock() {
+    a_linked_ref_brings_nothing_unreadable("landlock");
+}

@@ -9,8 +9,11 @@
 //!   than the agent itself does.
 //!
 //! Data only moves from the worktree to cryod's copy by `git fetch`, whose
-//! far side (`upload-pack`) is the one command git runs safely in a
-//! repository it does not trust (`gitsecurityboundary(7)`).
+//! far side (`upload-pack`, the one command git runs safely in a
+//! repository it does not trust, `gitsecurityboundary(7)`) runs jailed
+//! too ([`Git::upload_pack`]): it reads the worktree's `.git` as the agent
+//! could, so a ref made a link to a repository the agent cannot read, or
+//! alternates naming one, bring nothing of it into cryod's copy.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -97,20 +100,49 @@ impl Git {
             .ok_or_else(|| Failed("the git program is not on cryod's PATH ([git] needs it: install git)".into()))
     }
 
-    /// `git ARGS` on cryod's own copy (`GIT_DIR` = `store`).
+    /// `git ARGS` on cryod's own copy (`GIT_DIR` = `store`), local.
     pub async fn trusted(&self, store: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
+        self.on_store(store, args, long, false).await
+    }
+
+    /// `git ARGS` on cryod's own copy reaching `repo` (`ls-remote`, a fetch
+    /// from it, a push to it): the only commands given the credentials.
+    pub async fn remote(&self, store: &Path, args: &[&str]) -> Result<Out, Failed> {
+        self.on_store(store, args, true, true).await
+    }
+
+    async fn on_store(&self, store: &Path, args: &[&str], long: bool, credentials: bool) -> Result<Out, Failed> {
         let mut env: std::collections::BTreeMap<String, String> =
             std::env::vars().filter(|(k, _)| !k.starts_with("GIT_")).collect();
-        env.insert("GIT_CONFIG_COUNT".into(), self.settings.len().to_string());
-        for (i, (key, value)) in self.settings.iter().enumerate() {
+        let settings = if credentials { self.settings.as_slice() } else { &[] };
+        env.insert("GIT_CONFIG_COUNT".into(), settings.len().to_string());
+        for (i, (key, value)) in settings.iter().enumerate() {
             env.insert(format!("GIT_CONFIG_KEY_{i}"), key.to_string());
             env.insert(format!("GIT_CONFIG_VALUE_{i}"), value.to_string());
         }
+        env.insert("GIT_NO_LAZY_FETCH".into(), "1".into());
         env.insert("GIT_DIR".into(), store.to_string_lossy().into_owned());
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.entry("GIT_SSH_COMMAND".into()).or_insert_with(|| "ssh -o BatchMode=yes".into());
         let p = Prepared { program: self.program.clone(), args: with(HARDENED, args), env };
         finish(precheck::run_capped(Some(store), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
+    }
+
+    /// The far side of a fetch from the worktree, as `git fetch
+    /// --upload-pack` takes it (a shell command, to which git adds the
+    /// repository's path): `git upload-pack` jailed as the agent, with an
+    /// environment of its own (nothing of cryod's: no secret on a command
+    /// line, nor in a process the agent may read).
+    pub fn upload_pack(&self) -> Result<String, Failed> {
+        let jail = self.jail.as_ref().ok_or_else(|| Failed("no jail to read the worktree in".into()))?;
+        let kept = ["PATH", "TMPDIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "LANG"];
+        let mut words: Vec<String> = vec!["exec".into(), "/usr/bin/env".into(), "-i".into()];
+        words.extend(kept.iter().filter_map(|k| jail.env.get(*k).map(|v| format!("{k}={v}"))));
+        words.push("GIT_NO_LAZY_FETCH=1".into());
+        words.push(jail.program.to_string_lossy().into_owned());
+        words.extend(jail.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        words.push("upload-pack".into());
+        Ok(words.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" "))
     }
 
     /// `git ARGS` in `dir` (the chamber or its worktree), confined as the
@@ -120,6 +152,14 @@ impl Git {
         p.args.extend(with(HARDENED, args));
         finish(precheck::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
     }
+}
+
+/// `word` as one word of a POSIX shell's command line.
+fn quoted(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:,+@%".contains(c)) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// `pre` then `args`, as the arguments of a command.
@@ -176,6 +216,28 @@ mod tests {
         assert_eq!(env.get("GIT_DIR"), None);
         assert_eq!(env.get("GIT_CONFIG_GLOBAL").map(String::as_str), Some("/dev/null"));
         assert_eq!(env.get("GIT_CONFIG_NOSYSTEM").map(String::as_str), Some("1"));
+    }
+
+    /// The jailed far side is one shell command whose words are kept whole.
+    #[test]
+    fn the_jailed_upload_pack_is_quoted_whole() {
+        let mut env = std::collections::BTreeMap::new();
+        env.insert("PATH".to_string(), "/usr/bin".to_string());
+        env.insert("SECRET".to_string(), "never".to_string());
+        let jail = Prepared {
+            program: "/bin/cryod".into(),
+            args: vec!["__sandbox".into(), r#"{"w":["/a b","it's"]}"#.into(), "--".into(), "/usr/bin/git".into()],
+            env,
+        };
+        let line = Git::new("/usr/bin/git".into(), jail).upload_pack().unwrap();
+        assert!(!line.contains("never"), "{line}");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("set -- {line}; printf '%s\\n' \"$@\""), "sh"])
+            .output()
+            .unwrap();
+        let words = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(words.contains("{\"w\":[\"/a b\",\"it's\"]}\n"), "{words}");
+        assert!(words.ends_with("/usr/bin/git\nupload-pack\n"), "{words}");
     }
 
     #[test]

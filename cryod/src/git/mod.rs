@@ -24,10 +24,13 @@
 //! cryo never falls back to the user's checkout.
 
 pub mod cmd;
+mod diff;
 
 use std::path::{Path, PathBuf};
 
 pub use cmd::{Failed, Git};
+use diff::numstat;
+pub use diff::{Diff, FileChange, diff};
 
 use crate::chamber::config::{Git as Config, GitMode};
 use crate::chamber::{Dir, NewFile};
@@ -38,9 +41,6 @@ pub const WORKTREE: &str = "worktree";
 
 /// In cryod's copy: the session whose work is not settled yet.
 const OPEN: &str = "cryo-open";
-
-/// The longest patch a diff shows (the rest is cut, and said so).
-pub const MAX_PATCH: usize = 4 * 1024 * 1024;
 
 /// One chamber's repositories and settings.
 pub struct Place<'a> {
@@ -174,19 +174,19 @@ fn short(sha: &str) -> &str {
 /// The base as fetched: its name, where `repo` has it, and where cryod's
 /// copy keeps it (a branch stays a branch, so the worktree's clone sees it
 /// as `origin/NAME`; a tag a tag).
-struct Base {
-    name: String,
+pub(super) struct Base {
+    pub(super) name: String,
     remote: String,
-    local: String,
+    pub(super) local: String,
 }
 
 /// The base `config` names, or `repo`'s default branch.
-async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
+pub(super) async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
     let name = match &p.config.base {
         Some(b) => b.clone(),
         None => {
             let repo = p.config.repo.as_arg();
-            let out = git.trusted(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"], true).await?;
+            let out = git.remote(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"]).await?;
             out.stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("ref: ")?.split_once('\t').map(|(r, _)| r.to_string()))
@@ -219,7 +219,7 @@ async fn ensure_store(git: &Git, p: &Place<'_>) -> Result<(), Failed> {
 }
 
 /// The commit `rev` names in cryod's copy, if any.
-async fn rev(git: &Git, p: &Place<'_>, rev: &str) -> Result<Option<String>, Failed> {
+pub(super) async fn rev(git: &Git, p: &Place<'_>, rev: &str) -> Result<Option<String>, Failed> {
     let out = git.trusted(&p.store, &["rev-parse", "-q", "--verify", &format!("{rev}^{{commit}}")], false).await;
     match out {
         Ok(o) => Ok(Some(o.stdout.trim().to_string())),
@@ -269,7 +269,7 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
     let repo = p.config.repo.as_arg();
     let spec = format!("+{}:{}", base.remote, base.local);
     let fetched =
-        git.trusted(&p.store, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec], true).await;
+        git.remote(&p.store, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec]).await;
     fetched.map_err(|e| match e.0.contains("couldn't find remote ref") {
         true => Failed(format!("the base {:?} is not in {repo}: set [git] base to a branch it has", base.name)),
         false => Failed(format!("cannot fetch the base from {repo}: {e}")),
@@ -289,7 +289,7 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
         // work), else the base.
         let spec = format!("+{local}:{local}");
         let args = ["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec];
-        if git.trusted(&p.store, &args, true).await.is_err() {
+        if git.remote(&p.store, &args).await.is_err() {
             set_ref(git, p, &local, &tip).await?;
             notes.push(format!("git: branch {branch} made from {} at {}", base.name, short(&tip)));
         } else {
@@ -348,7 +348,7 @@ pub async fn push(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
     let mut args = vec!["push", "-q", "--no-verify"];
     args.extend(lease.as_deref());
     args.extend(["--", &repo, &spec]);
-    git.trusted(&p.store, &args, true).await.map_err(|e| match e.0.contains("stale info") {
+    git.remote(&p.store, &args).await.map_err(|e| match e.0.contains("stale info") {
         true => Failed(format!("the push of {} to {repo} was refused: the branch there moved since cryo's last push (another push?); cryo did not overwrite it", p.branch())),
         false => Failed(format!("the push of {} to {repo} failed: {e}", p.branch())),
     })?;
@@ -362,7 +362,7 @@ pub async fn base_name(git: &Git, p: &Place<'_>) -> Result<String, Failed> {
 }
 
 /// Commits from `from` to `to`.
-async fn count(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<u64, Failed> {
+pub(super) async fn count(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<u64, Failed> {
     let out = git.trusted(&p.store, &["rev-list", "--count", &format!("{from}..{to}")], false).await?;
     Ok(out.stdout.trim().parse().unwrap_or(0))
 }
@@ -442,11 +442,13 @@ pub async fn settle(git: &Git, p: &Place<'_>, session: u64) -> Result<Settled, F
             }
         };
         let both = format!("+{local}:{local}");
-        let mut args = vec!["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &wt_arg, &spec];
+        // The worktree's side reads its `.git` jailed, as the agent could.
+        let far = format!("--upload-pack={}", git.upload_pack()?);
+        let mut args = vec!["fetch", "-q", "--no-tags", "--no-write-fetch-head", &far, "--", &wt_arg, &spec];
         if spec.starts_with("+HEAD") {
             args.push(&both);
         }
-        git.trusted(&p.store, &args, true)
+        git.trusted(&p.store, &args, false)
             .await
             .map_err(|e| Failed(format!("cannot keep the worktree's work: {e}")))?;
     } else {
@@ -502,117 +504,6 @@ fn stuck(p: &Place<'_>) -> Result<(), Failed> {
     Ok(())
 }
 
-/// One file of a diff.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct FileChange {
-    pub path: String,
-    /// `None` for a binary file.
-    pub additions: Option<u64>,
-    pub deletions: Option<u64>,
-}
-
-/// What changed between two commits of the branch.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Diff {
-    pub branch: String,
-    pub base: Option<String>,
-    pub session: Option<u64>,
-    pub from: String,
-    pub to: String,
-    pub commits: u64,
-    pub files: Vec<FileChange>,
-    pub additions: u64,
-    pub deletions: u64,
-    pub patch: String,
-    /// The patch was longer than [`MAX_PATCH`] and is cut there.
-    pub cut: bool,
-}
-
-async fn numstat(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Result<Vec<FileChange>, Failed> {
-    let out = git.trusted(&p.store, &["diff", "--numstat", "-z", "--no-renames", from, to, "--"], false).await?;
-    Ok(parse_numstat(&out.stdout))
-}
-
-/// `git diff --numstat -z --no-renames`: `ADDED\tDELETED\tPATH\0` each
-/// (`-` for a binary file's counts).
-fn parse_numstat(text: &str) -> Vec<FileChange> {
-    text.split('\0')
-        .filter(|r| !r.is_empty())
-        .filter_map(|r| {
-            let mut parts = r.splitn(3, '\t');
-            let (a, d, path) = (parts.next()?, parts.next()?, parts.next()?);
-            Some(FileChange { path: path.to_string(), additions: a.parse().ok(), deletions: d.parse().ok() })
-        })
-        .collect()
-}
-
-/// Session `session`'s changes, or (none) the branch's since it left the
-/// base.
-pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff, Failed> {
-    if !p.store.join("HEAD").is_file() {
-        return Err(Failed("no session has worked in the repository yet".into()));
-    }
-    let branch = p.branch();
-    let local = format!("refs/heads/{branch}");
-    let to_branch = rev(git, p, &local).await?;
-    let (from, to, base) = match session {
-        Some(n) => {
-            let at = |end: &str| format!("refs/cryo/sessions/{n}/{end}");
-            let gone = || {
-                Failed(format!(
-                    "session {n} left no record in the repository (it ran without [git], or its work was never kept)"
-                ))
-            };
-            let from = rev(git, p, &at("start")).await?.ok_or_else(gone)?;
-            let to = rev(git, p, &at("end")).await?.ok_or_else(gone)?;
-            (from, to, None)
-        }
-        None => {
-            let to = to_branch.ok_or_else(|| Failed(format!("the branch {branch} is not made yet")))?;
-            let b = base(git, p).await.ok();
-            let seen = match &b {
-                Some(b) => rev(git, p, &b.local).await?,
-                None => None,
-            };
-            let from = match seen {
-                Some(tip) => git.trusted(&p.store, &["merge-base", &tip, &to], false).await?.stdout.trim().to_string(),
-                None => to.clone(),
-            };
-            (from, to, b.map(|b| b.name))
-        }
-    };
-    let files = numstat(git, p, &from, &to).await?;
-    let out = git
-        .trusted(
-            &p.store,
-            &["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", &from, &to, "--"],
-            false,
-        )
-        .await?;
-    let mut patch = out.stdout;
-    let cut = patch.len() > MAX_PATCH;
-    if cut {
-        let mut at = MAX_PATCH;
-        while !patch.is_char_boundary(at) {
-            at -= 1;
-        }
-        patch.truncate(at);
-    }
-    Ok(Diff {
-        commits: count(git, p, &from, &to).await?,
-        additions: files.iter().filter_map(|f| f.additions).sum(),
-        deletions: files.iter().filter_map(|f| f.deletions).sum(),
-        branch,
-        base,
-        session,
-        from,
-        to,
-        files,
-        patch,
-        cut,
-    })
-}
-
 /// Removes the worktree and cryod's copy (the chamber is removed or
 /// reset). The branch's commits are kept first, as a bundle in `kept` (a
 /// folder of cryod's, named with `stamp`); returns what `history/` keeps of
@@ -636,18 +527,4 @@ pub async fn prune(git: &Git, p: &Place<'_>, kept: &Path, stamp: &str) -> Result
         std::fs::remove_dir_all(&p.store).map_err(|e| Failed(format!("cannot remove {}: {e}", p.store.display())))?;
     }
     Ok(said)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numstat_lines() {
-        let text = "3\t1\tsrc/a.rs\0-\t-\timg.png\0";
-        let files = parse_numstat(text);
-        assert_eq!(files.len(), 2);
-        assert_eq!(files[0], FileChange { path: "src/a.rs".into(), additions: Some(3), deletions: Some(1) });
-        assert_eq!(files[1].additions, None);
-    }
 }
