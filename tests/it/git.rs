@@ -248,6 +248,18 @@ fn a_repository_cryod_cannot_prepare_holds_the_chamber_with_its_line() {
     // The user's checkout was never used instead.
     assert_eq!(sh(&main, "git status --porcelain"), "?? wip.txt\n");
     assert!(!main.join("ran").exists());
+    // An edit of [git] nobody accepted (the agent's) is not acted on: not
+    // by a session, nor by a diff, which would fetch from the new repo.
+    let toml = locked.dir.join("cryo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace(&format!("repo = \"{}\"", main.display()), "repo = \"http://127.0.0.1:9/evil.git\""),
+    )
+    .unwrap();
+    wait_until("the edit held", || status(&env, &locked).to_string().contains("which the operator has not accepted"));
+    let said = env.cryoctl(&["chamber", "diff", "locked"]).fails(1).to_string();
+    assert!(said.contains("[git] changed and is not accepted yet"), "{said}");
 }
 
 /// Under each sandbox: the agent commits in its worktree, and cannot
@@ -328,7 +340,7 @@ fn a_fresh_worktree_each_session_and_none_kept_past_a_reset_or_removal() {
     assert!(kept.starts_with("branch cryo/s at "), "{kept}");
     let fetch = kept.lines().find_map(|l| l.strip_prefix("its commits: ")).expect("the bundle's line").to_string();
     sh(&main, &fetch);
-    assert_eq!(sh(&main, "git show cryo/s:count.txt"), "1\n2\n", "the branch's work, from the bundle");
+    assert_eq!(sh(&main, "git show cryo-kept/cryo/s:count.txt"), "1\n2\n", "the branch's work, from the bundle");
     assert!(!env.state_dir().join("git/1.git").exists(), "cryod's copy is pruned");
     // A removal prunes as well.
     let w = env.chamber("w", &agent("touch work"), &git_toml(&env, "w", &main, ""));

@@ -486,15 +486,11 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
     let github = raw.sync.as_ref().is_some_and(|s| s.github.is_some());
     let git = raw.git.take().map(|g| git::parse(g, dir, github, &lines)).transpose()?;
-    let mut reach = reach(dir, &writable, &readable, &provider);
-    // A repository named in the chamber may be a link the agent moves.
     if let Some(Git { repo: Repo::Path(p), .. }) = &git {
-        let places = [dir.to_path_buf()].into_iter().chain(writable.iter().cloned()).collect::<Vec<_>>();
-        reach.extend(
-            Some(Reach::new("git", p.clone()))
-                .filter(|r| places.iter().any(|w| r.named.starts_with(w) || r.resolved.starts_with(w))),
-        );
+        git::beyond_the_agent(p, dir, &writable)
+            .map_err(|why| lines.invalid("repo", format!("key `git.repo`: {why}")))?;
     }
+    let reach = reach(dir, &writable, &readable, &provider);
     super::trust::fold_resolved(&mut trust, &reach);
     let sync = raw.sync;
     Ok(Loaded {

@@ -48,19 +48,18 @@ impl Daemon {
     /// where. What fails is logged: the removal or reset stands.
     async fn prune_git(&self, v: &ChamberView, history_rel: &str) {
         let root = std::path::PathBuf::from(&v.record.path);
-        let system = self.0.shared.system_zone.get();
-        let at = root.clone();
-        let Ok(Ok(loaded)) = crate::chamber::blocking(move || crate::chamber::config::load(&at, system)).await else {
-            return;
-        };
-        let (Some(config), Ok(program)) = (loaded.config.git, crate::git::Git::find()) else { return };
-        let git = crate::git::Git::trusted_only(program);
         let state = &self.0.shared.places.state_dir;
         let store = crate::git::Place::store_of(state, v.record.id);
-        let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &config };
+        // By what is there, not by cryo.toml (which the agent may have
+        // changed since): cryod's copy and the worktree.
+        if !store.exists() && !root.join(crate::git::WORKTREE).exists() {
+            return;
+        }
+        let Ok(program) = crate::git::Git::find() else { return };
+        let git = crate::git::Git::trusted_only(program);
         let stamp = history_rel.rsplit('/').next().unwrap_or(history_rel).to_string();
         let kept = state.join("git").join("kept");
-        match crate::git::prune(&git, &place, &kept, &format!("{}-{stamp}", v.record.id)).await {
+        match crate::git::prune(&git, &root, &store, &kept, &format!("{}-{stamp}", v.record.id)).await {
             Ok(Some(text)) => {
                 let rel = std::path::Path::new(history_rel);
                 let written = crate::chamber::Dir::open(&root).and_then(|d| {
@@ -90,8 +89,19 @@ impl Daemon {
         let system = self.0.shared.system_zone.get();
         let at = root.clone();
         let loaded = crate::chamber::blocking(move || crate::chamber::config::load(&at, system)).await?;
-        let config = loaded.map_err(|e| Error::Precondition(e.to_string()))?.config;
-        let Some(git_config) = config.git else {
+        let loaded = loaded.map_err(|e| Error::Precondition(e.to_string()))?;
+        // What the operator accepted, not an edit of the agent's.
+        let records = self.0.shared.store.chambers().await?;
+        let accepted = records.iter().find(|r| r.id == v.record.id).and_then(|r| r.trusted.as_deref());
+        if let Some(accepted) = accepted.map(crate::chamber::trust::from_json)
+            && accepted.get("git") != loaded.trust.get("git")
+        {
+            return Err(Error::Precondition(format!(
+                "{}'s [git] changed and is not accepted yet: see it, then `cryoctl chamber trust {}`",
+                v.record.name, v.record.name
+            )));
+        }
+        let Some(git_config) = loaded.config.git else {
             return Err(Error::Precondition(format!("{} has no [git] section in its cryo.toml", v.record.name)));
         };
         let git = crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.0))?);

@@ -1,7 +1,7 @@
 //! What a `[git]` chamber's branch, or one session, changed: read from
 //! cryod's copy alone.
 
-use super::{Failed, Git, Place, base, count, rev};
+use super::{Failed, Git, Place, count, last_base, rev};
 
 /// The longest patch a diff shows (the rest is cut, and said so).
 pub const MAX_PATCH: usize = 4 * 1024 * 1024;
@@ -73,7 +73,7 @@ pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff
         }
         None => {
             let to = to_branch.ok_or_else(|| Failed(format!("the branch {branch} is not made yet")))?;
-            let b = base(git, p).await.ok();
+            let b = last_base(p);
             let seen = match &b {
                 Some(b) => rev(git, p, &b.local).await?,
                 None => None,

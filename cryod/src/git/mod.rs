@@ -42,6 +42,17 @@ pub const WORKTREE: &str = "worktree";
 /// In cryod's copy: the session whose work is not settled yet.
 const OPEN: &str = "cryo-open";
 
+/// In cryod's copy: the base as last fetched (its name, its ref there).
+const BASE: &str = "cryo-base";
+
+/// The base as the last session's start fetched it.
+pub(super) fn last_base(p: &Place<'_>) -> Option<Base> {
+    let text = std::fs::read_to_string(p.store.join(BASE)).ok()?;
+    let mut lines = text.lines();
+    let (name, local) = (lines.next()?.to_string(), lines.next()?.to_string());
+    Some(Base { remote: String::new(), name, local })
+}
+
 /// One chamber's repositories and settings.
 pub struct Place<'a> {
     pub chamber: &'a str,
@@ -276,6 +287,17 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
     })?;
     let tip =
         rev(git, p, &base.local).await?.ok_or_else(|| Failed(format!("the base {:?} names no commit", base.name)))?;
+    // The chamber's branch is never the base itself (a default branch
+    // named so, found only now).
+    if base.local == format!("refs/heads/{}", p.branch()) {
+        return Err(Failed(format!(
+            "[git] branch {:?} is the base itself: name a branch of the chamber's own",
+            p.branch()
+        )));
+    }
+    // Kept for the diff, which reads cryod's copy alone.
+    cryo_files::write_file(&p.store.join(BASE), format!("{}\n{}\n", base.name, base.local).as_bytes(), NewFile::QUICK)
+        .map_err(|e| Failed(e.to_string()))?;
     let moved = match rev(git, p, "refs/cryo/seen").await? {
         None => None,
         Some(seen) if seen == tip => Some(0),
@@ -504,27 +526,33 @@ fn stuck(p: &Place<'_>) -> Result<(), Failed> {
     Ok(())
 }
 
-/// Removes the worktree and cryod's copy (the chamber is removed or
-/// reset). The branch's commits are kept first, as a bundle in `kept` (a
-/// folder of cryod's, named with `stamp`); returns what `history/` keeps of
-/// it: the branch's name, its commit, and where the bundle is.
-pub async fn prune(git: &Git, p: &Place<'_>, kept: &Path, stamp: &str) -> Result<Option<String>, Failed> {
+/// Removes the worktree of the chamber at `root` and cryod's copy
+/// `store` (the chamber is removed or reset), by what is there, whatever
+/// `cryo.toml` says now. Every branch of the copy is kept first, in one
+/// bundle in `kept` (a folder of cryod's, named with `stamp`); returns what
+/// `history/` keeps of it: each branch's name and commit, and the bundle.
+pub async fn prune(git: &Git, root: &Path, store: &Path, kept: &Path, stamp: &str) -> Result<Option<String>, Failed> {
     let mut said = None;
-    if p.store.join("HEAD").is_file() {
-        let branch = p.branch();
-        if let Some(sha) = rev(git, p, &format!("refs/heads/{branch}")).await? {
+    if store.join("HEAD").is_file() {
+        let heads = git
+            .trusted(store, &["for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/"], false)
+            .await?;
+        if !heads.stdout.trim().is_empty() {
             std::fs::create_dir_all(kept).map_err(|e| Failed(format!("cannot create {}: {e}", kept.display())))?;
-            let file = kept.join(format!("{stamp}-{}.bundle", branch.replace('/', "-")));
+            let file = kept.join(format!("{stamp}.bundle"));
             let path = file.to_string_lossy();
-            git.trusted(&p.store, &["bundle", "create", "-q", &path, &format!("refs/heads/{branch}")], true).await?;
-            said = Some(format!("branch {branch} at {sha}\nits commits: git fetch {path} {branch}:{branch}\n"));
+            git.trusted(store, &["bundle", "create", "-q", &path, "--branches"], true).await?;
+            let branches: String =
+                heads.stdout.lines().map(|l| format!("branch {}\n", l.replacen(' ', " at ", 1))).collect();
+            said = Some(format!("{branches}its commits: git fetch {path} 'refs/heads/*:refs/remotes/cryo-kept/*'\n"));
         }
     }
-    if worktree_state(p).ok().flatten().is_some() {
-        remove(&p.worktree())?;
+    let wt = root.join(WORKTREE);
+    if matches!(Dir::open(root).map(|d| d.kind(Path::new(WORKTREE))), Ok(Ok(Some(Kind::Folder)))) {
+        remove(&wt)?;
     }
-    if p.store.exists() {
-        std::fs::remove_dir_all(&p.store).map_err(|e| Failed(format!("cannot remove {}: {e}", p.store.display())))?;
+    if store.exists() {
+        std::fs::remove_dir_all(store).map_err(|e| Failed(format!("cannot remove {}: {e}", store.display())))?;
     }
     Ok(said)
 }

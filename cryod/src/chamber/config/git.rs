@@ -116,6 +116,24 @@ pub(super) fn parse(raw: RawGit, dir: &Path, github: bool, lines: &Lines) -> Res
     Ok(Git { repo, base: raw.base, mode, branch, push: raw.push.unwrap_or(false) || pull_request, pull_request })
 }
 
+/// A repository the agent can write (in its chamber or a `writable`
+/// folder, named or where a link leads) is refused: cryod would run git in
+/// it (its hooks on a push, its refs and alternates on a fetch).
+pub(super) fn beyond_the_agent(repo: &Path, dir: &Path, writable: &[PathBuf]) -> Result<(), String> {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let theirs: Vec<PathBuf> =
+        std::iter::once(dir.to_path_buf()).chain(writable.iter().cloned()).flat_map(|w| [resolve(&w), w]).collect();
+    let (named, resolved) = (repo.to_path_buf(), resolve(repo));
+    match theirs.iter().find(|w| named.starts_with(w) || resolved.starts_with(w)) {
+        Some(w) => Err(format!(
+            "{} is in {}, which the agent can write: name the repository it works on, not one of its own",
+            repo.display(),
+            w.display()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `Some(url)` if `raw` is a URL git fetches over a transport cryo allows,
 /// `None` if it is a path; an error for anything else (`ext::`, a leading
 /// `-` that git would take as an option).
@@ -168,6 +186,22 @@ pub fn ref_name(name: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repository_the_agent_can_write_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let (chamber, project, repo) = (home.path().join("c"), home.path().join("p"), home.path().join("repo"));
+        for d in [&chamber, &project, &repo] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let e = beyond_the_agent(&chamber.join("project"), &chamber, &[]).unwrap_err();
+        assert!(e.contains("which the agent can write"), "{e}");
+        assert!(beyond_the_agent(&project, &chamber, std::slice::from_ref(&project)).is_err());
+        // A link to it from elsewhere.
+        std::os::unix::fs::symlink(&project, home.path().join("via")).unwrap();
+        assert!(beyond_the_agent(&home.path().join("via"), &chamber, std::slice::from_ref(&project)).is_err());
+        assert_eq!(beyond_the_agent(&repo, &chamber, std::slice::from_ref(&project)), Ok(()));
+    }
 
     #[test]
     fn repositories_and_branch_names() {
