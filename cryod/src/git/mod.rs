@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 pub use cmd::{Failed, Git};
 use diff::numstat;
-pub use diff::{Diff, FileChange, diff};
+pub use diff::{Diff, FileChange, MAX_PATCH, diff};
 
 use crate::chamber::config::{Git as Config, GitMode};
 use crate::chamber::{Dir, NewFile};

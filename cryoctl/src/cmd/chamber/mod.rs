@@ -230,7 +230,7 @@ pub enum ChamberCmd {
         #[arg(long, short = 'n', default_value_t = 10)]
         count: u32,
     },
-    /// What a [git] chamber's branch changed since it left its base (or one
+    /// What a git-aware chamber's branch changed since it left its base (or one
     /// session's changes): each file's lines added and deleted, then the
     /// patch.
     Diff {
