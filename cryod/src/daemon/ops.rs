@@ -107,7 +107,12 @@ impl Daemon {
         let git = crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.0))?);
         let store = crate::git::Place::store_of(&self.0.shared.places.state_dir, v.record.id);
         let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &git_config };
-        crate::git::diff(&git, &place, session).await.map_err(|e| Error::Precondition(e.0))
+        crate::git::diff(&git, &place, session).await.map_err(|e| {
+            match session.is_some() && e.0.contains("left no record") {
+                true => Error::NotFound(e.0),
+                false => Error::Precondition(e.0),
+            }
+        })
     }
 
     /// Replaces a chamber's `plan.md` (through its supervisor, the one writer).

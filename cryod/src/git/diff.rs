@@ -64,7 +64,8 @@ pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff
             let at = |end: &str| format!("refs/cryo/sessions/{n}/{end}");
             let gone = || {
                 Failed(format!(
-                    "session {n} left no record in the repository (it ran without [git], or its work was never kept)"
+                    "session {n} left no record in cryod's copy of the repository (it never started, ran without \
+                     [git], or before a reset or removal, whose history/STAMP/git.txt names where the work is kept)"
                 ))
             };
             let from = rev(git, p, &at("start")).await?.ok_or_else(gone)?;

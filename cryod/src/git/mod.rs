@@ -197,7 +197,9 @@ pub(super) async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
         Some(b) => b.clone(),
         None => {
             let repo = p.config.repo.as_arg();
-            let out = git.remote(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"]).await?;
+            let out = git.remote(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"]).await.map_err(|e| {
+                Failed(format!("cannot read {repo} as a git repository ({e}): set [git] repo to one, or mend it"))
+            })?;
             out.stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("ref: ")?.split_once('\t').map(|(r, _)| r.to_string()))
@@ -283,7 +285,9 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
         git.remote(&p.store, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec]).await;
     fetched.map_err(|e| match e.0.contains("couldn't find remote ref") {
         true => Failed(format!("the base {:?} is not in {repo}: set [git] base to a branch it has", base.name)),
-        false => Failed(format!("cannot fetch the base from {repo}: {e}")),
+        false => {
+            Failed(format!("cannot fetch the base from {repo} ({e}): set [git] repo to a repository cryod can read"))
+        }
     })?;
     let tip =
         rev(git, p, &base.local).await?.ok_or_else(|| Failed(format!("the base {:?} names no commit", base.name)))?;

@@ -23,6 +23,8 @@ impl Sup {
             Ok(dir) => {
                 tracing::info!(chamber = %self.machine.name(), %dir, "chamber reset");
                 self.todos_written = None;
+                // Its git work begins again too (the daemon prunes it).
+                self.git_last = None;
             }
             Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot reset"),
         }

@@ -56,7 +56,10 @@ impl Sup {
         let store = self.git_store();
         let place =
             Place { chamber: self.machine.name(), root: &self.root, store, config: config.git.as_ref().expect("git") };
-        let ready = crate::git::prepare(&git, &place, number).await.map_err(|e| format!("git: {e}"))?;
+        let name = self.machine.name();
+        let ready = crate::git::prepare(&git, &place, number)
+            .await
+            .map_err(|e| format!("git: {e} (once mended, `cryoctl chamber wake {name}` runs a session)"))?;
         self.git_open = Some(number);
         if let Some(s) = &ready.settled_before {
             self.record_git(s.clone()).await;

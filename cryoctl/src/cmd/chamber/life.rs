@@ -21,7 +21,11 @@ pub(super) async fn remove(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
         if ch.state == pb::ChamberState::Running as i32 {
             outln!("ended {:?}'s running session {} (as a stop does: its TODOs are re-queued)", ch.name, ch.session);
         }
-        outln!("removed {:?} from the registry; its files in {} are untouched", ch.name, ch.path);
+        outln!(
+            "removed {:?} from the registry; its files in {} are untouched (but a [git] chamber's worktree: its branches are kept, history/ says where)",
+            ch.name,
+            ch.path
+        );
     }
     Ok(())
 }

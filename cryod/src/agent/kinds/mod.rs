@@ -195,63 +195,6 @@ impl Kind {
     }
 }
 
-/// An `agent` line's words: its command and arguments (after `acp:`, for
-/// an ACP agent).
-pub fn agent_words(agent: &str) -> super::Result<Vec<String>> {
-    split_words(agent.trim_start().strip_prefix(ACP_PREFIX).unwrap_or(agent))
-}
-
-/// Splits a command line into words: whitespace separates, single and double
-/// quotes group, a backslash escapes the next character.
-pub fn split_words(s: &str) -> super::Result<Vec<String>> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    let mut quote: Option<char> = None;
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some('"'), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            (Some(_), c) => cur.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    in_word = true;
-                }
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            (None, c) => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err(Error::Setting(format!("unbalanced quote in agent command {s:?}")));
-    }
-    if in_word {
-        words.push(cur);
-    }
-    if words.is_empty() {
-        return Err(Error::Setting("the agent command is empty".into()));
-    }
-    Ok(words)
-}
-
 /// The model an agent line's arguments name (`--model M`, `-m M`,
 /// `--model=M`), if any.
 pub fn named_model(args: &[String]) -> Option<String> {
@@ -362,7 +305,7 @@ pub fn command_line(
             ..KindLine::default()
         },
         Kind::Other => {
-            let mut args = extra;
+            let mut args = in_chamber(extra, chamber, turn.workdir);
             args.push(prompt_arg);
             KindLine { args, ..KindLine::default() }
         }
@@ -742,9 +685,12 @@ pub fn agent_bin_dir() -> Option<PathBuf> {
 mod account;
 mod approvals;
 mod settings;
+mod words;
 pub use account::{configured_model, provider_account};
 pub use approvals::{OPENCODE_PLUGIN, QWEN_DEFAULTS};
 pub use settings::merge_settings;
+use words::in_chamber;
+pub use words::{agent_words, split_words};
 
 #[cfg(test)]
 mod tests;

@@ -212,3 +212,23 @@ fn each_kind_asks_under_approvals() {
     let e = line("claude --dangerously-skip-permissions", Some(&m)).unwrap_err().to_string();
     assert!(e.contains("remove --dangerously-skip-permissions"), "{e}");
 }
+
+/// A command of one's own in a `[git]` chamber names the chamber's files
+/// as before: relative words that are the chamber's files are made whole.
+#[test]
+fn a_command_of_ones_own_finds_its_chamber_files_from_a_worktree() {
+    let chamber = tempfile::tempdir().unwrap();
+    let wt = chamber.path().join("worktree");
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::write(chamber.path().join("agent.sh"), "").unwrap();
+    std::fs::write(chamber.path().join("both.txt"), "").unwrap();
+    std::fs::write(wt.join("both.txt"), "").unwrap();
+    let t = Turn { workdir: Some(&wt), ..turn("P") };
+    let line = command_line("sh agent.sh both.txt -x missing.sh", chamber.path(), &t, false, None, &BTreeMap::new());
+    let args = line.unwrap().args;
+    let whole = chamber.path().join("agent.sh").to_string_lossy().into_owned();
+    assert_eq!(args, vec![whole, "both.txt".into(), "-x".into(), "missing.sh".into(), "P".into()]);
+    // Without a worktree, the line is as written.
+    let line = command_line("sh agent.sh", chamber.path(), &turn("P"), false, None, &BTreeMap::new()).unwrap();
+    assert_eq!(line.args, vec!["agent.sh".to_string(), "P".into()]);
+}
