@@ -33,6 +33,15 @@ fn have_git() -> bool {
     here
 }
 
+/// Whether git and the sandbox `mode` are both here.
+fn have_git_and(mode: &str) -> bool {
+    if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
+        eprintln!("SKIPPED: {mode}: {why}");
+        return false;
+    }
+    have_git()
+}
+
 /// The user's checkout: `main` with one file committed, and work of
 /// their own left uncommitted (which no chamber may touch).
 fn checkout(env: &Env) -> PathBuf {
@@ -265,11 +274,7 @@ fn a_repository_cryod_cannot_prepare_holds_the_chamber_with_its_line() {
 /// Under each sandbox: the agent commits in its worktree, and cannot
 /// write the user's checkout.
 fn confined(mode: &str) {
-    if !have_git() {
-        return;
-    }
-    if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
-        eprintln!("SKIPPED git under {mode}: {why}");
+    if !have_git_and(mode) {
         return;
     }
     let env = Env::new();
@@ -522,11 +527,7 @@ fn codex_works_in_its_worktree() {
 /// as its alternates: cryod's copy fetches the worktree jailed as the
 /// agent, so nothing of that repository reaches it, nor the next session.
 fn a_linked_ref_brings_nothing_unreadable(mode: &str) {
-    if !have_git() {
-        return;
-    }
-    if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
-        eprintln!("SKIPPED the linked ref under {mode}: {why}");
+    if !have_git_and(mode) {
         return;
     }
     let env = Env::new();

@@ -46,7 +46,7 @@ const OPEN: &str = "cryo-open";
 const BASE: &str = "cryo-base";
 
 /// The base as the last session's start fetched it.
-pub(super) fn last_base(p: &Place<'_>) -> Option<Base> {
+pub fn last_base(p: &Place<'_>) -> Option<Base> {
     let text = std::fs::read_to_string(p.store.join(BASE)).ok()?;
     let mut lines = text.lines();
     let (name, local) = (lines.next()?.to_string(), lines.next()?.to_string());
@@ -185,8 +185,8 @@ fn short(sha: &str) -> &str {
 /// The base as fetched: its name, where `repo` has it, and where cryod's
 /// copy keeps it (a branch stays a branch, so the worktree's clone sees it
 /// as `origin/NAME`; a tag a tag).
-pub(super) struct Base {
-    pub(super) name: String,
+pub struct Base {
+    pub name: String,
     remote: String,
     pub(super) local: String,
 }
@@ -380,11 +380,6 @@ pub async fn push(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
     })?;
     set_ref(git, p, "refs/cryo/pushed", &tip).await?;
     Ok(Some(tip))
-}
-
-/// The base's branch name, as a pull request takes it.
-pub async fn base_name(git: &Git, p: &Place<'_>) -> Result<String, Failed> {
-    Ok(base(git, p).await?.name)
 }
 
 /// Commits from `from` to `to`.

@@ -33,8 +33,7 @@ impl Sup {
     fn git_auth(&self, config: &ChamberConfig) -> Vec<(String, String)> {
         let (Some(gc), Some(g)) = (config.git.as_ref(), config.github.as_ref()) else { return Vec::new() };
         let Repo::Url(url) = &gc.repo else { return Vec::new() };
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        match crate::bridges::github_config(g, &home, &self.root) {
+        match self.github(g) {
             Ok(cfg) if same_host(url, &cfg.api_url) => {
                 use base64::Engine;
                 let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{}", cfg.token));
@@ -106,16 +105,15 @@ impl Sup {
         if !gc.pull_request {
             return;
         }
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        let github = config.github.as_ref().map(|g| crate::bridges::github_config(g, &home, &self.root));
+        let github = config.github.as_ref().map(|g| self.github(g));
         let cfg = match github {
             Some(Ok(cfg)) => cfg,
             Some(Err(e)) => return settled.notes.push(format!("git: no pull request: [sync.github]: {e}")),
             None => return settled.notes.push("git: no pull request: the chamber has no [sync.github]".into()),
         };
-        let base = match crate::git::base_name(git, place).await {
-            Ok(b) => b,
-            Err(e) => return settled.notes.push(format!("git: no pull request: {e}")),
+        // The base the session's start fetched (no second ask of `repo`).
+        let Some(base) = crate::git::last_base(place).map(|b| b.name) else {
+            return settled.notes.push("git: no pull request: the base is not known yet".into());
         };
         let name = self.machine.name();
         let title = format!("cryo: {name}");
@@ -135,6 +133,15 @@ Session {}: {}.",
             }
             Err(e) => settled.notes.push(format!("git: the pull request: {}", e.message())),
         }
+    }
+
+    /// The GitHub bridge's settings and token, as the bridge reads them.
+    fn github(
+        &self,
+        g: &crate::chamber::config::GithubSync,
+    ) -> Result<cryo_sync::github::Config, crate::bridges::Error> {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        crate::bridges::github_config(g, &home, &self.root)
     }
 
     /// What a session did on the branch: into the ledger, the status and
