@@ -23,6 +23,7 @@
 //! path (it holds the token), a header or a body.
 
 pub mod kept;
+mod redact;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -385,25 +386,30 @@ fn refuse(status: StatusCode, api: Option<Api>, kind: &str, message: &str) -> Re
     (status, axum::Json(Api::error(api, kind, message))).into_response()
 }
 
-/// Headers a hop does not pass on, and those the gateway sets itself.
+/// Headers a hop does not pass on, those the gateway sets itself, and
+/// those that would tell the upstream (or a proxy before it) another host
+/// or client than the gateway's: `X-Forwarded-*`, `Forwarded`, `Via`.
 fn own_request_header(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "host"
-            | "authorization"
-            | "x-api-key"
-            | "x-goog-api-key"
-            | "content-length"
-            | "accept-encoding"
-            | "connection"
-            | "keep-alive"
-            | "proxy-authorization"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-    )
+    let n = name.as_str();
+    n.starts_with("x-forwarded-")
+        || matches!(n, "forwarded" | "via" | "x-real-ip" | "x-client-ip" | "true-client-ip" | "cookie")
+        || matches!(
+            n,
+            "host"
+                | "authorization"
+                | "x-api-key"
+                | "x-goog-api-key"
+                | "content-length"
+                | "accept-encoding"
+                | "connection"
+                | "keep-alive"
+                | "proxy-authorization"
+                | "proxy-connection"
+                | "te"
+                | "trailer"
+                | "transfer-encoding"
+                | "upgrade"
+        )
 }
 
 fn hop_response_header(name: &HeaderName) -> bool {
@@ -479,8 +485,16 @@ async fn handle(
         url.push_str(q);
     }
     let mut up = inner.client.request(parts.method.clone(), url);
+    // What `Connection` names is this hop's too (RFC 9110, 7.6.1).
+    let named: Vec<String> = parts
+        .headers
+        .get_all("connection")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|n| n.trim().to_ascii_lowercase()))
+        .collect();
     for (name, value) in &parts.headers {
-        if !own_request_header(name) {
+        if !own_request_header(name) && !named.iter().any(|n| n == name.as_str()) {
             up = up.header(name, value);
         }
     }
@@ -528,21 +542,42 @@ async fn handle(
         headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with("text/event-stream"));
     let meter = api.filter(|_| status.is_success()).map(|a| wire::Meter::new(a, streamed));
     let mut out = Response::builder().status(status);
+    let secret = route.spec.auth.secret().to_string();
     if let Some(h) = out.headers_mut() {
-        copy_response_headers(&headers, h);
+        copy_response_headers(&headers, h, &secret);
     }
     let span = route.spec.trace.as_ref().map(|t| RequestSpan { start: t.now(), api, status: status.as_u16() });
     let exchange = exchange.map(|(mut x, token)| {
         x.answered(status.as_u16());
         (x, token)
     });
-    let metered = Metered { inner: Box::pin(resp.bytes_stream()), meter, route: Some(route), span, exchange };
+    let redact = redact::Redact::new(&secret);
+    let metered = Metered {
+        inner: Box::pin(resp.bytes_stream()),
+        meter,
+        route: Some(route),
+        span,
+        exchange,
+        redact,
+        ended: false,
+    };
     out.body(Body::from_stream(metered)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
 
-fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap) {
+/// The upstream's headers, but this hop's own, with the real key taken
+/// out of any that echoes it.
+fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap, secret: &str) {
     for (name, value) in from {
-        if !hop_response_header(name) {
+        if hop_response_header(name) {
+            continue;
+        }
+        let echoes = !secret.is_empty() && value.as_bytes().windows(secret.len()).any(|w| w == secret.as_bytes());
+        if echoes {
+            let text = String::from_utf8_lossy(value.as_bytes()).replace(secret, redact::REDACTED);
+            if let Ok(v) = axum::http::HeaderValue::from_str(&text) {
+                to.append(name.clone(), v);
+            }
+        } else {
             to.append(name.clone(), value.clone());
         }
     }
@@ -559,6 +594,10 @@ struct Metered {
     span: Option<RequestSpan>,
     /// The exchange being kept, and the session's token (redacted in it).
     exchange: Option<(kept::Exchange, String)>,
+    /// The real key, taken out of what the upstream sends back.
+    redact: redact::Redact,
+    /// The upstream's body has ended (what `redact` held back is sent).
+    ended: bool,
 }
 
 /// What the request's span says besides what its response counted.
@@ -618,23 +657,36 @@ impl futures_util::Stream for Metered {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        let next = self.inner.as_mut().poll_next(cx);
-        match &next {
-            std::task::Poll::Ready(Some(Ok(chunk))) => {
+        use std::task::Poll;
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
                 if let Some(m) = self.meter.as_mut() {
-                    m.feed(chunk);
+                    m.feed(&chunk);
                 }
                 if let Some((x, _)) = self.exchange.as_mut() {
-                    x.feed(chunk);
+                    x.feed(&chunk);
                 }
                 if let Some(route) = &self.route {
                     (route.spec.tell.alive)();
                 }
+                Poll::Ready(Some(Ok(self.redact.feed(&chunk).into())))
             }
-            std::task::Poll::Ready(_) => self.settle(),
-            std::task::Poll::Pending => {}
+            Poll::Ready(other) => {
+                self.settle();
+                self.ended = true;
+                match other {
+                    Some(Err(e)) => Poll::Ready(Some(Err(e))),
+                    _ => {
+                        let rest = self.redact.finish();
+                        Poll::Ready((!rest.is_empty()).then(|| Ok(rest.into())))
+                    }
+                }
+            }
+            Poll::Pending => Poll::Pending,
         }
-        next
     }
 }
 

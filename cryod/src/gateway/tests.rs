@@ -198,3 +198,97 @@ async fn a_flood_of_silent_connections_gives_way_to_a_session() {
     }
     assert!(closed >= 16 - 4, "only {closed} of the flood's connections were closed");
 }
+
+/// An upstream that quotes the key it was given, in a header and in its
+/// body (an error that says which key was wrong).
+async fn echoing() -> Upstream {
+    let seen: Arc<Mutex<Vec<(String, HeaderMap)>>> = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let kept = kept.clone();
+        async move {
+            let key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            kept.lock().unwrap().push((req.uri().to_string(), req.headers().clone()));
+            let body =
+                format!("{{\"type\":\"error\",\"error\":{{\"message\":\"invalid x-api-key: {key} (key {key})\"}}}}");
+            Response::builder()
+                .status(401)
+                .header("content-type", "application/json")
+                .header("x-echo", format!("key={key}"))
+                .body(Body::from(body))
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Upstream { url, seen }
+}
+
+/// Issue 59, case 8: the real key never reaches the agent, even when the
+/// upstream echoes it back, in a header or in the body.
+#[tokio::test]
+async fn an_upstream_that_echoes_the_key_never_shows_it_to_the_agent() {
+    let (up, g) = (echoing().await, gateway().await);
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/messages", t.base()))
+        .header("x-api-key", t.token())
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let header = r.headers().get("x-echo").map(|v| v.to_str().unwrap().to_string());
+    let body = r.text().await.unwrap();
+    assert_eq!(up.seen.lock().unwrap()[0].1["x-api-key"], "sk-real", "the upstream got the real key");
+    assert!(!body.contains("sk-real") && body.matches(redact::REDACTED).count() == 2, "{body}");
+    assert_eq!(header.as_deref(), Some("key=[redacted by cryo]"));
+}
+
+/// Sends `head` (a request line and headers) to the gateway as it is, on a
+/// socket of its own: no client library mends the path on the way.
+async fn raw(base: &str, request_line: &str, headers: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").split('/').next().unwrap().to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let req = format!("{request_line}\r\nHost: {addr}\r\n{headers}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Issue 59, case 7: a path that a URL parser would walk elsewhere (a
+/// backslash, an escape, a dot segment) or that only ends like a model
+/// call is refused before anything reaches the upstream; headers naming
+/// another host or client are not passed on.
+#[tokio::test]
+async fn paths_are_matched_whole_and_forwarded_headers_dropped() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (tell, _) = tell();
+    let t = g.open(spec(&up, None, tell)).unwrap();
+    let base = t.base();
+    let prefix = base.split_once("://").unwrap().1.split_once('/').unwrap().1;
+    let key = format!("x-api-key: {}\r\n", t.token());
+    for path in [
+        "/v1\\..\\..\\tenant-b/v1/messages",
+        "/v1/%2e%2e/tenant-b/v1/messages",
+        "/tenant-b/v1/messages",
+        "/v1/files/../messages",
+        "/v1//messages",
+    ] {
+        let status = raw(&base, &format!("POST /{prefix}{path} HTTP/1.1"), &key).await;
+        assert!(status == 403 || status == 400, "{path}: {status}");
+    }
+    assert!(up.seen.lock().unwrap().is_empty(), "nothing reached the upstream");
+    let forwarded = format!(
+        "{key}X-Forwarded-Host: evil.example\r\nForwarded: host=evil.example\r\nVia: 1.1 evil\r\nX-Real-IP: 6.6.6.6\r\nConnection: close, x-hop\r\nX-Hop: 1\r\n"
+    );
+    assert_eq!(raw(&base, &format!("POST /{prefix}/v1/messages HTTP/1.1"), &forwarded).await, 200);
+    let seen = up.seen.lock().unwrap().clone();
+    let h = &seen[0].1;
+    for name in ["x-forwarded-host", "forwarded", "via", "x-real-ip", "x-hop"] {
+        assert!(!h.contains_key(name), "{name} reached the upstream: {h:?}");
+    }
+}

@@ -70,30 +70,39 @@ impl Api {
 /// Whether the gateway forwards `method` on `path` (below the base): the
 /// model calls the known CLIs make, and the model lists they read. The real
 /// key reaches nothing else (no files, batches, fine-tunes, admin calls).
+///
+/// The path is matched whole against each API's endpoints (an optional
+/// version first: `v1`, `v1beta`, `v1alpha`), never by its end, and only in
+/// its plainest form: letters, digits and `-._:@` between single slashes.
+/// An escape (`%2e`, `%2f`), a backslash (which URL parsers read as a
+/// slash), an empty or dot segment would let the upstream resolve it into
+/// another endpoint, or another tenant's: refused.
 pub fn allowed(method: &str, path: &str) -> bool {
-    // A dot segment, plain or escaped, would be resolved upstream into
-    // another endpoint.
-    let lower = path.to_ascii_lowercase();
-    if path.split('/').any(|s| s == "." || s == "..") || lower.contains("%2e") || lower.contains("%2f") {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"/-._:@".contains(&b);
+    if !path.starts_with('/') || !path.bytes().all(plain) {
         return false;
     }
-    let path = path.trim_end_matches('/');
-    let ends = |p: &str, tail: &str| p == tail || p.ends_with(&format!("/{tail}"));
+    let segments: Vec<&str> = path.strip_suffix('/').unwrap_or(path)[1..].split('/').collect();
+    if segments.iter().any(|s| s.is_empty() || s.bytes().all(|b| b == b'.')) {
+        return false;
+    }
+    let rest = match segments.split_first() {
+        Some((v, rest)) if ["v1", "v1beta", "v1alpha"].contains(v) => rest,
+        _ => &segments[..],
+    };
     // Gemini's: `models/MODEL:VERB`.
-    let gemini = |verbs: &[&str]| {
-        path.rsplit_once('/').is_some_and(|(head, last)| {
-            ends(head, "models") && last.split_once(':').is_some_and(|(m, v)| !m.is_empty() && verbs.contains(&v))
+    let gemini = |m: &str| {
+        m.split_once(':').is_some_and(|(model, verb)| {
+            !model.is_empty() && ["generateContent", "streamGenerateContent", "countTokens"].contains(&verb)
         })
     };
-    match method {
-        "POST" => {
-            ["messages", "messages/count_tokens", "responses", "responses/compact", "completions"]
-                .iter()
-                .any(|tail| ends(path, tail))
-                || gemini(&["generateContent", "streamGenerateContent", "countTokens"])
-        }
+    match (method, rest) {
+        ("POST", ["messages"] | ["messages", "count_tokens"]) => true,
+        ("POST", ["responses"] | ["responses", "compact"]) => true,
+        ("POST", ["chat", "completions"] | ["completions"]) => true,
+        ("POST", ["models", m]) => gemini(m),
         // The list, or one model of it.
-        "GET" => ends(path, "models") || path.rsplit_once('/').is_some_and(|(head, _)| ends(head, "models")),
+        ("GET", ["models"] | ["models", _]) => true,
         _ => false,
     }
 }
@@ -549,6 +558,16 @@ mod tests {
             ("POST", "/v1beta/models/:generateContent"),
             ("POST", "/v1beta/files/m1:generateContent"),
             ("POST", "/v1beta/cachedContents"),
+            // Issue 59, case 7: a backslash (a URL parser's slash) walked
+            // out of the configured prefix into another tenant's.
+            ("POST", "/v1\\..\\..\\tenant-b/v1/messages"),
+            ("POST", "/v1/x\\messages"),
+            // Only whole endpoints, not any path ending like one.
+            ("POST", "/tenant-b/v1/messages"),
+            ("POST", "/anything/messages"),
+            ("GET", "/admin/models/x"),
+            ("POST", "/v1//messages"),
+            ("POST", "/v1/%6d%65ssages"),
         ] {
             assert!(!allowed(m, p), "{m} {p}");
         }
