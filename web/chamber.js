@@ -78,6 +78,7 @@ function needs(c) {
   const items = [];
   if (c.attention) items.push(el("p", { class: "error", "data-need": "attention" }, c.attention));
   if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, c.fault));
+  for (const w of c.warnings || []) items.push(el("p", { class: "warn", "data-need": "warning" }, w));
   if (c.open_questions) items.push(el("p", { "data-need": "questions" }, el("span", { class: "badge qbadge" }, c.open_questions + (c.open_questions === 1 ? " open question" : " open questions")),
     " — the agent asked; answer below and it reads your reply at its next wake."));
   return items.length ? el("section", { id: "needs", class: "needs", "aria-labelledby": "h-needs" }, el("h2", { id: "h-needs" }, "Needs you"), items)
@@ -308,6 +309,7 @@ function status(c) {
   if (c.attention) rows.push(["attention", c.attention]);
   if (c.fault) rows.push(["fault", c.fault]);
   if (c.error) rows.push(["error", c.error]);
+  for (const w of c.warnings || []) rows.push(["warning", w]);
   for (const b of c.bridges || []) {
     const when = [b.last_pull ? "pulled " + local(b.last_pull) : "", b.last_push ? "pushed " + local(b.last_push) : ""].filter(Boolean).join(", ");
     rows.push(["sync " + b.name, el("span", { class: b.state === "connected" ? "" : "error", "data-bridge": b.name },

@@ -101,8 +101,9 @@ pub enum Network {
     /// Anywhere the machine reaches.
     #[default]
     Open,
-    /// TCP to cryod's provider gateway only (under Landlock, whose network
-    /// rules need Linux 6.7, ABI 4).
+    /// cryod's provider gateway only: under bubblewrap, a network of the
+    /// session's own whose one way out is the gateway (never Landlock's
+    /// port rules, see [`NETWORK_LANDLOCK`]).
     Gateway,
 }
 
@@ -135,6 +136,11 @@ impl Sandbox {
         [Sandbox::Off, Sandbox::Landlock, Sandbox::Bwrap].into_iter().find(|m| m.as_str() == s)
     }
 }
+
+/// Why `network = "gateway"` is refused under Landlock.
+pub const NETWORK_LANDLOCK: &str = "network = \"gateway\" needs sandbox = \"bwrap\": Landlock limits the ports a \
+                                    session connects to, not the addresses, so any host on the gateway's port (and any \
+                                    over MPTCP) would be reachable";
 
 /// A session's resource limits (`memory_max`, `cpu_weight` in
 /// `cryo.toml`), applied through a transient systemd scope when cryod runs

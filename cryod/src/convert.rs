@@ -46,6 +46,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         archived: v.snap.view.archived,
         sandbox: v.snap.sandbox.map(|m| m.as_str().to_string()).unwrap_or_default(),
         git: v.snap.git.as_deref().map(git_work),
+        warnings: v.snap.view.warnings.clone(),
     }
 }
 

@@ -77,7 +77,9 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             &["acp"],
             &["door", "forward", "group", "kinds", "sandbox", "watch"],
-            &["stream", "confine"],
+            &["stream", "tree"],
+            &["harden"],
+            &["confine"],
             &["keeper", "precheck", "gateway"],
             &["launch"],
         ],

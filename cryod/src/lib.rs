@@ -263,10 +263,13 @@ pub async fn run(
         });
     // Sessions end before the server stops, so their agents' last calls
     // (and the fallback messages) still go through.
+    let places = daemon.shared().places.clone();
     let drain = async {
         shutdown.cancelled().await;
         system::stopping();
         daemon.shutdown().await;
+        // What is left of any session's tree goes with cryod.
+        tokio::task::block_in_place(|| places.cgroups.close());
         if let Some(fleet) = fleet {
             fleet.leave().await;
         }

@@ -77,6 +77,8 @@ pub struct Shared {
     /// The process groups of running agents (the operator's socket refuses
     /// their processes).
     pub live: crate::agent::group::Live,
+    /// The running sessions' cgroups, ended with them.
+    pub trees: crate::agent::tree::Trees,
     pub door_rx: TakeOnce<crate::agent::door::Incoming>,
     /// Where cryod's own things are (its state and config folders, the
     /// socket, `cryo-agent`): what agents must not reach, and what they must.
@@ -255,6 +257,21 @@ pub struct HandOffJob {
     pub looped: Option<Vec<String>>,
 }
 
+/// Set to `0` in cryod's environment, keeps sessions out of cgroups of
+/// their own even where cryod could make them (their keepers alone end
+/// their trees): a test of that way, as root.
+pub const CGROUPS_OVERRIDE: &str = "CRYO_SESSION_CGROUPS";
+
+/// Where sessions' cgroups go, found once at start-up.
+fn session_cgroups(state_dir: &std::path::Path) -> crate::agent::tree::Cgroups {
+    if std::env::var(CGROUPS_OVERRIDE).is_ok_and(|v| v == "0") {
+        return crate::agent::tree::Cgroups::none(&format!("{CGROUPS_OVERRIDE}=0"));
+    }
+    let cgroups = crate::agent::tree::Cgroups::find(state_dir);
+    tracing::info!(tree = %cgroups.describe(), "a session's process tree ends by");
+    cgroups
+}
+
 impl Shared {
     /// The daemon's services, started: the scheduler's timer and the file
     /// watcher run from here on.
@@ -294,9 +311,12 @@ impl Shared {
             places: crate::agent::launch::Places {
                 socket,
                 agent_bin: crate::agent::kinds::agent_bin_dir(),
+                cgroups: session_cgroups(&state_dir),
+                grace: std::time::Duration::from_secs(config.stop_grace_seconds),
                 state_dir,
                 config_dir,
             },
+            trees: Default::default(),
             notices: tokio::sync::broadcast::channel(4096).0,
             shutdown,
             hub: Default::default(),

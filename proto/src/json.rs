@@ -51,6 +51,7 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "archived": c.archived,
         "sandbox": null_if_empty(&c.sandbox),
         "git": c.git.as_ref().map(git_work_json),
+        "warnings": c.warnings,
     })
 }
 

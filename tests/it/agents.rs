@@ -561,7 +561,25 @@ fn opencode_runs_a_two_session_plan_under_bwrap_as_a_normal_user() {
 /// the sandbox's network access; without it every socket is refused).
 #[test]
 fn codex_in_its_workspace_write_sandbox() {
-    run_plan("codex", "--sandbox workspace-write", As::Me, |e, m| codex_provider_outside_tmp(e, m, "off"));
+    run_plan("codex", "--sandbox workspace-write", As::Nobody, |e, m| codex_provider_outside_tmp(e, m, "off"));
+}
+
+/// As root, a session holds no capability, and Codex's own sandbox (a
+/// bubblewrap of its own) cannot be made: the start is refused with one
+/// line that says what to change (issue 59).
+#[test]
+fn codex_in_its_own_sandbox_as_root_is_refused_with_one_line() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: not run as root");
+        return;
+    }
+    let Some(path) = cli("codex") else { return };
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("codex", "", &format!("agent = \"{} --sandbox workspace-write\"\n", path.display()));
+    let said = env.cryoctl(&["chamber", "start", "codex"]).fails(1).to_string();
+    assert!(said.contains("take --sandbox out of `agent`"), "{said}");
+    assert!(!c.cryo_log().contains("agent started"), "{}", c.cryo_log());
 }
 
 /// Codex's own sandbox inside cryo's bubblewrap one. (Not inside Landlock:
@@ -580,7 +598,7 @@ fn codex_sandboxed_twice(mode: &str) {
     let sent = ("hello from session 1", "thanks, got your note");
     let setup = |e: &Env, m: &ModelServer| codex_provider_outside_tmp(e, m, mode);
     let top = format!("sandbox = \"{mode}\"\n");
-    run_script("codex", "--sandbox workspace-write", As::Me, setup, two_session_plan(), sent, &top);
+    run_script("codex", "--sandbox workspace-write", As::Nobody, setup, two_session_plan(), sent, &top);
 }
 
 /// [`codex_provider`], with `CODEX_HOME` outside the temporary folders:
@@ -598,6 +616,17 @@ fn codex_provider_outside_tmp(env: &Env, model: &ModelServer, mode: &str) -> Str
     for entry in std::fs::read_dir(&home).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), outside.join(entry.file_name())).unwrap();
+    }
+    // The user the world's commands run as owns it (a normal user's Codex
+    // writes there).
+    if let Ok(meta) = std::fs::metadata(env.root()) {
+        use std::os::unix::fs::MetadataExt;
+        let (uid, gid) = (nix::unistd::Uid::from_raw(meta.uid()), nix::unistd::Gid::from_raw(meta.gid()));
+        for p in
+            std::iter::once(outside.clone()).chain(std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.path()))
+        {
+            let _ = nix::unistd::chown(&p, Some(uid), Some(gid));
+        }
     }
     line.replace(&home.display().to_string(), &outside.display().to_string())
 }

@@ -453,6 +453,51 @@ cryo-agent todo add later --at +1h --precheck "git push --force" > precheck.out 
     assert!(!c.read("todo.json").contains("git push --force"), "the TODO was kept");
 }
 
+/// Issue 59, case 6: a pre-check the agent writes straight into the TODO
+/// journal or `todo.json` (not through `todo add`) meets the same policy at
+/// its wake: it does not run, the wake goes ahead and says why, and the
+/// one `todo add --precheck` is refused for the same reason.
+#[test]
+fn a_precheck_written_into_the_journal_or_todo_json_meets_the_policy() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let sneak = r#"if [ ! -e first ]; then touch first
+cryo-agent todo add later --at +1h >/dev/null
+now=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
+printf '{"id":40,"text":"journaled","at":"%s","created":"%s","precheck":"touch JOURNAL-PWNED"}
+' "$now" "$now" >> .cryo/todo-journal.jsonl
+cryo-agent todo add check --at +1h --precheck "touch ADDED-PWNED" > add.out 2>&1; echo "rc=$?" >> add.out
+cryo-agent hibernate >/dev/null
+exit 0
+fi
+cryo-agent hibernate >/dev/null
+"#;
+    let toml = "\n[approvals]\nallow = [\"Bash(echo*)\"]\n";
+    let c = env.chamber("sneak", sneak, toml);
+    env.cryoctl(&["chamber", "start", "sneak"]).ok();
+    c.wait_ended(1);
+    let add = c.read("add.out");
+    assert!(add.contains("does not allow that pre-check") && !add.contains("rc=0"), "{add}");
+    // The journaled TODO was due at once: its wake came, without its check.
+    c.wait_ended(2);
+    let log = c.cryo_log();
+    assert!(log.contains("TODO 40's pre-check `touch JOURNAL-PWNED` was not run"), "{log}");
+    assert!(!c.dir.join("JOURNAL-PWNED").exists(), "the journaled pre-check ran");
+    assert!(c.read(".cryo/prompt.md").contains("PRE-CHECK REFUSED: TODO 40's"), "{}", c.read(".cryo/prompt.md"));
+    // The same through todo.json, edited by hand: the same rule.
+    let mut todos = c.todos();
+    let now = cryo_tests::date_utc("now");
+    todos.as_array_mut().unwrap().push(serde_json::json!({
+        "id": 41, "text": "edited", "at": now, "created": now, "precheck": "touch EDITED-PWNED"
+    }));
+    let tmp = c.dir.join(".todo.json.edit");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&todos).unwrap()).unwrap();
+    std::fs::rename(tmp, c.dir.join("todo.json")).unwrap();
+    c.wait_ended(3);
+    assert!(c.cryo_log().contains("TODO 41's pre-check `touch EDITED-PWNED` was not run"), "{}", c.cryo_log());
+    assert!(!c.dir.join("EDITED-PWNED").exists(), "the edited pre-check ran");
+}
+
 /// Every known kind asks before its tool calls under `[approvals]`: the
 /// deny rule's command is refused unasked and the agent goes on; the ask
 /// waits for a person, whose approval (within the wait) lets the same

@@ -10,7 +10,7 @@ use cryo_tests::{Chamber, Env, wait_until};
 
 /// A world for `mode` (as user 65534 if `normal_user` and this is root),
 /// its daemon started; `None` (and why, printed) where it cannot be had.
-fn world(test: &str, mode: &str, normal_user: bool) -> Option<(Env, cryo_tests::Daemon)> {
+pub(crate) fn world(test: &str, mode: &str, normal_user: bool) -> Option<(Env, cryo_tests::Daemon)> {
     if let Some(why) = cryod::config::Sandbox::parse(mode).and_then(cryod::agent::sandbox::unavailable) {
         eprintln!("SKIPPED {test}: {why}");
         return None;
@@ -34,14 +34,14 @@ fn world(test: &str, mode: &str, normal_user: bool) -> Option<(Env, cryo_tests::
 }
 
 /// A chamber under `mode` whose agent runs `script`.
-fn chamber(env: &Env, name: &str, mode: &str, script: &str) -> Chamber {
+pub(crate) fn chamber(env: &Env, name: &str, mode: &str, script: &str) -> Chamber {
     let c = env.chamber(name, script, &format!("sandbox = \"{mode}\"\n"));
     env.give_to_user();
     c
 }
 
 /// The probes' verdicts (`ok NAME` / `blocked NAME` lines), by name.
-fn verdicts(c: &Chamber) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn verdicts(c: &Chamber) -> std::collections::BTreeMap<String, String> {
     c.read("probes.txt")
         .lines()
         .filter_map(|l| l.split_once(' ').map(|(v, k)| (k.to_string(), v.to_string())))
@@ -50,13 +50,13 @@ fn verdicts(c: &Chamber) -> std::collections::BTreeMap<String, String> {
 
 /// A script prelude: `t NAME CMD` runs CMD, keeps its output in
 /// `out.NAME`, and writes its verdict.
-const PROBE: &str = "t() { if sh -c \"$2\" > \"out.$1\" 2>&1; then echo \"ok $1\"; else echo \"blocked $1\"; fi >> probes.txt; }\n: > probes.txt\n";
+pub(crate) const PROBE: &str = "t() { if sh -c \"$2\" > \"out.$1\" 2>&1; then echo \"ok $1\"; else echo \"blocked $1\"; fi >> probes.txt; }\n: > probes.txt\n";
 
 /// Ends a script: a next wake an hour out, a word, and the hibernate.
-const END: &str =
+pub(crate) const END: &str =
     "cryo-agent todo add later --at +1h >/dev/null\ncryo-agent send done >/dev/null\ncryo-agent hibernate\n";
 
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 

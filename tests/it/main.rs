@@ -6,6 +6,7 @@ mod bench;
 mod browser;
 mod caught;
 mod chaos;
+mod confinement;
 mod durability;
 mod escape;
 mod failover;

@@ -106,6 +106,13 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
     }
     let reply =
         c.chamber_list(pb::ChamberListRequest { archived: false }).await.map(|r| r.into_inner()).unwrap_or_default();
+    // What a chamber's cryo.toml asks a person to look at (a key the agent
+    // can read, a key of the seed system).
+    for ch in &reply.chambers {
+        for w in &ch.warnings {
+            checks.push(check("chamber", Level::Warn, format!("{}: {w}", ch.name)));
+        }
+    }
     // A provider's limit holds its chambers' wakes: worth knowing, nothing to fix.
     for h in &reply.holds {
         checks.push(check("provider", Level::Warn, super::chamber::hold_line(h)));
@@ -157,15 +164,19 @@ fn sandbox_check(h: &pb::HelloReply) -> Check {
         "" | "off" => check(
             "sandbox",
             Level::Warn,
-            "neither bubblewrap nor Landlock works here: agents run unconfined (`apt-get install bubblewrap`)",
+            format!(
+                "neither bubblewrap nor Landlock works here: agents run unconfined (`apt-get install bubblewrap`); \
+                 a session holds: {}",
+                h.session_holds
+            ),
         ),
         strongest => check(
             "sandbox",
             Level::Ok,
             format!(
                 "new chambers get {strongest} (the strongest here); a cryo.toml naming none: {default}; Landlock \
-                 confines {}",
-                h.landlock
+                 confines {}; a session holds: {}",
+                h.landlock, h.session_holds
             ),
         ),
     }

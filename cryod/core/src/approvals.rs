@@ -125,6 +125,25 @@ pub struct Policy {
     pub wait: std::time::Duration,
 }
 
+/// Why `policy` refuses `command` as a TODO's own pre-check, if it does: a
+/// pre-check runs unattended (it cannot wait for a person), so only a
+/// command an allow rule names may be one. One rule for every door a
+/// pre-check comes through: `todo add --precheck` (cryo-agent, MCP, the
+/// operator) and `todo.json` or its journal, written straight.
+pub fn precheck_refusal(policy: &Policy, command: &str) -> Option<String> {
+    if command.trim().is_empty() {
+        return None;
+    }
+    let verdict = policy.judge("Bash", &serde_json::json!({ "command": command }));
+    (verdict.action != Action::Allow).then(|| {
+        format!(
+            "this chamber's [approvals] does not allow that pre-check ({}): a pre-check runs unattended, so only a \
+             command an allow rule names may be one",
+            verdict.why()
+        )
+    })
+}
+
 /// The default of `approval_wait`.
 pub const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 

@@ -1,8 +1,9 @@
 //! `agent = "acp:COMMAND ARGS"`: an agent that speaks the Agent Client
 //! Protocol (JSON-RPC 2.0, one message a line, on its stdin and stdout).
 //!
-//! cryod's own binary drives it (`cryod __acp --prompt TEXT [--resume ID]
-//! [--mcp PROGRAM] -- COMMAND ARGS`), outside the agent's confinement (it
+//! cryod's own binary drives it (`cryod __acp [--resume ID] [--mcp PROGRAM]
+//! -- COMMAND ARGS`, the prompt in its environment, [`PROMPT_VAR`], which
+//! no other process reads and the agent does not get), outside the agent's confinement (it
 //! reads and writes nothing but the two pipes) and inside its process
 //! group: it initializes the agent (protocol 1, no file system and no
 //! terminal offered: the agent uses its own tools), opens a session
@@ -60,8 +61,8 @@ struct Asked {
 }
 
 /// The bridge's arguments, before the agent's command.
-pub fn args(prompt: &str, resume: Option<&str>, mcp: Option<&str>, approve: Option<&str>) -> Vec<String> {
-    let mut out = vec![ARG.to_string(), "--prompt".into(), prompt.to_string()];
+pub fn args(resume: Option<&str>, mcp: Option<&str>, approve: Option<&str>) -> Vec<String> {
+    let mut out = vec![ARG.to_string()];
     if let Some(id) = resume {
         out.extend(["--resume".into(), id.to_string()]);
     }
@@ -117,13 +118,15 @@ pub fn intercept() {
     std::process::exit(code)
 }
 
+/// The variable that carries the prompt to cryod's client.
+pub const PROMPT_VAR: &str = "CRYO_ACP_PROMPT";
+
 fn parse(args: Vec<OsString>) -> Result<Asked, String> {
-    let mut asked = Asked::default();
+    let mut asked = Asked { prompt: std::env::var(PROMPT_VAR).unwrap_or_default(), ..Asked::default() };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().and_then(|v| v.into_string().ok()).ok_or(format!("{a:?} needs a value"));
         match a.to_str() {
-            Some("--prompt") => asked.prompt = value()?,
             Some("--resume") => asked.resume = Some(value()?),
             Some("--mcp") => asked.mcp = Some(value()?),
             Some("--approve") => asked.approve = Some(value()?),
@@ -284,6 +287,7 @@ impl Peer {
 fn run(asked: Asked) -> Result<i32, String> {
     let mut child = Command::new(&asked.command[0])
         .args(&asked.command[1..])
+        .env_remove(PROMPT_VAR)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -391,17 +395,14 @@ mod tests {
 
     #[test]
     fn arguments_round_trip() {
-        let mut a: Vec<OsString> = args("- do it", Some("s1"), Some("/bin/cryo-agent"), Some("/bin/cryo-agent"))[1..]
-            .iter()
-            .map(Into::into)
-            .collect();
+        let mut a: Vec<OsString> =
+            args(Some("s1"), Some("/bin/cryo-agent"), Some("/bin/cryo-agent"))[1..].iter().map(Into::into).collect();
         a.extend(["--".into(), "qwen".into(), "--acp".into()]);
         let asked = parse(a).unwrap();
-        assert_eq!(asked.prompt, "- do it");
         assert_eq!((asked.resume.as_deref(), asked.mcp.as_deref()), (Some("s1"), Some("/bin/cryo-agent")));
         assert_eq!(asked.approve.as_deref(), Some("/bin/cryo-agent"));
         assert_eq!(asked.command, [OsString::from("qwen"), "--acp".into()]);
-        assert!(parse(vec!["--prompt".into(), "p".into()]).unwrap_err().contains("no agent command"));
+        assert!(parse(vec!["--mcp".into(), "p".into()]).unwrap_err().contains("no agent command"));
         assert!(parse(vec!["--bogus".into()]).is_err());
     }
 

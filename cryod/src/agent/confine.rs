@@ -1,14 +1,22 @@
 //! What confines whatever runs for a chamber (a session's agent, a
-//! pre-check): its sandbox (the Landlock launcher or bubblewrap, with the
-//! folders it may write and read, and those hidden), its network when held
-//! to the gateway (Landlock's TCP rule, or bubblewrap's own network and
-//! `agent::forward`), and its systemd scope's limits.
+//! pre-check, a jailed git command): its sandbox (Landlock or bubblewrap,
+//! with the folders it may write and read, and those hidden), its network
+//! when held to the gateway (bubblewrap's own network and
+//! `agent::forward`), its systemd scope's limits, and always the
+//! launchers: the keeper of its tree ([`super::tree`], in its own cgroup
+//! where cryod can make one) and the last step that takes every capability
+//! and installs the seccomp filter ([`super::harden`]).
+//!
+//! The chain, outermost first (`[…]` where it applies):
+//! - off, landlock: `[systemd-run] cryod __sandbox -- cryod __confine -- PROGRAM`
+//! - bwrap: `[systemd-run] [cryod __sandbox --exec] bwrap … -- [cryod __forward …] cryod __confine -- PROGRAM`
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::Error;
+use super::harden::{self, Plan};
 use super::kinds;
 use super::sandbox;
 use crate::chamber::Dir;
@@ -27,6 +35,11 @@ pub struct Places {
     pub socket: PathBuf,
     /// The folder holding `cryo-agent`, put first on the agent's `PATH`.
     pub agent_bin: Option<PathBuf>,
+    /// Where each run gets a cgroup of its own, if cryod can make one.
+    pub cgroups: super::tree::Cgroups,
+    /// How long a stopped session's agent has between SIGTERM and SIGKILL
+    /// (`stop_grace_seconds`).
+    pub grace: std::time::Duration,
 }
 
 /// What confines whatever runs for a chamber (its agent, its pre-checks).
@@ -45,13 +58,18 @@ pub struct Jail<'a> {
     pub places: &'a Places,
 }
 
-/// A command made to run confined: the program cryod starts (the agent's,
-/// the Landlock launcher, bubblewrap or `systemd-run`), its arguments, and
-/// the private TMPDIR of a confined one.
+/// A command made to run confined: the program cryod starts (the keeper
+/// of the tree, bubblewrap or `systemd-run`), its arguments, the private
+/// TMPDIR of a sandboxed one, what its launchers are told, and its cgroup.
 pub struct Confined {
     pub program: PathBuf,
     pub args: Vec<OsString>,
     pub tmp: Option<PathBuf>,
+    /// What the launchers are told, to add to the command's environment
+    /// (the plan, and the program's standard input).
+    pub env: Vec<(String, String)>,
+    /// Its own cgroup, if cryod made one: end it with the run.
+    pub tree: Option<super::tree::Tree>,
 }
 
 /// What runs for a chamber: a session's agent or a pre-check.
@@ -69,6 +87,8 @@ pub struct Run<'a> {
     /// Folders it may also read (cryod's copy of a `[git]` chamber's
     /// repository, which its worktree fetches from).
     pub readable: &'a [PathBuf],
+    /// What it reads on its standard input (an agent's prompt).
+    pub stdin: Option<&'a str>,
 }
 
 /// Wraps `run` for the chamber's sandbox and limits; what could not be
@@ -93,60 +113,121 @@ pub fn confine(
         match jail.mode {
             Sandbox::Off => {
                 return Err(Error::Setting(
-                    "cryo.toml: network = \"gateway\" needs a sandbox: say sandbox = \"landlock\"".into(),
+                    "cryo.toml: network = \"gateway\" needs a sandbox: say sandbox = \"bwrap\"".into(),
                 ));
             }
+            Sandbox::Landlock => return Err(Error::Setting(crate::config::NETWORK_LANDLOCK.into())),
             Sandbox::Bwrap if jail.gateway_port.is_none() || jail.gateway_socket.is_none() => {
                 return Err(Error::Unavailable(
                     "cryo's provider gateway is not listening on its port and its Unix socket (see cryod's log)".into(),
                 ));
             }
             Sandbox::Bwrap => {}
-            Sandbox::Landlock if sandbox::landlock_abi() < 4 => {
-                return Err(Error::Unavailable(sandbox::NETWORK_RULES.into()));
-            }
-            Sandbox::Landlock if jail.gateway_port.is_none() => {
-                return Err(Error::Unavailable("cryo's provider gateway is not listening (see cryod's log)".into()));
-            }
-            Sandbox::Landlock => {}
         }
     }
-    let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
+    let own_exe = std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")))?;
+    let own_exe = sandbox::canonical(&own_exe);
+    // Limits through a systemd scope put the run in the scope's cgroup,
+    // which a cgroup of cryod's own would take it out of.
+    let scope = match (config.limits.is_empty(), sandbox::systemd_run()) {
+        (true, _) => None,
+        (false, Ok(systemd_run)) => Some(systemd_run),
+        (false, Err(why)) => {
+            notes.push(format!("memory_max and cpu_weight are not applied: {why}"));
+            None
+        }
+    };
+    // A session's tree gets a cgroup of its own; a pre-check's or a git
+    // command's, short and ended by its keeper, does not. A session's
+    // agent has most of cryod's grace; a short command little.
+    let session = run.door.is_some();
+    let tree = if scope.is_some() || !session { None } else { jail.places.cgroups.make(&tree_name(jail.chamber)) };
+    let grace = if session { jail.places.grace.mul_f64(0.7) } else { SHORT_GRACE };
+    let mut plan = Plan {
+        arg0: run.arg0.to_string(),
+        landlock: None,
+        cgroup: tree.as_ref().map(|t| t.path().to_path_buf()),
+        own_pids: jail.mode == Sandbox::Bwrap,
+        grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        // Landlock alone shares the machine's processes, whose
+        // `/proc/PID/cmdline` anyone reads: the session gets a process
+        // namespace (and a `/proc`) of its own where the machine allows it.
+        pid_namespace: jail.mode == Sandbox::Landlock,
+    };
+    let confine_args = |program: &Path, args: &[String]| -> Vec<OsString> {
+        let mut out: Vec<OsString> = vec![harden::ARG.into(), "--".into(), program.into()];
+        out.extend(args.iter().map(OsString::from));
+        out
+    };
+    let keeper = |exec: bool, rest: Vec<OsString>| -> Vec<OsString> {
+        let mut out: Vec<OsString> = vec![super::tree::ARG.into()];
+        if exec {
+            out.push(super::tree::EXEC.into());
+        }
+        out.push("--".into());
+        out.extend(rest);
+        out
+    };
     let mut tmp = None;
     let (program, args): (PathBuf, Vec<OsString>) = match jail.mode {
-        Sandbox::Off => (run.program, run.args.iter().map(Into::into).collect()),
-        confined => {
-            let (policy, dir) = policy(jail, provider_env, &run)?;
+        Sandbox::Off => {
+            let mut rest: Vec<OsString> = vec![own_exe.clone().into()];
+            rest.extend(confine_args(&run.program, run.args));
+            (own_exe.clone(), keeper(false, rest))
+        }
+        Sandbox::Landlock => {
+            let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
             tmp = Some(dir);
-            if confined == Sandbox::Landlock {
-                (own_exe()?, sandbox::wrap(&policy, &run.program, run.args))
-            } else {
-                // The resolved file: a link to it may lie in a hidden root.
-                let real = std::fs::canonicalize(&run.program).unwrap_or(run.program);
-                match netted(jail) {
-                    // Its own network, whose way out is the forwarder.
-                    Some((port, socket)) => {
-                        let args = super::forward::args(port, &socket, &real, run.args);
-                        (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &own_exe()?, &args))
-                    }
-                    None => (sandbox::bwrap()?, sandbox::bwrap_args(&policy, &real, run.args)),
+            plan.landlock = Some(policy);
+            let mut rest: Vec<OsString> = vec![own_exe.clone().into()];
+            rest.extend(confine_args(&run.program, run.args));
+            (own_exe.clone(), keeper(false, rest))
+        }
+        Sandbox::Bwrap => {
+            let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
+            tmp = Some(dir);
+            // The resolved file: a link to it may lie in a hidden root.
+            let real = std::fs::canonicalize(&run.program).unwrap_or(run.program);
+            let inner: Vec<String> =
+                confine_args(&real, run.args).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            let bwrap = sandbox::bwrap()?;
+            let bwrap_args = match netted(jail) {
+                // Its own network, whose way out is the forwarder.
+                Some((port, socket)) => {
+                    let args = super::forward::args(port, &socket, &own_exe, &inner);
+                    sandbox::bwrap_args(&policy, &own_exe, &args)
                 }
+                None => sandbox::bwrap_args(&policy, &own_exe, &inner),
+            };
+            if tree.is_some() {
+                let mut rest: Vec<OsString> = vec![bwrap.into()];
+                rest.extend(bwrap_args);
+                (own_exe.clone(), keeper(true, rest))
+            } else {
+                (bwrap, bwrap_args)
             }
         }
     };
     // Resource limits: a transient systemd scope around the whole tree.
-    let (program, args) = match (config.limits.is_empty(), sandbox::systemd_run()) {
-        (true, _) => (program, args),
-        (false, Ok(systemd_run)) => {
-            let args = sandbox::scope_args(&config.limits, run.what, &program, &args);
-            (systemd_run, args)
-        }
-        (false, Err(why)) => {
-            notes.push(format!("memory_max and cpu_weight are not applied: {why}"));
-            (program, args)
-        }
+    let (program, args) = match scope {
+        None => (program, args),
+        Some(systemd_run) => (systemd_run, sandbox::scope_args(&config.limits, run.what, &program, &args)),
     };
-    Ok(Confined { program, args, tmp })
+    let mut env = vec![(harden::PLAN_VAR.to_string(), plan.to_env())];
+    env.extend(run.stdin.map(|text| (harden::STDIN_VAR.to_string(), text.to_string())));
+    Ok(Confined { program, args, tmp, env, tree })
+}
+
+/// What a pre-check or a git command has after its time is up.
+const SHORT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A cgroup's name for one run of `chamber`: unique on this machine while
+/// it runs.
+fn tree_name(chamber: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name: String = chamber.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    format!("{name}-{}-{n}", std::process::id())
 }
 
 /// The gateway's port and Unix socket, for a bubblewrap session whose
@@ -164,6 +245,7 @@ fn policy(
     jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
     run: &Run<'_>,
+    own_exe: &Path,
 ) -> super::Result<(sandbox::Policy, PathBuf)> {
     let (config, root, places) = (jail.config, jail.root, jail.places);
     for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
@@ -221,8 +303,10 @@ fn policy(
     }
     hidden.push(cryo_proto::operator_key_path(&places.socket));
     let mut reachable: Vec<PathBuf> = run.door.map(Path::to_path_buf).into_iter().collect();
-    // Under bubblewrap, the forwarder (cryod's own binary) and the
-    // gateway's socket it relays to.
+    // cryod's own binary: the launcher that confines the program runs
+    // inside (and under bubblewrap, the forwarder).
+    readable.push(own_exe.to_path_buf());
+    // Under bubblewrap, the gateway's socket the forwarder relays to.
     if let Some((_, socket)) = netted(jail) {
         // The system's sockets too (a resolver's, the system bus's, a
         // database's): a way out that is not the network.
@@ -233,9 +317,6 @@ fn policy(
             }
         }
         reachable.push(socket);
-        if let Ok(exe) = std::env::current_exe() {
-            readable.push(sandbox::canonical(&exe));
-        }
     }
     let connect_tcp = match config.network {
         crate::config::Network::Open => None,

@@ -455,6 +455,7 @@ mod tests {
             read_logs: false,
             settings: None,
             bridge: None,
+            stdin: None,
         }
     }
 

@@ -16,7 +16,6 @@ use super::kinds::{self, Turn};
 use super::sandbox;
 use super::stream::{self, EVENTS_FILE, Logs, Tell};
 use crate::chamber::{Dir, NewFile};
-use crate::config::Sandbox;
 
 /// How long a keeper may take to start its agent.
 const KEEPER_START: Duration = Duration::from_secs(10);
@@ -103,6 +102,8 @@ pub struct Started {
     /// Its credential at the gateway, if it goes through it: worth nothing
     /// once dropped.
     pub ticket: Option<crate::gateway::Ticket>,
+    /// Its own cgroup, if cryod made one: ended with the session.
+    pub tree: Option<super::tree::Tree>,
 }
 
 /// Starts the agent of `s` in its own process group, confined as its
@@ -110,7 +111,7 @@ pub struct Started {
 pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let prepared = prepare(&s)?;
     let mut notes: Vec<String> = prepared.own_way.iter().cloned().collect();
-    let (mut cmd, logs) = command(&s, &prepared, &mut notes)?;
+    let (mut cmd, logs, tree) = command(&s, &prepared, &mut notes)?;
     let Prepared { dir, launch, provider_env, prompt_rel, long, ticket, .. } = prepared;
     // The spawn waits for the child's exec (vfork): off the worker, so
     // other chambers' wakes of the same instant go on meanwhile. A wake
@@ -167,7 +168,7 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
         if let Some(w) = &started {
             w.start();
         }
-        return Ok(Started { pid, keeper: Some(pipe), notes, ticket });
+        return Ok(Started { pid, keeper: Some(pipe), notes, ticket, tree });
     }
     let pid = child.id().ok_or_else(|| Error::Spawn("the agent exited at once".into()))?;
     if let Some(w) = &started {
@@ -192,7 +193,7 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
             on_exit(Exit { status, usage, limited });
         }
     });
-    Ok(Started { pid, keeper: None, notes, ticket })
+    Ok(Started { pid, keeper: None, notes, ticket, tree })
 }
 
 /// What a session used, as the gateway counted it (the provider's own
@@ -285,12 +286,15 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
     let mut log_file = dir.append(Path::new(AGENT_LOG)).map_err(|e| Error::File(format!("cannot open {e}")))?;
     {
         use std::io::Write;
-        let confined = match s.jail.mode {
-            Sandbox::Off => String::new(),
-            m => format!(", sandbox {}", m.as_str()),
-        };
-        let _ =
-            writeln!(log_file, "--- cryo session {} (wake {}{confined}) at {} ---", s.number, s.wake_id, s.local_time);
+        let holds = super::harden::holds(s.jail.mode, &s.jail.places.cgroups.describe());
+        let _ = writeln!(
+            log_file,
+            "--- cryo session {} (wake {}, sandbox {}) at {} ---\n--- it holds: {holds} ---",
+            s.number,
+            s.wake_id,
+            s.jail.mode.as_str(),
+            s.local_time
+        );
     }
     Ok(Prepared { dir, launch, provider_env, path, prompt_rel, long, log_file, ticket, own_way })
 }
@@ -444,7 +448,11 @@ fn kept_exchanges(root: &Path, number: u64) -> super::Result<crate::gateway::kep
 /// The command that starts the agent confined (under its keeper on a
 /// fleet node), its environment and where its output goes; and the logs
 /// its stream writes (all but the raw events, opened once it runs).
-fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Result<(tokio::process::Command, Logs)> {
+fn command(
+    s: &Session<'_>,
+    p: &Prepared,
+    notes: &mut Vec<String>,
+) -> super::Result<(tokio::process::Command, Logs, Option<super::tree::Tree>)> {
     let (config, root, launch, log_file) = (s.jail.config, s.jail.root, &p.launch, &p.log_file);
     // Found here rather than by the child: a program looked up on a PATH
     // set for the child makes std fall back from posix_spawn (vfork) to
@@ -461,9 +469,10 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
         door: Some(s.door),
         what: &what,
         readable: s.readable,
+        stdin: launch.stdin.as_deref(),
     };
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
-    let (program, args, tmp) = (confined.program, confined.args, confined.tmp);
+    let Confined { program, args, tmp, env: told, tree } = confined;
     let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
     // An ACP agent: cryod's own client drives it, outside its confinement.
     let (program, args) = match &launch.bridge {
@@ -490,8 +499,10 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
             cmd
         }
         None => {
+            // The launchers name the agent (`Plan::arg0`): this process is
+            // theirs, or cryod's client of an ACP agent.
             let mut cmd = tokio::process::Command::new(&program);
-            cmd.arg0(&launch.program).args(&args).stdin(std::process::Stdio::null());
+            cmd.args(&args).stdin(std::process::Stdio::null());
             // A known kind's event stream is read (transcript and usage);
             // anything else writes straight to the log.
             if launch.events.is_some() {
@@ -507,6 +518,8 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     if let Some(tmp) = &tmp {
         cmd.env_clear().envs(std::env::vars().filter(|(k, _)| sandbox::env_kept(k))).env("TMPDIR", tmp);
     }
+    // What the launchers are told (removed before the agent runs).
+    cmd.envs(told);
     if let Some(k) = s.keeper {
         // The owner's fence, for the agent's own records (traces).
         cmd.env("CRYO_FENCE", k.fence.to_string());
@@ -532,7 +545,7 @@ fn command(s: &Session<'_>, p: &Prepared, notes: &mut Vec<String>) -> super::Res
     if config.timezone_set {
         cmd.env("TZ", config.timezone.name());
     }
-    Ok((cmd, logs))
+    Ok((cmd, logs, tree))
 }
 
 /// A file of the chamber that could not be reached, as its error says.

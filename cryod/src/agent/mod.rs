@@ -14,6 +14,10 @@
 //! - [`door`]: a session's own socket, serving the Agent service alone;
 //! - [`group`]: process groups, signals, and finding what a killed cryod
 //!   left running;
+//! - [`tree`]: a session's whole process tree and its end (a cgroup of its
+//!   own, and the keeper of the tree, a subreaper);
+//! - [`harden`]: the last step before a session's program runs: Landlock,
+//!   no capability, the seccomp filter;
 //! - [`precheck`]: pre-checks and short commands;
 //! - [`gateway`]: how each known kind is pointed at cryod's provider
 //!   gateway;
@@ -56,10 +60,12 @@ pub mod door;
 pub mod forward;
 pub mod gateway;
 pub mod group;
+pub mod harden;
 pub mod keeper;
 pub mod kinds;
 pub mod launch;
 pub mod precheck;
 pub mod sandbox;
 pub mod stream;
+pub mod tree;
 pub mod watch;

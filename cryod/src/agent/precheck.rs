@@ -157,12 +157,33 @@ pub async fn run_capped(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>
     }
 }
 
-/// A check's process group, killed when dropped.
+/// A check's process group, ended when dropped: SIGTERM first, so that
+/// the keeper of its tree (`agent::tree`) ends what the check left behind
+/// in other groups, then SIGKILL a moment later.
 struct Group(i32);
+
+/// How long a check's keeper has to end its tree.
+const TREE_GRACE: Duration = Duration::from_secs(1);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::Signal::SIGKILL);
+        use nix::sys::signal::{Signal, killpg};
+        let pgid = nix::unistd::Pid::from_raw(self.0);
+        if killpg(pgid, Signal::SIGTERM).is_err() {
+            return;
+        }
+        let kill = move || {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    tokio::time::sleep(TREE_GRACE).await;
+                    kill();
+                });
+            }
+            Err(_) => kill(),
+        }
     }
 }
 

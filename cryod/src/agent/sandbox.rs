@@ -14,12 +14,13 @@
 //!
 //! The network stays open and cryod's socket reachable.
 //!
-//! `landlock`: Linux's unprivileged filesystem sandbox, applied by a
-//! launcher (`cryod __sandbox POLICY -- PROGRAM ARGS`) that restricts
-//! itself, then runs the agent in its place. Landlock's ptrace rule keeps an
-//! agent run as a normal user out of `/proc/<pid>/environ` and `mem` of any
-//! process outside its domain, cryod's among them; one run as root still
-//! reads them (found by the tests, not closed; `bwrap` has no such gap).
+//! `landlock`: Linux's unprivileged filesystem sandbox, applied by the
+//! launcher (`cryod __confine`, [`super::harden`]) to itself before it
+//! becomes the agent. Landlock's ptrace rule keeps the agent out of
+//! `/proc/<pid>/environ` and `mem` of any process outside its domain
+//! (cryod's among them) once it holds no capability, which the launcher
+//! sees to, root included; its signal scope (ABI 6) keeps its signals in.
+//! It cannot hold `network = "gateway"` (ports, not addresses: refused).
 //!
 //! `bwrap`: bubblewrap (Debian's `bubblewrap`) builds a private mount
 //! namespace: the system read-only, an empty tmpfs over each hidden root,
@@ -36,15 +37,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Limits, Sandbox};
-
-/// `cryod __sandbox POLICY -- PROGRAM ARGS`: the launcher.
-pub const ARG: &str = "__sandbox";
 
 /// Set to `0` in cryod's environment, says the kernel has no Landlock
 /// whatever it has (a test's kernel without the feature).
@@ -53,11 +51,6 @@ pub const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
 /// The access rights cryo asks for: those of Landlock's fifth version
 /// (truncate and device ioctls); an older kernel enforces what it knows.
 const ABI_WANTED: ABI = ABI::V5;
-
-/// Why `network = "gateway"` cannot be held here.
-pub const NETWORK_RULES: &str = "network = \"gateway\" needs Landlock's network rules (Linux 6.7, Landlock ABI 4), which \
-                                 this kernel lacks; the session is not started with its network open (sandbox = \"bwrap\" \
-                                 holds it without them)";
 
 /// The devices a confined agent may open (read and write) under Landlock:
 /// those programs use. The rest of `/dev` is out of its reach: a disk's
@@ -119,6 +112,65 @@ pub fn landlock_adds(abi: u32) -> String {
             "files only at ABI {abi}: an agent can still signal cryod and reach abstract sockets (Linux 6.12, \
              Landlock ABI 6, scopes both)"
         ),
+    }
+}
+
+/// What the launchers of a session are told (see `tree` and `harden`).
+/// The variable that carries the [`Plan`] to the launchers.
+pub const PLAN_VAR: &str = "CRYO_SANDBOX";
+
+/// The variable that carries what the program reads on its standard input
+/// (an agent's prompt): the launcher puts it in a memory file that becomes
+/// the program's stdin. Never an argument: any process of the machine may
+/// read another's in `/proc/PID/cmdline`.
+pub const STDIN_VAR: &str = "CRYO_SANDBOX_STDIN";
+
+/// What a session's launchers are told ([`super::tree`]'s keeper of the
+/// tree, then this one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Plan {
+    /// The program's name for itself.
+    pub arg0: String,
+    /// Landlock's rules (`sandbox = "landlock"`); `None` under bubblewrap,
+    /// whose mounts confine it, or with no sandbox.
+    #[serde(default)]
+    pub landlock: Option<Policy>,
+    /// The session's own cgroup, joined before anything else runs.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
+    /// It runs in bubblewrap's process namespace: nothing outside can be
+    /// named, so the kernel itself scopes signals and `ptrace`.
+    #[serde(default)]
+    pub own_pids: bool,
+    /// After a SIGTERM from outside, the keeper of the tree waits this long
+    /// for the agent, then ends the whole tree.
+    #[serde(default)]
+    pub grace_ms: u64,
+    /// Make a process namespace (and a mount namespace with its own
+    /// `/proc`) for the session (Landlock's). The keeper of the tree makes
+    /// them (a normal user in a user namespace of its own); this launcher,
+    /// the first process inside, mounts the `/proc` that shows only the
+    /// session, and stays as its init.
+    #[serde(default)]
+    pub pid_namespace: bool,
+}
+
+impl Plan {
+    /// The plan as its variable's value.
+    pub fn to_env(&self) -> String {
+        serde_json::to_string(self).expect("a plan serializes")
+    }
+
+    /// The plan this launcher was given.
+    pub fn from_env() -> Result<Plan, String> {
+        let raw = std::env::var(PLAN_VAR).map_err(|_| format!("no {PLAN_VAR} in the environment"))?;
+        serde_json::from_str(&raw).map_err(|e| format!("a bad {PLAN_VAR}: {e}"))
+    }
+
+    /// Whether Landlock scopes this session's signals (ABI 6: none leaves
+    /// its domain).
+    pub fn signals_scoped(&self) -> bool {
+        self.landlock.is_some() && landlock_abi() >= 6
     }
 }
 
@@ -269,51 +321,9 @@ pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsStr
     out
 }
 
-/// The launcher's arguments for `program ARGS` under `policy` (the program
-/// is cryod's own binary).
-pub fn wrap(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec![ARG.into(), serde_json::to_string(policy).expect("a policy serializes").into()];
-    out.push("--".into());
-    out.push(program.into());
-    out.extend(args.iter().map(OsString::from));
-    out
-}
-
-/// `cryod __sandbox …`: restricts this process, then becomes the agent;
-/// returns only if that fails (after saying why on stderr).
-pub fn intercept() {
-    let mut args = std::env::args_os().skip(1);
-    if args.next().is_none_or(|a| a != ARG) {
-        return;
-    }
-    let rest: Vec<OsString> = args.collect();
-    let why = match launch(rest) {
-        Ok(never) => match never {},
-        Err(why) => why,
-    };
-    eprintln!("cryo sandbox: {why}");
-    std::process::exit(126)
-}
-
-fn launch(args: Vec<OsString>) -> super::Result<std::convert::Infallible> {
-    use std::os::unix::process::CommandExt;
-    let bad = |why: &str| Error::Setting(format!("the Landlock launcher: {why}"));
-    let mut args = args.into_iter();
-    let policy = args.next().ok_or_else(|| bad("no policy"))?;
-    let policy: Policy =
-        serde_json::from_str(&policy.to_string_lossy()).map_err(|e| bad(&format!("a bad policy: {e}")))?;
-    if args.next().is_none_or(|a| a != "--") {
-        return Err(bad("no `--` before the program"));
-    }
-    let program = args.next().ok_or_else(|| bad("no program"))?;
-    restrict(&policy)?;
-    let e = std::process::Command::new(&program).arg0(&policy.arg0).args(args).exec();
-    Err(Error::Spawn(format!("cannot run {}: {e}", Path::new(&program).display())))
-}
-
 /// Restricts this process (and what it runs) to `policy`; fails unless the
 /// kernel enforced every rule.
-fn restrict(policy: &Policy) -> super::Result<()> {
+pub(crate) fn restrict(policy: &Policy) -> super::Result<()> {
     if let Some(why) = unavailable(Sandbox::Landlock) {
         return Err(Error::Unavailable(why));
     }
@@ -328,28 +338,18 @@ fn restrict(policy: &Policy) -> super::Result<()> {
     hidden.push(PathBuf::from("/dev"));
     // Scoped where the kernel can (ABI 6): no signal to a process outside
     // the sandbox (cryod's SIGSTOP), no abstract socket made outside it.
-    let mut ruleset = Ruleset::default()
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
         .map_err(|e| fail(&e))?
         .scope(Scope::Signal | Scope::AbstractUnixSocket)
         .map_err(|e| fail(&e))?;
+    // `network = "gateway"` is never held by Landlock's port rules (see
+    // NETWORK_LANDLOCK): such a policy is refused, never run open.
     if policy.connect_tcp.is_some() {
-        // Not best effort: a kernel without network rules refuses the
-        // session rather than leave its network open.
-        if landlock_abi() < 4 {
-            return Err(Error::Unavailable(NETWORK_RULES.into()));
-        }
-        ruleset = ruleset
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessNet::ConnectTcp)
-            .map_err(|e| fail(&e))?
-            .set_compatibility(CompatLevel::BestEffort);
+        return Err(Error::Setting(crate::config::NETWORK_LANDLOCK.into()));
     }
     let mut ruleset = ruleset.create().map_err(|e| fail(&e))?;
-    for port in policy.connect_tcp.iter().flatten() {
-        ruleset = ruleset.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(|e| fail(&e))?;
-    }
     for p in visible(Path::new("/"), &hidden) {
         if let Ok(fd) = PathFd::new(&p) {
             ruleset = ruleset.add_rule(PathBeneath::new(fd, read)).map_err(|e| fail(&e))?;

@@ -464,13 +464,16 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let mut raw: Raw = if table.contains_key("on_end") { lines.toml()? } else { lines.toml_of_table(&table)? };
     let mut trust = super::trust::digests(&table);
     drop(table);
-    let warnings = legacy_warnings(&raw, &lines);
+    let mut warnings = legacy_warnings(&raw, &lines);
     let (timezone, timezone_set) = timezone(raw.timezone.as_deref(), system_tz, &lines)?;
     let continuity = continuity(&raw, &lines)?;
     let (precheck, precheck_timeout) = precheck(&raw, &lines)?;
     let limits = crate::config::Limits { memory_max: raw.memory_max.take(), cpu_weight: raw.cpu_weight };
     if let Err((key, why)) = limits.check() {
         return Err(lines.invalid(key, format!("key `{key}`: {why}")));
+    }
+    if raw.sandbox == Some(crate::config::Sandbox::Landlock) && raw.network == Some(crate::config::Network::Gateway) {
+        return Err(lines.invalid("network", format!("key `network`: {}", crate::config::NETWORK_LANDLOCK)));
     }
     let on_end = on_end(raw.on_end.take().unwrap_or_default(), path, text)?;
     let expect_activity_within = expect_activity_within(raw.expect_activity_within.as_deref(), &lines)?;
@@ -482,6 +485,7 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let keep_done = keep_done(raw.history.take(), &lines)?;
     let approvals = raw.approvals.take().map(|a| approvals(a, &lines)).transpose()?;
     let provider = provider(raw.provider.take(), dir, &lines)?;
+    warnings.extend(inline_keys(&provider, &lines));
     let writable = folders("writable", raw.writable.take(), dir, &lines)?;
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
     let github = raw.sync.as_ref().is_some_and(|s| s.github.is_some());
@@ -737,6 +741,29 @@ fn provider(raw: Option<RawProvider>, dir: &Path, lines: &Lines) -> Result<Provi
         }
     }
     Ok(out)
+}
+
+/// One warning for each secret written straight into `[provider] env`:
+/// `cryo.toml` is in the chamber, where the agent reads it (the gateway
+/// keeps a key out of the agent's environment, not out of its files).
+fn inline_keys(provider: &Provider, lines: &Lines) -> Vec<String> {
+    let secret = |k: &str| {
+        let upper = k.to_ascii_uppercase();
+        ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| upper.contains(w))
+    };
+    provider
+        .env
+        .iter()
+        .filter(|(k, v)| secret(k) && !v.is_empty())
+        .map(|(k, _)| {
+            format!(
+                "{}: [provider] env holds {k} in cryo.toml, which the agent can read: keep it in a file outside \
+                 the chamber, {k} = {{ file = \"~/.config/cryo/keys/{}\" }}",
+                lines.at("env"),
+                k.to_ascii_lowercase()
+            )
+        })
+        .collect()
 }
 
 /// `writable` or `readable` (`key`): folders, absolute.

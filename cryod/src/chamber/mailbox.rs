@@ -162,6 +162,13 @@ impl Mailbox {
     /// moved to `messages/rejected/` when `f` is the inbox, and skipped in
     /// other folders.
     pub fn read(&self, f: Folder) -> std::io::Result<Vec<Stored>> {
+        self.read_noting(f, &mut Vec::new())
+    }
+
+    /// [`Mailbox::read`], adding to `troubles` a line for each unreadable
+    /// message that could not be moved to `messages/rejected/` (a link
+    /// planted there): a person must mend it.
+    pub fn read_noting(&self, f: Folder, troubles: &mut Vec<String>) -> std::io::Result<Vec<Stored>> {
         let mut out = Vec::new();
         for name in self.names(f)? {
             match self.read_one(f, &name) {
@@ -171,7 +178,7 @@ impl Mailbox {
                 Err(_) if self.gone(f, &name) => {}
                 Err(reason) => {
                     if f == Folder::Inbox {
-                        self.reject(f, &name, &reason.to_string());
+                        troubles.extend(self.reject(f, &name, &reason.to_string()));
                     } else {
                         tracing::warn!(file = %name, %reason, "skipping an unreadable message");
                     }
@@ -228,19 +235,39 @@ impl Mailbox {
     }
 
     /// Moves a file to `messages/rejected/` with a `.reason` note beside it.
-    pub fn reject(&self, f: Folder, name: &str, reason: &str) {
+    /// Where that cannot be (something planted at `messages/rejected`), the
+    /// file is kept in its folder under a dot name, which no reader lists
+    /// (so it is not mail that waits, nor woken for again), and the line
+    /// that says so, for a person, is returned.
+    pub fn reject(&self, f: Folder, name: &str, reason: &str) -> Option<String> {
         const REJECTED: &str = "messages/rejected";
+        let from = Path::new(f.rel()).join(name);
         let moved = Dir::open(&self.root).and_then(|d| {
             d.make_dirs(Path::new(REJECTED))?;
-            let target = move_unique(&d, &Path::new(f.rel()).join(name), Path::new(REJECTED), name)?;
+            let target = move_unique(&d, &from, Path::new(REJECTED), name)?;
             let note = format!("{}.reason", target);
             d.write(&Path::new(REJECTED).join(note), format!("{reason}\n").as_bytes(), NewFile::DURABLE)?;
             Ok(())
         });
-        match moved {
-            Ok(()) => tracing::warn!(file = %name, %reason, "message rejected"),
-            Err(error) => tracing::warn!(file = %name, %error, "cannot move a bad message to messages/rejected"),
-        }
+        let error = match moved {
+            Ok(()) => {
+                tracing::warn!(file = %name, %reason, "message rejected");
+                return None;
+            }
+            Err(error) => error,
+        };
+        tracing::warn!(file = %name, %error, "cannot move a bad message to messages/rejected");
+        let aside = format!(".unreadable-{name}");
+        let kept = Dir::open(&self.root).and_then(|d| move_unique(&d, &from, Path::new(f.rel()), &aside));
+        let place = match &kept {
+            Ok(kept) => format!("it is kept as {}/{kept}", f.rel()),
+            Err(_) => "it stays where it is".to_string(),
+        };
+        Some(format!(
+            "an unreadable message ({name}: {reason}) cannot be moved to messages/rejected ({error}); {place}: make \
+             {}/{REJECTED} a folder again (remove what stands there)",
+            self.root.display()
+        ))
     }
 
     /// Claims the inbox: every readable message moves to `inbox/archive/`.

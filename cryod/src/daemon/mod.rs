@@ -131,6 +131,12 @@ impl Daemon {
         shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
         let mut chambers = BTreeMap::new();
         let mut remote = BTreeMap::new();
+        // Every session tree a killed cryod of this state folder left in
+        // its cgroups ends now (none is running as this cryod's).
+        let ended = shared.places.cgroups.end_all();
+        if ended > 0 {
+            tracing::warn!(trees = ended, "ended the session trees a stopped cryod left");
+        }
         if shared.lease.is_fleet() {
             remote = records.into_iter().map(|r| (r.id, r)).collect();
             tracing::info!("registry loaded; claiming this node's share of the fleet's chambers");

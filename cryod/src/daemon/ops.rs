@@ -38,6 +38,14 @@ impl Daemon {
         match read.await? {
             Ok(b) => Ok(String::from_utf8_lossy(&b.unwrap_or_default()).into_owned()),
             Err(e) if e.is_planted() => Err(Error::Precondition(e.to_string())),
+            // A file grown past what cryo serves is the file's state, not
+            // cryod's failure: said as it is (a 4xx), with what to do.
+            Err(crate::chamber::FileError::TooLarge { size, max, .. }) => Err(Error::Precondition(format!(
+                "{name} is {} KiB, over the {} KiB cryo shows: trim it (the agent keeps only what its future self \
+                 needs there)",
+                size / 1024,
+                max / 1024
+            ))),
             Err(e) => Err(Error::Internal(e.to_string())),
         }
     }

@@ -136,8 +136,16 @@ impl Git {
     pub fn upload_pack(&self) -> Result<String, Failed> {
         let jail = self.jail.as_ref().ok_or_else(|| Failed("no jail to read the worktree in".into()))?;
         // XDG_RUNTIME_DIR: where `systemd-run --user` (a chamber's limits)
-        // finds the user's manager.
-        let kept = ["PATH", "TMPDIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "LANG", "XDG_RUNTIME_DIR"];
+        // finds the user's manager; the launchers' plan (folders, no secret).
+        let kept = [
+            "PATH",
+            "TMPDIR",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_CONFIG_NOSYSTEM",
+            "LANG",
+            "XDG_RUNTIME_DIR",
+            crate::agent::harden::PLAN_VAR,
+        ];
         let mut words: Vec<String> = vec!["exec".into(), "/usr/bin/env".into(), "-i".into()];
         words.extend(kept.iter().filter_map(|k| jail.env.get(*k).map(|v| format!("{k}={v}"))));
         words.push("GIT_NO_LAZY_FETCH=1".into());

@@ -34,6 +34,10 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         landlock_abi: crate::agent::sandbox::landlock_abi(),
         landlock: crate::agent::sandbox::landlock_adds(crate::agent::sandbox::landlock_abi()),
         watcher: d.shared().watcher.degraded().unwrap_or_default().to_string(),
+        session_holds: crate::agent::harden::holds(
+            crate::agent::sandbox::strongest(),
+            &d.shared().places.cgroups.describe(),
+        ),
     })
 }
 

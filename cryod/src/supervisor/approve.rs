@@ -81,37 +81,6 @@ impl Sup {
         }
     }
 
-    /// Why the chamber's `[approvals]` refuses an agent's TODO whose
-    /// pre-check (a command cryod runs for it) a rule does not allow: a
-    /// deny rule names it, or it would need a person, which a pre-check
-    /// cannot wait for.
-    pub(super) fn precheck_refused(&mut self, call: &cryo_core::chamber::Call) -> Option<String> {
-        let cryo_core::chamber::Call::Todo(crate::supervisor::TodoCall::Add { precheck, .. }) = call else {
-            return None;
-        };
-        if precheck.trim().is_empty() {
-            return None;
-        }
-        // A file that does not load now (an edit held for the operator)
-        // decides nothing: no pre-check is set meanwhile.
-        let config = match &self.config {
-            Ok(c) => c,
-            Err(why) => return Some(format!("cryo.toml does not load now, so no pre-check is set: {why}")),
-        };
-        let policy = config.approvals.as_ref()?;
-        let verdict = policy.judge("Bash", &serde_json::json!({ "command": precheck }));
-        if verdict.action == Action::Allow {
-            return None;
-        }
-        let what = approvals::what_of("Bash", precheck);
-        self.record(format!("approval: a TODO's pre-check {what} refused by {}", verdict.why()));
-        Some(format!(
-            "this chamber's [approvals] does not allow that pre-check ({}): a pre-check runs unattended, so only a \
-             command an allow rule names may be one",
-            verdict.why()
-        ))
-    }
-
     /// Judges `ask` of session `session`; the answer goes to `reply`, now
     /// or when a person answers (a task waits, not the supervisor).
     pub(super) async fn approve(&mut self, session: u64, ask: Ask, reply: oneshot::Sender<Result<Answer>>) {

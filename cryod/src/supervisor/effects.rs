@@ -125,7 +125,10 @@ impl Sup {
             Effect::Signal { pgid, sig } => {
                 group::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
             }
-            Effect::EndLeftovers { pgid } => end_leftovers(pgid),
+            Effect::EndLeftovers { pgid } => {
+                end_leftovers(pgid);
+                self.shared.trees.end(pgid);
+            }
             Effect::Rewatch => {
                 if let Ok(c) = &self.config {
                     self.shared.watcher.watch(self.id, &self.root, &c.watch_dirs, self.watch_sink());
@@ -273,7 +276,7 @@ impl Sup {
         use crate::agent::precheck::Prepared;
         let jail = self.jail(config).await?;
         let path = std::env::var("PATH").unwrap_or_default();
-        let run = launch::Run { arg0, program, args, path: &path, door: None, what, readable };
+        let run = launch::Run { arg0, program, args, path: &path, door: None, what, readable, stdin: None };
         let mut notes = Vec::new();
         let confined = launch::confine(&jail, &env, run, &mut notes)?;
         let mut all: std::collections::BTreeMap<String, String> = match &confined.tmp {
@@ -287,6 +290,7 @@ impl Sup {
             }
         };
         all.extend(env);
+        all.extend(confined.env);
         Ok(Prepared { program: confined.program, args: confined.args, env: all })
     }
 
@@ -337,7 +341,17 @@ impl Sup {
         };
         match written {
             Ok(line) => self.shared.notify(self.id, NoticeKind::Log(line)),
-            Err(error) => tracing::warn!(chamber = %self.machine.name(), %error, "cannot write cryo.log"),
+            Err(error) => {
+                tracing::warn!(chamber = %self.machine.name(), %error, "cannot write cryo.log");
+                // Never silently: the chamber's attention says why and what
+                // to do (a link the agent planted there, a full disk).
+                let line = format!(
+                    "cryod cannot write cryo.log ({error}): the chamber's log stops until it can; remove or mend \
+                     {}/cryo.log",
+                    self.root.display()
+                );
+                let _ = self.tx.send(Event::Trouble(line));
+            }
         }
     }
 
@@ -491,6 +505,9 @@ impl Sup {
             self.shared.lease.keep(pgid, pipe);
         }
         self.shared.live.add(pgid);
+        if let Some(tree) = started.tree {
+            self.shared.trees.add(pgid, tree);
+        }
         if let Some(running) = self.running.as_mut() {
             running.started(pgid, door, started.ticket, trace);
         }
@@ -521,9 +538,17 @@ pub(super) fn read_tail(root: &Path) -> String {
     let mut buf = Vec::new();
     let _ = f.take(64 * 1024).read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).into_owned();
-    // Only this session's part: after the last session header.
+    // Only this session's part: after the last session header (and the
+    // line under it that says what the session holds).
     match text.rfind("--- cryo session ") {
-        Some(i) => text[i..].split_once('\n').map(|(_, rest)| rest.to_string()).unwrap_or_default(),
+        Some(i) => {
+            let rest = text[i..].split_once('\n').map(|(_, rest)| rest).unwrap_or_default();
+            let rest = match rest.strip_prefix("--- it holds: ") {
+                Some(r) => r.split_once('\n').map(|(_, r)| r).unwrap_or_default(),
+                None => rest,
+            };
+            rest.to_string()
+        }
         None => text,
     }
 }

@@ -89,11 +89,18 @@ impl Sup {
     /// a bad one goes to `messages/rejected/`), keeping them for the reply.
     pub(super) fn archive(&mut self, names: Vec<String>, then: AfterClaim) -> Input {
         let mailbox = self.mailbox();
+        let mut troubles = Vec::new();
         let result = off_worker(|| {
-            let pending: Vec<Stored> =
-                mailbox.read(Folder::Inbox)?.into_iter().filter(|m| names.contains(&m.name)).collect();
+            let pending: Vec<Stored> = mailbox
+                .read_noting(Folder::Inbox, &mut troubles)?
+                .into_iter()
+                .filter(|m| names.contains(&m.name))
+                .collect();
             mailbox.archive(pending)
         });
+        for line in troubles {
+            let _ = self.tx.send(super::Event::Trouble(line));
+        }
         let result = match result {
             Ok(claimed) => {
                 let names = claimed.iter().map(|m| m.name.clone()).collect();

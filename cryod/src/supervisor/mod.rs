@@ -155,6 +155,9 @@ pub enum Event {
         subject: String,
         body: String,
     },
+    /// Something in the chamber's files a person must mend (see
+    /// `Input::Trouble`).
+    Trouble(String),
     /// The running session's watch saw it stall or loop.
     Caught {
         session: u64,
@@ -389,6 +392,7 @@ impl Sup {
         let mut running = self.running.take();
         if let Some(pgid) = running.as_mut().and_then(|r| r.exited()) {
             crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            self.shared.trees.end(pgid);
             self.shared.lease.forget(pgid);
             self.shared.live.remove(pgid);
         }
@@ -455,12 +459,6 @@ impl Sup {
             }
             Event::Admitted(permit) => self.admitted(permit).await,
             Event::Agent { session, call, reply } => {
-                // A TODO's pre-check runs a command: the agent's is judged
-                // as one, under `[approvals]`.
-                if let Some(why) = self.precheck_refused(&call) {
-                    let _ = reply.send(Err(Error::Precondition(why)));
-                    return;
-                }
                 self.observe_inbox().await;
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
@@ -471,6 +469,7 @@ impl Sup {
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Caught { session, caught } => Input::Caught { session, caught },
             Event::Notice { subject, body } => Input::Notice { subject, body },
+            Event::Trouble(line) => Input::Trouble { line },
             Event::Approve { session, ask, reply } => return self.approve(session, *ask, reply).await,
             Event::Parked { session, id, what } => Input::Parked { session, req: self.own_req(), id, what },
             Event::Answered(record) => match self.answered(*record) {
@@ -672,6 +671,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         max_attempts: c.max_attempts,
         mcp: c.mcp && known,
         precheck: c.precheck.clone(),
+        approvals: c.approvals.clone().map(Box::new),
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
         on_end: c.on_end.iter().map(|c| c.link.clone()).collect(),
         expect_activity_within: c.expect_activity_within,

@@ -285,6 +285,9 @@ fn print_troubles(ch: &pb::Chamber) {
     if !ch.error.is_empty() {
         outln!("  error     {}", ch.error);
     }
+    for w in &ch.warnings {
+        outln!("  warning   {w}");
+    }
     if ch.last_lateness_ms >= 0 {
         outln!("  lateness  {} (last session's start after its due time)", ms(ch.last_lateness_ms));
     }

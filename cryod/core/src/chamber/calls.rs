@@ -203,6 +203,20 @@ impl Chamber {
                         return self.reply(req, Err(Refusal::Invalid(why)));
                     }
                 };
+                // A pre-check runs a command: judged as one, under
+                // `[approvals]`, whoever asks (the same rule holds for one
+                // written into `todo.json` or its journal, at the wake).
+                if !precheck.trim().is_empty() {
+                    let why = match self.files.settings() {
+                        None => Some("cryo.toml does not load now, so no pre-check is set".to_string()),
+                        Some(s) => s.approvals.as_ref().and_then(|p| crate::approvals::precheck_refusal(p, &precheck)),
+                    };
+                    if let Some(why) = why {
+                        let what = crate::prompt::one_line(&precheck);
+                        self.log(format!("approval: a TODO's pre-check `{what}` refused: {why}"));
+                        return self.reply(req, Err(Refusal::Precondition(why)));
+                    }
+                }
                 let opt = |s: String| (!s.trim().is_empty()).then_some(s);
                 let new = NewTodo { text, at, every: opt(every), cron: opt(cron), missed, precheck: opt(precheck) };
                 (TodoOp::Add { new, now, tz, by_agent: by == By::Agent }, TodoWhat::Add)

@@ -22,6 +22,10 @@ pub(super) struct Health {
     /// What needs the operator, until they look (start, resume) or a session
     /// hibernates well.
     attention: Option<String>,
+    /// Something in the chamber's files a person must mend (a link where
+    /// cryod writes): shown while no other attention is, until they look.
+    /// A session's good end does not clear it: the file is as it was.
+    trouble: Option<String>,
     /// The plan was completed: no scheduled wakes until mail arrives.
     completed: bool,
     /// Sessions that failed in a row. After a failure, mail waits before it
@@ -63,7 +67,7 @@ impl Health {
     /// What the status view shows of it.
     pub(super) fn show(&self, view: &mut View) {
         view.last_result = self.last_result.clone();
-        view.attention = self.attention.clone();
+        view.attention = self.attention.clone().or_else(|| self.trouble.clone());
         view.last_lateness_ms = self.last_lateness_ms;
         view.error = self.write_error.clone();
         view.open_questions = self.open_questions;
@@ -97,7 +101,18 @@ impl Health {
     /// The operator has looked (a start, a resume): what needed them is
     /// seen. Returns whether anything did.
     pub(super) fn seen(&mut self) -> bool {
-        self.attention.take().is_some()
+        let trouble = self.trouble.take().is_some();
+        self.attention.take().is_some() || trouble
+    }
+
+    /// Something in the chamber's files a person must mend; whether it is
+    /// new (not the one already shown).
+    pub(super) fn trouble(&mut self, line: String) -> bool {
+        if self.trouble.as_deref() == Some(line.as_str()) {
+            return false;
+        }
+        self.trouble = Some(line);
+        true
     }
 
     // ---- the plan and the session's end ------------------------------------

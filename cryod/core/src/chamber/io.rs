@@ -37,6 +37,9 @@ pub struct Settings {
     /// `precheck`: the command run before a scheduled wake for a TODO that
     /// names none of its own.
     pub precheck: Option<String>,
+    /// `[approvals]`: what a TODO's own pre-check (which the agent may have
+    /// written) must be allowed by to run.
+    pub approvals: Option<Box<crate::approvals::Policy>>,
     /// How long a pre-check may run before it counts as failed.
     pub precheck_timeout: Duration,
     /// `[[on_end]]`: the chambers a session's end is handed on to.
@@ -706,6 +709,13 @@ pub enum Input {
     Answered {
         req: ReqId,
         id: String,
+        line: String,
+    },
+    /// The shell found, in the chamber's files, something a person must
+    /// mend before cryod can do its part there (a link planted where
+    /// cryod writes `cryo.log` or moves an unreadable message): `line`
+    /// says what and how, and becomes the chamber's attention.
+    Trouble {
         line: String,
     },
     /// A message from cryochamber to the operator (the shell's news: a

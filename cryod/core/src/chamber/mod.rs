@@ -481,6 +481,7 @@ impl Chamber {
             }
             Input::Budget { req, uses } => self.budget(req, &uses),
             Input::Notice { subject, body } => self.notice_message(subject, body),
+            Input::Trouble { line } => self.trouble(line),
             Input::AdmissionAsked { req, budgets, held } => {
                 self.budget(req, &budgets);
                 self.held(held);

@@ -95,6 +95,14 @@ impl Chamber {
     }
 
     /// A message from cryochamber to the operator, and a log line.
+    /// What the shell found a person must mend in the chamber's files: the
+    /// chamber's attention (once: the same line again changes nothing).
+    pub(super) fn trouble(&mut self, line: String) {
+        if self.health.trouble(line.clone()) {
+            self.log(line);
+        }
+    }
+
     pub(super) fn notice_message(&mut self, subject: String, body: String) {
         self.log(format!("{subject}: {body}"));
         let message = Message {

@@ -41,6 +41,7 @@ fn settings() -> Settings {
         mcp: false,
         continuity: crate::session::Continuity::default(),
         precheck: None,
+        approvals: None,
         precheck_timeout: DEFAULT_PRECHECK_TIMEOUT,
         on_end: Vec::new(),
         expect_activity_within: None,

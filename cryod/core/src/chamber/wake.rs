@@ -54,32 +54,49 @@ impl Chamber {
         // pre-checks first; mail, operators' wakes and reruns (whose work
         // was found before) never do.
         let asks = matches!(trigger, Trigger::Scheduled | Trigger::Recovery) && !self.waking.reruns();
-        let checks = if asks && self.files.unread().is_empty() { self.checks(&list, &claims) } else { Vec::new() };
+        let (checks, refused) =
+            if asks && self.files.unread().is_empty() { self.checks(&list, &claims) } else { Default::default() };
+        let checking = Checking { nonce: nonce.clone(), token, trigger, asked_at, claims, fresh, refused };
         if !checks.is_empty() {
             let timeout = self.files.settings().map_or(DEFAULT_PRECHECK_TIMEOUT, |c| c.precheck_timeout);
             let n = checks.len();
             self.log(format!("running {n} pre-check(s) before the wake"));
-            self.waking.check(Checking { nonce: nonce.clone(), token, trigger, asked_at, claims, fresh });
+            self.waking.check(checking);
             return self.emit(Effect::Precheck { nonce, checks, timeout });
         }
-        self.begin(Checking { nonce, token, trigger, asked_at, claims, fresh }, Vec::new(), Vec::new());
+        self.begin(checking, Vec::new(), Vec::new());
     }
 
     /// The pre-checks each claim's wake must ask: a TODO's own, else the
-    /// chamber's; TODOs with the same command share one run.
-    fn checks(&self, list: &TodoList, claims: &[Claim]) -> Vec<Check> {
+    /// chamber's; TODOs with the same command share one run. A TODO's own
+    /// (which the agent may have written, by any door: a call, `todo.json`,
+    /// the journal) runs only if the chamber's `[approvals]` allows it; one
+    /// it refuses does not run, and the wake goes ahead with a notice.
+    fn checks(&mut self, list: &TodoList, claims: &[Claim]) -> (Vec<Check>, Vec<String>) {
         let default = self.files.settings().and_then(|c| c.precheck.clone());
+        let policy = self.files.settings().and_then(|c| c.approvals.clone());
         let mut checks: Vec<Check> = Vec::new();
+        let mut refused = Vec::new();
         for c in claims {
-            let Some(command) = list.get(c.id).and_then(|t| t.precheck.clone()).or_else(|| default.clone()) else {
+            let own = list.get(c.id).and_then(|t| t.precheck.clone());
+            if let (Some(command), Some(policy)) = (&own, &policy)
+                && let Some(why) = crate::approvals::precheck_refusal(policy, command)
+            {
+                let what = prompt::one_line(command);
+                self.log(format!("TODO {}'s pre-check `{what}` was not run: {why}", c.id));
+                refused.push(format!(
+                    "PRE-CHECK REFUSED: TODO {}'s `{what}` did not run ({why}); this wake goes ahead without it.",
+                    c.id
+                ));
                 continue;
-            };
+            }
+            let Some(command) = own.or_else(|| default.clone()) else { continue };
             match checks.iter_mut().find(|k| k.command == command) {
                 Some(k) => k.todos.push(c.id),
                 None => checks.push(Check { command, todos: vec![c.id] }),
             }
         }
-        checks
+        (checks, refused)
     }
 
     /// The pre-checks answered: the slots whose check said "nothing to do"
@@ -133,7 +150,8 @@ impl Chamber {
 
     /// Records the wake in the ledger and begins its session.
     fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
-        let Checking { nonce, token, trigger, asked_at, claims, fresh } = w;
+        let Checking { nonce, token, trigger, asked_at, claims, fresh, refused } = w;
+        notices.extend(refused);
         // Once per interruption: this session is its rerun.
         if let Some(r) = self.waking.take_rerun() {
             notices.insert(0, r.notice());

@@ -108,6 +108,8 @@ pub(super) struct Checking {
     pub(super) claims: Vec<Claim>,
     /// Why it starts a new conversation whatever the chamber's continuity.
     pub(super) fresh: Option<String>,
+    /// The prompt's notices of TODOs' own pre-checks `[approvals]` refused.
+    pub(super) refused: Vec<String>,
 }
 
 /// The session under way and what waits for one; see the module
@@ -119,7 +121,8 @@ pub(super) struct Waking {
     /// A wake is queued for admission (its trigger and when it was asked for).
     wanted: Option<(Trigger, DateTime<Utc>)>,
     /// A wake holds its permit while its pre-checks run.
-    checking: Option<Checking>,
+    /// Boxed: a chamber at rest holds none.
+    checking: Option<Box<Checking>>,
     /// Boxed: what only a session needs costs a chamber at rest nothing.
     live: Option<Box<Live>>,
     /// An operator asked for a session; it runs when the current one ends.
@@ -248,12 +251,12 @@ impl Waking {
 
     /// The admitted wake runs its pre-checks first, holding its permit.
     pub(super) fn check(&mut self, c: Checking) {
-        self.checking = Some(c);
+        self.checking = Some(Box::new(c));
     }
 
     /// The pre-checks of `nonce` answered: their wake, if it still waits.
     pub(super) fn checked(&mut self, nonce: &str) -> Option<Checking> {
-        self.checking.take_if(|c| c.nonce == nonce)
+        self.checking.take_if(|c| c.nonce == nonce).map(|c| *c)
     }
 
     /// Drops the wake waiting on its pre-checks; returns whether there was

@@ -1206,6 +1206,7 @@ fn settings(d: &Disk) -> Settings {
         mcp: false,
         continuity: continuity(d),
         precheck: d.precheck.then(|| "./is-there-work".to_string()),
+        approvals: None,
         precheck_timeout: crate::chamber::DEFAULT_PRECHECK_TIMEOUT,
         on_end: d
             .on_end
@@ -1263,6 +1264,7 @@ fn label(i: &Input) -> &'static str {
         Input::Answered { .. } => "answered",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
+        Input::Trouble { .. } => "trouble",
         Input::AdmissionAsked { .. } => "admission asked",
         Input::Timer(crate::chamber::Timer::Timeout(_)) => "timer: timeout",
         Input::Timer(crate::chamber::Timer::AfterHibernate(_)) => "timer: after hibernate",

@@ -51,13 +51,12 @@ pub(super) fn hook_timeout(policy: &cryo_core::approvals::Policy) -> u64 {
 /// asks cryod; the tools a rule denies outright are disallowed as well.
 pub(super) fn claude_asking_line(
     extra: Vec<String>,
-    prompt_arg: String,
     chamber: &Path,
     resume: Option<&str>,
     mcp: &Mcp,
     policy: &cryo_core::approvals::Policy,
 ) -> KindLine {
-    let mut line = claude_line(extra, prompt_arg, chamber, resume, false, Some(mcp));
+    let mut line = claude_line(extra, chamber, resume, false, Some(mcp));
     let at = line.args.iter().position(|a| a == "--").unwrap_or(line.args.len());
     // cryo's tools only: the rest is the prompt tool's to judge.
     if let Some(i) = line.args.iter().position(|a| a == "--allowedTools") {

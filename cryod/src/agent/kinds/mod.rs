@@ -5,27 +5,32 @@
 //! `--help` of the releases installed from npm on 2026-11-22:
 //! `@anthropic-ai/claude-code@2.1.330`, `@openai/codex@0.169.0`,
 //! `opencode-ai@1.18.33`.
-//! - `claude -p [ARGS] --allowedTools LIST -- PROMPT`: the prompt goes after
-//!   `--`, because `--allowedTools` takes several values and would swallow
-//!   it. The same list as root and as a normal user. An agent line that
+//! - `claude -p [ARGS] --allowedTools LIST --`: the `--` ends
+//!   `--allowedTools`, which takes several values. The same list as root
+//!   and as a normal user. An agent line that
 //!   chooses `--dangerously-skip-permissions` keeps it (and gets
 //!   `IS_SANDBOX=1` as root, where Claude Code refuses the flag otherwise);
 //!   one that names its own `--allowedTools` or `--permission-mode` keeps
 //!   those.
 //! - `codex exec -C DIR --skip-git-repo-check
 //!   --dangerously-bypass-approvals-and-sandbox -c shell_environment_policy.inherit=all
-//!   -c allow_login_shell=false [ARGS] PROMPT`: without `inherit=all` the tool
+//!   -c allow_login_shell=false [ARGS] -`: without `inherit=all` the tool
 //!   calls lose our `CRYO_*` variables, and a login shell (`bash -lc`, Codex's
 //!   default) runs `/etc/profile`, which resets `PATH` and loses `cryo-agent`.
 //!   An agent line that picks its own `--sandbox` keeps it instead of the
 //!   bypass; with `workspace-write`, cryod adds
 //!   `-c sandbox_workspace_write.network_access=true`, without which the
 //!   sandbox refuses every socket, cryod's too.
-//! - `opencode run --dir DIR --auto [ARGS] PROMPT`: `--auto` approves the tool
+//! - `opencode run --dir DIR --auto [ARGS]`: `--auto` approves the tool
 //!   permissions an unattended run needs (those not explicitly denied).
 //!
-//! Any other `agent` command runs as given, with the prompt as its last
-//! argument. A prompt too long for one argument is written to a file and the
+//! Every known kind reads its prompt on standard input (each CLI does when
+//! its stdin is not a terminal and no prompt argument is given; checked on
+//! the pinned releases), never from its arguments, which every process of
+//! the machine may read in `/proc/PID/cmdline`; an ACP agent's prompt goes to
+//! cryod's client in its environment. Any other `agent` command runs as
+//! given, with the prompt as its last argument (and on its standard input
+//! too). A prompt too long for one argument is written to a file and the
 //! agent is told to read it.
 //!
 //! With an `[approvals]` policy each kind asks cryod before its tool calls
@@ -73,6 +78,8 @@ pub struct Launch {
     /// cryod's own arguments that drive the agent (`cryod __acp …
     /// -- PROGRAM ARGS`), outside its confinement: an ACP agent.
     pub bridge: Option<Vec<String>>,
+    /// What the agent reads on its standard input: its prompt.
+    pub stdin: Option<String>,
 }
 
 /// `cryo-agent mcp` as this session's MCP server.
@@ -251,22 +258,34 @@ pub fn command_line(
     if turn.approvals.is_some() {
         asks_approvals(kind, &extra, mcp)?;
     }
+    if kind == Kind::Codex
+        && as_root
+        && codex_sandbox(&extra).is_some_and(|s| !["none", "danger-full-access"].contains(&s))
+    {
+        // Its sandbox is a bubblewrap of its own, which needs capabilities
+        // (or a user's namespace) a session started by root never holds.
+        return Err(super::Error::Setting(
+            "Codex's own --sandbox cannot run in a session cryod starts as root (a session holds no capability): \
+             take --sandbox out of `agent` in cryo.toml; cryo's sandbox confines the agent"
+                .into(),
+        ));
+    }
     let line = match kind {
         Kind::Claude if turn.approvals.is_some() => {
             let mcp = mcp.expect("asks_approvals checked");
-            claude_asking_line(extra, prompt_arg, chamber, turn.resume, mcp, turn.approvals.expect("checked"))
+            claude_asking_line(extra, chamber, turn.resume, mcp, turn.approvals.expect("checked"))
         }
-        Kind::Claude => claude_line(extra, prompt_arg, chamber, turn.resume, as_root, mcp),
+        Kind::Claude => claude_line(extra, chamber, turn.resume, as_root, mcp),
         Kind::Codex => {
             let hook = turn.approvals.zip(mcp).map(|(p, m)| (hook_command(m, ""), hook_timeout(p)));
-            KindLine { args: codex_args(extra, prompt_arg, dir, turn.resume, mcp, hook), ..KindLine::default() }
+            KindLine { args: codex_args(extra, dir, turn.resume, mcp, hook), ..KindLine::default() }
         }
         Kind::OpenCode => {
             // Made first (it reads only `provider_env`), so that making
             // the line itself cannot fail.
             let plugin = turn.approvals.map(|_| chamber.join(OPENCODE_PLUGIN));
             let config = mcp.map(|m| opencode_config(m, provider_env, plugin.as_deref())).transpose()?;
-            let mut line = opencode_line(extra, prompt_arg, dir, turn.resume, config);
+            let mut line = opencode_line(extra, dir, turn.resume, config);
             if let (Some(_), Some(m)) = (plugin, mcp) {
                 line.files.push((OPENCODE_PLUGIN.to_string(), include_str!("opencode-cryo.mjs").to_string()));
                 line.env.insert("CRYO_AGENT_BIN".into(), m.program.clone());
@@ -274,7 +293,7 @@ pub fn command_line(
             line
         }
         Kind::Qwen => {
-            let mut line = qwen_line(extra, prompt_arg, turn.resume, mcp);
+            let mut line = qwen_line(extra, turn.resume, mcp);
             if let (Some(_), Some(m)) = (turn.approvals, mcp) {
                 line.files.push((QWEN_DEFAULTS.to_string(), format!("{:#}\n", qwen_defaults(m))));
                 let path = chamber.join(QWEN_DEFAULTS).to_string_lossy().into_owned();
@@ -284,20 +303,22 @@ pub fn command_line(
         }
         Kind::Gemini => {
             let hook = turn.approvals.map(hook_timeout);
-            gemini_line(extra, prompt_arg, turn.resume, mcp, provider_env, hook)
+            gemini_line(extra, turn.resume, mcp, provider_env, hook)
         }
         Kind::Pi => {
-            let mut line = pi_line(extra, prompt_arg, chamber, turn.resume, mcp);
+            let mut line = pi_line(extra, chamber, turn.resume, mcp);
             if turn.approvals.is_some() {
                 line.env.insert("CRYO_APPROVALS".into(), "1".into());
             }
             line
         }
         // The agent's own line; cryod's ACP client (`acp::args`) runs it.
+        // The prompt reaches cryod's client in its environment, which it
+        // keeps from the agent.
         Kind::Acp => KindLine {
             args: extra,
+            env: BTreeMap::from([(super::acp::PROMPT_VAR.to_string(), prompt_arg.clone())]),
             bridge: Some(super::acp::args(
-                &prompt_arg,
                 turn.resume,
                 mcp.map(|m| m.program.as_str()),
                 turn.approvals.and(mcp).map(|m| m.program.as_str()),
@@ -306,13 +327,15 @@ pub fn command_line(
         },
         Kind::Other => {
             let mut args = in_chamber(extra, chamber, turn.workdir);
-            args.push(prompt_arg);
+            args.push(prompt_arg.clone());
             KindLine { args, ..KindLine::default() }
         }
     };
     let KindLine { args, mut env, files, read_logs, settings, bridge } = line;
     env.insert("CRYO_AGENT_KIND".into(), kind.name().into());
-    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings, bridge })
+    // Its prompt on standard input (an ACP agent's stdin is its client's).
+    let stdin = (kind != Kind::Acp).then_some(prompt_arg);
+    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings, bridge, stdin })
 }
 
 /// The part of a launch one kind's command line decides: `command_line`
@@ -330,14 +353,7 @@ struct KindLine {
 /// Claude Code's line: `-p` with stream-json events, cryo's tools allowed
 /// unless the user chose their own permissions, and the MCP server given
 /// by a config file in the chamber.
-fn claude_line(
-    extra: Vec<String>,
-    prompt_arg: String,
-    chamber: &Path,
-    resume: Option<&str>,
-    as_root: bool,
-    mcp: Option<&Mcp>,
-) -> KindLine {
+fn claude_line(extra: Vec<String>, chamber: &Path, resume: Option<&str>, as_root: bool, mcp: Option<&Mcp>) -> KindLine {
     let mut line = KindLine::default();
     let args = &mut line.args;
     args.push("-p".into());
@@ -366,8 +382,8 @@ fn claude_line(
     if let Some(id) = resume {
         args.extend(["--resume".into(), id.into()]);
     }
+    // No prompt after it: Claude Code reads it on stdin.
     args.push("--".into());
-    args.push(prompt_arg);
     line
 }
 
@@ -375,7 +391,6 @@ fn claude_line(
 /// the agent line picks one, and the MCP server given by `-c` settings.
 fn codex_args(
     extra: Vec<String>,
-    prompt_arg: String,
     dir: String,
     resume: Option<&str>,
     mcp: Option<&Mcp>,
@@ -383,13 +398,7 @@ fn codex_args(
 ) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     args.extend(["exec".into(), "--json".into(), "-C".into(), dir, "--skip-git-repo-check".into()]);
-    // The sandbox the agent line picks, if any.
-    let sandbox = extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
-        "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
-        "--dangerously-bypass-approvals-and-sandbox" => Some("none"),
-        a => a.strip_prefix("--sandbox="),
-    });
-    match sandbox {
+    match codex_sandbox(&extra) {
         None => args.push("--dangerously-bypass-approvals-and-sandbox".into()),
         // Its seccomp filter refuses every socket, cryod's too,
         // unless network access is on.
@@ -421,16 +430,25 @@ fn codex_args(
         // `exec`'s options stand before its `resume` subcommand.
         args.extend(["resume".into(), id.into()]);
     }
-    args.push(prompt_arg);
+    // The prompt: on stdin.
+    args.push("-".into());
     args
+}
+
+/// The sandbox a Codex agent line picks, if any (`none`: the bypass).
+fn codex_sandbox(extra: &[String]) -> Option<&str> {
+    extra.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "-s" | "--sandbox" => Some(extra.get(i + 1).map(String::as_str).unwrap_or("")),
+        "--dangerously-bypass-approvals-and-sandbox" => Some("none"),
+        a => a.strip_prefix("--sandbox="),
+    })
 }
 
 /// Qwen Code's line: its headless mode with stream-json events, every tool
 /// approved (`--approval-mode yolo`) unless the agent line chose its own
 /// mode, and the MCP server given inline by `--mcp-config`. The prompt is
-/// its positional argument, after the flags; one that begins with `-`
-/// would be read as a flag, so it is given a leading space.
-fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: Option<&Mcp>) -> KindLine {
+/// read on stdin.
+fn qwen_line(extra: Vec<String>, resume: Option<&str>, mcp: Option<&Mcp>) -> KindLine {
     let mut line = KindLine::default();
     let args = &mut line.args;
     args.extend(["--output-format".into(), "stream-json".into()]);
@@ -445,7 +463,6 @@ fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: 
     if let Some(id) = resume {
         args.extend(["--resume".into(), id.into()]);
     }
-    args.push(positional(prompt_arg));
     line
 }
 
@@ -453,7 +470,7 @@ fn qwen_line(extra: Vec<String>, prompt_arg: String, resume: Option<&str>, mcp: 
 /// there (see [`gemini_settings`]) and keeps the rest.
 pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
 
-/// Gemini CLI's line: headless (`--prompt=`) with stream-json events,
+/// Gemini CLI's line: headless (its prompt on stdin) with stream-json events,
 /// every tool approved (`--approval-mode yolo`) unless the agent line
 /// chose its own mode, and the chamber trusted for the session
 /// (`GEMINI_CLI_TRUST_WORKSPACE`, without which its workspace settings are
@@ -463,7 +480,6 @@ pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
 /// not do: it reads them only from a root-owned path.
 fn gemini_line(
     extra: Vec<String>,
-    prompt_arg: String,
     resume: Option<&str>,
     mcp: Option<&Mcp>,
     provider_env: &BTreeMap<String, String>,
@@ -482,8 +498,6 @@ fn gemini_line(
     if let Some(id) = resume {
         args.extend(["--resume".into(), id.into()]);
     }
-    // `--prompt=…`: a prompt beginning with `-` stays the prompt.
-    args.push(format!("--prompt={prompt_arg}"));
     let key = provider_env.get("GEMINI_API_KEY").cloned().or_else(|| std::env::var("GEMINI_API_KEY").ok());
     if let Some(settings) = gemini_settings(mcp, key.is_some_and(|k| !k.is_empty()), hook) {
         line.settings = Some((GEMINI_SETTINGS.to_string(), settings));
@@ -541,16 +555,9 @@ pub const PI_EXTENSION: &str = ".cryo/pi-cryo.mjs";
 /// Pi's line: `--mode json` (its events, one a line) and `--offline`. Pi
 /// has no MCP client: the extension `pi-cryo.mjs` (loaded with `-e`)
 /// starts `cryo-agent mcp` and offers its tools as `cryo_NAME` (and points
-/// Pi's provider at the gateway). It never
-/// asks before a tool. A prompt beginning with `-` (read as a flag) or
-/// `@` (read as a file to attach) gets a leading space.
-fn pi_line(
-    extra: Vec<String>,
-    prompt_arg: String,
-    chamber: &Path,
-    resume: Option<&str>,
-    mcp: Option<&Mcp>,
-) -> KindLine {
+/// Pi's provider at the gateway). It never asks before a tool. Its prompt
+/// is read on stdin.
+fn pi_line(extra: Vec<String>, chamber: &Path, resume: Option<&str>, mcp: Option<&Mcp>) -> KindLine {
     let mut line = KindLine::default();
     line.args.extend(["--mode".into(), "json".into(), "--offline".into()]);
     // Loaded always: it also points Pi at the gateway (`gateway::point`).
@@ -564,8 +571,6 @@ fn pi_line(
     if let Some(id) = resume {
         line.args.extend(["--session".into(), id.into()]);
     }
-    let prompt = if prompt_arg.starts_with('@') { format!(" {prompt_arg}") } else { positional(prompt_arg) };
-    line.args.push(prompt);
     line
 }
 
@@ -573,12 +578,6 @@ fn pi_line(
 /// `--flag=value`).
 fn chose(extra: &[String], flags: &[&str]) -> bool {
     extra.iter().any(|a| flags.iter().any(|f| a == f || a.starts_with(&format!("{f}="))))
-}
-
-/// A prompt given as a positional argument to a CLI that reads every word
-/// beginning with `-` as a flag (yargs): such a prompt gets a leading space.
-fn positional(prompt: String) -> String {
-    if prompt.starts_with('-') { format!(" {prompt}") } else { prompt }
 }
 
 /// The `-c` settings that make `cryo-agent mcp` a Codex MCP server, with
@@ -600,13 +599,7 @@ fn codex_mcp_settings(m: &Mcp) -> [String; 5] {
 /// OpenCode's line: `run --format json` in the chamber with its logs on
 /// stderr, and `config` (the MCP server, see `opencode_config`) passed
 /// inline.
-fn opencode_line(
-    extra: Vec<String>,
-    prompt_arg: String,
-    dir: String,
-    resume: Option<&str>,
-    config: Option<String>,
-) -> KindLine {
+fn opencode_line(extra: Vec<String>, dir: String, resume: Option<&str>, config: Option<String>) -> KindLine {
     let mut line = KindLine::default();
     let args = &mut line.args;
     args.extend(["run".into(), "--format".into(), "json".into()]);
@@ -622,7 +615,6 @@ fn opencode_line(
     if let Some(id) = resume {
         args.extend(["--session".into(), id.into()]);
     }
-    args.push(prompt_arg);
     line
 }
 

@@ -25,12 +25,12 @@ fn turn(prompt: &str) -> Turn<'_> {
 fn resuming_a_conversation() {
     let t = Turn { resume: Some("ID"), ..turn("P") };
     let line = |agent| command_line(agent, Path::new("/c"), &t, false, None, &BTreeMap::new()).unwrap().args;
-    assert_eq!(line("claude")[6..], ["--resume", "ID", "--", "P"]);
-    assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "P"]);
-    assert_eq!(line("opencode")[line("opencode").len() - 3..], ["--session", "ID", "P"]);
-    assert_eq!(line("qwen")[line("qwen").len() - 3..], ["--resume", "ID", "P"]);
-    assert_eq!(line("gemini")[line("gemini").len() - 3..], ["--resume", "ID", "--prompt=P"]);
-    assert_eq!(line("pi")[line("pi").len() - 3..], ["--session", "ID", "P"]);
+    assert_eq!(line("claude")[6..], ["--resume", "ID", "--"]);
+    assert_eq!(line("codex -m x")[line("codex -m x").len() - 5..], ["-m", "x", "resume", "ID", "-"]);
+    assert_eq!(line("opencode")[line("opencode").len() - 2..], ["--session", "ID"]);
+    assert_eq!(line("qwen")[line("qwen").len() - 2..], ["--resume", "ID"]);
+    assert_eq!(line("gemini")[line("gemini").len() - 2..], ["--resume", "ID"]);
+    assert_eq!(line("pi")[line("pi").len() - 2..], ["--session", "ID"]);
     assert_eq!(line("sh a.sh"), ["a.sh", "P"], "an unknown command has no conversation to resume");
 }
 
@@ -38,23 +38,20 @@ fn resuming_a_conversation() {
 fn known_kinds() {
     for as_root in [false, true] {
         let l = line("claude", as_root).unwrap();
-        assert_eq!(
-            l.args,
-            ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", CLAUDE_TOOLS, "--", "P"]
-        );
+        assert_eq!(l.args, ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", CLAUDE_TOOLS, "--"]);
         assert!(!l.env.contains_key("IS_SANDBOX"));
     }
     let l = line("claude --model opus", true).unwrap();
-    assert_eq!(l.args[4..], ["--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--", "P"]);
+    assert_eq!(l.args[4..], ["--model", "opus", "--allowedTools", CLAUDE_TOOLS, "--"]);
     assert_eq!(l.model.as_deref(), Some("opus"));
     // The user's explicit choices stand.
     let l = line("claude --dangerously-skip-permissions", true).unwrap();
-    assert_eq!(l.args[4..], ["--dangerously-skip-permissions", "--", "P"]);
+    assert_eq!(l.args[4..], ["--dangerously-skip-permissions", "--"]);
     assert_eq!(l.env.get("IS_SANDBOX").map(String::as_str), Some("1"));
     let l = line("claude --dangerously-skip-permissions", false).unwrap();
     assert!(!l.env.contains_key("IS_SANDBOX"));
     let l = line("claude --permission-mode acceptEdits", false).unwrap();
-    assert_eq!(l.args[4..], ["--permission-mode", "acceptEdits", "--", "P"]);
+    assert_eq!(l.args[4..], ["--permission-mode", "acceptEdits", "--"]);
 
     let l = line("/usr/bin/codex", false).unwrap();
     assert_eq!(l.program, "/usr/bin/codex");
@@ -63,17 +60,14 @@ fn known_kinds() {
     assert!(l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
     assert!(l.args.contains(&"shell_environment_policy.inherit=all".to_string()));
     assert!(l.args.contains(&"allow_login_shell=false".to_string()));
-    assert_eq!(l.args.last().unwrap(), "P");
+    assert_eq!(l.args.last().unwrap(), "-", "the prompt on stdin");
     let l = line("codex --sandbox workspace-write", false).unwrap();
     assert!(!l.args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_string()));
     assert!(l.args.contains(&"sandbox_workspace_write.network_access=true".to_string()));
-    assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "P"]);
+    assert_eq!(l.args[l.args.len() - 3..], ["--sandbox", "workspace-write", "-"]);
 
     let l = line("opencode", false).unwrap();
-    assert_eq!(
-        l.args,
-        ["run", "--format", "json", "--print-logs", "--log-level", "WARN", "--dir", "/c", "--auto", "P"]
-    );
+    assert_eq!(l.args, ["run", "--format", "json", "--print-logs", "--log-level", "WARN", "--dir", "/c", "--auto"]);
     assert!(!l.env.contains_key("OPENCODE_CONFIG_CONTENT") && l.files.is_empty());
     let l = line("sh agent.sh --fast", false).unwrap();
     assert_eq!(
@@ -143,12 +137,25 @@ fn opencode_config_merges_the_users() {
     assert!(opencode_config(&m, &env, None).unwrap_err().to_string().contains("not a JSON object"));
 }
 
-/// A prompt that begins with `-` would be read as a flag by the CLIs
-/// that parse with yargs (Qwen Code): it gets a leading space.
+/// Issue 59, case 9: a known kind's prompt is never an argument, which
+/// any process of the machine reads in `/proc/PID/cmdline`: it goes on
+/// standard input, as it is (one that begins with `-` needs no mending);
+/// an ACP agent's to cryod's client in its environment.
 #[test]
-fn a_prompt_like_a_flag_stays_the_prompt() {
+fn a_known_kinds_prompt_goes_on_stdin_never_in_its_arguments() {
+    for agent in ["claude", "codex", "opencode", "qwen", "gemini", "pi"] {
+        let l = command_line(agent, Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
+        assert!(!l.args.iter().any(|a| a.contains("session: 1")), "{agent}: {:?}", l.args);
+        assert_eq!(l.stdin.as_deref(), Some("- session: 1"), "{agent}");
+    }
+    let l = command_line("acp:x", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
+    assert!(!l.args.iter().chain(l.bridge.iter().flatten()).any(|a| a.contains("session: 1")));
+    assert_eq!(l.env.get(crate::agent::acp::PROMPT_VAR).map(String::as_str), Some("- session: 1"));
+    assert_eq!(l.stdin, None, "an ACP agent's stdin is its client's");
+    // A command of one's own keeps it as its last argument, and gets it on stdin too.
+    let l = command_line("sh a.sh", Path::new("/c"), &turn("P"), false, None, &BTreeMap::new()).unwrap();
+    assert_eq!((l.args.last().map(String::as_str), l.stdin.as_deref()), (Some("P"), Some("P")));
     let l = command_line("qwen", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
-    assert_eq!(l.args.last().unwrap(), " - session: 1");
     assert_eq!(l.events, Some(crate::agent_events::Format::Qwen));
     assert_eq!(l.env.get("CRYO_AGENT_KIND").map(String::as_str), Some("qwen"));
 }
@@ -175,7 +182,7 @@ fn each_kind_asks_under_approvals() {
     let t = Turn { approvals: Some(&policy), ..turn("P") };
     let line = |agent: &str, mcp: Option<&Mcp>| command_line(agent, Path::new("/c"), &t, false, mcp, &BTreeMap::new());
     let claude = line("claude", Some(&m)).unwrap().args.join(" ");
-    assert!(claude.contains("--allowedTools mcp__cryo --permission-mode default --permission-prompt-tool mcp__cryo__approval --disallowedTools WebFetch -- P"), "{claude}");
+    assert!(claude.ends_with("--allowedTools mcp__cryo --permission-mode default --permission-prompt-tool mcp__cryo__approval --disallowedTools WebFetch --"), "{claude}");
     let codex = line("codex", Some(&m)).unwrap().args.join(" ");
     assert!(codex.contains(r#"hooks.PreToolUse=[{matcher=".*",hooks=[{type="command",command="'/bin/cryo agent' approval --hook",timeout=180}]}]"#), "{codex}");
     assert!(codex.contains("--dangerously-bypass-hook-trust"), "{codex}");

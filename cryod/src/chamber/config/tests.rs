@@ -178,3 +178,24 @@ fn a_fallback_account_replaces_the_key_and_endpoint_and_another_agent_the_rest()
     assert_eq!(on.agent, "codex");
     assert_eq!(on.provider_env.iter().collect::<Vec<_>>(), [(&"OPENAI_API_KEY".to_string(), &"sk-o".to_string())]);
 }
+
+/// Issue 59, case 4: Landlock limits ports, not addresses, so it never
+/// holds `network = "gateway"`: refused with one line naming the key.
+#[test]
+fn network_gateway_under_landlock_is_refused() {
+    let said = fault("sandbox = \"landlock\"\nnetwork = \"gateway\"\n");
+    assert!(said.contains("cryo.toml:2") && said.contains("needs sandbox = \"bwrap\""), "{said}");
+    assert!(p("sandbox = \"bwrap\"\nnetwork = \"gateway\"\n").is_ok());
+}
+
+/// Issue 59, case 8: a key written inline in `[provider] env` (which the
+/// agent can read) is a warning naming the key-file form; a key in a file,
+/// and a variable that holds no secret, are not.
+#[test]
+fn an_inline_key_is_warned_about() {
+    let l = p("[provider]\nenv = { ANTHROPIC_API_KEY = \"sk-1\", ANTHROPIC_BASE_URL = \"http://x\" }\n").unwrap();
+    assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
+    assert!(l.warnings[0].contains("ANTHROPIC_API_KEY") && l.warnings[0].contains("{ file = "), "{:?}", l.warnings);
+    let l = p("[provider]\nenv = { ANTHROPIC_API_KEY = { file = \"/k\" } }\n").unwrap();
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+}

@@ -60,6 +60,11 @@ impl Journal {
     pub fn merge_into(&self, list: &mut TodoList) {
         let mut clashes = Vec::new();
         for t in &self.items {
+            // The journal is the agent's to write: no more TODOs through it
+            // than `todo add` takes.
+            if list.open() >= todo::MAX_TODOS {
+                return;
+            }
             match list.get(t.id) {
                 None => {
                     list.high_water = list.high_water.max(t.id);
@@ -72,6 +77,9 @@ impl Journal {
         // Given a fresh id before, it may be in the file under that one.
         clashes.retain(|t| !list.items.iter().any(|held| same(held, t)));
         for mut t in clashes {
+            if list.open() >= todo::MAX_TODOS {
+                return;
+            }
             let max = list.items.iter().map(|t| t.id).max().unwrap_or(0);
             t.id = list.high_water.max(max) + 1;
             list.high_water = t.id;

@@ -11,8 +11,11 @@ use crate::measure::*;
 use crate::scripts;
 
 /// Registers `n` chambers whose agent runs `script` through the gRPC API;
-/// `prepare` fills each folder before it is added.
+/// `prepare` fills each folder before it is added. Their sandbox is `off`,
+/// or what `CRYO_BENCH_SANDBOX` names (`landlock`, `bwrap`): what a
+/// session's confinement adds to its start.
 fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -> Vec<String> {
+    let sandbox = std::env::var("CRYO_BENCH_SANDBOX").unwrap_or_else(|_| "off".into());
     let rt = rt();
     rt.block_on(async {
         let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
@@ -23,7 +26,7 @@ fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -
             c.chamber_init(pb::ChamberInitRequest {
                 dir: dir.to_str().unwrap().into(),
                 agent: "sh agent.sh".into(),
-                sandbox: "off".into(),
+                sandbox: sandbox.clone(),
             })
             .await
             .unwrap();

@@ -10,6 +10,7 @@
 //! cargo build --release --workspace
 //! ./target/release/cryo-bench lateness --wakes 1000 --chambers 100
 //! ./target/release/cryo-bench idle --chambers 1000 --seconds 60 --seed /tmp/seed/bin
+//! CRYO_BENCH_SANDBOX=landlock ./target/release/cryo-bench lateness   # chambers under a sandbox
 //! ```
 
 mod cryo;

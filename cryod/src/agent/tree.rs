@@ -1,0 +1,481 @@
+//! A session's whole process tree, and its end: every process a session
+//! started, daemonised or not (`setsid`, a double fork, `nohup`), is gone
+//! when the session ends, is stopped, or its chamber is removed.
+//!
+//! Two holds, the first where the machine gives one:
+//! - **a cgroup of its own** (cgroup v2, under cryod's own cgroup where
+//!   cryod may make one: root, or a systemd service with `Delegate=yes`).
+//!   The launcher joins it before anything runs; cryod ends the session by
+//!   writing `cgroup.kill`, which no process inside can escape, and a
+//!   restarted cryod ends what a killed one left. [`Trees`] keeps them.
+//! - **the keeper of the tree** (`cryod __sandbox -- …`, this module's
+//!   [`intercept`]): the session's first process, outside its
+//!   confinement, a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that
+//!   whatever its agent leaves behind becomes its child. When the agent
+//!   ends it kills every process left; on a SIGTERM from outside (cryod's
+//!   stop, a timeout) it waits the grace it was given, then does the same.
+//!   A signal from inside the session (`kill 0`) does not stop it; the
+//!   filter ([`super::harden`]) refuses the session SIGKILL and SIGSTOP to
+//!   it, and Landlock's signal scope (ABI 6) every signal.
+//!
+//! Under bubblewrap, its process namespace ends the tree with its first
+//! process; the keeper only joins the cgroup there (`--exec`).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::wait::{WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use super::sandbox::Plan;
+
+/// `cryod __sandbox [--exec] -- PROGRAM ARGS`.
+pub const ARG: &str = "__sandbox";
+
+/// Before `--`: join the cgroup and become the program (bubblewrap).
+pub const EXEC: &str = "--exec";
+
+/// The longest a keeper waits for its tree to go after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// `cryod __sandbox …`: keeps a session's tree, and exits as its agent
+/// did; returns only if this process is not the keeper.
+pub fn intercept() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != ARG) {
+        return;
+    }
+    match keep(args.collect()) {
+        Ok(end) => end.exit(),
+        Err(why) => {
+            eprintln!("cryo sandbox: {why}");
+            std::process::exit(126)
+        }
+    }
+}
+
+/// How the agent ended.
+pub(crate) enum End {
+    Code(i32),
+    Signal(Signal),
+}
+
+impl End {
+    /// Ends this process as the agent ended.
+    pub(crate) fn exit(self) -> ! {
+        match self {
+            End::Code(c) => std::process::exit(c),
+            End::Signal(s) => {
+                let mut set = SigSet::empty();
+                set.add(s);
+                let _ = set.thread_unblock();
+                let _ = nix::sys::signal::raise(s);
+                std::process::exit(128 + s as i32)
+            }
+        }
+    }
+}
+
+fn keep(args: Vec<OsString>) -> Result<End, String> {
+    use std::os::unix::process::CommandExt;
+    let mut args = args.into_iter().peekable();
+    let exec = args.next_if(|a| a == EXEC).is_some();
+    if args.next().is_none_or(|a| a != "--") {
+        return Err("no `--` before the program".into());
+    }
+    let program = args.next().ok_or("no program")?;
+    let plan = Plan::from_env()?;
+    if let Some(cgroup) = &plan.cgroup {
+        join(cgroup)?;
+    }
+    let mut command = std::process::Command::new(&program);
+    command.args(args);
+    if exec {
+        let e = command.exec();
+        return Err(format!("cannot run {}: {e}", Path::new(&program).display()));
+    }
+    if plan.pid_namespace
+        && let Err(why) = own_namespaces()
+    {
+        eprintln!("cryo sandbox: no process namespace of its own ({why}): other processes stay in sight");
+    }
+    supervise(command, Duration::from_millis(plan.grace_ms), false)
+}
+
+/// Moves this process into a new mount namespace and makes its children
+/// the first processes of a new process namespace. Root may; a normal user
+/// first makes a user namespace of its own (mapped to itself alone) and
+/// hands `CAP_SYS_ADMIN` and `CAP_SETPCAP` in it to the child, which
+/// mounts its `/proc` and clears its bounding set with them (then drops
+/// them, and every other, before the program runs).
+fn own_namespaces() -> Result<(), String> {
+    use caps::{CapSet, Capability};
+    use nix::sched::{CloneFlags, unshare};
+    if !nix::unistd::geteuid().is_root() {
+        let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("no user namespace: {e}"))?;
+        std::fs::write("/proc/self/setgroups", "deny")
+            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
+            .map_err(|e| format!("cannot map the user namespace: {e}"))?;
+        // The init mounts its `/proc` (CAP_SYS_ADMIN) and clears its
+        // bounding set (CAP_SETPCAP), then drops both.
+        for cap in [Capability::CAP_SYS_ADMIN, Capability::CAP_SETPCAP] {
+            caps::raise(None, CapSet::Inheritable, cap)
+                .and_then(|()| caps::raise(None, CapSet::Ambient, cap))
+                .map_err(|e| format!("cannot hand on {cap}: {e}"))?;
+        }
+    }
+    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| e.to_string())
+}
+
+/// Runs `command` as this process's child and keeps its tree: whatever it
+/// leaves behind becomes this process's child (a subreaper, or a process
+/// namespace's `init`), is reaped as it ends, and is killed once the child
+/// has ended; a SIGTERM (SIGINT, SIGHUP, SIGQUIT) from outside the tree is
+/// passed on to the child, which has `grace` before the whole tree is
+/// killed. One from inside the tree changes nothing. Returns how the child
+/// ended.
+pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, init: bool) -> Result<End, String> {
+    if !init {
+        nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become the tree's subreaper: {e}"))?;
+    }
+    let mut handled = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGCHLD] {
+        handled.add(s);
+    }
+    if init {
+        // A namespace's init is sent only the signals it handles: a
+        // handler each (never run: they wait, blocked, to be read).
+        for s in handled.iter() {
+            let _ = signal_hook_registry_handler(s);
+        }
+    }
+    // Every signal waits for this process to read it; the child starts
+    // with none blocked (std resets the mask before its exec).
+    SigSet::all().thread_block().map_err(|e| format!("cannot block signals: {e}"))?;
+    let flags = nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK;
+    let signals =
+        nix::sys::signalfd::SignalFd::with_flags(&handled, flags).map_err(|e| format!("cannot read signals: {e}"))?;
+    let child = command.spawn().map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+    let agent = Pid::from_raw(child.id() as i32);
+    let mut deadline: Option<Instant> = None;
+    let end = loop {
+        if let Some(end) = reap(agent) {
+            break end;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            // The agent had its grace: everything goes, the agent too.
+            break kill_children(agent).unwrap_or(End::Signal(Signal::SIGKILL));
+        }
+        let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let timeout = match wait {
+            Some(w) => nix::poll::PollTimeout::try_from(w).unwrap_or(nix::poll::PollTimeout::MAX),
+            None => nix::poll::PollTimeout::NONE,
+        };
+        {
+            use std::os::fd::AsFd;
+            let mut fds = [nix::poll::PollFd::new(signals.as_fd(), nix::poll::PollFlags::POLLIN)];
+            let _ = nix::poll::poll(&mut fds, timeout);
+        }
+        while let Ok(Some(info)) = signals.read_signal() {
+            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else { continue };
+            if sig == Signal::SIGCHLD || descends_from_me(info.ssi_pid as i32) {
+                continue;
+            }
+            // From outside (cryod's stop, a keeper, a timeout): the agent
+            // is told, and has its grace.
+            let _ = nix::sys::signal::kill(agent, sig);
+            deadline.get_or_insert_with(|| Instant::now() + grace);
+        }
+    };
+    kill_children(agent);
+    Ok(end)
+}
+
+/// Gives `signal` a handler (tokio's, through signal-hook's registry): a
+/// namespace's init is never sent a signal left to its default action.
+fn signal_hook_registry_handler(signal: Signal) -> std::io::Result<()> {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
+    let rt = RUNTIME.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_io().build().ok());
+    let Some(rt) = rt else { return Err(std::io::Error::other("no runtime")) };
+    let _guard = rt.enter();
+    // The stream is dropped; the handler stays for the process's life.
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(signal as i32)).map(drop)
+}
+
+/// Reaps every child that ended; how the agent ended, once it has.
+fn reap(agent: Pid) -> Option<End> {
+    let mut end = None;
+    loop {
+        match nix::sys::wait::waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == agent => end = Some(End::Code(code)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == agent => end = Some(End::Signal(sig)),
+            Ok(WaitStatus::StillAlive) | Err(_) => return end,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Kills every child of this process and reaps it, until none is left:
+/// the grandchildren of a killed one become this subreaper's children in
+/// turn. A child is unreaped while it is signalled, so its pid cannot have
+/// gone to another process. How `agent` ended, if it was among them.
+fn kill_children(agent: Pid) -> Option<End> {
+    let me = std::process::id() as i32;
+    let until = Instant::now() + KILL_WAIT;
+    let mut end = None;
+    // No child left means no process of the tree left: an orphan becomes
+    // this subreaper's child the moment its parent dies.
+    while Instant::now() < until {
+        for c in children_of(me) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(c), Signal::SIGKILL);
+        }
+        match nix::sys::wait::waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Err(_) => break,
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(1)),
+            Ok(WaitStatus::Exited(pid, code)) if pid == agent => end = Some(End::Code(code)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == agent => end = Some(End::Signal(sig)),
+            Ok(_) => {}
+        }
+    }
+    end
+}
+
+/// The children of `pid`, from `/proc` (`/proc/PID/task/*/children`).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    out
+}
+
+/// Whether `pid` is a process of this keeper's tree (its parents lead here).
+fn descends_from_me(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..256 {
+        if p == me {
+            return true;
+        }
+        let Some(parent) = parent_of(p) else { return false };
+        if parent <= 1 {
+            return false;
+        }
+        p = parent;
+    }
+    false
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// Moves this process into `cgroup` (its children follow).
+fn join(cgroup: &Path) -> Result<(), String> {
+    std::fs::write(cgroup.join("cgroup.procs"), "0")
+        .map_err(|e| format!("cannot join the session's cgroup {}: {e}", cgroup.display()))
+}
+
+// ---------------------------------------------------------------------------
+// cryod's side: the sessions' cgroups.
+
+/// Where cryod makes its sessions' cgroups, or why it cannot.
+#[derive(Debug, Clone)]
+pub struct Cgroups(Result<PathBuf, String>);
+
+impl Cgroups {
+    /// Finds cryod's own cgroup (v2) and makes a folder for its sessions
+    /// under it, named after cryod's state folder (several cryods may share
+    /// a cgroup: tests, users of one container).
+    pub fn find(state_dir: &Path) -> Cgroups {
+        Cgroups(Self::base(state_dir))
+    }
+
+    /// None: sessions' trees are kept by their keepers alone.
+    pub fn none(why: &str) -> Cgroups {
+        Cgroups(Err(why.to_string()))
+    }
+
+    fn base(state_dir: &Path) -> Result<PathBuf, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("no /proc/self/cgroup: {e}"))?;
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).ok_or("no cgroup v2 hierarchy")?.trim().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("no mountinfo: {e}"))?;
+        let mount = mounts
+            .lines()
+            .find_map(|l| {
+                let (left, right) = l.split_once(" - ")?;
+                (right.split(' ').next()? == "cgroup2").then(|| left.split(' ').nth(4).map(PathBuf::from))?
+            })
+            .ok_or("cgroup v2 is not mounted")?;
+        let mut hash: u32 = 2166136261;
+        for b in state_dir.as_os_str().as_encoded_bytes() {
+            hash = (hash ^ u32::from(*b)).wrapping_mul(16777619);
+        }
+        let base = mount.join(own.trim_start_matches('/')).join(format!("cryo-{hash:08x}"));
+        match std::fs::create_dir(&base) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(format!("cannot make a cgroup under {}: {e}", base.parent().unwrap_or(&base).display()));
+            }
+        }
+        if !base.join("cgroup.procs").exists() {
+            return Err(format!("{} is not a cgroup", base.display()));
+        }
+        Ok(base)
+    }
+
+    /// The folder sessions' cgroups go in, if any.
+    pub fn base_dir(&self) -> Option<&Path> {
+        self.0.as_ref().ok().map(PathBuf::as_path)
+    }
+
+    /// How a session's tree ends here, in words.
+    pub fn describe(&self) -> String {
+        match &self.0 {
+            Ok(_) => "its own cgroup".into(),
+            Err(why) => format!("its keeper (a subreaper; no cgroup: {why})"),
+        }
+    }
+
+    /// A new cgroup named `name` (unique among running sessions), if cryod
+    /// can make one.
+    pub fn make(&self, name: &str) -> Option<Tree> {
+        let path = self.base_dir()?.join(name);
+        match std::fs::create_dir(&path) {
+            Ok(()) => Some(Tree { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(Tree { path }),
+            Err(e) => {
+                tracing::warn!(cgroup = %path.display(), error = %e, "cannot make the session's cgroup");
+                None
+            }
+        }
+    }
+
+    /// Ends every tree a killed cryod left (at start-up: none of them is
+    /// running any more as cryod's).
+    pub fn end_all(&self) -> usize {
+        let Some(base) = self.base_dir() else { return 0 };
+        let Ok(entries) = std::fs::read_dir(base) else { return 0 };
+        let mut n = 0;
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                Tree { path: e.path() }.end();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Ends what is left and removes the sessions' folder (cryod stops).
+    pub fn close(&self) {
+        self.end_all();
+        if let Some(base) = self.base_dir() {
+            let _ = std::fs::remove_dir(base);
+        }
+    }
+}
+
+/// One session's (or pre-check's) cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    path: PathBuf,
+}
+
+impl Tree {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Kills every process in it, waits until none is left (briefly), and
+    /// removes it. Blocking: a few milliseconds.
+    pub fn end(&self) {
+        kill_cgroup(&self.path);
+        let until = Instant::now() + KILL_WAIT;
+        while populated(&self.path) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Err(e) = std::fs::remove_dir(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(cgroup = %self.path.display(), error = %e, "cannot remove a session's cgroup");
+        }
+    }
+}
+
+/// SIGKILL to every process in `cgroup`: `cgroup.kill` (Linux 5.14), else
+/// each listed process until none is.
+pub fn kill_cgroup(cgroup: &Path) {
+    if std::fs::write(cgroup.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    for _ in 0..100 {
+        let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<i32> = procs.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+        if pids.is_empty() {
+            return;
+        }
+        for p in pids {
+            let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGKILL);
+        }
+    }
+}
+
+fn populated(cgroup: &Path) -> bool {
+    std::fs::read_to_string(cgroup.join("cgroup.events"))
+        .map(|e| e.lines().any(|l| l == "populated 1"))
+        .unwrap_or(false)
+}
+
+/// The running sessions' cgroups, by process group: ended with the
+/// session's leftovers.
+#[derive(Debug, Default)]
+pub struct Trees(Mutex<HashMap<i32, Tree>>);
+
+impl Trees {
+    pub fn add(&self, pgid: i32, tree: Tree) {
+        self.0.lock().expect("trees lock").insert(pgid, tree);
+    }
+
+    /// Ends the tree of the session whose group is `pgid`, if it has one
+    /// (off the caller's thread).
+    pub fn end(&self, pgid: i32) {
+        let tree = self.0.lock().expect("trees lock").remove(&pgid);
+        if let Some(tree) = tree {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn_blocking(move || tree.end());
+                }
+                Err(_) => tree.end(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_of_its_own_tree_is_told_from_one_outside() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        // This test is "the keeper": its child descends from it, its
+        // parent does not.
+        assert!(descends_from_me(child.id() as i32));
+        assert!(!descends_from_me(nix::unistd::getppid().as_raw()));
+        assert!(!descends_from_me(1));
+        assert!(children_of(std::process::id() as i32).contains(&(child.id() as i32)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
