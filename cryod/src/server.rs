@@ -100,6 +100,11 @@ impl Listener {
         lock.set_len(0).map_err(io("cannot write", &lock_path))?;
         lock.rewind().map_err(io("cannot write", &lock_path))?;
         writeln!(lock, "{}", std::process::id()).map_err(io("cannot write", &lock_path))?;
+        // From here on it is this cryod: a process of the same user (an
+        // unconfined agent) may not read or write its memory (which holds
+        // the operator key) through `/proc/PID/mem`, nor attach to it.
+        // Clients find it by its lock, and learn its PATH from `Hello`.
+        let _ = nix::sys::prctl::set_dumpable(false);
 
         let socket = &paths.socket;
         if let Some(dir) = socket.parent() {

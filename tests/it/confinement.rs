@@ -97,6 +97,14 @@ fn no_way_out(mode: &str, normal_user: bool) {
         ("affinity_cryod", format!("taskset -p 1 {cryod}")),
         ("ionice_cryod", format!("ionice -c 3 -p {cryod}")),
         ("stop_cryod", format!("kill -STOP {cryod}")),
+        // A second look: the kernel's knobs (root's uid may write them
+        // without a capability; the same value back, harmless if it did),
+        // a hand inside the session's own processes (its launchers run
+        // outside the filter), a signal by proxy, a child outside the cgroup.
+        ("write_sysctl", "v=$(cat /proc/sys/kernel/core_pattern) && printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern".into()),
+        ("ptrace_parent", "python3 -c 'import ctypes,os,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(l.ptrace(16, os.getppid(), 0, 0) != 0)'".into()),
+        ("set_owner", "python3 -c 'import fcntl,os; r,w=os.pipe(); fcntl.fcntl(r, fcntl.F_SETOWN, os.getpid())'".into()),
+        ("clone3", "python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); l.syscall(435, ctypes.create_string_buffer(88), 1); sys.exit(ctypes.get_errno() == 38)'".into()),
     ];
     if let Some(dir) = &other {
         probes.push(("other_user", format!("cat {}/hub-token", dir.display())));

@@ -31,16 +31,9 @@ fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
 pub async fn run(ctx: Ctx) -> Result<()> {
     let socket = ctx.socket.clone().unwrap_or_else(cryo_proto::socket_path);
     let mut checks = Vec::new();
-    let (chambers, daemon_pid) = daemon_checks(&socket, &mut checks).await;
-    // Agents run with cryod's environment, which may differ from this shell's.
-    let service_path = daemon_pid
-        .and_then(|pid| std::fs::read(format!("/proc/{pid}/environ")).ok())
-        .and_then(|env| {
-            env.split(|b| *b == 0)
-                .find_map(|kv| kv.strip_prefix(b"PATH="))
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        })
-        .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
+    let (chambers, daemon_path) = daemon_checks(&socket, &mut checks).await;
+    // Agents run with cryod's PATH, which may differ from this shell's.
+    let service_path = daemon_path.unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
     checks.push(socket_check(&socket));
     checks.push(service_check());
     checks.push(linger_check());
@@ -81,8 +74,8 @@ pub async fn run(ctx: Ctx) -> Result<()> {
     if failed { Err(crate::client::Failure::refused("some checks failed (see above)")) } else { Ok(()) }
 }
 
-async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamber>, Option<u32>) {
-    let (mut c, pid) = match cryo_proto::control_hello(socket, "cryoctl").await {
+async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamber>, Option<String>) {
+    let (mut c, path) = match cryo_proto::control_hello(socket, "cryoctl").await {
         Ok((c, h)) => {
             checks.push(check(
                 "daemon",
@@ -94,7 +87,7 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
             ));
             checks.push(sandbox_check(&h));
             checks.push(watcher_check(&h));
-            (c, h.pid)
+            (c, Some(h.agent_path).filter(|p| !p.is_empty()))
         }
         Err(e) => {
             checks.push(check("daemon", Level::Fail, e.to_string()));
@@ -128,7 +121,7 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
             None => check("sessions", Level::Ok, format!("{} at once (max_concurrent_sessions)", a.limit)),
         });
     }
-    (reply.chambers, Some(pid))
+    (reply.chambers, path)
 }
 
 /// Whether the hub listens, where, and what to set if it cannot.

@@ -109,6 +109,10 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
     // one blocked, and a child starts with its parent's mask: what the
     // program runs with is unblocked here.
     let _ = nix::sys::signal::SigSet::all().thread_unblock();
+    // A session of its own: no controlling terminal (cryod's, whose input
+    // `TIOCSTI` would type into), and a process group of its own that
+    // `kill 0` stays in (never its keeper's, nor bubblewrap's).
+    let _ = nix::unistd::setsid();
     let mut args = args.into_iter().peekable();
     if args.next_if(|a| a == EXEC).is_some() {
         // A namespace's init runs the program through this: unblocked, as
@@ -134,6 +138,8 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
     // new `devpts`), which Landlock then lets it open: never the user's.
     let init = nix::unistd::getpid().as_raw() == 1;
     if init {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot make the session's mount namespace: {e}"))?;
         own_proc()?;
         if let Some(policy) = plan.landlock.as_mut()
             && own_terminals().is_ok()
@@ -183,8 +189,8 @@ fn own_terminals() -> Result<(), String> {
 }
 
 /// Mounts a `/proc` of this process namespace over the machine's, in this
-/// mount namespace alone (made private first, so that nothing propagates
-/// back to the machine).
+/// process's own mount namespace (made private first, so that nothing
+/// propagates back to the machine).
 fn own_proc() -> Result<(), String> {
     use nix::mount::{MsFlags, mount};
     let none: Option<&str> = None;
@@ -218,7 +224,9 @@ pub fn confine(plan: &Plan, init: bool) -> Result<(), String> {
     let ancestors = ancestors();
     let own_pids = plan.own_pids || init;
     let program = filter(&ancestors, own_group(), plan, own_pids)?;
-    seccompiler::apply_filter(&program).map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+    for program in [program, no_clone3()?] {
+        seccompiler::apply_filter(&program).map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+    }
     // A normal user's process cannot clear its bounding set, and under
     // no_new_privs nothing it runs can gain what the set allows.
     match Held::now().excess(bounded) {
@@ -284,9 +292,10 @@ fn stat(pid: i32) -> Option<(i32, i32)> {
 ///   `ioprio_set`), scheduling (`sched_set*`) or page move of any process
 ///   but the caller's own (pid 0);
 /// - where the kernel does not scope them (no Landlock ABI 6 and no
-///   process namespace of its own), no `pidfd_send_signal` at all; and
-///   with neither Landlock nor a namespace (`sandbox = "off"`), no
-///   `ptrace`, `process_vm_readv`/`writev` or `pidfd_getfd`.
+///   process namespace of its own), no `pidfd_send_signal` at all;
+/// - no `ptrace`, `process_vm_readv`/`writev` or `pidfd_getfd` at all;
+/// - no owner set on a file (`F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`,
+///   `SIOCSPGRP`), whose `SIGIO` would be a signal sent by proxy.
 ///
 /// On x86-64 the x32 numbers of each are refused alike; a 32-bit call
 /// (another architecture in the filter's eyes) kills the process.
@@ -368,10 +377,29 @@ fn filter(
     if !plan.signals_scoped() && !own_pids {
         deny(libc::SYS_pidfd_send_signal, Vec::new())?;
     }
-    if plan.landlock.is_none() && !own_pids {
-        for nr in [libc::SYS_ptrace, libc::SYS_process_vm_readv, libc::SYS_process_vm_writev, libc::SYS_pidfd_getfd] {
-            deny(nr, Vec::new())?;
-        }
+    // No hand inside another process, even the session's own (its init and
+    // bubblewrap's, which run outside this filter).
+    for nr in [libc::SYS_ptrace, libc::SYS_process_vm_readv, libc::SYS_process_vm_writev, libc::SYS_pidfd_getfd] {
+        deny(nr, Vec::new())?;
+    }
+    // No signal by proxy: a file's owner (`F_SETOWN`, `FIOSETOWN`,
+    // `SIOCSPGRP`) gets `SIGIO` (which ends a process that does not handle
+    // it) when the file is ready. Only clearing it is left.
+    deny(
+        libc::SYS_fcntl,
+        vec![
+            cond(1, Len::Dword, Op::Eq, libc::F_SETOWN as u64).map_err(bad)?,
+            cond(2, Len::Qword, Op::Ne, 0).map_err(bad)?,
+        ],
+    )?;
+    // Linux's numbers, the same on every architecture (the C library
+    // names them only for some): F_SETOWN_EX, FIOSETOWN, SIOCSPGRP.
+    const F_SETOWN_EX: u64 = 15;
+    const FIOSETOWN: u64 = 0x8901;
+    const SIOCSPGRP: u64 = 0x8902;
+    deny(libc::SYS_fcntl, vec![cond(1, Len::Dword, Op::Eq, F_SETOWN_EX).map_err(bad)?])?;
+    for request in [FIOSETOWN, SIOCSPGRP] {
+        deny(libc::SYS_ioctl, vec![cond(1, Len::Dword, Op::Eq, request).map_err(bad)?])?;
     }
     // x32's numbers: the same calls with bit 30 set.
     if cfg!(target_arch = "x86_64") {
@@ -382,6 +410,25 @@ fn filter(
     let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e}"))?;
     let filter =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch).map_err(bad)?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| bad(e))
+}
+
+/// The second filter: `clone3` answers `ENOSYS`, so that the C library
+/// falls back to `clone`. Its flags sit behind a pointer no filter reads,
+/// and among them `CLONE_INTO_CGROUP` would let root's uid (no capability
+/// needed, only the cgroup files' owner) start a process outside the
+/// session's cgroup, where ending the session would not reach it.
+fn no_clone3() -> Result<seccompiler::BpfProgram, String> {
+    use seccompiler::{SeccompAction, SeccompFilter};
+    let bad = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+    let mut rules = BTreeMap::new();
+    rules.insert(nix::libc::SYS_clone3, Vec::new());
+    if cfg!(target_arch = "x86_64") {
+        rules.insert(nix::libc::SYS_clone3 | 0x4000_0000, Vec::new());
+    }
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e}"))?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(nix::libc::ENOSYS as u32), arch)
+        .map_err(bad)?;
     filter.try_into().map_err(|e: seccompiler::BackendError| bad(e))
 }
 

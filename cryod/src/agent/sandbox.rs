@@ -270,6 +270,12 @@ pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsStr
     let mut push = |a: &[&std::ffi::OsStr]| out.extend(a.iter().map(|s| s.to_os_string()));
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
     push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
+    // The kernel's knobs stay read-only: root's uid (even without a
+    // capability) may write `/proc/sys/kernel/core_pattern`, a program the
+    // kernel would run as root outside every sandbox.
+    for knob in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+        push(&["--ro-bind-try".as_ref(), knob.as_ref(), knob.as_ref()]);
+    }
     push(&["--unshare-pid".as_ref(), "--unshare-ipc".as_ref()]);
     // `network = "gateway"`: a network of its own (its loopback only),
     // whose way out is the forwarder to the gateway (`agent::forward`).

@@ -106,8 +106,8 @@ fn keep(args: Vec<OsString>) -> Result<End, String> {
     supervise(command, Duration::from_millis(plan.grace_ms), false)
 }
 
-/// Moves this process into a new mount namespace and makes its children
-/// the first processes of a new process namespace. Root may; a normal user
+/// Makes this process's children the first processes of a new process
+/// namespace (each makes a mount namespace of its own). Root may; a normal user
 /// first makes a user namespace of its own (mapped to itself alone) and
 /// hands `CAP_SYS_ADMIN` and `CAP_SETPCAP` in it to the child, which
 /// mounts its `/proc` and clears its bounding set with them (then drops
@@ -130,7 +130,10 @@ fn own_namespaces() -> Result<(), String> {
                 .map_err(|e| format!("cannot hand on {cap}: {e}"))?;
         }
     }
-    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| e.to_string())
+    // The mount namespace is the child's own to make (`harden`): this
+    // keeper stays in the machine's, where its `/proc` shows the host's
+    // pids it must end.
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| e.to_string())
 }
 
 /// Runs `command` as this process's child and keeps its tree: whatever it
@@ -144,6 +147,9 @@ pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, ini
     if !init {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become the tree's subreaper: {e}"))?;
     }
+    // Neither ptrace nor `/proc/PID/mem` of this process for anything the
+    // session runs as the same user.
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("cannot make the keeper undumpable: {e}"))?;
     let mut handled = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGCHLD] {
         handled.add(s);
@@ -187,9 +193,10 @@ pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, ini
             if sig == Signal::SIGCHLD || descends_from_me(info.ssi_pid as i32) {
                 continue;
             }
-            // From outside (cryod's stop, a keeper, a timeout): the agent
-            // is told, and has its grace.
-            let _ = nix::sys::signal::kill(agent, sig);
+            // From outside (cryod's stop, a keeper, a timeout): the agent's
+            // group is told (it leads one of its own: `harden` made it a
+            // session), and has its grace.
+            let _ = nix::sys::signal::killpg(agent, sig);
             deadline.get_or_insert_with(|| Instant::now() + grace);
         }
     };

@@ -38,6 +38,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
             crate::agent::sandbox::strongest(),
             &d.shared().places.cgroups.describe(),
         ),
+        agent_path: std::env::var("PATH").unwrap_or_default(),
     })
 }
 
