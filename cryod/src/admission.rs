@@ -39,7 +39,13 @@ struct State {
     provider_running: HashMap<String, usize>,
     /// Accounts held at their provider's limit, until then.
     held: HashMap<String, Held>,
+    /// Where a new hold is kept (the store: a restart keeps it).
+    keep: Option<Keep>,
 }
+
+/// Keeps a hold: the account, for how long from now, whether it is
+/// cryod's guess, and what said so.
+pub type Keep = Arc<dyn Fn(&str, std::time::Duration, bool, Option<&str>) + Send + Sync>;
 
 struct Waiting {
     chamber: i64,
@@ -127,7 +133,13 @@ impl Admission {
             provider_limits: providers.into_iter().map(|(p, n)| (p, n.max(1))).collect(),
             provider_running: HashMap::new(),
             held: HashMap::new(),
+            keep: None,
         })))
+    }
+
+    /// Where each new hold is kept from now on.
+    pub fn keep_holds(&self, keep: Keep) {
+        self.0.lock().expect("admission lock").keep = Some(keep);
     }
 
     /// Holds `provider`'s requests for `left` (its limit was reached): they
@@ -143,17 +155,28 @@ impl Admission {
         self.hold_with(provider, left, false, Some(source));
     }
 
+    /// Holds `provider` for `left` as a hold kept before a restart said.
+    pub fn restore(&self, provider: &str, left: std::time::Duration, guessed: bool, source: Option<String>) {
+        self.hold_with(provider, left, guessed, source);
+    }
+
     fn hold_with(&self, provider: &str, left: std::time::Duration, guessed: bool, source: Option<String>) {
         let until = tokio::time::Instant::now() + left;
-        {
+        let kept = {
             let mut s = self.0.lock().expect("admission lock");
             let h = s.held.entry(provider.to_string()).or_insert(Held { until, guessed, source: source.clone() });
-            if until >= h.until {
+            let newer = until >= h.until;
+            if newer {
                 // A hold that says nothing of its source keeps the one
                 // said of the same limit a moment before.
                 let source = source.or_else(|| h.source.take().filter(|_| h.until > tokio::time::Instant::now()));
                 *h = Held { until, guessed, source };
             }
+            let source = h.source.clone();
+            s.keep.clone().filter(|_| newer).map(|k| (k, source))
+        };
+        if let Some((keep, source)) = kept {
+            keep(provider, left, guessed, source.as_deref());
         }
         let me = self.clone();
         tokio::spawn(async move {

@@ -290,6 +290,27 @@ impl Shared {
             tracing::warn!(%error, "no seal key: cryod's own outbox messages cannot be told from forgeries");
         }
         let socket_dir = socket.parent().map(PathBuf::from).unwrap_or_default();
+        let admission = Admission::new(
+            config.session_limit(),
+            config.providers.iter().filter_map(|(n, p)| Some((n.clone(), p.max_concurrent?))).collect(),
+        );
+        // Every hold is kept in the store, for the next start.
+        let (kept_clock, kept_store) = (clock.clone(), store.clone());
+        admission.keep_holds(std::sync::Arc::new(move |account, left, guessed, source| {
+            let until = kept_clock.now() + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
+            let hold = crate::store::HoldRecord {
+                account: account.to_string(),
+                until: crate::rfc3339(until),
+                source: source.unwrap_or_default().to_string(),
+                guessed,
+            };
+            let store = kept_store.clone();
+            tokio::spawn(async move {
+                if let Err(error) = store.set_hold(hold).await {
+                    tracing::warn!(%error, "cannot keep a provider's hold");
+                }
+            });
+        }));
         let (doors, door_rx) = crate::agent::door::Doors::new(socket_dir.join("a"));
         std::sync::Arc::new(Shared {
             names: Default::default(),
@@ -300,10 +321,7 @@ impl Shared {
             live: Default::default(),
             door_rx: TakeOnce::new(door_rx),
             lease,
-            admission: Admission::new(
-                config.session_limit(),
-                config.providers.iter().filter_map(|(n, p)| Some((n.clone(), p.max_concurrent?))).collect(),
-            ),
+            admission,
             scheduler: Scheduler::start(clock.clone(), shutdown.clone()),
             watcher: Watcher::start(),
             tokens: Default::default(),

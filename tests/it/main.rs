@@ -17,6 +17,7 @@ mod gateway;
 mod git;
 mod hostile;
 mod hub;
+mod liveness;
 mod mcp;
 mod metrics;
 mod operator;

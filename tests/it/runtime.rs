@@ -77,17 +77,35 @@ fn a_timeout_kills_the_whole_process_group() {
     assert!(c.fallbacks()[0].contains("timed out before sending anything"), "{:?}", c.fallbacks());
 }
 
+/// Issue 60, case 1: an agent that ends (exit 0) without `cryo-agent
+/// hibernate`, whether at once or after a while, is its own outcome, whose
+/// line names the missing hibernate (never a misconfiguration); its work is
+/// tried again (a planned wake, never silence), and once it has failed
+/// `max_attempts` times in a row the chamber's attention names the command.
 #[test]
-fn a_slow_exit_without_hibernate_is_a_crash_but_not_a_misconfiguration() {
-    let script = "cryo-agent send 'starting' >/dev/null\nsleep 6\nexit 0\n";
-    let (_env, _d, c) = run_chamber(script, "");
+fn a_session_that_forgets_to_hibernate_is_told_and_tried_again() {
+    let script = "cryo-agent send 'starting' >/dev/null\nexit 0\n";
+    let (env, _d, c) = run_chamber(script, "max_attempts = 2");
     c.wait_ended(1);
     let log = c.cryo_log();
-    assert!(log.contains("session ended: crashed: exit 0"), "{log}");
+    assert!(log.contains("session ended: no hibernate: the agent ended (exit 0) without `cryo-agent hibernate`"), "{log}");
+    assert!(log.contains("its work is tried again at"), "{log}");
     let fb = c.fallbacks();
     assert_eq!(fb.len(), 1);
-    assert!(fb[0].contains("subject: Session 1 crashed\n"), "{}", fb[0]);
+    assert!(fb[0].contains("subject: Session 1 ended without hibernating\n"), "{}", fb[0]);
     assert!(!fb[0].contains("misconfiguration"), "{}", fb[0]);
+    let status = || env.cryoctl(&["chamber", "status", &c.name, "--json"]).json()[0].clone();
+    let s = status();
+    assert!(s["next_wake"].is_string(), "a wake is planned: {s}");
+    assert!(s["attention"].as_str().is_some_and(|a| a.contains("without `cryo-agent hibernate`")), "{s}");
+    // The second in a row: cryo stops trying and says what runs it again.
+    env.cryoctl(&["chamber", "wake", &c.name]).ok();
+    c.wait_ended(2);
+    wait_until("the attention that names the command", || {
+        status()["attention"].as_str().is_some_and(|a| a.contains(&format!("`cryoctl chamber wake {}`", c.name)))
+    });
+    let s = status();
+    assert!(s["attention"].as_str().unwrap().starts_with("2 sessions in a row ended without hibernating"), "{s}");
 }
 
 #[test]

@@ -48,8 +48,17 @@ impl Trigger {
 pub enum Outcome {
     /// Hibernated (or completed) as asked.
     Hibernated(Ending),
-    /// Exited without hibernating.
+    /// Exited without hibernating, with a failure's status (a non-zero
+    /// exit, a signal).
     Crashed(String),
+    /// Exited 0 without `cryo-agent hibernate`: the likeliest mistake of a
+    /// real model (its protocol says a session ends only so). Its work is
+    /// retried, as a crash's is.
+    NoHibernate(String),
+    /// Exited after its hibernate was refused for mail that arrived during
+    /// the session: not a failure. Its claims are done, and the next session
+    /// reads the mail at once (no back-off).
+    MailArrived(String),
     /// Ran past `max_session_duration` and was killed.
     TimedOut,
     /// An operator stopped it.
@@ -83,7 +92,7 @@ pub enum Caught {
 
 /// Whether an outcome of this kind ([`Outcome::kind`]) is a failure.
 pub fn kind_failed(kind: &str) -> bool {
-    matches!(kind, "failed" | "crashed" | "timed_out" | "interrupted" | "stalled" | "looping")
+    matches!(kind, "failed" | "crashed" | "no_hibernate" | "timed_out" | "interrupted" | "stalled" | "looping")
 }
 
 /// How late a session's agent started after `due`, in whole milliseconds
@@ -94,15 +103,17 @@ pub fn lateness_ms(due: DateTime<Utc>, started: DateTime<Utc>) -> i64 {
 
 impl Outcome {
     /// Its kind, one word (a metrics label): `hibernated`, `completed`,
-    /// `failed` (hibernated with an exit code), `crashed`, `timed_out`,
-    /// `stopped`, `interrupted`, `limited`, `over_budget`, `stalled`,
-    /// `looping`.
+    /// `failed` (hibernated with an exit code), `crashed`, `no_hibernate`,
+    /// `mail_arrived`, `timed_out`, `stopped`, `interrupted`, `limited`,
+    /// `over_budget`, `stalled`, `looping`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Hibernated(Ending::Hibernate) => "hibernated",
             Outcome::Hibernated(Ending::Complete) => "completed",
             Outcome::Hibernated(Ending::Failure(_)) => "failed",
             Outcome::Crashed(_) => "crashed",
+            Outcome::NoHibernate(_) => "no_hibernate",
+            Outcome::MailArrived(_) => "mail_arrived",
             Outcome::TimedOut => "timed_out",
             Outcome::Stopped => "stopped",
             Outcome::Interrupted => "interrupted",
@@ -128,6 +139,8 @@ impl Outcome {
             "completed the plan" => "completed",
             "failed" => "failed",
             "crashed" => "crashed",
+            "no hibernate" => "no_hibernate",
+            "mail arrived" => "mail_arrived",
             "timed out" => "timed_out",
             "stopped by the operator" => "stopped",
             "interrupted" => "interrupted",
@@ -141,10 +154,12 @@ impl Outcome {
     }
 
     /// What happened, as a verb phrase for message subjects.
-    fn verb(&self) -> String {
+    pub fn verb(&self) -> String {
         match self {
             Outcome::Hibernated(Ending::Failure(n)) => format!("failed (exit {n})"),
             Outcome::Crashed(_) => "crashed".into(),
+            Outcome::NoHibernate(_) => "ended without hibernating".into(),
+            Outcome::MailArrived(_) => "ended as new mail arrived".into(),
             Outcome::TimedOut => "timed out".into(),
             Outcome::Stopped => "was stopped by the operator".into(),
             Outcome::Interrupted => "was interrupted (the daemon stopped)".into(),
@@ -164,6 +179,10 @@ impl Outcome {
             Outcome::Hibernated(Ending::Complete) => "completed the plan".into(),
             Outcome::Hibernated(Ending::Failure(n)) => format!("failed: exit {n}"),
             Outcome::Crashed(how) => format!("crashed: {how}"),
+            Outcome::NoHibernate(how) => format!("no hibernate: the agent ended ({how}) without `cryo-agent hibernate`"),
+            Outcome::MailArrived(how) => {
+                format!("mail arrived: the agent ended ({how}) after its hibernate was refused for new mail")
+            }
             Outcome::TimedOut => "timed out".into(),
             Outcome::Stopped => "stopped by the operator".into(),
             Outcome::Interrupted => "interrupted: the daemon stopped".into(),
@@ -385,6 +404,18 @@ pub fn fallbacks(session: u64, outcome: &Outcome, conv: Conversation, details: &
             body.push_str(" cryo runs its work again, once, as soon as cryod is running (no back-off: this was not the agent's failure).");
         }
         out.push(Fallback { subject, body: with_details(body), is_reply: conv.unanswered_batch });
+        return out;
+    }
+    if let Outcome::MailArrived(_) = outcome {
+        // Not a failure: the next session, at once, reads the new mail.
+        if conv.unanswered_batch || !conv.sent_any {
+            let subject = format!("Session {session} ended as new mail arrived");
+            let body = format!(
+                "Session {session} ended {} as new mail arrived; the next session reads it now.",
+                if conv.unanswered_batch { "before replying to your message" } else { "without sending anything" }
+            );
+            out.push(Fallback { subject, body: with_details(body), is_reply: conv.unanswered_batch });
+        }
         return out;
     }
     if conv.unanswered_batch {

@@ -444,20 +444,21 @@ fn populated(cgroup: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// The running sessions' cgroups, by process group: ended with the
-/// session's leftovers.
+/// The running sessions' cgroups, by chamber and process group (a group's
+/// number may be another chamber's soon after its session ends): ended
+/// with the session's leftovers.
 #[derive(Debug, Default)]
-pub struct Trees(Mutex<HashMap<i32, Tree>>);
+pub struct Trees(Mutex<HashMap<(i64, i32), Tree>>);
 
 impl Trees {
-    pub fn add(&self, pgid: i32, tree: Tree) {
-        self.0.lock().expect("trees lock").insert(pgid, tree);
+    pub fn add(&self, chamber: i64, pgid: i32, tree: Tree) {
+        self.0.lock().expect("trees lock").insert((chamber, pgid), tree);
     }
 
-    /// Ends the tree of the session whose group is `pgid`, if it has one
-    /// (off the caller's thread).
-    pub fn end(&self, pgid: i32) {
-        let tree = self.0.lock().expect("trees lock").remove(&pgid);
+    /// Ends the tree of `chamber`'s session whose group is `pgid`, if it
+    /// has one (off the caller's thread).
+    pub fn end(&self, chamber: i64, pgid: i32) {
+        let tree = self.0.lock().expect("trees lock").remove(&(chamber, pgid));
         if let Some(tree) = tree {
             match tokio::runtime::Handle::try_current() {
                 Ok(rt) => {

@@ -131,6 +131,16 @@ impl Daemon {
         shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
         let mut chambers = BTreeMap::new();
         let mut remote = BTreeMap::new();
+        // The providers' holds a stopped cryod kept: not one wake of a held
+        // account runs before the provider said.
+        let now = shared.clock.now();
+        for h in shared.store.holds().await.unwrap_or_default() {
+            let Ok(until) = chrono::DateTime::parse_from_rfc3339(&h.until) else { continue };
+            if let Ok(left) = (until.with_timezone(&chrono::Utc) - now).to_std() {
+                let source = Some(h.source).filter(|s| !s.is_empty());
+                shared.admission.restore(&h.account, left, h.guessed, source);
+            }
+        }
         // Every session tree a killed cryod of this state folder left in
         // its cgroups ends now (none is running as this cryod's).
         let ended = shared.places.cgroups.end_all();

@@ -127,12 +127,28 @@ pub struct ChamberRecord {
     /// and digest); `None` until first read (a chamber registered before
     /// cryod kept these: its settings then are taken as accepted).
     pub trusted: Option<String>,
+    /// Its health as its machine last saved it (`cryo_core`'s
+    /// `HealthRecord`, JSON): what a person must do, the failures'
+    /// back-off, the failed work's next try. `None` until first saved.
+    pub health: Option<String>,
 }
 
 impl ChamberRecord {
     pub fn fence(&self) -> Fence {
         Fence { chamber: self.id, token: self.fence }
     }
+}
+
+/// A provider account held at its limit, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRecord {
+    pub account: String,
+    /// RFC 3339.
+    pub until: String,
+    /// What said so (the gateway's reading of the provider's headers).
+    pub source: String,
+    /// The provider named no reset: the hold is cryod's default.
+    pub guessed: bool,
 }
 
 /// A wake about to be spawned.
@@ -356,6 +372,14 @@ pub trait Backend: Send + Sync + 'static {
     fn set_archived(&self, fence: Fence, archived: bool) -> Fut<'_, ()>;
     /// Keeps what the operator accepted of the chamber's settings.
     fn set_trusted(&self, fence: Fence, trusted: String) -> Fut<'_, ()>;
+    /// Keeps the chamber's health (JSON), read back at its next start.
+    fn set_health(&self, fence: Fence, health: String) -> Fut<'_, ()>;
+    /// Keeps a provider account's hold (its end, RFC 3339; a newer hold of
+    /// the account replaces it): read back at the next start, so that no
+    /// restart runs a held account's wakes before the provider said.
+    fn set_hold(&self, hold: HoldRecord) -> Fut<'_, ()>;
+    /// The accounts' holds kept, ended ones included.
+    fn holds(&self) -> Fut<'_, Vec<HoldRecord>>;
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()>;
     /// Publishes what other nodes show of a chamber.
     fn set_mirror(&self, fence: Fence, view: View) -> Fut<'_, ()>;

@@ -125,6 +125,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
             // Only a paused chamber waits for an approval (one read of the
             // store, for the rare chamber that is paused).
             awaiting: if record.paused { awaited(&shared, record.id).await } else { None },
+            // What a person must do, the back-off, the failed work's next
+            // try: as the store kept them (one that does not parse is none).
+            health: record.health.as_deref().and_then(|j| serde_json::from_str(j).ok()),
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );

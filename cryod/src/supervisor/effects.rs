@@ -127,7 +127,7 @@ impl Sup {
             }
             Effect::EndLeftovers { pgid } => {
                 end_leftovers(pgid);
-                self.shared.trees.end(pgid);
+                self.shared.trees.end(self.id, pgid);
             }
             Effect::Rewatch => {
                 if let Ok(c) = &self.config {
@@ -135,6 +135,7 @@ impl Sup {
                 }
             }
             // ---- views and callers
+            Effect::SaveHealth => self.save_health().await,
             Effect::Publish => self.publish(),
             Effect::Reply { req, result } => self.answer(req, result),
         }
@@ -506,7 +507,7 @@ impl Sup {
         }
         self.shared.live.add(pgid);
         if let Some(tree) = started.tree {
-            self.shared.trees.add(pgid, tree);
+            self.shared.trees.add(self.id, pgid, tree);
         }
         if let Some(running) = self.running.as_mut() {
             running.started(pgid, door, started.ticket, trace);

@@ -109,6 +109,15 @@ impl Sup {
     }
 
     /// Writes one of the registry's flags for the chamber.
+    /// Keeps the machine's health, as it is now, in the store.
+    pub(super) async fn save_health(&mut self) {
+        let json = serde_json::to_string(&self.machine.health_record()).expect("a health record serializes");
+        let r = self.shared.store.set_health(self.owner.fence(), json).await;
+        if let Err(error) = self.fenced(r) {
+            tracing::warn!(chamber = %self.machine.name(), %error, "cannot keep the chamber's health");
+        }
+    }
+
     pub(super) async fn set_flag(&mut self, flag: Flag, then: AfterStore) -> Input {
         let (store, fence) = (&self.shared.store, self.owner.fence());
         let (r, said) = match flag {

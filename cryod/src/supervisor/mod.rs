@@ -392,7 +392,7 @@ impl Sup {
         let mut running = self.running.take();
         if let Some(pgid) = running.as_mut().and_then(|r| r.exited()) {
             crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            self.shared.trees.end(pgid);
+            self.shared.trees.end(self.id, pgid);
             self.shared.lease.forget(pgid);
             self.shared.live.remove(pgid);
         }
@@ -632,7 +632,16 @@ pub(super) fn load_config(
         loaded.as_ref().map(|l| l.config.on_end.iter().map(|c| c.link.chamber.clone()).collect()).unwrap_or_default();
     shared.names.link(name, targets);
     match loaded {
-        Ok(l) => {
+        Ok(mut l) => {
+            if nix::unistd::geteuid().is_root()
+                && l.config.sandbox.unwrap_or(shared.config.sandbox) == crate::config::Sandbox::Off
+            {
+                l.warnings.push(
+                    "sandbox = \"off\" while cryod runs as root: the agent runs as root with nothing but the \
+                     seccomp filter between it and the machine; name `bwrap` or `landlock`"
+                        .into(),
+                );
+            }
             for w in &l.warnings {
                 tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
             }

@@ -46,6 +46,7 @@ impl Chamber {
                 self.log(format!("hibernate refused: {why}"));
                 if let Some(l) = self.waking.live_mut() {
                     l.refused = Some(why.clone());
+                    l.refused_for_mail = unread > 0;
                 }
                 self.reply(req, Err(Refusal::Precondition(why)));
             }

@@ -77,7 +77,18 @@ impl Chamber {
                 Outcome::Caught(l.caught.clone().expect("checked"))
             }
             (Some(Cut::Timeout), None, None) => Outcome::TimedOut,
-            (_, None, None) => Outcome::Crashed(status.clone().unwrap_or_else(|| "no exit status".into())),
+            (_, None, None) => {
+                let status = status.clone().unwrap_or_else(|| "no exit status".into());
+                if l.refused_for_mail {
+                    // Mail came as it ended: its work stands; the next
+                    // session reads the mail, at once.
+                    Outcome::MailArrived(status)
+                } else if status == "exit 0" {
+                    Outcome::NoHibernate(status)
+                } else {
+                    Outcome::Crashed(status)
+                }
+            }
         };
         self.finalize_with(outcome, status, log_tail);
     }
@@ -92,6 +103,8 @@ impl Chamber {
         l.log_tail = log_tail;
         let how = match &outcome {
             Outcome::Stopped | Outcome::Interrupted | Outcome::AwaitingApproval { .. } => Settle::Requeue { now },
+            // It asked to hibernate, refused only for mail that came late.
+            Outcome::MailArrived(_) => Settle::Complete,
             Outcome::Limited { until, .. } | Outcome::OverBudget { until, .. } => Settle::Defer { until: *until },
             o if o.failed() => Settle::Fail { now, max_attempts },
             _ => Settle::Complete,
@@ -122,6 +135,16 @@ impl Chamber {
                      Raise `max_session_duration` in cryo.toml if its work needs longer, or have the agent split it."
                 ))
             }
+            Outcome::NoHibernate(how) => Some(match &l.refused {
+                Some(why) => format!(
+                    "The agent ended ({how}) after its hibernate was refused ({why}), without doing what the \
+                     refusal says: a session ends only with an accepted `cryo-agent hibernate`."
+                ),
+                None => format!(
+                    "The agent ended ({how}) without `cryo-agent hibernate`: a session ends only with it (the \
+                     protocol in its prompt says so; plan.md can say it again)."
+                ),
+            }),
             Outcome::Crashed(how) => match (&l.refused, how.as_str()) {
                 // It was told why and left anyway: the agent's doing.
                 (Some(why), _) => Some(format!(
@@ -199,6 +222,7 @@ impl Chamber {
         let done = self.todos_written(result, |e| Refusal::Internal(e.to_string())).ok();
         let Some(l) = self.waking.end_live() else { return };
         let outcome = l.outcome.clone().expect("set when the session ended");
+        let retried = matches!(&done, Some(TodoDone::Settled { retries, .. }) if !retries.is_empty());
         let mut details = self.settle_details(&outcome, done);
         if outcome.failed() {
             self.explain_failure(&outcome, &l, &mut details);
@@ -210,8 +234,12 @@ impl Chamber {
         if l.claimed_mail {
             self.emit(Effect::JournalAnswer { number: l.number });
         }
-        let result = self.record_end(&l, &outcome);
+        // What comes next is kept before the end is written: a crash between
+        // the two leaves an open session, which recovery runs again.
         self.count_outcome(&l, &outcome);
+        self.rework_or_attention(&outcome, &l, retried);
+        self.save_health();
+        let result = self.record_end(&l, &outcome);
         self.health.settled(&outcome, result);
         let shutting_down = self.answer_waiters(l.stop_waiters, l.shutdown_waiters);
         self.emit(Effect::Release);
@@ -219,6 +247,43 @@ impl Chamber {
             self.await_approval(id, what, *req);
         }
         self.after_end(shutting_down);
+    }
+
+    /// A failed session whose work no retry TODO takes up (it had none, or
+    /// none was due: a first session, mail, an operator's wake): the chamber
+    /// wakes again for it after the back-off, up to `max_attempts` in a
+    /// row; then it stops trying, and its attention says what happened and
+    /// the command that runs the agent again. Never silently idle.
+    fn rework_or_attention(&mut self, outcome: &Outcome, l: &Live, retried: bool) {
+        if retried {
+            return;
+        }
+        // Cut short by a limit, not a failure: the work goes on when it ends.
+        if let Outcome::Limited { until, .. } | Outcome::OverBudget { until, .. } = outcome {
+            self.health.rework(*until);
+            return;
+        }
+        if !outcome.failed() || *outcome == Outcome::Interrupted {
+            return;
+        }
+        let (n, max, tz) = (self.health.failures(), self.files.max_attempts(), self.tz());
+        if n < max {
+            let at = self.now + todo::retry_delay(n);
+            self.health.rework(at);
+            self.log(format!(
+                "its work is tried again at {} (attempt {} of {max})",
+                crate::time::format_in(at, tz),
+                n + 1
+            ));
+            return;
+        }
+        let hint = self.what_happened(outcome, l).map(|h| format!("{h} ")).unwrap_or_default();
+        self.health.needs(format!(
+            "{n} sessions in a row {}: cryo stopped trying (max_attempts = {max}). {hint}Once that is \
+             mended, `cryoctl chamber wake {}` runs the agent again.",
+            outcome.verb(),
+            self.name
+        ));
     }
 
     /// What a failed session's report adds: what happened first (also the

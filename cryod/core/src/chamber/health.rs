@@ -37,6 +37,10 @@ pub(super) struct Health {
     mail_hold_until: Option<DateTime<Utc>>,
     /// A wake failed to write its record or claim: no wake before this.
     write_retry_at: Option<DateTime<Utc>>,
+    /// A failed session left nothing to retry its work (no claim of its
+    /// became a retry TODO): the chamber wakes again then, after the
+    /// back-off, so that it is never left silently idle.
+    rework_at: Option<DateTime<Utc>>,
     /// The last write into the chamber that failed, until one succeeds.
     write_error: Option<String>,
     /// How late the last session's agent started after its due time.
@@ -45,6 +49,24 @@ pub(super) struct Health {
     open_questions: u32,
     /// An approval the chamber waits for, or its answer (boxed: rare).
     approval: Option<Box<Approval>>,
+}
+
+/// What of a chamber's health must survive a restart of cryod or a fleet
+/// hand-over: what a person must do (the attention, a file to mend), the
+/// failures in a row and their back-off, the failed work's next try, and a
+/// completed plan. Kept in the store (`Effect::SaveHealth`) whenever it
+/// changes, read back at the start, so that a chamber looks and acts the
+/// same after the restart as before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct HealthRecord {
+    pub attention: Option<String>,
+    pub trouble: Option<String>,
+    pub failures: u32,
+    pub previous_failure: Option<String>,
+    pub mail_hold_until: Option<DateTime<Utc>>,
+    pub rework_at: Option<DateTime<Utc>>,
+    pub completed: bool,
 }
 
 /// What the chamber holds of an approval request.
@@ -62,6 +84,30 @@ impl Health {
     /// questions; the rest starts afresh with each cryod.
     pub(super) fn new(last_result: Option<String>, last_lateness_ms: Option<i64>, open_questions: u32) -> Health {
         Health { last_result, last_lateness_ms, open_questions, ..Health::default() }
+    }
+
+    /// Its durable part, as the store keeps it.
+    pub(super) fn record(&self) -> HealthRecord {
+        HealthRecord {
+            attention: self.attention.clone(),
+            trouble: self.trouble.clone(),
+            failures: self.failures,
+            previous_failure: self.previous_failure.clone(),
+            mail_hold_until: self.mail_hold_until,
+            rework_at: self.rework_at,
+            completed: self.completed,
+        }
+    }
+
+    /// Its durable part, as the store kept it.
+    pub(super) fn restore(&mut self, r: HealthRecord) {
+        self.attention = r.attention;
+        self.trouble = r.trouble;
+        self.failures = r.failures;
+        self.previous_failure = r.previous_failure;
+        self.mail_hold_until = r.mail_hold_until;
+        self.rework_at = r.rework_at;
+        self.completed = r.completed;
     }
 
     /// What the status view shows of it.
@@ -208,6 +254,26 @@ impl Health {
     /// A wake's write failed: no wake before [`WRITE_RETRY`] has passed.
     pub(super) fn hold_wakes(&mut self, now: DateTime<Utc>) {
         self.write_retry_at = Some(now + WRITE_RETRY);
+    }
+
+    /// A failed session's work is tried again at `at`.
+    pub(super) fn rework(&mut self, at: DateTime<Utc>) {
+        self.rework_at = Some(at);
+    }
+
+    /// When a failed session's work is tried again, if it is.
+    pub(super) fn rework_at(&self) -> Option<DateTime<Utc>> {
+        self.rework_at
+    }
+
+    /// Whether a failed session's work is due to be tried again.
+    pub(super) fn rework_due(&self, now: DateTime<Utc>) -> bool {
+        self.rework_at.is_some_and(|t| t <= now)
+    }
+
+    /// A session began: it takes the work up, whatever woke it.
+    pub(super) fn reworked(&mut self) {
+        self.rework_at = None;
     }
 
     /// A wake was recorded: its writes work again.

@@ -956,6 +956,12 @@ pub enum Effect {
     Rewatch,
 
     // ---- views and callers
+    /// Keep the chamber's health in the store (it changed): what a person
+    /// must do, the failures' back-off, the failed work's next try. The
+    /// shell reads the record as it is when it does so
+    /// ([`super::Chamber::health_record`]): a save never writes an older one
+    /// over a newer.
+    SaveHealth,
     /// Publish the chamber's view now (a caller reads it next).
     Publish,
     Reply {

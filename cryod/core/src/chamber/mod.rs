@@ -39,6 +39,7 @@ use chrono_tz::Tz;
 
 use self::files::Files;
 use self::health::Health;
+pub use self::health::HealthRecord;
 pub use self::io::*;
 use self::silence::Silence;
 use self::waking::{Cut, Waking};
@@ -147,6 +148,9 @@ pub struct Loaded {
     /// The approval request the chamber waits for (from the store), and
     /// what it asks.
     pub awaiting: Option<(String, String)>,
+    /// Its health as the store kept it (`Effect::SaveHealth`); none from a
+    /// store that kept none yet.
+    pub health: Option<HealthRecord>,
 }
 
 /// One chamber's state; see the module documentation. Its identity, the
@@ -180,6 +184,8 @@ pub struct Chamber {
     spans: missed::Spans,
     /// Events raised since this machine was made (their ids' sequence).
     raised: u64,
+    /// The health record last saved (its hash): saved again when it changes.
+    saved_health: u64,
     finished: bool,
     now: DateTime<Utc>,
     out: Vec<Effect>,
@@ -187,7 +193,16 @@ pub struct Chamber {
 
 impl Chamber {
     pub fn new(l: Loaded, limits: Limits) -> Chamber {
+        // A completed plan shows in the ledger's last result; the rest of
+        // what the store kept is read back as it was.
+        let completed = l.last_result.as_deref().is_some_and(|r| r.starts_with("completed the plan"));
         let mut health = Health::new(l.last_result, l.last_lateness_ms, l.open_questions);
+        let mut record = l.health.unwrap_or_default();
+        let saved_health = hash(&record);
+        // The ledger has the last word on a completed plan (its end is
+        // written before the record is saved again).
+        record.completed |= completed;
+        health.restore(record);
         if let Some((id, what)) = l.awaiting {
             health.needs(approval::awaiting_line(&id, &what));
             health.awaiting(id);
@@ -208,6 +223,7 @@ impl Chamber {
             hold: Default::default(),
             spans: missed::Spans::default(),
             raised: 0,
+            saved_health,
             finished: false,
             now: DateTime::<Utc>::MIN_UTC,
             out: Vec::new(),
@@ -220,7 +236,22 @@ impl Chamber {
         let (attention, fault) = (self.health.attention().map(str::to_string), self.fault());
         self.step(input);
         self.notice_changes(attention, fault);
+        self.save_health();
         std::mem::take(&mut self.out)
+    }
+
+    /// Saves the health record if it changed since it was last saved.
+    pub(super) fn save_health(&mut self) {
+        let h = hash(&self.health.record());
+        if h != self.saved_health {
+            self.saved_health = h;
+            self.emit(Effect::SaveHealth);
+        }
+    }
+
+    /// What of its health the store keeps, as it is now.
+    pub fn health_record(&self) -> HealthRecord {
+        self.health.record()
     }
 
     // ---- what the shell reads --------------------------------------------
@@ -338,6 +369,12 @@ impl Chamber {
         self.waking.checking()
     }
 
+    /// A wake is on its way: asked of admission, its pre-checks running, or
+    /// its session under way.
+    pub fn waking(&self) -> bool {
+        self.waking.busy() || self.waking.wanted().is_some()
+    }
+
     /// The running session's number and wake id, once its agent may exist.
     pub fn live_session(&self) -> Option<(u64, &str)> {
         self.waking.live().map(|l| (l.number, l.wake_id.as_str()))
@@ -383,7 +420,7 @@ impl Chamber {
         let todo = self.next_todo();
         let hold = self.health.mail_hold_until().filter(|_| !self.files.unread().is_empty());
         let retry = self.health.retry_at(self.now);
-        [todo, hold, retry].into_iter().flatten().min()
+        [todo, hold, retry, self.health.rework_at()].into_iter().flatten().min()
     }
 
     // ---- small helpers -----------------------------------------------------
@@ -560,7 +597,17 @@ pub fn first_line(s: &str) -> String {
     }
     out
 }
+
+/// A record's hash, to tell whether it changed.
+fn hash(r: &HealthRecord) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    r.hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
+
 mod size {
     /// Every chamber holds one machine for as long as it is registered;
     /// what only a session needs (`Live`) is boxed.

@@ -27,10 +27,20 @@ impl Chamber {
         let next = self.next_todo();
         let hold = self.health.mail_held(now);
         let retry = self.health.retry_at(now);
+        let rework = self.health.rework_at();
         if !self.waking.in_session() && retry.is_none() {
+            // A first session whose wake could not be recorded (a full
+            // disk) is asked for again once writes may work.
+            if self.wishes.bootstraps(self.waking.last_session()) {
+                self.want(Trigger::Bootstrap);
+            }
             // Interrupted work owes nothing to the back-off: it was not the
             // agent's failure.
             if self.waking.reruns() {
+                self.want(Trigger::Recovery);
+            }
+            // A failed session's work, after its back-off.
+            if rework.is_some_and(|t| t <= now) {
                 self.want(Trigger::Recovery);
             }
             if next.is_some_and(|t| t <= now) {
@@ -41,7 +51,7 @@ impl Chamber {
             }
         }
         // While a session runs, a due TODO waits for it to end (then replan).
-        let wake = [next.filter(|t| *t > now), hold, retry].into_iter().flatten().min();
+        let wake = [next.filter(|t| *t > now), hold, retry, rework.filter(|t| *t > now)].into_iter().flatten().min();
         self.emit(Effect::Plan(wake));
     }
 
@@ -62,9 +72,11 @@ impl Chamber {
         self.emit(Effect::CancelAdmission);
     }
 
-    /// Asks admission for a wake, if the chamber wakes at all.
+    /// Asks admission for a wake, if the chamber wakes at all: never while
+    /// its `cryo.toml` is faulted (no session could start; what waits, waits
+    /// for the mend, counting no failure).
     pub(super) fn want(&mut self, trigger: Trigger) {
-        if !self.wishes.wakes() {
+        if !self.wishes.wakes() || self.fault().is_some() {
             return;
         }
         if let Some(t) = self.waking.want(trigger, self.now) {
@@ -78,6 +90,7 @@ impl Chamber {
         if let Some(l) = self.waking.live_mut() {
             if let Some(req) = l.linger.take() {
                 l.hibernate = None;
+                l.refused_for_mail = true;
                 self.reply(
                     req,
                     Err(Refusal::Precondition(

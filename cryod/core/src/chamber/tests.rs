@@ -71,6 +71,7 @@ fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
             last_visible: None,
             rerun: None,
             awaiting: None,
+            health: None,
         },
         Limits { stop_grace: StdDuration::from_secs(10) },
     )
@@ -606,8 +607,8 @@ fn a_hibernate_cut_inside_its_linger_stands_and_only_mail_takes_it_back() {
     assert!(why.contains("new mail arrived"), "{why}");
     let end = rig.exit("exit 0");
     assert!(
-        end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Crashed(_), .. })),
-        "released, then gone without hibernating: {end:#?}"
+        end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::MailArrived(_), .. })),
+        "released for new mail, then gone: no failure, the next session reads it: {end:#?}"
     );
 }
 
@@ -1011,15 +1012,34 @@ fn silent_is_raised_once_after_a_whole_quiet_window() {
 #[test]
 fn a_failure_says_what_happened_and_a_good_session_clears_it() {
     let attention = |rig: &Rig| rig.m.view().attention.unwrap_or_default();
-    // Refused for unread mail, then exit 0: the agent's doing, not a setup's.
+    // Issue 60, case 3: refused for mail that arrived during the session,
+    // then gone: no failure, no attention, and the next session at once.
     let mut rig = Rig::new(&[0], &[]);
     rig.wake();
     rig.feed(Input::Inbox { unread: vec!["m1.md".into()], arrived: true });
     assert!(rig.call(hibernate()).is_err());
+    let end = rig.exit("exit 1");
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::MailArrived(_), .. })), "{end:#?}");
+    assert_eq!(attention(&rig), "", "no failure to tell of");
+    assert!(end.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Inbox))), "at once: {end:#?}");
+    // Issue 60, case 1: gone without a word of hibernate: its own outcome,
+    // whose line names what the agent must do.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let end = rig.exit("exit 0");
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::NoHibernate(_), .. })), "{end:#?}");
+    let a = attention(&rig);
+    assert!(a.contains("without `cryo-agent hibernate`") && !a.contains("misconfiguration"), "{a}");
+    // ... and its work is tried again: a wake is planned, never silence.
+    assert!(rig.m.view().next_wake.is_some(), "{:?}", rig.m.view());
+    // Refused for another reason (no next wake), then exit 0: the agent's
+    // doing, said so.
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    assert!(rig.call(hibernate()).is_err());
     rig.exit("exit 0");
     let a = attention(&rig);
-    assert!(a.contains("after its hibernate was refused") && a.contains("unread"), "{a}");
-    assert!(!a.contains("misconfiguration"), "{a}");
+    assert!(a.contains("after its hibernate was refused"), "{a}");
     // A missing program.
     let mut rig = Rig::new(&[0], &[]);
     rig.wake();

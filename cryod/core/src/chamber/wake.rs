@@ -40,6 +40,7 @@ impl Chamber {
         let demand = !claims.is_empty()
             || !self.files.unread().is_empty()
             || self.waking.reruns()
+            || self.health.rework_due(now)
             || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
@@ -125,6 +126,18 @@ impl Chamber {
                 )),
             }
         }
+        // Passing these slots would leave the chamber nothing planned (its
+        // last one-shot TODO, say): the agent runs anyway, told why, so
+        // that it plans what comes next. Never silently idle.
+        if !skipped.is_empty() && self.files.unread().is_empty() && self.nothing_left_after(&c.claims, &skipped) {
+            let line = skipped.values().find(|l| !l.is_empty()).map(|l| format!(" ({l})")).unwrap_or_default();
+            notices.push(format!(
+                "PRE-CHECK: found nothing to do{line}, but this was the chamber's last planned wake: plan the \
+                 next one (`cryo-agent todo add`), or end the plan with `cryo-agent hibernate --complete`."
+            ));
+            self.log("the pre-check found nothing to do, but the chamber has no other wake planned: the agent runs");
+            skipped.clear();
+        }
         let claims: Vec<Claim> = c.claims.iter().filter(|cl| !skipped.contains_key(&cl.id)).cloned().collect();
         let wakes = !claims.is_empty() || !self.files.unread().is_empty();
         if !wakes {
@@ -148,12 +161,25 @@ impl Chamber {
         self.begin(Checking { claims, ..c }, notices, data);
     }
 
+    /// Whether passing the `skipped` slots of a wake's `claims` (and doing the
+    /// rest) would leave the chamber no TODO pending.
+    fn nothing_left_after(&self, claims: &[Claim], skipped: &BTreeMap<u64, String>) -> bool {
+        let Ok(list) = self.list() else { return false };
+        let mut after = list.clone();
+        let ids: Vec<u64> = skipped.keys().copied().collect();
+        after.pass(&ids, self.now, self.tz(), SKIP_GRACE);
+        let rest: Vec<Claim> = claims.iter().filter(|cl| !skipped.contains_key(&cl.id)).cloned().collect();
+        after.complete(&rest);
+        !after.has_pending()
+    }
+
     /// Records the wake in the ledger and begins its session.
     fn begin(&mut self, w: Checking, mut notices: Vec<String>, data: Vec<(String, String)>) {
         let Checking { nonce, token, trigger, asked_at, claims, fresh, refused } = w;
         notices.extend(refused);
-        // Once per interruption: this session is its rerun.
-        if let Some(r) = self.waking.take_rerun() {
+        // Once per interruption: this session is its rerun (owed until its
+        // wake is recorded).
+        if let Some(r) = self.waking.rerun() {
             notices.insert(0, r.notice());
         }
         let now = self.now;
@@ -195,6 +221,7 @@ impl Chamber {
             started_at: None,
             hibernate: None,
             refused: None,
+            refused_for_mail: false,
             unanswered: Vec::new(),
             claimed_mail: false,
             sent_any: false,
@@ -227,7 +254,11 @@ impl Chamber {
             return;
         }
         if let Err(e) = r {
-            self.waking.end_live();
+            // An operator's wake is not lost with it: asked again after the
+            // retry (a first session and due work are, by `replan`).
+            if self.waking.end_live().is_some_and(|l| l.trigger == Trigger::Manual) {
+                self.waking.queue_manual();
+            }
             self.health.result(format!("no session started: cannot record the wake: {e}"));
             self.emit(Effect::Release);
             self.hold_wakes();
@@ -235,6 +266,10 @@ impl Chamber {
         }
         self.health.wake_recorded();
         self.waking.recorded();
+        // Recorded: this session is the interruption's rerun, and takes up
+        // a failed one's work, whatever woke it.
+        self.waking.take_rerun();
+        self.health.reworked();
         let l = self.waking.live().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
         let list = self.list().cloned().unwrap_or_default();

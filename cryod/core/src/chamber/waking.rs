@@ -61,6 +61,10 @@ pub(super) struct Live {
     pub(super) pgid: i32,
     pub(super) started_at: Option<DateTime<Utc>>,
     pub(super) hibernate: Option<(Ending, String)>,
+    /// Its last hibernate was refused for mail that arrived during the
+    /// session (or its linger was released for it): if it leaves now, that
+    /// is no failure.
+    pub(super) refused_for_mail: bool,
     /// Why the agent's last hibernate was refused, if it was (and none was
     /// accepted after): an exit after it is the agent's, not a setup's, fault.
     pub(super) refused: Option<String>,
@@ -288,6 +292,11 @@ impl Waking {
 
     pub(super) fn rerun_later(&mut self, r: Rerun) {
         self.rerun = Some(r);
+    }
+
+    /// The rerun owed, if one is.
+    pub(super) fn rerun(&self) -> Option<&Rerun> {
+        self.rerun.as_ref()
     }
 
     /// The session that begins is the rerun (once per interruption).

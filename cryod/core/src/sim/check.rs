@@ -36,6 +36,30 @@ pub struct Checker {
     released: HashSet<(usize, chrono::NaiveDate)>,
 }
 
+/// Liveness (DESIGN.md section 7): a started chamber is always in one of a
+/// session (or a wake on its way to one), a next wake planned (a hold's
+/// end is one), a pause, a completed plan (it wakes when mail comes), or an
+/// attention line that names what to do and the command that does it (a
+/// fault's line too). `planned`: the wake the scheduler holds for it.
+pub fn alive(c: usize, m: &crate::chamber::Chamber, planned: Option<chrono::DateTime<chrono::Utc>>) -> Verdict {
+    let view = m.view();
+    if !m.started() || m.paused() || view.archived || m.waking() || planned.is_some() {
+        return Ok(());
+    }
+    let names_a_command = |line: &str| line.contains("cryoctl ");
+    if view.fault.as_deref().is_some_and(names_a_command) || view.attention.as_deref().is_some_and(names_a_command) {
+        return Ok(());
+    }
+    if m.completed() && view.mail_waiting == 0 {
+        return Ok(());
+    }
+    Err(Broken(format!(
+        "chamber {c} is started but nothing will wake it: no session, no planned wake, no hold, no pause, and no \
+         attention line naming a command (state {:?}, last result {:?}, attention {:?}, fault {:?}, mail {})",
+        view.state, view.last_result, view.attention, view.fault, view.mail_waiting
+    )))
+}
+
 /// An invariant the machine (or the simulated world) broke, as the failing
 /// run prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]

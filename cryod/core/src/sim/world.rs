@@ -66,6 +66,8 @@ pub struct Disk {
     pub on_end: Option<(usize, When, u32)>,
     /// Its `[budget] daily_sessions`.
     pub daily_sessions: Option<u32>,
+    /// Its health as the store keeps it (`Effect::SaveHealth`).
+    pub health: Option<crate::chamber::HealthRecord>,
 }
 
 /// One wake in the ledger.
@@ -373,6 +375,7 @@ impl World {
                 precheck: rng.one_in(3),
                 on_end: None,
                 daily_sessions: None,
+                health: None,
             })
             .collect::<Vec<Disk>>();
         // Hand-offs: a fifth of the chambers hand on to the next one, and
@@ -859,6 +862,7 @@ impl World {
                         .filter(|r| r.ended)
                         .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk))),
                     awaiting: None,
+                    health: disk.health.clone(),
                 },
                 Limits { stop_grace: STOP_GRACE },
             )));
@@ -968,6 +972,11 @@ impl World {
         {
             return Err(Broken(format!("chamber {c} holds its permit with no session and no pre-check")));
         }
+        if let Some(d) = self.daemon.as_ref()
+            && let Some(m) = d.machines[c].as_ref()
+        {
+            check::alive(c, m, d.plans[c])?;
+        }
         if let Some(m) = machine(self, c) {
             let planned = m.view().next_wake;
             m.rest();
@@ -997,6 +1006,11 @@ impl World {
             }
             self.report.effects += 1;
             self.show(c, "  <=", &effect);
+            if let Effect::SaveHealth = effect {
+                // Durable, as the store keeps it: the record as it is now.
+                self.disks[c].health = Some(machine.health_record());
+                continue;
+            }
             if let Some(result) = self.perform(c, effect)? {
                 self.note(c, label(&result));
                 self.show(c, "  =>", &result);

@@ -193,6 +193,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cryo_approvals_pending ON cryo_approvals (created_at) WHERE state = 'pending';",
     // 10: what a session did on a [git] chamber's branch (JSON).
     "ALTER TABLE cryo_sessions ADD COLUMN git text;",
+    // 11: a chamber's health (JSON), the same on its next owner.
+    "ALTER TABLE cryo_chambers ADD COLUMN health text;",
+    // 12: provider accounts held at their limit, until when and why.
+    "CREATE TABLE cryo_provider_holds (
+        account  text PRIMARY KEY,
+        until    text NOT NULL,
+        source   text NOT NULL DEFAULT '',
+        guessed  boolean NOT NULL DEFAULT false
+    );",
 ];
 
 /// The schema version this build writes.

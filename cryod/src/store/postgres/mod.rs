@@ -35,7 +35,7 @@ use super::{
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
 const CHAMBER_COLUMNS: &str =
-    "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror, archived, trusted";
+    "id, name, path, desired, created_at, paused, fence, owner, home, domain, mirror, archived, trusted, health";
 
 /// The fleet's store, as one node sees it.
 pub struct Postgres {
@@ -225,10 +225,11 @@ fn chamber_row(r: &Row) -> ChamberRecord {
         paused: r.get(5),
         archived: r.get(11),
         trusted: r.get(12),
+        health: r.get(13),
         fence: r.get(6),
         owner: r.get(7),
         // Only the fleet's listing joins the owner's name in.
-        owner_name: r.try_get(13).ok().flatten(),
+        owner_name: r.try_get(14).ok().flatten(),
         home: r.get(8),
         domain: r.get(9),
         mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()),
@@ -356,6 +357,40 @@ impl Backend for Postgres {
                 &[&trusted],
             )
             .await
+        })
+    }
+
+    fn set_health(&self, fence: Fence, health: String) -> Fut<'_, ()> {
+        Box::pin(async move {
+            self.write(
+                fence,
+                "UPDATE cryo_chambers SET health = $4 WHERE id = (SELECT id FROM f) RETURNING 1::int8 AS r",
+                &[&health],
+            )
+            .await
+        })
+    }
+
+    fn set_hold(&self, h: super::HoldRecord) -> Fut<'_, ()> {
+        Box::pin(async move {
+            self.query(
+                "INSERT INTO cryo_provider_holds (account, until, source, guessed) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (account) DO UPDATE SET until = $2, source = $3, guessed = $4",
+                &[&h.account, &h.until, &h.source, &h.guessed],
+            )
+            .await
+            .map(drop)
+        })
+    }
+
+    fn holds(&self) -> Fut<'_, Vec<super::HoldRecord>> {
+        Box::pin(async move {
+            let rows =
+                self.query("SELECT account, until, source, guessed FROM cryo_provider_holds ORDER BY account", &[]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| super::HoldRecord { account: r.get(0), until: r.get(1), source: r.get(2), guessed: r.get(3) })
+                .collect())
         })
     }
 

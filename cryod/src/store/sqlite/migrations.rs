@@ -169,6 +169,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX approvals_pending ON approvals (created_at) WHERE state = 'pending';",
     // 13: what a session did on a [git] chamber's branch (JSON).
     "ALTER TABLE sessions ADD COLUMN git TEXT;",
+    // 14: a chamber's health (JSON): what a person must do, the failures'
+    // back-off, the failed work's next try; the same after a restart.
+    "ALTER TABLE chambers ADD COLUMN health TEXT;",
+    // 15: provider accounts held at their limit, until when and why.
+    "CREATE TABLE provider_holds (
+        account  TEXT PRIMARY KEY,
+        until    TEXT NOT NULL,
+        source   TEXT NOT NULL DEFAULT '',
+        guessed  INTEGER NOT NULL DEFAULT 0
+    );",
 ];
 
 /// The schema version this build writes.

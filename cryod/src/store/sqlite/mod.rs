@@ -286,6 +286,39 @@ impl Backend for Sqlite {
         }))
     }
 
+    fn set_health(&self, fence: Fence, health: String) -> Fut<'_, ()> {
+        Box::pin(self.fenced(fence, move |c| {
+            exec(c, "UPDATE chambers SET health = ?2 WHERE id = ?1", params![fence.chamber, health])?;
+            Ok(())
+        }))
+    }
+
+    fn set_hold(&self, h: super::HoldRecord) -> Fut<'_, ()> {
+        Box::pin(self.call(move |c| {
+            c.execute(
+                "INSERT INTO provider_holds (account, until, source, guessed) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (account) DO UPDATE SET until = ?2, source = ?3, guessed = ?4",
+                params![h.account, h.until, h.source, h.guessed as i64],
+            )?;
+            Ok(())
+        }))
+    }
+
+    fn holds(&self) -> Fut<'_, Vec<super::HoldRecord>> {
+        Box::pin(self.call(|c| {
+            let mut st = c.prepare("SELECT account, until, source, guessed FROM provider_holds ORDER BY account")?;
+            let rows = st.query_map([], |r| {
+                Ok(super::HoldRecord {
+                    account: r.get(0)?,
+                    until: r.get(1)?,
+                    source: r.get(2)?,
+                    guessed: r.get::<_, i64>(3)? != 0,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        }))
+    }
+
     fn set_desired(&self, fence: Fence, desired: Desired) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             exec(c, "UPDATE chambers SET desired = ?2 WHERE id = ?1", params![fence.chamber, desired.as_str()])?;

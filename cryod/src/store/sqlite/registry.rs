@@ -17,6 +17,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
         fence: r.get(6)?,
         archived: r.get::<_, i64>(7)? != 0,
         trusted: r.get(8)?,
+        health: r.get(9)?,
         owner: None,
         owner_name: None,
         home: None,
@@ -25,7 +26,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
     })
 }
 
-const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived, trusted";
+const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived, trusted, health";
 
 pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, StoreError> {
     let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM chambers ORDER BY name"))?;
@@ -60,6 +61,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
             created_at: new.created_at,
             fence: 1,
             trusted: None,
+            health: None,
             owner: None,
             owner_name: None,
             home: None,

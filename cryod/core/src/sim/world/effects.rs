@@ -63,6 +63,8 @@ impl World {
             Effect::Signal { pgid, sig } => self.signal(pgid, sig),
             Effect::EndLeftovers { .. } => {}
             // ---- views and callers
+            // Carried out by `handle`, which holds the machine.
+            Effect::SaveHealth => {}
             Effect::Reply { req, result } => self.reply(req, result)?,
         }
         Ok(None)

@@ -1,0 +1,102 @@
+//! Issue 60: never silently idle. Every failure leaves a next step (a
+//! planned wake, a hold with its end, or a line naming the command that
+//! mends it), the same after a restart; mail that lands as a session ends
+//! is read by the next one at once; a fault never starts a session.
+
+use std::time::{Duration, Instant};
+
+use cryo_tests::{Env, wait_until, wait_until_within};
+
+fn status(env: &Env, name: &str) -> serde_json::Value {
+    env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
+}
+
+/// Issue 60, case 2: a restart forgets nothing a person must do. A failed
+/// chamber's attention, its planned retry and its last result read the same
+/// after cryod is killed and started again.
+#[test]
+fn a_restart_keeps_what_a_person_must_do_and_the_next_wake() {
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let c = env.chamber("c", "cryo-agent send 'on it' >/dev/null\nexit 0\n", "");
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    c.wait_ended(1);
+    wait_until("the failure's line", || status(&env, "c")["attention"].is_string());
+    let before = status(&env, "c");
+    d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    let _d = env.start_daemon();
+    wait_until("the chamber back", || status(&env, "c")["state"] != "stopped");
+    let after = status(&env, "c");
+    for key in ["attention", "next_wake", "last_result", "desired"] {
+        assert_eq!(after[key], before[key], "{key} after the restart: {after}\nbefore: {before}");
+    }
+    assert!(before["next_wake"].is_string() && before["attention"].is_string(), "{before}");
+}
+
+/// Issue 60, case 3: mail that lands while a session ends. Its hibernate
+/// is refused for it and the agent leaves (exit 1): no crash, no back-off;
+/// the next session reads the mail at once.
+#[test]
+fn mail_that_lands_as_a_session_ends_is_read_at_once() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let script = r#"if [ "$CRYO_SESSION" = 1 ]; then
+cryo-agent todo add later --at +1h >/dev/null
+cryo-agent send 'working' >/dev/null
+while [ ! -e go ]; do sleep 0.05; done
+cryo-agent hibernate > refused.txt 2>&1 || exit 1
+exit 0
+fi
+cryo-agent receive > got.txt
+cryo-agent send 'answered' >/dev/null
+cryo-agent hibernate >/dev/null
+"#;
+    let c = env.chamber("m", script, "");
+    env.cryoctl(&["chamber", "start", "m"]).ok();
+    wait_until("session 1 to work", || c.outbox().iter().any(|m| m.contains("working")));
+    // The mail lands while session 1 is at work; then it tries to end.
+    c.write_inbox(1, "one more thing");
+    wait_until("the mail seen", || status(&env, "m")["mail_waiting"] == 1);
+    let at = Instant::now();
+    std::fs::write(c.dir.join("go"), "").unwrap();
+    wait_until_within(Duration::from_secs(30), "session 2 to answer", || c.ended() >= 2);
+    assert!(at.elapsed() < Duration::from_secs(15), "the next session came at once, not after a back-off");
+    assert!(c.read("refused.txt").contains("unread"), "{}", c.read("refused.txt"));
+    let log = c.cryo_log();
+    assert!(log.contains("session ended: mail arrived"), "{log}");
+    assert!(!log.contains("crashed"), "{log}");
+    assert!(c.read("got.txt").contains("one more thing"), "{}", c.read("got.txt"));
+    assert!(!c.fallbacks().iter().any(|f| f.contains("crashed")), "{:?}", c.fallbacks());
+    assert_eq!(status(&env, "m")["attention"], serde_json::Value::Null);
+}
+
+/// Issue 60, case 4: a faulted `cryo.toml` (a typo) never starts a session:
+/// mail waits for the mend without a failure counted, and the mend wakes the
+/// chamber at once for it.
+#[test]
+fn a_fault_starts_no_session_and_its_mend_wakes_the_chamber_at_once() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let script = "cryo-agent receive >/dev/null\ncryo-agent todo add later --at +1h >/dev/null\ncryo-agent send ok >/dev/null\ncryo-agent hibernate >/dev/null\n";
+    let c = env.chamber("f", script, "");
+    env.cryoctl(&["chamber", "start", "f"]).ok();
+    c.wait_ended(1);
+    let toml = c.dir.join("cryo.toml");
+    let good = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{good}\nmax_atempts = 3\n")).unwrap();
+    wait_until("the fault", || status(&env, "f")["state"] == "faulted");
+    c.write_inbox(1, "while faulted");
+    wait_until("the mail seen", || status(&env, "f")["mail_waiting"] == 1);
+    // Nothing starts while it is faulted (a session would only fail).
+    let s = status(&env, "f");
+    assert_eq!(c.begun(), 1, "{}", c.cryo_log());
+    assert!(s["fault"].as_str().is_some_and(|f| f.contains("max_atempts")), "{s}");
+    assert!(!c.cryo_log().contains("crashed"), "{}", c.cryo_log());
+    // The mend: at once, for the mail that waited.
+    let at = Instant::now();
+    std::fs::write(&toml, &good).unwrap();
+    wait_until_within(Duration::from_secs(30), "the session for the mail", || c.ended() >= 2);
+    assert!(at.elapsed() < Duration::from_secs(15), "no back-off after a fault");
+    let s = status(&env, "f");
+    assert_eq!((s["fault"].is_null(), s["attention"].is_null()), (true, true), "{s}");
+}
