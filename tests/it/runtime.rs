@@ -88,7 +88,10 @@ fn a_session_that_forgets_to_hibernate_is_told_and_tried_again() {
     let (env, _d, c) = run_chamber(script, "max_attempts = 2");
     c.wait_ended(1);
     let log = c.cryo_log();
-    assert!(log.contains("session ended: no hibernate: the agent ended (exit 0) without `cryo-agent hibernate`"), "{log}");
+    assert!(
+        log.contains("session ended: no hibernate: the agent ended (exit 0) without `cryo-agent hibernate`"),
+        "{log}"
+    );
     assert!(log.contains("its work is tried again at"), "{log}");
     let fb = c.fallbacks();
     assert_eq!(fb.len(), 1);

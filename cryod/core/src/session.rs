@@ -179,7 +179,9 @@ impl Outcome {
             Outcome::Hibernated(Ending::Complete) => "completed the plan".into(),
             Outcome::Hibernated(Ending::Failure(n)) => format!("failed: exit {n}"),
             Outcome::Crashed(how) => format!("crashed: {how}"),
-            Outcome::NoHibernate(how) => format!("no hibernate: the agent ended ({how}) without `cryo-agent hibernate`"),
+            Outcome::NoHibernate(how) => {
+                format!("no hibernate: the agent ended ({how}) without `cryo-agent hibernate`")
+            }
             Outcome::MailArrived(how) => {
                 format!("mail arrived: the agent ended ({how}) after its hibernate was refused for new mail")
             }

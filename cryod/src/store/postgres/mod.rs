@@ -385,8 +385,9 @@ impl Backend for Postgres {
 
     fn holds(&self) -> Fut<'_, Vec<super::HoldRecord>> {
         Box::pin(async move {
-            let rows =
-                self.query("SELECT account, until, source, guessed FROM cryo_provider_holds ORDER BY account", &[]).await?;
+            let rows = self
+                .query("SELECT account, until, source, guessed FROM cryo_provider_holds ORDER BY account", &[])
+                .await?;
             Ok(rows
                 .iter()
                 .map(|r| super::HoldRecord { account: r.get(0), until: r.get(1), source: r.get(2), guessed: r.get(3) })
