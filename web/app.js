@@ -38,6 +38,13 @@ function nav() {
 // Provider accounts held at their limit: one banner for all. Asked again
 // after changes, but never more than one request at a time.
 let holdsAsked = null;
+// Who waits on a hold, by name (each a link to its page).
+function waiting(h) {
+  const names = h.chambers || [];
+  if (!names.length) return ["no chamber waits."];
+  const links = names.flatMap((n, i) => [i ? ", " : "", el("a", { href: "#/c/" + encodeURIComponent(n) }, n)]);
+  return [names.length === 1 ? "" : names.length + " chambers wait: ", ...links, names.length === 1 ? " waits." : "."];
+}
 function holds() {
   if (!isOwner()) return;
   if (holdsAsked) { holdsAsked.again = true; return; }
@@ -50,7 +57,7 @@ function holds() {
     const why = (h) => h.source ? " (" + h.source + ")" : h.default_hold ? " (cryo's default hold: the provider named no reset)" : "";
     box.replaceChildren(...list.map((h) => el("p", { "data-hold": h.provider }, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
       el("time", { datetime: h.until, title: new Date(h.until).toLocaleString() }, new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
-      why(h), ": ", String(h.waiting), " chamber(s) wait.")));
+      why(h), ": ", ...waiting(h))));
     const again = holdsAsked.again;
     holdsAsked = null;
     if (again) holds();

@@ -34,6 +34,40 @@ function controls(c) {
     el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
 }
 
+// What changed in cryo.toml since the operator last accepted it, each key
+// before and after; Trust accepts it as it is (`cryoctl chamber trust`).
+async function reviewTrust(c) {
+  const base = chamberPath(c.name);
+  let d;
+  try { d = await api(base + "/trust"); } catch (er) { flash(er); return; }
+  const rows = d.changes.map((ch) => el("tr", {},
+    el("th", { scope: "row" }, el("code", {}, ch.key)),
+    el("td", {}, el("code", {}, ch.before ?? "(not recorded)")),
+    el("td", {}, el("code", {}, ch.after))));
+  const go = el("button", { id: "trust-accept", type: "submit" }, "Trust");
+  const form = el("form", { method: "dialog" },
+    el("h2", { id: "h-trust" }, "Accept " + c.name + "'s settings?"),
+    d.changes.length
+      ? el("table", { id: "trust-diff" }, el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "setting"), el("th", { scope: "col" }, "accepted"), el("th", { scope: "col" }, "now"))), el("tbody", {}, rows))
+      : el("p", {}, "Nothing changed since its settings were last accepted."),
+    el("p", { class: "muted" }, "These settings decide how the agent is confined, what runs for it and what it may reach. Whoever edited cryo.toml (the agent can) changed them."),
+    el("div", { class: "row" }, go, el("button", { type: "button", onclick: () => dialog.close() }, "Cancel")));
+  const dialog = el("dialog", { id: "trust-dialog", "aria-labelledby": "h-trust" }, form);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    go.disabled = true;
+    try {
+      const r = await api(base + "/trust", "POST", {});
+      dialog.close();
+      showState(r.chamber);
+      toast(c.name + ": accepted " + (r.accepted.map((a) => a.key).join(", ") || "nothing new") + "; now " + r.chamber.state + ".");
+    } catch (er) { dialog.close(); flash(er); }
+  });
+  dialog.addEventListener("close", () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
+}
+
 // A reset asks first: the chamber's name, typed.
 function confirmReset(c) {
   const input = el("input", { id: "reset-name", autocomplete: "off", spellcheck: "false" });
@@ -78,6 +112,10 @@ function needs(c) {
   const items = [];
   if (c.attention) items.push(el("p", { class: "error", "data-need": "attention" }, c.attention));
   if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, c.fault));
+  // A changed setting that waits for the operator: the diff, then Trust.
+  if (c.fault && isOwner() && c.fault.includes("cryoctl chamber trust")) {
+    items.push(el("div", { class: "row" }, el("button", { id: "trust-review", onclick: () => reviewTrust(c) }, "Review the changes")));
+  }
   for (const w of c.warnings || []) items.push(el("p", { class: "warn", "data-need": "warning" }, w));
   if (c.open_questions) items.push(el("p", { "data-need": "questions" }, el("span", { class: "badge qbadge" }, c.open_questions + (c.open_questions === 1 ? " open question" : " open questions")),
     " — the agent asked; answer below and it reads your reply at its next wake."));

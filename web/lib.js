@@ -104,7 +104,7 @@ export function when(t) {
 // A chamber's state; a chamber whose last session failed (crashed, timed
 // out, failed) says so beside it, in the failure colour.
 export function badge(s, lastResult) {
-  const b = el("span", { class: "badge state-" + s }, s);
+  const b = el("span", { class: "badge state-" + String(s).replace(/ /g, "-") }, s);
   const failed = failure(lastResult);
   if (!failed) return b;
   const held = failed === "limited" || failed === "over budget";

@@ -83,7 +83,7 @@ function approvalItem(a) {
 }
 
 // Search by name and what a chamber last said; filter by state.
-const STATES = [["", "every state"], ["needs", "needs you"], ["running", "running"], ["idle", "idle"], ["paused", "paused"], ["stopped", "stopped"], ["faulted", "faulted"]];
+const STATES = [["", "every state"], ["needs", "needs you"], ["running", "running"], ["idle", "idle"], ["awaiting approval", "awaiting approval"], ["held", "held"], ["paused", "paused"], ["stopped", "stopped"], ["faulted", "faulted"]];
 function filters() {
   state.filter = state.filter || { text: "", state: "" };
   const text = el("input", { id: "filter", type: "search", placeholder: "Search chambers (/)", value: state.filter.text, autocomplete: "off" });

@@ -114,6 +114,8 @@ pub struct Hold {
     pub left: std::time::Duration,
     /// Chambers whose wakes wait for it.
     pub waiting: usize,
+    /// Their ids.
+    pub chambers: Vec<i64>,
     /// The provider named no reset: `left` is `limit_hold_seconds`.
     pub guessed: bool,
     /// What said so, when the gateway read it from the provider's headers.
@@ -211,6 +213,12 @@ impl Admission {
                 provider: p.clone(),
                 left: h.until - now,
                 waiting: s.queue.values().filter(|w| w.provider.as_deref() == Some(p.as_str())).count(),
+                chambers: s
+                    .queue
+                    .values()
+                    .filter(|w| w.provider.as_deref() == Some(p.as_str()))
+                    .map(|w| w.chamber)
+                    .collect(),
                 guessed: h.guessed,
                 source: h.source.clone(),
             })

@@ -47,6 +47,8 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         sandbox: v.snap.sandbox.map(|m| m.as_str().to_string()).unwrap_or_default(),
         git: v.snap.git.as_deref().map(git_work),
         warnings: v.snap.view.warnings.clone(),
+        held_by: v.snap.view.held.as_ref().map(|h| h.account.clone()).unwrap_or_default(),
+        held_until: v.snap.view.held.as_ref().map(|h| crate::rfc3339(h.until)).unwrap_or_default(),
     }
 }
 
@@ -108,6 +110,8 @@ pub fn state(s: State) -> pb::ChamberState {
         State::Running => pb::ChamberState::Running,
         State::Paused => pb::ChamberState::Paused,
         State::Faulted => pb::ChamberState::Faulted,
+        State::AwaitingApproval => pb::ChamberState::AwaitingApproval,
+        State::Held => pb::ChamberState::Held,
     }
 }
 
@@ -142,7 +146,7 @@ pub fn diff(d: crate::git::Diff) -> pb::ChamberDiffReply {
 pub fn metrics(daemon: &crate::daemon::Daemon) -> String {
     use pb::ChamberState as S;
     let mut gauges = crate::metrics::Gauges::default();
-    for s in [S::Stopped, S::Idle, S::Running, S::Paused, S::Faulted] {
+    for s in [S::Stopped, S::Idle, S::Running, S::Paused, S::Faulted, S::AwaitingApproval, S::Held] {
         gauges.chambers.insert(cryo_proto::json::state_name(s as i32).into(), 0);
     }
     for s in daemon.local_states() {
@@ -353,7 +357,14 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
         .admission
         .holds()
         .into_iter()
-        .map(|h| pb::ProviderHold {
+        .map(|h| {
+            let names = daemon.names(h.chambers.iter().copied());
+            let mut chambers: Vec<String> = names.into_values().collect();
+            chambers.sort();
+            (h, chambers)
+        })
+        .map(|(h, chambers)| pb::ProviderHold {
+            chambers,
             until: crate::rfc3339(now + chrono::Duration::from_std(h.left).unwrap_or_default()),
             provider: h.provider,
             waiting: h.waiting as u32,

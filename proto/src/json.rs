@@ -13,6 +13,8 @@ pub fn state_name(s: i32) -> &'static str {
         v1::ChamberState::Running => "running",
         v1::ChamberState::Faulted => "faulted",
         v1::ChamberState::Paused => "paused",
+        v1::ChamberState::AwaitingApproval => "awaiting approval",
+        v1::ChamberState::Held => "held",
         v1::ChamberState::Unspecified => "unknown",
     }
 }
@@ -52,6 +54,8 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "sandbox": null_if_empty(&c.sandbox),
         "git": c.git.as_ref().map(git_work_json),
         "warnings": c.warnings,
+        "held_by": null_if_empty(&c.held_by),
+        "held_until": null_if_empty(&c.held_until),
     })
 }
 

@@ -842,9 +842,11 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
     assert_eq!(model.refused().len(), refused, "no request was made for the held account");
     // The hold is shown: list, status, doctor, the hub.
     let list = env.cryoctl(&["chamber", "list"]).ok().to_string();
-    assert!(list.contains(": limited until ") && list.contains("(1 chamber(s) waiting)"), "{list}");
+    assert!(list.contains(": limited until ") && list.contains("(waiting: lim-b)"), "{list}");
     let shown = env.cryoctl(&["chamber", "status", "lim-b"]).ok().to_string();
     assert!(shown.contains("limit     "), "status shows the hold: {shown}");
+    assert!(shown.contains("state     held (desired: started)"), "the held chamber says so: {shown}");
+    assert!(shown.contains("held      by account "), "{shown}");
     let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
     if bin == "claude" {
         // No reset named: status says the hold is cryod's default.
@@ -854,6 +856,7 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
     let doctor = env.cryoctl(&["doctor", "--json"]).json();
     assert!(doctor.as_array().unwrap().iter().any(|c| c["check"] == "provider" && c["level"] == "warn"), "{doctor}");
     assert_eq!(limits[0]["waiting"], 1, "{limits}");
+    assert_eq!(limits[0]["chambers"], serde_json::json!(["lim-b"]), "the banner names who waits: {limits}");
     // Mail to a chamber of the held account: its sender is told when it
     // will be read.
     let mail = chamber("lim-mail", "sk-limited");

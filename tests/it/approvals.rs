@@ -78,7 +78,8 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
     let id = a["id"].as_str().unwrap().to_string();
     wait_until_telling(SESSION_DEADLINE, "session 1 to end", || c.ended() >= 1, || diag(&c));
     let s = status(&env, "ask");
-    assert_eq!(s["state"], "paused", "{s}");
+    assert_eq!(s["state"], "awaiting approval", "a parked chamber says what it waits for: {s}");
+    assert_eq!(s["desired"], "started", "{s}");
     assert!(s["attention"].as_str().unwrap_or("").starts_with(&format!("awaiting approval: {id}")), "{s}");
     assert!(c.cryo_log().contains("session ended: awaiting approval"), "{}", diag(&c));
     assert!(!c.dir.join("pushed.txt").exists(), "the call ran before it was approved");
@@ -91,7 +92,7 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
     let pending = approvals(&env, false);
     assert_eq!(pending.iter().map(|a| a["id"].as_str().unwrap()).collect::<Vec<_>>(), [id.as_str()]);
     let s = status(&env, "ask");
-    assert_eq!(s["state"], "paused", "{s}");
+    assert_eq!(s["state"], "awaiting approval", "the wait is told after a restart: {s}");
     assert!(s["attention"].as_str().unwrap_or("").contains(&id), "the wait is told after a restart: {s}");
     assert_eq!(c.ended(), 1, "nothing ran while it waited");
 
@@ -159,6 +160,13 @@ fn approvals_within_the_wait_are_answered_in_the_session() {
         let pending = || approvals(&env, false).into_iter().find(|a| a["subject"] == format!("touch pushed{n}.txt"));
         wait_until_telling(SESSION_DEADLINE, "the next request", || pending().is_some(), || diag(&c));
         let id = pending().unwrap()["id"].as_str().unwrap().to_string();
+        if n == 1 {
+            // A session waiting in place is not "running": every view says what it waits for.
+            let s = status(&env, "quick");
+            assert_eq!(s["state"], "awaiting approval", "{s}");
+            let list = env.cryoctl(&["chamber", "list"]).ok().to_string();
+            assert!(list.contains("awaiting approval"), "{list}");
+        }
         let before = model.seen().len();
         let t = Instant::now();
         env.cryoctl(&["approvals", "approve", &id]).ok();

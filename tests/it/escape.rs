@@ -214,6 +214,21 @@ EOF
     assert!(prompt.contains("CHECK-SAID"), "{test}: the check did not run: {prompt}");
     assert!(!prompt.contains(token), "{test}: the pre-check read the hub token");
     assert!(!env.home().join("CHECK-WROTE").exists(), "{test}: the pre-check wrote outside");
+    // The operator looks first: each key with its value before and after,
+    // and looking accepts nothing.
+    let diff = env.cryoctl(&["chamber", "trust", "jailer", "--diff", "--json"]).json();
+    let change = |key: &str| diff["changes"].as_array().unwrap().iter().find(|c| c["key"] == key).cloned();
+    let sandbox = change("sandbox").unwrap_or_else(|| panic!("{test}: no sandbox change: {diff}"));
+    assert_eq!(
+        (sandbox["before"].as_str(), sandbox["after"].as_str()),
+        (Some(&*format!("\"{mode}\"")), Some("\"off\""))
+    );
+    let precheck = change("precheck").unwrap();
+    assert_eq!(precheck["before"], "(not set)", "{test}: {diff}");
+    assert!(precheck["after"].as_str().unwrap().contains("PRECHECK-RAN"), "{test}: {diff}");
+    let text = env.cryoctl(&["chamber", "trust", "jailer", "--diff"]).ok().to_string();
+    assert!(text.contains(&format!("  sandbox: \"{mode}\" → \"off\"")), "{test}: {text}");
+    assert_eq!(status()["state"], "faulted", "{test}: --diff accepted");
     // The operator accepts: the rules apply from then on.
     let trusted = env.cryoctl(&["chamber", "trust", "jailer", "--json"]).json();
     let accepted: Vec<&str> = trusted["accepted"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();

@@ -602,6 +602,24 @@ fn settings_rewrite_cryo_toml_and_refuse_bad_values() {
     let r = hub.write("PUT", "/api/chambers/a/settings", r#"{"precheck":"true"}"#);
     assert_eq!(r.status, 200, "{}", r.body);
     wait_until("the chamber unheld", || state() != "faulted");
+    // Another edit: the page shows it before and after (no secret), and
+    // its Trust accepts it.
+    let edited = a.read("cryo.toml").replace("sk-very-secret", "sk-another-secret");
+    std::fs::write(a.dir.join("cryo.toml"), &edited).unwrap();
+    wait_until("the chamber held again", || state() == "faulted");
+    let diff = hub.get("/api/chambers/a/trust");
+    assert_eq!(diff.status, 200, "{}", diff.body);
+    assert!(!diff.body.contains("sk-"), "a secret left cryod: {}", diff.body);
+    let changes = diff.json()["changes"].clone();
+    assert_eq!(changes.as_array().map(Vec::len), Some(1), "{changes}");
+    assert_eq!(changes[0]["key"], "provider");
+    assert!(changes[0]["before"].as_str().unwrap().contains("(a secret of 14 characters)"), "{changes}");
+    assert!(changes[0]["after"].as_str().unwrap().contains("(a secret of 17 characters)"), "{changes}");
+    assert_eq!(state(), "faulted", "looking accepted nothing");
+    let r = hub.write("POST", "/api/chambers/a/trust", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["accepted"][0]["key"], "provider");
+    wait_until("the chamber unheld by Trust", || state() != "faulted");
 }
 
 #[test]

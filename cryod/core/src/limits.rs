@@ -147,6 +147,14 @@ impl Hold {
     }
 }
 
+/// A provider account held at its limit, and until when (what admission
+/// told the chamber when it last asked for a permit).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AccountHold {
+    pub account: String,
+    pub until: DateTime<Utc>,
+}
+
 /// When an account at its provider's limit is tried again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HoldUntil {

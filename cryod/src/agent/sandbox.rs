@@ -585,7 +585,12 @@ mod tests {
         let pos = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle:?} in {line}"));
         let r = root.display();
         // The system first, read-only, with its own /dev, /proc and /tmp.
-        assert!(line.starts_with("--ro-bind / / --dev /dev --proc /proc --unshare-pid --unshare-ipc"), "{line}");
+        assert!(line.starts_with("--ro-bind / / --dev /dev --proc /proc --ro-bind-try /proc/sys /proc/sys "), "{line}");
+        // The kernel's knobs stay read-only under the fresh /proc.
+        for knob in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+            assert!(line.contains(&format!("--ro-bind-try {knob} {knob} ")), "{knob}: {line}");
+        }
+        assert!(line.contains(" --unshare-pid --unshare-ipc "), "{line}");
         assert!(line.contains("--tmpfs /tmp"), "{line}");
         // Home hidden, then the chamber and the CLI's state bound back into it
         // (the chamber read-write although also listed readable).

@@ -41,9 +41,64 @@ pub const KEYS: &[&str] = &[
 /// and `git` (which repository cryod fetches, and where it pushes).
 pub const LATER_KEYS: &[&str] = &["approvals", "git"];
 
+/// The prefix of the entries that keep, beside each key's digest, its value
+/// as the operator reads it (secrets left out): what `trust --diff` shows
+/// as before and after. Only the digests decide.
+const SHOWN: &str = "shown.";
+
 /// Each of [`KEYS`] and the digest of its value in `table` (absent keys
-/// have a digest too: removing a limit is a change).
+/// have a digest too: removing a limit is a change), with each value as
+/// shown (see [`changes`]).
 pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
+    let mut d = digests_only(table);
+    let keys: Vec<String> = d.keys().cloned().collect();
+    for key in keys {
+        let mut text = table.get(&key).map(|v| shown(&key, v)).unwrap_or_else(|| "(not set)".into());
+        let folded: &[&str] = match key.as_str() {
+            "sandbox" => &["network"],
+            "max_session_duration" => &["stall_after", "loop_after"],
+            _ => &[],
+        };
+        for extra in folded {
+            if let Some(v) = table.get(*extra) {
+                text.push_str(&format!(", {extra} = {}", shown(extra, v)));
+            }
+        }
+        d.insert(format!("{SHOWN}{key}"), text);
+    }
+    d
+}
+
+/// A value as the operator reads it in a diff: its canonical text, with
+/// every inline string of an environment (`env`) or of a key named like a
+/// secret left out, and at most 300 characters.
+fn shown(key: &str, v: &toml::Value) -> String {
+    fn secretish(key: &str) -> bool {
+        let k = key.to_ascii_lowercase();
+        ["key", "token", "secret", "password", "passwd", "credential"].iter().any(|w| k.contains(w))
+    }
+    // `key` names `v`; `in_env`: it is an entry of an `env` table, whose
+    // inline strings are keys (a `{ file = … }` entry names a path).
+    fn redact(key: &str, v: &toml::Value, in_env: bool) -> toml::Value {
+        match v {
+            toml::Value::String(s) if in_env || secretish(key) => {
+                toml::Value::String(format!("(a secret of {} characters)", s.chars().count()))
+            }
+            toml::Value::Table(t) => {
+                toml::Value::Table(t.iter().map(|(k, x)| (k.clone(), redact(k, x, key == "env"))).collect())
+            }
+            toml::Value::Array(a) => toml::Value::Array(a.iter().map(|x| redact(key, x, in_env)).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = canonical(&redact(key, v, false));
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+fn digests_only(table: &toml::Table) -> BTreeMap<String, String> {
     let mut d: BTreeMap<String, String> = KEYS
         .iter()
         .map(|k| {
@@ -84,15 +139,27 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
 /// agent plants or moves is then a change the operator must accept, like
 /// an edit of the file. Paths without a link leave the digest as it was.
 pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::config::Reach]) {
-    for (key, digest) in digests.iter_mut() {
-        let led: Vec<String> = reach
-            .iter()
-            .filter(|r| &r.key == key && r.resolved != r.named)
-            .map(|r| format!("{}\0{}", r.named.display(), r.resolved.display()))
-            .collect();
+    let mut shown = Vec::new();
+    for (key, digest) in digests.iter_mut().filter(|(k, _)| !k.starts_with(SHOWN)) {
+        let led: Vec<&super::config::Reach> = reach.iter().filter(|r| &r.key == key && r.resolved != r.named).collect();
         if !led.is_empty() {
-            refold(digest, &led.join("\n"));
+            let text: Vec<String> =
+                led.iter().map(|r| format!("{}\0{}", r.named.display(), r.resolved.display())).collect();
+            refold(digest, &text.join("\n"));
+            for r in led {
+                shown.push((key.clone(), format!(" ({} leads to {})", r.named.display(), r.resolved.display())));
+            }
         }
+    }
+    for (key, more) in shown {
+        refold_shown(digests, &key, &more);
+    }
+}
+
+/// `digest` with `more` folded in.
+fn refold_shown(digests: &mut BTreeMap<String, String>, key: &str, more: &str) {
+    if let Some(text) = digests.get_mut(&format!("{SHOWN}{key}")) {
+        text.push_str(more);
     }
 }
 
@@ -109,6 +176,7 @@ fn refold(digest: &mut String, more: &str) {
 pub fn fold_upstream(digests: &mut BTreeMap<String, String>, upstream: Option<&str>) {
     if let (Some(url), Some(digest)) = (upstream, digests.get_mut("provider")) {
         refold(digest, &format!("upstream {url}"));
+        refold_shown(digests, "provider", &format!(" (its CLI's own file sends it to {url})"));
     }
 }
 
@@ -135,6 +203,30 @@ fn quoted(s: &str) -> String {
 /// The keys whose digests differ between what was `accepted` and `now`.
 pub fn changed(accepted: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Vec<String> {
     KEYS.iter().chain(LATER_KEYS).filter(|k| accepted.get(**k) != now.get(**k)).map(|k| k.to_string()).collect()
+}
+
+/// A key the operator has not accepted: its value when last accepted
+/// (`None`: accepted before values were kept, or never) and now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Change {
+    pub key: String,
+    pub before: Option<String>,
+    pub after: String,
+}
+
+/// What changed between what was `accepted` and `now`, key by key.
+pub fn changes(accepted: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Vec<Change> {
+    changed(accepted, now)
+        .into_iter()
+        .map(|key| {
+            let shown = format!("{SHOWN}{key}");
+            Change {
+                before: accepted.get(&shown).cloned(),
+                after: now.get(&shown).cloned().unwrap_or_else(|| "(not set)".into()),
+                key,
+            }
+        })
+        .collect()
 }
 
 /// The digests as the store keeps them.
@@ -193,6 +285,29 @@ mod tests {
         // Nothing accepted yet: every key is to accept.
         assert_eq!(changed(&BTreeMap::new(), &base).len(), KEYS.len());
         assert_eq!(from_json(&to_json(&base)), base);
+    }
+
+    /// What `trust --diff` shows: each changed key's value before and
+    /// after, with what it folds in, and never a secret.
+    #[test]
+    fn changes_show_each_value_before_and_after_without_secrets() {
+        let before = digests(&table("agent = \"a\"\nmax_session_duration = 3600\n"));
+        let after = digests(&table(
+            "agent = \"a\"\nmax_session_duration = 3600\nstall_after = \"2h\"\n[provider]\n\
+             env = { ANTHROPIC_API_KEY = \"sk-ant-SECRET\", OTHER = { file = \"/k\" } }\n",
+        ));
+        let c = changes(&before, &after);
+        assert_eq!(c.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["provider", "max_session_duration"]);
+        assert_eq!(c[1].before.as_deref(), Some("3600"));
+        assert_eq!(c[1].after, "3600, stall_after = \"2h\"");
+        assert_eq!(c[0].before.as_deref(), Some("(not set)"));
+        assert!(c[0].after.contains("(a secret of 13 characters)") && c[0].after.contains("\"/k\""), "{:?}", c[0]);
+        assert!(!to_json(&after).contains("SECRET"));
+        // Digests kept before values were: the old value is not known.
+        let old: BTreeMap<String, String> = before.into_iter().filter(|(k, _)| !k.starts_with(SHOWN)).collect();
+        assert_eq!(changes(&old, &after)[1].before, None);
+        // Only the digests decide.
+        assert!(changes(&after, &after).is_empty());
     }
 
     #[test]

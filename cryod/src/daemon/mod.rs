@@ -54,7 +54,9 @@ impl Entry {
         // The supervisor owns the desired state once running.
         record.desired = match self.handle.snapshot.borrow().view.state {
             State::Stopped => crate::store::Desired::Stopped,
-            State::Idle | State::Running | State::Paused => crate::store::Desired::Started,
+            State::Idle | State::Running | State::Paused | State::AwaitingApproval | State::Held => {
+                crate::store::Desired::Started
+            }
             State::Faulted => record.desired,
         };
         ChamberView { record, snap: self.handle.snapshot.borrow().clone() }
@@ -232,7 +234,7 @@ impl Daemon {
             .values()
             .map(|e| Local {
                 fence: e.record.fence(),
-                running: e.handle.snapshot.borrow().view.state == State::Running,
+                running: e.handle.snapshot.borrow().view.in_session,
                 home: e.record.home.clone(),
             })
             .collect()
@@ -283,9 +285,9 @@ impl Daemon {
     /// (the service's status line asks after every change of state).
     pub fn tally(&self) -> (usize, usize, Option<DateTime<Utc>>) {
         let (mut count, mut running, mut next) = (0, 0, None::<DateTime<Utc>>);
-        let mut add = |state: State, wake: Option<DateTime<Utc>>| {
+        let mut add = |in_session: bool, wake: Option<DateTime<Utc>>| {
             count += 1;
-            running += usize::from(state == State::Running);
+            running += usize::from(in_session);
             next = match (next, wake) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -293,10 +295,11 @@ impl Daemon {
         };
         for e in self.chambers().values() {
             let snap = e.handle.snapshot.borrow();
-            add(snap.view.state, snap.view.next_wake);
+            add(snap.view.in_session, snap.view.next_wake);
         }
         for r in self.remote().values() {
-            add(remote_state(r), r.mirror.as_ref().and_then(|m| m.next_wake));
+            let m = r.mirror.as_ref().filter(|_| r.owner.is_some());
+            add(m.is_some_and(|m| m.in_session), m.and_then(|m| m.next_wake));
         }
         (count, running, next)
     }

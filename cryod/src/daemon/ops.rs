@@ -243,15 +243,16 @@ impl Daemon {
         &self,
         r: &ChamberRef,
         edit: Option<crate::supervisor::Edit>,
-    ) -> Result<(ChamberView, Vec<String>)> {
+        diff: bool,
+    ) -> Result<(ChamberView, Vec<crate::chamber::trust::Change>)> {
         let v = self.resolve(r)?;
         let mine = edit.clone();
         if !self.elsewhere(&v)
-            && let Some(keys) = self.ask_here(v.record.id, |reply| Event::Trust { edit: mine, reply }).await?
+            && let Some(keys) = self.ask_here(v.record.id, |reply| Event::Trust { edit: mine, diff, reply }).await?
         {
             return Ok((self.view_of(v.record.id).unwrap_or(v), keys?));
         }
-        let (view, keys) = self.forward(&v, Command::Trust { edit }).await?.trusted()?;
+        let (view, keys) = self.forward(&v, Command::Trust { edit, diff }).await?.trusted()?;
         Ok((remote::with_view(&v, view), keys))
     }
 

@@ -210,7 +210,7 @@ impl Daemon {
             // The operator adds it again: its settings as they are now are
             // accepted (a new chamber's are when first read). One that does
             // not load is shown as faulted, as before.
-            match self.trust(&ChamberRef::Name(record.name.clone()), None).await {
+            match self.trust(&ChamberRef::Name(record.name.clone()), None, false).await {
                 Ok(_) | Err(Error::Precondition(_)) => {}
                 Err(e) => return Err(e),
             }

@@ -37,6 +37,8 @@ pub enum Command {
     Reset,
     Trust {
         edit: Option<crate::supervisor::Edit>,
+        #[serde(default)]
+        diff: bool,
     },
     Wake {
         message: Option<String>,
@@ -93,10 +95,12 @@ pub enum Answer {
     },
     /// An operator's message written, and why it waits, if it does.
     Delivered(crate::supervisor::Delivered),
-    /// Settings accepted: the view after, and the keys that changed.
+    /// Settings accepted (or, asked for a diff, not): the view after, and
+    /// the keys that changed with their values.
     Trusted {
         view: View,
-        keys: Vec<String>,
+        #[serde(default)]
+        changes: Vec<crate::chamber::trust::Change>,
     },
     /// The TODO list after the call, as `todo.json` writes it, and its zone.
     Todos {
@@ -241,9 +245,9 @@ impl Daemon {
                 let (v, dir) = self.reset(&r).await?;
                 Answer::Reset { view: v.snap.view, dir }
             }
-            Command::Trust { edit } => {
-                let (v, keys) = self.trust(&r, edit).await?;
-                Answer::Trusted { view: v.snap.view, keys }
+            Command::Trust { edit, diff } => {
+                let (v, changes) = self.trust(&r, edit, diff).await?;
+                Answer::Trusted { view: v.snap.view, changes }
             }
             Command::Wake { message, replace } => {
                 let (v, outcome) = self.wake(&r, message, replace).await?;
@@ -293,9 +297,9 @@ impl Answer {
     }
 
     /// The view after settings were accepted, and the keys that changed.
-    pub fn trusted(self) -> Result<(View, Vec<String>)> {
+    pub fn trusted(self) -> Result<(View, Vec<crate::chamber::trust::Change>)> {
         match self {
-            Answer::Trusted { view, keys } => Ok((view, keys)),
+            Answer::Trusted { view, changes } => Ok((view, changes)),
             other => Err(unexpected(other)),
         }
     }

@@ -189,9 +189,19 @@ fn planned(
         State::Stopped => Some(format!("the chamber is stopped (cryoctl chamber start {})", v.record.name)),
         State::Paused => Some(format!("the chamber is paused (cryoctl chamber resume {})", v.record.name)),
         State::Faulted => Some("the chamber is faulted (see cryoctl chamber status)".to_string()),
-        State::Idle | State::Running => None,
+        State::AwaitingApproval if !v.snap.view.in_session => Some(format!(
+            "the chamber waits for an answer (cryoctl approvals; cryoctl chamber resume {})",
+            v.record.name
+        )),
+        State::Held => v
+            .snap
+            .view
+            .held
+            .as_ref()
+            .map(|h| format!("its account {} is at its limit until {}", h.account, crate::rfc3339(h.until))),
+        State::Idle | State::Running | State::AwaitingApproval => None,
     };
-    let running = v.snap.view.state == State::Running;
+    let running = v.snap.view.in_session;
     let wakes = cryo_core::schedule::upcoming(&list, now, tz, count, precheck.as_deref());
     Ok(wakes
         .into_iter()

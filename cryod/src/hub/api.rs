@@ -56,6 +56,9 @@ pub(super) fn actions(state: &str, archived: bool) -> &'static [&'static str] {
         "idle" => &["wake", "pause", "stop"],
         "running" => &["pause", "stop"],
         "paused" => &["resume", "stop"],
+        // Answered on the approvals panel; until then it can be stopped.
+        "awaiting approval" => &["stop"],
+        "held" => &["wake", "pause", "stop"],
         "faulted" => &["start", "stop", "reset"],
         _ => &[],
     }
@@ -66,7 +69,7 @@ pub(super) fn actions(state: &str, archived: bool) -> &'static [&'static str] {
 pub(super) async fn limits(State(hub): State<Hub>) -> ApiResult {
     let holds = convert::holds(&hub.daemon);
     let v = holds.iter().map(
-        |h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting, "default_hold": h.default_hold, "source": h.source }),
+        |h| json!({ "provider": h.provider, "until": h.until, "waiting": h.waiting, "default_hold": h.default_hold, "source": h.source, "chambers": h.chambers }),
     );
     Ok(axum::Json(Value::Array(v.collect())))
 }
@@ -236,6 +239,26 @@ pub(super) async fn control(
         }
     };
     Ok(axum::Json(chamber_value(&v)))
+}
+
+/// The changes of a `trust` as JSON: each key, its value when last
+/// accepted (null: not known) and now.
+fn changes_value(changes: &[crate::chamber::trust::Change]) -> Value {
+    changes.iter().map(|c| json!({ "key": c.key, "before": c.before, "after": c.after })).collect()
+}
+
+/// `GET /api/chambers/NAME/trust`: what changed in its `cryo.toml` since
+/// the operator last accepted it (`cryoctl chamber trust NAME --diff`).
+pub(super) async fn trust_diff(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let (v, changes) = hub.daemon.trust(&ChamberRef::Name(name), None, true).await?;
+    Ok(axum::Json(json!({ "chamber": chamber_value(&v), "changes": changes_value(&changes) })))
+}
+
+/// `POST /api/chambers/NAME/trust`: the operator accepts its `cryo.toml`
+/// as it is (`cryoctl chamber trust NAME`).
+pub(super) async fn trust_accept(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
+    let (v, changes) = hub.daemon.trust(&ChamberRef::Name(name), None, false).await?;
+    Ok(axum::Json(json!({ "chamber": chamber_value(&v), "accepted": changes_value(&changes) })))
 }
 
 #[derive(Deserialize)]

@@ -130,7 +130,7 @@ pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> Api
     let wakes: Vec<Value> = wakes.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
     let mut running = Vec::new();
     for v in hub.daemon.list() {
-        if v.snap.view.state != cryo_core::chamber::State::Running {
+        if !v.snap.view.in_session {
             continue;
         }
         let last = hub.daemon.sessions(v.record.id, 1).await?;

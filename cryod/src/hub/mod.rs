@@ -193,6 +193,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
             post(attachments::upload).layer(DefaultBodyLimit::max(attachments::MAX_UPLOAD + 1)),
         )
         .route("/chambers/{name}/attachments/{file}", get(attachments::fetch))
+        .route("/chambers/{name}/trust", get(trust_diff).post(trust_accept))
         .route("/chambers/{name}/{action}", post(control))
         .route("/approvals", get(approvals::list))
         .route("/approvals/{id}/{action}", post(approvals::decide))

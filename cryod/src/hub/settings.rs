@@ -243,7 +243,7 @@ pub(super) async fn put(
     // (and refused while other keys have changes not accepted).
     let chamber = crate::daemon::ChamberRef::Name(name.clone());
     let touched = changes.keys().cloned().collect();
-    hub.daemon.trust(&chamber, Some(crate::supervisor::Edit { digests: loaded.trust, touched })).await?;
+    hub.daemon.trust(&chamber, Some(crate::supervisor::Edit { digests: loaded.trust, touched }), false).await?;
     let (root, bytes) = (dir.clone(), new.clone().into_bytes());
     let write = move || {
         let d = crate::chamber::Dir::open(&root)?;

@@ -273,9 +273,17 @@ impl Control for ControlService {
     }
 
     async fn chamber_trust(&self, req: Request<pb::ChamberTrustRequest>) -> R<pb::ChamberTrustReply> {
-        let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (v, accepted) = self.daemon.trust(&r, None).await?;
-        Ok(Response::new(pb::ChamberTrustReply { chamber: Some(convert::chamber(&v)), accepted }))
+        let req = req.into_inner();
+        let r = convert::chamber_ref(req.chamber)?;
+        let (v, changes) = self.daemon.trust(&r, None, req.diff).await?;
+        Ok(Response::new(pb::ChamberTrustReply {
+            chamber: Some(convert::chamber(&v)),
+            accepted: changes.iter().map(|c| c.key.clone()).collect(),
+            changes: changes
+                .into_iter()
+                .map(|c| pb::TrustChange { key: c.key, before: c.before.unwrap_or_default(), after: c.after })
+                .collect(),
+        }))
     }
 
     async fn chamber_wake(&self, req: Request<pb::ChamberWakeRequest>) -> R<pb::ChamberWakeReply> {

@@ -219,6 +219,8 @@ impl Sup {
         } else {
             self.record(format!("approval {} asked again: {}; it still waits for a person", record.id, a.what));
         }
+        // The chamber shows `awaiting approval` while the session waits.
+        self.feed(Input::ApprovalAsked { session: a.session, id: record.id.clone() }).await;
         let (ticket, waiting) = self.shared.approvals.wait(&record.id);
         let (tx, shared, id, session) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.session);
         tokio::spawn(async move {
@@ -270,7 +272,8 @@ impl Sup {
     }
 
     /// A person answered `record` (decided in the store): the session that
-    /// waits in place gets it, else the machine does.
+    /// waits in place gets it (and the machine hears that it no longer
+    /// waits), else the machine does.
     pub(super) fn answered(&mut self, record: ApprovalRecord) -> Option<Input> {
         let line = approvals::decided_line(&record);
         let decision = Decision {
@@ -289,7 +292,7 @@ impl Sup {
                 }
             });
             self.record(line);
-            return None;
+            return Some(Input::ApprovalTaken { session: record.session, id: record.id });
         }
         self.record_transcript(&line);
         Some(Input::Answered { req: self.own_req(), id: record.id, line })

@@ -149,7 +149,7 @@ impl Sup {
         let mut accounts = self.accounts().into_iter();
         let provider = accounts.next();
         let fallbacks: Vec<String> = accounts.collect();
-        let held = self.waits_for_limit().map(|(_, _, until)| until);
+        let held = self.waits_for_limit().map(|(account, _, until)| cryo_core::limits::AccountHold { account, until });
         self.shared.admission.request_or(trigger, self.id, provider, fallbacks, self.grant_sink());
         Input::AdmissionAsked { req: self.own_req(), budgets, held }
     }

@@ -73,10 +73,12 @@ pub enum Event {
     Reset(oneshot::Sender<Result<String>>),
     /// The operator accepts `cryo.toml` as it is (or, with `digests`, as
     /// it is about to be written); replies with the keys that changed since
-    /// last accepted.
+    /// last accepted, their values before and after. With `diff`, only
+    /// replies: nothing is accepted.
     Trust {
         edit: Option<Edit>,
-        reply: oneshot::Sender<Result<Vec<String>>>,
+        diff: bool,
+        reply: oneshot::Sender<Result<Vec<crate::chamber::trust::Change>>>,
     },
     /// An operator's wake, with an optional message for the inbox.
     Wake {
@@ -417,8 +419,8 @@ impl Sup {
             Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
             Event::Archive(archive, reply) => Input::Archive { req: self.wait(Waiter::Archive(reply)), archive },
             Event::Reset(reply) => Input::Reset { req: self.wait(Waiter::Reset(reply)) },
-            Event::Trust { edit, reply } => {
-                let accepted = self.trust(edit).await;
+            Event::Trust { edit, diff, reply } => {
+                let accepted = self.trust(edit, diff).await;
                 let _ = reply.send(accepted);
                 return;
             }

@@ -36,8 +36,9 @@ impl Sup {
     /// the file is read again under them. Returns the keys that changed; a
     /// file that does not load is refused, and so is an edit while keys it
     /// does not touch have changes the operator has not accepted (saving
-    /// one setting must not accept what the agent wrote beside it).
-    pub(super) async fn trust(&mut self, edit: Option<Edit>) -> Result<Vec<String>> {
+    /// one setting must not accept what the agent wrote beside it). With
+    /// `diff`, nothing is accepted: the changes are only told.
+    pub(super) async fn trust(&mut self, edit: Option<Edit>, diff: bool) -> Result<Vec<crate::chamber::trust::Change>> {
         // An edit: the file is about to say so, and its write will be heard.
         let reread = edit.is_none();
         let read = match edit {
@@ -61,11 +62,14 @@ impl Sup {
                 (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
             },
         };
-        let changed = crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
+        let changed = crate::chamber::trust::changes(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
+        if diff {
+            return Ok(changed);
+        }
         let json = crate::chamber::trust::to_json(&read);
         let r = self.shared.store.set_trusted(self.owner.fence(), json).await;
         self.fenced(r)?;
-        tracing::info!(chamber = %self.machine.name(), keys = ?changed, "settings accepted by the operator");
+        tracing::info!(chamber = %self.machine.name(), keys = ?changed.iter().map(|c| &c.key).collect::<Vec<_>>(), "settings accepted by the operator");
         self.trusted = Some(read);
         if reread {
             self.reload_config().await;

@@ -157,18 +157,40 @@ pub(super) async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Resu
     Ok(())
 }
 
-pub(super) async fn trust(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+pub(super) async fn trust(ctx: &Ctx, chamber: Option<String>, diff: bool) -> Result<()> {
     let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
-        c.chamber_trust(pb::ChamberTrustRequest { chamber: Some(r) }).await
+        c.chamber_trust(pb::ChamberTrustRequest { chamber: Some(r), diff }).await
     })
     .await?;
     let ch = r.chamber.unwrap_or_default();
     if ctx.json {
-        output::json(&json!({ "chamber": chamber_json(&ch), "accepted": r.accepted }));
-    } else if r.accepted.is_empty() {
+        let changes: Vec<_> = r
+            .changes
+            .iter()
+            .map(|c| json!({ "key": c.key, "before": (!c.before.is_empty()).then_some(&c.before), "after": c.after }))
+            .collect();
+        let key = if diff { "changed" } else { "accepted" };
+        output::json(&json!({ "chamber": chamber_json(&ch), key: r.accepted, "changes": changes }));
+        return Ok(());
+    }
+    if r.changes.is_empty() {
         outln!("{:?}: nothing changed since its settings were last accepted", ch.name);
+        return Ok(());
+    }
+    let n = r.changes.len();
+    let s = if n == 1 { "" } else { "s" };
+    if diff {
+        outln!(
+            "{:?}: {n} setting{s} changed since last accepted (`cryoctl chamber trust {}` accepts them):",
+            ch.name,
+            ch.name
+        );
     } else {
-        outln!("{:?}: accepted {} ({})", ch.name, r.accepted.join(", "), ch.state);
+        outln!("{:?}: accepted {n} changed setting{s}:", ch.name);
+    }
+    for c in &r.changes {
+        let before = if c.before.is_empty() { "(not recorded)" } else { c.before.as_str() };
+        outln!("  {}: {before} → {}", c.key, c.after);
     }
     Ok(())
 }

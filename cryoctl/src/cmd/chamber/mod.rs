@@ -116,11 +116,15 @@ pub enum ChamberCmd {
     /// its confinement or run commands (agent, sandbox, writable, readable,
     /// precheck, provider, on_end, sync, limits, budget and approvals) take
     /// effect only once the operator accepts them. A chamber whose agent
-    /// changed them is held until then.
+    /// changed them is held until then. Each changed key is shown with its
+    /// value before and after (secrets left out).
     Trust {
         /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
+        /// Only show what changed since last accepted; accept nothing.
+        #[arg(long)]
+        diff: bool,
     },
     /// Run a session now.
     Wake {
@@ -335,7 +339,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Archive { chamber } => switch(&ctx, chamber, Switch::Archive).await,
         ChamberCmd::Unarchive { chamber } => switch(&ctx, chamber, Switch::Unarchive).await,
         ChamberCmd::Reset { chamber, yes } => reset(&ctx, chamber, yes).await,
-        ChamberCmd::Trust { chamber } => trust(&ctx, chamber).await,
+        ChamberCmd::Trust { chamber, diff } => trust(&ctx, chamber, diff).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,
         ChamberCmd::Send { chamber, text, from, subject } => send(&ctx, chamber, text, from, subject).await,
         ChamberCmd::Todo { chamber, op } => todo(&ctx, chamber, op).await,

@@ -85,12 +85,12 @@ pub fn hold_line(h: &pb::ProviderHold) -> String {
     } else {
         String::new()
     };
-    format!(
-        "{}: limited until {} ({} chamber(s) waiting){guessed}",
-        h.provider,
-        output::local_time(&h.until),
-        h.waiting
-    )
+    let waiting = match h.chambers.len() {
+        0 if h.waiting == 0 => "no chamber waiting".to_string(),
+        0 => format!("{} chamber(s) waiting", h.waiting),
+        _ => format!("waiting: {}", h.chambers.join(", ")),
+    };
+    format!("{}: limited until {} ({waiting}){guessed}", h.provider, output::local_time(&h.until))
 }
 
 pub(super) fn print_holds(holds: &[pb::ProviderHold]) {
@@ -184,6 +184,13 @@ fn print_chamber(ch: &pb::Chamber, r: &pb::ChamberStatusReply, windows: Option<W
 fn print_identity(ch: &pb::Chamber) {
     outln!("{}", ch.name);
     outln!("  state     {} (desired: {})", state_name(ch.state), desired_name(ch.desired));
+    if !ch.held_by.is_empty() {
+        outln!(
+            "  held      by account {} until {}: its wakes wait, then run",
+            ch.held_by,
+            output::local_time(&ch.held_until)
+        );
+    }
     outln!("  path      {}", ch.path);
     if !ch.agent.is_empty() {
         outln!("  agent     {}", ch.agent);
@@ -341,7 +348,8 @@ pub(super) fn state_cell(s: i32) -> output::Cell {
     let name = state_name(s);
     match name {
         "running" => output::colored(name, "32"),
-        "paused" => output::colored(name, "33"),
+        "paused" | "held" => output::colored(name, "33"),
+        "awaiting approval" => output::colored(name, "1;33"),
         "faulted" => output::colored(name, "31"),
         "stopped" => output::colored(name, "2"),
         _ => name.into(),

@@ -316,6 +316,11 @@ impl Health {
         self.approval.get_or_insert_default().awaiting = Some(id);
     }
 
+    /// Whether the chamber waits for a person's answer to a request.
+    pub(super) fn awaiting_any(&self) -> bool {
+        self.approval.as_ref().is_some_and(|a| a.awaiting.is_some())
+    }
+
     /// Whether the chamber waits for request `id` (it stops waiting).
     pub(super) fn awaits(&mut self, id: &str) -> bool {
         let Some(a) = self.approval.as_mut().filter(|a| a.awaiting.as_deref() == Some(id)) else { return false };

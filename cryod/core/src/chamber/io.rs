@@ -733,7 +733,20 @@ pub enum Input {
     AdmissionAsked {
         req: ReqId,
         budgets: Vec<crate::limits::BudgetUse>,
-        held: Option<DateTime<Utc>>,
+        held: Option<crate::limits::AccountHold>,
+    },
+    /// The running session asked a person about one of its tool calls
+    /// (request `id`), and waits in place for the answer: the chamber shows
+    /// `awaiting approval` until it comes ([`Input::ApprovalTaken`]) or the
+    /// wait passes ([`Input::Parked`]).
+    ApprovalAsked {
+        session: u64,
+        id: String,
+    },
+    /// The session that waited in place for request `id` got its answer.
+    ApprovalTaken {
+        session: u64,
+        id: String,
     },
     /// A session's end was recorded: each budget that applies, measured
     /// again. `req` answers nobody.

@@ -89,6 +89,13 @@ pub enum State {
     Running,
     Paused,
     Faulted,
+    /// A session waits in place for a person's answer to one of its tool
+    /// calls, or the chamber is paused until that answer (a parked session).
+    #[serde(rename = "awaiting approval")]
+    AwaitingApproval,
+    /// Started, no session: its provider account is at its limit, and its
+    /// wakes wait until the hold ends (`View::held`).
+    Held,
 }
 
 /// The chamber's state as status views show it (and as a fleet node
@@ -115,6 +122,11 @@ pub struct View {
     pub handoffs: Option<String>,
     /// Archived: hidden from the default list, never started.
     pub archived: bool,
+    /// The provider account whose limit holds its wakes, and until when.
+    pub held: Option<crate::limits::AccountHold>,
+    /// A session's agent runs now (state `running`, or `awaiting approval`
+    /// with the session waiting in place).
+    pub in_session: bool,
 }
 
 /// What the chamber holds when its machine is made (from the registry, the
@@ -180,6 +192,8 @@ pub struct Chamber {
     budgets: Box<crate::limits::Budgets>,
     /// Whether mail's senders were told of the provider account's hold.
     hold: crate::limits::Hold,
+    /// The provider account's hold as admission last told it.
+    limit_hold: Option<crate::limits::AccountHold>,
     /// When and why it could not wake, to explain missed slots.
     spans: missed::Spans,
     /// Events raised since this machine was made (their ids' sequence).
@@ -221,6 +235,7 @@ impl Chamber {
             handoffs: handoff::HandOffs::default(),
             budgets: Default::default(),
             hold: Default::default(),
+            limit_hold: None,
             spans: missed::Spans::default(),
             raised: 0,
             saved_health,
@@ -385,12 +400,17 @@ impl Chamber {
     }
 
     pub fn view(&self) -> View {
+        let held = self.limit_hold.clone().filter(|h| h.until > self.now);
         let state = if self.fault().is_some() {
             State::Faulted
-        } else if self.waking.in_session() {
-            State::Running
+        } else if let Some(l) = self.waking.live() {
+            if l.asking.is_empty() && l.parked.is_none() { State::Running } else { State::AwaitingApproval }
         } else {
-            self.wishes.state()
+            match self.wishes.state() {
+                State::Paused if self.health.awaiting_any() => State::AwaitingApproval,
+                State::Idle if held.is_some() => State::Held,
+                other => other,
+            }
         };
         let mut view = View {
             state,
@@ -403,6 +423,8 @@ impl Chamber {
             warnings: self.files.warnings().to_vec(),
             handoffs: self.handoff_line(),
             archived: self.wishes.archived(),
+            held: if state == State::Held { held } else { None },
+            in_session: self.waking.live().is_some(),
             ..View::default()
         };
         self.health.show(&mut view);
@@ -523,6 +545,18 @@ impl Chamber {
                 self.budget(req, &budgets);
                 self.held(held);
             }
+            Input::ApprovalAsked { session, id } => {
+                if let Some(l) = self.waking.running(session)
+                    && !l.asking.contains(&id)
+                {
+                    l.asking.push(id);
+                }
+            }
+            Input::ApprovalTaken { session, id } => {
+                if let Some(l) = self.waking.running(session) {
+                    l.asking.retain(|a| *a != id);
+                }
+            }
             Input::Exited { session, status, log_tail, limited, used } => {
                 if let Some(l) = self.waking.running(session) {
                     l.used = used;
@@ -607,7 +641,6 @@ fn hash(r: &HealthRecord) -> u64 {
 }
 
 #[cfg(test)]
-
 mod size {
     /// Every chamber holds one machine for as long as it is registered;
     /// what only a session needs (`Live`) is boxed.

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::waking::Cut;
@@ -138,7 +137,9 @@ impl Chamber {
     /// account is at its limit: the slots it holds up are explained, and the
     /// sender of the mail that asked is told when it will be read (once per
     /// hold).
-    pub(super) fn held(&mut self, until: Option<DateTime<Utc>>) {
+    pub(super) fn held(&mut self, hold: Option<crate::limits::AccountHold>) {
+        let until = hold.as_ref().map(|h| h.until);
+        self.limit_hold = hold;
         let by_mail = self.waking.wanted().is_some_and(|(t, _)| t == Trigger::Inbox);
         let local = until.map(|u| crate::time::format_in(u, self.tz()));
         let notice = self.hold.asked(by_mail, local.as_deref());

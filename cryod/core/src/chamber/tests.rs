@@ -13,6 +13,7 @@ use super::{
     OpenBatch, OpenSession, Outgoing, Refusal, Reply, ReqId, Rerun, SKIP_GRACE, Settings, Sig, Timer, TodoCall, TodoOp,
     TodoWriteError, WRITE_RETRY, handoff,
 };
+use crate::chamber::State;
 use crate::hibernate::Ending;
 use crate::session::{self, Outcome, Trigger};
 use crate::todo::{Missed, NewTodo, Settle, TodoList};
@@ -685,6 +686,14 @@ fn a_limited_session_defers_its_claims_to_the_reset_and_holds_the_account() {
     assert!(end.iter().any(|e| matches!(e, Effect::HoldProvider { until: u } if *u == until)));
     assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Limited { .. }, .. })));
     assert!(rig.m.view().attention.is_none(), "a limit asks nobody to look");
+    // Its next wake waits on the held account: the chamber says `held`, by
+    // whom and until when; a wake asked with no hold is plain idle.
+    let hold = crate::limits::AccountHold { account: "anthropic:sk-…".into(), until };
+    rig.feed(Input::AdmissionAsked { req: 9, budgets: vec![], held: Some(hold.clone()) });
+    let v = rig.m.view();
+    assert_eq!((v.state, v.held.as_ref()), (State::Held, Some(&hold)));
+    rig.feed(Input::AdmissionAsked { req: 10, budgets: vec![], held: None });
+    assert_eq!((rig.m.view().state, rig.m.view().held), (State::Idle, None));
 }
 
 /// An agent that would only wait out the limit (its stream said so) is
@@ -1156,7 +1165,14 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     rig.wake();
     let session = rig.m.live_session().unwrap().0;
     let req = rig.req();
+    assert_eq!(rig.m.view().state, State::Running);
+    rig.feed(Input::ApprovalAsked { session, id: "a0".into() });
+    assert_eq!(rig.m.view().state, State::AwaitingApproval, "a session waiting in place is not running");
+    assert!(rig.m.view().in_session);
+    rig.feed(Input::ApprovalTaken { session, id: "a0".into() });
+    assert_eq!(rig.m.view().state, State::Running, "answered in place: running again");
     let out = rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
+    assert_eq!(rig.m.view().state, State::AwaitingApproval);
     assert!(
         out.iter().any(
             |e| matches!(e, Effect::ArmTimer { timer: Timer::Park(s), after } if *s == session && *after == PARK_GRACE)
@@ -1177,6 +1193,8 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
         ))
     );
     assert!(rig.m.paused());
+    assert_eq!(rig.m.view().state, State::AwaitingApproval, "parked: the chamber says what it waits for");
+    assert!(!rig.m.view().in_session);
     assert!(rig.m.view().attention.unwrap_or_default().starts_with("awaiting approval: a1 (Bash: git push)"));
     // What comes due meanwhile waits.
     let due = rig.feed(Input::Due);
@@ -1190,6 +1208,7 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     let req = rig.req();
     let out = rig.feed(Input::Answered { req, id: "a1".into(), line: "Approval a1 was given by operator".into() });
     assert!(!rig.m.paused(), "{out:#?}");
+    assert_ne!(rig.m.view().state, State::AwaitingApproval);
     assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission { .. })), "{out:#?}");
     let out = rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok2".into(), fresh: None });
     let (prompt, resume) = out

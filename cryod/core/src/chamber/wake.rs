@@ -231,6 +231,7 @@ impl Chamber {
             over_budget: None,
             caught: None,
             parked: None,
+            asking: Vec::new(),
             stop_waiters: Vec::new(),
             shutdown_waiters: Vec::new(),
             outcome: None,

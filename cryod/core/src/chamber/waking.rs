@@ -85,6 +85,8 @@ pub(super) struct Live {
     /// id and what it asks, and the request that answers nobody the pause
     /// it leaves is made with.
     pub(super) parked: Option<(String, String, ReqId)>,
+    /// The requests it waits for in place (a person is asked).
+    pub(super) asking: Vec<String>,
     pub(super) stop_waiters: Vec<ReqId>,
     pub(super) shutdown_waiters: Vec<ReqId>,
     /// Set when the session ends, for its settlement.

@@ -917,7 +917,10 @@ impl World {
         for (c, m) in d.machines.iter().enumerate() {
             let Some(m) = m else { continue };
             let v = m.view();
-            if !matches!(v.state, crate::chamber::State::Idle | crate::chamber::State::Running) {
+            if !matches!(
+                v.state,
+                crate::chamber::State::Idle | crate::chamber::State::Running | crate::chamber::State::Held
+            ) {
                 continue;
             }
             let newest = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
@@ -1275,6 +1278,8 @@ fn label(i: &Input) -> &'static str {
         Input::OverBudget { .. } => "over budget",
         Input::Caught { .. } => "caught",
         Input::Parked { .. } => "parked",
+        Input::ApprovalAsked { .. } => "approval asked",
+        Input::ApprovalTaken { .. } => "approval taken",
         Input::Answered { .. } => "answered",
         Input::Budget { .. } => "budget",
         Input::Notice { .. } => "notice",
