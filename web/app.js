@@ -41,9 +41,9 @@ let holdsAsked = null;
 // Who waits on a hold, by name (each a link to its page).
 function waiting(h) {
   const names = h.chambers || [];
-  if (!names.length) return ["no chamber waits."];
+  if (!names.length) return ["."];
   const links = names.flatMap((n, i) => [i ? ", " : "", el("a", { href: "#/c/" + encodeURIComponent(n) }, n)]);
-  return [names.length === 1 ? "" : names.length + " chambers wait: ", ...links, names.length === 1 ? " waits." : "."];
+  return [": ", names.length === 1 ? "" : names.length + " chambers wait: ", ...links, names.length === 1 ? " waits." : "."];
 }
 function holds() {
   if (!isOwner()) return;
@@ -57,7 +57,7 @@ function holds() {
     const why = (h) => h.source ? " (" + h.source + ")" : h.default_hold ? " (cryo's default hold: the provider named no reset)" : "";
     box.replaceChildren(...list.map((h) => el("p", { "data-hold": h.provider }, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
       el("time", { datetime: h.until, title: new Date(h.until).toLocaleString() }, new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
-      why(h), ": ", ...waiting(h))));
+      why(h), ...waiting(h))));
     const again = holdsAsked.again;
     holdsAsked = null;
     if (again) holds();

@@ -857,6 +857,13 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
     assert!(doctor.as_array().unwrap().iter().any(|c| c["check"] == "provider" && c["level"] == "warn"), "{doctor}");
     assert_eq!(limits[0]["waiting"], 1, "{limits}");
     assert_eq!(limits[0]["chambers"], serde_json::json!(["lim-b"]), "the banner names who waits: {limits}");
+    if bin == "claude"
+        && let Some(dir) = crate::browser::driver()
+    {
+        let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
+        let text = seen["holds"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.ends_with(": lim-b waits."), "the hub's banner names the held chamber: {seen}");
+    }
     // Mail to a chamber of the held account: its sender is told when it
     // will be read.
     let mail = chamber("lim-mail", "sk-limited");
