@@ -181,14 +181,13 @@ cryo-agent hibernate
 "#;
     let (_env, _d, c) = run_chamber(script, "");
     c.wait_ended(2);
-    // Session 2 claimed "nightly build" and crashed: a retry with a fresh id.
+    // Session 2 claimed "nightly build" and crashed: it waits as its next
+    // attempt, under the number it was added as.
     let todos = c.todos();
     let retry = todos.as_array().unwrap().iter().find(|t| t["text"] == "nightly build (attempt 1)").expect("retry");
     assert_eq!(retry["done"], false);
     assert_eq!(retry["attempt"], 1);
-    let original = todos.as_array().unwrap().iter().find(|t| t["text"] == "nightly build").unwrap();
-    assert_eq!(original["done"], true, "a claim is terminal");
-    assert_ne!(original["id"], retry["id"]);
+    assert!(!todos.as_array().unwrap().iter().any(|t| t["text"] == "nightly build"), "no second TODO: {todos}");
     assert!(c.fallbacks()[0].contains("Retry: TODO"), "{:?}", c.fallbacks());
     // Bring the retry forward by hand; session 3 succeeds and completes it.
     c.make_due_now();
@@ -263,7 +262,7 @@ fn exit_1_then_success_on_the_retry() {
     let script = r#"
 cryo-agent send "s$CRYO_SESSION" >/dev/null
 case "$CRYO_SESSION" in
-  1) cryo-agent todo add "deploy" --at "+1s" >/dev/null; cryo-agent hibernate ;;
+  1) cryo-agent todo add "deploy" --at "+1s" >added.txt; cryo-agent hibernate ;;
   2) cryo-agent hibernate --exit 1 --summary "registry was down" ;;
   *) cryo-agent todo add later --at +1h >/dev/null; cryo-agent hibernate --summary fine ;;
 esac
@@ -271,7 +270,13 @@ esac
     let (_env, _d, c) = run_chamber(script, "");
     c.wait_ended(2);
     assert!(c.cryo_log().contains("session ended: failed: exit 1: registry was down"), "{}", c.cryo_log());
-    assert!(c.todos().as_array().unwrap().iter().any(|t| t["text"] == "deploy (attempt 1)"));
+    // The failed TODO waits as its next attempt under the number the agent
+    // was given, so a person's `todo done N` still finds it.
+    let added = c.read("added.txt");
+    let id: u64 = added.strip_prefix("added TODO ").and_then(|r| r.split(':').next()).unwrap().parse().unwrap();
+    let todos = c.todos();
+    let retry = todos.as_array().unwrap().iter().find(|t| t["text"] == "deploy (attempt 1)").expect("retry");
+    assert_eq!(retry["id"], id, "{added}\n{todos}");
     assert!(c.fallbacks()[0].contains("subject: Session 2 failed (exit 1)"), "{:?}", c.fallbacks());
     c.make_due_now();
     c.wait_ended(3);

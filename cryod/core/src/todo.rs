@@ -419,7 +419,8 @@ impl TodoList {
     /// the agent starts, so cryod killed (or the power cut, or the disk full)
     /// in between leaves them out. A claim is made again only
     /// where the TODO still stands where the wake found it: a one-shot TODO
-    /// pending and due, a series not yet moved past the claimed slot. Claims
+    /// pending and due as the same attempt, a series not yet moved past the
+    /// claimed slot. Claims
     /// that did land (or were settled since) are left alone, so this is a
     /// no-op on a file that has them.
     pub fn reclaim(&mut self, wake: &str, claims: &[Claim], now: DateTime<Utc>, tz: Tz, grace: Duration) -> usize {
@@ -427,7 +428,10 @@ impl TodoList {
             .iter()
             .filter(|c| {
                 self.get(c.id).is_some_and(|t| {
-                    !t.in_flight(wake) && t.is_due(now) && (t.repeat.is_none() || t.at.is_some_and(|at| at <= c.due))
+                    // A one-shot retried in place is a later attempt, or
+                    // waits for a later time: its claim was settled.
+                    let same = t.repeat.is_some() || t.attempt == c.attempt;
+                    !t.in_flight(wake) && t.is_due(now) && same && t.at.is_some_and(|at| at <= c.due)
                 })
             })
             .map(|c| c.id)
@@ -524,46 +528,25 @@ impl TodoList {
         }
     }
 
-    /// A session failed: each claim is done and a retry `text (attempt k)` is
-    /// added, due after 2^k minutes (capped at a day), unless `max_attempts`
-    /// is exhausted. Returns the retry ids and the claims that gave up.
+    /// A session failed: each claim waits again as `text (attempt k)`, due
+    /// after 2^k minutes (capped at a day), unless `max_attempts` is
+    /// exhausted (then a one-shot is done). Returns the ids the retries
+    /// wait as and the claims that gave up.
     pub fn fail(&mut self, claims: &[Claim], now: DateTime<Utc>, max_attempts: u32) -> (Vec<u64>, Vec<Claim>) {
         self.retry(claims, now, max_attempts, retry_delay)
     }
 
     /// A session was ended from outside (an operator's stop or replace): each
-    /// claim is done and re-queued at once as `text (attempt k)` with a fresh id.
+    /// claim is re-queued at once as `text (attempt k)`.
     pub fn requeue(&mut self, claims: &[Claim], now: DateTime<Utc>) -> Vec<u64> {
         self.retry(claims, now, u32::MAX, |_| Duration::zero()).0
     }
 
     /// Queues each claim again for `until`, with its text and attempt
-    /// unchanged; returns the new ids.
+    /// unchanged; returns their ids (a one-shot keeps its own).
     pub fn defer(&mut self, claims: &[Claim], until: DateTime<Utc>) -> Vec<u64> {
-        self.complete(claims);
         let at = until.with_nanosecond(0).unwrap_or(until);
-        claims
-            .iter()
-            .map(|c| {
-                let id = self.next_id();
-                self.items.push(Todo {
-                    id,
-                    text: c.text.clone(),
-                    done: false,
-                    claimed: false,
-                    at: Some(at),
-                    created: Some(at),
-                    attempt: c.attempt,
-                    repeat: None,
-                    missed: Missed::Once,
-                    claimed_by: None,
-                    // Its check said "wake" already.
-                    precheck: None,
-                    extra: BTreeMap::new(),
-                });
-                id
-            })
-            .collect()
+        claims.iter().map(|c| self.again(c, at, at, c.attempt, c.text.clone())).collect()
     }
 
     fn retry(
@@ -573,35 +556,55 @@ impl TodoList {
         max_attempts: u32,
         delay: impl Fn(u32) -> Duration,
     ) -> (Vec<u64>, Vec<Claim>) {
-        self.complete(claims);
+        let now = now.with_nanosecond(0).unwrap_or(now);
         let mut retries = Vec::new();
         let mut exhausted = Vec::new();
         for c in claims {
             let k = c.attempt.saturating_add(1);
             if k > max_attempts {
+                self.complete(std::slice::from_ref(c));
                 exhausted.push(c.clone());
                 continue;
             }
-            let delay = delay(k);
-            let id = self.next_id();
-            self.items.push(Todo {
-                id,
-                text: format!("{} (attempt {k})", base_text(&c.text)),
-                done: false,
-                claimed: false,
-                at: Some(now.with_nanosecond(0).unwrap_or(now) + delay),
-                created: Some(now.with_nanosecond(0).unwrap_or(now)),
-                attempt: k,
-                repeat: None,
-                missed: Missed::Once,
-                claimed_by: None,
-                // Its check said "wake" already.
-                precheck: None,
-                extra: BTreeMap::new(),
-            });
-            retries.push(id);
+            retries.push(self.again(c, now, now + delay(k), k, format!("{} (attempt {k})", base_text(&c.text))));
         }
         (retries, exhausted)
+    }
+
+    /// Queues the claim `c` again at `at` as attempt `attempt` (made at
+    /// `created`, for a series' slot): a one-shot
+    /// TODO in place, keeping its number (its claim of the earlier attempt
+    /// is over; `todo done N` still names it); a series' slot as a one-shot
+    /// TODO of its own, since the series goes on. Returns the id it waits as.
+    fn again(&mut self, c: &Claim, created: DateTime<Utc>, at: DateTime<Utc>, attempt: u32, text: String) -> u64 {
+        if let Some(t) = self.items.iter_mut().find(|t| t.id == c.id && t.repeat.is_none()) {
+            t.done = false;
+            t.claimed = false;
+            t.claimed_by = None;
+            t.at = Some(at);
+            t.attempt = attempt;
+            t.text = text;
+            // Its check said "wake" already.
+            t.precheck = None;
+            return c.id;
+        }
+        let id = self.next_id();
+        self.items.push(Todo {
+            id,
+            text,
+            done: false,
+            claimed: false,
+            at: Some(at),
+            created: Some(created),
+            attempt,
+            repeat: None,
+            missed: Missed::Once,
+            claimed_by: None,
+            // Its check said "wake" already.
+            precheck: None,
+            extra: BTreeMap::new(),
+        });
+        id
     }
 }
 

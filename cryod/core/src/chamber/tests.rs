@@ -307,9 +307,9 @@ fn a_failed_spawn_fails_the_claim_as_an_attempt_and_reports_it() {
     let report = messages(&out);
     assert!(report.iter().any(|m| m.from == crate::message::CRYOCHAMBER), "the failure is reported: {out:#?}");
     assert!(out.iter().any(|e| matches!(e, Effect::SessionEnded { .. })));
-    // The TODO is retried under a fresh id, not reopened.
-    assert!(rig.todos.items[0].done);
-    assert!(rig.todos.items.iter().any(|t| t.id > rig.todos.items[0].id && t.is_pending()), "{:#?}", rig.todos);
+    // The TODO is retried as its next attempt, under its own number.
+    let t = &rig.todos.items[0];
+    assert_eq!((rig.todos.items.len(), t.attempt, t.is_pending()), (1, 1, true), "{:#?}", rig.todos);
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub struct Checker {
     /// Inbox files handed to an agent by `receive`, per chamber.
     delivered: Vec<BTreeSet<String>>,
     /// Each TODO slot an agent was spawned for: (chamber, id, due) → wake.
-    ran: BTreeMap<(usize, u64, chrono::DateTime<chrono::Utc>), String>,
+    ran: BTreeMap<(usize, u64, chrono::DateTime<chrono::Utc>, u32), String>,
     /// The highest TODO id seen, per chamber.
     max_id: Vec<u64>,
     /// Sessions whose end their `[[on_end]]` matched, not yet handed on.
@@ -117,14 +117,21 @@ impl Checker {
     }
 
     /// Invariant 4, across crashes: no TODO slot is claimed by two spawned
-    /// wakes (a re-run is a new TODO, `text (attempt k)`). A crash between a
+    /// wakes (a re-run is a new attempt, `text (attempt k)`: a one-shot's
+    /// under its own number, a series' slot as a TODO of its own; a slot
+    /// passed by its pre-check is attempt 0). A crash between a
     /// spawn and its claim's write breaks it unless the settlement makes the
     /// claim again from the ledger.
-    pub fn ran(&mut self, chamber: usize, wake_id: &str, slots: &[(u64, chrono::DateTime<chrono::Utc>)]) -> Verdict {
-        for &(id, due) in slots {
-            if let Some(first) = self.ran.insert((chamber, id, due), wake_id.to_string()) {
+    pub fn ran(
+        &mut self,
+        chamber: usize,
+        wake_id: &str,
+        slots: &[(u64, chrono::DateTime<chrono::Utc>, u32)],
+    ) -> Verdict {
+        for &(id, due, attempt) in slots {
+            if let Some(first) = self.ran.insert((chamber, id, due, attempt), wake_id.to_string()) {
                 return Err(Broken(format!(
-                    "chamber {chamber}: TODO {id} due {due} ran in wake {first} and again in {wake_id}"
+                    "chamber {chamber}: TODO {id} due {due} (attempt {attempt}) ran in wake {first} and again in {wake_id}"
                 )));
             }
         }
@@ -181,8 +188,14 @@ impl Checker {
                     self.max_id[chamber] = t.id;
                 }
                 Some(old) => {
-                    if old.repeat.is_none() && old.claimed && t.is_pending() {
-                        return Err(Broken(format!("chamber {chamber}: claimed TODO {} became pending again", t.id)));
+                    // A claim is terminal for its attempt: a one-shot waits
+                    // again only as a later attempt, or deferred to a later time.
+                    let again = t.attempt > old.attempt || (t.attempt == old.attempt && t.at > old.at);
+                    if old.repeat.is_none() && old.claimed && t.is_pending() && !again {
+                        return Err(Broken(format!(
+                            "chamber {chamber}: claimed TODO {} became pending again as the same attempt",
+                            t.id
+                        )));
                     }
                     if old.done && !t.done {
                         return Err(Broken(format!("chamber {chamber}: done TODO {} was reopened", t.id)));

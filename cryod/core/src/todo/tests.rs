@@ -83,10 +83,11 @@ fn claim_complete_and_retry() {
 
     let (retries, exhausted) = list.fail(&claims, now, 10);
     assert!(exhausted.is_empty());
-    let retry = list.get(retries[0]).unwrap().clone();
+    assert_eq!(retries, [1], "a one-shot is retried under its own number");
+    let retry = list.get(1).unwrap().clone();
     assert_eq!(retry.text, "due (attempt 1)");
     assert_eq!(retry.at, Some(now + Duration::minutes(2)));
-    assert!(list.get(1).unwrap().done);
+    assert_eq!((retry.done, retry.claimed, retry.attempt), (false, false, 1));
 
     // The retry fails again: attempt 2, 4 minutes, text not doubled.
     let later = now + Duration::minutes(2);
@@ -95,7 +96,10 @@ fn claim_complete_and_retry() {
     let retry = list.get(retries[0]).unwrap();
     assert_eq!(retry.text, "due (attempt 2)");
     assert_eq!(retry.at, Some(later + Duration::minutes(4)));
-    assert_ne!(retry.id, 1);
+    assert_eq!((retry.id, list.items.len()), (1, 2), "no new TODO");
+    // `todo done 1` names it still.
+    list.done(1).unwrap();
+    assert!(list.get(1).unwrap().done);
 }
 
 #[test]
@@ -211,15 +215,23 @@ fn recurring_cron_in_the_chamber_zone() {
 }
 
 #[test]
-fn requeue_is_due_now_with_a_fresh_id() {
+fn requeue_is_due_now_under_the_same_number() {
     let now = t("2026-03-05T12:00:00Z");
     let mut list = TodoList::default();
     list.add(one("x", "2026-03-05T11:00:00Z"), now, UTC).unwrap();
     let claims = list.claim_due(now, UTC, Duration::minutes(5));
     let ids = list.requeue(&claims, now);
     let t2 = list.get(ids[0]).unwrap();
-    assert_eq!((t2.id, t2.text.as_str(), t2.at), (2, "x (attempt 1)", Some(now)));
-    assert!(list.get(1).unwrap().done);
+    assert_eq!((t2.id, t2.text.as_str(), t2.at, t2.done), (1, "x (attempt 1)", Some(now), false));
+    // A series' slot goes on as a TODO of its own: the series keeps its next slot.
+    let every = NewTodo { text: "tick".into(), every: Some("1h".into()), ..NewTodo::default() };
+    let id = list.add(every, now, UTC).unwrap();
+    let claims = list.claim_due(now + Duration::hours(2), UTC, Duration::minutes(5));
+    let slot = claims.iter().find(|c| c.id == id).expect("the series' slot").clone();
+    let ids = list.requeue(&[slot], now + Duration::hours(2));
+    assert_ne!(ids[0], id);
+    assert_eq!(list.get(ids[0]).unwrap().text, "tick (attempt 1)");
+    assert!(list.get(id).unwrap().repeat.is_some() && list.get(id).unwrap().is_pending());
 }
 
 /// A week of a weekday-morning cron and a 6-hourly series, checked hour by
@@ -369,7 +381,11 @@ fn reclaim_makes_again_only_the_claims_a_power_cut_took() {
     assert_eq!(cut.in_flight("w1", &claims), claims);
     let (retries, _) = cut.settle("w1", &claims, Settle::Requeue { now: later });
     assert_eq!(retries.len(), 2);
-    assert!(cut.get(a).unwrap().done);
+    assert_eq!((cut.get(a).unwrap().attempt, cut.get(a).unwrap().done), (1, false), "retried as itself");
+    // Its retry is not taken for a lost claim of w1: that claim was settled.
+    let requeued = cut.clone();
+    assert_eq!(cut.reclaim("w1", &claims, later, UTC, grace), 0);
+    assert_eq!(cut, requeued);
     assert!(cut.get(s).unwrap().at.unwrap() > later, "the series moved past the claimed slot");
 
     // Settled (or moved on) since: left alone.

@@ -194,7 +194,7 @@ impl World {
     /// missed slot is one that ran late, or one of many run as one.)
     fn record_passed(&mut self, c: usize, slots: Vec<Passed>) -> Step {
         let passed: Vec<&Passed> = slots.iter().filter(|p| p.what == "skipped").collect();
-        let marks: Vec<(u64, DateTime<Utc>)> = passed.iter().map(|p| (p.todo, p.due)).collect();
+        let marks: Vec<(u64, DateTime<Utc>, u32)> = passed.iter().map(|p| (p.todo, p.due, 0)).collect();
         self.check.ran(c, "(passed by its pre-check)", &marks)?;
         self.report.passed += passed.len() as u64;
         self.report.missed += (slots.len() - passed.len()) as u64;
@@ -335,8 +335,8 @@ impl World {
         // The agent runs what its wake recorded (its claims reach
         // todo.json right after).
         let row = self.ledger.rows.iter().find(|r| r.wake_id == wake_id);
-        let slots: Vec<(u64, DateTime<Utc>)> =
-            row.map(|r| r.claims.iter().map(|c| (c.id, c.due)).collect()).unwrap_or_default();
+        let slots: Vec<(u64, DateTime<Utc>, u32)> =
+            row.map(|r| r.claims.iter().map(|c| (c.id, c.due, c.attempt)).collect()).unwrap_or_default();
         self.check.ran(c, &wake_id, &slots)?;
         self.report.spawns += 1;
         // Pids start at 1, as a kernel's do (0 is "no process" to the machine).
