@@ -25,6 +25,13 @@ const AGENT: &str = r#"
 t() { read u _ < /proc/uptime; echo "$u"; }
 line() { echo "$1 $CRYO_CHAMBER $CRYO_FENCE $$ $CRYO_WAKE_ID $(t)" >> trace.log; }
 line start
+# A process that leaves the agent's group and session, and cryo's marks in
+# its environment (no one finds it by its wake id): it ticks as long as it
+# lives, under the agent's pid (the trace's session), until its tree ends.
+if [ -e orphan ]; then
+  P=$$ C=$CRYO_CHAMBER F=$CRYO_FENCE W=$CRYO_WAKE_ID ORPHAN_OF=$CRYO_WAKE_ID setsid env -u CRYO_WAKE_ID sh -c \
+    'while :; do read u _ < /proc/uptime; echo "bg $C $F $P $W $u" >> trace.log; sleep 0.1; done' &
+fi
 cryo-agent receive >/dev/null 2>&1
 n=$(cat ticks 2>/dev/null || echo 3)
 i=0
@@ -272,9 +279,9 @@ fn sessions(c: &Chamber) -> Vec<Session> {
             }
             what => {
                 let i = *by_pid.get(&pid).unwrap_or_else(|| panic!("{}: a line before its start: {l}", c.name));
-                out[i].last = t;
+                out[i].last = out[i].last.max(t);
                 out[i].ticks += usize::from(what == "tick");
-                out[i].ended = what == "end";
+                out[i].ended |= what == "end";
             }
         }
     }
@@ -288,10 +295,16 @@ fn sessions(c: &Chamber) -> Vec<Session> {
 /// unless its session is still open in the ledger, for recovery.
 fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
     let mut total = 0;
+    // Across each change of owner: how long before the new owner's first
+    // line the old owner's tree wrote its last (the fencing margin).
+    let mut margins: Vec<f64> = Vec::new();
     for c in chambers {
         let mut s = sessions(c);
         s.sort_by(|a, b| a.start.total_cmp(&b.start));
         for pair in s.windows(2) {
+            if pair[0].fence != pair[1].fence {
+                margins.push(pair[1].start - pair[0].last);
+            }
             assert!(
                 pair[0].last <= pair[1].start,
                 "{}: two sessions overlap: {:?} and {:?}\n{}",
@@ -348,6 +361,14 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
          WHERE s.chamber_id = c.chamber_id AND s.number = c.session AND s.ended_at IS NULL)",
     );
     assert_eq!(unanswered, "0", "claimed mail left unanswered");
+    margins.sort_by(f64::total_cmp);
+    if let Some(least) = margins.first() {
+        eprintln!(
+            "fleet: fencing margin over {} change(s) of owner: least {least:.3} s, median {:.3} s (old owner's last trace line to the new owner's first)",
+            margins.len(),
+            margins[margins.len() / 2]
+        );
+    }
     total
 }
 
@@ -489,10 +510,20 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     let Some(pg) = Postgres::start() else { return };
     let (mut nodes, cs) = fleet(&pg, 2, 6);
     settle_balanced(&nodes[0], &["n1", "n2"], 6);
+    // Each session leaves a process behind in a session of its own, ticking.
+    for c in &cs {
+        std::fs::write(c.dir.join("orphan"), "").unwrap();
+    }
     // Sessions of 3 s: longer than the lease, so the freeze cuts one short.
     let since = long_sessions(&cs);
     let stale_id = nodes[1].node_id();
     let busy = wait_mid_session(&pg, &cs, &stale_id, since);
+    let cut_wake = busy_wake(busy);
+    wait_until_within(TAKEOVER, "the session's process in a session of its own", || {
+        busy.read("trace.log").lines().any(|l| l.starts_with("bg ") && l.contains(&cut_wake))
+    });
+    let running = wake_processes(&format!("ORPHAN_OF={cut_wake}"));
+    assert!(!running.is_empty(), "{}: what the agent left runs", busy.name);
     let frozen = nodes[1].pid();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(frozen), Signal::SIGSTOP).unwrap();
     let stopped = Instant::now();
@@ -509,6 +540,12 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
         busy.read("cryo-agent.log")
     );
     assert_no_old_agents(&pg, &cs);
+    // ... nor anything its agent left in a session of its own: the keeper
+    // is its subreaper and ended the whole tree.
+    let left = wake_processes(&cut_wake);
+    let left_orphan = wake_processes(&format!("ORPHAN_OF={cut_wake}"));
+    assert!(left_orphan.is_empty(), "{}: what the frozen node's session left still runs: {left_orphan:?}", busy.name);
+    assert!(left.is_empty(), "{}: processes of the frozen node's session still run: {left:?}", busy.name);
     let rows = |id: &str| {
         pg.sql(&format!("SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY wake_id), '')) FROM cryo_sessions s WHERE node = '{id}'"))
     };
@@ -761,6 +798,22 @@ fn stop_all(nodes: &mut [Node]) {
             d.signal_and_wait(Signal::SIGTERM);
         }
     }
+}
+
+/// The live processes of a session (its wake id in their environment;
+/// `NAME=VALUE` for another variable).
+fn wake_processes(wake: &str) -> Vec<i32> {
+    let var = if wake.contains('=') { wake.to_string() } else { format!("CRYO_WAKE_ID={wake}") };
+    let needle = format!("{var}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|e| String::from_utf8_lossy(&e).contains(&needle))
+        })
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z ")))
+        .collect()
 }
 
 fn agent_alive(pid: &str) -> bool {

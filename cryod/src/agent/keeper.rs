@@ -13,7 +13,11 @@
 //! and then:
 //! - reads deadline extensions from stdin, one line of milliseconds each
 //!   (cryod writes one after every lease renewal: the trust left);
-//! - kills the agent's group with SIGKILL when the deadline passes;
+//! - kills the agent's group with SIGKILL when the deadline passes, and
+//!   then every process below it: the keeper is their subreaper, so a
+//!   process that left the group (`setsid`, a session's own launchers, a
+//!   process namespace's init) comes to it when its parent dies, never to
+//!   the machine's init, and is found and killed too;
 //! - on EOF (cryod died) sends SIGTERM, and SIGKILL a second later;
 //! - reports on stdout `pid N` once the agent runs, then `exit N` or
 //!   `signal N` when it ends, and exits;
@@ -117,6 +121,12 @@ async fn keep(args: Vec<OsString>) -> i32 {
         eprintln!("cryo keeper: {millis:?} is not a number of milliseconds");
         return 2;
     };
+    // Whatever the agent's tree leaves behind comes here, not to init.
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!("cryo keeper: cannot become the agent's subreaper ({e}): not started");
+        println!("exit 125");
+        return 125;
+    }
     let millis = until.saturating_sub(monotonic_ms());
     if millis == 0 {
         eprintln!("cryo keeper: cryod's trust ran out before the agent started: not started");
@@ -198,11 +208,59 @@ async fn keep(args: Vec<OsString>) -> i32 {
                 if ended.is_none() {
                     eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
                     crate::agent::group::signal_group(pgid, Signal::SIGKILL);
+                    let left = end_tree();
+                    if left > 0 {
+                        eprintln!("cryo keeper: {left} process(es) of the session outlived 5 s of SIGKILL");
+                    }
                     deadline = Instant::now() + Duration::from_secs(3600);
                 }
             }
         }
     }
+}
+
+/// The longest [`end_tree`] keeps killing.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Kills every live process below this keeper until none is left (a
+/// process forking meanwhile is caught on the next round), for at most
+/// [`KILL_WAIT`]; returns how many were still alive then. The dead stay
+/// unreaped (zombies of this keeper, gone when it exits): the agent's own
+/// end is read by its `wait`.
+fn end_tree() -> usize {
+    let me = std::process::id() as i32;
+    let until = std::time::Instant::now() + KILL_WAIT;
+    loop {
+        let live: Vec<i32> = descendants(me).into_iter().filter(|p| !zombie(*p)).collect();
+        if live.is_empty() || std::time::Instant::now() >= until {
+            return live.len();
+        }
+        for p in live {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Every process below `pid`, from `/proc` (children first found first).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for c in crate::agent::tree::children_of(p) {
+            if !out.contains(&c) && out.len() < 100_000 {
+                out.push(c);
+                next.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` has ended (a zombie, or gone).
+fn zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
 }
 
 /// The next line of an agent's output being relayed; pending forever when

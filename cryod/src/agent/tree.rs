@@ -254,7 +254,7 @@ fn kill_children(agent: Pid) -> Option<End> {
 }
 
 /// The children of `pid`, from `/proc` (`/proc/PID/task/*/children`).
-fn children_of(pid: i32) -> Vec<i32> {
+pub(crate) fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
     for t in tasks.flatten() {
