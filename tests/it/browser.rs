@@ -327,7 +327,12 @@ fn the_hub_as_a_console() {
         let running = s["running"].as_str().unwrap();
         assert!(running.contains("running") && running.ends_with('s'), "{wide}: {running}");
         assert!(s["needs"].as_str().unwrap().contains("(exit 3)"), "{wide}: {}", s["needs"]);
-        assert!(s["asker_needs"].as_str().unwrap().contains("1 open question"), "{wide}: {}", s["asker_needs"]);
+        assert!(
+            s["asker_needs"].as_str().unwrap().contains("1 open question"),
+            "{wide}: {}\n{}",
+            s["asker_needs"],
+            asker.cryo_log()
+        );
         let run = &s["runs"][0];
         assert!(run["status"].as_str().unwrap().contains("crashed") && run["kind"] == "run run-bad", "{wide}: {run}");
         assert!(!run["started"].as_str().unwrap().is_empty(), "{wide}: the exact start on hover");

@@ -16,6 +16,8 @@ fn settings(env: &Env) -> insta::Settings {
     s.add_filter(r"pid \d+", "pid [PID]");
     s.add_filter(r"w\d+-\d+-[0-9a-f]{12}", "[WAKE]");
     s.add_filter(r"_[0-9a-f]{8}\.md", "_[ID].md");
+    // Run as root (CI), the tests' unconfined chambers are warned about.
+    s.add_filter(r#"(?m)^ *warning +sandbox = "off" while cryod runs as root[^\n]*\n"#, "");
     // Column widths follow the (filtered) values: compare the cells, not the padding.
     s.add_filter(r" {2,}", "  ");
     s.set_snapshot_path("snapshots");

@@ -161,7 +161,7 @@ fn a_planted_journal_or_archive_writes_nothing_outside() {
     std::fs::write(&outside, "keep me\n").unwrap();
     let script = format!(
         "ln -s {} .cryo/todo-journal.jsonl\ncryo-agent todo add one --at +1h > add.txt 2>&1; echo \"rc=$?\" >> add.txt\n\
-         rm .cryo/todo-journal.jsonl .cryo/todo-done.jsonl; mkfifo .cryo/todo-done.jsonl\ncryo-agent hibernate\n",
+         rm .cryo/todo-journal.jsonl .cryo/todo-done.jsonl; mkfifo .cryo/todo-done.jsonl\ncryo-agent hibernate --complete\n",
         outside.display()
     );
     let c = env.chamber("c", &script, "[history]\nkeep_done = 0");
@@ -176,10 +176,15 @@ fn a_planted_journal_or_archive_writes_nothing_outside() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
     // The FIFO as archive: the settlement cannot archive, says so, and
     // cryod still answers.
-    wait_until("the chamber to say why", || {
-        let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0].clone();
-        s.to_string().contains("todo-done.jsonl")
-    });
+    cryo_tests::wait_until_telling(
+        cryo_tests::DEADLINE,
+        "the chamber to say why",
+        || {
+            let s = env.cryoctl(&["chamber", "status", "c", "--json"]).json()[0].clone();
+            s.to_string().contains("todo-done.jsonl")
+        },
+        || format!("{}\n{}", env.cryoctl(&["chamber", "status", "c", "--json"]).json(), c.cryo_log()),
+    );
     env.cryoctl(&["chamber", "list"]).ok();
 }
 

@@ -114,8 +114,10 @@ pub async fn run_capped(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>
         .process_group(0)
         .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::piped());
+    // Not `kill_on_drop`: a SIGKILL to the keeper of the check's tree at
+    // once would hand what the check left behind to init. [`Group`] ends
+    // it: SIGTERM, so the keeper ends its whole tree, then SIGKILL.
     if let Some(d) = dir {
         cmd.current_dir(d);
     }

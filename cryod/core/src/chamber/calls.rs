@@ -41,12 +41,16 @@ impl Chamber {
             }
         };
         let unread = self.files.unread().len();
+        let came_late = |l: &super::waking::Live| self.files.unread().iter().any(|m| !l.mail_at_start.contains(m));
+        let late = self.waking.live().is_some_and(came_late);
         match hibernate::gate(&GateInput { unread, has_next_wake, due_now, complete, exit_code }) {
             Gate::Refuse(why) => {
                 self.log(format!("hibernate refused: {why}"));
                 if let Some(l) = self.waking.live_mut() {
                     l.refused = Some(why.clone());
-                    l.refused_for_mail = unread > 0;
+                    // Only mail that arrived during the session: mail it
+                    // was woken for and never read is its own failure.
+                    l.refused_for_mail = late;
                 }
                 self.reply(req, Err(Refusal::Precondition(why)));
             }

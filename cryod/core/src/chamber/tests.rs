@@ -1031,6 +1031,15 @@ fn a_failure_says_what_happened_and_a_good_session_clears_it() {
     assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::MailArrived(_), .. })), "{end:#?}");
     assert_eq!(attention(&rig), "", "no failure to tell of");
     assert!(end.iter().any(|e| matches!(e, Effect::RequestAdmission(Trigger::Inbox))), "at once: {end:#?}");
+    // But mail that was there when the session began, never read, is the
+    // agent's failure (a loop of sessions otherwise): backed off, not at once.
+    let mut rig = Rig::new(&[0], &["m1.md"]);
+    rig.wake();
+    assert!(rig.call(hibernate()).is_err());
+    let end = rig.exit("exit 1");
+    assert!(end.iter().any(|e| matches!(e, Effect::SessionEnded { outcome: Outcome::Crashed(_), .. })), "{end:#?}");
+    assert!(!end.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "no session at once: {end:#?}");
+    assert!(rig.m.view().next_wake.is_some_and(|w| w > rig.now), "a retry is planned");
     // Issue 60, case 1: gone without a word of hibernate: its own outcome,
     // whose line names what the agent must do.
     let mut rig = Rig::new(&[0], &[]);

@@ -222,6 +222,7 @@ impl Chamber {
             hibernate: None,
             refused: None,
             refused_for_mail: false,
+            mail_at_start: self.files.unread().to_vec(),
             unanswered: Vec::new(),
             claimed_mail: false,
             sent_any: false,

@@ -65,6 +65,9 @@ pub(super) struct Live {
     /// session (or its linger was released for it): if it leaves now, that
     /// is no failure.
     pub(super) refused_for_mail: bool,
+    /// The unread mail when the session began: a hibernate refused only for
+    /// it is the agent's failure to read its mail, not mail that came late.
+    pub(super) mail_at_start: Vec<String>,
     /// Why the agent's last hibernate was refused, if it was (and none was
     /// accepted after): an exit after it is the agent's, not a setup's, fault.
     pub(super) refused: Option<String>,
