@@ -212,6 +212,9 @@ enum DaemonCmd {
     Status,
     /// Restart the service.
     Restart,
+    /// Stop cryod, however it runs (the service, `daemon run`, by hand);
+    /// returns once it has gone. Its sessions' work runs again at its next start.
+    Stop,
 }
 
 pub struct Ctx {
@@ -230,6 +233,7 @@ fn main() -> ExitCode {
         Command::Daemon(DaemonCmd::Uninstall) => run(cmd::daemon::uninstall(ctx)),
         Command::Daemon(DaemonCmd::Status) => run(cmd::daemon::status(ctx)),
         Command::Daemon(DaemonCmd::Restart) => run(cmd::daemon::restart(ctx)),
+        Command::Daemon(DaemonCmd::Stop) => run(cmd::daemon::stop(ctx)),
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
         Command::Completions { shell } => complete::script(&shell),

@@ -84,13 +84,15 @@ pub fn parse_keep(s: &str) -> Result<Option<chrono::Duration>, String> {
     }
     let years = t.strip_suffix("years").or_else(|| t.strip_suffix("year")).or_else(|| t.strip_suffix('y'));
     let d = match years.map(|n| n.trim().parse::<i64>()) {
-        Some(Ok(n)) if (1..=100).contains(&n) => Some(chrono::Duration::days(365 * n)),
+        Some(Ok(n)) if (0..=100).contains(&n) => Some(chrono::Duration::days(365 * n)),
         Some(_) => None,
         None => cryo_core::time::parse_duration(t),
     };
     match d {
         Some(d) if d >= chrono::Duration::days(1) => Ok(Some(d)),
-        _ => Err(format!("{s:?} is not how long to keep history: give years, weeks or days (2y, 26w, 90d) or all")),
+        // A length, but too short: say so, not "give days" to one who did.
+        Some(_) => Err(format!("{s:?} keeps less than a day of history: keep at least 1d (or all)")),
+        None => Err(format!("{s:?} is not how long to keep history: give years, weeks or days (2y, 26w, 90d) or all")),
     }
 }
 
@@ -714,6 +716,7 @@ pub(crate) fn one_line_toml_error(path: &Path, text: &str, e: &toml::de::Error) 
     let start = e.span().map(|s| s.start.min(text.len()));
     let line = start.map(|s| text.get(..s).unwrap_or("").matches('\n').count() + 1);
     let msg = e.message().trim().replace('\n', " ");
+    let msg = unknown_key(&msg).unwrap_or(msg);
     // Name the key of the line the error points at, when the message does not.
     let key = line
         .and_then(|l| text.lines().nth(l - 1))
@@ -728,9 +731,75 @@ pub(crate) fn one_line_toml_error(path: &Path, text: &str, e: &toml::de::Error) 
     }
 }
 
+/// `cryo.toml` keys only the seed system used: accepted, warned about, ignored.
+pub const LEGACY_KEYS: &[&str] = &[
+    "max_retries",
+    "watch_inbox",
+    "fallback_alert",
+    "report_time",
+    "report_interval",
+    "rotate_on",
+    "providers",
+    "zulip_poll_interval",
+    "gh_poll_interval",
+    "web_host",
+    "web_port",
+];
+
+/// serde's "unknown field `X`, expected one of `a`, `b`, …" (every key,
+/// the seed system's too) as one short line: the key and the closest
+/// current key, if one is close. `None` for any other message.
+fn unknown_key(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    let (key, rest) = rest.split_once('`')?;
+    let keys: Vec<&str> = rest.split('`').skip(1).step_by(2).filter(|k| !LEGACY_KEYS.contains(k)).collect();
+    if LEGACY_KEYS.contains(&key) {
+        return Some(format!("`{key}` is a key of the seed system (cryochamber), not used here"));
+    }
+    let close = keys
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&key.to_lowercase(), k), *k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .min();
+    Some(match close {
+        Some((_, k)) => format!("unknown key `{key}`: did you mean `{k}`?"),
+        None if keys.is_empty() => format!("unknown key `{key}`: this table takes no keys"),
+        None => format!("unknown key `{key}` (README.md lists the keys)"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keep_too_short_says_so() {
+        for short in ["0d", "0y", "12h"] {
+            let e = parse_keep(short).unwrap_err();
+            assert!(e.contains("keeps less than a day"), "{short}: {e}");
+        }
+        assert!(parse_keep("soon").unwrap_err().contains("give years, weeks or days"));
+        assert_eq!(parse_keep("2y").unwrap(), Some(chrono::Duration::days(730)));
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_closest_one_in_one_short_line() {
+        let msg = "unknown field `stall_afterr`, expected one of `agent`, `stall_after`, `loop_after`, `max_retries`";
+        assert_eq!(unknown_key(msg).unwrap(), "unknown key `stall_afterr`: did you mean `stall_after`?");
+        let msg = "unknown field `timzone`, expected `timezone` or `agent`";
+        assert_eq!(unknown_key(msg).unwrap(), "unknown key `timzone`: did you mean `timezone`?");
+        let far = "unknown field `colour`, expected one of `agent`, `stall_after`";
+        assert_eq!(unknown_key(far).unwrap(), "unknown key `colour` (README.md lists the keys)");
+        // A seed system's key is never offered, and is named as such.
+        let msg = "unknown field `max_retrie`, expected one of `max_retries`, `max_attempts`";
+        assert_eq!(unknown_key(msg).unwrap(), "unknown key `max_retrie` (README.md lists the keys)");
+        assert!(unknown_key("invalid type: string, expected u32").is_none());
+        let long = format!(
+            "unknown field `x`, expected one of {}",
+            (0..41).map(|i| format!("`key{i}`")).collect::<Vec<_>>().join(", ")
+        );
+        assert!(unknown_key(&long).unwrap().len() < 200);
+    }
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();

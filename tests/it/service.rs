@@ -373,3 +373,27 @@ fn install_without_a_user_manager_says_what_to_do() {
     assert!(err.contains("no systemd user manager is reachable") && err.contains("cryoctl daemon run"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Without a service manager: `cryoctl daemon stop` ends a cryod started by
+/// hand, its running session's work re-queued, and returns once it has gone;
+/// asked again, it says there is nothing to stop.
+#[test]
+fn daemon_stop_ends_a_cryod_started_by_hand() {
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let pid = d.pid();
+    let c = env.chamber("c", "touch up\nsleep 60\n", "");
+    env.cryoctl(&["chamber", "start", "c", "--no-wait"]).ok();
+    cryo_tests::wait_until("the session to run", || c.dir.join("up").exists());
+    let out = env.cryoctl(&["daemon", "stop"]).ok().to_string();
+    assert!(out.contains(&format!("stopped cryod (pid {pid}, by SIGTERM)")), "{out}");
+    let status = d.wait_exit();
+    assert!(status.success(), "cryod ended cleanly: {status:?}");
+    assert!(c.cryo_log().contains("session ended: interrupted: the daemon stopped"), "{}", c.cryo_log());
+    let again = env.cryoctl(&["daemon", "stop"]).ok().to_string();
+    assert!(again.contains("nothing to stop"), "{again}");
+    // `daemon status` says so in one line, not twice.
+    let st = env.cryoctl(&["daemon", "status"]);
+    let text = format!("{}{}", st.stdout, st.stderr);
+    assert_eq!(text.matches("cryod is not running").count(), 1, "{text}");
+}

@@ -254,7 +254,8 @@ pub async fn status(ctx: Ctx) -> Result<()> {
         Err(e) => Err(e),
     };
     if let (Err(why), Err(service)) = (&running, &service) {
-        return Err(Failure::refused(format!("cryod is not running ({why}); {}", service.message)));
+        // `why` says "cryod is not running (…)" itself, with how to start it.
+        return Err(Failure::refused(format!("{why}; the service: {}", service.message)));
     }
     let daemon = running.as_ref().ok();
     if ctx.json {
@@ -391,3 +392,79 @@ mod launchd {
 
 #[cfg(target_os = "macos")]
 pub use launchd::{install, restart, status, uninstall};
+
+/// How long `daemon stop` waits for cryod to end: its sessions' grace
+/// (`stop_grace_seconds`, 10 s by default) and room for the rest.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `cryoctl daemon stop`: ends cryod however it runs. The service is
+/// stopped through its manager (so it stays stopped); a cryod started by
+/// hand (`daemon run`, `cryod`) gets SIGTERM. Either way cryod ends its
+/// sessions as a stop does (their work runs again at its next start), and
+/// this returns once it has gone.
+pub async fn stop(ctx: Ctx) -> Result<()> {
+    let socket = ctx.socket.clone().unwrap_or_else(cryo_proto::socket_path);
+    let Ok((_, hello)) = cryo_proto::control_hello(&socket, "cryoctl").await else {
+        if ctx.json {
+            output::json(&json!({ "result": "not running", "socket": socket.display().to_string() }));
+        } else {
+            outln!("cryod is not running (no answer on {}); nothing to stop", socket.display());
+        }
+        return Ok(());
+    };
+    let pid = nix::unistd::Pid::from_raw(hello.pid as i32);
+    let how = match stop_service(hello.pid).await {
+        Some(how) => how,
+        None => {
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
+                Failure::refused(format!("cannot signal cryod (pid {pid}): {e}; is it another user's?"))
+            })?;
+            "SIGTERM"
+        }
+    };
+    let since = std::time::Instant::now();
+    while nix::sys::signal::kill(pid, None).is_ok() && !zombie(pid) {
+        if since.elapsed() > STOP_WAIT {
+            return Err(Failure::refused(format!(
+                "cryod (pid {pid}) is still running {} s after {how}: see its log, or end it with `kill -KILL {pid}`",
+                STOP_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    if ctx.json {
+        output::json(&json!({ "result": "stopped", "pid": hello.pid, "by": how }));
+    } else {
+        outln!(
+            "stopped cryod (pid {pid}, by {how}) in {:.1} s; sessions it ended run again at its next start",
+            since.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `pid` has ended but is not yet reaped (a zombie of its parent).
+fn zombie(pid: nix::unistd::Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit_once(") ").is_none_or(|(_, r)| r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Stops the service if `pid` is its main process; how, or `None` when
+/// cryod does not run as the service (or no manager answers).
+#[cfg(target_os = "linux")]
+async fn stop_service(pid: u32) -> Option<&'static str> {
+    let (conn, m) = manager().await.ok()?;
+    let st = unit_state(&conn, &m).await.ok()?;
+    if st.pid != pid {
+        return None;
+    }
+    m.stop_unit(UNIT, "replace").await.ok()?;
+    Some("stopping cryod.service")
+}
+
+#[cfg(target_os = "macos")]
+async fn stop_service(_pid: u32) -> Option<&'static str> {
+    // launchd's KeepAlive would start it again: `daemon uninstall` stops it.
+    None
+}

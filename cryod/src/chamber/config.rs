@@ -25,20 +25,7 @@ pub const DEFAULT_LOOP_AFTER: u32 = 20;
 pub const DEFAULT_PRECHECK_SECS: u64 = cryo_core::chamber::DEFAULT_PRECHECK_TIMEOUT.as_secs();
 pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
 
-/// Keys only the seed system used: accepted, warned about, ignored.
-const LEGACY_KEYS: &[&str] = &[
-    "max_retries",
-    "watch_inbox",
-    "fallback_alert",
-    "report_time",
-    "report_interval",
-    "rotate_on",
-    "providers",
-    "zulip_poll_interval",
-    "gh_poll_interval",
-    "web_host",
-    "web_port",
-];
+use crate::config::LEGACY_KEYS;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
