@@ -97,16 +97,18 @@ enum Command {
     #[command(subcommand)]
     Fleet(FleetCmd),
     /// Print the completion script for a shell (bash, zsh, fish); it asks
-    /// cryod for chamber names as you type.
+    /// cryod for chamber names as you type. `install` writes bash's, zsh's
+    /// and fish's where each looks, and the man pages (no service needed).
     Completions {
-        /// The shell.
-        #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell"])]
+        /// The shell, or `install`.
+        #[arg(value_parser = ["bash", "zsh", "fish", "elvish", "powershell", "install"])]
         shell: String,
     },
-    /// Write cryoctl's man pages (one per command) into a folder (`daemon
-    /// install` puts them under ~/.local/share/man).
+    /// Write cryoctl's man pages (one per command) into a folder; `install`
+    /// puts them under ~/.local/share/man (and the completions where the
+    /// shells look), as `daemon install` does.
     Man {
-        /// The folder (made if missing).
+        /// The folder (made if missing), or `install`.
         dir: PathBuf,
     },
     /// Run a private daemon with a demo chamber whose agent talks back, until Ctrl-C.
@@ -203,6 +205,11 @@ enum DaemonCmd {
         /// More log output (-v info, -vv debug); RUST_LOG overrides.
         #[arg(short, long, action = clap::ArgAction::Count)]
         verbose: u8,
+        /// Start cryod in the background, its log in
+        /// $XDG_STATE_HOME/cryo/cryod.log; returns once it answers
+        /// (`cryoctl daemon stop` ends it).
+        #[arg(long)]
+        detach: bool,
     },
     /// Install cryod as a user service (systemd user unit / LaunchAgent) and start it.
     Install,
@@ -222,13 +229,29 @@ pub struct Ctx {
     pub json: bool,
 }
 
+/// `cryoctl completions install` / `cryoctl man install`: the man pages and
+/// the shells' completions in the user's folders, without a service.
+fn install_extras() -> ExitCode {
+    let line = extras::install(Cli::command());
+    if line.starts_with("could not") {
+        return client::Failure::refused(line).exit();
+    }
+    outln!("wrote {line}");
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
     clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     let ctx = Ctx { socket: cli.socket, json: cli.json };
     match cli.command {
-        Command::Daemon(DaemonCmd::Run { config, store, verbose }) => cmd::daemon::run(ctx, config, store, verbose),
+        Command::Daemon(DaemonCmd::Run { config, store, verbose, detach: false }) => {
+            cmd::daemon::run(ctx, config, store, verbose)
+        }
+        Command::Daemon(DaemonCmd::Run { config, store, verbose, detach: true }) => {
+            run(cmd::daemon::detach(ctx, config, store, verbose))
+        }
         Command::Daemon(DaemonCmd::Install) => run(cmd::daemon::install(ctx)),
         Command::Daemon(DaemonCmd::Uninstall) => run(cmd::daemon::uninstall(ctx)),
         Command::Daemon(DaemonCmd::Status) => run(cmd::daemon::status(ctx)),
@@ -236,7 +259,9 @@ fn main() -> ExitCode {
         Command::Daemon(DaemonCmd::Stop) => run(cmd::daemon::stop(ctx)),
         Command::Chamber(c) => run(cmd::chamber::run(ctx, c)),
         Command::Demo { agent } => run(cmd::demo::run(ctx, agent)),
+        Command::Completions { shell } if shell == "install" => install_extras(),
         Command::Completions { shell } => complete::script(&shell),
+        Command::Man { dir } if dir.as_os_str() == "install" => install_extras(),
         Command::Man { dir } => match extras::man_pages(Cli::command(), &dir) {
             Ok(written) => {
                 outln!("{} man pages in {}", written.len(), dir.display());

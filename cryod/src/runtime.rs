@@ -64,6 +64,8 @@ pub struct Shared {
     pub lease: crate::lease::Lease,
     pub clock: Clock,
     pub config: Config,
+    /// Where `config` was read from (or would be: it may not exist).
+    pub config_file: PathBuf,
     /// The system's zone, for chambers that name none.
     pub system_zone: SystemZone,
     pub admission: Admission,
@@ -285,7 +287,7 @@ impl Shared {
     ) -> std::sync::Arc<Shared> {
         let (socket, state_dir) = (paths.socket.clone(), paths.state_dir.clone());
         let config_file = std::path::absolute(&paths.config_file).unwrap_or_else(|_| paths.config_file.clone());
-        let config_dir = config_file.parent().map(PathBuf::from).unwrap_or(config_file);
+        let config_dir = config_file.parent().map(PathBuf::from).unwrap_or_else(|| config_file.clone());
         if let Err(error) = crate::chamber::mailbox::use_seal_key(&state_dir) {
             tracing::warn!(%error, "no seal key: cryod's own outbox messages cannot be told from forgeries");
         }
@@ -313,6 +315,7 @@ impl Shared {
         }));
         let (doors, door_rx) = crate::agent::door::Doors::new(socket_dir.join("a"));
         std::sync::Arc::new(Shared {
+            config_file,
             names: Default::default(),
             notifiers: crate::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             handoffs: HandOffs::new(),

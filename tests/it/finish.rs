@@ -73,6 +73,8 @@ fn a_second_cryods_hub_moves_and_says_so() {
     let r = third.cryoctl(&["hub"]);
     let line = r.fails(1);
     assert!(line.contains("cannot listen") && line.contains("[hub] bind"), "{line}");
+    // ... in the file cryod read, by its path.
+    assert!(line.contains(&format!("in {} and restart", third.config_file().display())), "{line}");
     let doctor = third.cryoctl(&["doctor"]);
     assert!(doctor.stdout.contains("cannot listen"), "{}", doctor.stdout);
 }

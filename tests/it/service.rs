@@ -397,3 +397,50 @@ fn daemon_stop_ends_a_cryod_started_by_hand() {
     let text = format!("{}{}", st.stdout, st.stderr);
     assert_eq!(text.matches("cryod is not running").count(), 1, "{text}");
 }
+
+/// `cryoctl daemon run --detach`: cryod in the background with its log in
+/// the state folder, not the terminal; a second start is refused while it
+/// runs; `daemon stop` ends it.
+#[test]
+fn daemon_run_detach_starts_cryod_in_the_background() {
+    struct Kill(i32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), Signal::SIGKILL);
+        }
+    }
+    let env = Env::new();
+    env.daemon_config("");
+    let r = env.cryoctl(&["daemon", "run", "--detach"]);
+    let out = r.ok().to_string();
+    assert!(out.starts_with("cryod started (pid "), "{out}");
+    let pid: i32 = out["cryod started (pid ".len()..].split(')').next().unwrap().parse().unwrap();
+    let _guard = Kill(pid);
+    let log = env.state_dir().join("cryod.log");
+    assert!(out.contains(&log.display().to_string()), "{out}");
+    assert!(r.stderr.is_empty(), "nothing of cryod's on the terminal: {}", r.stderr);
+    cryo_tests::wait_until("cryod's log", || std::fs::read_to_string(&log).is_ok_and(|l| !l.is_empty()));
+    env.cryoctl(&["chamber", "list"]).ok();
+    let again = env.cryoctl(&["daemon", "run", "--detach"]).fails(1).to_string();
+    assert!(again.contains(&format!("cryod is already running (pid {pid})")), "{again}");
+    let stopped = env.cryoctl(&["daemon", "stop"]).ok().to_string();
+    assert!(stopped.contains(&format!("stopped cryod (pid {pid}, by SIGTERM)")), "{stopped}");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "cryod is gone: {stat}");
+}
+
+/// Without systemd: `cryoctl completions install` (or `man install`) writes
+/// the man pages and the three shells' completions where each looks.
+#[test]
+fn completions_and_man_pages_install_without_a_service() {
+    let env = Env::new();
+    let out = env.cryoctl(&["completions", "install"]).ok().to_string();
+    assert!(out.starts_with("wrote man pages in "), "{out}");
+    let data = env.home().join(".local/share");
+    assert!(data.join("man/man1/cryoctl.1").is_file(), "{out}");
+    assert!(data.join("man/man1/cryoctl-chamber.1").is_file(), "{out}");
+    assert!(data.join("bash-completion/completions/cryoctl").is_file(), "{out}");
+    assert!(data.join("zsh/site-functions/_cryoctl").is_file(), "{out}");
+    assert!(env.root().join("config/fish/completions/cryoctl.fish").is_file(), "{out}");
+    assert!(env.cryoctl(&["man", "install"]).ok().starts_with("wrote man pages in "));
+}

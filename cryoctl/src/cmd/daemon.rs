@@ -17,12 +17,24 @@ mod service;
 /// so cryoctl itself carries no daemon and starts as fast as `cryo-agent`.
 pub fn run(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, verbose: u8) -> std::process::ExitCode {
     use std::os::unix::process::CommandExt;
-    let cryod = match installed_cryod() {
-        Ok(p) => p,
+    let (cryod, mut cmd) = match cryod_command(&ctx, config, store, verbose) {
+        Ok(c) => c,
         Err(e) => return e.exit(),
     };
+    let error = cmd.exec();
+    Failure::refused(format!("cannot run {}: {error}", cryod.display())).exit()
+}
+
+/// The cryod beside this cryoctl, with `daemon run`'s options.
+fn cryod_command(
+    ctx: &Ctx,
+    config: Option<PathBuf>,
+    store: Option<String>,
+    verbose: u8,
+) -> Result<(PathBuf, std::process::Command)> {
+    let cryod = installed_cryod()?;
     let mut cmd = std::process::Command::new(&cryod);
-    if let Some(s) = ctx.socket {
+    if let Some(s) = &ctx.socket {
         cmd.arg("--socket").arg(s);
     }
     if let Some(c) = config {
@@ -34,8 +46,73 @@ pub fn run(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, verbose: u8
     if verbose > 0 {
         cmd.arg(format!("-{}", "v".repeat(verbose.into())));
     }
-    let error = cmd.exec();
-    Failure::refused(format!("cannot run {}: {error}", cryod.display())).exit()
+    Ok((cryod, cmd))
+}
+
+/// How long `daemon run --detach` waits for cryod to answer.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `cryoctl daemon run --detach`: cryod in the background (a process group
+/// of its own, no terminal), its log appended to `STATE/cryod.log`;
+/// returns once its socket answers, or with the log's last lines if it
+/// ended instead.
+pub async fn detach(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, verbose: u8) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let paths = cryo_proto::paths::Paths::from_env(ctx.socket.clone());
+    if let Ok((_, h)) = cryo_proto::control_hello(&paths.socket, "cryoctl").await {
+        return Err(Failure::refused(format!(
+            "cryod is already running (pid {}) on {}; `cryoctl daemon stop` ends it",
+            h.pid,
+            paths.socket.display()
+        )));
+    }
+    let (_, mut cmd) = cryod_command(&ctx, config, store, verbose)?;
+    std::fs::create_dir_all(&paths.state_dir)?;
+    let log_path = paths.state_dir.join("cryod.log");
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Failure::refused(format!("cannot start cryod: {e}")))?;
+    let since = std::time::Instant::now();
+    loop {
+        if let Ok((_, h)) = cryo_proto::control_hello(&paths.socket, "cryoctl").await {
+            if ctx.json {
+                output::json(&json!({ "result": "started", "pid": h.pid, "log": log_path.display().to_string() }));
+            } else {
+                outln!(
+                    "cryod started (pid {}) on {}; its log: {}; `cryoctl daemon stop` ends it",
+                    h.pid,
+                    paths.socket.display(),
+                    log_path.display()
+                );
+            }
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(3).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(Failure::refused(format!(
+                "cryod ended at once ({status}): {} (log: {})",
+                tail.join(" | "),
+                log_path.display()
+            )));
+        }
+        if since.elapsed() > START_WAIT {
+            return Err(Failure::refused(format!(
+                "cryod (pid {}) does not answer on {} after {} s: see {}",
+                child.id(),
+                paths.socket.display(),
+                START_WAIT.as_secs(),
+                log_path.display()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 fn installed_cryod() -> Result<PathBuf> {
@@ -64,6 +141,9 @@ fn linger() -> Option<bool> {
 }
 
 fn linger_advice() -> Option<String> {
+    if !std::path::Path::new("/run/systemd/system").exists() {
+        return None;
+    }
     match linger() {
         Some(false) => {
             let user =

@@ -233,6 +233,15 @@ fn linger_check() -> Check {
     if !cfg!(target_os = "linux") {
         return check("linger", Level::Ok, "not needed on this system");
     }
+    // No systemd (a container, another init): no user manager, no logind.
+    if !Path::new("/run/systemd/system").exists() {
+        return check(
+            "linger",
+            Level::Ok,
+            "no systemd here: keep `cryoctl daemon run` running under what starts your programs \
+             (a container's init, nohup, tmux); `cryoctl daemon stop` ends it",
+        );
+    }
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()

@@ -119,14 +119,15 @@ pub async fn start(daemon: Daemon, bind: &str, chosen: bool, token: String) -> H
                     let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
                     note = Some(format!(
                         "the hub's usual port ({bind}) is taken (another user's cryod?): it listens on port {port} \
-                         this run; set `[hub] bind = \"127.0.0.1:PORT\"` in cryod.toml for a fixed one"
+                         this run; set `[hub] bind = \"127.0.0.1:PORT\"` in {} for a fixed one",
+                        daemon.shared().config_file.display()
                     ));
                     l
                 }
-                Err(e) => return refused(bind, e, token),
+                Err(e) => return refused(&daemon, bind, e, token),
             }
         }
-        Err(e) => return refused(bind, e, token),
+        Err(e) => return refused(&daemon, bind, e, token),
     };
     if let Some(n) = &note {
         tracing::warn!(note = %n, "the hub moved");
@@ -140,10 +141,11 @@ pub async fn start(daemon: Daemon, bind: &str, chosen: bool, token: String) -> H
 }
 
 /// The hub cannot listen: why, and which key to set.
-fn refused(bind: &str, e: std::io::Error, token: String) -> HubInfo {
+fn refused(daemon: &Daemon, bind: &str, e: std::io::Error, token: String) -> HubInfo {
     let error = format!(
-        "cannot listen on {bind}: {e} (another program holds it?): set `[hub] bind = \"127.0.0.1:PORT\"` in cryod.toml \
-         and restart cryod"
+        "cannot listen on {bind}: {e} (another program holds it?): set `[hub] bind = \"127.0.0.1:PORT\"` in {} \
+         and restart cryod",
+        daemon.shared().config_file.display()
     );
     tracing::warn!(%error, "the hub is not running");
     HubInfo { error: Some(error), token, ..HubInfo::default() }
