@@ -50,9 +50,17 @@ fn build_binaries(dir: &Path) {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace).args(["build", "--quiet", "-p", "cryod", "-p", "cryoctl", "-p", "cryo-agent"]);
+    // The features the build the binaries join already resolved: in a
+    // test run, `cargo test --workspace`'s (every target: its libraries are
+    // reused, only the three binaries are linked); for the bench, `cargo
+    // build --release --workspace`'s. A narrower `-p cryod …` resolves
+    // other features and rebuilds most of the tree, replacing binaries a
+    // running test or bench uses.
+    cmd.current_dir(workspace).args(["build", "--quiet", "--workspace"]);
     if dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
+        cmd.args(["--release", "--bins"]);
+    } else {
+        cmd.arg("--all-targets");
     }
     if let Some(target) = dir.parent() {
         cmd.arg("--target-dir").arg(target);
