@@ -63,7 +63,13 @@ fn cut(s: &str, max: usize) -> String {
 /// Prints rows as an aligned table. When the terminal is narrower than the
 /// table, the column `shrink` is cut with an ellipsis (JSON output always has
 /// the whole text).
-pub fn table(header: &[&str], mut rows: Vec<Vec<Cell>>, shrink: usize) {
+pub fn table(header: &[&str], rows: Vec<Vec<Cell>>, shrink: usize) {
+    table_capped(header, rows, shrink, None);
+}
+
+/// [`table`], the column `shrink` also cut at `cap` characters where no
+/// terminal says how wide a line may be (a pipe, a file).
+pub fn table_capped(header: &[&str], mut rows: Vec<Vec<Cell>>, shrink: usize, cap: Option<usize>) {
     // The cells' words (an agent's, often) are shown escaped on a terminal,
     // before cryoctl adds its own styles.
     if std::io::stdout().is_terminal() {
@@ -83,6 +89,8 @@ pub fn table(header: &[&str], mut rows: Vec<Vec<Cell>>, shrink: usize) {
             let over = used - total;
             widths[shrink] = widths[shrink].saturating_sub(over).max(header[shrink].len()).max(8);
         }
+    } else if let Some(cap) = cap {
+        widths[shrink] = widths[shrink].min(cap.max(header[shrink].len()));
     }
     let paint = color();
     let line = |cells: Vec<(String, Option<&'static str>)>| {

@@ -109,6 +109,10 @@ fn a_session_that_forgets_to_hibernate_is_told_and_tried_again() {
     });
     let s = status();
     assert!(s["attention"].as_str().unwrap().starts_with("2 sessions in a row ended without hibernating"), "{s}");
+    // Issue 61: `chamber list` off a terminal cuts the long line (status has it whole).
+    let list = env.cryoctl(&["chamber", "list"]).ok().to_string();
+    let row = list.lines().find(|l| l.starts_with(&c.name)).unwrap();
+    assert!(row.contains("! 2 sessions in a row") && row.contains('…') && row.chars().count() < 140, "{list}");
 }
 
 #[test]

@@ -51,7 +51,9 @@ pub(super) async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
     if fleet {
         headers.push("NODE");
     }
-    output::table(&headers, rows, 5);
+    // One failed chamber's line must not make every row hundreds of
+    // characters wide: `status` and `--json` have the whole text.
+    output::table_capped(&headers, rows, 5, Some(LAST_RESULT_CAP));
     print_holds(&r.holds);
     if let Some(line) = r.admission.as_ref().and_then(admission_line) {
         outln!("{line}");
@@ -342,6 +344,9 @@ pub(super) fn tokens(s: &pb::SessionInfo) -> String {
     }
     format!("{}/{}", s.input_tokens, s.output_tokens)
 }
+
+/// How much of LAST RESULT `chamber list` shows off a terminal.
+const LAST_RESULT_CAP: usize = 60;
 
 /// A state, colored for a terminal.
 pub(super) fn state_cell(s: i32) -> output::Cell {
