@@ -86,6 +86,7 @@ fn ended(number: u64, outcome: &str) -> SessionEnd {
         input_tokens: 10,
         output_tokens: 5,
         cached_tokens: 2,
+        cache_write_tokens: 0,
         cost_usd: Some(0.5),
         provider_session: Some("ses-1".into()),
         provider: Some("anthropic".into()),

@@ -46,10 +46,11 @@ impl Reader {
                 if let Some(id) = str_at(v, "/message/id") {
                     let mu = &v["message"]["usage"];
                     let (read, written) = (num(mu, "cache_read_input_tokens"), num(mu, "cache_creation_input_tokens"));
-                    let seen = (num(mu, "input_tokens") + read + written, num(mu, "output_tokens"), read);
+                    let seen = (num(mu, "input_tokens") + read + written, num(mu, "output_tokens"), read, written);
                     self.messages.insert(id.to_string(), seen);
-                    let sum = self.messages.values().fold((0, 0, 0), |a, m| (a.0 + m.0, a.1 + m.1, a.2 + m.2));
-                    (u.input_tokens, u.output_tokens, u.cached_tokens) = sum;
+                    let sum =
+                        self.messages.values().fold((0, 0, 0, 0), |a, m| (a.0 + m.0, a.1 + m.1, a.2 + m.2, a.3 + m.3));
+                    (u.input_tokens, u.output_tokens, u.cached_tokens, u.cache_write_tokens) = sum;
                 }
                 for part in v["message"]["content"].as_array().into_iter().flatten() {
                     match part["type"].as_str() {
@@ -97,6 +98,7 @@ impl Reader {
                 u.input_tokens = num(usage, "input_tokens") + read + written;
                 u.output_tokens = num(usage, "output_tokens");
                 u.cached_tokens = read;
+                u.cache_write_tokens = written;
                 u.cost_usd = v["total_cost_usd"].as_f64().or(u.cost_usd);
                 if v["is_error"] == true {
                     let why = str_at(v, "/result").unwrap_or("the run failed");

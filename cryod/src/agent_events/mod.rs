@@ -41,6 +41,9 @@ pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_tokens: u64,
+    /// Input tokens written to a cache (Anthropic's cache writes), among
+    /// `input_tokens`: priced at `Price::cache_write`.
+    pub cache_write_tokens: u64,
     /// As the CLI reported it (Claude Code, OpenCode), else from the price
     /// table (`Prices`).
     pub cost_usd: Option<f64>,
@@ -133,7 +136,7 @@ pub struct Reader {
     /// Claude Code's messages so far, by id: their usage as last seen (a
     /// message's blocks come one line each), until its `result` gives the
     /// totals; what the session used while it runs.
-    messages: std::collections::BTreeMap<String, (u64, u64, u64)>,
+    messages: std::collections::BTreeMap<String, (u64, u64, u64, u64)>,
     /// OpenCode reports a cost per step; summed here.
     cost_reported: f64,
     /// The tool calls seen since they were last taken, in order.
@@ -296,6 +299,10 @@ pub struct Price {
     pub output: f64,
     /// Input tokens read from a cache (default: the input price).
     pub cached: Option<f64>,
+    /// Input tokens written to a cache (default: the input price; Anthropic
+    /// charges 1.25 times it for its five-minute cache).
+    #[serde(default)]
+    pub cache_write: Option<f64>,
 }
 
 /// The price table shipped with cryo (USD per million tokens, as the
@@ -303,14 +310,16 @@ pub struct Price {
 /// overrides or adds). A model that is not listed gets no computed cost.
 pub const DEFAULT_PRICES_DATE: &str = "2025-11";
 pub fn default_prices() -> Vec<(&'static str, Price)> {
-    let p = |input, output, cached| Price { input, output, cached: Some(cached) };
+    let p = |input, output, cached| Price { input, output, cached: Some(cached), cache_write: None };
+    // Anthropic bills a cache write at 1.25 times the input price.
+    let a = |input: f64, output, cached| Price { cache_write: Some(input * 1.25), ..p(input, output, cached) };
     vec![
         ("gpt-5", p(1.25, 10.0, 0.125)),
         ("gpt-5-codex", p(1.25, 10.0, 0.125)),
         ("gpt-5-mini", p(0.25, 2.0, 0.025)),
-        ("claude-sonnet-4-5", p(3.0, 15.0, 0.30)),
-        ("claude-opus-4-1", p(15.0, 75.0, 1.50)),
-        ("claude-haiku-4-5", p(1.0, 5.0, 0.10)),
+        ("claude-sonnet-4-5", a(3.0, 15.0, 0.30)),
+        ("claude-opus-4-1", a(15.0, 75.0, 1.50)),
+        ("claude-haiku-4-5", a(1.0, 5.0, 0.10)),
     ]
 }
 
@@ -339,9 +348,13 @@ impl Prices {
 impl Price {
     /// The cost of `u`'s tokens.
     pub fn cost(&self, u: &Usage) -> f64 {
-        let fresh = u.input_tokens.saturating_sub(u.cached_tokens) as f64;
-        let cached = u.cached_tokens as f64;
-        (fresh * self.input + cached * self.cached.unwrap_or(self.input) + u.output_tokens as f64 * self.output) / 1e6
+        let fresh = u.input_tokens.saturating_sub(u.cached_tokens).saturating_sub(u.cache_write_tokens) as f64;
+        let (cached, written) = (u.cached_tokens as f64, u.cache_write_tokens as f64);
+        (fresh * self.input
+            + cached * self.cached.unwrap_or(self.input)
+            + written * self.cache_write.unwrap_or(self.input)
+            + u.output_tokens as f64 * self.output)
+            / 1e6
     }
 }
 

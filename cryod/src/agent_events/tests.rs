@@ -234,11 +234,15 @@ fn other_lines_pass_through_and_results_are_clipped() {
 
 #[test]
 fn prices_cost_the_tokens() {
-    let p = Price { input: 3.0, output: 15.0, cached: Some(0.3) };
+    let p = Price { input: 3.0, output: 15.0, cached: Some(0.3), cache_write: None };
     let mut u = Usage { input_tokens: 1_000_000, cached_tokens: 500_000, output_tokens: 100_000, ..Usage::default() };
     assert!((p.cost(&u) - (1.5 + 0.15 + 1.5)).abs() < 1e-9);
+    // Issue 62: Anthropic's cache writes at $3.75 a million for Sonnet, not $3.
+    let sonnet = crate::agent_events::default_prices().into_iter().find(|(m, _)| *m == "claude-sonnet-4-5").unwrap().1;
+    let writes = Usage { input_tokens: 1_000_000, cache_write_tokens: 1_000_000, ..Usage::default() };
+    assert!((sonnet.cost(&writes) - 3.75).abs() < 1e-9, "{}", sonnet.cost(&writes));
     let mut mine = std::collections::BTreeMap::new();
-    mine.insert("m1".to_string(), Price { input: 1.0, output: 2.0, cached: None });
+    mine.insert("m1".to_string(), Price { input: 1.0, output: 2.0, cached: None, cache_write: None });
     let prices = Prices::new(&mine);
     assert_eq!(prices.cost(&u), None, "no model, no cost");
     u.model = Some("local/m1".into());

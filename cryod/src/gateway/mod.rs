@@ -191,11 +191,13 @@ impl Route {
         u.input_tokens += c.input;
         u.output_tokens += c.output;
         u.cached_tokens += c.cached;
+        u.cache_write_tokens += c.written;
         let one = Usage {
             model: c.model.clone(),
             input_tokens: c.input,
             output_tokens: c.output,
             cached_tokens: c.cached,
+            cache_write_tokens: c.written,
             ..Usage::default()
         };
         let cost = self.spec.prices.cost(&one);

@@ -61,7 +61,10 @@ async fn gateway() -> Gateway {
 
 fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
     let mut prices = std::collections::BTreeMap::new();
-    prices.insert("m1".to_string(), crate::agent_events::Price { input: 1000.0, output: 2000.0, cached: None });
+    prices.insert(
+        "m1".to_string(),
+        crate::agent_events::Price { input: 1000.0, output: 2000.0, cached: None, cache_write: None },
+    );
     Spec {
         chamber: "c".into(),
         account: "acct".into(),

@@ -114,6 +114,9 @@ pub struct Counted {
     pub input: u64,
     pub output: u64,
     pub cached: u64,
+    /// Anthropic's cache writes (`cache_creation_input_tokens`), among
+    /// `input`: priced above plain input.
+    pub written: u64,
 }
 
 impl Counted {
@@ -267,9 +270,10 @@ fn anthropic(c: &mut Counted, u: &Value) {
         (num(u, "input_tokens"), num(u, "cache_creation_input_tokens"), num(u, "cache_read_input_tokens"));
     if fresh.is_some() || written.is_some() || read.is_some() {
         let read = read.unwrap_or(c.cached);
-        let fresh = fresh.unwrap_or(c.input.saturating_sub(c.cached));
-        c.input = fresh + written.unwrap_or(0) + read;
-        c.cached = read;
+        let fresh = fresh.unwrap_or(c.input.saturating_sub(c.cached).saturating_sub(c.written));
+        let written = written.unwrap_or(c.written);
+        c.input = fresh + written + read;
+        (c.cached, c.written) = (read, written);
     }
     if let Some(out) = num(u, "output_tokens") {
         c.output = out;
@@ -461,7 +465,11 @@ mod tests {
             event: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":42}}\r\n\r\n";
         for cut in [1, 7, 64, 10_000] {
             let c = metered(Api::Messages, true, body, cut);
-            assert_eq!(c, Counted { model: Some("claude-x".into()), input: 105, output: 42, cached: 90 }, "{cut}");
+            assert_eq!(
+                c,
+                Counted { model: Some("claude-x".into()), input: 105, output: 42, cached: 90, written: 5 },
+                "{cut}"
+            );
         }
     }
 
@@ -470,17 +478,17 @@ mod tests {
         let m = r#"{"model":"claude-x","usage":{"input_tokens":3,"output_tokens":4}}"#;
         assert_eq!(
             metered(Api::Messages, false, m, 5),
-            Counted { model: Some("claude-x".into()), input: 3, output: 4, cached: 0 }
+            Counted { model: Some("claude-x".into()), input: 3, output: 4, cached: 0, written: 0 }
         );
         let r = r#"{"model":"gpt-x","usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":20},"output_tokens":4}}"#;
         assert_eq!(
             metered(Api::Responses, false, r, 5),
-            Counted { model: Some("gpt-x".into()), input: 30, output: 4, cached: 20 }
+            Counted { model: Some("gpt-x".into()), input: 30, output: 4, cached: 20, written: 0 }
         );
         let c = r#"{"model":"m1","usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
         assert_eq!(
             metered(Api::Chat, false, c, 3),
-            Counted { model: Some("m1".into()), input: 7, output: 2, cached: 0 }
+            Counted { model: Some("m1".into()), input: 7, output: 2, cached: 0, written: 0 }
         );
     }
 
@@ -489,12 +497,12 @@ mod tests {
         let r = "data: {\"type\":\"response.created\",\"response\":{\"model\":\"gpt-x\"}}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-x\",\"usage\":{\"input_tokens\":40,\"output_tokens\":20}}}\n\n";
         assert_eq!(
             metered(Api::Responses, true, r, 9),
-            Counted { model: Some("gpt-x".into()), input: 40, output: 20, cached: 0 }
+            Counted { model: Some("gpt-x".into()), input: 40, output: 20, cached: 0, written: 0 }
         );
         let c = "data: {\"model\":\"m1\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\ndata: {\"model\":\"m1\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n";
         assert_eq!(
             metered(Api::Chat, true, c, 4),
-            Counted { model: Some("m1".into()), input: 10, output: 5, cached: 0 }
+            Counted { model: Some("m1".into()), input: 10, output: 5, cached: 0, written: 0 }
         );
     }
 
@@ -503,7 +511,7 @@ mod tests {
     fn gemini_streamed_and_whole() {
         let g = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":{\"promptTokenCount\":100,\"candidatesTokenCount\":1},\"modelVersion\":\"gemini-x\"}\r\n\r\n\
             data: {\"candidates\":[{\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":100,\"cachedContentTokenCount\":60,\"candidatesTokenCount\":7,\"thoughtsTokenCount\":3},\"modelVersion\":\"gemini-x\"}\r\n\r\n";
-        let want = Counted { model: Some("gemini-x".into()), input: 100, output: 10, cached: 60 };
+        let want = Counted { model: Some("gemini-x".into()), input: 100, output: 10, cached: 60, written: 0 };
         assert_eq!(metered(Api::Gemini, true, g, 7), want);
         let whole = r#"{"candidates":[],"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"candidatesTokenCount":7,"thoughtsTokenCount":3},"modelVersion":"gemini-x"}"#;
         assert_eq!(metered(Api::Gemini, false, whole, 5), want);

@@ -251,6 +251,8 @@ fn session_row(r: &Row) -> SessionRow {
             input_tokens: r.get::<_, Option<i64>>(9).unwrap_or(0) as u64,
             output_tokens: r.get::<_, Option<i64>>(10).unwrap_or(0) as u64,
             cached_tokens: r.get::<_, Option<i64>>(11).unwrap_or(0) as u64,
+            // Not kept: what they cost is in the cost.
+            cache_write_tokens: 0,
             cost_usd: r.get(12),
             provider_session: r.get(13),
             provider: r.get(14),
