@@ -227,7 +227,7 @@ pub enum ConnectError {
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const START: &str = "start it with `cryoctl daemon run` (foreground) or `cryoctl daemon install` (service)";
+        const START: &str = "start it with `cryoctl daemon run --detach` (background), `cryoctl daemon run` (foreground) or `cryoctl daemon install` (service)";
         match self {
             ConnectError::NoSocket(p) => write!(f, "cryod is not running (no socket at {}): {START}", p.display()),
             ConnectError::Refused(p) => {

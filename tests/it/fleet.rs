@@ -813,7 +813,7 @@ fn wake_processes(wake: &str) -> Vec<i32> {
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|e| String::from_utf8_lossy(&e).contains(&needle))
         })
-        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z ")))
+        .filter(|p| cryod::agent::group::pid_running(*p))
         .collect()
 }
 

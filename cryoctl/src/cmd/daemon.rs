@@ -93,7 +93,7 @@ pub async fn detach(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, ve
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let text = log_tail(&log_path);
             let tail: Vec<&str> = text.lines().rev().take(3).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(Failure::refused(format!(
@@ -521,6 +521,17 @@ pub async fn stop(ctx: Ctx) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The last 8 KiB of cryod's log (it is appended to across starts).
+fn log_tail(path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(8192)));
+    let mut bytes = Vec::new();
+    let _ = f.take(8192).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Whether `pid` has ended but is not yet reaped (a zombie of its parent).

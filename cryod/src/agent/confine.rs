@@ -170,15 +170,14 @@ pub fn confine(
     };
     let mut tmp = None;
     let (program, args): (PathBuf, Vec<OsString>) = match jail.mode {
-        Sandbox::Off => {
-            let mut rest: Vec<OsString> = vec![own_exe.clone().into()];
-            rest.extend(confine_args(&run.program, run.args));
-            (own_exe.clone(), keeper(false, rest))
-        }
-        Sandbox::Landlock => {
-            let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
-            tmp = Some(dir);
-            plan.landlock = Some(policy);
+        // The keeper of the tree, then the last step, then the program
+        // (under Landlock's rules, which the last step applies).
+        Sandbox::Off | Sandbox::Landlock => {
+            if jail.mode == Sandbox::Landlock {
+                let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
+                tmp = Some(dir);
+                plan.landlock = Some(policy);
+            }
             let mut rest: Vec<OsString> = vec![own_exe.clone().into()];
             rest.extend(confine_args(&run.program, run.args));
             (own_exe.clone(), keeper(false, rest))

@@ -231,7 +231,7 @@ fn end_tree() -> usize {
     let me = std::process::id() as i32;
     let until = std::time::Instant::now() + KILL_WAIT;
     loop {
-        let live: Vec<i32> = descendants(me).into_iter().filter(|p| !zombie(*p)).collect();
+        let live: Vec<i32> = descendants(me).into_iter().filter(|p| crate::agent::group::pid_running(*p)).collect();
         if live.is_empty() || std::time::Instant::now() >= until {
             return live.len();
         }
@@ -255,12 +255,6 @@ fn descendants(pid: i32) -> Vec<i32> {
         }
     }
     out
-}
-
-/// Whether `pid` has ended (a zombie, or gone).
-fn zombie(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
-    stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
 }
 
 /// The next line of an agent's output being relayed; pending forever when
