@@ -332,3 +332,85 @@ fn a_cli_config_naming_a_key_cryod_does_not_hold_gets_no_key() {
     assert!(!c.cryo_log().contains("agent started"), "{}", c.cryo_log());
     assert!(model.seen().is_empty() && !c.dir.join("seen-env.txt").exists());
 }
+
+/// The Python interpreter of `tests/interop/.venv`, where `.ci/run` installs
+/// the official SDKs (`tests/interop/requirements.txt`).
+fn sdk_python() -> Option<std::path::PathBuf> {
+    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/.venv/bin/python");
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import openai, anthropic"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    let why = "the official SDKs are not installed: python3 -m venv tests/interop/.venv && \
+               tests/interop/.venv/bin/pip install -r tests/interop/requirements.txt (.ci/run does)";
+    assert!(std::env::var_os("CRYO_REQUIRE_INTEROP").is_none(), "{why}");
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// Issue 62, case 1: OpenAI's and Anthropic's official Python SDKs, each
+/// running the loops of its own documentation (streamed, streamed asking
+/// for usage, whole) from a session, through the gateway: each sees the
+/// stream it asked for (`chunk.choices[0]` holds in every chunk of a
+/// stream that did not ask for usage), and the ledger still counts every
+/// response's tokens.
+#[test]
+fn the_official_sdks_see_the_streams_they_asked_for() {
+    let Some(py) = sdk_python() else { return };
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/sdk_client.py");
+    let model = ModelServer::start(Script::new());
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // A program named as a CLI the gateway knows, so the session's
+    // environment holds the gateway's base URL and the session's token.
+    for (sdk_name, bin, provider) in [
+        ("openai", "qwen", crate::agents::qwen_provider(&env, &model)),
+        ("anthropic", "claude", claude_provider(&env, &model)),
+    ] {
+        let dir = env.path(&format!("sdk-{sdk_name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let agent = dir.join(bin);
+        let script = format!(
+            "#!/bin/sh\n'{}' '{}' {sdk_name} > sdk.json 2> sdk.err\ncryo-agent hibernate --complete --summary sdk\n",
+            py.display(),
+            sdk.display()
+        );
+        std::fs::write(&agent, script).unwrap();
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let c = env.chamber(sdk_name, "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", agent.display()));
+        let before = model.seen().len();
+        env.cryoctl(&["chamber", "start", sdk_name]).ok();
+        wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
+        let out = c.read("sdk.json");
+        let seen: serde_json::Value = serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("{sdk_name}: {e}: {out}\n{}\n{}", c.read("sdk.err"), diag(&c, &model)));
+        let requests: Vec<_> = model.seen().into_iter().skip(before).collect();
+        assert_eq!(requests.len(), 3, "{sdk_name}: {}", model.transcript());
+        assert!(
+            requests.iter().all(|s| s.headers.iter().any(|(_, v)| v.contains("sk-cryo-test"))),
+            "{sdk_name}: the calls went through the gateway (the real key added)"
+        );
+        if sdk_name == "openai" {
+            // The loop over `chunk.choices[0]` ran to the end: no chunk
+            // without choices reached it.
+            assert_eq!(seen["streamed"]["text"], "Done.", "{seen}");
+            assert_eq!(seen["streamed"]["chunks"], 2, "{seen}");
+            assert_eq!(seen["asked"]["usage"]["prompt_tokens"], 10, "{seen}");
+            assert_eq!(seen["whole"]["text"], "Done.", "{seen}");
+            // The gateway asked the upstream for the first stream's usage.
+            assert_eq!(requests[0].body["stream_options"]["include_usage"], true, "{:?}", requests[0].body);
+        } else {
+            assert_eq!(seen["streamed"]["text"], "Done.", "{seen}");
+            assert_eq!(seen["whole"]["text"], "Done.", "{seen}");
+            assert_eq!(seen["events"][0], "message_start", "{seen}");
+        }
+        // Counted all the same: 10 in and 5 out a response.
+        let status = env.cryoctl(&["chamber", "status", sdk_name, "--json"]).json();
+        let s = &status[0]["sessions"][0];
+        assert_eq!((s["input_tokens"].as_u64(), s["output_tokens"].as_u64()), (Some(30), Some(15)), "{sdk_name}: {s}");
+    }
+}

@@ -299,7 +299,10 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     let events = match api {
         Api::Messages => messages_events(&reply, &model, n, stream),
         Api::Responses => responses_events(&reply, &model, n, stream),
-        Api::Chat => chat_events(&reply, &model, n, stream),
+        Api::Chat => {
+            let usage = body.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+            chat_events(&reply, &model, n, (stream, usage))
+        }
         Api::Gemini => gemini_events(&reply, &model, stream),
     };
     match events {
@@ -697,8 +700,10 @@ fn responses_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answe
 }
 
 /// OpenAI Chat Completions API: a completion, or its streamed chunks
-/// (`data:` lines ending with `[DONE]`).
-fn chat_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
+/// (`data:` lines ending with `[DONE]`); streamed, the usage comes only when
+/// asked for (`stream_options.include_usage`), in an event of its own with
+/// no choices, the others then carrying `"usage": null`, as OpenAI does.
+fn chat_events(reply: &Reply, model: &str, n: usize, (stream, include_usage): (bool, bool)) -> Answer {
     let id = format!("chatcmpl-{n:04}");
     let (message, finish) = match reply {
         Reply::Tool { name, arguments, id, .. } => (
@@ -716,15 +721,20 @@ fn chat_events(reply: &Reply, model: &str, n: usize, stream: bool) -> Answer {
             "choices": [{ "index": 0, "message": message, "finish_reason": finish }], "usage": usage,
         }));
     }
-    let chunk = |delta: Value, finish: Value, usage: Value| {
-        json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }], "usage": usage })
+    let chunk = |delta: Value, finish: Value| {
+        let mut c = json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        if include_usage {
+            c["usage"] = Value::Null;
+        }
+        c
     };
-    let chunks = [
-        chunk(message, Value::Null, Value::Null),
-        chunk(json!({}), json!(finish), Value::Null),
-        json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": usage }),
-    ];
+    let mut chunks = vec![chunk(message, Value::Null), chunk(json!({}), json!(finish))];
+    if include_usage {
+        chunks.push(
+            json!({ "id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": usage }),
+        );
+    }
     let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
     out.push_str("data: [DONE]\n\n");
     Answer::Stream(out)

@@ -476,7 +476,11 @@ async fn handle(
     // A sign of the session's life: a request the provider will see (not
     // a refused one, which any loop could send for nothing).
     (route.spec.tell.alive)();
-    let body = wire::ask_usage(api, &body).map(axum::body::Bytes::from).unwrap_or(body);
+    // Usage asked for, when a streamed chat did not: its event is then held
+    // back from the client, which sees the stream it asked for.
+    let asked = wire::ask_usage(api, &body);
+    let unasked = asked.is_some().then(wire::Unasked::default);
+    let body = asked.map(axum::body::Bytes::from).unwrap_or(body);
     let exchange = route.spec.kept.as_ref().map(|_| {
         let x = kept::Exchange::new(inner.clock.now(), parts.method.as_str(), &below, &parts.headers, &body);
         (x, token.to_string())
@@ -561,6 +565,7 @@ async fn handle(
         span,
         exchange,
         redact,
+        unasked,
         ended: false,
     };
     out.body(Body::from_stream(metered)).unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
@@ -598,6 +603,8 @@ struct Metered {
     exchange: Option<(kept::Exchange, String)>,
     /// The real key, taken out of what the upstream sends back.
     redact: redact::Redact,
+    /// Usage the gateway asked for and the client did not, held back.
+    unasked: Option<wire::Unasked>,
     /// The upstream's body has ended (what `redact` held back is sent).
     ended: bool,
 }
@@ -674,7 +681,11 @@ impl futures_util::Stream for Metered {
                 if let Some(route) = &self.route {
                     (route.spec.tell.alive)();
                 }
-                Poll::Ready(Some(Ok(self.redact.feed(&chunk).into())))
+                let passed = match self.unasked.as_mut() {
+                    Some(u) => u.feed(&chunk),
+                    None => chunk.to_vec(),
+                };
+                Poll::Ready(Some(Ok(self.redact.feed(&passed).into())))
             }
             Poll::Ready(other) => {
                 self.settle();
@@ -682,7 +693,9 @@ impl futures_util::Stream for Metered {
                 match other {
                     Some(Err(e)) => Poll::Ready(Some(Err(e))),
                     _ => {
-                        let rest = self.redact.finish();
+                        let held = self.unasked.as_mut().map(wire::Unasked::finish).unwrap_or_default();
+                        let mut rest = self.redact.feed(&held);
+                        rest.extend(self.redact.finish());
                         Poll::Ready((!rest.is_empty()).then(|| Ok(rest.into())))
                     }
                 }

@@ -15,7 +15,8 @@
 //! - OpenAI Chat Completions (`POST …/chat/completions`): the last chunk
 //!   carries `usage` (`prompt_tokens`, `prompt_tokens_details.cached_tokens`,
 //!   `completion_tokens`) when the request asks for it
-//!   (`stream_options.include_usage`, which the gateway sets).
+//!   (`stream_options.include_usage`): the gateway asks when the client did
+//!   not, and holds that event back from it ([`Unasked`]).
 //! - Google's Gemini API (`POST …/models/MODEL:generateContent`, or
 //!   `:streamGenerateContent?alt=sse`): each chunk carries `usageMetadata`
 //!   so far (`promptTokenCount`, cached included, `cachedContentTokenCount`,
@@ -333,6 +334,83 @@ pub fn ask_usage(api: Option<Api>, body: &[u8]) -> Option<Vec<u8>> {
     serde_json::to_vec(&v).ok()
 }
 
+/// A streamed Chat Completions body as the client asked for it, when the
+/// gateway asked for its usage ([`ask_usage`]) and the client did not: the
+/// usage event (`choices: []`) is held back, and so is the `"usage":null`
+/// the provider then adds to every other chunk. Everything else passes as
+/// it came, event by event (an event is held only until its blank line).
+#[derive(Debug, Default)]
+pub struct Unasked {
+    /// The unfinished event.
+    buf: Vec<u8>,
+}
+
+impl Unasked {
+    /// The next bytes from the upstream; what may go on to the client.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::with_capacity(self.buf.len());
+        let mut start = 0;
+        while let Some(end) = event_end(&self.buf[start..]) {
+            pass_event(&self.buf[start..start + end], &mut out);
+            start += end;
+        }
+        self.buf.drain(..start);
+        if self.buf.len() > MAX_KEPT {
+            // No event of a chat stream is this long: let it through.
+            out.append(&mut self.buf);
+        }
+        out
+    }
+
+    /// The upstream's body ended: what was held of an unfinished event.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let rest = std::mem::take(&mut self.buf);
+        pass_event(&rest, &mut out);
+        out
+    }
+}
+
+/// Where the first whole event of `buf` ends (past its blank line).
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            match buf.get(i + 1) {
+                Some(b'\n') => return Some(i + 2),
+                Some(b'\r') if buf.get(i + 2) == Some(&b'\n') => return Some(i + 3),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// An event on to `out`, unless it is the usage the client did not ask for.
+fn pass_event(event: &[u8], out: &mut Vec<u8>) {
+    let data: Vec<u8> = event
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.strip_suffix(b"\r").unwrap_or(l).strip_prefix(b"data:"))
+        .flat_map(|d| d.strip_prefix(b" ").unwrap_or(d).iter().copied())
+        .collect();
+    if let Ok(v) = serde_json::from_slice::<Value>(&data)
+        && v["choices"].as_array().is_some_and(Vec::is_empty)
+        && v["usage"].is_object()
+    {
+        return;
+    }
+    const NULL_USAGE: &[u8] = br#","usage":null"#;
+    match event.windows(NULL_USAGE.len()).position(|w| w == NULL_USAGE) {
+        Some(at) => {
+            out.extend_from_slice(&event[..at]);
+            out.extend_from_slice(&event[at + NULL_USAGE.len()..]);
+        }
+        None => out.extend_from_slice(event),
+    }
+}
+
 /// What a response's headers say of the account's limits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pressure {
@@ -589,6 +667,36 @@ mod tests {
         assert!(ask_usage(Some(Api::Chat), br#"{"stream":false}"#).is_none());
         assert!(ask_usage(Some(Api::Messages), br#"{"stream":true}"#).is_none());
         assert!(ask_usage(Some(Api::Chat), b"not json").is_none());
+    }
+
+    /// The usage event the gateway asked for never reaches a client that
+    /// did not, however the upstream's bytes are cut; the rest passes as
+    /// it came.
+    #[test]
+    fn the_usage_the_client_did_not_ask_for_is_held_back() {
+        let stream = concat!(
+            "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n",
+            ": a comment\r\n\r\n",
+            "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let want = concat!(
+            "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            ": a comment\r\n\r\n",
+            "data: [DONE]\n\n",
+        );
+        for cut in 1..stream.len() {
+            let mut u = Unasked::default();
+            let mut out = u.feed(&stream.as_bytes()[..cut]);
+            out.extend(u.feed(&stream.as_bytes()[cut..]));
+            out.extend(u.finish());
+            assert_eq!(String::from_utf8(out).unwrap(), want, "cut at {cut}");
+        }
+        // A body that ends without its blank line still ends whole.
+        let mut u = Unasked::default();
+        let mut out = u.feed(b"data: {\"choices\":[{}]}");
+        out.extend(u.finish());
+        assert_eq!(out, b"data: {\"choices\":[{}]}");
     }
 
     fn headers(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
