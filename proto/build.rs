@@ -16,6 +16,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={}", f.display());
     }
     let fds = protox::compile(&files, ["."])?;
+    // The same definitions, encoded, for cryod's server reflection.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("cryo_descriptor.bin"), prost::Message::encode_to_vec(&fds))?;
     tonic_prost_build::configure().compile_fds(fds)?;
     Ok(())
 }

@@ -185,7 +185,7 @@ impl<S> Mended<S> {
                     bad = true;
                     return;
                 }
-                let value: &[u8] = if &*name == b":authority" && value.contains(&b'%') { LOCALHOST } else { &value };
+                let value: &[u8] = if &*name == b":authority" && !plain(&value) { LOCALHOST } else { &value };
                 literal(&mut block, &name, value);
             })
             .ok()?;
@@ -348,6 +348,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Mended<S> {
     }
 }
 
+/// An authority h2 takes as it is: one that parses as an authority and has
+/// no `%` (a percent-encoded path, grpcio's and grpc-go's) and no `/` (the
+/// socket's raw path, grpcurl's), which h2 resets the stream for.
+fn plain(value: &[u8]) -> bool {
+    !value.contains(&b'%') && axum::http::uri::Authority::try_from(value).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;
@@ -405,13 +412,29 @@ mod tests {
 
     #[tokio::test]
     async fn a_percent_encoded_authority_becomes_localhost_and_the_rest_is_kept() {
-        let encoded: &[u8] = b"%2Frun%2Fuser%2F1000%2Fcryo%2Fcryod.sock";
+        authority_mended(b"%2Frun%2Fuser%2F1000%2Fcryo%2Fcryod.sock").await;
+    }
+
+    /// grpcurl's: the socket's path as it is.
+    #[tokio::test]
+    async fn a_raw_path_authority_becomes_localhost_and_the_rest_is_kept() {
+        authority_mended(b"/run/user/1000/cryo/cryod.sock").await;
+    }
+
+    /// A named authority passes as it came.
+    #[tokio::test]
+    async fn a_plain_authority_is_kept() {
+        assert!(super::plain(b"localhost") && super::plain(b"cryod:80"));
+        assert!(!super::plain(b"/run/x.sock") && !super::plain(b"%2Frun") && !super::plain(b""));
+    }
+
+    async fn authority_mended(encoded: &'static [u8]) {
         let request = |path: &'static [u8]| -> Vec<(&'static [u8], &'static [u8])> {
             vec![
                 (b":method", b"POST"),
                 (b":scheme", b"http"),
                 (b":path", path),
-                (b":authority", b"%2Frun%2Fuser%2F1000%2Fcryo%2Fcryod.sock"),
+                (b":authority", encoded),
                 (b"content-type", b"application/grpc"),
                 (b"x-cryo-operator-key", b"k3y"),
             ]

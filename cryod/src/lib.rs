@@ -249,9 +249,16 @@ pub async fn run(
     system::logind::follow(&daemon);
     let serve_shutdown = shutdown.clone();
     let control = rpc::control::ControlService { daemon: daemon.clone() };
+    let (reflection, reflection_alpha) = reflection();
+    let (keyed, keyed_alpha) = (operator.clone(), operator.clone());
     let served = tonic::transport::Server::builder()
         .add_service(cryo_proto::v1::control_server::ControlServer::with_interceptor(control, move |r| {
             operator.check(r)
+        }))
+        // Server reflection, keyed like every other call.
+        .add_service(tonic::service::interceptor::InterceptedService::new(reflection, move |r| keyed.check(r)))
+        .add_service(tonic::service::interceptor::InterceptedService::new(reflection_alpha, move |r| {
+            keyed_alpha.check(r)
         }))
         // Agent calls that come here are told where they belong.
         .add_service(cryo_proto::v1::agent_server::AgentServer::with_interceptor(
@@ -279,6 +286,22 @@ pub async fn run(
     doors.context("serving the sessions' sockets")?;
     tracing::info!("cryod stopped");
     Ok(())
+}
+
+/// The server reflection services (v1, and v1alpha, which grpcurl before
+/// 1.9 asks), answering with the `cryo.v1` definitions.
+fn reflection() -> (
+    tonic_reflection::server::v1::ServerReflectionServer<impl tonic_reflection::server::v1::ServerReflection>,
+    tonic_reflection::server::v1alpha::ServerReflectionServer<impl tonic_reflection::server::v1alpha::ServerReflection>,
+) {
+    let builder = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(cryo_proto::FILE_DESCRIPTOR_SET)
+            .include_reflection_service(false)
+    };
+    let v1 = builder().build_v1().expect("the cryo.v1 definitions are whole (the build compiled them)");
+    let alpha = builder().build_v1alpha().expect("the cryo.v1 definitions are whole (the build compiled them)");
+    (v1, alpha)
 }
 
 fn config_hub(shared: &runtime::Shared) -> Option<(String, bool)> {

@@ -17,6 +17,10 @@ pub mod v1 {
     tonic::include_proto!("cryo.v1");
 }
 
+/// The protocol's definitions (every `cryo/v1/*.proto`), an encoded
+/// `FileDescriptorSet`: what cryod's server reflection answers with.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cryo_descriptor.bin"));
+
 /// The protocol spoken on the socket. Bump it on any change a client of the
 /// other number would misread; `Hello` compares it before anything else.
 /// 2: the operator's socket needs the operator key; agents have doors of

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A stock gRPC client (grpcio) calling cryod over its Unix socket.
 
-grpcio sends `:authority` as the percent-encoded socket path, as grpc-go,
-grpc-java and grpcurl do. No code generated from cryo's protos: the calls
+grpcio sends `:authority` as the percent-encoded socket path, as grpc-go
+and grpc-java do; grpcurl sends the path as it is (both are tried). Server
+reflection is asked as grpcurl asks it. No code generated from cryo's protos: the calls
 are made on raw bytes, the messages written by hand in protobuf's wire
 format (the fields used are documented in proto/cryo/v1/*.proto).
 
@@ -67,7 +68,7 @@ def strings(data):
                 pass
             try:
                 found.extend(strings(chunk))
-            except IndexError:
+            except (IndexError, ValueError):
                 pass
         elif wire == 1:
             i += 8
@@ -98,10 +99,33 @@ def main():
     # Newer grpcio (1.57+), grpc-go and grpc-java send the socket's path,
     # percent-encoded, as `:authority` (h2 alone refuses it; cryod mends it):
     # sent here as they send it, and named plainly too.
-    for label, authority in [("encoded_authority", urllib.parse.quote(socket, safe="")), ("named_authority", "localhost")]:
+    # grpcurl sends the socket's path as it is.
+    for label, authority in [
+        ("encoded_authority", urllib.parse.quote(socket, safe="")),
+        ("raw_authority", socket),
+        ("named_authority", "localhost"),
+    ]:
         ch = grpc.insecure_channel("unix:" + socket, options=[("grpc.default_authority", authority)])
         raw = ch.unary_unary("/cryo.v1.Control/ChamberList", request_serializer=None, response_deserializer=None)
         out[label] = strings(raw(b"", metadata=meta, timeout=10))
+    # Server reflection (what grpcurl and Postman ask), v1 and v1alpha:
+    # ServerReflectionRequest.list_services is field 7, file_containing_symbol 4.
+    def reflect(version, request, metadata):
+        info = channel.stream_stream(
+            "/grpc.reflection.%s.ServerReflection/ServerReflectionInfo" % version,
+            request_serializer=None,
+            response_deserializer=None,
+        )
+        return [s for r in info(iter([request]), metadata=metadata, timeout=10) for s in strings(r)]
+
+    for version in ["v1", "v1alpha"]:
+        out["reflection_" + version] = reflect(version, field_bytes(7, b""), meta)
+    out["reflection_symbol"] = reflect("v1", field_bytes(4, b"cryo.v1.Control"), meta)
+    try:
+        reflect("v1", field_bytes(7, b""), [])
+        out["reflection_keyless"] = "answered"
+    except grpc.RpcError as e:
+        out["reflection_keyless"] = "%s: %s" % (e.code().name, e.details())
     print(json.dumps(out))
 
 

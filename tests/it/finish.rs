@@ -162,10 +162,12 @@ fn todo_json_is_held_to_the_limits_of_todo_add() {
     assert_eq!(list.as_array().map(Vec::len), Some(10_000));
 }
 
-/// Issue 39, item 10: a stock grpcio client is answered, with the operator
-/// key as metadata (without it, refused), and with the authority named as
-/// README says. Hello is not required first (README). Not yet: a client
-/// sending the percent-encoded socket path as `:authority` (h2 refuses it).
+/// Issue 39, item 10, and issue 62, case 3: a stock grpcio client is
+/// answered, with the operator key as metadata (without it, refused),
+/// whatever `:authority` it sends (named, the percent-encoded socket path,
+/// or the raw path grpcurl sends). Hello is not required first (README).
+/// Server reflection (v1 and v1alpha) lists the services and answers a
+/// symbol's file, keyed like every call.
 #[test]
 fn a_stock_grpc_client_is_answered_over_the_socket() {
     let python = std::path::Path::new("/usr/bin/python3");
@@ -198,6 +200,14 @@ fn a_stock_grpc_client_is_answered_over_the_socket() {
     assert!(texts("list").iter().any(|s| s == "interop"), "{v}");
     assert!(texts("named_authority").iter().any(|s| s == "interop"), "{v}");
     assert!(texts("encoded_authority").iter().any(|s| s == "interop"), "the percent-encoded authority: {v}");
+    assert!(texts("raw_authority").iter().any(|s| s == "interop"), "the raw path as authority: {v}");
+    for version in ["reflection_v1", "reflection_v1alpha"] {
+        let names = texts(version);
+        assert!(names.iter().any(|s| s == "cryo.v1.Control") && names.iter().any(|s| s == "cryo.v1.Agent"), "{v}");
+    }
+    let symbol = texts("reflection_symbol");
+    assert!(symbol.iter().any(|s| s == "ChamberList") && symbol.iter().any(|s| s.ends_with(".proto")), "{v}");
+    assert!(v["reflection_keyless"].as_str().unwrap().starts_with("PERMISSION_DENIED"), "{v}");
     assert!(v["keyless"].as_str().unwrap().starts_with("PERMISSION_DENIED"), "{v}");
 }
 
