@@ -341,9 +341,16 @@ pub fn mismatch_message(
     daemon_version: &str,
     daemon_protocol: u32,
 ) -> String {
+    // A stock client may name neither itself nor its version.
+    let who = match (client.trim(), client_version.trim()) {
+        ("", "") => "the client".to_string(),
+        ("", v) => format!("the client {v}"),
+        (c, "") => c.to_string(),
+        (c, v) => format!("{c} {v}"),
+    };
     format!(
-        "cryod {daemon_version} speaks protocol {daemon_protocol}, {client} {client_version} speaks protocol \
-         {client_protocol}: run the same version of both (restart the daemon with `cryoctl daemon restart` after upgrading)"
+        "cryod {daemon_version} speaks protocol {daemon_protocol}, {who} speaks protocol {client_protocol}: run the \
+         same version of both (restart the daemon with `cryoctl daemon restart` after upgrading)"
     )
 }
 
@@ -493,6 +500,10 @@ mod tests {
         let m = mismatch_message("cryoctl", "0.1.0", 1, "9.0.0", 9);
         assert!(m.contains("protocol 9") && m.contains("protocol 1"), "{m}");
         assert!(m.contains("cryoctl daemon restart"), "{m}");
+        assert!(m.contains("cryoctl 0.1.0 speaks protocol 1"), "{m}");
+        // A stock client that names neither itself nor its version.
+        let m = mismatch_message("", "", 1, "9.0.0", 9);
+        assert!(m.contains(", the client speaks protocol 1:"), "{m}");
     }
 
     #[test]
