@@ -357,6 +357,80 @@ fn a_fresh_worktree_each_session_and_none_kept_past_a_reset_or_removal() {
     assert!(history_git(&w).starts_with("branch cryo/w at "), "{}", history_git(&w));
 }
 
+/// Issue 60, case 7: network work after a session (the pull request call,
+/// here held unanswered by an API that accepts and never replies, well
+/// inside the client's 150 s) runs off the chamber's path: meanwhile the
+/// chamber answers its operator at once, a second session is prepared,
+/// runs and ends, and when the call fails its note reaches `cryo.log`.
+#[test]
+fn a_hanging_pull_request_call_blocks_nothing_of_the_chamber() {
+    use cryo_tests::fake_github;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // The remote: a bare repository on this machine (pushed to by path).
+    let bare = env.path("remote.git");
+    sh(env.root(), &format!("git init -q --bare -b main {}", bare.display()));
+    let main = checkout(&env);
+    sh(&main, &format!("git push -q {} main", bare.display()));
+    env.write_secret("gh-token", fake_github::TOKEN, 0o600);
+    let token = env.home().join("gh-token");
+    // The API: connections are accepted (the kernel's backlog) and never answered.
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    api.set_nonblocking(true).unwrap();
+    let script = env.path("c").join("agent.sh");
+    let toml = format!(
+        "agent = \"sh {}\"\n[git]\nrepo = \"{}\"\npull_request = true\n[sync.github]\nrepo = \"{}/{}\"\nissue = {}\ntoken_file = \"{}\"\napi_url = \"http://{}\"\n",
+        script.display(),
+        bare.display(),
+        fake_github::OWNER,
+        fake_github::REPO,
+        fake_github::ISSUE,
+        token.display(),
+        api.local_addr().unwrap()
+    );
+    let c = env.chamber("c", &agent("echo one >> feature.txt"), &toml);
+    env.cryoctl(&["chamber", "start", "c"]).ok();
+    // Session 1's push is done and its pull request call hangs. (The
+    // issue bridge's calls are told to come back in an hour.)
+    let mut held = Vec::new();
+    wait_until_within(std::time::Duration::from_secs(60), "the pull request call", || {
+        if let Ok((mut conn, _)) = api.accept() {
+            use std::io::{Read, Write};
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+            let mut head = [0u8; 512];
+            let n = conn.read(&mut head).unwrap_or(0);
+            if String::from_utf8_lossy(&head[..n]).lines().next().is_some_and(|l| l.contains("/pulls")) {
+                held.push(conn);
+            } else {
+                let _ = conn.write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 3600\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            }
+        }
+        !held.is_empty()
+    });
+    let remote = |rev: &str| sh(&bare, &format!("git show {rev}"));
+    assert_eq!(remote("cryo/c:feature.txt"), "one\n", "pushed before the call: {}", c.cryo_log());
+    // The chamber answers, and a second session runs, while it hangs.
+    let s = status(&env, &c);
+    assert_eq!(s["sessions"][0]["number"].as_u64(), Some(1), "{s}");
+    env.cryoctl(&["chamber", "wake", "c"]).ok();
+    wait_until_within(std::time::Duration::from_secs(60), "session 2 to end while the call hangs", || c.ended() >= 2);
+    assert_eq!(c.read("where-2.txt").trim(), c.dir.join("worktree").display().to_string());
+    // Nothing told of session 1's work yet: its call is still held.
+    assert!(!c.cryo_log().contains("the pull request:"), "{}", c.cryo_log());
+    // The API goes away: each call fails, and says so.
+    drop(held);
+    drop(api);
+    wait_until(&format!("the failed calls noted; cryo.log:\n{}", c.cryo_log()), || {
+        c.cryo_log().matches("git: the pull request:").count() >= 2
+    });
+}
+
 #[test]
 fn the_branch_is_pushed_and_its_draft_pull_request_kept_up_to_date() {
     use cryo_tests::fake_github::{self, FakeGithub};

@@ -155,7 +155,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         callers: Default::default(),
         todos_written: todos_read,
         bridges: crate::bridges::Bridges::new(changed),
-        git_open: None,
+        git_lock: Default::default(),
         git_last,
     };
     launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await

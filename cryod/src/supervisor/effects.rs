@@ -92,33 +92,20 @@ impl Sup {
                     running.close_door();
                 }
             }
-            Effect::Spawn { session, wake_id, token, prompt, resume } => {
+            Effect::Prepare { session, wake_id } => self.git_prepare(session, wake_id).await,
+            Effect::Settle { session } => self.git_settle(session).await,
+            Effect::Spawn { session, wake_id, token, prompt, resume, workdir } => {
                 let approvals = self.config.as_ref().ok().and_then(|c| c.approvals.clone());
-                // A `[git]` chamber's worktree first: the session works
-                // there, or does not start (never in the user's checkout).
-                let ready = match self.git_prepare(session).await {
-                    Ok(ready) => ready,
-                    Err(line) => return Some(Input::Spawned { result: Err(Failed(line)), notes: Vec::new() }),
-                };
-                let prompt = match &ready {
-                    Some(r) => format!("{}{prompt}", r.prompt(&self.root)),
-                    None => prompt,
-                };
-                let workdir = ready.as_ref().map(|r| r.worktree.as_path());
                 let turn = Turn {
                     prompt: &prompt,
                     prompt_file: launch::PROMPT_FILE,
                     resume: resume.as_deref(),
                     approvals: approvals.as_ref(),
-                    workdir,
+                    workdir: workdir.as_deref(),
                 };
-                let mut notes = ready.as_ref().map(|r| r.notes.clone()).unwrap_or_default();
-                let result = match self.spawn_agent(session, &wake_id, &token, turn).await {
-                    Ok((pid, more)) => {
-                        notes.extend(more);
-                        Ok(pid)
-                    }
-                    Err(e) => Err(e),
+                let (result, notes) = match self.spawn_agent(session, &wake_id, &token, turn).await {
+                    Ok((pid, notes)) => (Ok(pid), notes),
+                    Err(e) => (Err(e), Vec::new()),
                 };
                 return Some(Input::Spawned { result, notes });
             }

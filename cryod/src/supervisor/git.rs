@@ -2,11 +2,14 @@
 //! made ready before the agent starts, its work kept when it ends.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::chamber::config::{ChamberConfig, Repo};
-use crate::git::{Git, Place, Ready, Settled};
+use cryo_core::chamber::Workplace;
 
-use super::Sup;
+use crate::chamber::config::{ChamberConfig, Git as GitConfig, Repo};
+use crate::git::{Git, Place, Settled};
+
+use super::{Event, Sup};
 
 impl Sup {
     /// cryod's copy of the chamber's repository.
@@ -43,96 +46,87 @@ impl Sup {
         }
     }
 
-    /// Makes the worktree ready for session `number`, if the chamber has
-    /// `[git]`: what the session's start needs (its folder, the prompt's
-    /// opening), or the one line saying why it cannot start.
-    pub(super) async fn git_prepare(&mut self, number: u64) -> Result<Option<Ready>, String> {
-        let config = match self.session_config() {
-            Ok(c) if c.git.is_some() => c.into_owned(),
-            _ => return Ok(None),
-        };
+    /// What a git task needs of the chamber, owned: its program (jailed as
+    /// the agent), the place, the GitHub bridge's settings for a pull
+    /// request, and the chamber's git lock. `Err`: why not, in one line.
+    async fn git_job(&self) -> Result<GitJob, String> {
+        let config = self.session_config().map_err(|e| e.0.clone())?.into_owned();
+        let git_config = config.git.clone().ok_or("the chamber has no [git] table")?;
         let git = self.git_program(&config).await?;
-        let store = self.git_store();
-        let place =
-            Place { chamber: self.machine.name(), root: &self.root, store, config: config.git.as_ref().expect("git") };
-        let name = self.machine.name();
-        let ready = crate::git::prepare(&git, &place, number)
-            .await
-            .map_err(|e| format!("git: {e} (once mended, `cryoctl chamber wake {name}` runs a session)"))?;
-        self.git_open = Some(number);
-        if let Some(s) = &ready.settled_before {
-            self.record_git(s.clone()).await;
-        }
-        Ok(Some(ready))
+        let publish = git_config.push.then(|| Publish {
+            pull_request: git_config.pull_request,
+            github: config.github.as_ref().map(|g| self.github(g).map_err(|e| e.to_string())),
+        });
+        Ok(GitJob {
+            git,
+            chamber: self.machine.name().to_string(),
+            root: self.root.clone(),
+            store: self.git_store(),
+            config: git_config,
+            publish,
+            lock: self.git_lock.clone(),
+        })
     }
 
-    /// Keeps session `number`'s work, if its worktree was made ready: the
-    /// ledger and the chamber's status get what it did, `cryo.log` a line.
-    /// One that cannot be kept now stays in the worktree, and the next
-    /// session's start tries again (and says why it cannot).
-    pub(super) async fn git_settle(&mut self, number: u64) {
-        if self.git_open != Some(number) {
-            return;
-        }
-        self.git_open = None;
-        let Ok(config) = self.session_config().map(|c| c.into_owned()) else { return };
-        let Some(git_config) = config.git.as_ref() else { return };
-        let git = match self.git_program(&config).await {
-            Ok(g) => g,
-            Err(line) => return self.log_line(format!("git: the session's work is left in its worktree: {line}")),
-        };
-        let place =
-            Place { chamber: self.machine.name(), root: &self.root, store: self.git_store(), config: git_config };
-        match crate::git::settle(&git, &place, number).await {
-            Ok(mut settled) => {
-                self.git_publish(&git, &place, &config, &mut settled).await;
-                self.record_git(settled).await
+    /// Makes the worktree ready for session `session` in a task, one at a
+    /// time per chamber (after any settling under way): the chamber hears
+    /// back by [`Event::Prepared`] and answers everything meanwhile.
+    pub(super) async fn git_prepare(&mut self, session: u64, wake_id: String) {
+        let tx = self.tx.clone();
+        let name = self.machine.name().to_string();
+        let job = match self.git_job().await {
+            Ok(job) => job,
+            Err(line) => {
+                let result = Err(format!("git: {line}"));
+                let _ = tx.send(Event::Prepared { wake_id, result, settled_before: None });
+                return;
             }
-            Err(e) => self.log_line(format!("git: session {number}'s work is left in its worktree: {e}")),
-        }
+        };
+        tokio::spawn(async move {
+            let _one = job.lock.lock().await;
+            let place = job.place();
+            let (result, settled_before) = match crate::git::prepare(&job.git, &place, session).await {
+                Ok(ready) => {
+                    let before = ready.settled_before.clone();
+                    let opening = ready.prompt(&job.root);
+                    (Ok(Workplace { dir: ready.worktree, opening, notes: ready.notes }), before)
+                }
+                Err(e) => (Err(format!("git: {e} (once mended, `cryoctl chamber wake {name}` runs a session)")), None),
+            };
+            let _ = tx.send(Event::Prepared { wake_id, result, settled_before });
+        });
     }
 
-    /// With `push`, the branch pushed to `repo`; with `pull_request`, its
-    /// draft pull request opened (or its body brought up to date) through
-    /// the GitHub bridge's credentials. What fails is a note: the work is
-    /// kept in cryod's copy either way, and the next session pushes again.
-    async fn git_publish(&self, git: &Git, place: &Place<'_>, config: &ChamberConfig, settled: &mut Settled) {
-        let Some(gc) = config.git.as_ref().filter(|g| g.push) else { return };
-        if let Err(e) = crate::git::push(git, place).await {
-            settled.notes.push(format!("git: {e}"));
-            return;
-        }
-        if !gc.pull_request {
-            return;
-        }
-        let github = config.github.as_ref().map(|g| self.github(g));
-        let cfg = match github {
-            Some(Ok(cfg)) => cfg,
-            Some(Err(e)) => return settled.notes.push(format!("git: no pull request: [sync.github]: {e}")),
-            None => return settled.notes.push("git: no pull request: the chamber has no [sync.github]".into()),
-        };
-        // The base the session's start fetched (no second ask of `repo`).
-        let Some(base) = crate::git::last_base(place).map(|b| b.name) else {
-            return settled.notes.push("git: no pull request: the base is not known yet".into());
-        };
-        let name = self.machine.name();
-        let title = format!("cryo: {name}");
-        let body = format!(
-            "The work of the cryo chamber `{name}` on `{}`, kept up to date by cryod as its sessions end (a              draft: mark it ready when it is).
-
-Session {}: {}.",
-            settled.branch,
-            settled.session,
-            settled.line().trim_start_matches("git: ")
-        );
-        match cryo_sync::github::draft_pull_request(&cfg, &settled.branch, &base, &title, &body).await {
-            Ok((n, url)) => {
-                settled.pull_request = Some(n);
-                // Shown as a link: only a web page's address.
-                settled.pull_request_url = Some(url).filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+    /// Keeps session `session`'s work in a task (under the chamber's git
+    /// lock), then, unlocked, pushes it and opens its pull request if the
+    /// chamber says so: the ledger and the chamber's status get what it
+    /// did, `cryo.log` a line ([`Event::GitSettled`]). Work that cannot be
+    /// kept now stays in the worktree; the next preparation settles it
+    /// first (and says why it cannot).
+    pub(super) async fn git_settle(&mut self, session: u64) {
+        let tx = self.tx.clone();
+        let job = match self.git_job().await {
+            Ok(job) => job,
+            Err(line) => {
+                let line = format!("git: session {session}'s work is left in its worktree: {line}");
+                let _ = tx.send(Event::GitSettled(Err(line)));
+                return;
             }
-            Err(e) => settled.notes.push(format!("git: the pull request: {}", e.message())),
-        }
+        };
+        tokio::spawn(async move {
+            let settled = {
+                let _one = job.lock.lock().await;
+                crate::git::settle(&job.git, &job.place(), session).await
+            };
+            let said = match settled {
+                Ok(mut settled) => {
+                    job.publish(&mut settled).await;
+                    Ok(settled)
+                }
+                Err(e) => Err(format!("git: session {session}'s work is left in its worktree: {e}")),
+            };
+            let _ = tx.send(Event::GitSettled(said));
+        });
     }
 
     /// The GitHub bridge's settings and token, as the bridge reads them.
@@ -146,7 +140,7 @@ Session {}: {}.",
 
     /// What a session did on the branch: into the ledger, the status and
     /// `cryo.log`.
-    async fn record_git(&mut self, settled: Settled) {
+    pub(super) async fn record_git(&mut self, settled: Settled) {
         self.log_line(settled.line());
         for note in &settled.notes {
             self.log_line(note.clone());
@@ -163,6 +157,73 @@ Session {}: {}.",
     /// A line of `cryo.log`, outside a session's block.
     fn log_line(&self, line: String) {
         self.log(cryo_core::chamber::LogLine::Event(line));
+    }
+}
+
+/// What a git task of one chamber works with (see [`Sup::git_job`]).
+struct GitJob {
+    git: Git,
+    chamber: String,
+    root: PathBuf,
+    store: PathBuf,
+    config: GitConfig,
+    /// `push`: what to publish after settling.
+    publish: Option<Publish>,
+    /// One git task at a time on the chamber's repositories.
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// `push` (and `pull_request`, with the GitHub bridge's settings).
+struct Publish {
+    pull_request: bool,
+    github: Option<Result<cryo_sync::github::Config, String>>,
+}
+
+impl GitJob {
+    fn place(&self) -> Place<'_> {
+        Place { chamber: &self.chamber, root: &self.root, store: self.store.clone(), config: &self.config }
+    }
+
+    /// With `push`, the branch pushed to `repo`; with `pull_request`, its
+    /// draft pull request opened (or its body brought up to date) through
+    /// the GitHub bridge's credentials. What fails is a note: the work is
+    /// kept in cryod's copy either way, and the next session pushes again.
+    async fn publish(&self, settled: &mut Settled) {
+        let Some(publish) = &self.publish else { return };
+        let place = self.place();
+        if let Err(e) = crate::git::push(&self.git, &place).await {
+            settled.notes.push(format!("git: {e}"));
+            return;
+        }
+        if !publish.pull_request {
+            return;
+        }
+        let cfg = match &publish.github {
+            Some(Ok(cfg)) => cfg,
+            Some(Err(e)) => return settled.notes.push(format!("git: no pull request: [sync.github]: {e}")),
+            None => return settled.notes.push("git: no pull request: the chamber has no [sync.github]".into()),
+        };
+        // The base the session's start fetched (no second ask of `repo`).
+        let Some(base) = crate::git::last_base(&place).map(|b| b.name) else {
+            return settled.notes.push("git: no pull request: the base is not known yet".into());
+        };
+        let name = &self.chamber;
+        let title = format!("cryo: {name}");
+        let body = format!(
+            "The work of the cryo chamber `{name}` on `{}`, kept up to date by cryod as its sessions end (a \
+             draft: mark it ready when it is).\n\nSession {}: {}.",
+            settled.branch,
+            settled.session,
+            settled.line().trim_start_matches("git: ")
+        );
+        match cryo_sync::github::draft_pull_request(cfg, &settled.branch, &base, &title, &body).await {
+            Ok((n, url)) => {
+                settled.pull_request = Some(n);
+                // Shown as a link: only a web page's address.
+                settled.pull_request_url = Some(url).filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+            }
+            Err(e) => settled.notes.push(format!("git: the pull request: {}", e.message())),
+        }
     }
 }
 

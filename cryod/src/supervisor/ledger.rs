@@ -99,8 +99,6 @@ impl Sup {
             trace_wake(&trace, wake, (&outcome, failed), &usage, span);
         }
         let thread = thread.map(|t| (t.sessions, t.tokens));
-        // The session's work on a `[git]` chamber's branch is kept first.
-        self.git_settle(number).await;
         let end = SessionEnd { number, ended_at: crate::rfc3339(at), outcome, detail: summary, usage, thread };
         let r = self.shared.store.session_ended(self.owner.fence(), end).await;
         self.fenced(r).ok()?;

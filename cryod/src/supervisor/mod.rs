@@ -134,6 +134,15 @@ pub enum Event {
         nonce: String,
         results: Vec<(cryo_core::chamber::Check, cryo_core::chamber::Checked)>,
     },
+    /// A `[git]` wake's worktree is ready (or why not), and what a session
+    /// left open before it did, settled first.
+    Prepared {
+        wake_id: String,
+        result: std::result::Result<cryo_core::chamber::Workplace, String>,
+        settled_before: Option<crate::git::Settled>,
+    },
+    /// A session's work kept (and published), or the line saying why not.
+    GitSettled(std::result::Result<crate::git::Settled, String>),
     /// The running session cost more than `max_session_usd`.
     OverBudget {
         session: u64,
@@ -274,9 +283,9 @@ struct Sup {
     fell_back: Option<String>,
     /// The last wake's root span, which the next one's links to.
     last_trace: Option<crate::otlp::Context>,
-    /// The session whose `[git]` worktree was made ready, until its work
-    /// is kept.
-    git_open: Option<u64>,
+    /// One git task at a time on the chamber's repositories (a settling
+    /// and the next preparation).
+    git_lock: Arc<tokio::sync::Mutex<()>>,
     /// What the last session did on the `[git]` branch.
     git_last: Option<Arc<crate::git::Settled>>,
 }
@@ -467,6 +476,19 @@ impl Sup {
             Event::Exited { session, status, usage, limited } => self.exited(session, status, usage, limited).await,
             Event::Timer(t) => Input::Timer(t),
             Event::Prechecked { nonce, results } => Input::Prechecked { nonce, results },
+            Event::Prepared { wake_id, result, settled_before } => {
+                if let Some(s) = settled_before {
+                    self.record_git(s).await;
+                }
+                Input::Prepared { wake_id, result: result.map_err(Failed) }
+            }
+            Event::GitSettled(said) => {
+                match said {
+                    Ok(settled) => self.record_git(settled).await,
+                    Err(line) => self.log(cryo_core::chamber::LogLine::Event(line)),
+                }
+                return;
+            }
             Event::Limit { session, limited } => Input::ProviderLimit { session, until: self.limit_until(&limited) },
             Event::OverBudget { session } => Input::OverBudget { session, until: next_utc_day(self.now()) },
             Event::Caught { session, caught } => Input::Caught { session, caught },
@@ -686,6 +708,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
         on_end: c.on_end.iter().map(|c| c.link.clone()).collect(),
         expect_activity_within: c.expect_activity_within,
+        git: c.git.is_some(),
         continuity: cryo_core::session::Continuity { resume: c.continuity.resume && known, ..c.continuity },
     }
 }

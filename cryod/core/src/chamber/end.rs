@@ -24,6 +24,9 @@ impl Chamber {
             Cut::Shutdown => self.limits.stop_grace.min(StdDuration::from_secs(3)),
             _ => self.limits.stop_grace,
         };
+        if self.cut_preparing(session, why) {
+            return;
+        }
         let Some(l) = self.waking.running(session) else { return };
         if why == Cut::Timeout && l.hibernate.is_some() {
             return;
@@ -110,7 +113,9 @@ impl Chamber {
             _ => Settle::Complete,
         };
         l.outcome = Some(outcome);
-        let (token, pgid) = (l.token.clone(), l.pgid);
+        let (token, pgid, number) = (l.token.clone(), l.pgid, l.number);
+        // What it did in its worktree is kept (its agent has exited).
+        let settle = l.workplace.is_some();
         let op = TodoOp::Settle { wake: l.wake_id.clone(), claims: l.claims.clone(), how, now, tz };
         self.emit(Effect::RevokeToken { token });
         if pgid > 0 {
@@ -119,6 +124,9 @@ impl Chamber {
         }
         if let Some(s) = status {
             self.log(format!("agent exited: {s}"));
+        }
+        if settle {
+            self.emit(Effect::Settle { session: number });
         }
         self.emit(Effect::UpdateTodos { op, then: AfterTodos::Settled });
     }
@@ -161,6 +169,8 @@ impl Chamber {
                      check `agent` in cryo.toml and the file's permissions."
                         .into(),
                 ),
+                // The start's own line (the chamber's attention) says it.
+                (None, h) if h.starts_with("could not start") => None,
                 (None, _) if quick => Some(format!(
                     "The agent exited within {} seconds without hibernating ({how}): likely a misconfiguration \
                      (agent command, API key, permissions). Check `agent` in cryo.toml and cryo-agent.log.",

@@ -47,6 +47,21 @@ pub struct Settings {
     /// `expect_activity_within`: raise `silent` after this long without a
     /// visible message while started.
     pub expect_activity_within: Option<chrono::Duration>,
+    /// `[git]`: each session works in a worktree made ready before it
+    /// ([`Effect::Prepare`]) and kept after it ([`Effect::Settle`]).
+    pub git: bool,
+}
+
+/// Where a `[git]` session works, once its worktree is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workplace {
+    /// The worktree: the agent's working folder.
+    pub dir: std::path::PathBuf,
+    /// The prompt's opening: the worktree, the branch, the base, how far
+    /// the base moved.
+    pub opening: String,
+    /// Lines for the session's block in `cryo.log`.
+    pub notes: Vec<String>,
 }
 
 /// A pre-check to run before a scheduled wake, and the TODOs it gates.
@@ -766,6 +781,12 @@ pub enum Input {
         nonce: String,
         results: Vec<(Check, Checked)>,
     },
+    /// The worktree of the wake `wake_id` is ready, or the one line saying
+    /// why its session cannot start.
+    Prepared {
+        wake_id: String,
+        result: Result<Workplace, Failed>,
+    },
 
     // ---- results of effects
     Recorded(Result<(), Failed>),
@@ -948,6 +969,20 @@ pub enum Effect {
     RevokeToken {
         token: String,
     },
+    /// Make the `[git]` worktree ready for session `session` (a task: the
+    /// chamber answers meanwhile; one at a time per chamber, after any
+    /// settling still under way). → [`Input::Prepared`], later.
+    Prepare {
+        session: u64,
+        wake_id: String,
+    },
+    /// Keep what session `session` did in its worktree (a task, which then
+    /// pushes and opens the pull request if the chamber says so). Nothing
+    /// answers: what it kept goes to the ledger and `cryo.log`, and a
+    /// settling cut short is finished by the next preparation.
+    Settle {
+        session: u64,
+    },
     /// → [`Input::Spawned`]
     Spawn {
         session: u64,
@@ -956,6 +991,8 @@ pub enum Effect {
         prompt: String,
         /// The provider conversation to continue (its id), if any.
         resume: Option<String>,
+        /// The worktree to start in (a `[git]` chamber's), else the chamber.
+        workdir: Option<std::path::PathBuf>,
     },
     Signal {
         pgid: i32,

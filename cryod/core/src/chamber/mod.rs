@@ -565,6 +565,7 @@ impl Chamber {
             }
             Input::Timer(t) => self.timer(t),
             Input::Prechecked { nonce, results } => self.prechecked(nonce, results),
+            Input::Prepared { wake_id, result } => self.prepared(wake_id, result),
             Input::HandedOff { to, session, result } => self.handed_off(to, session, result),
             Input::Recorded(r) => self.recorded(r),
             Input::TodosUpdated { then, result } => self.todos_updated(then, result),

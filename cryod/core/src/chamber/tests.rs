@@ -46,6 +46,7 @@ fn settings() -> Settings {
         precheck_timeout: DEFAULT_PRECHECK_TIMEOUT,
         on_end: Vec::new(),
         expect_activity_within: None,
+        git: false,
     }
 }
 
@@ -392,6 +393,81 @@ fn stop_sends_sigterm_then_sigkill_after_the_grace() {
             .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
     );
     assert!(!rig.m.started());
+}
+
+/// A `[git]` session: its worktree is made ready before the agent (which
+/// starts in it, the prompt opening with it), and its work kept after the
+/// agent exits; a failed preparation starts no agent and leaves the line
+/// as the chamber's attention; a stop while preparing ends the session at
+/// once, and the preparation's late answer starts nothing.
+#[test]
+fn a_git_session_is_prepared_first_and_settled_after() {
+    let mut rig = Rig::new(&[0, 60], &[]);
+    rig.feed(Input::ConfigChanged { config: Ok(Settings { git: true, ..settings() }), warnings: Vec::new() });
+    let out = rig.wake();
+    assert!(out.iter().any(|e| matches!(e, Effect::Prepare { session: 2, .. })), "{out:#?}");
+    assert!(!out.iter().any(|e| matches!(e, Effect::Spawn { .. })), "no agent before its worktree");
+    let wake_id = out
+        .iter()
+        .find_map(|e| match e {
+            Effect::Prepare { wake_id, .. } => Some(wake_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let place =
+        crate::chamber::Workplace { dir: "/c/worktree".into(), opening: "WORKTREE: here\n".into(), notes: vec![] };
+    let out = rig.feed(Input::Prepared { wake_id: wake_id.clone(), result: Ok(place) });
+    let spawn = out.iter().find_map(|e| match e {
+        Effect::Spawn { workdir, prompt, .. } => Some((workdir.clone(), prompt.clone())),
+        _ => None,
+    });
+    let (workdir, prompt) = spawn.expect("the agent starts once its worktree is ready");
+    assert_eq!(workdir.as_deref(), Some(std::path::Path::new("/c/worktree")));
+    assert!(prompt.starts_with("WORKTREE: here\n"), "{prompt}");
+    // A second answer for the same wake starts nothing more.
+    let again = rig.feed(Input::Prepared {
+        wake_id,
+        result: Ok(crate::chamber::Workplace { dir: "/x".into(), opening: String::new(), notes: vec![] }),
+    });
+    assert!(!again.iter().any(|e| matches!(e, Effect::Spawn { .. })));
+    rig.call(hibernate()).unwrap();
+    let end = rig.exit("exit 0");
+    assert!(end.iter().any(|e| matches!(e, Effect::Settle { session: 2 })), "{end:#?}");
+    // The next: its worktree cannot be made ready.
+    rig.now += Duration::hours(2);
+    let out = rig.wake();
+    let wake_id = out.iter().find_map(|e| match e {
+        Effect::Prepare { wake_id, .. } => Some(wake_id.clone()),
+        _ => None,
+    });
+    let line = "git: the worktree is locked (once mended, `cryoctl chamber wake c` runs a session)";
+    let out = rig.feed(Input::Prepared { wake_id: wake_id.unwrap(), result: Err(Failed(line.into())) });
+    assert!(!out.iter().any(|e| matches!(e, Effect::Spawn { .. } | Effect::Settle { .. })), "{out:#?}");
+    assert!(rig.m.view().attention.as_deref().is_some_and(|a| a.contains("worktree is locked")), "{:?}", rig.m.view());
+    assert!(rig.m.view().attention.as_deref().is_some_and(|a| !a.contains("API key")), "{:?}", rig.m.view());
+    // And a stop while one is being made ready.
+    let out = rig.feed(Input::Wake { req: 900, message: None, replace: false });
+    let out: Vec<Effect> = out
+        .into_iter()
+        .chain(rig.feed(Input::Admitted { nonce: "n9".into(), token: "t9".into(), fresh: None }))
+        .collect();
+    let wake_id = out.iter().find_map(|e| match e {
+        Effect::Prepare { wake_id, .. } => Some(wake_id.clone()),
+        _ => None,
+    });
+    let wake_id = wake_id.expect("a third preparation");
+    let req = rig.req();
+    let out = rig.feed(Input::Stop { req, wait: true });
+    assert_eq!(reply(&out, req), Some(Ok(Reply::Stopped { already: false, ended: true })), "{out:#?}");
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { how: Settle::Requeue { .. }, .. }, .. }))
+    );
+    let late = rig.feed(Input::Prepared {
+        wake_id,
+        result: Ok(crate::chamber::Workplace { dir: "/c/worktree".into(), opening: String::new(), notes: vec![] }),
+    });
+    assert!(!late.iter().any(|e| matches!(e, Effect::Spawn { .. })), "{late:#?}");
 }
 
 #[test]

@@ -242,6 +242,7 @@ impl Chamber {
             used: None,
             notices,
             data,
+            workplace: None,
         });
     }
 
@@ -267,11 +268,52 @@ impl Chamber {
             return self.replan();
         }
         self.health.wake_recorded();
-        self.waking.recorded();
+        let git = self.files.settings().is_some_and(|c| c.git);
+        self.waking.recorded(git);
         // Recorded: this session is the interruption's rerun, and takes up
         // a failed one's work, whatever woke it.
         self.waking.take_rerun();
         self.health.reworked();
+        let l = self.waking.live().expect("live");
+        if git {
+            let (session, wake_id) = (l.number, l.wake_id.clone());
+            return self.emit(Effect::Prepare { session, wake_id });
+        }
+        self.launch();
+    }
+
+    /// The worktree of a `[git]` session is ready (its agent starts in it),
+    /// or cannot be made so (the session does not start, and the line says
+    /// what to mend: never the user's checkout instead).
+    pub(super) fn prepared(&mut self, wake_id: String, result: Result<super::Workplace, Failed>) {
+        let Some(l) = self.waking.live_mut().filter(|l| l.phase == Phase::Preparing && l.wake_id == wake_id) else {
+            return;
+        };
+        l.phase = Phase::Spawning;
+        match result {
+            Ok(w) => {
+                l.workplace = Some(w);
+                self.launch();
+            }
+            Err(e) => self.spawned(Err(e), Vec::new()),
+        }
+    }
+
+    /// A session cut (stopped, replaced, cryod stopping) while its worktree
+    /// was being made ready: it ends without an agent, at once (the
+    /// preparation's answer, when it comes, finds no session to start).
+    pub(super) fn cut_preparing(&mut self, session: u64, why: super::waking::Cut) -> bool {
+        let Some(l) = self.waking.preparing(session) else { return false };
+        l.ending = Some(why);
+        l.phase = Phase::Running;
+        self.emit(Effect::Log(LogLine::Begin(session)));
+        self.log("ended before its agent started (its worktree was being made ready)");
+        self.finalize(None, String::new(), None);
+        true
+    }
+
+    /// The session's prompt, its token and its agent, in that order.
+    fn launch(&mut self) {
         let l = self.waking.live().expect("live");
         let (number, trigger, wake_id, token) = (l.number, l.trigger, l.wake_id.clone(), l.token.clone());
         let list = self.list().cloned().unwrap_or_default();
@@ -295,13 +337,17 @@ impl Chamber {
             data: &l.data,
         });
         let resume = l.resumed.as_ref().map(|t| t.conversation.clone());
+        let (prompt, workdir) = match &l.workplace {
+            Some(w) => (format!("{}{prompt}", w.opening), Some(w.dir.clone())),
+            None => (prompt, None),
+        };
         // Nothing but the spawn stands between the record and the agent: its
         // log block begins, and its claims are written, once it runs.
         self.emit(Effect::RotateLogs);
         // The token is valid before the agent exists: a fast agent calls
         // cryo-agent at once.
         self.emit(Effect::RegisterToken { token: token.clone(), session: number });
-        self.emit(Effect::Spawn { session: number, wake_id, token, prompt, resume });
+        self.emit(Effect::Spawn { session: number, wake_id, token, prompt, resume, workdir });
     }
 
     /// The claims are in `todo.json` (or could not be written: then the
@@ -324,9 +370,10 @@ impl Chamber {
         let trigger =
             format!("trigger: {} ({})", l.trigger.as_str(), if why.is_empty() { "-".into() } else { why.join(", ") });
         let claim = TodoOp::Claim { wake: l.wake_id.clone(), ids: l.claims.iter().map(|c| c.id).collect(), now, tz };
+        let prepared = l.workplace.as_ref().map(|w| w.notes.clone()).unwrap_or_default();
         self.emit(Effect::Log(LogLine::Begin(number)));
         self.log(trigger);
-        for note in notes {
+        for note in prepared.into_iter().chain(notes) {
             self.log(note);
         }
         let l = self.waking.live().expect("live");

@@ -37,6 +37,8 @@ pub(super) enum Cut {
 pub(super) enum Phase {
     /// The wake (with the claims it makes) is being recorded in the ledger.
     Recording,
+    /// Its `[git]` worktree is being made ready (a task).
+    Preparing,
     /// Its agent is being started.
     Spawning,
     /// Its agent runs (its claims are written to `todo.json` first thing).
@@ -103,6 +105,8 @@ pub(super) struct Live {
     pub(super) used: Option<session::Used>,
     /// Notices for its prompt (a failed check).
     pub(super) notices: Vec<String>,
+    /// Its `[git]` worktree, once ready: settled when the session ends.
+    pub(super) workplace: Option<super::Workplace>,
     /// Its pre-checks' output (command, output), for its prompt as data.
     pub(super) data: Vec<(String, String)>,
 }
@@ -208,12 +212,18 @@ impl Waking {
     }
 
     /// The live session's record is in the ledger: its number is the last
-    /// session's now, and its agent is spawned next.
-    pub(super) fn recorded(&mut self) {
+    /// session's now, and its worktree is made ready (`git`), or its agent
+    /// spawned, next.
+    pub(super) fn recorded(&mut self, git: bool) {
         if let Some(l) = self.live.as_mut().filter(|l| l.phase == Phase::Recording) {
             self.last_session = l.number;
-            l.phase = Phase::Spawning;
+            l.phase = if git { Phase::Preparing } else { Phase::Spawning };
         }
+    }
+
+    /// The live session `number`, while its worktree is made ready.
+    pub(super) fn preparing(&mut self, number: u64) -> Option<&mut Live> {
+        self.live_mut().filter(|l| l.number == number && l.phase == Phase::Preparing)
     }
 
     /// The live session is over (settled, or never recorded).

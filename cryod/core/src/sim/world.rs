@@ -61,6 +61,11 @@ pub struct Disk {
     pub resume: bool,
     /// It has a `precheck`.
     pub precheck: bool,
+    /// It has `[git]`: each session works in a worktree made ready first.
+    pub git: bool,
+    /// The session whose worktree is made ready and not yet settled (its
+    /// mark survives a crash of cryod; the next preparation settles it).
+    pub worktree: Option<u64>,
     /// Its `[[on_end]]` table: the chamber it hands on to, when, and the
     /// link's rate.
     pub on_end: Option<(usize, When, u32)>,
@@ -172,6 +177,12 @@ enum Ev {
         nonce: String,
         results: Vec<(Check, Checked)>,
     },
+    Prepared {
+        inc: u32,
+        chamber: usize,
+        wake_id: String,
+        result: Result<crate::chamber::Workplace, crate::chamber::Failed>,
+    },
     Step {
         pid: u32,
     },
@@ -229,13 +240,16 @@ pub struct Report {
     pub retired: u64,
     /// The most TODOs one `todo.json` held.
     pub longest_list: u64,
+    /// `[git]` worktrees made ready, and those that could not be.
+    pub prepared: u64,
+    pub unprepared: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {})",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be)",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -251,7 +265,9 @@ impl fmt::Display for Report {
             self.inputs,
             self.effects,
             self.retired,
-            self.longest_list
+            self.longest_list,
+            self.prepared,
+            self.unprepared
         )
     }
 }
@@ -274,6 +290,8 @@ impl std::ops::AddAssign for Report {
         self.budget_notices += o.budget_notices;
         self.retired += o.retired;
         self.longest_list = self.longest_list.max(o.longest_list);
+        self.prepared += o.prepared;
+        self.unprepared += o.unprepared;
     }
 }
 
@@ -373,6 +391,8 @@ impl World {
                 faulted: false,
                 resume: rng.one_in(2),
                 precheck: rng.one_in(3),
+                git: rng.one_in(4),
+                worktree: None,
                 on_end: None,
                 daily_sessions: None,
                 health: None,
@@ -627,6 +647,9 @@ impl World {
             Ev::Checked { inc, chamber, nonce, results } if inc == live => {
                 self.feed(chamber, Input::Prechecked { nonce, results })?
             }
+            Ev::Prepared { inc, chamber, wake_id, result } if inc == live => {
+                self.feed(chamber, Input::Prepared { wake_id, result })?
+            }
             Ev::Watch { inc, chamber } if inc == live => {
                 let unread = self.disks[chamber].inbox.keys().cloned().collect();
                 self.feed(chamber, Input::Inbox { unread, arrived: true })?;
@@ -649,7 +672,8 @@ impl World {
             | Ev::Admit { .. }
             | Ev::Watch { .. }
             | Ev::Exited { .. }
-            | Ev::Checked { .. } => {}
+            | Ev::Checked { .. }
+            | Ev::Prepared { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
             Ev::TermExit { pid } => self.die(pid, "killed by signal 15"),
             Ev::Mail { chamber } => {
@@ -1231,6 +1255,7 @@ fn settings(d: &Disk) -> Settings {
             .map(|&(to, when, max_per_hour)| OnEnd { chamber: format!("c{to}"), when, message: None, max_per_hour })
             .collect(),
         expect_activity_within: Some(Duration::days(2)),
+        git: d.git,
     }
 }
 
@@ -1273,6 +1298,8 @@ fn label(i: &Input) -> &'static str {
         Input::Agent { call: Call::Todo(_), .. } => "agent todo",
         Input::Exited { .. } => "exited",
         Input::Prechecked { .. } => "prechecked",
+        Input::Prepared { result: Ok(_), .. } => "prepared",
+        Input::Prepared { result: Err(_), .. } => "preparation failed",
         Input::HandedOff { .. } => "handed off",
         Input::ProviderLimit { .. } => "provider limit",
         Input::OverBudget { .. } => "over budget",

@@ -57,7 +57,14 @@ impl World {
             // ---- processes
             Effect::RegisterToken { token, session } => _ = self.live().tokens.insert(token, (c, session)),
             Effect::RevokeToken { token } => _ = self.live().tokens.remove(&token),
-            Effect::Spawn { session, wake_id, token, resume, .. } => {
+            Effect::Prepare { session, wake_id } => self.prepare(c, session, wake_id, inc)?,
+            Effect::Settle { session } => self.settle_worktree(c, session)?,
+            Effect::Spawn { session, wake_id, token, resume, workdir, .. } => {
+                // A `[git]` session works in its worktree, never elsewhere.
+                if workdir.is_some() != self.disks[c].git {
+                    let said = if workdir.is_some() { "in a worktree, without [git]" } else { "outside its worktree" };
+                    return Err(Broken(format!("chamber {c}: session {session} spawned {said}")));
+                }
                 return Ok(Some(self.spawn(c, Spawned { session, wake_id, token, resume, inc })?));
             }
             Effect::Signal { pgid, sig } => self.signal(pgid, sig),
@@ -352,6 +359,47 @@ impl World {
         let t = self.think();
         self.after(t, Ev::Step { pid });
         Ok(Input::Spawned { result: Ok(pid), notes: Vec::new() })
+    }
+
+    /// Makes the `[git]` worktree ready, after a while (a fetch), settling
+    /// first a session a crash left open; one time in eight it cannot be
+    /// (a lock left in it, a base gone), and the line says what to mend.
+    fn prepare(&mut self, c: usize, session: u64, wake_id: String, inc: u32) -> Step {
+        let disk = &mut self.disks[c];
+        if !disk.git {
+            return Err(Broken(format!("chamber {c}: a worktree made ready without [git]")));
+        }
+        let result = if self.rng.one_in(8) {
+            self.report.unprepared += 1;
+            Err(crate::chamber::Failed(format!(
+                "git: the worktree is locked (worktree/.git/index.lock): remove it (once mended, `cryoctl chamber \
+                 wake c{c}` runs a session)"
+            )))
+        } else {
+            disk.worktree = Some(session);
+            self.report.prepared += 1;
+            Ok(crate::chamber::Workplace {
+                dir: "worktree".into(),
+                opening: format!("WORKTREE: worktree (branch cryo/c{c})\n"),
+                notes: vec!["git: the worktree is ready".into()],
+            })
+        };
+        let t = StdDuration::from_millis(self.rng.below(3000));
+        self.after(t, Ev::Prepared { inc, chamber: c, wake_id, result });
+        Ok(())
+    }
+
+    /// Keeps a session's work: only the session whose worktree is open.
+    fn settle_worktree(&mut self, c: usize, session: u64) -> Step {
+        let disk = &mut self.disks[c];
+        if disk.worktree != Some(session) {
+            return Err(Broken(format!(
+                "chamber {c}: session {session}'s worktree settled, but the one open is {:?}",
+                disk.worktree
+            )));
+        }
+        disk.worktree = None;
+        Ok(())
     }
 
     fn signal(&mut self, pgid: i32, sig: Sig) {
