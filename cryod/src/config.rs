@@ -764,7 +764,7 @@ fn unknown_key(msg: &str) -> Option<String> {
     Some(match close {
         Some((_, k)) => format!("unknown key `{key}`: did you mean `{k}`?"),
         None if keys.is_empty() => format!("unknown key `{key}`: this table takes no keys"),
-        None => format!("unknown key `{key}` (README.md lists the keys)"),
+        None => format!("unknown key `{key}` (docs/src/reference.md lists the keys)"),
     })
 }
 
@@ -789,10 +789,10 @@ mod tests {
         let msg = "unknown field `timzone`, expected `timezone` or `agent`";
         assert_eq!(unknown_key(msg).unwrap(), "unknown key `timzone`: did you mean `timezone`?");
         let far = "unknown field `colour`, expected one of `agent`, `stall_after`";
-        assert_eq!(unknown_key(far).unwrap(), "unknown key `colour` (README.md lists the keys)");
+        assert_eq!(unknown_key(far).unwrap(), "unknown key `colour` (docs/src/reference.md lists the keys)");
         // A seed system's key is never offered, and is named as such.
         let msg = "unknown field `max_retrie`, expected one of `max_retries`, `max_attempts`";
-        assert_eq!(unknown_key(msg).unwrap(), "unknown key `max_retrie` (README.md lists the keys)");
+        assert_eq!(unknown_key(msg).unwrap(), "unknown key `max_retrie` (docs/src/reference.md lists the keys)");
         assert!(unknown_key("invalid type: string, expected u32").is_none());
         let long = format!(
             "unknown field `x`, expected one of {}",

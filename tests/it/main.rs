@@ -3,6 +3,7 @@
 mod agents;
 mod approvals;
 mod bench;
+mod book;
 mod browser;
 mod caught;
 mod chaos;
