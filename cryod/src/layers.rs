@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["agent_events", "fds", "authority"],
     // Bounded TCP connections (the hub's and the gateway's listeners).
     &["paths", "clock", "random", "logline", "store", "metrics", "conn"],
-    // Errors (wrapping the store's), `cryo.toml`, the scheduler's timers.
+    // Errors (wrapping the store's), `cryod.toml`, the scheduler's timers.
     // Traces exported over OTLP/HTTP.
     &["error", "config", "scheduler", "otlp"],
     // The provider gateway (it reads the wire, knows nothing of chambers).

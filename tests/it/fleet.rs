@@ -1226,3 +1226,112 @@ esac
         || diag(&c),
     );
 }
+
+/// A cgroup whose processes get 1% of one CPU (cgroup v2's `cpu.max`, or
+/// v1's CFS quota), made for a test and removed after it.
+struct Starved {
+    dir: std::path::PathBuf,
+    /// Where its processes go back to.
+    parent: std::path::PathBuf,
+}
+
+impl Starved {
+    /// A new starving cgroup, if this machine lets one be made.
+    fn new() -> Option<Starved> {
+        let name = format!("cryo-starve-{}", std::process::id());
+        // v2: the unified hierarchy, with the cpu controller for children.
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(v2.join("cgroup.subtree_control")).unwrap_or_default();
+        if controllers.split_whitespace().any(|c| c == "cpu") {
+            let dir = v2.join(&name);
+            if std::fs::create_dir(&dir).is_ok() && std::fs::write(dir.join("cpu.max"), "1000 100000").is_ok() {
+                return Some(Starved { dir, parent: v2.to_path_buf() });
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+        // v1: the cpu controller's own hierarchy.
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu");
+        let dir = v1.join(&name);
+        if std::fs::create_dir(&dir).is_ok()
+            && std::fs::write(dir.join("cpu.cfs_period_us"), "100000").is_ok()
+            && std::fs::write(dir.join("cpu.cfs_quota_us"), "1000").is_ok()
+        {
+            return Some(Starved { dir, parent: v1.to_path_buf() });
+        }
+        let _ = std::fs::remove_dir(&dir);
+        None
+    }
+
+    /// Puts every process of `pids` in it (their children follow).
+    fn take(&self, pids: &[i32]) {
+        for p in pids {
+            let _ = std::fs::write(self.dir.join("cgroup.procs"), p.to_string());
+        }
+    }
+
+    /// Gives every process in it back its share.
+    fn release(&self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines() {
+            let _ = std::fs::write(self.parent.join("cgroup.procs"), p);
+        }
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        self.release();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Issue 60, case 6: a node's whole tree (cryod, its keepers, their
+/// agents) starved of CPU (1% of one) while it runs sessions, as a busy
+/// machine starves it. A starved node may still renew its lease (then it
+/// keeps its chambers) or fall behind (then another node takes them over);
+/// either way no agent of an old owner writes a line after a newer owner's
+/// session of its chamber began (no overlap), and once released the fleet
+/// runs on with every chamber answered once. What happened, and how long a
+/// takeover took, is printed.
+#[test]
+fn fleet_a_starved_node_never_overlaps_a_new_owner() {
+    let Some(pg) = Postgres::start() else { return };
+    let Some(starved) = Starved::new() else {
+        eprintln!("SKIPPED fleet_a_starved_node_never_overlaps_a_new_owner: no cgroup cpu controller to starve a node");
+        return;
+    };
+    let (mut nodes, cs) = fleet(&pg, 2, 6);
+    settle_balanced(&nodes[0], &["n1", "n2"], 6);
+    let since = long_sessions(&cs);
+    let id = nodes[1].node_id();
+    wait_mid_session(&pg, &cs, &id, since);
+    starved.take(&tree(nodes[1].pid()));
+    let starved_at = Instant::now();
+    // Starved for a while: the takeover's deadline, or until n1 owns all.
+    let (mut taken, mut lag, mut most) = (None, 0, 0);
+    while starved_at.elapsed() < TAKEOVER && taken.is_none() {
+        lag = lag.max(renewal_lag(&nodes[0], &id).min(i64::from(u32::MAX)));
+        let n1 = ownership(&nodes[0]).0.get("n1").copied().unwrap_or(0);
+        most = most.max(n1);
+        if n1 == 6 {
+            taken = Some(starved_at.elapsed());
+        }
+        // Sampling the fleet's view, not waiting for it.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let overlap: Vec<(String, Vec<f64>)> =
+        cs.iter().map(|c| (c.name.clone(), stale_lines(c))).filter(|(_, l)| !l.is_empty()).collect();
+    starved.release();
+    assert!(overlap.is_empty(), "lines of an old owner after a new one began, while starved: {overlap:?}");
+    let total = run_on_and_check(&pg, &mut nodes, &cs, 6);
+    let after: Vec<(String, Vec<f64>)> =
+        cs.iter().map(|c| (c.name.clone(), stale_lines(c))).filter(|(_, l)| !l.is_empty()).collect();
+    assert!(after.is_empty(), "lines of an old owner after a new one began: {after:?}");
+    let what = match taken {
+        Some(t) => format!("taken over after {t:?}"),
+        None => {
+            format!("not taken over in {TAKEOVER:?} (n1 owned at most {most} of the 6; renewals at most {lag} ms late)")
+        }
+    };
+    eprintln!("fleet: {total} sessions; a node starved to 1% of a CPU: {what} (lease {LEASE_MS} ms); no overlap");
+}

@@ -459,9 +459,10 @@ impl World {
         w.disks[0].tz = chrono_tz::UTC;
         w.disks[0].max_attempts = max_attempts;
         // As a plain agent command runs under cryod: no conversation to
-        // resume, no pre-check.
+        // resume, no pre-check, no `[git]`.
         w.disks[0].resume = false;
         w.disks[0].precheck = false;
+        w.disks[0].git = false;
         w.script = Some(sessions.into());
         match w.run_script(steps) {
             Ok(()) => {
