@@ -279,6 +279,13 @@ impl Admission {
         (s.queue.len(), s.running, s.limit)
     }
 
+    /// The requests that wait for a slot: not those whose account is held
+    /// or at its own limit (they wait for that, and the holds say so).
+    pub fn waiting_for_a_slot(&self) -> usize {
+        let s = self.0.lock().expect("admission lock");
+        s.queue.values().filter(|w| s.pick(w).is_ok()).count()
+    }
+
     fn grant(&self, s: &mut State) {
         // Requests of a provider at its own limit wait, in their places.
         let mut passed = Vec::new();
@@ -415,6 +422,8 @@ mod tests {
         a.request(Trigger::Scheduled, 2, Some("q".into()), sink(2));
         let got: Vec<i64> = rx.try_iter().map(|(id, permit)| (id, std::mem::forget(permit)).0).collect();
         assert_eq!(got, [2], "p is held; q passes");
+        // 1 waits for p's reset, not for one of the three free slots.
+        assert_eq!((a.depth().0, a.waiting_for_a_slot()), (1, 0));
         let holds = a.holds();
         assert_eq!((holds[0].provider.as_str(), holds[0].waiting, holds[0].guessed), ("p", 1, true));
         assert!(holds[0].left > std::time::Duration::from_secs(50));

@@ -341,7 +341,8 @@ pub fn usage(
 /// The session slots now, and whether their number was derived.
 pub fn admission(daemon: &crate::daemon::Daemon) -> Option<pb::Admission> {
     let shared = daemon.shared();
-    let (waiting, running, limit) = shared.admission.depth();
+    let (_, running, limit) = shared.admission.depth();
+    let waiting = shared.admission.waiting_for_a_slot();
     Some(pb::Admission {
         limit: limit as u32,
         running: running as u32,

@@ -847,6 +847,11 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
     assert!(shown.contains("limit     "), "status shows the hold: {shown}");
     assert!(shown.contains("state     held (desired: started)"), "the held chamber says so: {shown}");
     assert!(shown.contains("held      by account "), "{shown}");
+    // Issue 62, case 7: its wake waits for the reset, not for a slot; and
+    // the other key's chamber lists no hold of another account.
+    assert!(!shown.contains("for a session slot"), "held, not waiting for a slot: {shown}");
+    let others = env.cryoctl(&["chamber", "status", "other"]).ok().to_string();
+    assert!(!others.contains("limit     "), "another account's hold is not the other's: {others}");
     let limits = crate::hub::Hub::of(&env).get("/api/limits").json();
     if bin == "claude" {
         // No reset named: status says the hold is cryod's default.

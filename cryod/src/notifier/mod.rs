@@ -475,14 +475,28 @@ fn status(s: reqwest::StatusCode) -> Result<String, Error> {
 }
 
 /// A header value of one line: printable ASCII as it is, anything else
-/// RFC 2047-encoded (`=?UTF-8?B?…?=`), which ntfy decodes.
+/// RFC 2047-encoded (`=?UTF-8?B?…?=`), which ntfy decodes: in encoded words
+/// of at most 75 characters (section 2), each of whole characters (section
+/// 5), separated by a space, which a decoder drops between them (section 6.2).
 fn header_text(s: &str) -> String {
     let line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
     if line.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
         return line;
     }
     use base64::Engine as _;
-    format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(line.as_bytes()))
+    // 75 less `=?UTF-8?B?` and `?=`: 63 characters of base64, 45 bytes.
+    const WORD_BYTES: usize = 45;
+    let mut words = Vec::new();
+    let mut word = String::new();
+    for c in line.chars() {
+        if word.len() + c.len_utf8() > WORD_BYTES {
+            words.push(std::mem::take(&mut word));
+        }
+        word.push(c);
+    }
+    words.push(word);
+    let encode = |w: &String| format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(w.as_bytes()));
+    words.iter().map(encode).collect::<Vec<_>>().join(" ")
 }
 
 /// A credential from a file only its owner may read (`~/` is the home).
@@ -566,5 +580,25 @@ mod tests {
         use base64::Engine as _;
         let back = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
         assert_eq!(String::from_utf8(back).unwrap(), "c fragt: Übermorgen \u{2713} next line");
+    }
+
+    /// Issue 62, case 7: a long title is several encoded words, each at
+    /// most 75 characters and of whole characters, which decode (joined,
+    /// as RFC 2047 section 6.2 says) to the title.
+    #[test]
+    fn a_long_title_is_words_of_at_most_75_characters() {
+        use base64::Engine as _;
+        let title = "Übermorgen prüft der Agent die Änderungen: ✓✓✓ ".repeat(4);
+        let encoded = header_text(&title);
+        let words: Vec<&str> = encoded.split(' ').collect();
+        assert!(words.len() > 1, "{encoded}");
+        let mut back = String::new();
+        for w in words {
+            assert!(w.len() <= 75, "{w} is {} characters", w.len());
+            let b64 = w.strip_prefix("=?UTF-8?B?").and_then(|r| r.strip_suffix("?=")).expect("an encoded word");
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+            back.push_str(&String::from_utf8(bytes).expect("whole characters in each word"));
+        }
+        assert_eq!(back, title);
     }
 }

@@ -212,6 +212,7 @@ impl Control for ControlService {
 
     async fn chamber_status(&self, req: Request<pb::ChamberStatusRequest>) -> R<pb::ChamberStatusReply> {
         let req = req.into_inner();
+        let one = req.chamber.is_some();
         let (views, sessions, (passed_total, passed), budgets) = match req.chamber {
             None => (self.daemon.list(), Vec::new(), (0, Vec::new()), Vec::new()),
             Some(r) => {
@@ -222,10 +223,16 @@ impl Control for ControlService {
                 (vec![v], sessions, passed, budgets)
             }
         };
+        let chambers: Vec<pb::Chamber> = views.iter().map(convert::chamber).collect();
+        let mut holds = convert::holds(&self.daemon);
+        if one && let Some(c) = chambers.first() {
+            // One chamber's status: its own account's hold only.
+            holds.retain(|h| h.chambers.contains(&c.name) || (!c.held_by.is_empty() && h.provider == c.held_by));
+        }
         Ok(Response::new(pb::ChamberStatusReply {
-            chambers: views.iter().map(convert::chamber).collect(),
+            chambers,
             sessions: sessions.iter().map(convert::session).collect(),
-            holds: convert::holds(&self.daemon),
+            holds,
             admission: convert::admission(&self.daemon),
             passed: passed.iter().map(convert::passed).collect(),
             passed_total,

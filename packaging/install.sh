@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs cryo from this checkout in one build: cryod, cryoctl and
+# cryo-agent go where `cargo install` puts programs ($CARGO_HOME/bin,
+# ~/.cargo/bin by default). The build is the README's `cargo build
+# --release`, so after the demo nothing is built twice; three `cargo
+# install`s would build the shared dependencies three times.
+set -eu
+cd "$(dirname "$0")/.."
+cargo build --release --locked
+dest="${CARGO_HOME:-$HOME/.cargo}/bin"
+mkdir -p "$dest"
+for b in cryod cryoctl cryo-agent; do
+  # A new file renamed over the old: a running cryod keeps its own.
+  install -m 0755 "target/release/$b" "$dest/.$b.new"
+  mv -f "$dest/.$b.new" "$dest/$b"
+done
+"$dest/cryoctl" completions install >/dev/null 2>&1 || true
+echo "installed cryod, cryoctl and cryo-agent in $dest"
+case ":$PATH:" in
+  *":$dest:"*) ;;
+  *) echo "note: $dest is not on PATH: add it, or run $dest/cryoctl" ;;
+esac
