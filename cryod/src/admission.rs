@@ -65,13 +65,12 @@ impl State {
         self.provider_limits.get(p).is_some_and(|limit| self.provider_running.get(p).copied().unwrap_or(0) >= *limit)
     }
 
-    /// The account `w` may be admitted on now: its own, else (while that
-    /// is held) the first of its fallbacks not held; `Err` while it must
-    /// wait (all held, or the one it would take at its own limit).
+    /// The account `w` may be admitted on now (the rule is
+    /// `cryo_core::limits::pick_account`, which the simulator runs too).
     fn pick(&self, w: &Waiting) -> Result<Option<String>, ()> {
-        let Some(p) = &w.provider else { return Ok(None) };
-        let free = std::iter::once(p).chain(&w.fallbacks).find(|a| !self.is_held(a)).ok_or(())?;
-        if self.at_limit(free) { Err(()) } else { Ok(Some(free.clone())) }
+        let (held, at_limit) = (|a: &str| self.is_held(a), |a: &str| self.at_limit(a));
+        cryo_core::limits::pick_account(w.provider.as_deref(), &w.fallbacks, held, at_limit)
+            .map(|a| a.map(str::to_string))
     }
 }
 

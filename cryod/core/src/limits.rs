@@ -155,6 +155,22 @@ pub struct AccountHold {
     pub until: DateTime<Utc>,
 }
 
+/// The account a wake of `provider` may be admitted on now: its own, else
+/// (while that is held) the first of `fallbacks` that is not, in order;
+/// `None` for a chamber that names no account. `Err` while it must wait:
+/// every account held, or the one it would take at its own
+/// `max_concurrent` (a wake never skips a fallback at its limit for the next).
+pub fn pick_account<'a>(
+    provider: Option<&'a str>,
+    fallbacks: &'a [String],
+    held: impl Fn(&str) -> bool,
+    at_limit: impl Fn(&str) -> bool,
+) -> Result<Option<&'a str>, ()> {
+    let Some(p) = provider else { return Ok(None) };
+    let free = std::iter::once(p).chain(fallbacks.iter().map(String::as_str)).find(|a| !held(a)).ok_or(())?;
+    if at_limit(free) { Err(()) } else { Ok(Some(free)) }
+}
+
 /// When an account at its provider's limit is tried again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HoldUntil {
@@ -182,6 +198,22 @@ pub fn hold_until(
     });
     let at = told.unwrap_or(now + default_hold);
     HoldUntil { at: at + Duration::milliseconds((jitter_ms % HOLD_JITTER_MS) as i64), guessed }
+}
+
+#[cfg(test)]
+mod pick_tests {
+    use super::pick_account;
+
+    #[test]
+    fn a_held_account_goes_to_its_first_free_fallback() {
+        let f = vec!["gone".to_string(), "spare".to_string()];
+        let held = |a: &str| a == "work" || a == "gone";
+        assert_eq!(pick_account(Some("work"), &f, held, |_| false), Ok(Some("spare")));
+        assert_eq!(pick_account(Some("work"), &f, |_| false, |_| false), Ok(Some("work")));
+        assert_eq!(pick_account(Some("work"), &f, held, |a| a == "spare"), Err(()), "spare is at its limit");
+        assert_eq!(pick_account(Some("work"), &f, |_| true, |_| false), Err(()), "all held");
+        assert_eq!(pick_account(None, &f, |_| true, |_| true), Ok(None));
+    }
 }
 
 #[cfg(test)]

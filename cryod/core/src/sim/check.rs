@@ -387,7 +387,10 @@ pub fn resumed(
     if t.conversation != id {
         return fail(format!("session {} spoke in {:?}", prev.number, t.conversation));
     }
-    if prev.ended_at.is_some_and(|at| now - at > c.max_age) {
+    // Its age when the wake decided (recorded it): a `[git]` session's
+    // worktree may take a while to be ready after that.
+    let decided = row.map_or(now, |r| r.recorded_at);
+    if prev.ended_at.is_some_and(|at| decided - at > c.max_age) {
         return fail("past resume_max_age".into());
     }
     if t.sessions >= c.max_sessions || c.max_tokens.is_some_and(|m| t.tokens >= m) {

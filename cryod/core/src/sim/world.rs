@@ -66,6 +66,10 @@ pub struct Disk {
     /// The session whose worktree is made ready and not yet settled (its
     /// mark survives a crash of cryod; the next preparation settles it).
     pub worktree: Option<u64>,
+    /// Its provider account (of [`ACCOUNTS`]), and the fallback its wakes
+    /// go to while that one is held, if it has one.
+    pub account: usize,
+    pub fallback: Option<usize>,
     /// Its `[[on_end]]` table: the chamber it hands on to, when, and the
     /// link's rate.
     pub on_end: Option<(usize, When, u32)>,
@@ -86,6 +90,8 @@ pub struct Row {
     pub outcome: String,
     /// The session whose conversation it continued.
     pub resumed_from: Option<u64>,
+    /// When the wake was recorded (and so decided to continue it or not).
+    pub recorded_at: DateTime<Utc>,
     /// When it ended, whether its outcome lets its conversation be resumed,
     /// and the conversation it left (as cryod records it).
     pub ended_at: Option<DateTime<Utc>>,
@@ -144,6 +150,8 @@ struct Daemon {
     /// Agents waiting for a reply, by request.
     waiting: HashMap<ReqId, u32>,
     next_req: ReqId,
+    /// The account each chamber's permit bills (its own, or a fallback).
+    billing: Vec<Option<usize>>,
 }
 
 #[derive(Debug, Clone)]
@@ -182,6 +190,10 @@ enum Ev {
         chamber: usize,
         wake_id: String,
         result: Result<crate::chamber::Workplace, crate::chamber::Failed>,
+    },
+    /// A provider account's hold may be over: wakes waiting for it go.
+    HoldOver {
+        inc: u32,
     },
     Step {
         pid: u32,
@@ -243,13 +255,15 @@ pub struct Report {
     /// `[git]` worktrees made ready, and those that could not be.
     pub prepared: u64,
     pub unprepared: u64,
+    /// Provider accounts held at their limit.
+    pub holds: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be)",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be), {} provider holds",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -267,7 +281,8 @@ impl fmt::Display for Report {
             self.retired,
             self.longest_list,
             self.prepared,
-            self.unprepared
+            self.unprepared,
+            self.holds
         )
     }
 }
@@ -292,6 +307,7 @@ impl std::ops::AddAssign for Report {
         self.longest_list = self.longest_list.max(o.longest_list);
         self.prepared += o.prepared;
         self.unprepared += o.unprepared;
+        self.holds += o.holds;
     }
 }
 
@@ -347,6 +363,9 @@ pub struct World {
     seq: u64,
     disks: Vec<Disk>,
     ledger: Ledger,
+    /// Provider accounts held at their limit, until then (kept in the
+    /// store: they outlive a crash of cryod).
+    holds: BTreeMap<usize, DateTime<Utc>>,
     procs: Vec<Proc>,
     daemon: Option<Daemon>,
     incarnation: u32,
@@ -393,6 +412,8 @@ impl World {
                 precheck: rng.one_in(3),
                 git: rng.one_in(4),
                 worktree: None,
+                account: rng.below(ACCOUNTS as u64) as usize,
+                fallback: rng.one_in(4).then(|| rng.below(ACCOUNTS as u64) as usize),
                 on_end: None,
                 daily_sessions: None,
                 health: None,
@@ -432,6 +453,7 @@ impl World {
             seq: 0,
             disks,
             ledger: Ledger::default(),
+            holds: BTreeMap::new(),
             procs: Vec::new(),
             daemon: None,
             incarnation: 0,
@@ -651,6 +673,7 @@ impl World {
             Ev::Prepared { inc, chamber, wake_id, result } if inc == live => {
                 self.feed(chamber, Input::Prepared { wake_id, result })?
             }
+            Ev::HoldOver { inc } if inc == live => self.grant(),
             Ev::Watch { inc, chamber } if inc == live => {
                 let unread = self.disks[chamber].inbox.keys().cloned().collect();
                 self.feed(chamber, Input::Inbox { unread, arrived: true })?;
@@ -674,7 +697,8 @@ impl World {
             | Ev::Watch { .. }
             | Ev::Exited { .. }
             | Ev::Checked { .. }
-            | Ev::Prepared { .. } => {}
+            | Ev::Prepared { .. }
+            | Ev::HoldOver { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
             Ev::TermExit { pid } => self.die(pid, "killed by signal 15"),
             Ev::Mail { chamber } => {
@@ -904,7 +928,13 @@ impl World {
             tokens: HashMap::new(),
             waiting: HashMap::new(),
             next_req: 0,
+            billing: vec![None; n],
         });
+        // The holds it reads back from the store end when they said.
+        let ends: Vec<DateTime<Utc>> = self.holds.values().copied().filter(|u| *u > self.now).collect();
+        for end in ends {
+            self.at(end, Ev::HoldOver { inc: self.incarnation });
+        }
         for c in 0..n {
             let boot = self.boot_input(c, &ended);
             self.feed(c, Input::Boot(boot))?;
@@ -1070,13 +1100,25 @@ impl World {
         let inc = self.inc();
         let Some(d) = self.daemon.as_mut() else { return };
         let mut granted = Vec::new();
+        // Wakes whose every account is held wait in their places.
+        let mut passed = Vec::new();
         while d.running < self.config.limit {
-            let Some((_, c)) = d.queue.pop_first() else { break };
+            let Some((key, c)) = d.queue.pop_first() else { break };
+            let disk = &self.disks[c];
+            let (own, fallbacks) =
+                (account_name(disk.account), disk.fallback.map(account_name).into_iter().collect::<Vec<_>>());
+            let held = |a: &str| self.holds.iter().any(|(k, until)| account_name(*k) == a && *until > self.now);
+            let Ok(account) = crate::limits::pick_account(Some(&own), &fallbacks, held, |_| false) else {
+                passed.push((key, c));
+                continue;
+            };
+            d.billing[c] = account.and_then(|a| (0..ACCOUNTS).find(|k| account_name(*k) == a));
             d.running += 1;
             // It holds the slot from now on, though the permit is still on its way.
             d.slot[c] = true;
             granted.push(c);
         }
+        d.queue.extend(passed);
         for c in granted {
             self.at(self.now, Ev::Admit { inc, chamber: c });
         }
@@ -1236,6 +1278,13 @@ impl World {
         self.after(t, Ev::Step { pid });
         Ok(())
     }
+}
+
+/// The provider accounts the simulated chambers share.
+pub const ACCOUNTS: usize = 3;
+
+fn account_name(k: usize) -> String {
+    format!("acct{k}")
 }
 
 fn settings(d: &Disk) -> Settings {

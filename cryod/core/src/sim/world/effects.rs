@@ -15,8 +15,7 @@ impl World {
             Effect::Plan(at) => self.plan(c, at, inc),
             Effect::RequestAdmission(trigger) => return Ok(Some(self.request_admission(c, trigger))),
             Effect::CancelAdmission => self.live().queue.retain(|_, ch| *ch != c),
-            // Its agents never meet a provider's limit.
-            Effect::HoldProvider { .. } => {}
+            Effect::HoldProvider { until } => self.hold_provider(c, until, inc),
             Effect::Precheck { nonce, checks, timeout } => self.precheck(c, nonce, checks, timeout),
             Effect::Release => self.release(c),
             Effect::ArmTimer { timer, after } => self.after(after, Ev::Timer { inc, chamber: c, timer }),
@@ -176,7 +175,27 @@ impl World {
             self.grant();
         }
         let budgets = self.budget_uses(c);
-        Input::AdmissionAsked { req: self.own_req(), budgets, held: None }
+        // Every account it may bill is held: it waits for the first reset.
+        let disk = &self.disks[c];
+        let until = |k: usize| self.holds.get(&k).copied().filter(|u| *u > self.now);
+        let held = match (until(disk.account), disk.fallback.map(|f| (f, until(f)))) {
+            (Some(u), None) => Some((disk.account, u)),
+            (Some(u), Some((f, Some(v)))) => Some(if v < u { (f, v) } else { (disk.account, u) }),
+            _ => None,
+        };
+        let held = held.map(|(k, until)| crate::limits::AccountHold { account: format!("acct{k}"), until });
+        Input::AdmissionAsked { req: self.own_req(), budgets, held }
+    }
+
+    /// The account the chamber's session billed is held until then (the
+    /// longer of two holds stands); its waiting wakes go when it is over.
+    fn hold_provider(&mut self, c: usize, until: DateTime<Utc>, inc: u32) {
+        let account = self.daemon.as_ref().and_then(|d| d.billing[c]).unwrap_or(self.disks[c].account);
+        let end = self.holds.entry(account).or_insert(until);
+        *end = (*end).max(until);
+        let end = *end;
+        self.report.holds += 1;
+        self.at(end, Ev::HoldOver { inc });
     }
 
     /// Each check says wake, nothing to do, or fails; it takes up to its timeout.
@@ -228,6 +247,7 @@ impl World {
             ended: false,
             outcome: String::new(),
             resumed_from: w.resumed_from,
+            recorded_at: self.now,
             ended_at: None,
             resumable: false,
             thread: None,
