@@ -71,6 +71,7 @@ impl State {
         let (held, at_limit) = (|a: &str| self.is_held(a), |a: &str| self.at_limit(a));
         cryo_core::limits::pick_account(w.provider.as_deref(), &w.fallbacks, held, at_limit)
             .map(|a| a.map(str::to_string))
+            .map_err(|_| ())
     }
 }
 

@@ -165,11 +165,15 @@ pub fn pick_account<'a>(
     fallbacks: &'a [String],
     held: impl Fn(&str) -> bool,
     at_limit: impl Fn(&str) -> bool,
-) -> Result<Option<&'a str>, ()> {
+) -> Result<Option<&'a str>, MustWait> {
     let Some(p) = provider else { return Ok(None) };
-    let free = std::iter::once(p).chain(fallbacks.iter().map(String::as_str)).find(|a| !held(a)).ok_or(())?;
-    if at_limit(free) { Err(()) } else { Ok(Some(free)) }
+    let free = std::iter::once(p).chain(fallbacks.iter().map(String::as_str)).find(|a| !held(a)).ok_or(MustWait)?;
+    if at_limit(free) { Err(MustWait) } else { Ok(Some(free)) }
 }
+
+/// A wake whose accounts are all held, or whose free one is at its own limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MustWait;
 
 /// When an account at its provider's limit is tried again.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,7 +206,7 @@ pub fn hold_until(
 
 #[cfg(test)]
 mod pick_tests {
-    use super::pick_account;
+    use super::{MustWait, pick_account};
 
     #[test]
     fn a_held_account_goes_to_its_first_free_fallback() {
@@ -210,8 +214,8 @@ mod pick_tests {
         let held = |a: &str| a == "work" || a == "gone";
         assert_eq!(pick_account(Some("work"), &f, held, |_| false), Ok(Some("spare")));
         assert_eq!(pick_account(Some("work"), &f, |_| false, |_| false), Ok(Some("work")));
-        assert_eq!(pick_account(Some("work"), &f, held, |a| a == "spare"), Err(()), "spare is at its limit");
-        assert_eq!(pick_account(Some("work"), &f, |_| true, |_| false), Err(()), "all held");
+        assert_eq!(pick_account(Some("work"), &f, held, |a| a == "spare"), Err(MustWait), "spare is at its limit");
+        assert_eq!(pick_account(Some("work"), &f, |_| true, |_| false), Err(MustWait), "all held");
         assert_eq!(pick_account(None, &f, |_| true, |_| true), Ok(None));
     }
 }
