@@ -302,7 +302,9 @@ fn attributes(a: &[(&'static str, Value)]) -> Json {
 pub fn provider_name(kind: &str) -> &'static str {
     match kind {
         "claude" => "anthropic",
-        "codex" | "opencode" => "openai",
+        // Qwen Code speaks OpenAI's API, as Codex and OpenCode do.
+        "codex" | "opencode" | "qwen" => "openai",
+        "gemini" => "gcp.gemini",
         _ => "unknown",
     }
 }

@@ -108,7 +108,8 @@ fn each_wake_is_a_trace_of_its_model_requests_and_tool_calls_exported_over_otlp(
     assert_eq!(roots.len(), 2, "{spans:#?}");
     for (root, ledger) in roots.iter().zip(&sessions) {
         let a = attrs(&root.attributes);
-        assert_eq!(root.name, "invoke_agent claude");
+        // Named after the agent: the chamber (GenAI conventions).
+        assert_eq!(root.name, "invoke_agent traced");
         assert_eq!(a["gen_ai.operation.name"], "invoke_agent");
         assert_eq!(a["gen_ai.provider.name"], "anthropic");
         assert_eq!(a["gen_ai.agent.name"], "traced");
@@ -135,8 +136,15 @@ fn each_wake_is_a_trace_of_its_model_requests_and_tool_calls_exported_over_otlp(
         .filter(|s| attrs(&s.attributes).get("gen_ai.operation.name").is_some_and(|o| o == "chat"))
         .collect();
     assert_eq!(chats.len(), model.seen().len(), "{chats:#?}");
+    let asked: Vec<String> = model.seen().iter().filter_map(|s| s.body["model"].as_str().map(str::to_string)).collect();
+    let port = model.url().rsplit(':').next().unwrap().trim_end_matches('/').to_string();
     for s in &chats {
         let a = attrs(&s.attributes);
+        // What the request asked for, and where it went.
+        assert!(asked.contains(&a["gen_ai.request.model"]), "{a:?} not in {asked:?}");
+        assert_eq!(s.name, format!("chat {}", a["gen_ai.request.model"]));
+        assert_eq!((a["server.address"].as_str(), a["server.port"].as_str()), ("127.0.0.1", port.as_str()), "{a:?}");
+        assert!(!a.contains_key("error.type"), "{a:?}");
         assert_eq!((a["gen_ai.usage.input_tokens"].as_str(), a["gen_ai.usage.output_tokens"].as_str()), ("10", "5"));
         assert_eq!(a["http.response.status_code"], "200");
         assert_eq!(s.kind, 3, "a client span");

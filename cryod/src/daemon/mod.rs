@@ -402,7 +402,10 @@ fn remote_view(r: &ChamberRecord) -> ChamberView {
     if r.owner.is_none() || r.mirror.is_none() {
         view.archived = r.archived;
     }
-    ChamberView { record: r.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None, git: None } }
+    ChamberView {
+        record: r.clone(),
+        snap: Snapshot { view, bridges: Vec::new(), sandbox: None, git: None, accounts: Vec::new() },
+    }
 }
 
 /// Another node's chamber's state: as its owner's mirror says, else as

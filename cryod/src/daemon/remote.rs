@@ -353,7 +353,10 @@ impl Answer {
 }
 
 pub(super) fn with_view(v: &ChamberView, view: View) -> ChamberView {
-    ChamberView { record: v.record.clone(), snap: Snapshot { view, bridges: Vec::new(), sandbox: None, git: None } }
+    ChamberView {
+        record: v.record.clone(),
+        snap: Snapshot { view, bridges: Vec::new(), sandbox: None, git: None, accounts: Vec::new() },
+    }
 }
 
 fn unexpected(a: Answer) -> Error {

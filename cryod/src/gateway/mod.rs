@@ -476,6 +476,7 @@ async fn handle(
     // A sign of the session's life: a request the provider will see (not
     // a refused one, which any loop could send for nothing).
     (route.spec.tell.alive)();
+    let sent_at = route.spec.trace.as_ref().map(|t| (t.now(), wire::requested_model(api, &below, &body)));
     // Usage asked for, when a streamed chat did not: its event is then held
     // back from the client, which sees the stream it asked for.
     let asked = wire::ask_usage(api, &body);
@@ -552,7 +553,7 @@ async fn handle(
     if let Some(h) = out.headers_mut() {
         copy_response_headers(&headers, h, &secret);
     }
-    let span = route.spec.trace.as_ref().map(|t| RequestSpan { start: t.now(), api, status: status.as_u16() });
+    let span = sent_at.map(|(start, model)| RequestSpan { start, api, status: status.as_u16(), model });
     let exchange = exchange.map(|(mut x, token)| {
         x.answered(status.as_u16());
         (x, token)
@@ -611,9 +612,12 @@ struct Metered {
 
 /// What the request's span says besides what its response counted.
 struct RequestSpan {
+    /// When the request went upstream.
     start: chrono::DateTime<chrono::Utc>,
     api: Option<Api>,
     status: u16,
+    /// The model the request asked for.
+    model: Option<String>,
 }
 
 impl Metered {
@@ -633,28 +637,44 @@ impl Metered {
 }
 
 /// A model request forwarded, as a `chat` span of the wake's trace (the
-/// GenAI semantic conventions' attributes; nothing of its body).
+/// GenAI semantic conventions' attributes: the provider, the models asked
+/// for and answered, the tokens, the server, and `error.type` for a failed
+/// request; nothing of its body).
 fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wire::Counted) {
     use crate::otlp::Value;
     let provider = match s.api {
         Some(Api::Messages) => "anthropic",
+        Some(Api::Gemini) => "gcp.gemini",
         Some(_) => "openai",
         None => "unknown",
     };
-    let authority = spec.upstream.split("://").nth(1).and_then(|r| r.split('/').next()).unwrap_or("");
-    let host = authority.rsplit('@').next().unwrap_or("").split(':').next().unwrap_or("").to_string();
+    let (scheme, rest) = spec.upstream.split_once("://").unwrap_or(("https", ""));
+    let authority = rest.split('/').next().unwrap_or("").rsplit('@').next().unwrap_or("");
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty() => (h, p.parse().unwrap_or(0u64)),
+        _ => (authority, if scheme == "http" { 80 } else { 443 }),
+    };
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "chat".into()),
         ("gen_ai.provider.name", provider.into()),
         ("gen_ai.usage.input_tokens", c.input.into()),
         ("gen_ai.usage.output_tokens", c.output.into()),
         ("http.response.status_code", u64::from(s.status).into()),
-        ("server.address", host.into()),
+        ("server.address", host.to_string().into()),
+        ("server.port", port.into()),
     ];
+    if let Some(m) = &s.model {
+        attributes.push(("gen_ai.request.model", m.clone().into()));
+    }
     if let Some(m) = &c.model {
         attributes.push(("gen_ai.response.model", m.clone().into()));
     }
-    let name = format!("chat {}", c.model.as_deref().unwrap_or(provider));
+    if s.status >= 400 {
+        // The conventions' error.type for an HTTP failure: its status code.
+        attributes.push(("error.type", s.status.to_string().into()));
+    }
+    let model = s.model.as_deref().or(c.model.as_deref()).unwrap_or(provider);
+    let name = format!("chat {model}");
     let error = (s.status >= 400).then(|| format!("the provider answered {}", s.status));
     trace.child(name, crate::otlp::Kind::Client, (s.start, trace.now()), attributes, error);
 }

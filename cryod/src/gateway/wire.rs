@@ -316,6 +316,22 @@ fn gemini(c: &mut Counted, v: &Value) {
     }
 }
 
+/// The model a request asks for: Gemini's is in its path
+/// (`models/MODEL:generateContent`), the others' in the body's `model`
+/// (read without keeping the rest of a body that may be megabytes).
+pub fn requested_model(api: Option<Api>, path: &str, body: &[u8]) -> Option<String> {
+    if api == Some(Api::Gemini) {
+        let (_, rest) = path.rsplit_once("/models/")?;
+        return rest.split_once(':').map(|(m, _)| m.to_string()).filter(|m| !m.is_empty());
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        model: Option<String>,
+    }
+    api?;
+    serde_json::from_slice::<Model>(body).ok()?.model.filter(|m| !m.is_empty())
+}
+
 /// Asks a streamed Chat Completions request for its usage (the last chunk
 /// carries it only when asked); any other body is left as it is.
 pub fn ask_usage(api: Option<Api>, body: &[u8]) -> Option<Vec<u8>> {
@@ -657,6 +673,16 @@ mod tests {
         ] {
             assert!(!allowed(m, p), "{m} {p}");
         }
+    }
+
+    #[test]
+    fn the_requested_model_is_read_from_the_body_or_gemini_path() {
+        let body = br#"{"messages":[{"role":"user","content":"a \"model\": b"}],"model":"m1","stream":true}"#;
+        assert_eq!(requested_model(Some(Api::Chat), "/v1/chat/completions", body).as_deref(), Some("m1"));
+        let gemini = "/v1beta/models/gemini-3-pro:streamGenerateContent";
+        assert_eq!(requested_model(Some(Api::Gemini), gemini, b"{}").as_deref(), Some("gemini-3-pro"));
+        assert_eq!(requested_model(Some(Api::Messages), "/v1/messages", b"not json"), None);
+        assert_eq!(requested_model(None, "/v1/other", br#"{"model":"x"}"#), None);
     }
 
     #[test]

@@ -223,14 +223,14 @@ impl Control for ControlService {
                 (vec![v], sessions, passed, budgets)
             }
         };
-        let chambers: Vec<pb::Chamber> = views.iter().map(convert::chamber).collect();
         let mut holds = convert::holds(&self.daemon);
-        if one && let Some(c) = chambers.first() {
-            // One chamber's status: its own account's hold only.
-            holds.retain(|h| h.chambers.contains(&c.name) || (!c.held_by.is_empty() && h.provider == c.held_by));
+        if one && let [v] = views.as_slice() {
+            // One chamber's status: the holds of the accounts it may bill.
+            let (name, accounts) = (&v.record.name, &v.snap.accounts);
+            holds.retain(|h| h.chambers.contains(name) || accounts.contains(&h.provider));
         }
         Ok(Response::new(pb::ChamberStatusReply {
-            chambers,
+            chambers: views.iter().map(convert::chamber).collect(),
             sessions: sessions.iter().map(convert::session).collect(),
             holds,
             admission: convert::admission(&self.daemon),

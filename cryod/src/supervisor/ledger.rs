@@ -209,5 +209,6 @@ fn trace_wake(
         attributes.push(("cryo.cost_usd", cost.into()));
     }
     let error = failed.then(|| outcome.to_string());
-    trace.finish(format!("invoke_agent {kind}"), span, attributes, error);
+    // The conventions name an agent's span after the agent: the chamber.
+    trace.finish(format!("invoke_agent {chamber}"), span, attributes, error);
 }

@@ -233,6 +233,9 @@ pub struct Snapshot {
     pub sandbox: Option<crate::config::Sandbox>,
     /// What the last session did on a `[git]` chamber's branch.
     pub git: Option<std::sync::Arc<crate::git::Settled>>,
+    /// The provider accounts its wakes may bill: its own, then its
+    /// fallbacks (what `chamber status` shows the holds of).
+    pub accounts: Vec<String>,
 }
 
 /// A cheap handle to a supervisor.
@@ -581,7 +584,8 @@ impl Sup {
         self.bridges.reconcile(&self.root, self.config.as_ref().ok(), self.machine.started());
         let sandbox = self.config.as_ref().ok().map(|c| self.sandbox_of(c));
         let git = self.git_last.clone();
-        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox, git };
+        let accounts = self.accounts();
+        let snap = Snapshot { view: self.machine.view(), bridges: self.bridges.statuses(), sandbox, git, accounts };
         if self.outlets.show(snap) {
             self.shared.notify(self.id, NoticeKind::Status);
         }
