@@ -411,6 +411,10 @@ fn daemon_run_detach_starts_cryod_in_the_background() {
     }
     let env = Env::new();
     env.daemon_config("");
+    // A log grown past 8 MiB by earlier runs is moved aside at the start.
+    std::fs::create_dir_all(env.state_dir()).unwrap();
+    let old = vec![b'x'; 9 * 1024 * 1024];
+    std::fs::write(env.state_dir().join("cryod.log"), &old).unwrap();
     let r = env.cryoctl(&["daemon", "run", "--detach"]);
     let out = r.ok().to_string();
     assert!(out.starts_with("cryod started (pid "), "{out}");
@@ -420,6 +424,8 @@ fn daemon_run_detach_starts_cryod_in_the_background() {
     assert!(out.contains(&log.display().to_string()), "{out}");
     assert!(r.stderr.is_empty(), "nothing of cryod's on the terminal: {}", r.stderr);
     cryo_tests::wait_until("cryod's log", || std::fs::read_to_string(&log).is_ok_and(|l| !l.is_empty()));
+    assert_eq!(std::fs::read(env.state_dir().join("cryod.log.1")).unwrap(), old, "the long log, moved aside");
+    assert!(std::fs::metadata(&log).unwrap().len() < 1024 * 1024, "a new log");
     env.cryoctl(&["chamber", "list"]).ok();
     let again = env.cryoctl(&["daemon", "run", "--detach"]).fails(1).to_string();
     assert!(again.contains(&format!("cryod is already running (pid {pid})")), "{again}");

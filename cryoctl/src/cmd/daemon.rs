@@ -52,6 +52,19 @@ fn cryod_command(
 /// How long `daemon run --detach` waits for cryod to answer.
 const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Past this, a detached cryod's log is moved aside (to `cryod.log.1`,
+/// replacing the one before) when cryod next starts: what `log_max_bytes`
+/// is to a chamber's logs, by default.
+const LOG_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Moves a long `cryod.log` aside; a failure leaves it where it is.
+fn rotate_log(path: &std::path::Path) {
+    let long = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_MAX_BYTES);
+    if long {
+        let _ = std::fs::rename(path, path.with_extension("log.1"));
+    }
+}
+
 /// `cryoctl daemon run --detach`: cryod in the background (a process group
 /// of its own, no terminal), its log appended to `STATE/cryod.log`;
 /// returns once its socket answers, or with the log's last lines if it
@@ -69,6 +82,7 @@ pub async fn detach(ctx: Ctx, config: Option<PathBuf>, store: Option<String>, ve
     let (_, mut cmd) = cryod_command(&ctx, config, store, verbose)?;
     std::fs::create_dir_all(&paths.state_dir)?;
     let log_path = paths.state_dir.join("cryod.log");
+    rotate_log(&log_path);
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     let mut child = cmd
         .stdin(std::process::Stdio::null())
