@@ -3,11 +3,12 @@
 # cryo-agent go where `cargo install` puts programs ($CARGO_HOME/bin,
 # ~/.cargo/bin by default). The build is the README's `cargo build
 # --release`, so after the demo nothing is built twice; three `cargo
-# install`s would build the shared dependencies three times.
+# install`s would build the shared dependencies three times. CRYO_INSTALL_DIR
+# names another folder.
 set -eu
 cd "$(dirname "$0")/.."
 cargo build --release --locked
-dest="${CARGO_HOME:-$HOME/.cargo}/bin"
+dest="${CRYO_INSTALL_DIR:-${CARGO_HOME:-$HOME/.cargo}/bin}"
 mkdir -p "$dest"
 for b in cryod cryoctl cryo-agent; do
   # A new file renamed over the old: a running cryod keeps its own.
