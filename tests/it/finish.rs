@@ -213,7 +213,8 @@ fn a_stock_grpc_client_is_answered_over_the_socket() {
 
 /// Issue 39: a newcomer follows README's "Your first chamber" as written:
 /// the binaries where `cargo install` puts them (`~/.cargo/bin`), a new
-/// chamber in the default sandbox, mail answered, `doctor` without a failure.
+/// chamber in the default sandbox, mail answered, `doctor` without a failure;
+/// then (issue 61) a typo in `cryo.toml` mended by its hint, and `daemon stop`.
 #[test]
 fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     let env = Env::new();
@@ -258,6 +259,24 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     let strongest = cryod::agent::sandbox::strongest().as_str();
     assert!(toml.contains(&format!("sandbox = \"{strongest}\"")), "{toml}");
     wait_until("the session to hibernate", || c.cryo_log().contains("hibernate accepted"));
+    // Issue 61: a deliberate typo is answered with the key meant, in one
+    // short line, and mending it clears the fault.
+    std::fs::write(c.dir.join("cryo.toml"), format!("{toml}\nmax_attempt = 3\n")).unwrap();
+    let fault = || env.cryoctl(&["chamber", "status", "echo", "--json"]).json()[0]["fault"].clone();
+    wait_until("the typo's fault", || fault().is_string());
+    let line = fault().as_str().unwrap().to_string();
+    assert!(line.contains("unknown key `max_attempt`: did you mean `max_attempts`?"), "{line}");
+    assert!(line.len() < 200 && !line.contains('\n'), "one short line: {line}");
+    std::fs::write(c.dir.join("cryo.toml"), format!("{toml}\nmax_attempts = 3\n")).unwrap();
+    wait_until("the fault mended", || fault().is_null());
+    // README's "Stopping it": `cryoctl daemon stop` ends the detached cryod.
+    let stopped = env.command("cryoctl").args(["daemon", "stop"]).env("PATH", &path).output().unwrap();
+    let out = String::from_utf8_lossy(&stopped.stdout);
+    assert!(
+        stopped.status.success() && out.starts_with("stopped cryod (pid "),
+        "{out}{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
 }
 
 /// Issue 39, item 15: a cryod that gets no inotify instance (a thousand
