@@ -224,8 +224,12 @@ fn a_crash_between_post_and_archive_does_not_post_twice() {
     wait_until("the archive error shown", || {
         bridge(&env, "alpha")["last_error"].as_str().is_some_and(|e| e.contains("cannot archive"))
     });
-    // (The session ends first: a session cut by the kill would add a fallback.)
+    // (The session ends first, in the ledger too: a session the kill cuts,
+    // or whose end is not yet recorded, would add a fallback message.)
     c.wait_ended(1);
+    wait_until("the session's end recorded", || {
+        env.cryoctl(&["chamber", "status", "alpha", "--json"]).json()[0]["sessions"][0]["ended_at"].is_string()
+    });
     let pending = c.outbox();
     assert!(pending.iter().any(|m| m.contains("checked in")), "the message is still in the outbox");
     d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
