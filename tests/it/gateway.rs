@@ -414,3 +414,41 @@ fn the_official_sdks_see_the_streams_they_asked_for() {
         assert_eq!((s["input_tokens"].as_u64(), s["output_tokens"].as_u64()), (Some(30), Some(15)), "{sdk_name}: {s}");
     }
 }
+
+/// Issue 62, case 6: the provider refuses (429) with a short retry-after,
+/// which the gateway leaves to the CLI's own retries; a CLI that gives up
+/// and exits 1 ends the session `limited` (the account held until the
+/// provider's reset), not `crashed` with a "misconfiguration" hint.
+#[test]
+fn a_cli_that_gives_up_on_a_short_429_is_limited_not_crashed() {
+    let model = ModelServer::start(Script::new());
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // A program named as a CLI the gateway knows (Qwen Code's variables),
+    // which asks once and gives up on a refusal.
+    let dir = env.path("quitter");
+    std::fs::create_dir_all(&dir).unwrap();
+    let agent = dir.join("qwen");
+    std::fs::write(
+        &agent,
+        "#!/usr/bin/python3\nimport json, os, sys, urllib.request, urllib.error\n\
+         req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions',\n\
+           data=json.dumps({'model': 'm1', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(),\n\
+           headers={'authorization': 'Bearer ' + os.environ['OPENAI_API_KEY'], 'content-type': 'application/json'})\n\
+         try:\n    urllib.request.urlopen(req, timeout=30)\nexcept urllib.error.HTTPError as e:\n\
+         \x20   print('gave up:', e.code)\n    sys.exit(1)\nsys.exit(0)\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let provider = crate::agents::qwen_provider(&env, &model);
+    let c = env.chamber("quits", "", &format!("agent = \"{}\"\n\n[provider]\n{provider}\n", agent.display()));
+    model.limit_saying("sk-cryo-test", Duration::from_secs(30), 2);
+    env.cryoctl(&["chamber", "start", "quits"]).ok();
+    wait_until_within(SESSION_DEADLINE, "the session to end", || c.ended() >= 1);
+    assert_eq!(model.refused().len(), 1, "{}", model.transcript());
+    let status = env.cryoctl(&["chamber", "status", "quits", "--json"]).json();
+    let outcome = status[0]["sessions"][0]["outcome"].as_str().unwrap_or_default().to_string();
+    assert!(outcome.starts_with("limited"), "{outcome}\n{}", diag(&c, &model));
+    assert!(!c.cryo_log().contains("misconfiguration"), "{}", c.cryo_log());
+    assert!(c.cryo_log().contains("its account wait until"), "{}", c.cryo_log());
+}

@@ -158,6 +158,9 @@ pub struct Used {
     pub usage: Usage,
     /// Requests refused by the gateway itself (over the line).
     pub refused: u64,
+    /// The provider's answer to the last request was a refusal (429), with
+    /// the wait it asked for: an agent that ends now gave up on a limit.
+    pub last_refusal: Option<Duration>,
 }
 
 impl Route {
@@ -219,6 +222,9 @@ impl Route {
         tracing::info!(chamber = %self.spec.chamber, session = self.spec.session, wait = ?p.wait, source = %p.source,
             "provider limit seen by the gateway");
         (self.spec.tell.hold)(p.wait, p.source.clone());
+        if p.refused {
+            self.used.lock().expect("gateway lock").last_refusal = Some(p.wait);
+        }
         if p.refused && p.wait > IN_SESSION_WAIT {
             (self.spec.tell.limit)(Limited {
                 resets_at: None,
@@ -532,6 +538,9 @@ async fn handle(
         }
     };
     let status = resp.status();
+    if status.is_success() {
+        route.used.lock().expect("gateway lock").last_refusal = None;
+    }
     let now = inner.clock.now();
     let now_unix = now.timestamp() as f64 + f64::from(now.timestamp_subsec_millis()) / 1000.0;
     let headers = resp.headers().clone();

@@ -557,6 +557,19 @@ impl Sup {
         usage: Option<Box<crate::agent_events::Usage>>,
         limited: Option<Box<crate::agent_events::Limited>>,
     ) -> Input {
+        // An agent that failed right after the provider refused it gave up
+        // on a limit (its CLI's own retries spent): limited, not crashed.
+        let gave_up = self.running.as_ref().and_then(|r| r.last_refusal()).filter(|_| !status.success());
+        let limited = limited.or_else(|| {
+            gave_up.map(|wait| {
+                Box::new(crate::agent_events::Limited {
+                    resets_at: None,
+                    retry_after_ms: Some(wait.max(std::time::Duration::from_secs(1)).as_millis() as u64),
+                    text: "the provider refused (429) and the agent's CLI gave up".into(),
+                    exact: true,
+                })
+            })
+        });
         // A keeper's pipe is no longer extended once its agent ended.
         if let Some(pgid) = self.running.as_mut().and_then(|r| r.exited()) {
             self.shared.lease.forget(pgid);

@@ -94,6 +94,12 @@ impl Running {
         self.trace.take()
     }
 
+    /// The wait the provider asked for, if its last answer to the session
+    /// (through the gateway) was a refusal (429).
+    pub(super) fn last_refusal(&self) -> Option<std::time::Duration> {
+        self.ticket.as_ref()?.route().used().last_refusal
+    }
+
     /// The agent exited: its group is no longer the session's to keep, nor
     /// its credential at the gateway worth anything.
     pub(super) fn exited(&mut self) -> Option<i32> {
