@@ -297,7 +297,9 @@ fn a_killed_cryods_leftover_trees_end_at_its_restart() {
     d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(tagged(&tag).len(), 3, "the processes outlive a killed cryod");
     let _d = env.start_daemon();
-    wait_until_within(Duration::from_secs(20), "the leftovers to go after the restart", || tagged(&tag).is_empty());
+    // A restart under a loaded machine (the whole suite at once) took over
+    // 20 s once: the deadline is a minute.
+    wait_until_within(Duration::from_secs(60), "the leftovers to go after the restart", || tagged(&tag).is_empty());
 }
 
 // ---------------------------------------------------------------------------
