@@ -657,19 +657,17 @@ fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wir
         Some(_) => "openai",
         None => "unknown",
     };
-    let (scheme, rest) = spec.upstream.split_once("://").unwrap_or(("https", ""));
-    let authority = rest.split('/').next().unwrap_or("").rsplit('@').next().unwrap_or("");
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty() => (h, p.parse().unwrap_or(0u64)),
-        _ => (authority, if scheme == "http" { 80 } else { 443 }),
-    };
+    // The upstream as a URL parser reads it (IPv6, userinfo, default ports).
+    let url = reqwest::Url::parse(&spec.upstream).ok();
+    let host = url.as_ref().and_then(|u| u.host_str()).unwrap_or("").to_string();
+    let port = url.as_ref().and_then(|u| u.port_or_known_default()).map_or(0, u64::from);
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "chat".into()),
         ("gen_ai.provider.name", provider.into()),
         ("gen_ai.usage.input_tokens", c.input.into()),
         ("gen_ai.usage.output_tokens", c.output.into()),
         ("http.response.status_code", u64::from(s.status).into()),
-        ("server.address", host.to_string().into()),
+        ("server.address", host.into()),
         ("server.port", port.into()),
     ];
     if let Some(m) = &s.model {
