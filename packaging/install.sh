@@ -15,7 +15,9 @@ for b in cryod cryoctl cryo-agent; do
   install -m 0755 "target/release/$b" "$dest/.$b.new"
   mv -f "$dest/.$b.new" "$dest/$b"
 done
-"$dest/cryoctl" completions install >/dev/null 2>&1 || true
+if ! said=$("$dest/cryoctl" completions install 2>&1); then
+  echo "note: no shell completions or man pages: $said"
+fi
 echo "installed cryod, cryoctl and cryo-agent in $dest"
 case ":$PATH:" in
   *":$dest:"*) ;;
