@@ -78,13 +78,7 @@ pub fn what(a: &ApprovalRecord) -> String {
     what_of(&a.tool, &a.subject)
 }
 
-/// [`what`] of a tool and its subject (cut to 200 characters, one line).
-pub fn what_of(tool: &str, subject: &str) -> String {
-    let one_line: String = subject.split_whitespace().collect::<Vec<_>>().join(" ");
-    let cut: String = one_line.chars().take(200).collect();
-    let more = if cut.len() < one_line.len() { "…" } else { "" };
-    format!("{tool}: {cut}{more}")
-}
+pub use cryo_core::approvals::request::{ANSWER_KEPT, what_of};
 
 /// The longest subject a notice shows whole (and offers its one-tap
 /// answers for).
@@ -151,9 +145,6 @@ pub fn parked_message(id: &str) -> String {
          answered; then make exactly the same call again."
     )
 }
-
-/// How long an answer waits for the agent's repeat of the call.
-pub const ANSWER_KEPT: chrono::Duration = chrono::Duration::days(7);
 
 /// How long a notice's approve and deny links work.
 pub const LINK_TTL: chrono::Duration = chrono::Duration::hours(24);

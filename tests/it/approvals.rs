@@ -139,6 +139,48 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
     eprintln!("approval to the agent's next step: {} ms", to_next_step.as_millis());
 }
 
+/// An answer written to the store that never reached the chamber (cryod
+/// died between the two): at restart the chamber goes on with it, as if it
+/// had come, rather than waiting, paused, for a request already decided.
+/// (The decision is written into the SQLite file while cryod is down: the
+/// crash's window, made wide.)
+#[test]
+fn an_answer_the_chamber_never_heard_of_resumes_it_at_restart() {
+    let script = Script::new()
+        .on("- session: 1\n", &["touch pushed.txt"])
+        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
+    let model = ModelServer::start(script);
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let Some(c) = claude_chamber(&env, &model, "lost", &policy("1s")) else { return };
+    env.cryoctl(&["chamber", "start", "lost"]).ok();
+    let diag = |c: &Chamber| format!("cryo.log:\n{}\nmodel:\n{}", c.cryo_log(), model.transcript());
+    wait_until_telling(SESSION_DEADLINE, "session 1 to park", || c.ended() >= 1, || diag(&c));
+    let id = approvals(&env, false)[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(status(&env, "lost")["state"], "awaiting approval");
+    d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    let db = rusqlite::Connection::open(env.state_dir().join("cryod.db")).unwrap();
+    let decided = db
+        .execute(
+            "UPDATE approvals SET state = 'approved', decided_by = 'operator', decided_at = ?2 WHERE id = ?1",
+            rusqlite::params![id, cryo_tests::date_utc("now")],
+        )
+        .unwrap();
+    assert_eq!(decided, 1);
+    drop(db);
+
+    let _d = env.start_daemon();
+    wait_until_telling(SESSION_DEADLINE, "session 2 to end", || c.ended() >= 2, || diag(&c));
+    assert!(c.dir.join("pushed.txt").exists(), "the approved command ran\n{}", diag(&c));
+    let s = status(&env, "lost");
+    assert_ne!(s["state"], "awaiting approval", "{s}");
+    assert!(!s["attention"].as_str().unwrap_or("").contains(&id), "the stale line is gone: {s}");
+    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
+    let second = sessions.iter().find(|r| r["number"] == 2).expect("session 2's row");
+    assert_eq!(second["resumed_from"], 1, "session 2 continues the conversation that asked: {s}");
+    assert!(c.cryo_log().contains(&format!("approval {id} used")), "{}", diag(&c));
+}
+
 /// A person who answers within `approval_wait` answers in the session:
 /// the same session runs each call and ends. Five asks, each approved as
 /// soon as it is listed: prints the time from an approval to the agent's

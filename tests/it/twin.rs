@@ -89,6 +89,8 @@ fn script(sessions: &[Vec<Act>]) -> String {
                 Act::Call(Call::Todo(TodoCall::Done(id))) => format!("cryo-agent todo done {id}"),
                 Act::Call(Call::Todo(TodoCall::Remove(id))) => format!("cryo-agent todo remove {id}"),
                 Act::Call(Call::Todo(TodoCall::List)) => "cryo-agent todo list".into(),
+                // A plain command has no CLI that asks about its tool calls.
+                Act::Ask { .. } => panic!("the twin's scenarios ask no approvals"),
             };
             // Quiet: cryo-agent.log stays empty, as the simulator's does.
             sh.push_str(&format!("  {line} >/dev/null 2>&1\n"));

@@ -35,6 +35,8 @@
 
 use std::fmt;
 
+pub mod request;
+
 /// What becomes of a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {

@@ -9,7 +9,7 @@
 //! parks the session ([`Input::Parked`]); the answer then reaches the
 //! machine as [`Input::Answered`], and the next session resumes with it.
 
-use cryo_core::approvals::Action;
+use cryo_core::approvals::request::{self, Asked, Joined, Screened};
 use cryo_core::chamber::{Input, LogLine};
 use tokio::sync::oneshot;
 
@@ -50,16 +50,6 @@ impl Answer {
     }
 }
 
-/// The longest input a request keeps (its JSON); a larger call is refused.
-const MAX_INPUT: usize = 64 * 1024;
-/// The longest reason kept.
-const MAX_REASON: usize = 2000;
-/// The longest tool name asked about.
-const MAX_TOOL: usize = 200;
-/// The most requests of one chamber that wait for a person at once; an
-/// agent that asks more (in parallel, in a loop) is refused, unasked.
-const MAX_PENDING: usize = 20;
-
 impl Sup {
     /// Writes `line` into the chamber's log and into the session's
     /// transcript (`cryo-agent.log`, appended beneath the chamber with no
@@ -88,58 +78,24 @@ impl Sup {
             let _ = reply.send(Err(Error::Precondition("this session has ended".into())));
             return;
         }
-        let policy = match &self.config {
-            Ok(c) => c.approvals.clone(),
-            // An edit held for the operator (an agent loosening its own
-            // policy mid-session) allows nothing until it is accepted.
-            Err(why) => {
-                let _ =
-                    reply.send(Ok(Answer::deny(format!("cryo.toml does not load now, so nothing is allowed: {why}"))));
-                return;
+        let policy = self.config.as_ref().map(|c| c.approvals.as_ref()).map_err(|why| why as &dyn std::fmt::Display);
+        match request::screen(policy, &ask.tool, &ask.input, ask.max_wait) {
+            Screened::Allow(message) => {
+                let _ = reply.send(Ok(Answer::allow(message)));
             }
-        };
-        let Some(policy) = policy else {
-            let _ = reply.send(Ok(Answer::allow("this chamber has no [approvals] policy")));
-            return;
-        };
-        let input = ask.input.to_string();
-        if ask.tool.len() > MAX_TOOL || ask.tool.chars().any(char::is_control) {
-            let _ = reply.send(Ok(Answer::deny("cryo refuses this call: its tool's name is not one")));
-            return;
-        }
-        if input.len() > MAX_INPUT {
-            let _ = reply.send(Ok(Answer::deny(format!(
-                "cryo refuses this call: its arguments are {} bytes, over the {MAX_INPUT} a person can be asked about",
-                input.len()
-            ))));
-            return;
-        }
-        let verdict = policy.judge(&ask.tool, &ask.input);
-        let subject = cryo_core::approvals::subject(&ask.tool, &ask.input);
-        let what = approvals::what_of(cryo_core::approvals::canonical_tool(&ask.tool), &subject);
-        match verdict.action {
-            Action::Allow => {
-                let _ = reply.send(Ok(Answer::allow(format!("allowed by {}", verdict.why()))));
+            Screened::Deny { message, log } => {
+                if let Some(line) = log {
+                    self.record(line);
+                }
+                let _ = reply.send(Ok(Answer::deny(message)));
             }
-            Action::Deny => {
-                self.record(format!("approval: {what} refused by {}", verdict.why()));
-                let _ = reply.send(Ok(Answer::deny(format!(
-                    "This chamber's policy refuses this call ({}). Do not try it again; find another way or say why \
-                     you cannot.",
-                    verdict.why()
-                ))));
-            }
-            Action::Ask => {
-                let asked = Asked { session, input, subject, what, rule: verdict.why() };
-                let wait = ask.max_wait.map_or(policy.wait, |m| m.min(policy.wait));
-                self.ask(ask, asked, wait, reply).await;
-            }
+            Screened::Ask(asked) => self.ask(session, ask, asked, reply).await,
         }
     }
 
     /// A call the policy sends to a person: the answer it got already, or
     /// a request and a wait for it.
-    async fn ask(&mut self, ask: Ask, a: Asked, wait: std::time::Duration, reply: oneshot::Sender<Result<Answer>>) {
+    async fn ask(&mut self, session: u64, ask: Ask, a: Asked, reply: oneshot::Sender<Result<Answer>>) {
         let (fence, now) = (self.owner.fence(), self.now());
         let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         // An answer is good for a week: an old approval is not taken by a
@@ -164,7 +120,7 @@ impl Sup {
         }
         // The same call asked again while its request waits (the operator
         // resumed the chamber without answering): the same request.
-        let pending = self.shared.store.approvals(Some(self.id), false, MAX_PENDING as u32 + 1).await;
+        let pending = self.shared.store.approvals(Some(self.id), false, request::MAX_PENDING as u32 + 1).await;
         let pending = match pending {
             Ok(p) => p,
             Err(e) => {
@@ -172,44 +128,38 @@ impl Sup {
                 return;
             }
         };
-        let same = pending.iter().find(|p| p.tool == ask.tool && p.input == a.input).cloned();
-        let (record, new) = match same {
-            Some(p) => (p, false),
-            None if pending.len() >= MAX_PENDING => {
-                self.log(LogLine::Event(format!(
-                    "approval: {} refused unasked: {MAX_PENDING} requests of this chamber already wait for a person",
-                    a.what
-                )));
-                let _ = reply.send(Ok(Answer::deny(format!(
-                    "cryo refuses this call: {MAX_PENDING} of your requests already wait for a person. Stop and end \
-                     your turn."
-                ))));
-                return;
-            }
-            None => {
-                let record = ApprovalRecord {
-                    id: approvals::new_id(),
-                    chamber_id: self.id,
-                    session: a.session,
-                    tool: ask.tool.clone(),
-                    input: a.input.clone(),
-                    subject: a.subject.clone(),
-                    reason: ask.reason.chars().take(MAX_REASON).collect(),
-                    rule: a.rule.clone(),
-                    created_at: at,
-                    state: "pending".into(),
-                    decided_at: None,
-                    decided_by: None,
-                    answer: None,
-                    used_at: None,
-                };
-                if let Err(e) = self.shared.store.approval_add(fence, record.clone()).await {
-                    let _ = reply.send(Err(Error::from(e)));
+        let (record, new) =
+            match request::join(pending.iter().map(|p| (p.tool.as_str(), p.input.as_str())), &ask.tool, &a) {
+                Joined::Same(i) => (pending[i].clone(), false),
+                Joined::Refused { message, log } => {
+                    self.log(LogLine::Event(log));
+                    let _ = reply.send(Ok(Answer::deny(message)));
                     return;
                 }
-                (record, true)
-            }
-        };
+                Joined::New => {
+                    let record = ApprovalRecord {
+                        id: approvals::new_id(),
+                        chamber_id: self.id,
+                        session,
+                        tool: ask.tool.clone(),
+                        input: a.input.clone(),
+                        subject: a.subject.clone(),
+                        reason: ask.reason.chars().take(request::MAX_REASON).collect(),
+                        rule: a.rule.clone(),
+                        created_at: at,
+                        state: "pending".into(),
+                        decided_at: None,
+                        decided_by: None,
+                        answer: None,
+                        used_at: None,
+                    };
+                    if let Err(e) = self.shared.store.approval_add(fence, record.clone()).await {
+                        let _ = reply.send(Err(Error::from(e)));
+                        return;
+                    }
+                    (record, true)
+                }
+            };
         if new {
             self.record(format!(
                 "approval {} asked: {} ({}); `cryoctl approvals approve {}` or `cryoctl approvals deny {} --reason TEXT`",
@@ -220,9 +170,9 @@ impl Sup {
             self.record(format!("approval {} asked again: {}; it still waits for a person", record.id, a.what));
         }
         // The chamber shows `awaiting approval` while the session waits.
-        self.feed(Input::ApprovalAsked { session: a.session, id: record.id.clone() }).await;
+        self.feed(Input::ApprovalAsked { session, id: record.id.clone() }).await;
         let (ticket, waiting) = self.shared.approvals.wait(&record.id);
-        let (tx, shared, id, session) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.session);
+        let (tx, shared, id, wait) = (self.tx.clone(), self.shared.clone(), record.id.clone(), a.wait);
         tokio::spawn(async move {
             let decided = tokio::time::timeout(wait, waiting).await;
             let answer = match decided {
@@ -292,18 +242,12 @@ impl Sup {
                 }
             });
             self.record(line);
-            return Some(Input::ApprovalTaken { session: record.session, id: record.id });
+            // The session that waits is the live one (which may have joined
+            // the request an earlier session made).
+            let session = self.machine.live_session().map_or(record.session, |(n, _)| n);
+            return Some(Input::ApprovalTaken { session, id: record.id });
         }
         self.record_transcript(&line);
         Some(Input::Answered { req: self.own_req(), id: record.id, line })
     }
-}
-
-/// What [`Sup::ask`] carries of the judged call.
-struct Asked {
-    session: u64,
-    input: String,
-    subject: String,
-    what: String,
-    rule: String,
 }

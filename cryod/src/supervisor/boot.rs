@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cryo_core::approvals::request::{self, Newest};
 use cryo_core::chamber::{self, Boot, Chamber, Failed, Input, Limits, OpenBatch, OpenSession, Outgoing};
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
@@ -44,15 +45,21 @@ fn thread_of(row: &crate::store::SessionRow) -> Option<cryo_core::session::Threa
     })
 }
 
-/// The newest pending approval request of a chamber, and what it asks.
-async fn awaited(shared: &Shared, chamber: i64) -> Option<(String, String)> {
-    match shared.store.approvals(Some(chamber), false, 1).await {
-        Ok(mut v) => v.pop().map(|a| (a.id.clone(), crate::approvals::what(&a))),
-        Err(error) => {
-            tracing::warn!(chamber, %error, "cannot read the pending approvals at start");
-            None
-        }
+/// A paused chamber's newest approval request as the store has it: one
+/// that waits, else one a person answered that no session has used (two
+/// reads of the store, for the rare chamber that is paused).
+async fn newest_request(shared: &Shared, chamber: i64) -> Option<Newest> {
+    let read = |all| async move {
+        shared.store.approvals(Some(chamber), all, 1).await.map_err(|error| {
+            tracing::warn!(chamber, %error, "cannot read the approval requests at start");
+        })
+    };
+    if let Some(a) = read(false).await.ok()?.pop() {
+        return Some(Newest::Pending { what: crate::approvals::what(&a), id: a.id });
     }
+    let a = read(true).await.ok()?.pop().filter(|a| a.state != "pending" && a.used_at.is_none())?;
+    let line = crate::approvals::decided_line(&a);
+    Some(Newest::Decided { what: crate::approvals::what(&a), id: a.id, line })
 }
 
 /// When a session's wake was recorded (its start, else when it was due).
@@ -101,6 +108,15 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
+    // What a person must do, the back-off, the failed work's next try: as
+    // the store kept them (one that does not parse is none).
+    let health: Option<chamber::HealthRecord> = record.health.as_deref().and_then(|j| serde_json::from_str(j).ok());
+    // A chamber paused for an approval waits for it; an answer that never
+    // led to a session is given after the boot.
+    let last_asked = past.last_result.as_deref().is_some_and(|r| r.starts_with(chamber::approval::AWAITING_APPROVAL));
+    let newest = if record.paused || last_asked { newest_request(&shared, record.id).await } else { None };
+    let attention = health.as_ref().and_then(|h| h.attention.as_deref());
+    let request::AtBoot { awaiting, answered } = request::at_boot(record.paused, last_asked, attention, newest);
     let machine = Chamber::new(
         chamber::Loaded {
             id: record.id,
@@ -122,12 +138,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
             thread: past.thread,
             last_visible: past.last_visible,
             rerun: past.rerun,
-            // Only a paused chamber waits for an approval (one read of the
-            // store, for the rare chamber that is paused).
-            awaiting: if record.paused { awaited(&shared, record.id).await } else { None },
-            // What a person must do, the back-off, the failed work's next
-            // try: as the store kept them (one that does not parse is none).
-            health: record.health.as_deref().and_then(|j| serde_json::from_str(j).ok()),
+            awaiting,
+            health,
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
@@ -158,7 +170,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         git_lock: Default::default(),
         git_last,
     };
-    launch(sup, boot, &watch_dirs, rx, tx, snap_rx).await
+    launch(sup, boot, answered, &watch_dirs, rx, tx, snap_rx).await
 }
 
 /// What the ledger holds for a chamber's start, read for it alone (nothing
@@ -262,6 +274,7 @@ fn write_fence(shared: &Shared, record: &ChamberRecord, root: &std::path::Path) 
 async fn launch(
     mut sup: Sup,
     boot: Boot,
+    answered: Option<(String, String)>,
     watch_dirs: &[PathBuf],
     rx: super::queue::Receiver<Event>,
     tx: super::queue::Sender<Event>,
@@ -269,6 +282,10 @@ async fn launch(
 ) -> Handle {
     sup.shared.watcher.watch(sup.id, &sup.root, watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
+    if let Some((id, line)) = answered {
+        let req = sup.own_req();
+        sup.feed(Input::Answered { req, id, line }).await;
+    }
     // What changed between the files' first reading and the watch (a hand
     // edit of todo.json, mail) raised no event: read them again now (the
     // list only if its file is another version than the one read).

@@ -35,19 +35,20 @@ impl Chamber {
         self.arm(Timer::Park(session), PARK_GRACE);
     }
 
-    /// A parked session has ended: the chamber waits for the answer
-    /// (paused), unless it came already.
-    pub(super) fn await_approval(&mut self, id: &str, what: &str, req: ReqId) {
+    /// A parked session ends: the chamber waits for the answer (paused,
+    /// with its line), kept before the end is written (a crash between
+    /// leaves an open session, which recovery finds paused for the
+    /// request). False when the answer came already: a session runs next.
+    pub(super) fn await_approval(&mut self, id: &str, what: &str, req: ReqId) -> bool {
         if self.health.answer_pending() {
-            self.waking.queue_manual();
-            self.replan();
-            return;
+            return false;
         }
         self.health.awaiting(id.to_string());
         self.health.needs(awaiting_line(id, what));
         if self.wishes.started() {
             self.pause(req, true);
         }
+        true
     }
 
     /// A person answered request `id`: the next session's prompt says so and

@@ -248,13 +248,19 @@ impl Chamber {
         // the two leaves an open session, which recovery runs again.
         self.count_outcome(&l, &outcome);
         self.rework_or_attention(&outcome, &l, retried);
+        let parked = match (&outcome, &l.parked) {
+            (Outcome::AwaitingApproval { id, what }, Some((_, _, req))) => Some((id.as_str(), what.as_str(), *req)),
+            _ => None,
+        };
+        let answered_already = parked.is_some_and(|(id, what, req)| !self.await_approval(id, what, req));
         self.save_health();
         let result = self.record_end(&l, &outcome);
         self.health.settled(&outcome, result);
         let shutting_down = self.answer_waiters(l.stop_waiters, l.shutdown_waiters);
         self.emit(Effect::Release);
-        if let (Outcome::AwaitingApproval { id, what }, Some((_, _, req))) = (&outcome, &l.parked) {
-            self.await_approval(id, what, *req);
+        if answered_already {
+            self.waking.queue_manual();
+            self.replan();
         }
         self.after_end(shutting_down);
     }

@@ -337,6 +337,12 @@ impl Health {
         self.approval.as_ref().is_some_and(|a| a.answer.is_some())
     }
 
+    /// Whether the last session ended waiting for a person's approval (its
+    /// conversation is the one that asked).
+    pub(super) fn last_asked(&self) -> bool {
+        self.last_result.as_deref().is_some_and(|r| r.starts_with(super::approval::AWAITING_APPROVAL))
+    }
+
     /// The answer for the session that begins (once).
     pub(super) fn take_answer(&mut self) -> Option<String> {
         let answer = self.approval.as_mut()?.answer.take();

@@ -232,6 +232,14 @@ impl Chamber {
                 self.spans.close(self.now, &missed::Why::Stopped);
                 self.health.seen();
                 self.resume();
+                // Started with nothing that would wake it (no work due or
+                // planned, no mail, its plan not complete: a chamber that
+                // had stopped trying, started again): a session now, whose
+                // agent plans what comes next. Never started and idle.
+                if self.wishes.wakes() && self.nothing_planned() {
+                    self.waking.queue_manual();
+                    self.replan();
+                }
                 self.emit(Effect::Publish);
                 if wait && self.waking.wanted().is_some() {
                     self.waking.wait_for_start(req);
@@ -264,6 +272,12 @@ impl Chamber {
                     // has seen what needed them.
                     self.health.seen();
                     self.replan();
+                    // Nothing would wake it (it waited for an approval that
+                    // has not come): a session now, which asks again.
+                    if self.wishes.wakes() && self.nothing_planned() {
+                        self.waking.queue_manual();
+                        self.replan();
+                    }
                 }
                 // The caller reads the view next.
                 self.emit(Effect::Publish);

@@ -14,6 +14,19 @@ impl Chamber {
         self.replan();
     }
 
+    /// Whether nothing would wake the chamber: no session wanted or
+    /// running, no TODO to come, no mail, no retry or rework planned, and
+    /// its plan not complete.
+    pub(super) fn nothing_planned(&self) -> bool {
+        self.waking.wanted().is_none()
+            && !self.waking.in_session()
+            && self.next_todo().is_none()
+            && self.files.unread().is_empty()
+            && self.health.rework_at().is_none()
+            && self.health.retry_at(self.now).is_none()
+            && !self.health.completed()
+    }
+
     /// Decides from the list and the inbox: wake now (due TODOs, unread
     /// mail), or tell the scheduler when the next TODO is due.
     pub(super) fn replan(&mut self) {

@@ -188,10 +188,14 @@ impl Chamber {
         let due = claims.iter().map(|c| c.due).min().or(Some(asked_at));
         let mut continuity = self.files.settings().map(|c| c.continuity).unwrap_or_default();
         // A person's answer to the last session's ask: this session carries
-        // on in the conversation that asked, however long it waited.
+        // on in the conversation that asked, however long it waited (when
+        // other sessions ran meanwhile, as the chamber resumes any other).
+        let asked = self.health.last_asked();
         if let Some(answer) = self.health.take_answer() {
             notices.insert(0, answer);
-            continuity = session::Continuity { resume: true, max_age: chrono::Duration::days(3650), ..continuity };
+            if asked {
+                continuity = session::Continuity { resume: true, max_age: chrono::Duration::days(3650), ..continuity };
+            }
         }
         let (resumed, fresh) = match (fresh, session::resume(&continuity, self.thread.as_ref(), now)) {
             (Some(why), _) => (None, Some(why)),

@@ -17,6 +17,11 @@ pub enum Act {
     Exit(i32),
     /// The process does nothing more (until it is killed).
     Hang,
+    /// Its CLI asks whether it may run a tool call (`[approvals]`).
+    Ask {
+        tool: String,
+        input: serde_json::Value,
+    },
 }
 
 /// An agent process's mind.
@@ -53,6 +58,14 @@ fn todo_add(at: String) -> Act {
 
 fn hibernate(complete: bool, exit_code: i32, linger_secs: u32) -> Act {
     Act::Call(Call::Hibernate { summary: "done for now".into(), complete, exit_code, linger_secs })
+}
+
+/// A shell command the agent's CLI asks about: one the simulated policy
+/// allows, refuses, or sends to a person.
+fn ask(rng: &mut Rng) -> Act {
+    let command =
+        ["git push origin main", "cargo publish", "ls -la", "rm -rf target", "make deploy"][rng.below(5) as usize];
+    Act::Ask { tool: "Bash".into(), input: serde_json::json!({ "command": command }) }
 }
 
 fn send(text: &str) -> Act {
@@ -123,6 +136,9 @@ impl Agent {
             }
             // The good agent: answers, schedules, hibernates (sometimes lingers).
             _ => {
+                if rng.one_in(4) {
+                    plan.push_back(ask(rng));
+                }
                 plan.push_back(send("progress report"));
                 match rng.below(10) {
                     0 | 1 if recurring >= 2 => {}
@@ -182,6 +198,24 @@ impl Agent {
     /// The next act, if it has one.
     pub fn next_act(&mut self) -> Option<Act> {
         self.plan.pop_front()
+    }
+
+    /// Its CLI heard the answer to a tool call it asked about: it goes on
+    /// (allowed, or finds another way), or, told the answer has not come
+    /// (`parked`), ends its turn as told (now and then it does not, and
+    /// cryod ends it).
+    pub fn approval(&mut self, _allow: bool, parked: bool, rng: &mut Rng) {
+        if parked && !self.literal {
+            self.plan = VecDeque::from([if rng.one_in(5) { Act::Hang } else { Act::Exit(0) }]);
+        }
+    }
+
+    /// The prompt says a person answered the call this agent's conversation
+    /// asked about: it makes the same call again first.
+    pub fn repeat(&mut self, tool: String, input: serde_json::Value) {
+        if !self.literal {
+            self.plan.push_front(Act::Ask { tool, input });
+        }
     }
 
     /// What the agent does with a refused call: the protocol's own advice.

@@ -327,7 +327,16 @@ impl Checker {
             }
         }
         // 1. Every session leaves a visible message; a failure is reported.
+        // (One that parked for a person's approval is told by its request:
+        // a notice, and the chamber's attention line.)
+        let parked: BTreeSet<(usize, u64)> = (ledger.rows.iter())
+            .filter(|r| r.outcome.starts_with(crate::chamber::approval::AWAITING_APPROVAL))
+            .map(|r| (r.chamber, r.number))
+            .collect();
         for (&(c, n), &hibernated) in &self.sessions {
+            if parked.contains(&(c, n)) {
+                continue;
+            }
             let of_session = by_session.get(&(c, n)).map(Vec::as_slice).unwrap_or(&[]);
             if of_session.is_empty() {
                 return Err(Broken(format!("chamber {c}: session {n} left no visible message")));
@@ -371,12 +380,15 @@ pub fn resumed(
         };
     };
     let fail = |why: String| Err(Broken(format!("chamber {chamber}: session {session} resumed {id:?}: {why}")));
-    if !c.resume {
-        return fail("the chamber starts every session afresh".into());
-    }
     let Some(prev) = rows.iter().filter(|r| r.number < session).max_by_key(|r| r.number) else {
         return fail("there is no session before it".into());
     };
+    // After a wait for a person's approval, the conversation that asked
+    // carries on with the answer, however the chamber resumes otherwise.
+    let asked = prev.outcome.starts_with(crate::chamber::approval::AWAITING_APPROVAL);
+    if !c.resume && !asked {
+        return fail("the chamber starts every session afresh".into());
+    }
     if from != Some(prev.number) {
         return fail(format!("its row says it resumed {from:?}, the session before it is {}", prev.number));
     }
@@ -390,7 +402,7 @@ pub fn resumed(
     // Its age when the wake decided (recorded it): a `[git]` session's
     // worktree may take a while to be ready after that.
     let decided = row.map_or(now, |r| r.recorded_at);
-    if prev.ended_at.is_some_and(|at| decided - at > c.max_age) {
+    if !asked && prev.ended_at.is_some_and(|at| decided - at > c.max_age) {
         return fail("past resume_max_age".into());
     }
     if t.sessions >= c.max_sessions || c.max_tokens.is_some_and(|m| t.tokens >= m) {

@@ -104,6 +104,16 @@ const LINGER_CUT: &str = "the checker's bug, not the machine's: an agent killed 
 const BUDGET_STOPPED: &str = "a daily_sessions limit reached as a stopped chamber's last session ended \
      paused nothing, yet was remembered as the limit that paused it; the next start counted as a resume and \
      released it, and a session ran past the limit";
+const PARKED_UNPAUSED: &str = "a session parked for an approval ended, and cryod crashed before the chamber's \
+     pause and line were written (they came after the ledger's end): at restart the chamber was started, \
+     unpaused and idle, with nothing to say it waited for a person";
+const ANSWER_LOST: &str = "a person's answer was written to the store, and cryod crashed before the chamber \
+     heard of it (or before the session it queued ran: the queue and the answer were only in memory): at \
+     restart the chamber waited, paused, for a request already answered, or sat idle";
+const START_AFTER_GIVING_UP: &str = "a chamber that had stopped trying was stopped and started again: the start \
+     cleared its line and planned nothing (no TODO, no mail), so it sat started and idle";
+const RESUME_WITHOUT_ANSWER: &str = "an operator resumed a chamber that waited for an approval, without \
+     answering: its line was cleared and nothing was planned";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -123,6 +133,12 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (18_235_295_482_185_047_831, CRASHY, CHECK_LOST_WAKE),
     (9_227_500_318_977_869_321, ROOMY, LINGER_CUT),
     (2_604_787_320_611_744_963, ROOMY, BUDGET_STOPPED),
+    (9_921_838_356_870_428_772, CRASHY, PARKED_UNPAUSED),
+    (1_614_078_394_062_893_708, CROWDED, ANSWER_LOST),
+    (7_222_205_996_689_600_275, CRASHY, ANSWER_LOST),
+    (5_849_274_968_056_447_344, ROOMY, ANSWER_LOST),
+    (7_335_829_696_202_164_844, CROWDED, START_AFTER_GIVING_UP),
+    (12_081_212_614_794_675_562, CRASHY, RESUME_WITHOUT_ANSWER),
 ];
 
 #[test]

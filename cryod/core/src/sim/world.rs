@@ -12,7 +12,9 @@ use super::agent::{Act, Agent};
 use super::check::{self, Broken, Checker};
 use super::{Config, Rng};
 
+mod approvals;
 mod effects;
+use crate::chamber::approval::AWAITING_APPROVAL;
 use crate::chamber::handoff::{HandedOff, OnEnd, When};
 use crate::chamber::{
     Boot, Call, Chamber, Check, Checked, Effect, Folder, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession,
@@ -75,6 +77,8 @@ pub struct Disk {
     pub on_end: Option<(usize, When, u32)>,
     /// Its `[budget] daily_sessions`.
     pub daily_sessions: Option<u32>,
+    /// It has `[approvals]` ([`approvals::policy`]).
+    pub approvals: bool,
     /// Its health as the store keeps it (`Effect::SaveHealth`).
     pub health: Option<crate::chamber::HealthRecord>,
 }
@@ -130,6 +134,8 @@ pub struct Proc {
     pub alive: bool,
     pub agent: Agent,
     pub waiting: Option<(ReqId, Call)>,
+    /// The approval request its CLI waits for in place.
+    pub asking: Option<String>,
     /// The provider conversation it speaks in.
     pub conversation: String,
 }
@@ -152,6 +158,8 @@ struct Daemon {
     next_req: ReqId,
     /// The account each chamber's permit bills (its own, or a fallback).
     billing: Vec<Option<usize>>,
+    /// Agents waiting in place for an approval request, by its id.
+    asking: HashMap<String, Vec<u32>>,
 }
 
 #[derive(Debug, Clone)]
@@ -194,6 +202,21 @@ enum Ev {
     /// A provider account's hold may be over: wakes waiting for it go.
     HoldOver {
         inc: u32,
+    },
+    /// An agent's wait for an approval in place is over.
+    ApprovalWait {
+        inc: u32,
+        pid: u32,
+        id: String,
+    },
+    /// A person decides an approval request (written to the store)...
+    Decide {
+        id: String,
+    },
+    /// ...and the chamber hears of it.
+    Deliver {
+        inc: u32,
+        id: String,
     },
     Step {
         pid: u32,
@@ -257,13 +280,17 @@ pub struct Report {
     pub unprepared: u64,
     /// Provider accounts held at their limit.
     pub holds: u64,
+    /// Tool calls sent to a person, requests decided, sessions parked.
+    pub asked: u64,
+    pub decided: u64,
+    pub parked: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be), {} provider holds",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be), {} provider holds, {} calls asked of a person ({} answered, {} sessions parked)",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -282,7 +309,10 @@ impl fmt::Display for Report {
             self.longest_list,
             self.prepared,
             self.unprepared,
-            self.holds
+            self.holds,
+            self.asked,
+            self.decided,
+            self.parked
         )
     }
 }
@@ -308,6 +338,9 @@ impl std::ops::AddAssign for Report {
         self.prepared += o.prepared;
         self.unprepared += o.unprepared;
         self.holds += o.holds;
+        self.asked += o.asked;
+        self.decided += o.decided;
+        self.parked += o.parked;
     }
 }
 
@@ -366,6 +399,10 @@ pub struct World {
     /// Provider accounts held at their limit, until then (kept in the
     /// store: they outlive a crash of cryod).
     holds: BTreeMap<usize, DateTime<Utc>>,
+    /// Approval requests (the store's).
+    requests: Vec<approvals::Request>,
+    /// Decided requests the live daemon has yet to tell its chamber.
+    in_flight: std::collections::BTreeSet<String>,
     procs: Vec<Proc>,
     daemon: Option<Daemon>,
     incarnation: u32,
@@ -416,6 +453,7 @@ impl World {
                 fallback: rng.one_in(4).then(|| rng.below(ACCOUNTS as u64) as usize),
                 on_end: None,
                 daily_sessions: None,
+                approvals: rng.one_in(3),
                 health: None,
             })
             .collect::<Vec<Disk>>();
@@ -454,6 +492,8 @@ impl World {
             disks,
             ledger: Ledger::default(),
             holds: BTreeMap::new(),
+            requests: Vec::new(),
+            in_flight: Default::default(),
             procs: Vec::new(),
             daemon: None,
             incarnation: 0,
@@ -485,6 +525,7 @@ impl World {
         w.disks[0].resume = false;
         w.disks[0].precheck = false;
         w.disks[0].git = false;
+        w.disks[0].approvals = false;
         w.script = Some(sessions.into());
         match w.run_script(steps) {
             Ok(()) => {
@@ -626,6 +667,7 @@ impl World {
                 self.first_live += 1;
             }
             Checker::processes(&self.procs[self.first_live..], self.config.limit)?;
+            self.approvals_alive()?;
         }
         self.now = end;
         Ok(())
@@ -674,6 +716,9 @@ impl World {
                 self.feed(chamber, Input::Prepared { wake_id, result })?
             }
             Ev::HoldOver { inc } if inc == live => self.grant(),
+            Ev::ApprovalWait { inc, pid, id } if inc == live => self.approval_wait_over(pid, id)?,
+            Ev::Deliver { inc, id } if inc == live => self.deliver(id)?,
+            Ev::Decide { id } => self.decide(id)?,
             Ev::Watch { inc, chamber } if inc == live => {
                 let unread = self.disks[chamber].inbox.keys().cloned().collect();
                 self.feed(chamber, Input::Inbox { unread, arrived: true })?;
@@ -698,7 +743,9 @@ impl World {
             | Ev::Exited { .. }
             | Ev::Checked { .. }
             | Ev::Prepared { .. }
-            | Ev::HoldOver { .. } => {}
+            | Ev::HoldOver { .. }
+            | Ev::ApprovalWait { .. }
+            | Ev::Deliver { .. } => {}
             Ev::Step { pid } => self.agent_step(pid)?,
             Ev::TermExit { pid } => self.die(pid, "killed by signal 15"),
             Ev::Mail { chamber } => {
@@ -853,6 +900,8 @@ impl World {
     fn crash(&mut self) {
         self.report.crashes += 1;
         self.daemon = None;
+        // Decisions on their way to a chamber die with it (the store has them).
+        self.in_flight.clear();
         // The hand-off rate is counted in memory: a new cryod starts afresh.
         self.check.forget_links();
         self.note(0, "CRASH");
@@ -878,6 +927,22 @@ impl World {
         }
         Checker::recovered(&self.procs, self.incarnation)?;
         let n = self.disks.len();
+        // What a paused chamber waits for, and an answer that never reached
+        // it, as `supervisor::boot` reads them.
+        let awaiting: Vec<_> = (0..n)
+            .map(|c| {
+                let d = &self.disks[c];
+                let last = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
+                let last_asked = last.is_some_and(|r| r.outcome.starts_with(AWAITING_APPROVAL));
+                let newest = if d.paused || last_asked { self.newest_request(c) } else { None };
+                crate::approvals::request::at_boot(
+                    d.paused,
+                    last_asked,
+                    d.health.as_ref().and_then(|h| h.attention.as_deref()),
+                    newest,
+                )
+            })
+            .collect();
         let mut machines = Vec::with_capacity(n);
         for (c, disk) in self.disks.iter().enumerate() {
             let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
@@ -910,7 +975,7 @@ impl World {
                         .max_by_key(|r| r.number)
                         .filter(|r| r.ended)
                         .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk))),
-                    awaiting: None,
+                    awaiting: awaiting[c].awaiting.clone(),
                     health: disk.health.clone(),
                 },
                 Limits { stop_grace: STOP_GRACE },
@@ -929,15 +994,22 @@ impl World {
             waiting: HashMap::new(),
             next_req: 0,
             billing: vec![None; n],
+            asking: HashMap::new(),
         });
         // The holds it reads back from the store end when they said.
         let ends: Vec<DateTime<Utc>> = self.holds.values().copied().filter(|u| *u > self.now).collect();
         for end in ends {
             self.at(end, Ev::HoldOver { inc: self.incarnation });
         }
-        for c in 0..n {
+        for (c, crate::approvals::request::AtBoot { answered, .. }) in awaiting.into_iter().enumerate() {
             let boot = self.boot_input(c, &ended);
             self.feed(c, Input::Boot(boot))?;
+            if let Some((id, line)) = answered
+                && self.daemon.is_some()
+            {
+                let req = self.own_req();
+                self.feed(c, Input::Answered { req, id, line })?;
+            }
         }
         Ok(())
     }
@@ -1199,13 +1271,21 @@ impl World {
 
     fn agent_step(&mut self, pid: u32) -> Step {
         let p = &mut self.procs[pid as usize - 1];
-        if !p.alive || p.waiting.is_some() {
+        if !p.alive || p.waiting.is_some() || p.asking.is_some() {
             return Ok(());
         }
         match p.agent.next_act() {
             None => self.die(pid, "exit 0"),
             Some(Act::Exit(code)) => self.die(pid, &format!("exit {code}")),
             Some(Act::Hang) => {}
+            Some(Act::Ask { tool, input }) => {
+                let valid = self.daemon.as_ref().is_some_and(|d| d.tokens.contains_key(&p.token));
+                if !valid {
+                    self.die(pid, "exit 1");
+                    return Ok(());
+                }
+                self.ask(pid, tool, input)?;
+            }
             Some(Act::Call(call)) => {
                 p.agent.calls += 1;
                 let target = self.daemon.as_ref().and_then(|d| d.tokens.get(&p.token).copied());
@@ -1297,7 +1377,7 @@ fn settings(d: &Disk) -> Settings {
         mcp: false,
         continuity: continuity(d),
         precheck: d.precheck.then(|| "./is-there-work".to_string()),
-        approvals: None,
+        approvals: d.approvals.then(|| Box::new(approvals::policy())),
         precheck_timeout: crate::chamber::DEFAULT_PRECHECK_TIMEOUT,
         on_end: d
             .on_end

@@ -312,7 +312,7 @@ impl World {
             r.ended = true;
             r.outcome = outcome.describe();
             r.ended_at = Some(at);
-            r.resumable = matches!(outcome.kind(), "hibernated" | "completed");
+            r.resumable = outcome.resumable();
             r.thread = thread;
         }
         // As cryod: the budgets are measured again after each session.
@@ -370,11 +370,26 @@ impl World {
         let pid = self.procs.len() as u32 + 1;
         let mail = !self.disks[c].inbox.is_empty();
         let recurring = self.disks[c].todos.items.iter().filter(|t| t.repeat.is_some() && !t.done).count();
-        let agent = match self.script.as_mut() {
+        let mut agent = match self.script.as_mut() {
             Some(plans) => Agent::literal(plans.pop_front().unwrap_or_default()),
             None => Agent::new(&mut self.rng, mail, recurring),
         };
-        let p = Proc { pid, chamber: c, session, wake_id, token, inc, alive: true, agent, waiting: None, conversation };
+        if let Some((tool, input)) = self.answered_call(c) {
+            agent.repeat(tool, input);
+        }
+        let p = Proc {
+            pid,
+            chamber: c,
+            session,
+            wake_id,
+            token,
+            inc,
+            alive: true,
+            agent,
+            waiting: None,
+            asking: None,
+            conversation,
+        };
         self.procs.push(p);
         let t = self.think();
         self.after(t, Ev::Step { pid });
@@ -459,7 +474,7 @@ impl World {
     }
 
     /// A request id of the daemon's own (an input that answers nobody).
-    fn own_req(&mut self) -> ReqId {
+    pub(super) fn own_req(&mut self) -> ReqId {
         let d = self.live();
         d.next_req += 1;
         d.next_req
