@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::store::postgres::LeaseTimes;
+
 /// The daemon's settings, with defaults for everything.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -501,7 +503,13 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { url: None, domain: None, node: None, heartbeat_ms: 5_000, lease_ms: 30_000 }
+        StoreConfig {
+            url: None,
+            domain: None,
+            node: None,
+            heartbeat_ms: LeaseTimes::default().heartbeat.as_millis() as u64,
+            lease_ms: LeaseTimes::default().ttl.as_millis() as u64,
+        }
     }
 }
 
