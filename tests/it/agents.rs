@@ -253,6 +253,10 @@ fn run_script(
     assert!(by_provider["rows"][0]["key"].as_str().unwrap().starts_with(kind), "{by_provider}");
     let table = env.cryoctl(&["usage", "--by", "model"]);
     assert!(table.ok().contains("TOTAL"), "{}", table.ok());
+    if bin == "claude" && args.is_empty() && who == As::Me {
+        // The book's example (docs/src/cost.md) is this run's.
+        cryo_tests::examples::check("docs/src/cost.md", "cryoctl usage --by model", table.ok());
+    }
     eprintln!("cryoctl usage --by model ({name}):\n{}", table.ok());
     assert!(env.cryoctl(&["chamber", "list"]).ok().contains("COST"));
     assert!(env.cryoctl(&["chamber", "status", name]).ok().contains("over 30 days (2 sessions)"));

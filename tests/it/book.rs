@@ -2,9 +2,19 @@
 //! do. Every page is in the book's table of contents, every link between
 //! pages (and into the repository) resolves, heading anchors included;
 //! every `cryo.toml` and `cryod.toml` example parses as cryod parses it;
-//! every `cryoctl` command line is one cryoctl accepts.
+//! every `cryoctl` command line is one cryoctl accepts; every example that
+//! shows output (a `console` block) is checked by the test that runs it
+//! ([`EXAMPLES`], `cryo_tests::examples`).
 
 use std::path::{Path, PathBuf};
+
+/// Each output example of the book: its page, its command, and the test
+/// that runs it and compares what it prints (`cryo_tests::examples::check`).
+const EXAMPLES: &[(&str, &str, &str)] = &[
+    ("README.md", "cryoctl chamber messages echo", "finish::a_newcomer_follows_the_readme_to_a_working_chamber"),
+    ("docs/src/cost.md", "cryoctl usage --by model", "agents::claude_code_runs_a_two_session_plan"),
+    ("docs/src/wakes.md", "cryoctl chamber schedule nightly -n 2", "wakes::the_schedule_explains_the_coming_wakes"),
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -277,4 +287,42 @@ fn shell_words_are_split_as_sh_splits_them() {
     );
     assert_eq!(slug("Files and settings"), "files-and-settings");
     assert_eq!(slug("Figures while it runs: `/metrics`"), "figures-while-it-runs-metrics");
+}
+
+/// Every example that shows output is one a test runs: listed in
+/// [`EXAMPLES`], whose test hands what the command prints to
+/// `cryo_tests::examples::check` (an example no test checks would drift).
+#[test]
+fn every_output_example_is_checked() {
+    let mut found = Vec::new();
+    for (path, text) in pages() {
+        let page = path.strip_prefix(repo()).unwrap().display().to_string();
+        for (command, _, line) in cryo_tests::examples::examples(&text) {
+            found.push((page.clone(), command, line));
+        }
+    }
+    let listed = |page: &str, command: &str| EXAMPLES.iter().any(|(p, c, _)| *p == page && *c == command);
+    let unchecked: Vec<String> =
+        found.iter().filter(|(p, c, _)| !listed(p, c)).map(|(p, c, l)| format!("{p}:{l}: `{c}`")).collect();
+    assert!(
+        unchecked.is_empty(),
+        "examples no test checks (add each to EXAMPLES with its test):\n{}",
+        unchecked.join("\n")
+    );
+    for (page, command, test) in EXAMPLES {
+        assert!(found.iter().any(|(p, c, _)| p == page && c == command), "{page} no longer shows `{command}`");
+        // The test named checks it: its source hands the page to `check`.
+        let (file, name) = test.split_once("::").unwrap();
+        let source = std::fs::read_to_string(repo().join(format!("tests/it/{file}.rs"))).unwrap();
+        let body = source.split(&format!("fn {name}(")).nth(1).unwrap_or_else(|| panic!("no test {test}"));
+        let calls = source.contains(&format!("examples::check(\"{page}\", \"{command}\""));
+        assert!(calls && !body.is_empty(), "{test} does not check {page}'s `{command}`");
+    }
+    // A plain block of output (no `console`) escapes the check.
+    for (path, text) in pages() {
+        for (info, body, line) in blocks(&text) {
+            let shows = body.lines().next().is_some_and(|l| l.starts_with("$ "));
+            assert!(!shows || info == "console", "{}:{line}: output shown outside a `console` block", path.display());
+        }
+    }
 }

@@ -255,6 +255,9 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     wait_until("the answer", || {
         env.cryoctl(&["chamber", "messages", "echo"]).stdout.contains("Thanks, I read your message")
     });
+    // README's example of the answer, as it prints.
+    let messages = env.cryoctl(&["chamber", "messages", "echo"]);
+    cryo_tests::examples::check("README.md", "cryoctl chamber messages echo", messages.ok());
     let toml = c.read("cryo.toml");
     let strongest = cryod::agent::sandbox::strongest().as_str();
     assert!(toml.contains(&format!("sandbox = \"{strongest}\"")), "{toml}");

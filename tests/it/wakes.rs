@@ -308,6 +308,11 @@ fn the_schedule_explains_the_coming_wakes() {
     let text = env.cryoctl(&["chamber", "schedule", "c"]).ok().to_string();
     assert!(text.contains("CEST (UTC+02:00)  TODO 1 \"spring\" · cron 30 2 * 3 0L · gated by `sh check.sh`"), "{text}");
     assert!(text.contains("DST: its time does not exist on"), "{text}");
+    // The book's example (docs/src/wakes.md), as it prints.
+    env.chamber("nightly", AGENT, "timezone = \"Europe/Berlin\"\nprecheck = \"sh changed.sh\"\n");
+    env.cryoctl(&["chamber", "todo", "nightly", "add", "backup", "--cron", "30 2 * 3 0L"]).ok();
+    let example = env.cryoctl(&["chamber", "schedule", "nightly", "-n", "2"]);
+    cryo_tests::examples::check("docs/src/wakes.md", "cryoctl chamber schedule nightly -n 2", example.ok());
 
     // Across chambers, on one time line.
     let d = env.chamber("d", AGENT, "");

@@ -5,6 +5,7 @@
 //! run in parallel. Nothing here sleeps for a fixed time: [`wait_until`] polls
 //! a condition against a deadline.
 
+pub mod examples;
 pub mod fake_github;
 pub mod fake_zulip;
 pub mod mcp;
