@@ -754,6 +754,36 @@ pub const LEGACY_KEYS: &[&str] = &[
     "web_port",
 ];
 
+/// The keys `T` takes, from its own definition: serde names them all when
+/// it meets one it does not know.
+pub fn fields_of<T: serde::de::DeserializeOwned>() -> Vec<String> {
+    let Err(e) = toml::from_str::<T>("__no_such_key__ = 0") else { return Vec::new() };
+    let msg = e.message().to_string();
+    let Some((_, rest)) = msg.split_once("expected one of ") else {
+        // "expected `a`" (one key), or "there are no fields".
+        return msg.split('`').skip(3).step_by(2).map(str::to_string).collect();
+    };
+    rest.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// Every table of `cryod.toml` and the keys it takes, from the code's own
+/// definitions (the reference's list is checked against this).
+pub fn key_lists() -> Vec<(&'static str, Vec<String>)> {
+    vec![
+        ("", fields_of::<Config>()),
+        ("[hub]", fields_of::<HubConfig>()),
+        ("[metrics]", fields_of::<MetricsConfig>()),
+        ("[store]", fields_of::<StoreConfig>()),
+        ("[telemetry]", fields_of::<TelemetryConfig>()),
+        ("[history]", fields_of::<HistoryConfig>()),
+        ("[heartbeat]", fields_of::<HeartbeatConfig>()),
+        ("[[notify]]", fields_of::<NotifierConfig>()),
+        ("[providers.NAME]", fields_of::<ProviderConfig>()),
+        ("[providers.NAME.budget]", fields_of::<Budget>()),
+        ("[prices.\"MODEL\"]", fields_of::<crate::agent_events::Price>()),
+    ]
+}
+
 /// serde's "unknown field `X`, expected one of `a`, `b`, …" (every key,
 /// the seed system's too) as one short line: the key and the closest
 /// current key, if one is close. `None` for any other message.
@@ -772,13 +802,21 @@ fn unknown_key(msg: &str) -> Option<String> {
     Some(match close {
         Some((_, k)) => format!("unknown key `{key}`: did you mean `{k}`?"),
         None if keys.is_empty() => format!("unknown key `{key}`: this table takes no keys"),
-        None => format!("unknown key `{key}` (docs/src/reference.md lists the keys)"),
+        None => format!("unknown key `{key}` (docs/src/reference.md#every-key lists them)"),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_table_names_its_keys() {
+        let lists = key_lists().into_iter().chain(crate::chamber::config::key_lists());
+        for (table, keys) in lists {
+            assert!(!keys.is_empty(), "{table} names no keys");
+        }
+    }
 
     #[test]
     fn a_keep_too_short_says_so() {
@@ -797,10 +835,10 @@ mod tests {
         let msg = "unknown field `timzone`, expected `timezone` or `agent`";
         assert_eq!(unknown_key(msg).unwrap(), "unknown key `timzone`: did you mean `timezone`?");
         let far = "unknown field `colour`, expected one of `agent`, `stall_after`";
-        assert_eq!(unknown_key(far).unwrap(), "unknown key `colour` (docs/src/reference.md lists the keys)");
+        assert_eq!(unknown_key(far).unwrap(), "unknown key `colour` (docs/src/reference.md#every-key lists them)");
         // A seed system's key is never offered, and is named as such.
         let msg = "unknown field `max_retrie`, expected one of `max_retries`, `max_attempts`";
-        assert_eq!(unknown_key(msg).unwrap(), "unknown key `max_retrie` (docs/src/reference.md lists the keys)");
+        assert_eq!(unknown_key(msg).unwrap(), "unknown key `max_retrie` (docs/src/reference.md#every-key lists them)");
         assert!(unknown_key("invalid type: string, expected u32").is_none());
         let long = format!(
             "unknown field `x`, expected one of {}",

@@ -326,3 +326,47 @@ fn every_output_example_is_checked() {
         }
     }
 }
+
+const KEYS_BEGIN: &str = "<!-- every key: generated from the code by `it book::the_reference_lists_every_key_the_code_takes` (CRYO_BLESS=1 writes it) -->";
+const KEYS_END: &str = "<!-- end of every key -->";
+
+/// The reference's list of every key, from the code's own definitions.
+fn every_key() -> String {
+    let list = |lists: Vec<(&str, Vec<String>)>| -> String {
+        let mut out = String::new();
+        for (table, keys) in lists {
+            let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            let table = if table.is_empty() { "top level".to_string() } else { format!("`{table}`") };
+            out.push_str(&format!("- {table}: {}\n", keys.join(", ")));
+        }
+        out
+    };
+    let legacy: Vec<String> = cryod::config::LEGACY_KEYS.iter().map(|k| format!("`{k}`")).collect();
+    format!(
+        "{KEYS_BEGIN}\n\n`cryo.toml`:\n\n{}\nThe seed system's (cryochamber's) keys, accepted with a warning and \
+         ignored: {}.\n\n`cryod.toml`:\n\n{}\n{KEYS_END}",
+        list(cryod::chamber::config::key_lists()),
+        legacy.join(", "),
+        list(cryod::config::key_lists())
+    )
+}
+
+/// The reference lists every key of `cryo.toml` and `cryod.toml`, table by
+/// table, exactly as the code defines them: a key added, renamed or removed
+/// in the code and not in the book fails here (`CRYO_BLESS=1` rewrites the
+/// list).
+#[test]
+fn the_reference_lists_every_key_the_code_takes() {
+    let path = repo().join("docs/src/reference.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (Some(start), Some(end)) = (text.find(KEYS_BEGIN), text.find(KEYS_END)) else {
+        panic!("{} has no generated key list ({KEYS_BEGIN} ... {KEYS_END})", path.display())
+    };
+    let now = &text[start..end + KEYS_END.len()];
+    let want = every_key();
+    if now != want && std::env::var_os("CRYO_BLESS").is_some() {
+        std::fs::write(&path, text.replace(now, &want)).unwrap();
+        return;
+    }
+    assert_eq!(now, want, "docs/src/reference.md's key list is not the code's (CRYO_BLESS=1 rewrites it)");
+}

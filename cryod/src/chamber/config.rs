@@ -27,6 +27,26 @@ pub use cryo_core::todo::DEFAULT_MAX_ATTEMPTS;
 
 use crate::config::LEGACY_KEYS;
 
+/// Every table of `cryo.toml` and the keys it takes (the seed system's
+/// legacy keys left out: [`LEGACY_KEYS`]), from the code's own definitions
+/// (the reference's list is checked against this).
+pub fn key_lists() -> Vec<(&'static str, Vec<String>)> {
+    use crate::config::fields_of;
+    let top = fields_of::<Raw>().into_iter().filter(|k| !LEGACY_KEYS.contains(&k.as_str())).collect();
+    vec![
+        ("", top),
+        ("[provider]", fields_of::<RawProvider>()),
+        ("[provider.env] NAME = { ... }", fields_of::<RawEnvFile>()),
+        ("[budget]", fields_of::<crate::config::Budget>()),
+        ("[approvals]", fields_of::<RawApprovals>()),
+        ("[git]", fields_of::<git::RawGit>()),
+        ("[history]", fields_of::<RawHistory>()),
+        ("[[on_end]]", fields_of::<RawOnEnd>()),
+        ("[sync.zulip]", fields_of::<ZulipSync>()),
+        ("[sync.github]", fields_of::<GithubSync>()),
+    ]
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
