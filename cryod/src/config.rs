@@ -752,6 +752,8 @@ pub const LEGACY_KEYS: &[&str] = &[
     "gh_poll_interval",
     "web_host",
     "web_port",
+    "wait_timeout",
+    "timeout",
 ];
 
 /// The keys `T` takes, from its own definition: serde names them all when

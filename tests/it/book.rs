@@ -341,10 +341,12 @@ fn every_key() -> String {
         }
         out
     };
-    let legacy: Vec<String> = cryod::config::LEGACY_KEYS.iter().map(|k| format!("`{k}`")).collect();
+    let legacy: Vec<String> =
+        cryod::config::LEGACY_KEYS.iter().filter(|k| **k != "providers").map(|k| format!("`{k}`")).collect();
     format!(
-        "{KEYS_BEGIN}\n\n`cryo.toml`:\n\n{}\nThe seed system's (cryochamber's) keys, accepted with a warning and \
-         ignored: {}.\n\n`cryod.toml`:\n\n{}\n{KEYS_END}",
+        "{KEYS_BEGIN}\n\n`cryo.toml`:\n\n{}\nThe seed system's (cryochamber's) keys, each accepted with a warning: \
+         `[[providers]]` (its first entry is used as `[provider]`), and, ignored, {}.\n\n`cryod.toml`:\n\n{}\n\
+         {KEYS_END}",
         list(cryod::chamber::config::key_lists()),
         legacy.join(", "),
         list(cryod::config::key_lists())

@@ -27,6 +27,7 @@ mod providers;
 mod runtime;
 mod sandbox;
 mod scheduling;
+mod seed;
 mod service;
 mod snapshots;
 mod sync;

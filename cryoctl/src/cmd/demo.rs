@@ -104,6 +104,7 @@ pub async fn run(_ctx: Ctx, agent: Option<String>) -> Result<()> {
             // The strongest this machine provides, as for any new chamber.
             sandbox: String::new(),
             start: true,
+            ..Default::default()
         })
         .await?
         .into_inner();

@@ -664,7 +664,7 @@ mod file;
 
 pub use file::{
     archive_from_file, parse_archived, parse_file, parse_file_keeping, parse_line, render_archived, render_file,
-    render_line,
+    render_line, render_seed_file,
 };
 
 #[cfg(test)]

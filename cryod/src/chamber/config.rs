@@ -91,6 +91,8 @@ struct Raw {
     gh_poll_interval: Option<toml::Value>,
     web_host: Option<toml::Value>,
     web_port: Option<toml::Value>,
+    wait_timeout: Option<toml::Value>,
+    timeout: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -491,7 +493,9 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let max_attempts = max_attempts(raw.max_attempts, &lines)?;
     let keep_done = keep_done(raw.history.take(), &lines)?;
     let approvals = raw.approvals.take().map(|a| approvals(a, &lines)).transpose()?;
-    let provider = provider(raw.provider.take(), dir, &lines)?;
+    // The seed system's `[[providers]]` (it used the first): `[provider]`.
+    let seed_provider = raw.provider.is_none().then(|| seed_provider(raw.providers.as_ref(), &lines)).transpose()?;
+    let provider = provider(raw.provider.take().or(seed_provider.flatten()), dir, &lines)?;
     warnings.extend(inline_keys(&provider, &lines));
     let writable = folders("writable", raw.writable.take(), dir, &lines)?;
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
@@ -557,12 +561,20 @@ fn legacy_warnings(raw: &Raw, lines: &Lines) -> Vec<String> {
         raw.gh_poll_interval.is_some(),
         raw.web_host.is_some(),
         raw.web_port.is_some(),
+        raw.wait_timeout.is_some(),
+        raw.timeout.is_some(),
     ];
     LEGACY_KEYS
         .iter()
         .zip(present)
         .filter(|(_, on)| *on)
-        .map(|(key, _)| format!("{}: key `{key}` is from an older cryochamber and is ignored", lines.at(key)))
+        .map(|(key, _)| match *key {
+            "providers" if raw.provider.is_none() => format!(
+                "{}: `[[providers]]` is the seed system's (cryochamber's): its first entry is used as [provider]",
+                lines.at(key)
+            ),
+            _ => format!("{}: key `{key}` is from an older cryochamber and is ignored", lines.at(key)),
+        })
         .collect()
 }
 
@@ -732,6 +744,15 @@ struct Provider {
     gateway: Option<bool>,
     env: BTreeMap<String, String>,
     env_files: BTreeMap<String, PathBuf>,
+}
+
+/// The first entry of the seed system's `[[providers]]` (`name` and `env`),
+/// which is what it ran with, as a `[provider]`.
+fn seed_provider(providers: Option<&toml::Value>, lines: &Lines) -> Result<Option<RawProvider>, ConfigError> {
+    let Some(first) = providers.and_then(|p| p.as_array()).and_then(|a| a.first()) else { return Ok(None) };
+    first.clone().try_into::<RawProvider>().map(Some).map_err(|e| {
+        lines.invalid("providers", format!("[[providers]] (the seed system's), its first entry: {}", e.message()))
+    })
 }
 
 fn provider(raw: Option<RawProvider>, dir: &Path, lines: &Lines) -> Result<Provider, ConfigError> {

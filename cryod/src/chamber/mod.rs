@@ -9,6 +9,7 @@ pub mod log;
 pub mod mailbox;
 pub mod reset;
 pub mod scaffold;
+pub mod seed;
 pub mod todos;
 pub mod trust;
 

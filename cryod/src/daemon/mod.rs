@@ -12,6 +12,7 @@ mod ops;
 mod registry;
 pub mod remote;
 pub mod schedule;
+mod seed;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -187,7 +187,9 @@ impl Control for ControlService {
     async fn chamber_add(&self, req: Request<pb::ChamberAddRequest>) -> R<pb::ChamberAddReply> {
         let req = req.into_inner();
         let sandbox = convert::sandbox_mode(&req.sandbox)?;
-        let added = self.daemon.add(Path::new(&req.dir), opt(&req.name), req.init, opt(&req.agent), sandbox).await?;
+        let how = (req.init, opt(&req.agent), sandbox);
+        let (added, moved) =
+            self.daemon.add_or_adopt(Path::new(&req.dir), opt(&req.name), how, req.adopt, req.stop_seed).await?;
         let mut view = added.view;
         if req.start {
             let r = crate::daemon::ChamberRef::Name(view.record.name.clone());
@@ -198,7 +200,14 @@ impl Control for ControlService {
             already_registered: added.already_registered,
             init: added.init.map(|s| convert::init_reply(view.record.path.clone(), s)),
             warnings: view.snap.view.warnings.clone(),
+            adopted: moved.map(seed_move),
         }))
+    }
+
+    async fn chamber_release(&self, req: Request<pb::ChamberReleaseRequest>) -> R<pb::ChamberReleaseReply> {
+        let r = convert::chamber_ref(req.into_inner().chamber)?;
+        let (path, report) = self.daemon.release(&r).await?;
+        Ok(Response::new(pb::ChamberReleaseReply { path, released: Some(seed_move(report)) }))
     }
 
     async fn chamber_list(&self, req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
@@ -365,4 +374,13 @@ impl Control for ControlService {
 /// now, and whether it was so already.
 fn switched((v, already): (crate::daemon::ChamberView, bool)) -> R<pb::ChamberPauseReply> {
     Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already }))
+}
+
+/// A move between the seed system and cryo, as the API says it.
+fn seed_move(r: crate::chamber::seed::Report) -> pb::SeedMove {
+    pb::SeedMove {
+        carried: r.carried,
+        left: r.left,
+        backup: r.backup.map(|b| b.display().to_string()).unwrap_or_default(),
+    }
 }

@@ -77,6 +77,7 @@ pub(super) async fn add(
     init: bool,
     (agent, sandbox): (Option<String>, Option<String>),
     start: bool,
+    (adopt, stop_seed): (bool, bool),
 ) -> Result<()> {
     let dir = absolute(&dir)?;
     let mut c = client::control(&ctx.socket).await?;
@@ -88,6 +89,8 @@ pub(super) async fn add(
             agent: agent.unwrap_or_default(),
             sandbox: sandbox.unwrap_or_default(),
             start,
+            adopt,
+            stop_seed,
         })
         .await?
         .into_inner();
@@ -98,11 +101,16 @@ pub(super) async fn add(
             "already_registered": r.already_registered,
             "init": r.init.as_ref().map(init_json),
             "warnings": r.warnings,
+            "adopted": r.adopted.as_ref().map(seed_move_json),
         }));
         return Ok(());
     }
     if let Some(i) = &r.init {
         print_init(i);
+    }
+    if let Some(m) = &r.adopted {
+        outln!("moved over from the seed system (cryochamber):");
+        print_seed_move(m);
     }
     for w in &r.warnings {
         eprintln!("warning: {}", cryo_proto::escape_controls(w));
@@ -112,5 +120,37 @@ pub(super) async fn add(
     } else {
         outln!("registered {:?} ({})", ch.name, ch.path);
     }
+    Ok(())
+}
+
+pub(super) fn seed_move_json(m: &pb::SeedMove) -> serde_json::Value {
+    json!({ "carried": m.carried, "left": m.left, "backup": m.backup })
+}
+
+/// What a move between the seed system and cryo did, on one screen.
+pub(super) fn print_seed_move(m: &pb::SeedMove) {
+    for l in &m.carried {
+        outln!("  carried   {}", cryo_proto::escape_controls(l));
+    }
+    for l in &m.left {
+        outln!("  not       {}", cryo_proto::escape_controls(l));
+    }
+    if !m.backup.is_empty() {
+        outln!("  backup    {} (every file rewritten, as it was)", m.backup);
+    }
+}
+
+pub(super) async fn release(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
+    let r = ask(ctx, chamber.as_deref(), |mut c, r| async move {
+        c.chamber_release(pb::ChamberReleaseRequest { chamber: Some(r) }).await
+    })
+    .await?;
+    let m = r.released.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "path": r.path, "released": seed_move_json(&m) }));
+        return Ok(());
+    }
+    outln!("handed {} back to the seed system (cryochamber); cryo no longer runs it:", r.path);
+    print_seed_move(&m);
     Ok(())
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use cryo_proto::v1 as pb;
 
-use self::add::{add, hook, init};
+use self::add::{add, hook, init, release};
 use self::life::{Switch, move_to, remove, reset, start, stop, switch, trust, wake};
 use self::mail::{log, messages, send, watch};
 pub use self::status::{admission_line, hold_line};
@@ -56,6 +56,31 @@ pub enum ChamberCmd {
         /// Start the chamber once registered.
         #[arg(long)]
         start: bool,
+    },
+    /// Move a chamber of the seed system (cryochamber 0.2.x) over to cryo:
+    /// its `[[providers]]`, `timer.json` overrides and TODOs carried, every
+    /// file it rewrites kept in `history/seed-…/`, then registered.
+    Adopt {
+        /// The chamber's folder.
+        dir: PathBuf,
+        /// Name (default: the folder's name, made unique).
+        #[arg(long)]
+        name: Option<String>,
+        /// Stop the seed's daemon if it still runs the chamber (as `cryo
+        /// cancel` does); without this such a chamber is refused.
+        #[arg(long)]
+        stop_seed: bool,
+        /// Start the chamber once registered.
+        #[arg(long)]
+        start: bool,
+    },
+    /// Hand a chamber back to the seed system: stopped, its `todo.json`
+    /// written in the seed's time form (what it cannot hold is named),
+    /// unregistered; `cryo start` in its folder runs it there again.
+    Release {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
     },
     /// Start a chamber: its first start runs a bootstrap session (returns
     /// once its agent has started, or says why it could not).
@@ -330,8 +355,12 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
     match cmd {
         ChamberCmd::Init { dir, agent, sandbox } => init(&ctx, dir, agent, sandbox).await,
         ChamberCmd::Add { dir, name, init, agent, sandbox, start } => {
-            add(&ctx, dir, name, init, (agent, sandbox), start).await
+            add(&ctx, dir, name, init, (agent, sandbox), start, (false, false)).await
         }
+        ChamberCmd::Adopt { dir, name, stop_seed, start } => {
+            add(&ctx, dir, name, false, (None, None), start, (true, stop_seed)).await
+        }
+        ChamberCmd::Release { chamber } => release(&ctx, chamber).await,
         ChamberCmd::Start { chamber, no_wait } => start(&ctx, chamber, no_wait).await,
         ChamberCmd::Stop { chamber, no_wait } => stop(&ctx, chamber, no_wait).await,
         ChamberCmd::Pause { chamber } => switch(&ctx, chamber, Switch::Pause).await,

@@ -235,6 +235,48 @@ pub fn render_file(list: &TodoList, tz: Tz) -> String {
     s
 }
 
+/// `todo.json` as the seed system (cryochamber 0.2.x) reads it: `id`,
+/// `text`, `done`, `claimed`, `at` (naive local time in `tz`,
+/// `%Y-%m-%dT%H:%M`, the only form it takes) and `created`. What it cannot
+/// hold comes back as one line each: a recurrence (the seed runs the next
+/// slot once), a pre-check, a TODO with no time (the seed skips it).
+pub fn render_seed_file(list: &TodoList, tz: Tz) -> (String, Vec<String>) {
+    let naive = |t: DateTime<Utc>| t.with_timezone(&tz).format("%Y-%m-%dT%H:%M").to_string();
+    let mut lost = Vec::new();
+    let items: Vec<serde_json::Value> = list
+        .items
+        .iter()
+        .map(|t| {
+            if !t.done {
+                if let Some(r) = &t.repeat {
+                    let what = match r {
+                        Repeat::Every(d) => format!("every {}", time::format_duration(*d)),
+                        Repeat::Cron(c) => format!("cron {c}"),
+                    };
+                    lost.push(format!("TODO {} repeats ({what}): the seed runs its next time once", t.id));
+                }
+                if t.precheck.is_some() {
+                    lost.push(format!("TODO {}'s pre-check: the seed runs no pre-checks", t.id));
+                }
+                if t.at.is_none() {
+                    lost.push(format!("TODO {} has no time: the seed skips it", t.id));
+                }
+            }
+            serde_json::json!({
+                "id": t.id,
+                "text": t.text,
+                "done": t.done,
+                "claimed": false,
+                "at": t.at.map(naive).unwrap_or_default(),
+                "created": t.created.map(naive).unwrap_or_else(|| "unknown".into()),
+            })
+        })
+        .collect();
+    let mut s = serde_json::to_string_pretty(&items).expect("plain JSON always serializes");
+    s.push('\n');
+    (s, lost)
+}
+
 /// One TODO as one line of JSON (`todo.json`'s fields), for the journal
 /// of adds beside the file.
 pub fn render_line(t: &Todo, tz: Tz) -> String {
