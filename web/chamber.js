@@ -423,7 +423,7 @@ async function runDetail(button, number, wake, git) {
     if (row.nextElementSibling?.dataset.detail === String(number)) return;
     const block = (title, r) => [el("h3", {}, title), r.lines.length ? el("pre", { class: "log", tabindex: "0", role: "region", "aria-label": title }, r.lines.join("\n"))
       : el("p", { class: "muted" }, r.note || "nothing")];
-    row.after(el("tr", { "data-detail": number }, el("td", { colspan: 8, class: "run-detail" },
+    row.after(el("tr", { "data-detail": number }, el("td", { colspan: 9, class: "run-detail" },
       diff ? diffBlock(diff, "changes, session " + number) : "",
       block("cryo.log, session " + number, log), block("transcript, session " + number, tx))));
     button.setAttribute("aria-expanded", "true");
@@ -435,7 +435,7 @@ function sessions(list) {
   if (!list.length) return el("p", { class: "muted" }, "none yet");
   const tokens = (s) => (s.input_tokens || s.output_tokens) ? Math.round((s.input_tokens + s.output_tokens) / 100) / 10 + "k" : "-";
   // On a phone: number, status, start, duration and cost.
-  const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"], ["changes"]];
+  const head = [["#"], ["status"], ["trigger", "wide"], ["started"], ["took"], ["tokens", "wide"], ["cost"], ["account", "wide"], ["changes"]];
   return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
     el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number, "data-wake": s.wake_id, "data-git": s.git ? "1" : "" },
       el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "data-run": s.number, "aria-label": "session " + s.number + ": its log and transcript" + (s.git ? " and changes" : ""), onclick: (e) => runDetail(e.currentTarget, s.number, s.wake_id, !!s.git) }, s.number)),
@@ -444,6 +444,7 @@ function sessions(list) {
       el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
       el("td", { class: "wide" }, tokens(s)),
       el("td", {}, s.cost_usd == null ? "-" : "$" + Number(s.cost_usd).toFixed(2)),
+      el("td", { class: "wide" }, s.account || "-"),
       el("td", {}, s.git ? changes(s.git) : "-"))))));
 }
 

@@ -284,6 +284,7 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
         provider_session: s.usage.provider_session.clone().unwrap_or_default(),
         resumed_from: s.resumed_from.unwrap_or(0),
         git: s.git.as_deref().and_then(|j| serde_json::from_str::<crate::git::Settled>(j).ok()).map(|g| git_work(&g)),
+        account: s.usage.provider.clone().unwrap_or_default(),
     }
 }
 

@@ -111,6 +111,7 @@ pub fn session_json(s: &v1::SessionInfo) -> serde_json::Value {
         "cached_tokens": s.cached_tokens,
         "cost_usd": if s.cost_usd < 0.0 { serde_json::Value::Null } else { s.cost_usd.into() },
         "provider_session": null_if_empty(&s.provider_session),
+        "account": null_if_empty(&s.account),
         "resumed_from": if s.resumed_from == 0 { serde_json::Value::Null } else { s.resumed_from.into() },
         "git": s.git.as_ref().map(git_work_json),
     })

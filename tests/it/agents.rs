@@ -234,6 +234,8 @@ fn run_script(
         assert!(s["input_tokens"].as_u64() > Some(0) && s["output_tokens"].as_u64() > Some(0), "{s}");
         assert!(s["provider_session"].as_str().is_some_and(|p| !p.is_empty()), "{s}");
         assert!(s["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{s}");
+        // The account it billed, as `usage --by provider` names it.
+        assert!(s["account"].as_str().is_some_and(|a| !a.is_empty()), "{s}");
         let model = s["model"].as_str().unwrap_or_default();
         assert!(model.ends_with("m1") || model.starts_with("claude"), "{s}");
     }
@@ -251,9 +253,11 @@ fn run_script(
         "acp-"
     };
     assert!(by_provider["rows"][0]["key"].as_str().unwrap().starts_with(kind), "{by_provider}");
+    assert_eq!(sessions[0]["account"], by_provider["rows"][0]["key"], "a session's account is usage's");
     let table = env.cryoctl(&["usage", "--by", "model"]);
     assert!(table.ok().contains("TOTAL"), "{}", table.ok());
-    if bin == "claude" && args.is_empty() && who == As::Me {
+    // (Only the plain plan's run: the MCP one's requests differ.)
+    if bin == "claude" && args.is_empty() && who == As::Me && top.is_empty() && sent.0 == "hello from session 1" {
         // The book's example (docs/src/cost.md) is this run's.
         cryo_tests::examples::check("docs/src/cost.md", "cryoctl usage --by model", table.ok());
     }

@@ -331,7 +331,10 @@ fn planted(mode: &str, normal_user: bool) {
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "{test}: something was made outside");
     assert_eq!(other.read("NOTES.md"), "the other's notes\n", "{test}: the other's notes written");
     assert!(other.messages("messages/outbox").is_empty(), "{test}: a message forged in the other's outbox");
-    assert!(!confer().to_string().contains("other"), "{test}: the other's settings leaked: {}", confer());
+    // (Its sessions' account is named `other`, as any plain command's.)
+    for key in ["agent", "sandbox", "timezone", "warnings", "fault"] {
+        assert!(!confer()[key].to_string().contains("other"), "{test}: the other's settings leaked: {}", confer());
+    }
 }
 
 #[test]

@@ -17,9 +17,12 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cryo_files::{Dir, Kind, NewFile};
 
-/// The seed's `timer.json` (the parts cryo carries).
+/// The seed's `timer.json` (the parts cryo carries; `session_number`, which
+/// it always writes, tells it from another tool's file of that name).
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct Timer {
+    #[allow(dead_code)]
+    session_number: u64,
     pub pid: Option<u32>,
     pub agent_override: Option<String>,
     pub max_session_duration_override: Option<u64>,
@@ -29,20 +32,31 @@ pub struct Timer {
 #[derive(Debug)]
 pub struct Found {
     pub timer: Option<Timer>,
-    /// The pid of its daemon, if that still runs (`Some(0)`: its socket
-    /// answers, with no pid known).
-    pub running: Option<u32>,
+    /// Its daemons that still run: processes of the seed's `cryo` working
+    /// in the folder, whatever `timer.json` says (an agent can write it).
+    pub running: Vec<u32>,
+    /// Its daemon's socket answers.
+    pub answers: bool,
+}
+
+impl Found {
+    /// Whether a seed daemon still serves the chamber.
+    pub fn serves(&self) -> bool {
+        !self.running.is_empty() || self.answers
+    }
 }
 
 /// The seed's daemon socket in a chamber.
 const SOCKET: &str = ".cryo/cryo.sock";
 const TIMER: &str = "timer.json";
+/// cryo's journal of TODO adds beside `todo.json`.
+const JOURNAL: &str = ".cryo/todo-journal.jsonl";
 
-/// Whether `dir` is a chamber of the seed system (its `timer.json`, or its
-/// daemon's socket), and whether its daemon runs.
+/// Whether `dir` (canonical) is a chamber of the seed system (a
+/// `timer.json` it wrote, or its daemon's socket), and what of its daemon
+/// still runs.
 pub fn find(dir: &Path) -> Option<Found> {
     let d = Dir::open(dir).ok()?;
-    let socket = dir.join(SOCKET);
     let timer = d
         .read_if(Path::new(TIMER), 64 * 1024)
         .ok()
@@ -52,41 +66,66 @@ pub fn find(dir: &Path) -> Option<Found> {
     if timer.is_none() && !is_socket {
         return None;
     }
-    let by_pid = timer.as_ref().and_then(|t| t.pid).filter(|p| seed_daemon_alive(*p, dir));
-    let by_socket = (is_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok()).then_some(0);
-    Some(Found { running: by_pid.or(by_socket), timer })
+    let answers = is_socket && std::os::unix::net::UnixStream::connect(dir.join(SOCKET)).is_ok();
+    Some(Found { running: daemons_in(dir), answers, timer })
 }
 
-/// Whether `pid` is a live process of the seed's `cryo` program working in
-/// `dir` (its daemon runs in its chamber): a pid reused by another program,
-/// or another chamber's daemon named in a `timer.json` the agent wrote, is
-/// not.
-fn seed_daemon_alive(pid: u32, dir: &Path) -> bool {
-    let Ok(pid_i) = i32::try_from(pid) else { return false };
-    if pid_i <= 1 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid_i), None).is_err() {
+/// The processes of the seed's `cryo` program whose working folder is
+/// `dir` (its daemon runs in its chamber), from `/proc`.
+fn daemons_in(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me && is_seed_daemon(*pid, dir))
+        .collect()
+}
+
+/// Whether `pid` runs the seed's `cryo` program in `dir` (a zombie, or a
+/// pid reused by another program, does not).
+fn is_seed_daemon(pid: u32, dir: &Path) -> bool {
+    if std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() != Some(dir) {
         return false;
     }
-    match std::fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(cmd) => {
-            let program = cmd.split(|b| *b == 0).next().unwrap_or_default();
-            let program: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(program);
-            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
-            let here = std::fs::canonicalize(dir).ok();
-            Path::new(program).file_name().is_some_and(|n| n == "cryo") && cwd.is_some() && cwd == here
-        }
-        // No /proc (macOS): a live pid is taken as the daemon's.
-        Err(_) => true,
+    let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let program = cmd.split(|b| *b == 0).next().unwrap_or_default();
+    let program: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(program);
+    Path::new(program).file_name().is_some_and(|n| n == "cryo")
+}
+
+/// What must hold before anything is stopped or rewritten: the chamber's
+/// files are plain files under 16 MiB (no link, no FIFO), `cryo.toml` is
+/// UTF-8 TOML, and `history` is a folder or absent.
+pub fn check(dir: &Path) -> Result<(), String> {
+    let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for f in ["todo.json", TIMER] {
+        read(&d, f)?;
+    }
+    if let Some(b) = read(&d, "cryo.toml")? {
+        let text = String::from_utf8(b).map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
+        text.parse::<toml_edit::DocumentMut>()
+            .map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
+    }
+    match d.kind(Path::new("history")) {
+        Ok(None | Some(Kind::Folder)) => Ok(()),
+        _ => Err("history is not a folder (a link, a file?): move it aside; nothing was changed".into()),
     }
 }
 
-/// Stops the seed's daemon for `dir` as `cryo cancel` does: its service
-/// (a systemd user unit or launchd agent it installed so the daemon comes
-/// back at login) disabled and removed first, then SIGTERM to `pid` and up
-/// to ten seconds for it to exit. Returns what it did, one line each.
-pub fn stop(pid: u32, dir: &Path, home: Option<&Path>) -> Result<Vec<String>, String> {
-    // Only the daemon working in this chamber.
-    if !seed_daemon_alive(pid, dir) {
-        return Err(format!("pid {pid} is not the seed's daemon of {}", dir.display()));
+/// Stops the seed's daemon for `dir` (canonical) as `cryo cancel` does:
+/// its service (a systemd user unit or launchd agent it installed so the
+/// daemon comes back at login) disabled and removed first, then SIGTERM to
+/// each of its processes, and SIGKILL to any still there after 7 s. It must
+/// then be gone: no process of it, no answer on its socket. Returns what it
+/// did, one line each.
+pub fn stop(found: &Found, dir: &Path, home: Option<&Path>) -> Result<Vec<String>, String> {
+    if found.running.is_empty() {
+        return Err(format!(
+            "the seed system's daemon answers on {}/{SOCKET}, but no process of it was found: stop it with `cryo \
+             cancel` in that folder",
+            dir.display()
+        ));
     }
     let mut done = Vec::new();
     for (label, file) in home.map(|h| services(h, dir)).unwrap_or_default() {
@@ -108,18 +147,43 @@ pub fn stop(pid: u32, dir: &Path, home: Option<&Path>) -> Result<Vec<String>, St
         std::fs::remove_file(&file).map_err(|e| format!("cannot remove the seed's service {}: {e}", file.display()))?;
         done.push(format!("the seed's service {label} disabled and removed ({})", file.display()));
     }
-    let Ok(p) = i32::try_from(pid) else { return Err(format!("{pid} is not a pid")) };
-    let pid_t = nix::unistd::Pid::from_raw(p);
-    nix::sys::signal::kill(pid_t, nix::sys::signal::Signal::SIGTERM)
-        .map_err(|e| format!("cannot stop the seed system's daemon (pid {pid}): {e}"))?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while seed_daemon_alive(pid, dir) {
-        if std::time::Instant::now() > deadline {
-            return Err(format!("the seed system's daemon (pid {pid}) did not exit within 10 s of SIGTERM"));
+    let signal = |sig| {
+        for pid in &found.running {
+            if let Ok(p) = i32::try_from(*pid) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
+            }
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let gone = |within: std::time::Duration| {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if found.running.iter().all(|p| !is_seed_daemon(*p, dir)) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    signal(nix::sys::signal::Signal::SIGTERM);
+    let pids = found.running.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    if gone(std::time::Duration::from_secs(7)) {
+        done.push(format!("the seed's daemon (pid {pids}) stopped"));
+    } else {
+        signal(nix::sys::signal::Signal::SIGKILL);
+        gone(std::time::Duration::from_secs(1));
+        done.push(format!("the seed's daemon (pid {pids}) ignored SIGTERM for 7 s and was killed"));
     }
-    done.push(format!("the seed's daemon (pid {pid}) stopped"));
+    let left = daemons_in(dir);
+    let answers = std::os::unix::net::UnixStream::connect(dir.join(SOCKET)).is_ok();
+    if !left.is_empty() || answers {
+        return Err(format!(
+            "the seed system's daemon still runs {} after it was stopped{}: stop it with `cryo cancel` there",
+            dir.display(),
+            if left.is_empty() { String::new() } else { format!(" (pid {left:?})") }
+        ));
+    }
     Ok(done)
 }
 
@@ -204,7 +268,9 @@ pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report, St
     let mut report = Report::default();
     let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (toml_bytes, todo_bytes, timer_bytes) = (read(&d, "cryo.toml")?, read(&d, "todo.json")?, read(&d, TIMER)?);
-    let toml_text = String::from_utf8_lossy(toml_bytes.as_deref().unwrap_or_default()).into_owned();
+    check(dir)?;
+    let toml_text = String::from_utf8(toml_bytes.clone().unwrap_or_default())
+        .map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
     let mut doc: toml_edit::DocumentMut =
         toml_text.parse().map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
     let files = [("cryo.toml", toml_bytes.as_ref()), ("todo.json", todo_bytes.as_ref()), (TIMER, timer_bytes.as_ref())];
@@ -235,19 +301,33 @@ pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report, St
         doc.insert("agent", toml_edit::value("opencode"));
         report.carried.push("agent: the seed's default, \"opencode\", written out".into());
     }
-    if let Some(secs) = timer.and_then(|t| t.max_session_duration_override) {
-        doc.insert("max_session_duration", toml_edit::value(secs as i64));
-        report.carried.push(format!("timer.json's session-length override → max_session_duration = {secs}"));
+    match timer.and_then(|t| t.max_session_duration_override) {
+        Some(secs) if (1..=i64::MAX as u64).contains(&secs) => {
+            doc.insert("max_session_duration", toml_edit::value(secs as i64));
+            report.carried.push(format!("timer.json's session-length override → max_session_duration = {secs}"));
+        }
+        Some(secs) => report.left.push(format!("timer.json's session-length override ({secs}) is not one cryo takes")),
+        None => {}
     }
     for key in crate::config::LEGACY_KEYS.iter().filter(|k| **k != "providers") {
         if doc.contains_key(key) {
             report.left.push(format!("`{key}`: the seed's, kept in cryo.toml and ignored by cryo"));
         }
     }
-    if let Some(todo) = todo_bytes {
-        report.carried.push(reopen_claimed(&d, &todo)?);
+    if let Some(todo) = &todo_bytes {
+        report.carried.push(reopen_claimed(&d, todo)?);
     }
-    replace(&d, "cryo.toml", &doc.to_string())?;
+    let new_toml = doc.to_string();
+    // What cryo will make of it, said now rather than found later.
+    if let Err(e) = crate::chamber::config::parse(&dir.join("cryo.toml"), &new_toml, dir, chrono_tz::UTC) {
+        report.left.push(format!("cryo.toml does not load in cryo as it is ({e}): mend it, and the chamber runs"));
+    }
+    if let Some(todo) = &todo_bytes
+        && let Err(e) = cryo_core::todo::parse_file(&String::from_utf8_lossy(todo), chrono_tz::UTC, 0)
+    {
+        report.left.push(format!("todo.json does not load in cryo as it is ({e}): mend it, and the chamber runs"));
+    }
+    replace(&d, "cryo.toml", &new_toml)?;
     if timer_bytes.is_some() {
         d.remove(Path::new(TIMER)).map_err(|e| format!("cannot move {TIMER} aside: {e}"))?;
         report.left.push(format!("{TIMER} (the seed's state): in the backup only; cryo keeps its own"));
@@ -285,15 +365,51 @@ fn reopen_claimed(d: &Dir, bytes: &[u8]) -> Result<String, String> {
 /// ([`cryo_core::todo::render_seed_file`]), and a `[provider]` it can
 /// load (a `name`, which it requires; env values kept in files left out,
 /// as it takes only strings).
-pub fn release(dir: &Path, list: &cryo_core::todo::TodoList, tz: Tz, now: DateTime<Utc>) -> Result<Report, String> {
+/// Why a chamber cannot go back to the seed as it is, if it cannot:
+/// [`check`]'s conditions, and TODO ids the seed can hold (it reads them
+/// as 32-bit numbers, and one larger makes it skip the whole list).
+pub fn check_release(dir: &Path, list: &cryo_core::todo::TodoList) -> Result<(), String> {
+    check(dir)?;
+    let big: Vec<String> = list.items.iter().filter(|t| t.id > u64::from(u32::MAX)).map(|t| t.id.to_string()).collect();
+    if !big.is_empty() {
+        return Err(format!(
+            "TODO ids {} are larger than the seed reads (up to {}): it would skip every TODO; nothing was changed",
+            big.join(", "),
+            u32::MAX
+        ));
+    }
+    Ok(())
+}
+
+/// `tz`: the zone the seed reads times in (the machine's: it has none of
+/// its own); `chamber_tz`: the chamber's.
+pub fn release(
+    dir: &Path,
+    list: &cryo_core::todo::TodoList,
+    (tz, chamber_tz): (Tz, Tz),
+    now: DateTime<Utc>,
+) -> Result<Report, String> {
     let mut report = Report::default();
+    check_release(dir, list)?;
     let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (toml_bytes, todo_bytes) = (read(&d, "cryo.toml")?, read(&d, "todo.json")?);
-    let toml_text = String::from_utf8_lossy(toml_bytes.as_deref().unwrap_or_default()).into_owned();
+    let journal = read(&d, JOURNAL)?;
+    let toml_text = String::from_utf8(toml_bytes.clone().unwrap_or_default())
+        .map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
     let mut doc: toml_edit::DocumentMut =
         toml_text.parse().map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
-    report.backup =
-        Some(keep(&d, "release", &[("cryo.toml", toml_bytes.as_ref()), ("todo.json", todo_bytes.as_ref())], now)?);
+    let files = [
+        ("cryo.toml", toml_bytes.as_ref()),
+        ("todo.json", todo_bytes.as_ref()),
+        ("todo-journal.jsonl", journal.as_ref()),
+    ];
+    report.backup = Some(keep(&d, "release", &files, now)?);
+    if chamber_tz != tz {
+        report.left.push(format!(
+            "the chamber's zone ({chamber_tz}): the seed has none; its TODO times are written in this machine's ({tz})"
+        ));
+    }
+
     let (todos, lost) = cryo_core::todo::render_seed_file(list, tz);
     let open = list.items.iter().filter(|t| !t.done).count();
     report.carried.push(format!(
@@ -321,6 +437,10 @@ pub fn release(dir: &Path, list: &cryo_core::todo::TodoList, tz: Tz, now: DateTi
         }
     }
     replace(&d, "todo.json", &todos)?;
+    // Its adds are in the list now: the journal goes with the backup.
+    if journal.is_some() {
+        d.remove(Path::new(JOURNAL)).map_err(|e| format!("cannot move {JOURNAL} aside: {e}"))?;
+    }
     if toml_changed {
         replace(&d, "cryo.toml", &doc.to_string())?;
     }
@@ -357,7 +477,7 @@ mod tests {
             ("todo.json", r#"[{"id":1,"text":"a","done":false,"claimed":true,"at":"2026-12-01T09:00","created":"x"}]"#),
         ]);
         let found = find(d.path()).expect("a seed chamber");
-        assert_eq!(found.running, None);
+        assert!(!found.serves());
         let r = adopt(d.path(), &found, now()).unwrap();
         let toml = std::fs::read_to_string(d.path().join("cryo.toml")).unwrap();
         let parsed: toml::Table = toml::from_str(&toml).unwrap();
@@ -397,8 +517,14 @@ mod tests {
     }
 
     #[test]
+    fn another_tools_timer_json_is_not_the_seeds() {
+        let d = chamber(&[("cryo.toml", "agent = \"sh a.sh\"\n"), ("timer.json", r#"{"duration": 25}"#)]);
+        assert!(find(d.path()).is_none());
+    }
+
+    #[test]
     fn a_link_is_never_followed_or_rewritten() {
-        let d = chamber(&[("cryo.toml", "agent = \"sh a.sh\"\n"), ("timer.json", "{}")]);
+        let d = chamber(&[("cryo.toml", "agent = \"sh a.sh\"\n"), ("timer.json", r#"{"session_number": 1}"#)]);
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("todo.json")).unwrap();
         let found = find(d.path()).unwrap();
         let e = adopt(d.path(), &found, now()).unwrap_err();
@@ -414,7 +540,7 @@ mod tests {
         let text = r#"[{"id":1,"text":"once","done":false,"claimed":false,"at":"2026-12-01T09:00:00+01:00"},
             {"id":2,"text":"daily","done":false,"claimed":false,"at":"2026-12-02T08:30:00+01:00","every":"1d"}]"#;
         let list = cryo_core::todo::parse_file(text, tz, 0).unwrap();
-        let r = release(d.path(), &list, tz, now()).unwrap();
+        let r = release(d.path(), &list, (tz, tz), now()).unwrap();
         let todo: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(d.path().join("todo.json")).unwrap()).unwrap();
         assert_eq!(todo[0]["at"], "2026-12-01T09:00");

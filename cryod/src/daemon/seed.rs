@@ -1,18 +1,19 @@
 //! The seed system's chambers (cryochamber 0.2.x) moved over and back:
 //! [`crate::chamber::seed`] does the files; this refuses a chamber the
-//! seed's daemon still runs (or stops that daemon when asked), registers
-//! what was moved over, and unregisters what goes back.
+//! seed's daemon still serves (or stops that daemon when asked), registers
+//! what was moved over, and unregisters what goes back. Everything that can
+//! be checked is checked before anything is stopped or rewritten.
 
 use std::path::Path;
 
-use super::{Added, ChamberRef, Daemon, absolute};
+use super::{Added, ChamberRef, Daemon, absolute, validate_name};
 use crate::chamber::seed::{self, Report};
 use crate::error::{Error, Result};
 
 impl Daemon {
     /// Registers a chamber folder as [`Daemon::add`] does; one the seed
     /// system made is moved over first (and must be, with `adopt`). One its
-    /// daemon still runs is refused, unless `stop_seed` stops that daemon.
+    /// daemon still serves is refused, unless `stop_seed` stops that daemon.
     pub async fn add_or_adopt(
         &self,
         dir: &Path,
@@ -22,70 +23,107 @@ impl Daemon {
         stop_seed: bool,
     ) -> Result<(Added, Option<Report>)> {
         let abs = absolute(dir)?;
-        let canonical = std::fs::canonicalize(&abs).ok();
-        let registered = canonical.as_ref().is_some_and(|c| {
+        // The folder itself, through any link on the way (what the seed's
+        // daemon and its service name).
+        let canonical = match std::fs::canonicalize(&abs) {
+            Ok(c) => Some(c),
+            Err(_) if adopt => return Err(Error::NotFound(format!("{} does not exist", abs.display()))),
+            Err(_) => None,
+        };
+        let registered = canonical.as_ref().and_then(|c| {
             let c = c.to_string_lossy();
-            self.list().iter().any(|v| v.record.path == c)
+            self.list().into_iter().find(|v| v.record.path == c)
         });
-        let found = if init || registered {
-            None
-        } else {
-            let at = abs.clone();
-            crate::chamber::blocking(move || seed::find(&at)).await?
+        let found = match (&canonical, init || registered.is_some()) {
+            (Some(c), false) => {
+                let at = c.clone();
+                crate::chamber::blocking(move || seed::find(&at)).await?
+            }
+            _ => None,
         };
         let Some(found) = found else {
             if adopt {
-                return Err(Error::Precondition(if registered {
-                    format!("{} is registered with cryo already", abs.display())
-                } else {
-                    format!(
-                        "{} is not a chamber of the seed system (cryochamber): it has no timer.json and no \
-                         .cryo/cryo.sock; `cryoctl chamber add` registers a cryo chamber",
+                return Err(Error::Precondition(match registered {
+                    Some(v) => format!(
+                        "{} is registered with cryo already, as {:?}: `cryoctl chamber status {}` shows it",
+                        abs.display(),
+                        v.record.name,
+                        v.record.name
+                    ),
+                    None => format!(
+                        "{} is not a chamber of the seed system (cryochamber): it has no timer.json the seed wrote \
+                         and no .cryo/cryo.sock; `cryoctl chamber add {}` registers it as it is",
+                        abs.display(),
                         abs.display()
-                    )
+                    ),
                 }));
             }
             return Ok((self.add(dir, name, init, agent, sandbox).await?, None));
         };
-        if let Some(pid) = found.running {
-            let shown = abs.display();
-            if !stop_seed {
-                let which = if pid == 0 { String::new() } else { format!(" (pid {pid})") };
-                return Err(Error::Precondition(format!(
-                    "the seed system's daemon{which} still runs {shown}: both would serve it. Stop it (`cryo cancel` \
-                     in that folder), or run `cryoctl chamber adopt {shown} --stop-seed`"
-                )));
-            }
-            if pid == 0 {
-                return Err(Error::Precondition(format!(
-                    "the seed system's daemon answers on {shown}/.cryo/cryo.sock, but its timer.json names no pid: \
-                     stop it with `cryo cancel` in that folder"
-                )));
+        let folder = canonical.expect("found in it");
+        let shown = folder.display().to_string();
+        // What registering will refuse, before anything is touched.
+        if let Some(n) = name {
+            validate_name(n)?;
+            if self.list().iter().any(|v| v.record.name == n) {
+                return Err(Error::Precondition(format!("a chamber named {n:?} exists: choose another with --name")));
             }
         }
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let stopped = match found.running {
-            Some(pid) => {
-                let at = abs.clone();
-                crate::chamber::blocking(move || seed::stop(pid, &at, home.as_deref()))
-                    .await?
-                    .map_err(Error::Precondition)?
+        let at = folder.clone();
+        crate::chamber::blocking(move || seed::check(&at))
+            .await?
+            .map_err(|e| Error::Precondition(format!("cannot move {shown} over from the seed system: {e}")))?;
+        let mut report = Report::default();
+        if found.serves() {
+            if !stop_seed {
+                let which = if found.running.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {})", found.running.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+                };
+                return Err(Error::Precondition(format!(
+                    "the seed system's daemon{which} still runs {shown}: both would serve it. `cryoctl chamber adopt \
+                     {shown} --stop-seed` stops it (and its service) and moves the chamber over"
+                )));
             }
-            None => Vec::new(),
-        };
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let (at, f) = (folder.clone(), found);
+            let (stopped, found) = crate::chamber::blocking(move || {
+                let r = seed::stop(&f, &at, home.as_deref());
+                (r, f)
+            })
+            .await?;
+            report.carried = stopped.map_err(Error::Precondition)?;
+            tracing::info!(path = %shown, "stopped the seed system's daemon");
+            return self.finish_adopt(dir, name, &folder, found, report).await;
+        }
+        self.finish_adopt(dir, name, &folder, found, report).await
+    }
+
+    /// Moves the files over (the seed's daemon stopped) and registers.
+    async fn finish_adopt(
+        &self,
+        dir: &Path,
+        name: Option<&str>,
+        folder: &Path,
+        found: seed::Found,
+        mut report: Report,
+    ) -> Result<(Added, Option<Report>)> {
         let now = self.0.shared.clock.now();
-        let at = abs.clone();
-        let mut report = crate::chamber::blocking(move || seed::adopt(&at, &found, now)).await?.map_err(|e| {
-            Error::Precondition(format!("cannot move {} over from the seed system: {e}", abs.display()))
+        let at = folder.to_path_buf();
+        let moved = crate::chamber::blocking(move || seed::adopt(&at, &found, now)).await?.map_err(|e| {
+            Error::Precondition(format!("cannot move {} over from the seed system: {e}", folder.display()))
         })?;
-        report.carried.splice(0..0, stopped);
-        tracing::info!(path = %abs.display(), carried = report.carried.len(), "moved a chamber over from the seed system");
+        report.carried.extend(moved.carried);
+        report.left = moved.left;
+        report.backup = moved.backup;
+        tracing::info!(path = %folder.display(), carried = report.carried.len(), "moved a chamber over from the seed system");
         let added = self.add(dir, name, false, None, None).await?;
         Ok((added, Some(report)))
     }
 
-    /// Hands a chamber back to the seed system: stopped (its session ended
-    /// first), its files written as the seed reads them
+    /// Hands a chamber back to the seed system: checked, stopped (its
+    /// session ended first), its files written as the seed reads them
     /// ([`seed::release`]), then unregistered. Returns its folder.
     pub async fn release(&self, r: &ChamberRef) -> Result<(String, Report)> {
         let v = self.resolve(r)?;
@@ -95,16 +133,27 @@ impl Daemon {
                 v.record.name
             )));
         }
-        self.stop(r, true).await?;
-        let tz: chrono_tz::Tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
-        let (path, now) = (std::path::PathBuf::from(&v.record.path), self.0.shared.clock.now());
+        let chamber_tz: chrono_tz::Tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let zones = (self.0.shared.system_zone.get(), chamber_tz);
+        let path = std::path::PathBuf::from(&v.record.path);
+        let name = v.record.name.clone();
+        let fail = |e: String| Error::Precondition(format!("cannot hand {name} back to the seed system: {e}"));
+        // Checked before the chamber is stopped: a refusal changes nothing.
         let at = path.clone();
-        let report = crate::chamber::blocking(move || {
-            let list = crate::chamber::todos::load(&at, tz).map_err(|e| format!("todo.json: {e}"))?;
-            seed::release(&at, &list, tz, now)
+        crate::chamber::blocking(move || {
+            let list = crate::chamber::todos::load(&at, chamber_tz).map_err(|e| format!("todo.json: {e}"))?;
+            seed::check_release(&at, &list)
         })
         .await?
-        .map_err(|e| Error::Precondition(format!("cannot hand {} back to the seed system: {e}", v.record.name)))?;
+        .map_err(fail)?;
+        self.stop(r, true).await?;
+        let (at, now) = (path.clone(), self.0.shared.clock.now());
+        let report = crate::chamber::blocking(move || {
+            let list = crate::chamber::todos::load(&at, chamber_tz).map_err(|e| format!("todo.json: {e}"))?;
+            seed::release(&at, &list, zones, now)
+        })
+        .await?
+        .map_err(|e| fail(format!("{e} (it is stopped: `cryoctl chamber start {}` runs it again)", v.record.name)))?;
         self.remove(r).await?;
         tracing::info!(chamber = %v.record.name, "handed a chamber back to the seed system");
         Ok((v.record.path, report))

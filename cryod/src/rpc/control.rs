@@ -191,15 +191,26 @@ impl Control for ControlService {
         let (added, moved) =
             self.daemon.add_or_adopt(Path::new(&req.dir), opt(&req.name), how, req.adopt, req.stop_seed).await?;
         let mut view = added.view;
+        let mut not_started = None;
         if req.start {
             let r = crate::daemon::ChamberRef::Name(view.record.name.clone());
-            view = self.daemon.start(&r, true).await?.0;
+            match self.daemon.start(&r, true).await {
+                Ok((v, _)) => view = v,
+                // Moved over and registered: what was done is said, and why
+                // it did not start is one line of it.
+                Err(e) if moved.is_some() => {
+                    not_started = Some(format!("not started: {}", tonic::Status::from(e).message()))
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        let mut warnings = view.snap.view.warnings.clone();
+        warnings.extend(not_started);
         Ok(Response::new(pb::ChamberAddReply {
             chamber: Some(convert::chamber(&view)),
             already_registered: added.already_registered,
             init: added.init.map(|s| convert::init_reply(view.record.path.clone(), s)),
-            warnings: view.snap.view.warnings.clone(),
+            warnings,
             adopted: moved.map(seed_move),
         }))
     }

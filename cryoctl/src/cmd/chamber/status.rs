@@ -329,12 +329,13 @@ fn print_sessions(sessions: &[pb::SessionInfo]) {
                 duration(&s.started_at, &s.ended_at).into(),
                 tokens(s).into(),
                 if s.cost_usd < 0.0 { "-".into() } else { format!("${:.4}", s.cost_usd).into() },
+                dash(&s.account).into(),
                 dash(&s.outcome).into(),
             ]
         })
         .collect();
-    let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "OUTCOME"];
-    output::table(&head, rows, 8);
+    let head = ["SESSION", "TRIGGER", "DUE", "STARTED", "LATE", "TOOK", "TOKENS", "COST", "ACCOUNT", "OUTCOME"];
+    output::table(&head, rows, 9);
 }
 
 /// A session's tokens, in / out (`-` when its agent's stream said none).

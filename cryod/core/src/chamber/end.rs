@@ -143,6 +143,19 @@ impl Chamber {
                      Raise `max_session_duration` in cryo.toml if its work needs longer, or have the agent split it."
                 ))
             }
+            Outcome::Caught(session::Caught::Stalled { idle_secs }) => Some(format!(
+                "The agent made no model request and showed no event for {} and was ended (`stall_after` in \
+                 cryo.toml). If its work is that quiet (a long build, a download), raise `stall_after`; else read \
+                 what it was doing: `cryoctl chamber log {} --agent`.",
+                crate::time::humanize(chrono::Duration::seconds(*idle_secs as i64)),
+                self.name
+            )),
+            Outcome::Caught(session::Caught::Looping { call, times }) => Some(format!(
+                "The agent made the same tool call {times} times in a row ({call}) and was ended (`loop_after` in \
+                 cryo.toml). Read its transcript, `cryoctl chamber log {} --agent`; raise `loop_after` if the \
+                 repeats were meant.",
+                self.name
+            )),
             Outcome::NoHibernate(how) => Some(match &l.refused {
                 Some(why) => format!(
                     "The agent ended ({how}) after its hibernate was refused ({why}), without doing what the \

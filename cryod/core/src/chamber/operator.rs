@@ -234,11 +234,15 @@ impl Chamber {
                 self.resume();
                 // Started with nothing that would wake it (no work due or
                 // planned, no mail, its plan not complete: a chamber that
-                // had stopped trying, started again): a session now, whose
-                // agent plans what comes next. Never started and idle.
+                // had stopped trying, started again): never started and
+                // idle without a word. Mail wakes it; so does this line's
+                // command.
                 if self.wishes.wakes() && self.nothing_planned() {
-                    self.waking.queue_manual();
-                    self.replan();
+                    let name = &self.name;
+                    self.health.needs_unless_told(format!(
+                        "started with nothing planned (no TODO to come, no mail): `cryoctl chamber wake {name}` runs \
+                         its agent, which plans what comes next"
+                    ));
                 }
                 self.emit(Effect::Publish);
                 if wait && self.waking.wanted().is_some() {

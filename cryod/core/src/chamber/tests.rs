@@ -813,6 +813,13 @@ fn a_stall_seen_while_the_agent_runs_ends_it_as_stalled() {
     assert_eq!(stalled.describe(), "stalled: no model request and no agent event for 10m");
     let msgs = messages(&end);
     assert!(msgs.iter().any(|m| m.subject.contains("stalled")), "{msgs:#?}");
+    // What a person reads: the count, the setting, the advice and the
+    // command, in the message and as the chamber's attention.
+    let attention = rig.m.view().attention.unwrap_or_default();
+    for part in ["for 10m", "`stall_after`", "cryoctl chamber log"] {
+        assert!(attention.contains(part), "{part:?} not in {attention:?}");
+        assert!(msgs.iter().any(|m| m.body.contains(part)), "{part:?} not in the message: {msgs:#?}");
+    }
     // A loop seen after the agent hibernated: its hibernate stands.
     let mut rig = Rig::new(&[0], &[]);
     rig.wake();

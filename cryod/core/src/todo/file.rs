@@ -258,6 +258,9 @@ pub fn render_seed_file(list: &TodoList, tz: Tz) -> (String, Vec<String>) {
                 if t.precheck.is_some() {
                     lost.push(format!("TODO {}'s pre-check: the seed runs no pre-checks", t.id));
                 }
+                if t.missed == super::Missed::Skip {
+                    lost.push(format!("TODO {}'s missed = \"skip\": the seed runs a missed TODO once", t.id));
+                }
                 if t.at.is_none() {
                     lost.push(format!("TODO {} has no time: the seed skips it", t.id));
                 }
