@@ -51,17 +51,18 @@ fn build_binaries(dir: &Path) {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    // The features the build the binaries join already resolved: in a
-    // test run, `cargo test --workspace`'s (every target: its libraries are
-    // reused, only the three binaries are linked); for the bench, `cargo
-    // build --release --workspace`'s. A narrower `-p cryod …` resolves
-    // other features and rebuilds most of the tree, replacing binaries a
-    // running test or bench uses.
-    cmd.current_dir(workspace).args(["build", "--quiet", "--workspace"]);
+    // The build the binaries already came from, so nothing is built again:
+    // in a test run, `cargo test --workspace`'s (every target, the same
+    // features: its libraries are reused, only the three binaries linked);
+    // for the bench, the README's `cargo build --release` (the default
+    // members, the three programs). Another selection resolves other
+    // features and rebuilds most of the tree, replacing binaries a running
+    // test or bench uses.
+    cmd.current_dir(workspace).args(["build", "--quiet"]);
     if dir.file_name().is_some_and(|n| n == "release") {
-        cmd.args(["--release", "--bins"]);
+        cmd.arg("--release");
     } else {
-        cmd.arg("--all-targets");
+        cmd.args(["--workspace", "--all-targets"]);
     }
     if let Some(target) = dir.parent() {
         cmd.arg("--target-dir").arg(target);
