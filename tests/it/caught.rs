@@ -57,7 +57,7 @@ fn looping(bin: &str, setup: impl FnOnce(&Env, &ModelServer) -> String) {
     let steps =
         ["echo again", "echo again", "echo again", "echo again", "echo again", "cryo-agent hibernate --complete"];
     let Some((outcome, _, told)) = caught(bin, setup, &steps, "loop_after = 3\n") else { return };
-    assert!(outcome.starts_with("looping: the same tool call 3 times in a row ("), "{told}");
+    assert!(outcome.starts_with("looping: the same call 3 times in a row ("), "{told}");
     assert!(outcome.contains("echo again"), "{told}");
     assert!(told.contains("Session 1 was caught in a loop"), "{told}");
 }

@@ -158,4 +158,6 @@ fn each_wake_is_a_trace_of_its_model_requests_and_tool_calls_exported_over_otlp(
     assert_eq!(tools.len(), 3, "{tools:#?}");
     assert!(tools.iter().all(|a| a["gen_ai.tool.name"] == "Bash"), "{tools:#?}");
     assert!(tools.iter().any(|a| a["cryo.tool.call"].contains("echo one")), "{tools:#?}");
+    // Each call's own id, as the CLI named it (Claude Code's `toolu_…`).
+    assert!(tools.iter().all(|a| a.get("gen_ai.tool.call.id").is_some_and(|i| !i.is_empty())), "{tools:#?}");
 }

@@ -87,6 +87,12 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// Whether a reached limit holds the chamber paused now (only an
+    /// operator's resume releases it).
+    pub fn pausing(&self) -> bool {
+        self.paused_by.is_some()
+    }
+
     /// Judges a measurement of every limit that applies, for a chamber
     /// that is `paused` now, or cannot be paused (`stopped`: a reached limit
     /// pauses it when it is next measured started). A chamber resumed since a

@@ -199,7 +199,7 @@ impl Outcome {
                 )
             }
             Outcome::Caught(Caught::Looping { call, times }) => {
-                format!("looping: the same tool call {times} times in a row ({call})")
+                format!("looping: the same call {times} times in a row ({call})")
             }
             Outcome::AwaitingApproval { id, what } => format!("awaiting approval: {id} ({what})"),
         }

@@ -158,11 +158,14 @@ impl Tools {
         let Some(trace) = &self.trace else { return };
         let now = trace.now();
         for (call, start) in self.open.drain(..) {
-            let attributes = vec![
+            let mut attributes = vec![
                 ("gen_ai.operation.name", "execute_tool".into()),
                 ("gen_ai.tool.name", call.name.clone().into()),
                 ("cryo.tool.call", call.shown.into()),
             ];
+            if let Some(id) = call.id {
+                attributes.push(("gen_ai.tool.call.id", id.into()));
+            }
             let name = format!("execute_tool {}", call.name);
             trace.child(name, crate::otlp::Kind::Internal, (start, now), attributes, None);
         }

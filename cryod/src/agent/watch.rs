@@ -7,7 +7,10 @@
 //! Only a known kind is watched: cryod reads its events. Its requests
 //! through the gateway, its events and its log lines all count as signs of
 //! life; a tool call is compared with the one before by its name and its
-//! exact arguments.
+//! exact arguments. The gateway also tells each request the provider
+//! answered, by its fingerprint: the same request answered `loop_after`
+//! times in a row (nothing new in the conversation between) is a loop
+//! too, whatever the CLI prints.
 
 use std::sync::{Arc, Mutex};
 
@@ -39,6 +42,8 @@ struct State {
     last: Instant,
     /// The tool call repeated so far, and how many times in a row.
     run: Option<(String, u32)>,
+    /// The answered request repeated so far (its fingerprint), likewise.
+    asked: Option<(u64, u32)>,
     /// What it saw was told (nothing more is).
     told: bool,
     ended: bool,
@@ -50,7 +55,7 @@ impl Watch {
         if settings.stall_after.is_none() && settings.loop_after.is_none() {
             return None;
         }
-        let state = State { last: Instant::now(), run: None, told: false, ended: false };
+        let state = State { last: Instant::now(), run: None, asked: None, told: false, ended: false };
         let inner = Inner { settings, state: Mutex::new(state), ended: tokio::sync::Notify::new(), sink };
         Some(Watch { inner: Arc::new(inner) })
     }
@@ -117,6 +122,31 @@ impl Watch {
         }
     }
 
+    /// A request the provider answered, by its fingerprint.
+    pub fn request(&self, fingerprint: u64) {
+        let looping = {
+            let mut s = self.inner.state.lock().expect("watch lock");
+            s.last = Instant::now();
+            let times = match &mut s.asked {
+                Some((f, n)) if *f == fingerprint => {
+                    *n += 1;
+                    *n
+                }
+                asked => {
+                    *asked = Some((fingerprint, 1));
+                    1
+                }
+            };
+            let looping = !s.told && !s.ended && self.inner.settings.loop_after.is_some_and(|after| times >= after);
+            s.told |= looping;
+            looping.then_some(times)
+        };
+        if let Some(times) = looping {
+            let call = "the model request, identical each time and answered each time".to_string();
+            (self.inner.sink)(Caught::Looping { call, times });
+        }
+    }
+
     /// The session ended: nothing more is told.
     pub fn end(&self) {
         self.inner.state.lock().expect("watch lock").ended = true;
@@ -138,7 +168,7 @@ mod tests {
     }
 
     fn call(name: &str, arg: &str) -> ToolCall {
-        ToolCall { name: name.into(), key: format!("{name}\0{arg}"), shown: format!("{name}: {arg}") }
+        ToolCall { name: name.into(), key: format!("{name}\0{arg}"), shown: format!("{name}: {arg}"), id: None }
     }
 
     #[test]
@@ -186,5 +216,24 @@ mod tests {
             w.call(&call("Read", "x"));
         }
         assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+
+    /// The agent: the identical model request answered again and
+    /// again, no tool call printed: a loop at `loop_after`; another request
+    /// between breaks the run, and tool calls between do not hide it.
+    #[tokio::test]
+    async fn the_same_answered_request_loop_after_times_is_a_loop() {
+        let (w, seen) = watched(None, Some(3));
+        for f in [7, 7, 8, 7, 7] {
+            w.request(f);
+            w.call(&call("Bash", &f.to_string()));
+        }
+        assert!(seen.lock().unwrap().is_empty(), "another request between breaks the run");
+        w.request(7);
+        let told = seen.lock().unwrap().clone();
+        assert!(
+            matches!(&told[..], [Caught::Looping { times: 3, call }] if call.contains("model request")),
+            "{told:?}"
+        );
     }
 }

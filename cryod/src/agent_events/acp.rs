@@ -42,7 +42,7 @@ impl Reader {
                     if has_input && !self.shown.contains(&id) && self.shown.len() < MAX_SHOWN {
                         let name =
                             str_at(update, "/_meta/toolName").or_else(|| str_at(update, "/title")).unwrap_or("?");
-                        let c = ToolCall::new(name, input);
+                        let c = ToolCall::new(name, input).with_id(Some(id.as_str()));
                         out.push(format!("→ {}", c.shown));
                         self.calls.push(c);
                         self.shown.insert(id);

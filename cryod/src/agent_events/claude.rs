@@ -63,7 +63,7 @@ impl Reader {
                                 (Format::Qwen, "tool_call", Some(inner)) => (inner, &input["arguments"]),
                                 _ => (name, input),
                             };
-                            let c = ToolCall::new(name, input);
+                            let c = ToolCall::new(name, input).with_id(part["id"].as_str());
                             out.push(format!("→ {}", c.shown));
                             self.calls.push(c);
                         }

@@ -21,12 +21,13 @@ impl Reader {
                     let command = item["command"].as_str().unwrap_or("");
                     out.push(format!("→ $ {}", clip(command)));
                     let key = call_key("$", command);
-                    self.calls.push(ToolCall { name: "$".into(), key, shown: format!("$ {}", clip(command)) });
+                    let (shown, id) = (format!("$ {}", clip(command)), item["id"].as_str().map(str::to_string));
+                    self.calls.push(ToolCall { name: "$".into(), key, shown, id });
                 }
                 Some("mcp_tool_call") => {
                     let name =
                         format!("{}.{}", item["server"].as_str().unwrap_or("?"), item["tool"].as_str().unwrap_or("?"));
-                    let c = ToolCall::new(&name, &item["arguments"]);
+                    let c = ToolCall::new(&name, &item["arguments"]).with_id(item["id"].as_str());
                     out.push(format!("→ {}", c.shown));
                     self.calls.push(c);
                 }

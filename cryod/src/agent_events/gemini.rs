@@ -32,7 +32,8 @@ impl Reader {
                 }
             }
             Some("tool_use") => {
-                let c = ToolCall::new(str_at(v, "/tool_name").unwrap_or("?"), &v["parameters"]);
+                let c = ToolCall::new(str_at(v, "/tool_name").unwrap_or("?"), &v["parameters"])
+                    .with_id(str_at(v, "/tool_id"));
                 out.push(format!("→ {}", c.shown));
                 self.calls.push(c);
             }

@@ -156,12 +156,21 @@ pub struct ToolCall {
     pub key: String,
     /// As the transcript shows it (`Bash: git status`).
     pub shown: String,
+    /// The CLI's own id of the call (`toolu_…`, an item's or a part's id),
+    /// where its stream gives one: a trace's `gen_ai.tool.call.id`.
+    pub id: Option<String>,
 }
 
 impl ToolCall {
     fn new(name: &str, input: &Value) -> ToolCall {
         let name = tool_name(name);
-        ToolCall { key: call_key(&name, &input.to_string()), shown: call(&name, input), name }
+        ToolCall { key: call_key(&name, &input.to_string()), shown: call(&name, input), name, id: None }
+    }
+
+    /// The call, with the CLI's id for it (none if empty or absent).
+    fn with_id(mut self, id: Option<&str>) -> ToolCall {
+        self.id = id.filter(|i| !i.is_empty()).map(|i| i.chars().take(200).collect());
+        self
     }
 }
 

@@ -17,7 +17,8 @@ impl Reader {
             Some("text") => push_text(out, "assistant", part["text"].as_str().unwrap_or("")),
             Some("tool_use") => {
                 let state = &part["state"];
-                let c = ToolCall::new(part["tool"].as_str().unwrap_or("?"), &state["input"]);
+                let id = part["callID"].as_str().or_else(|| part["id"].as_str());
+                let c = ToolCall::new(part["tool"].as_str().unwrap_or("?"), &state["input"]).with_id(id);
                 out.push(format!("→ {}", c.shown));
                 self.calls.push(c);
                 let error = state["status"] == "error";

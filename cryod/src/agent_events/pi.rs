@@ -48,7 +48,8 @@ impl Reader {
                 }
             }
             Some("tool_execution_start") => {
-                let c = ToolCall::new(str_at(v, "/toolName").unwrap_or("?"), &v["args"]);
+                let c =
+                    ToolCall::new(str_at(v, "/toolName").unwrap_or("?"), &v["args"]).with_id(str_at(v, "/toolCallId"));
                 out.push(format!("→ {}", c.shown));
                 self.calls.push(c);
             }

@@ -267,7 +267,7 @@ pub struct Watch {
     /// `stall_after`: no model request and no agent event for this long
     /// (none unless set: a long build makes no events).
     pub stall_after: Option<std::time::Duration>,
-    /// `loop_after`: the same tool call this many times in a row
+    /// `loop_after`: the same tool call (or answered model request) this many times in a row
     /// ([`DEFAULT_LOOP_AFTER`] unless set; 0: never).
     pub loop_after: Option<u32>,
 }

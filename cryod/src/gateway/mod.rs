@@ -118,6 +118,11 @@ pub struct Tell {
     /// A sign of the session's life: a request came, a response's bytes
     /// passed (its stall clock starts again).
     pub alive: Arc<dyn Fn() + Send + Sync>,
+    /// A request the provider answered (2xx), by its fingerprint (method,
+    /// path, body): the same one answered again and again, with nothing
+    /// new in it, is a loop whatever the CLI prints. (A retry after a
+    /// refusal or an error is not an answered repeat.)
+    pub answered: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
 /// What a session asks of the gateway.
@@ -482,6 +487,12 @@ async fn handle(
     // A sign of the session's life: a request the provider will see (not
     // a refused one, which any loop could send for nothing).
     (route.spec.tell.alive)();
+    let fingerprint = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (parts.method.as_str(), &below, &body[..]).hash(&mut h);
+        h.finish()
+    };
     let sent_at = route.spec.trace.as_ref().map(|t| (t.now(), wire::requested_model(api, &below, &body)));
     // Usage asked for, when a streamed chat did not: its event is then held
     // back from the client, which sees the stream it asked for.
@@ -540,6 +551,7 @@ async fn handle(
     let status = resp.status();
     if status.is_success() {
         route.used.lock().expect("gateway lock").last_refusal = None;
+        (route.spec.tell.answered)(fingerprint);
     }
     let now = inner.clock.now();
     let now_unix = now.timestamp() as f64 + f64::from(now.timestamp_subsec_millis()) / 1000.0;

@@ -49,6 +49,7 @@ fn tell() -> (Tell, Told) {
             o.fetch_add(1, Ordering::SeqCst);
         }),
         alive: Arc::new(|| {}),
+        answered: Arc::new(|_| {}),
     };
     (tell, told)
 }
@@ -294,4 +295,42 @@ async fn paths_are_matched_whole_and_forwarded_headers_dropped() {
     for name in ["x-forwarded-host", "forwarded", "via", "x-real-ip", "x-hop"] {
         assert!(!h.contains_key(name), "{name} reached the upstream: {h:?}");
     }
+}
+
+/// The same request answered again and again is told each time with the
+/// same fingerprint (the session's watch counts them); another body, or a
+/// refused repeat, is not the same.
+#[tokio::test]
+async fn an_answered_request_is_told_by_its_fingerprint() {
+    let (up, g) = (upstream(200, &[]).await, gateway().await);
+    let (mut told, _) = tell();
+    let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let kept = seen.clone();
+    told.answered = Arc::new(move |h| kept.lock().unwrap().push(h));
+    let t = g.open(spec(&up, None, told)).unwrap();
+    let url = format!("{}/v1/messages", t.base());
+    for _ in 0..3 {
+        assert_eq!(post(&url, t.token()).await.0, 200);
+    }
+    let other = reqwest::Client::new()
+        .post(&url)
+        .header("x-api-key", t.token())
+        .body(r#"{"model":"m1","stream":true,"messages":[{"role":"user","content":"more"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 200);
+    let _ = other.text().await;
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(seen[0] == seen[1] && seen[1] == seen[2] && seen[3] != seen[2], "{seen:?}");
+    // A refused request is not an answered one.
+    let (up, g) = (upstream(529, &[]).await, gateway().await);
+    let (mut told, _) = tell();
+    let none: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let kept = none.clone();
+    told.answered = Arc::new(move |h| kept.lock().unwrap().push(h));
+    let t = g.open(spec(&up, None, told)).unwrap();
+    assert_eq!(post(&format!("{}/v1/messages", t.base()), t.token()).await.0, 529);
+    assert!(none.lock().unwrap().is_empty());
 }

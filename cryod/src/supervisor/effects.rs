@@ -418,7 +418,12 @@ impl Sup {
             Some(w) => Arc::new(move || w.touch()),
             None => Arc::new(|| {}),
         };
-        let tell = crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive };
+        let answered: Arc<dyn Fn(u64) + Send + Sync> = match watch.cloned() {
+            Some(w) => Arc::new(move |h| w.request(h)),
+            None => Arc::new(|_| {}),
+        };
+        let tell =
+            crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive, answered };
         let fallback = self.fallback().is_some();
         launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell, trace, fallback }
     }

@@ -62,7 +62,9 @@ impl Chamber {
             // are due again; a first start or mail claimed none).
             self.health.more_to_do();
             self.waking.queue_manual();
-            if self.wishes.paused() {
+            // Its own pause ends; a budget's holds until an operator resumes
+            // (the session waits for that).
+            if self.wishes.paused() && !self.budgets.pausing() {
                 self.pause(req, false);
             } else {
                 self.replan();

@@ -151,7 +151,7 @@ impl Chamber {
                 self.name
             )),
             Outcome::Caught(session::Caught::Looping { call, times }) => Some(format!(
-                "The agent made the same tool call {times} times in a row ({call}) and was ended (`loop_after` in \
+                "The agent made the same call {times} times in a row ({call}) and was ended (`loop_after` in \
                  cryo.toml). Read its transcript, `cryoctl chamber log {} --agent`; raise `loop_after` if the \
                  repeats were meant.",
                 self.name

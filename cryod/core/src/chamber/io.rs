@@ -733,8 +733,9 @@ pub enum Input {
     Trouble {
         line: String,
     },
-    /// A message from cryochamber to the operator (the shell's news: a
-    /// message that waits for a provider's limit).
+    /// A message from cryochamber to the operator, also told to the
+    /// notifiers as a `limited` event (the shell's news of a provider's
+    /// limit: its wakes gone to a fallback account).
     Notice {
         subject: String,
         body: String,

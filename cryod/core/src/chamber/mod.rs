@@ -539,7 +539,11 @@ impl Chamber {
                 }
             }
             Input::Budget { req, uses } => self.budget(req, &uses),
-            Input::Notice { subject, body } => self.notice_message(subject, body),
+            Input::Notice { subject, body } => {
+                let key = format!("notice-{}", self.now.timestamp_millis());
+                self.notice("limited", &key, format!("{}: {subject}", self.name), &body);
+                self.notice_message(subject, body);
+            }
             Input::Trouble { line } => self.trouble(line),
             Input::AdmissionAsked { req, budgets, held } => {
                 self.budget(req, &budgets);

@@ -30,8 +30,10 @@ impl Chamber {
             return self.reply(req, Err(Refusal::Precondition(why)));
         }
         if self.wishes.started() {
-            // The operator has looked: what needed them is seen.
+            // The operator has looked: what needed them is seen (and if
+            // nothing would wake it now, that is said instead).
             if self.health.seen() {
+                self.say_if_nothing_planned();
                 self.emit(Effect::Publish);
             }
             return self.reply(req, Ok(Reply::Started(true)));
@@ -40,6 +42,20 @@ impl Chamber {
         self.waking.saw_session(log_session);
         self.health.release_mail();
         self.emit(Effect::SetStarted { started: true, then: AfterStore::Started { req, wait } });
+    }
+
+    /// Started with nothing that would wake it (no work due or planned, no
+    /// mail, its plan not complete: a chamber that had stopped trying,
+    /// started again): never started and idle without a word. Mail wakes
+    /// it; so does this line's command.
+    fn say_if_nothing_planned(&mut self) {
+        if self.wishes.wakes() && self.nothing_planned() {
+            let name = &self.name;
+            self.health.needs_unless_told(format!(
+                "started with nothing planned (no TODO to come, no mail): `cryoctl chamber wake {name}` runs its \
+                 agent, which plans what comes next"
+            ));
+        }
     }
 
     pub(super) fn stop(&mut self, req: ReqId, wait: bool) {
@@ -232,18 +248,7 @@ impl Chamber {
                 self.spans.close(self.now, &missed::Why::Stopped);
                 self.health.seen();
                 self.resume();
-                // Started with nothing that would wake it (no work due or
-                // planned, no mail, its plan not complete: a chamber that
-                // had stopped trying, started again): never started and
-                // idle without a word. Mail wakes it; so does this line's
-                // command.
-                if self.wishes.wakes() && self.nothing_planned() {
-                    let name = &self.name;
-                    self.health.needs_unless_told(format!(
-                        "started with nothing planned (no TODO to come, no mail): `cryoctl chamber wake {name}` runs \
-                         its agent, which plans what comes next"
-                    ));
-                }
+                self.say_if_nothing_planned();
                 self.emit(Effect::Publish);
                 if wait && self.waking.wanted().is_some() {
                     self.waking.wait_for_start(req);

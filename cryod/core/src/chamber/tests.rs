@@ -1313,3 +1313,16 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     assert!(prompt.contains("Approval a1 was given by operator"), "{prompt}");
     assert_eq!(resume.as_deref(), Some("conv-1"));
 }
+
+/// The shell's news of a provider's limit (its wakes gone to a fallback
+/// account) is a message in the conversation and a `limited` event for the
+/// notifiers.
+#[test]
+fn a_failover_notice_reaches_the_conversation_and_the_notifiers() {
+    let mut rig = Rig::new(&[60], &[]);
+    let subject = "claude-1234 is at its limit: sessions go to spare".to_string();
+    let out = rig.feed(Input::Notice { subject: subject.clone(), body: "The next sessions go to spare too.".into() });
+    assert!(messages(&out).iter().any(|m| m.subject == subject), "{out:#?}");
+    let told = out.iter().any(|e| matches!(e, Effect::Notify(n) if n.kind == "limited" && n.title.contains(&subject)));
+    assert!(told, "{out:#?}");
+}

@@ -114,6 +114,11 @@ const START_AFTER_GIVING_UP: &str = "a chamber that had stopped trying was stopp
      cleared its line and planned nothing (no TODO, no mail), so it sat started and idle";
 const RESUME_WITHOUT_ANSWER: &str = "an operator resumed a chamber that waited for an approval, without \
      answering: its line was cleared and nothing was planned";
+const ANSWER_RELEASED_A_BUDGET: &str = "a chamber paused by its daily budget that also waited for an approval \
+     was unpaused by the person's answer, which counted as an operator's resume and released the budget: a \
+     session ran past daily_sessions";
+const START_CLEARED_THE_LINE: &str = "`chamber start` on a started chamber that had stopped trying cleared its \
+     line (the operator has looked) and planned nothing: started, idle, and silent";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -139,6 +144,8 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (5_849_274_968_056_447_344, ROOMY, ANSWER_LOST),
     (7_335_829_696_202_164_844, CROWDED, START_AFTER_GIVING_UP),
     (12_081_212_614_794_675_562, CRASHY, RESUME_WITHOUT_ANSWER),
+    (11_276_417_129_375_354_621, LONG_LIFE, ANSWER_RELEASED_A_BUDGET),
+    (709_722_607_661_468_675, CROWDED, START_CLEARED_THE_LINE),
 ];
 
 #[test]

@@ -72,6 +72,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
             hold: Arc::new(|_, _| {}),
             over: Arc::new(|| {}),
             alive: Arc::new(|| {}),
+            answered: Arc::new(|_| {}),
         };
         let spec = cryod::gateway::Spec {
             chamber: "bench".into(),
