@@ -49,14 +49,19 @@ fn tool_results(model: &ModelServer) -> String {
     model.seen().iter().map(|s| s.body.to_string()).collect::<Vec<_>>().join("\n")
 }
 
+/// Session 1 asks to push (`touch pushed.txt`, which the policy asks a
+/// person about); session 2, resumed with the answer, pushes and finishes.
+fn ask_then_push() -> Script {
+    Script::new()
+        .on("- session: 1\n", &["touch pushed.txt"])
+        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"])
+}
+
 /// The scenario: ask, park, restart cryod, approve from the CLI,
 /// and the resumed session runs exactly that command and finishes.
 #[test]
 fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
-    let script = Script::new()
-        .on("- session: 1\n", &["touch pushed.txt"])
-        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
-    let model = ModelServer::start(script);
+    let model = ModelServer::start(ask_then_push());
     let env = Env::new();
     let d = env.start_daemon();
     let Some(c) = claude_chamber(&env, &model, "ask", &policy("1s")) else { return };
@@ -146,10 +151,7 @@ fn an_ask_parks_the_session_survives_a_restart_and_the_approval_resumes_it() {
 /// crash's window, made wide.)
 #[test]
 fn an_answer_the_chamber_never_heard_of_resumes_it_at_restart() {
-    let script = Script::new()
-        .on("- session: 1\n", &["touch pushed.txt"])
-        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
-    let model = ModelServer::start(script);
+    let model = ModelServer::start(ask_then_push());
     let env = Env::new();
     let mut d = env.start_daemon();
     let Some(c) = claude_chamber(&env, &model, "lost", &policy("1s")) else { return };
@@ -366,10 +368,7 @@ fn an_acp_agent_sees_a_deny_rule_as_a_rejection() {
 #[test]
 fn a_web_push_links_approval_works_once_and_expires() {
     use cryo_tests::receiver::Receiver;
-    let script = Script::new()
-        .on("- session: 1\n", &["touch pushed.txt"])
-        .on("- session: 2\n", &["touch pushed.txt", "cryo-agent hibernate --complete --summary pushed"]);
-    let model = ModelServer::start(script);
+    let model = ModelServer::start(ask_then_push());
     let env = Env::new();
     let r = Receiver::start();
     env.daemon_config("[[notify]]\nname = \"phone\"\nkind = \"webpush\"\nevents = [\"approval\"]\n");

@@ -100,48 +100,36 @@ impl Watch {
 
     /// A tool call the agent made (also a sign of life).
     pub fn call(&self, call: &ToolCall) {
-        let looping = {
-            let mut s = self.inner.state.lock().expect("watch lock");
-            s.last = Instant::now();
-            let times = match &mut s.run {
-                Some((key, n)) if *key == call.key => {
-                    *n += 1;
-                    *n
-                }
-                run => {
-                    *run = Some((call.key.clone(), 1));
-                    1
-                }
-            };
-            let looping = !s.told && !s.ended && self.inner.settings.loop_after.is_some_and(|after| times >= after);
-            s.told |= looping;
-            looping.then_some(times)
-        };
-        if let Some(times) = looping {
+        if let Some(times) = self.repeat(|s| &mut s.run, call.key.clone()) {
             (self.inner.sink)(Caught::Looping { call: call.shown.clone(), times });
         }
     }
 
+    /// Counts `key` as the next in its run (`which` of the state's runs),
+    /// a sign of life; returns the run's length when it has just reached
+    /// `loop_after` (told once per session).
+    fn repeat<K: PartialEq>(&self, which: impl FnOnce(&mut State) -> &mut Option<(K, u32)>, key: K) -> Option<u32> {
+        let mut s = self.inner.state.lock().expect("watch lock");
+        s.last = Instant::now();
+        let run = which(&mut s);
+        let times = match run {
+            Some((k, n)) if *k == key => {
+                *n += 1;
+                *n
+            }
+            _ => {
+                *run = Some((key, 1));
+                1
+            }
+        };
+        let looping = !s.told && !s.ended && self.inner.settings.loop_after.is_some_and(|after| times >= after);
+        s.told |= looping;
+        looping.then_some(times)
+    }
+
     /// A request the provider answered, by its fingerprint.
     pub fn request(&self, fingerprint: u64) {
-        let looping = {
-            let mut s = self.inner.state.lock().expect("watch lock");
-            s.last = Instant::now();
-            let times = match &mut s.asked {
-                Some((f, n)) if *f == fingerprint => {
-                    *n += 1;
-                    *n
-                }
-                asked => {
-                    *asked = Some((fingerprint, 1));
-                    1
-                }
-            };
-            let looping = !s.told && !s.ended && self.inner.settings.loop_after.is_some_and(|after| times >= after);
-            s.told |= looping;
-            looping.then_some(times)
-        };
-        if let Some(times) = looping {
+        if let Some(times) = self.repeat(|s| &mut s.asked, fingerprint) {
             let call = "the model request, identical each time and answered each time".to_string();
             (self.inner.sink)(Caught::Looping { call, times });
         }

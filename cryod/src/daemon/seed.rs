@@ -4,7 +4,7 @@
 //! what was moved over, and unregisters what goes back. Everything that can
 //! be checked is checked before anything is stopped or rewritten.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Added, ChamberRef, Daemon, absolute, validate_name};
 use crate::chamber::seed::{self, Report};
@@ -73,51 +73,28 @@ impl Daemon {
         crate::chamber::blocking(move || seed::check(&at))
             .await?
             .map_err(|e| Error::Precondition(format!("cannot move {shown} over from the seed system: {e}")))?;
-        let mut report = Report::default();
-        if found.serves() {
-            if !stop_seed {
-                let which = if found.running.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (pid {})", found.running.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
-                };
-                return Err(Error::Precondition(format!(
-                    "the seed system's daemon{which} still runs {shown}: both would serve it. `cryoctl chamber adopt \
-                     {shown} --stop-seed` stops it (and its service) and moves the chamber over"
-                )));
-            }
-            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-            let (at, f) = (folder.clone(), found);
-            let (stopped, found) = crate::chamber::blocking(move || {
-                let r = seed::stop(&f, &at, home.as_deref());
-                (r, f)
-            })
-            .await?;
-            report.carried = stopped.map_err(Error::Precondition)?;
-            tracing::info!(path = %shown, "stopped the seed system's daemon");
-            return self.finish_adopt(dir, name, &folder, found, report).await;
+        if found.serves() && !stop_seed {
+            let which = if found.running.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {})", found.running.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+            };
+            return Err(Error::Precondition(format!(
+                "the seed system's daemon{which} still runs {shown}: both would serve it. `cryoctl chamber adopt \
+                 {shown} --stop-seed` stops it (and its service) and moves the chamber over"
+            )));
         }
-        self.finish_adopt(dir, name, &folder, found, report).await
-    }
-
-    /// Moves the files over (the seed's daemon stopped) and registers.
-    async fn finish_adopt(
-        &self,
-        dir: &Path,
-        name: Option<&str>,
-        folder: &Path,
-        found: seed::Found,
-        mut report: Report,
-    ) -> Result<(Added, Option<Report>)> {
-        let now = self.0.shared.clock.now();
-        let at = folder.to_path_buf();
-        let moved = crate::chamber::blocking(move || seed::adopt(&at, &found, now)).await?.map_err(|e| {
-            Error::Precondition(format!("cannot move {} over from the seed system: {e}", folder.display()))
-        })?;
-        report.carried.extend(moved.carried);
-        report.left = moved.left;
-        report.backup = moved.backup;
-        tracing::info!(path = %folder.display(), carried = report.carried.len(), "moved a chamber over from the seed system");
+        // Its daemon stopped (asked for above), then its files moved over.
+        let (home, now, at) = (std::env::var_os("HOME").map(PathBuf::from), self.0.shared.clock.now(), folder.clone());
+        let report = crate::chamber::blocking(move || {
+            let stopped = if found.serves() { seed::stop(&found, &at, home.as_deref())? } else { Vec::new() };
+            let mut report = seed::adopt(&at, &found, now)?;
+            report.carried.splice(0..0, stopped);
+            Ok::<_, String>(report)
+        })
+        .await?
+        .map_err(|e| Error::Precondition(format!("cannot move {shown} over from the seed system: {e}")))?;
+        tracing::info!(path = %shown, carried = report.carried.len(), "moved a chamber over from the seed system");
         let added = self.add(dir, name, false, None, None).await?;
         Ok((added, Some(report)))
     }

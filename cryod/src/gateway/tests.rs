@@ -297,17 +297,22 @@ async fn paths_are_matched_whole_and_forwarded_headers_dropped() {
     }
 }
 
+/// A ticket on `up` whose answered requests' fingerprints are kept.
+fn fingerprinted(g: &Gateway, up: &Upstream) -> (Ticket, Arc<Mutex<Vec<u64>>>) {
+    let (mut told, _) = tell();
+    let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let kept = seen.clone();
+    told.answered = Arc::new(move |h| kept.lock().unwrap().push(h));
+    (g.open(spec(up, None, told)).unwrap(), seen)
+}
+
 /// The same request answered again and again is told each time with the
 /// same fingerprint (the session's watch counts them); another body, or a
 /// refused repeat, is not the same.
 #[tokio::test]
 async fn an_answered_request_is_told_by_its_fingerprint() {
     let (up, g) = (upstream(200, &[]).await, gateway().await);
-    let (mut told, _) = tell();
-    let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let kept = seen.clone();
-    told.answered = Arc::new(move |h| kept.lock().unwrap().push(h));
-    let t = g.open(spec(&up, None, told)).unwrap();
+    let (t, seen) = fingerprinted(&g, &up);
     let url = format!("{}/v1/messages", t.base());
     for _ in 0..3 {
         assert_eq!(post(&url, t.token()).await.0, 200);
@@ -326,11 +331,7 @@ async fn an_answered_request_is_told_by_its_fingerprint() {
     assert!(seen[0] == seen[1] && seen[1] == seen[2] && seen[3] != seen[2], "{seen:?}");
     // A refused request is not an answered one.
     let (up, g) = (upstream(529, &[]).await, gateway().await);
-    let (mut told, _) = tell();
-    let none: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let kept = none.clone();
-    told.answered = Arc::new(move |h| kept.lock().unwrap().push(h));
-    let t = g.open(spec(&up, None, told)).unwrap();
+    let (t, none) = fingerprinted(&g, &up);
     assert_eq!(post(&format!("{}/v1/messages", t.base()), t.token()).await.0, 529);
     assert!(none.lock().unwrap().is_empty());
 }

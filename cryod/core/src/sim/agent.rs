@@ -201,10 +201,10 @@ impl Agent {
     }
 
     /// Its CLI heard the answer to a tool call it asked about: it goes on
-    /// (allowed, or finds another way), or, told the answer has not come
+    /// (allowed, or refused: it finds another way, the same to its plan), or, told the answer has not come
     /// (`parked`), ends its turn as told (now and then it does not, and
     /// cryod ends it).
-    pub fn approval(&mut self, _allow: bool, parked: bool, rng: &mut Rng) {
+    pub fn approval(&mut self, parked: bool, rng: &mut Rng) {
         if parked && !self.literal {
             self.plan = VecDeque::from([if rng.one_in(5) { Act::Hang } else { Act::Exit(0) }]);
         }

@@ -61,16 +61,16 @@ impl World {
         let live = self.daemon.as_ref().and_then(|d| d.machines[c].as_ref()).and_then(|m| m.live_session());
         if live.map(|(n, _)| n) != Some(session) {
             // "this session has ended": the CLI carries on as refused.
-            return self.approval_answer(pid, false, false);
+            return self.approval_answer(pid, false);
         }
         let policy = self.disks[c].approvals.then(policy);
         let asked = match request::screen(Ok(policy.as_ref()), &tool, &input, None) {
-            Screened::Allow(_) => return self.approval_answer(pid, true, false),
+            Screened::Allow(_) => return self.approval_answer(pid, false),
             Screened::Deny { log, .. } => {
                 if let Some(line) = log {
                     self.disks[c].log.push(LogLine::Event(line));
                 }
-                return self.approval_answer(pid, false, false);
+                return self.approval_answer(pid, false);
             }
             Screened::Ask(a) => a,
         };
@@ -85,8 +85,7 @@ impl World {
                 && r.decided_at.is_some_and(|t| t >= since)
         }) {
             r.used = true;
-            let allow = r.approved == Some(true);
-            return self.approval_answer(pid, allow, false);
+            return self.approval_answer(pid, false);
         }
         let pending: Vec<&Request> =
             self.requests.iter().rev().filter(|r| r.chamber == c && r.approved.is_none()).collect();
@@ -94,7 +93,7 @@ impl World {
             Joined::Same(i) => pending[i].id.clone(),
             Joined::Refused { log, .. } => {
                 self.disks[c].log.push(LogLine::Event(log));
-                return self.approval_answer(pid, false, false);
+                return self.approval_answer(pid, false);
             }
             Joined::New => {
                 let id = format!("a{}", self.requests.len());
@@ -134,13 +133,13 @@ impl World {
 
     /// The agent hears its call's answer and goes on (`parked`: it is told
     /// to end its turn).
-    fn approval_answer(&mut self, pid: u32, allow: bool, parked: bool) -> Step {
+    fn approval_answer(&mut self, pid: u32, parked: bool) -> Step {
         let p = &mut self.procs[pid as usize - 1];
         p.asking = None;
         if !p.alive {
             return Ok(());
         }
-        p.agent.approval(allow, parked, &mut self.rng);
+        p.agent.approval(parked, &mut self.rng);
         let t = self.think();
         self.after(t, Ev::Step { pid });
         Ok(())
@@ -184,7 +183,7 @@ impl World {
         self.disks[r.chamber].log.push(LogLine::Event(r.line()));
         self.feed(r.chamber, Input::ApprovalTaken { session, id })?;
         for pid in waiters {
-            self.approval_answer(pid, r.approved == Some(true), false)?;
+            self.approval_answer(pid, false)?;
         }
         Ok(())
     }
@@ -203,7 +202,7 @@ impl World {
         self.report.parked += 1;
         let req = self.own_req();
         self.feed(c, Input::Parked { session, req, id, what })?;
-        self.approval_answer(pid, false, true)
+        self.approval_answer(pid, true)
     }
 
     /// What the store says, at a start, of a paused chamber's newest
