@@ -352,12 +352,12 @@ fn sdk_python() -> Option<std::path::PathBuf> {
     None
 }
 
-/// Issue 62, case 1: OpenAI's and Anthropic's official Python SDKs, each
-/// running the loops of its own documentation (streamed, streamed asking
-/// for usage, whole) from a session, through the gateway: each sees the
-/// stream it asked for (`chunk.choices[0]` holds in every chunk of a
-/// stream that did not ask for usage), and the ledger still counts every
-/// response's tokens.
+/// Issue 62, cases 1 and 4: OpenAI's and Anthropic's official Python SDKs,
+/// each running the loops of its own documentation (streamed, streamed
+/// asking for usage, whole) from a session of a command of the user's own
+/// (no CLI the gateway knows), through the gateway: each sees the stream it
+/// asked for (`chunk.choices[0]` holds in every chunk of a stream that did
+/// not ask for usage), and the ledger counts every response's tokens.
 #[test]
 fn the_official_sdks_see_the_streams_they_asked_for() {
     let Some(py) = sdk_python() else { return };
@@ -365,11 +365,11 @@ fn the_official_sdks_see_the_streams_they_asked_for() {
     let model = ModelServer::start(Script::new());
     let env = Env::new();
     let _d = env.start_daemon();
-    // A program named as a CLI the gateway knows, so the session's
-    // environment holds the gateway's base URL and the session's token.
+    // A program of the user's own, given its SDK's variables: the
+    // session's environment holds the gateway's base URL and its token.
     for (sdk_name, bin, provider) in [
-        ("openai", "qwen", crate::agents::qwen_provider(&env, &model)),
-        ("anthropic", "claude", claude_provider(&env, &model)),
+        ("openai", "my-openai-agent", crate::agents::qwen_provider(&env, &model)),
+        ("anthropic", "my-anthropic-agent", claude_provider(&env, &model)),
     ] {
         let dir = env.path(&format!("sdk-{sdk_name}"));
         std::fs::create_dir_all(&dir).unwrap();

@@ -125,28 +125,10 @@ pub fn plan(
     };
     let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     match kind {
-        Kind::Claude => {
-            let upstream =
-                named(var("ANTHROPIC_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(ANTHROPIC.into());
-            let (auth, vars) = match (named(var("ANTHROPIC_API_KEY")), named(var("ANTHROPIC_AUTH_TOKEN"))) {
-                (Some(k), token) => (
-                    Auth::ApiKey(k),
-                    if token.is_some() {
-                        vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
-                    } else {
-                        vec!["ANTHROPIC_API_KEY"]
-                    },
-                ),
-                (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
-                (None, None) => return own("Claude Code", "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
-            };
-            Ok(Way::Gateway(Plan {
-                upstream,
-                auth,
-                from_file: false,
-                how: How::Env { base: "ANTHROPIC_BASE_URL", vars },
-            }))
-        }
+        Kind::Claude => match anthropic_env(var, upstream) {
+            Some(plan) => Ok(Way::Gateway(plan)),
+            None => own("Claude Code", "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
+        },
         Kind::Codex => {
             let home = named(var("CODEX_HOME"))
                 .map(PathBuf::from)
@@ -203,16 +185,12 @@ pub fn plan(
             };
             Ok(Way::Gateway(Plan { upstream, auth, from_file, how: How::OpenCode { provider } }))
         }
-        Kind::Qwen => {
-            // Its OpenAI-compatible provider, from the environment (a
-            // provider set in its own settings.json keeps its own key).
-            let Some(key) = named(var("OPENAI_API_KEY")) else {
-                return own("Qwen Code", "OPENAI_API_KEY");
-            };
-            let upstream = named(var("OPENAI_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(OPENAI.into());
-            let how = How::Env { base: "OPENAI_BASE_URL", vars: vec!["OPENAI_API_KEY"] };
-            Ok(Way::Gateway(Plan { upstream, auth: Auth::Bearer(key), from_file: false, how }))
-        }
+        // Its OpenAI-compatible provider, from the environment (a provider
+        // set in its own settings.json keeps its own key).
+        Kind::Qwen => match openai_env(var, upstream) {
+            Some(plan) => Ok(Way::Gateway(plan)),
+            None => own("Qwen Code", "OPENAI_API_KEY"),
+        },
         Kind::Gemini => {
             // An API key (a Google login or Vertex AI keeps its own way).
             let Some(key) = named(var("GEMINI_API_KEY")) else {
@@ -226,8 +204,39 @@ pub fn plan(
         Kind::Pi => pi_plan(chamber, var, upstream, model),
         // Planned by its program's kind (the launch asks `Kind::of` it).
         Kind::Acp => Ok(Way::Own(None)),
-        Kind::Other => Ok(Way::Own(None)),
+        // Any other command: through the gateway when it is given one
+        // provider's key by the variables of that provider's official SDKs
+        // (which also read its base URL from the environment); with both
+        // (or neither) it reaches them itself, as before the gateway.
+        Kind::Other => match (anthropic_env(var, upstream), openai_env(var, upstream)) {
+            (Some(plan), None) | (None, Some(plan)) => Ok(Way::Gateway(plan)),
+            _ => Ok(Way::Own(None)),
+        },
     }
+}
+
+/// A base URL and key given by Anthropic's variables (Claude Code's, and
+/// Anthropic's SDKs'), if a key is given.
+fn anthropic_env(var: &dyn Fn(&str) -> Option<String>, upstream: Option<&str>) -> Option<Plan> {
+    let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let (auth, vars) = match (named(var("ANTHROPIC_API_KEY")), named(var("ANTHROPIC_AUTH_TOKEN"))) {
+        (Some(k), Some(_)) => (Auth::ApiKey(k), vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]),
+        (Some(k), None) => (Auth::ApiKey(k), vec!["ANTHROPIC_API_KEY"]),
+        (None, Some(t)) => (Auth::Bearer(t), vec!["ANTHROPIC_AUTH_TOKEN"]),
+        (None, None) => return None,
+    };
+    let upstream = named(var("ANTHROPIC_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(ANTHROPIC.into());
+    Some(Plan { upstream, auth, from_file: false, how: How::Env { base: "ANTHROPIC_BASE_URL", vars } })
+}
+
+/// A base URL and key given by OpenAI's variables (Qwen Code's, and
+/// OpenAI's SDKs'), if a key is given.
+fn openai_env(var: &dyn Fn(&str) -> Option<String>, upstream: Option<&str>) -> Option<Plan> {
+    let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let key = named(var("OPENAI_API_KEY"))?;
+    let upstream = named(var("OPENAI_BASE_URL")).or(upstream.map(str::to_string)).unwrap_or(OPENAI.into());
+    let how = How::Env { base: "OPENAI_BASE_URL", vars: vec!["OPENAI_API_KEY"] };
+    Some(Plan { upstream, auth: Auth::Bearer(key), from_file: false, how })
 }
 
 /// Reads, with `cryo.toml`, the upstream the agent's CLI names in its own
@@ -587,8 +596,24 @@ mod tests {
         assert!(own(Kind::Pi, &vars(&[("PI_CODING_AGENT_DIR", d)])).contains("no key cryod can keep"));
     }
 
+    /// Issue 62, case 4: a command of the user's own, given one provider's
+    /// key by its SDK's variables, goes through the gateway (so its tokens
+    /// are counted); given none, or both providers', it is left alone.
     #[test]
-    fn any_other_command_is_left_alone() {
-        assert_eq!(plan(Kind::Other, Path::new("/c"), &vars(&[]), None, None), Ok(Way::Own(None)));
+    fn any_other_command_goes_through_the_gateway_with_one_providers_key() {
+        let other = |pairs: &[(&str, &str)]| plan(Kind::Other, Path::new("/c"), &vars(pairs), None, None);
+        assert_eq!(other(&[]), Ok(Way::Own(None)));
+        let Ok(Way::Gateway(p)) = other(&[("OPENAI_API_KEY", "sk-o"), ("OPENAI_BASE_URL", "http://up/v1")]) else {
+            panic!("an OpenAI key goes through the gateway")
+        };
+        assert_eq!((p.upstream.as_str(), &p.auth), ("http://up/v1", &Auth::Bearer("sk-o".into())));
+        let mut l = launch(&[]);
+        point(&p, &mut l, "http://gw/cryo/t", "t", &BTreeMap::new());
+        assert_eq!((l.env["OPENAI_BASE_URL"].as_str(), l.env["OPENAI_API_KEY"].as_str()), ("http://gw/cryo/t", "t"));
+        let Ok(Way::Gateway(p)) = other(&[("ANTHROPIC_API_KEY", "sk-a")]) else {
+            panic!("an Anthropic key goes through the gateway")
+        };
+        assert_eq!((p.upstream.as_str(), &p.auth), (ANTHROPIC, &Auth::ApiKey("sk-a".into())));
+        assert_eq!(other(&[("ANTHROPIC_API_KEY", "sk-a"), ("OPENAI_API_KEY", "sk-o")]), Ok(Way::Own(None)));
     }
 }
