@@ -4,8 +4,9 @@
 "use strict";
 
 import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
-import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, renderTodos } from "./chamber.js";
+import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
 import { listPage, renderList } from "./list.js";
+import { approvalChanged, refreshApprovals } from "./approvals.js";
 import { newPage, sharePage } from "./owner.js";
 
 const main = document.getElementById("main");
@@ -93,18 +94,31 @@ async function route() {
 // ---- live updates: one event stream, read with fetch so it carries the token --
 async function follow() {
   for (;;) {
-    if (!state.token || !state.me) { await new Promise((r) => setTimeout(r, 500)); continue; }
+    if (!state.token || !state.me) { await new Promise((r) => setTimeout(r, 100)); continue; }
     try {
       const r = await fetch("/api/events", { headers: auth() });
       if (r.status === 401) { signIn("This link was revoked."); continue; }
       if (!r.ok || !r.body) throw new Error("events: " + r.status);
       live.classList.add("on");
+      // Subscribed now: what changed before (while the page loaded, or the
+      // stream was down) is read again, so nothing between is missed.
+      caughtUp();
       await readEvents(r, handle);
     } catch (e) { /* the daemon restarted or the network blinked: retry */ }
     live.classList.remove("on");
     document.body.dataset.streamEnded = String(Date.now());
     await new Promise((r) => setTimeout(r, 1000));
   }
+}
+
+function caughtUp() {
+  refreshApprovals();
+  if (state.current) refreshHeader().catch(() => {});
+  else if (main.dataset.page === "list") api("/chambers?archived=1").then((list) => {
+    if (state.current || main.dataset.page !== "list") return;
+    state.chambers = new Map(list.map((c) => [c.name, c]));
+    renderList();
+  }).catch(() => {});
 }
 
 function handle(ev, d) {
@@ -118,6 +132,8 @@ function handle(ev, d) {
     addMessage(d.message);
   } else if (ev === "log" && state.current === d.chamber) {
     logLine(d.line);
+  } else if (ev === "approval") {
+    approvalChanged(d.approval);
   } else if (ev === "index" || ev === "resync") {
     route();
   }

@@ -3,13 +3,17 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, readEvents, state, toast, upload, when } from "./lib.js";
+import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
 import { chamberTimeline, digest, legend } from "./timeline.js";
+import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 
 const PAGE = 50;
 let oldest = null; // the file of the oldest message shown: the cursor for the page before
 let loadingOlder = false;
 let transcript = null; // the open transcript stream, if any
+let here = null; // the chamber shown, as last heard
+// A request of this chamber asked or decided: its "Needs you" is redrawn.
+onApprovals(() => { if (here && state.current === here.name) document.getElementById("needs")?.replaceWith(needs(here)); });
 
 // What each control does, shown beside it.
 const CONTROLS = {
@@ -99,6 +103,7 @@ function confirmReset(c) {
 }
 
 function showState(c) {
+  here = c;
   document.getElementById("state")?.replaceChildren(c.archived ? badge("archived") : badge(c.state, c.last_result));
   if (isOwner()) document.getElementById("controls")?.replaceChildren(...controls(c));
   document.getElementById("status")?.replaceChildren(status(c));
@@ -110,8 +115,11 @@ function showState(c) {
 // and the open questions, which the composer below answers.
 function needs(c) {
   const items = [];
-  if (c.attention) items.push(el("p", { class: "error", "data-need": "attention" }, c.attention));
-  if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, c.fault));
+  // Its tool calls that wait for a person, each with Approve and Deny.
+  const asks = isOwner() ? pending(c.name) : [];
+  if (asks.length) items.push(el("ul", { class: "needs-list" }, asks.map(approvalItem)));
+  if (c.attention) items.push(el("p", { class: "error", "data-need": "attention" }, prose(c.attention)));
+  if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, prose(c.fault)));
   // A changed setting that waits for the operator: the diff, then Trust.
   if (c.fault && isOwner() && c.fault.includes("cryoctl chamber trust")) {
     items.push(el("div", { class: "row" }, el("button", { id: "trust-review", onclick: () => reviewTrust(c) }, "Review the changes")));
@@ -136,6 +144,8 @@ export async function chamberPage(name, answer = false) {
     owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
   ]);
   const c = info.chamber;
+  here = c;
+  if (owner) refreshApprovals();
   const conversation = el("section", { "aria-labelledby": "h-conv" }, el("h2", { id: "h-conv" }, "Conversation"),
     el("div", { id: "messages", role: "log", tabindex: "0", "aria-label": "messages, oldest first", "aria-live": "polite" }, msgs.map(message)),
     composer(base));

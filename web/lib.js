@@ -79,6 +79,14 @@ export async function blobUrl(path) {
 
 export const chamberPath = (name) => "/chambers/" + encodeURIComponent(name);
 
+// cryo's own lines name commands and keys in `backticks`: shown as code
+// (text nodes only: nothing in the line is read as markup).
+export function prose(text) {
+  const parts = String(text ?? "").split("`");
+  if (parts.length < 3) return text;
+  return parts.map((p, i) => (i % 2 && i < parts.length - 1 ? el("code", {}, p) : i % 2 ? "`" + p : p));
+}
+
 // ---- times -------------------------------------------------------------------
 // One formatter for every time shown (toLocaleString makes one per call:
 // a thousand rows took a second).

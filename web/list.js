@@ -3,10 +3,13 @@
 // chambers searched and filtered, and the next day's wakes.
 "use strict";
 
-import { api, badge, el, failure, flash, isOwner, state, toast, when } from "./lib.js";
+import { api, badge, el, failure, flash, isOwner, prose, state, toast, when } from "./lib.js";
+import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 import { fleetTimeline, legend } from "./timeline.js";
 
 const main = () => document.getElementById("main");
+// A request asked or decided redraws the list (its "Needs you" and rows).
+onApprovals(() => renderList());
 
 // ---- the chamber list --------------------------------------------------------
 // The rows come first; the next day's wakes (which cryod reads from every
@@ -18,6 +21,7 @@ export async function listPage() {
   state.chambers = new Map(list.map((c) => [c.name, c]));
   main().dataset.page = "list";
   renderList();
+  refreshApprovals();
   // Asked once the rows are up: it would share cryod's cores with them.
   if (isOwner()) {
     state.schedule = await api("/schedule?count=200").catch(() => null);
@@ -41,45 +45,7 @@ export function renderList() {
   }
   const all = [...state.chambers.values()];
   renderNeeds(all);
-  refreshApprovals();
   document.getElementById("list-body").replaceChildren(...listBody(all));
-}
-
-// The tool calls that wait for a person (a chamber's [approvals] policy
-// asked), fetched again at most once a second as the list changes.
-let approvalsAt = 0;
-function refreshApprovals() {
-  if (!isOwner() || Date.now() - approvalsAt < 1000) return;
-  approvalsAt = Date.now();
-  api("/approvals").then((r) => {
-    state.approvals = r.approvals || [];
-    renderNeeds([...state.chambers.values()]);
-  }).catch(() => {});
-}
-
-// One request: what the agent asks to run, why, and the two answers.
-function approvalItem(a) {
-  const reason = el("input", { type: "text", id: "deny-" + a.id, placeholder: "Why not (for the agent)", autocomplete: "off" });
-  const answer = async (action, button) => {
-    button.disabled = true;
-    try {
-      await api("/approvals/" + encodeURIComponent(a.id) + "/" + action, "POST", { reason: reason.value.trim() });
-      toast((action === "approve" ? "Approved: " : "Denied: ") + a.what);
-      state.approvals = (state.approvals || []).filter((x) => x.id !== a.id);
-      approvalsAt = 0;
-      renderList();
-    } catch (er) { flash(er); button.disabled = false; }
-  };
-  const yes = el("button", { class: "primary", "data-approve": a.id }, "Approve");
-  const no = el("button", { "data-deny": a.id }, "Deny");
-  yes.addEventListener("click", () => answer("approve", yes));
-  no.addEventListener("click", () => answer("deny", no));
-  return el("li", { "data-approval": a.id },
-    el("strong", {}, el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber)), " asks to run " + a.tool + ":",
-    // The whole call, its lines kept: what is approved is what is read.
-    el("pre", { class: "approval-call" }, a.subject),
-    el("p", { class: "muted" }, a.rule + (a.reason ? ". The agent says: " + a.reason : "")),
-    el("div", { class: "row" }, yes, no, el("label", { for: "deny-" + a.id, class: "sr-only" }, "Why not"), reason));
 }
 
 // Search by name and what a chamber last said; filter by state.
@@ -96,7 +62,10 @@ function filters() {
 }
 
 const bad = (c) => !c.archived && ["crashed", "timed out", "failed", "stalled", "looping"].includes(failure(c.last_result));
-const needsYou = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
+// What asks a person of a chamber besides its requests (which have cards
+// of their own in "Needs you"); the filter keeps either.
+const needsMore = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
+const needsYou = (c) => needsMore(c) || (!c.archived && (c.state === "awaiting approval" || pending(c.name).length > 0));
 
 function shown(c) {
   const f = state.filter || { text: "", state: "" };
@@ -126,7 +95,7 @@ function listBody(all) {
       el("td", {}, c.archived ? badge("archived") : badge(c.state, c.last_result)),
       fleet ? el("td", { "data-node": c.node || "" }, c.node || "-") : "",
       el("td", {}, c.next_wake ? when(c.next_wake) : "-"),
-      isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, c.attention) : (c.last_result || "-")) : "",
+      isOwner() ? el("td", { class: "wide" }, c.attention ? el("span", { class: "error" }, prose(c.attention)) : (c.last_result || "-")) : "",
       el("td", {}, waiting(c))));
   return [
     el("table", { id: "chambers" },
@@ -150,8 +119,8 @@ const NEEDS_SHOWN = 12;
 function renderNeeds(all) {
   const box = document.getElementById("needs-all");
   if (!box || !isOwner()) return;
-  const list = all.filter(needsYou).sort((a, b) => a.name.localeCompare(b.name));
-  const waits = (state.approvals || []).filter((a) => a.state === "pending");
+  const list = all.filter(needsMore).sort((a, b) => a.name.localeCompare(b.name));
+  const waits = pending();
   navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.
   for (const c of all) if (!c.open_questions) { asked.delete(c.name); holders.delete(c.name); }
@@ -163,8 +132,8 @@ function renderNeeds(all) {
     const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
     const kids = [];
     const failed = failure(c.last_result);
-    if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, c.attention || c.fault || c.last_result));
-    if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, c.mail_waiting + " message(s) wait on it while it is stopped: start it to have them read."));
+    if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, prose(c.attention || c.fault || c.last_result)));
+    if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, (c.mail_waiting === 1 ? "1 message waits" : c.mail_waiting + " messages wait") + " on it while it is stopped: start it to have them read."));
     if (c.open_questions) kids.push(question(c));
     return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
   });
@@ -224,9 +193,12 @@ function question(c) {
 }
 
 
-// What waits on a chamber: unread mail, open questions.
+// What waits on a chamber: tool calls to approve, unread mail, open questions.
 function waiting(c) {
   const kids = [];
+  const asks = pending(c.name).length;
+  if (asks) kids.push(el("span", { class: "badge qbadge", title: "tool calls waiting for your approval", "data-approvals": asks },
+    asks + (asks === 1 ? " approval" : " approvals")));
   if (c.mail_waiting) kids.push(el("span", { class: "badge", title: "unread mail", "data-mail": c.mail_waiting }, c.mail_waiting + " unread"));
   if (c.open_questions) kids.push(el("span", { class: "badge qbadge", title: "questions the agent asked, not yet answered", "data-questions": c.open_questions },
     c.open_questions + (c.open_questions === 1 ? " question" : " questions")));

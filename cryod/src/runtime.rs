@@ -35,6 +35,8 @@ pub enum NoticeKind {
     Message { folder: crate::chamber::mailbox::Folder, name: String },
     /// The chamber's snapshot changed.
     Status,
+    /// One of the chamber's approval requests was asked or decided.
+    Approval(Box<crate::store::ApprovalRecord>),
     /// The chamber was unregistered.
     Removed,
 }

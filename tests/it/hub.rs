@@ -764,3 +764,59 @@ fn archive_hides_a_chamber_and_reset_moves_its_files_into_history() {
     assert_eq!(names(&env.cryoctl(&["chamber", "list", "--json"]).json()), ["c", "other"]);
     env.cryoctl(&["chamber", "start", "c"]).ok();
 }
+
+/// Issue 63, "weight": the hub's answers are gzipped for a client that
+/// accepts it (the list, the day's schedule, the page's own files), read
+/// back whole by Python's gzip; a client that does not gets them plain;
+/// the event stream is never compressed (each frame must reach the page
+/// as it is sent). Prints each weight, compressed and not.
+#[test]
+fn the_hubs_answers_are_gzipped_for_a_client_that_takes_them() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    for i in 0..40 {
+        env.chamber(&format!("chamber-{i:02}"), AGENT, "");
+    }
+    let hub = Hub::of(&env);
+    let script = r#"
+import gzip, json, sys, urllib.request
+base, token = sys.argv[1], sys.argv[2]
+def get(path, gz):
+    h = {"Authorization": "Bearer " + token}
+    if gz:
+        h["Accept-Encoding"] = "gzip"
+    r = urllib.request.urlopen(urllib.request.Request(base + path, headers=h), timeout=20)
+    if path == "/api/events":
+        return {"type": r.headers.get("content-type"), "encoding": r.headers.get("content-encoding"), "first": r.readline().decode()}
+    return {"encoding": r.headers.get("content-encoding"), "vary": r.headers.get("vary"), "body": r.read()}
+out = {}
+for path in ["/api/chambers?archived=1", "/api/schedule?count=200", "/app.js", "/app.css"]:
+    z, plain = get(path, True), get(path, False)
+    whole = gzip.decompress(z["body"]) if z["encoding"] == "gzip" else z["body"]
+    out[path] = {"encoding": z["encoding"], "vary": z["vary"], "plain_encoding": plain["encoding"],
+                 "wire": len(z["body"]), "plain": len(plain["body"]), "same": whole == plain["body"]}
+out["events"] = get("/api/events", True)
+print(json.dumps(out))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &format!("http://{}", hub.addr()), &hub.token()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let seen: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for path in ["/api/chambers?archived=1", "/api/schedule?count=200", "/app.js", "/app.css"] {
+        let p = &seen[path];
+        eprintln!("figure: {path} {} bytes gzipped, {} plain", p["wire"], p["plain"]);
+        assert_eq!(p["encoding"], "gzip", "{path}: {seen}");
+        assert_eq!(p["same"], true, "{path}: the same bytes once unzipped: {seen}");
+        assert!(p["plain_encoding"].is_null(), "{path}: plain when not asked: {seen}");
+        assert!(p["vary"].as_str().is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")), "{seen}");
+        if p["plain"].as_u64() > Some(1000) {
+            assert!(p["wire"].as_u64() < p["plain"].as_u64(), "{path}: smaller: {seen}");
+        }
+    }
+    let events = &seen["events"];
+    assert!(events["encoding"].is_null() && events["type"] == "text/event-stream", "{seen}");
+    assert_eq!(events["first"], ": cryo hub events\n", "{seen}");
+}

@@ -11,8 +11,9 @@ use super::*;
 use crate::runtime::NoticeKind;
 
 /// One SSE stream of everything: `status` (a chamber changed), `message`,
-/// `log` (a cryo.log line), `index` (chambers added or removed) and `resync`
-/// (this client fell behind: re-read everything). It ends on shutdown.
+/// `log` (a cryo.log line), `approval` (a request asked or decided, to the
+/// owner), `index` (chambers added or removed) and `resync` (this client
+/// fell behind: re-read everything). It ends on shutdown.
 pub(super) async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(256);
     let daemon = hub.daemon.clone();
@@ -91,6 +92,11 @@ pub(super) fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice)
             // Only that file is read, off the worker's other tasks.
             let m = tokio::task::block_in_place(|| mb.read_named(folder, &file))?;
             ("message", json!({ "chamber": v.record.name, "message": message_value(&m) }))
+        }
+        NoticeKind::Approval(_) if !matches!(role, Role::Owner) => return None,
+        NoticeKind::Approval(record) => {
+            let named = crate::daemon::approvals::Named { chamber: name.clone(), record: *record };
+            ("approval", json!({ "chamber": name, "approval": super::approvals::approval_value(&named) }))
         }
         NoticeKind::Removed => ("index", json!({})),
     };

@@ -36,6 +36,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
     ("/chamber.js", include_bytes!("../../../web/chamber.js"), "text/javascript; charset=utf-8"),
     ("/owner.js", include_bytes!("../../../web/owner.js"), "text/javascript; charset=utf-8"),
     ("/list.js", include_bytes!("../../../web/list.js"), "text/javascript; charset=utf-8"),
+    ("/approvals.js", include_bytes!("../../../web/approvals.js"), "text/javascript; charset=utf-8"),
     ("/timeline.js", include_bytes!("../../../web/timeline.js"), "text/javascript; charset=utf-8"),
     ("/sw.js", include_bytes!("../../../web/sw.js"), "text/javascript; charset=utf-8"),
     ("/app.css", include_bytes!("../../../web/app.css"), "text/css; charset=utf-8"),
@@ -221,6 +222,7 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(tower_http::compression::CompressionLayer::new())
         .with_state(hub)
 }
 

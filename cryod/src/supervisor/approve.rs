@@ -218,6 +218,7 @@ impl Sup {
             actions,
         };
         self.shared.notifiers.notify(event, self.shared.system_zone.get());
+        self.shared.notify(self.id, crate::runtime::NoticeKind::Approval(Box::new(record.clone())));
         self.shared.notify(self.id, crate::runtime::NoticeKind::Status);
     }
 
@@ -225,6 +226,8 @@ impl Sup {
     /// waits in place gets it (and the machine hears that it no longer
     /// waits), else the machine does.
     pub(super) fn answered(&mut self, record: ApprovalRecord) -> Option<Input> {
+        // Open pages drop the request from what waits.
+        self.shared.notify(self.id, crate::runtime::NoticeKind::Approval(Box::new(record.clone())));
         let line = approvals::decided_line(&record);
         let decision = Decision {
             approve: record.state == "approved",
