@@ -21,3 +21,28 @@ pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {
 pub fn on_path(program: &str) -> Option<PathBuf> {
     find_program(program, Path::new("/"), &std::env::var("PATH").unwrap_or_default())
 }
+
+/// cryod's own binary, which runs each session's keeper and launcher. One
+/// replaced or removed since cryod started (an upgrade in place: Linux then
+/// names it `PATH (deleted)`) cannot be run again: that is said as what it
+/// is, with what to do, rather than as the agent's program not being found.
+pub fn own_exe() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
+    if exe.is_file() {
+        return Ok(exe);
+    }
+    let installed = exe.to_string_lossy().trim_end_matches(" (deleted)").to_string();
+    Err(format!(
+        "cryod's own binary ({installed}) was replaced or removed since cryod started, so no session can start: \
+         restart cryod to run the installed one (`cryoctl daemon stop`, then start it again)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The binary a test runs is there: it is given back as it is.
+    #[test]
+    fn own_exe_is_the_running_binary_while_it_is_there() {
+        assert_eq!(super::own_exe().unwrap(), std::env::current_exe().unwrap());
+    }
+}

@@ -103,3 +103,27 @@ fn a_fault_starts_no_session_and_its_mend_wakes_the_chamber_at_once() {
     let s = status(&env, "f");
     assert_eq!((s["fault"].is_null(), s["attention"].is_null()), (true, true), "{s}");
 }
+
+/// cryod's binary replaced while it runs (an upgrade in place, Linux's
+/// `PATH (deleted)`): no session can start, and the chamber's line says
+/// that and what to do. It used to say `"sh" not found on PATH`, naming
+/// the agent's program for cryod's own.
+#[test]
+fn a_binary_replaced_under_cryod_is_named_with_the_fix() {
+    let env = Env::new();
+    let dir = env.path("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    for b in ["cryod", "cryo-agent"] {
+        std::fs::copy(cryo_tests::bin(b), dir.join(b)).unwrap();
+    }
+    let _d = env.start_daemon_from(&dir.join("cryod"));
+    env.chamber("upgraded", "cryo-agent hibernate --complete\n", "");
+    // The upgrade: a new file in the old one's place.
+    std::fs::remove_file(dir.join("cryod")).unwrap();
+    std::fs::copy(cryo_tests::bin("cryod"), dir.join("cryod")).unwrap();
+    env.cryoctl(&["chamber", "start", "upgraded"]);
+    let attention = || status(&env, "upgraded")["attention"].as_str().unwrap_or_default().to_string();
+    wait_until("the line", || attention().contains("was replaced or removed since cryod started"));
+    let line = attention();
+    assert!(line.contains("cryoctl daemon stop") && !line.contains("not found on PATH"), "{line}");
+}

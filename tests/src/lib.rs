@@ -269,10 +269,21 @@ impl Env {
 
     /// [`Env::spawn_daemon`] with extra environment.
     pub fn spawn_daemon_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Daemon {
+        self.spawn_program(&bin("cryod"), args, vars)
+    }
+
+    /// [`Env::start_daemon`] of the cryod binary at `program` (a copy).
+    pub fn start_daemon_from(&self, program: &Path) -> Daemon {
+        let d = self.spawn_program(program, &[], &[]);
+        d.wait_ready(self);
+        d
+    }
+
+    fn spawn_program(&self, program: &Path, args: &[&str], vars: &[(&str, &str)]) -> Daemon {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.path("cryod.log")).expect("daemon log");
         let child = self
-            .command(bin("cryod"))
+            .command(program)
             .args(args)
             .envs(vars.iter().copied())
             .stdout(log.try_clone().expect("log handle"))

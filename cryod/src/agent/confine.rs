@@ -125,7 +125,7 @@ pub fn confine(
             Sandbox::Bwrap => {}
         }
     }
-    let own_exe = std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")))?;
+    let own_exe = crate::paths::own_exe().map_err(Error::Spawn)?;
     let own_exe = sandbox::canonical(&own_exe);
     // Limits through a systemd scope put the run in the scope's cgroup,
     // which a cgroup of cryod's own would take it out of.

@@ -153,7 +153,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
         // stays, runs the program as its child (through this launcher
         // again, which unblocks the signals the init blocks), and ends
         // with it.
-        let own = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
+        let own = crate::paths::own_exe()?;
         let mut command = std::process::Command::new(own);
         command.args([ARG.into(), EXEC.into(), OsString::from(&plan.arg0), "--".into(), program]).args(args);
         command.env_remove(PLAN_VAR).env_remove(STDIN_VAR);

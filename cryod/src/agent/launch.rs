@@ -473,7 +473,7 @@ fn command(
     };
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let Confined { program, args, tmp, env: told, tree } = confined;
-    let own_exe = || std::env::current_exe().map_err(|e| Error::Spawn(format!("cannot find cryod's own binary: {e}")));
+    let own_exe = || crate::paths::own_exe().map_err(Error::Spawn);
     // An ACP agent: cryod's own client drives it, outside its confinement.
     let (program, args) = match &launch.bridge {
         Some(bridge) => {
