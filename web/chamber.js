@@ -124,7 +124,7 @@ function needs(c) {
   if (c.fault && isOwner() && c.fault.includes("cryoctl chamber trust")) {
     items.push(el("div", { class: "row" }, el("button", { id: "trust-review", onclick: () => reviewTrust(c) }, "Review the changes")));
   }
-  for (const w of c.warnings || []) items.push(el("p", { class: "warn", "data-need": "warning" }, w));
+  for (const w of c.warnings || []) items.push(el("p", { class: "warn", "data-need": "warning" }, prose(w)));
   if (c.open_questions) items.push(el("p", { "data-need": "questions" }, el("span", { class: "badge qbadge" }, c.open_questions + (c.open_questions === 1 ? " open question" : " open questions")),
     " — the agent asked; answer below and it reads your reply at its next wake."));
   return items.length ? el("section", { id: "needs", class: "needs", "aria-labelledby": "h-needs" }, el("h2", { id: "h-needs" }, "Needs you"), items)

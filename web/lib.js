@@ -116,7 +116,9 @@ export function badge(s, lastResult) {
   const failed = failure(lastResult);
   if (!failed) return b;
   const held = failed === "limited" || failed === "over budget";
-  return el("span", { class: "badges" }, b, el("span", { class: "badge " + (held ? "held" : "failing"), "data-failing": failed }, failed));
+  const f = el("span", { class: "badge " + (held ? "held" : "failing"), "data-failing": failed }, failed);
+  // Idle after a failure is the failure (one badge, not "idle crashed").
+  return s === "idle" ? el("span", { class: "badges", title: "idle since its last session " + failed }, f) : el("span", { class: "badges" }, b, f);
 }
 
 export function failure(lastResult) {

@@ -119,7 +119,11 @@ const NEEDS_SHOWN = 12;
 function renderNeeds(all) {
   const box = document.getElementById("needs-all");
   if (!box || !isOwner()) return;
-  const list = all.filter(needsMore).sort((a, b) => a.name.localeCompare(b.name));
+  // A chamber whose one need is a request's (its line names it) is that
+  // request's card.
+  const carded = (c) => c.attention && pending(c.name).some((a) => c.attention.includes(a.id))
+    && !c.fault && !c.open_questions && !(c.state === "stopped" && c.mail_waiting);
+  const list = all.filter((c) => needsMore(c) && !carded(c)).sort((a, b) => a.name.localeCompare(b.name));
   const waits = pending();
   navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.

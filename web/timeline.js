@@ -13,13 +13,17 @@ function svg(tag, attrs = {}, ...kids) {
   return e;
 }
 
+// The picture's width in its own units: at most 700, else about the
+// screen's, so its 12 px labels are drawn at 12 px on a phone too.
+const width = () => Math.max(280, Math.min(700, (window.innerWidth || 700) - 60));
+
 // A session's colour: cryod says whether it failed and what kind it was.
 const HELD = ["limited", "over_budget", "stopped"];
 const colour = (s) => !s.outcome ? "running" : s.failed ? "bad" : HELD.includes(s.kind) ? "held" : "ok";
 
 // A chamber's sessions over `days` days up to now, then a day of what comes next.
 export function chamberTimeline(h, days = 7) {
-  const W = 700, H = 90, pad = 24;
+  const W = width(), H = 90, pad = 24;
   const now = Date.now(), start = now - days * 86400e3, end = now + 86400e3;
   const x = (t) => pad + (W - 2 * pad) * (t - start) / (end - start);
   const kids = [svg("title", {}, "Sessions of the last " + days + " days and the wakes of the next day")];
@@ -61,7 +65,7 @@ export function digest(h) {
 // Only chambers with something to draw get a row (a wake in the day, a
 // session running), at most `most` of them, soonest first.
 export function fleetTimeline(s, all, most = 40) {
-  const rowH = 22, pad = 90, W = 700, hours = 24;
+  const rowH = 22, pad = 90, W = width(), hours = 24;
   const soonest = new Map();
   for (const r of s.running) soonest.set(r.chamber, -1);
   for (const w of s.wakes) if (!soonest.has(w.chamber)) soonest.set(w.chamber, Date.parse(w.at));
@@ -70,7 +74,8 @@ export function fleetTimeline(s, all, most = 40) {
   const x = (t) => pad + (W - pad - 10) * (t - start) / (end - start);
   const rows = names.length, H = rows * rowH + 24;
   const kids = [svg("title", {}, "The next day's wakes of every chamber, and the sessions running now")];
-  for (let hh = 0; hh <= hours; hh += 6) {
+  // A label every 6 hours, every 12 on a narrow picture (they would touch).
+  for (let hh = 0; hh <= hours; hh += W < 500 ? 12 : 6) {
     const t = now + hh * 3600e3;
     kids.push(svg("line", { x1: x(t), x2: x(t), y1: 0, y2: rows * rowH, class: "grid" }),
       // The last label ends at its line: it would run off the picture.

@@ -393,4 +393,30 @@ fn the_hub_as_a_console() {
         }
     }
     eprintln!("screenshots: {}/console-*.png", shots.display());
+    // Issue 63, case 10: each page at 360 and 1280 px, light and dark:
+    // axe-clean (contrast too), nothing wider than the screen, no text
+    // under 12 px (a picture's labels as drawn), every control of a phone
+    // at least 44 px. Shots: PAGE-WIDTH-THEME.png.
+    let pages = ["list:#/", "crash:#/c/crash", "asker:#/c/asker", "busy:#/c/busy", "new:#/new", "share:#/share"];
+    let audit = run_driver(
+        &dir,
+        "themes.mjs",
+        &env,
+        &[("PAGES", pages.join(",")), ("SHOTS", shots.to_str().expect("a UTF-8 path").to_string())],
+    );
+    for page in pages.map(|p| p.split(':').next().unwrap()) {
+        for width in [360, 1280] {
+            for theme in ["light", "dark"] {
+                let key = format!("{page}_{width}_{theme}");
+                let a = &audit[&key];
+                assert_eq!(audit["axe"][&key], serde_json::json!([]), "{key}: {}", audit["axe"][&key]);
+                for what in ["small", "wide", "targets"] {
+                    assert_eq!(a[what], serde_json::json!([]), "{key}: {what}: {a}");
+                }
+                assert!(a["page_width"].as_i64() <= a["width"].as_i64(), "{key}: {a}");
+                let shot = shots.join(format!("{page}-{width}-{theme}.png"));
+                assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000), "{} missing", shot.display());
+            }
+        }
+    }
 }
