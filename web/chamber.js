@@ -132,7 +132,7 @@ function needs(c) {
 }
 
 export async function chamberPage(name, answer = false) {
-  if (state.current !== name) openRuns.clear();
+  if (state.current !== name) { openRuns.clear(); todoQuery = ""; todoLimit = 50; }
   state.current = name;
   oldest = null;
   const main = document.getElementById("main");
@@ -164,7 +164,7 @@ export async function chamberPage(name, answer = false) {
         el("h3", { id: "h-time" }, "The last 7 days and what comes next"),
         el("div", { id: "timeline-box" }, chamberTimeline(history)), legend(),
         el("details", { id: "digest-box" }, el("summary", {}, "By day"), el("div", { class: "scroll" }, digest(history)))]],
-      ["todos", "TODOs", [el("ul", { id: "todos" }, todoItems(todos)), todoForm(base), doneHistory(base)]],
+      ["todos", "TODOs", todoPanel(base)],
       ["plan", "Plan", [el("label", { for: "plan-text", class: "sr-only" }, "Plan (plan.md)"), planText,
         el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))]],
       ["notes", "Notes", [el("pre", { class: "text" }, notes.text || "(empty)")]],
@@ -194,7 +194,7 @@ export async function chamberPage(name, answer = false) {
   await showAttachments(box, base);
   scrollMessages();
   if (answer) document.getElementById("send-text")?.focus();
-  if (owner) followTranscript(base);
+  if (owner) { drawTodos(extra[0]); followTranscript(base); }
 }
 
 // ---- the conversation ----------------------------------------------------------
@@ -458,12 +458,76 @@ function sessions(list) {
       el("td", {}, s.git ? changes(s.git) : "-"))))));
 }
 
-function todoItems(todos) {
+// TODOs: the add form first, then a search, a count, the list 50 at a
+// time; a removal waits six seconds with an Undo before it is sent (one
+// left pending when the page goes is sent then).
+let todoQuery = "";
+let todoLimit = 50;
+let lastTodos = [];
+const removing = new Map(); // id -> { timer, send }
+
+function drawTodos(todos) {
+  lastTodos = todos;
+  const open = todos.filter((t) => t.state !== "done" && !removing.has(t.id));
+  const q = todoQuery.trim().toLowerCase();
+  const matching = q ? open.filter((t) => t.text.toLowerCase().includes(q)) : open;
+  const shown = matching.slice(0, todoLimit);
+  document.getElementById("todos")?.replaceChildren(...shown.map(todoItem));
+  const count = document.getElementById("todos-count");
+  if (count) {
+    count.textContent = !open.length ? "Nothing to do."
+      : (q ? matching.length + " of " + open.length + " match" : open.length + " to do")
+        + (shown.length < matching.length ? ", the first " + shown.length + " shown" : "") + ".";
+  }
+  const more = document.getElementById("todos-more");
+  if (more) {
+    more.hidden = shown.length >= matching.length;
+    more.textContent = "Show " + Math.min(50, matching.length - shown.length) + " more";
+  }
+}
+
+function todoItem(t) {
   const base = chamberPath(state.current);
-  return todos.filter((t) => t.state !== "done").map((t) =>
-    el("li", { "data-todo": t.id }, t.text, " ", el("span", { class: "muted" }, t.at ? local(t.at) : "no time", t.every ? " · every " + t.every : "", t.cron ? " · " + t.cron : ""), " ",
-      el("button", { "aria-label": "done: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id + "/done", "POST", {}); renderTodos(); } catch (e) { flash(e); } } }, "done"), " ",
-      el("button", { "aria-label": "remove: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id, "DELETE"); renderTodos(); } catch (e) { flash(e); } } }, "remove")));
+  return el("li", { "data-todo": t.id }, t.text, " ", el("span", { class: "muted" }, t.at ? local(t.at) : "no time", t.every ? " · every " + t.every : "", t.cron ? " · " + t.cron : ""), " ",
+    el("button", { "aria-label": "done: " + t.text, onclick: async () => { try { await api(base + "/todos/" + t.id + "/done", "POST", {}); renderTodos(); } catch (e) { flash(e); } } }, "done"), " ",
+    el("button", { "aria-label": "remove: " + t.text, "data-remove": t.id, onclick: () => removeTodo(base, t) }, "remove"));
+}
+
+function removeTodo(base, t) {
+  const send = async () => {
+    removing.delete(t.id);
+    try { await api(base + "/todos/" + t.id, "DELETE"); } catch (e) { flash(e); }
+    renderTodos().catch(() => {});
+  };
+  removing.set(t.id, { timer: setTimeout(send, 6000), send });
+  drawTodos(lastTodos);
+  const undo = el("button", { type: "button", "data-undo": t.id }, "Undo");
+  undo.onclick = () => {
+    const r = removing.get(t.id);
+    if (r) { clearTimeout(r.timer); removing.delete(t.id); }
+    document.getElementById("todo-undo")?.replaceChildren();
+    drawTodos(lastTodos);
+  };
+  document.getElementById("todo-undo")?.replaceChildren(el("span", {}, "Removed “" + t.text + "”. "), undo);
+}
+
+// Removals still waiting for their Undo are sent now (the page goes).
+function sendRemovals() {
+  for (const r of [...removing.values()]) { clearTimeout(r.timer); r.send(); }
+}
+
+function todoPanel(base) {
+  const search = el("input", { type: "search", id: "todo-search", placeholder: "Search TODOs", autocomplete: "off" });
+  search.value = todoQuery;
+  search.addEventListener("input", () => { todoQuery = search.value; todoLimit = 50; drawTodos(lastTodos); });
+  const more = el("button", { type: "button", id: "todos-more", hidden: "" }, "Show more");
+  more.onclick = () => { todoLimit += 50; drawTodos(lastTodos); };
+  return [todoForm(base),
+    el("div", { class: "row" }, el("label", { for: "todo-search", class: "sr-only" }, "Search TODOs"), search),
+    el("p", { id: "todos-count", class: "muted", "aria-live": "polite" }),
+    el("ul", { id: "todos" }), more,
+    el("p", { id: "todo-undo", role: "status" }),
+    doneHistory(base)];
 }
 
 // Done TODOs, newest first, a page at a time (older ones come from the
@@ -502,8 +566,7 @@ function todoForm(base) {
 
 export async function renderTodos() {
   if (!state.current || !isOwner()) return;
-  const todos = await api(chamberPath(state.current) + "/todos");
-  document.getElementById("todos")?.replaceChildren(...todoItems(todos));
+  drawTodos(await api(chamberPath(state.current) + "/todos"));
 }
 
 // The documented keys of cryo.toml; cryod rewrites the file keeping its
@@ -601,4 +664,4 @@ async function followTranscript(base) {
   } catch (_) { /* left the page, or cryod went away */ }
 }
 
-export function leaveChamber() { transcript?.abort(); transcript = null; }
+export function leaveChamber() { transcript?.abort(); transcript = null; sendRemovals(); }

@@ -420,3 +420,42 @@ fn the_hub_as_a_console() {
         }
     }
 }
+
+/// Issue 63, case 6: 200 TODOs on a 360 px phone: the add form first, a
+/// count, 50 at a time, a search; a removal is undone (nothing changes in
+/// `todo.json`), another is sent once its Undo has passed.
+#[test]
+fn two_hundred_todos_page_search_and_undo_on_a_phone() {
+    let Some(dir) = driver() else {
+        eprintln!("SKIPPED two_hundred_todos_page_search_and_undo_on_a_phone: needs node and chromium");
+        return;
+    };
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("many", ANSWERING_AGENT, "");
+    let items: Vec<String> = (1..=200)
+        .map(|i| format!("{{\"id\":{i},\"text\":\"item {i}\",\"at\":\"2030-01-01T{:02}:{:02}:00Z\"}}", i / 60, i % 60))
+        .collect();
+    c.write_todos(&format!("[{}]", items.join(",")));
+    wait_until("the TODOs loaded", || {
+        env.cryoctl(&["chamber", "todo", "many", "list", "--json"]).json().as_array().map(Vec::len) == Some(200)
+    });
+    let seen = run_driver(&dir, "todos.mjs", &env, &[("CHAMBER", "many".into())]);
+    eprintln!("figure: 200 TODOs, the page at 360 px is {} px high", seen["page_height"]);
+    assert_eq!(seen["first"], serde_json::json!({ "items": 50, "count": "200 to do, the first 50 shown." }), "{seen}");
+    assert_eq!(seen["form_first"], true, "{seen}");
+    assert_eq!(seen["more"], serde_json::json!({ "items": 100, "count": "200 to do, the first 100 shown." }), "{seen}");
+    // "item 17" and "item 170" to "item 179".
+    assert_eq!(seen["search"], serde_json::json!({ "items": 11, "count": "11 of 200 match." }), "{seen}");
+    assert_eq!((&seen["removed_hidden"], &seen["undone_back"]), (&true.into(), &true.into()), "{seen}");
+    assert!(seen["undo_text"].as_str().unwrap_or_default().starts_with("Removed “item"), "{seen}");
+    assert_eq!(seen["axe"]["todos_360"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["delete_status"], 200, "{seen}");
+    assert!(seen["delete_after_ms"].as_u64() >= Some(5500), "sent after its Undo passed: {seen}");
+    let gone = seen["removed_for_good"].as_str().unwrap().parse::<u64>().unwrap();
+    wait_until("the removal in todo.json", || {
+        let list = env.cryoctl(&["chamber", "todo", "many", "list", "--json"]).json();
+        let ids: Vec<u64> = list.as_array().unwrap().iter().filter_map(|t| t["id"].as_u64()).collect();
+        ids.len() == 199 && !ids.contains(&gone)
+    });
+}
