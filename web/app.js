@@ -7,6 +7,7 @@ import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, 
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
 import { listPage, renderList } from "./list.js";
 import { approvalChanged, refreshApprovals } from "./approvals.js";
+import { leaveRun, runPage } from "./run.js";
 import { newPage, sharePage } from "./owner.js";
 
 const main = document.getElementById("main");
@@ -68,16 +69,21 @@ function holds() {
 async function route() {
   if (!state.token) { signIn(); return; }
   leaveChamber();
+  leaveRun();
   const h = location.hash.replace(/^#/, "") || "/";
   try {
     if (!state.me) { state.me = await api("/me"); nav(); }
     // `#/c/NAME`, or `#/c/NAME/answer` (a question's notification): the
     // page with the cursor in its reply box.
+    // `#/c/NAME/run/N`: one run on a page of its own.
     if (h.startsWith("/c/")) {
-      const [name, what] = h.slice(3).split("/");
-      await chamberPage(decodeURIComponent(name), what === "answer");
-      // Once: a later redraw does not take the cursor again.
-      if (what) history.replaceState(null, "", "#/c/" + name);
+      const [name, what, arg] = h.slice(3).split("/");
+      if (what === "run") await runPage(decodeURIComponent(name), Number(arg));
+      else {
+        await chamberPage(decodeURIComponent(name), what === "answer");
+        // Once: a later redraw does not take the cursor again.
+        if (what) history.replaceState(null, "", "#/c/" + name);
+      }
     }
     else if (h === "/new" && isOwner()) newPage();
     else if (h === "/share" && isOwner()) await sharePage();

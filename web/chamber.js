@@ -140,7 +140,7 @@ export async function chamberPage(name, answer = false) {
   const base = chamberPath(name);
   const owner = isOwner();
   const [info, msgs, extra] = await Promise.all([
-    api(base), api(base + "/messages?limit=" + PAGE),
+    api(base + "?sessions=50"), api(base + "/messages?limit=" + PAGE),
     owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
   ]);
   const c = info.chamber;
@@ -376,7 +376,7 @@ function gitLine(g) {
   }
   return el("span", { "data-git": g.branch }, parts);
 }
-function changes(g) {
+export function changes(g) {
   return el("span", { class: "nowrap", title: `${g.files} file${g.files === 1 ? "" : "s"}` },
     el("span", { class: "diff-add" }, "+" + g.additions), " ", el("span", { class: "diff-del" }, "−" + g.deletions));
 }
@@ -405,13 +405,13 @@ const RUN = [
   [/^running/, "●", "running"], [/^hibernated|^completed/, "✓", "ok"], [/^crashed|^failed/, "✕", "bad"],
   [/^timed out|^stalled/, "⏱", "bad"], [/^looping/, "↻", "bad"], [/^limited|^over budget/, "⏸", "held"], [/^stopped|^interrupted/, "■", "muted"],
 ];
-function runStatus(s) {
+export function runStatus(s) {
   const outcome = s.outcome || "running";
   const [, icon, kind] = RUN.find(([re]) => re.test(outcome)) || [null, "•", "muted"];
   const since = !s.outcome && s.started_at ? " " + duration(Date.now() - Date.parse(s.started_at)) : "";
   return el("span", { class: "run run-" + kind, title: outcome }, el("span", { "aria-hidden": "true" }, icon + " "), outcome.split(":")[0] + since);
 }
-function duration(ms) {
+export function duration(ms) {
   const s = Math.max(0, Math.round(ms / 1000));
   return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + (s % 60) + "s" : Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m";
 }
@@ -441,7 +441,19 @@ async function runDetail(button, number, wake, git) {
   } catch (er) { flash(er); } finally { button.disabled = false; }
 }
 
-function sessions(list) {
+// The runs shown: every one, the failed ones, or this week's.
+let runsFilter = "";
+const RUN_FILTERS = [["", "every run"], ["failed", "failed"], ["week", "this week"]];
+const failedRun = (s) => /^(crashed|failed|timed out|stalled|looping)/.test(s.outcome || "");
+function sessions(all) {
+  const pick = el("select", { id: "runs-filter" }, RUN_FILTERS.map(([v, l]) => el("option", { value: v, selected: runsFilter === v }, l)));
+  pick.addEventListener("change", () => { runsFilter = pick.value; document.getElementById("sessions")?.replaceChildren(sessions(all)); document.getElementById("runs-filter")?.focus(); });
+  const weekAgo = Date.now() - 7 * 86400e3;
+  const list = all.filter((s) => runsFilter === "failed" ? failedRun(s) : runsFilter === "week" ? Date.parse(s.started_at || s.due_at) >= weekAgo : true);
+  return el("div", {}, el("div", { class: "row" }, el("label", { for: "runs-filter", class: "sr-only" }, "Which runs"), pick,
+    el("span", { class: "muted", id: "runs-count" }, list.length + " of " + all.length + " runs")), runsTable(list));
+}
+function runsTable(list) {
   if (!list.length) return el("p", { class: "muted" }, "none yet");
   const tokens = (s) => (s.input_tokens || s.output_tokens) ? Math.round((s.input_tokens + s.output_tokens) / 100) / 10 + "k" : "-";
   // On a phone: number, status, start, duration and cost.
@@ -449,7 +461,7 @@ function sessions(list) {
   return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "runs" }, el("table", { class: "runs" }, el("thead", {}, el("tr", {}, head.map(([h, cls]) => el("th", { scope: "col", class: cls }, h)))),
     el("tbody", {}, list.map((s) => el("tr", { "data-session": s.number, "data-wake": s.wake_id, "data-git": s.git ? "1" : "" },
       el("td", {}, el("button", { class: "quiet", "aria-expanded": "false", "data-run": s.number, "aria-label": "session " + s.number + ": its log and transcript" + (s.git ? " and changes" : ""), onclick: (e) => runDetail(e.currentTarget, s.number, s.wake_id, !!s.git) }, s.number)),
-      el("td", {}, runStatus(s)), el("td", { class: "wide" }, s.trigger),
+      el("td", {}, el("a", { href: "#/c/" + encodeURIComponent(state.current) + "/run/" + s.number, "data-run-link": s.number, title: "run " + s.number + " on a page of its own" }, runStatus(s))), el("td", { class: "wide" }, s.trigger),
       el("td", {}, when(s.started_at || s.due_at)),
       el("td", { class: "nowrap" }, s.started_at && s.ended_at ? duration(Date.parse(s.ended_at) - Date.parse(s.started_at)) : "-"),
       el("td", { class: "wide" }, tokens(s)),

@@ -32,7 +32,7 @@ export function el(tag, attrs = {}, ...kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
   }
-  for (const kid of kids.flat()) e.append(kid instanceof Node ? kid : document.createTextNode(String(kid ?? "")));
+  for (const kid of kids.flat(Infinity)) e.append(kid instanceof Node ? kid : document.createTextNode(String(kid ?? "")));
   return e;
 }
 

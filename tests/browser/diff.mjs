@@ -30,6 +30,23 @@ await drive(async (browser, out) => {
     }));
     await axe(page, "diff_" + width, out);
     await page.screenshot({ path: `${SHOTS}/git-diff-${wide}.png`, fullPage: true });
+    // The run's own page: its changes full width, file by file, and the
+    // branch's whole diff on asking.
+    await page.click('#sessions a[data-run-link="1"]');
+    await page.waitForSelector("details.diff-file", { timeout: 20000 }).catch(async (e) => {
+      out.run_page = await page.textContent("main");
+      throw e;
+    });
+    out["run_files_" + width] = await page.$$eval("details.diff-file", (ds) => ds.map((d) => ({
+      path: d.dataset.path, open: d.open, lines: d.querySelector("pre").textContent.split("\n").filter(Boolean).length,
+      markup: d.querySelectorAll("script, img").length })));
+    out["run_diff_width_" + width] = await page.evaluate(() => ({ page: document.documentElement.scrollWidth,
+      diff: Math.round(document.querySelector(".run-changes").getBoundingClientRect().width) }));
+    await page.click("#branch-diff");
+    await page.waitForSelector("#branch-diff-box details.diff-file", { timeout: 20000 });
+    out["branch_files_" + width] = await page.$$eval("#branch-diff-box details.diff-file", (ds) => ds.map((d) => d.dataset.path));
+    await axe(page, "run_diff_" + width, out);
+    await page.screenshot({ path: `${SHOTS}/git-run-${wide}.png`, fullPage: true });
     await ctx.close();
   }
 });

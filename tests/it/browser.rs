@@ -31,7 +31,7 @@ pub(crate) fn run_driver(dir: &Path, script: &str, env: &Env, vars: &[(&str, Str
     let stdout = String::from_utf8_lossy(&out.stdout);
     let seen: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))
         .unwrap_or_else(|e| panic!("{script} ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    assert!(seen["error"].is_null(), "{script} failed: {}", seen["error"]);
+    assert!(seen["error"].is_null(), "{script} failed: {}\n{seen}", seen["error"]);
     seen
 }
 
@@ -458,4 +458,43 @@ fn two_hundred_todos_page_search_and_undo_on_a_phone() {
         let ids: Vec<u64> = list.as_array().unwrap().iter().filter_map(|t| t["id"].as_u64()).collect();
         ids.len() == 199 && !ids.contains(&gone)
     });
+}
+
+/// Issue 63, case 9: a failed run on a page of its own (its URL, a reload
+/// is the same page): its facts, Run again, its lines opened at the newest
+/// and searchable; the runs tab's failed filter; Run again wakes the
+/// chamber, and the good run's page is titled by the summary it gave.
+#[test]
+fn a_run_has_a_page_of_its_own_and_a_failed_one_runs_again() {
+    let Some(dir) = driver() else {
+        eprintln!("SKIPPED a_run_has_a_page_of_its_own_and_a_failed_one_runs_again: needs node and chromium");
+        return;
+    };
+    let env = Env::new();
+    let _d = env.start_daemon();
+    // The first session crashes after 80 lines; any later one succeeds.
+    let script = "if [ \"$CRYO_SESSION\" = 1 ]; then for i in $(seq 1 80); do echo \"line $i of the build\"; done; exit 3; fi\n\
+                  cryo-agent hibernate --complete --summary \"built and tested\"\n";
+    let c = env.chamber("job", script, "max_attempts = 1\n");
+    env.cryoctl(&["chamber", "start", "job"]).ok();
+    c.wait_ended(1);
+    let seen = run_driver(&dir, "run.mjs", &env, &[("CHAMBER", "job".into())]);
+    for width in [360, 1280] {
+        let run = &seen[format!("failed_run_{width}")];
+        assert!(seen[format!("failed_filter_{width}")].as_str().unwrap().starts_with("1 of "), "{seen}");
+        assert_eq!(run["url"], "#/c/job/run/1", "{run}");
+        assert_eq!(run["title"], "job · run 1", "{run}");
+        assert!(run["summary"].as_str().unwrap().starts_with("crashed"), "{run}");
+        assert!(run["facts"]["outcome"].as_str().unwrap().contains("crashed"), "{run}");
+        assert_eq!(run["again"], 1, "a failed run offers Run again: {run}");
+        assert!(run["at_newest"].as_array().unwrap().iter().all(|b| b == true), "{run}");
+        // "line 7" and "line 70" to "line 79", of 80 and the two header lines.
+        assert_eq!(run["search"], "11 of 82 lines", "{run}");
+        assert!(run["found"].as_str().unwrap().starts_with("line 7 of the build"), "{run}");
+        assert!(run["page_width"].as_i64() <= Some(width), "{run}");
+        assert_eq!(seen["axe"][format!("run_{width}")], serde_json::json!([]), "{seen}");
+    }
+    assert_eq!(seen["reloaded_title"], "job · run 1", "{seen}");
+    assert!(seen["good_run"]["summary"].as_str().unwrap().ends_with(": built and tested"), "{seen}");
+    assert_eq!(seen["good_run"]["again"], 0, "{seen}");
 }

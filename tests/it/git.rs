@@ -536,6 +536,17 @@ fn the_hub_shows_a_runs_diff() {
         );
         assert!(patch["deleted"].as_array().unwrap().contains(&serde_json::json!("-two")), "{seen}");
         assert_eq!(seen["axe"][format!("diff_{width}")], serde_json::json!([]), "{seen}");
+        // Issue 63, case 5: the run's page, each file folded open (few of
+        // them), agent text as text, as wide as the page allows; the
+        // branch's whole diff on asking.
+        let files = &seen[format!("run_files_{width}")];
+        let paths: Vec<&str> = files.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert_eq!(paths, ["list.txt", "new.html"], "{seen}");
+        assert!(files.as_array().unwrap().iter().all(|f| f["open"] == true && f["markup"] == 0), "{seen}");
+        let w = &seen[format!("run_diff_width_{width}")];
+        assert!(w["page"].as_i64() <= Some(width) && w["diff"].as_i64() > Some(width * 3 / 4 - 60), "{seen}");
+        assert_eq!(seen[format!("branch_files_{width}")], serde_json::json!(["list.txt", "new.html"]), "{seen}");
+        assert_eq!(seen["axe"][format!("run_diff_{width}")], serde_json::json!([]), "{seen}");
     }
 }
 

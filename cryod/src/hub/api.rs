@@ -171,16 +171,24 @@ pub(super) async fn create(State(hub): State<Hub>, axum::Json(n): axum::Json<New
     Ok(axum::Json(json!({ "chamber": chamber_value(&v), "already_registered": added.already_registered })))
 }
 
+#[derive(Deserialize)]
+pub(super) struct ChamberQuery {
+    /// How many of its newest sessions (10 unless asked; at most 500).
+    #[serde(default)]
+    sessions: Option<u32>,
+}
+
 pub(super) async fn chamber(
     State(hub): State<Hub>,
     axum::Extension(role): Who,
     UrlPath(name): UrlPath<String>,
+    Query(q): Query<ChamberQuery>,
 ) -> ApiResult {
     let v = hub.chamber_for(&role, &name)?;
     if let Role::Guest(_) = role {
         return Ok(axum::Json(json!({ "chamber": guest_chamber_value(&v), "sessions": [] })));
     }
-    let sessions = hub.daemon.sessions(v.record.id, 10).await?;
+    let sessions = hub.daemon.sessions(v.record.id, q.sessions.unwrap_or(10).clamp(1, 500)).await?;
     let sessions: Vec<Value> = sessions.iter().map(|s| j::session_json(&convert::session(s))).collect();
     Ok(axum::Json(json!({ "chamber": chamber_value(&v), "sessions": sessions })))
 }
