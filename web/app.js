@@ -5,7 +5,7 @@
 
 import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
-import { listPage, renderList } from "./list.js";
+import { listPage, moveInQueue, openInQueue, renderList } from "./list.js";
 import { approvalChanged, refreshApprovals } from "./approvals.js";
 import { leaveRun, runPage } from "./run.js";
 import { newPage, sharePage } from "./owner.js";
@@ -154,6 +154,8 @@ const KEYS = [
   ["r", "on a chamber: write to its agent"],
   ["w", "on a chamber: wake it now"],
   ["p", "on a chamber: pause or resume it"],
+  ["j k", "in Needs you: the next or the previous item"],
+  ["Enter", "in Needs you: open the item's chamber"],
 ];
 function shortcuts() {
   const open = document.getElementById("keys");
@@ -190,6 +192,9 @@ document.addEventListener("keydown", (e) => {
     case "r": if (document.getElementById("send-text")) { e.preventDefault(); document.getElementById("send-text").focus(); } break;
     case "w": click("#controls button[data-action=wake]"); break;
     case "p": click("#controls button[data-action=pause], #controls button[data-action=resume]"); break;
+    case "j": if (!moveInQueue(1)) return; break;
+    case "k": if (!moveInQueue(-1)) return; break;
+    case "Enter": if (!openInQueue()) return; break;
     default: return;
   }
 });

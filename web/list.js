@@ -111,11 +111,37 @@ function listBody(all) {
       fleetTimeline(state.schedule, [...chambers.keys()]), legend(true)) : ""];
 }
 
-// What waits for a person, across chambers: failures with what to do,
-// questions with their text and a reply box (one step to answer), mail
-// waiting on a stopped chamber. Its count is the installed app's badge.
+// What waits for a person, across chambers, as a queue: each item its kind
+// and age, what blocks an agent first (a tool call it waits on, a question,
+// a fault, a failure, mail on a stopped chamber), the oldest first within a
+// kind; each with the action that ends it (Approve and Deny, a reply box,
+// the line naming the command). j and k move through it, Enter opens one.
+// Its count is the installed app's badge.
 const asked = new Map(); // chamber -> {count, question}: fetched again when the count changes
 const NEEDS_SHOWN = 12;
+const RANK = { approval: 0, question: 1, fault: 2, failure: 3, attention: 3, "waiting mail": 4 };
+function kindOf(c) {
+  if (c.open_questions) return "question";
+  if (c.fault) return "fault";
+  if (failure(c.last_result)) return "failure";
+  if (c.attention) return "attention";
+  return "waiting mail";
+}
+// Since when a chamber's need stands: its last run's end (fetched once a run).
+const since = new Map(); // chamber -> { session, at }
+function sinceOf(c) {
+  const known = since.get(c.name);
+  if (known && known.session === c.session) return known.at;
+  since.set(c.name, { session: c.session, at: null });
+  api("/chambers/" + encodeURIComponent(c.name) + "?sessions=1").then((r) => {
+    const s = r.sessions[0];
+    since.set(c.name, { session: c.session, at: s ? s.ended_at || s.started_at || s.due_at : null });
+    renderNeeds([...state.chambers.values()]);
+  }).catch(() => {});
+  return null;
+}
+const kindBadge = (kind) => el("span", { class: "badge kind kind-" + kind.replace(/ /g, "-"), "data-kind": kind }, kind);
+
 function renderNeeds(all) {
   const box = document.getElementById("needs-all");
   if (!box || !isOwner()) return;
@@ -123,35 +149,86 @@ function renderNeeds(all) {
   // request's card.
   const carded = (c) => c.attention && pending(c.name).some((a) => c.attention.includes(a.id))
     && !c.fault && !c.open_questions && !(c.state === "stopped" && c.mail_waiting);
-  const list = all.filter((c) => needsMore(c) && !carded(c)).sort((a, b) => a.name.localeCompare(b.name));
+  const list = all.filter((c) => needsMore(c) && !carded(c));
   const waits = pending();
   navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.
   for (const c of all) if (!c.open_questions) { asked.delete(c.name); holders.delete(c.name); }
-  if (!list.length && !waits.length) { box.replaceChildren(); return; }
+  if (!list.length && !waits.length) { box.replaceChildren(decisions()); return; }
+  const queue = [
+    ...waits.map((a) => ({ kind: "approval", at: a.created_at, name: a.chamber, node: () => approvalItem(a) })),
+    ...list.map((c) => ({ kind: kindOf(c), at: sinceOf(c), name: c.name, node: () => chamberItem(c) })),
+  ].sort((a, b) => RANK[a.kind] - RANK[b.kind] || (Date.parse(a.at) || Infinity) - (Date.parse(b.at) || Infinity) || a.name.localeCompare(b.name));
   // The first few in full (each question's text is a request); the rest
   // are a count, and the state filter lists them all.
-  const approvalItems = waits.map(approvalItem);
-  const items = list.slice(0, NEEDS_SHOWN).map((c) => {
-    const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
-    const kids = [];
-    const failed = failure(c.last_result);
-    if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, prose(c.attention || c.fault || c.last_result)));
-    if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, (c.mail_waiting === 1 ? "1 message waits" : c.mail_waiting + " messages wait") + " on it while it is stopped: start it to have them read."));
-    if (c.open_questions) kids.push(question(c));
-    return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
+  const items = queue.slice(0, NEEDS_SHOWN).map((q) => {
+    const li = q.node();
+    li.tabIndex = -1;
+    li.dataset.kind = q.kind;
+    li.prepend(kindBadge(q.kind), " ", q.at ? when(q.at) : "", " ");
+    return li;
   });
-  const more = list.length - items.length;
+  const more = queue.length - items.length;
   // Redrawn on every change anywhere: an answer being typed keeps its focus.
   const typing = document.activeElement, at = typing?.selectionStart;
+  const focusedItem = typing?.closest?.(".needs-list > li");
+  const focusedKey = focusedItem && (focusedItem.dataset.approval || focusedItem.dataset.needs);
   box.replaceChildren(el("section", { class: "needs", "aria-labelledby": "h-needs-all" },
-    el("h2", { id: "h-needs-all" }, "Needs you (" + (list.length + waits.length) + ")"),
-    el("ul", { class: "needs-list" }, approvalItems, items),
-    more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : ""));
+    el("h2", { id: "h-needs-all" }, "Needs you (" + queue.length + ")"),
+    el("ul", { class: "needs-list", id: "needs-queue", "aria-label": "what needs you, what blocks an agent first" }, items),
+    more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : "",
+    decisions()));
   if (typing?.isConnected && typing !== document.activeElement) {
     typing.focus({ preventScroll: true });
     if (at != null) typing.selectionStart = typing.selectionEnd = at;
+  } else if (focusedKey && typing === focusedItem) {
+    box.querySelector(`[data-approval="${focusedKey}"], [data-needs="${focusedKey}"]`)?.focus({ preventScroll: true });
   }
+}
+
+function chamberItem(c) {
+  const link = el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name);
+  const kids = [];
+  const failed = failure(c.last_result);
+  if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, prose(c.attention || c.fault || c.last_result)));
+  if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, (c.mail_waiting === 1 ? "1 message waits" : c.mail_waiting + " messages wait") + " on it while it is stopped: start it to have them read."));
+  if (c.open_questions) kids.push(question(c));
+  return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
+}
+
+// Who decided what: the requests answered, newest first (asked when opened).
+let decisionsOpen = false;
+function decisions() {
+  const list = el("ol", { id: "decisions-list", class: "decisions" });
+  const box = el("details", { id: "decisions", open: decisionsOpen || undefined }, el("summary", {}, "Decided requests"), list);
+  const load = () => api("/approvals?all=true").then((r) => {
+    const done = (r.approvals || []).filter((a) => a.state !== "pending")
+      .sort((a, b) => Date.parse(b.decided_at) - Date.parse(a.decided_at)).slice(0, 20);
+    list.replaceChildren(...(done.length ? done.map((a) => el("li", { "data-decided": a.id },
+      el("strong", {}, a.state), " by " + (a.decided_by || "?") + " ", when(a.decided_at), ": ",
+      el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber), " " + a.what + (a.answer ? " (" + a.answer + ")" : "")))
+      : [el("li", { class: "muted" }, "none yet")]));
+  }).catch(() => {});
+  box.addEventListener("toggle", () => { decisionsOpen = box.open; if (box.open) load(); });
+  if (decisionsOpen) load();
+  return box;
+}
+
+// j and k: the next and the previous item of the queue; Enter opens it.
+export function moveInQueue(step) {
+  const items = [...document.querySelectorAll("#needs-queue > li")];
+  if (!items.length) return false;
+  const at = items.indexOf(document.activeElement?.closest?.("#needs-queue > li"));
+  const next = items[Math.max(0, Math.min(items.length - 1, at < 0 ? 0 : at + step))];
+  next.focus();
+  next.scrollIntoView({ block: "nearest" });
+  return true;
+}
+export function openInQueue() {
+  const item = document.activeElement;
+  if (!item?.matches?.("#needs-queue > li")) return false;
+  item.querySelector("a")?.click();
+  return true;
 }
 
 // The newest open question of `c`, with a reply box. The same box is

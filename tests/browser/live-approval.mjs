@@ -46,5 +46,11 @@ await drive(async (browser, out) => {
   await approve.click();
   await page.waitForFunction(() => !document.querySelector("[data-approval]"), null, { timeout: 10000 });
   out.after = await page.$$eval("[data-approval]", (items) => items.length);
+  // The record of who decided what, on the list.
+  await page.goto(HUB_URL + "#/");
+  await page.waitForSelector("#decisions", { timeout: 10000 });
+  await page.click("#decisions summary");
+  await page.waitForSelector("#decisions li[data-decided]", { timeout: 10000 });
+  out.decided = await page.$$eval("#decisions li[data-decided]", (ls) => ls.map((l) => l.textContent));
   await ctx.close();
 });

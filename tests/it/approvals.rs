@@ -756,6 +756,8 @@ cryo-agent hibernate --complete
     assert_eq!(seen["axe"]["list_360"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["axe"]["chamber_360"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["after"], 0, "{seen}");
+    let decided = seen["decided"][0].as_str().unwrap_or_default();
+    assert!(decided.starts_with("approved by hub") && decided.contains("live Bash: git push origin live"), "{seen}");
     c.wait_ended(1);
     assert!(c.read("one.out").contains("\"allow\""), "{}", c.read("one.out"));
     let all = approvals(&env, true);

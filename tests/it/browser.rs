@@ -280,7 +280,7 @@ fn the_hub_as_a_console() {
         assert_eq!(s["slash_focuses"], "filter", "{wide}");
         assert_eq!(s["searched"], serde_json::json!(["asker"]), "{wide}");
         assert_eq!(s["needing"], serde_json::json!(["asker", "crash"]), "{wide}");
-        assert_eq!(s["shortcuts"].as_array().map(Vec::len), Some(7), "{wide}: {}", s["shortcuts"]);
+        assert_eq!(s["shortcuts"].as_array().map(Vec::len), Some(9), "{wide}: {}", s["shortcuts"]);
         // Nothing is cut inside a word; times carry the exact one on hover.
         assert_eq!(s["list_wrapped"], serde_json::json!([]), "{wide}: wrapped on the list");
         assert_eq!(s["chamber_wrapped"], serde_json::json!([]), "{wide}: wrapped on the chamber page");
@@ -393,6 +393,30 @@ fn the_hub_as_a_console() {
         }
     }
     eprintln!("screenshots: {}/console-*.png", shots.display());
+    // Issue 63, case 8: the queue: the question (an agent waits on it)
+    // before the crash, each with its kind and age; j, k and Enter.
+    let queue = run_driver(&dir, "queue.mjs", &env, &[]);
+    let kinds: Vec<(&str, &str)> = queue["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["kind"].as_str().unwrap(), i["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("question", "asker"), ("failure", "crash")], "{queue}");
+    assert!(
+        queue["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["age"].as_str().is_some_and(|a| a.ends_with("ago") || a == "now")),
+        "{queue}"
+    );
+    assert_eq!(
+        (&queue["j1"], &queue["j2"], &queue["k1"]),
+        (&"asker".into(), &"crash".into(), &"asker".into()),
+        "{queue}"
+    );
+    assert_eq!(queue["opened"], "#/c/asker", "{queue}");
     // Issue 63, case 10: each page at 360 and 1280 px, light and dark:
     // axe-clean (contrast too), nothing wider than the screen, no text
     // under 12 px (a picture's labels as drawn), every control of a phone
