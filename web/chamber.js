@@ -604,8 +604,19 @@ function settingsForm(base, s) {
   const form = el("form", { id: "settings", novalidate: true }, fields,
     el("p", { class: "muted" }, "Provider: ", s.provider.name || "(none)", s.provider.env.length ? " · env: " + s.provider.env.join(", ") + " (values stay in cryo.toml)" : ""),
     el("div", { class: "row" }, el("button", { type: "submit", id: "settings-save" }, "Save settings")), done);
+  // A field's own line, shown once, beside it.
+  const mark = (key, line) => {
+    const input = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    const error = form.querySelector("#set-" + CSS.escape(key) + "-error");
+    if (!input || !error) return null;
+    error.textContent = line;
+    input.setAttribute("aria-invalid", "true");
+    return input;
+  };
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
+    for (const f of form.querySelectorAll(".field-error")) f.textContent = "";
+    for (const f of form.querySelectorAll("[aria-invalid]")) f.removeAttribute("aria-invalid");
     const changes = {};
     let bad = null;
     for (const k of s.keys) {
@@ -628,12 +639,11 @@ function settingsForm(base, s) {
       done.textContent = "Saved to cryo.toml: " + keys.join(", ") + ".";
       toast(done.textContent);
     } catch (er) {
-      done.textContent = "Not saved: " + er.message;
-      // cryod's line names the key: shown beside its field too.
-      const key = /key `([a-z_]+)`|`([a-z_]+)` takes/.exec(er.message);
-      const field = key && form.querySelector("#set-" + CSS.escape(key[1] || key[2]) + "-error");
-      if (field) { field.textContent = er.message; form.querySelector(`[data-key="${key[1] || key[2]}"]`)?.setAttribute("aria-invalid", "true"); }
-      flash(er);
+      // Every field cryod refused, each with its own line; the line under
+      // Save says only that (each message once, no toast over the form).
+      const marked = Object.entries(er.fields || {}).map(([key, line]) => mark(key, line)).filter(Boolean);
+      done.textContent = marked.length ? "Not saved: " + (marked.length === 1 ? "a field needs" : marked.length + " fields need") + " another value." : "Not saved: " + er.message;
+      marked[0]?.focus();
     }
   });
   return form;

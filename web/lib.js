@@ -44,6 +44,7 @@ async function answer(r) {
   if (!r.ok) {
     const e = new Error(data.error || r.statusText);
     e.status = r.status;
+    e.fields = data.fields || null;
     e.retryAfter = r.headers.get("Retry-After");
     throw e;
   }

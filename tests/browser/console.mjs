@@ -184,6 +184,19 @@ await drive(async (browser, out) => {
     await page.click("#settings-save");
     await page.waitForFunction(() => document.getElementById("set-max_attempts-error").textContent.includes("limit"), null, { timeout: 5000 });
     seen.server_error = await page.textContent("#set-max_attempts-error");
+    // Two refused at once: both marked, each line once, no toast, no path.
+    await page.fill("#set-timezone", "Mars/Olympus");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("set-timezone-error").textContent.length > 0, null, { timeout: 5000 });
+    seen.two_bad = {
+      attempts: await page.textContent("#set-max_attempts-error"),
+      timezone: await page.textContent("#set-timezone-error"),
+      invalid: await page.$$eval("#settings [aria-invalid=true]", (l) => l.map((e) => e.dataset.key)),
+      status: await page.textContent("#settings-saved"),
+      toasts: await page.$$eval(".toast.bad", (t) => t.length),
+      page_error: await page.textContent("#error"),
+    };
+    await page.fill("#set-timezone", "");
     await page.evaluate(() => document.getElementById("settings").scrollIntoView());
     await page.screenshot({ path: `${SHOTS}/console-settings-error-${wide}.png` });
     await axe(page, "settings-error-" + wide, out);

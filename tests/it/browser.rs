@@ -341,10 +341,16 @@ fn the_hub_as_a_console() {
         assert!(detail[1].as_str().unwrap().contains("dying"), "{wide}: the run's transcript: {detail}");
         let refused = s["server_error"].as_str().unwrap();
         assert!(
-            refused.contains("/set/cryo.toml:")
-                && refused.ends_with(": key `max_attempts`: 101 is over the limit of 100"),
-            "{wide}: cryod's refusal beside the field: {refused}"
+            refused.ends_with("key `max_attempts`: 101 is over the limit of 100") && !refused.contains("cryo.toml"),
+            "{wide}: cryod's refusal beside the field, without a server path: {refused}"
         );
+        // Issue 63, case 7: two refused fields at once, each line once.
+        let two = &s["two_bad"];
+        assert!(two["attempts"].as_str().unwrap().contains("over the limit of 100"), "{wide}: {two}");
+        assert!(two["timezone"].as_str().unwrap().contains("Mars/Olympus"), "{wide}: {two}");
+        assert_eq!(two["invalid"], serde_json::json!(["timezone", "max_attempts"]), "{wide}: {two}");
+        assert_eq!(two["status"], "Not saved: 2 fields need another value.", "{wide}: {two}");
+        assert_eq!((&two["toasts"], &two["page_error"]), (&0.into(), &"".into()), "{wide}: {two}");
         assert_eq!(
             s["guarded"],
             serde_json::json!(["agent", "max_session_duration", "precheck", "sandbox", "memory_max", "cpu_weight"]),

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Path as UrlPath, State};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use toml_edit::{DocumentMut, Item};
 
@@ -225,25 +226,57 @@ pub(super) async fn get(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) 
 
 /// `PUT /api/chambers/NAME/settings` with `{KEY: VALUE, ...}`: rewrites
 /// `cryo.toml`, answering the settings as they now are.
+/// `PUT /api/chambers/NAME/settings`: the keys changed. A change cryod's
+/// parser refuses is answered 400 with `error` (one line) and `fields`:
+/// each changed key that is refused on its own, with its reason (no file
+/// path: the page shows it beside its field), so every bad field is
+/// marked at once.
 pub(super) async fn put(
     State(hub): State<Hub>,
     UrlPath(name): UrlPath<String>,
     axum::Json(changes): axum::Json<Map<String, Value>>,
-) -> ApiResult {
-    let (path, dir) = config_path(&hub, &name)?;
+) -> Result<axum::Json<Value>, Response> {
+    let refused = |e: Error| super::api::ApiError(e).into_response();
+    let (path, dir) = config_path(&hub, &name).map_err(refused)?;
     let _one_writer = hub.settings.lock().await;
-    let text = read_text(&dir).await?;
-    let new = rewrite(&text, &changes).map_err(|e| Error::Invalid(e.to_string()))?;
-    // What cryod would make of it: refused here rather than faulting the chamber.
+    let text = read_text(&dir).await.map_err(refused)?;
     let tz = hub.daemon.shared().system_zone.get();
-    let mut loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| Error::Invalid(e.to_string()))?;
+    // What cryod would make of a text: refused here rather than faulting the chamber.
+    let check = |changes: &Map<String, Value>| -> Result<(String, crate::chamber::config::Loaded), String> {
+        let new = rewrite(&text, changes).map_err(|e| e.to_string())?;
+        let loaded = crate::chamber::config::parse(&path, &new, &dir, tz).map_err(|e| without_path(&e.to_string()))?;
+        Ok((new, loaded))
+    };
+    let (new, mut loaded) = match check(&changes) {
+        Ok(ok) => ok,
+        Err(why) => {
+            // Each key alone, so that every bad one is named.
+            let fields: Map<String, Value> = changes
+                .iter()
+                .filter_map(|(k, v)| {
+                    let one = Map::from_iter([(k.clone(), v.clone())]);
+                    check(&one).err().map(|e| (k.clone(), Value::String(e)))
+                })
+                .collect();
+            let error = match fields.len() {
+                0 => format!("these changes together are refused: {why}"),
+                1 => why,
+                n => format!("{n} settings are refused: each says why beside it"),
+            };
+            let body = json!({ "error": error, "fields": fields });
+            return Err((axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+        }
+    };
     crate::agent::gateway::pin(&mut loaded, &dir);
     // The operator is the one acting: what the file will say of the keys
     // they changed is accepted first, so the chamber is never held for it
     // (and refused while other keys have changes not accepted).
     let chamber = crate::daemon::ChamberRef::Name(name.clone());
     let touched = changes.keys().cloned().collect();
-    hub.daemon.trust(&chamber, Some(crate::supervisor::Edit { digests: loaded.trust, touched }), false).await?;
+    hub.daemon
+        .trust(&chamber, Some(crate::supervisor::Edit { digests: loaded.trust, touched }), false)
+        .await
+        .map_err(refused)?;
     let (root, bytes) = (dir.clone(), new.clone().into_bytes());
     let write = move || {
         let d = crate::chamber::Dir::open(&root)?;
@@ -255,9 +288,21 @@ pub(super) async fn put(
         // Not accepted again as it stays (that would accept what the agent
         // may have written meanwhile): if the keys changed differ from it,
         // the chamber is held until the operator looks.
-        return Err(e.into());
+        return Err(refused(e));
     }
-    Ok(axum::Json(read(&new).map_err(|e| Error::Internal(e.to_string()))?))
+    read(&new).map(axum::Json).map_err(|e| refused(Error::Internal(e.to_string())))
+}
+
+/// A parser's line without the file it names (`/PATH/cryo.toml:12: `):
+/// the page says which field, and a server path is not the reader's.
+fn without_path(line: &str) -> String {
+    match line.split_once("cryo.toml:") {
+        Some((_, rest)) => {
+            let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || c == ':');
+            rest.trim_start().to_string()
+        }
+        None => line.to_string(),
+    }
 }
 
 #[cfg(test)]
