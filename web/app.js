@@ -3,7 +3,7 @@
 // follows one event stream for live updates.
 "use strict";
 
-import { api, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized } from "./lib.js";
+import { api, at, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized, when } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
 import { listPage, moveInQueue, openInQueue, renderList } from "./list.js";
 import { approvalChanged, refreshApprovals } from "./approvals.js";
@@ -40,12 +40,14 @@ function nav() {
 // Provider accounts held at their limit: one banner for all. Asked again
 // after changes, but never more than one request at a time.
 let holdsAsked = null;
-// Who waits on a hold, by name (each a link to its page).
+// Who waits on a hold, by name (each a link to its page): those cryod
+// names, and every chamber shown held by that account.
 function waiting(h) {
-  const names = h.chambers || [];
+  const held = [...state.chambers.values()].filter((c) => c.held_by === h.provider).map((c) => c.name);
+  const names = [...new Set([...(h.chambers || []), ...held])].sort();
   if (!names.length) return ["."];
   const links = names.flatMap((n, i) => [i ? ", " : "", el("a", { href: "#/c/" + encodeURIComponent(n) }, n)]);
-  return [": ", names.length === 1 ? "" : names.length + " chambers wait: ", ...links, names.length === 1 ? " waits." : "."];
+  return [", ", names.length === 1 ? "1 chamber: " : names.length + " chambers: ", ...links, "."];
 }
 function holds() {
   if (!isOwner()) return;
@@ -57,9 +59,8 @@ function holds() {
     // Until when, and who said so: the provider's own header, or cryo's
     // default hold when it named no reset.
     const why = (h) => h.source ? " (" + h.source + ")" : h.default_hold ? " (cryo's default hold: the provider named no reset)" : "";
-    box.replaceChildren(...list.map((h) => el("p", { "data-hold": h.provider }, "Provider ", el("strong", {}, h.provider), " is at its limit until ",
-      el("time", { datetime: h.until, title: new Date(h.until).toLocaleString() }, new Date(h.until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
-      why(h), ...waiting(h))));
+    box.replaceChildren(...list.map((h) => el("p", { "data-hold": h.provider }, el("span", { class: "badge state-held" }, "held"), " by ",
+      el("strong", {}, h.provider), " until ", at(h.until), " (", when(h.until), ")", why(h), ...waiting(h))));
     const again = holdsAsked.again;
     holdsAsked = null;
     if (again) holds();

@@ -3,7 +3,7 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
+import { api, at, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
 import { chamberTimeline, digest, legend } from "./timeline.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 
@@ -350,7 +350,10 @@ function dayBars(h) {
 
 // ---- status, sessions, TODOs, settings -----------------------------------------------
 function status(c) {
-  const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? el("span", {}, when(c.next_wake), " ", el("span", { class: "muted nowrap" }, local(c.next_wake))) : "-"]];
+  const rows = [["state", c.state], ["session", c.session || "-"], ["next wake", c.next_wake ? el("span", {}, when(c.next_wake), " ", el("span", { class: "muted" }, at(c.next_wake)))
+    : c.held_until ? el("span", {}, "when the hold ends, ", at(c.held_until)) : "-"]];
+  // A hold is not a failure: its own words and colour, and its end.
+  if (c.held_by) rows.splice(1, 0, ["held", el("span", { class: "warn", "data-held": c.held_by }, "by " + c.held_by + " until ", at(c.held_until), " (", when(c.held_until), ")")]);
   if (c.last_result !== undefined) rows.push(["last result", c.last_result || "-"], ["unread mail", c.mail_waiting], ["agent", c.agent]);
   if (c.node) rows.push(["node", c.node]);
   if (c.git) rows.push(["git", gitLine(c.git)]);

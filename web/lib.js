@@ -98,6 +98,15 @@ export function local(t) {
   return isNaN(d) ? String(t) : LOCAL.format(d);
 }
 
+// An exact time, as every page writes one: the viewer's local time, the
+// date and zone in full on hover.
+const FULL = new Intl.DateTimeFormat([], { dateStyle: "full", timeStyle: "long" });
+export function at(t) {
+  const d = new Date(t);
+  if (!t || isNaN(d)) return el("span", { class: "muted" }, "-");
+  return el("time", { datetime: typeof t === "string" ? t : d.toISOString(), title: FULL.format(d), class: "nowrap" }, LOCAL.format(d));
+}
+
 // A time as people read it on a console: relative ("3h ago", "in 5m"),
 // the exact time on hover, never wrapped.
 export function when(t) {

@@ -15,4 +15,18 @@ await drive(async (browser, out) => {
     text: p.textContent,
     exact: p.querySelector("time")?.getAttribute("datetime") || "",
   })));
+  // The first held chamber's page: held, in the hold's colour, and until when.
+  const link = await page.$("#holds [data-hold] a");
+  if (link) {
+    await link.click();
+    await page.waitForSelector("#status [data-held]", { timeout: 20000 });
+    out.page = await page.evaluate(() => {
+      const held = document.querySelector("#status [data-held]");
+      const row = (k) => [...document.querySelectorAll("#status tr")].find((r) => r.querySelector("th")?.textContent === k)?.querySelector("td")?.textContent;
+      const probe = document.createElement("span"); probe.className = "error"; document.body.append(probe);
+      const bad = getComputedStyle(probe).color; probe.remove();
+      return { badge: document.getElementById("state").textContent, held: held.textContent, colour: getComputedStyle(held).color, failure_colour: bad,
+        zone_on_hover: held.querySelector("time")?.title || "", next_wake: row("next wake") };
+    });
+  }
 });

@@ -875,7 +875,21 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
     {
         let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
         let text = seen["holds"][0]["text"].as_str().unwrap_or_default();
-        assert!(text.ends_with(": lim-b waits."), "the hub's banner names the held chamber: {seen}");
+        assert!(
+            text.starts_with("held by ") && text.ends_with(", 1 chamber: lim-b."),
+            "the banner names the held chamber: {seen}"
+        );
+        // Issue 63, case 3: its page says held, by whom and until when, in
+        // the hold's colour (not a failure's), the zone on hover.
+        let page = &seen["page"];
+        assert!(page["badge"].as_str().unwrap().starts_with("held"), "{seen}");
+        assert!(
+            page["held"].as_str().unwrap().starts_with("by ") && page["held"].as_str().unwrap().contains(" until "),
+            "{seen}"
+        );
+        assert_ne!(page["colour"], page["failure_colour"], "{seen}");
+        assert!(!page["zone_on_hover"].as_str().unwrap().is_empty(), "{seen}");
+        assert_ne!(page["next_wake"], "-", "{seen}");
     }
     // Mail to a chamber of the held account: its sender is told when it
     // will be read.

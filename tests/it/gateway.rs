@@ -152,7 +152,7 @@ fn a_429_with_retry_after_90_holds_the_account_exactly_that_long() {
         let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
         let hold = &seen["holds"][0];
         let text = hold["text"].as_str().unwrap_or_default();
-        assert!(text.contains("is at its limit until") && text.contains("retry-after"), "{seen}");
+        assert!(text.starts_with("held by ") && text.contains(" until ") && text.contains("retry-after"), "{seen}");
         assert_eq!(hold["exact"], limits[0]["until"], "{seen}");
     }
     // Held: nothing is asked of the provider until the reset.
