@@ -24,7 +24,8 @@ export async function listPage() {
   refreshApprovals();
   // Asked once the rows are up: it would share cryod's cores with them.
   if (isOwner()) {
-    state.schedule = await api("/schedule?count=200").catch(() => null);
+    // The wakes of the day the picture draws, no further.
+    state.schedule = await api("/schedule?count=200&hours=24").catch(() => null);
     renderList();
   }
 }

@@ -820,3 +820,28 @@ print(json.dumps(out))
     assert!(events["encoding"].is_null() && events["type"] == "text/event-stream", "{seen}");
     assert_eq!(events["first"], ": cryo hub events\n", "{seen}");
 }
+
+/// Issue 63, "weight": the day's picture asks only for the wakes it draws
+/// (`hours=24`); without it, every coming wake up to `count`.
+#[test]
+fn the_schedule_is_sent_for_the_window_asked() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    let c = env.chamber("soon", "cryo-agent hibernate >/dev/null\n", "");
+    env.cryoctl(&["chamber", "start", "soon"]).ok();
+    c.wait_ended(1);
+    let now = chrono::Utc::now();
+    let at = |h: i64| (now + chrono::Duration::hours(h)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    c.write_todos(&format!(
+        "[{{\"id\":1,\"text\":\"today\",\"at\":\"{}\"}},{{\"id\":2,\"text\":\"in three days\",\"at\":\"{}\"}}]",
+        at(2),
+        at(72)
+    ));
+    let hub = Hub::of(&env);
+    let texts = |path: &str| -> Vec<String> {
+        let r = hub.get(path).json();
+        r["wakes"].as_array().unwrap().iter().map(|w| w["text"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    wait_until("both wakes planned", || texts("/api/schedule?count=50").len() == 2);
+    assert_eq!(texts("/api/schedule?count=50&hours=24"), ["today"]);
+}

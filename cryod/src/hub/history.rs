@@ -120,14 +120,23 @@ pub(super) async fn chamber(
 pub(super) struct Count {
     #[serde(default)]
     count: Option<usize>,
+    /// Only the wakes of the next this many hours (the window a page draws).
+    #[serde(default)]
+    hours: Option<u32>,
 }
 
-/// `GET /api/schedule?count=50`: every chamber's coming wakes on one time
-/// line (`wakes`, in `cryoctl schedule --json`'s shape), and the sessions
-/// running now (`running`: chamber, session, started).
+/// `GET /api/schedule?count=50[&hours=24]`: every chamber's coming wakes on
+/// one time line (`wakes`, in `cryoctl schedule --json`'s shape; with
+/// `hours`, only those within that many hours), and the sessions running
+/// now (`running`: chamber, session, started).
 pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> ApiResult {
     let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50)).await?;
-    let wakes: Vec<Value> = wakes.iter().map(|p| j::scheduled_json(&convert::scheduled(p))).collect();
+    let end = q.hours.map(|h| hub.daemon.shared().clock.now() + chrono::Duration::hours(i64::from(h)));
+    let wakes: Vec<Value> = wakes
+        .iter()
+        .filter(|p| end.is_none_or(|end| p.wake.at <= end))
+        .map(|p| j::scheduled_json(&convert::scheduled(p)))
+        .collect();
     let mut running = Vec::new();
     for v in hub.daemon.list() {
         if !v.snap.view.in_session {
