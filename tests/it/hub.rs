@@ -830,6 +830,7 @@ fn the_schedule_is_sent_for_the_window_asked() {
     let c = env.chamber("soon", "cryo-agent hibernate >/dev/null\n", "");
     env.cryoctl(&["chamber", "start", "soon"]).ok();
     c.wait_ended(1);
+    #[allow(clippy::disallowed_methods)] // the test's own clock, to write TODOs due in 2 h and 72 h
     let now = chrono::Utc::now();
     let at = |h: i64| (now + chrono::Duration::hours(h)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     c.write_todos(&format!(
