@@ -194,7 +194,21 @@ function chamberItem(c) {
   if (c.attention || failed || c.fault) kids.push(el("p", { class: "error" }, prose(c.attention || c.fault || c.last_result)));
   if (c.state === "stopped" && c.mail_waiting) kids.push(el("p", {}, (c.mail_waiting === 1 ? "1 message waits" : c.mail_waiting + " messages wait") + " on it while it is stopped: start it to have them read."));
   if (c.open_questions) kids.push(question(c));
-  return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids);
+  // What ends it, here: a failed or stalled chamber woken now (its next
+  // run); a changed setting reviewed, with its diff, on its page.
+  const actions = [];
+  if ((failed || c.attention) && !c.fault && (c.actions || []).includes("wake")) {
+    const wake = el("button", { type: "button", "data-wake-now": c.name }, "Wake now");
+    wake.addEventListener("click", async () => {
+      wake.disabled = true;
+      try { await api("/chambers/" + encodeURIComponent(c.name) + "/wake", "POST", {}); toast(c.name + " wakes now."); }
+      catch (er) { flash(er); wake.disabled = false; }
+    });
+    actions.push(wake);
+  }
+  if (c.fault && c.fault.includes("cryoctl chamber trust")) actions.push(el("a", { href: "#/c/" + encodeURIComponent(c.name), "data-review": c.name }, "Review the changes"));
+  return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids,
+    actions.length ? el("div", { class: "row" }, actions) : "");
 }
 
 // Who decided what: the requests answered, newest first (asked when opened).

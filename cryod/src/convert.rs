@@ -377,6 +377,15 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
 }
 
 /// An approval request on the wire.
+/// A request as the hub's JSON shows it (its list, its answers, its event
+/// frames): `approvals --json`'s shape, with the one line that says what
+/// it asks (`what`).
+pub fn approval_value(n: &crate::daemon::approvals::Named) -> serde_json::Value {
+    let mut v = cryo_proto::json::approval_json(&approval(n));
+    v["what"] = crate::approvals::what(&n.record).into();
+    v
+}
+
 pub fn approval(n: &crate::daemon::approvals::Named) -> pb::Approval {
     let a = &n.record;
     pb::Approval {

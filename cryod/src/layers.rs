@@ -66,10 +66,10 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "hub",
         &[
-            &["markdown", "history", "settings", "guard"],
+            &["markdown", "history", "guard"],
             &["attachments", "invites", "hooks"],
             &["events", "api"],
-            &["approvals"],
+            &["approvals", "settings"],
         ],
     ),
     (

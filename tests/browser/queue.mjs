@@ -12,6 +12,8 @@ await drive(async (browser, out) => {
   await page.waitForFunction(() => [...document.querySelectorAll("#needs-queue > li")].every((li) => li.querySelector("time")), null, { timeout: 10000 });
   out.items = await page.$$eval("#needs-queue > li", (ls) => ls.map((li) => ({
     kind: li.dataset.kind, name: li.dataset.needs || li.dataset.approval, age: li.querySelector("time")?.textContent })));
+  // The failure's card wakes its chamber from the queue.
+  out.wake_buttons = await page.$$eval("#needs-queue [data-wake-now]", (b) => b.map((x) => x.dataset.wakeNow));
   const focused = () => page.evaluate(() => document.activeElement?.dataset?.needs || null);
   await page.evaluate(() => document.activeElement?.blur());
   await page.keyboard.press("j");

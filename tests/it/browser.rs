@@ -423,6 +423,7 @@ fn the_hub_as_a_console() {
         "{queue}"
     );
     assert_eq!(queue["opened"], "#/c/asker", "{queue}");
+    assert!(queue["wake_buttons"].as_array().unwrap().contains(&"crash".into()), "{queue}");
     // Issue 63, case 10: each page at 360 and 1280 px, light and dark:
     // axe-clean (contrast too), nothing wider than the screen, no text
     // under 12 px (a picture's labels as drawn), every control of a phone

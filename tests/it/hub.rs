@@ -845,4 +845,6 @@ fn the_schedule_is_sent_for_the_window_asked() {
     };
     wait_until("both wakes planned", || texts("/api/schedule?count=50").len() == 2);
     assert_eq!(texts("/api/schedule?count=50&hours=24"), ["today"]);
+    // Any number of hours is a window, not an overflow.
+    assert_eq!(texts("/api/schedule?count=50&hours=4294967295").len(), 2);
 }

@@ -10,22 +10,14 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Hub;
 use super::api::ApiResult;
 use crate::approvals;
+use crate::convert::approval_value;
 use crate::daemon::approvals::Named;
 use crate::error::Error;
-
-/// A request as the hub's JSON shows it: as everywhere else
-/// (`cryo_proto::json::approval_json`), with the one line that says what
-/// it asks (`what`).
-pub(super) fn approval_value(n: &Named) -> Value {
-    let mut v = cryo_proto::json::approval_json(&crate::convert::approval(n));
-    v["what"] = approvals::what(&n.record).into();
-    v
-}
 
 #[derive(Deserialize, Default)]
 pub(super) struct ListQuery {

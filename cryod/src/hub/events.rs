@@ -96,7 +96,7 @@ pub(super) fn sse_frame(daemon: &Daemon, role: &Role, n: crate::runtime::Notice)
         NoticeKind::Approval(_) if !matches!(role, Role::Owner) => return None,
         NoticeKind::Approval(record) => {
             let named = crate::daemon::approvals::Named { chamber: name.clone(), record: *record };
-            ("approval", json!({ "chamber": name, "approval": super::approvals::approval_value(&named) }))
+            ("approval", json!({ "chamber": name, "approval": crate::convert::approval_value(&named) }))
         }
         NoticeKind::Removed => ("index", json!({})),
     };

@@ -131,7 +131,8 @@ pub(super) struct Count {
 /// now (`running`: chamber, session, started).
 pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> ApiResult {
     let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50)).await?;
-    let end = q.hours.map(|h| hub.daemon.shared().clock.now() + chrono::Duration::hours(i64::from(h)));
+    // At most a year ahead: an absurd `hours` is not an overflow.
+    let end = q.hours.map(|h| hub.daemon.shared().clock.now() + chrono::Duration::hours(i64::from(h.min(24 * 366))));
     let wakes: Vec<Value> = wakes
         .iter()
         .filter(|p| end.is_none_or(|end| p.wake.at <= end))
