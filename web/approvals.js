@@ -38,13 +38,18 @@ export function approvalChanged(a) {
 }
 
 // One request: what the agent asks to run, why, and the two answers.
+// What was typed as a Deny reason, by request (a redraw keeps it).
+const reasons = new Map();
 export function approvalItem(a) {
   const reason = el("input", { type: "text", id: "deny-" + a.id, placeholder: "Why not (for the agent)", autocomplete: "off" });
+  reason.value = reasons.get(a.id) || "";
+  reason.addEventListener("input", () => reasons.set(a.id, reason.value));
   const answer = async (action, button) => {
     button.disabled = true;
     try {
       const decided = await api("/approvals/" + encodeURIComponent(a.id) + "/" + action, "POST", { reason: reason.value.trim() });
       toast((action === "approve" ? "Approved: " : "Denied: ") + a.what);
+      reasons.delete(a.id);
       approvalChanged(decided);
     } catch (er) { flash(er); button.disabled = false; }
   };

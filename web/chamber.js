@@ -654,7 +654,7 @@ function settingsForm(base, s) {
 
 export async function refreshHeader() {
   if (!state.current) return;
-  const info = await api(chamberPath(state.current));
+  const info = await api(chamberPath(state.current) + "?sessions=50");
   showState(info.chamber);
   if (isOwner()) {
     document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));

@@ -211,21 +211,33 @@ function chamberItem(c) {
     actions.length ? el("div", { class: "row" }, actions) : "");
 }
 
-// Who decided what: the requests answered, newest first (asked when opened).
+// Who decided what: the requests answered, newest first. Asked when the
+// section opens and again when a request is decided (at most every 5 s);
+// a redraw of the list draws what was fetched.
 let decisionsOpen = false;
-function decisions() {
-  const list = el("ol", { id: "decisions-list", class: "decisions" });
-  const box = el("details", { id: "decisions", open: decisionsOpen || undefined }, el("summary", {}, "Decided requests"), list);
-  const load = () => api("/approvals?all=true").then((r) => {
-    const done = (r.approvals || []).filter((a) => a.state !== "pending")
+let decided = null; // the last answer, newest first
+let decidedAt = 0;
+let decidedPending = 0; // requests waiting, when last fetched
+function loadDecisions(force) {
+  const waiting = pending().length;
+  if (!force && decided && (waiting >= decidedPending || Date.now() - decidedAt < 5000)) return;
+  decidedAt = Date.now();
+  decidedPending = waiting;
+  api("/approvals?all=true").then((r) => {
+    decided = (r.approvals || []).filter((a) => a.state !== "pending")
       .sort((a, b) => Date.parse(b.decided_at) - Date.parse(a.decided_at)).slice(0, 20);
-    list.replaceChildren(...(done.length ? done.map((a) => el("li", { "data-decided": a.id },
-      el("strong", {}, a.state), " by " + (a.decided_by || "?") + " ", when(a.decided_at), ": ",
-      el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber), " " + a.what + (a.answer ? " (" + a.answer + ")" : "")))
-      : [el("li", { class: "muted" }, "none yet")]));
+    document.getElementById("decisions-list")?.replaceChildren(...decidedItems());
   }).catch(() => {});
-  box.addEventListener("toggle", () => { decisionsOpen = box.open; if (box.open) load(); });
-  if (decisionsOpen) load();
+}
+const decidedItems = () => !decided ? [] : decided.length ? decided.map((a) => el("li", { "data-decided": a.id },
+  el("strong", {}, a.state), " by " + (a.decided_by || "?") + " ", when(a.decided_at), ": ",
+  el("a", { href: "#/c/" + encodeURIComponent(a.chamber) }, a.chamber), " " + a.what + (a.answer ? " (" + a.answer + ")" : "")))
+  : [el("li", { class: "muted" }, "none yet")];
+function decisions() {
+  const list = el("ol", { id: "decisions-list", class: "decisions" }, decidedItems());
+  const box = el("details", { id: "decisions", open: decisionsOpen || undefined }, el("summary", {}, "Decided requests"), list);
+  box.addEventListener("toggle", () => { decisionsOpen = box.open; if (box.open) loadDecisions(true); });
+  if (decisionsOpen) loadDecisions(false);
   return box;
 }
 

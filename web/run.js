@@ -55,7 +55,7 @@ export async function runPage(name, number) {
     failed ? el("div", { class: "row" }, again, el("span", { class: "muted" }, "wakes " + name + " now: a new run, as a manual wake")) : "",
     ...sections);
   for (const pre of main.querySelectorAll("pre.log")) pre.scrollTop = pre.scrollHeight;
-  if (!s.outcome) follow(base, txBox.querySelector("pre"));
+  if (!s.outcome) follow(base, txBox.querySelector("pre"), number);
 }
 
 // A block of lines, opened at the newest, with a search that keeps only
@@ -80,16 +80,23 @@ function lines(id, title, r) {
 }
 
 // While the run runs: its transcript's new lines as they are written.
-async function follow(base, pre) {
+const FOLLOW_LINES = 5000;
+async function follow(base, pre, number) {
   if (!pre) return;
   following = new AbortController();
   try {
     const r = await fetch("/api" + base + "/transcript", { headers: auth(), signal: following.signal });
+    let first = true;
     await readEvents(r, (ev, d) => {
       if (ev !== "lines") return;
-      pre.dataset.all += "\n" + d.lines.join("\n");
-      pre.textContent += "\n" + d.lines.join("\n");
+      // The stream opens with the file's last lines, which the page has.
+      if (first) { first = false; return; }
+      const kept = (pre.dataset.all + "\n" + d.lines.join("\n")).split("\n").slice(-FOLLOW_LINES);
+      pre.dataset.all = kept.join("\n");
+      pre.textContent = pre.dataset.all;
       pre.scrollTop = pre.scrollHeight;
+      // It follows this run only: a line of the next ends it.
+      if (d.lines.some((l) => l.startsWith("--- cryo session ") && !l.startsWith(`--- cryo session ${number} `))) following?.abort();
     });
   } catch (e) { /* the page went, or the stream ended */ }
 }
@@ -100,12 +107,19 @@ async function follow(base, pre) {
 const MAX_LINES = 3000;
 function fullDiff(d, base, branch = true) {
   const patches = d.patch.split(/\n(?=diff --git )/);
-  const of = (f) => patches.find((p) => p.startsWith("diff --git ") && p.split("\n")[0].endsWith(" b/" + f.path)) || "";
+  // A file's own patch: its header exactly (an agent's file named
+  // "a b/x" must not stand in for "x"); git quotes unusual paths, which
+  // then have no patch shown here.
+  const of = (f) => patches.find((p) => p.split("\n")[0] === "diff --git a/" + f.path + " b/" + f.path) ?? null;
   const few = d.files.length <= 8;
   let budget = MAX_LINES;
+  let cutAny = false;
   const body = (text) => {
-    const ls = text.split("\n").slice(0, Math.max(0, budget));
+    if (text === null) return el("span", { class: "muted" }, "(its patch is not shown here: see it with `cryoctl chamber diff`)");
+    const all = text.split("\n");
+    const ls = all.slice(0, Math.max(0, budget));
     budget -= ls.length;
+    if (ls.length < all.length) { cutAny = true; ls.push("[… cut here: the whole patch is in `cryoctl chamber diff`]"); }
     return ls.map((l) => el("span", { class: l.startsWith("@@") ? "diff-hunk" : l.startsWith("+") && !l.startsWith("+++") ? "diff-add" : l.startsWith("-") && !l.startsWith("---") ? "diff-del" : /^(diff |index |\+\+\+|---)/.test(l) ? "diff-meta" : "" }, l + "\n"));
   };
   const files = d.files.map((f, i) => el("details", { class: "diff-file", id: "diff-file-" + i, open: few ? "" : undefined, "data-path": f.path },
@@ -118,7 +132,7 @@ function fullDiff(d, base, branch = true) {
     try { const b = await api(base + "/diff"); wholeBox.replaceChildren(el("h3", {}, "The branch " + b.branch), el("div", {}, fullDiff(b, base, false))); }
     catch (e) { flash(e); whole.disabled = false; }
   });
-  const cut = budget < 0 || d.cut ? el("p", { class: "muted" }, "the patch is longer: see it whole with `cryoctl chamber diff`") : "";
+  const cut = cutAny || d.cut ? el("p", { class: "muted" }, "the patch is longer: see it whole with `cryoctl chamber diff`") : "";
   return [el("p", {}, `${d.commits} commit${d.commits === 1 ? "" : "s"} on `, el("code", {}, d.branch), ", ",
     `${d.files.length} file${d.files.length === 1 ? "" : "s"}: `,
     d.files.map((f, i) => [i ? ", " : "", el("a", { href: "#", onclick: (e) => { e.preventDefault(); const x = document.getElementById("diff-file-" + i); x.open = true; x.scrollIntoView(); } }, f.path)])),

@@ -39,6 +39,7 @@ await drive(async (browser, out) => {
     });
     out["run_files_" + width] = await page.$$eval("details.diff-file", (ds) => ds.map((d) => ({
       path: d.dataset.path, open: d.open, lines: d.querySelector("pre").textContent.split("\n").filter(Boolean).length,
+      own: d.querySelector("pre").textContent.split("\n")[0] === `diff --git a/${d.dataset.path} b/${d.dataset.path}`,
       markup: d.querySelectorAll("script, img").length })));
     out["run_diff_width_" + width] = await page.evaluate(() => ({ page: document.documentElement.scrollWidth,
       diff: Math.round(document.querySelector(".run-changes").getBoundingClientRect().width) }));

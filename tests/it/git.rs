@@ -508,7 +508,10 @@ fn the_hub_shows_a_runs_diff() {
     let _d = env.start_daemon();
     let main = checkout(&env);
     sh(&main, "printf 'one\\ntwo\\n' > list.txt && git add list.txt && git commit -qm list");
-    let work = "printf 'one\\n<script>alert(1)</script>\\n' > list.txt\necho '<img src=x onerror=alert(1)>' > new.html";
+    // "a b/list.txt": its patch header also ends in " b/list.txt", and must
+    // not stand in for list.txt's on the run's page.
+    let work = "printf 'one\\n<script>alert(1)</script>\\n' > list.txt\necho '<img src=x onerror=alert(1)>' > new.html\n\
+                mkdir -p 'a b' && echo decoy > 'a b/list.txt'";
     let c = env.chamber("c", &agent(work), &git_toml(&env, "c", &main, ""));
     env.cryoctl(&["chamber", "start", "c"]).ok();
     wait_kept(&c, 1);
@@ -519,10 +522,14 @@ fn the_hub_shows_a_runs_diff() {
     let seen = crate::browser::run_driver(&dir, "diff.mjs", &env, &vars);
     for width in [390, 1280] {
         let line = seen[format!("git_line_{width}")]["text"].as_str().unwrap().to_string();
-        assert!(line.contains("cryo/c") && line.contains("+2") && line.contains("−1"), "{line}");
-        assert_eq!(seen[format!("changes_{width}")].as_str(), Some("+2 −1"), "{seen}");
+        assert!(line.contains("cryo/c") && line.contains("+3") && line.contains("−1"), "{line}");
+        assert_eq!(seen[format!("changes_{width}")].as_str(), Some("+3 −1"), "{seen}");
         let files = seen[format!("files_{width}")].clone();
-        assert_eq!(files, serde_json::json!([["list.txt", "+1", "−1"], ["new.html", "+1", "−0"]]), "{seen}");
+        assert_eq!(
+            files,
+            serde_json::json!([["a b/list.txt", "+1", "−0"], ["list.txt", "+1", "−1"], ["new.html", "+1", "−0"]]),
+            "{seen}"
+        );
         let patch = &seen[format!("patch_{width}")];
         assert_eq!(
             patch["text"].as_str().unwrap().trim_end(),
@@ -541,11 +548,17 @@ fn the_hub_shows_a_runs_diff() {
         // branch's whole diff on asking.
         let files = &seen[format!("run_files_{width}")];
         let paths: Vec<&str> = files.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-        assert_eq!(paths, ["list.txt", "new.html"], "{seen}");
+        assert_eq!(paths, ["a b/list.txt", "list.txt", "new.html"], "{seen}");
         assert!(files.as_array().unwrap().iter().all(|f| f["open"] == true && f["markup"] == 0), "{seen}");
+        // Each fold holds its own file's patch, whose header names it exactly.
+        assert!(files.as_array().unwrap().iter().all(|f| f["own"] == true), "{seen}");
         let w = &seen[format!("run_diff_width_{width}")];
         assert!(w["page"].as_i64() <= Some(width) && w["diff"].as_i64() > Some(width * 3 / 4 - 60), "{seen}");
-        assert_eq!(seen[format!("branch_files_{width}")], serde_json::json!(["list.txt", "new.html"]), "{seen}");
+        assert_eq!(
+            seen[format!("branch_files_{width}")],
+            serde_json::json!(["a b/list.txt", "list.txt", "new.html"]),
+            "{seen}"
+        );
         assert_eq!(seen["axe"][format!("run_diff_{width}")], serde_json::json!([]), "{seen}");
     }
 }

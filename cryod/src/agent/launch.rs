@@ -323,7 +323,15 @@ fn through_gateway(
         return if through.fallback { fallback_refused("this chamber says gateway = false") } else { Ok((None, None)) };
     }
     let kind = kinds::Kind::of(&launch.program);
-    let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    // A known kind may take its key from cryod's environment, as its CLI
+    // would; a command of the user's own only from `[provider] env` (one
+    // given no key is given none of cryod's).
+    let var = |name: &str| {
+        provider_env
+            .get(name)
+            .cloned()
+            .or_else(|| (kind != kinds::Kind::Other).then(|| std::env::var(name).ok()).flatten())
+    };
     let mut plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
         .map_err(Error::Setting)?
     {

@@ -237,6 +237,10 @@ pub(super) async fn put(
     axum::Json(changes): axum::Json<Map<String, Value>>,
 ) -> Result<axum::Json<Value>, Response> {
     let refused = |e: Error| super::api::ApiError(e).into_response();
+    // Only the keys the page may set, named before anything is read.
+    if let Some(other) = changes.keys().find(|k| !KEYS.iter().any(|(key, _)| key == k)) {
+        return Err(refused(Error::Invalid(SettingsError::NotASetting(other.clone()).to_string())));
+    }
     let (path, dir) = config_path(&hub, &name).map_err(refused)?;
     let _one_writer = hub.settings.lock().await;
     let text = read_text(&dir).await.map_err(refused)?;
