@@ -8,6 +8,7 @@ import { chamberTimeline, digest, legend } from "./timeline.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 
 const PAGE = 50;
+const RUNS_SHOWN = 50; // the newest runs the Runs tab lists and filters
 let oldest = null; // the file of the oldest message shown: the cursor for the page before
 let loadingOlder = false;
 let transcript = null; // the open transcript stream, if any
@@ -140,7 +141,7 @@ export async function chamberPage(name, answer = false) {
   const base = chamberPath(name);
   const owner = isOwner();
   const [info, msgs, extra] = await Promise.all([
-    api(base + "?sessions=50"), api(base + "/messages?limit=" + PAGE),
+    api(base + "?sessions=" + RUNS_SHOWN), api(base + "/messages?limit=" + PAGE),
     owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
   ]);
   const c = info.chamber;
@@ -654,7 +655,7 @@ function settingsForm(base, s) {
 
 export async function refreshHeader() {
   if (!state.current) return;
-  const info = await api(chamberPath(state.current) + "?sessions=50");
+  const info = await api(chamberPath(state.current) + "?sessions=" + RUNS_SHOWN);
   showState(info.chamber);
   if (isOwner()) {
     document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));

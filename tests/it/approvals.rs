@@ -716,8 +716,7 @@ cryo-agent hibernate --complete
 /// 44 px target) answers the agent.
 #[test]
 fn a_request_reaches_an_open_page_and_is_approved_from_a_phone() {
-    let Some(dir) = crate::browser::driver() else {
-        eprintln!("SKIPPED the live approval in Chromium: needs node, /usr/bin/chromium and tests/browser's modules");
+    let Some(dir) = crate::browser::driver_for("a_request_reaches_an_open_page_and_is_approved_from_a_phone") else {
         return;
     };
     let env = Env::new();

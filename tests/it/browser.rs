@@ -16,6 +16,17 @@ pub(crate) fn driver() -> Option<PathBuf> {
     ready.then_some(dir)
 }
 
+/// [`driver`], or `None` with the line that says `test` was skipped and why.
+pub(crate) fn driver_for(test: &str) -> Option<PathBuf> {
+    let dir = driver();
+    if dir.is_none() {
+        eprintln!(
+            "SKIPPED {test}: needs node, /usr/bin/chromium and `npm ci --prefix tests/browser` (.ci/run installs them)"
+        );
+    }
+    dir
+}
+
 /// Runs the driver `script` of `dir` against `env`'s hub (its address and
 /// token in `HUB_URL` and `HUB_TOKEN`, plus `vars`) and returns the JSON
 /// object it prints last, once it has said it met no error.
@@ -457,10 +468,7 @@ fn the_hub_as_a_console() {
 /// `todo.json`), another is sent once its Undo has passed.
 #[test]
 fn two_hundred_todos_page_search_and_undo_on_a_phone() {
-    let Some(dir) = driver() else {
-        eprintln!("SKIPPED two_hundred_todos_page_search_and_undo_on_a_phone: needs node and chromium");
-        return;
-    };
+    let Some(dir) = driver_for("two_hundred_todos_page_search_and_undo_on_a_phone") else { return };
     let env = Env::new();
     let _d = env.start_daemon();
     let c = env.chamber("many", ANSWERING_AGENT, "");
@@ -497,10 +505,7 @@ fn two_hundred_todos_page_search_and_undo_on_a_phone() {
 /// chamber, and the good run's page is titled by the summary it gave.
 #[test]
 fn a_run_has_a_page_of_its_own_and_a_failed_one_runs_again() {
-    let Some(dir) = driver() else {
-        eprintln!("SKIPPED a_run_has_a_page_of_its_own_and_a_failed_one_runs_again: needs node and chromium");
-        return;
-    };
+    let Some(dir) = driver_for("a_run_has_a_page_of_its_own_and_a_failed_one_runs_again") else { return };
     let env = Env::new();
     let _d = env.start_daemon();
     // The first session crashes after 80 lines; any later one succeeds.

@@ -452,3 +452,35 @@ fn a_cli_that_gives_up_on_a_short_429_is_limited_not_crashed() {
     assert!(!c.cryo_log().contains("misconfiguration"), "{}", c.cryo_log());
     assert!(c.cryo_log().contains("its account wait until"), "{}", c.cryo_log());
 }
+
+/// Issue 62, case 4, as an attacker: a confined command of the user's own
+/// is pointed at the gateway only by a key its chamber's `[provider] env`
+/// gives it. With none, cryod's own key (in cryod's environment) is neither
+/// spent through the gateway for it nor handed to it; with one, it holds a
+/// session token, never the key. (Unconfined, `sandbox = "off"`, an agent
+/// runs as cryod's user, who can read cryod's environment anyway.)
+#[test]
+fn a_custom_command_never_gets_cryods_own_key() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[("OPENAI_API_KEY", "sk-cryods-own")]);
+    d.wait_ready(&env);
+    let script = "printf '%s|%s' \"${OPENAI_API_KEY:-none}\" \"${OPENAI_BASE_URL:-none}\" > seen.txt\n\
+                  cryo-agent hibernate --complete >/dev/null\n";
+    let bare = env.chamber("bare", script, "sandbox = \"bwrap\"\n");
+    let given = env.chamber(
+        "given",
+        script,
+        "sandbox = \"bwrap\"\n\n[provider]\nenv = { OPENAI_API_KEY = \"sk-chamber\", OPENAI_BASE_URL = \"http://127.0.0.1:9/v1\" }\n",
+    );
+    for name in ["bare", "given"] {
+        env.cryoctl(&["chamber", "start", name]).ok();
+    }
+    bare.wait_ended(1);
+    given.wait_ended(1);
+    let (key, base) = bare.read("seen.txt").split_once('|').map(|(k, b)| (k.to_string(), b.to_string())).unwrap();
+    assert_ne!(key, "sk-cryods-own", "cryod's own key handed over");
+    assert_eq!(base, "none", "pointed at the gateway to spend cryod's key");
+    let (key, base) = given.read("seen.txt").split_once('|').map(|(k, b)| (k.to_string(), b.to_string())).unwrap();
+    assert!(key != "sk-chamber" && key != "sk-cryods-own" && !key.is_empty(), "{key}");
+    assert!(base.contains("/cryo/"), "through the gateway: {base}");
+}
