@@ -6,6 +6,7 @@
 import { api, at, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
 import { chamberTimeline, digest, legend } from "./timeline.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
+import { reviewTrust } from "./trust.js";
 
 const PAGE = 50;
 const RUNS_SHOWN = 50; // the newest runs the Runs tab lists and filters
@@ -37,40 +38,6 @@ function controls(c) {
       try { const v = await api(base + "/" + a, "POST", {}); showState(v); toast(c.name + ": " + a + " done; now " + v.state + "."); } catch (er) { flash(er); e.target.disabled = false; }
     } }, a),
     el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
-}
-
-// What changed in cryo.toml since the operator last accepted it, each key
-// before and after; Trust accepts it as it is (`cryoctl chamber trust`).
-async function reviewTrust(c) {
-  const base = chamberPath(c.name);
-  let d;
-  try { d = await api(base + "/trust"); } catch (er) { flash(er); return; }
-  const rows = d.changes.map((ch) => el("tr", {},
-    el("th", { scope: "row" }, el("code", {}, ch.key)),
-    el("td", {}, el("code", {}, ch.before ?? "(not recorded)")),
-    el("td", {}, el("code", {}, ch.after))));
-  const go = el("button", { id: "trust-accept", type: "submit" }, "Trust");
-  const form = el("form", { method: "dialog" },
-    el("h2", { id: "h-trust" }, "Accept " + c.name + "'s settings?"),
-    d.changes.length
-      ? el("table", { id: "trust-diff" }, el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "setting"), el("th", { scope: "col" }, "accepted"), el("th", { scope: "col" }, "now"))), el("tbody", {}, rows))
-      : el("p", {}, "Nothing changed since its settings were last accepted."),
-    el("p", { class: "muted" }, "These settings decide how the agent is confined, what runs for it and what it may reach. Whoever edited cryo.toml (the agent can) changed them."),
-    el("div", { class: "row" }, go, el("button", { type: "button", onclick: () => dialog.close() }, "Cancel")));
-  const dialog = el("dialog", { id: "trust-dialog", "aria-labelledby": "h-trust" }, form);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    go.disabled = true;
-    try {
-      const r = await api(base + "/trust", "POST", {});
-      dialog.close();
-      showState(r.chamber);
-      toast(c.name + ": accepted " + (r.accepted.map((a) => a.key).join(", ") || "nothing new") + "; now " + r.chamber.state + ".");
-    } catch (er) { dialog.close(); flash(er); }
-  });
-  dialog.addEventListener("close", () => dialog.remove());
-  document.body.append(dialog);
-  dialog.showModal();
 }
 
 // A reset asks first: the chamber's name, typed.
@@ -123,7 +90,11 @@ function needs(c) {
   if (c.fault) items.push(el("p", { class: "error", "data-need": "fault" }, prose(c.fault)));
   // A changed setting that waits for the operator: the diff, then Trust.
   if (c.fault && isOwner() && c.fault.includes("cryoctl chamber trust")) {
-    items.push(el("div", { class: "row" }, el("button", { id: "trust-review", onclick: () => reviewTrust(c) }, "Review the changes")));
+    items.push(el("div", { class: "row" }, el("button", { id: "trust-review", onclick: () => reviewTrust(c, showState) }, "Review the changes")));
+  }
+  if (c.acknowledged_at && items.length) {
+    items.push(el("p", { class: "muted", "data-need": "set-aside" }, "Set aside ", at(c.acknowledged_at),
+      c.snoozed_until ? [", snoozed until ", at(c.snoozed_until)] : ", until it changes", "."));
   }
   for (const w of c.warnings || []) items.push(el("p", { class: "warn", "data-need": "warning" }, prose(w)));
   if (c.open_questions) items.push(el("p", { "data-need": "questions" }, el("span", { class: "badge qbadge" }, c.open_questions + (c.open_questions === 1 ? " open question" : " open questions")),

@@ -3,8 +3,9 @@
 // chambers searched and filtered, and the next day's wakes.
 "use strict";
 
-import { api, badge, el, failure, flash, isOwner, prose, state, toast, when } from "./lib.js";
+import { api, at, badge, chamberPath, el, failure, flash, isOwner, prose, state, toast, when } from "./lib.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
+import { reviewTrust } from "./trust.js";
 import { fleetTimeline, legend } from "./timeline.js";
 
 const main = () => document.getElementById("main");
@@ -67,6 +68,11 @@ const bad = (c) => !c.archived && ["crashed", "timed out", "failed", "stalled", 
 // of their own in "Needs you"); the filter keeps either.
 const needsMore = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
 const needsYou = (c) => needsMore(c) || (!c.archived && (c.state === "awaiting approval" || pending(c.name).length > 0));
+// What a person set aside (acknowledged, or snoozed until a time not yet
+// come): out of the queue, named below it. An open question is never set
+// aside: it is answered.
+const setAside = (c) => c.acknowledged_at && !c.open_questions
+  && (!c.snoozed_until || Date.parse(c.snoozed_until) > Date.now());
 
 function shown(c) {
   const f = state.filter || { text: "", state: "" };
@@ -150,12 +156,15 @@ function renderNeeds(all) {
   // request's card.
   const carded = (c) => c.attention && pending(c.name).some((a) => c.attention.includes(a.id))
     && !c.fault && !c.open_questions && !(c.state === "stopped" && c.mail_waiting);
-  const list = all.filter((c) => needsMore(c) && !carded(c));
+  const needing = all.filter((c) => needsMore(c) && !carded(c));
+  const list = needing.filter((c) => !setAside(c));
+  const aside = needing.filter(setAside);
+  wakeAtSnoozeEnd(aside);
   const waits = pending();
   navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.
   for (const c of all) if (!c.open_questions) { asked.delete(c.name); holders.delete(c.name); }
-  if (!list.length && !waits.length) { box.replaceChildren(decisions()); return; }
+  if (!list.length && !waits.length) { box.replaceChildren(...asideLine(aside), decisions()); return; }
   const queue = [
     ...waits.map((a) => ({ kind: "approval", at: a.created_at, name: a.chamber, node: () => approvalItem(a) })),
     ...list.map((c) => ({ kind: kindOf(c), at: sinceOf(c), name: c.name, node: () => chamberItem(c) })),
@@ -178,7 +187,7 @@ function renderNeeds(all) {
     el("h2", { id: "h-needs-all" }, "Needs you (" + queue.length + ")"),
     el("ul", { class: "needs-list", id: "needs-queue", "aria-label": "what needs you, what blocks an agent first" }, items),
     more > 0 ? el("p", { class: "muted" }, "and " + more + " more: choose “needs you” in the state filter below.") : "",
-    decisions()));
+    ...asideLine(aside), decisions()));
   if (typing?.isConnected && typing !== document.activeElement) {
     typing.focus({ preventScroll: true });
     if (at != null) typing.selectionStart = typing.selectionEnd = at;
@@ -206,9 +215,69 @@ function chamberItem(c) {
     });
     actions.push(wake);
   }
-  if (c.fault && c.fault.includes("cryoctl chamber trust")) actions.push(el("a", { href: "#/c/" + encodeURIComponent(c.name), "data-review": c.name }, "Review the changes"));
+  if (c.fault && c.fault.includes("cryoctl chamber trust")) {
+    actions.push(el("button", { type: "button", "data-review": c.name, onclick: () => reviewTrust(c, changed) }, "Review and trust"));
+  }
+  // Seen, and set aside: until it changes, or until a time.
+  actions.push(...acknowledge(c));
   return el("li", { "data-needs": c.name }, el("strong", {}, link), " ", badge(c.state, c.last_result), kids,
     actions.length ? el("div", { class: "row" }, actions) : "");
+}
+
+// A chamber as cryod answered it, in the list.
+function changed(c) {
+  state.chambers.set(c.name, c);
+  renderList();
+}
+
+// Acknowledge (set aside until what needs you changes) and Snooze (until a
+// time): kept by cryod, so a restart or another device sees the same.
+const SNOOZES = [["", "Snooze…"], ["3600", "for 1 hour"], ["14400", "for 4 hours"], ["tomorrow", "until tomorrow 09:00"], ["604800", "for a week"]];
+function acknowledge(c) {
+  const send = async (body, what) => {
+    try { changed(await api(chamberPath(c.name) + "/acknowledge", "POST", body)); toast(c.name + ": " + what + "."); }
+    catch (er) { flash(er); }
+  };
+  const ack = el("button", { type: "button", "data-acknowledge": c.name }, "Acknowledge");
+  ack.addEventListener("click", () => { ack.disabled = true; send({}, "set aside until it changes"); });
+  const id = "snooze-" + c.name;
+  const pick = el("select", { id, "data-snooze": c.name }, SNOOZES.map(([v, l]) => el("option", { value: v }, l)));
+  pick.addEventListener("change", () => {
+    if (!pick.value) return;
+    const body = pick.value === "tomorrow" ? { until: tomorrowAtNine().toISOString() } : { snooze_secs: Number(pick.value) };
+    send(body, "snoozed " + pick.selectedOptions[0].textContent);
+  });
+  return [ack, el("label", { for: id, class: "sr-only" }, "Snooze " + c.name), pick];
+}
+function tomorrowAtNine() {
+  const t = new Date();
+  t.setDate(t.getDate() + 1);
+  t.setHours(9, 0, 0, 0);
+  return t;
+}
+
+// What was set aside, named (nothing a person must act on is lost from
+// sight): each with until when.
+function asideLine(aside) {
+  if (!aside.length) return [];
+  const items = aside.map((c) => el("li", { "data-aside": c.name },
+    el("a", { href: "#/c/" + encodeURIComponent(c.name) }, c.name), " ",
+    c.snoozed_until ? el("span", { class: "muted" }, "snoozed until ", at(c.snoozed_until)) : el("span", { class: "muted" }, "until it changes")));
+  const box = el("details", { id: "set-aside", open: asideOpen || undefined },
+    el("summary", {}, "Set aside (" + aside.length + ")"), el("ul", { class: "aside-list" }, items));
+  box.addEventListener("toggle", () => { asideOpen = box.open; });
+  return [box];
+}
+let asideOpen = false; // kept open across redraws
+
+// A snooze that ends while the page is open brings its item back then.
+let snoozeTimer = null;
+function wakeAtSnoozeEnd(aside) {
+  clearTimeout(snoozeTimer);
+  const ends = aside.map((c) => Date.parse(c.snoozed_until)).filter((t) => t > Date.now());
+  if (!ends.length) return;
+  const wait = Math.min(Math.min(...ends) - Date.now() + 500, 2 ** 31 - 1);
+  snoozeTimer = setTimeout(renderList, wait);
 }
 
 // Who decided what: the requests answered, newest first. Asked when the

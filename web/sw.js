@@ -3,8 +3,8 @@
 // the API answers (chambers, messages, tokens): only the fixed files below.
 "use strict";
 
-const SHELL = "cryo-shell-v5";
-const FILES = ["/", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/list.js", "/approvals.js", "/run.js", "/timeline.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
+const SHELL = "cryo-shell-v6";
+const FILES = ["/", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/list.js", "/approvals.js", "/trust.js", "/run.js", "/timeline.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
 
 self.addEventListener("install", (e) => {
   e.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));

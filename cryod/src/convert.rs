@@ -49,6 +49,8 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         warnings: v.snap.view.warnings.clone(),
         held_by: v.snap.view.held.as_ref().map(|h| h.account.clone()).unwrap_or_default(),
         held_until: v.snap.view.held.as_ref().map(|h| crate::rfc3339(h.until)).unwrap_or_default(),
+        acknowledged_at: v.snap.view.acknowledged.map(|a| crate::rfc3339(a.at)).unwrap_or_default(),
+        snoozed_until: v.snap.view.acknowledged.and_then(|a| a.until).map(crate::rfc3339).unwrap_or_default(),
     }
 }
 

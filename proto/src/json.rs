@@ -56,6 +56,8 @@ pub fn chamber_json(c: &v1::Chamber) -> serde_json::Value {
         "warnings": c.warnings,
         "held_by": null_if_empty(&c.held_by),
         "held_until": null_if_empty(&c.held_until),
+        "acknowledged_at": null_if_empty(&c.acknowledged_at),
+        "snoozed_until": null_if_empty(&c.snoozed_until),
     })
 }
 

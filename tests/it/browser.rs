@@ -534,3 +534,81 @@ fn a_run_has_a_page_of_its_own_and_a_failed_one_runs_again() {
     assert!(seen["good_run"]["summary"].as_str().unwrap().ends_with(": built and tested"), "{seen}");
     assert_eq!(seen["good_run"]["again"], 0, "{seen}");
 }
+
+/// Issue 63, cases 4 and 8: on a 360 px phone in the dark theme, a failure
+/// is acknowledged and another snoozed for an hour from "Needs you" (each
+/// leaves the queue and is named under "Set aside"), and a changed setting
+/// is reviewed (its diff) and trusted from its item. cryod keeps the first
+/// two: after it is killed and started again, `cryoctl` and the page still
+/// set them aside; a new failure brings one back.
+#[test]
+fn a_phone_sets_failures_aside_and_trusts_a_setting_from_the_queue() {
+    let Some(dir) = driver_for("a_phone_sets_failures_aside_and_trusts_a_setting_from_the_queue") else { return };
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let crash = "echo dying >&2\nexit 3\n";
+    let (a, b) = (env.chamber("crash-a", crash, ""), env.chamber("crash-b", crash, ""));
+    let guarded = env.chamber("guarded", ANSWERING_AGENT, "");
+    for name in ["crash-a", "crash-b", "guarded"] {
+        env.cryoctl(&["chamber", "start", name]).ok();
+    }
+    a.wait_ended(1);
+    b.wait_ended(1);
+    let status = |name: &str| env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone();
+    // The agent writes a setting only the operator may accept.
+    let edited = format!("precheck = \"curl evil\"\n{}", guarded.read("cryo.toml"));
+    std::fs::write(guarded.dir.join("cryo.toml"), edited).unwrap();
+    wait_until("the guarded chamber held", || status("guarded")["state"] == "faulted");
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/hub-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shots = ("SHOTS", shots.to_str().expect("a UTF-8 path").to_string());
+    let seen = run_driver(&dir, "aside.mjs", &env, &[("STAGE", "first".into()), shots.clone()]);
+    let names = |v: &serde_json::Value| {
+        v.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert!(
+        ["crash-a", "crash-b", "guarded"].iter().all(|n| names(&seen["before"]).contains(&n.to_string())),
+        "{seen}"
+    );
+    assert_eq!(names(&seen["aside"]), ["crash-a", "crash-b"], "{seen}");
+    assert!(seen["aside_text"].as_str().unwrap().contains("snoozed until"), "{seen}");
+    assert_eq!(names(&seen["trust_keys"]), ["precheck"], "{seen}");
+    assert!(names(&seen["after"]).iter().all(|n| !n.starts_with("crash") && n != "guarded"), "{seen}");
+    for control in ["ack_box", "snooze_box"] {
+        assert!(seen[control]["height"].as_f64() >= Some(44.0), "{control}: {seen}");
+    }
+    for page in ["queue_360_dark", "aside_360_dark", "trust_360_dark"] {
+        assert_eq!(seen["axe"][page], serde_json::json!([]), "{page}: {seen}");
+    }
+    assert!(seen["page_width"].as_i64() <= Some(360), "{seen}");
+    wait_until("the setting trusted", || status("guarded")["state"] != "faulted");
+    // cryod keeps what was set aside across a kill and a start.
+    let before = (status("crash-a"), status("crash-b"));
+    assert!(before.0["acknowledged_at"].is_string() && before.0["snoozed_until"].is_null(), "{}", before.0);
+    assert!(before.1["snoozed_until"].is_string(), "{}", before.1);
+    d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    let _d = env.start_daemon();
+    wait_until("the chambers back", || status("crash-b")["state"] != "stopped");
+    for (name, was) in [("crash-a", &before.0), ("crash-b", &before.1)] {
+        let now = status(name);
+        assert_eq!(
+            (&now["acknowledged_at"], &now["snoozed_until"]),
+            (&was["acknowledged_at"], &was["snoozed_until"]),
+            "{name}: {now}"
+        );
+    }
+    let text = env.cryoctl(&["chamber", "status", "crash-b"]).ok().to_string();
+    assert!(text.contains("set aside") && text.contains("snoozed until"), "{text}");
+    let seen = run_driver(&dir, "aside.mjs", &env, &[("STAGE", "after".into()), shots]);
+    assert_eq!(names(&seen["aside"]), ["crash-a", "crash-b"], "{seen}");
+    assert!(names(&seen["queue"]).iter().all(|n| !n.starts_with("crash")), "{seen}");
+    // A chamber that needs nothing has nothing to set aside; a bad snooze
+    // is one line; a new failure is the person's again.
+    let refused = env.cryoctl(&["chamber", "acknowledge", "guarded"]);
+    assert!(refused.fails(1).contains("needs nothing of you"), "{}", refused.stderr);
+    let bad = env.cryoctl(&["chamber", "acknowledge", "crash-a", "--for", "soon"]);
+    assert!(bad.fails(2).contains("not a duration"), "{}", bad.stderr);
+    env.cryoctl(&["chamber", "wake", "crash-a"]).ok();
+    a.wait_ended(2);
+    wait_until("the new failure back in the queue", || status("crash-a")["acknowledged_at"].is_null());
+}

@@ -9,6 +9,7 @@ mod hooks;
 mod life;
 mod moves;
 mod ops;
+pub use self::ops::Snooze;
 mod registry;
 pub mod remote;
 pub mod schedule;

@@ -235,6 +235,21 @@ impl Daemon {
         Ok((v, already))
     }
 
+    /// A person sets what needs them on a chamber aside (a failure, a
+    /// fault, an attention line, mail on a stopped chamber): it leaves the
+    /// queue until it changes or, with `until`, until then.
+    pub async fn acknowledge(&self, r: &ChamberRef, snooze: Snooze) -> Result<ChamberView> {
+        let until = snooze.end(self.0.shared.clock.now())?;
+        let v = self.resolve(r)?;
+        if !self.elsewhere(&v)
+            && let Some(done) = self.ask_here(v.record.id, |tx| Event::Acknowledge(until, tx)).await?
+        {
+            done?;
+            return Ok(self.view_of(v.record.id).unwrap_or(v));
+        }
+        Ok(self.forward(&v, Command::Acknowledge { until }).await?.flags(&v)?.0)
+    }
+
     /// The operator accepts a chamber's `cryo.toml` as it is (see
     /// `chamber::trust`): the keys that changed since last accepted.
     /// With an `edit`, the digests of a `cryo.toml` about to be written by
@@ -394,5 +409,42 @@ impl Daemon {
             .send(Event::Agent { session, call: Box::new(call), reply })
             .map_err(|_| Error::Unavailable("the chamber's supervisor has stopped".into()))?;
         rx.await.map_err(|_| Error::Unavailable("the session ended during the call".into()))?
+    }
+}
+
+/// How long what needs a person is set aside ([`Daemon::acknowledge`]).
+#[derive(Debug, Clone, Default)]
+pub struct Snooze {
+    /// Until this time (RFC 3339); empty: see `secs`.
+    pub until: String,
+    /// For this many seconds from now; 0 with no `until`: until what
+    /// needs the person changes.
+    pub secs: u64,
+}
+
+/// The longest snooze: a year (a later time is a mistake, not a plan).
+const SNOOZE_MAX_DAYS: i64 = 366;
+
+impl Snooze {
+    fn end(&self, now: chrono::DateTime<chrono::Utc>) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        let most = now + chrono::Duration::days(SNOOZE_MAX_DAYS);
+        let until = match (self.until.trim(), self.secs) {
+            ("", 0) => return Ok(None),
+            ("", secs) => {
+                now + chrono::Duration::seconds(
+                    i64::try_from(secs).unwrap_or(i64::MAX).min(SNOOZE_MAX_DAYS * 86_400 + 1),
+                )
+            }
+            (at, 0) => chrono::DateTime::parse_from_rfc3339(at)
+                .map_err(|e| {
+                    Error::Invalid(format!("until {at:?} is not a time (RFC 3339, e.g. 2026-11-29T09:00:00Z): {e}"))
+                })?
+                .to_utc(),
+            _ => return Err(Error::Invalid("a snooze ends at a time or after a while, not both".into())),
+        };
+        if until > most {
+            return Err(Error::Invalid(format!("a snooze lasts at most {SNOOZE_MAX_DAYS} days")));
+        }
+        Ok(Some(until))
     }
 }

@@ -31,6 +31,9 @@ pub enum Command {
     Pause {
         pause: bool,
     },
+    Acknowledge {
+        until: Option<chrono::DateTime<chrono::Utc>>,
+    },
     Archive {
         archive: bool,
     },
@@ -236,6 +239,10 @@ impl Daemon {
             Command::Pause { pause } => {
                 let (v, already) = self.pause(&r, pause).await?;
                 flags(v, already, false)
+            }
+            Command::Acknowledge { until } => {
+                let snooze = super::Snooze { until: until.map(crate::rfc3339).unwrap_or_default(), secs: 0 };
+                flags(self.acknowledge(&r, snooze).await?, false, false)
             }
             Command::Archive { archive } => {
                 let (v, already) = self.archive(&r, archive).await?;

@@ -207,6 +207,12 @@ pub(super) struct ControlBody {
     /// A reset's confirmation: the chamber's name.
     #[serde(default)]
     confirm: String,
+    /// An acknowledgement's snooze: until this time (RFC 3339) ...
+    #[serde(default)]
+    until: String,
+    /// ... or for this many seconds (neither: until what needs you changes).
+    #[serde(default)]
+    snooze_secs: u64,
 }
 
 pub(super) async fn control(
@@ -241,8 +247,12 @@ pub(super) async fn control(
             let message = (!body.message.trim().is_empty()).then(|| body.message.clone());
             hub.daemon.wake(&r, message, body.replace).await?.0
         }
+        "acknowledge" => {
+            let snooze = crate::daemon::Snooze { until: body.until, secs: body.snooze_secs };
+            hub.daemon.acknowledge(&r, snooze).await?
+        }
         other => {
-            let actions = "start, stop, pause, resume, wake, archive, unarchive, reset";
+            let actions = "start, stop, pause, resume, wake, archive, unarchive, reset, acknowledge";
             return Err(Error::NotFound(format!("no action {other:?} ({actions})")).into());
         }
     };

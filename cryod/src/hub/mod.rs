@@ -37,6 +37,7 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
     ("/owner.js", include_bytes!("../../../web/owner.js"), "text/javascript; charset=utf-8"),
     ("/list.js", include_bytes!("../../../web/list.js"), "text/javascript; charset=utf-8"),
     ("/approvals.js", include_bytes!("../../../web/approvals.js"), "text/javascript; charset=utf-8"),
+    ("/trust.js", include_bytes!("../../../web/trust.js"), "text/javascript; charset=utf-8"),
     ("/run.js", include_bytes!("../../../web/run.js"), "text/javascript; charset=utf-8"),
     ("/timeline.js", include_bytes!("../../../web/timeline.js"), "text/javascript; charset=utf-8"),
     ("/sw.js", include_bytes!("../../../web/sw.js"), "text/javascript; charset=utf-8"),

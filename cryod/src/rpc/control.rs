@@ -283,6 +283,13 @@ impl Control for ControlService {
         switched(self.daemon.pause(&r, false).await?)
     }
 
+    async fn chamber_acknowledge(&self, req: Request<pb::ChamberAcknowledgeRequest>) -> R<pb::ChamberPauseReply> {
+        let req = req.into_inner();
+        let snooze = crate::daemon::Snooze { until: req.until, secs: req.snooze_secs };
+        let v = self.daemon.acknowledge(&convert::chamber_ref(req.chamber)?, snooze).await?;
+        Ok(Response::new(pb::ChamberPauseReply { chamber: Some(convert::chamber(&v)), already: false }))
+    }
+
     async fn chamber_archive(&self, req: Request<pb::ChamberPauseRequest>) -> R<pb::ChamberPauseReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         switched(self.daemon.archive(&r, true).await?)

@@ -67,6 +67,8 @@ pub enum Event {
     Remove(oneshot::Sender<()>),
     /// Pause (true) or resume (false); replies whether nothing changed.
     Pause(bool, oneshot::Sender<Result<bool>>),
+    /// Set what needs a person aside, until it changes or a time.
+    Acknowledge(Option<chrono::DateTime<chrono::Utc>>, oneshot::Sender<Result<bool>>),
     /// Archive (true) or unarchive (false); replies whether nothing changed.
     Archive(bool, oneshot::Sender<Result<bool>>),
     /// Move the runtime files into `history/`; replies with that folder.
@@ -429,6 +431,7 @@ impl Sup {
             Event::Stop { wait, reply } => Input::Stop { req: self.wait(Waiter::Stop(reply)), wait },
             Event::Remove(reply) => Input::Remove { req: self.wait(Waiter::Done(reply)) },
             Event::Pause(pause, reply) => Input::Pause { req: self.wait(Waiter::Pause(reply)), pause },
+            Event::Acknowledge(until, reply) => Input::Acknowledge { req: self.wait(Waiter::Pause(reply)), until },
             Event::Archive(archive, reply) => Input::Archive { req: self.wait(Waiter::Archive(reply)), archive },
             Event::Reset(reply) => Input::Reset { req: self.wait(Waiter::Reset(reply)) },
             Event::Trust { edit, diff, reply } => {

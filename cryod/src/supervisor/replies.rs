@@ -62,6 +62,7 @@ impl Sup {
                 _ => (false, false),
             }))),
             (Waiter::Done(tx), _) => drop(tx.send(())),
+            // Pause, resume and acknowledge: whether nothing changed.
             (Waiter::Pause(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Paused(true))))),
             (Waiter::Archive(tx), r) => drop(tx.send(r.map(|r| matches!(r, Reply::Archived(true))))),
             (Waiter::Reset(tx), r) => drop(tx.send(r.map(|r| match r {

@@ -130,6 +130,38 @@ pub(super) async fn switch(ctx: &Ctx, chamber: Option<String>, op: Switch) -> Re
     Ok(())
 }
 
+pub(super) async fn acknowledge(ctx: &Ctx, chamber: Option<String>, snooze: Option<String>) -> Result<()> {
+    let secs = match snooze.as_deref() {
+        None => 0,
+        Some(s) => match cryo_core::time::parse_duration(s).and_then(|d| u64::try_from(d.num_seconds()).ok()) {
+            Some(secs) if secs > 0 => secs,
+            _ => {
+                let message = format!("--for {s:?} is not a duration: write it as 30m, 2h or 1 day");
+                return Err(Failure { message, code: 2 });
+            }
+        },
+    };
+    let c = client::control(&ctx.socket).await?;
+    let r = with_chamber(chamber.as_deref(), |r| {
+        let mut c = c.clone();
+        async move {
+            let req = pb::ChamberAcknowledgeRequest { chamber: Some(r), until: String::new(), snooze_secs: secs };
+            c.chamber_acknowledge(req).await
+        }
+    })
+    .await?
+    .into_inner();
+    let ch = r.chamber.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({ "chamber": chamber_json(&ch) }));
+    } else if ch.snoozed_until.is_empty() {
+        outln!("set aside what {:?} needs of you, until it changes", ch.name);
+    } else {
+        outln!("snoozed what {:?} needs of you until {}", ch.name, output::local_time(&ch.snoozed_until));
+    }
+    Ok(())
+}
+
 pub(super) async fn reset(ctx: &Ctx, chamber: Option<String>, yes: bool) -> Result<()> {
     let c = client::control(&ctx.socket).await?;
     if !yes {

@@ -14,7 +14,7 @@ use clap::Subcommand;
 use cryo_proto::v1 as pb;
 
 use self::add::{add, hook, init, release};
-use self::life::{Switch, move_to, remove, reset, start, stop, switch, trust, wake};
+use self::life::{Switch, acknowledge, move_to, remove, reset, start, stop, switch, trust, wake};
 use self::mail::{log, messages, send, watch};
 pub use self::status::{admission_line, hold_line};
 use self::status::{list, status};
@@ -125,6 +125,19 @@ pub enum ChamberCmd {
         /// The chamber: its name or folder (left out: the chamber whose folder you are in).
         #[arg(add = crate::complete::chambers())]
         chamber: Option<String>,
+    },
+    /// Set what needs you on a chamber aside (a failure, a fault, an
+    /// attention line, mail on a stopped chamber): it leaves the hub's
+    /// queue until it changes, or until the snooze ends. Its work is not
+    /// changed.
+    #[command(alias = "ack")]
+    Acknowledge {
+        /// The chamber: its name or folder (left out: the chamber whose folder you are in).
+        #[arg(add = crate::complete::chambers())]
+        chamber: Option<String>,
+        /// Snooze: it comes back after this long (e.g. `2h`, `30m`, `1 day`).
+        #[arg(long = "for", value_name = "DURATION")]
+        snooze: Option<String>,
     },
     /// Begin a chamber again: stop it, move todo.json, NOTES.md, messages/,
     /// the logs and .cryo/ into history/TIMESTAMP/, and lay out fresh ones
@@ -367,6 +380,7 @@ pub async fn run(ctx: Ctx, cmd: ChamberCmd) -> Result<()> {
         ChamberCmd::Resume { chamber } => switch(&ctx, chamber, Switch::Resume).await,
         ChamberCmd::Archive { chamber } => switch(&ctx, chamber, Switch::Archive).await,
         ChamberCmd::Unarchive { chamber } => switch(&ctx, chamber, Switch::Unarchive).await,
+        ChamberCmd::Acknowledge { chamber, snooze } => acknowledge(&ctx, chamber, snooze).await,
         ChamberCmd::Reset { chamber, yes } => reset(&ctx, chamber, yes).await,
         ChamberCmd::Trust { chamber, diff } => trust(&ctx, chamber, diff).await,
         ChamberCmd::Wake { chamber, message, replace } => wake(&ctx, chamber, message, replace).await,

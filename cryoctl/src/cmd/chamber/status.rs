@@ -193,6 +193,13 @@ fn print_identity(ch: &pb::Chamber) {
             output::local_time(&ch.held_until)
         );
     }
+    if !ch.acknowledged_at.is_empty() {
+        let until = match ch.snoozed_until.as_str() {
+            "" => "until it changes".to_string(),
+            t => format!("snoozed until {}", output::local_time(t)),
+        };
+        outln!("  set aside {} by a person, {until}", output::local_time(&ch.acknowledged_at));
+    }
     outln!("  path      {}", ch.path);
     if !ch.agent.is_empty() {
         outln!("  agent     {}", ch.agent);

@@ -49,6 +49,22 @@ pub(super) struct Health {
     open_questions: u32,
     /// An approval the chamber waits for, or its answer (boxed: rare).
     approval: Option<Box<Approval>>,
+    /// A person set what needs them aside, until it changes or a time
+    /// (boxed: rare).
+    acknowledged: Option<Box<Acknowledged>>,
+}
+
+/// A person has seen what needs them on a chamber (a failure, a fault, an
+/// attention line, mail waiting on it while stopped) and set it aside: it
+/// leaves the queue of what needs them until it changes (a new failure or
+/// line, a fault, new mail) or, snoozed, until `until`. The chamber still
+/// shows it; nothing about the chamber's own work changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Acknowledged {
+    /// When it was set aside.
+    pub at: DateTime<Utc>,
+    /// Snoozed: it comes back then (none: when it changes).
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// What of a chamber's health must survive a restart of cryod or a fleet
@@ -67,6 +83,7 @@ pub struct HealthRecord {
     pub mail_hold_until: Option<DateTime<Utc>>,
     pub rework_at: Option<DateTime<Utc>>,
     pub completed: bool,
+    pub acknowledged: Option<Acknowledged>,
 }
 
 /// What the chamber holds of an approval request.
@@ -96,6 +113,7 @@ impl Health {
             mail_hold_until: self.mail_hold_until,
             rework_at: self.rework_at,
             completed: self.completed,
+            acknowledged: self.acknowledged.as_deref().copied(),
         }
     }
 
@@ -108,6 +126,7 @@ impl Health {
         self.mail_hold_until = r.mail_hold_until;
         self.rework_at = r.rework_at;
         self.completed = r.completed;
+        self.acknowledged = r.acknowledged.map(Box::new);
     }
 
     /// What the status view shows of it.
@@ -161,6 +180,38 @@ impl Health {
         true
     }
 
+    // ---- set aside ------------------------------------------------------------
+
+    /// A person set what needs them aside (see [`Acknowledged`]).
+    pub(super) fn acknowledge(&mut self, a: Acknowledged) {
+        self.acknowledged = Some(Box::new(a));
+    }
+
+    /// What needs a person changed, or a snooze ended: it is theirs again.
+    pub(super) fn unacknowledge(&mut self) {
+        self.acknowledged = None;
+    }
+
+    /// The set-aside standing at `now` (a snooze that ended is none).
+    pub(super) fn acknowledged(&self, now: DateTime<Utc>) -> Option<Acknowledged> {
+        self.acknowledged.as_deref().copied().filter(|a| a.until.is_none_or(|u| u > now))
+    }
+
+    /// Whether anything is set aside (ended or not).
+    pub(super) fn any_acknowledged(&self) -> bool {
+        self.acknowledged.is_some()
+    }
+
+    /// The last session failed: its result is what needs a person.
+    pub(super) fn last_failed(&self) -> bool {
+        self.previous_failure.is_some()
+    }
+
+    /// What needs a person, as text, for telling a change.
+    pub(super) fn need(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
+        (self.attention.as_deref(), self.trouble.as_deref(), self.last_result.as_deref())
+    }
+
     // ---- the plan and the session's end ------------------------------------
 
     /// The plan was completed: no scheduled wakes until mail arrives.
@@ -182,9 +233,15 @@ impl Health {
     /// A session ended so: a failure is counted and holds mail back
     /// (returned: for how long), a provider's limit holds it until the
     /// reset, an interruption (cryod's stop) is nobody's failure, and a
-    /// good end clears the count (and, if it hibernated, the attention).
+    /// good end clears the count (and, if it hibernated, the attention);
+    /// each end but an interruption ends a set-aside.
     pub(super) fn ended(&mut self, outcome: &Outcome, now: DateTime<Utc>) -> Option<Duration> {
         self.previous_failure = outcome.failed().then(|| outcome.describe());
+        // A session's end is news, whatever it says (the same failure
+        // again included): what was set aside is the person's again.
+        if *outcome != Outcome::Interrupted {
+            self.acknowledged = None;
+        }
         match outcome {
             Outcome::Interrupted => self.previous_failure = None,
             o if o.failed() => {

@@ -201,6 +201,8 @@ pub enum Reply {
     Archived(bool),
     /// `reset`: where the runtime files went (`history/TIMESTAMP`).
     Reset(String),
+    /// `acknowledge`: set aside until it changes or the snooze ends.
+    Acknowledged,
     Woke(WakeOutcome),
     /// An operator's message, as `messages/inbox/NAME`, and, when the
     /// agent will not read it at once, one line saying when and how to wake
@@ -250,6 +252,8 @@ pub enum Timer {
     Silence,
     /// A parked session's moment to end by itself is over.
     Park(u64),
+    /// A snooze of what needs a person may be over: it is theirs again.
+    SnoozeEnd,
 }
 
 /// A signal for the agent's process group.
@@ -611,6 +615,13 @@ pub enum Input {
     /// only): the chamber begins again from its plan and config.
     Reset {
         req: ReqId,
+    },
+    /// A person sets what needs them aside (a failure, a fault, an
+    /// attention line, mail on a stopped chamber), until it changes or,
+    /// snoozed, until `until` ([`super::Acknowledged`]).
+    Acknowledge {
+        req: ReqId,
+        until: Option<DateTime<Utc>>,
     },
     Wake {
         req: ReqId,

@@ -39,7 +39,7 @@ use chrono_tz::Tz;
 
 use self::files::Files;
 use self::health::Health;
-pub use self::health::HealthRecord;
+pub use self::health::{Acknowledged, HealthRecord};
 pub use self::io::*;
 use self::silence::Silence;
 use self::waking::{Cut, Waking};
@@ -127,6 +127,9 @@ pub struct View {
     /// A session's agent runs now (state `running`, or `awaiting approval`
     /// with the session waiting in place).
     pub in_session: bool,
+    /// What needs a person, set aside by one (until it changes or a
+    /// snooze ends).
+    pub acknowledged: Option<Acknowledged>,
 }
 
 /// What the chamber holds when its machine is made (from the registry, the
@@ -249,7 +252,12 @@ impl Chamber {
     pub fn handle(&mut self, input: Input, now: DateTime<Utc>) -> Vec<Effect> {
         self.now = now;
         let (attention, fault) = (self.health.attention().map(str::to_string), self.fault());
+        let need = self.health.any_acknowledged().then(|| self.need());
         self.step(input);
+        // What was set aside comes back when it changes or its snooze ends.
+        if need.is_some_and(|n| n != self.need() || self.health.acknowledged(now).is_none()) {
+            self.health.unacknowledge();
+        }
         self.notice_changes(attention, fault);
         self.save_health();
         std::mem::take(&mut self.out)
@@ -428,7 +436,25 @@ impl Chamber {
             ..View::default()
         };
         self.health.show(&mut view);
+        view.acknowledged = self.health.acknowledged(self.now);
         view
+    }
+
+    /// What needs a person now, hashed, to tell when it changes: the
+    /// attention line, a file to mend, the last result, a fault, the mail
+    /// waiting.
+    fn need(&self) -> u64 {
+        hash(&(self.health.need(), self.fault(), self.files.unread().len()))
+    }
+
+    /// Whether anything needs a person that they could set aside.
+    fn needs_a_person(&self) -> bool {
+        let (attention, trouble, _) = self.health.need();
+        attention.is_some()
+            || trouble.is_some()
+            || self.health.last_failed()
+            || self.fault().is_some()
+            || (!self.wishes.started() && !self.files.unread().is_empty())
     }
 
     /// The next TODO's due time (none once the plan is completed).
@@ -499,6 +525,7 @@ impl Chamber {
             Input::Pause { req, pause } => self.pause(req, pause),
             Input::Archive { req, archive } => self.archive(req, archive),
             Input::Reset { req } => self.reset(req),
+            Input::Acknowledge { req, until } => self.acknowledge(req, until),
             Input::Wake { req, message, replace } => self.wake(req, message, replace),
             Input::Deliver { req, from, subject, text, meta } => self.deliver(req, &from, &subject, &text, meta),
             Input::Todo { req, call } => self.todo_call(req, call, By::Operator),
@@ -603,6 +630,8 @@ impl Chamber {
             Timer::Park(n) => self.park_over(n),
             Timer::HandOffs => self.release_handoffs(),
             Timer::Silence => self.silence_over(),
+            // `handle` ends the set-aside, once its time has come.
+            Timer::SnoozeEnd => self.emit(Effect::Publish),
             Timer::StartWaitOver => {
                 for w in self.waking.take_start_waiters() {
                     self.reply(w, Ok(Reply::Started(false)));
@@ -638,8 +667,8 @@ pub fn first_line(s: &str) -> String {
 }
 
 /// A record's hash, to tell whether it changed.
-fn hash(r: &HealthRecord) -> u64 {
-    use std::hash::{Hash, Hasher};
+fn hash(r: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     r.hash(&mut h);
     h.finish()

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::waking::Cut;
 use super::{
-    AfterStore, AfterTodos, AfterWrite, Chamber, Effect, Failed, Folder, HEADER_ROOM, Refusal, Reply, ReqId,
-    START_WAIT, Settings, Timer, TodoOp, WakeOutcome, first_line, missed,
+    Acknowledged, AfterStore, AfterTodos, AfterWrite, Chamber, Effect, Failed, Folder, HEADER_ROOM, Refusal, Reply,
+    ReqId, START_WAIT, Settings, Timer, TodoOp, WakeOutcome, first_line, missed,
 };
 use crate::message::{CRYOCHAMBER, MAX_MESSAGE_BYTES, Message};
 use crate::session::Trigger;
@@ -179,6 +180,31 @@ impl Chamber {
             return self.reply(req, Ok(Reply::Paused(true)));
         }
         self.emit(Effect::SetPaused { paused: pause, then: AfterStore::Paused { req, pause } });
+    }
+
+    /// A person sets what needs them aside ([`super::Acknowledged`]).
+    pub(super) fn acknowledge(&mut self, req: ReqId, until: Option<DateTime<Utc>>) {
+        let name = &self.name;
+        if let Some(u) = until.filter(|u| *u <= self.now) {
+            let why = format!("a snooze ends ahead of now, and {} has passed", u.to_rfc3339());
+            return self.reply(req, Err(Refusal::Invalid(why)));
+        }
+        if !self.needs_a_person() {
+            let why = format!("{name} needs nothing of you now: there is nothing to acknowledge");
+            return self.reply(req, Err(Refusal::Precondition(why)));
+        }
+        self.health.acknowledge(Acknowledged { at: self.now, until });
+        self.arm_snooze_end();
+        self.emit(Effect::Publish);
+        self.reply(req, Ok(Reply::Acknowledged));
+    }
+
+    /// A snooze standing now ends with a word to the page (also at a boot,
+    /// for one kept across the restart).
+    pub(super) fn arm_snooze_end(&mut self) {
+        if let Some(until) = self.health.acknowledged(self.now).and_then(|a| a.until) {
+            self.arm(Timer::SnoozeEnd, (until - self.now).to_std().unwrap_or_default());
+        }
     }
 
     /// Why a chamber cannot be archived or reset now: it must be stopped,

@@ -17,6 +17,7 @@ impl Chamber {
     /// their claims, answers their claimed mail, closes their `cryo.log`
     /// blocks and records them as interrupted. Then resumes.
     pub(super) fn boot(&mut self, boot: Boot) {
+        self.arm_snooze_end();
         // Before now no cryod ran it, or it was stopped or paused anyway.
         let before = match (self.wishes.started(), self.wishes.paused()) {
             (false, _) => missed::Why::Stopped,

@@ -52,31 +52,33 @@ fn settings() -> Settings {
 
 /// A started chamber's machine as loaded from these files.
 fn machine(todos: &TodoList, unread: &[&str], last_session: u64) -> Chamber {
-    Chamber::new(
-        Loaded {
-            id: 1,
-            name: "c".into(),
-            started: true,
-            paused: false,
-            archived: false,
-            begun_again: false,
-            last_session,
-            last_result: None,
-            last_lateness_ms: None,
-            open_questions: 0,
-            config: Ok(settings()),
-            warnings: Vec::new(),
-            todos: Ok(todos.clone()),
-            unread: unread.iter().map(|s| s.to_string()).collect(),
-            system_tz: chrono_tz::UTC,
-            thread: None,
-            last_visible: None,
-            rerun: None,
-            awaiting: None,
-            health: None,
-        },
-        Limits { stop_grace: StdDuration::from_secs(10) },
-    )
+    Chamber::new(loaded(todos, unread, last_session), Limits { stop_grace: StdDuration::from_secs(10) })
+}
+
+/// What a started chamber's machine is made from, with these files.
+fn loaded(todos: &TodoList, unread: &[&str], last_session: u64) -> Loaded {
+    Loaded {
+        id: 1,
+        name: "c".into(),
+        started: true,
+        paused: false,
+        archived: false,
+        begun_again: false,
+        last_session,
+        last_result: None,
+        last_lateness_ms: None,
+        open_questions: 0,
+        config: Ok(settings()),
+        warnings: Vec::new(),
+        todos: Ok(todos.clone()),
+        unread: unread.iter().map(|s| s.to_string()).collect(),
+        system_tz: chrono_tz::UTC,
+        thread: None,
+        last_visible: None,
+        rerun: None,
+        awaiting: None,
+        health: None,
+    }
 }
 
 fn t0() -> DateTime<Utc> {
@@ -1325,4 +1327,61 @@ fn a_failover_notice_reaches_the_conversation_and_the_notifiers() {
     assert!(messages(&out).iter().any(|m| m.subject == subject), "{out:#?}");
     let told = out.iter().any(|e| matches!(e, Effect::Notify(n) if n.kind == "limited" && n.title.contains(&subject)));
     assert!(told, "{out:#?}");
+}
+
+/// Issue 63: a person sets a failure aside (it leaves the queue until the
+/// next failure), or snoozes it (it comes back when the snooze ends); the
+/// set-aside is kept with the health record, so a restart keeps it; a
+/// chamber that needs nothing has nothing to acknowledge.
+#[test]
+fn a_failure_set_aside_comes_back_when_it_changes_or_its_snooze_ends() {
+    let mut rig = Rig::new(&[0], &[]);
+    let ack = |rig: &mut Rig, until: Option<DateTime<Utc>>| {
+        let req = rig.req();
+        let out = rig.feed(Input::Acknowledge { req, until });
+        reply(&out, req).expect("answered")
+    };
+    let refused = ack(&mut rig, None).expect_err("nothing needs anyone yet");
+    assert!(refused.text().contains("needs nothing of you"), "{refused:?}");
+    rig.wake();
+    rig.exit("exit 0");
+    assert!(rig.m.view().attention.is_some(), "a failure needs a person: {:?}", rig.m.view());
+    // Acknowledged: the view says since when; the record keeps it.
+    assert!(matches!(ack(&mut rig, None), Ok(Reply::Acknowledged)));
+    let seen = rig.m.view().acknowledged.expect("set aside");
+    assert_eq!((seen.at, seen.until), (rig.now, None));
+    assert_eq!(rig.m.health_record().acknowledged, Some(seen), "kept across a restart");
+    // Unrelated inputs leave it; the next failure brings it back.
+    rig.feed(Input::Due);
+    assert!(rig.m.view().acknowledged.is_some());
+    rig.now += Duration::hours(3);
+    rig.wake();
+    rig.exit("exit 0");
+    assert_eq!(rig.m.view().acknowledged, None, "a new failure is the person's again: {:#?}", rig.m.view());
+    // Snoozed for an hour: set aside until then, back after.
+    let past = rig.now - Duration::minutes(1);
+    let refused = ack(&mut rig, Some(past)).expect_err("a snooze in the past");
+    assert!(matches!(refused, Refusal::Invalid(_)), "{refused:?}");
+    let until = rig.now + Duration::hours(1);
+    assert!(matches!(ack(&mut rig, Some(until)), Ok(Reply::Acknowledged)));
+    assert_eq!(rig.m.view().acknowledged.and_then(|a| a.until), Some(until));
+    let armed = rig.effects.iter().rev().find_map(|e| match e {
+        Effect::ArmTimer { timer: Timer::SnoozeEnd, after } => Some(*after),
+        _ => None,
+    });
+    assert_eq!(armed, Some(StdDuration::from_secs(3600)), "its end is a timer");
+    rig.now = until + Duration::seconds(1);
+    let out = rig.feed(Input::Timer(Timer::SnoozeEnd));
+    assert!(out.iter().any(|e| matches!(e, Effect::Publish)), "told: {out:?}");
+    assert_eq!(rig.m.view().acknowledged, None, "the snooze ended");
+    assert_eq!(rig.m.health_record().acknowledged, None, "and is forgotten");
+    // A restart reads it back as it was kept.
+    let until = rig.now + Duration::hours(1);
+    ack(&mut rig, Some(until)).expect("snoozed");
+    let record = Some(rig.m.health_record());
+    let limits = Limits { stop_grace: StdDuration::from_secs(10) };
+    let mut again = Chamber::new(Loaded { health: record, ..loaded(&rig.todos, &[], 2) }, limits);
+    let booted = again.handle(Input::Boot(Boot::default()), rig.now);
+    assert_eq!(again.view().acknowledged.and_then(|a| a.until), Some(until), "after a restart");
+    assert!(booted.iter().any(|e| matches!(e, Effect::ArmTimer { timer: Timer::SnoozeEnd, .. })), "{booted:?}");
 }

@@ -890,6 +890,12 @@ impl World {
                 self.at(t, Ev::Unarchive { chamber: c });
                 Ok(())
             }
+            16 => {
+                // What needs a person set aside, or snoozed: refused when
+                // nothing does; never a change to the chamber's work.
+                let until = self.rng.one_in(2).then(|| self.now + Duration::minutes(1 + self.rng.below(600) as i64));
+                self.operator(c, |req| Input::Acknowledge { req, until })
+            }
             _ => self.operator(c, |req| Input::Todo { req, call: TodoCall::List }),
         }
     }
@@ -1407,6 +1413,8 @@ fn label(i: &Input) -> &'static str {
         Input::Archive { archive: true, .. } => "archive",
         Input::Archive { .. } => "unarchive",
         Input::Reset { .. } => "reset",
+        Input::Acknowledge { until: None, .. } => "acknowledge",
+        Input::Acknowledge { .. } => "snooze",
         Input::Wake { .. } => "wake",
         Input::Deliver { .. } => "deliver",
         Input::Todo { .. } => "operator todo",
@@ -1450,6 +1458,7 @@ fn label(i: &Input) -> &'static str {
         Input::Timer(crate::chamber::Timer::HandOffs) => "timer: hand-offs",
         Input::Timer(crate::chamber::Timer::Silence) => "timer: silence",
         Input::Timer(crate::chamber::Timer::Park(_)) => "timer: park",
+        Input::Timer(crate::chamber::Timer::SnoozeEnd) => "timer: snooze end",
         Input::Recorded(_) => "recorded",
         Input::TodosUpdated { result: Ok((TodoDone::Claimed(_), _)), .. } => "todos: claimed",
         Input::TodosUpdated { result: Ok((TodoDone::Settled { .. }, _)), .. } => "todos: settled",
