@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 use cryo_core::message::Message;
-use cryo_sync::bridge::{Command, StatusCell};
+use cryo_sync::bridge::{Command, CommandError, StatusCell};
 use cryo_sync::creds::{self, Zuliprc};
 use cryo_sync::{Incoming, Outgoing, Status, github, zulip};
 use tokio::sync::{mpsc, oneshot};
@@ -193,7 +193,7 @@ impl Bridges {
         root: &Path,
         tz: Tz,
         pull: bool,
-    ) -> Vec<(String, oneshot::Receiver<Result<u64, String>>)> {
+    ) -> Vec<(String, oneshot::Receiver<Result<u64, CommandError>>)> {
         let all: Vec<&'static str> = self.running.iter().map(|r| r.spec.name()).collect();
         for i in 0..self.running.len() {
             if self.running[i].status.get().state == "stopped" {
@@ -209,13 +209,13 @@ impl Bridges {
                 match &r.tx {
                     Some(t) => {
                         if let Err(mpsc::error::SendError(Command::Pull(tx) | Command::Push(tx))) = t.send(cmd) {
-                            let _ = tx.send(Err("the bridge has ended".into()));
+                            let _ = tx.send(Err(CommandError::Ended));
                         }
                     }
                     None => {
                         if let Command::Pull(tx) | Command::Push(tx) = cmd {
                             let why = r.status.get().last_error.unwrap_or_default();
-                            let _ = tx.send(Err(format!("stopped: {why}")));
+                            let _ = tx.send(Err(CommandError::Stopped(why)));
                         }
                     }
                 }
@@ -231,7 +231,7 @@ pub enum Error {
     /// The credentials file cannot be read, is open to others, or does not
     /// parse (cryo_sync's own line).
     #[error("{0}")]
-    Credentials(String),
+    Credentials(creds::CredentialsError),
     /// No `site` in `[sync.zulip]` nor in the zuliprc.
     #[error("no Zulip site: set `site` in [sync.zulip] or in the zuliprc")]
     NoSite,

@@ -20,12 +20,39 @@ use crate::{Error, Incoming, Local, Remote, Status, attach};
 #[derive(Debug)]
 pub enum Command {
     /// Pull now; the reply is how many messages reached the inbox.
-    Pull(oneshot::Sender<Result<u64, String>>),
+    Pull(oneshot::Sender<Result<u64, CommandError>>),
     /// Push the outbox now; the reply is how many messages were posted.
-    Push(oneshot::Sender<Result<u64, String>>),
+    Push(oneshot::Sender<Result<u64, CommandError>>),
     /// The outbox changed.
     OutboxChanged,
 }
+
+/// Why a [`Command::Pull`] or [`Command::Push`] did not happen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandError {
+    /// The call to the service failed.
+    Failed(Error),
+    /// The bridge is waiting out a transient error; the reason its status
+    /// shows (the error and when it retries).
+    BackingOff(String),
+    /// The bridge stopped; the reason its status shows.
+    Stopped(String),
+    /// The bridge's task is gone.
+    Ended,
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Failed(e) => write!(f, "{e}"),
+            CommandError::BackingOff(reason) => write!(f, "backing off: {reason}"),
+            CommandError::Stopped(reason) => write!(f, "stopped: {reason}"),
+            CommandError::Ended => f.write_str("the bridge has ended"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
 
 /// A bridge's status, shared with whoever reports it; `changed` is called
 /// after every change (cryod republishes the chamber's snapshot).
@@ -87,7 +114,7 @@ pub async fn run<R: Remote, L: Local>(
     status.update(|s| s.state = "connecting".into());
     let state = match State::load(local.root(), name) {
         Ok(s) => s,
-        Err(e) => return stopped(&status, e, &mut commands).await,
+        Err(e) => return stopped(&status, e.to_string(), &mut commands).await,
     };
     let mut b = Bridge { remote, local, name, all, state, status, backoff: BACKOFF_MIN };
     loop {
@@ -170,8 +197,7 @@ impl<R: Remote, L: Local> Bridge<R, L> {
                 Next::Command(Some(Command::OutboxChanged)) => push_due = true,
                 Next::Command(Some(Command::Pull(reply))) => {
                     let r = self.pull_now().await;
-                    let answer = r.as_ref().map(|n| *n).map_err(|e| e.to_string());
-                    let _ = reply.send(answer);
+                    let _ = reply.send(r.clone().map_err(CommandError::Failed));
                     if let Err(e) = r
                         && !self.failed(e, commands).await
                     {
@@ -180,7 +206,7 @@ impl<R: Remote, L: Local> Bridge<R, L> {
                 }
                 Next::Command(Some(Command::Push(reply))) => {
                     let r = self.push().await;
-                    let _ = reply.send(r.as_ref().map(|n| *n).map_err(|e| e.to_string()));
+                    let _ = reply.send(r.clone().map_err(CommandError::Failed));
                     if let Err(e) = r {
                         push_due = true;
                         if !self.failed(e, commands).await {
@@ -340,7 +366,7 @@ impl<R: Remote, L: Local> Bridge<R, L> {
                     None => return false,
                     Some(Command::OutboxChanged) => {}
                     Some(Command::Pull(r) | Command::Push(r)) => {
-                        let _ = r.send(Err(format!("backing off: {reason}")));
+                        let _ = r.send(Err(CommandError::BackingOff(reason.clone())));
                     }
                 }
             }
@@ -357,7 +383,26 @@ pub async fn stopped(status: &StatusCell, reason: String, commands: &mut mpsc::U
     });
     while let Some(c) = commands.recv().await {
         if let Command::Pull(r) | Command::Push(r) = c {
-            let _ = r.send(Err(format!("stopped: {reason}")));
+            let _ = r.send(Err(CommandError::Stopped(reason.clone())));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An operator's `chamber sync` prints these lines.
+    #[test]
+    fn a_refused_command_reads_as_its_status_does() {
+        let fatal = Error::Fatal("checking the Zulip credentials: HTTP 401".into());
+        assert_eq!(CommandError::Failed(fatal).to_string(), "checking the Zulip credentials: HTTP 401");
+        let reason = "posting to Zulip: HTTP 502 (retrying in 2.0 s)".to_string();
+        assert_eq!(
+            CommandError::BackingOff(reason).to_string(),
+            "backing off: posting to Zulip: HTTP 502 (retrying in 2.0 s)"
+        );
+        assert_eq!(CommandError::Stopped("no Zulip site".into()).to_string(), "stopped: no Zulip site");
+        assert_eq!(CommandError::Ended.to_string(), "the bridge has ended");
     }
 }

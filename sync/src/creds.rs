@@ -13,25 +13,58 @@ pub fn expand(path: &str, home: &Path, chamber: &Path) -> PathBuf {
     if p.is_absolute() { p.to_path_buf() } else { chamber.join(p) }
 }
 
+/// Why a credentials file was not read, or does not parse. Its one line
+/// names the file and never holds the secret.
+#[derive(Debug)]
+pub enum CredentialsError {
+    /// It cannot be read (missing, not ours to read).
+    Unreadable { path: PathBuf, error: std::io::Error },
+    /// A folder, a FIFO, a device.
+    NotAFile(PathBuf),
+    /// Others may read or write it (its permission bits).
+    Loose { path: PathBuf, mode: u32 },
+    /// A zuliprc whose `[api]` section has no `email` or no `key`.
+    Missing { path: PathBuf, key: &'static str },
+}
+
+impl std::fmt::Display for CredentialsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialsError::Unreadable { path, error } => {
+                write!(f, "cannot read the credentials file {}: {error}", path.display())
+            }
+            CredentialsError::NotAFile(path) => {
+                write!(f, "the credentials file {} is not a regular file", path.display())
+            }
+            CredentialsError::Loose { path, mode } => write!(
+                f,
+                "the credentials file {} has mode {mode:o}: it holds a secret, so cryo reads it only when no one else \
+                 can (chmod 600 {})",
+                path.display(),
+                path.display()
+            ),
+            CredentialsError::Missing { path, key } => {
+                write!(f, "{} has no `{key}` in its [api] section", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CredentialsError {}
+
 /// Reads a secret file, refusing one that others may read or write.
-pub fn read_secret(path: &Path) -> Result<String, String> {
+pub fn read_secret(path: &Path) -> Result<String, CredentialsError> {
     use std::os::unix::fs::PermissionsExt;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))?;
+    let unreadable = |error| CredentialsError::Unreadable { path: path.to_path_buf(), error };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(format!("the credentials file {} is not a regular file", path.display()));
+        return Err(CredentialsError::NotAFile(path.to_path_buf()));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
-            "the credentials file {} has mode {mode:o}: it holds a secret, so cryo reads it only when no one else can \
-             (chmod 600 {})",
-            path.display(),
-            path.display()
-        ));
+        return Err(CredentialsError::Loose { path: path.to_path_buf(), mode });
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
     Ok(text)
 }
 
@@ -44,7 +77,7 @@ pub struct Zuliprc {
 }
 
 impl Zuliprc {
-    pub fn parse(text: &str, path: &Path) -> Result<Zuliprc, String> {
+    pub fn parse(text: &str, path: &Path) -> Result<Zuliprc, CredentialsError> {
         let mut section = String::new();
         let (mut email, mut key, mut site) = (None, None, None);
         for line in text.lines() {
@@ -68,7 +101,7 @@ impl Zuliprc {
                 _ => {}
             }
         }
-        let missing = |what: &str| format!("{} has no `{what}` in its [api] section", path.display());
+        let missing = |key| CredentialsError::Missing { path: path.to_path_buf(), key };
         Ok(Zuliprc {
             email: email.filter(|e| !e.is_empty()).ok_or_else(|| missing("email"))?,
             key: key.filter(|k| !k.is_empty()).ok_or_else(|| missing("key"))?,
@@ -89,13 +122,26 @@ mod tests {
         std::fs::write(&f, "[api]\nemail=bot@x\nkey=SECRETKEY\nsite=https://z\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_secret(&f).unwrap_err();
-        assert!(e.contains("mode 644") && e.contains("chmod 600"), "{e}");
+        assert!(matches!(e, CredentialsError::Loose { mode: 0o644, .. }), "{e}");
+        let e = e.to_string();
+        assert_eq!(
+            e,
+            format!(
+                "the credentials file {} has mode 644: it holds a secret, so cryo reads it only when no one else can \
+                 (chmod 600 {})",
+                f.display(),
+                f.display()
+            )
+        );
         assert!(!e.contains("SECRETKEY"));
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         let rc = Zuliprc::parse(&read_secret(&f).unwrap(), &f).unwrap();
         assert_eq!(rc, Zuliprc { email: "bot@x".into(), key: "SECRETKEY".into(), site: Some("https://z".into()) });
         let e = Zuliprc::parse("[api]\nemail=a\n", &f).unwrap_err();
-        assert!(e.contains("no `key`"), "{e}");
+        assert_eq!(e.to_string(), format!("{} has no `key` in its [api] section", f.display()));
+        let e = read_secret(&dir.path().join("none")).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read the credentials file "), "{e}");
+        assert!(matches!(read_secret(dir.path()), Err(CredentialsError::NotAFile(_))));
     }
 
     #[test]

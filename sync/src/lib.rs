@@ -79,6 +79,8 @@ impl std::fmt::Display for Error {
     }
 }
 
+impl std::error::Error for Error {}
+
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// A service a chamber's mailbox is mirrored to.

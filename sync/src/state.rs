@@ -47,16 +47,40 @@ fn read(root: &Path, bridge: &str) -> Result<Option<Vec<u8>>, cryo_files::FileEr
     cryo_files::Dir::open(root)?.read_if(&rel(bridge), MAX_STATE_BYTES)
 }
 
+/// Why a bridge's state was not loaded: the bridge stops, and the file is
+/// kept for a person to look at.
+#[derive(Debug)]
+pub enum StateError {
+    /// The file is there but could not be read (a link, a FIFO, too large,
+    /// an I/O error).
+    Unreadable(cryo_files::FileError),
+    /// The file is not the JSON the bridge wrote.
+    Corrupt { path: PathBuf, error: serde_json::Error },
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Unreadable(e) => write!(f, "cannot read {e}"),
+            StateError::Corrupt { path, error } => {
+                write!(f, "{} is corrupt ({error}); move it away to start the bridge afresh", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StateError {}
+
 impl<C: Serialize + serde::de::DeserializeOwned + Default> State<C> {
     /// Loads the state; a missing file is a fresh start, a corrupt one an
     /// error (the file is kept for a person to look at).
-    pub fn load(root: &Path, bridge: &str) -> Result<State<C>, String> {
-        let p = path(root, bridge);
+    pub fn load(root: &Path, bridge: &str) -> Result<State<C>, StateError> {
         match read(root, bridge) {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
-                .map_err(|e| format!("{} is corrupt ({e}); move it away to start the bridge afresh", p.display())),
+            Ok(Some(bytes)) => {
+                serde_json::from_slice(&bytes).map_err(|error| StateError::Corrupt { path: path(root, bridge), error })
+            }
             Ok(None) => Ok(State::default()),
-            Err(e) => Err(format!("cannot read {e}")),
+            Err(e) => Err(StateError::Unreadable(e)),
         }
     }
 
@@ -109,6 +133,15 @@ mod tests {
         assert!(posted_by_all(dir.path(), &["zulip"], "a.md"));
         assert!(!posted_by_all(dir.path(), &["zulip", "github"], "a.md"));
         std::fs::write(path(dir.path(), "zulip"), "{not json").unwrap();
-        assert!(State::<u64>::load(dir.path(), "zulip").unwrap_err().contains("corrupt"));
+        let e = State::<u64>::load(dir.path(), "zulip").unwrap_err();
+        assert!(matches!(e, StateError::Corrupt { .. }), "{e}");
+        let p = path(dir.path(), "zulip");
+        assert!(e.to_string().starts_with(&format!("{} is corrupt (", p.display())), "{e}");
+        assert!(e.to_string().ends_with("); move it away to start the bridge afresh"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &p).unwrap();
+        let e = State::<u64>::load(dir.path(), "zulip").unwrap_err();
+        assert!(matches!(&e, StateError::Unreadable(f) if f.is_planted()), "{e}");
+        assert!(e.to_string().starts_with(&format!("cannot read {}", p.display())), "{e}");
     }
 }

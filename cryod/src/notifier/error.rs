@@ -32,7 +32,7 @@ pub enum Error {
     /// A secret file (`secret_file`, `token_file`, `credentials_file`)
     /// could not be read, or is readable by others.
     #[error("{0}")]
-    Secret(String),
+    Secret(cryo_sync::creds::CredentialsError),
     /// The command exited other than 0 (its own words), or did not run.
     #[error("{0}")]
     Command(String),

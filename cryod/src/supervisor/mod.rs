@@ -631,7 +631,9 @@ impl Sup {
         tokio::spawn(async move {
             let mut out = Vec::new();
             for (name, rx) in waiting {
-                out.push((name, rx.await.unwrap_or_else(|_| Err("the bridge has ended".into()))));
+                // Its line, as the operator reads it (it may travel to another node).
+                let answer = rx.await.unwrap_or(Err(cryo_sync::bridge::CommandError::Ended));
+                out.push((name, answer.map_err(|e| e.to_string())));
             }
             let _ = reply.send((out, cells.iter().map(|c| c.get()).collect()));
         });
