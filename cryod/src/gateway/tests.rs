@@ -1,8 +1,15 @@
 //! The gateway against a small upstream on a loopback port: what it
 //! forwards, what it refuses, and what it counts.
 
+use super::forward::MAX_REQUEST;
 use super::*;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::agent_events::{Limited, Prices};
 
 /// An upstream that answers every call with a streamed Messages answer
 /// (10 in, 5 out) and remembers the headers it got.

@@ -1,9 +1,9 @@
-//! What the gateway reads of the model APIs' traffic, without I/O: which
-//! API a request speaks, what a response says it used (streamed or not),
-//! and what its rate-limit headers say of the account.
+//! What a response says it used, read as its bytes pass (whole or
+//! streamed), and the usage a Chat Completions stream is asked for when
+//! its client did not ask.
 //!
 //! The shapes, as the providers document them and the pinned CLIs send and
-//! read them (see `gateway.md` beside this file):
+//! read them (see `gateway/gateway.md`):
 //! - Anthropic Messages (`POST …/v1/messages`): `message_start` carries the
 //!   model and the prompt's usage (`input_tokens`,
 //!   `cache_creation_input_tokens`, `cache_read_input_tokens`);
@@ -26,87 +26,8 @@
 //! read from a cache included; `cached` are the cached ones among them.
 
 use serde_json::Value;
-use std::time::Duration;
 
-/// The model APIs the gateway counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Messages,
-    Responses,
-    Chat,
-    Gemini,
-}
-
-impl Api {
-    /// The API a request's path (below the upstream's base) speaks, if it is
-    /// one the gateway counts.
-    pub fn of(path: &str) -> Option<Api> {
-        let path = path.trim_end_matches('/');
-        if path.ends_with("/messages") || path == "messages" {
-            Some(Api::Messages)
-        } else if path.ends_with("/responses") || path == "responses" {
-            Some(Api::Responses)
-        } else if path.ends_with("/chat/completions") {
-            Some(Api::Chat)
-        } else if path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent") {
-            Some(Api::Gemini)
-        } else {
-            None
-        }
-    }
-
-    /// An error body in this API's own shape, which its CLI shows as an
-    /// API error.
-    pub fn error(api: Option<Api>, kind: &str, message: &str) -> Value {
-        match api {
-            Some(Api::Messages) | None => {
-                serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } })
-            }
-            Some(Api::Gemini) => serde_json::json!({ "error": { "code": 400, "status": kind, "message": message } }),
-            Some(_) => serde_json::json!({ "error": { "type": kind, "code": kind, "message": message } }),
-        }
-    }
-}
-
-/// Whether the gateway forwards `method` on `path` (below the base): the
-/// model calls the known CLIs make, and the model lists they read. The real
-/// key reaches nothing else (no files, batches, fine-tunes, admin calls).
-///
-/// The path is matched whole against each API's endpoints (an optional
-/// version first: `v1`, `v1beta`, `v1alpha`), never by its end, and only in
-/// its plainest form: letters, digits and `-._:@` between single slashes.
-/// An escape (`%2e`, `%2f`), a backslash (which URL parsers read as a
-/// slash), an empty or dot segment would let the upstream resolve it into
-/// another endpoint, or another tenant's: refused.
-pub fn allowed(method: &str, path: &str) -> bool {
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b"/-._:@".contains(&b);
-    if !path.starts_with('/') || !path.bytes().all(plain) {
-        return false;
-    }
-    let segments: Vec<&str> = path.strip_suffix('/').unwrap_or(path)[1..].split('/').collect();
-    if segments.iter().any(|s| s.is_empty() || s.bytes().all(|b| b == b'.')) {
-        return false;
-    }
-    let rest = match segments.split_first() {
-        Some((v, rest)) if ["v1", "v1beta", "v1alpha"].contains(v) => rest,
-        _ => &segments[..],
-    };
-    // Gemini's: `models/MODEL:VERB`.
-    let gemini = |m: &str| {
-        m.split_once(':').is_some_and(|(model, verb)| {
-            !model.is_empty() && ["generateContent", "streamGenerateContent", "countTokens"].contains(&verb)
-        })
-    };
-    match (method, rest) {
-        ("POST", ["messages"] | ["messages", "count_tokens"]) => true,
-        ("POST", ["responses"] | ["responses", "compact"]) => true,
-        ("POST", ["chat", "completions"] | ["completions"]) => true,
-        ("POST", ["models", m]) => gemini(m),
-        // The list, or one model of it.
-        ("GET", ["models"] | ["models", _]) => true,
-        _ => false,
-    }
-}
+use super::Api;
 
 /// What one response said it used.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -316,22 +237,6 @@ fn gemini(c: &mut Counted, v: &Value) {
     }
 }
 
-/// The model a request asks for: Gemini's is in its path
-/// (`models/MODEL:generateContent`), the others' in the body's `model`
-/// (read without keeping the rest of a body that may be megabytes).
-pub fn requested_model(api: Option<Api>, path: &str, body: &[u8]) -> Option<String> {
-    if api == Some(Api::Gemini) {
-        let (_, rest) = path.rsplit_once("/models/")?;
-        return rest.split_once(':').map(|(m, _)| m.to_string()).filter(|m| !m.is_empty());
-    }
-    #[derive(serde::Deserialize)]
-    struct Model {
-        model: Option<String>,
-    }
-    api?;
-    serde_json::from_slice::<Model>(body).ok()?.model.filter(|m| !m.is_empty())
-}
-
 /// Asks a streamed Chat Completions request for its usage (the last chunk
 /// carries it only when asked); any other body is left as it is.
 pub fn ask_usage(api: Option<Api>, body: &[u8]) -> Option<Vec<u8>> {
@@ -427,119 +332,6 @@ fn pass_event(event: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// What a response's headers say of the account's limits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pressure {
-    /// How long until the account may be asked again.
-    pub wait: Duration,
-    /// The request was refused (429); else capacity is near its end.
-    pub refused: bool,
-    /// Which header said so, for status and the hub.
-    pub source: String,
-}
-
-/// Remaining capacity at or under this share of the limit holds new wakes.
-const NEAR_ZERO: f64 = 0.05;
-
-/// Reads the rate-limit headers of a response (`get` looks one up, lowered).
-/// A 429 holds the account for the wait the provider gave (`retry-after`,
-/// `retry-after-ms`, else the latest reset of a limit at zero); a success
-/// whose remaining requests or tokens are at or under 5% of the limit holds
-/// new wakes until that limit resets. `now_unix` reads RFC 3339 resets.
-pub fn pressure(status: u16, get: impl Fn(&str) -> Option<String>, now_unix: f64) -> Option<Pressure> {
-    let refused = status == 429;
-    let told = get("retry-after-ms")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|ms| (Duration::from_secs_f64((ms / 1000.0).max(0.0)), "retry-after-ms".to_string()))
-        .or_else(|| get("retry-after").and_then(|v| retry_after(&v, now_unix)).map(|d| (d, "retry-after".to_string())));
-    // Each limit the headers name: (limit, remaining, reset in, header).
-    let mut limits: Vec<(Option<f64>, f64, Option<Duration>, String)> = Vec::new();
-    for what in ["requests", "tokens", "input-tokens", "output-tokens"] {
-        let name = format!("anthropic-ratelimit-{what}-remaining");
-        if let Some(rem) = get(&name).and_then(|v| v.trim().parse::<f64>().ok()) {
-            let limit = get(&format!("anthropic-ratelimit-{what}-limit")).and_then(|v| v.trim().parse().ok());
-            let reset = get(&format!("anthropic-ratelimit-{what}-reset")).and_then(|v| until_rfc3339(&v, now_unix));
-            limits.push((limit, rem, reset, name));
-        }
-    }
-    for what in ["requests", "tokens"] {
-        let name = format!("x-ratelimit-remaining-{what}");
-        if let Some(rem) = get(&name).and_then(|v| v.trim().parse::<f64>().ok()) {
-            let limit = get(&format!("x-ratelimit-limit-{what}")).and_then(|v| v.trim().parse().ok());
-            let reset = get(&format!("x-ratelimit-reset-{what}")).and_then(|v| go_duration(&v));
-            limits.push((limit, rem, reset, name));
-        }
-    }
-    let low = |(limit, rem, _, _): &&(Option<f64>, f64, Option<Duration>, String)| match limit {
-        Some(l) if *l > 0.0 => *rem <= l * NEAR_ZERO,
-        _ => *rem <= 0.0,
-    };
-    let exhausted = limits
-        .iter()
-        .filter(low)
-        .filter_map(|(_, rem, reset, name)| reset.map(|r| (r, rem, name)))
-        .max_by_key(|(r, _, _)| *r);
-    if refused {
-        if let Some((wait, header)) = told {
-            return Some(Pressure { wait, refused, source: format!("the provider refused (429) with {header}") });
-        }
-        return exhausted.map(|(wait, rem, name)| Pressure {
-            wait,
-            refused,
-            source: format!("the provider refused (429); {name}: {rem} until its reset"),
-        });
-    }
-    exhausted.filter(|(wait, _, _)| !wait.is_zero()).map(|(wait, rem, name)| Pressure {
-        wait,
-        refused,
-        source: format!("{name}: {rem}, near zero, until its reset"),
-    })
-}
-
-/// `retry-after`: seconds, or an HTTP date.
-fn retry_after(v: &str, now_unix: f64) -> Option<Duration> {
-    let v = v.trim();
-    if let Ok(secs) = v.parse::<f64>() {
-        return (secs >= 0.0).then(|| Duration::from_secs_f64(secs));
-    }
-    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?;
-    Some(Duration::from_secs_f64((at.timestamp() as f64 - now_unix).max(0.0)))
-}
-
-/// Anthropic's resets: an RFC 3339 instant.
-fn until_rfc3339(v: &str, now_unix: f64) -> Option<Duration> {
-    let at = chrono::DateTime::parse_from_rfc3339(v.trim()).ok()?;
-    let secs = at.timestamp() as f64 + f64::from(at.timestamp_subsec_millis()) / 1000.0 - now_unix;
-    Some(Duration::from_secs_f64(secs.max(0.0)))
-}
-
-/// OpenAI's resets: a Go duration (`1s`, `6m0s`, `20ms`, `1h2m3.5s`).
-fn go_duration(v: &str) -> Option<Duration> {
-    let mut rest = v.trim();
-    let mut total = 0.0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let value: f64 = rest[..n].parse().ok()?;
-        rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..u] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = &rest[u..];
-    }
-    Some(Duration::from_secs_f64(total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,65 +419,6 @@ mod tests {
     }
 
     #[test]
-    fn paths_and_methods_the_key_may_reach() {
-        assert_eq!(Api::of("/v1/messages"), Some(Api::Messages));
-        assert_eq!(Api::of("/responses"), Some(Api::Responses));
-        assert_eq!(Api::of("/v1/chat/completions"), Some(Api::Chat));
-        for (m, p) in [
-            ("POST", "/v1/messages"),
-            ("POST", "/v1/messages/count_tokens"),
-            ("GET", "/v1/models"),
-            ("GET", "/models/gpt-5"),
-            ("POST", "/responses"),
-            ("POST", "/v1beta/models/gemini-3-pro:streamGenerateContent"),
-            ("POST", "/v1beta/models/m1:generateContent"),
-            ("POST", "/v1beta/models/m1:countTokens"),
-            ("GET", "/v1beta/models"),
-        ] {
-            assert!(allowed(m, p), "{m} {p}");
-        }
-        for (m, p) in [
-            ("POST", "/v1/files"),
-            ("GET", "/v1/organizations/api_keys"),
-            ("DELETE", "/v1/models/x"),
-            ("POST", "/v1/batches"),
-            ("GET", "/v1/messages"),
-            // Dot segments a client or the upstream would resolve elsewhere.
-            ("GET", "/v1/models/.."),
-            ("GET", "/v1/models/%2e%2e"),
-            ("GET", "/v1/models/%2E%2e/files"),
-            ("POST", "/v1/files/../messages"),
-            ("GET", "/v1/models/x%2f..%2ffiles"),
-            ("POST", "/v1beta/models/m1:embedContent"),
-            ("POST", "/v1beta/models/:generateContent"),
-            ("POST", "/v1beta/files/m1:generateContent"),
-            ("POST", "/v1beta/cachedContents"),
-            // Issue 59, case 7: a backslash (a URL parser's slash) walked
-            // out of the configured prefix into another tenant's.
-            ("POST", "/v1\\..\\..\\tenant-b/v1/messages"),
-            ("POST", "/v1/x\\messages"),
-            // Only whole endpoints, not any path ending like one.
-            ("POST", "/tenant-b/v1/messages"),
-            ("POST", "/anything/messages"),
-            ("GET", "/admin/models/x"),
-            ("POST", "/v1//messages"),
-            ("POST", "/v1/%6d%65ssages"),
-        ] {
-            assert!(!allowed(m, p), "{m} {p}");
-        }
-    }
-
-    #[test]
-    fn the_requested_model_is_read_from_the_body_or_gemini_path() {
-        let body = br#"{"messages":[{"role":"user","content":"a \"model\": b"}],"model":"m1","stream":true}"#;
-        assert_eq!(requested_model(Some(Api::Chat), "/v1/chat/completions", body).as_deref(), Some("m1"));
-        let gemini = "/v1beta/models/gemini-3-pro:streamGenerateContent";
-        assert_eq!(requested_model(Some(Api::Gemini), gemini, b"{}").as_deref(), Some("gemini-3-pro"));
-        assert_eq!(requested_model(Some(Api::Messages), "/v1/messages", b"not json"), None);
-        assert_eq!(requested_model(None, "/v1/other", br#"{"model":"x"}"#), None);
-    }
-
-    #[test]
     fn chat_requests_are_asked_for_their_usage() {
         let out = ask_usage(Some(Api::Chat), br#"{"stream":true,"model":"m1"}"#).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
@@ -723,57 +456,5 @@ mod tests {
         let mut out = u.feed(b"data: {\"choices\":[{}]}");
         out.extend(u.finish());
         assert_eq!(out, b"data: {\"choices\":[{}]}");
-    }
-
-    fn headers(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-    }
-
-    #[test]
-    fn a_429_holds_for_what_the_provider_said() {
-        let p = pressure(429, headers(&[("retry-after", "90")]), 0.0).unwrap();
-        assert_eq!((p.wait, p.refused), (Duration::from_secs(90), true));
-        assert!(p.source.contains("retry-after"), "{}", p.source);
-        let p = pressure(429, headers(&[("retry-after-ms", "1500"), ("retry-after", "2")]), 0.0).unwrap();
-        assert_eq!(p.wait, Duration::from_millis(1500));
-        let p = pressure(
-            429,
-            headers(&[
-                ("anthropic-ratelimit-tokens-remaining", "0"),
-                ("anthropic-ratelimit-tokens-reset", "1970-01-01T00:02:00Z"),
-            ]),
-            60.0,
-        )
-        .unwrap();
-        assert_eq!(p.wait, Duration::from_secs(60));
-        assert!(pressure(429, headers(&[]), 0.0).is_none(), "no word: the supervisor's default");
-        let date = pressure(429, headers(&[("retry-after", "Thu, 01 Jan 1970 00:01:40 GMT")]), 40.0).unwrap();
-        assert_eq!(date.wait, Duration::from_secs(60));
-    }
-
-    #[test]
-    fn near_zero_holds_new_wakes_until_the_reset() {
-        let p = pressure(
-            200,
-            headers(&[
-                ("x-ratelimit-limit-tokens", "1000"),
-                ("x-ratelimit-remaining-tokens", "40"),
-                ("x-ratelimit-reset-tokens", "6m0s"),
-            ]),
-            0.0,
-        )
-        .unwrap();
-        assert_eq!((p.wait, p.refused), (Duration::from_secs(360), false));
-        assert!(p.source.starts_with("x-ratelimit-remaining-tokens: 40"), "{}", p.source);
-        let plenty = headers(&[
-            ("x-ratelimit-limit-tokens", "1000"),
-            ("x-ratelimit-remaining-tokens", "900"),
-            ("x-ratelimit-reset-tokens", "1s"),
-        ]);
-        assert!(pressure(200, plenty, 0.0).is_none());
-        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
-        assert_eq!(go_duration("20ms"), Some(Duration::from_millis(20)));
-        assert_eq!(go_duration("later"), None);
     }
 }
