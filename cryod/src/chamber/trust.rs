@@ -13,6 +13,7 @@
 //! as soon as they are read.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The settings the operator must accept: they decide confinement
 /// (`sandbox`, `writable`, `readable`), run commands (`agent`,
@@ -134,20 +135,26 @@ fn digests_only(table: &toml::Table) -> BTreeMap<String, String> {
     d
 }
 
-/// Folds into the digest of each key of `reach` where its paths lead, for
-/// those that lead elsewhere than they say (a link on the way): a link the
-/// agent plants or moves is then a change the operator must accept, like
-/// an edit of the file. Paths without a link leave the digest as it was.
-pub fn fold_resolved(digests: &mut BTreeMap<String, String>, reach: &[super::config::Reach]) {
+/// Folds into the digest of each key the paths of `led` that lead
+/// elsewhere than they say (a link on the way), and where they lead; each
+/// is its key, the path named, and where it led when the file was read. A
+/// link the agent plants or moves is then a change the operator must
+/// accept, like an edit of the file. Paths without a link leave the
+/// digest as it was.
+pub fn fold_resolved<'a>(
+    digests: &mut BTreeMap<String, String>,
+    led: impl IntoIterator<Item = (&'a str, &'a Path, &'a Path)>,
+) {
+    let linked: Vec<(&str, &Path, &Path)> = led.into_iter().filter(|(_, named, resolved)| resolved != named).collect();
     let mut shown = Vec::new();
     for (key, digest) in digests.iter_mut().filter(|(k, _)| !k.starts_with(SHOWN)) {
-        let led: Vec<&super::config::Reach> = reach.iter().filter(|r| &r.key == key && r.resolved != r.named).collect();
+        let led: Vec<&(&str, &Path, &Path)> = linked.iter().filter(|(k, _, _)| k == key).collect();
         if !led.is_empty() {
             let text: Vec<String> =
-                led.iter().map(|r| format!("{}\0{}", r.named.display(), r.resolved.display())).collect();
+                led.iter().map(|(_, named, resolved)| format!("{}\0{}", named.display(), resolved.display())).collect();
             refold(digest, &text.join("\n"));
-            for r in led {
-                shown.push((key.clone(), format!(" ({} leads to {})", r.named.display(), r.resolved.display())));
+            for (_, named, resolved) in led {
+                shown.push((key.clone(), format!(" ({} leads to {})", named.display(), resolved.display())));
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::FileError;
+use crate::chamber::FileError;
 
 /// Why `cryo.toml` does not load: one line naming the file (and, for a
 /// bad setting, its line and key).
@@ -78,7 +78,8 @@ impl Lines<'_> {
 
     /// The file does not parse as `T`.
     pub(super) fn toml<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
-        toml::from_str(self.text).map_err(|e| ConfigError::Toml(super::one_line_toml_error(self.path, self.text, &e)))
+        toml::from_str(self.text)
+            .map_err(|e| ConfigError::Toml(crate::config::one_line_toml_error(self.path, self.text, &e)))
     }
 
     /// `table` (this file, parsed) as `T`, without lexing the text again (a

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::error::Lines;
-use super::{ConfigError, expand_home};
+use super::error::{ConfigError, Lines};
+use super::reach::expand_home;
 
 /// The branch a chamber works on unless `branch` says otherwise.
 pub const DEFAULT_BRANCH: &str = "cryo/{chamber}";

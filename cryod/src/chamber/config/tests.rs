@@ -2,6 +2,7 @@
 //! that name the file, line and key.
 
 use super::*;
+use std::path::Path;
 
 fn p(text: &str) -> Result<Loaded, ConfigError> {
     parse(Path::new("/c/cryo.toml"), text, Path::new("/c"), chrono_tz::UTC)
