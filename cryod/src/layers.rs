@@ -46,13 +46,21 @@ const LAYERS: &[&[&str]] = &[
     &["fuzzing"],
 ];
 
-/// The modules inside the four folders with rooms of their own, lowest
-/// first: a module may use its lower siblings only. The folder's `mod.rs`
+/// The modules inside the folders with rooms of their own, lowest first: a
+/// module may use its lower siblings only. The folder's `mod.rs`
 /// holds the folder's own types and is above them all.
 const INNER: &[(&str, &[&[&str]])] = &[
     // The two stores know nothing of each other; both read their history
     // (rollups and pruning) from the same statements.
     ("store", &[&["history"], &["sqlite", "postgres"]]),
+    // `cryod.toml`: its tables, then the keys they make up, then the reading.
+    ("config", &[&["confinement", "providers", "notify"], &["keys"], &["parse"]]),
+    // What the gateway reads of the wire, then a session's route, then one
+    // call forwarded.
+    ("gateway", &[&["wire", "redact", "kept"], &["route"], &["forward"]]),
+    // What the operator accepts knows nothing of `cryo.toml`'s reading,
+    // which digests it; a new chamber's files and resets read the config.
+    ("chamber", &[&["trust", "log", "mailbox", "todos"], &["config"], &["scaffold", "seed"], &["reset"]]),
     (
         "supervisor",
         &[
