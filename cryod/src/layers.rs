@@ -53,6 +53,9 @@ const INNER: &[(&str, &[&[&str]])] = &[
     // The two stores know nothing of each other; both read their history
     // (rollups and pruning) from the same statements.
     ("store", &[&["history"], &["sqlite", "postgres"]]),
+    // The fleet's store: its tables' rooms; the fleet's ownership rounds
+    // read chambers as the registry does.
+    ("store/postgres", &[&["migrations", "registry", "sessions", "approvals", "commands"], &["fleet"]]),
     // `cryod.toml`: its tables, then the keys they make up, then the reading.
     ("config", &[&["confinement", "providers", "notify"], &["keys"], &["parse"]]),
     // What the gateway reads of the wire, then a session's route, then one

@@ -13,7 +13,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_postgres::AsyncMessage;
 
-use super::{Postgres, chamber_row};
+use super::Postgres;
+use super::registry::{chamber_row, columns_of};
 use crate::store::{ChamberRecord, Fence, StoreError};
 
 /// The lease's timings. The defaults sit between the reference systems'
@@ -187,7 +188,7 @@ impl Postgres {
                          UPDATE cryo_chambers SET owner = $2, fence = cryo_chambers.fence + 1
                          FROM c WHERE cryo_chambers.id = c.id
                          RETURNING {}",
-                        super::columns_of("cryo_chambers")
+                        columns_of("cryo_chambers")
                     ),
                     &[&n.domain, &id, &n.name, &want],
                 )
