@@ -3,7 +3,7 @@
 // live transcript. A guest sees the conversation only.
 "use strict";
 
-import { api, at, auth, badge, blobUrl, chamberPath, el, flash, isOwner, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
+import { api, at, auth, badge, blobUrl, chamberPath, el, flash, isOwner, linesView, local, prose, readEvents, state, toast, upload, when } from "./lib.js";
 import { chamberTimeline, digest, legend } from "./timeline.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 import { reviewTrust } from "./trust.js";
@@ -141,9 +141,9 @@ export async function chamberPage(name, answer = false) {
         el("div", { class: "row" }, el("button", { id: "plan-save", onclick: savePlan }, "Save plan"))]],
       ["notes", "Notes", [el("pre", { class: "text" }, notes.text || "(empty)")]],
       ["settings", "Settings", [settingsForm(base, settings)]],
-      ["log", "Log", [el("pre", { class: "log", id: "log", role: "region", tabindex: "0", "aria-label": "cryo.log" }, log.lines.join("\n"))]],
+      ["log", "Log", [(logView = linesView("log", "cryo.log", log.lines)).node]],
       ["transcript", "Transcript", [el("p", { class: "muted" }, "The agent's tool calls and text as they happen (cryo-agent.log)."),
-        el("pre", { class: "log", id: "transcript", role: "region", tabindex: "0", "aria-label": "agent transcript" })]],
+        (transcriptView = linesView("transcript", "agent transcript", [])).node]],
     ];
     // The conversation is the page's centre (first on a phone); the rest
     // are tabs beside it.
@@ -640,9 +640,10 @@ export async function refreshHeader() {
 
 export function chamberChanged(c) { if (state.current === c.name) { showState(c); refreshHeader().catch(() => {}); } }
 
+// The Log and Transcript tabs of the page shown (each searchable).
+let logView = null, transcriptView = null;
 export function logLine(line) {
-  const log = document.getElementById("log");
-  if (log) { log.textContent += "\n" + line; log.scrollTop = log.scrollHeight; }
+  if (logView?.pre.isConnected) logView.append([line]);
 }
 
 // The agent's transcript: what is there, then each line as the agent works.
@@ -650,13 +651,12 @@ async function followTranscript(base) {
   transcript?.abort();
   const ctl = new AbortController();
   transcript = ctl;
-  const pre = document.getElementById("transcript");
+  const view = transcriptView;
   try {
     const r = await fetch("/api" + base + "/transcript", { headers: auth(), signal: ctl.signal });
     await readEvents(r, (ev, d) => {
-      if (ev !== "lines" || !pre.isConnected) return;
-      for (const l of d.lines) pre.textContent += l + "\n";
-      pre.scrollTop = pre.scrollHeight;
+      if (ev !== "lines" || !view?.pre.isConnected) return;
+      view.append(d.lines);
     });
   } catch (_) { /* left the page, or cryod went away */ }
 }

@@ -174,3 +174,32 @@ export async function readEvents(r, each) {
     }
   }
 }
+
+// A block of log lines, opened at its newest, with a search that keeps only
+// the lines that match (counted), and room for lines that come later (at
+// most `keep`, the oldest let go). The run page's log and transcript and
+// the chamber's Log and Transcript tabs.
+export function linesView(id, title, lines, keep = 5000) {
+  let all = lines.slice(-keep);
+  const pre = el("pre", { class: "log", id, tabindex: "0", role: "region", "aria-label": title });
+  const search = el("input", { type: "search", id: id + "-search", placeholder: "Search " + title, autocomplete: "off" });
+  const said = el("span", { class: "muted", "aria-live": "polite", id: id + "-count" });
+  const draw = () => {
+    const q = search.value.trim().toLowerCase();
+    const kept = q ? all.filter((l) => l.toLowerCase().includes(q)) : all;
+    pre.textContent = kept.join("\n");
+    said.textContent = q ? kept.length + " of " + all.length + " lines" : "";
+    pre.scrollTop = pre.scrollHeight;
+  };
+  search.addEventListener("input", draw);
+  draw();
+  // Shown later (a tab, a fold): at the newest line then too.
+  new IntersectionObserver((seen) => { if (seen.some((s) => s.isIntersecting)) pre.scrollTop = pre.scrollHeight; }).observe(pre);
+  const node = el("div", { class: "lines" },
+    el("div", { class: "row" }, el("label", { for: search.id, class: "sr-only" }, "Search " + title), search, said), pre);
+  return {
+    node,
+    pre,
+    append(more) { all = all.concat(more).slice(-keep); draw(); },
+  };
+}

@@ -5,7 +5,7 @@
 // at their newest line, searchable, the transcript followed while it runs.
 "use strict";
 
-import { api, auth, chamberPath, el, flash, local, readEvents, state, toast, when } from "./lib.js";
+import { api, auth, chamberPath, el, flash, linesView, local, readEvents, state, toast, when } from "./lib.js";
 import { changes, duration, runStatus } from "./chamber.js";
 
 let following = null; // the transcript stream of a running run
@@ -55,34 +55,22 @@ export async function runPage(name, number) {
     failed ? el("div", { class: "row" }, again, el("span", { class: "muted" }, "wakes " + name + " now: a new run, as a manual wake")) : "",
     ...sections);
   for (const pre of main.querySelectorAll("pre.log")) pre.scrollTop = pre.scrollHeight;
-  if (!s.outcome) follow(base, txBox.querySelector("pre"), number);
+  if (!s.outcome) follow(base, txBox.view, number);
 }
 
-// A block of lines, opened at the newest, with a search that keeps only
-// the lines that match.
+// A block of lines, opened at the newest, with a search.
 function lines(id, title, r) {
-  const all = r.lines;
-  const pre = el("pre", { class: "log", id: "run-" + id, tabindex: "0", role: "region", "aria-label": title }, all.join("\n"));
-  const search = el("input", { type: "search", id: "run-" + id + "-search", placeholder: "Search " + title, autocomplete: "off" });
-  const said = el("span", { class: "muted", "aria-live": "polite", id: "run-" + id + "-count" });
-  search.addEventListener("input", () => {
-    const q = search.value.trim().toLowerCase();
-    const kept = q ? pre.dataset.all.split("\n").filter((l) => l.toLowerCase().includes(q)) : pre.dataset.all.split("\n");
-    pre.textContent = kept.join("\n");
-    said.textContent = q ? kept.length + " of " + pre.dataset.all.split("\n").length + " lines" : "";
-    pre.scrollTop = pre.scrollHeight;
-  });
-  pre.dataset.all = all.join("\n");
-  return el("section", { "aria-labelledby": "h-run-" + id },
-    el("h2", { id: "h-run-" + id }, title),
-    all.length ? [el("div", { class: "row" }, el("label", { for: search.id, class: "sr-only" }, "Search " + title), search, said), pre]
-      : el("p", { class: "muted" }, r.note || "nothing"));
+  if (!r.lines.length) return el("section", { "aria-labelledby": "h-run-" + id }, el("h2", { id: "h-run-" + id }, title), el("p", { class: "muted" }, r.note || "nothing"));
+  const view = linesView("run-" + id, title, r.lines, FOLLOW_LINES);
+  const box = el("section", { "aria-labelledby": "h-run-" + id }, el("h2", { id: "h-run-" + id }, title), view.node);
+  box.view = view;
+  return box;
 }
 
 // While the run runs: its transcript's new lines as they are written.
 const FOLLOW_LINES = 5000;
-async function follow(base, pre, number) {
-  if (!pre) return;
+async function follow(base, view, number) {
+  if (!view) return;
   following = new AbortController();
   try {
     const r = await fetch("/api" + base + "/transcript", { headers: auth(), signal: following.signal });
@@ -91,10 +79,7 @@ async function follow(base, pre, number) {
       if (ev !== "lines") return;
       // The stream opens with the file's last lines, which the page has.
       if (first) { first = false; return; }
-      const kept = (pre.dataset.all + "\n" + d.lines.join("\n")).split("\n").slice(-FOLLOW_LINES);
-      pre.dataset.all = kept.join("\n");
-      pre.textContent = pre.dataset.all;
-      pre.scrollTop = pre.scrollHeight;
+      view.append(d.lines);
       // It follows this run only: a line of the next ends it.
       if (d.lines.some((l) => l.startsWith("--- cryo session ") && !l.startsWith(`--- cryo session ${number} `))) following?.abort();
     });

@@ -34,6 +34,24 @@ await drive(async (browser, out) => {
     run.found = await page.textContent("#run-transcript");
     run.page_width = await page.evaluate(() => document.documentElement.scrollWidth);
     await axe(page, "run_" + width, out);
+    if (width === 360) {
+      // The chamber page's Log and Transcript tabs: at the newest line,
+      // searchable, in the dark theme too.
+      await page.emulateMedia({ colorScheme: "dark" });
+      await go(page, CHAMBER);
+      await page.click("#tab-transcript");
+      await page.waitForFunction(() => document.getElementById("transcript")?.textContent.includes("line 80"), null, { timeout: 20000 });
+      const newest = (id) => page.$eval(id, (p) => p.scrollTop + p.clientHeight >= p.scrollHeight - 2);
+      out.tab_transcript_newest = await newest("#transcript");
+      await page.fill("#transcript-search", "line 7");
+      out.tab_transcript_search = await page.textContent("#transcript-count");
+      await page.click("#tab-log");
+      out.tab_log_newest = await newest("#log");
+      await page.fill("#log-search", "session 1");
+      out.tab_log_search = await page.textContent("#log-count");
+      await axe(page, "tabs_360_dark", out);
+      await page.emulateMedia({ colorScheme: "light" });
+    }
     if (width === 1280) {
       // A reload of its URL is the same page.
       await page.reload();

@@ -3,7 +3,8 @@
 // anything wider than the screen, text under 12 px, and controls under
 // 44 px on a phone (buttons, fields, tabs, the header's links, a row's
 // chamber link). Screenshots go to SHOTS (named PAGE-WIDTH-THEME.png).
-//   HUB_URL=... HUB_TOKEN=... PAGES="list:#/,chamber:#/c/a" SHOTS=dir node tests/browser/themes.mjs
+// A page's hash may end in @TAB: that tab of a chamber's page is opened.
+//   HUB_URL=... HUB_TOKEN=... PAGES="list:#/,chamber:#/c/a,todos:#/c/a@todos" SHOTS=dir node tests/browser/themes.mjs
 import { axe, drive } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, PAGES, SHOTS } = process.env;
@@ -51,9 +52,14 @@ await drive(async (browser, out) => {
       const page = await ctx.newPage();
       await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
       await page.waitForSelector("#chambers, #list-empty", { timeout: 20000 });
-      for (const [label, hash] of pages) {
+      for (const [label, where] of pages) {
+        const [hash, tab] = where.split("@");
         await page.goto(HUB_URL + hash);
         await page.waitForFunction(() => document.querySelector("main")?.dataset.page && !document.querySelector("main p.error[role=alert]"), null, { timeout: 20000 });
+        if (tab) {
+          await page.click("#tab-" + tab);
+          await page.waitForSelector(`#panel-${tab}:not([hidden])`, { timeout: 5000 });
+        }
         await page.waitForTimeout(300);
         const key = `${label}_${width}_${theme}`;
         out[key] = await page.evaluate(audit, width < 600);

@@ -439,7 +439,21 @@ fn the_hub_as_a_console() {
     // axe-clean (contrast too), nothing wider than the screen, no text
     // under 12 px (a picture's labels as drawn), every control of a phone
     // at least 44 px. Shots: PAGE-WIDTH-THEME.png.
-    let pages = ["list:#/", "crash:#/c/crash", "asker:#/c/asker", "busy:#/c/busy", "new:#/new", "share:#/share"];
+    // Each case's page: the queue (the list), a crash, a question, a run
+    // running, the runs tab and a run's own page, TODOs, settings, the log.
+    let pages = [
+        "list:#/",
+        "crash:#/c/crash",
+        "asker:#/c/asker",
+        "busy:#/c/busy",
+        "new:#/new",
+        "share:#/share",
+        "runs:#/c/crash@runs",
+        "run:#/c/crash/run/1",
+        "todos:#/c/asker@todos",
+        "settings:#/c/asker@settings",
+        "log:#/c/crash@log",
+    ];
     let audit = run_driver(
         &dir,
         "themes.mjs",
@@ -530,6 +544,12 @@ fn a_run_has_a_page_of_its_own_and_a_failed_one_runs_again() {
         assert!(run["page_width"].as_i64() <= Some(width), "{run}");
         assert_eq!(seen["axe"][format!("run_{width}")], serde_json::json!([]), "{seen}");
     }
+    // The chamber page's tabs (360 px, dark): "line 7" and "line 70" to
+    // "line 79" of the transcript; the log's lines of session 1.
+    assert_eq!((&seen["tab_transcript_newest"], &seen["tab_log_newest"]), (&true.into(), &true.into()), "{seen}");
+    assert!(seen["tab_transcript_search"].as_str().unwrap().starts_with("11 of "), "{seen}");
+    assert!(seen["tab_log_search"].as_str().unwrap().contains(" of "), "{seen}");
+    assert_eq!(seen["axe"]["tabs_360_dark"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["reloaded_title"], "job · run 1", "{seen}");
     assert!(seen["good_run"]["summary"].as_str().unwrap().ends_with(": built and tested"), "{seen}");
     assert_eq!(seen["good_run"]["again"], 0, "{seen}");
