@@ -1263,7 +1263,7 @@ impl World {
         // Dying inside a hibernate's linger (a call that asked to linger and
         // is still open: the machine answers anything else at once) is a
         // hibernate: the agent ended its session, and only new mail would
-        // have taken that back (`chamber::tests::a_hibernate_cut_inside_its_linger_*`).
+        // have taken that back (`chamber::tests::recovery::a_hibernate_cut_inside_its_linger_*`).
         let lingering = matches!(p.waiting, Some((_, Call::Hibernate { linger_secs, .. })) if linger_secs > 0);
         p.waiting = None;
         let hibernated = p.agent.hibernated || lingering;
