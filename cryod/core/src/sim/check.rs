@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::world::{Disk, Ledger, Proc};
+use super::durable::{Disk, Ledger, Proc, Row};
 use crate::message::CRYOCHAMBER;
 use crate::todo::TodoList;
 
@@ -365,7 +365,7 @@ pub fn resumed(
     chamber: usize,
     session: u64,
     resume: Option<&str>,
-    rows: &[&super::world::Row],
+    rows: &[&Row],
     c: &crate::session::Continuity,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Verdict {

@@ -19,6 +19,7 @@
 
 pub mod agent;
 mod check;
+mod durable;
 mod world;
 
 pub use self::world::{Failure, Files, Report, ScriptStep, World};

@@ -3,7 +3,24 @@
 //! checking the invariants as it goes. Each kind of work has its method,
 //! like the supervisor's (`cryod/src/supervisor/effects.rs`).
 
-use super::*;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::daemon::{Daemon, continuity};
+use super::{Ev, Step, World};
+use crate::chamber::handoff::HandedOff;
+use crate::chamber::{
+    Check, Checked, Effect, Folder, Input, LogLine, Passed, Refusal, Reply, ReqId, Sig, TodoOp, TodoWriteError,
+};
+use crate::message::Message;
+use crate::session::{Outcome, Trigger};
+use crate::sim::agent::Agent;
+use crate::sim::check::{self, Broken};
+use crate::sim::durable::{Batch, Proc, Row};
+
+/// A wake's ledger insert or claim fails (a full disk) this rarely.
+const WRITE_FAILS_ONE_IN: u64 = 400;
 
 impl World {
     /// Carries out one effect of chamber `c`'s machine, as the supervisor
