@@ -20,43 +20,7 @@ pub mod time;
 pub mod todo;
 
 #[cfg(test)]
-mod purity {
-    /// The core stays free of I/O and runtimes (STYLE.md section 1).
-    #[test]
-    fn core_imports_no_io() {
-        let sources = [
-            include_str!("chamber/mod.rs"),
-            include_str!("chamber/io/mod.rs"),
-            include_str!("chamber/io/input.rs"),
-            include_str!("chamber/io/effect.rs"),
-            include_str!("chamber/io/reply.rs"),
-            include_str!("chamber/calls.rs"),
-            include_str!("chamber/end.rs"),
-            include_str!("chamber/operator.rs"),
-            include_str!("chamber/recovery.rs"),
-            include_str!("chamber/wake.rs"),
-            include_str!("hibernate.rs"),
-            include_str!("limits.rs"),
-            include_str!("message.rs"),
-            include_str!("prompt.rs"),
-            include_str!("session.rs"),
-            include_str!("time.rs"),
-            include_str!("todo.rs"),
-            include_str!("sim/mod.rs"),
-            include_str!("sim/world.rs"),
-            include_str!("sim/world/effects.rs"),
-            include_str!("sim/agent.rs"),
-            include_str!("sim/check.rs"),
-        ];
-        for src in sources {
-            for banned in
-                ["tokio", "tonic", "rusqlite", "std::fs", "std::net", "std::process", "SystemTime::now", "Utc::now"]
-            {
-                assert!(!src.contains(banned), "cryo-core must not use {banned}");
-            }
-        }
-    }
-}
+mod purity;
 
 #[cfg(test)]
 mod documented {
