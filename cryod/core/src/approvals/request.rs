@@ -28,6 +28,8 @@ pub const MAX_REASON: usize = 2000;
 pub const MAX_TOOL: usize = 200;
 /// The most requests of one chamber that wait for a person at once.
 pub const MAX_PENDING: usize = 20;
+/// How the attention line of a chamber that waits for an approval begins.
+pub const AWAITING_APPROVAL: &str = "awaiting approval";
 /// How long an answer waits for the agent's repeat of the call.
 pub const ANSWER_KEPT: chrono::Duration = chrono::Duration::days(7);
 
@@ -181,6 +183,14 @@ pub struct AtBoot {
     pub answered: Option<(String, String)>,
 }
 
+/// The chamber's attention while it waits for request `id`.
+pub fn awaiting_line(id: &str, what: &str) -> String {
+    format!(
+        "{AWAITING_APPROVAL}: {id} ({what}); answer with `cryoctl approvals approve {id}` or `cryoctl approvals deny \
+         {id} --reason TEXT`"
+    )
+}
+
 /// What a starting chamber holds of its approvals: the request it waits
 /// for (`Loaded::awaiting`), and an answer a person gave that never led to
 /// a session (cryod stopped between the store's write and the chamber, or
@@ -195,8 +205,7 @@ pub fn at_boot(paused: bool, last_asked: bool, attention: Option<&str>, newest: 
     match newest {
         Some(Newest::Pending { id, what }) if paused => AtBoot { awaiting: Some((id, what)), answered: None },
         Some(Newest::Decided { id, what, line })
-            if last_asked
-                || (paused && attention.is_some_and(|a| a == crate::chamber::approval::awaiting_line(&id, &what))) =>
+            if last_asked || (paused && attention.is_some_and(|a| a == awaiting_line(&id, &what))) =>
         {
             AtBoot { awaiting: Some((id.clone(), what)), answered: Some((id, line)) }
         }
@@ -268,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_answer_that_never_reached_a_waiting_chamber_is_given_at_boot() {
-        let line = crate::chamber::approval::awaiting_line("a1", "Bash: git push");
+        let line = awaiting_line("a1", "Bash: git push");
         let decided = || Newest::Decided { id: "a1".into(), what: "Bash: git push".into(), line: "given".into() };
         let both = AtBoot {
             awaiting: Some(("a1".into(), "Bash: git push".into())),

@@ -6,22 +6,13 @@ use std::time::Duration as StdDuration;
 
 use super::waking::Cut;
 use super::{Chamber, ReqId, Timer};
+// The line is the request's: `approvals::request` reads it back at boot.
+pub use crate::approvals::request::{AWAITING_APPROVAL, awaiting_line};
 
 /// How long a parked session has to end by itself (its CLI keeps the
 /// refusal in its conversation, which the next session resumes) before
 /// cryod ends it.
 pub const PARK_GRACE: StdDuration = StdDuration::from_secs(10);
-
-/// How the attention line of a chamber that waits for an approval begins.
-pub const AWAITING_APPROVAL: &str = "awaiting approval";
-
-/// The chamber's attention while it waits for request `id`.
-pub fn awaiting_line(id: &str, what: &str) -> String {
-    format!(
-        "{AWAITING_APPROVAL}: {id} ({what}); answer with `cryoctl approvals approve {id}` or `cryoctl approvals deny \
-         {id} --reason TEXT`"
-    )
-}
 
 impl Chamber {
     /// The running session's ask was not answered within `approval_wait`.

@@ -397,7 +397,7 @@ impl Health {
     /// Whether the last session ended waiting for a person's approval (its
     /// conversation is the one that asked).
     pub(super) fn last_asked(&self) -> bool {
-        self.last_result.as_deref().is_some_and(|r| r.starts_with(super::approval::AWAITING_APPROVAL))
+        self.last_result.as_deref().is_some_and(|r| r.starts_with(crate::approvals::request::AWAITING_APPROVAL))
     }
 
     /// The answer for the session that begins (once).

@@ -48,7 +48,7 @@ impl Chamber {
     pub(super) fn notice_changes(&mut self, attention: Option<String>, fault: Option<String>) {
         // A wait for an approval was told when it was asked (the
         // `approval` event, with its links).
-        let told = |a: &&str| a.starts_with(super::approval::AWAITING_APPROVAL);
+        let told = |a: &&str| a.starts_with(crate::approvals::request::AWAITING_APPROVAL);
         if let Some(a) =
             self.health.attention().filter(|a| Some(*a) != attention.as_deref() && !told(a)).map(str::to_string)
         {
