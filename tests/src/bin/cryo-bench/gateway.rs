@@ -55,6 +55,31 @@ async fn upstream() -> String {
     url
 }
 
+/// The memory each of `open` answers held open costs, straight and through
+/// the gateway (KiB each).
+async fn held_open(client: &reqwest::Client, bases: [String; 2], open: usize) -> Vec<f64> {
+    let mut per = Vec::new();
+    for base in bases {
+        let before = rss_kb();
+        let mut held = Vec::with_capacity(open);
+        for _ in 0..open {
+            let r = client
+                .post(format!("{base}/v1/messages?hold"))
+                .header("x-api-key", "k")
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            held.push(r);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        per.push((rss_kb() - before) / open as f64);
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    per
+}
+
 fn rss_kb() -> f64 {
     crate::measure::rss_mb(std::process::id()) * 1024.0
 }
@@ -155,25 +180,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
             "every answer through it was counted: {counted:?}"
         );
         // Memory: `open` answers held open, straight, then through.
-        let mut per = Vec::new();
-        for base in [up.clone(), through.clone()] {
-            let before = rss_kb();
-            let mut held = Vec::with_capacity(open);
-            for _ in 0..open {
-                let r = client
-                    .post(format!("{base}/v1/messages?hold"))
-                    .header("x-api-key", "k")
-                    .body("{}")
-                    .send()
-                    .await
-                    .unwrap();
-                held.push(r);
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            per.push((rss_kb() - before) / open as f64);
-            drop(held);
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        let per = held_open(&client, [up.clone(), through.clone()], open).await;
         let gw_kb = (per[1] - per[0]).max(0.0);
         println!(
             "  memory per open stream          {:.1} KiB straight, {:.1} KiB through: the gateway adds {gw_kb:.1} KiB",

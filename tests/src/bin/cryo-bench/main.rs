@@ -14,8 +14,10 @@
 //! ```
 
 mod cryo;
+mod fleet;
 mod gateway;
 mod git;
+mod hub;
 mod measure;
 mod scripts;
 mod seed;
@@ -108,6 +110,14 @@ enum Scenario {
         /// Restarts timed (each printed, the median reported as start-up).
         #[arg(long, default_value_t = 1)]
         restarts: usize,
+    },
+    /// The hub's first paint in headless Chromium and its page weight,
+    /// plain and gzipped, at many chambers.
+    Paint {
+        #[arg(long, default_value_t = 1000)]
+        chambers: usize,
+        #[arg(long, default_value_t = 9)]
+        runs: usize,
     },
     /// Control-plane latency: listing the chambers, one chamber's status and
     /// a `cryo-agent` call, whole process start to exit, and the raw round
@@ -225,7 +235,7 @@ fn main() {
                 eprintln!("cryo-bench: the seed system has no fleet; run `fleet` without --seed");
                 std::process::exit(2);
             }
-            (cryo::fleet(nodes, chambers, seconds, wakes, spread, (heartbeat_ms, lease_ms)), None, &[])
+            (fleet::fleet(nodes, chambers, seconds, wakes, spread, (heartbeat_ms, lease_ms)), None, &[])
         }
         Scenario::Gateway { requests, streams, mib, open } => {
             if seed.is_some() {
@@ -239,6 +249,7 @@ fn main() {
             seed.map(|s| seed::idle(s, chambers, todos, seconds)),
             &[("rss_mb", "MB"), ("startup_ms", "ms"), ("wakeups_per_minute", "/min"), ("cpu_seconds_per_minute", "s")],
         ),
+        Scenario::Paint { chambers, runs } => (hub::paint(chambers, runs), None, &[]),
         Scenario::Control { chambers, runs } => (
             cryo::control(chambers, runs),
             seed.map(|s| seed::control(s, chambers, runs)),

@@ -49,6 +49,7 @@ pub fn code(text: &str) -> String {
             }
         } else if s[i] == '/' && rest(1) == Some('*') {
             // Block comments nest.
+            let start = i;
             let mut depth = 0;
             while i < s.len() {
                 if s[i] == '/' && s.get(i + 1) == Some(&'*') {
@@ -64,15 +65,19 @@ pub fn code(text: &str) -> String {
                     i += 1;
                 }
             }
+            newlines(&s[start..i.min(s.len())], &mut out);
         } else if let Some(end) = raw_string(&s, i).filter(|_| !word(i) || s[i - 1] == 'b') {
             out.push_str("\"\"");
+            newlines(&s[i..end.min(s.len())], &mut out);
             i = end;
         } else if s[i] == '"' {
+            let start = i;
             i += 1;
             while i < s.len() && s[i] != '"' {
                 i += if s[i] == '\\' { 2 } else { 1 };
             }
             out.push_str("\"\"");
+            newlines(&s[start..i.min(s.len())], &mut out);
             i += 1;
         } else if s[i] == '\'' && rest(1) == Some('\\') {
             // An escape: '\n', '\'', '\u{1F600}'.
@@ -92,6 +97,11 @@ pub fn code(text: &str) -> String {
         }
     }
     out
+}
+
+/// The line breaks of a stretch taken out, kept so lines stay lines.
+fn newlines(taken: &[char], out: &mut String) {
+    out.extend(taken.iter().filter(|c| **c == '\n'));
 }
 
 /// Where a raw string starting at `i` (`r"…"`, `r#"…"#`) ends, if one does.

@@ -1,0 +1,147 @@
+//! The fleet scenario: several cryod nodes on one PostgreSQL, what each
+//! costs the database at rest and per wake.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cryo_tests::{Env, wait_until_within};
+
+use crate::cryo::{FAR, dirs, register, start_all, write_todos};
+use crate::measure::*;
+use crate::scripts;
+
+/// A fleet of `nodes` cryod processes on one fresh PostgreSQL with a lease
+/// of `(heartbeat, ttl)` milliseconds and `chambers` chambers: the
+/// database statements each idle node runs per second (its heartbeat
+/// cost), then the statements per wake over `wakes` wakes spread over
+/// `spread` seconds, with their lateness. Statements are counted per node
+/// (each connects as its own role) by `pg_stat_statements`.
+pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: u64, lease: (u64, u64)) -> Figures {
+    let pg = cryo_tests::pg::Postgres::start().expect("PostgreSQL is not installed");
+    let envs: Vec<(String, Env)> = (1..=nodes)
+        .map(|i| {
+            let name = format!("n{i}");
+            pg.role(&name);
+            let env = Env::new();
+            env.daemon_config(&format!(
+                "max_concurrent_sessions = 8\n[store]\nurl = \"{}\"\nnode = \"{name}\"\ndomain = \"bench\"\nheartbeat_ms = {}\nlease_ms = {}\n",
+                pg.url(&name),
+                lease.0,
+                lease.1
+            ));
+            (name, env)
+        })
+        .collect();
+    let first = &envs[0].1;
+    let _d1 = first.start_daemon();
+    let names = register(first, chambers, scripts::LATENESS, |_, dir| write_todos(dir, &[FAR.to_string()]));
+    let dirs = dirs(first, &names);
+    start_all(first, &names);
+    let _others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
+    let share = chambers.div_ceil(nodes) as u64;
+    wait_until_within(Duration::from_secs(120), "the chambers to be shared out", || {
+        let s = first.cryoctl(&["fleet", "status", "--json"]).json();
+        let live: Vec<u64> = s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["live"] == true)
+            .map(|n| n["chambers"].as_u64().unwrap())
+            .collect();
+        s["unowned"] == 0 && live.len() == nodes && live.iter().all(|c| *c <= share)
+    });
+    let count = || pg.statements_by_role().expect("pg_stat_statements (Debian's postgresql package has it)");
+    let of = |m: &std::collections::HashMap<String, u64>| -> u64 {
+        envs.iter().map(|(n, _)| m.get(n).copied().unwrap_or(0)).sum()
+    };
+    // The database says who owns what before the owners have finished taking
+    // their chambers up (each adoption reads the ledger and publishes a
+    // mirror): at rest means a heartbeat in which no node ran more than
+    // its round's statements (six at most).
+    let heartbeat = Duration::from_millis(lease.0);
+    let mut last = count();
+    wait_until_within(Duration::from_secs(120), "the nodes to come to rest", || {
+        std::thread::sleep(heartbeat);
+        let now = count();
+        let busy = envs.iter().any(|(n, _)| now.get(n).unwrap_or(&0) - last.get(n).unwrap_or(&0) > 6);
+        last = now;
+        !busy
+    });
+    // At rest.
+    let (before, t) = (count(), Instant::now());
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (after, rest) = (count(), t.elapsed().as_secs_f64());
+    let per_node: Vec<f64> = envs
+        .iter()
+        .map(|(n, _)| (after.get(n).copied().unwrap_or(0) - before.get(n).copied().unwrap_or(0)) as f64 / rest)
+        .collect();
+    let idle = per_node.iter().sum::<f64>() / nodes as f64;
+    if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+        for (n, _) in &envs {
+            eprintln!("--- statements of {n} so far\n{}", pg.statements_of(n));
+        }
+    }
+    // Wakes.
+    let due = schedule(chambers, wakes.div_ceil(chambers), spread, second_after(3));
+    for (d, due) in dirs.iter().zip(&due) {
+        let at: Vec<String> = due.iter().map(|s| rfc3339_ns(*s as i128 * 1_000_000_000)).collect();
+        write_todos(d, &at);
+    }
+    let (before, t) = (count(), Instant::now());
+    let waited = std::panic::catch_unwind(|| wait_for_wakes(&dirs, &due, 0));
+    if let Err(e) = waited {
+        dump_waiting(&envs, &dirs, &due);
+        std::panic::resume_unwind(e);
+    }
+    let (after, busy) = (count(), t.elapsed().as_secs_f64());
+    if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
+        dump_late(&envs, &dirs, &due);
+    }
+    let ran: usize = due.iter().map(Vec::len).sum();
+    let during = of(&after) - of(&before);
+    // An estimate: the heartbeats' share is taken out at the rate measured
+    // at rest (a short run's figure is noisy, and may even come out below 0).
+    let per_wake = (during as f64 - idle * nodes as f64 * busy) / ran as f64;
+    println!(
+        "\ncryo: a fleet of {nodes} nodes on PostgreSQL, {chambers} chambers (heartbeat {} ms, lease {} ms)",
+        lease.0, lease.1
+    );
+    println!("  statements per idle node   {idle:.2} /s   (each node: {per_node:.2?}, over {rest:.0} s)");
+    println!("  statements per wake        {per_wake:.1}   ({ran} wakes, the heartbeats' share taken out)");
+    let mut f = lateness_figures(&dirs, &due);
+    f.insert("nodes".into(), nodes.into());
+    f.insert("statements_per_idle_node_per_second".into(), idle.into());
+    f.insert("statements_per_wake".into(), per_wake.into());
+    f.insert("statements_during_wakes".into(), during.into());
+    f
+}
+
+/// What the chambers still waiting show, and where they run (the wakes did
+/// not all come).
+fn dump_waiting(envs: &[(String, Env)], dirs: &[PathBuf], due: &[Vec<i64>]) {
+    eprintln!("{}", envs[0].1.cryoctl(&["chamber", "list"]).stdout);
+    for (d, due) in dirs.iter().zip(due) {
+        if times(d, "starts.txt").len() < due.len() {
+            let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+            eprintln!("{} waits: todo.json {}\ncryo.log:\n{}", d.display(), read("todo.json"), read("cryo.log"));
+        }
+    }
+    for (n, e) in envs {
+        eprintln!("--- {n}\n{}", e.daemon_log());
+    }
+}
+
+/// With `CRYO_BENCH_DEBUG`: each chamber that started over 500 ms late, and
+/// each node's last log lines.
+fn dump_late(envs: &[(String, Env)], dirs: &[PathBuf], due: &[Vec<i64>]) {
+    for (d, due) in dirs.iter().zip(due) {
+        let late = (times(d, "starts.txt")[0] - due[0] as i128 * 1_000_000_000) / 1_000_000;
+        if late > 500 {
+            let log = std::fs::read_to_string(d.join("cryo.log")).unwrap_or_default();
+            eprintln!("{} late {late} ms:\n{}", d.display(), log.lines().rev().take(12).collect::<Vec<_>>().join("\n"));
+        }
+    }
+    for (n, e) in envs {
+        eprintln!("--- {n}\n{}", e.daemon_log().lines().rev().take(40).collect::<Vec<_>>().join("\n"));
+    }
+}
