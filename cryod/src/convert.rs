@@ -154,9 +154,9 @@ pub fn metrics(daemon: &crate::daemon::Daemon) -> String {
     for s in daemon.local_states() {
         *gauges.chambers.entry(cryo_proto::json::state_name(state(s) as i32).into()).or_default() += 1;
     }
-    let (queued, running, limit) = daemon.shared().admission.depth();
+    let slots = daemon.slots();
     (gauges.admission_queued, gauges.admission_running, gauges.admission_limit) =
-        (queued as u64, running as u64, limit as u64);
+        (slots.queued as u64, slots.running as u64, slots.limit as u64);
     crate::metrics::get().render(&gauges)
 }
 
@@ -343,22 +343,18 @@ pub fn usage(
 /// The provider accounts held at their limit now.
 /// The session slots now, and whether their number was derived.
 pub fn admission(daemon: &crate::daemon::Daemon) -> Option<pb::Admission> {
-    let shared = daemon.shared();
-    let (_, running, limit) = shared.admission.depth();
-    let waiting = shared.admission.waiting_for_a_slot();
+    let slots = daemon.slots();
     Some(pb::Admission {
-        limit: limit as u32,
-        running: running as u32,
-        waiting: waiting as u32,
-        derived: shared.config.max_concurrent_sessions.is_none(),
+        limit: slots.limit as u32,
+        running: slots.running as u32,
+        waiting: slots.waiting as u32,
+        derived: daemon.config().max_concurrent_sessions.is_none(),
     })
 }
 
 pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
-    let now = daemon.shared().clock.now();
+    let now = daemon.now();
     daemon
-        .shared()
-        .admission
         .holds()
         .into_iter()
         .map(|h| {
@@ -405,5 +401,43 @@ pub fn approval(n: &crate::daemon::approvals::Named) -> pb::Approval {
         decided_by: a.decided_by.clone().unwrap_or_default(),
         answer: a.answer.clone().unwrap_or_default(),
         used_at: a.used_at.clone().unwrap_or_default(),
+    }
+}
+
+/// `cryoctl fleet status`: the nodes as the database sees them.
+pub fn fleet_status(s: crate::daemon::FleetStatus) -> pb::FleetStatusReply {
+    use crate::lease::Trust;
+    let trust = match s.trust {
+        Trust::Held { .. } => "held",
+        Trust::Frozen { .. } => "frozen",
+        Trust::Lost { .. } => "lost",
+    };
+    let Some(fleet) = s.nodes else {
+        // One machine: its lease is always held.
+        return pb::FleetStatusReply { fleet: false, store: s.store, trust: "held".into(), ..Default::default() };
+    };
+    pb::FleetStatusReply {
+        fleet: true,
+        store: s.store,
+        unowned: fleet.unowned,
+        trust: trust.into(),
+        nodes: fleet
+            .nodes
+            .into_iter()
+            .map(|n| pb::FleetNode {
+                this: n.id == fleet.me,
+                id: n.id,
+                name: n.name,
+                domain: n.domain,
+                host: n.host,
+                pid: n.pid,
+                capacity: n.capacity,
+                draining: n.draining,
+                lease_left_ms: n.lease_left_ms,
+                renewed_ago_ms: n.renewed_ago_ms,
+                chambers: n.chambers,
+                started_at: n.started_at,
+            })
+            .collect(),
     }
 }

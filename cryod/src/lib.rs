@@ -195,6 +195,7 @@ pub async fn run(
     let socket = listener.path().to_path_buf();
     let state_dir = paths.state_dir.clone();
     let paths = Paths { socket: socket.clone(), ..paths.clone() };
+    let fleet_store = store.fleet().cloned();
     let lease = match store.fleet() {
         Some(pg) => lease::Lease::fleet(pg.registered_before() + pg.node().lease.ttl - pg.node().lease.margin()),
         None => lease::Lease::single(),
@@ -214,8 +215,10 @@ pub async fn run(
         tracing::warn!(%error, path = %gateway_socket.display(), "the gateway's Unix socket cannot listen: network = \"gateway\" under bwrap will not start");
     }
     let hub_config = config_hub(&shared);
-    let daemon = Daemon::load(shared).await?;
-    let fleet = fleet::start(&daemon);
+    // The daemon's operations are the fronts' way in; what is wired here
+    // (the hub's address, the doors, the cgroups) stays with this `shared`.
+    let daemon = Daemon::load(shared.clone()).await?;
+    let fleet = fleet::start(&daemon, fleet_store);
     let info = match hub_config {
         Some((bind, chosen)) => match hub::token(&state_dir) {
             Ok(token) => hub::start(daemon.clone(), &bind, chosen, token).await,
@@ -223,20 +226,20 @@ pub async fn run(
         },
         None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
     };
-    let _ = daemon.shared().hub.set(info);
-    if let Some(bind) = &daemon.shared().config.metrics.listen
+    let _ = shared.hub.set(info);
+    if let Some(bind) = &shared.config.metrics.listen
         && let Err(error) = hub::serve_metrics(daemon.clone(), bind).await
     {
         tracing::warn!(%error, "no metrics listener");
     }
     server::raise_file_limit();
     let operator = listener.operator();
-    let shared = daemon.shared().clone();
-    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| agent::group::session_of(pid, &shared.live));
+    let live = shared.clone();
+    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| agent::group::session_of(pid, &live.live));
     let (incoming, _guard) = listener.incoming(session_of).context("listening on the socket")?;
     // The sessions' doors: the Agent service alone, each connection tagged
     // with its session.
-    let doors = daemon.shared().door_rx.take().expect("the doors are served once");
+    let doors = shared.door_rx.take().expect("the doors are served once");
     let doors = tokio_stream::wrappers::UnboundedReceiverStream::new(doors).map(Ok::<_, std::io::Error>);
     let doors_shutdown = shutdown.clone();
     let agent_doors = tonic::transport::Server::builder()
@@ -270,7 +273,7 @@ pub async fn run(
         });
     // Sessions end before the server stops, so their agents' last calls
     // (and the fallback messages) still go through.
-    let places = daemon.shared().places.clone();
+    let places = shared.places.clone();
     let drain = async {
         shutdown.cancelled().await;
         system::stopping();

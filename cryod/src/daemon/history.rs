@@ -43,6 +43,12 @@ impl Daemon {
         Ok((before, pruned))
     }
 
+    /// What the sessions `q` names used, summed per chamber, UTC day,
+    /// provider account and model.
+    pub async fn usage(&self, q: crate::store::UsageQuery) -> Result<Vec<crate::store::UsageRow>> {
+        Ok(self.0.shared.store.usage(q).await?)
+    }
+
     /// A page of the chamber's archived done TODOs, newest last, ending
     /// before `before` (0: the newest), and where the page before it ends.
     pub async fn archived_todos(

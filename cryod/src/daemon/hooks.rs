@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 impl Daemon {
     /// Where a chamber's hook secret is kept.
     pub fn hook_secret_path(&self, id: i64) -> PathBuf {
-        self.shared().places.state_dir.join("hooks").join(format!("{id}.key"))
+        self.state_dir().join("hooks").join(format!("{id}.key"))
     }
 
     /// Creates (or replaces) a chamber's hook secret; returns the chamber's

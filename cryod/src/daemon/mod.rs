@@ -8,12 +8,15 @@ mod history;
 mod hooks;
 mod life;
 mod moves;
+pub use self::moves::{FleetNodes, FleetStatus};
 mod ops;
 pub use self::ops::Snooze;
 mod registry;
 pub mod remote;
 pub mod schedule;
 mod seed;
+mod services;
+pub use self::services::{Setup, Slots};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -216,10 +219,6 @@ impl Daemon {
         // off the workers, before a client asks.
         tokio::task::spawn_blocking(crate::agent::sandbox::strongest);
         Ok(daemon)
-    }
-
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.0.shared
     }
 
     pub fn started_at(&self) -> DateTime<Utc> {

@@ -136,6 +136,18 @@ impl Daemon {
         Ok(n.id)
     }
 
+    /// The fleet as the database sees it (on one machine, the store alone).
+    pub async fn fleet_status(&self) -> Result<FleetStatus> {
+        let shared = &self.0.shared;
+        let (store, trust) = (shared.store.describe(), shared.lease.trust());
+        let Some(pg) = shared.store.fleet() else {
+            return Ok(FleetStatus { store, trust, nodes: None });
+        };
+        let nodes = pg.nodes().await?;
+        let unowned = pg.unowned().await?;
+        Ok(FleetStatus { store, trust, nodes: Some(FleetNodes { me: pg.node_id(), nodes, unowned }) })
+    }
+
     /// The live node of the fleet with this name or id.
     pub(super) async fn live_node(&self, name: &str) -> Result<crate::store::postgres::FleetNode> {
         let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| {
@@ -156,4 +168,25 @@ impl Daemon {
             _ => Err(Error::Invalid(format!("several live nodes are named {name:?}: give the node's id"))),
         }
     }
+}
+
+/// What `cryoctl fleet status` shows.
+#[derive(Debug, Clone)]
+pub struct FleetStatus {
+    /// What the store is ("sqlite FILE", "postgres …").
+    pub store: String,
+    /// This node's trust in its lease.
+    pub trust: crate::lease::Trust,
+    /// The fleet's nodes; `None` on one machine.
+    pub nodes: Option<FleetNodes>,
+}
+
+/// The nodes of a fleet, as the database sees them.
+#[derive(Debug, Clone)]
+pub struct FleetNodes {
+    /// This node's id.
+    pub me: String,
+    pub nodes: Vec<crate::store::postgres::FleetNode>,
+    /// Chambers no live node owns.
+    pub unowned: u32,
 }

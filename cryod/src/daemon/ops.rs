@@ -395,6 +395,11 @@ impl Daemon {
         Ok(applying.measured(&shared.store, shared.clock.now(), id).await?)
     }
 
+    /// The live session `token` was issued to (none once it has ended).
+    pub fn session_of_token(&self, token: &str) -> Option<crate::runtime::TokenEntry> {
+        self.0.shared.tokens.lookup(token)
+    }
+
     /// An agent's call, for the chamber and session its token belongs to.
     pub async fn agent_call(
         &self,

@@ -137,7 +137,7 @@ const FOLLOW: Duration = Duration::from_secs(30);
 impl Daemon {
     /// Sends `cmd` to the node that runs chamber `v`, waits for its answer.
     pub(crate) async fn forward(&self, v: &ChamberView, cmd: Command) -> Result<Answer> {
-        let pg = self.shared().store.fleet().cloned().ok_or_else(|| Error::Internal("not a fleet".into()))?;
+        let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| Error::Internal("not a fleet".into()))?;
         let body = serde_json::to_string(&cmd).map_err(|e| Error::Internal(e.to_string()))?;
         let mut record = v.record.clone();
         // The owner may change under a command (a move, a takeover): follow

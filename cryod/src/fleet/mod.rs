@@ -64,14 +64,14 @@ pub struct Loops {
     left: CancellationToken,
 }
 
-/// Starts the node's loops (`None` on one machine).
-pub fn start(daemon: &Daemon) -> Option<Loops> {
-    let pg = daemon.shared().store.fleet().cloned()?;
+/// Starts the node's loops on the fleet's store (`None` on one machine).
+pub fn start(daemon: &Daemon, pg: Option<Arc<Postgres>>) -> Option<Loops> {
+    let pg = pg?;
     let left = CancellationToken::new();
     let (kick, kicks) = tokio::sync::mpsc::unbounded_channel();
     let (heard, hearing) = tokio::sync::mpsc::unbounded_channel();
     let (ask, asks) = tokio::sync::mpsc::unbounded_channel();
-    pg.listen(heard, daemon.shared().shutdown.clone());
+    pg.listen(heard, daemon.stopping());
     tokio::spawn(route(daemon.clone(), pg.clone(), hearing, kick.clone(), ask));
     tokio::spawn(renew(daemon.clone(), pg.clone(), left.clone()));
     tokio::spawn(watch(daemon.clone(), pg.clone(), kick, left.clone()));
@@ -112,10 +112,11 @@ async fn route(
 /// node and on each (re)connection of the listener (what was asked while
 /// it was away).
 async fn serve(daemon: Daemon, pg: Arc<Postgres>, mut asks: tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let stopping = daemon.stopping();
     loop {
         tokio::select! {
             a = asks.recv() => if a.is_none() { return },
-            _ = daemon.shared().shutdown.cancelled() => return,
+            _ = stopping.cancelled() => return,
         }
         while asks.try_recv().is_ok() {}
         // (Taken even while frozen: each supervisor waits at its gate before
@@ -144,7 +145,7 @@ fn times(pg: &Postgres) -> LeaseTimes {
 }
 
 async fn renew(daemon: Daemon, pg: Arc<Postgres>, left: CancellationToken) {
-    let lease = &daemon.shared().lease;
+    let lease = daemon.lease();
     let t = times(&pg);
     let mut tick = tokio::time::interval(t.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -182,7 +183,7 @@ async fn watch(
     kick: tokio::sync::mpsc::UnboundedSender<String>,
     left: CancellationToken,
 ) {
-    let lease = &daemon.shared().lease;
+    let lease = daemon.lease();
     let t = times(&pg);
     let mut until = lease.until();
     loop {
@@ -214,15 +215,16 @@ async fn watch(
 /// The trust window ran out: kill the agents, drop every chamber without
 /// finalizing, then join again as a new node.
 async fn lost(daemon: &Daemon, pg: &Postgres, epoch: u64, kick: &tokio::sync::mpsc::UnboundedSender<String>) {
-    let lease = &daemon.shared().lease;
+    let lease = daemon.lease();
     tracing::error!("the lease is lost: killing this node's agents and dropping its chambers");
     lease.set(Trust::Lost { epoch });
     for local in daemon.local() {
         daemon.drop_chamber(local.fence.chamber).await;
     }
     let t = times(pg);
+    let stopping = daemon.stopping();
     loop {
-        if daemon.shared().shutdown.is_cancelled() {
+        if stopping.is_cancelled() {
             return;
         }
         let id = crate::random::hex(8);
@@ -247,16 +249,17 @@ async fn own(daemon: Daemon, pg: Arc<Postgres>, mut kicks: tokio::sync::mpsc::Un
     // Nodes starting together see each other before the first claim.
     let mut next = tokio::time::Instant::now() + t.heartbeat;
     let mut rounds = 0u64;
+    let stopping = daemon.stopping();
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
             k = kicks.recv() => if k.is_none() { return },
-            _ = daemon.shared().shutdown.cancelled() => return,
+            _ = stopping.cancelled() => return,
         }
         // Several notifications at once make one round.
         while kicks.try_recv().is_ok() {}
         next = tokio::time::Instant::now() + t.heartbeat;
-        if !matches!(daemon.shared().lease.trust(), Trust::Held { .. }) || daemon.shared().shutdown.is_cancelled() {
+        if !matches!(daemon.lease().trust(), Trust::Held { .. }) || stopping.is_cancelled() {
             continue;
         }
         if let Err(e) = round(&daemon, &pg).await {
@@ -267,7 +270,7 @@ async fn own(daemon: Daemon, pg: Arc<Postgres>, mut kicks: tokio::sync::mpsc::Un
             let _ = pg.forget_dead().await;
         }
         // Another machine's writes into a shared folder reach no watcher here.
-        if daemon.shared().config.store.domain.is_some() {
+        if daemon.config().store.domain.is_some() {
             for l in daemon.local() {
                 daemon.rescan(l.fence.chamber);
             }
@@ -278,7 +281,7 @@ async fn own(daemon: Daemon, pg: Arc<Postgres>, mut kicks: tokio::sync::mpsc::Un
 /// One ownership round.
 async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::StoreError> {
     let claimed = pg.claim().await?;
-    let held = || matches!(daemon.shared().lease.trust(), Trust::Held { .. });
+    let held = || matches!(daemon.lease().trust(), Trust::Held { .. });
     for record in claimed.taken {
         if !held() {
             break;
@@ -329,7 +332,7 @@ async fn round(daemon: &Daemon, pg: &Postgres) -> Result<(), crate::store::Store
     daemon.set_remote(records);
     if claimed.draining && daemon.local().is_empty() {
         tracing::info!("drained: every chamber is handed over; leaving the fleet");
-        daemon.shared().shutdown.cancel();
+        daemon.begin_shutdown();
     }
     Ok(())
 }
@@ -339,7 +342,7 @@ impl Loops {
     /// chambers are released at once, and the others told), then stop
     /// keeping the lease.
     pub async fn leave(self) {
-        let lease = &self.daemon.shared().lease;
+        let lease = self.daemon.lease();
         if matches!(lease.trust(), Trust::Held { .. } | Trust::Frozen { .. }) {
             match tokio::time::timeout(Duration::from_secs(2), self.pg.leave()).await {
                 Ok(Ok(())) => tracing::info!("left the fleet; its chambers are released"),
@@ -349,48 +352,4 @@ impl Loops {
         }
         self.left.cancel();
     }
-}
-
-/// `cryoctl fleet status`: the nodes as the database sees them.
-pub async fn status(daemon: &Daemon) -> crate::error::Result<cryo_proto::v1::FleetStatusReply> {
-    let shared = daemon.shared();
-    let Some(pg) = shared.store.fleet() else {
-        return Ok(cryo_proto::v1::FleetStatusReply {
-            fleet: false,
-            store: shared.store.describe(),
-            trust: "held".into(),
-            ..Default::default()
-        });
-    };
-    let me = pg.node_id();
-    let nodes = pg.nodes().await?;
-    let unowned = pg.unowned().await?;
-    let trust = match shared.lease.trust() {
-        Trust::Held { .. } => "held",
-        Trust::Frozen { .. } => "frozen",
-        Trust::Lost { .. } => "lost",
-    };
-    Ok(cryo_proto::v1::FleetStatusReply {
-        fleet: true,
-        store: shared.store.describe(),
-        unowned,
-        trust: trust.into(),
-        nodes: nodes
-            .into_iter()
-            .map(|n| cryo_proto::v1::FleetNode {
-                this: n.id == me,
-                id: n.id,
-                name: n.name,
-                domain: n.domain,
-                host: n.host,
-                pid: n.pid,
-                capacity: n.capacity,
-                draining: n.draining,
-                lease_left_ms: n.lease_left_ms,
-                renewed_ago_ms: n.renewed_ago_ms,
-                chambers: n.chambers,
-                started_at: n.started_at,
-            })
-            .collect(),
-    })
 }

@@ -130,9 +130,9 @@ pub(super) async fn invite_add(State(hub): State<Hub>, axum::Json(n): axum::Json
         chambers.push(view(&hub, c)?.record.name);
     }
     chambers.dedup();
-    let created = hub.daemon.shared().clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let created = crate::rfc3339(hub.daemon.now());
     let token = hub.invites.mint(n.name.trim(), chambers, created)?;
-    let link = hub.daemon.shared().hub_link(&format!("#token={token}"));
+    let link = hub.daemon.hub_link(&format!("#token={token}"));
     Ok(axum::Json(json!({ "name": n.name.trim(), "token": token, "link": link })))
 }
 
@@ -396,7 +396,7 @@ pub(super) struct PushBody {
 /// `GET /api/push`: the VAPID key (the page's `applicationServerKey`) and
 /// the devices subscribed (their names and push services, never their keys).
 pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
-    let notifiers = &hub.daemon.shared().notifiers;
+    let notifiers = hub.daemon.notifiers();
     let key = notifiers.push_key().map_err(Error::from)?;
     let subs: Vec<Value> = notifiers
         .devices()
@@ -413,7 +413,7 @@ pub(super) async fn push_list(State(hub): State<Hub>) -> ApiResult {
 /// `POST /api/push`: subscribes a device (replacing one with the same endpoint).
 pub(super) async fn push_add(State(hub): State<Hub>, axum::Json(b): axum::Json<PushBody>) -> ApiResult {
     let sub = crate::notifier::webpush::Subscription { endpoint: b.endpoint, keys: b.keys, name: b.name };
-    let n = hub.daemon.shared().notifiers.subscribe(sub).map_err(Error::from)?;
+    let n = hub.daemon.notifiers().subscribe(sub).map_err(Error::from)?;
     Ok(axum::Json(json!({ "subscriptions": n })))
 }
 
@@ -424,7 +424,7 @@ pub(super) struct PushRemove {
 
 /// `DELETE /api/push`: forgets a device.
 pub(super) async fn push_remove(State(hub): State<Hub>, axum::Json(b): axum::Json<PushRemove>) -> ApiResult {
-    match hub.daemon.shared().notifiers.unsubscribe(&[b.endpoint]).map_err(Error::from)? {
+    match hub.daemon.notifiers().unsubscribe(&[b.endpoint]).map_err(Error::from)? {
         Some(n) => Ok(axum::Json(json!({ "subscriptions": n }))),
         None => Err(Error::NotFound("no device with that endpoint".into()).into()),
     }

@@ -76,7 +76,7 @@ fn escape(s: &str) -> String {
 /// The request a link names, if the link holds.
 async fn linked(hub: &Hub, token: &str) -> Result<(Named, bool), Response> {
     let key = hub.token.as_str();
-    let now = hub.daemon.shared().clock.now();
+    let now = hub.daemon.now();
     let (id, approve) = approvals::check_link(key, token, now)
         .map_err(|why| page(StatusCode::FORBIDDEN, "Link refused", &format!("<p>{}</p>", escape(&why))))?;
     let named = hub

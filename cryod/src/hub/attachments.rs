@@ -71,8 +71,8 @@ pub(super) async fn upload(
     if let Some(refused) = hub.over_rate(&role, true) {
         return refused;
     }
-    let quota = hub.daemon.shared().config.hub.attachment_quota_mb.saturating_mul(1 << 20);
-    let now = hub.daemon.shared().clock.now();
+    let quota = hub.daemon.config().hub.attachment_quota_mb.saturating_mul(1 << 20);
+    let now = hub.daemon.now();
     let prefix = format!("{}-{}", now.format("%Y%m%dT%H%M%S"), crate::random::hex(2));
     let stored = attach::safe_name(if q.name.is_empty() { "file" } else { &q.name }, &prefix);
     let root = PathBuf::from(&v.record.path);

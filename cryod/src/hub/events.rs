@@ -17,14 +17,13 @@ use crate::runtime::NoticeKind;
 pub(super) async fn events(State(hub): State<Hub>, axum::Extension(role): Who) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(256);
     let daemon = hub.daemon.clone();
-    let shared = daemon.shared().clone();
-    let mut notices = shared.notices.subscribe();
+    let (mut notices, stopping) = (daemon.notices(), daemon.stopping());
     let mut revoked = hub.invites.watch();
     tokio::spawn(async move {
         let _ = tx.send(": cryo hub events\n\n".to_string()).await;
         loop {
             let n = tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
+                _ = stopping.cancelled() => return,
                 _ = tx.closed() => return,
                 // A guest's stream ends the moment its invite is revoked.
                 _ = revoked.changed() => match &role {

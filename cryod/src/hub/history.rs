@@ -55,7 +55,7 @@ pub(super) async fn chamber(
     let v = view(&hub, &name)?;
     let days = q.days.unwrap_or(7).clamp(1, 90);
     let tz: Tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
-    let now = hub.daemon.shared().clock.now();
+    let now = hub.daemon.now();
     let since = now - chrono::Duration::days(i64::from(days));
     let rows = hub.daemon.sessions(v.record.id, MAX_SESSIONS).await?;
     let mut digest: BTreeMap<chrono::NaiveDate, Day> = BTreeMap::new();
@@ -132,7 +132,7 @@ pub(super) struct Count {
 pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> ApiResult {
     let (wakes, problems) = hub.daemon.schedule(None, q.count.unwrap_or(50)).await?;
     // At most a year ahead: an absurd `hours` is not an overflow.
-    let end = q.hours.map(|h| hub.daemon.shared().clock.now() + chrono::Duration::hours(i64::from(h.min(24 * 366))));
+    let end = q.hours.map(|h| hub.daemon.now() + chrono::Duration::hours(i64::from(h.min(24 * 366))));
     let wakes: Vec<Value> = wakes
         .iter()
         .filter(|p| end.is_none_or(|end| p.wake.at <= end))

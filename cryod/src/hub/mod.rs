@@ -123,7 +123,7 @@ pub async fn start(daemon: Daemon, bind: &str, chosen: bool, token: String) -> H
                     note = Some(format!(
                         "the hub's usual port ({bind}) is taken (another user's cryod?): it listens on port {port} \
                          this run; set `[hub] bind = \"127.0.0.1:PORT\"` in {} for a fixed one",
-                        daemon.shared().config_file.display()
+                        daemon.config_file().display()
                     ));
                     l
                 }
@@ -148,7 +148,7 @@ fn refused(daemon: &Daemon, bind: &str, e: std::io::Error, token: String) -> Hub
     let error = format!(
         "cannot listen on {bind}: {e} (another program holds it?): set `[hub] bind = \"127.0.0.1:PORT\"` in {} \
          and restart cryod",
-        daemon.shared().config_file.display()
+        daemon.config_file().display()
     );
     tracing::warn!(%error, "the hub is not running");
     HubInfo { error: Some(error), token, ..HubInfo::default() }
@@ -161,12 +161,12 @@ pub fn router(daemon: Daemon, token: String, addr: SocketAddr) -> Router {
         vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), addr.to_string()];
     hosts.dedup();
     let minute = std::time::Duration::from_secs(60);
-    let c = &daemon.shared().config.hub;
+    let c = &daemon.config().hub;
     let rates = Rates {
         send: crate::notifier::Window::new(minute, c.sends_per_minute.max(1)),
         upload: crate::notifier::Window::new(minute, c.uploads_per_minute.max(1)),
     };
-    let invites = invites::Invites::load(&daemon.shared().places.state_dir);
+    let invites = invites::Invites::load(daemon.state_dir());
     let hub = Hub {
         daemon,
         token: Arc::new(token),
@@ -248,7 +248,7 @@ fn mcp_service(
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(MAX_BODY)
-        .with_cancellation_token(daemon.shared().shutdown.child_token())
+        .with_cancellation_token(daemon.stopping())
         .disable_allowed_hosts();
     StreamableHttpService::new(
         move || Ok(cryo_mcp::OperatorTools::new(control.clone(), false)),
@@ -259,7 +259,7 @@ fn mcp_service(
 
 /// Serves `app` on `listener` until cryod shuts down.
 fn serve(listener: tokio::net::TcpListener, app: Router, daemon: &Daemon, what: &'static str) {
-    let shutdown = daemon.shared().shutdown.clone();
+    let shutdown = daemon.stopping();
     tokio::spawn(async move {
         let served = axum::serve(crate::conn::Capped::new(listener), app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -244,7 +244,7 @@ pub(super) async fn put(
     let (path, dir) = config_path(&hub, &name).map_err(refused)?;
     let _one_writer = hub.settings.lock().await;
     let text = read_text(&dir).await.map_err(refused)?;
-    let tz = hub.daemon.shared().system_zone.get();
+    let tz = hub.daemon.system_zone();
     // What cryod would make of a text: refused here rather than faulting the chamber.
     let check = |changes: &Map<String, Value>| -> Result<(String, crate::chamber::config::Loaded), String> {
         let new = rewrite(&text, changes).map_err(|e| e.to_string())?;

@@ -43,7 +43,7 @@ impl AgentService {
                 "cryo-agent works only inside a cryo session (CRYO_SESSION_TOKEN is not set)",
             ));
         }
-        let entry = self.daemon.shared().tokens.lookup(token);
+        let entry = self.daemon.session_of_token(token);
         let Some(entry) = entry else {
             return Err(Status::permission_denied(
                 "this session token is not valid: its session has ended (or it was never issued)",

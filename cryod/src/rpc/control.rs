@@ -35,7 +35,7 @@ impl Control for ControlService {
     }
 
     async fn hub(&self, _req: Request<pb::HubRequest>) -> R<pb::HubReply> {
-        let info = self.daemon.shared().hub.get().cloned().unwrap_or_default();
+        let info = self.daemon.hub();
         Ok(Response::new(pb::HubReply {
             url: info.url,
             token: info.token,
@@ -76,7 +76,7 @@ impl Control for ControlService {
             ),
         };
         let q = crate::store::UsageQuery { since: since.map(|t| t.to_utc()), chamber: only, account: None };
-        let rows = self.daemon.shared().store.usage(q).await.map_err(crate::error::Error::from)?;
+        let rows = self.daemon.usage(q).await?;
         let names = self.daemon.names(rows.iter().map(|r| r.chamber_id));
         Ok(Response::new(convert::usage(&rows, &names, &req.by)?))
     }
@@ -119,28 +119,15 @@ impl Control for ControlService {
 
     async fn notify_test(&self, req: Request<pb::NotifyTestRequest>) -> R<pb::NotifyLogReply> {
         let name = req.into_inner().name;
-        let shared = self.daemon.shared();
-        let at = shared.clock.now();
-        let event = crate::notifier::Event {
-            id: format!("test:{}", crate::random::hex(6)),
-            kind: "test".into(),
-            chamber: String::new(),
-            title: "cryo: a test notice".into(),
-            body: "`cryoctl notify test` sent this, to check that notices reach you.".into(),
-            url: shared.hub_link(""),
-            at,
-            actions: Vec::new(),
-        };
         let only = (!name.is_empty()).then_some(name.as_str());
-        let done =
-            shared.notifiers.test(only, event, shared.system_zone.get()).await.map_err(crate::error::Error::from)?;
+        let done = self.daemon.notify_test(only).await?;
         Ok(Response::new(pb::NotifyLogReply { deliveries: done.iter().map(convert::delivery).collect() }))
     }
 
     async fn chamber_hook(&self, req: Request<pb::ChamberHookRequest>) -> R<pb::ChamberHookReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
         let (chamber, secret) = self.daemon.rotate_hook(&r)?;
-        let url = self.daemon.shared().hub_link(&format!("hooks/{chamber}"));
+        let url = self.daemon.hub_link(&format!("hooks/{chamber}"));
         Ok(Response::new(pb::ChamberHookReply { chamber, url, secret }))
     }
 
@@ -149,12 +136,12 @@ impl Control for ControlService {
             0 => 50,
             n => n as usize,
         };
-        let log = self.daemon.shared().notifiers.log(limit);
+        let log = self.daemon.notifiers().log(limit);
         Ok(Response::new(pb::NotifyLogReply { deliveries: log.iter().map(convert::delivery).collect() }))
     }
 
     async fn fleet_status(&self, _req: Request<pb::FleetStatusRequest>) -> R<pb::FleetStatusReply> {
-        Ok(Response::new(crate::fleet::status(&self.daemon).await?))
+        Ok(Response::new(convert::fleet_status(self.daemon.fleet_status().await?)))
     }
 
     async fn chamber_move(&self, req: Request<pb::ChamberMoveRequest>) -> R<pb::ChamberMoveReply> {

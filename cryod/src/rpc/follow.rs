@@ -36,7 +36,7 @@ fn tz_of(v: &ChamberView) -> chrono_tz::Tz {
 /// removed or cryod stops: `each` turns a notice into an item to send (or
 /// none); `lagged` is sent when this reader fell behind the broadcast.
 async fn forward<T: Send + 'static>(
-    shared: &crate::runtime::Shared,
+    stopping: &tokio_util::sync::CancellationToken,
     mut notices: tokio::sync::broadcast::Receiver<crate::runtime::Notice>,
     id: i64,
     tx: &mpsc::Sender<Result<T, Status>>,
@@ -45,7 +45,7 @@ async fn forward<T: Send + 'static>(
 ) {
     loop {
         let n = tokio::select! {
-            _ = shared.shutdown.cancelled() => return,
+            _ = stopping.cancelled() => return,
             _ = tx.closed() => return,
             n = notices.recv() => n,
         };
@@ -70,9 +70,8 @@ pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) ->
     let root = PathBuf::from(&v.record.path);
     let rel = if agent { crate::agent::launch::AGENT_LOG } else { log::LOG };
     let n = if lines == 0 { 50 } else { lines as usize };
-    let shared = d.shared().clone();
+    let (notices, stopping) = (d.notices(), d.stopping());
     let id = v.record.id;
-    let notices = shared.notices.subscribe();
     tokio::spawn(async move {
         let (first, mut offset) = log::tail(&root, rel, n).unwrap_or_default();
         if tx.send(Ok(pb::LogLines { lines: first })).await.is_err() || !follow {
@@ -80,12 +79,12 @@ pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) ->
         }
         if agent {
             // The agent writes its own log: follow the file.
-            follow_file(&root, rel, &mut offset, &tx, &shared.shutdown).await;
+            follow_file(&root, rel, &mut offset, &tx, &stopping).await;
             return;
         }
         let lagged =
             || Some(pb::LogLines { lines: vec!["[cryo: this view fell behind; some lines were skipped]".into()] });
-        forward(&shared, notices, id, &tx, lagged, |what| match what {
+        forward(&stopping, notices, id, &tx, lagged, |what| match what {
             NoticeKind::Log(line) => Some(pb::LogLines { lines: vec![line] }),
             _ => None,
         })
@@ -172,9 +171,8 @@ fn read_from(root: &Path, rel: &str, offset: &mut u64) -> std::io::Result<Vec<u8
 pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed<pb::Mail> {
     let (tx, rx) = mpsc::channel(64);
     let mailbox = Mailbox::new(Path::new(&v.record.path), tz_of(&v));
-    let shared = d.shared().clone();
+    let (notices, stopping) = (d.notices(), d.stopping());
     let id = v.record.id;
-    let notices = shared.notices.subscribe();
     let n = if last == 0 { 20 } else { last as usize };
     tokio::spawn(async move {
         // The last page only: its files alone are read, off the workers.
@@ -191,7 +189,7 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
             return;
         }
         forward(
-            &shared,
+            &stopping,
             notices,
             id,
             &tx,
@@ -212,16 +210,15 @@ pub fn messages(d: &Daemon, v: ChamberView, follow: bool, last: u32) -> Streamed
 pub fn watch(d: &Daemon, v: ChamberView) -> Streamed<pb::Chamber> {
     let (tx, rx) = mpsc::channel(16);
     let daemon = d.clone();
-    let shared = d.shared().clone();
+    let (notices, stopping) = (d.notices(), d.stopping());
     let id = v.record.id;
     let name = v.record.name.clone();
-    let notices = shared.notices.subscribe();
     tokio::spawn(async move {
         if tx.send(Ok(convert::chamber(&v))).await.is_err() {
             return;
         }
         forward(
-            &shared,
+            &stopping,
             notices,
             id,
             &tx,

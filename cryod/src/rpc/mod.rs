@@ -23,6 +23,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
             cryo_proto::PROTOCOL_VERSION,
         )));
     }
+    let setup = d.setup();
     Ok(HelloReply {
         protocol: cryo_proto::PROTOCOL_VERSION,
         version: cryo_proto::VERSION.to_string(),
@@ -30,14 +31,11 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         started_at: crate::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
         sandbox: crate::agent::sandbox::strongest().as_str().to_string(),
-        sandbox_default: d.shared().config.sandbox.as_str().to_string(),
+        sandbox_default: d.config().sandbox.as_str().to_string(),
         landlock_abi: crate::agent::sandbox::landlock_abi(),
         landlock: crate::agent::sandbox::landlock_adds(crate::agent::sandbox::landlock_abi()),
-        watcher: d.shared().watcher.degraded().unwrap_or_default().to_string(),
-        session_holds: crate::agent::harden::holds(
-            crate::agent::sandbox::strongest(),
-            &d.shared().places.cgroups.describe(),
-        ),
+        watcher: setup.watcher.unwrap_or_default(),
+        session_holds: crate::agent::harden::holds(crate::agent::sandbox::strongest(), &setup.trees),
         agent_path: std::env::var("PATH").unwrap_or_default(),
     })
 }

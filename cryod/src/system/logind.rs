@@ -40,14 +40,13 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
     let conn = zbus::Connection::system().await?;
     let login = Login1Proxy::new(&conn).await?;
     let mut sleeps = login.receive_prepare_for_sleep().await?;
-    let shared = daemon.shared().clone();
-    let mut notices = shared.notices.subscribe();
+    let (mut notices, stopping) = (daemon.notices(), daemon.stopping());
     let mut lock: Option<zbus::OwnedFd> = None;
     let mut asleep = false;
     tracing::info!("following sleep and resume through logind");
     loop {
         // Hold the lock exactly while sessions run (and we are awake).
-        let want = !asleep && shared.admission.running() > 0;
+        let want = !asleep && daemon.slots().running > 0;
         if want && lock.is_none() {
             // The lock is one end of a pipe: no agent may inherit it.
             let why = "recording running agent sessions before sleep";
@@ -60,7 +59,7 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
             lock = None;
         }
         tokio::select! {
-            _ = shared.shutdown.cancelled() => return Ok(()),
+            _ = stopping.cancelled() => return Ok(()),
             s = sleeps.next() => {
                 let Some(signal) = s else { return Ok(()) };
                 let start = signal.args().map(|a| a.start).unwrap_or(false);

@@ -43,10 +43,10 @@ pub fn ready(d: &Daemon) {
     let status = summary(d);
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
     tracing::debug!(%status, "notified the service manager: ready");
-    let shared = d.shared().clone();
+    let stopping = d.stopping();
     if let Some(interval) = sd_notify::watchdog_enabled() {
         let period = (interval / 2).max(Duration::from_millis(50));
-        let shutdown = shared.shutdown.clone();
+        let shutdown = stopping.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             loop {
@@ -59,11 +59,11 @@ pub fn ready(d: &Daemon) {
     }
     let daemon = d.clone();
     tokio::spawn(async move {
-        let mut notices = shared.notices.subscribe();
+        let mut notices = daemon.notices();
         let mut last = status;
         loop {
             let n = tokio::select! {
-                _ = shared.shutdown.cancelled() => return,
+                _ = stopping.cancelled() => return,
                 n = notices.recv() => n,
             };
             match n {
