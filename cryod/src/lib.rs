@@ -226,7 +226,7 @@ pub async fn run(
         },
         None => hub::HubInfo { error: Some("the hub is disabled in cryod.toml".into()), ..Default::default() },
     };
-    let _ = shared.hub.set(info);
+    shared.set_hub(info);
     if let Some(bind) = &shared.config.metrics.listen
         && let Err(error) = hub::serve_metrics(daemon.clone(), bind).await
     {

@@ -60,52 +60,57 @@ pub struct HubInfo {
     pub note: Option<String>,
 }
 
+/// What the daemon and every supervisor hold. Its parts are the crate's,
+/// not public: the fronts (hub, gRPC, fleet, service manager) never get a
+/// `Shared`, and read what they need through the daemon's named reads. The
+/// notices and the hub's address are reached only through the methods
+/// below.
 pub struct Shared {
-    pub store: Store,
+    pub(crate) store: Store,
     /// This node's trust in its lease (always held on one machine).
-    pub lease: crate::lease::Lease,
-    pub clock: Clock,
-    pub config: Config,
+    pub(crate) lease: crate::lease::Lease,
+    pub(crate) clock: Clock,
+    pub(crate) config: Config,
     /// Where `config` was read from (or would be: it may not exist).
-    pub config_file: PathBuf,
+    pub(crate) config_file: PathBuf,
     /// The system's zone, for chambers that name none.
-    pub system_zone: SystemZone,
-    pub admission: Admission,
-    pub scheduler: Scheduler,
-    pub watcher: Watcher,
+    pub(crate) system_zone: SystemZone,
+    pub(crate) admission: Admission,
+    pub(crate) scheduler: Scheduler,
+    pub(crate) watcher: Watcher,
     /// Live sessions by token.
-    pub tokens: Tokens,
+    pub(crate) tokens: Tokens,
     /// Where sessions' doors are made (their connections go to the server
     /// `run` starts, which takes `door_rx`).
-    pub doors: crate::agent::door::Doors,
+    pub(crate) doors: crate::agent::door::Doors,
     /// The process groups of running agents (the operator's socket refuses
     /// their processes).
-    pub live: crate::agent::group::Live,
+    pub(crate) live: crate::agent::group::Live,
     /// The running sessions' cgroups, ended with them.
-    pub trees: crate::agent::tree::Trees,
-    pub door_rx: TakeOnce<crate::agent::door::Incoming>,
+    pub(crate) trees: crate::agent::tree::Trees,
+    pub(crate) door_rx: TakeOnce<crate::agent::door::Incoming>,
     /// Where cryod's own things are (its state and config folders, the
     /// socket, `cryo-agent`): what agents must not reach, and what they must.
-    pub places: crate::agent::launch::Places,
-    pub notices: tokio::sync::broadcast::Sender<Notice>,
+    pub(crate) places: crate::agent::launch::Places,
+    notices: tokio::sync::broadcast::Sender<Notice>,
     /// Cancelled when the daemon shuts down (streams end with it).
-    pub shutdown: tokio_util::sync::CancellationToken,
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
     /// Where the hub listens (set once it is up).
-    pub hub: std::sync::OnceLock<HubInfo>,
+    hub: std::sync::OnceLock<HubInfo>,
     /// What tokens cost, for agents whose CLI reports no cost.
-    pub prices: std::sync::Arc<crate::agent_events::Prices>,
+    pub(crate) prices: std::sync::Arc<crate::agent_events::Prices>,
     /// The provider gateway known kinds reach their provider through.
-    pub gateway: crate::gateway::Gateway,
+    pub(crate) gateway: crate::gateway::Gateway,
     /// Where each wake's trace goes (nowhere without `[telemetry]`).
-    pub otlp: crate::otlp::Exporter,
+    pub(crate) otlp: crate::otlp::Exporter,
     /// The chambers `[[on_end]]` may name, and the links each names.
-    pub names: Names,
+    pub(crate) names: Names,
     /// The notifiers of `[[notify]]`, and what they delivered.
-    pub notifiers: crate::notifier::Notifiers,
+    pub(crate) notifiers: crate::notifier::Notifiers,
     /// Hand-offs for the daemon to deliver.
-    pub handoffs: HandOffs,
+    pub(crate) handoffs: HandOffs,
     /// Sessions waiting in place for a person's approval.
-    pub approvals: crate::approvals::Waiting,
+    pub(crate) approvals: crate::approvals::Waiting,
 }
 
 /// The live sessions' tokens, each with the session it belongs to. A token
@@ -354,6 +359,21 @@ impl Shared {
 
     pub fn notify(&self, chamber: i64, what: NoticeKind) {
         let _ = self.notices.send(Notice { chamber, what });
+    }
+
+    /// The notices sent from now on.
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<Notice> {
+        self.notices.subscribe()
+    }
+
+    /// Where the hub listens, once it is up (or why it is not).
+    pub fn hub(&self) -> Option<&HubInfo> {
+        self.hub.get()
+    }
+
+    /// Notes where the hub listens (once: a later call changes nothing).
+    pub fn set_hub(&self, info: HubInfo) {
+        let _ = self.hub.set(info);
     }
 
     /// `path` on the hub (`""` for its front page, `#/c/NAME` for a

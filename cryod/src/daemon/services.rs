@@ -68,7 +68,7 @@ impl Daemon {
     /// What happens in the chambers from now on (a slow reader is told it
     /// missed some).
     pub fn notices(&self) -> tokio::sync::broadcast::Receiver<Notice> {
-        self.0.shared.notices.subscribe()
+        self.0.shared.notices()
     }
 
     /// Cancelled when cryod shuts down, for streams and loops to end with
@@ -84,7 +84,7 @@ impl Daemon {
 
     /// Where the hub listens, or why it does not.
     pub fn hub(&self) -> HubInfo {
-        self.0.shared.hub.get().cloned().unwrap_or_default()
+        self.0.shared.hub().cloned().unwrap_or_default()
     }
 
     /// `path` on the hub (`""` for its front page), or empty while the hub

@@ -197,7 +197,7 @@ impl Sup {
         // One-tap answers only for a call the notice shows whole; a longer
         // one is read on the hub first.
         let whole = record.subject.chars().count() <= approvals::NOTICE_SUBJECT;
-        if let Some(hub) = self.shared.hub.get().filter(|h| h.up && whole) {
+        if let Some(hub) = self.shared.hub().filter(|h| h.up && whole) {
             let expires = self.now() + approvals::LINK_TTL;
             for (label, approve) in [("Approve", true), ("Deny", false)] {
                 let token = approvals::link_token(&hub.token, &record.id, approve, expires);
