@@ -1,8 +1,10 @@
-//! The one place cryod reads the wall clock.
+//! The one place cryod reads the wall clock, and how it writes a time.
 //!
 //! Schedules, logs and the UI take time from a [`Clock`]; tests substitute a
 //! settable one. Durations that only measure elapsed time (a session's
-//! timeout, a grace period) use tokio's monotonic timers instead.
+//! timeout, a grace period) use tokio's monotonic timers instead. A time
+//! is written as RFC 3339 in UTC ([`rfc3339`]; approval requests to the
+//! millisecond, [`rfc3339_ms`]), in the store and on the wire alike.
 
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +49,22 @@ impl Clock {
             *t.lock().expect("clock lock is never poisoned") = to;
         }
     }
+}
+
+/// RFC 3339 to the second, in UTC.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// RFC 3339 to the millisecond, in UTC: an approval request is asked,
+/// decided and taken within one second, and its times order them.
+pub fn rfc3339_ms(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A time written as RFC 3339 (any offset), in UTC.
+pub fn parse_rfc3339(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s).ok().map(|t| t.to_utc())
 }
 
 /// The system's time zone as an IANA zone (`TZ`, then `/etc/localtime`), UTC

@@ -33,7 +33,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         agent: v.snap.view.agent.clone(),
         timezone: v.snap.view.timezone.clone(),
         session: v.snap.view.session,
-        next_wake: v.snap.view.next_wake.map(crate::rfc3339).unwrap_or_default(),
+        next_wake: v.snap.view.next_wake.map(crate::clock::rfc3339).unwrap_or_default(),
         last_result: v.snap.view.last_result.clone().unwrap_or_default(),
         mail_waiting: v.snap.view.mail_waiting,
         attention: v.snap.view.attention.clone().unwrap_or_default(),
@@ -48,9 +48,9 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
         git: v.snap.git.as_deref().map(git_work),
         warnings: v.snap.view.warnings.clone(),
         held_by: v.snap.view.held.as_ref().map(|h| h.account.clone()).unwrap_or_default(),
-        held_until: v.snap.view.held.as_ref().map(|h| crate::rfc3339(h.until)).unwrap_or_default(),
-        acknowledged_at: v.snap.view.acknowledged.map(|a| crate::rfc3339(a.at)).unwrap_or_default(),
-        snoozed_until: v.snap.view.acknowledged.and_then(|a| a.until).map(crate::rfc3339).unwrap_or_default(),
+        held_until: v.snap.view.held.as_ref().map(|h| crate::clock::rfc3339(h.until)).unwrap_or_default(),
+        acknowledged_at: v.snap.view.acknowledged.map(|a| crate::clock::rfc3339(a.at)).unwrap_or_default(),
+        snoozed_until: v.snap.view.acknowledged.and_then(|a| a.until).map(crate::clock::rfc3339).unwrap_or_default(),
     }
 }
 
@@ -74,7 +74,7 @@ pub fn git_work(g: &crate::git::Settled) -> pb::GitWork {
 /// One notifier's delivery, on the wire.
 pub fn delivery(d: &crate::notifier::Delivery) -> pb::Delivery {
     pb::Delivery {
-        at: crate::rfc3339(d.at),
+        at: crate::clock::rfc3339(d.at),
         notifier: d.notifier.clone(),
         event: d.event.clone(),
         kind: d.kind.clone(),
@@ -91,7 +91,7 @@ pub fn scheduled(p: &crate::daemon::schedule::Planned) -> pb::ScheduledWake {
     let local = p.wake.at.with_timezone(&p.tz);
     pb::ScheduledWake {
         chamber: p.chamber.clone(),
-        at: crate::rfc3339(p.wake.at),
+        at: crate::clock::rfc3339(p.wake.at),
         local: local.to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
         timezone: p.tz.name().to_string(),
         zone: local.format("%Z").to_string(),
@@ -165,8 +165,8 @@ pub fn bridge(b: &cryo_sync::Status) -> pb::Bridge {
         name: b.bridge.clone(),
         state: b.state.clone(),
         target: b.target.clone(),
-        last_pull: b.last_pull.map(crate::rfc3339).unwrap_or_default(),
-        last_push: b.last_push.map(crate::rfc3339).unwrap_or_default(),
+        last_pull: b.last_pull.map(crate::clock::rfc3339).unwrap_or_default(),
+        last_push: b.last_push.map(crate::clock::rfc3339).unwrap_or_default(),
         last_error: b.last_error.clone().unwrap_or_default(),
         delivered: b.delivered,
         posted: b.posted,
@@ -365,7 +365,7 @@ pub fn holds(daemon: &crate::daemon::Daemon) -> Vec<pb::ProviderHold> {
         })
         .map(|(h, chambers)| pb::ProviderHold {
             chambers,
-            until: crate::rfc3339(now + chrono::Duration::from_std(h.left).unwrap_or_default()),
+            until: crate::clock::rfc3339(now + chrono::Duration::from_std(h.left).unwrap_or_default()),
             provider: h.provider,
             waiting: h.waiting as u32,
             default_hold: h.guessed,

@@ -7,12 +7,12 @@ use std::path::Path;
 
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
-    // Leaves: finding programs, the clock, the SQLite store, the metrics registry.
     // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit;
-    // HTTP/2 header blocks mended on the sockets.
-    &["agent_events", "fds", "authority"],
+    // HTTP/2 header blocks mended on the sockets; the clock and how a time is written (the store writes times).
+    &["agent_events", "fds", "authority", "clock"],
+    // Leaves: finding programs, the SQLite store, the metrics registry.
     // Bounded TCP connections (the hub's and the gateway's listeners).
-    &["paths", "clock", "random", "logline", "store", "metrics", "conn"],
+    &["paths", "random", "logline", "store", "metrics", "conn"],
     // Errors (wrapping the store's), `cryod.toml`, the scheduler's timers.
     // Traces exported over OTLP/HTTP.
     &["error", "config", "scheduler", "otlp"],

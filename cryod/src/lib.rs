@@ -54,7 +54,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
 use cryo_proto::paths::Paths;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -309,9 +308,4 @@ fn reflection() -> (
 
 fn config_hub(shared: &runtime::Shared) -> Option<(String, bool)> {
     shared.config.hub.enabled.then(|| shared.config.hub.bind())
-}
-
-/// RFC 3339 to the second, in UTC.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

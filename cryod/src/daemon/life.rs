@@ -74,7 +74,7 @@ impl Daemon {
             };
             shared.notifiers.notify(event, shared.system_zone.get());
         }
-        if let Err(e) = std::fs::write(&marker, crate::rfc3339(self.0.started_at)) {
+        if let Err(e) = std::fs::write(&marker, crate::clock::rfc3339(self.0.started_at)) {
             tracing::warn!(error = %e, file = %marker.display(), "cannot mark cryod running");
         }
     }

@@ -186,7 +186,7 @@ impl Daemon {
             }
             None => (derive_name(&canonical), false),
         };
-        let created = crate::rfc3339(self.0.shared.clock.now());
+        let created = crate::clock::rfc3339(self.0.shared.clock.now());
         let new = crate::store::NewChamber {
             base_name: base,
             exact_name: exact,

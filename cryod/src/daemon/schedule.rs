@@ -198,7 +198,7 @@ fn planned(
             .view
             .held
             .as_ref()
-            .map(|h| format!("its account {} is at its limit until {}", h.account, crate::rfc3339(h.until))),
+            .map(|h| format!("its account {} is at its limit until {}", h.account, crate::clock::rfc3339(h.until))),
         State::Idle | State::Running | State::AwaitingApproval => None,
     };
     let running = v.snap.view.in_session;

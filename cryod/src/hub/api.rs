@@ -130,7 +130,7 @@ pub(super) async fn invite_add(State(hub): State<Hub>, axum::Json(n): axum::Json
         chambers.push(view(&hub, c)?.record.name);
     }
     chambers.dedup();
-    let created = crate::rfc3339(hub.daemon.now());
+    let created = crate::clock::rfc3339(hub.daemon.now());
     let token = hub.invites.mint(n.name.trim(), chambers, created)?;
     let link = hub.daemon.hub_link(&format!("#token={token}"));
     Ok(axum::Json(json!({ "name": n.name.trim(), "token": token, "link": link })))

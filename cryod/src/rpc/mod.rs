@@ -28,7 +28,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         protocol: cryo_proto::PROTOCOL_VERSION,
         version: cryo_proto::VERSION.to_string(),
         pid: std::process::id(),
-        started_at: crate::rfc3339(d.started_at()),
+        started_at: crate::clock::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
         sandbox: crate::agent::sandbox::strongest().as_str().to_string(),
         sandbox_default: d.config().sandbox.as_str().to_string(),

@@ -420,7 +420,7 @@ pub(super) fn claims_json(claims: &[Claim]) -> String {
         .iter()
         .map(|c| {
             serde_json::json!({
-                "id": c.id, "text": c.text, "due": crate::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
+                "id": c.id, "text": c.text, "due": crate::clock::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
             })
         })
         .collect();

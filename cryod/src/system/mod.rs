@@ -18,7 +18,7 @@ use crate::runtime::NoticeKind;
 pub fn summary(d: &Daemon) -> String {
     let (chambers, running, next) = d.tally();
     let next = match next {
-        Some(t) => format!("next wake {}", crate::rfc3339(t)),
+        Some(t) => format!("next wake {}", crate::clock::rfc3339(t)),
         None => "no wake planned".into(),
     };
     format!("{chambers} chamber(s), {running} session(s) running, {next}")
