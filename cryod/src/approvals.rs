@@ -105,7 +105,8 @@ pub fn notice_body(a: &ApprovalRecord) -> String {
 /// next session's prompt.
 pub fn decided_line(a: &ApprovalRecord) -> String {
     let by = a.decided_by.as_deref().unwrap_or("?");
-    let at = a.decided_at.as_deref().unwrap_or("?");
+    let at = a.decided_at.map(crate::clock::rfc3339_ms);
+    let at = at.as_deref().unwrap_or("?");
     match (a.state.as_str(), a.answer.as_deref().filter(|r| !r.is_empty())) {
         ("approved", _) => format!(
             "Approval {} was given by {by} at {at}: {}. Run exactly that call again and carry on.",
@@ -204,9 +205,9 @@ mod tests {
             subject: "git push\n  origin main".into(),
             reason: String::new(),
             rule: "the rule ask Bash(git push*)".into(),
-            created_at: "2026-11-27T10:00:00Z".into(),
+            created_at: crate::clock::parse_rfc3339("2026-11-27T10:00:00.125Z").unwrap(),
             state: state.into(),
-            decided_at: Some("2026-11-27T10:05:00Z".into()),
+            decided_at: crate::clock::parse_rfc3339("2026-11-27T10:05:00.250Z"),
             decided_by: Some("operator".into()),
             answer: answer.map(str::to_string),
             used_at: None,
@@ -217,7 +218,8 @@ mod tests {
     fn lines_say_who_what_and_when() {
         assert_eq!(what(&record("pending", None)), "Bash: git push origin main");
         let ok = decided_line(&record("approved", None));
-        assert!(ok.contains("given by operator at 2026-11-27T10:05:00Z: Bash: git push origin main"), "{ok}");
+        // To the millisecond, as the request's times are kept.
+        assert!(ok.contains("given by operator at 2026-11-27T10:05:00.250Z: Bash: git push origin main"), "{ok}");
         let no = decided_line(&record("denied", Some("not on Fridays")));
         assert!(no.ends_with("Their reason: not on Fridays"), "{no}");
         assert!(refused_message(&record("denied", Some("no"))).contains("refused this call (approval a0123456789"));

@@ -28,7 +28,7 @@ pub fn chamber(v: &ChamberView) -> pb::Chamber {
             Desired::Started => pb::DesiredState::Started,
         } as i32,
         state: state(v.snap.view.state) as i32,
-        created_at: v.record.created_at.clone(),
+        created_at: crate::clock::rfc3339(v.record.created_at),
         fault: v.snap.view.fault.clone().unwrap_or_default(),
         agent: v.snap.view.agent.clone(),
         timezone: v.snap.view.timezone.clone(),
@@ -259,12 +259,12 @@ pub fn todo_add(r: &pb::TodoAddRequest) -> crate::supervisor::TodoCall {
 
 pub fn passed(p: &crate::store::PassedSlot) -> pb::PassedSlot {
     pb::PassedSlot {
-        slot_at: p.slot_at.clone(),
+        slot_at: crate::clock::rfc3339(p.slot_at),
         todo_id: p.todo_id.unwrap_or(0),
         todo_text: p.todo_text.clone().unwrap_or_default(),
         what: p.what.clone(),
         reason: p.reason.clone(),
-        at: p.at.clone(),
+        at: crate::clock::rfc3339(p.at),
     }
 }
 
@@ -272,9 +272,9 @@ pub fn session(s: &crate::store::SessionRow) -> pb::SessionInfo {
     pb::SessionInfo {
         number: s.number,
         trigger: s.trigger.clone(),
-        due_at: s.due_at.clone().unwrap_or_default(),
-        started_at: s.started_at.clone().unwrap_or_default(),
-        ended_at: s.ended_at.clone().unwrap_or_default(),
+        due_at: s.due_at.map(crate::clock::rfc3339).unwrap_or_default(),
+        started_at: s.started_at.map(crate::clock::rfc3339).unwrap_or_default(),
+        ended_at: s.ended_at.map(crate::clock::rfc3339).unwrap_or_default(),
         lateness_ms: s.lateness_ms.unwrap_or(-1),
         outcome: s.outcome.clone().unwrap_or_default(),
         wake_id: s.wake_id.clone(),
@@ -395,12 +395,13 @@ pub fn approval(n: &crate::daemon::approvals::Named) -> pb::Approval {
         subject: a.subject.clone(),
         reason: a.reason.clone(),
         rule: a.rule.clone(),
-        created_at: a.created_at.clone(),
+        // A request's times are kept to the millisecond, and shown so.
+        created_at: crate::clock::rfc3339_ms(a.created_at),
         state: a.state.clone(),
-        decided_at: a.decided_at.clone().unwrap_or_default(),
+        decided_at: a.decided_at.map(crate::clock::rfc3339_ms).unwrap_or_default(),
         decided_by: a.decided_by.clone().unwrap_or_default(),
         answer: a.answer.clone().unwrap_or_default(),
-        used_at: a.used_at.clone().unwrap_or_default(),
+        used_at: a.used_at.map(crate::clock::rfc3339_ms).unwrap_or_default(),
     }
 }
 

@@ -309,7 +309,7 @@ impl Shared {
             let until = kept_clock.now() + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
             let hold = crate::store::HoldRecord {
                 account: account.to_string(),
-                until: crate::clock::rfc3339(until),
+                until,
                 source: source.unwrap_or_default().to_string(),
                 guessed,
             };

@@ -76,7 +76,7 @@ fn wake(number: u64) -> WakeRecord {
         reasons: "[]".into(),
         claimed: "[]".into(),
         due_at: None,
-        created_at: "2026-11-23T00:00:00Z".into(),
+        created_at: "2026-11-23T00:00:00Z".parse().unwrap(),
         resumed_from: (number > 1).then_some(number - 1),
     }
 }
@@ -94,7 +94,7 @@ fn ended(number: u64, outcome: &str) -> SessionEnd {
     };
     SessionEnd {
         number,
-        ended_at: "2026-11-23T00:01:00Z".into(),
+        ended_at: "2026-11-23T00:01:00Z".parse().unwrap(),
         outcome: outcome.into(),
         detail: String::new(),
         usage,
@@ -125,7 +125,7 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
             base_name: "c".into(),
             exact_name: false,
             path: "/x/c".into(),
-            created_at: "2026-11-23T00:00:00Z".into(),
+            created_at: "2026-11-23T00:00:00.5Z".parse().unwrap(),
         };
         let (c, existed) = a.add_chamber(new.clone()).await.unwrap();
         assert!(!existed);
@@ -166,12 +166,12 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!((row.resumed_from, row.thread), (None, Some((2, 17))), "the conversation it left is kept");
         // Slots that passed without a session.
         let slot = cryod::store::PassedSlot {
-            slot_at: "2026-11-23T09:00:00Z".into(),
+            slot_at: "2026-11-23T09:00:00Z".parse().unwrap(),
             todo_id: Some(3),
             todo_text: Some("look at CI".into()),
             what: "skipped".into(),
             reason: "no new failure".into(),
-            at: "2026-11-23T09:00:01Z".into(),
+            at: "2026-11-23T09:00:01Z".parse().unwrap(),
         };
         b.record_passed(taken.fence(), vec![slot.clone()]).await.unwrap();
         assert!(a.record_passed(c.fence(), vec![slot.clone()]).await.unwrap_err().is_fenced());
@@ -181,8 +181,8 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!(sums.len(), 1, "{sums:?}");
         assert_eq!((sums[0].sessions, sums[0].input_tokens, sums[0].cost_usd), (1, 10, 0.5), "{sums:?}");
         assert_eq!(sums[0].provider.as_deref(), Some("anthropic"));
-        let at = "2026-11-23T00:02:00Z".to_string();
-        let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], at.clone()).await.unwrap();
+        let at = "2026-11-23T00:02:00Z".parse().unwrap();
+        let id = b.journal_claim(taken.fence(), 1, vec!["m.md".into()], at).await.unwrap();
         assert_eq!(b.open_claims(c.id).await.unwrap()[0].id, id);
         b.claim_answered_by_id(taken.fence(), id, at).await.unwrap();
         assert!(b.open_claims(c.id).await.unwrap().is_empty());
@@ -193,6 +193,13 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         assert_eq!(b.passed(c.id, 10).await.unwrap().0, 0);
         assert_eq!(b.last_session_number(c.id).await.unwrap(), 1, "the newest session is kept");
         assert_eq!(pg.sql(&format!("SELECT desired FROM cryo_chambers WHERE id = {}", c.id)), "stopped");
+        // Times are kept as RFC 3339 text in UTC, to the second.
+        let created = pg.sql(&format!("SELECT created_at FROM cryo_chambers WHERE id = {}", c.id));
+        assert_eq!(created, "2026-11-23T00:00:00Z");
+        assert_eq!(
+            pg.sql(&format!("SELECT ended_at FROM cryo_sessions WHERE chamber_id = {}", c.id)),
+            "2026-11-23T00:01:00Z"
+        );
     });
     // A newer schema is refused with one line.
     pg.sql("INSERT INTO cryo_schema (version) VALUES (999)");
@@ -1065,7 +1072,7 @@ fn fleet_three_nodes_starting_at_once_share_300_chambers() {
                 base_name: format!("c{i}"),
                 exact_name: true,
                 path: dir.to_str().unwrap().into(),
-                created_at: "2026-11-23T00:00:00Z".into(),
+                created_at: "2026-11-23T00:00:00Z".parse().unwrap(),
             };
             s.add_chamber(new).await.unwrap();
         }

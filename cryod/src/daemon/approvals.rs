@@ -63,7 +63,7 @@ impl Daemon {
     pub async fn decide_approval(&self, id: &str, approve: bool, by: &str, reason: Option<String>) -> Result<Named> {
         self.approval(id).await?;
         let reason = reason.map(|r| r.trim().chars().take(2000).collect::<String>()).filter(|r| !r.is_empty());
-        let at = self.0.shared.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let at = self.now();
         let store = &self.0.shared.store;
         let record = match store.approval_decide(id.to_string(), approve, by.to_string(), reason, at).await {
             Ok(r) => r,

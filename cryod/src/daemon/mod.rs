@@ -142,8 +142,7 @@ impl Daemon {
         // account runs before the provider said.
         let now = shared.clock.now();
         for h in shared.store.holds().await.unwrap_or_default() {
-            let Ok(until) = chrono::DateTime::parse_from_rfc3339(&h.until) else { continue };
-            if let Ok(left) = (until.with_timezone(&chrono::Utc) - now).to_std() {
+            if let Ok(left) = (h.until - now).to_std() {
                 let source = Some(h.source).filter(|s| !s.is_empty());
                 shared.admission.restore(&h.account, left, h.guessed, source);
             }

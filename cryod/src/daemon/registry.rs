@@ -186,12 +186,11 @@ impl Daemon {
             }
             None => (derive_name(&canonical), false),
         };
-        let created = crate::clock::rfc3339(self.0.shared.clock.now());
         let new = crate::store::NewChamber {
             base_name: base,
             exact_name: exact,
             path: path.to_string(),
-            created_at: created,
+            created_at: self.now(),
         };
         let (record, existed) = self.0.shared.store.add_chamber(new).await?;
         if !existed {

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use axum::extract::{Path as UrlPath, Query, State};
-use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cryo_core::session::Outcome;
 use cryo_proto::json as j;
@@ -27,10 +26,6 @@ const MAX_SESSIONS: u32 = 2000;
 pub(super) struct Days {
     #[serde(default)]
     days: Option<u32>,
-}
-
-fn parse(t: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc())
 }
 
 /// One day's digest.
@@ -64,7 +59,7 @@ pub(super) async fn chamber(
     }
     let mut sessions = Vec::new();
     for s in rows.iter().rev() {
-        let Some(at) = s.started_at.as_deref().and_then(parse) else { continue };
+        let Some(at) = s.started_at else { continue };
         if at < since {
             continue;
         }
@@ -144,7 +139,7 @@ pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> Api
             continue;
         }
         let last = hub.daemon.sessions(v.record.id, 1).await?;
-        let started = last.first().and_then(|s| s.started_at.clone());
+        let started = last.first().and_then(|s| s.started_at).map(crate::clock::rfc3339);
         running
             .push(json!({ "chamber": v.record.name, "session": last.first().map(|s| s.number), "started": started }));
     }

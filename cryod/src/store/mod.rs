@@ -11,6 +11,10 @@
 //! its owner got when it took the chamber. The write checks it in the same
 //! transaction and fails with [`StoreError::Fenced`] if another node (or a
 //! later start of this one) has taken the chamber since.
+//!
+//! Times go in and come out as `DateTime<Utc>`; both stores keep them as
+//! RFC 3339 text, written ([`crate::clock::rfc3339`]) and read here, at the
+//! seam, so no caller formats a time for the store.
 
 pub mod history;
 pub mod postgres;
@@ -21,6 +25,8 @@ pub use history::{Pruned, UsageQuery};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 pub use cryo_core::chamber::View;
 
@@ -76,6 +82,14 @@ impl Fence {
     }
 }
 
+/// A time as the store reads it back. Both stores keep times as RFC 3339
+/// text (to the second, or to the millisecond for approval requests: see
+/// [`crate::clock`]), written only by cryod; a text that does not read
+/// (a hand edit) reads as the epoch rather than failing the whole read.
+fn read_time(text: &str) -> DateTime<Utc> {
+    crate::clock::parse_rfc3339(text).unwrap_or(DateTime::UNIX_EPOCH)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Desired {
     Stopped,
@@ -107,8 +121,7 @@ pub struct ChamberRecord {
     pub paused: bool,
     /// Archived: hidden from the default list, never started.
     pub archived: bool,
-    /// RFC 3339.
-    pub created_at: String,
+    pub created_at: DateTime<Utc>,
     /// The owner's token (see [`Fence`]).
     pub fence: i64,
     /// The node that owns it now (fleet); `None` on one machine or when
@@ -143,8 +156,7 @@ impl ChamberRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldRecord {
     pub account: String,
-    /// RFC 3339.
-    pub until: String,
+    pub until: DateTime<Utc>,
     /// What said so (the gateway's reading of the provider's headers).
     pub source: String,
     /// The provider named no reset: the hold is cryod's default.
@@ -161,8 +173,8 @@ pub struct WakeRecord {
     pub reasons: String,
     /// JSON array of claimed TODO ids.
     pub claimed: String,
-    pub due_at: Option<String>,
-    pub created_at: String,
+    pub due_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
     /// The session whose provider conversation it continues.
     pub resumed_from: Option<u64>,
 }
@@ -172,7 +184,7 @@ pub struct WakeRecord {
 pub struct SessionStart {
     pub number: u64,
     pub pid: u32,
-    pub started_at: String,
+    pub started_at: DateTime<Utc>,
     pub lateness_ms: Option<i64>,
 }
 
@@ -180,7 +192,7 @@ pub struct SessionStart {
 #[derive(Debug, Clone)]
 pub struct SessionEnd {
     pub number: u64,
-    pub ended_at: String,
+    pub ended_at: DateTime<Utc>,
     pub outcome: String,
     pub detail: String,
     /// What the agent's stream said it used (known kinds), and the provider
@@ -197,10 +209,10 @@ pub struct SessionRow {
     pub number: u64,
     pub wake_id: String,
     pub trigger: String,
-    pub due_at: Option<String>,
-    pub started_at: Option<String>,
+    pub due_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
     pub lateness_ms: Option<i64>,
-    pub ended_at: Option<String>,
+    pub ended_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
     pub usage: crate::agent_events::Usage,
     /// The session whose conversation it continued.
@@ -216,16 +228,16 @@ pub struct SessionRow {
 /// was nothing to do (`skipped`), or it could not run (`missed`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PassedSlot {
-    /// RFC 3339: when the slot was due.
-    pub slot_at: String,
+    /// When the slot was due.
+    pub slot_at: DateTime<Utc>,
     pub todo_id: Option<u64>,
     pub todo_text: Option<String>,
     /// `skipped` or `missed`.
     pub what: String,
     /// Why, in one line (the check's first line of output, or the reason).
     pub reason: String,
-    /// RFC 3339: when it was recorded.
-    pub at: String,
+    /// When it was recorded.
+    pub at: DateTime<Utc>,
 }
 
 /// Sessions' usage summed over one chamber, UTC day, provider and model.
@@ -291,17 +303,17 @@ pub struct ApprovalRecord {
     pub reason: String,
     /// Why it was asked (the rule, or the default).
     pub rule: String,
-    /// RFC 3339.
-    pub created_at: String,
+    /// Kept to the millisecond, as are the other times of a request.
+    pub created_at: DateTime<Utc>,
     /// `pending`, `approved` or `denied`.
     pub state: String,
-    pub decided_at: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
     /// Who decided (`operator`, `hub:NAME`, `link`, `mcp`).
     pub decided_by: Option<String>,
     /// A denial's reason.
     pub answer: Option<String>,
     /// When the agent's ask of the same call took the answer.
-    pub used_at: Option<String>,
+    pub used_at: Option<DateTime<Utc>>,
 }
 
 /// Why a request cannot be decided again: who decided it, and when.
@@ -311,7 +323,7 @@ pub fn approval_already(a: &ApprovalRecord) -> String {
         a.id,
         a.state,
         a.decided_by.as_deref().unwrap_or("?"),
-        a.decided_at.as_deref().unwrap_or("?")
+        a.decided_at.map(crate::clock::rfc3339_ms).as_deref().unwrap_or("?")
     )
 }
 
@@ -326,7 +338,7 @@ pub struct NewChamber {
     /// The name was asked for: a clash is an error, not a `-2` suffix.
     pub exact_name: bool,
     pub path: String,
-    pub created_at: String,
+    pub created_at: DateTime<Utc>,
 }
 
 /// The name a new chamber gets: the base, or (unless exact) the base with
@@ -374,8 +386,8 @@ pub trait Backend: Send + Sync + 'static {
     fn set_trusted(&self, fence: Fence, trusted: String) -> Fut<'_, ()>;
     /// Keeps the chamber's health (JSON), read back at its next start.
     fn set_health(&self, fence: Fence, health: String) -> Fut<'_, ()>;
-    /// Keeps a provider account's hold (its end, RFC 3339; a newer hold of
-    /// the account replaces it): read back at the next start, so that no
+    /// Keeps a provider account's hold (a newer hold of the account
+    /// replaces it): read back at the next start, so that no
     /// restart runs a held account's wakes before the provider said.
     fn set_hold(&self, hold: HoldRecord) -> Fut<'_, ()>;
     /// The accounts' holds kept, ended ones included.
@@ -426,28 +438,28 @@ pub trait Backend: Send + Sync + 'static {
         approve: bool,
         by: String,
         answer: Option<String>,
-        at: String,
+        at: DateTime<Utc>,
     ) -> Fut<'_, ApprovalRecord>;
     /// Takes the answer to the same call (`tool`, `input`) of this chamber
-    /// that was decided since `since` (RFC 3339) and not yet used, marking
-    /// it used at `at`.
+    /// that was decided since `since` and not yet used, marking it used at
+    /// `at`.
     fn approval_take(
         &self,
         fence: Fence,
         tool: String,
         input: String,
-        since: String,
-        at: String,
+        since: DateTime<Utc>,
+        at: DateTime<Utc>,
     ) -> Fut<'_, Option<ApprovalRecord>>;
 
     // The claim journal.
     /// Journals a claimed batch (before its files are archived).
-    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64>;
+    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: DateTime<Utc>) -> Fut<'_, i64>;
     /// Marks every open batch of a session answered.
-    fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()>;
+    fn journal_answer(&self, fence: Fence, session: u64, at: DateTime<Utc>) -> Fut<'_, ()>;
     /// Forgets a journaled batch whose files never reached the agent.
     fn journal_drop(&self, fence: Fence, id: i64) -> Fut<'_, ()>;
-    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()>;
+    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: DateTime<Utc>) -> Fut<'_, ()>;
     fn open_claims(&self, chamber: i64) -> Fut<'_, Vec<OpenClaim>>;
 
     /// What a start reads from the ledger for each of `chambers`: its

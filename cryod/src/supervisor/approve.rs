@@ -96,12 +96,11 @@ impl Sup {
     /// A call the policy sends to a person: the answer it got already, or
     /// a request and a wait for it.
     async fn ask(&mut self, session: u64, ask: Ask, a: Asked, reply: oneshot::Sender<Result<Answer>>) {
-        let (fence, now) = (self.owner.fence(), self.now());
-        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let (fence, at) = (self.owner.fence(), self.now());
         // An answer is good for a week: an old approval is not taken by a
         // call made long after.
-        let since = (now - approvals::ANSWER_KEPT).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), since, at.clone()).await {
+        let since = at - approvals::ANSWER_KEPT;
+        match self.shared.store.approval_take(fence, ask.tool.clone(), a.input.clone(), since, at).await {
             Ok(Some(done)) => {
                 let answer = if done.state == "approved" {
                     self.record(format!("approval {} used: {}", done.id, a.what));
@@ -237,8 +236,9 @@ impl Sup {
             // The waiting session takes it: it is used.
             let (fence, store) = (self.owner.fence(), self.shared.store.clone());
             let (tool, input) = (record.tool.clone(), record.input.clone());
-            let at = self.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            let since = record.decided_at.clone().unwrap_or_default();
+            let at = self.now();
+            // (A decided request has its time: the epoch never happens.)
+            let since = record.decided_at.unwrap_or(chrono::DateTime::UNIX_EPOCH);
             tokio::spawn(async move {
                 if let Err(error) = store.approval_take(fence, tool, input, since, at).await {
                     tracing::warn!(%error, "cannot mark an approval used");

@@ -35,11 +35,10 @@ pub struct Recovery {
 /// (none if it is still open: recovery ends it as interrupted).
 fn thread_of(row: &crate::store::SessionRow) -> Option<cryo_core::session::Thread> {
     let (sessions, tokens) = row.thread?;
-    let ended_at = chrono::DateTime::parse_from_rfc3339(row.ended_at.as_deref()?).ok()?.with_timezone(&chrono::Utc);
     Some(cryo_core::session::Thread {
         conversation: row.usage.provider_session.clone()?,
         session: row.number,
-        ended_at,
+        ended_at: row.ended_at?,
         sessions,
         tokens,
     })
@@ -64,8 +63,7 @@ async fn newest_request(shared: &Shared, chamber: i64) -> Option<Newest> {
 
 /// When a session's wake was recorded (its start, else when it was due).
 fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chrono::Utc>> {
-    let at = row.started_at.as_deref().or(row.due_at.as_deref())?;
-    chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.with_timezone(&chrono::Utc))
+    row.started_at.or(row.due_at)
 }
 
 /// Makes a chamber's supervisor from the registry's record, the ledger and

@@ -18,21 +18,20 @@ impl Sup {
             crate::metrics::get().wake_started(trigger.as_str(), late);
         }
         let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
-        let start = SessionStart { number, pid, started_at: crate::clock::rfc3339(at), lateness_ms };
+        let start = SessionStart { number, pid, started_at: at, lateness_ms };
         let r = self.shared.store.session_started(self.owner.fence(), start).await;
         let _ = self.fenced(r);
     }
 
     pub(super) async fn journal_claim(&mut self, number: u64, names: Vec<String>, then: AfterClaim) -> Input {
-        let at = crate::clock::rfc3339(self.now());
-        let r = self.shared.store.journal_claim(self.owner.fence(), number, names.clone(), at).await;
+        let r = self.shared.store.journal_claim(self.owner.fence(), number, names.clone(), self.now()).await;
         let result = self.fenced(r).map(|_| ()).map_err(Failed::of);
         Input::Journaled { then, names, result }
     }
 
     /// Marks inbox batches answered or dropped.
     pub(super) async fn journal(&mut self, change: Journal) {
-        let (store, fence, at) = (&self.shared.store, self.owner.fence(), crate::clock::rfc3339(self.now()));
+        let (store, fence, at) = (&self.shared.store, self.owner.fence(), self.now());
         let r = match change {
             Journal::Answer { number } => store.journal_answer(fence, number, at).await,
             Journal::Answered { id } => store.claim_answered_by_id(fence, id, at).await,
@@ -42,16 +41,16 @@ impl Sup {
     }
 
     pub(super) async fn record_passed(&mut self, slots: Vec<Passed>) {
-        let at = crate::clock::rfc3339(self.now());
+        let at = self.now();
         let slots = slots
             .into_iter()
             .map(|p| crate::store::PassedSlot {
-                slot_at: crate::clock::rfc3339(p.due),
+                slot_at: p.due,
                 todo_id: Some(p.todo),
                 todo_text: Some(p.text),
                 what: p.what.to_string(),
                 reason: p.reason,
-                at: at.clone(),
+                at,
             })
             .collect();
         if let Err(error) = self.shared.store.record_passed(self.owner.fence(), slots).await {
@@ -66,8 +65,8 @@ impl Sup {
             trigger: w.trigger.as_str().into(),
             reasons: serde_json::to_string(&w.reasons).unwrap_or_default(),
             claimed: claims_json(&w.claims),
-            due_at: w.due_at.map(crate::clock::rfc3339),
-            created_at: crate::clock::rfc3339(w.created_at),
+            due_at: w.due_at,
+            created_at: w.created_at,
             resumed_from: w.resumed_from,
         };
         let r = self.shared.store.record_wake(self.owner.fence(), record).await;
@@ -99,7 +98,7 @@ impl Sup {
             trace_wake(&trace, wake, (&outcome, failed), &usage, span);
         }
         let thread = thread.map(|t| (t.sessions, t.tokens));
-        let end = SessionEnd { number, ended_at: crate::clock::rfc3339(at), outcome, detail: summary, usage, thread };
+        let end = SessionEnd { number, ended_at: at, outcome, detail: summary, usage, thread };
         let r = self.shared.store.session_ended(self.owner.fence(), end).await;
         self.fenced(r).ok()?;
         let uses = self.measure_budgets().await;

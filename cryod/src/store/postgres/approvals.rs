@@ -1,10 +1,12 @@
 //! Approval requests in PostgreSQL: asked on the node that ran the session,
 //! decided on any node, taken by the node that owns the chamber then.
 
+use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use super::Postgres;
-use crate::store::{APPROVAL_COLUMNS, ApprovalRecord, Fence, StoreError};
+use crate::clock::rfc3339_ms;
+use crate::store::{APPROVAL_COLUMNS, ApprovalRecord, Fence, StoreError, read_time};
 
 fn record(r: &Row) -> ApprovalRecord {
     ApprovalRecord {
@@ -16,23 +18,23 @@ fn record(r: &Row) -> ApprovalRecord {
         subject: r.get(5),
         reason: r.get(6),
         rule: r.get(7),
-        created_at: r.get(8),
+        created_at: read_time(r.get(8)),
         state: r.get(9),
-        decided_at: r.get(10),
+        decided_at: r.get::<_, Option<&str>>(10).map(read_time),
         decided_by: r.get(11),
         answer: r.get(12),
-        used_at: r.get(13),
+        used_at: r.get::<_, Option<&str>>(13).map(read_time),
     }
 }
 
 impl Postgres {
     pub(super) async fn approval_add_row(&self, fence: Fence, a: ApprovalRecord) -> Result<(), StoreError> {
-        let session = a.session as i64;
+        let (session, created_at) = (a.session as i64, rfc3339_ms(a.created_at));
         self.write(
             fence,
             "INSERT INTO cryo_approvals (id, chamber_id, session, tool, input, subject, reason, rule, created_at, state)
              SELECT $4, f.id, $5, $6, $7, $8, $9, $10, $11, 'pending' FROM f RETURNING 1::int8 AS r",
-            &[&a.id, &session, &a.tool, &a.input, &a.subject, &a.reason, &a.rule, &a.created_at],
+            &[&a.id, &session, &a.tool, &a.input, &a.subject, &a.reason, &a.rule, &created_at],
         )
         .await
     }
@@ -63,9 +65,9 @@ impl Postgres {
         approve: bool,
         by: &str,
         answer: Option<&str>,
-        at: &str,
+        at: DateTime<Utc>,
     ) -> Result<ApprovalRecord, StoreError> {
-        let state = if approve { "approved" } else { "denied" };
+        let (state, at) = (if approve { "approved" } else { "denied" }, rfc3339_ms(at));
         let sql = format!(
             "UPDATE cryo_approvals SET state = $2, decided_by = $3, answer = $4, decided_at = $5
              WHERE id = $1 AND state = 'pending' RETURNING {APPROVAL_COLUMNS}"
@@ -84,9 +86,10 @@ impl Postgres {
         fence: Fence,
         tool: &str,
         input: &str,
-        since: &str,
-        at: &str,
+        since: DateTime<Utc>,
+        at: DateTime<Utc>,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let (since, at) = (rfc3339_ms(since), rfc3339_ms(at));
         let sql = format!(
             "SELECT {APPROVAL_COLUMNS} FROM cryo_approvals WHERE chamber_id = $1 AND tool = $2 AND input = $3
              AND state <> 'pending' AND used_at IS NULL AND decided_at >= $4 ORDER BY decided_at DESC LIMIT 1"
@@ -103,7 +106,7 @@ impl Postgres {
                 &[&found.id, &at],
             )
             .await?;
-        found.used_at = Some(at.to_string());
+        found.used_at = Some(read_time(&at));
         Ok(took.map(|_| found))
     }
 }

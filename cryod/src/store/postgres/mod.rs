@@ -32,6 +32,7 @@ pub use migrations::SCHEMA_VERSION;
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -325,9 +326,9 @@ impl Backend for Postgres {
         approve: bool,
         by: String,
         answer: Option<String>,
-        at: String,
+        at: DateTime<Utc>,
     ) -> Fut<'_, ApprovalRecord> {
-        Box::pin(async move { self.approval_decide_row(&id, approve, &by, answer.as_deref(), &at).await })
+        Box::pin(async move { self.approval_decide_row(&id, approve, &by, answer.as_deref(), at).await })
     }
 
     fn approval_take(
@@ -335,17 +336,17 @@ impl Backend for Postgres {
         fence: Fence,
         tool: String,
         input: String,
-        since: String,
-        at: String,
+        since: DateTime<Utc>,
+        at: DateTime<Utc>,
     ) -> Fut<'_, Option<ApprovalRecord>> {
-        Box::pin(async move { self.approval_take_row(fence, &tool, &input, &since, &at).await })
+        Box::pin(async move { self.approval_take_row(fence, &tool, &input, since, at).await })
     }
 
-    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
+    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: DateTime<Utc>) -> Fut<'_, i64> {
         Box::pin(sessions::journal_claim(self, fence, session, files, at))
     }
 
-    fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()> {
+    fn journal_answer(&self, fence: Fence, session: u64, at: DateTime<Utc>) -> Fut<'_, ()> {
         Box::pin(sessions::journal_answer(self, fence, session, at))
     }
 
@@ -353,7 +354,7 @@ impl Backend for Postgres {
         Box::pin(sessions::journal_drop(self, fence, id))
     }
 
-    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()> {
+    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: DateTime<Utc>) -> Fut<'_, ()> {
         Box::pin(sessions::claim_answered_by_id(self, fence, id, at))
     }
 

@@ -6,7 +6,8 @@
 use tokio_postgres::Row;
 
 use super::Postgres;
-use crate::store::{ChamberRecord, Desired, Fence, HoldRecord, NewChamber, StoreError, View};
+use crate::clock::rfc3339;
+use crate::store::{ChamberRecord, Desired, Fence, HoldRecord, NewChamber, StoreError, View, read_time};
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.
 pub(super) const CHAMBER_COLUMNS: &str =
@@ -23,7 +24,7 @@ pub(super) fn chamber_row(r: &Row) -> ChamberRecord {
         name: r.get(1),
         path: r.get(2),
         desired: Desired::parse(r.get(3)),
-        created_at: r.get(4),
+        created_at: read_time(r.get(4)),
         paused: r.get(5),
         archived: r.get(11),
         trusted: r.get(12),
@@ -73,13 +74,14 @@ pub(super) async fn add_chamber(pg: &Postgres, new: NewChamber) -> Result<(Chamb
         taken.push(r.get::<_, String>(0));
     }
     let name = crate::store::unique_name(&new, |n| Ok::<_, StoreError>(taken.iter().any(|t| t == n)))?;
+    let created_at = rfc3339(new.created_at);
     let row = tx
         .query_one(
             &format!(
                 "INSERT INTO cryo_chambers (name, domain, path, created_at, owner, fence, home)
                  VALUES ($1, $2, $3, $4, $5, 1, $6) RETURNING {CHAMBER_COLUMNS}"
             ),
-            &[&name, &pg.node.domain, &new.path, &new.created_at, &pg.node_id(), &pg.node.name],
+            &[&name, &pg.node.domain, &new.path, &created_at, &pg.node_id(), &pg.node.name],
         )
         .await?;
     tx.execute("SELECT pg_notify('cryo_fleet', 'added')", &[]).await?;
@@ -147,10 +149,11 @@ pub(super) async fn set_mirror(pg: &Postgres, fence: Fence, view: View) -> Resul
 }
 
 pub(super) async fn set_hold(pg: &Postgres, h: HoldRecord) -> Result<(), StoreError> {
+    let until = rfc3339(h.until);
     pg.query(
         "INSERT INTO cryo_provider_holds (account, until, source, guessed) VALUES ($1, $2, $3, $4)
          ON CONFLICT (account) DO UPDATE SET until = $2, source = $3, guessed = $4",
-        &[&h.account, &h.until, &h.source, &h.guessed],
+        &[&h.account, &until, &h.source, &h.guessed],
     )
     .await
     .map(drop)
@@ -161,6 +164,6 @@ pub(super) async fn holds(pg: &Postgres) -> Result<Vec<HoldRecord>, StoreError> 
         pg.query("SELECT account, until, source, guessed FROM cryo_provider_holds ORDER BY account", &[]).await?;
     Ok(rows
         .iter()
-        .map(|r| HoldRecord { account: r.get(0), until: r.get(1), source: r.get(2), guessed: r.get(3) })
+        .map(|r| HoldRecord { account: r.get(0), until: read_time(r.get(1)), source: r.get(2), guessed: r.get(3) })
         .collect())
 }

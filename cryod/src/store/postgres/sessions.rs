@@ -8,10 +8,14 @@
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use chrono::{DateTime, Utc};
+
 use super::Postgres;
+use crate::clock::rfc3339;
 use crate::store::history::{self, Pruned, UsageQuery};
 use crate::store::{
     Fence, OpenClaim, OpenSession, PassedSlot, SessionEnd, SessionRow, SessionStart, StoreError, UsageRow, WakeRecord,
+    read_time,
 };
 
 fn session_row(r: &Row) -> SessionRow {
@@ -19,10 +23,10 @@ fn session_row(r: &Row) -> SessionRow {
         number: r.get::<_, i64>(0) as u64,
         wake_id: r.get(1),
         trigger: r.get(2),
-        due_at: r.get(3),
-        started_at: r.get(4),
+        due_at: r.get::<_, Option<&str>>(3).map(read_time),
+        started_at: r.get::<_, Option<&str>>(4).map(read_time),
         lateness_ms: r.get(5),
-        ended_at: r.get(6),
+        ended_at: r.get::<_, Option<&str>>(6).map(read_time),
         outcome: r.get(7),
         usage: crate::agent_events::Usage {
             model: r.get(8),
@@ -44,29 +48,30 @@ fn session_row(r: &Row) -> SessionRow {
 pub(super) async fn record_wake(pg: &Postgres, fence: Fence, w: WakeRecord) -> Result<(), StoreError> {
     let number = w.number as i64;
     let resumed_from = w.resumed_from.map(|n| n as i64);
+    let (due_at, created_at) = (w.due_at.map(rfc3339), rfc3339(w.created_at));
     pg.write(
         fence,
         "INSERT INTO cryo_sessions
              (chamber_id, number, wake_id, trigger, reasons, claimed, due_at, created_at, node, fence, resumed_from)
          SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $2, $3, $11 FROM f RETURNING 1::int8 AS r",
-        &[&number, &w.wake_id, &w.trigger, &w.reasons, &w.claimed, &w.due_at, &w.created_at, &resumed_from],
+        &[&number, &w.wake_id, &w.trigger, &w.reasons, &w.claimed, &due_at, &created_at, &resumed_from],
     )
     .await
 }
 
 pub(super) async fn session_started(pg: &Postgres, fence: Fence, s: SessionStart) -> Result<(), StoreError> {
-    let (number, pid) = (s.number as i64, s.pid as i64);
+    let (number, pid, started_at) = (s.number as i64, s.pid as i64, rfc3339(s.started_at));
     pg.write(
         fence,
         "UPDATE cryo_sessions SET pid = $5, started_at = $6, lateness_ms = $7
          WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
-        &[&number, &pid, &s.started_at, &s.lateness_ms],
+        &[&number, &pid, &started_at, &s.lateness_ms],
     )
     .await
 }
 
 pub(super) async fn session_ended(pg: &Postgres, fence: Fence, e: SessionEnd) -> Result<(), StoreError> {
-    let number = e.number as i64;
+    let (number, ended_at) = (e.number as i64, rfc3339(e.ended_at));
     let u = &e.usage;
     pg.write(
         fence,
@@ -76,7 +81,7 @@ pub(super) async fn session_ended(pg: &Postgres, fence: Fence, e: SessionEnd) ->
          WHERE chamber_id = (SELECT id FROM f) AND number = $4 RETURNING 1::int8 AS r",
         &[
             &number,
-            &e.ended_at,
+            &ended_at,
             &e.outcome,
             &e.detail,
             &u.model,
@@ -140,7 +145,7 @@ pub(super) async fn open_sessions(pg: &Postgres, chamber: Option<i64>) -> Result
 
 pub(super) async fn record_passed(pg: &Postgres, fence: Fence, slots: Vec<PassedSlot>) -> Result<(), StoreError> {
     for p in &slots {
-        let todo_id = p.todo_id.map(|n| n as i64);
+        let (slot_at, todo_id, at) = (rfc3339(p.slot_at), p.todo_id.map(|n| n as i64), rfc3339(p.at));
         pg.write(
             fence,
             &format!(
@@ -148,7 +153,7 @@ pub(super) async fn record_passed(pg: &Postgres, fence: Fence, slots: Vec<Passed
                  RETURNING 1::int8 AS r",
                 crate::store::PASSED_COLUMNS
             ),
-            &[&p.slot_at, &todo_id, &p.todo_text, &p.what, &p.reason, &p.at],
+            &[&slot_at, &todo_id, &p.todo_text, &p.what, &p.reason, &at],
         )
         .await?;
     }
@@ -167,12 +172,12 @@ pub(super) async fn passed(pg: &Postgres, chamber: i64, limit: u32) -> Result<(u
     let slots = rows
         .iter()
         .map(|r| PassedSlot {
-            slot_at: r.get(0),
+            slot_at: read_time(r.get(0)),
             todo_id: r.get::<_, Option<i64>>(1).map(|n| n as u64),
             todo_text: r.get(2),
             what: r.get(3),
             reason: r.get(4),
-            at: r.get(5),
+            at: read_time(r.get(5)),
         })
         .collect();
     Ok((total, slots))
@@ -237,10 +242,10 @@ pub(super) async fn journal_claim(
     fence: Fence,
     session: u64,
     files: Vec<String>,
-    at: String,
+    at: DateTime<Utc>,
 ) -> Result<i64, StoreError> {
     let files = serde_json::to_string(&files).unwrap_or_else(|_| "[]".into());
-    let session = session as i64;
+    let (session, at) = (session as i64, rfc3339(at));
     let id = pg
         .fenced(
             fence,
@@ -252,8 +257,13 @@ pub(super) async fn journal_claim(
     id.ok_or_else(|| StoreError::Postgres("the claim journal returned no id".into()))
 }
 
-pub(super) async fn journal_answer(pg: &Postgres, fence: Fence, session: u64, at: String) -> Result<(), StoreError> {
-    let session = session as i64;
+pub(super) async fn journal_answer(
+    pg: &Postgres,
+    fence: Fence,
+    session: u64,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let (session, at) = (session as i64, rfc3339(at));
     pg.write(
         fence,
         "UPDATE cryo_claims SET answered_at = $5
@@ -272,7 +282,13 @@ pub(super) async fn journal_drop(pg: &Postgres, fence: Fence, id: i64) -> Result
     .await
 }
 
-pub(super) async fn claim_answered_by_id(pg: &Postgres, fence: Fence, id: i64, at: String) -> Result<(), StoreError> {
+pub(super) async fn claim_answered_by_id(
+    pg: &Postgres,
+    fence: Fence,
+    id: i64,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let at = rfc3339(at);
     pg.write(
         fence,
         "UPDATE cryo_claims SET answered_at = $5

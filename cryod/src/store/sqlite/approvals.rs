@@ -1,9 +1,11 @@
 //! Approval requests in SQLite: kept when asked, decided once, taken once
 //! by the agent's next ask of the same call.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::super::{APPROVAL_COLUMNS, ApprovalRecord, StoreError};
+use super::super::{APPROVAL_COLUMNS, ApprovalRecord, StoreError, read_time};
+use crate::clock::rfc3339_ms;
 
 fn record(r: &Row) -> rusqlite::Result<ApprovalRecord> {
     Ok(ApprovalRecord {
@@ -15,12 +17,12 @@ fn record(r: &Row) -> rusqlite::Result<ApprovalRecord> {
         subject: r.get(5)?,
         reason: r.get(6)?,
         rule: r.get(7)?,
-        created_at: r.get(8)?,
+        created_at: read_time(&r.get::<_, String>(8)?),
         state: r.get(9)?,
-        decided_at: r.get(10)?,
+        decided_at: r.get::<_, Option<String>>(10)?.as_deref().map(read_time),
         decided_by: r.get(11)?,
         answer: r.get(12)?,
-        used_at: r.get(13)?,
+        used_at: r.get::<_, Option<String>>(13)?.as_deref().map(read_time),
     })
 }
 
@@ -38,7 +40,7 @@ pub(super) fn add(c: &rusqlite::Connection, a: &ApprovalRecord) -> Result<(), St
         a.subject,
         a.reason,
         a.rule,
-        a.created_at
+        rfc3339_ms(a.created_at)
     ])?;
     Ok(())
 }
@@ -69,16 +71,18 @@ pub(super) fn decide(
     approve: bool,
     by: &str,
     answer: Option<&str>,
-    at: &str,
+    at: DateTime<Utc>,
 ) -> Result<ApprovalRecord, StoreError> {
     let state = if approve { "approved" } else { "denied" };
+    let at = rfc3339_ms(at);
     c.prepare_cached(
         "UPDATE approvals SET state = ?2, decided_by = ?3, answer = ?4, decided_at = ?5
          WHERE id = ?1 AND state = 'pending'",
     )?
     .execute(params![id, state, by, answer, at])?;
     let now = get(c, id)?.ok_or_else(|| StoreError::Conflict(format!("no approval request {id:?}")))?;
-    if now.decided_at.as_deref() != Some(at) || now.decided_by.as_deref() != Some(by) || now.state != state {
+    // Decided by this call: its time as written, and the rest.
+    if now.decided_at.map(rfc3339_ms) != Some(at) || now.decided_by.as_deref() != Some(by) || now.state != state {
         return Err(StoreError::Conflict(crate::store::approval_already(&now)));
     }
     Ok(now)
@@ -89,9 +93,10 @@ pub(super) fn take(
     chamber: i64,
     tool: &str,
     input: &str,
-    since: &str,
-    at: &str,
+    since: DateTime<Utc>,
+    at: DateTime<Utc>,
 ) -> Result<Option<ApprovalRecord>, StoreError> {
+    let (since, at) = (rfc3339_ms(since), rfc3339_ms(at));
     let sql = format!(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE chamber_id = ?1 AND tool = ?2 AND input = ?3
          AND state <> 'pending' AND used_at IS NULL AND decided_at >= ?4 ORDER BY decided_at DESC LIMIT 1"
@@ -101,6 +106,6 @@ pub(super) fn take(
         return Ok(None);
     };
     c.prepare_cached("UPDATE approvals SET used_at = ?2 WHERE id = ?1")?.execute(params![found.id, at])?;
-    found.used_at = Some(at.to_string());
+    found.used_at = Some(read_time(&at));
     Ok(Some(found))
 }

@@ -61,7 +61,12 @@ fn sorted(mut rows: Vec<UsageRow>) -> Vec<UsageRow> {
 }
 
 fn chamber(name: &str) -> NewChamber {
-    NewChamber { base_name: name.into(), exact_name: true, path: format!("/{name}"), created_at: "t".into() }
+    NewChamber {
+        base_name: name.into(),
+        exact_name: true,
+        path: format!("/{name}"),
+        created_at: chrono::DateTime::UNIX_EPOCH,
+    }
 }
 
 async fn two_chambers(s: &Sqlite, sessions: i64) -> (i64, i64) {

@@ -23,10 +23,12 @@ mod sessions;
 
 use std::path::Path;
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
-use super::{Fence, StoreError};
+use super::{Fence, StoreError, read_time};
+use crate::clock::rfc3339;
 
 /// What a job leaves to do once its group's commit is known: sends its
 /// answer (or the commit's error).
@@ -298,7 +300,7 @@ impl Backend for Sqlite {
             c.execute(
                 "INSERT INTO provider_holds (account, until, source, guessed) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (account) DO UPDATE SET until = ?2, source = ?3, guessed = ?4",
-                params![h.account, h.until, h.source, h.guessed as i64],
+                params![h.account, rfc3339(h.until), h.source, h.guessed as i64],
             )?;
             Ok(())
         }))
@@ -310,7 +312,7 @@ impl Backend for Sqlite {
             let rows = st.query_map([], |r| {
                 Ok(super::HoldRecord {
                     account: r.get(0)?,
-                    until: r.get(1)?,
+                    until: read_time(&r.get::<_, String>(1)?),
                     source: r.get(2)?,
                     guessed: r.get::<_, i64>(3)? != 0,
                 })
@@ -346,8 +348,8 @@ impl Backend for Sqlite {
                     w.trigger,
                     w.reasons,
                     w.claimed,
-                    w.due_at,
-                    w.created_at,
+                    w.due_at.map(rfc3339),
+                    rfc3339(w.created_at),
                     w.resumed_from.map(|n| n as i64)
                 ],
             )?;
@@ -360,7 +362,7 @@ impl Backend for Sqlite {
             exec(
                 c,
                 "UPDATE sessions SET pid = ?3, started_at = ?4, lateness_ms = ?5 WHERE chamber_id = ?1 AND number = ?2",
-                params![fence.chamber, s.number as i64, s.pid, s.started_at, s.lateness_ms],
+                params![fence.chamber, s.number as i64, s.pid, rfc3339(s.started_at), s.lateness_ms],
             )?;
             Ok(())
         }))
@@ -377,7 +379,7 @@ impl Backend for Sqlite {
                 params![
                     fence.chamber,
                     e.number as i64,
-                    e.ended_at,
+                    rfc3339(e.ended_at),
                     e.outcome,
                     e.detail,
                     u.model,
@@ -461,9 +463,9 @@ impl Backend for Sqlite {
         approve: bool,
         by: String,
         answer: Option<String>,
-        at: String,
+        at: DateTime<Utc>,
     ) -> Fut<'_, ApprovalRecord> {
-        Box::pin(self.run(true, move |c| approvals::decide(c, &id, approve, &by, answer.as_deref(), &at)))
+        Box::pin(self.run(true, move |c| approvals::decide(c, &id, approve, &by, answer.as_deref(), at)))
     }
 
     fn approval_take(
@@ -471,30 +473,30 @@ impl Backend for Sqlite {
         fence: Fence,
         tool: String,
         input: String,
-        since: String,
-        at: String,
+        since: DateTime<Utc>,
+        at: DateTime<Utc>,
     ) -> Fut<'_, Option<ApprovalRecord>> {
-        Box::pin(self.fenced_with(true, fence, move |c| approvals::take(c, fence.chamber, &tool, &input, &since, &at)))
+        Box::pin(self.fenced_with(true, fence, move |c| approvals::take(c, fence.chamber, &tool, &input, since, at)))
     }
 
-    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: String) -> Fut<'_, i64> {
+    fn journal_claim(&self, fence: Fence, session: u64, files: Vec<String>, at: DateTime<Utc>) -> Fut<'_, i64> {
         Box::pin(self.fenced(fence, move |c| {
             let files = serde_json::to_string(&files).unwrap_or_else(|_| "[]".into());
             exec(
                 c,
                 "INSERT INTO claims (chamber_id, session, files, claimed_at) VALUES (?1, ?2, ?3, ?4)",
-                params![fence.chamber, session as i64, files, at],
+                params![fence.chamber, session as i64, files, rfc3339(at)],
             )?;
             Ok(c.last_insert_rowid())
         }))
     }
 
-    fn journal_answer(&self, fence: Fence, session: u64, at: String) -> Fut<'_, ()> {
+    fn journal_answer(&self, fence: Fence, session: u64, at: DateTime<Utc>) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             exec(
                 c,
                 "UPDATE claims SET answered_at = ?3 WHERE chamber_id = ?1 AND session = ?2 AND answered_at IS NULL",
-                params![fence.chamber, session as i64, at],
+                params![fence.chamber, session as i64, rfc3339(at)],
             )?;
             Ok(())
         }))
@@ -507,12 +509,12 @@ impl Backend for Sqlite {
         }))
     }
 
-    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: String) -> Fut<'_, ()> {
+    fn claim_answered_by_id(&self, fence: Fence, id: i64, at: DateTime<Utc>) -> Fut<'_, ()> {
         Box::pin(self.fenced(fence, move |c| {
             exec(
                 c,
                 "UPDATE claims SET answered_at = ?2 WHERE id = ?1 AND chamber_id = ?3",
-                params![id, at, fence.chamber],
+                params![id, rfc3339(at), fence.chamber],
             )?;
             Ok(())
         }))

@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::super::{ChamberRecord, Desired, NewChamber, StoreError, unique_name};
+use super::super::{ChamberRecord, Desired, NewChamber, StoreError, read_time, unique_name};
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
     Ok(ChamberRecord {
@@ -12,7 +12,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
         name: r.get(1)?,
         path: r.get(2)?,
         desired: Desired::parse(&r.get::<_, String>(3)?),
-        created_at: r.get(4)?,
+        created_at: read_time(&r.get::<_, String>(4)?),
         paused: r.get::<_, i64>(5)? != 0,
         fence: r.get(6)?,
         archived: r.get::<_, i64>(7)? != 0,
@@ -46,7 +46,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
     })?;
     tx.execute(
         "INSERT INTO chambers (name, path, desired, created_at, fence) VALUES (?1, ?2, 'stopped', ?3, 1)",
-        params![name, new.path, new.created_at],
+        params![name, new.path, crate::clock::rfc3339(new.created_at)],
     )?;
     let id = tx.last_insert_rowid();
     tx.commit()?;

@@ -6,7 +6,8 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::super::history::{self, Pruned, UsageQuery};
-use super::super::{OpenClaim, OpenSession, PassedSlot, SessionRow, StoreError, UsageRow};
+use super::super::{OpenClaim, OpenSession, PassedSlot, SessionRow, StoreError, UsageRow, read_time};
+use crate::clock::rfc3339;
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
     let n: Option<i64> = c
@@ -32,10 +33,10 @@ pub(super) fn recent_sessions(
                 number: r.get::<_, i64>(0)? as u64,
                 wake_id: r.get(1)?,
                 trigger: r.get(2)?,
-                due_at: r.get(3)?,
-                started_at: r.get(4)?,
+                due_at: r.get::<_, Option<String>>(3)?.as_deref().map(read_time),
+                started_at: r.get::<_, Option<String>>(4)?.as_deref().map(read_time),
                 lateness_ms: r.get(5)?,
-                ended_at: r.get(6)?,
+                ended_at: r.get::<_, Option<String>>(6)?.as_deref().map(read_time),
                 outcome: r.get(7)?,
                 usage: crate::agent_events::Usage {
                     model: r.get(8)?,
@@ -160,7 +161,8 @@ pub(super) fn record_passed(c: &rusqlite::Connection, chamber: i64, slots: &[Pas
         crate::store::PASSED_COLUMNS
     ))?;
     for p in slots {
-        st.execute(params![chamber, p.slot_at, p.todo_id.map(|n| n as i64), p.todo_text, p.what, p.reason, p.at])?;
+        let (slot_at, todo_id, at) = (rfc3339(p.slot_at), p.todo_id.map(|n| n as i64), rfc3339(p.at));
+        st.execute(params![chamber, slot_at, todo_id, p.todo_text, p.what, p.reason, at])?;
     }
     Ok(())
 }
@@ -175,12 +177,12 @@ pub(super) fn passed(c: &rusqlite::Connection, chamber: i64, limit: u32) -> Resu
     let rows = st
         .query_map(params![chamber, limit], |r| {
             Ok(PassedSlot {
-                slot_at: r.get(0)?,
+                slot_at: read_time(&r.get::<_, String>(0)?),
                 todo_id: r.get::<_, Option<i64>>(1)?.map(|n| n as u64),
                 todo_text: r.get(2)?,
                 what: r.get(3)?,
                 reason: r.get(4)?,
-                at: r.get(5)?,
+                at: read_time(&r.get::<_, String>(5)?),
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

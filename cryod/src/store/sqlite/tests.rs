@@ -1,13 +1,12 @@
 use super::super::Store;
 use super::*;
 
+fn at(text: &str) -> DateTime<Utc> {
+    text.parse().unwrap()
+}
+
 fn new(name: &str, exact: bool, path: &str) -> NewChamber {
-    NewChamber {
-        base_name: name.into(),
-        exact_name: exact,
-        path: path.into(),
-        created_at: "2026-01-01T00:00:00Z".into(),
-    }
+    NewChamber { base_name: name.into(), exact_name: exact, path: path.into(), created_at: at("2026-01-01T00:00:00Z") }
 }
 
 /// A request is decided once (the second answer names the first), and
@@ -27,7 +26,7 @@ async fn an_approval_is_decided_once_and_taken_once() {
         subject: "git push".into(),
         reason: String::new(),
         rule: "the default (ask)".into(),
-        created_at: "2026-11-27T10:00:00.000Z".into(),
+        created_at: at("2026-11-27T10:00:00.000Z"),
         state: "pending".into(),
         decided_at: None,
         decided_by: None,
@@ -37,9 +36,10 @@ async fn an_approval_is_decided_once_and_taken_once() {
     s.approval_add(a.fence(), request("a1", a.id)).await.unwrap();
     s.approval_add(b.fence(), request("b1", b.id)).await.unwrap();
     assert_eq!(s.approvals(None, false, 10).await.unwrap().len(), 2);
-    let t = |h: u32| format!("2026-11-27T{h}:00:00.000Z");
-    let take =
-        |fence, since: String| s.approval_take(fence, "Bash".into(), r#"{"command":"git push"}"#.into(), since, t(13));
+    let t = |h: u32| at(&format!("2026-11-27T{h}:00:00.000Z"));
+    let take = |fence, since: DateTime<Utc>| {
+        s.approval_take(fence, "Bash".into(), r#"{"command":"git push"}"#.into(), since, t(13))
+    };
     assert!(take(a.fence(), t(0)).await.unwrap().is_none(), "a pending request is not an answer");
     let done = s.approval_decide("a1".into(), true, "operator".into(), None, t(11)).await.unwrap();
     assert_eq!((done.state.as_str(), done.decided_by.as_deref()), ("approved", Some("operator")));
@@ -126,7 +126,7 @@ fn wake(number: u64) -> WakeRecord {
         reasons: "[]".into(),
         claimed: "[]".into(),
         due_at: None,
-        created_at: "2026-01-01T00:00:00Z".into(),
+        created_at: at("2026-01-01T00:00:00Z"),
         resumed_from: None,
     }
 }
@@ -166,7 +166,7 @@ async fn boot_rows_are_each_chambers_newest_session_and_open_claims() {
     for number in 1..=3 {
         s.record_wake(a.fence(), wake(number)).await.unwrap();
     }
-    s.journal_claim(a.fence(), 3, vec!["m.md".into()], "2026-01-01T00:00:00Z".into()).await.unwrap();
+    s.journal_claim(a.fence(), 3, vec!["m.md".into()], at("2026-01-01T00:00:00Z")).await.unwrap();
     let mut rows = s.boot_rows(vec![a.id, b.id]).await.unwrap();
     let ra = rows.remove(&a.id).unwrap();
     assert_eq!(ra.newest.as_ref().map(|r| r.number), Some(3));
@@ -195,4 +195,77 @@ async fn the_log_reaches_the_database_file_without_a_commit_waiting_for_it() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(s.chambers().await.unwrap().len(), 300);
+}
+
+/// Times go in as `DateTime<Utc>` and are kept as the same text as ever:
+/// RFC 3339 in UTC to the second, an approval request's to the
+/// millisecond (what is finer is cut, not rounded).
+#[tokio::test]
+async fn times_are_kept_as_rfc3339_text() {
+    let s = Sqlite::open_in_memory().unwrap();
+    let t = at("2026-11-27T10:00:00.123456789Z");
+    let (a, _) = s.add_chamber(NewChamber { created_at: t, ..new("a", false, "/a") }).await.unwrap();
+    let f = a.fence();
+    s.record_wake(f, WakeRecord { due_at: Some(t), created_at: t, ..wake(1) }).await.unwrap();
+    s.session_started(f, SessionStart { number: 1, pid: 7, started_at: t, lateness_ms: None }).await.unwrap();
+    let usage = Default::default();
+    let end = SessionEnd { number: 1, ended_at: t, outcome: "ok".into(), detail: String::new(), usage, thread: None };
+    s.session_ended(f, end).await.unwrap();
+    s.journal_claim(f, 1, Vec::new(), t).await.unwrap();
+    s.journal_answer(f, 1, t).await.unwrap();
+    let slot =
+        PassedSlot { slot_at: t, todo_id: None, todo_text: None, what: "missed".into(), reason: "r".into(), at: t };
+    s.record_passed(f, vec![slot]).await.unwrap();
+    let hold = crate::store::HoldRecord { account: "x".into(), until: t, source: String::new(), guessed: true };
+    s.set_hold(hold).await.unwrap();
+    let request = ApprovalRecord {
+        id: "a1".into(),
+        chamber_id: a.id,
+        session: 1,
+        tool: "Bash".into(),
+        input: "{}".into(),
+        subject: "ls".into(),
+        reason: String::new(),
+        rule: "ask".into(),
+        created_at: t,
+        state: "pending".into(),
+        decided_at: None,
+        decided_by: None,
+        answer: None,
+        used_at: None,
+    };
+    s.approval_add(f, request).await.unwrap();
+    s.approval_decide("a1".into(), true, "operator".into(), None, t).await.unwrap();
+    let taken = s.approval_take(f, "Bash".into(), "{}".into(), t - chrono::Duration::hours(1), t).await.unwrap();
+    assert_eq!(taken.and_then(|a| a.used_at), Some(at("2026-11-27T10:00:00.123Z")), "as kept");
+    let kept = s
+        .call(|c| {
+            let mut texts = Vec::new();
+            for sql in [
+                "SELECT created_at FROM chambers",
+                "SELECT due_at FROM sessions",
+                "SELECT created_at FROM sessions",
+                "SELECT started_at FROM sessions",
+                "SELECT ended_at FROM sessions",
+                "SELECT claimed_at FROM claims",
+                "SELECT answered_at FROM claims",
+                "SELECT slot_at FROM passed",
+                "SELECT at FROM passed",
+                "SELECT until FROM provider_holds",
+                "SELECT created_at FROM approvals",
+                "SELECT decided_at FROM approvals",
+                "SELECT used_at FROM approvals",
+            ] {
+                texts.push(c.query_row(sql, [], |r| r.get::<_, String>(0))?);
+            }
+            Ok(texts)
+        })
+        .await
+        .unwrap();
+    let (secs, millis) = ("2026-11-27T10:00:00Z", "2026-11-27T10:00:00.123Z");
+    assert_eq!(kept[..10], [secs; 10]);
+    assert_eq!(kept[10..], [millis; 3]);
+    let row = s.recent_sessions(a.id, 1).await.unwrap().pop().unwrap();
+    assert_eq!((row.due_at, row.started_at, row.ended_at), (Some(at(secs)), Some(at(secs)), Some(at(secs))));
+    assert_eq!(s.chambers().await.unwrap()[0].created_at, at(secs));
 }
