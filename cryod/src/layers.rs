@@ -69,6 +69,8 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             &["budget", "queue", "running", "owner", "outlets"],
             &["trust", "limits", "replies", "files", "approve", "git"],
+            // What the rest of cryod holds of a supervisor, and sends it.
+            &["handle"],
             &["boot"],
             &["ledger"],
             &["effects"],
