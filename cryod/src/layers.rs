@@ -93,7 +93,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["stream", "tree"],
             &["harden"],
             &["confine"],
-            &["keeper", "precheck", "gateway"],
+            &["keeper", "precheck", "upstream"],
             &["launch"],
         ],
     ),

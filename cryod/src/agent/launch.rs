@@ -332,14 +332,14 @@ fn through_gateway(
             .cloned()
             .or_else(|| (kind != kinds::Kind::Other).then(|| std::env::var(name).ok()).flatten())
     };
-    let mut plan = match super::gateway::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
+    let mut plan = match super::upstream::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
         .map_err(Error::Setting)?
     {
-        super::gateway::Way::Gateway(plan) => plan,
-        super::gateway::Way::Own(_) if through.fallback => {
+        super::upstream::Way::Gateway(plan) => plan,
+        super::upstream::Way::Own(_) if through.fallback => {
             return fallback_refused("its agent cannot be pointed at the gateway with it");
         }
-        super::gateway::Way::Own(Some(why)) if let Some(held) = provider_env.keys().find(|k| holds_a_key(kind, k)) => {
+        super::upstream::Way::Own(Some(why)) if let Some(held) = provider_env.keys().find(|k| holds_a_key(kind, k)) => {
             // Its CLI's own config names a key cryod does not hold (the
             // agent may have written it so) while cryod holds one: not
             // handed over.
@@ -348,7 +348,7 @@ fn through_gateway(
                  that variable, or say gateway = false under [provider]"
             )));
         }
-        super::gateway::Way::Own(why) => return Ok((None, why)),
+        super::upstream::Way::Own(why) => return Ok((None, why)),
     };
     if through.fallback && plan.from_file {
         // Its key goes to its own upstream only, never to one the
@@ -388,7 +388,7 @@ fn through_gateway(
             "cryo's provider gateway is not listening (see cryod's log); the agent is not started with the key".into(),
         )
     })?;
-    super::gateway::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
+    super::upstream::point(&plan, launch, &ticket.base(), ticket.token(), provider_env);
     // Every other variable that holds a key (or the credential) holds the
     // token too: the agent's environment keeps none.
     let secret = plan.auth.secret();

@@ -19,8 +19,8 @@
 //! - [`harden`]: the last step before a session's program runs: Landlock,
 //!   no capability, the seccomp filter;
 //! - [`precheck`]: pre-checks and short commands;
-//! - [`gateway`]: how each known kind is pointed at cryod's provider
-//!   gateway;
+//! - [`upstream`]: where a session's model calls go, and how each known
+//!   kind is pointed at cryod's provider gateway to reach it;
 //! - [`acp`]: the client that drives an Agent Client Protocol agent
 //!   (`agent = "acp:COMMAND"`), run as `cryod __acp`.
 //!
@@ -58,7 +58,6 @@ pub mod acp;
 pub mod confine;
 pub mod door;
 pub mod forward;
-pub mod gateway;
 pub mod group;
 pub mod harden;
 pub mod keeper;
@@ -68,4 +67,5 @@ pub mod precheck;
 pub mod sandbox;
 pub mod stream;
 pub mod tree;
+pub mod upstream;
 pub mod watch;

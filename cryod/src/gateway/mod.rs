@@ -8,7 +8,7 @@
 //! (`http://127.0.0.1:PORT/cryo/TOKEN`), worth nothing once the session's
 //! agent exits (the ticket is dropped then). The agent's CLI is pointed at
 //! that base, with the token where its key would be (see
-//! `agent::kinds::gateway`); the gateway forwards each model call to the
+//! `agent::upstream`); the gateway forwards each model call to the
 //! session's upstream with the real credential, and reads what passes:
 //! - the usage each response reports ([`wire::Meter`]), summed per session
 //!   and priced with cryod's table, so budgets and `max_session_usd` hold

@@ -460,7 +460,7 @@ pub(super) fn load_config(
     let mut read = None;
     // The text goes into the machine's settings (a core type): a string.
     let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|mut l| {
-        crate::agent::gateway::pin(&mut l, root);
+        crate::agent::upstream::pin(&mut l, root);
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {

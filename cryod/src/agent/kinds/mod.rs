@@ -560,7 +560,7 @@ pub const PI_EXTENSION: &str = ".cryo/pi-cryo.mjs";
 fn pi_line(extra: Vec<String>, chamber: &Path, resume: Option<&str>, mcp: Option<&Mcp>) -> KindLine {
     let mut line = KindLine::default();
     line.args.extend(["--mode".into(), "json".into(), "--offline".into()]);
-    // Loaded always: it also points Pi at the gateway (`gateway::point`).
+    // Loaded always: it also points Pi at the gateway (`upstream::point`).
     line.files.push((PI_EXTENSION.to_string(), include_str!("pi-cryo.mjs").to_string()));
     let path = chamber.join(PI_EXTENSION).to_string_lossy().into_owned();
     line.args.extend(["-e".into(), path]);

@@ -109,7 +109,7 @@ pub struct ChamberConfig {
     /// link on, with where each led when the file was read.
     pub reach: Vec<Reach>,
     /// The upstream the agent's CLI names in its own config file, as read
-    /// with this file (set by the supervisor, see `agent::gateway::pin`):
+    /// with this file (set by the supervisor, see `agent::upstream::pin`):
     /// part of what the operator accepts, and what the gateway may send
     /// the key to.
     pub file_upstream: Option<String>,

@@ -1,6 +1,7 @@
-//! How each known kind is pointed at cryod's gateway (see
-//! [`crate::gateway`]), verified on the pinned CLIs (`gateway.md` in
-//! `cryod/src/gateway/` holds what was checked and how):
+//! Where a session's model calls go (its upstream and credential), and
+//! how each known kind is pointed at cryod's gateway (see
+//! [`crate::gateway`]) to reach it there, verified on the pinned CLIs
+//! (`gateway.md` in `cryod/src/gateway/` holds what was checked and how):
 //!
 //! - Claude Code: `ANTHROPIC_BASE_URL` is the session's base;
 //!   `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`, whichever the chamber
