@@ -7,12 +7,12 @@ use std::path::Path;
 
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
-    // The agent CLIs' event streams (pure parsing: what a session used); descriptors children must not inherit;
-    // HTTP/2 header blocks mended on the sockets; the clock and how a time is written (the store writes times).
-    &["agent_events", "fds", "authority", "clock"],
-    // Leaves: finding programs, the SQLite store, the metrics registry.
+    // HTTP/2 header blocks are mended in cryo-session now; the clock and how a
+    // time is written (the store writes times).
+    &["clock"],
+    // Leaves: the SQLite store, the metrics registry, random names, log lines.
     // Bounded TCP connections (the hub's and the gateway's listeners).
-    &["paths", "random", "logline", "store", "metrics", "conn"],
+    &["random", "logline", "store", "metrics", "conn"],
     // Errors (wrapping the store's), `cryod.toml`, the scheduler's timers.
     // Traces exported over OTLP/HTTP.
     &["error", "config", "scheduler", "otlp"],
@@ -20,12 +20,12 @@ const LAYERS: &[&[&str]] = &[
     &["gateway"],
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
-    // Services the shell uses: admission, an agent's run (launch, sandbox,
-    // keeper, stream, process groups, pre-checks), watchers, sync bridges, the zone.
-    // Approval requests waiting in a session.
-    &["admission", "agent", "watch", "bridges", "zone", "approvals"],
+    // Services the shell uses: admission, watchers, sync bridges, the zone.
+    // Approval requests waiting in a session. (An agent's run is the crate
+    // cryo-session, below every module here.)
+    &["admission", "watch", "bridges", "zone", "approvals"],
     // The node's trust in its fleet lease (it signals agents' groups).
-    // The notifiers (their command runs through `agent::precheck`'s runner).
+    // The notifiers (their command runs through cryo-session's runner).
     // Git-aware chambers (their worktree's commands run jailed, the same way).
     &["lease", "notifier", "git"],
     // What every chamber task shares.
@@ -57,7 +57,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     // read chambers as the registry does.
     ("store/postgres", &[&["migrations", "registry", "sessions", "approvals", "commands"], &["fleet"]]),
     // `cryod.toml`: its tables, then the keys they make up, then the reading.
-    ("config", &[&["confinement", "providers", "notify"], &["keys"], &["parse"]]),
+    ("config", &[&["providers", "notify"], &["keys"], &["parse"]]),
     // What the gateway reads of the wire, then a session's route, then one
     // call forwarded.
     ("gateway", &[&["wire", "redact", "kept"], &["route"], &["forward"]]),
@@ -83,18 +83,6 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["attachments", "invites", "hooks"],
             &["events", "api"],
             &["approvals", "settings"],
-        ],
-    ),
-    (
-        "agent",
-        &[
-            &["acp"],
-            &["door", "forward", "group", "kinds", "sandbox", "watch"],
-            &["stream", "tree"],
-            &["harden"],
-            &["confine"],
-            &["keeper", "precheck", "upstream"],
-            &["launch"],
         ],
     ),
 ];

@@ -124,7 +124,7 @@ impl Lease {
         };
         if let Some(signal) = signal {
             for pgid in self.keepers.lock().expect("keepers lock").keys() {
-                crate::agent::group::signal_group(*pgid, signal);
+                cryo_session::signal_group(*pgid, signal);
             }
         }
         if matches!(trust, Trust::Lost { .. }) {

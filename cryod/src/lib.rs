@@ -11,10 +11,7 @@
 //! [`server`] (socket, lock, peer checks).
 
 pub mod admission;
-pub mod agent;
-pub mod agent_events;
 pub mod approvals;
-pub mod authority;
 pub mod bridges;
 pub mod chamber;
 pub mod clock;
@@ -23,7 +20,6 @@ pub mod conn;
 pub mod convert;
 pub mod daemon;
 pub mod error;
-pub mod fds;
 pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -37,7 +33,6 @@ pub mod logline;
 pub mod metrics;
 pub mod notifier;
 pub mod otlp;
-pub mod paths;
 pub mod random;
 pub mod rpc;
 pub mod runtime;
@@ -234,7 +229,7 @@ pub async fn run(
     server::raise_file_limit();
     let operator = listener.operator();
     let live = shared.clone();
-    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| agent::group::session_of(pid, &live.live));
+    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| cryo_session::session_of(pid, &live.live));
     let (incoming, _guard) = listener.incoming(session_of).context("listening on the socket")?;
     // The sessions' doors: the Agent service alone, each connection tagged
     // with its session.

@@ -233,6 +233,26 @@ impl Trace {
     }
 }
 
+/// A session's tool calls, as its stream reads them: an `execute_tool`
+/// span each, named by GenAI's semantic conventions.
+impl cryo_session::Trace for Trace {
+    fn now(&self) -> DateTime<Utc> {
+        Trace::now(self)
+    }
+
+    fn tool_call(&self, call: cryo_session::ToolCall, start: DateTime<Utc>, end: DateTime<Utc>) {
+        let mut attributes = vec![
+            ("gen_ai.operation.name", "execute_tool".into()),
+            ("gen_ai.tool.name", call.name.clone().into()),
+            ("cryo.tool.call", call.shown.into()),
+        ];
+        if let Some(id) = call.id {
+            attributes.push(("gen_ai.tool.call.id", id.into()));
+        }
+        self.child(format!("execute_tool {}", call.name), Kind::Internal, (start, end), attributes, None);
+    }
+}
+
 fn random_id<const N: usize>() -> [u8; N] {
     let mut id = [0u8; N];
     // An id of all zeros is invalid in OTLP.

@@ -82,23 +82,23 @@ pub struct Shared {
     pub(crate) tokens: Tokens,
     /// Where sessions' doors are made (their connections go to the server
     /// `run` starts, which takes `door_rx`).
-    pub(crate) doors: crate::agent::door::Doors,
+    pub(crate) doors: cryo_session::Doors,
     /// The process groups of running agents (the operator's socket refuses
     /// their processes).
-    pub(crate) live: crate::agent::group::Live,
+    pub(crate) live: cryo_session::Live,
     /// The running sessions' cgroups, ended with them.
-    pub(crate) trees: crate::agent::tree::Trees,
-    pub(crate) door_rx: TakeOnce<crate::agent::door::Incoming>,
+    pub(crate) trees: cryo_session::Trees,
+    pub(crate) door_rx: TakeOnce<cryo_session::Incoming>,
     /// Where cryod's own things are (its state and config folders, the
     /// socket, `cryo-agent`): what agents must not reach, and what they must.
-    pub(crate) places: crate::agent::launch::Places,
+    pub(crate) places: cryo_session::Places,
     notices: tokio::sync::broadcast::Sender<Notice>,
     /// Cancelled when the daemon shuts down (streams end with it).
     pub(crate) shutdown: tokio_util::sync::CancellationToken,
     /// Where the hub listens (set once it is up).
     hub: std::sync::OnceLock<HubInfo>,
     /// What tokens cost, for agents whose CLI reports no cost.
-    pub(crate) prices: std::sync::Arc<crate::agent_events::Prices>,
+    pub(crate) prices: std::sync::Arc<cryo_session::Prices>,
     /// The provider gateway known kinds reach their provider through.
     pub(crate) gateway: crate::gateway::Gateway,
     /// Where each wake's trace goes (nowhere without `[telemetry]`).
@@ -272,11 +272,11 @@ pub struct HandOffJob {
 pub const CGROUPS_OVERRIDE: &str = "CRYO_SESSION_CGROUPS";
 
 /// Where sessions' cgroups go, found once at start-up.
-fn session_cgroups(state_dir: &std::path::Path) -> crate::agent::tree::Cgroups {
+fn session_cgroups(state_dir: &std::path::Path) -> cryo_session::Cgroups {
     if std::env::var(CGROUPS_OVERRIDE).is_ok_and(|v| v == "0") {
-        return crate::agent::tree::Cgroups::none(&format!("{CGROUPS_OVERRIDE}=0"));
+        return cryo_session::Cgroups::none(&format!("{CGROUPS_OVERRIDE}=0"));
     }
-    let cgroups = crate::agent::tree::Cgroups::find(state_dir);
+    let cgroups = cryo_session::Cgroups::find(state_dir);
     tracing::info!(tree = %cgroups.describe(), "a session's process tree ends by");
     cgroups
 }
@@ -320,7 +320,7 @@ impl Shared {
                 }
             });
         }));
-        let (doors, door_rx) = crate::agent::door::Doors::new(socket_dir.join("a"));
+        let (doors, door_rx) = cryo_session::Doors::new(socket_dir.join("a"));
         std::sync::Arc::new(Shared {
             config_file,
             names: Default::default(),
@@ -336,9 +336,9 @@ impl Shared {
             watcher: Watcher::start(),
             tokens: Default::default(),
             system_zone: SystemZone::new(crate::clock::system_zone()),
-            places: crate::agent::launch::Places {
+            places: cryo_session::Places {
                 socket,
-                agent_bin: crate::agent::kinds::agent_bin_dir(),
+                agent_bin: cryo_session::agent_bin_dir(),
                 cgroups: session_cgroups(&state_dir),
                 grace: std::time::Duration::from_secs(config.stop_grace_seconds),
                 state_dir,
@@ -348,7 +348,7 @@ impl Shared {
             notices: tokio::sync::broadcast::channel(4096).0,
             shutdown,
             hub: Default::default(),
-            prices: std::sync::Arc::new(crate::agent_events::Prices::new(&config.prices)),
+            prices: std::sync::Arc::new(cryo_session::Prices::new(&config.prices)),
             gateway: crate::gateway::Gateway::new(clock.clone()),
             otlp: crate::otlp::Exporter::start(config.telemetry.otlp_endpoint.as_deref(), clock.clone()),
             store,

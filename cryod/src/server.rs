@@ -11,7 +11,7 @@
 //! ([`Operator::check`]). A connection from a process of a session's tree
 //! (a sandbox's namespace, a session's process group, a descendant of
 //! cryod, a session's environment) is refused even with the key. Agents
-//! have doors of their own (`agent::door`).
+//! have doors of their own (`cryo_session::Doors`).
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -236,7 +236,7 @@ impl Listener {
                     open.push(state.clone());
                     let closing = Box::pin(state.evict.clone().cancelled_owned());
                     return Some((
-                        Ok(Conn { stream: crate::authority::Mended::new(s), state, closing }),
+                        Ok(Conn { stream: cryo_session::Mended::new(s), state, closing }),
                         (listener, open, warned),
                     ));
                 }
@@ -298,8 +298,8 @@ pub struct Peer(Arc<ConnState>);
 
 /// An accepted connection.
 pub struct Conn {
-    /// Stock gRPC clients' `:authority` mended (see [`crate::authority`]).
-    stream: crate::authority::Mended<UnixStream>,
+    /// Stock gRPC clients' `:authority` mended (see `cryo_session::Mended`).
+    stream: cryo_session::Mended<UnixStream>,
     state: Arc<ConnState>,
     closing: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
 }

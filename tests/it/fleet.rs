@@ -82,7 +82,7 @@ fn wake(number: u64) -> WakeRecord {
 }
 
 fn ended(number: u64, outcome: &str) -> SessionEnd {
-    let usage = cryod::agent_events::Usage {
+    let usage = cryo_session::Usage {
         model: Some("m1".into()),
         input_tokens: 10,
         output_tokens: 5,
@@ -884,7 +884,7 @@ fn wake_processes(wake: &str) -> Vec<i32> {
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|e| String::from_utf8_lossy(&e).contains(&needle))
         })
-        .filter(|p| cryod::agent::group::pid_running(*p))
+        .filter(|p| cryo_session::pid_running(*p))
         .collect()
 }
 
@@ -1116,7 +1116,7 @@ fn fleet_three_nodes_starting_at_once_share_300_chambers() {
 fn a_keeper_reports_its_agents_end_at_once() {
     use std::io::Read;
     use std::process::{Command, Stdio};
-    let until = cryod::agent::keeper::until(Duration::from_secs(600)).to_string();
+    let until = cryo_session::keeper_until(Duration::from_secs(600)).to_string();
     let mut keeper = Command::new(cryo_tests::bin("cryod"))
         .args(["__keep", until.as_str(), "sh", "-c", "exit 3"])
         .stdin(Stdio::piped())
@@ -1141,7 +1141,7 @@ fn a_keeper_reports_its_agents_end_at_once() {
     // spawning, then thawed after a takeover): nothing is started.
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let past = cryod::agent::keeper::until(Duration::ZERO).saturating_sub(1).to_string();
+    let past = cryo_session::keeper_until(Duration::ZERO).saturating_sub(1).to_string();
     let out = Command::new(cryo_tests::bin("cryod"))
         .args(["__keep", past.as_str(), "touch", marker.to_str().unwrap()])
         .stdin(Stdio::piped())
@@ -1166,7 +1166,7 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     let mut node = Node::new(&pg, "n1");
     node.start();
     let provider = crate::agents::claude_provider(&node.env, &model);
-    let sandbox = cryod::agent::sandbox::strongest().as_str();
+    let sandbox = cryo_session::strongest().as_str();
     let toml = format!("agent = \"{}\"\nsandbox = \"{sandbox}\"\n\n[provider]\n{provider}\n", path.display());
     let c = node.env.chamber("k", "", &toml);
     node.env.cryoctl(&["chamber", "start", "k"]).ok();

@@ -207,9 +207,9 @@ fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
 /// out is the forwarder to the gateway's socket): the agent's own
 /// connection to another local port (a listening server, past the gateway)
 /// is refused, and its session still completes through the gateway.
-fn netted(bin: &str, mode: cryod::config::Sandbox, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
+fn netted(bin: &str, mode: cryo_session::Sandbox, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
     let path = cli(bin)?;
-    if let Some(why) = cryod::agent::sandbox::unavailable(mode) {
+    if let Some(why) = cryo_session::unavailable(mode) {
         eprintln!("SKIPPED: {why}");
         return None;
     }
@@ -242,7 +242,7 @@ fn netted(bin: &str, mode: cryod::config::Sandbox, setup: impl FnOnce(&Env, &Mod
 
 #[test]
 fn network_gateway_under_bwrap_refuses_a_direct_connection_and_claude_code_completes() {
-    let Some(env) = netted("claude", cryod::config::Sandbox::Bwrap, claude_provider) else { return };
+    let Some(env) = netted("claude", cryo_session::Sandbox::Bwrap, claude_provider) else { return };
     // Without a sandbox, or under Landlock (which limits ports, not
     // addresses: issue 59, case 4), the setting refuses the session with
     // one line, and no agent runs with its network open.
@@ -263,12 +263,12 @@ fn network_gateway_under_bwrap_refuses_a_direct_connection_and_claude_code_compl
 
 #[test]
 fn network_gateway_under_bwrap_refuses_a_direct_connection_and_codex_completes() {
-    netted("codex", cryod::config::Sandbox::Bwrap, codex_provider);
+    netted("codex", cryo_session::Sandbox::Bwrap, codex_provider);
 }
 
 #[test]
 fn network_gateway_under_bwrap_refuses_a_direct_connection_and_opencode_completes() {
-    netted("opencode", cryod::config::Sandbox::Bwrap, opencode_provider);
+    netted("opencode", cryo_session::Sandbox::Bwrap, opencode_provider);
 }
 
 /// Under bubblewrap's own network, a stop still ends the agent at once:
@@ -276,7 +276,7 @@ fn network_gateway_under_bwrap_refuses_a_direct_connection_and_opencode_complete
 /// with it; nothing of the session is left running.
 #[test]
 fn network_gateway_under_bwrap_a_stop_ends_the_agent_and_its_forwarder() {
-    if let Some(why) = cryod::agent::sandbox::unavailable(cryod::config::Sandbox::Bwrap) {
+    if let Some(why) = cryo_session::unavailable(cryo_session::Sandbox::Bwrap) {
         eprintln!("SKIPPED: {why}");
         return;
     }

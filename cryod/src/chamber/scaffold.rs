@@ -60,7 +60,7 @@ pub fn init(dir: &Path, agent: Option<&str>, sandbox: Sandbox) -> std::io::Resul
 }
 
 /// The commented `[provider]` example for the chamber's kind (the agent
-/// line's program, behind `acp:` too, as `agent::kinds::Kind` names them):
+/// line's program, behind `acp:` too, as `cryo_session::Kind` names them):
 /// the keys its CLI reads.
 fn provider_example(agent: &str) -> &'static str {
     let agent = agent.trim_start();

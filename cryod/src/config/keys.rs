@@ -5,10 +5,10 @@
 
 use serde::Deserialize;
 
-use super::confinement::Sandbox;
 use super::notify::NotifierConfig;
 use super::providers::ProviderConfig;
 use crate::store::postgres::LeaseTimes;
+use cryo_session::Sandbox;
 
 /// The daemon's settings, with defaults for everything.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -34,8 +34,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// `[prices."MODEL"]`: USD per million tokens (`input`, `output`,
     /// `cached`), for agents whose CLI reports no cost; over the shipped
-    /// table (`agent_events::default_prices`).
-    pub prices: std::collections::BTreeMap<String, crate::agent_events::Price>,
+    /// table (`cryo_session`'s `default_prices`).
+    pub prices: std::collections::BTreeMap<String, cryo_session::Price>,
     /// `[providers.NAME]`: what one provider account may do (its name is a
     /// chamber's `[provider] name`, or what `cryoctl usage --by provider`
     /// shows).

@@ -3,17 +3,17 @@
 //!
 //! Its rooms: the keys and their defaults (`keys.rs`: [`Config`] and the
 //! daemon's small tables), `[providers.NAME]` and budgets
-//! (`providers.rs`), `[[notify]]` (`notify.rs`), a session's confinement
-//! (`confinement.rs`, which `cryo.toml` shares), and the reading of the
+//! (`providers.rs`), `[[notify]]` (`notify.rs`), and the reading of the
 //! file (`parse.rs`), whose one-line errors every TOML file of cryo's uses.
+//! A session's confinement (`sandbox`, `network`, limits), which
+//! `cryo.toml` shares, is `cryo_session`'s.
 
-mod confinement;
 mod keys;
 mod notify;
 mod parse;
 mod providers;
 
-pub use confinement::{Limits, NETWORK_LANDLOCK, Network, Sandbox};
+pub use cryo_session::{Limits, NETWORK_LANDLOCK, Network, Sandbox};
 pub use keys::{
     Config, HeartbeatConfig, HistoryConfig, HubConfig, MetricsConfig, SESSION_FOOTPRINT, StoreConfig, TelemetryConfig,
     default_hub_port, machine_session_limit, parse_keep,

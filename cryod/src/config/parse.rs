@@ -171,7 +171,7 @@ pub fn key_lists() -> Vec<(&'static str, Vec<String>)> {
         ("[[notify]]", fields_of::<NotifierConfig>()),
         ("[providers.NAME]", fields_of::<ProviderConfig>()),
         ("[providers.NAME.budget]", fields_of::<Budget>()),
-        ("[prices.\"MODEL\"]", fields_of::<crate::agent_events::Price>()),
+        ("[prices.\"MODEL\"]", fields_of::<cryo_session::Price>()),
     ]
 }
 

@@ -216,7 +216,7 @@ impl Daemon {
         daemon.prune_daily();
         // The strongest sandbox is asked once (bubblewrap is run to see):
         // off the workers, before a client asks.
-        tokio::task::spawn_blocking(crate::agent::sandbox::strongest);
+        tokio::task::spawn_blocking(cryo_session::strongest);
         Ok(daemon)
     }
 
@@ -387,10 +387,10 @@ async fn end_leftovers(
     if open.is_empty() {
         return Default::default();
     }
-    let processes = crate::agent::group::processes_by_wake();
+    let processes = cryo_session::processes_by_wake();
     let procs: Vec<(i32, i32)> = open.iter().filter_map(|s| processes.get(&s.wake_id)).flatten().copied().collect();
     let grace = std::time::Duration::from_secs(shared.config.stop_grace_seconds.min(3));
-    crate::agent::group::end_groups(&procs, grace).await;
+    cryo_session::end_groups(&procs, grace).await;
     Arc::new(processes)
 }
 

@@ -8,9 +8,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::route::{Auth, Route, Spec};
+use super::route::{Route, Spec};
 use super::{Inner, PREFIX, kept, redact, wire};
-use crate::agent_events::Limited;
+use cryo_session::{Auth, Limited};
 use wire::Api;
 
 /// The largest request body forwarded (a prompt with images is large; a

@@ -8,7 +8,7 @@
 //! (`http://127.0.0.1:PORT/cryo/TOKEN`), worth nothing once the session's
 //! agent exits (the ticket is dropped then). The agent's CLI is pointed at
 //! that base, with the token where its key would be (see
-//! `agent::upstream`); the gateway forwards each model call to the
+//! `cryo_session`'s `upstream`); the gateway forwards each model call to the
 //! session's upstream with the real credential, and reads what passes:
 //! - the usage each response reports ([`wire::Meter`]), summed per session
 //!   and priced with cryod's table, so budgets and `max_session_usd` hold
@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-pub use route::{Auth, IN_SESSION_WAIT, Route, Spec, Tell, Used};
+pub use route::{IN_SESSION_WAIT, Route, Spec, Tell, Used};
 pub use wire::Api;
 
 /// How long the gateway waits for an upstream to answer (headers); a
@@ -158,7 +158,7 @@ impl Gateway {
 
     /// Listens on the Unix socket `path` too (0600), relaying each
     /// connection to its own port: the way out of a session's network
-    /// namespace (`agent::forward`). Bounded as the port is; past
+    /// namespace (`cryo_session`'s `forward`). Bounded as the port is; past
     /// 512 relays at once (`MAX_CONNECTIONS`), a new one is closed.
     pub fn serve_unix(
         &self,
@@ -218,6 +218,58 @@ impl Gateway {
     /// Sessions with a live ticket.
     pub fn open_tickets(&self) -> usize {
         self.0.routes.lock().expect("gateway lock").len()
+    }
+}
+
+/// One session's ticket as its start asks for it
+/// (`cryo_session::Gateway`): everything of its [`Spec`] but where its
+/// calls go and with what key, which the start reads from the agent's kind
+/// and files.
+pub struct Asking {
+    pub gateway: Gateway,
+    pub chamber: String,
+    pub account: String,
+    pub session: u64,
+    pub line: Option<f64>,
+    pub prices: Arc<cryo_session::Prices>,
+    pub tell: Tell,
+    pub trace: Option<Arc<crate::otlp::Trace>>,
+}
+
+impl cryo_session::Gateway for Asking {
+    type Ticket = Ticket;
+
+    fn open(&self, upstream: String, auth: cryo_session::Auth, kept: Option<std::fs::File>) -> Option<Ticket> {
+        self.gateway.open(Spec {
+            chamber: self.chamber.clone(),
+            account: self.account.clone(),
+            session: self.session,
+            upstream,
+            auth,
+            line: self.line,
+            prices: self.prices.clone(),
+            tell: self.tell.clone(),
+            trace: self.trace.clone(),
+            kept: kept.map(kept::Kept::new),
+        })
+    }
+}
+
+impl cryo_session::Ticket for Ticket {
+    fn base(&self) -> String {
+        Ticket::base(self)
+    }
+
+    fn token(&self) -> &str {
+        Ticket::token(self)
+    }
+
+    fn meter(&self) -> Arc<dyn Fn() -> Option<cryo_session::Usage> + Send + Sync> {
+        let route = self.route();
+        Arc::new(move || {
+            let used = route.used();
+            (used.requests > 0).then_some(used.usage)
+        })
     }
 }
 

@@ -9,42 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{kept, wire};
-use crate::agent_events::{Limited, Prices, Usage};
+use cryo_session::{Auth, Limited, Prices, Usage};
 
 /// A refusal waited out longer than this ends the session (the CLIs give
 /// up on long waits, see `notes/agent-clis.md`); a shorter one is the
 /// CLI's to wait out, and only holds new wakes of the account.
 pub const IN_SESSION_WAIT: Duration = Duration::from_secs(60);
-
-/// The credential the upstream gets.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// `x-api-key` (Anthropic's API keys).
-    ApiKey(String),
-    /// `Authorization: Bearer` (OpenAI's keys, Anthropic's auth tokens).
-    Bearer(String),
-    /// `x-goog-api-key` (Google's Gemini API keys).
-    GoogKey(String),
-}
-
-impl Auth {
-    /// The key itself.
-    pub fn secret(&self) -> &str {
-        match self {
-            Auth::ApiKey(k) | Auth::Bearer(k) | Auth::GoogKey(k) => k,
-        }
-    }
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Auth::ApiKey(_) => "ApiKey(…)",
-            Auth::Bearer(_) => "Bearer(…)",
-            Auth::GoogKey(_) => "GoogKey(…)",
-        })
-    }
-}
 
 /// Whom a session's findings are told.
 #[derive(Clone)]

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::agent_events::{Limited, Prices};
+use cryo_session::{Auth, Limited, Prices};
 
 /// An upstream that answers every call with a streamed Messages answer
 /// (10 in, 5 out) and remembers the headers it got.
@@ -71,7 +71,7 @@ fn spec(up: &Upstream, line: Option<f64>, tell: Tell) -> Spec {
     let mut prices = std::collections::BTreeMap::new();
     prices.insert(
         "m1".to_string(),
-        crate::agent_events::Price { input: 1000.0, output: 2000.0, cached: None, cache_write: None },
+        cryo_session::Price { input: 1000.0, output: 2000.0, cached: None, cache_write: None },
     );
     Spec {
         chamber: "c".into(),

@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::agent::precheck::{self, Prepared, Ran};
+use cryo_session::{Prepared, Ran};
 
 /// Most bytes of a command's output read (a patch is cut there).
 pub const MAX_OUTPUT: u64 = 8 * 1024 * 1024;
@@ -125,7 +125,10 @@ impl Git {
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.entry("GIT_SSH_COMMAND".into()).or_insert_with(|| "ssh -o BatchMode=yes".into());
         let p = Prepared { program: self.program.clone(), args: with(HARDENED, args), env };
-        finish(precheck::run_capped(Some(store), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
+        finish(
+            cryo_session::run_capped(Some(store), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await,
+            args,
+        )
     }
 
     /// The far side of a fetch from the worktree, as `git fetch
@@ -144,7 +147,7 @@ impl Git {
             "GIT_CONFIG_NOSYSTEM",
             "LANG",
             "XDG_RUNTIME_DIR",
-            crate::agent::harden::PLAN_VAR,
+            cryo_session::PLAN_VAR,
         ];
         let mut words: Vec<String> = vec!["exec".into(), "/usr/bin/env".into(), "-i".into()];
         words.extend(kept.iter().filter_map(|k| jail.env.get(*k).map(|v| format!("{k}={v}"))));
@@ -160,7 +163,10 @@ impl Git {
     pub async fn jailed(&self, dir: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
         let mut p = self.jail.clone().ok_or_else(|| Failed("no jail to run git in the worktree".into()))?;
         p.args.extend(with(HARDENED, args));
-        finish(precheck::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
+        finish(
+            cryo_session::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await,
+            args,
+        )
     }
 }
 

@@ -531,7 +531,7 @@ pub(super) async fn log(
     Query(q): Query<LogQuery>,
 ) -> ApiResult {
     let v = view(&hub, &name)?;
-    let rel = if q.agent { crate::agent::launch::AGENT_LOG } else { crate::chamber::log::LOG };
+    let rel = if q.agent { cryo_session::AGENT_LOG } else { crate::chamber::log::LOG };
     let root = std::path::PathBuf::from(&v.record.path);
     let n = if q.session.is_some() { 5000 } else { q.lines.unwrap_or(200).min(5000) };
     let (lines, _) =

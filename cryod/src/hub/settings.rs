@@ -271,7 +271,7 @@ pub(super) async fn put(
             return Err((axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
         }
     };
-    crate::agent::upstream::pin(&mut loaded, &dir);
+    loaded.pin_upstream(&dir);
     // The operator is the one acting: what the file will say of the keys
     // they changed is accepted first, so the chamber is never held for it
     // (and refused while other keys have changes not accepted).

@@ -561,8 +561,8 @@ async fn run_command(command: &str, e: &Event) -> Result<String, Error> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.clone()))
     .collect();
-    match crate::agent::precheck::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
-        crate::agent::precheck::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
+    match cryo_session::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
+        cryo_session::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
         failed => Err(Error::Command(failed.failure())),
     }
 }

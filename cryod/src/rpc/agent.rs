@@ -1,5 +1,5 @@
 //! The Agent service (`cryo-agent` inside a session), served only on the
-//! sessions' own doors (`agent::door`).
+//! sessions' own doors (`cryo_session::Doors`).
 //!
 //! Every call carries the session token (metadata `x-cryo-session-token`) and
 //! the chamber name the agent was given (`x-cryo-chamber`). The token must
@@ -50,7 +50,7 @@ impl AgentService {
             ));
         };
         // A token works only through its own session's door.
-        let door = req.extensions().get::<crate::agent::door::DoorKey>();
+        let door = req.extensions().get::<cryo_session::DoorKey>();
         if door.is_none_or(|d| d.chamber != entry.chamber || d.session != entry.session) {
             return Err(Status::permission_denied(
                 "this session token came through another session's socket: an agent calls cryod only through \

@@ -68,7 +68,7 @@ async fn forward<T: Send + 'static>(
 pub fn log(d: &Daemon, v: ChamberView, agent: bool, follow: bool, lines: u32) -> Streamed<pb::LogLines> {
     let (tx, rx) = mpsc::channel(64);
     let root = PathBuf::from(&v.record.path);
-    let rel = if agent { crate::agent::launch::AGENT_LOG } else { log::LOG };
+    let rel = if agent { cryo_session::AGENT_LOG } else { log::LOG };
     let n = if lines == 0 { 50 } else { lines as usize };
     let (notices, stopping) = (d.notices(), d.stopping());
     let id = v.record.id;

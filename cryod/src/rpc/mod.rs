@@ -30,12 +30,12 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         pid: std::process::id(),
         started_at: crate::clock::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
-        sandbox: crate::agent::sandbox::strongest().as_str().to_string(),
+        sandbox: cryo_session::strongest().as_str().to_string(),
         sandbox_default: d.config().sandbox.as_str().to_string(),
-        landlock_abi: crate::agent::sandbox::landlock_abi(),
-        landlock: crate::agent::sandbox::landlock_adds(crate::agent::sandbox::landlock_abi()),
+        landlock_abi: cryo_session::landlock_abi(),
+        landlock: cryo_session::landlock_adds(cryo_session::landlock_abi()),
         watcher: setup.watcher.unwrap_or_default(),
-        session_holds: crate::agent::harden::holds(crate::agent::sandbox::strongest(), &setup.trees),
+        session_holds: cryo_session::holds(cryo_session::strongest(), &setup.trees),
         agent_path: std::env::var("PATH").unwrap_or_default(),
     })
 }

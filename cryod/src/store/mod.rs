@@ -197,7 +197,7 @@ pub struct SessionEnd {
     pub detail: String,
     /// What the agent's stream said it used (known kinds), and the provider
     /// account it billed (every session).
-    pub usage: crate::agent_events::Usage,
+    pub usage: cryo_session::Usage,
     /// The conversation it leaves to resume: how many sessions it spans and
     /// the tokens they used (with `usage.provider_session`, its id).
     pub thread: Option<(u32, u64)>,
@@ -214,7 +214,7 @@ pub struct SessionRow {
     pub lateness_ms: Option<i64>,
     pub ended_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
-    pub usage: crate::agent_events::Usage,
+    pub usage: cryo_session::Usage,
     /// The session whose conversation it continued.
     pub resumed_from: Option<u64>,
     /// The conversation it left to resume (see [`SessionEnd::thread`]).

@@ -63,7 +63,7 @@ impl Sup {
     fn record_transcript(&self, line: &str) {
         use std::io::Write;
         let written = crate::chamber::Dir::open(&self.root)
-            .and_then(|d| d.append(std::path::Path::new(crate::agent::launch::AGENT_LOG)))
+            .and_then(|d| d.append(std::path::Path::new(cryo_session::AGENT_LOG)))
             .map_err(|e| e.to_string())
             .and_then(|mut f| f.write_all(format!("cryo: {line}\n").as_bytes()).map_err(|e| e.to_string()));
         if let Err(error) = written {

@@ -22,7 +22,7 @@ pub struct Applying {
 impl Applying {
     /// Those of the chamber configured by `config`; none if neither is set.
     pub fn to(config: &ChamberConfig, cryod: &crate::config::Config) -> Option<Applying> {
-        let account = crate::agent::kinds::provider_account(config);
+        let account = config.provider_account();
         let theirs = cryod.providers.get(&account).map(|p| p.budget.clone()).unwrap_or_default();
         (!config.budget.is_empty() || !theirs.is_empty()).then(|| Applying {
             account,

@@ -8,15 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cryo_core::chamber::{Effect, Failed, Input, LogLine, Sig};
+use cryo_session::Error as AgentError;
+use cryo_session::{Prepared, Tell, Turn, Watch};
 use nix::sys::signal::Signal;
 
 use super::ledger::{Ended, Flag, Journal};
 use super::{Event, Sup};
-use crate::agent::Error as AgentError;
-use crate::agent::kinds::Turn;
-use crate::agent::stream::Tell;
-use crate::agent::watch::Watch;
-use crate::agent::{group, launch};
 use crate::chamber::log;
 use crate::runtime::{NoticeKind, TokenEntry};
 
@@ -25,10 +22,10 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// SIGTERM to what is left of an ended session's group, SIGKILL soon after.
 fn end_leftovers(pgid: i32) {
-    if group::signal_group(pgid, Signal::SIGTERM) {
+    if cryo_session::signal_group(pgid, Signal::SIGTERM) {
         tokio::spawn(async move {
             tokio::time::sleep(LEFTOVER_GRACE).await;
-            group::signal_group(pgid, Signal::SIGKILL);
+            cryo_session::signal_group(pgid, Signal::SIGKILL);
         });
     }
 }
@@ -98,7 +95,7 @@ impl Sup {
                 let approvals = self.config.as_ref().ok().and_then(|c| c.approvals.clone());
                 let turn = Turn {
                     prompt: &prompt,
-                    prompt_file: launch::PROMPT_FILE,
+                    prompt_file: cryo_session::PROMPT_FILE,
                     resume: resume.as_deref(),
                     approvals: approvals.as_ref(),
                     workdir: workdir.as_deref(),
@@ -110,7 +107,7 @@ impl Sup {
                 return Some(Input::Spawned { result, notes });
             }
             Effect::Signal { pgid, sig } => {
-                group::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
+                cryo_session::signal_group(pgid, if sig == Sig::Kill { Signal::SIGKILL } else { Signal::SIGTERM });
             }
             Effect::EndLeftovers { pgid } => {
                 end_leftovers(pgid);
@@ -197,9 +194,8 @@ impl Sup {
     /// A check that cannot be confined as its chamber says fails (the wake
     /// goes ahead, and its agent's own spawn says why).
     async fn precheck(&mut self, nonce: String, checks: Vec<cryo_core::chamber::Check>, timeout: Duration) {
-        use crate::agent::precheck::{self, Prepared};
         let (tx, root) = (self.tx.clone(), self.root.clone());
-        let prepared: Vec<crate::agent::Result<Prepared>> = match self.config.clone() {
+        let prepared: Vec<cryo_session::Result<Prepared>> = match self.config.clone() {
             Ok(config) => {
                 let mut out = Vec::with_capacity(checks.len());
                 for check in &checks {
@@ -214,7 +210,7 @@ impl Sup {
             let mut results = Vec::with_capacity(checks.len());
             for (check, prepared) in checks.into_iter().zip(prepared) {
                 let said = match prepared {
-                    Ok(p) => precheck::run(&root, &p, timeout).await,
+                    Ok(p) => cryo_session::run_check(&root, &p, timeout).await,
                     Err(why) => cryo_core::chamber::Checked::Failed { why: format!("could not be confined: {why}") },
                 };
                 tracing::info!(chamber = %name, command = %check.command, ?said, "pre-check");
@@ -235,7 +231,7 @@ impl Sup {
         &mut self,
         config: &crate::chamber::config::ChamberConfig,
         command: &str,
-    ) -> crate::agent::Result<crate::agent::precheck::Prepared> {
+    ) -> cryo_session::Result<Prepared> {
         // A key file that cannot be read leaves its key out: the agent's
         // spawn says why.
         let mut env = config.agent_env().unwrap_or_else(|_| config.provider_env.clone());
@@ -260,19 +256,18 @@ impl Sup {
         args: &[String],
         env: std::collections::BTreeMap<String, String>,
         (what, readable): (&str, &[PathBuf]),
-    ) -> crate::agent::Result<crate::agent::precheck::Prepared> {
-        use crate::agent::precheck::Prepared;
+    ) -> cryo_session::Result<Prepared> {
         let jail = self.jail(config).await?;
         let path = std::env::var("PATH").unwrap_or_default();
-        let run = launch::Run { arg0, program, args, path: &path, door: None, what, readable, stdin: None };
+        let run = cryo_session::Run { arg0, program, args, path: &path, door: None, what, readable, stdin: None };
         let mut notes = Vec::new();
-        let confined = launch::confine(&jail, &env, run, &mut notes)?;
+        let confined = cryo_session::confine(&jail, &env, run, &mut notes)?;
         let mut all: std::collections::BTreeMap<String, String> = match &confined.tmp {
             // Unconfined: cryod's own environment, as for its agent.
             None => std::env::vars().collect(),
             Some(tmp) => {
                 let mut kept: std::collections::BTreeMap<String, String> =
-                    std::env::vars().filter(|(k, _)| crate::agent::sandbox::env_kept(k)).collect();
+                    std::env::vars().filter(|(k, _)| cryo_session::env_kept(k)).collect();
                 kept.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
                 kept
             }
@@ -286,7 +281,7 @@ impl Sup {
     async fn jail<'a>(
         &'a self,
         config: &'a crate::chamber::config::ChamberConfig,
-    ) -> crate::agent::Result<launch::Jail<'a>> {
+    ) -> cryo_session::Result<cryo_session::Jail<'a>> {
         // A path of `writable`, `readable` or a key file that leads
         // elsewhere than when read (the agent moved a link): read the file
         // again, which holds the chamber for the operator.
@@ -308,10 +303,10 @@ impl Sup {
                 all.into_iter().filter(|c| c.id != self.id).map(|c| PathBuf::from(c.path)).collect()
             }
         };
-        Ok(launch::Jail {
+        Ok(cryo_session::Jail {
             chamber: self.machine.name(),
             root: &self.root,
-            config,
+            setup: config.setup(),
             mode,
             others,
             gateway_port: self.shared.gateway.addr().map(|a| a.port()),
@@ -373,7 +368,8 @@ impl Sup {
     fn watch(&self, session: u64, config: &crate::chamber::config::ChamberConfig) -> Option<Watch> {
         let tx = self.tx.clone();
         Watch::new(
-            config.watch,
+            config.watch.stall_after,
+            config.watch.loop_after,
             Arc::new(move |caught| {
                 let _ = tx.send(Event::Caught { session, caught });
             }),
@@ -381,7 +377,7 @@ impl Sup {
     }
 
     /// Where a session's stream reports the provider's limit.
-    fn limit_sink(&self, session: u64) -> Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync> {
+    fn limit_sink(&self, session: u64) -> Arc<dyn Fn(cryo_session::Limited) + Send + Sync> {
         let tx = self.tx.clone();
         Arc::new(move |limited| {
             let _ = tx.send(Event::Limit { session, limited: Box::new(limited) });
@@ -396,7 +392,7 @@ impl Sup {
         number: u64,
         watch: Option<&Watch>,
         trace: Option<Arc<crate::otlp::Trace>>,
-    ) -> launch::Through {
+    ) -> cryo_session::Through<crate::gateway::Asking> {
         let account = self.account();
         let upstream =
             account.as_ref().and_then(|a| self.shared.config.providers.get(a)).and_then(|p| p.upstream.clone());
@@ -425,7 +421,17 @@ impl Sup {
         let tell =
             crate::gateway::Tell { limit: self.limit_sink(number), hold, over: Arc::from(over), alive, answered };
         let fallback = self.fallback().is_some();
-        launch::Through { gateway: self.shared.gateway.clone(), account, upstream, line, tell, trace, fallback }
+        let gateway = crate::gateway::Asking {
+            gateway: self.shared.gateway.clone(),
+            chamber: self.machine.name().to_string(),
+            account: account.clone(),
+            session: number,
+            line,
+            prices: self.shared.prices.clone(),
+            tell,
+            trace,
+        };
+        cryo_session::Through { gateway, account, upstream, fallback }
     }
 
     /// Where the file watcher sends what it saw.
@@ -436,7 +442,7 @@ impl Sup {
         })
     }
 
-    /// Starts the agent in its own process group (see `agent::launch`);
+    /// Starts the agent in its own process group (see `cryo_session::start`);
     /// returns its pid (the group's id too) and the lines its start has for
     /// the session's block in `cryo.log`. An agent starts only under a
     /// permit: the running session's, which keeps its group and its door.
@@ -456,13 +462,17 @@ impl Sup {
         let lease = &self.shared.lease;
         // The trust left now, as an instant: were cryod frozen before the
         // keeper starts, the keeper finds it past and starts nothing.
-        let until = crate::agent::keeper::until(lease.deadline());
-        let keeper = lease.is_fleet().then_some(launch::Keeper { until, fence: self.owner.fence().token });
+        let until = cryo_session::keeper_until(lease.deadline());
+        let keeper = lease.is_fleet().then_some(cryo_session::Keeper { until, fence: self.owner.fence().token });
         // The session's own door: the only socket its agent is given.
-        let key = crate::agent::door::DoorKey { chamber: self.id, session: number };
-        let door = self.shared.doors.open(key).map_err(|e| Failed(format!("cannot open the session's socket: {e}")))?;
+        let key = cryo_session::DoorKey { chamber: self.id, session: number };
+        let door = self
+            .shared
+            .doors
+            .open(key, &crate::random::hex(6))
+            .map_err(|e| Failed(format!("cannot open the session's socket: {e}")))?;
         let tx = self.tx.clone();
-        let on_exit = Box::new(move |e: launch::Exit| {
+        let on_exit = Box::new(move |e: cryo_session::Exit| {
             let _ = tx.send(Event::Exited { session: number, status: e.status, usage: e.usage, limited: e.limited });
         });
         let watch = self.watch(number, config);
@@ -471,7 +481,10 @@ impl Sup {
         let gateway = Some(self.through_gateway(number, watch.as_ref(), trace.clone()).await);
         let jail = self.jail(config).await.map_err(Failed::of)?;
         let readable = if config.git.is_some() { vec![self.git_store()] } else { Vec::new() };
-        let session = launch::Session {
+        // Keys kept in files are read now, so a rotated key is used at once.
+        let provider_env = config.agent_env().map_err(|e| Failed::of(AgentError::Setting(e.to_string())))?;
+        let session = cryo_session::Session {
+            provider_env,
             readable: &readable,
             jail,
             number,
@@ -486,13 +499,13 @@ impl Sup {
                 limit: self.limit_sink(number),
                 over: self.max_session_usd().map(|max| (max, self.over_budget_sink(number))),
                 watch,
-                trace: trace.clone(),
+                trace: trace.clone().map(|t| t as Arc<dyn cryo_session::Trace>),
             },
             prices: self.shared.prices.clone(),
             gateway,
             on_exit,
         };
-        let started = launch::start(session).await.map_err(Failed::of)?;
+        let started = cryo_session::start(session).await.map_err(Failed::of)?;
         let pgid = started.pid as i32;
         if let Some(pipe) = started.keeper {
             self.shared.lease.keep(pgid, pipe);
@@ -522,7 +535,7 @@ impl Sup {
 /// The end of `cryo-agent.log`: this session's part of its last 64 KiB.
 pub(super) fn read_tail(root: &Path) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let rel = Path::new(crate::agent::launch::AGENT_LOG);
+    let rel = Path::new(cryo_session::AGENT_LOG);
     let Ok(mut f) = crate::chamber::Dir::open(root).and_then(|d| d.open_read(rel, None)) else {
         return String::new();
     };

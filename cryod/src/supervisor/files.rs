@@ -17,7 +17,7 @@ impl Sup {
     pub(super) fn reset(&mut self, req: ReqId) -> Input {
         let (root, now) = (&self.root, self.now());
         // A cryo.toml made again (it had none) is confined as a new chamber's.
-        let made = || crate::chamber::reset::to_history(root, now, crate::agent::sandbox::strongest());
+        let made = || crate::chamber::reset::to_history(root, now, cryo_session::strongest());
         let result = off_worker(made).map_err(Failed::of);
         match &result {
             Ok(dir) => {
@@ -128,7 +128,7 @@ impl Sup {
     /// Rotates the chamber's logs that are over their size.
     pub(super) fn rotate_logs(&self) {
         let (max, keep) = (self.shared.config.log_max_bytes, self.shared.config.log_keep);
-        for rel in [log::LOG, crate::agent::launch::AGENT_LOG, crate::agent::stream::EVENTS_FILE] {
+        for rel in [log::LOG, cryo_session::AGENT_LOG, cryo_session::EVENTS_FILE] {
             if let Err(error) = log::rotate(&self.root, rel, max, keep) {
                 tracing::warn!(chamber = %self.machine.name(), %error, file = rel, "cannot rotate a log");
             }

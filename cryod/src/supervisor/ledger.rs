@@ -89,7 +89,7 @@ impl Sup {
         // them all), what it used only for a known kind's.
         let used = self.running.as_mut().and_then(|r| r.take_usage(number)).unwrap_or_default();
         let provider = self.account();
-        let usage = crate::agent_events::Usage { provider, ..used };
+        let usage = cryo_session::Usage { provider, ..used };
         if let Some(trace) = self.running.as_mut().and_then(|r| r.take_trace()) {
             let span = (started.unwrap_or(at), at);
             self.last_trace = Some(trace.context());
@@ -180,12 +180,12 @@ fn trace_wake(
     trace: &crate::otlp::Trace,
     wake: Wake<'_>,
     (outcome, failed): (&str, bool),
-    usage: &crate::agent_events::Usage,
+    usage: &cryo_session::Usage,
     span: (DateTime<Utc>, DateTime<Utc>),
 ) {
     use crate::otlp::Value;
     let Wake { chamber, agent, number, trigger } = wake;
-    let kind = format!("{:?}", crate::agent::kinds::Kind::of_agent(agent)).to_lowercase();
+    let kind = format!("{:?}", cryo_session::Kind::of_agent(agent)).to_lowercase();
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "invoke_agent".into()),
         ("gen_ai.agent.name", chamber.into()),

@@ -3,7 +3,6 @@
 //! fallback accounts a chamber's wakes go to meanwhile.
 
 use super::*;
-use crate::agent::kinds;
 use chrono::{DateTime, Utc};
 
 impl Sup {
@@ -34,7 +33,7 @@ impl Sup {
     /// When a provider's limit is over (`cryo_core::limits::hold_until`):
     /// the reset it named, else after the delay it asked for, else after
     /// `limit_hold_seconds`, spread by a random jitter.
-    pub(super) fn limit_until(&mut self, l: &crate::agent_events::Limited) -> DateTime<Utc> {
+    pub(super) fn limit_until(&mut self, l: &cryo_session::Limited) -> DateTime<Utc> {
         let now = self.now();
         let told = l.resets_at.and_then(|t| DateTime::<Utc>::from_timestamp(t, 0)).or_else(|| {
             // A stream's word, bounded: a week at most (no overflow).
@@ -70,7 +69,7 @@ impl Sup {
     /// (`[providers.NAME] fallback` in `cryod.toml`), in order.
     pub(super) fn accounts(&self) -> Vec<String> {
         let Ok(config) = &self.config else { return Vec::new() };
-        let own = kinds::provider_account(config);
+        let own = config.provider_account();
         let fallbacks = self.shared.config.providers.get(&own).map(|p| p.fallback.clone()).unwrap_or_default();
         std::iter::once(own).chain(fallbacks).collect()
     }
@@ -88,7 +87,7 @@ impl Sup {
     pub(super) fn account(&self) -> Option<String> {
         match self.running.as_ref().and_then(|r| r.account()) {
             Some(a) => Some(a.to_string()),
-            None => self.config.as_ref().ok().map(kinds::provider_account),
+            None => self.config.as_ref().ok().map(ChamberConfig::provider_account),
         }
     }
 
@@ -96,7 +95,7 @@ impl Sup {
     /// chamber's own, with its settings.
     pub(super) fn fallback(&self) -> Option<(&str, &crate::config::ProviderConfig)> {
         let account = self.running.as_ref()?.account()?;
-        let own = kinds::provider_account(self.config.as_ref().ok()?);
+        let own = self.config.as_ref().ok()?.provider_account();
         if account == own {
             return None;
         }
@@ -123,7 +122,7 @@ impl Sup {
             format!(
                 "it runs {agent} on the fallback account {name} while {} is at its provider's limit; \
                  NOTES.md and the plan say where the work stands",
-                kinds::provider_account(own)
+                own.provider_account()
             )
         })
     }
@@ -133,7 +132,7 @@ impl Sup {
     /// own; a switch to a fallback is told to the operator once.
     pub(super) fn fallback_notes(&mut self) -> Vec<String> {
         let own = match &self.config {
-            Ok(c) => kinds::provider_account(c),
+            Ok(c) => c.provider_account(),
             Err(_) => return Vec::new(),
         };
         let on = self.fallback().map(|(name, _)| name.to_string());

@@ -207,7 +207,7 @@ impl Sup {
         tracing::warn!(chamber = %self.machine.name(), "chamber dropped: another owner will recover it");
         let mut running = self.running.take();
         if let Some(pgid) = running.as_mut().and_then(|r| r.exited()) {
-            crate::agent::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            cryo_session::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
             self.shared.trees.end(self.id, pgid);
             self.shared.lease.forget(pgid);
             self.shared.live.remove(pgid);
@@ -357,15 +357,15 @@ impl Sup {
         &mut self,
         session: u64,
         status: std::process::ExitStatus,
-        usage: Option<Box<crate::agent_events::Usage>>,
-        limited: Option<Box<crate::agent_events::Limited>>,
+        usage: Option<Box<cryo_session::Usage>>,
+        limited: Option<Box<cryo_session::Limited>>,
     ) -> Input {
         // An agent that failed right after the provider refused it gave up
         // on a limit (its CLI's own retries spent): limited, not crashed.
         let gave_up = self.running.as_ref().and_then(|r| r.last_refusal()).filter(|_| !status.success());
         let limited = limited.or_else(|| {
             gave_up.map(|wait| {
-                Box::new(crate::agent_events::Limited {
+                Box::new(cryo_session::Limited {
                     resets_at: None,
                     retry_after_ms: Some(wait.max(std::time::Duration::from_secs(1)).as_millis() as u64),
                     text: "the provider refused (429) and the agent's CLI gave up".into(),
@@ -460,7 +460,7 @@ pub(super) fn load_config(
     let mut read = None;
     // The text goes into the machine's settings (a core type): a string.
     let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|mut l| {
-        crate::agent::upstream::pin(&mut l, root);
+        l.pin_upstream(root);
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {
@@ -504,7 +504,7 @@ pub(super) fn load_config(
 fn settings(c: &ChamberConfig) -> Settings {
     // Only a known kind takes cryo's MCP server, names its conversation and
     // can be told to resume it.
-    let known = crate::agent::kinds::Kind::of_agent(&c.agent) != crate::agent::kinds::Kind::Other;
+    let known = cryo_session::Kind::of_agent(&c.agent) != cryo_session::Kind::Other;
     Settings {
         agent: c.agent.clone(),
         timezone: c.timezone,

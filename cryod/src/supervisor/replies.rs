@@ -91,7 +91,7 @@ impl Sup {
     /// This chamber's provider account, if admission holds it at its limit,
     /// and when the hold ends (in the chamber's zone, for people).
     pub(super) fn held_until(&self) -> Option<(String, String, DateTime<Utc>)> {
-        let account = self.config.as_ref().ok().map(crate::agent::kinds::provider_account)?;
+        let account = self.config.as_ref().ok().map(ChamberConfig::provider_account)?;
         let left = self.shared.admission.held(&account)?;
         let at = self.now() + chrono::Duration::from_std(left).unwrap_or_default();
         Some((account, cryo_core::time::format_in(at, self.machine.tz()), at))

@@ -10,9 +10,9 @@
 //! usage and `HoldProvider` reads the limit's guess, then `Release`.
 
 use crate::admission::Permit;
-use crate::agent::door::Door;
-use crate::agent_events::Usage;
 use crate::chamber::mailbox::Stored;
+use cryo_session::Door;
+use cryo_session::Usage;
 
 /// What a supervisor holds for its running session (boxed in `Sup`: a
 /// chamber at rest pays one pointer for it).
@@ -166,7 +166,7 @@ mod tests {
 
     use super::Running;
     use crate::admission::{Admission, Permit};
-    use crate::agent_events::Usage;
+    use cryo_session::Usage;
 
     fn permit(admission: &Admission) -> Permit {
         let got = Arc::new(Mutex::new(None));

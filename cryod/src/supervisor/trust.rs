@@ -99,9 +99,9 @@ impl Sup {
     /// Whether the agent's program can be found (checked at start).
     pub(super) fn agent_check(&self) -> std::result::Result<(), Failed> {
         let Ok(c) = &self.config else { return Ok(()) };
-        let program = crate::agent::kinds::agent_words(&c.agent).map_err(Failed::of)?.remove(0);
+        let program = cryo_session::agent_words(&c.agent).map_err(Failed::of)?.remove(0);
         let path = std::env::var("PATH").unwrap_or_default();
-        match crate::paths::find_program(&program, &self.root, &path) {
+        match cryo_session::find_program(&program, &self.root, &path) {
             Some(_) => Ok(()),
             None => Err(Failed(format!(
                 "the agent command {program:?} is not found on cryod's PATH or in {}: install it or set `agent` in cryo.toml",

@@ -50,7 +50,7 @@ async fn run(daemon: Daemon) -> zbus::Result<()> {
         if want && lock.is_none() {
             // The lock is one end of a pipe: no agent may inherit it.
             let why = "recording running agent sessions before sleep";
-            match crate::fds::receive(login.inhibit("sleep", "cryod", why, "delay")).await {
+            match cryo_session::receive(login.inhibit("sleep", "cryod", why, "delay")).await {
                 Some(Ok(fd)) => lock = Some(fd),
                 Some(Err(error)) => tracing::warn!(%error, "logind refused a sleep inhibitor"),
                 None => tracing::warn!("logind did not answer for a sleep inhibitor"),

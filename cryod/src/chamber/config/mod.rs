@@ -109,7 +109,7 @@ pub struct ChamberConfig {
     /// link on, with where each led when the file was read.
     pub reach: Vec<Reach>,
     /// The upstream the agent's CLI names in its own config file, as read
-    /// with this file (set by the supervisor, see `agent::upstream::pin`):
+    /// with this file (set by the supervisor, see [`Loaded::pin_upstream`]):
     /// part of what the operator accepts, and what the gateway may send
     /// the key to.
     pub file_upstream: Option<String>,
@@ -174,4 +174,38 @@ pub struct Loaded {
     pub config: ChamberConfig,
     pub warnings: Vec<String>,
     pub trust: BTreeMap<String, String>,
+}
+
+impl Loaded {
+    /// Reads, with `cryo.toml`, the upstream the agent's CLI names in its
+    /// own config file into `file_upstream`, and folds it into the digest
+    /// of `[provider]` the operator accepts (a chamber that does not use
+    /// the gateway has none).
+    pub fn pin_upstream(&mut self, root: &std::path::Path) {
+        if !self.config.gateway {
+            return;
+        }
+        let upstream = cryo_session::agent_file_upstream(&self.config.agent, &self.config.provider_env, root);
+        super::trust::fold_upstream(&mut self.trust, upstream.as_deref());
+        self.config.file_upstream = upstream;
+    }
+}
+
+impl ChamberConfig {
+    /// What the session wing reads of these settings, for whatever runs
+    /// for the chamber (its agent, its pre-checks).
+    pub fn setup(&self) -> cryo_session::Setup {
+        cryo_session::Setup {
+            agent: self.agent.clone(),
+            network: self.network,
+            limits: self.limits.clone(),
+            writable: self.writable.clone(),
+            readable: self.readable.clone(),
+            mcp: self.mcp,
+            gateway: self.gateway,
+            file_upstream: self.file_upstream.clone(),
+            keep_exchanges: self.keep_exchanges,
+            timezone: self.timezone_set.then(|| self.timezone.name().to_string()),
+        }
+    }
 }

@@ -268,3 +268,29 @@ impl ChamberConfig {
         c
     }
 }
+
+impl ChamberConfig {
+    /// The provider account a chamber's sessions bill: `[provider] name`, else
+    /// the kind with a hash of its `[provider].env` (two API keys, or two
+    /// endpoints, are two accounts): `claude`, `claude-3f9a1c2e`.
+    pub fn provider_account(&self) -> String {
+        let c = self;
+        if let Some(n) = c.provider_name.as_deref().filter(|n| !n.trim().is_empty()) {
+            return n.trim().to_string();
+        }
+        let kind = cryo_session::Kind::of_agent(&c.agent).name();
+        if c.provider_env.is_empty() && c.provider_env_files.is_empty() {
+            return kind.to_string();
+        }
+        // FNV-1a: stable across builds (std's hasher is not promised to be). A
+        // key kept in a file counts by the file's path.
+        let files = c.provider_env_files.iter().map(|(k, p)| (k.clone(), format!("file:{}", p.display())));
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (k, v) in c.provider_env.iter().map(|(k, v)| (k.clone(), v.clone())).chain(files) {
+            for b in k.bytes().chain([b'=']).chain(v.bytes()).chain([b'\n']) {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        format!("{kind}-{:08x}", h >> 32)
+    }
+}

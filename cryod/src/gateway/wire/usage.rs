@@ -22,7 +22,7 @@
 //!   so far (`promptTokenCount`, cached included, `cachedContentTokenCount`,
 //!   `candidatesTokenCount`, `thoughtsTokenCount`) and `modelVersion`.
 //!
-//! Token counts follow `agent_events`: `input` is every prompt token, those
+//! Token counts follow `cryo_session::Usage`: `input` is every prompt token, those
 //! read from a cache included; `cached` are the cached ones among them.
 
 use serde_json::Value;

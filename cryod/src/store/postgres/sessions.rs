@@ -28,7 +28,7 @@ fn session_row(r: &Row) -> SessionRow {
         lateness_ms: r.get(5),
         ended_at: r.get::<_, Option<&str>>(6).map(read_time),
         outcome: r.get(7),
-        usage: crate::agent_events::Usage {
+        usage: cryo_session::Usage {
             model: r.get(8),
             input_tokens: r.get::<_, Option<i64>>(9).unwrap_or(0) as u64,
             output_tokens: r.get::<_, Option<i64>>(10).unwrap_or(0) as u64,

@@ -38,7 +38,7 @@ pub(super) fn recent_sessions(
                 lateness_ms: r.get(5)?,
                 ended_at: r.get::<_, Option<String>>(6)?.as_deref().map(read_time),
                 outcome: r.get(7)?,
-                usage: crate::agent_events::Usage {
+                usage: cryo_session::Usage {
                     model: r.get(8)?,
                     input_tokens: r.get::<_, Option<i64>>(9)?.unwrap_or(0) as u64,
                     output_tokens: r.get::<_, Option<i64>>(10)?.unwrap_or(0) as u64,

@@ -160,7 +160,7 @@ pub async fn run_capped(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>
 }
 
 /// A check's process group, ended when dropped: SIGTERM first, so that
-/// the keeper of its tree (`agent::tree`) ends what the check left behind
+/// the keeper of its tree (`tree`) ends what the check left behind
 /// in other groups, then SIGKILL a moment later.
 struct Group(i32);
 

@@ -5,17 +5,17 @@
 use std::path::Path;
 
 use super::ACP_PREFIX;
-use crate::agent::Error;
+use crate::Error;
 
 /// An `agent` line's words: its command and arguments (after `acp:`, for
 /// an ACP agent).
-pub fn agent_words(agent: &str) -> crate::agent::Result<Vec<String>> {
+pub fn agent_words(agent: &str) -> crate::Result<Vec<String>> {
     split_words(agent.trim_start().strip_prefix(ACP_PREFIX).unwrap_or(agent))
 }
 
 /// Splits a command line into words: whitespace separates, single and double
 /// quotes group, a backslash escapes the next character.
-pub fn split_words(s: &str) -> crate::agent::Result<Vec<String>> {
+pub fn split_words(s: &str) -> crate::Result<Vec<String>> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;

@@ -30,7 +30,7 @@ pub enum Format {
     Gemini,
     /// Pi's `--mode json`.
     Pi,
-    /// What cryod's ACP client (`agent::acp`) writes of an ACP agent.
+    /// What cryod's ACP client (`acp`) writes of an ACP agent.
     Acp,
 }
 
@@ -48,7 +48,7 @@ pub struct Usage {
     /// table (`Prices`).
     pub cost_usd: Option<f64>,
     pub provider_session: Option<String>,
-    /// The provider account that served it (`spawn::provider_account`).
+    /// The provider account that served it (cryod's `ChamberConfig::provider_account`).
     pub provider: Option<String>,
 }
 
@@ -315,9 +315,9 @@ pub struct Price {
 }
 
 /// The price table shipped with cryo (USD per million tokens, as the
-/// providers listed them in late 2025; `[prices."MODEL"]` in `cryod.toml`
-/// overrides or adds). A model that is not listed gets no computed cost.
-pub const DEFAULT_PRICES_DATE: &str = "2025-11";
+/// providers listed them in November 2025; `[prices."MODEL"]` in
+/// `cryod.toml` overrides or adds). A model that is not listed gets no
+/// computed cost.
 pub fn default_prices() -> Vec<(&'static str, Price)> {
     let p = |input, output, cached| Price { input, output, cached: Some(cached), cache_write: None };
     // Anthropic bills a cache write at 1.25 times the input price.

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-pub use super::confine::{Confined, Jail, Places, Run, confine};
+pub use super::confine::{Confined, Jail, Run, confine};
 use super::kinds::{self, Turn};
 use super::sandbox;
 use super::stream::{self, EVENTS_FILE, Logs, Tell};
-use crate::chamber::{Dir, NewFile};
+use cryo_files::{Dir, NewFile};
 
 /// How long a keeper may take to start its agent.
 const KEEPER_START: Duration = Duration::from_secs(10);
@@ -27,7 +27,7 @@ pub const PROMPT_FILE: &str = ".cryo/prompt.md";
 /// transcript), in the chamber.
 pub const AGENT_LOG: &str = "cryo-agent.log";
 
-/// A fleet node's session runs under a keeper (see [`super::keeper`]).
+/// A fleet node's session runs under a keeper (see `keeper.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Keeper {
     /// Until when (the keeper's monotonic milliseconds, `keeper::until`)
@@ -37,9 +37,12 @@ pub struct Keeper {
     pub fence: i64,
 }
 
-/// One session to start.
-pub struct Session<'a> {
+/// One session to start; `G` is the provider gateway it may go through.
+pub struct Session<'a, G> {
     pub jail: Jail<'a>,
+    /// `[provider] env`, with keys kept in files read now (so a rotated
+    /// key is used at once).
+    pub provider_env: BTreeMap<String, String>,
     pub number: u64,
     pub wake_id: &'a str,
     pub token: &'a str,
@@ -57,42 +60,60 @@ pub struct Session<'a> {
     pub wait: Option<Duration>,
     /// What its stream tells as soon as it is seen.
     pub tell: Tell,
-    pub prices: Arc<crate::agent_events::Prices>,
+    pub prices: Arc<crate::events::Prices>,
     /// The provider gateway, for a known kind whose chamber uses it.
-    pub gateway: Option<Through>,
+    pub gateway: Option<Through<G>>,
     /// Called once with how the agent ended, after its stream is read.
     pub on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
 }
 
 /// A session's way to its provider through cryod's gateway.
-pub struct Through {
-    pub gateway: crate::gateway::Gateway,
+pub struct Through<G> {
+    /// The gateway, ready to give this session a ticket.
+    pub gateway: G,
     /// The provider account the session bills.
     pub account: String,
     /// `[providers.NAME] upstream`, if `cryod.toml` names one.
     pub upstream: Option<String>,
-    /// What the session may spend in all (USD), if anything bounds it.
-    pub line: Option<f64>,
-    pub tell: crate::gateway::Tell,
-    /// The wake's trace: each model request is a span of it.
-    pub trace: Option<Arc<crate::otlp::Trace>>,
     /// It bills a fallback account: its key goes to the fallback's own
     /// upstream (else the public API), never to one the chamber's CLI
     /// config names for its own account.
     pub fallback: bool,
 }
 
+/// cryod's provider gateway, as one session's start uses it: everything
+/// the session's ticket needs but where its calls go, which the start
+/// decides.
+pub trait Gateway {
+    /// The session's credential at the gateway: worth nothing once dropped.
+    type Ticket: Ticket;
+    /// A ticket for calls to `upstream` with `auth`, its exchanges kept in
+    /// `kept` if given; `None` while the gateway does not listen.
+    fn open(&self, upstream: String, auth: crate::upstream::Auth, kept: Option<std::fs::File>) -> Option<Self::Ticket>;
+}
+
+/// A session's credential at the gateway.
+pub trait Ticket: Send + 'static {
+    /// The base URL the agent's CLI is given.
+    fn base(&self) -> String;
+    /// The credential the agent's CLI is given where its key would be.
+    fn token(&self) -> &str;
+    /// What the session's requests used, as the provider reported it
+    /// (`None` before the first); callable after the ticket is gone.
+    fn meter(&self) -> Arc<dyn Fn() -> Option<crate::events::Usage> + Send + Sync>;
+}
+
 /// How an agent ended.
 pub struct Exit {
     pub status: std::process::ExitStatus,
     /// What its stream said it used (known kinds).
-    pub usage: Option<Box<crate::agent_events::Usage>>,
+    pub usage: Option<Box<crate::events::Usage>>,
     /// Its stream ended on the provider's limit.
-    pub limited: Option<Box<crate::agent_events::Limited>>,
+    pub limited: Option<Box<crate::events::Limited>>,
 }
 
-/// A started agent.
-pub struct Started {
+/// A started agent; `T` is its gateway ticket.
+pub struct Started<T> {
     /// Its pid, also its process group's id.
     pub pid: u32,
     /// On a fleet node, the pipe to its keeper, which the lease extends.
@@ -101,14 +122,14 @@ pub struct Started {
     pub notes: Vec<String>,
     /// Its credential at the gateway, if it goes through it: worth nothing
     /// once dropped.
-    pub ticket: Option<crate::gateway::Ticket>,
+    pub ticket: Option<T>,
     /// Its own cgroup, if cryod made one: ended with the session.
     pub tree: Option<super::tree::Tree>,
 }
 
 /// Starts the agent of `s` in its own process group, confined as its
 /// chamber says; returns at once (its end comes through `on_exit`).
-pub async fn start(s: Session<'_>) -> super::Result<Started> {
+pub async fn start<G: Gateway>(s: Session<'_, G>) -> super::Result<Started<G::Ticket>> {
     let prepared = prepare(&s)?;
     let mut notes: Vec<String> = prepared.own_way.iter().cloned().collect();
     let (mut cmd, logs, tree) = command(&s, &prepared, &mut notes)?;
@@ -143,8 +164,8 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
     let (mut tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
     // Through the gateway, the provider's own word stands: what the CLI
     // says of its usage and limits is kept for the transcript only.
-    let route = ticket.as_ref().map(|t| t.route());
-    if route.is_some() {
+    let meter = ticket.as_ref().map(Ticket::meter);
+    if meter.is_some() {
         tell = Tell { limit: Arc::new(|_| {}), over: None, watch: tell.watch, trace: tell.trace };
     }
     // Only a known kind is watched: cryod reads its events.
@@ -157,8 +178,8 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
         if let Some(w) = watch {
             w.end();
         }
-        if let Some(route) = route {
-            e.usage = counted(e.usage, route.used());
+        if let Some(meter) = meter {
+            e.usage = counted(e.usage, meter());
             e.limited = None;
         }
         on_exit(e)
@@ -200,14 +221,11 @@ pub async fn start(s: Session<'_>) -> super::Result<Started> {
 /// word) over what its CLI's stream said; the stream still names the
 /// provider's conversation.
 fn counted(
-    stream: Option<Box<crate::agent_events::Usage>>,
-    gateway: crate::gateway::Used,
-) -> Option<Box<crate::agent_events::Usage>> {
-    if gateway.requests == 0 {
-        return stream;
-    }
+    stream: Option<Box<crate::events::Usage>>,
+    gateway: Option<crate::events::Usage>,
+) -> Option<Box<crate::events::Usage>> {
+    let Some(g) = gateway else { return stream };
     let mut u = stream.map(|u| *u).unwrap_or_default();
-    let g = gateway.usage;
     (u.input_tokens, u.output_tokens, u.cached_tokens) = (g.input_tokens, g.output_tokens, g.cached_tokens);
     if g.model.is_some() {
         u.model = g.model;
@@ -218,7 +236,7 @@ fn counted(
 
 /// What a session's start reads and writes in its chamber before the
 /// command is made.
-struct Prepared {
+struct Prepared<T> {
     dir: Dir,
     launch: kinds::Launch,
     /// `[provider] env`, with keys kept in files read now.
@@ -231,7 +249,7 @@ struct Prepared {
     /// `cryo-agent.log`, open for appending, its header written.
     log_file: std::fs::File,
     /// The session's credential at the gateway, if it goes through it.
-    ticket: Option<crate::gateway::Ticket>,
+    ticket: Option<T>,
     /// Why a known kind reaches its provider itself, if it does.
     own_way: Option<String>,
 }
@@ -239,10 +257,9 @@ struct Prepared {
 /// Reads the provider's keys, makes the kind's command line and writes the
 /// files it needs (the prompt when long, the kind's config files when they
 /// changed, the log's header).
-fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
-    let (config, root) = (s.jail.config, s.jail.root);
-    // Keys kept in files are read now, so a rotated key is used at once.
-    let provider_env = config.agent_env().map_err(|e| Error::Setting(e.to_string()))?;
+fn prepare<G: Gateway>(s: &Session<'_, G>) -> super::Result<Prepared<G::Ticket>> {
+    let (config, root) = (&s.jail.setup, s.jail.root);
+    let provider_env = s.provider_env.clone();
     // Nothing in the chamber is followed if a link, nor opened if not a
     // plain file: the agent may have planted anything there.
     let dir = Dir::open(root).map_err(file)?;
@@ -304,12 +321,12 @@ fn prepare(s: &Session<'_>) -> super::Result<Prepared> {
 /// it reaches its provider itself (no key for cryod to keep), for
 /// `cryo.log`. One that cannot be pointed (OpenCode's provider with no
 /// base URL) is refused with one line rather than handed the key.
-fn through_gateway(
-    s: &Session<'_>,
+fn through_gateway<G: Gateway>(
+    s: &Session<'_, G>,
     launch: &mut kinds::Launch,
     provider_env: &BTreeMap<String, String>,
-) -> super::Result<(Option<crate::gateway::Ticket>, Option<String>)> {
-    let (config, root) = (s.jail.config, s.jail.root);
+) -> super::Result<(Option<G::Ticket>, Option<String>)> {
+    let (config, root) = (&s.jail.setup, s.jail.root);
     let Some(through) = s.gateway.as_ref() else { return Ok((None, None)) };
     // A fallback account's key reaches its provider only through the
     // gateway: never the agent's environment.
@@ -371,19 +388,8 @@ fn through_gateway(
             s.jail.chamber
         )));
     }
-    let spec = crate::gateway::Spec {
-        chamber: s.jail.chamber.to_string(),
-        account: through.account.clone(),
-        session: s.number,
-        upstream: plan.upstream.clone(),
-        auth: plan.auth.clone(),
-        line: through.line,
-        prices: s.prices.clone(),
-        tell: through.tell.clone(),
-        trace: through.trace.clone(),
-        kept: if config.keep_exchanges { Some(kept_exchanges(root, s.number)?) } else { None },
-    };
-    let ticket = through.gateway.open(spec).ok_or_else(|| {
+    let kept = if config.keep_exchanges { Some(kept_exchanges(root, s.number)?) } else { None };
+    let ticket = through.gateway.open(plan.upstream.clone(), plan.auth.clone(), kept).ok_or_else(|| {
         Error::Unavailable(
             "cryo's provider gateway is not listening (see cryod's log); the agent is not started with the key".into(),
         )
@@ -428,7 +434,7 @@ const KEEP_EXCHANGES: usize = 20;
 /// Opens `.cryo/exchanges/SESSION.jsonl` for session `number` (no link
 /// followed: the agent may have planted one), and forgets all but the
 /// newest [`KEEP_EXCHANGES`] sessions' files.
-fn kept_exchanges(root: &Path, number: u64) -> super::Result<crate::gateway::kept::Kept> {
+fn kept_exchanges(root: &Path, number: u64) -> super::Result<std::fs::File> {
     let dir = Dir::open(root).map_err(file)?;
     let folder = Path::new(EXCHANGES);
     dir.make_dirs(folder).map_err(file)?;
@@ -449,19 +455,18 @@ fn kept_exchanges(root: &Path, number: u64) -> super::Result<crate::gateway::kep
     for n in &old[..drop] {
         let _ = dir.remove(&folder.join(format!("{n}.jsonl")));
     }
-    let f = dir.append(&folder.join(format!("{number}.jsonl"))).map_err(file)?;
-    Ok(crate::gateway::kept::Kept::new(f))
+    dir.append(&folder.join(format!("{number}.jsonl"))).map_err(file)
 }
 
 /// The command that starts the agent confined (under its keeper on a
 /// fleet node), its environment and where its output goes; and the logs
 /// its stream writes (all but the raw events, opened once it runs).
-fn command(
-    s: &Session<'_>,
-    p: &Prepared,
+fn command<G, T>(
+    s: &Session<'_, G>,
+    p: &Prepared<T>,
     notes: &mut Vec<String>,
 ) -> super::Result<(tokio::process::Command, Logs, Option<super::tree::Tree>)> {
-    let (config, root, launch, log_file) = (s.jail.config, s.jail.root, &p.launch, &p.log_file);
+    let (config, root, launch, log_file) = (&s.jail.setup, s.jail.root, &p.launch, &p.log_file);
     // Found here rather than by the child: a program looked up on a PATH
     // set for the child makes std fall back from posix_spawn (vfork) to
     // fork, which copies the daemon's page tables on every wake. One not
@@ -550,8 +555,8 @@ fn command(
         .env("CRYO_SESSION_TOKEN", s.token)
         .envs(&p.provider_env)
         .envs(&launch.env);
-    if config.timezone_set {
-        cmd.env("TZ", config.timezone.name());
+    if let Some(tz) = &config.timezone {
+        cmd.env("TZ", tz);
     }
     Ok((cmd, logs, tree))
 }
@@ -567,8 +572,8 @@ fn file(e: impl std::fmt::Display) -> Error {
 /// pipe, which the lease extends.
 async fn kept_start(
     mut child: tokio::process::Child,
-    read: Option<(crate::agent_events::Format, Option<String>, Logs)>,
-    prices: Arc<crate::agent_events::Prices>,
+    read: Option<(crate::events::Format, Option<String>, Logs)>,
+    prices: Arc<crate::events::Prices>,
     tell: Tell,
     on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
 ) -> super::Result<(u32, std::fs::File)> {

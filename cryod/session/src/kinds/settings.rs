@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use crate::agent::Error;
-use crate::chamber::{Dir, NewFile};
+use crate::Error;
+use cryo_files::{Dir, NewFile};
 
 /// Sets `keys` in the chamber's JSON settings file `rel` (Gemini CLI's
 /// workspace settings), keeping the rest of it; written only when that
 /// changes it. A file that is not a JSON object is the user's to mend:
 /// the session does not start, and nothing is written.
-pub fn merge_settings(dir: &Dir, rel: &Path, keys: &serde_json::Value) -> crate::agent::Result<()> {
+pub fn merge_settings(dir: &Dir, rel: &Path, keys: &serde_json::Value) -> crate::Result<()> {
     const MAX: u64 = 1024 * 1024;
     let old = match dir.read(rel, MAX) {
         Ok(bytes) => Some(bytes),

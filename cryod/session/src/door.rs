@@ -55,12 +55,13 @@ impl Doors {
         &self.dir
     }
 
-    /// Opens a door for `key`: a new socket, accepting until the [`Door`]
-    /// is dropped. Must be called inside the tokio runtime.
-    pub fn open(&self, key: DoorKey) -> std::io::Result<Door> {
+    /// Opens a door for `key`: a new socket named `name` (random, given by
+    /// cryod), accepting until the [`Door`] is dropped. Must be called
+    /// inside the tokio runtime.
+    pub fn open(&self, key: DoorKey, name: &str) -> std::io::Result<Door> {
         use std::os::unix::fs::PermissionsExt;
         private_dir(&self.dir)?;
-        let path = self.dir.join(crate::random::hex(6));
+        let path = self.dir.join(name);
         let listener = std::os::unix::net::UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;

@@ -434,13 +434,13 @@ fn no_clone3() -> Result<seccompiler::BpfProgram, String> {
 
 /// What a session holds, in one phrase, for `cryo-agent.log`'s header and
 /// `cryoctl doctor`: its sandbox, and how its tree ends.
-pub fn holds(mode: crate::config::Sandbox, tree: &str) -> String {
+pub fn holds(mode: crate::setup::Sandbox, tree: &str) -> String {
     let sandbox = match mode {
-        crate::config::Sandbox::Off => "no sandbox".to_string(),
-        crate::config::Sandbox::Landlock => {
+        crate::setup::Sandbox::Off => "no sandbox".to_string(),
+        crate::setup::Sandbox::Landlock => {
             format!("Landlock ABI {} and a process namespace of its own", super::sandbox::landlock_abi())
         }
-        crate::config::Sandbox::Bwrap => "bubblewrap (own mounts and process namespace)".to_string(),
+        crate::setup::Sandbox::Bwrap => "bubblewrap (own mounts and process namespace)".to_string(),
     };
     format!("{sandbox}; no capabilities, no_new_privs, seccomp (no hand on cryod); tree ends by {tree}")
 }

@@ -1,6 +1,6 @@
 //! Where a session's model calls go (its upstream and credential), and
-//! how each known kind is pointed at cryod's gateway (see
-//! [`crate::gateway`]) to reach it there, verified on the pinned CLIs
+//! how each known kind is pointed at cryod's gateway (cryod's `gateway`)
+//! to reach it there, verified on the pinned CLIs
 //! (`gateway.md` in `cryod/src/gateway/` holds what was checked and how):
 //!
 //! - Claude Code: `ANTHROPIC_BASE_URL` is the session's base;
@@ -35,7 +35,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::kinds::{Kind, Launch};
-use crate::gateway::Auth;
 
 /// Anthropic's public API.
 pub const ANTHROPIC: &str = "https://api.anthropic.com";
@@ -43,6 +42,37 @@ pub const ANTHROPIC: &str = "https://api.anthropic.com";
 pub const GEMINI: &str = "https://generativelanguage.googleapis.com";
 /// OpenAI's public API (with its version, as OpenAI's clients name it).
 pub const OPENAI: &str = "https://api.openai.com/v1";
+
+/// The credential the upstream gets (the gateway sends it as the provider
+/// expects).
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// `x-api-key` (Anthropic's API keys).
+    ApiKey(String),
+    /// `Authorization: Bearer` (OpenAI's keys, Anthropic's auth tokens).
+    Bearer(String),
+    /// `x-goog-api-key` (Google's Gemini API keys).
+    GoogKey(String),
+}
+
+impl Auth {
+    /// The key itself.
+    pub fn secret(&self) -> &str {
+        match self {
+            Auth::ApiKey(k) | Auth::Bearer(k) | Auth::GoogKey(k) => k,
+        }
+    }
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Auth::ApiKey(_) => "ApiKey(…)",
+            Auth::Bearer(_) => "Bearer(…)",
+            Auth::GoogKey(_) => "GoogKey(…)",
+        })
+    }
+}
 
 /// Where one session's model calls go, and how its CLI is pointed there.
 #[derive(Debug, Clone, PartialEq)]
@@ -240,23 +270,18 @@ fn openai_env(var: &dyn Fn(&str) -> Option<String>, upstream: Option<&str>) -> O
     Some(Plan { upstream, auth: Auth::Bearer(key), from_file: false, how })
 }
 
-/// Reads, with `cryo.toml`, the upstream the agent's CLI names in its own
-/// config file into `loaded` (`file_upstream`), and folds it into the
-/// digest of `[provider]` the operator accepts.
-pub fn pin(loaded: &mut crate::chamber::config::Loaded, root: &Path) {
-    let c = &loaded.config;
-    if !c.gateway {
-        return;
-    }
+/// The upstream the CLI of `agent` names in its own config file, read
+/// when `cryo.toml` is (`provider_env` is its `[provider] env`): what the
+/// operator accepts with the file, and later [`Setup::file_upstream`].
+///
+/// [`Setup::file_upstream`]: crate::Setup::file_upstream
+pub fn agent_file_upstream(agent: &str, provider_env: &BTreeMap<String, String>, root: &Path) -> Option<String> {
     // The program's own kind, behind `acp:` too (as the launch plans it).
-    let words = super::kinds::agent_words(&c.agent).unwrap_or_default();
+    let words = super::kinds::agent_words(agent).unwrap_or_default();
     let kind = words.first().map_or(Kind::Other, |p| Kind::of(p));
     let model = super::kinds::named_model(&words);
-    let env = &c.provider_env;
-    let var = |name: &str| env.get(name).cloned().or_else(|| std::env::var(name).ok());
-    let upstream = file_upstream(kind, root, &var, model.as_deref());
-    crate::chamber::trust::fold_upstream(&mut loaded.trust, upstream.as_deref());
-    loaded.config.file_upstream = upstream;
+    let var = |name: &str| provider_env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    file_upstream(kind, root, &var, model.as_deref())
 }
 
 /// Points `launch` (a kind's command line and environment) at the

@@ -6,11 +6,6 @@ pub fn signal_group(pgid: i32, signal: nix::sys::signal::Signal) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal).is_ok()
 }
 
-/// Whether any process of group `pgid` is alive.
-pub fn group_alive(pgid: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
-}
-
 /// Whether `pid` runs (a zombie, dead but not yet reaped by its parent, does
 /// not).
 pub fn pid_running(pid: i32) -> bool {

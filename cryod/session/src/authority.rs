@@ -352,7 +352,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Mended<S> {
 /// no `%` (a percent-encoded path, grpcio's and grpc-go's) and no `/` (the
 /// socket's raw path, grpcurl's), which h2 resets the stream for.
 fn plain(value: &[u8]) -> bool {
-    !value.contains(&b'%') && axum::http::uri::Authority::try_from(value).is_ok()
+    !value.contains(&b'%') && tonic::codegen::http::uri::Authority::try_from(value).is_ok()
 }
 
 #[cfg(test)]

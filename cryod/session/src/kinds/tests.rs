@@ -12,7 +12,7 @@ fn words() {
 }
 
 /// A command line without MCP (`mcp = false`), in chamber `/c`.
-fn line(agent: &str, as_root: bool) -> crate::agent::Result<Launch> {
+fn line(agent: &str, as_root: bool) -> crate::Result<Launch> {
     command_line(agent, Path::new("/c"), &turn("P"), as_root, None, &BTreeMap::new())
 }
 
@@ -150,13 +150,13 @@ fn a_known_kinds_prompt_goes_on_stdin_never_in_its_arguments() {
     }
     let l = command_line("acp:x", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
     assert!(!l.args.iter().chain(l.bridge.iter().flatten()).any(|a| a.contains("session: 1")));
-    assert_eq!(l.env.get(crate::agent::acp::PROMPT_VAR).map(String::as_str), Some("- session: 1"));
+    assert_eq!(l.env.get(crate::acp::PROMPT_VAR).map(String::as_str), Some("- session: 1"));
     assert_eq!(l.stdin, None, "an ACP agent's stdin is its client's");
     // A command of one's own keeps it as its last argument, and gets it on stdin too.
     let l = command_line("sh a.sh", Path::new("/c"), &turn("P"), false, None, &BTreeMap::new()).unwrap();
     assert_eq!((l.args.last().map(String::as_str), l.stdin.as_deref()), (Some("P"), Some("P")));
     let l = command_line("qwen", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
-    assert_eq!(l.events, Some(crate::agent_events::Format::Qwen));
+    assert_eq!(l.events, Some(crate::events::Format::Qwen));
     assert_eq!(l.env.get("CRYO_AGENT_KIND").map(String::as_str), Some("qwen"));
 }
 

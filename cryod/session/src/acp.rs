@@ -11,7 +11,7 @@
 //! sessions, else `session/new`) with cryo's MCP server, sends the prompt,
 //! answers what the agent asks, and writes one JSON line per thing that
 //! happened on its stdout, which cryod reads as the kind's event stream
-//! (`agent_events::Format::Acp`):
+//! (`events`):
 //!
 //! - `{"type":"session","sessionId":…,"model":…,"resumed":bool}`
 //! - `{"type":"update","update":{…}}`: each `session/update` (not those a

@@ -1,11 +1,11 @@
-//! An ACP agent, as cryod's client (`agent::acp`) writes it.
+//! An ACP agent, as cryod's client (`acp`) writes it.
 
 use serde_json::Value;
 
 use super::*;
 
 impl Reader {
-    /// An ACP agent, as cryod's client writes it (see `agent::acp`): its
+    /// An ACP agent, as cryod's client writes it (see `acp`): its
     /// `session/update`s (message pieces, with the usage of each model
     /// request in `_meta.usage` for Qwen Code; tool calls and their
     /// updates), the permissions it was given, and the prompt's result (with

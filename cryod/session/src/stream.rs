@@ -25,14 +25,14 @@ pub struct EventStream {
 /// What a stream said so far.
 #[derive(Default)]
 struct Seen {
-    usage: crate::agent_events::Usage,
-    limited: Option<crate::agent_events::Limited>,
+    usage: crate::events::Usage,
+    limited: Option<crate::events::Limited>,
 }
 
 impl Seen {
     /// Keeps the first limit seen (stdout or the logs), and tells it at
     /// once: an agent that would wait out the limit is ended.
-    fn limited(&mut self, l: &crate::agent_events::Limited, tell: &dyn Fn(crate::agent_events::Limited)) {
+    fn limited(&mut self, l: &crate::events::Limited, tell: &dyn Fn(crate::events::Limited)) {
         if self.limited.is_none() {
             self.limited = Some(l.clone());
             tell(l.clone());
@@ -42,7 +42,7 @@ impl Seen {
 
 impl EventStream {
     /// What the stream said, once it ended (or after `STREAM_DRAIN`, 2 s).
-    pub async fn finish(self) -> (Option<Box<crate::agent_events::Usage>>, Option<Box<crate::agent_events::Limited>>) {
+    pub async fn finish(self) -> (Option<Box<crate::events::Usage>>, Option<Box<crate::events::Limited>>) {
         let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
         let seen = std::mem::take(&mut *self.seen.lock().expect("stream lock"));
         ((!seen.usage.is_empty()).then(|| Box::new(seen.usage)), seen.limited.map(Box::new))
@@ -62,14 +62,28 @@ pub struct Logs {
 /// What a session's stream tells the supervisor as soon as it is seen.
 pub struct Tell {
     /// The provider's limit.
-    pub limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
+    pub limit: Arc<dyn Fn(crate::events::Limited) + Send + Sync>,
     /// The cost passed `max_session_usd` (the maximum, and whom to tell).
     pub over: Option<(f64, Box<dyn Fn() + Send + Sync>)>,
     /// The session's watch, given each line and tool call (see
-    /// [`super::watch`]).
+    /// [`Watch`](crate::Watch)).
     pub watch: Option<super::watch::Watch>,
     /// The wake's trace: each tool call is a span of it.
-    pub trace: Option<Arc<crate::otlp::Trace>>,
+    pub trace: Option<Arc<dyn Trace>>,
+}
+
+/// A wake's trace, as a session's stream adds its tool calls to it
+/// (cryod's OTLP export implements it).
+pub trait Trace: Send + Sync {
+    /// Now, by the trace's clock.
+    fn now(&self) -> chrono::DateTime<chrono::Utc>;
+    /// One tool call, a span from `start` to `end`.
+    fn tool_call(
+        &self,
+        call: crate::events::ToolCall,
+        start: chrono::DateTime<chrono::Utc>,
+        end: chrono::DateTime<chrono::Utc>,
+    );
 }
 
 /// Reads a known kind's events (`out`) and log lines (`err`) into the
@@ -77,10 +91,10 @@ pub struct Tell {
 pub fn read(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     err: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
-    format: crate::agent_events::Format,
+    format: crate::events::Format,
     model: Option<String>,
     logs: Logs,
-    prices: Arc<crate::agent_events::Prices>,
+    prices: Arc<crate::events::Prices>,
     tell: Tell,
 ) -> EventStream {
     let (limit, watch) = (tell.limit.clone(), tell.watch.clone());
@@ -93,11 +107,11 @@ pub fn read(
 
 fn read_events(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    format: crate::agent_events::Format,
+    format: crate::events::Format,
     model: Option<String>,
     mut raw: Option<std::fs::File>,
     mut transcript: std::fs::File,
-    prices: Arc<crate::agent_events::Prices>,
+    prices: Arc<crate::events::Prices>,
     tell: Tell,
 ) -> EventStream {
     let Tell { limit, over, watch, trace } = tell;
@@ -106,7 +120,7 @@ fn read_events(
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
     let shared = seen.clone();
     let done = tokio::spawn(async move {
-        let mut reader = crate::agent_events::Reader::new(format, model);
+        let mut reader = crate::events::Reader::new(format, model);
         let mut told_over = false;
         let mut tools = Tools { trace, open: Vec::new() };
         let mut lines = tokio::io::BufReader::new(out).lines();
@@ -148,26 +162,17 @@ fn read_events(
 /// from the event that made it to the next event (its result, or what
 /// the agent did next).
 struct Tools {
-    trace: Option<Arc<crate::otlp::Trace>>,
-    open: Vec<(crate::agent_events::ToolCall, chrono::DateTime<chrono::Utc>)>,
+    trace: Option<Arc<dyn Trace>>,
+    open: Vec<(crate::events::ToolCall, chrono::DateTime<chrono::Utc>)>,
 }
 
 impl Tools {
     /// A line came, making `calls`: those open end now, these begin.
-    fn line(&mut self, calls: Vec<crate::agent_events::ToolCall>) {
+    fn line(&mut self, calls: Vec<crate::events::ToolCall>) {
         let Some(trace) = &self.trace else { return };
         let now = trace.now();
         for (call, start) in self.open.drain(..) {
-            let mut attributes = vec![
-                ("gen_ai.operation.name", "execute_tool".into()),
-                ("gen_ai.tool.name", call.name.clone().into()),
-                ("cryo.tool.call", call.shown.into()),
-            ];
-            if let Some(id) = call.id {
-                attributes.push(("gen_ai.tool.call.id", id.into()));
-            }
-            let name = format!("execute_tool {}", call.name);
-            trace.child(name, crate::otlp::Kind::Internal, (start, now), attributes, None);
+            trace.tool_call(call, start, now);
         }
         self.open.extend(calls.into_iter().map(|c| (c, now)));
     }
@@ -177,10 +182,10 @@ impl Tools {
 /// `cryo-agent.log` as they are, and read for the provider's limit.
 fn read_logs(
     err: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    format: crate::agent_events::Format,
+    format: crate::events::Format,
     mut log: std::fs::File,
     seen: Arc<std::sync::Mutex<Seen>>,
-    limit: Arc<dyn Fn(crate::agent_events::Limited) + Send + Sync>,
+    limit: Arc<dyn Fn(crate::events::Limited) + Send + Sync>,
     watch: Option<super::watch::Watch>,
 ) {
     use std::io::Write;
@@ -192,7 +197,7 @@ fn read_logs(
             if let Some(w) = &watch {
                 w.touch();
             }
-            if let Some(l) = crate::agent_events::log_limit(format, &line) {
+            if let Some(l) = crate::events::log_limit(format, &line) {
                 seen.lock().expect("stream lock").limited(&l, &*limit);
             }
         }

@@ -2,7 +2,7 @@
 //! pre-check, a jailed git command): its sandbox (Landlock or bubblewrap,
 //! with the folders it may write and read, and those hidden), its network
 //! when held to the gateway (bubblewrap's own network and
-//! `agent::forward`), its systemd scope's limits, and always the
+//! `forward`), its systemd scope's limits, and always the
 //! launchers: the keeper of its tree ([`super::tree`], in its own cgroup
 //! where cryod can make one) and the last step that takes every capability
 //! and installs the seccomp filter ([`super::harden`]).
@@ -19,9 +19,8 @@ use super::Error;
 use super::harden::{self, Plan};
 use super::kinds;
 use super::sandbox;
-use crate::chamber::Dir;
-use crate::chamber::config::ChamberConfig;
-use crate::config::Sandbox;
+use crate::setup::{Network, Sandbox, Setup};
+use cryo_files::Dir;
 
 /// Where cryod's own things are: what a confined session must not reach,
 /// and what it must.
@@ -46,7 +45,8 @@ pub struct Places {
 pub struct Jail<'a> {
     pub chamber: &'a str,
     pub root: &'a Path,
-    pub config: &'a ChamberConfig,
+    /// What its chamber's `cryo.toml` says.
+    pub setup: Setup,
     /// The sandbox it runs under.
     pub mode: Sandbox,
     /// Every other chamber's folder (hidden from a confined process).
@@ -99,7 +99,7 @@ pub fn confine(
     run: Run<'_>,
     notes: &mut Vec<String>,
 ) -> super::Result<Confined> {
-    let config = jail.config;
+    let config = &jail.setup;
     // Asking may run bubblewrap once: off the worker (an unconfined
     // process asks nothing, and keeps its worker).
     let unavailable = match jail.mode {
@@ -109,14 +109,14 @@ pub fn confine(
     if let Some(why) = unavailable {
         return Err(Error::Unavailable(why));
     }
-    if config.network == crate::config::Network::Gateway {
+    if config.network == Network::Gateway {
         match jail.mode {
             Sandbox::Off => {
                 return Err(Error::Setting(
                     "cryo.toml: network = \"gateway\" needs a sandbox: say sandbox = \"bwrap\"".into(),
                 ));
             }
-            Sandbox::Landlock => return Err(Error::Setting(crate::config::NETWORK_LANDLOCK.into())),
+            Sandbox::Landlock => return Err(Error::Setting(crate::setup::NETWORK_LANDLOCK.into())),
             Sandbox::Bwrap if jail.gateway_port.is_none() || jail.gateway_socket.is_none() => {
                 return Err(Error::Unavailable(
                     "cryo's provider gateway is not listening on its port and its Unix socket (see cryod's log)".into(),
@@ -232,7 +232,7 @@ fn tree_name(chamber: &str) -> String {
 /// The gateway's port and Unix socket, for a bubblewrap session whose
 /// network is held to the gateway.
 fn netted(jail: &Jail<'_>) -> Option<(u16, PathBuf)> {
-    if jail.config.network != crate::config::Network::Gateway || jail.mode != Sandbox::Bwrap {
+    if jail.setup.network != Network::Gateway || jail.mode != Sandbox::Bwrap {
         return None;
     }
     Some((jail.gateway_port?, jail.gateway_socket.clone()?))
@@ -246,7 +246,7 @@ fn policy(
     run: &Run<'_>,
     own_exe: &Path,
 ) -> super::Result<(sandbox::Policy, PathBuf)> {
-    let (config, root, places) = (jail.config, jail.root, jail.places);
+    let (config, root, places) = (&jail.setup, jail.root, jail.places);
     for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
         if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
             return Err(Error::Setting(format!("cryo.toml: {key} names {}, which is not a folder", missing.display())));
@@ -318,8 +318,8 @@ fn policy(
         reachable.push(socket);
     }
     let connect_tcp = match config.network {
-        crate::config::Network::Open => None,
-        crate::config::Network::Gateway => Some(jail.gateway_port.into_iter().collect()),
+        Network::Open => None,
+        Network::Gateway => Some(jail.gateway_port.into_iter().collect()),
     };
     Ok((sandbox::Policy { writable, readable, hidden, reachable, arg0: run.arg0.to_string(), connect_tcp }, tmp))
 }

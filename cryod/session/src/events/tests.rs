@@ -238,7 +238,7 @@ fn prices_cost_the_tokens() {
     let mut u = Usage { input_tokens: 1_000_000, cached_tokens: 500_000, output_tokens: 100_000, ..Usage::default() };
     assert!((p.cost(&u) - (1.5 + 0.15 + 1.5)).abs() < 1e-9);
     // Issue 62: Anthropic's cache writes at $3.75 a million for Sonnet, not $3.
-    let sonnet = crate::agent_events::default_prices().into_iter().find(|(m, _)| *m == "claude-sonnet-4-5").unwrap().1;
+    let sonnet = crate::events::default_prices().into_iter().find(|(m, _)| *m == "claude-sonnet-4-5").unwrap().1;
     let writes = Usage { input_tokens: 1_000_000, cache_write_tokens: 1_000_000, ..Usage::default() };
     assert!((sonnet.cost(&writes) - 3.75).abs() < 1e-9, "{}", sonnet.cost(&writes));
     let mut mine = std::collections::BTreeMap::new();

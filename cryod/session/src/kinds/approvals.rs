@@ -3,7 +3,7 @@
 //! Claude Code's permission prompt tool, the pre-tool hooks of Codex, Qwen
 //! Code and Gemini CLI (`cryo-agent approval --hook`), Qwen Code's defaults
 //! file, OpenCode's plugin; Pi's extension and the ACP client ask in their
-//! own files (`pi-cryo.mjs`, `agent::acp`).
+//! own files (`pi-cryo.mjs`, `acp`).
 
 use std::path::Path;
 
@@ -16,7 +16,7 @@ use super::{CLAUDE_MCP_TOOLS, Error, Kind, KindLine, Mcp, SESSION_VARS, chose, c
 /// through cryo's extension, OpenCode through a plugin; a command of the
 /// user's own asks itself (`cryo-agent approval`). What each was verified
 /// to do is in `agent-events.md`. All but the last need cryo's tools.
-pub(super) fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> crate::agent::Result<()> {
+pub(super) fn asks_approvals(kind: Kind, extra: &[String], mcp: Option<&Mcp>) -> crate::Result<()> {
     match kind {
         _ if mcp.is_none() && kind != Kind::Other => Err(Error::Setting(
             "[approvals] needs cryo's own tools for the agent to ask through: set `mcp = true` (and check that \

@@ -42,7 +42,7 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Limits, Sandbox};
+use crate::setup::{Limits, Sandbox};
 
 /// Set to `0` in cryod's environment, says the kernel has no Landlock
 /// whatever it has (a test's kernel without the feature).
@@ -116,7 +116,7 @@ pub fn landlock_adds(abi: u32) -> String {
 }
 
 /// What the launchers of a session are told (see `tree` and `harden`).
-/// The variable that carries the [`Plan`] to the launchers.
+/// The variable that carries the `Plan` to the launchers.
 pub const PLAN_VAR: &str = "CRYO_SANDBOX";
 
 /// The variable that carries what the program reads on its standard input
@@ -278,7 +278,7 @@ pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsStr
     }
     push(&["--unshare-pid".as_ref(), "--unshare-ipc".as_ref()]);
     // `network = "gateway"`: a network of its own (its loopback only),
-    // whose way out is the forwarder to the gateway (`agent::forward`).
+    // whose way out is the forwarder to the gateway (`forward`).
     if policy.connect_tcp.is_some() {
         push(&["--unshare-net".as_ref()]);
     }
@@ -353,7 +353,7 @@ pub(crate) fn restrict(policy: &Policy) -> super::Result<()> {
     // `network = "gateway"` is never held by Landlock's port rules (see
     // NETWORK_LANDLOCK): such a policy is refused, never run open.
     if policy.connect_tcp.is_some() {
-        return Err(Error::Setting(crate::config::NETWORK_LANDLOCK.into()));
+        return Err(Error::Setting(crate::setup::NETWORK_LANDLOCK.into()));
     }
     let mut ruleset = ruleset.create().map_err(|e| fail(&e))?;
     for p in visible(Path::new("/"), &hidden) {

@@ -66,7 +66,7 @@ pub struct Launch {
     /// MCP configuration a kind reads from a file.
     pub files: Vec<(String, String)>,
     /// The machine-readable stream the kind writes on stdout (known kinds).
-    pub events: Option<crate::agent_events::Format>,
+    pub events: Option<crate::events::Format>,
     /// The model the agent line names (`--model`/`-m`), if any.
     pub model: Option<String>,
     /// Its stderr carries log lines to read (OpenCode's provider limit).
@@ -178,8 +178,8 @@ impl Kind {
     }
 
     /// The stream this kind writes on stdout, if it is a known kind.
-    pub fn events(self) -> Option<crate::agent_events::Format> {
-        use crate::agent_events::Format;
+    pub fn events(self) -> Option<crate::events::Format> {
+        use crate::events::Format;
         match self {
             Kind::Claude => Some(Format::Claude),
             Kind::Codex => Some(Format::Codex),
@@ -678,11 +678,13 @@ mod account;
 mod approvals;
 mod settings;
 mod words;
-pub use account::{configured_model, provider_account};
+pub use account::configured_model;
 pub use approvals::{OPENCODE_PLUGIN, QWEN_DEFAULTS};
 pub use settings::merge_settings;
+pub use words::agent_words;
 use words::in_chamber;
-pub use words::{agent_words, split_words};
+#[cfg(test)]
+use words::split_words;
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,40 @@
-//! How an agent's session is confined: its sandbox (`sandbox` in
-//! `cryo.toml`, its default in `cryod.toml`), where it may connect
-//! (`network`) and its resource limits (`memory_max`, `cpu_weight`).
+//! What a chamber's `cryo.toml` says of whatever runs for it, as this
+//! crate reads it: how it is confined (its sandbox, where it may connect,
+//! its resource limits), which `cryod.toml` and `cryo.toml` parse, and the
+//! rest of a session's settings ([`Setup`]), which cryod hands in.
+
+use std::path::PathBuf;
 
 use serde::Deserialize;
+
+/// A chamber's settings for whatever runs for it, as cryod read them from
+/// its `cryo.toml` (defaults applied).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Setup {
+    /// The `agent` line.
+    pub agent: String,
+    /// `network`: where its processes may connect.
+    pub network: Network,
+    /// `memory_max` and `cpu_weight`.
+    pub limits: Limits,
+    /// `writable` and `readable`: folders a sandboxed process may also
+    /// write, or read (absolute).
+    pub writable: Vec<PathBuf>,
+    pub readable: Vec<PathBuf>,
+    /// `mcp`: offer `cryo-agent mcp` to a known kind.
+    pub mcp: bool,
+    /// `[provider] gateway`: a known kind reaches its provider through
+    /// cryod's gateway.
+    pub gateway: bool,
+    /// The upstream the agent's CLI named in its own config file when the
+    /// operator accepted `cryo.toml` (see [`crate::agent_file_upstream`]).
+    pub file_upstream: Option<String>,
+    /// `keep_exchanges`: the session's exchanges with its provider are
+    /// kept, redacted, in the chamber.
+    pub keep_exchanges: bool,
+    /// `timezone`, when the file names one: the agent's `TZ`.
+    pub timezone: Option<String>,
+}
 
 /// Where a session's processes may connect (`network` in `cryo.toml`).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]

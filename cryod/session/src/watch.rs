@@ -17,8 +17,7 @@ use std::sync::{Arc, Mutex};
 use cryo_core::session::Caught;
 use tokio::time::Instant;
 
-use crate::agent_events::ToolCall;
-use crate::chamber::config::Watch as Settings;
+use crate::events::ToolCall;
 
 /// Whom what the watch saw is told (once per session).
 pub type Sink = Arc<dyn Fn(Caught) + Send + Sync>;
@@ -30,7 +29,9 @@ pub struct Watch {
 }
 
 struct Inner {
-    settings: Settings,
+    /// `stall_after` and `loop_after`, as the chamber says.
+    stall_after: Option<std::time::Duration>,
+    loop_after: Option<u32>,
     state: Mutex<State>,
     /// Wakes the stall clock when the session ends.
     ended: tokio::sync::Notify,
@@ -50,20 +51,22 @@ struct State {
 }
 
 impl Watch {
-    /// A watch by `settings`, telling `sink`; none if it watches nothing.
-    pub fn new(settings: Settings, sink: Sink) -> Option<Watch> {
-        if settings.stall_after.is_none() && settings.loop_after.is_none() {
+    /// A watch by the chamber's `stall_after` and `loop_after`, telling
+    /// `sink`; none if it watches nothing.
+    pub fn new(stall_after: Option<std::time::Duration>, loop_after: Option<u32>, sink: Sink) -> Option<Watch> {
+        if stall_after.is_none() && loop_after.is_none() {
             return None;
         }
         let state = State { last: Instant::now(), run: None, asked: None, told: false, ended: false };
-        let inner = Inner { settings, state: Mutex::new(state), ended: tokio::sync::Notify::new(), sink };
+        let inner =
+            Inner { stall_after, loop_after, state: Mutex::new(state), ended: tokio::sync::Notify::new(), sink };
         Some(Watch { inner: Arc::new(inner) })
     }
 
     /// The agent runs: the stall clock starts now (if `stall_after` is
     /// set), until [`Watch::end`].
     pub fn start(&self) {
-        let Some(after) = self.inner.settings.stall_after else { return };
+        let Some(after) = self.inner.stall_after else { return };
         self.touch();
         let inner = self.inner.clone();
         tokio::spawn(async move {
@@ -122,7 +125,7 @@ impl Watch {
                 1
             }
         };
-        let looping = !s.told && !s.ended && self.inner.settings.loop_after.is_some_and(|after| times >= after);
+        let looping = !s.told && !s.ended && self.inner.loop_after.is_some_and(|after| times >= after);
         s.told |= looping;
         looping.then_some(times)
     }
@@ -150,8 +153,8 @@ mod tests {
     fn watched(stall: Option<u64>, loops: Option<u32>) -> (Watch, Arc<Mutex<Vec<Caught>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let to = seen.clone();
-        let settings = Settings { stall_after: stall.map(Duration::from_secs), loop_after: loops };
-        let w = Watch::new(settings, Arc::new(move |c| to.lock().unwrap().push(c))).expect("it watches");
+        let w = Watch::new(stall.map(Duration::from_secs), loops, Arc::new(move |c| to.lock().unwrap().push(c)))
+            .expect("it watches");
         (w, seen)
     }
 
@@ -161,8 +164,7 @@ mod tests {
 
     #[test]
     fn nothing_to_watch_is_no_watch() {
-        let off = Settings { stall_after: None, loop_after: None };
-        assert!(Watch::new(off, Arc::new(|_| {})).is_none());
+        assert!(Watch::new(None, None, Arc::new(|_| {})).is_none());
     }
 
     #[tokio::test(start_paused = true)]

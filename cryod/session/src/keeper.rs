@@ -200,14 +200,14 @@ async fn keep(args: Vec<OsString>) -> i32 {
                     cryod_gone = true;
                     out.open = false;
                     eprintln!("cryo keeper: cryod has gone; ending the agent");
-                    crate::agent::group::signal_group(pgid, Signal::SIGTERM);
+                    crate::group::signal_group(pgid, Signal::SIGTERM);
                     deadline = deadline.min(Instant::now() + Duration::from_secs(1));
                 }
             },
             _ = tokio::time::sleep_until(drain_by) => {
                 if ended.is_none() {
                     eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
-                    crate::agent::group::signal_group(pgid, Signal::SIGKILL);
+                    crate::group::signal_group(pgid, Signal::SIGKILL);
                     let left = end_tree();
                     if left > 0 {
                         eprintln!("cryo keeper: {left} process(es) of the session outlived 5 s of SIGKILL");
@@ -231,7 +231,7 @@ fn end_tree() -> usize {
     let me = std::process::id() as i32;
     let until = std::time::Instant::now() + KILL_WAIT;
     loop {
-        let live: Vec<i32> = descendants(me).into_iter().filter(|p| crate::agent::group::pid_running(*p)).collect();
+        let live: Vec<i32> = descendants(me).into_iter().filter(|p| crate::group::pid_running(*p)).collect();
         if live.is_empty() || std::time::Instant::now() >= until {
             return live.len();
         }
@@ -247,7 +247,7 @@ fn descendants(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let mut next = vec![pid];
     while let Some(p) = next.pop() {
-        for c in crate::agent::tree::children_of(p) {
+        for c in crate::tree::children_of(p) {
             if !out.contains(&c) && out.len() < 100_000 {
                 out.push(c);
                 next.push(c);

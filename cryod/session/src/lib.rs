@@ -1,0 +1,135 @@
+//! cryo's agent sessions, from the command line to the exit: the wing of
+//! cryod that starts what cryo does not trust. It knows nothing of
+//! chambers' supervisors or cryod's runtime: what it needs comes in as
+//! values ([`Setup`], [`Session`], [`Places`]) and traits cryod implements
+//! ([`Gateway`], [`Ticket`], [`Trace`]); what it learns goes out through
+//! callbacks ([`Tell`], [`Exit`]).
+//!
+//! Its public face, by what cryod does with it:
+//! - **start a session**: [`start`] a [`Session`] in its [`Jail`], with the
+//!   agent's [`Turn`], maybe a [`Keeper`] and a way [`Through`] the
+//!   gateway; it gives back [`Started`], then an [`Exit`]. Its stream's
+//!   findings are told at once ([`Tell`], a [`Watch`] for stalls and
+//!   loops); what it used is a [`Usage`], a provider's refusal a
+//!   [`Limited`], priced by [`Prices`];
+//! - **run a short command confined** (a pre-check, a notifier's command,
+//!   a jailed git command): [`confine`] a [`Run`], then [`run_check`],
+//!   [`run_prepared`], [`run_capped`] or [`shell`] it ([`Prepared`],
+//!   [`Ran`]);
+//! - **the kinds**: [`Kind`] (each known CLI, and the event format it
+//!   writes), [`agent_words`], [`agent_file_upstream`] (the upstream a CLI's
+//!   own file names, part of what the operator accepts), [`Auth`];
+//! - **the sandbox**: [`Sandbox`], [`Network`], [`Limits`], what this
+//!   machine offers ([`strongest`], [`unavailable`], [`landlock_abi`],
+//!   [`landlock_adds`], [`holds`]) and what a confined process keeps
+//!   ([`env_kept`]);
+//! - **processes**: a session's door ([`Doors`], [`Door`], [`DoorKey`]),
+//!   process groups ([`Live`], [`signal_group`], [`end_groups`],
+//!   [`processes_by_wake`], [`session_of`], [`pid_running`]), trees
+//!   ([`Cgroups`], [`Trees`]), the keeper's clock ([`keeper_until`]), and
+//!   [`intercept`]: cryod's own binary run as a session's launcher;
+//! - **what cryod shares with it**: the spawn gate ([`receive`]), stock
+//!   gRPC clients let in ([`Mended`]), [`find_program`].
+//!
+//! Inside, one room each; each uses only rooms of the lines before it:
+//! - `paths` (finding programs), `fds` (the spawn gate), `authority` (a
+//!   client's `:authority` mended), `setup`, `events` (a known kind's
+//!   stream read: transcript and usage, `agent-events.md`), `acp` (the
+//!   client of an Agent Client Protocol agent, `cryod __acp`), `group`
+//!   (process groups), `forward` (the way out of a bubblewrap session's
+//!   network, `cryod __forward`);
+//! - `door` (a session's own socket), `sandbox` (the modes, bubblewrap's
+//!   arguments, systemd scopes), `watch` (stalls and loops), `kinds` (each
+//!   kind's command line, `kinds/kinds-mcp.md`);
+//! - `tree` (a session's whole tree and its end, `cryod __sandbox`),
+//!   `stream` (a known kind's output read as it comes), `upstream` (where a
+//!   session's model calls go, and each kind pointed at the gateway),
+//!   `precheck` (short commands run confined);
+//! - `harden` (Landlock, no capability, the seccomp filter: `cryod
+//!   __confine`), `keeper` (a fleet node's agent, killed when cryod stops
+//!   vouching for it: `cryod __keep`);
+//! - `confine` (the chain of launchers around a program);
+//! - `launch` (a session's start).
+
+/// Why an agent, or a pre-check, could not be started as its chamber says.
+/// Each reads as one line for the person who gets it; the kind says whose
+/// move it is (the chamber's settings, the machine, the kernel, the disk).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The chamber's settings cannot make the command: its `agent` line,
+    /// `[provider] env`, a kind's own configuration.
+    #[error("{0}")]
+    Setting(String),
+    /// What the sandbox or the limits need is missing, or does not work here.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The kernel refused the confinement.
+    #[error("{0}")]
+    Refused(String),
+    /// A file in the chamber (the prompt, a kind's config, the agent's log)
+    /// could not be written or opened.
+    #[error("{0}")]
+    File(String),
+    /// The program (or its keeper) did not start.
+    #[error("{0}")]
+    Spawn(String),
+}
+
+/// The agent wing's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+mod acp;
+mod authority;
+mod confine;
+mod door;
+mod events;
+mod fds;
+mod forward;
+mod group;
+mod harden;
+mod keeper;
+mod kinds;
+mod launch;
+mod paths;
+mod precheck;
+mod sandbox;
+mod setup;
+mod stream;
+mod tree;
+mod upstream;
+mod watch;
+
+pub use authority::Mended;
+pub use confine::{Confined, Jail, Places, Run, confine};
+pub use door::{Door, DoorConn, DoorKey, Doors, Incoming};
+pub use events::{Limited, Price, Prices, ToolCall, Usage};
+pub use fds::receive;
+pub use group::{Live, end_groups, pid_running, processes_by_wake, session_of, signal_group};
+pub use harden::{PLAN_VAR, holds};
+pub use keeper::until as keeper_until;
+pub use kinds::{Kind, Turn, agent_bin_dir, agent_words};
+pub use launch::{AGENT_LOG, Exit, Gateway, Keeper, PROMPT_FILE, Session, Started, Through, Ticket, start};
+pub use paths::find_program;
+pub use precheck::{Prepared, Ran, run as run_check, run_capped, run_prepared, shell};
+pub use sandbox::{env_kept, landlock_abi, landlock_adds, strongest, unavailable};
+pub use setup::{Limits, NETWORK_LANDLOCK, Network, Sandbox, Setup};
+pub use stream::{EVENTS_FILE, Tell, Trace};
+pub use tree::{Cgroups, Tree, Trees};
+pub use upstream::{Auth, agent_file_upstream};
+pub use watch::Watch;
+
+/// Runs cryod's own binary as one of a session's launchers, when it was
+/// started as one (`cryod __keep`, `__sandbox`, `__confine`, `__forward`,
+/// `__acp`): the call does not return then. cryod's `main` calls it first.
+pub fn intercept() {
+    // A session's keeper (see `keeper`).
+    keeper::intercept();
+    // The keeper of a session's tree (see `tree`).
+    tree::intercept();
+    // The last step before a session's program runs (see `harden`).
+    harden::intercept();
+    // The way out of a bubblewrap session's network (see `forward`).
+    forward::intercept();
+    // The client of an Agent Client Protocol agent (see `acp`).
+    acp::intercept();
+}
