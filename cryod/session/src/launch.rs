@@ -159,8 +159,8 @@ pub async fn start<G: Gateway>(s: Session<'_, G>) -> super::Result<Started<G::Ti
     let root = s.jail.root;
     let raw = launch.events.and_then(|_| Dir::open(root).ok()?.append(Path::new(EVENTS_FILE)).ok());
     let logs = Logs { raw, ..logs };
-    let model = |format| launch.model.clone().or_else(|| kinds::configured_model(format, root, &provider_env));
-    let read = launch.events.map(|format| (format, model(format), logs));
+    let model = |kind| launch.model.clone().or_else(|| kinds::configured_model(kind, root, &provider_env));
+    let read = launch.events.map(|kind| (kind, model(kind), logs));
     let (mut tell, prices, on_exit) = (s.tell, s.prices, s.on_exit);
     // Through the gateway, the provider's own word stands: what the CLI
     // says of its usage and limits is kept for the transcript only.
@@ -196,8 +196,8 @@ pub async fn start<G: Gateway>(s: Session<'_, G>) -> super::Result<Started<G::Ti
         w.start();
     }
     let stream = match (read, child.stdout.take()) {
-        (Some((format, model, logs)), Some(out)) => {
-            Some(stream::read(out, child.stderr.take(), format, model, logs, prices, tell))
+        (Some((kind, model, logs)), Some(out)) => {
+            Some(stream::read(out, child.stderr.take(), kind, model, logs, prices, tell))
         }
         _ => None,
     };
@@ -572,7 +572,7 @@ fn file(e: impl std::fmt::Display) -> Error {
 /// pipe, which the lease extends.
 async fn kept_start(
     mut child: tokio::process::Child,
-    read: Option<(crate::events::Format, Option<String>, Logs)>,
+    read: Option<(crate::kinds::Kind, Option<String>, Logs)>,
     prices: Arc<crate::events::Prices>,
     tell: Tell,
     on_exit: Box<dyn FnOnce(Exit) + Send + Sync>,
@@ -600,10 +600,10 @@ async fn kept_start(
     // The relayed output, through pipes in memory, to the readers a child's
     // own output would go to.
     let (mut to_out, mut to_err, stream) = match read {
-        Some((format, model, logs)) => {
+        Some((kind, model, logs)) => {
             let (out_w, out_r) = tokio::io::duplex(64 * 1024);
             let (err_w, err_r) = tokio::io::duplex(16 * 1024);
-            let s = stream::read(out_r, Some(err_r), format, model, logs, prices, tell);
+            let s = stream::read(out_r, Some(err_r), kind, model, logs, prices, tell);
             (Some(out_w), Some(err_w), Some(s))
         }
         None => (None, None, None),

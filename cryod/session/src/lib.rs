@@ -33,22 +33,23 @@
 //!
 //! Inside, one room each; each uses only rooms of the lines before it:
 //! - `paths` (finding programs), `fds` (the spawn gate), `authority` (a
-//!   client's `:authority` mended), `setup`, `events` (a known kind's
-//!   stream read: transcript and usage, `agent-events.md`), `acp` (the
-//!   client of an Agent Client Protocol agent, `cryod __acp`), `group`
-//!   (process groups), `forward` (the way out of a bubblewrap session's
-//!   network, `cryod __forward`);
+//!   client's `:authority` mended), `setup`, `acp` (the client of an Agent
+//!   Client Protocol agent, `cryod __acp`), `group` (process groups),
+//!   `forward` (the way out of a bubblewrap session's network, `cryod
+//!   __forward`);
 //! - `door` (a session's own socket), `sandbox` (the modes, bubblewrap's
-//!   arguments, systemd scopes), `watch` (stalls and loops), `kinds` (each
-//!   kind's command line, `kinds/kinds-mcp.md`);
-//! - `tree` (a session's whole tree and its end, `cryod __sandbox`),
-//!   `stream` (a known kind's output read as it comes), `upstream` (where a
-//!   session's model calls go, and each kind pointed at the gateway),
-//!   `precheck` (short commands run confined);
-//! - `harden` (Landlock, no capability, the seccomp filter: `cryod
-//!   __confine`), `keeper` (a fleet node's agent, killed when cryod stops
-//!   vouching for it: `cryod __keep`);
-//! - `confine` (the chain of launchers around a program);
+//!   arguments, systemd scopes), `kinds` (each [`Kind`] and its command
+//!   line, `kinds/kinds-mcp.md`);
+//! - `events` (each kind's stream read: transcript and usage,
+//!   `agent-events.md`), `tree` (a session's whole tree and its end,
+//!   `cryod __sandbox`), `upstream` (where a session's model calls go, and
+//!   each kind pointed at the gateway), `precheck` (short commands run
+//!   confined);
+//! - `watch` (stalls and loops), `harden` (Landlock, no capability, the
+//!   seccomp filter: `cryod __confine`), `keeper` (a fleet node's agent,
+//!   killed when cryod stops vouching for it: `cryod __keep`);
+//! - `stream` (a known kind's output read as it comes), `confine` (the
+//!   chain of launchers around a program);
 //! - `launch` (a session's start).
 
 /// Why an agent, or a pre-check, could not be started as its chamber says.

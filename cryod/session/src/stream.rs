@@ -91,23 +91,23 @@ pub trait Trace: Send + Sync {
 pub fn read(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     err: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
-    format: crate::events::Format,
+    kind: crate::kinds::Kind,
     model: Option<String>,
     logs: Logs,
     prices: Arc<crate::events::Prices>,
     tell: Tell,
 ) -> EventStream {
     let (limit, watch) = (tell.limit.clone(), tell.watch.clone());
-    let s = read_events(out, format, model, logs.raw, logs.transcript, prices, tell);
+    let s = read_events(out, kind, model, logs.raw, logs.transcript, prices, tell);
     if let Some(err) = err {
-        read_logs(err, format, logs.stderr, s.seen.clone(), limit, watch);
+        read_logs(err, kind, logs.stderr, s.seen.clone(), limit, watch);
     }
     s
 }
 
 fn read_events(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    format: crate::events::Format,
+    kind: crate::kinds::Kind,
     model: Option<String>,
     mut raw: Option<std::fs::File>,
     mut transcript: std::fs::File,
@@ -120,7 +120,7 @@ fn read_events(
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
     let shared = seen.clone();
     let done = tokio::spawn(async move {
-        let mut reader = crate::events::Reader::new(format, model);
+        let mut reader = crate::events::Reader::new(kind, model);
         let mut told_over = false;
         let mut tools = Tools { trace, open: Vec::new() };
         let mut lines = tokio::io::BufReader::new(out).lines();
@@ -182,7 +182,7 @@ impl Tools {
 /// `cryo-agent.log` as they are, and read for the provider's limit.
 fn read_logs(
     err: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    format: crate::events::Format,
+    kind: crate::kinds::Kind,
     mut log: std::fs::File,
     seen: Arc<std::sync::Mutex<Seen>>,
     limit: Arc<dyn Fn(crate::events::Limited) + Send + Sync>,
@@ -197,7 +197,7 @@ fn read_logs(
             if let Some(w) = &watch {
                 w.touch();
             }
-            if let Some(l) = crate::events::log_limit(format, &line) {
+            if let Some(l) = crate::events::log_limit(kind, &line) {
                 seen.lock().expect("stream lock").limited(&l, &*limit);
             }
         }

@@ -59,8 +59,8 @@ impl Reader {
                             let (name, input) = (part["name"].as_str().unwrap_or("?"), &part["input"]);
                             // Qwen Code calls a deferred tool (MCP's) through
                             // its `tool_call`: shown as the tool it calls.
-                            let (name, input) = match (self.format, name, input["name"].as_str()) {
-                                (Format::Qwen, "tool_call", Some(inner)) => (inner, &input["arguments"]),
+                            let (name, input) = match (self.kind, name, input["name"].as_str()) {
+                                (Kind::Qwen, "tool_call", Some(inner)) => (inner, &input["arguments"]),
                                 _ => (name, input),
                             };
                             let c = ToolCall::new(name, input).with_id(part["id"].as_str());

@@ -2,7 +2,7 @@
 //! readable transcript for `cryo-agent.log`, and what the session used
 //! (model, tokens, cost, the provider's session id) for the ledger.
 //!
-//! One room per format reads its events (`agent-events.md`, beside this
+//! One room per stream reads its events (each [`Kind`] writes one) (`agent-events.md`, beside this
 //! folder, holds what was verified on the pinned CLIs and the flags that
 //! turn them on):
 //! - `claude`: Claude Code's `-p --output-format stream-json --verbose`,
@@ -18,21 +18,7 @@
 
 use serde_json::Value;
 
-/// Which stream a known kind writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Claude,
-    Codex,
-    OpenCode,
-    /// Qwen Code's `--output-format stream-json`: Claude Code's events.
-    Qwen,
-    /// Gemini CLI's `--output-format stream-json`.
-    Gemini,
-    /// Pi's `--mode json`.
-    Pi,
-    /// What cryod's ACP client (`acp`) writes of an ACP agent.
-    Acp,
-}
+use crate::kinds::Kind;
 
 /// What one session used, as far as its stream said.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -75,10 +61,10 @@ pub struct Limited {
 
 /// A provider's limit in one of a kind's log lines (its stderr, which cryod
 /// reads for OpenCode and Gemini CLI).
-pub fn log_limit(format: Format, line: &str) -> Option<Limited> {
-    match format {
-        Format::OpenCode => opencode_log_limit(line),
-        Format::Gemini => gemini_log_limit(line),
+pub fn log_limit(kind: Kind, line: &str) -> Option<Limited> {
+    match kind {
+        Kind::OpenCode => opencode_log_limit(line),
+        Kind::Gemini => gemini_log_limit(line),
         _ => None,
     }
 }
@@ -127,7 +113,7 @@ const LINE_CHARS: usize = 200;
 
 /// Reads one session's stream, line by line.
 pub struct Reader {
-    format: Format,
+    kind: Kind,
     pub usage: Usage,
     /// The stream ended on the provider's limit.
     pub limited: Option<Limited>,
@@ -192,9 +178,9 @@ fn call_key(name: &str, input: &str) -> String {
 impl Reader {
     /// `model` is what the agent line or the CLI's config names, if any
     /// (Codex and OpenCode do not repeat it in their events).
-    pub fn new(format: Format, model: Option<String>) -> Reader {
+    pub fn new(kind: Kind, model: Option<String>) -> Reader {
         Reader {
-            format,
+            kind,
             usage: Usage { model, ..Usage::default() },
             limited: None,
             retry_ms: None,
@@ -207,19 +193,21 @@ impl Reader {
     }
 
     /// The transcript lines for one line of output; anything that is not
-    /// one of the format's events is kept as it is.
+    /// one of the kind's events is kept as it is.
     pub fn line(&mut self, line: &str) -> Vec<String> {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             return if line.trim().is_empty() { Vec::new() } else { vec![line.to_string()] };
         };
         let mut out = Vec::new();
-        match self.format {
-            Format::Claude | Format::Qwen => self.claude(&v, &mut out),
-            Format::Codex => self.codex(&v, &mut out),
-            Format::OpenCode => self.opencode(&v, &mut out),
-            Format::Gemini => self.gemini(&v, &mut out),
-            Format::Pi => self.pi(&v, &mut out),
-            Format::Acp => self.acp(&v, &mut out),
+        match self.kind {
+            Kind::Claude | Kind::Qwen => self.claude(&v, &mut out),
+            Kind::Codex => self.codex(&v, &mut out),
+            Kind::OpenCode => self.opencode(&v, &mut out),
+            Kind::Gemini => self.gemini(&v, &mut out),
+            Kind::Pi => self.pi(&v, &mut out),
+            Kind::Acp => self.acp(&v, &mut out),
+            // Not read (see `Kind::writes_events`): kept as it is.
+            Kind::Other => out.push(line.to_string()),
         }
         out
     }

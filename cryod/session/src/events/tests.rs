@@ -2,8 +2,8 @@
 
 use super::*;
 
-fn read(format: Format, model: Option<&str>, text: &str) -> (Vec<String>, Usage) {
-    let mut r = Reader::new(format, model.map(str::to_string));
+fn read(kind: Kind, model: Option<&str>, text: &str) -> (Vec<String>, Usage) {
+    let mut r = Reader::new(kind, model.map(str::to_string));
     let lines = text.lines().flat_map(|l| r.line(l)).collect();
     (lines, r.usage)
 }
@@ -11,13 +11,13 @@ fn read(format: Format, model: Option<&str>, text: &str) -> (Vec<String>, Usage)
 /// Lines captured from Claude Code 2.1.330 against the scripted model.
 #[test]
 fn claude_stream() {
-    let (t, u) = read(Format::Claude, None, include_str!("../testdata/claude-stream.jsonl"));
+    let (t, u) = read(Kind::Claude, None, include_str!("../testdata/claude-stream.jsonl"));
     assert_eq!(u.model.as_deref(), Some("claude-opus-5-5"));
     assert_eq!(u.provider_session.as_deref(), Some("67d0929e-d211-4e51-954a-22e4a92a1a9a"));
     assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens), (70, 35, 0), "the result's totals");
     assert_eq!(u.cost_usd, Some(0.0009800000000000002));
     // Before the result, what the messages so far used.
-    let mut r = Reader::new(Format::Claude, None);
+    let mut r = Reader::new(Kind::Claude, None);
     for l in include_str!("../testdata/claude-stream.jsonl").lines().filter(|l| !l.contains("\"total_cost_usd\"")) {
         r.line(l);
     }
@@ -34,7 +34,7 @@ fn claude_stream() {
 /// Lines captured from Codex 0.169.0.
 #[test]
 fn codex_events() {
-    let (t, u) = read(Format::Codex, Some("m1"), include_str!("../testdata/codex-events.jsonl"));
+    let (t, u) = read(Kind::Codex, Some("m1"), include_str!("../testdata/codex-events.jsonl"));
     assert_eq!(u.provider_session.as_deref(), Some("01a2099b-b164-71a3-a92a-210aefd3ddcd"));
     assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens, u.cost_usd), (40, 20, 0, None));
     assert!(t.contains(&"[thread 01a2099b-b164-71a3-a92a-210aefd3ddcd · model m1]".to_string()), "{t:?}");
@@ -47,7 +47,7 @@ fn codex_events() {
 /// Lines captured from OpenCode 1.18.33.
 #[test]
 fn opencode_events() {
-    let (t, u) = read(Format::OpenCode, None, include_str!("../testdata/opencode-events.jsonl"));
+    let (t, u) = read(Kind::OpenCode, None, include_str!("../testdata/opencode-events.jsonl"));
     assert_eq!(u.provider_session.as_deref(), Some("ses_df66415c7ffe43h2zsKRwpH3bI"));
     assert_eq!((u.input_tokens, u.output_tokens), (30, 15), "{u:?}");
     assert_eq!(u.cost_usd, None, "a reported cost of 0 is no cost");
@@ -66,7 +66,7 @@ fn qwen_stream() {
         r#"{"type":"user","session_id":"e653","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","is_error":false,"content":"sent: messages/outbox/x.md"}]}}"#,
         r#"{"type":"result","subtype":"success","session_id":"e653","is_error":false,"result":"Done.","usage":{"input_tokens":20,"output_tokens":10,"cache_read_input_tokens":0,"total_tokens":30}}"#,
     ];
-    let (t, u) = read(Format::Qwen, None, &lines.join("\n"));
+    let (t, u) = read(Kind::Qwen, None, &lines.join("\n"));
     assert_eq!((u.model.as_deref(), u.provider_session.as_deref()), (Some("m1"), Some("e653")));
     assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (20, 10, None), "no cost: the price table's");
     assert!(t.contains(&"→ mcp__cryo__send: {\"text\":\"hi\"}".to_string()), "{t:?}");
@@ -89,7 +89,7 @@ fn gemini_stream() {
         r#"{"type":"message","timestamp":"t","role":"assistant","content":"done.","delta":true}"#,
         r#"{"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":45,"input_tokens":30,"output_tokens":15,"cached":4,"input":26,"duration_ms":67,"tool_calls":2}}"#,
     ];
-    let (t, u) = read(Format::Gemini, None, &lines.join("\n"));
+    let (t, u) = read(Kind::Gemini, None, &lines.join("\n"));
     assert_eq!((u.model.as_deref(), u.provider_session.as_deref()), (Some("m1"), Some("6310a789")));
     assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens, u.cost_usd), (30, 15, 4, None));
     assert_eq!(
@@ -104,7 +104,7 @@ fn gemini_stream() {
             "[usage: 30 in (4 cached), 15 out]",
         ]
     );
-    let mut r = Reader::new(Format::Gemini, None);
+    let mut r = Reader::new(Kind::Gemini, None);
     r.line(r#"{"type":"result","status":"error","error":{"type":"FatalError","message":"429 Too Many Requests"},"stats":{}}"#);
     assert!(r.limited.is_some());
 }
@@ -113,7 +113,7 @@ fn gemini_stream() {
 /// OpenAI-compatible server: one `bash` call, then text.
 #[test]
 fn pi_events() {
-    let (t, u) = read(Format::Pi, None, include_str!("../testdata/pi-events.jsonl"));
+    let (t, u) = read(Kind::Pi, None, include_str!("../testdata/pi-events.jsonl"));
     assert_eq!(u.provider_session.as_deref(), Some("01a21b6b-c06c-717c-83e1-61e36fe41fbd"));
     assert_eq!(u.model.as_deref(), Some("fake-model"));
     // Two model calls: 100 in and 10 out, then 120 in (20 cached) and 5 out.
@@ -123,7 +123,7 @@ fn pi_events() {
     assert!(t.contains(&"← hi".to_string()), "{t:?}");
     assert!(t.contains(&"assistant: Done.".to_string()), "{t:?}");
     assert!(t.last().is_some_and(|l| l.starts_with("[usage: 220 in (20 cached), 15 out")), "{t:?}");
-    let mut r = Reader::new(Format::Pi, None);
+    let mut r = Reader::new(Kind::Pi, None);
     r.line(r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429 Rate limit reached for requests. Please try again in 600s."}"#);
     assert!(r.limited.is_some(), "a 429 it would retry ends the session as limited");
 }
@@ -146,7 +146,7 @@ fn acp_lines() {
         r#"{"type":"update","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ne."}}}"#,
         r#"{"type":"result","result":{"stopReason":"end_turn"}}"#,
     ];
-    let (t, u) = read(Format::Acp, None, &lines.join("\n"));
+    let (t, u) = read(Kind::Acp, None, &lines.join("\n"));
     assert_eq!((u.provider_session.as_deref(), u.model.as_deref()), (Some("ce32"), Some("m1")));
     assert_eq!((u.input_tokens, u.cached_tokens, u.output_tokens), (161, 100, 7));
     assert_eq!(
@@ -162,7 +162,7 @@ fn acp_lines() {
     );
     // An agent that reports usage with its result only (OpenCode).
     let (_, u) = read(
-        Format::Acp,
+        Kind::Acp,
         None,
         r#"{"type":"result","result":{"stopReason":"end_turn","usage":{"inputTokens":103,"outputTokens":7}}}"#,
     );
@@ -173,7 +173,7 @@ fn acp_lines() {
 /// `retry-after: 20` (it retries) and then `600` (it gives up).
 #[test]
 fn claude_at_the_providers_limit() {
-    let mut r = Reader::new(Format::Claude, None);
+    let mut r = Reader::new(Kind::Claude, None);
     let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":20553,"error_status":429,"error":"rate_limit","session_id":"s1"}"#;
     assert_eq!(r.line(retry), ["limit: the provider refused (429); Claude Code retries in 20 s"]);
     assert_eq!(r.limited, None, "a retry inside the session is not the end");
@@ -182,7 +182,7 @@ fn claude_at_the_providers_limit() {
     let l = r.limited.clone().expect("limited");
     assert_eq!((l.resets_at, l.retry_after_ms), (None, Some(20553)));
     assert!(l.text.starts_with("API Error: Request rejected (429)"));
-    let mut r = Reader::new(Format::Claude, None);
+    let mut r = Reader::new(Kind::Claude, None);
     let window = r#"{"type":"result","is_error":true,"api_error":"usage_limit_reached","api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":1795460000}},"result":"limit reached"}"#;
     r.line(window);
     assert_eq!(r.limited.expect("limited").resets_at, Some(1795460000));
@@ -192,7 +192,7 @@ fn claude_at_the_providers_limit() {
 /// 600`): it says so once, then waits.
 #[test]
 fn codex_at_the_providers_limit() {
-    let mut r = Reader::new(Format::Codex, None);
+    let mut r = Reader::new(Kind::Codex, None);
     r.line(r#"{"type":"turn.started"}"#);
     assert_eq!(r.limited, None);
     let t = r.line(
@@ -215,15 +215,15 @@ fn opencode_at_the_providers_limit() {
     let models = r#"timestamp=2026-11-23T19:54:29.429Z level=ERROR run=c182c9d2 message="Failed to fetch models.dev" cause="Unable to connect""#;
     assert_eq!(opencode_log_limit(models), None);
     let gemini = r#"Attempt 1 failed with status 429. Retrying with backoff... _ApiError: {"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}"#;
-    assert!(log_limit(Format::Gemini, gemini).expect("limited").text.starts_with("Attempt 1 failed"));
-    assert_eq!(log_limit(Format::Gemini, "Attempt 2 failed with status 503. Retrying"), None);
-    assert_eq!(log_limit(Format::Claude, gemini), None, "only the kinds whose logs are read");
+    assert!(log_limit(Kind::Gemini, gemini).expect("limited").text.starts_with("Attempt 1 failed"));
+    assert_eq!(log_limit(Kind::Gemini, "Attempt 2 failed with status 503. Retrying"), None);
+    assert_eq!(log_limit(Kind::Claude, gemini), None, "only the kinds whose logs are read");
     assert!(!says_limit("request 14291 failed") && says_limit("last status: 429 Too Many Requests"));
 }
 
 #[test]
 fn other_lines_pass_through_and_results_are_clipped() {
-    let (t, _) = read(Format::Codex, None, "WARNING: something\n\n");
+    let (t, _) = read(Kind::Codex, None, "WARNING: something\n\n");
     assert_eq!(t, ["WARNING: something"]);
     let mut out = Vec::new();
     result(&mut out, "a\nb\nc\nd\ne", true);

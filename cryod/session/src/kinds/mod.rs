@@ -65,8 +65,8 @@ pub struct Launch {
     /// Files to write first (path relative to the chamber, contents): the
     /// MCP configuration a kind reads from a file.
     pub files: Vec<(String, String)>,
-    /// The machine-readable stream the kind writes on stdout (known kinds).
-    pub events: Option<crate::events::Format>,
+    /// The kind whose event stream it writes on stdout (known kinds).
+    pub events: Option<Kind>,
     /// The model the agent line names (`--model`/`-m`), if any.
     pub model: Option<String>,
     /// Its stderr carries log lines to read (OpenCode's provider limit).
@@ -100,17 +100,26 @@ const SESSION_VARS: &[&str] =
 /// What makes an `agent` line an Agent Client Protocol agent.
 pub const ACP_PREFIX: &str = "acp:";
 
-/// The agent kinds cryo knows.
+/// The agent kinds cryo knows, each with the event stream it writes on
+/// stdout (read by `events`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Claude Code: `-p --output-format stream-json --verbose`.
     Claude,
+    /// Codex: `exec --json`.
     Codex,
+    /// OpenCode: `run --format json`.
     OpenCode,
+    /// Qwen Code: `--output-format stream-json`, Claude Code's events.
     Qwen,
+    /// Gemini CLI: `--output-format stream-json`.
     Gemini,
+    /// Pi: `--mode json`.
     Pi,
-    /// `acp:COMMAND`: any agent speaking the Agent Client Protocol.
+    /// `acp:COMMAND`: any agent speaking the Agent Client Protocol; its
+    /// events are what cryod's client (`acp`) writes of it.
     Acp,
+    /// Any other command: no stream cryod reads.
     Other,
 }
 
@@ -177,19 +186,9 @@ impl Kind {
         }
     }
 
-    /// The stream this kind writes on stdout, if it is a known kind.
-    pub fn events(self) -> Option<crate::events::Format> {
-        use crate::events::Format;
-        match self {
-            Kind::Claude => Some(Format::Claude),
-            Kind::Codex => Some(Format::Codex),
-            Kind::OpenCode => Some(Format::OpenCode),
-            Kind::Qwen => Some(Format::Qwen),
-            Kind::Gemini => Some(Format::Gemini),
-            Kind::Pi => Some(Format::Pi),
-            Kind::Acp => Some(Format::Acp),
-            Kind::Other => None,
-        }
+    /// Whether it writes an event stream cryod reads (a known kind).
+    pub fn writes_events(self) -> bool {
+        self != Kind::Other
     }
 
     /// The kind of an `agent` command line (its first word; `acp:` before
@@ -335,7 +334,18 @@ pub fn command_line(
     env.insert("CRYO_AGENT_KIND".into(), kind.name().into());
     // Its prompt on standard input (an ACP agent's stdin is its client's).
     let stdin = (kind != Kind::Acp).then_some(prompt_arg);
-    Ok(Launch { program, args, env, files, events: kind.events(), model, read_logs, settings, bridge, stdin })
+    Ok(Launch {
+        program,
+        args,
+        env,
+        files,
+        events: kind.writes_events().then_some(kind),
+        model,
+        read_logs,
+        settings,
+        bridge,
+        stdin,
+    })
 }
 
 /// The part of a launch one kind's command line decides: `command_line`

@@ -156,7 +156,7 @@ fn a_known_kinds_prompt_goes_on_stdin_never_in_its_arguments() {
     let l = command_line("sh a.sh", Path::new("/c"), &turn("P"), false, None, &BTreeMap::new()).unwrap();
     assert_eq!((l.args.last().map(String::as_str), l.stdin.as_deref()), (Some("P"), Some("P")));
     let l = command_line("qwen", Path::new("/c"), &turn("- session: 1"), false, None, &BTreeMap::new()).unwrap();
-    assert_eq!(l.events, Some(crate::events::Format::Qwen));
+    assert_eq!(l.events, Some(Kind::Qwen));
     assert_eq!(l.env.get("CRYO_AGENT_KIND").map(String::as_str), Some("qwen"));
 }
 
