@@ -91,15 +91,9 @@ pub struct Run<'a> {
     pub stdin: Option<&'a str>,
 }
 
-/// Wraps `run` for the chamber's sandbox and limits; what could not be
-/// applied (limits outside systemd) goes into `notes`.
-pub fn confine(
-    jail: &Jail<'_>,
-    provider_env: &BTreeMap<String, String>,
-    run: Run<'_>,
-    notes: &mut Vec<String>,
-) -> super::Result<Confined> {
-    let config = &jail.setup;
+/// Whether the chamber's sandbox works here and holds its `network`: a
+/// session that cannot be held as its chamber says does not start.
+fn can_hold(jail: &Jail<'_>) -> super::Result<()> {
     // Asking may run bubblewrap once: off the worker (an unconfined
     // process asks nothing, and keeps its worker).
     let unavailable = match jail.mode {
@@ -109,7 +103,7 @@ pub fn confine(
     if let Some(why) = unavailable {
         return Err(Error::Unavailable(why));
     }
-    if config.network == Network::Gateway {
+    if jail.setup.network == Network::Gateway {
         match jail.mode {
             Sandbox::Off => {
                 return Err(Error::Setting(
@@ -125,6 +119,19 @@ pub fn confine(
             Sandbox::Bwrap => {}
         }
     }
+    Ok(())
+}
+
+/// Wraps `run` for the chamber's sandbox and limits; what could not be
+/// applied (limits outside systemd) goes into `notes`.
+pub fn confine(
+    jail: &Jail<'_>,
+    provider_env: &BTreeMap<String, String>,
+    run: Run<'_>,
+    notes: &mut Vec<String>,
+) -> super::Result<Confined> {
+    let config = &jail.setup;
+    can_hold(jail)?;
     let own_exe = crate::paths::own_exe().map_err(Error::Spawn)?;
     let own_exe = sandbox::canonical(&own_exe);
     // Limits through a systemd scope put the run in the scope's cgroup,

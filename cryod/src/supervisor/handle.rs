@@ -91,9 +91,9 @@ pub enum Event {
         session: u64,
         status: std::process::ExitStatus,
         /// What the agent's stream said it used (known kinds).
-        usage: Option<Box<crate::agent_events::Usage>>,
+        usage: Option<Box<cryo_session::Usage>>,
         /// Its stream ended on the provider's limit.
-        limited: Option<Box<crate::agent_events::Limited>>,
+        limited: Option<Box<cryo_session::Limited>>,
     },
     Timer(Timer),
     /// A wake's pre-checks answered.
@@ -144,7 +144,7 @@ pub enum Event {
     /// The running agent's stream says the provider's limit was reached.
     Limit {
         session: u64,
-        limited: Box<crate::agent_events::Limited>,
+        limited: Box<cryo_session::Limited>,
     },
     /// The machine is about to sleep (true) or has woken up (false).
     Power {

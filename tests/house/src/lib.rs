@@ -141,6 +141,29 @@ pub const CRATES: &[Crate] = &[
         inner: &[],
     },
     Crate {
+        name: "cryo-session",
+        src: "cryod/session/src",
+        skip: &[],
+        layers: &[
+            // Finding programs, the spawn gate, a client's `:authority`, what a chamber
+            // asks of its session, an ACP agent's client, process groups, the way out
+            // of a bubblewrap session's network.
+            &["paths", "fds", "authority", "setup", "acp", "group", "forward"],
+            // A session's own socket, the sandbox's modes, each kind and its command line.
+            &["door", "sandbox", "kinds"],
+            // Each kind's stream read, a session's whole tree, where its model calls go,
+            // short commands run confined.
+            &["events", "tree", "upstream", "precheck"],
+            // Stalls and loops; Landlock, capabilities and seccomp; a fleet node's keeper.
+            &["watch", "harden", "keeper"],
+            // Output read as it comes; the chain of launchers around a program.
+            &["stream", "confine"],
+            // A session's start.
+            &["launch"],
+        ],
+        inner: &[],
+    },
+    Crate {
         name: "cryo-mcp",
         src: "cryod/mcp/src",
         skip: &[],
