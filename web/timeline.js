@@ -17,6 +17,16 @@ function svg(tag, attrs = {}, ...kids) {
 // screen's, so its 12 px labels are drawn at 12 px on a phone too.
 const width = () => Math.max(280, Math.min(700, (window.innerWidth || 700) - 60));
 
+// A picture drawn `W` units wide shown in a narrower box (a side panel)
+// scales its labels down with it: they are drawn larger by as much, so
+// they read at 12 px wherever the picture is.
+function readable(pic, W) {
+  new ResizeObserver(([seen]) => {
+    if (seen.contentRect.width > 0) pic.style.setProperty("--axis", Math.max(12, 12 * W / seen.contentRect.width) + "px");
+  }).observe(pic);
+  return pic;
+}
+
 // A session's colour: cryod says whether it failed and what kind it was.
 const HELD = ["limited", "over_budget", "stopped"];
 const colour = (s) => !s.outcome ? "running" : s.failed ? "bad" : HELD.includes(s.kind) ? "held" : "ok";
@@ -48,7 +58,7 @@ export function chamberTimeline(h, days = 7) {
     kids.push(svg("path", { d: `M${x(t)} 56 l-4 8 h8 z`, class: "wake" + (w.held ? " held" : ""), "data-wake": w.at },
       svg("title", {}, "wake " + local(w.at) + (w.text ? ": " + w.text : "") + (w.held ? " (" + w.held + ")" : ""))));
   }
-  return svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "timeline of sessions and coming wakes", id: "timeline" }, kids);
+  return readable(svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "timeline of sessions and coming wakes", id: "timeline" }, kids), W);
 }
 
 // The digest: one row a day.
@@ -97,7 +107,7 @@ export function fleetTimeline(s, all, most = 40) {
         svg("title", {}, n + ": " + local(w.at) + (w.text ? " · " + w.text : "") + (w.held ? " (" + w.held + ")" : ""))));
     }
   });
-  return svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "the fleet's coming wakes", id: "fleet-timeline" }, kids);
+  return readable(svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "the fleet's coming wakes", id: "fleet-timeline" }, kids), W);
 }
 
 // What the colours and marks of a timeline mean.

@@ -3,7 +3,7 @@
 // 390 px. Approves the request named by APPROVE (by its call's text), then
 // denies the one named by DENY with a reason. Prints JSON: what it saw.
 //   HUB_URL=... HUB_TOKEN=... APPROVE=... DENY=... node tests/browser/approvals.mjs
-import { axe, drive } from "./driver.mjs";
+import { axe, drive, everywhere } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, APPROVE, DENY } = process.env;
 
@@ -19,6 +19,7 @@ await drive(async (browser, out) => {
     out["heading_" + width] = await page.$eval("#h-needs-all", (h) => h.textContent);
     await axe(page, "needs_you_" + width, out);
     if (width === 1280) {
+      await everywhere(page, "needs_you", out);
       const item = (text) => page.locator("[data-approval]", { has: page.locator("pre", { hasText: text }) });
       await item(APPROVE).getByRole("button", { name: "Approve" }).click();
       await page.waitForFunction((t) => ![...document.querySelectorAll("[data-approval] pre")].some((p) => p.textContent === t), APPROVE, { timeout: 20000 });

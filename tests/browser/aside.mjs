@@ -3,7 +3,7 @@
 // aside"), a changed setting reviewed and trusted from its item. 360 px,
 // dark. STAGE=after: what a restarted cryod still sets aside.
 //   HUB_URL=... HUB_TOKEN=... STAGE=first|after node tests/browser/aside.mjs
-import { axe, drive } from "./driver.mjs";
+import { axe, drive, everywhere } from "./driver.mjs";
 
 await drive(async (browser, out) => {
   const ctx = await browser.newContext({ viewport: { width: 360, height: 780 }, colorScheme: "dark", hasTouch: true, bypassCSP: true });
@@ -37,6 +37,7 @@ await drive(async (browser, out) => {
   out.aside = await aside();
   out.aside_text = await page.$eval('#set-aside li[data-aside="crash-b"]', (li) => li.textContent);
   await axe(page, "aside_360_dark", out);
+  await everywhere(page, "aside", out);
   // The changed setting, reviewed and trusted from its item.
   await page.tap('[data-review="guarded"]');
   await page.waitForSelector("#trust-diff", { timeout: 10000 });

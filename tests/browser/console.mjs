@@ -4,7 +4,7 @@
 // screenshots), CRASH (a chamber whose session crashed), ASKER (one whose
 // agent asked a question), SET (one whose settings the page edits), BUSY
 // (one whose session runs on).
-import { axe, drive, go } from "./driver.mjs";
+import { axe, drive, everywhere, go } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, SHOTS, CRASH, ASKER, SET, BUSY } = process.env;
 const WIDTHS = { desktop: 1280, phone: 360 };
@@ -200,6 +200,7 @@ await drive(async (browser, out) => {
     await page.evaluate(() => document.getElementById("settings").scrollIntoView());
     await page.screenshot({ path: `${SHOTS}/console-settings-error-${wide}.png` });
     await axe(page, "settings-error-" + wide, out);
+    if (wide === "desktop") await everywhere(page, "settings_error", out);
     if (wide === "desktop") {
       // Then a good one, and a removed key: saved, and said which.
       await page.fill("#set-max_attempts", "4");

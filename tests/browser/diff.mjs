@@ -3,7 +3,7 @@
 // from its number (files with their counts, the patch's lines marked),
 // axe-clean, at 390 and 1280 px. Prints JSON: what it saw.
 //   HUB_URL=... HUB_TOKEN=... CHAMBER=... SHOTS=... node tests/browser/diff.mjs
-import { axe, drive, go } from "./driver.mjs";
+import { axe, drive, everywhere, go } from "./driver.mjs";
 
 const { CHAMBER, SHOTS } = process.env;
 
@@ -47,6 +47,7 @@ await drive(async (browser, out) => {
     await page.waitForSelector("#branch-diff-box details.diff-file", { timeout: 20000 });
     out["branch_files_" + width] = await page.$$eval("#branch-diff-box details.diff-file", (ds) => ds.map((d) => d.dataset.path));
     await axe(page, "run_diff_" + width, out);
+    if (width === 1280) await everywhere(page, "run_diff", out);
     await page.screenshot({ path: `${SHOTS}/git-run-${wide}.png`, fullPage: true });
     await ctx.close();
   }

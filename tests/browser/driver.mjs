@@ -39,3 +39,23 @@ export async function drive(body) {
   }
   console.log(JSON.stringify(out));
 }
+
+// The page as it is now at both widths (360 and 1280 px) in both themes:
+// axe's serious and critical violations kept as `out.axe[NAME_WIDTH_THEME]`,
+// and anything wider than the screen as `out.wide[NAME_WIDTH_THEME]`. The
+// page's own size and theme come back after.
+export async function everywhere(page, name, out) {
+  const was = page.viewportSize();
+  for (const width of [360, 1280]) {
+    await page.setViewportSize({ width, height: was?.height || 800 });
+    for (const theme of ["light", "dark"]) {
+      await page.emulateMedia({ colorScheme: theme });
+      const key = `${name}_${width}_${theme}`;
+      await axe(page, key, out);
+      out.wide = out.wide || {};
+      out.wide[key] = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    }
+  }
+  await page.emulateMedia({ colorScheme: null });
+  if (was) await page.setViewportSize(was);
+}

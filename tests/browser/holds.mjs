@@ -2,7 +2,7 @@
 // headless Chromium, and prints what it says as JSON. Run by
 // tests/it/gateway.rs once an account is held; inputs from the
 // environment: HUB_URL, HUB_TOKEN.
-import { drive } from "./driver.mjs";
+import { drive, everywhere } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN } = process.env;
 
@@ -10,6 +10,7 @@ await drive(async (browser, out) => {
   const page = await browser.newPage();
   await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
   await page.waitForSelector("#holds [data-hold]", { timeout: 20000 });
+  await everywhere(page, "holds_banner", out);
   out.holds = await page.$$eval("#holds [data-hold]", (l) => l.map((p) => ({
     provider: p.dataset.hold,
     text: p.textContent,
@@ -28,5 +29,6 @@ await drive(async (browser, out) => {
       return { badge: document.getElementById("state").textContent, held: held.textContent, colour: getComputedStyle(held).color, failure_colour: bad,
         zone_on_hover: held.querySelector("time")?.title || "", next_wake: row("next wake") };
     });
+    await everywhere(page, "held_chamber", out);
   }
 });

@@ -6,7 +6,7 @@
 // this machine's). Prints JSON: what it saw, and `ask_to_card_ms`.
 //   HUB_URL=... HUB_TOKEN=... GO_FILE=... ASKED_FILE=... CHAMBER=... node tests/browser/live-approval.mjs
 import { readFileSync, writeFileSync } from "node:fs";
-import { axe, drive } from "./driver.mjs";
+import { axe, drive, everywhere } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, GO_FILE, ASKED_FILE, CHAMBER } = process.env;
 
@@ -32,6 +32,7 @@ await drive(async (browser, out) => {
   await page.selectOption("#state-filter", "needs");
   out.needs_rows = await page.$$eval("tr[data-chamber]", (rows) => rows.map((r) => r.dataset.chamber));
   await axe(page, "list_360", out);
+  await everywhere(page, "live_list", out);
 
   // Its page (the notification's link): the request, with its answers.
   await page.goto(HUB_URL + "#/c/" + CHAMBER);
@@ -43,6 +44,7 @@ await drive(async (browser, out) => {
   out.approve_box = box && { width: Math.round(box.width), height: Math.round(box.height) };
   out.page_width = await page.evaluate(() => document.documentElement.scrollWidth);
   await axe(page, "chamber_360", out);
+  await everywhere(page, "live_chamber", out);
   await approve.click();
   await page.waitForFunction(() => !document.querySelector("[data-approval]"), null, { timeout: 10000 });
   out.after = await page.$$eval("[data-approval]", (items) => items.length);

@@ -3,7 +3,7 @@
 // the transcript opened at their newest line and searchable; Run again
 // wakes the chamber, and the good run's page is titled by its summary.
 //   HUB_URL=... HUB_TOKEN=... CHAMBER=... node tests/browser/run.mjs
-import { axe, drive, go } from "./driver.mjs";
+import { axe, drive, everywhere, go } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, CHAMBER } = process.env;
 
@@ -34,6 +34,7 @@ await drive(async (browser, out) => {
     run.found = await page.textContent("#run-transcript");
     run.page_width = await page.evaluate(() => document.documentElement.scrollWidth);
     await axe(page, "run_" + width, out);
+    if (width === 1280) await everywhere(page, "run", out);
     if (width === 360) {
       // The chamber page's Log and Transcript tabs: at the newest line,
       // searchable, in the dark theme too.

@@ -3,7 +3,7 @@
 // a removal undone (nothing sent), then one left to go (sent after its
 // six seconds). Prints JSON: what it saw.
 //   HUB_URL=... HUB_TOKEN=... CHAMBER=... node tests/browser/todos.mjs
-import { axe, drive, go } from "./driver.mjs";
+import { axe, drive, everywhere, go } from "./driver.mjs";
 
 const { HUB_URL, HUB_TOKEN, CHAMBER } = process.env;
 
@@ -33,6 +33,7 @@ await drive(async (browser, out) => {
   await page.click(`#todo-undo button[data-undo="${firstId}"]`);
   out.undone_back = await page.$$eval(`#todos li[data-todo="${firstId}"]`, (l) => l.length === 1);
   await axe(page, "todos_360", out);
+  await everywhere(page, "todos", out);
   // Removed for good: sent once its Undo has passed.
   const secondId = await page.$$eval("#todos li", (l) => l[1].dataset.todo);
   out.removed_for_good = secondId;

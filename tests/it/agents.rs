@@ -874,6 +874,7 @@ fn limit_scenario_by(bin: &str, seen: Seen, provider: impl Fn(&Env, &ModelServer
         && let Some(dir) = crate::browser::driver()
     {
         let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
+        crate::browser::assert_everywhere_clean(&seen);
         let text = seen["holds"][0]["text"].as_str().unwrap_or_default();
         assert!(
             text.starts_with("held by ") && text.ends_with(", 1 chamber: lim-b."),

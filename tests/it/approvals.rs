@@ -691,6 +691,7 @@ cryo-agent hibernate --complete
         &env,
         &[("APPROVE", "git push origin main".into()), ("DENY", "git push --tags\nsecond line".into())],
     );
+    crate::browser::assert_everywhere_clean(&seen);
     for width in [390, 1280] {
         let items = seen[format!("items_{width}")].as_array().cloned().unwrap_or_default();
         assert_eq!(items.len(), 2, "{seen}");
@@ -740,6 +741,7 @@ cryo-agent hibernate --complete
         ],
     );
     eprintln!("figure: ask to card on an open page {} ms", seen["ask_to_card_ms"]);
+    crate::browser::assert_everywhere_clean(&seen);
     assert_eq!(seen["before"], 0, "{seen}");
     assert_eq!(seen["same_document"], true, "no reload: {seen}");
     assert!(seen["ask_to_card_ms"].as_i64().is_some_and(|ms| (0..1000).contains(&ms)), "within a second: {seen}");

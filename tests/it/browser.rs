@@ -46,6 +46,18 @@ pub(crate) fn run_driver(dir: &Path, script: &str, env: &Env, vars: &[(&str, Str
     seen
 }
 
+/// Issue 63: what a driver's `everywhere` saw (a page at 360 and 1280 px, in
+/// the light and the dark theme): no axe violation, nothing wider than the
+/// screen.
+pub(crate) fn assert_everywhere_clean(seen: &serde_json::Value) {
+    let wide = seen["wide"].as_object().unwrap_or_else(|| panic!("the driver looked nowhere: {seen}"));
+    assert!(wide.len() >= 4 && wide.len() % 4 == 0, "{seen}");
+    for (key, over) in wide {
+        assert_eq!(seen["axe"][key], serde_json::json!([]), "{key}: {}", seen["axe"][key]);
+        assert!(over.as_i64() <= Some(0), "{key}: {over} px wider than the screen");
+    }
+}
+
 #[test]
 fn the_hub_in_headless_chromium() {
     let Some(dir) = driver() else {
@@ -278,6 +290,7 @@ fn the_hub_as_a_console() {
     ]
     .map(|(k, v)| (k, v.to_string()));
     let seen = run_driver(&dir, "console.mjs", &env, &vars);
+    assert_everywhere_clean(&seen);
     for wide in ["desktop", "phone"] {
         let s = &seen[wide];
         // A crashed chamber is not dressed as a healthy one.
@@ -494,6 +507,7 @@ fn two_hundred_todos_page_search_and_undo_on_a_phone() {
         env.cryoctl(&["chamber", "todo", "many", "list", "--json"]).json().as_array().map(Vec::len) == Some(200)
     });
     let seen = run_driver(&dir, "todos.mjs", &env, &[("CHAMBER", "many".into())]);
+    assert_everywhere_clean(&seen);
     eprintln!("figure: 200 TODOs, the page at 360 px is {} px high", seen["page_height"]);
     assert_eq!(seen["first"], serde_json::json!({ "items": 50, "count": "200 to do, the first 50 shown." }), "{seen}");
     assert_eq!(seen["form_first"], true, "{seen}");
@@ -529,6 +543,7 @@ fn a_run_has_a_page_of_its_own_and_a_failed_one_runs_again() {
     env.cryoctl(&["chamber", "start", "job"]).ok();
     c.wait_ended(1);
     let seen = run_driver(&dir, "run.mjs", &env, &[("CHAMBER", "job".into())]);
+    assert_everywhere_clean(&seen);
     for width in [360, 1280] {
         let run = &seen[format!("failed_run_{width}")];
         assert!(seen[format!("failed_filter_{width}")].as_str().unwrap().starts_with("1 of "), "{seen}");
@@ -583,6 +598,7 @@ fn a_phone_sets_failures_aside_and_trusts_a_setting_from_the_queue() {
     std::fs::create_dir_all(&shots).unwrap();
     let shots = ("SHOTS", shots.to_str().expect("a UTF-8 path").to_string());
     let seen = run_driver(&dir, "aside.mjs", &env, &[("STAGE", "first".into()), shots.clone()]);
+    assert_everywhere_clean(&seen);
     let names = |v: &serde_json::Value| {
         v.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect::<Vec<_>>()
     };

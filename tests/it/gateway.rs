@@ -150,6 +150,7 @@ fn a_429_with_retry_after_90_holds_the_account_exactly_that_long() {
     // The hub's banner says the same, with its source.
     if let Some(dir) = crate::browser::driver() {
         let seen = crate::browser::run_driver(&dir, "holds.mjs", &env, &[]);
+        crate::browser::assert_everywhere_clean(&seen);
         let hold = &seen["holds"][0];
         let text = hold["text"].as_str().unwrap_or_default();
         assert!(text.starts_with("held by ") && text.contains(" until ") && text.contains("retry-after"), "{seen}");

@@ -520,6 +520,7 @@ fn the_hub_shows_a_runs_diff() {
     std::fs::create_dir_all(&shots).unwrap();
     let vars = [("CHAMBER", "c".to_string()), ("SHOTS", shots.display().to_string())];
     let seen = crate::browser::run_driver(&dir, "diff.mjs", &env, &vars);
+    crate::browser::assert_everywhere_clean(&seen);
     for width in [390, 1280] {
         let line = seen[format!("git_line_{width}")]["text"].as_str().unwrap().to_string();
         assert!(line.contains("cryo/c") && line.contains("+3") && line.contains("−1"), "{line}");
