@@ -132,7 +132,7 @@ pub fn confine(
 ) -> super::Result<Confined> {
     let config = &jail.setup;
     can_hold(jail)?;
-    let own_exe = crate::paths::own_exe().map_err(Error::Spawn)?;
+    let own_exe = crate::paths::own_exe()?;
     let own_exe = sandbox::canonical(&own_exe);
     // Limits through a systemd scope put the run in the scope's cgroup,
     // which a cgroup of cryod's own would take it out of.

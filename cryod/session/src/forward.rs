@@ -15,6 +15,8 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::Error;
+
 /// The forwarder's first argument.
 pub const ARG: &str = "__forward";
 
@@ -44,20 +46,16 @@ pub fn intercept() {
     std::process::exit(code)
 }
 
-fn run(args: Vec<OsString>) -> Result<i32, String> {
+fn run(args: Vec<OsString>) -> crate::Result<i32> {
     let mut args = args.into_iter();
-    let port: u16 = args.next().and_then(|p| p.to_str()?.parse().ok()).ok_or("no port")?;
-    let socket = PathBuf::from(args.next().ok_or("no socket")?);
-    if args.next().is_none_or(|a| a != "--") {
-        return Err("no `--` before the program".into());
-    }
-    let program = args.next().ok_or("no program")?;
+    let port: u16 =
+        args.next().and_then(|p| p.to_str()?.parse().ok()).ok_or_else(|| Error::Launcher("no port".into()))?;
+    let socket = PathBuf::from(args.next().ok_or_else(|| Error::Launcher("no socket".into()))?);
+    let program = super::harden::program_after_dashes(&mut args)?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", port))
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{port} inside the sandbox: {e}"))?;
-    let mut child = std::process::Command::new(&program)
-        .args(args)
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(&program).display()))?;
+        .map_err(|e| Error::Refused(format!("cannot listen on 127.0.0.1:{port} inside the sandbox: {e}")))?;
+    let mut child =
+        std::process::Command::new(&program).args(args).spawn().map_err(|e| super::harden::cannot_run(&program, e))?;
     // The agent, started in the session's group, ends on its SIGTERM; the
     // forwarder leaves the group, so that it outlives the agent and ends
     // with it.
@@ -72,7 +70,7 @@ fn run(args: Vec<OsString>) -> Result<i32, String> {
         match child.wait() {
             Ok(s) => break s,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("waiting for the agent: {e}")),
+            Err(e) => return Err(Error::Spawn(format!("waiting for the agent: {e}"))),
         }
     };
     use std::os::unix::process::ExitStatusExt;

@@ -22,6 +22,8 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 
+use crate::{Error, Result};
+
 #[cfg(test)]
 use super::sandbox::Policy;
 pub use super::sandbox::{PLAN_VAR, Plan, STDIN_VAR};
@@ -103,7 +105,7 @@ pub fn intercept() {
     std::process::exit(126)
 }
 
-fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
+fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible> {
     use std::os::unix::process::CommandExt;
     // The keeper of the tree reads its signals from a signalfd, with every
     // one blocked, and a child starts with its parent's mask: what the
@@ -117,18 +119,12 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
     if args.next_if(|a| a == EXEC).is_some() {
         // A namespace's init runs the program through this: unblocked, as
         // confined as the init made itself.
-        let arg0 = args.next().ok_or("no name for the program")?;
-        if args.next().is_none_or(|a| a != "--") {
-            return Err("no `--` before the program".into());
-        }
-        let program = args.next().ok_or("no program")?;
+        let arg0 = args.next().ok_or_else(|| Error::Launcher("no name for the program".into()))?;
+        let program = program_after_dashes(&mut args)?;
         let e = std::process::Command::new(&program).arg0(arg0).args(args).exec();
-        return Err(format!("cannot run {}: {e}", std::path::Path::new(&program).display()));
+        return Err(cannot_run(&program, e));
     }
-    if args.next().is_none_or(|a| a != "--") {
-        return Err("no `--` before the program".into());
-    }
-    let program = args.next().ok_or("no program")?;
+    let program = program_after_dashes(&mut args)?;
     let mut plan = Plan::from_env()?;
     if let Some(text) = std::env::var_os(STDIN_VAR) {
         give_stdin(text.as_encoded_bytes())?;
@@ -139,7 +135,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
     let init = nix::unistd::getpid().as_raw() == 1;
     if init {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-            .map_err(|e| format!("cannot make the session's mount namespace: {e}"))?;
+            .map_err(|e| Error::Refused(format!("cannot make the session's mount namespace: {e}")))?;
         own_proc()?;
         if let Some(policy) = plan.landlock.as_mut()
             && own_terminals().is_ok()
@@ -166,15 +162,29 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Str
             .env_remove(PLAN_VAR)
             .env_remove(STDIN_VAR)
             .exec();
-        Err(format!("cannot run {}: {e}", std::path::Path::new(&program).display()))
+        Err(cannot_run(&program, e))
     }
+}
+
+/// A launcher's `-- PROGRAM`: the program, after the `--` that must come
+/// first (the launchers of `tree` and `forward` take theirs alike).
+pub(crate) fn program_after_dashes(args: &mut impl Iterator<Item = OsString>) -> Result<OsString> {
+    if args.next().is_none_or(|a| a != "--") {
+        return Err(Error::Launcher("no `--` before the program".into()));
+    }
+    args.next().ok_or_else(|| Error::Launcher("no program".into()))
+}
+
+/// A launcher's program that could not be run (`exec` or `spawn`).
+pub(crate) fn cannot_run(program: &std::ffi::OsStr, e: std::io::Error) -> Error {
+    Error::Spawn(format!("cannot run {}: {e}", std::path::Path::new(program).display()))
 }
 
 /// Mounts a `devpts` of the session's own over `/dev/pts` (and its `ptmx`
 /// over `/dev/ptmx`), in this mount namespace alone: the pseudo-terminals a
 /// program opens (a CLI's shell tool) are the session's, and none of the
 /// user's terminals is in sight.
-fn own_terminals() -> Result<(), String> {
+fn own_terminals() -> Result<()> {
     use nix::mount::{MsFlags, mount};
     let none: Option<&str> = None;
     mount(
@@ -185,26 +195,26 @@ fn own_terminals() -> Result<(), String> {
         Some("newinstance,ptmxmode=0666,mode=620"),
     )
     .and_then(|()| mount(Some("/dev/pts/ptmx"), "/dev/ptmx", none, MsFlags::MS_BIND, none))
-    .map_err(|e| format!("cannot give the session terminals of its own: {e}"))
+    .map_err(|e| Error::Refused(format!("cannot give the session terminals of its own: {e}")))
 }
 
 /// Mounts a `/proc` of this process namespace over the machine's, in this
 /// process's own mount namespace (made private first, so that nothing
 /// propagates back to the machine).
-fn own_proc() -> Result<(), String> {
+fn own_proc() -> Result<()> {
     use nix::mount::{MsFlags, mount};
     let none: Option<&str> = None;
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|e| format!("cannot make the session's mounts private: {e}"))?;
+        .map_err(|e| Error::Refused(format!("cannot make the session's mounts private: {e}")))?;
     mount(Some("proc"), "/proc", Some("proc"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, none)
-        .map_err(|e| format!("cannot mount the session's own /proc: {e}"))
+        .map_err(|e| Error::Refused(format!("cannot mount the session's own /proc: {e}")))
 }
 
 /// Makes `text` this process's standard input: a memory file holding it,
 /// read from its start.
-fn give_stdin(text: &[u8]) -> Result<(), String> {
+fn give_stdin(text: &[u8]) -> Result<()> {
     use std::io::{Seek, Write};
-    let fail = |e: &dyn std::fmt::Display| format!("cannot give the program its input: {e}");
+    let fail = |e: &dyn std::fmt::Display| Error::Refused(format!("cannot give the program its input: {e}"));
     let fd =
         nix::sys::memfd::memfd_create(c"cryo-stdin", nix::sys::memfd::MFdFlags::MFD_CLOEXEC).map_err(|e| fail(&e))?;
     let mut file = std::fs::File::from(fd);
@@ -216,22 +226,23 @@ fn give_stdin(text: &[u8]) -> Result<(), String> {
 /// Applies `plan` to this process (`init`: the first of a process
 /// namespace of its own): Landlock if it says so, then every capability
 /// gone, then the filter; fails unless all of it holds.
-pub fn confine(plan: &Plan, init: bool) -> Result<(), String> {
+pub fn confine(plan: &Plan, init: bool) -> Result<()> {
     if let Some(policy) = &plan.landlock {
-        super::sandbox::restrict(policy).map_err(|e| e.to_string())?;
+        super::sandbox::restrict(policy)?;
     }
     let bounded = drop_capabilities()?;
     let ancestors = ancestors();
     let own_pids = plan.own_pids || init;
     let program = filter(&ancestors, own_group(), plan, own_pids)?;
     for program in [program, no_clone3()?] {
-        seccompiler::apply_filter(&program).map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+        seccompiler::apply_filter(&program)
+            .map_err(|e| Error::Refused(format!("cannot install the seccomp filter: {e}")))?;
     }
     // A normal user's process cannot clear its bounding set, and under
     // no_new_privs nothing it runs can gain what the set allows.
     match Held::now().excess(bounded) {
         None => Ok(()),
-        Some(left) => Err(format!("the session would still hold: {left}; it is not started")),
+        Some(left) => Err(Error::Refused(format!("the session would still hold: {left}; it is not started"))),
     }
 }
 
@@ -240,9 +251,10 @@ pub fn confine(plan: &Plan, init: bool) -> Result<(), String> {
 /// a Landlock session's init in its own user namespace); a normal user's
 /// process has none, and its set stays as it is (under `no_new_privs`
 /// nothing it runs gains from it).
-fn drop_capabilities() -> Result<bool, String> {
+fn drop_capabilities() -> Result<bool> {
     use caps::CapSet;
-    let fail = |what: &str, e: caps::errors::CapsError| format!("cannot drop the {what} capabilities: {e}");
+    let fail =
+        |what: &str, e: caps::errors::CapsError| Error::Refused(format!("cannot drop the {what} capabilities: {e}"));
     caps::clear(None, CapSet::Ambient).map_err(|e| fail("ambient", e))?;
     let bounded = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
     if bounded {
@@ -250,7 +262,7 @@ fn drop_capabilities() -> Result<bool, String> {
     }
     caps::clear(None, CapSet::Inheritable).map_err(|e| fail("inheritable", e))?;
     caps::clear(None, CapSet::Permitted).map_err(|e| fail("permitted", e))?;
-    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| Error::Refused(format!("cannot set no_new_privs: {e}")))?;
     Ok(bounded || caps::read(None, CapSet::Bounding).is_ok_and(|b| b.is_empty()))
 }
 
@@ -299,20 +311,15 @@ fn stat(pid: i32) -> Option<(i32, i32)> {
 ///
 /// On x86-64 the x32 numbers of each are refused alike; a 32-bit call
 /// (another architecture in the filter's eyes) kills the process.
-fn filter(
-    ancestors: &[(i32, i32)],
-    own_group: i32,
-    plan: &Plan,
-    own_pids: bool,
-) -> Result<seccompiler::BpfProgram, String> {
+fn filter(ancestors: &[(i32, i32)], own_group: i32, plan: &Plan, own_pids: bool) -> Result<seccompiler::BpfProgram> {
     use nix::libc;
     use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompFilter, SeccompRule};
-    let bad = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+    let bad = seccomp_unbuilt;
     let cond = |arg: u8, len: Len, op: Op, value: u64| seccompiler::SeccompCondition::new(arg, len, op, value);
     // A pid as the kernel compares it: its 32 bits.
     let pid = |p: i32| u64::from(p as u32);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut deny = |nr: libc::c_long, conds: Vec<seccompiler::SeccompCondition>| -> Result<(), String> {
+    let mut deny = |nr: libc::c_long, conds: Vec<seccompiler::SeccompCondition>| -> Result<()> {
         let entry = rules.entry(nr).or_default();
         if !conds.is_empty() {
             entry.push(SeccompRule::new(conds).map_err(bad)?);
@@ -407,10 +414,15 @@ fn filter(
         let native: Vec<(i64, Vec<SeccompRule>)> = rules.iter().map(|(nr, r)| (*nr | X32, r.clone())).collect();
         rules.extend(native);
     }
-    let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e}"))?;
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| Error::Unavailable(format!("seccomp: {e}")))?;
     let filter =
         SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch).map_err(bad)?;
     filter.try_into().map_err(|e: seccompiler::BackendError| bad(e))
+}
+
+/// A seccomp filter this machine's seccompiler cannot build.
+fn seccomp_unbuilt(e: seccompiler::BackendError) -> Error {
+    Error::Unavailable(format!("cannot build the seccomp filter: {e}"))
 }
 
 /// The second filter: `clone3` answers `ENOSYS`, so that the C library
@@ -418,15 +430,15 @@ fn filter(
 /// and among them `CLONE_INTO_CGROUP` would let root's uid (no capability
 /// needed, only the cgroup files' owner) start a process outside the
 /// session's cgroup, where ending the session would not reach it.
-fn no_clone3() -> Result<seccompiler::BpfProgram, String> {
+fn no_clone3() -> Result<seccompiler::BpfProgram> {
     use seccompiler::{SeccompAction, SeccompFilter};
-    let bad = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+    let bad = seccomp_unbuilt;
     let mut rules = BTreeMap::new();
     rules.insert(nix::libc::SYS_clone3, Vec::new());
     if cfg!(target_arch = "x86_64") {
         rules.insert(nix::libc::SYS_clone3 | 0x4000_0000, Vec::new());
     }
-    let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e}"))?;
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| Error::Unavailable(format!("seccomp: {e}")))?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(nix::libc::ENOSYS as u32), arch)
         .map_err(bad)?;
     filter.try_into().map_err(|e: seccompiler::BackendError| bad(e))

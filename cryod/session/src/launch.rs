@@ -349,8 +349,7 @@ fn through_gateway<G: Gateway>(
             .cloned()
             .or_else(|| (kind != kinds::Kind::Other).then(|| std::env::var(name).ok()).flatten())
     };
-    let mut plan = match super::upstream::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())
-        .map_err(Error::Setting)?
+    let mut plan = match super::upstream::plan(kind, root, &var, through.upstream.as_deref(), launch.model.as_deref())?
     {
         super::upstream::Way::Gateway(plan) => plan,
         super::upstream::Way::Own(_) if through.fallback => {
@@ -486,7 +485,7 @@ fn command<G, T>(
     };
     let confined = confine(&s.jail, &p.provider_env, run, notes)?;
     let Confined { program, args, tmp, env: told, tree } = confined;
-    let own_exe = || crate::paths::own_exe().map_err(Error::Spawn);
+    let own_exe = || crate::paths::own_exe();
     // An ACP agent: cryod's own client drives it, outside its confinement.
     let (program, args) = match &launch.bridge {
         Some(bridge) => {

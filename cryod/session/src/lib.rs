@@ -74,6 +74,11 @@ pub enum Error {
     /// The program (or its keeper) did not start.
     #[error("{0}")]
     Spawn(String),
+    /// One of cryod's own launchers (`cryod __confine`, `__sandbox`,
+    /// `__forward`) was not given what it needs, its arguments or its
+    /// plan: cryod's own mistake, or a launcher run by hand.
+    #[error("{0}")]
+    Launcher(String),
 }
 
 /// The agent wing's results.

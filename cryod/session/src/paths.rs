@@ -26,16 +26,17 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
 /// replaced or removed since cryod started (an upgrade in place: Linux then
 /// names it `PATH (deleted)`) cannot be run again: that is said as what it
 /// is, with what to do, rather than as the agent's program not being found.
-pub fn own_exe() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find cryod's own binary: {e}"))?;
+pub fn own_exe() -> crate::Result<PathBuf> {
+    let exe =
+        std::env::current_exe().map_err(|e| crate::Error::Spawn(format!("cannot find cryod's own binary: {e}")))?;
     if exe.is_file() {
         return Ok(exe);
     }
     let installed = exe.to_string_lossy().trim_end_matches(" (deleted)").to_string();
-    Err(format!(
+    Err(crate::Error::Spawn(format!(
         "cryod's own binary ({installed}) was replaced or removed since cryod started, so no session can start: \
          restart cryod to run the installed one (`cryoctl daemon stop`, then start it again)"
-    ))
+    )))
 }
 
 #[cfg(test)]

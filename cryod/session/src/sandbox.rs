@@ -162,9 +162,9 @@ impl Plan {
     }
 
     /// The plan this launcher was given.
-    pub fn from_env() -> Result<Plan, String> {
-        let raw = std::env::var(PLAN_VAR).map_err(|_| format!("no {PLAN_VAR} in the environment"))?;
-        serde_json::from_str(&raw).map_err(|e| format!("a bad {PLAN_VAR}: {e}"))
+    pub fn from_env() -> super::Result<Plan> {
+        let raw = std::env::var(PLAN_VAR).map_err(|_| Error::Launcher(format!("no {PLAN_VAR} in the environment")))?;
+        serde_json::from_str(&raw).map_err(|e| Error::Launcher(format!("a bad {PLAN_VAR}: {e}")))
     }
 
     /// Whether Landlock scopes this session's signals (ABI 6: none leaves

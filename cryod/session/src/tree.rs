@@ -31,7 +31,9 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use super::harden::{cannot_run, program_after_dashes};
 use super::sandbox::Plan;
+use crate::{Error, Result};
 
 /// `cryod __sandbox [--exec] -- PROGRAM ARGS`.
 pub const ARG: &str = "__sandbox";
@@ -80,14 +82,11 @@ impl End {
     }
 }
 
-fn keep(args: Vec<OsString>) -> Result<End, String> {
+fn keep(args: Vec<OsString>) -> Result<End> {
     use std::os::unix::process::CommandExt;
     let mut args = args.into_iter().peekable();
     let exec = args.next_if(|a| a == EXEC).is_some();
-    if args.next().is_none_or(|a| a != "--") {
-        return Err("no `--` before the program".into());
-    }
-    let program = args.next().ok_or("no program")?;
+    let program = program_after_dashes(&mut args)?;
     let plan = Plan::from_env()?;
     if let Some(cgroup) = &plan.cgroup {
         join(cgroup)?;
@@ -95,8 +94,7 @@ fn keep(args: Vec<OsString>) -> Result<End, String> {
     let mut command = std::process::Command::new(&program);
     command.args(args);
     if exec {
-        let e = command.exec();
-        return Err(format!("cannot run {}: {e}", Path::new(&program).display()));
+        return Err(cannot_run(&program, command.exec()));
     }
     if plan.pid_namespace
         && let Err(why) = own_namespaces()
@@ -112,28 +110,28 @@ fn keep(args: Vec<OsString>) -> Result<End, String> {
 /// hands `CAP_SYS_ADMIN` and `CAP_SETPCAP` in it to the child, which
 /// mounts its `/proc` and clears its bounding set with them (then drops
 /// them, and every other, before the program runs).
-fn own_namespaces() -> Result<(), String> {
+fn own_namespaces() -> Result<()> {
     use caps::{CapSet, Capability};
     use nix::sched::{CloneFlags, unshare};
     if !nix::unistd::geteuid().is_root() {
         let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-        unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("no user namespace: {e}"))?;
+        unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| Error::Refused(format!("no user namespace: {e}")))?;
         std::fs::write("/proc/self/setgroups", "deny")
             .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
             .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
-            .map_err(|e| format!("cannot map the user namespace: {e}"))?;
+            .map_err(|e| Error::Refused(format!("cannot map the user namespace: {e}")))?;
         // The init mounts its `/proc` (CAP_SYS_ADMIN) and clears its
         // bounding set (CAP_SETPCAP), then drops both.
         for cap in [Capability::CAP_SYS_ADMIN, Capability::CAP_SETPCAP] {
             caps::raise(None, CapSet::Inheritable, cap)
                 .and_then(|()| caps::raise(None, CapSet::Ambient, cap))
-                .map_err(|e| format!("cannot hand on {cap}: {e}"))?;
+                .map_err(|e| Error::Refused(format!("cannot hand on {cap}: {e}")))?;
         }
     }
     // The mount namespace is the child's own to make (`harden`): this
     // keeper stays in the machine's, where its `/proc` shows the host's
     // pids it must end.
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| e.to_string())
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| Error::Refused(e.to_string()))
 }
 
 /// Runs `command` as this process's child and keeps its tree: whatever it
@@ -143,13 +141,14 @@ fn own_namespaces() -> Result<(), String> {
 /// passed on to the child, which has `grace` before the whole tree is
 /// killed. One from inside the tree changes nothing. Returns how the child
 /// ended.
-pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, init: bool) -> Result<End, String> {
+pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, init: bool) -> Result<End> {
+    let refused = |what: &str, e: nix::Error| Error::Refused(format!("{what}: {e}"));
     if !init {
-        nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become the tree's subreaper: {e}"))?;
+        nix::sys::prctl::set_child_subreaper(true).map_err(|e| refused("cannot become the tree's subreaper", e))?;
     }
     // Neither ptrace nor `/proc/PID/mem` of this process for anything the
     // session runs as the same user.
-    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("cannot make the keeper undumpable: {e}"))?;
+    nix::sys::prctl::set_dumpable(false).map_err(|e| refused("cannot make the keeper undumpable", e))?;
     let mut handled = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGCHLD] {
         handled.add(s);
@@ -163,11 +162,11 @@ pub(crate) fn supervise(mut command: std::process::Command, grace: Duration, ini
     }
     // Every signal waits for this process to read it; the child starts
     // with none blocked (std resets the mask before its exec).
-    SigSet::all().thread_block().map_err(|e| format!("cannot block signals: {e}"))?;
+    SigSet::all().thread_block().map_err(|e| refused("cannot block signals", e))?;
     let flags = nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK;
     let signals =
-        nix::sys::signalfd::SignalFd::with_flags(&handled, flags).map_err(|e| format!("cannot read signals: {e}"))?;
-    let child = command.spawn().map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+        nix::sys::signalfd::SignalFd::with_flags(&handled, flags).map_err(|e| refused("cannot read signals", e))?;
+    let child = command.spawn().map_err(|e| Error::Spawn(format!("cannot run {:?}: {e}", command.get_program())))?;
     let agent = Pid::from_raw(child.id() as i32);
     let mut deadline: Option<Instant> = None;
     let end = loop {
@@ -288,9 +287,9 @@ fn parent_of(pid: i32) -> Option<i32> {
 }
 
 /// Moves this process into `cgroup` (its children follow).
-fn join(cgroup: &Path) -> Result<(), String> {
+fn join(cgroup: &Path) -> Result<()> {
     std::fs::write(cgroup.join("cgroup.procs"), "0")
-        .map_err(|e| format!("cannot join the session's cgroup {}: {e}", cgroup.display()))
+        .map_err(|e| Error::Refused(format!("cannot join the session's cgroup {}: {e}", cgroup.display())))
 }
 
 // ---------------------------------------------------------------------------
@@ -298,7 +297,7 @@ fn join(cgroup: &Path) -> Result<(), String> {
 
 /// Where cryod makes its sessions' cgroups, or why it cannot.
 #[derive(Debug, Clone)]
-pub struct Cgroups(Result<PathBuf, String>);
+pub struct Cgroups(Result<PathBuf>);
 
 impl Cgroups {
     /// Finds cryod's own cgroup (v2) and makes a folder for its sessions
@@ -310,20 +309,22 @@ impl Cgroups {
 
     /// None: sessions' trees are kept by their keepers alone.
     pub fn none(why: &str) -> Cgroups {
-        Cgroups(Err(why.to_string()))
+        Cgroups(Err(Error::Unavailable(why.to_string())))
     }
 
-    fn base(state_dir: &Path) -> Result<PathBuf, String> {
-        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("no /proc/self/cgroup: {e}"))?;
-        let own = own.lines().find_map(|l| l.strip_prefix("0::")).ok_or("no cgroup v2 hierarchy")?.trim().to_string();
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("no mountinfo: {e}"))?;
+    fn base(state_dir: &Path) -> Result<PathBuf> {
+        let no = |why: String| Error::Unavailable(why);
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| no(format!("no /proc/self/cgroup: {e}")))?;
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).ok_or_else(|| no("no cgroup v2 hierarchy".into()))?;
+        let own = own.trim().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| no(format!("no mountinfo: {e}")))?;
         let mount = mounts
             .lines()
             .find_map(|l| {
                 let (left, right) = l.split_once(" - ")?;
                 (right.split(' ').next()? == "cgroup2").then(|| left.split(' ').nth(4).map(PathBuf::from))?
             })
-            .ok_or("cgroup v2 is not mounted")?;
+            .ok_or_else(|| no("cgroup v2 is not mounted".into()))?;
         let mut hash: u32 = 2166136261;
         for b in state_dir.as_os_str().as_encoded_bytes() {
             hash = (hash ^ u32::from(*b)).wrapping_mul(16777619);
@@ -333,11 +334,12 @@ impl Cgroups {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(format!("cannot make a cgroup under {}: {e}", base.parent().unwrap_or(&base).display()));
+                let under = base.parent().unwrap_or(&base).display();
+                return Err(no(format!("cannot make a cgroup under {under}: {e}")));
             }
         }
         if !base.join("cgroup.procs").exists() {
-            return Err(format!("{} is not a cgroup", base.display()));
+            return Err(no(format!("{} is not a cgroup", base.display())));
         }
         Ok(base)
     }

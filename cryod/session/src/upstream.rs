@@ -147,7 +147,7 @@ pub fn plan(
     var: &dyn Fn(&str) -> Option<String>,
     upstream: Option<&str>,
     model: Option<&str>,
-) -> Result<Way, String> {
+) -> crate::Result<Way> {
     let own = |who: &str, vars: &str| {
         Ok(Way::Own(Some(format!(
             "{who} has no key in {vars} for cryod to keep (its own login?): it reaches its provider itself, \
@@ -183,9 +183,11 @@ pub fn plan(
             let config = opencode_config(chamber, var);
             let model = model.map(str::to_string).or_else(|| config["model"].as_str().map(str::to_string));
             let Some(provider) = model.as_deref().and_then(|m| m.split_once('/')).map(|(p, _)| p.to_string()) else {
-                return Err("OpenCode's model is not named as PROVIDER/MODEL (in its config's `model` or `--model`): \
+                return Err(crate::Error::Setting(
+                    "OpenCode's model is not named as PROVIDER/MODEL (in its config's `model` or `--model`): \
                             cryo's gateway cannot tell which provider to stand in for"
-                    .into());
+                        .into(),
+                ));
             };
             let entry = &config["provider"][&provider];
             let npm = entry["npm"].as_str().unwrap_or("");
@@ -204,10 +206,10 @@ pub fn plan(
             let in_file = entry["options"]["baseURL"].as_str().map(str::to_string);
             let from_file = upstream.is_none() && in_file.is_some();
             let Some(upstream) = upstream.map(str::to_string).or(in_file).or(public) else {
-                return Err(format!(
+                return Err(crate::Error::Setting(format!(
                     "OpenCode's provider `{provider}` names no baseURL: set `upstream` under [providers.NAME] in \
                      cryod.toml, or say `gateway = false` under [provider]"
-                ));
+                )));
             };
             let auth = match key {
                 Some(k) if anthropic => Auth::ApiKey(k),
@@ -358,7 +360,7 @@ fn pi_plan(
     var: &dyn Fn(&str) -> Option<String>,
     upstream: Option<&str>,
     model: Option<&str>,
-) -> Result<Way, String> {
+) -> crate::Result<Way> {
     let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     let dir = named(var("PI_CODING_AGENT_DIR"))
         .map(PathBuf::from)
@@ -401,10 +403,10 @@ fn pi_plan(
     let in_file = entry["baseUrl"].as_str().map(str::to_string);
     let from_file = upstream.is_none() && in_file.is_some();
     let Some(upstream) = upstream.map(str::to_string).or(in_file).or(public) else {
-        return Err(format!(
+        return Err(crate::Error::Setting(format!(
             "Pi's provider `{provider}` names no baseUrl: set `upstream` under [providers.NAME] in cryod.toml, or \
              say `gateway = false` under [provider]"
-        ));
+        )));
     };
     let auth = match key {
         Some(k) if anthropic => Auth::ApiKey(k),
@@ -561,7 +563,7 @@ mod tests {
         assert!(c["mcp"]["cryo"].is_object(), "the MCP server stays: {c}");
         // The model on the agent line wins; a provider without a base URL is said.
         let e = plan(Kind::OpenCode, Path::new("/c"), &v, None, Some("other/m2")).unwrap_err();
-        assert!(e.contains("`other`"), "{e}");
+        assert!(e.to_string().contains("`other`"), "{e}");
     }
 
     #[test]
