@@ -17,6 +17,24 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use cryo_files::{Dir, Kind, NewFile};
 
+/// Why a chamber cannot move over from the seed system, or back to it: one
+/// line for the person who asked; the kind says how far the move got.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoveError {
+    /// The chamber is not as the move needs it (a link, a file too large,
+    /// `cryo.toml` not TOML, a TODO id too large): nothing was changed.
+    #[error("{0}")]
+    Unfit(String),
+    /// The seed's daemon could not be stopped, or still runs.
+    #[error("{0}")]
+    Daemon(String),
+    /// A file could not be kept, written or moved aside, midway.
+    #[error("{0}")]
+    Write(String),
+}
+
+type Result<T> = std::result::Result<T, MoveError>;
+
 /// The seed's `timer.json` (the parts cryo carries; `session_number`, which
 /// it always writes, tells it from another tool's file of that name).
 #[derive(Debug, Default, serde::Deserialize)]
@@ -97,20 +115,32 @@ fn is_seed_daemon(pid: u32, dir: &Path) -> bool {
 /// What must hold before anything is stopped or rewritten: the chamber's
 /// files are plain files under 16 MiB (no link, no FIFO), `cryo.toml` is
 /// UTF-8 TOML, and `history` is a folder or absent.
-pub fn check(dir: &Path) -> Result<(), String> {
-    let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn check(dir: &Path) -> Result<()> {
+    let d = open(dir)?;
     for f in ["todo.json", TIMER] {
         read(&d, f)?;
     }
     if let Some(b) = read(&d, "cryo.toml")? {
-        let text = String::from_utf8(b).map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
-        text.parse::<toml_edit::DocumentMut>()
-            .map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
+        toml_doc(b)?;
     }
     match d.kind(Path::new("history")) {
         Ok(None | Some(Kind::Folder)) => Ok(()),
-        _ => Err("history is not a folder (a link, a file?): move it aside; nothing was changed".into()),
+        _ => Err(MoveError::Unfit(
+            "history is not a folder (a link, a file?): move it aside; nothing was changed".into(),
+        )),
     }
+}
+
+/// The chamber's folder, opened.
+fn open(dir: &Path) -> Result<Dir> {
+    Dir::open(dir).map_err(|e| MoveError::Unfit(format!("{}: {e}", dir.display())))
+}
+
+/// `cryo.toml`'s bytes, as a document to edit.
+fn toml_doc(bytes: Vec<u8>) -> Result<toml_edit::DocumentMut> {
+    let text =
+        String::from_utf8(bytes).map_err(|_| MoveError::Unfit("cryo.toml is not UTF-8; nothing was changed".into()))?;
+    text.parse().map_err(|e| MoveError::Unfit(format!("cryo.toml does not parse, so nothing was changed: {e}")))
 }
 
 /// Stops the seed's daemon for `dir` (canonical) as `cryo cancel` does:
@@ -119,13 +149,13 @@ pub fn check(dir: &Path) -> Result<(), String> {
 /// each of its processes, and SIGKILL to any still there after 7 s. It must
 /// then be gone: no process of it, no answer on its socket. Returns what it
 /// did, one line each.
-pub fn stop(found: &Found, dir: &Path, home: Option<&Path>) -> Result<Vec<String>, String> {
+pub fn stop(found: &Found, dir: &Path, home: Option<&Path>) -> Result<Vec<String>> {
     if found.running.is_empty() {
-        return Err(format!(
+        return Err(MoveError::Daemon(format!(
             "the seed system's daemon answers on {}/{SOCKET}, but no process of it was found: stop it with `cryo \
              cancel` in that folder",
             dir.display()
-        ));
+        )));
     }
     let mut done = Vec::new();
     for (label, file) in home.map(|h| services(h, dir)).unwrap_or_default() {
@@ -144,7 +174,8 @@ pub fn stop(found: &Found, dir: &Path, home: Option<&Path>) -> Result<Vec<String
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status();
-        std::fs::remove_file(&file).map_err(|e| format!("cannot remove the seed's service {}: {e}", file.display()))?;
+        std::fs::remove_file(&file)
+            .map_err(|e| MoveError::Daemon(format!("cannot remove the seed's service {}: {e}", file.display())))?;
         done.push(format!("the seed's service {label} disabled and removed ({})", file.display()));
     }
     let signal = |sig| {
@@ -178,11 +209,11 @@ pub fn stop(found: &Found, dir: &Path, home: Option<&Path>) -> Result<Vec<String
     let left = daemons_in(dir);
     let answers = std::os::unix::net::UnixStream::connect(dir.join(SOCKET)).is_ok();
     if !left.is_empty() || answers {
-        return Err(format!(
+        return Err(MoveError::Daemon(format!(
             "the seed system's daemon still runs {} after it was stopped{}: stop it with `cryo cancel` there",
             dir.display(),
             if left.is_empty() { String::new() } else { format!(" (pid {left:?})") }
-        ));
+        )));
     }
     Ok(done)
 }
@@ -228,29 +259,31 @@ pub struct Report {
 
 /// A file of the chamber that is read: at most 16 MiB, a plain file (a
 /// link or a FIFO is refused), `None` if absent.
-fn read(d: &Dir, name: &str) -> Result<Option<Vec<u8>>, String> {
-    d.read_if(Path::new(name), 16 * 1024 * 1024).map_err(|e| format!("{name}: {e}; nothing was changed"))
+fn read(d: &Dir, name: &str) -> Result<Option<Vec<u8>>> {
+    d.read_if(Path::new(name), 16 * 1024 * 1024)
+        .map_err(|e| MoveError::Unfit(format!("{name}: {e}; nothing was changed")))
 }
 
 /// Keeps each of `files` that exists in `history/KIND-YYYYMMDDTHHMMSSZ/`,
 /// as it is, before anything is rewritten; returns that folder.
-fn keep(d: &Dir, kind: &str, files: &[(&str, Option<&Vec<u8>>)], now: DateTime<Utc>) -> Result<PathBuf, String> {
+fn keep(d: &Dir, kind: &str, files: &[(&str, Option<&Vec<u8>>)], now: DateTime<Utc>) -> Result<PathBuf> {
     let rel = PathBuf::from("history").join(format!("{kind}-{}", now.format("%Y%m%dT%H%M%SZ")));
-    d.make_dirs(&rel).map_err(|e| format!("cannot make {}: {e}; nothing was changed", rel.display()))?;
+    d.make_dirs(&rel)
+        .map_err(|e| MoveError::Write(format!("cannot make {}: {e}; nothing was changed", rel.display())))?;
     for (name, bytes) in files {
         if let Some(b) = bytes {
             d.write(&rel.join(name), b, NewFile::DURABLE)
-                .map_err(|e| format!("cannot keep {name}: {e}; nothing was changed"))?;
+                .map_err(|e| MoveError::Write(format!("cannot keep {name}: {e}; nothing was changed")))?;
         }
     }
     Ok(d.path().join(rel))
 }
 
 /// Writes `text` to the chamber's `name` (a new file renamed over it).
-fn replace(d: &Dir, name: &str, text: &str) -> Result<(), String> {
+fn replace(d: &Dir, name: &str, text: &str) -> Result<()> {
     d.write(Path::new(name), text.as_bytes(), NewFile::DURABLE)
         .map(drop)
-        .map_err(|e| format!("cannot write {name}: {e}"))
+        .map_err(|e| MoveError::Write(format!("cannot write {name}: {e}")))
 }
 
 /// Moves a stopped seed chamber's files over to cryo's reading of them,
@@ -264,15 +297,12 @@ fn replace(d: &Dir, name: &str, text: &str) -> Result<(), String> {
 /// - a TODO the seed had claimed for a session it never finished is open
 ///   again;
 /// - the seed's keys cryo does not use are named (kept, ignored).
-pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report, String> {
+pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report> {
     let mut report = Report::default();
-    let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let d = open(dir)?;
     let (toml_bytes, todo_bytes, timer_bytes) = (read(&d, "cryo.toml")?, read(&d, "todo.json")?, read(&d, TIMER)?);
     check(dir)?;
-    let toml_text = String::from_utf8(toml_bytes.clone().unwrap_or_default())
-        .map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
-    let mut doc: toml_edit::DocumentMut =
-        toml_text.parse().map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
+    let mut doc = toml_doc(toml_bytes.clone().unwrap_or_default())?;
     let files = [("cryo.toml", toml_bytes.as_ref()), ("todo.json", todo_bytes.as_ref()), (TIMER, timer_bytes.as_ref())];
     report.backup = Some(keep(&d, "seed", &files, now)?);
 
@@ -329,7 +359,7 @@ pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report, St
     }
     replace(&d, "cryo.toml", &new_toml)?;
     if timer_bytes.is_some() {
-        d.remove(Path::new(TIMER)).map_err(|e| format!("cannot move {TIMER} aside: {e}"))?;
+        d.remove(Path::new(TIMER)).map_err(|e| MoveError::Write(format!("cannot move {TIMER} aside: {e}")))?;
         report.left.push(format!("{TIMER} (the seed's state): in the backup only; cryo keeps its own"));
     }
     report.carried.push("plan.md, notes, messages: as they are (the same layout)".into());
@@ -338,7 +368,7 @@ pub fn adopt(dir: &Path, found: &Found, now: DateTime<Utc>) -> Result<Report, St
 
 /// Opens again the TODOs the seed had claimed and not finished (its
 /// session was cut short), and says how many TODOs came over.
-fn reopen_claimed(d: &Dir, bytes: &[u8]) -> Result<String, String> {
+fn reopen_claimed(d: &Dir, bytes: &[u8]) -> Result<String> {
     let Ok(serde_json::Value::Array(mut items)) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return Ok("todo.json: as it was (it is not a list the seed wrote)".into());
     };
@@ -353,7 +383,8 @@ fn reopen_claimed(d: &Dir, bytes: &[u8]) -> Result<String, String> {
     }
     let open = items.iter().filter(|i| i.get("done").and_then(|d| d.as_bool()) != Some(true)).count();
     if reopened > 0 {
-        let text = serde_json::to_string_pretty(&items).map_err(|e| e.to_string())? + "\n";
+        // A list of JSON values always serializes.
+        let text = serde_json::to_string_pretty(&items).expect("JSON values serialize") + "\n";
         replace(d, "todo.json", &text)?;
     }
     let again = if reopened > 0 { format!(", {reopened} the seed had claimed open again") } else { String::new() };
@@ -368,15 +399,15 @@ fn reopen_claimed(d: &Dir, bytes: &[u8]) -> Result<String, String> {
 /// Why a chamber cannot go back to the seed as it is, if it cannot:
 /// [`check`]'s conditions, and TODO ids the seed can hold (it reads them
 /// as 32-bit numbers, and one larger makes it skip the whole list).
-pub fn check_release(dir: &Path, list: &cryo_core::todo::TodoList) -> Result<(), String> {
+pub fn check_release(dir: &Path, list: &cryo_core::todo::TodoList) -> Result<()> {
     check(dir)?;
     let big: Vec<String> = list.items.iter().filter(|t| t.id > u64::from(u32::MAX)).map(|t| t.id.to_string()).collect();
     if !big.is_empty() {
-        return Err(format!(
+        return Err(MoveError::Unfit(format!(
             "TODO ids {} are larger than the seed reads (up to {}): it would skip every TODO; nothing was changed",
             big.join(", "),
             u32::MAX
-        ));
+        )));
     }
     Ok(())
 }
@@ -388,16 +419,13 @@ pub fn release(
     list: &cryo_core::todo::TodoList,
     (tz, chamber_tz): (Tz, Tz),
     now: DateTime<Utc>,
-) -> Result<Report, String> {
+) -> Result<Report> {
     let mut report = Report::default();
     check_release(dir, list)?;
-    let d = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let d = open(dir)?;
     let (toml_bytes, todo_bytes) = (read(&d, "cryo.toml")?, read(&d, "todo.json")?);
     let journal = read(&d, JOURNAL)?;
-    let toml_text = String::from_utf8(toml_bytes.clone().unwrap_or_default())
-        .map_err(|_| "cryo.toml is not UTF-8; nothing was changed".to_string())?;
-    let mut doc: toml_edit::DocumentMut =
-        toml_text.parse().map_err(|e| format!("cryo.toml does not parse, so nothing was changed: {e}"))?;
+    let mut doc = toml_doc(toml_bytes.clone().unwrap_or_default())?;
     let files = [
         ("cryo.toml", toml_bytes.as_ref()),
         ("todo.json", todo_bytes.as_ref()),
@@ -439,7 +467,7 @@ pub fn release(
     replace(&d, "todo.json", &todos)?;
     // Its adds are in the list now: the journal goes with the backup.
     if journal.is_some() {
-        d.remove(Path::new(JOURNAL)).map_err(|e| format!("cannot move {JOURNAL} aside: {e}"))?;
+        d.remove(Path::new(JOURNAL)).map_err(|e| MoveError::Write(format!("cannot move {JOURNAL} aside: {e}")))?;
     }
     if toml_changed {
         replace(&d, "cryo.toml", &doc.to_string())?;
@@ -528,7 +556,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("todo.json")).unwrap();
         let found = find(d.path()).unwrap();
         let e = adopt(d.path(), &found, now()).unwrap_err();
-        assert!(e.contains("nothing was changed"), "{e}");
+        assert!(matches!(&e, MoveError::Unfit(m) if m.contains("nothing was changed")), "{e}");
         assert_eq!(std::fs::read_to_string(d.path().join("cryo.toml")).unwrap(), "agent = \"sh a.sh\"\n");
     }
 

@@ -90,7 +90,7 @@ impl Daemon {
             let stopped = if found.serves() { seed::stop(&found, &at, home.as_deref())? } else { Vec::new() };
             let mut report = seed::adopt(&at, &found, now)?;
             report.carried.splice(0..0, stopped);
-            Ok::<_, String>(report)
+            Ok::<_, seed::MoveError>(report)
         })
         .await?
         .map_err(|e| Error::Precondition(format!("cannot move {shown} over from the seed system: {e}")))?;
@@ -114,11 +114,12 @@ impl Daemon {
         let zones = (self.0.shared.system_zone.get(), chamber_tz);
         let path = std::path::PathBuf::from(&v.record.path);
         let name = v.record.name.clone();
-        let fail = |e: String| Error::Precondition(format!("cannot hand {name} back to the seed system: {e}"));
+        let fail = |e: seed::MoveError| Error::Precondition(format!("cannot hand {name} back to the seed system: {e}"));
         // Checked before the chamber is stopped: a refusal changes nothing.
         let at = path.clone();
         crate::chamber::blocking(move || {
-            let list = crate::chamber::todos::load(&at, chamber_tz).map_err(|e| format!("todo.json: {e}"))?;
+            let list = crate::chamber::todos::load(&at, chamber_tz)
+                .map_err(|e| seed::MoveError::Unfit(format!("todo.json: {e}")))?;
             seed::check_release(&at, &list)
         })
         .await?
@@ -126,11 +127,15 @@ impl Daemon {
         self.stop(r, true).await?;
         let (at, now) = (path.clone(), self.0.shared.clock.now());
         let report = crate::chamber::blocking(move || {
-            let list = crate::chamber::todos::load(&at, chamber_tz).map_err(|e| format!("todo.json: {e}"))?;
+            let list = crate::chamber::todos::load(&at, chamber_tz)
+                .map_err(|e| seed::MoveError::Unfit(format!("todo.json: {e}")))?;
             seed::release(&at, &list, zones, now)
         })
         .await?
-        .map_err(|e| fail(format!("{e} (it is stopped: `cryoctl chamber start {}` runs it again)", v.record.name)))?;
+        .map_err(|e| {
+            let again = format!("(it is stopped: `cryoctl chamber start {}` runs it again)", v.record.name);
+            Error::Precondition(format!("cannot hand {name} back to the seed system: {e} {again}"))
+        })?;
         self.remove(r).await?;
         tracing::info!(chamber = %v.record.name, "handed a chamber back to the seed system");
         Ok((v.record.path, report))
