@@ -3,7 +3,7 @@
 //! TOML file of cryo's shares: serde's report made one line, an unknown
 //! key answered with the closest known one, the keys each table takes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::keys::{
     Config, HeartbeatConfig, HistoryConfig, HubConfig, MetricsConfig, StoreConfig, TelemetryConfig, parse_keep,
@@ -11,10 +11,22 @@ use super::keys::{
 use super::notify::NotifierConfig;
 use super::providers::{Budget, ProviderConfig};
 
-/// A config file that could not be used; `Display` is one line.
+/// Why `cryod.toml` cannot be used: one line, naming the file (and the
+/// key, or the line).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The file is there but cannot be read.
+    #[error("{}: cannot read: {error}", path.display())]
+    Unreadable { path: PathBuf, error: std::io::Error },
+    /// Not TOML, or not the file's shape (an unknown key, a value of the
+    /// wrong type): the parser's report, made one line `FILE:LINE: …`.
+    #[error("{0}")]
+    Toml(String),
+    /// A value cryod does not take; `at` names where it is, as the file
+    /// does (``key `hub.bind` ``, `[[notify]] #2 (ops)`, `[providers.work]`).
+    #[error("{}: {at}: {message}", path.display())]
+    Invalid { path: PathBuf, at: String, message: String },
+}
 
 impl Config {
     /// Reads `path`; a missing file gives the defaults.
@@ -22,7 +34,7 @@ impl Config {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-            Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
+            Err(error) => return Err(ConfigError::Unreadable { path: path.to_path_buf(), error }),
         };
         Config::parse(path, &text)
     }
@@ -30,74 +42,71 @@ impl Config {
     /// Parses the text of `path` (named in errors).
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml_from_str(path, text)?;
+        let invalid =
+            |at: &str, message: String| ConfigError::Invalid { path: path.to_path_buf(), at: at.into(), message };
         if config.max_concurrent_sessions == Some(0) {
-            return Err(ConfigError(format!("{}: key `max_concurrent_sessions`: must be at least 1", path.display())));
+            return Err(invalid("key `max_concurrent_sessions`", "must be at least 1".into()));
         }
         if let Some(bind) = &config.hub.bind
             && bind.parse::<std::net::SocketAddr>().is_err()
         {
-            return Err(ConfigError(format!(
-                "{}: key `hub.bind`: {bind:?} is not an address like 127.0.0.1:8765",
-                path.display(),
-            )));
+            return Err(invalid("key `hub.bind`", format!("{bind:?} is not an address like 127.0.0.1:8765")));
         }
         if let Some(listen) = &config.metrics.listen
             && !listen.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback())
         {
-            return Err(ConfigError(format!(
-                "{}: key `metrics.listen`: {listen:?} is not a loopback address like 127.0.0.1:9464 (the endpoint has no token; elsewhere, use the hub's /metrics)",
-                path.display()
-            )));
+            return Err(invalid(
+                "key `metrics.listen`",
+                format!(
+                    "{listen:?} is not a loopback address like 127.0.0.1:9464 (the endpoint has no token; elsewhere, use the hub's /metrics)"
+                ),
+            ));
         }
         if let Some(url) = &config.store.url
             && let Err(e) = crate::store::Location::parse(url)
         {
-            return Err(ConfigError(format!("{}: key `store.url`: {e}", path.display())));
+            return Err(invalid("key `store.url`", e.to_string()));
         }
         let (hb, ttl) = (config.store.heartbeat_ms, config.store.lease_ms);
         if hb < 10 || ttl < hb * 4 {
-            return Err(ConfigError(format!(
-                "{}: key `store.lease_ms`: the lease ({ttl} ms) must last at least four heartbeats ({hb} ms each, at least 10)",
-                path.display()
-            )));
+            return Err(invalid(
+                "key `store.lease_ms`",
+                format!("the lease ({ttl} ms) must last at least four heartbeats ({hb} ms each, at least 10)"),
+            ));
         }
         if let Err(e) = parse_keep(&config.history.keep_sessions) {
-            return Err(ConfigError(format!("{}: key `history.keep_sessions`: {e}", path.display())));
+            return Err(invalid("key `history.keep_sessions`", e.to_string()));
         }
         for (i, n) in config.notify.iter().enumerate() {
-            n.check()
-                .map_err(|e| ConfigError(format!("{}: [[notify]] #{} ({}): {e}", path.display(), i + 1, n.name(i))))?;
+            n.check().map_err(|e| invalid(&format!("[[notify]] #{} ({})", i + 1, n.name(i)), e.to_string()))?;
         }
         if let Some(h) = &config.heartbeat {
             if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
-                return Err(ConfigError(format!(
-                    "{}: key `heartbeat.url`: {:?} is not an http(s) URL",
-                    path.display(),
-                    h.url
-                )));
+                return Err(invalid("key `heartbeat.url`", format!("{:?} is not an http(s) URL", h.url)));
             }
             if h.every().is_none() {
-                return Err(ConfigError(format!(
-                    "{}: key `heartbeat.interval`: {:?} is not a duration of a second or more (such as \"5m\")",
-                    path.display(),
-                    h.interval.as_deref().unwrap_or_default()
-                )));
+                return Err(invalid(
+                    "key `heartbeat.interval`",
+                    format!(
+                        "{:?} is not a duration of a second or more (such as \"5m\")",
+                        h.interval.as_deref().unwrap_or_default()
+                    ),
+                ));
             }
         }
         if let Some(url) = &config.telemetry.otlp_endpoint
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return Err(ConfigError(format!(
-                "{}: key `telemetry.otlp_endpoint`: {url:?} is not an http(s) URL (such as \"http://127.0.0.1:4318\")",
-                path.display()
-            )));
+            return Err(invalid(
+                "key `telemetry.otlp_endpoint`",
+                format!("{url:?} is not an http(s) URL (such as \"http://127.0.0.1:4318\")"),
+            ));
         }
         for (name, p) in &config.providers {
-            p.check_fallbacks(name, &config.providers)
-                .map_err(|e| ConfigError(format!("{}: [providers.{name}]: {e}", path.display())))?;
+            p.check_fallbacks(path, name, &config.providers)?;
         }
         if config.log_max_bytes < 4096 {
-            return Err(ConfigError(format!("{}: key `log_max_bytes`: must be at least 4096", path.display())));
+            return Err(invalid("key `log_max_bytes`", "must be at least 4096".into()));
         }
         Ok(config)
     }
@@ -106,7 +115,7 @@ impl Config {
 /// Parses TOML into `T`, turning the parser's multi-line report into one line:
 /// `FILE:LINE: message`.
 pub fn toml_from_str<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError(one_line_toml_error(path, text, &e)))
+    toml::from_str(text).map_err(|e| ConfigError::Toml(one_line_toml_error(path, text, &e)))
 }
 
 pub(crate) fn one_line_toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {

@@ -43,31 +43,45 @@ pub enum EnvValue {
 impl ProviderConfig {
     /// Why `[providers.NAME] fallback` cannot work, if it cannot: each it
     /// names is an account of its own, with a key or an agent.
+    /// `path` is the file's, named in the error.
     pub(super) fn check_fallbacks(
         &self,
+        path: &std::path::Path,
         name: &str,
         all: &std::collections::BTreeMap<String, ProviderConfig>,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::ConfigError> {
+        let invalid = |message: String| super::ConfigError::Invalid {
+            path: path.to_path_buf(),
+            at: format!("[providers.{name}]"),
+            message,
+        };
         for f in &self.fallback {
             if f == name {
-                return Err(format!("`{name}` cannot be its own fallback"));
+                return Err(invalid(format!("`{name}` cannot be its own fallback")));
             }
             let Some(other) = all.get(f) else {
-                return Err(format!("names `{f}`, but there is no [providers.{f}] with its key (env) or agent"));
+                return Err(invalid(format!(
+                    "names `{f}`, but there is no [providers.{f}] with its key (env) or agent"
+                )));
             };
             if other.env.is_empty() && other.agent.is_none() {
-                return Err(format!("[providers.{f}] has no env (its key) and no agent: it cannot take a wake"));
+                return Err(invalid(format!(
+                    "[providers.{f}] has no env (its key) and no agent: it cannot take a wake"
+                )));
             }
         }
         for (k, v) in &self.env {
             if let EnvValue::File { file } = v
                 && !(file.is_absolute() || file.starts_with("~"))
             {
-                return Err(format!("env.{k}: {} is neither an absolute path nor one under ~/", file.display()));
+                return Err(invalid(format!(
+                    "env.{k}: {} is neither an absolute path nor one under ~/",
+                    file.display()
+                )));
             }
         }
         if self.agent.as_deref().is_some_and(|a| a.trim().is_empty()) {
-            return Err("key `agent` is empty: name the agent command".into());
+            return Err(invalid("key `agent` is empty: name the agent command".into()));
         }
         Ok(())
     }
