@@ -112,14 +112,13 @@ impl Daemon {
         let Some(git_config) = loaded.config.git else {
             return Err(Error::Precondition(format!("{} has no [git] section in its cryo.toml", v.record.name)));
         };
-        let git = crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.0))?);
+        let git =
+            crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.to_string()))?);
         let store = crate::git::Place::store_of(&self.0.shared.places.state_dir, v.record.id);
         let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &git_config };
-        crate::git::diff(&git, &place, session).await.map_err(|e| {
-            match session.is_some() && e.0.contains("left no record") {
-                true => Error::NotFound(e.0),
-                false => Error::Precondition(e.0),
-            }
+        crate::git::diff(&git, &place, session).await.map_err(|e| match e {
+            crate::git::Failed::Unrecorded { .. } => Error::NotFound(e.to_string()),
+            _ => Error::Precondition(e.to_string()),
         })
     }
 

@@ -46,10 +46,54 @@ const HARDENED: &[&str] = &[
     "protocol.ext.allow=never",
 ];
 
-/// Why a git command did not do its job: one line.
+/// Why git, or cryod's work around it, did not do its job: one line; the
+/// kind says where to look.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Failed(pub String);
+pub enum Failed {
+    /// A git command ran and failed: `said` is its own line (a push's
+    /// refusal, its first `fatal:` or `error:`), empty if it said nothing.
+    #[error("git {verb}{}", exited(*.code, .said))]
+    Exited { verb: String, code: i32, said: String },
+    /// A git command did not run to its end (killed, timed out, not run).
+    #[error("git {verb} {why}")]
+    Ran { verb: String, why: String },
+    /// No git on cryod's `PATH`.
+    #[error("the git program is not on cryod's PATH ([git] needs it: install git)")]
+    NoGit,
+    /// A command on the worktree asked of a git for cryod's own copy only
+    /// ([`Git::trusted_only`]): cryod's own mistake.
+    #[error("{0}")]
+    NoJail(&'static str),
+    /// The chamber's `[git]` settings, or the repository they name, do not
+    /// hold: the line says what to set or mend.
+    #[error("{0}")]
+    Setting(String),
+    /// The worktree is not as a session can start or end in (replaced,
+    /// locked, mid-merge), or a command in it failed.
+    #[error("{0}")]
+    Worktree(String),
+    /// A push refused (the branch moved there) or failed.
+    #[error("{0}")]
+    Push(String),
+    /// A file or folder (cryod's copy, the worktree) could not be made,
+    /// written, moved or removed.
+    #[error("{0}")]
+    File(String),
+    /// What a diff asks for is not there yet (no session's work, no branch).
+    #[error("{0}")]
+    Missing(String),
+    /// Session `session` left nothing in cryod's copy to diff.
+    #[error(
+        "session {session} left no record in cryod's copy of the repository (it never started, ran without [git], \
+         or before a reset or removal, whose history/STAMP/git.txt names where the work is kept)"
+    )]
+    Unrecorded { session: u64 },
+}
+
+/// The end of [`Failed::Exited`]'s line: what git said, else its code.
+fn exited(code: i32, said: &str) -> String {
+    if said.is_empty() { format!(" exited {code}") } else { format!(": {said}") }
+}
 
 /// The git program and how to run it.
 #[derive(Debug, Clone)]
@@ -94,10 +138,7 @@ impl Git {
     /// Finds the git program on cryod's `PATH`.
     pub fn find() -> Result<PathBuf, Failed> {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .map(|d| d.join("git"))
-            .find(|p| p.is_file())
-            .ok_or_else(|| Failed("the git program is not on cryod's PATH ([git] needs it: install git)".into()))
+        std::env::split_paths(&path).map(|d| d.join("git")).find(|p| p.is_file()).ok_or(Failed::NoGit)
     }
 
     /// `git ARGS` on cryod's own copy (`GIT_DIR` = `store`), local.
@@ -137,7 +178,7 @@ impl Git {
     /// environment of its own (nothing of cryod's: no secret on a command
     /// line, nor in a process the agent may read).
     pub fn upload_pack(&self) -> Result<String, Failed> {
-        let jail = self.jail.as_ref().ok_or_else(|| Failed("no jail to read the worktree in".into()))?;
+        let jail = self.jail.as_ref().ok_or(Failed::NoJail("no jail to read the worktree in"))?;
         // XDG_RUNTIME_DIR: where `systemd-run --user` (a chamber's limits)
         // finds the user's manager; the launchers' plan (folders, no secret).
         let kept = [
@@ -161,7 +202,7 @@ impl Git {
     /// `git ARGS` in `dir` (the chamber or its worktree), confined as the
     /// chamber's agent is.
     pub async fn jailed(&self, dir: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
-        let mut p = self.jail.clone().ok_or_else(|| Failed("no jail to run git in the worktree".into()))?;
+        let mut p = self.jail.clone().ok_or(Failed::NoJail("no jail to run git in the worktree"))?;
         p.args.extend(with(HARDENED, args));
         finish(
             cryo_session::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await,
@@ -208,13 +249,9 @@ fn finish(ran: Ran, args: &[&str]) -> Result<Out, Failed> {
                 .or_else(|| stderr.lines().map(str::trim).find(|l| !l.is_empty()))
                 .unwrap_or("")
                 .to_string();
-            Err(Failed(if said.is_empty() {
-                format!("git {verb} exited {code}")
-            } else {
-                format!("git {verb}: {said}")
-            }))
+            Err(Failed::Exited { verb: verb.to_string(), code, said })
         }
-        other => Err(Failed(format!("git {verb} {}", other.failure()))),
+        other => Err(Failed::Ran { verb: verb.to_string(), why: other.failure() }),
     }
 }
 
@@ -264,6 +301,9 @@ mod tests {
             stderr: "hint: x\nfatal: couldn't find remote ref refs/heads/nope\n".into(),
         };
         let e = finish(ran, &["fetch", "--no-tags"]).map(|_| ()).unwrap_err();
-        assert_eq!(e.0, "git fetch: fatal: couldn't find remote ref refs/heads/nope");
+        assert_eq!(e.to_string(), "git fetch: fatal: couldn't find remote ref refs/heads/nope");
+        assert!(matches!(e, Failed::Exited { code: 128, .. }));
+        let quiet = Ran::Exited { code: 1, stdout: String::new(), stderr: String::new() };
+        assert_eq!(finish(quiet, &["rev-parse"]).map(|_| ()).unwrap_err().to_string(), "git rev-parse exited 1");
     }
 }

@@ -54,7 +54,7 @@ fn parse_numstat(text: &str) -> Vec<FileChange> {
 /// base.
 pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff, Failed> {
     if !p.store.join("HEAD").is_file() {
-        return Err(Failed("no session has worked in the repository yet".into()));
+        return Err(Failed::Missing("no session has worked in the repository yet".into()));
     }
     let branch = p.branch();
     let local = format!("refs/heads/{branch}");
@@ -62,18 +62,13 @@ pub async fn diff(git: &Git, p: &Place<'_>, session: Option<u64>) -> Result<Diff
     let (from, to, base) = match session {
         Some(n) => {
             let at = |end: &str| format!("refs/cryo/sessions/{n}/{end}");
-            let gone = || {
-                Failed(format!(
-                    "session {n} left no record in cryod's copy of the repository (it never started, ran without \
-                     [git], or before a reset or removal, whose history/STAMP/git.txt names where the work is kept)"
-                ))
-            };
+            let gone = || Failed::Unrecorded { session: n };
             let from = rev(git, p, &at("start")).await?.ok_or_else(gone)?;
             let to = rev(git, p, &at("end")).await?.ok_or_else(gone)?;
             (from, to, None)
         }
         None => {
-            let to = to_branch.ok_or_else(|| Failed(format!("the branch {branch} is not made yet")))?;
+            let to = to_branch.ok_or_else(|| Failed::Missing(format!("the branch {branch} is not made yet")))?;
             let b = last_base(p);
             let seen = match &b {
                 Some(b) => rev(git, p, &b.local).await?,

@@ -198,13 +198,15 @@ pub(super) async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
         None => {
             let repo = p.config.repo.as_arg();
             let out = git.remote(&p.store, &["ls-remote", "--symref", "--", &repo, "HEAD"]).await.map_err(|e| {
-                Failed(format!("cannot read {repo} as a git repository ({e}): set [git] repo to one, or mend it"))
+                Failed::Setting(format!(
+                    "cannot read {repo} as a git repository ({e}): set [git] repo to one, or mend it"
+                ))
             })?;
             out.stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("ref: ")?.split_once('\t').map(|(r, _)| r.to_string()))
                 .ok_or_else(|| {
-                    Failed(format!(
+                    Failed::Setting(format!(
                         "{repo} names no default branch (its HEAD): set [git] base to the branch to work from"
                     ))
                 })?
@@ -214,7 +216,7 @@ pub(super) async fn base(git: &Git, p: &Place<'_>) -> Result<Base, Failed> {
         return Ok(Base { name: name.clone(), remote: name.clone(), local: format!("refs/tags/{tag}") });
     }
     if name.starts_with("refs/") && !name.starts_with("refs/heads/") {
-        return Err(Failed(format!("[git] base {name:?} is neither a branch nor a tag (refs/tags/…)")));
+        return Err(Failed::Setting(format!("[git] base {name:?} is neither a branch nor a tag (refs/tags/…)")));
     }
     let branch = name.trim_start_matches("refs/heads/").to_string();
     Ok(Base { remote: format!("refs/heads/{branch}"), local: format!("refs/heads/{branch}"), name: branch })
@@ -226,7 +228,7 @@ async fn ensure_store(git: &Git, p: &Place<'_>) -> Result<(), Failed> {
         return Ok(());
     }
     let parent = p.store.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(parent).map_err(|e| Failed(format!("cannot create {}: {e}", parent.display())))?;
+    std::fs::create_dir_all(parent).map_err(|e| Failed::File(format!("cannot create {}: {e}", parent.display())))?;
     git.trusted(parent, &["init", "-q", "--bare", "--", &p.store.to_string_lossy()], false).await?;
     Ok(())
 }
@@ -237,7 +239,7 @@ pub(super) async fn rev(git: &Git, p: &Place<'_>, rev: &str) -> Result<Option<St
     match out {
         Ok(o) => Ok(Some(o.stdout.trim().to_string())),
         // Exit 1, nothing said: no such ref.
-        Err(Failed(line)) if line.ends_with("exited 1") => Ok(None),
+        Err(Failed::Exited { code: 1, said, .. }) if said.is_empty() => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -254,11 +256,11 @@ fn open_session(p: &Place<'_>) -> Option<u64> {
 /// Whether the worktree is there as cryo made it: a folder (not a link)
 /// holding a `.git` folder.
 fn worktree_state(p: &Place<'_>) -> Result<Option<bool>, Failed> {
-    let d = Dir::open(p.root).map_err(|e| Failed(e.to_string()))?;
+    let d = Dir::open(p.root).map_err(|e| Failed::File(e.to_string()))?;
     match d.kind(Path::new(WORKTREE)) {
         Ok(None) => Ok(None),
         Ok(Some(Kind::Folder)) => Ok(Some(matches!(d.kind(&Path::new(WORKTREE).join(".git")), Ok(Some(Kind::Folder))))),
-        _ => Err(Failed(format!(
+        _ => Err(Failed::Worktree(format!(
             "{} is not a folder cryo made (a link or a file took its place): move it away, and the next session \
              makes the worktree again",
             p.worktree().display()
@@ -283,25 +285,28 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
     let spec = format!("+{}:{}", base.remote, base.local);
     let fetched =
         git.remote(&p.store, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", &repo, &spec]).await;
-    fetched.map_err(|e| match e.0.contains("couldn't find remote ref") {
-        true => Failed(format!("the base {:?} is not in {repo}: set [git] base to a branch it has", base.name)),
-        false => {
-            Failed(format!("cannot fetch the base from {repo} ({e}): set [git] repo to a repository cryod can read"))
+    fetched.map_err(|e| match &e {
+        Failed::Exited { said, .. } if said.contains("couldn't find remote ref") => {
+            Failed::Setting(format!("the base {:?} is not in {repo}: set [git] base to a branch it has", base.name))
         }
+        _ => Failed::Setting(format!(
+            "cannot fetch the base from {repo} ({e}): set [git] repo to a repository cryod can read"
+        )),
     })?;
-    let tip =
-        rev(git, p, &base.local).await?.ok_or_else(|| Failed(format!("the base {:?} names no commit", base.name)))?;
+    let tip = rev(git, p, &base.local)
+        .await?
+        .ok_or_else(|| Failed::Setting(format!("the base {:?} names no commit", base.name)))?;
     // The chamber's branch is never the base itself (a default branch
     // named so, found only now).
     if base.local == format!("refs/heads/{}", p.branch()) {
-        return Err(Failed(format!(
+        return Err(Failed::Setting(format!(
             "[git] branch {:?} is the base itself: name a branch of the chamber's own",
             p.branch()
         )));
     }
     // Kept for the diff, which reads cryod's copy alone.
     cryo_files::write_file(&p.store.join(BASE), format!("{}\n{}\n", base.name, base.local).as_bytes(), NewFile::QUICK)
-        .map_err(|e| Failed(e.to_string()))?;
+        .map_err(|e| Failed::File(e.to_string()))?;
     let moved = match rev(git, p, "refs/cryo/seen").await? {
         None => None,
         Some(seen) if seen == tip => Some(0),
@@ -333,7 +338,7 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
             if base.local.starts_with("refs/tags/") {
                 args.push("--tags");
             }
-            git.jailed(&wt, &args, true).await.map_err(|e| Failed(format!("in {}: {e}", wt.display())))?;
+            git.jailed(&wt, &args, true).await.map_err(|e| Failed::Worktree(format!("in {}: {e}", wt.display())))?;
         }
         state => {
             if state.is_some() {
@@ -344,7 +349,7 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
                     (GitMode::Session, Some(true)) => remove(&wt)?,
                     _ => {
                         std::fs::rename(&wt, p.root.join(&aside))
-                            .map_err(|e| Failed(format!("cannot move {} aside: {e}", wt.display())))?;
+                            .map_err(|e| Failed::File(format!("cannot move {} aside: {e}", wt.display())))?;
                         notes.push(format!("git: {} held no repository; moved to {aside}", wt.display()));
                     }
                 }
@@ -354,7 +359,7 @@ pub async fn prepare(git: &Git, p: &Place<'_>, session: u64) -> Result<Ready, Fa
     }
     set_ref(git, p, &format!("refs/cryo/sessions/{session}/start"), &start).await?;
     cryo_files::write_file(&p.store.join(OPEN), format!("{session}\n").as_bytes(), NewFile::DURABLE)
-        .map_err(|e| Failed(e.to_string()))?;
+        .map_err(|e| Failed::File(e.to_string()))?;
     Ok(Ready { worktree: wt, branch, base: base.name, base_tip: tip, start, moved, settled_before, notes })
 }
 
@@ -374,9 +379,9 @@ pub async fn push(git: &Git, p: &Place<'_>) -> Result<Option<String>, Failed> {
     let mut args = vec!["push", "-q", "--no-verify"];
     args.extend(lease.as_deref());
     args.extend(["--", &repo, &spec]);
-    git.remote(&p.store, &args).await.map_err(|e| match e.0.contains("stale info") {
-        true => Failed(format!("the push of {} to {repo} was refused: the branch there moved since cryo's last push (another push?); cryo did not overwrite it", p.branch())),
-        false => Failed(format!("the push of {} to {repo} failed: {e}", p.branch())),
+    git.remote(&p.store, &args).await.map_err(|e| match &e {
+        Failed::Exited { said, .. } if said.contains("stale info") => Failed::Push(format!("the push of {} to {repo} was refused: the branch there moved since cryo's last push (another push?); cryo did not overwrite it", p.branch())),
+        _ => Failed::Push(format!("the push of {} to {repo} failed: {e}", p.branch())),
     })?;
     set_ref(git, p, "refs/cryo/pushed", &tip).await?;
     Ok(Some(tip))
@@ -397,7 +402,7 @@ pub(super) async fn count(git: &Git, p: &Place<'_>, from: &str, to: &str) -> Res
 async fn clone(git: &Git, p: &Place<'_>, branch: &str) -> Result<(), Failed> {
     let store = p.store.to_string_lossy();
     let args = ["clone", "-q", "--local", "--no-hardlinks", "--branch", branch, "--", &store, WORKTREE];
-    git.jailed(p.root, &args, true).await.map_err(|e| Failed(format!("cannot make the worktree: {e}")))?;
+    git.jailed(p.root, &args, true).await.map_err(|e| Failed::Worktree(format!("cannot make the worktree: {e}")))?;
     let wt = p.worktree();
     let email = format!("{}@cryo.invalid", p.chamber);
     let name = format!("{} (cryo)", p.chamber);
@@ -406,7 +411,7 @@ async fn clone(git: &Git, p: &Place<'_>, branch: &str) -> Result<(), Failed> {
     }
     // The files cryod writes where a CLI reads its workspace's settings
     // are not the work: never committed as what a session left.
-    let d = Dir::open(&wt).map_err(|e| Failed(e.to_string()))?;
+    let d = Dir::open(&wt).map_err(|e| Failed::File(e.to_string()))?;
     let exclude = Path::new(".git/info/exclude");
     let kept = d.read_if(exclude, 64 * 1024).ok().flatten().unwrap_or_default();
     let mut text = String::from_utf8_lossy(&kept).into_owned();
@@ -417,7 +422,7 @@ async fn clone(git: &Git, p: &Place<'_>, branch: &str) -> Result<(), Failed> {
     }
     d.make_dirs(Path::new(".git/info"))
         .and_then(|_| d.write(exclude, text.as_bytes(), NewFile::QUICK))
-        .map_err(|e| Failed(e.to_string()))?;
+        .map_err(|e| Failed::File(e.to_string()))?;
     Ok(())
 }
 
@@ -426,7 +431,7 @@ const OURS: &[&str] = &["/.gemini/settings.json"];
 
 /// Removes a worktree (a link in it is removed, never followed).
 fn remove(wt: &Path) -> Result<(), Failed> {
-    std::fs::remove_dir_all(wt).map_err(|e| Failed(format!("cannot remove {}: {e}", wt.display())))
+    std::fs::remove_dir_all(wt).map_err(|e| Failed::File(format!("cannot remove {}: {e}", wt.display())))
 }
 
 /// Keeps session `session`'s work: see the module's doc.
@@ -471,7 +476,7 @@ pub async fn settle(git: &Git, p: &Place<'_>, session: u64) -> Result<Settled, F
         }
         git.trusted(&p.store, &args, false)
             .await
-            .map_err(|e| Failed(format!("cannot keep the worktree's work: {e}")))?;
+            .map_err(|e| Failed::Worktree(format!("cannot keep the worktree's work: {e}")))?;
     } else {
         settled.notes.push(format!("git: {} was gone when session {session} ended", wt.display()));
     }
@@ -497,11 +502,11 @@ pub async fn settle(git: &Git, p: &Place<'_>, session: u64) -> Result<Settled, F
 
 /// A worktree git cannot commit in: locked, or mid-merge or rebase.
 fn stuck(p: &Place<'_>) -> Result<(), Failed> {
-    let d = Dir::open(&p.worktree()).map_err(|e| Failed(e.to_string()))?;
+    let d = Dir::open(&p.worktree()).map_err(|e| Failed::File(e.to_string()))?;
     let has = |rel: &str| matches!(d.kind(Path::new(".git").join(rel).as_path()), Ok(Some(_)));
     let wt = p.worktree();
     if has("index.lock") {
-        return Err(Failed(format!(
+        return Err(Failed::Worktree(format!(
             "the worktree is locked: {}/.git/index.lock is there (a git command crashed, or still runs): remove it \
              once no git runs there",
             wt.display()
@@ -515,7 +520,7 @@ fn stuck(p: &Place<'_>) -> Result<(), Failed> {
         ("REVERT_HEAD", "a revert", "revert --abort"),
     ] {
         if has(mark) {
-            return Err(Failed(format!(
+            return Err(Failed::Worktree(format!(
                 "the worktree {} is in the middle of {what}: finish it, or undo it with `git -C {} {abort}`",
                 wt.display(),
                 wt.display()
@@ -537,7 +542,8 @@ pub async fn prune(git: &Git, root: &Path, store: &Path, kept: &Path, stamp: &st
             .trusted(store, &["for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/"], false)
             .await?;
         if !heads.stdout.trim().is_empty() {
-            std::fs::create_dir_all(kept).map_err(|e| Failed(format!("cannot create {}: {e}", kept.display())))?;
+            std::fs::create_dir_all(kept)
+                .map_err(|e| Failed::File(format!("cannot create {}: {e}", kept.display())))?;
             let file = kept.join(format!("{stamp}.bundle"));
             let path = file.to_string_lossy();
             git.trusted(store, &["bundle", "create", "-q", &path, "--branches"], true).await?;
@@ -551,7 +557,7 @@ pub async fn prune(git: &Git, root: &Path, store: &Path, kept: &Path, stamp: &st
         remove(&wt)?;
     }
     if store.exists() {
-        std::fs::remove_dir_all(store).map_err(|e| Failed(format!("cannot remove {}: {e}", store.display())))?;
+        std::fs::remove_dir_all(store).map_err(|e| Failed::File(format!("cannot remove {}: {e}", store.display())))?;
     }
     Ok(said)
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cryo_core::chamber::Workplace;
+use cryo_core::chamber::{Failed, Workplace};
 
 use crate::chamber::config::{ChamberConfig, Git as GitConfig, Repo};
 use crate::git::{Git, Place, Settled};
@@ -19,15 +19,12 @@ impl Sup {
 
     /// The git program, its worktree commands jailed as the chamber's
     /// agent (which may read cryod's copy, to fetch from it).
-    async fn git_program(&self, config: &ChamberConfig) -> Result<Git, String> {
-        let program = Git::find().map_err(|e| e.0)?;
+    async fn git_program(&self, config: &ChamberConfig) -> Result<Git, Unready> {
+        let program = Git::find()?;
         let auth = self.git_auth(config);
         let readable = [self.git_store()];
         let what = format!("cryo {} git", self.machine.name());
-        let jail = self
-            .confined(config, ("git", program.clone()), &[], Default::default(), (&what, &readable))
-            .await
-            .map_err(|e| e.to_string())?;
+        let jail = self.confined(config, ("git", program.clone()), &[], Default::default(), (&what, &readable)).await?;
         Ok(Git::new(program, jail).with_settings(auth))
     }
 
@@ -48,14 +45,14 @@ impl Sup {
 
     /// What a git task needs of the chamber, owned: its program (jailed as
     /// the agent), the place, the GitHub bridge's settings for a pull
-    /// request, and the chamber's git lock. `Err`: why not, in one line.
-    async fn git_job(&self) -> Result<GitJob, String> {
-        let config = self.session_config().map_err(|e| e.0.clone())?.into_owned();
-        let git_config = config.git.clone().ok_or("the chamber has no [git] table")?;
+    /// request, and the chamber's git lock.
+    async fn git_job(&self) -> Result<GitJob, Unready> {
+        let config = self.session_config()?.into_owned();
+        let git_config = config.git.clone().ok_or(Unready::NoTable)?;
         let git = self.git_program(&config).await?;
         let publish = git_config.push.then(|| Publish {
             pull_request: git_config.pull_request,
-            github: config.github.as_ref().map(|g| self.github(g).map_err(|e| e.to_string())),
+            github: config.github.as_ref().map(|g| self.github(g)),
         });
         Ok(GitJob {
             git,
@@ -76,8 +73,8 @@ impl Sup {
         let name = self.machine.name().to_string();
         let job = match self.git_job().await {
             Ok(job) => job,
-            Err(line) => {
-                let result = Err(format!("git: {line}"));
+            Err(why) => {
+                let result = Err(Failed(format!("git: {why}")));
                 let _ = tx.send(Event::Prepared { wake_id, result, settled_before: None });
                 return;
             }
@@ -91,7 +88,10 @@ impl Sup {
                     let opening = ready.prompt(&job.root);
                     (Ok(Workplace { dir: ready.worktree, opening, notes: ready.notes }), before)
                 }
-                Err(e) => (Err(format!("git: {e} (once mended, `cryoctl chamber wake {name}` runs a session)")), None),
+                Err(e) => {
+                    let line = format!("git: {e} (once mended, `cryoctl chamber wake {name}` runs a session)");
+                    (Err(Failed(line)), None)
+                }
             };
             let _ = tx.send(Event::Prepared { wake_id, result, settled_before });
         });
@@ -107,8 +107,8 @@ impl Sup {
         let tx = self.tx.clone();
         let job = match self.git_job().await {
             Ok(job) => job,
-            Err(line) => {
-                let line = format!("git: session {session}'s work is left in its worktree: {line}");
+            Err(why) => {
+                let line = format!("git: session {session}'s work is left in its worktree: {why}");
                 let _ = tx.send(Event::GitSettled(Err(line)));
                 return;
             }
@@ -160,6 +160,24 @@ impl Sup {
     }
 }
 
+/// Why a git task cannot be given what it needs (see [`Sup::git_job`]):
+/// one line, said in the chamber's log or as its wake's failure.
+#[derive(Debug, thiserror::Error)]
+enum Unready {
+    /// The chamber's settings do not load as its session would run.
+    #[error(transparent)]
+    Config(#[from] Failed),
+    /// They have no `[git]` table (any more).
+    #[error("the chamber has no [git] table")]
+    NoTable,
+    /// No git program.
+    #[error(transparent)]
+    Git(#[from] crate::git::Failed),
+    /// The git program cannot be confined as the chamber's agent is.
+    #[error(transparent)]
+    Jail(#[from] cryo_session::Error),
+}
+
 /// What a git task of one chamber works with (see [`Sup::git_job`]).
 struct GitJob {
     git: Git,
@@ -176,7 +194,7 @@ struct GitJob {
 /// `push` (and `pull_request`, with the GitHub bridge's settings).
 struct Publish {
     pull_request: bool,
-    github: Option<Result<cryo_sync::github::Config, String>>,
+    github: Option<Result<cryo_sync::github::Config, crate::bridges::Error>>,
 }
 
 impl GitJob {

@@ -105,7 +105,7 @@ pub enum Event {
     /// left open before it did, settled first.
     Prepared {
         wake_id: String,
-        result: std::result::Result<cryo_core::chamber::Workplace, String>,
+        result: std::result::Result<cryo_core::chamber::Workplace, cryo_core::chamber::Failed>,
         settled_before: Option<crate::git::Settled>,
     },
     /// A session's work kept (and published), or the line saying why not.

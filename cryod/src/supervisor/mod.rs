@@ -286,7 +286,7 @@ impl Sup {
                 if let Some(s) = settled_before {
                     self.record_git(s).await;
                 }
-                Input::Prepared { wake_id, result: result.map_err(Failed) }
+                Input::Prepared { wake_id, result }
             }
             Event::GitSettled(said) => {
                 match said {
