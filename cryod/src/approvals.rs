@@ -164,26 +164,39 @@ fn sign(key: &str, body: &str) -> String {
     hex::encode(&ring::hmac::sign(&key, body.as_bytes()).as_ref()[..16])
 }
 
+/// Why a link's token is refused; `Display` is the line its page shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkRefused {
+    /// Not of the form a link's token has.
+    #[error("this link is not an approval link")]
+    NotALink,
+    /// Signed with another key, or changed since.
+    #[error("this link is not one of this cryo's (or was changed)")]
+    NotOurs,
+    #[error("this link has expired: answer with `cryoctl approvals` or on the hub")]
+    Expired,
+}
+
 /// What a link's token says (the request and whether it approves), if it
-/// is one of ours and has not expired; else why not, in one line.
-pub fn check_link(key: &str, token: &str, now: chrono::DateTime<chrono::Utc>) -> Result<(String, bool), String> {
+/// is one of ours and has not expired.
+pub fn check_link(key: &str, token: &str, now: chrono::DateTime<chrono::Utc>) -> Result<(String, bool), LinkRefused> {
     let parts: Vec<&str> = token.split('.').collect();
-    let [id, what, expires, sig] = parts[..] else { return Err("this link is not an approval link".into()) };
+    let [id, what, expires, sig] = parts[..] else { return Err(LinkRefused::NotALink) };
     let body = format!("{id}.{what}.{expires}");
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
-    let given = hex::decode(sig).map_err(|_| "this link is not an approval link".to_string())?;
+    let given = hex::decode(sig).map_err(|_| LinkRefused::NotALink)?;
     let full = ring::hmac::sign(&key, body.as_bytes());
     if given.len() != 16 || !constant_eq(&full.as_ref()[..16], &given) {
-        return Err("this link is not one of this cryo's (or was changed)".into());
+        return Err(LinkRefused::NotOurs);
     }
-    let expires: i64 = expires.parse().map_err(|_| "this link is not an approval link".to_string())?;
+    let expires: i64 = expires.parse().map_err(|_| LinkRefused::NotALink)?;
     if now.timestamp() > expires {
-        return Err("this link has expired: answer with `cryoctl approvals` or on the hub".into());
+        return Err(LinkRefused::Expired);
     }
     match what {
         "a" => Ok((id.to_string(), true)),
         "d" => Ok((id.to_string(), false)),
-        _ => Err("this link is not an approval link".into()),
+        _ => Err(LinkRefused::NotALink),
     }
 }
 
@@ -234,13 +247,13 @@ mod tests {
         assert_eq!(check_link("key", &t, now), Ok(("a01".into(), true)));
         let d = link_token("key", "a01", false, now + LINK_TTL);
         assert_eq!(check_link("key", &d, now), Ok(("a01".into(), false)));
-        assert!(check_link("other", &t, now).unwrap_err().contains("not one of this cryo's"));
+        assert_eq!(check_link("other", &t, now), Err(LinkRefused::NotOurs));
         let flipped = t.replacen(".a.", ".d.", 1);
         assert!(check_link("key", &flipped, now).is_err(), "the answer is part of what is signed");
         let other_id = t.replacen("a01", "a02", 1);
         assert!(check_link("key", &other_id, now).is_err());
-        assert!(check_link("key", &t, now + LINK_TTL + chrono::Duration::seconds(1)).unwrap_err().contains("expired"));
-        assert!(check_link("key", "x.y", now).is_err());
+        assert_eq!(check_link("key", &t, now + LINK_TTL + chrono::Duration::seconds(1)), Err(LinkRefused::Expired));
+        assert_eq!(check_link("key", "x.y", now), Err(LinkRefused::NotALink));
         assert!(check_link("key", "a.b.c.zz", now).is_err());
     }
 

@@ -71,25 +71,36 @@ pub struct Rule {
     pub pattern: Option<String>,
 }
 
+/// Why a rule does not read, with the rule as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("rule {0:?} opens a pattern with '(' but does not end with ')'")]
+    Unclosed(String),
+    #[error("rule {0:?} names no tool (write `Bash(git status*)`, `Read`, or `*`)")]
+    NoTool(String),
+    #[error("rule {0:?}: a tool's name has only letters, digits, '_', '-', '.', ':' or is '*'")]
+    BadTool(String),
+}
+
 impl Rule {
-    /// Reads `Tool` or `Tool(pattern)`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Rule, String> {
+    /// Reads `Tool` or `Tool(pattern)`.
+    pub fn parse(text: &str) -> Result<Rule, RuleError> {
         let text = text.trim();
         let (tool, pattern) = match text.find('(') {
             None => (text, None),
             Some(i) => {
                 let Some(inner) = text[i + 1..].strip_suffix(')') else {
-                    return Err(format!("rule {text:?} opens a pattern with '(' but does not end with ')'"));
+                    return Err(RuleError::Unclosed(text.to_string()));
                 };
                 (&text[..i], Some(inner.to_string()))
             }
         };
         let tool = tool.trim();
         if tool.is_empty() {
-            return Err(format!("rule {text:?} names no tool (write `Bash(git status*)`, `Read`, or `*`)"));
+            return Err(RuleError::NoTool(text.to_string()));
         }
         if tool.chars().any(|c| !(c.is_ascii_alphanumeric() || "_-.*:".contains(c))) {
-            return Err(format!("rule {text:?}: a tool's name has only letters, digits, '_', '-', '.', ':' or is '*'"));
+            return Err(RuleError::BadTool(text.to_string()));
         }
         // Another kind's name (or `bash` for `Bash`) means the same tool.
         Ok(Rule { tool: canonical_tool(tool).to_string(), pattern })
@@ -471,9 +482,9 @@ mod tests {
         assert_eq!(Rule::parse("Bash(git push*)").unwrap().pattern.as_deref(), Some("git push*"));
         assert_eq!(Rule::parse(" Read ").unwrap(), Rule { tool: "Read".into(), pattern: None });
         assert_eq!(Rule::parse("Bash(a(b))").unwrap().pattern.as_deref(), Some("a(b)"));
-        assert!(Rule::parse("Bash(git").unwrap_err().contains("does not end with ')'"));
-        assert!(Rule::parse("(x)").unwrap_err().contains("names no tool"));
-        assert!(Rule::parse("Ba sh").is_err());
+        assert!(Rule::parse("Bash(git").unwrap_err().to_string().contains("does not end with ')'"));
+        assert_eq!(Rule::parse("(x)"), Err(RuleError::NoTool("(x)".into())));
+        assert!(matches!(Rule::parse("Ba sh"), Err(RuleError::BadTool(_))));
         assert_eq!(Rule::parse("Bash(git push*)").unwrap().to_string(), "Bash(git push*)");
         assert_eq!(Rule::parse("bash(git push*)").unwrap().tool, "Bash", "another kind's name is the same tool");
         assert_eq!(Rule::parse("run_shell_command").unwrap().tool, "Bash");

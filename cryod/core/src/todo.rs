@@ -170,8 +170,8 @@ pub const PAST_GRACE: Duration = Duration::minutes(1);
 pub enum FileError {
     #[error("todo.json is not valid JSON: {0}")]
     Json(String),
-    #[error("todo.json item {index}: {message}")]
-    Item { index: usize, message: String },
+    #[error("todo.json item {index}: {error}")]
+    Item { index: usize, error: ItemError },
     #[error("todo.json lists id {0} twice")]
     DuplicateId(u64),
     #[error("todo.json holds {0} TODOs not done, over the limit of {MAX_TODOS}")]
@@ -663,8 +663,8 @@ pub fn base_text(text: &str) -> &str {
 mod file;
 
 pub use file::{
-    archive_from_file, parse_archived, parse_file, parse_file_keeping, parse_line, render_archived, render_file,
-    render_line, render_seed_file,
+    ItemError, archive_from_file, parse_archived, parse_file, parse_file_keeping, parse_line, render_archived,
+    render_file, render_line, render_seed_file,
 };
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ async fn linked(hub: &Hub, token: &str) -> Result<(Named, bool), Response> {
     let key = hub.token.as_str();
     let now = hub.daemon.now();
     let (id, approve) = approvals::check_link(key, token, now)
-        .map_err(|why| page(StatusCode::FORBIDDEN, "Link refused", &format!("<p>{}</p>", escape(&why))))?;
+        .map_err(|why| page(StatusCode::FORBIDDEN, "Link refused", &format!("<p>{}</p>", escape(&why.to_string()))))?;
     let named = hub
         .daemon
         .approval(&id)

@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use super::{ATTEMPT_ROOM, FileError, MAX_TEXT, MAX_TODOS, Missed, Repeat, Todo, TodoList, parse_repeat};
+use super::{ATTEMPT_ROOM, FileError, MAX_TEXT, MAX_TODOS, Missed, Repeat, Todo, TodoError, TodoList, parse_repeat};
 use crate::time;
 
 #[derive(Serialize, Deserialize)]
@@ -95,7 +95,7 @@ pub fn parse_file_keeping(text: &str, tz: Tz, high_water: u64, keep: usize) -> R
                     retired.extend(done.pop_front().map(|(_, t)| t.id));
                 }
             }
-            Err(message) => first_error = Some(FileError::Item { index, message }),
+            Err(error) => first_error = Some(FileError::Item { index, error }),
         }
     })?;
     if open_count > MAX_TODOS {
@@ -172,28 +172,47 @@ pub fn archive_from_file(
     result
 }
 
-/// One item of `todo.json` (or of its archive), checked; why not, in a line.
-fn from_record(r: Record, tz: Tz) -> Result<Todo, String> {
+/// Why one item of `todo.json` (or of its archive) is not a TODO cryo
+/// takes: one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ItemError {
+    #[error("TODO {id}: its text is {chars} characters, over the limit of {MAX_TEXT}")]
+    TextTooLong { id: u64, chars: usize },
+    #[error("TODO {id}: its precheck is over the limit of {MAX_TEXT} characters")]
+    PrecheckTooLong { id: u64 },
+    /// Its `at`, as written.
+    #[error("`at` {0:?} is not a time")]
+    At(String),
+    /// Its `every` or `cron`.
+    #[error(transparent)]
+    Repeat(TodoError),
+    /// Its `missed`, as written.
+    #[error("`missed` must be \"once\" or \"skip\", not {0:?}")]
+    Missed(String),
+}
+
+/// One item of `todo.json` (or of its archive), checked.
+fn from_record(r: Record, tz: Tz) -> Result<Todo, ItemError> {
     // Held to what `todo add` takes (with room for a retry's
     // " (attempt N)"): a file is no way around the limit.
     let chars = r.text.chars().count();
     if chars > MAX_TEXT + ATTEMPT_ROOM {
-        return Err(format!("TODO {}: its text is {chars} characters, over the limit of {MAX_TEXT}", r.id));
+        return Err(ItemError::TextTooLong { id: r.id, chars });
     }
     if r.precheck.as_ref().is_some_and(|p| p.chars().count() > MAX_TEXT) {
-        return Err(format!("TODO {}: its precheck is over the limit of {MAX_TEXT} characters", r.id));
+        return Err(ItemError::PrecheckTooLong { id: r.id });
     }
     let at = match r.at.trim() {
         "" => None,
-        s => Some(parse_file_time(s, tz).ok_or_else(|| format!("`at` {s:?} is not a time"))?),
+        s => Some(parse_file_time(s, tz).ok_or_else(|| ItemError::At(s.to_string()))?),
     };
     // The seed system wrote "unknown" for a missing creation time.
     let created = parse_file_time(r.created.trim(), tz);
-    let repeat = parse_repeat(r.every.as_deref(), r.cron.as_deref()).map_err(|e| e.to_string())?;
+    let repeat = parse_repeat(r.every.as_deref(), r.cron.as_deref()).map_err(ItemError::Repeat)?;
     let missed = match r.missed.as_deref() {
         None | Some("once") => Missed::Once,
         Some("skip") => Missed::Skip,
-        Some(other) => return Err(format!("`missed` must be \"once\" or \"skip\", not {other:?}")),
+        Some(other) => return Err(ItemError::Missed(other.to_string())),
     };
     let mut extra = r.extra;
     if !r.created.is_empty() && created.is_none() {

@@ -21,7 +21,7 @@ pub(super) struct RawApprovals {
 pub(super) fn parse(raw: RawApprovals, lines: &Lines) -> Result<cryo_core::approvals::Policy, ConfigError> {
     use cryo_core::approvals::{Action, Policy, Rule};
     let rules = |key: &str, list: Option<Vec<String>>| -> Result<Vec<Rule>, ConfigError> {
-        let rules: Result<Vec<Rule>, String> = list.unwrap_or_default().iter().map(|r| Rule::parse(r)).collect();
+        let rules: Result<Vec<Rule>, _> = list.unwrap_or_default().iter().map(|r| Rule::parse(r)).collect();
         rules.map_err(|why| lines.invalid(key, format!("key `approvals.{key}`: {why}")))
     };
     let default = match raw.default.as_deref() {
