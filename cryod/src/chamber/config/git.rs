@@ -116,22 +116,16 @@ pub(super) fn parse(raw: RawGit, dir: &Path, github: bool, lines: &Lines) -> Res
     Ok(Git { repo, base: raw.base, mode, branch, push: raw.push.unwrap_or(false) || pull_request, pull_request })
 }
 
-/// A repository the agent can write (in its chamber or a `writable`
-/// folder, named or where a link leads) is refused: cryod would run git in
-/// it (its hooks on a push, its refs and alternates on a fetch).
-pub(super) fn beyond_the_agent(repo: &Path, dir: &Path, writable: &[PathBuf]) -> Result<(), String> {
+/// The folder of the agent's (its chamber, or a `writable` one) that holds
+/// `repo`, named or where a link leads, if one does: such a repository is
+/// refused, as cryod would run git in it (its hooks on a push, its refs
+/// and alternates on a fetch).
+pub(super) fn agent_can_write(repo: &Path, dir: &Path, writable: &[PathBuf]) -> Option<PathBuf> {
     let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let theirs: Vec<PathBuf> =
         std::iter::once(dir.to_path_buf()).chain(writable.iter().cloned()).flat_map(|w| [resolve(&w), w]).collect();
     let (named, resolved) = (repo.to_path_buf(), resolve(repo));
-    match theirs.iter().find(|w| named.starts_with(w) || resolved.starts_with(w)) {
-        Some(w) => Err(format!(
-            "{} is in {}, which the agent can write: name the repository it works on, not one of its own",
-            repo.display(),
-            w.display()
-        )),
-        None => Ok(()),
-    }
+    theirs.into_iter().find(|w| named.starts_with(w) || resolved.starts_with(w))
 }
 
 /// `Some(url)` if `raw` is a URL git fetches over a transport cryo allows,
@@ -194,13 +188,12 @@ mod tests {
         for d in [&chamber, &project, &repo] {
             std::fs::create_dir_all(d).unwrap();
         }
-        let e = beyond_the_agent(&chamber.join("project"), &chamber, &[]).unwrap_err();
-        assert!(e.contains("which the agent can write"), "{e}");
-        assert!(beyond_the_agent(&project, &chamber, std::slice::from_ref(&project)).is_err());
+        assert!(agent_can_write(&chamber.join("project"), &chamber, &[]).is_some());
+        assert!(agent_can_write(&project, &chamber, std::slice::from_ref(&project)).is_some());
         // A link to it from elsewhere.
         std::os::unix::fs::symlink(&project, home.path().join("via")).unwrap();
-        assert!(beyond_the_agent(&home.path().join("via"), &chamber, std::slice::from_ref(&project)).is_err());
-        assert_eq!(beyond_the_agent(&repo, &chamber, std::slice::from_ref(&project)), Ok(()));
+        assert!(agent_can_write(&home.path().join("via"), &chamber, std::slice::from_ref(&project)).is_some());
+        assert_eq!(agent_can_write(&repo, &chamber, std::slice::from_ref(&project)), None);
     }
 
     #[test]

@@ -179,9 +179,15 @@ pub fn parse(path: &Path, text: &str, dir: &Path, system_tz: Tz) -> Result<Loade
     let readable = folders("readable", raw.readable.take(), dir, &lines)?;
     let github = raw.sync.as_ref().is_some_and(|s| s.github.is_some());
     let git = raw.git.take().map(|g| git::parse(g, dir, github, &lines)).transpose()?;
-    if let Some(Git { repo: Repo::Path(p), .. }) = &git {
-        git::beyond_the_agent(p, dir, &writable)
-            .map_err(|why| lines.invalid("repo", format!("key `git.repo`: {why}")))?;
+    if let Some(Git { repo: Repo::Path(p), .. }) = &git
+        && let Some(w) = git::agent_can_write(p, dir, &writable)
+    {
+        let why = format!(
+            "{} is in {}, which the agent can write: name the repository it works on, not one of its own",
+            p.display(),
+            w.display()
+        );
+        return Err(lines.invalid("repo", format!("key `git.repo`: {why}")));
     }
     let reach = reach(dir, &writable, &readable, &provider);
     let led = reach.iter().map(|r| (r.key.as_str(), r.named.as_path(), r.resolved.as_path()));
