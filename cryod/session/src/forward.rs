@@ -51,11 +51,16 @@ fn run(args: Vec<OsString>) -> crate::Result<i32> {
     let port: u16 =
         args.next().and_then(|p| p.to_str()?.parse().ok()).ok_or_else(|| Error::Launcher("no port".into()))?;
     let socket = PathBuf::from(args.next().ok_or_else(|| Error::Launcher("no socket".into()))?);
-    let program = super::harden::program_after_dashes(&mut args)?;
+    if args.next().is_none_or(|a| a != "--") {
+        return Err(Error::Launcher("no `--` before the program".into()));
+    }
+    let program = args.next().ok_or_else(|| Error::Launcher("no program".into()))?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", port))
         .map_err(|e| Error::Refused(format!("cannot listen on 127.0.0.1:{port} inside the sandbox: {e}")))?;
-    let mut child =
-        std::process::Command::new(&program).args(args).spawn().map_err(|e| super::harden::cannot_run(&program, e))?;
+    let mut child = std::process::Command::new(&program)
+        .args(args)
+        .spawn()
+        .map_err(|e| Error::Spawn(format!("cannot run {}: {e}", Path::new(&program).display())))?;
     // The agent, started in the session's group, ends on its SIGTERM; the
     // forwarder leaves the group, so that it outlives the agent and ends
     // with it.

@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 
+use crate::paths::{cannot_run, program_after_dashes};
 use crate::{Error, Result};
 
 #[cfg(test)]
@@ -164,20 +165,6 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible> {
             .exec();
         Err(cannot_run(&program, e))
     }
-}
-
-/// A launcher's `-- PROGRAM`: the program, after the `--` that must come
-/// first (the launchers of `tree` and `forward` take theirs alike).
-pub(crate) fn program_after_dashes(args: &mut impl Iterator<Item = OsString>) -> Result<OsString> {
-    if args.next().is_none_or(|a| a != "--") {
-        return Err(Error::Launcher("no `--` before the program".into()));
-    }
-    args.next().ok_or_else(|| Error::Launcher("no program".into()))
-}
-
-/// A launcher's program that could not be run (`exec` or `spawn`).
-pub(crate) fn cannot_run(program: &std::ffi::OsStr, e: std::io::Error) -> Error {
-    Error::Spawn(format!("cannot run {}: {e}", std::path::Path::new(program).display()))
 }
 
 /// Mounts a `devpts` of the session's own over `/dev/pts` (and its `ptmx`

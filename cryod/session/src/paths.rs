@@ -1,8 +1,10 @@
 //! Finding the programs cryod runs (the agent launcher, `bwrap`,
 //! `systemd-run`, an agent's CLI): absolute, relative to a folder, or on a
-//! `PATH`. Where cryod keeps its own files is `cryo_proto::paths`, shared
-//! with the clients.
+//! `PATH`; and the program a launcher (`cryod __confine`, `__sandbox`) is
+//! told to run. Where cryod keeps its own files is `cryo_proto::paths`,
+//! shared with the clients.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Whether `program` can be found (absolute, relative to `cwd`, or on `path`).
@@ -37,6 +39,20 @@ pub fn own_exe() -> crate::Result<PathBuf> {
         "cryod's own binary ({installed}) was replaced or removed since cryod started, so no session can start: \
          restart cryod to run the installed one (`cryoctl daemon stop`, then start it again)"
     )))
+}
+
+/// A launcher's `-- PROGRAM`: the program, after the `--` that must come
+/// first.
+pub(crate) fn program_after_dashes(args: &mut impl Iterator<Item = OsString>) -> crate::Result<OsString> {
+    if args.next().is_none_or(|a| a != "--") {
+        return Err(crate::Error::Launcher("no `--` before the program".into()));
+    }
+    args.next().ok_or_else(|| crate::Error::Launcher("no program".into()))
+}
+
+/// A launcher's program that could not be run (`exec` or `spawn`).
+pub(crate) fn cannot_run(program: &std::ffi::OsStr, e: std::io::Error) -> crate::Error {
+    crate::Error::Spawn(format!("cannot run {}: {e}", Path::new(program).display()))
 }
 
 #[cfg(test)]

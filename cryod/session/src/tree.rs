@@ -31,8 +31,8 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::harden::{cannot_run, program_after_dashes};
 use super::sandbox::Plan;
+use crate::paths::{cannot_run, program_after_dashes};
 use crate::{Error, Result};
 
 /// `cryod __sandbox [--exec] -- PROGRAM ARGS`.
