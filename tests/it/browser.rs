@@ -51,7 +51,7 @@ pub(crate) fn run_driver(dir: &Path, script: &str, env: &Env, vars: &[(&str, Str
 /// screen.
 pub(crate) fn assert_everywhere_clean(seen: &serde_json::Value) {
     let wide = seen["wide"].as_object().unwrap_or_else(|| panic!("the driver looked nowhere: {seen}"));
-    assert!(wide.len() >= 4 && wide.len() % 4 == 0, "{seen}");
+    assert!(wide.len() >= 4 && wide.len().is_multiple_of(4), "{seen}");
     for (key, over) in wide {
         assert_eq!(seen["axe"][key], serde_json::json!([]), "{key}: {}", seen["axe"][key]);
         assert!(over.as_i64() <= Some(0), "{key}: {over} px wider than the screen");
