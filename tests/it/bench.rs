@@ -174,3 +174,18 @@ fn git_measures_what_a_worktree_adds_to_a_wake() {
         }
     }
 }
+
+/// Issue 63: the hub's paint and weight at a few chambers (skipped without
+/// a browser, as the browser tests are): the page and the list are smaller
+/// gzipped than plain, and the first paint was measured.
+#[test]
+fn paint_measures_the_hubs_first_paint_and_weight() {
+    if crate::browser::driver_for("paint_measures_the_hubs_first_paint_and_weight").is_none() {
+        return;
+    }
+    let f = bench(&["paint", "--chambers", "3", "--runs", "1"]);
+    for what in ["page", "list"] {
+        assert!(num(&f, &format!("{what}_gzip_kb")) < num(&f, &format!("{what}_kb")), "{f:?}");
+    }
+    assert!(num(&f, "paint_list_ms_p50") > 0.0 && num(&f, "paint_list_nav_ms_p50") > 0.0, "{f:?}");
+}

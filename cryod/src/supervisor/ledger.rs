@@ -185,11 +185,11 @@ fn trace_wake(
 ) {
     use crate::otlp::Value;
     let Wake { chamber, agent, number, trigger } = wake;
-    let kind = format!("{:?}", cryo_session::Kind::of_agent(agent)).to_lowercase();
+    let kind = cryo_session::Kind::of_agent(agent).name();
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "invoke_agent".into()),
         ("gen_ai.agent.name", chamber.into()),
-        ("gen_ai.provider.name", crate::otlp::provider_name(&kind).into()),
+        ("gen_ai.provider.name", crate::otlp::provider_name(kind).into()),
         ("gen_ai.usage.input_tokens", usage.input_tokens.into()),
         ("gen_ai.usage.output_tokens", usage.output_tokens.into()),
         ("cryo.chamber", chamber.into()),
