@@ -69,7 +69,8 @@ const bad = (c) => !c.archived && ["crashed", "timed out", "failed", "stalled", 
 const needsMore = (c) => !c.archived && (failure(c.last_result) || c.attention || c.fault || c.open_questions || (c.state === "stopped" && c.mail_waiting));
 const needsYou = (c) => needsMore(c) || (!c.archived && (c.state === "awaiting approval" || pending(c.name).length > 0));
 // What a person set aside (acknowledged, or snoozed until a time not yet
-// come): out of the queue, named below it. An open question is never set
+// come): out of the queue, named below it. A snooze's end is cryod's
+// (its timer publishes the chamber again), not a timer of the page's. An open question is never set
 // aside: it is answered.
 const setAside = (c) => c.acknowledged_at && !c.open_questions
   && (!c.snoozed_until || Date.parse(c.snoozed_until) > Date.now());
@@ -159,7 +160,6 @@ function renderNeeds(all) {
   const needing = all.filter((c) => needsMore(c) && !carded(c));
   const list = needing.filter((c) => !setAside(c));
   const aside = needing.filter(setAside);
-  wakeAtSnoozeEnd(aside);
   const waits = pending();
   navigator.setAppBadge?.(list.length + waits.length).catch(() => {});
   // A question answered is forgotten: a new one later is fetched afresh.
@@ -269,16 +269,6 @@ function asideLine(aside) {
   return [box];
 }
 let asideOpen = false; // kept open across redraws
-
-// A snooze that ends while the page is open brings its item back then.
-let snoozeTimer = null;
-function wakeAtSnoozeEnd(aside) {
-  clearTimeout(snoozeTimer);
-  const ends = aside.map((c) => Date.parse(c.snoozed_until)).filter((t) => t > Date.now());
-  if (!ends.length) return;
-  const wait = Math.min(Math.min(...ends) - Date.now() + 500, 2 ** 31 - 1);
-  snoozeTimer = setTimeout(renderList, wait);
-}
 
 // Who decided what: the requests answered, newest first. Asked when the
 // section opens and again when a request is decided (at most every 5 s);

@@ -434,11 +434,8 @@ impl Snooze {
         let most = now + chrono::Duration::days(SNOOZE_MAX_DAYS);
         let until = match (self.until.trim(), self.secs) {
             ("", 0) => return Ok(None),
-            ("", secs) => {
-                now + chrono::Duration::seconds(
-                    i64::try_from(secs).unwrap_or(i64::MAX).min(SNOOZE_MAX_DAYS * 86_400 + 1),
-                )
-            }
+            // Past a year is refused below, without overflowing on the way.
+            ("", secs) => now + chrono::Duration::seconds(secs.min(SNOOZE_MAX_DAYS as u64 * 86_400 + 1) as i64),
             (at, 0) => chrono::DateTime::parse_from_rfc3339(at)
                 .map_err(|e| {
                     Error::Invalid(format!("until {at:?} is not a time (RFC 3339, e.g. 2026-11-29T09:00:00Z): {e}"))
@@ -450,5 +447,30 @@ impl Snooze {
             return Err(Error::Invalid(format!("a snooze lasts at most {SNOOZE_MAX_DAYS} days")));
         }
         Ok(Some(until))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Snooze;
+
+    /// What a person sends (the hub's body, `cryoctl --for`): a time, a
+    /// while, or neither; one line for the rest.
+    #[test]
+    fn a_snooze_ends_at_a_time_after_a_while_or_when_it_changes() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-29T09:00:00Z").unwrap().to_utc();
+        let end = |until: &str, secs| Snooze { until: until.into(), secs }.end(now).map_err(|e| e.to_string());
+        assert_eq!(end("", 0), Ok(None));
+        assert_eq!(end("", 3600), Ok(Some(now + chrono::Duration::hours(1))));
+        assert_eq!(end("2026-11-30T09:00:00+01:00", 0), Ok(Some(now + chrono::Duration::hours(23))));
+        for (until, secs, says) in [
+            ("tomorrow", 0, "is not a time"),
+            ("2026-11-30T09:00:00Z", 60, "not both"),
+            ("", u64::MAX, "at most 366 days"),
+            ("9999-01-01T00:00:00Z", 0, "at most 366 days"),
+        ] {
+            let e = end(until, secs).expect_err(until);
+            assert!(e.contains(says) && !e.contains('\n'), "{until:?} {secs}: {e}");
+        }
     }
 }
