@@ -128,7 +128,14 @@ impl Bridges {
     /// Runs the bridges `config` asks for while `active`, and only those.
     pub fn reconcile(&mut self, root: &Path, config: Option<&ChamberConfig>, active: bool) {
         let wanted: Vec<Spec> = match config.filter(|_| active) {
-            Some(c) => c.zulip.clone().map(Spec::Zulip).into_iter().chain(c.github.clone().map(Spec::Github)).collect(),
+            Some(c) => c
+                .zulip
+                .as_deref()
+                .cloned()
+                .map(Spec::Zulip)
+                .into_iter()
+                .chain(c.github.as_deref().cloned().map(Spec::Github))
+                .collect(),
             None => Vec::new(),
         };
         if self.running.len() == wanted.len() && self.running.iter().zip(&wanted).all(|(r, w)| &r.spec == w) {

@@ -54,6 +54,16 @@ struct Entry {
 }
 
 impl Entry {
+    /// The registry's entry for a chamber its supervisor now runs. What
+    /// only its boot reads (the accepted settings, the health record: the
+    /// supervisor holds them from then on) is not kept twice: at 100,000
+    /// chambers that was a kilobyte each.
+    fn new(mut record: ChamberRecord, handle: Handle) -> Entry {
+        record.trusted = None;
+        record.health = None;
+        Entry { record, handle }
+    }
+
     fn view(&self) -> ChamberView {
         let mut record = self.record.clone();
         // The supervisor owns the desired state once running.
@@ -194,7 +204,7 @@ impl Daemon {
                 while let Some(booted) = batch.join_next().await {
                     let (record, handle) =
                         booted.map_err(|e| Error::Internal(format!("a chamber's boot failed: {e}")))?;
-                    chambers.insert(record.id, Entry { record, handle });
+                    chambers.insert(record.id, Entry::new(record, handle));
                 }
             }
             tracing::info!(chambers = chambers.len(), in_ms = began.elapsed().as_millis() as u64, "registry loaded");
@@ -397,7 +407,7 @@ async fn end_leftovers(
 /// A chamber another node runs, as its owner last published it; one no
 /// live node runs yet shows its desired state.
 fn remote_view(r: &ChamberRecord) -> ChamberView {
-    let mut view = r.mirror.clone().unwrap_or_default();
+    let mut view = r.mirror.as_deref().cloned().unwrap_or_default();
     view.state = remote_state(r);
     if r.owner.is_none() || r.mirror.is_none() {
         view.archived = r.archived;

@@ -38,7 +38,7 @@ impl Daemon {
         let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
         tracing::info!(chamber = %record.name, fence = record.fence, "chamber runs here");
         let id = record.id;
-        self.chambers_mut().insert(id, Entry { record, handle });
+        self.chambers_mut().insert(id, Entry::new(record, handle));
         // (A refresh of the fleet's view may have listed it as remote meanwhile.)
         self.remote_mut().remove(&id);
         // Live views (and the service manager's status line) learn of it.

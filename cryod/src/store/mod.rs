@@ -134,7 +134,7 @@ pub struct ChamberRecord {
     /// The storage domain its folder lives in (fleet).
     pub domain: String,
     /// What its owner last published of it (fleet), for other nodes' views.
-    pub mirror: Option<View>,
+    pub mirror: Option<Box<View>>,
     /// The settings of its `cryo.toml` that decide confinement or run
     /// commands, as the operator last accepted them (a JSON object of key
     /// and digest); `None` until first read (a chamber registered before

@@ -78,7 +78,7 @@ impl Sup {
             let _ = reply.send(Err(Error::Precondition("this session has ended".into())));
             return;
         }
-        let policy = self.config.as_ref().map(|c| c.approvals.as_ref()).map_err(|why| why as &dyn std::fmt::Display);
+        let policy = self.config.as_ref().map(|c| c.approvals.as_deref()).map_err(|why| why as &dyn std::fmt::Display);
         match request::screen(policy, &ask.tool, &ask.input, ask.max_wait) {
             Screened::Allow(message) => {
                 let _ = reply.send(Ok(Answer::allow(message)));

@@ -12,7 +12,8 @@ use cryo_core::todo::Claim;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Event, Handle, Snapshot, Sup, settings};
+use super::handle::Accepted;
+use super::{Event, Handle, Sup, settings};
 use crate::chamber::mailbox::{Folder, Mailbox};
 use crate::chamber::{log, todos};
 use crate::runtime::Shared;
@@ -83,7 +84,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
-    let trusted = keep_first_read(&shared, &record, trusted, config.is_ok(), read).await;
+    let trusted = keep_first_read(&shared, &record, config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
     let (past, mailbox) = past(&root, last, tz, watch_activity);
@@ -143,7 +144,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     );
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
     let boot = boot_input(rows.claims, &mailbox, recovery);
-    let (snapshot, snap_rx) = watch::channel(Snapshot::default());
+    let snapshot = super::outlets::Shown::default();
     let changed = bridges_changed(tx.clone());
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
     write_fence(&shared, &record, &root);
@@ -159,7 +160,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         last_trace: None,
         root,
         tx: tx.clone(),
-        outlets: super::outlets::Outlets::new(snapshot, mirror),
+        outlets: super::outlets::Outlets::new(snapshot.clone(), mirror),
         machine,
         config,
         callers: Default::default(),
@@ -168,7 +169,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         git_lock: Default::default(),
         git_last,
     };
-    launch(sup, boot, answered, &watch_dirs, rx, tx, snap_rx).await
+    launch(sup, boot, answered, &watch_dirs, rx, tx, snapshot).await
 }
 
 /// What the ledger holds for a chamber's start, read for it alone (nothing
@@ -189,22 +190,19 @@ fn newest_number(newest: Option<&crate::store::SessionRow>, root: &std::path::Pa
 async fn keep_first_read(
     shared: &Shared,
     record: &ChamberRecord,
-    trusted: Option<super::Trusted>,
     config_ok: bool,
     read: Option<super::Trusted>,
-) -> Option<super::Trusted> {
-    // First read since cryod kept what was accepted: what it says is.
-    if trusted.is_none()
-        && config_ok
-        && let Some(read) = read
-    {
-        let json = crate::chamber::trust::to_json(&read);
-        if let Err(error) = shared.store.set_trusted(record.fence(), json).await {
-            tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
-        }
-        return Some(read);
+) -> Option<Accepted> {
+    if let Some(kept) = &record.trusted {
+        return Some(Accepted::from_json(kept.clone()));
     }
-    trusted
+    // First read since cryod kept what was accepted: what it says is.
+    let read = read.filter(|_| config_ok)?;
+    let accepted = Accepted::of(&read);
+    if let Err(error) = shared.store.set_trusted(record.fence(), accepted.json()).await {
+        tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
+    }
+    Some(accepted)
 }
 
 /// What the ledger and the chamber's files say of the sessions before this
@@ -276,7 +274,7 @@ async fn launch(
     watch_dirs: &[PathBuf],
     rx: super::queue::Receiver<Event>,
     tx: super::queue::Sender<Event>,
-    snapshot: watch::Receiver<Snapshot>,
+    snapshot: super::outlets::Shown,
 ) -> Handle {
     sup.shared.watcher.watch(sup.id, &sup.root, watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;

@@ -97,7 +97,7 @@ impl Sup {
                     prompt: &prompt,
                     prompt_file: cryo_session::PROMPT_FILE,
                     resume: resume.as_deref(),
-                    approvals: approvals.as_ref(),
+                    approvals: approvals.as_deref(),
                     workdir: workdir.as_deref(),
                 };
                 let (result, notes) = match self.spawn_agent(session, &wake_id, &token, turn).await {

@@ -59,7 +59,7 @@ impl Sup {
             chamber: self.machine.name().to_string(),
             root: self.root.clone(),
             store: self.git_store(),
-            config: git_config,
+            config: *git_config,
             publish,
             lock: self.git_lock.clone(),
         })

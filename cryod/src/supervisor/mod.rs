@@ -67,7 +67,7 @@ struct Sup {
     running: Option<Box<Running>>,
     /// What the operator accepted of `cryo.toml` (none yet: what it says
     /// when first read is).
-    trusted: Option<Trusted>,
+    trusted: Option<handle::Accepted>,
     root: PathBuf,
     tx: queue::Sender<Event>,
     /// The snapshot for this node's views, and the fleet's mirror.
@@ -513,7 +513,7 @@ fn settings(c: &ChamberConfig) -> Settings {
         max_attempts: c.max_attempts,
         mcp: c.mcp && known,
         precheck: c.precheck.clone(),
-        approvals: c.approvals.clone().map(Box::new),
+        approvals: c.approvals.clone(),
         precheck_timeout: std::time::Duration::from_secs(c.precheck_timeout),
         on_end: c.on_end.iter().map(|c| c.link.clone()).collect(),
         expect_activity_within: c.expect_activity_within,

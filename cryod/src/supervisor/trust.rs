@@ -15,8 +15,8 @@ impl Sup {
 
     /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
     pub(super) fn read_config(&mut self) -> Option<(std::result::Result<Settings, Failed>, Vec<String>)> {
-        let (config, warnings, read) =
-            load_config(&self.shared, &self.root, self.machine.name(), self.trusted.as_ref());
+        let accepted = self.trusted.as_ref().map(handle::Accepted::digests);
+        let (config, warnings, read) = load_config(&self.shared, &self.root, self.machine.name(), accepted.as_ref());
         if self.trusted.is_none()
             && let Some(read) = read
             && config.is_ok()
@@ -41,13 +41,13 @@ impl Sup {
     pub(super) async fn trust(&mut self, edit: Option<Edit>, diff: bool) -> Result<Vec<crate::chamber::trust::Change>> {
         // An edit: the file is about to say so, and its write will be heard.
         let reread = edit.is_none();
+        let accepted = self.trusted.as_ref().map(handle::Accepted::digests).unwrap_or_default();
         let read = match edit {
             Some(Edit { digests, touched }) => {
-                let pending: Vec<String> =
-                    crate::chamber::trust::changed(self.trusted.as_ref().unwrap_or(&Trusted::new()), &digests)
-                        .into_iter()
-                        .filter(|k| !touched.contains(k))
-                        .collect();
+                let pending: Vec<String> = crate::chamber::trust::changed(&accepted, &digests)
+                    .into_iter()
+                    .filter(|k| !touched.contains(k))
+                    .collect();
                 if self.trusted.is_some() && !pending.is_empty() {
                     return Err(Error::Precondition(format!(
                         "{} (saving other settings does not accept them)",
@@ -62,15 +62,15 @@ impl Sup {
                 (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
             },
         };
-        let changed = crate::chamber::trust::changes(self.trusted.as_ref().unwrap_or(&Trusted::new()), &read);
+        let changed = crate::chamber::trust::changes(&accepted, &read);
         if diff {
             return Ok(changed);
         }
-        let json = crate::chamber::trust::to_json(&read);
-        let r = self.shared.store.set_trusted(self.owner.fence(), json).await;
+        let kept = handle::Accepted::of(&read);
+        let r = self.shared.store.set_trusted(self.owner.fence(), kept.json()).await;
         self.fenced(r)?;
         tracing::info!(chamber = %self.machine.name(), keys = ?changed.iter().map(|c| &c.key).collect::<Vec<_>>(), "settings accepted by the operator");
-        self.trusted = Some(read);
+        self.trusted = Some(kept);
         if reread {
             self.reload_config().await;
         }
@@ -80,14 +80,15 @@ impl Sup {
     /// Takes `digests` as what the operator accepted, and keeps them.
     pub(super) fn accept(&mut self, digests: Trusted) {
         let (store, fence) = (self.shared.store.clone(), self.owner.fence());
-        let json = crate::chamber::trust::to_json(&digests);
+        let accepted = handle::Accepted::of(&digests);
+        let json = accepted.json();
         let name = self.machine.name().to_string();
         tokio::spawn(async move {
             if let Err(error) = store.set_trusted(fence, json).await {
                 tracing::warn!(chamber = %name, %error, "cannot keep the accepted settings");
             }
         });
-        self.trusted = Some(digests);
+        self.trusted = Some(accepted);
     }
 
     pub(super) async fn reload_config(&mut self) {

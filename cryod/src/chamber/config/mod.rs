@@ -80,11 +80,11 @@ pub struct ChamberConfig {
     /// `[approvals]`: which tool calls run, wait for a person, or are
     /// refused (`None`: the section is absent, and the agent's CLI runs
     /// with its permission prompts off, as before).
-    pub approvals: Option<cryo_core::approvals::Policy>,
+    pub approvals: Option<Box<cryo_core::approvals::Policy>>,
     /// `[git]`: the repository the sessions work in, each in a worktree on
     /// the chamber's branch (`None`: the chamber folder is the working
     /// folder, as before).
-    pub git: Option<Git>,
+    pub git: Option<Box<Git>>,
     /// `session` and `resume_max_*`: whether sessions continue one
     /// provider conversation.
     pub continuity: cryo_core::session::Continuity,
@@ -116,8 +116,8 @@ pub struct ChamberConfig {
     /// `memory_max` and `cpu_weight`: the session's systemd scope limits
     /// (when cryod runs under systemd).
     pub limits: crate::config::Limits,
-    pub zulip: Option<ZulipSync>,
-    pub github: Option<GithubSync>,
+    pub zulip: Option<Box<ZulipSync>>,
+    pub github: Option<Box<GithubSync>>,
 }
 
 /// When cryod ends a running session that gets nowhere (a known kind's:

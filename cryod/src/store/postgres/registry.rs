@@ -35,7 +35,7 @@ pub(super) fn chamber_row(r: &Row) -> ChamberRecord {
         owner_name: r.try_get(14).ok().flatten(),
         home: r.get(8),
         domain: r.get(9),
-        mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()),
+        mirror: r.get::<_, Option<String>>(10).and_then(|m| serde_json::from_str(&m).ok()).map(Box::new),
     }
 }
 
