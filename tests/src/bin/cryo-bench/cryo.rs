@@ -15,32 +15,45 @@ use crate::scripts;
 /// or what `CRYO_BENCH_SANDBOX` names (`landlock`, `bwrap`): what a
 /// session's confinement adds to its start.
 pub(crate) fn register(env: &Env, n: usize, script: &str, prepare: impl Fn(usize, &Path)) -> Vec<String> {
+    register_range(env, 0..n, script, prepare)
+}
+
+/// Chambers kept apart by how many registrations run at once (a 100,000
+/// chamber world is set up in minutes, not an hour).
+const REGISTERING: usize = 8;
+
+/// [`register`] for the chambers numbered `range` (named `bNNNNN`), a few
+/// at once on their own connections; the names in order.
+pub(crate) fn register_range(
+    env: &Env,
+    range: std::ops::Range<usize>,
+    script: &str,
+    prepare: impl Fn(usize, &Path),
+) -> Vec<String> {
     let sandbox = std::env::var("CRYO_BENCH_SANDBOX").unwrap_or_else(|_| "off".into());
-    let rt = rt();
-    rt.block_on(async {
-        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
-        let mut names = Vec::new();
-        for i in 0..n {
-            let name = format!("b{i:05}");
-            let dir = env.path(&format!("ch/{name}"));
-            c.chamber_init(pb::ChamberInitRequest {
-                dir: dir.to_str().unwrap().into(),
-                agent: "sh agent.sh".into(),
-                sandbox: sandbox.clone(),
-            })
-            .await
-            .unwrap();
-            std::fs::write(dir.join("agent.sh"), script).unwrap();
-            std::fs::write(dir.join("cryo.log"), "--- CRYO SESSION 1 | setup ---\n--- CRYO END ---\n").unwrap();
-            prepare(i, &dir);
-            c.chamber_add(pb::ChamberAddRequest {
-                dir: dir.to_str().unwrap().into(),
-                name: name.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            names.push(name);
+    let (prepare, sandbox) = (&prepare, &sandbox);
+    let one = |mut c: cryo_proto::Control, i: usize| async move {
+        let name = format!("b{i:05}");
+        let dir = env.path(&format!("ch/{name}"));
+        let init = pb::ChamberInitRequest {
+            dir: dir.to_str().unwrap().into(),
+            agent: "sh agent.sh".into(),
+            sandbox: sandbox.clone(),
+        };
+        c.chamber_init(init).await.unwrap();
+        std::fs::write(dir.join("agent.sh"), script).unwrap();
+        std::fs::write(dir.join("cryo.log"), "--- CRYO SESSION 1 | setup ---\n--- CRYO END ---\n").unwrap();
+        prepare(i, &dir);
+        let add = pb::ChamberAddRequest { dir: dir.to_str().unwrap().into(), name: name.clone(), ..Default::default() };
+        c.chamber_add(add).await.unwrap();
+        name
+    };
+    rt().block_on(async {
+        let c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
+        let mut names = Vec::with_capacity(range.len());
+        let ids: Vec<usize> = range.collect();
+        for chunk in ids.chunks(REGISTERING) {
+            names.extend(futures_util::future::join_all(chunk.iter().map(|i| one(c.clone(), *i))).await);
         }
         names
     })
@@ -62,7 +75,7 @@ pub(crate) fn start_all(env: &Env, names: &[String]) {
 
 /// `runs` runs of `cryoctl ARGS` (each must succeed), in milliseconds from
 /// the process's start to its exit.
-fn cryoctl_times(env: &Env, runs: usize, args: &[&str]) -> Vec<f64> {
+pub(crate) fn cryoctl_times(env: &Env, runs: usize, args: &[&str]) -> Vec<f64> {
     (0..runs)
         .map(|_| {
             let t = Instant::now();
@@ -87,7 +100,7 @@ pub(crate) fn write_todos(dir: &Path, at: &[String]) {
 }
 
 /// Waits until the daemon answers a chamber list (it has loaded every chamber).
-fn wait_serving(env: &Env) {
+pub(crate) fn wait_serving(env: &Env) {
     rt().block_on(async {
         loop {
             if let Ok(mut c) = cryo_proto::control_unchecked(&env.socket()).await

@@ -19,6 +19,7 @@ mod gateway;
 mod git;
 mod hub;
 mod measure;
+mod scale;
 mod scripts;
 mod seed;
 
@@ -203,6 +204,22 @@ enum Scenario {
         #[arg(long)]
         session: bool,
     },
+    /// How costs grow with the chambers on one node: one world grown
+    /// through `--sizes`, and at each size cryod restarted warm and cold
+    /// (the page cache dropped, where allowed) and measured at rest:
+    /// memory, start-up, the list, a status and a wake's lateness. With
+    /// `--seed`, the seed system's memory, start-up, list and status beside
+    /// cryo's at the largest size it can run (at most 1,000 daemons).
+    Scale {
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        sizes: Vec<usize>,
+        #[arg(long, default_value_t = 100)]
+        todos: usize,
+        /// Restarts at each size, warm and cold each (medians reported),
+        /// and runs of each command.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// SIGKILL the daemon(s) while sessions run; time until the restarted
     /// daemon serves again, with every chamber loaded and the sessions
     /// recovered.
@@ -306,6 +323,23 @@ fn main() {
             }
             return;
         }
+        Scenario::Scale { sizes, todos, runs } => {
+            let mut f = scale::scale(&sizes, todos, runs);
+            let at = sizes.iter().copied().filter(|n| *n <= SEED_AT_MOST).max();
+            let seed = seed.zip(at).map(|(s, n)| {
+                let mut both = seed::idle(s, n, todos, 5);
+                both.extend(seed::control(s, n, runs));
+                for (k, key) in [("rss_mb", "rss_mb"), ("startup_warm_ms", "startup_ms")] {
+                    f.insert(key.into(), f[&format!("{k}_{n}")].clone());
+                }
+                for key in ["list_median_ms", "status_median_ms"] {
+                    f.insert(key.into(), f[&format!("{key}_{n}")].clone());
+                }
+                println!("\nthe seed system beside cryo at {n} chambers:");
+                both
+            });
+            (f, seed, &[("rss_mb", "MB"), ("startup_ms", "ms"), ("list_median_ms", "ms"), ("status_median_ms", "ms")])
+        }
         Scenario::Recovery { chambers, running } => (
             cryo::recovery(chambers, running),
             seed.map(|s| seed::recovery(s, chambers, running)),
@@ -319,6 +353,9 @@ fn main() {
         println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
     }
 }
+
+/// The most chambers the seed system is run with (one daemon each).
+const SEED_AT_MOST: usize = 1000;
 
 fn machine() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
