@@ -59,7 +59,7 @@ pub fn scale(sizes: &[usize], todos: usize, runs: usize) -> Figures {
         let anon_mb = status_kb(pid, "RssAnon:") / 1024.0;
         let list = cryoctl_times(&env, runs, &["chamber", "list", "--json"]);
         let status = cryoctl_times(&env, runs, &["chamber", "status", "b00000"]);
-        let late = probe_wakes(&probe_dir);
+        let late = probe_wakes(&probe_dir, rows.len() * (WAKES + 1));
         let row = Row {
             size,
             rss_mb,
@@ -134,13 +134,21 @@ fn every_chamber_listed(env: &Env, total: usize, t: Instant) -> f64 {
 }
 
 /// The probe wakes [`WAKES`] times, two seconds apart, among all the others:
-/// its median lateness (due to the agent's start), in milliseconds.
-fn probe_wakes(dir: &Path) -> f64 {
+/// its median lateness (due to the agent's start), in milliseconds. Its
+/// TODOs are numbered after the `done` it did before (an id is never used
+/// twice in a chamber: the ledger remembers what each one claimed), and a
+/// far one is left after them, so its plan is never complete.
+fn probe_wakes(dir: &Path, done: usize) -> f64 {
     let _ = std::fs::remove_file(dir.join("starts.txt"));
     let first = second_after(2);
     let due: Vec<i64> = (0..WAKES as i64).map(|k| first + 2 * k).collect();
-    let at: Vec<String> = due.iter().map(|s| rfc3339_ns(*s as i128 * 1_000_000_000)).collect();
-    write_todos(dir, &at);
+    let far = crate::cryo::FAR.to_string();
+    let at = due.iter().map(|s| rfc3339_ns(*s as i128 * 1_000_000_000)).chain([far]);
+    let items: Vec<serde_json::Value> = at
+        .enumerate()
+        .map(|(k, at)| serde_json::json!({"id": done + k + 1, "text": format!("probe {k}"), "done": false, "claimed": false, "at": at}))
+        .collect();
+    std::fs::write(dir.join("todo.json"), serde_json::to_string(&items).unwrap()).unwrap();
     wait_until_within(Duration::from_secs(120), "the probe's wakes", || times(dir, "starts.txt").len() >= WAKES);
     let mut f = Figures::new();
     lateness_p95(&mut f, dir, &due);
