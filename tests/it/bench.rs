@@ -189,3 +189,19 @@ fn paint_measures_the_hubs_first_paint_and_weight() {
     }
     assert!(num(&f, "paint_list_ms_p50") > 0.0 && num(&f, "paint_list_nav_ms_p50") > 0.0, "{f:?}");
 }
+
+/// Issue 65's growth curve: one world grown through two sizes, each
+/// measured at rest after a restart, with the probe's wakes among them.
+#[test]
+fn scale_grows_one_world_and_measures_each_size() {
+    let f = bench(&["scale", "--sizes", "3,6", "--todos", "2", "--runs", "1", "--warm-only"]);
+    for n in [3, 6] {
+        for k in ["rss_mb", "anon_mb", "startup_warm_ms", "first_answer_warm_ms", "list_median_ms", "status_median_ms"]
+        {
+            assert!(num(&f, &format!("{k}_{n}")) > 0.0, "{k} at {n} chambers: {f:?}");
+        }
+        assert!(num(&f, &format!("lateness_p50_ms_{n}")) >= 0.0, "the probe never starts early: {f:?}");
+        assert!(!f.contains_key(&format!("startup_cold_ms_{n}")), "--warm-only leaves the page cache alone");
+    }
+    assert!(f.contains_key("kb_per_chamber_6"), "what each chamber added is told from the second size on");
+}

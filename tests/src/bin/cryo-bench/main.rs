@@ -219,6 +219,10 @@ enum Scenario {
         /// and runs of each command.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Warm start-ups only: the page cache is left alone (dropping it
+        /// slows everything else on the machine; the tests run this).
+        #[arg(long)]
+        warm_only: bool,
     },
     /// SIGKILL the daemon(s) while sessions run; time until the restarted
     /// daemon serves again, with every chamber loaded and the sessions
@@ -323,8 +327,8 @@ fn main() {
             }
             return;
         }
-        Scenario::Scale { sizes, todos, runs } => {
-            let mut f = scale::scale(&sizes, todos, runs);
+        Scenario::Scale { sizes, todos, runs, warm_only } => {
+            let mut f = scale::scale(&sizes, todos, runs, !warm_only);
             let at = sizes.iter().copied().filter(|n| *n <= SEED_AT_MOST).max();
             let seed = seed.zip(at).map(|(s, n)| {
                 let mut both = seed::idle(s, n, todos, 5);

@@ -33,7 +33,7 @@ struct Row {
     late_ms: f64,
 }
 
-pub fn scale(sizes: &[usize], todos: usize, runs: usize) -> Figures {
+pub fn scale(sizes: &[usize], todos: usize, runs: usize, drop_caches: bool) -> Figures {
     let env = Env::new();
     let mut d = env.start_daemon();
     let watches = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").unwrap_or_default();
@@ -52,7 +52,7 @@ pub fn scale(sizes: &[usize], todos: usize, runs: usize) -> Figures {
         have = size.max(have);
         let (warm, cold);
         (d, warm) = restarts(&env, d, have + 1, runs, false);
-        (d, cold) = restarts(&env, d, have + 1, runs, true);
+        (d, cold) = if drop_caches { restarts(&env, d, have + 1, runs, true) } else { (d, None) };
         let warm = warm.expect("a warm start-up is always measured");
         let pid = d.pid();
         let rss_mb = settled_rss(&[pid]);
