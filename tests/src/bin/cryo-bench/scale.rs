@@ -94,8 +94,7 @@ fn restarts(env: &Env, mut d: Daemon, total: usize, runs: usize, cold: bool) -> 
         }
         let t = Instant::now();
         d = env.spawn_daemon(&[]);
-        let first = first_answer(env, t);
-        let listed = every_chamber_listed(env, total, t);
+        let (first, listed) = rt().block_on(timed_start(env, total, t));
         all.push((listed, first, cpu_seconds(d.pid())));
     }
     let median = |f: fn(&(f64, f64, f64)) -> f64| stats(all.iter().map(f).collect()).0;
@@ -105,32 +104,37 @@ fn restarts(env: &Env, mut d: Daemon, total: usize, runs: usize, cold: bool) -> 
     (d, Some((median(|r| r.0), median(|r| r.1), median(|r| r.2))))
 }
 
-/// Milliseconds from `t` until the socket first answers a list.
-fn first_answer(env: &Env, t: Instant) -> f64 {
-    rt().block_on(async {
-        loop {
-            if let Ok(mut c) = cryo_proto::control_unchecked(&env.socket()).await
-                && c.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await.is_ok()
-            {
-                return t.elapsed().as_secs_f64() * 1000.0;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+/// Milliseconds from `t` until the socket first answers a list, and until
+/// the list holds `total` chambers. A daemon that stops answering ends the
+/// bench with its log's tail.
+async fn timed_start(env: &Env, total: usize, t: Instant) -> (f64, f64) {
+    let ms = || t.elapsed().as_secs_f64() * 1000.0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (mut first, mut c) = (None, None);
+    loop {
+        assert!(Instant::now() < deadline, "cryod never listed its {total} chambers:\n{}", tail(env));
+        if c.is_none() {
+            c = cryo_proto::control_unchecked(&env.socket()).await.ok();
         }
-    })
+        if let Some(client) = c.as_mut() {
+            match client.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await {
+                Ok(r) => {
+                    let first = *first.get_or_insert_with(ms);
+                    if r.into_inner().chambers.len() >= total {
+                        return (first, ms());
+                    }
+                }
+                Err(_) => c = None,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
-/// Milliseconds from `t` until the list holds `total` chambers.
-fn every_chamber_listed(env: &Env, total: usize, t: Instant) -> f64 {
-    rt().block_on(async {
-        let mut c = cryo_proto::control_unchecked(&env.socket()).await.unwrap();
-        loop {
-            let r = c.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await;
-            if r.is_ok_and(|r| r.into_inner().chambers.len() >= total) {
-                return t.elapsed().as_secs_f64() * 1000.0;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
+fn tail(env: &Env) -> String {
+    let log = env.daemon_log();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// The probe wakes [`WAKES`] times, two seconds apart, among all the others:
