@@ -37,13 +37,15 @@ impl Daemon {
         record.owner_name = shared.store.fleet().map(|pg| pg.node().name.clone());
         let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
         tracing::info!(chamber = %record.name, fence = record.fence, "chamber runs here");
-        let id = record.id;
+        let (id, name) = (record.id, record.name.clone());
         self.chambers_mut().insert(id, Entry::new(record, handle));
         // (A refresh of the fleet's view may have listed it as remote meanwhile.)
         self.remote_mut().remove(&id);
         // Live views (and the service manager's status line) learn of it.
         shared.notify(id, crate::runtime::NoticeKind::Status);
-        self.note_names();
+        if shared.names.add_known(&name) {
+            self.recheck_faulted();
+        }
     }
 
     /// Keeps the names `[[on_end]]` may use the registry's; a chamber
@@ -54,9 +56,14 @@ impl Daemon {
             let remote = self.remote();
             local.values().map(|e| e.record.name.clone()).chain(remote.values().map(|r| r.name.clone())).collect()
         };
-        if !self.0.shared.names.set_known(names) {
-            return;
+        if self.0.shared.names.set_known(names) {
+            self.recheck_faulted();
         }
+    }
+
+    /// A chamber faulted on a name it did not know reads its `cryo.toml`
+    /// again (the names changed).
+    fn recheck_faulted(&self) {
         for e in self.chambers().values() {
             if e.handle.snapshot.borrow().view.state == State::Faulted {
                 let _ = e.handle.tx.send(Event::Watched(crate::watch::Change::Config));
