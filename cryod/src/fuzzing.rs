@@ -123,17 +123,17 @@ impl HubHarness {
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("fuzz runtime");
         let token = "fuzz-token".to_string();
         let router = runtime.block_on(async {
-            let shared = crate::runtime::Shared::start(
+            let shared = crate::services::runtime::Shared::start(
                 crate::config::Config::default(),
                 crate::store::Store::open(&root.join("state/registry.sqlite")).expect("store"),
-                crate::clock::Clock::system(),
+                crate::base::clock::Clock::system(),
                 tokio_util::sync::CancellationToken::new(),
                 &cryo_proto::paths::Paths {
                     socket: root.join("cryod.sock"),
                     state_dir: root.join("state"),
                     config_file: root.join("config/cryod.toml"),
                 },
-                crate::lease::Lease::single(),
+                crate::services::lease::Lease::single(),
             );
             let daemon = crate::daemon::Daemon::load(shared).await.expect("daemon");
             let chamber = root.join("alpha");
@@ -141,7 +141,7 @@ impl HubHarness {
                 .add(&chamber, Some("alpha"), true, Some("true"), Some(crate::config::Sandbox::Off))
                 .await
                 .expect("a chamber");
-            crate::hub::router(daemon, token.clone(), "127.0.0.1:8765".parse().unwrap())
+            crate::fronts::hub::router(daemon, token.clone(), "127.0.0.1:8765".parse().unwrap())
         });
         HubHarness { runtime, router, token }
     }

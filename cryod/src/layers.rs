@@ -7,41 +7,28 @@ use std::path::Path;
 
 /// Lowest first. A new module must be placed here (the test says so).
 const LAYERS: &[&[&str]] = &[
-    // HTTP/2 header blocks are mended in cryo-session now; the clock and how a
-    // time is written (the store writes times).
-    &["clock"],
-    // Leaves: the SQLite store, the metrics registry, random names, log lines.
-    // Bounded TCP connections (the hub's and the gateway's listeners).
-    &["random", "logline", "store", "metrics", "conn"],
-    // Errors (wrapping the store's), `cryod.toml`, the scheduler's timers.
-    // Traces exported over OTLP/HTTP.
-    &["error", "config", "scheduler", "otlp"],
+    // What knows nothing of chambers: the clock, random names, log lines,
+    // the metrics registry, bounded TCP connections, the wall-clock
+    // scheduler, traces over OTLP (INNER ranks its rooms).
+    &["base"],
+    // The store (SQLite or PostgreSQL).
+    &["store"],
+    // Errors (wrapping the store's), `cryod.toml`.
+    &["error", "config"],
     // The provider gateway (it reads the wire, knows nothing of chambers).
     &["gateway"],
     // A chamber's files (mailbox, config, TODO file I/O).
     &["chamber"],
-    // Services the shell uses: admission, watchers, sync bridges, the zone.
-    // Approval requests waiting in a session. (An agent's run is the crate
-    // cryo-session, below every module here.)
-    &["admission", "watch", "bridges", "zone", "approvals"],
-    // The node's trust in its fleet lease (it signals agents' groups).
-    // The notifiers (their command runs through cryo-session's runner).
-    // Git-aware chambers (their worktree's commands run jailed, the same way).
-    &["lease", "notifier", "git"],
-    // What every chamber task shares.
-    &["runtime"],
+    // The services the shell uses, and the runtime that holds them. (An
+    // agent's run is the crate cryo-session, below every module here.)
+    &["services"],
     // The chamber shell around cryo_core's machine.
     &["supervisor"],
     // Operations on the set of chambers.
     &["daemon"],
-    // A fleet node's lease and ownership loops.
-    &["fleet"],
-    // What the adapters share (conversions to the wire).
-    &["convert"],
-    // Adapters: gRPC, the service manager.
-    &["rpc", "system"],
-    // Adapters that serve the others: the hub (with `/mcp`), the socket.
-    &["hub", "server"],
+    // The fronts: the socket, gRPC, the hub, the service manager, the
+    // fleet's loops.
+    &["fronts"],
     // Test support that drives a whole daemon.
     &["fuzzing"],
 ];
@@ -50,6 +37,36 @@ const LAYERS: &[&[&str]] = &[
 /// module may use its lower siblings only. The folder's `mod.rs`
 /// holds the folder's own types and is above them all.
 const INNER: &[(&str, &[&[&str]])] = &[
+    // The clock and the leaves; then what runs on the clock: the scheduler's
+    // timers, the traces' times.
+    ("base", &[&["clock", "random", "logline", "metrics", "conn"], &["scheduler", "otlp"]]),
+    (
+        "services",
+        &[
+            // Admission, watchers, sync bridges, the zone, approval requests
+            // waiting in a session.
+            &["admission", "watch", "bridges", "zone", "approvals"],
+            // The node's trust in its fleet lease (it signals agents' groups).
+            // The notifiers (their command runs through cryo-session's runner).
+            // Git-aware chambers (their worktree's commands run jailed, the same way).
+            &["lease", "notifier", "git"],
+            // What every chamber task shares.
+            &["runtime"],
+        ],
+    ),
+    (
+        "fronts",
+        &[
+            // A fleet node's lease and ownership loops.
+            &["fleet"],
+            // What the adapters share (conversions to the wire).
+            &["convert"],
+            // Adapters: gRPC, the service manager.
+            &["rpc", "system"],
+            // Adapters that serve the others: the hub (with `/mcp`), the socket.
+            &["hub", "server"],
+        ],
+    ),
     // The two stores know nothing of each other; both read their history
     // (rollups and pruning) from the same statements.
     ("store", &[&["history"], &["sqlite", "postgres"]]),
@@ -77,7 +94,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         ],
     ),
     (
-        "hub",
+        "fronts/hub",
         &[
             &["markdown", "history", "guard"],
             &["attachments", "invites", "hooks"],
@@ -97,7 +114,7 @@ fn rank(module: &str) -> Option<usize> {
 fn inner_uses(src: &str, folder: &str, depth: usize) -> BTreeSet<String> {
     let code: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
     let up = "super::".repeat(depth);
-    let as_crate = code.replace(&format!("crate::{folder}::"), "crate::");
+    let as_crate = code.replace(&format!("crate::{}::", folder.replace('/', "::")), "crate::");
     let as_super = if depth == 0 { String::new() } else { code.replace(&up, "crate::") };
     let mut out = uses(&as_crate);
     out.extend(uses(&as_super));

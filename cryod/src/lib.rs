@@ -6,43 +6,27 @@
 //! token, it serves until the token is cancelled.
 //!
 //! Layout: `cryo-core` (in `cryod/core`) holds the pure rules; here live the
-//! shell's pieces: [`store`] (SQLite), [`chamber`] (a chamber's files),
-//! [`daemon`] (shared state and operations), [`rpc`] (gRPC adapters),
-//! [`server`] (socket, lock, peer checks).
+//! shell's layers, lowest first: [`base`] (the clock, timers, metrics: what
+//! knows no chamber), [`store`], [`config`] and [`error`], [`gateway`] (the
+//! provider proxy), [`chamber`] (a chamber's files), [`services`] (what the
+//! shell uses, and the runtime that holds it), [`supervisor`] (one task per
+//! chamber), [`daemon`] (the operations) and [`fronts`] (the socket, gRPC,
+//! the hub, the service manager, the fleet's loops).
 
-pub mod admission;
-pub mod approvals;
-pub mod bridges;
+pub mod base;
 pub mod chamber;
-pub mod clock;
 pub mod config;
-pub mod conn;
-pub mod convert;
 pub mod daemon;
 pub mod error;
-pub mod fleet;
+pub mod fronts;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
-pub mod git;
-pub mod hub;
 #[cfg(test)]
 mod layers;
-pub mod lease;
-pub mod logline;
-pub mod metrics;
-pub mod notifier;
-pub mod otlp;
-pub mod random;
-pub mod rpc;
-pub mod runtime;
-pub mod scheduler;
-pub mod server;
+pub mod services;
 pub mod store;
 pub mod supervisor;
-pub mod system;
-pub mod watch;
-pub mod zone;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,10 +37,13 @@ use cryo_proto::paths::Paths;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
+use crate::base::clock::Clock;
+use crate::base::logline;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::server::Listener;
+use crate::fronts::server::Listener;
+use crate::fronts::{fleet, hub, rpc, server, system};
+use crate::services::{lease, runtime};
 use crate::store::Store;
 
 /// How long shutdown may take before cryod exits anyway.

@@ -437,7 +437,7 @@ fn a_web_push_links_approval_works_once_and_expires() {
 /// A link as cryod makes one (`ID.a.EXPIRY.SIG`, SIG the first 16 bytes of
 /// HMAC-SHA256 under the hub's token), expired a minute ago.
 fn expired_link(key: &str, id: &str) -> String {
-    let now = cryod::clock::Clock::system().now().timestamp();
+    let now = cryod::base::clock::Clock::system().now().timestamp();
     let body = format!("{id}.a.{}", now - 60);
     let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
     let sig: String = ring::hmac::sign(&k, body.as_bytes()).as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect();

@@ -34,7 +34,7 @@ pub fn use_seal_key(state_dir: &Path) -> std::io::Result<()> {
     let key = match cryo_files::read_file(&path, 1024) {
         Ok(k) if k.len() >= 32 => k,
         _ => {
-            let key = crate::random::hex(32).into_bytes();
+            let key = crate::base::random::hex(32).into_bytes();
             super::write_secret(&path, &key)?;
             key
         }

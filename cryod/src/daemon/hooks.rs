@@ -22,7 +22,7 @@ impl Daemon {
         let dir = path.parent().expect("a file in a folder");
         std::fs::create_dir_all(dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        let secret = crate::random::hex(32);
+        let secret = crate::base::random::hex(32);
         crate::chamber::write_secret(&path, format!("{secret}\n").as_bytes())
             .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
         Ok((v.record.name, secret))

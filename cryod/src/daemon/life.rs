@@ -62,7 +62,7 @@ impl Daemon {
                 "The cryod that started at {} did not stop cleanly (killed, crashed, or the machine lost power). Sessions it left open were recovered; see `cryoctl chamber list`.",
                 was.trim()
             );
-            let event = crate::notifier::Event {
+            let event = crate::services::notifier::Event {
                 id: format!("daemon:unclean:{}", at.timestamp_millis()),
                 kind: "daemon".into(),
                 chamber: String::new(),
@@ -74,7 +74,7 @@ impl Daemon {
             };
             shared.notifiers.notify(event, shared.system_zone.get());
         }
-        if let Err(e) = std::fs::write(&marker, crate::clock::rfc3339(self.0.started_at)) {
+        if let Err(e) = std::fs::write(&marker, crate::base::clock::rfc3339(self.0.started_at)) {
             tracing::warn!(error = %e, file = %marker.display(), "cannot mark cryod running");
         }
     }
@@ -98,7 +98,7 @@ impl Daemon {
         });
     }
 
-    pub(super) async fn hand_off(self, job: crate::runtime::HandOffJob) {
+    pub(super) async fn hand_off(self, job: crate::services::runtime::HandOffJob) {
         let h = job.handoff;
         let sent = self.send(&ChamberRef::Name(h.to.clone()), &job.from, &h.subject, &h.body).await;
         tracing::info!(from = %job.from, to = %h.to, session = h.session, ok = sent.is_ok(), "hand-off");
@@ -114,14 +114,14 @@ impl Daemon {
     /// re-plans in the new zone.
     pub(super) fn follow_the_system_zone(&self) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        crate::zone::follow(move || {
+        crate::services::zone::follow(move || {
             let _ = tx.send(());
         });
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
             while rx.recv().await.is_some() {
                 let Some(inner) = weak.upgrade() else { return };
-                let zone = crate::clock::system_zone();
+                let zone = crate::base::clock::system_zone();
                 if inner.shared.system_zone.set(zone) {
                     tracing::info!(zone = zone.name(), "the system's time zone changed");
                     for e in inner.chambers.read().expect("registry lock").values() {

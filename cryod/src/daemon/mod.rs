@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 
 use crate::chamber::scaffold;
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
+use crate::services::runtime::Shared;
 use crate::store::ChamberRecord;
 use crate::supervisor::{self, Handle, Snapshot};
 

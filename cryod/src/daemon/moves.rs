@@ -16,7 +16,7 @@ impl Daemon {
         let Some(entry) = self.unregister_here(id) else { return };
         entry.handle.drop.cancel();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
-        self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+        self.0.shared.notify(id, crate::services::runtime::NoticeKind::Status);
     }
 
     /// Takes a chamber out of this node's registry and into its view of the
@@ -60,7 +60,7 @@ impl Daemon {
         }
         .await;
         self.0.leaving.lock().expect("leaving lock").remove(&id);
-        self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+        self.0.shared.notify(id, crate::services::runtime::NoticeKind::Status);
         went
     }
 
@@ -176,7 +176,7 @@ pub struct FleetStatus {
     /// What the store is ("sqlite FILE", "postgres …").
     pub store: String,
     /// This node's trust in its lease.
-    pub trust: crate::lease::Trust,
+    pub trust: crate::services::lease::Trust,
     /// The fleet's nodes; `None` on one machine.
     pub nodes: Option<FleetNodes>,
 }

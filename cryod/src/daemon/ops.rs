@@ -57,17 +57,17 @@ impl Daemon {
     async fn prune_git(&self, v: &ChamberView, history_rel: &str) {
         let root = std::path::PathBuf::from(&v.record.path);
         let state = &self.0.shared.places.state_dir;
-        let store = crate::git::Place::store_of(state, v.record.id);
+        let store = crate::services::git::Place::store_of(state, v.record.id);
         // By what is there, not by cryo.toml (which the agent may have
         // changed since): cryod's copy and the worktree.
-        if !store.exists() && !root.join(crate::git::WORKTREE).exists() {
+        if !store.exists() && !root.join(crate::services::git::WORKTREE).exists() {
             return;
         }
-        let Ok(program) = crate::git::Git::find() else { return };
-        let git = crate::git::Git::trusted_only(program);
+        let Ok(program) = crate::services::git::Git::find() else { return };
+        let git = crate::services::git::Git::trusted_only(program);
         let stamp = history_rel.rsplit('/').next().unwrap_or(history_rel).to_string();
         let kept = state.join("git").join("kept");
-        match crate::git::prune(&git, &root, &store, &kept, &format!("{}-{stamp}", v.record.id)).await {
+        match crate::services::git::prune(&git, &root, &store, &kept, &format!("{}-{stamp}", v.record.id)).await {
             Ok(Some(text)) => {
                 let rel = std::path::Path::new(history_rel);
                 let written = crate::chamber::Dir::open(&root).and_then(|d| {
@@ -86,7 +86,7 @@ impl Daemon {
     /// What a `[git]` chamber's branch changed since it left its base, or
     /// session `session`'s changes (read from cryod's copy of its
     /// repository, on the node that runs it).
-    pub async fn chamber_diff(&self, v: &ChamberView, session: Option<u64>) -> Result<crate::git::Diff> {
+    pub async fn chamber_diff(&self, v: &ChamberView, session: Option<u64>) -> Result<crate::services::git::Diff> {
         if self.elsewhere(v) {
             return Err(Error::Precondition(format!(
                 "{} runs on another node: ask cryoctl there (its repository's copy is kept by that node)",
@@ -112,12 +112,13 @@ impl Daemon {
         let Some(git_config) = loaded.config.git else {
             return Err(Error::Precondition(format!("{} has no [git] section in its cryo.toml", v.record.name)));
         };
-        let git =
-            crate::git::Git::trusted_only(crate::git::Git::find().map_err(|e| Error::Precondition(e.to_string()))?);
-        let store = crate::git::Place::store_of(&self.0.shared.places.state_dir, v.record.id);
-        let place = crate::git::Place { chamber: &v.record.name, root: &root, store, config: &git_config };
-        crate::git::diff(&git, &place, session).await.map_err(|e| match e {
-            crate::git::Failed::Unrecorded { .. } => Error::NotFound(e.to_string()),
+        let git = crate::services::git::Git::trusted_only(
+            crate::services::git::Git::find().map_err(|e| Error::Precondition(e.to_string()))?,
+        );
+        let store = crate::services::git::Place::store_of(&self.0.shared.places.state_dir, v.record.id);
+        let place = crate::services::git::Place { chamber: &v.record.name, root: &root, store, config: &git_config };
+        crate::services::git::diff(&git, &place, session).await.map_err(|e| match e {
+            crate::services::git::Failed::Unrecorded { .. } => Error::NotFound(e.to_string()),
             _ => Error::Precondition(e.to_string()),
         })
     }
@@ -179,7 +180,7 @@ impl Daemon {
         if self.elsewhere(&v) {
             self.forward(&v, Command::Remove).await?.done()?;
             self.remote_mut().remove(&v.record.id);
-            self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
+            self.0.shared.notify(v.record.id, crate::services::runtime::NoticeKind::Removed);
             self.note_names();
             return Ok(v);
         }
@@ -190,7 +191,7 @@ impl Daemon {
         self.0.shared.store.remove_chamber(fence).await?;
         self.chambers_mut().remove(&v.record.id);
         self.0.shared.names.unlink(&v.record.name);
-        self.0.shared.notify(v.record.id, crate::runtime::NoticeKind::Removed);
+        self.0.shared.notify(v.record.id, crate::services::runtime::NoticeKind::Removed);
         self.note_names();
         tracing::info!(chamber = %v.record.name, "chamber removed from the registry");
         Ok(v)
@@ -395,7 +396,7 @@ impl Daemon {
     }
 
     /// The live session `token` was issued to (none once it has ended).
-    pub fn session_of_token(&self, token: &str) -> Option<crate::runtime::TokenEntry> {
+    pub fn session_of_token(&self, token: &str) -> Option<crate::services::runtime::TokenEntry> {
         self.0.shared.tokens.lookup(token)
     }
 

@@ -42,7 +42,7 @@ impl Daemon {
         // (A refresh of the fleet's view may have listed it as remote meanwhile.)
         self.remote_mut().remove(&id);
         // Live views (and the service manager's status line) learn of it.
-        shared.notify(id, crate::runtime::NoticeKind::Status);
+        shared.notify(id, crate::services::runtime::NoticeKind::Status);
         if shared.names.add_known(&name) {
             self.recheck_faulted();
         }
@@ -66,7 +66,7 @@ impl Daemon {
     fn recheck_faulted(&self) {
         for e in self.chambers().values() {
             if e.handle.snapshot.borrow().view.state == State::Faulted {
-                let _ = e.handle.tx.send(Event::Watched(crate::watch::Change::Config));
+                let _ = e.handle.tx.send(Event::Watched(crate::services::watch::Change::Config));
             }
         }
     }
@@ -101,7 +101,7 @@ impl Daemon {
             self.watch_remote_inboxes(&inboxes);
         }
         for id in changed {
-            self.0.shared.notify(id, crate::runtime::NoticeKind::Status);
+            self.0.shared.notify(id, crate::services::runtime::NoticeKind::Status);
         }
         self.note_names();
     }
@@ -122,8 +122,8 @@ impl Daemon {
                 continue;
             }
             let (pg, rt) = (pg.clone(), rt.clone());
-            let sink: crate::watch::Sink = Arc::new(move |c| {
-                if let crate::watch::Change::Inbox(_) | crate::watch::Change::Rescan = c {
+            let sink: crate::services::watch::Sink = Arc::new(move |c| {
+                if let crate::services::watch::Change::Inbox(_) | crate::services::watch::Change::Rescan = c {
                     let pg = pg.clone();
                     rt.spawn(async move { pg.mail_written(id).await });
                 }

@@ -241,7 +241,8 @@ impl Daemon {
                 flags(v, already, false)
             }
             Command::Acknowledge { until } => {
-                let snooze = super::Snooze { until: until.map(crate::clock::rfc3339).unwrap_or_default(), secs: 0 };
+                let snooze =
+                    super::Snooze { until: until.map(crate::base::clock::rfc3339).unwrap_or_default(), secs: 0 };
                 flags(self.acknowledge(&r, snooze).await?, false, false)
             }
             Command::Archive { archive } => {

@@ -193,12 +193,9 @@ fn planned(
             "the chamber waits for an answer (cryoctl approvals; cryoctl chamber resume {})",
             v.record.name
         )),
-        State::Held => v
-            .snap
-            .view
-            .held
-            .as_ref()
-            .map(|h| format!("its account {} is at its limit until {}", h.account, crate::clock::rfc3339(h.until))),
+        State::Held => v.snap.view.held.as_ref().map(|h| {
+            format!("its account {} is at its limit until {}", h.account, crate::base::clock::rfc3339(h.until))
+        }),
         State::Idle | State::Running | State::AwaitingApproval => None,
     };
     let running = v.snap.view.in_session;
@@ -220,7 +217,7 @@ mod tests {
 
     /// The wall clock, as cryod's clock reads it.
     fn now() -> chrono::DateTime<chrono::Utc> {
-        crate::clock::Clock::system().now()
+        crate::base::clock::Clock::system().now()
     }
 
     fn todo_json(texts: &[&str]) -> String {

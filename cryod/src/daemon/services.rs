@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
 use crate::error::{Error, Result};
-use crate::runtime::{HubInfo, Notice};
+use crate::services::runtime::{HubInfo, Notice};
 
 /// How this cryod follows chambers and ends sessions, as `Hello` tells.
 #[derive(Debug, Clone)]
@@ -100,21 +100,21 @@ impl Daemon {
     }
 
     /// The provider accounts held at their limit now.
-    pub fn holds(&self) -> Vec<crate::admission::Hold> {
+    pub fn holds(&self) -> Vec<crate::services::admission::Hold> {
         self.0.shared.admission.holds()
     }
 
     /// The `[[notify]]` notifiers: their log, and the devices subscribed
     /// to Web Push.
-    pub fn notifiers(&self) -> &crate::notifier::Notifiers {
+    pub fn notifiers(&self) -> &crate::services::notifier::Notifiers {
         &self.0.shared.notifiers
     }
 
     /// Sends a test notice through every notifier (or the one `only`
     /// names), and says how each delivery went.
-    pub async fn notify_test(&self, only: Option<&str>) -> Result<Vec<crate::notifier::Delivery>> {
-        let event = crate::notifier::Event {
-            id: format!("test:{}", crate::random::hex(6)),
+    pub async fn notify_test(&self, only: Option<&str>) -> Result<Vec<crate::services::notifier::Delivery>> {
+        let event = crate::services::notifier::Event {
+            id: format!("test:{}", crate::base::random::hex(6)),
             kind: "test".into(),
             chamber: String::new(),
             title: "cryo: a test notice".into(),
@@ -127,7 +127,7 @@ impl Daemon {
     }
 
     /// This node's trust in its fleet lease (always held on one machine).
-    pub fn lease(&self) -> &crate::lease::Lease {
+    pub fn lease(&self) -> &crate::services::lease::Lease {
         &self.0.shared.lease
     }
 }

@@ -324,8 +324,8 @@ impl Metered {
 /// GenAI semantic conventions' attributes: the provider, the models asked
 /// for and answered, the tokens, the server, and `error.type` for a failed
 /// request; nothing of its body).
-fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wire::Counted) {
-    use crate::otlp::Value;
+fn request_span(trace: &crate::base::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wire::Counted) {
+    use crate::base::otlp::Value;
     let provider = match s.api {
         Some(Api::Messages) => "anthropic",
         Some(Api::Gemini) => "gcp.gemini",
@@ -358,7 +358,7 @@ fn request_span(trace: &crate::otlp::Trace, spec: &Spec, s: RequestSpan, c: &wir
     let model = s.model.as_deref().or(c.model.as_deref()).unwrap_or(provider);
     let name = format!("chat {model}");
     let error = (s.status >= 400).then(|| format!("the provider answered {}", s.status));
-    trace.child(name, crate::otlp::Kind::Client, (s.start, trace.now()), attributes, error);
+    trace.child(name, crate::base::otlp::Kind::Client, (s.start, trace.now()), attributes, error);
 }
 
 impl futures_util::Stream for Metered {

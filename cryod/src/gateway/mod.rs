@@ -65,7 +65,7 @@ struct Inner {
     addr: OnceLock<SocketAddr>,
     /// Its Unix socket, once it listens there too.
     unix: OnceLock<std::path::PathBuf>,
-    clock: crate::clock::Clock,
+    clock: crate::base::clock::Clock,
 }
 
 /// A session's credential at the gateway: valid while this lives.
@@ -105,7 +105,7 @@ impl std::fmt::Debug for Ticket {
 }
 
 impl Gateway {
-    pub fn new(clock: crate::clock::Clock) -> Gateway {
+    pub fn new(clock: crate::base::clock::Clock) -> Gateway {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -132,14 +132,14 @@ impl Gateway {
         shutdown: tokio_util::sync::CancellationToken,
     ) -> std::io::Result<SocketAddr> {
         let listener = tokio::net::TcpListener::bind(bind).await?;
-        self.serve_on(crate::conn::Capped::with(listener, MAX_CONNECTIONS, IDLE), shutdown)
+        self.serve_on(crate::base::conn::Capped::with(listener, MAX_CONNECTIONS, IDLE), shutdown)
     }
 
     /// Serves on `listener` (bounded: a flood of connections from an agent
     /// must not take cryod's file descriptors).
     fn serve_on(
         &self,
-        listener: crate::conn::Capped,
+        listener: crate::base::conn::Capped,
         shutdown: tokio_util::sync::CancellationToken,
     ) -> std::io::Result<SocketAddr> {
         let addr = axum::serve::Listener::local_addr(&listener)?;
@@ -209,7 +209,7 @@ impl Gateway {
     /// A ticket for one session; `None` while the gateway does not listen.
     pub fn open(&self, spec: Spec) -> Option<Ticket> {
         let addr = self.addr()?;
-        let token = format!("cryo-gw-{}", crate::random::hex(32));
+        let token = format!("cryo-gw-{}", crate::base::random::hex(32));
         let route = Arc::new(Route::new(spec));
         self.0.routes.lock().expect("gateway lock").insert(token.clone(), route.clone());
         Some(Ticket { gateway: self.clone(), addr, token, route })
@@ -233,7 +233,7 @@ pub struct Asking {
     pub line: Option<f64>,
     pub prices: Arc<cryo_session::Prices>,
     pub tell: Tell,
-    pub trace: Option<Arc<crate::otlp::Trace>>,
+    pub trace: Option<Arc<crate::base::otlp::Trace>>,
 }
 
 impl cryo_session::Gateway for Asking {

@@ -53,7 +53,7 @@ pub struct Spec {
     pub prices: Arc<Prices>,
     pub tell: Tell,
     /// The wake's trace: each request forwarded is a span of it.
-    pub trace: Option<Arc<crate::otlp::Trace>>,
+    pub trace: Option<Arc<crate::base::otlp::Trace>>,
     /// Where its exchanges are kept, redacted (`keep_exchanges`).
     pub kept: Option<kept::Kept>,
 }
@@ -129,7 +129,7 @@ impl Route {
         }
         let model = c.model.as_deref().unwrap_or("unknown");
         let tokens = [c.input, c.output, c.cached];
-        crate::metrics::get().model_response(&self.spec.chamber, &self.spec.account, model, tokens, cost);
+        crate::base::metrics::get().model_response(&self.spec.chamber, &self.spec.account, model, tokens, cost);
         let over = self.spec.line.is_some_and(|line| u.cost_usd.is_some_and(|c| c >= line));
         drop(used);
         if over {

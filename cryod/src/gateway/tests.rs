@@ -62,7 +62,7 @@ fn tell() -> (Tell, Told) {
 }
 
 async fn gateway() -> Gateway {
-    let g = Gateway::new(crate::clock::Clock::system());
+    let g = Gateway::new(crate::base::clock::Clock::system());
     g.serve(SocketAddr::from(([127, 0, 0, 1], 0)), tokio_util::sync::CancellationToken::new()).await.unwrap();
     g
 }
@@ -182,9 +182,9 @@ async fn a_body_over_the_limit_is_refused_unread() {
 #[tokio::test]
 async fn a_flood_of_silent_connections_gives_way_to_a_session() {
     let up = upstream(200, &[]).await;
-    let g = Gateway::new(crate::clock::Clock::system());
+    let g = Gateway::new(crate::base::clock::Clock::system());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let capped = crate::conn::Capped::with(listener, 4, Duration::from_secs(600));
+    let capped = crate::base::conn::Capped::with(listener, 4, Duration::from_secs(600));
     let addr = g.serve_on(capped, tokio_util::sync::CancellationToken::new()).unwrap();
     // An agent's flood: connections that never say a word, past the cap.
     let mut flood = Vec::new();

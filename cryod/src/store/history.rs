@@ -105,7 +105,7 @@ impl UsageQuery {
             return vec![self.rollups(d, day_s)];
         }
         let next = (midnight + Duration::days(1)).format("%Y-%m-%d").to_string();
-        vec![self.rollups(d, next.clone()), self.ledger(d, crate::clock::rfc3339(since), next)]
+        vec![self.rollups(d, next.clone()), self.ledger(d, crate::base::clock::rfc3339(since), next)]
     }
 
     /// Rollup rows of days from `from` (`YYYY-MM-DD`; empty: all).

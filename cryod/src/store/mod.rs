@@ -13,7 +13,7 @@
 //! later start of this one) has taken the chamber since.
 //!
 //! Times go in and come out as `DateTime<Utc>`; both stores keep them as
-//! RFC 3339 text, written ([`crate::clock::rfc3339`]) and read here, at the
+//! RFC 3339 text, written ([`crate::base::clock::rfc3339`]) and read here, at the
 //! seam, so no caller formats a time for the store.
 
 pub mod history;
@@ -84,10 +84,10 @@ impl Fence {
 
 /// A time as the store reads it back. Both stores keep times as RFC 3339
 /// text (to the second, or to the millisecond for approval requests: see
-/// [`crate::clock`]), written only by cryod; a text that does not read
+/// [`crate::base::clock`]), written only by cryod; a text that does not read
 /// (a hand edit) reads as the epoch rather than failing the whole read.
 fn read_time(text: &str) -> DateTime<Utc> {
-    crate::clock::parse_rfc3339(text).unwrap_or(DateTime::UNIX_EPOCH)
+    crate::base::clock::parse_rfc3339(text).unwrap_or(DateTime::UNIX_EPOCH)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ pub struct SessionRow {
     pub resumed_from: Option<u64>,
     /// The conversation it left to resume (see [`SessionEnd::thread`]).
     pub thread: Option<(u32, u64)>,
-    /// What it did on a `[git]` chamber's branch (`crate::git::Settled`,
+    /// What it did on a `[git]` chamber's branch (`crate::services::git::Settled`,
     /// as JSON).
     pub git: Option<String>,
 }
@@ -323,7 +323,7 @@ pub fn approval_already(a: &ApprovalRecord) -> String {
         a.id,
         a.state,
         a.decided_by.as_deref().unwrap_or("?"),
-        a.decided_at.map(crate::clock::rfc3339_ms).as_deref().unwrap_or("?")
+        a.decided_at.map(crate::base::clock::rfc3339_ms).as_deref().unwrap_or("?")
     )
 }
 

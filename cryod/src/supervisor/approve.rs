@@ -14,8 +14,8 @@ use cryo_core::chamber::{Input, LogLine};
 use tokio::sync::oneshot;
 
 use super::{Event, Sup};
-use crate::approvals::{self, Decision};
 use crate::error::{Error, Result};
+use crate::services::approvals::{self, Decision};
 use crate::store::ApprovalRecord;
 
 /// A tool call an agent's CLI asks about.
@@ -200,13 +200,13 @@ impl Sup {
             let expires = self.now() + approvals::LINK_TTL;
             for (label, approve) in [("Approve", true), ("Deny", false)] {
                 let token = approvals::link_token(&hub.token, &record.id, approve, expires);
-                actions.push(crate::notifier::Action {
+                actions.push(crate::services::notifier::Action {
                     label: label.into(),
                     url: self.shared.hub_link(&format!("approve/{token}")),
                 });
             }
         }
-        let event = crate::notifier::Event {
+        let event = crate::services::notifier::Event {
             id: format!("{}:approval:{}", self.machine.name(), record.id),
             kind: "approval".into(),
             chamber: self.machine.name().to_string(),
@@ -217,8 +217,8 @@ impl Sup {
             actions,
         };
         self.shared.notifiers.notify(event, self.shared.system_zone.get());
-        self.shared.notify(self.id, crate::runtime::NoticeKind::Approval(Box::new(record.clone())));
-        self.shared.notify(self.id, crate::runtime::NoticeKind::Status);
+        self.shared.notify(self.id, crate::services::runtime::NoticeKind::Approval(Box::new(record.clone())));
+        self.shared.notify(self.id, crate::services::runtime::NoticeKind::Status);
     }
 
     /// A person answered `record` (decided in the store): the session that
@@ -226,7 +226,7 @@ impl Sup {
     /// waits), else the machine does.
     pub(super) fn answered(&mut self, record: ApprovalRecord) -> Option<Input> {
         // Open pages drop the request from what waits.
-        self.shared.notify(self.id, crate::runtime::NoticeKind::Approval(Box::new(record.clone())));
+        self.shared.notify(self.id, crate::services::runtime::NoticeKind::Approval(Box::new(record.clone())));
         let line = approvals::decided_line(&record);
         let decision = Decision {
             approve: record.state == "approved",

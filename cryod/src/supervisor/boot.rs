@@ -16,7 +16,7 @@ use super::handle::Accepted;
 use super::{Event, Handle, Sup, settings};
 use crate::chamber::mailbox::{Folder, Mailbox};
 use crate::chamber::{log, todos};
-use crate::runtime::Shared;
+use crate::services::runtime::Shared;
 use crate::store::{ChamberRecord, Desired};
 
 /// What start-up recovery hands a supervisor: the sessions of this chamber
@@ -55,11 +55,11 @@ async fn newest_request(shared: &Shared, chamber: i64) -> Option<Newest> {
         })
     };
     if let Some(a) = read(false).await.ok()?.pop() {
-        return Some(Newest::Pending { what: crate::approvals::what(&a), id: a.id });
+        return Some(Newest::Pending { what: crate::services::approvals::what(&a), id: a.id });
     }
     let a = read(true).await.ok()?.pop().filter(|a| a.state != "pending" && a.used_at.is_none())?;
-    let line = crate::approvals::decided_line(&a);
-    Some(Newest::Decided { what: crate::approvals::what(&a), id: a.id, line })
+    let line = crate::services::approvals::decided_line(&a);
+    Some(Newest::Decided { what: crate::services::approvals::what(&a), id: a.id, line })
 }
 
 /// When a session's wake was recorded (its start, else when it was due).
@@ -165,7 +165,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         config,
         callers: Default::default(),
         todos_written: todos_read,
-        bridges: crate::bridges::Bridges::new(changed),
+        bridges: crate::services::bridges::Bridges::new(changed),
         git_lock: Default::default(),
         git_last,
     };
@@ -416,7 +416,7 @@ pub(super) fn claims_json(claims: &[Claim]) -> String {
         .iter()
         .map(|c| {
             serde_json::json!({
-                "id": c.id, "text": c.text, "due": crate::clock::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
+                "id": c.id, "text": c.text, "due": crate::base::clock::rfc3339(c.due), "slots": c.slots, "attempt": c.attempt,
             })
         })
         .collect();

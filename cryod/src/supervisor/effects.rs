@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use super::ledger::{Ended, Flag, Journal};
 use super::{Event, Sup};
 use crate::chamber::log;
-use crate::runtime::{NoticeKind, TokenEntry};
+use crate::services::runtime::{NoticeKind, TokenEntry};
 
 /// Leftovers of an ended session's group get this long after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
@@ -147,7 +147,7 @@ impl Sup {
 
     fn notify(&self, n: cryo_core::chamber::notice::Notice) {
         let url = self.shared.hub_link(&format!("#/c/{}", self.machine.name()));
-        let event = crate::notifier::Event {
+        let event = crate::services::notifier::Event {
             id: n.id,
             kind: n.kind.to_string(),
             chamber: self.machine.name().to_string(),
@@ -165,7 +165,7 @@ impl Sup {
     fn hand_off(&self, handoff: cryo_core::chamber::handoff::HandOff) -> Option<Input> {
         let from = self.machine.name().to_string();
         let looped = self.shared.names.handoff_loop(&from, &handoff.to);
-        let job = crate::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
+        let job = crate::services::runtime::HandOffJob { from_id: self.id, from, handoff, looped };
         let h = self.shared.handoffs.send(job).err()?.handoff;
         let result = Err(Failed::from("cryod is stopping"));
         Some(Input::HandedOff { to: h.to, session: h.session, result })
@@ -286,7 +286,7 @@ impl Sup {
         // elsewhere than when read (the agent moved a link): read the file
         // again, which holds the chamber for the operator.
         if let Some(line) = config.moved() {
-            let _ = self.tx.send(Event::Watched(crate::watch::Change::Config));
+            let _ = self.tx.send(Event::Watched(crate::services::watch::Change::Config));
             return Err(AgentError::Setting(line));
         }
         let mode = self.sandbox_of(config);
@@ -339,13 +339,13 @@ impl Sup {
     }
 
     /// Where the scheduler sends `Due`.
-    fn due_sink(&self) -> crate::scheduler::Sink {
+    fn due_sink(&self) -> crate::base::scheduler::Sink {
         let tx = self.tx.clone();
         Arc::new(move |at| tx.send(Event::Due(at)).is_ok())
     }
 
     /// Where admission sends a permit (given back if the chamber is gone).
-    fn grant_sink(&self) -> crate::admission::Sink {
+    fn grant_sink(&self) -> crate::services::admission::Sink {
         let tx = self.tx.clone();
         Arc::new(move |p| {
             tx.send(Event::Admitted(p)).map_err(|e| match e.0 {
@@ -391,7 +391,7 @@ impl Sup {
         &self,
         number: u64,
         watch: Option<&Watch>,
-        trace: Option<Arc<crate::otlp::Trace>>,
+        trace: Option<Arc<crate::base::otlp::Trace>>,
     ) -> cryo_session::Through<crate::gateway::Asking> {
         let account = self.account();
         let upstream =
@@ -435,7 +435,7 @@ impl Sup {
     }
 
     /// Where the file watcher sends what it saw.
-    pub(super) fn watch_sink(&self) -> crate::watch::Sink {
+    pub(super) fn watch_sink(&self) -> crate::services::watch::Sink {
         let tx = self.tx.clone();
         Arc::new(move |c| {
             let _ = tx.send(Event::Watched(c));
@@ -469,7 +469,7 @@ impl Sup {
         let door = self
             .shared
             .doors
-            .open(key, &crate::random::hex(6))
+            .open(key, &crate::base::random::hex(6))
             .map_err(|e| Failed(format!("cannot open the session's socket: {e}")))?;
         let tx = self.tx.clone();
         let on_exit = Box::new(move |e: cryo_session::Exit| {

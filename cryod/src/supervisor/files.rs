@@ -10,7 +10,7 @@ use cryo_core::chamber::{
 use super::Sup;
 use crate::chamber::mailbox::{Folder, Stored};
 use crate::chamber::{log, todos};
-use crate::runtime::NoticeKind;
+use crate::services::runtime::NoticeKind;
 
 impl Sup {
     /// Moves the runtime files into `history/` and scaffolds them again.

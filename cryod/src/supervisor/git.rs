@@ -1,4 +1,4 @@
-//! A `[git]` chamber's worktree around each session (see [`crate::git`]):
+//! A `[git]` chamber's worktree around each session (see [`crate::services::git`]):
 //! made ready before the agent starts, its work kept when it ends.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cryo_core::chamber::{Failed, Workplace};
 
 use crate::chamber::config::{ChamberConfig, Git as GitConfig, Repo};
-use crate::git::{Git, Place, Settled};
+use crate::services::git::{Git, Place, Settled};
 
 use super::{Event, Sup};
 
@@ -82,7 +82,7 @@ impl Sup {
         tokio::spawn(async move {
             let _one = job.lock.lock().await;
             let place = job.place();
-            let (result, settled_before) = match crate::git::prepare(&job.git, &place, session).await {
+            let (result, settled_before) = match crate::services::git::prepare(&job.git, &place, session).await {
                 Ok(ready) => {
                     let before = ready.settled_before.clone();
                     let opening = ready.prompt(&job.root);
@@ -116,7 +116,7 @@ impl Sup {
         tokio::spawn(async move {
             let settled = {
                 let _one = job.lock.lock().await;
-                crate::git::settle(&job.git, &job.place(), session).await
+                crate::services::git::settle(&job.git, &job.place(), session).await
             };
             let said = match settled {
                 Ok(mut settled) => {
@@ -133,9 +133,9 @@ impl Sup {
     fn github(
         &self,
         g: &crate::chamber::config::GithubSync,
-    ) -> Result<cryo_sync::github::Config, crate::bridges::Error> {
+    ) -> Result<cryo_sync::github::Config, crate::services::bridges::Error> {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        crate::bridges::github_config(g, &home, &self.root)
+        crate::services::bridges::github_config(g, &home, &self.root)
     }
 
     /// What a session did on the branch: into the ledger, the status and
@@ -172,7 +172,7 @@ enum Unready {
     NoTable,
     /// No git program.
     #[error(transparent)]
-    Git(#[from] crate::git::Failed),
+    Git(#[from] crate::services::git::Failed),
     /// The git program cannot be confined as the chamber's agent is.
     #[error(transparent)]
     Jail(#[from] cryo_session::Error),
@@ -194,7 +194,7 @@ struct GitJob {
 /// `push` (and `pull_request`, with the GitHub bridge's settings).
 struct Publish {
     pull_request: bool,
-    github: Option<Result<cryo_sync::github::Config, crate::bridges::Error>>,
+    github: Option<Result<cryo_sync::github::Config, crate::services::bridges::Error>>,
 }
 
 impl GitJob {
@@ -209,7 +209,7 @@ impl GitJob {
     async fn publish(&self, settled: &mut Settled) {
         let Some(publish) = &self.publish else { return };
         let place = self.place();
-        if let Err(e) = crate::git::push(&self.git, &place).await {
+        if let Err(e) = crate::services::git::push(&self.git, &place).await {
             settled.notes.push(format!("git: {e}"));
             return;
         }
@@ -222,7 +222,7 @@ impl GitJob {
             None => return settled.notes.push("git: no pull request: the chamber has no [sync.github]".into()),
         };
         // The base the session's start fetched (no second ask of `repo`).
-        let Some(base) = crate::git::last_base(&place).map(|b| b.name) else {
+        let Some(base) = crate::services::git::last_base(&place).map(|b| b.name) else {
             return settled.notes.push("git: no pull request: the base is not known yet".into());
         };
         let name = &self.chamber;

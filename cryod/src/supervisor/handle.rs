@@ -10,10 +10,10 @@ use tokio::sync::oneshot;
 use super::approve::{Answer, Ask};
 use super::queue;
 use super::{AgentCall, TodoCall, WakeOutcome};
-use crate::admission::Permit;
 use crate::chamber::mailbox::Stored;
 use crate::error::Result;
-use crate::watch::Change;
+use crate::services::admission::Permit;
+use crate::services::watch::Change;
 
 /// Everything a supervisor reacts to. Kept small (large payloads boxed):
 /// every chamber's channel holds a block of 32 of them from its start.
@@ -106,10 +106,10 @@ pub enum Event {
     Prepared {
         wake_id: String,
         result: std::result::Result<cryo_core::chamber::Workplace, cryo_core::chamber::Failed>,
-        settled_before: Option<crate::git::Settled>,
+        settled_before: Option<crate::services::git::Settled>,
     },
     /// A session's work kept (and published), or the line saying why not.
-    GitSettled(std::result::Result<crate::git::Settled, String>),
+    GitSettled(std::result::Result<crate::services::git::Settled, String>),
     /// The running session cost more than `max_session_usd`.
     OverBudget {
         session: u64,
@@ -199,7 +199,7 @@ pub struct Snapshot {
     /// not load, or for another node's chamber).
     pub sandbox: Option<crate::config::Sandbox>,
     /// What the last session did on a `[git]` chamber's branch.
-    pub git: Option<std::sync::Arc<crate::git::Settled>>,
+    pub git: Option<std::sync::Arc<crate::services::git::Settled>>,
     /// The provider accounts its wakes may bill: its own, then its
     /// fallbacks (what `chamber status` shows the holds of).
     pub accounts: Vec<String>,

@@ -15,7 +15,7 @@ impl Sup {
         tracing::info!(chamber = %self.machine.name(), session = number, pid, "agent started");
         let (trigger, due) = due;
         if let Some(late) = due.and_then(|d| (at - d).to_std().ok()) {
-            crate::metrics::get().wake_started(trigger.as_str(), late);
+            crate::base::metrics::get().wake_started(trigger.as_str(), late);
         }
         let lateness_ms = due.map(|d| cryo_core::session::lateness_ms(d, at));
         let start = SessionStart { number, pid, started_at: at, lateness_ms };
@@ -81,7 +81,7 @@ impl Sup {
     pub(super) async fn session_ended(&mut self, e: Ended) -> Option<Input> {
         let Ended { number, at, outcome, summary, trigger, started, thread } = e;
         let lasted = started.and_then(|s| (at - s).to_std().ok());
-        crate::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
+        crate::base::metrics::get().session_ended(trigger.as_str(), outcome.kind(), lasted);
         let failed = outcome.failed();
         let outcome = outcome.describe();
         tracing::info!(chamber = %self.machine.name(), session = number, %outcome, "session ended");
@@ -177,19 +177,19 @@ struct Wake<'a> {
 /// A wake's root span: the agent's run (`invoke_agent`), with the GenAI
 /// semantic conventions' attributes and cryo's own.
 fn trace_wake(
-    trace: &crate::otlp::Trace,
+    trace: &crate::base::otlp::Trace,
     wake: Wake<'_>,
     (outcome, failed): (&str, bool),
     usage: &cryo_session::Usage,
     span: (DateTime<Utc>, DateTime<Utc>),
 ) {
-    use crate::otlp::Value;
+    use crate::base::otlp::Value;
     let Wake { chamber, agent, number, trigger } = wake;
     let kind = cryo_session::Kind::of_agent(agent).name();
     let mut attributes: Vec<(&'static str, Value)> = vec![
         ("gen_ai.operation.name", "invoke_agent".into()),
         ("gen_ai.agent.name", chamber.into()),
-        ("gen_ai.provider.name", crate::otlp::provider_name(kind).into()),
+        ("gen_ai.provider.name", crate::base::otlp::provider_name(kind).into()),
         ("gen_ai.usage.input_tokens", usage.input_tokens.into()),
         ("gen_ai.usage.output_tokens", usage.output_tokens.into()),
         ("cryo.chamber", chamber.into()),

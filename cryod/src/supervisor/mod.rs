@@ -44,13 +44,13 @@ use self::replies::{Callers, Waiter};
 use self::running::Running;
 pub use cryo_core::chamber::{Call as AgentCall, State, TodoCall, WakeOutcome};
 
-use crate::admission::Permit;
 use crate::chamber::config::{self as chamber_config, ChamberConfig};
 use crate::chamber::mailbox::{Folder, Mailbox};
 use crate::chamber::{log, todos};
 use crate::error::{Error, Result};
-use crate::runtime::{NoticeKind, Shared};
-use crate::watch::Change;
+use crate::services::admission::Permit;
+use crate::services::runtime::{NoticeKind, Shared};
+use crate::services::watch::Change;
 
 /// A chamber's supervisor. What it holds falls into parts with rules of
 /// their own: its hold on the chamber ([`Ownership`]), the running session
@@ -79,7 +79,7 @@ struct Sup {
     /// `todo.json` as cryod last wrote it: the watcher's word that it
     /// changed is not worth a re-read while it is still that version.
     todos_written: Option<todos::Stamp>,
-    bridges: crate::bridges::Bridges,
+    bridges: crate::services::bridges::Bridges,
     /// The due instant the scheduler told ahead of time: until the clock
     /// reaches it, the machine is handed that instant as its time, and an
     /// agent's start waits for it (see [`Sup::now`]).
@@ -87,12 +87,12 @@ struct Sup {
     /// The fallback account the last sessions billed (told once).
     fell_back: Option<String>,
     /// The last wake's root span, which the next one's links to.
-    last_trace: Option<crate::otlp::Context>,
+    last_trace: Option<crate::base::otlp::Context>,
     /// One git task at a time on the chamber's repositories (a settling
     /// and the next preparation).
     git_lock: Arc<tokio::sync::Mutex<()>>,
     /// What the last session did on the `[git]` branch.
-    git_last: Option<Arc<crate::git::Settled>>,
+    git_last: Option<Arc<crate::services::git::Settled>>,
 }
 
 /// How far the due instant the scheduler `told` is ahead of the clock's
@@ -100,7 +100,7 @@ struct Sup {
 /// start (the clock was set back since).
 fn lead(told: Option<DateTime<Utc>>, real: DateTime<Utc>) -> Option<std::time::Duration> {
     let left = (told? - real).to_std().ok()?;
-    (left <= crate::scheduler::HEAD_START).then_some(left)
+    (left <= crate::base::scheduler::HEAD_START).then_some(left)
 }
 
 /// The next UTC midnight: when a daily budget starts again.
@@ -540,6 +540,6 @@ fn describe_status(s: std::process::ExitStatus) -> String {
     }
 }
 
-use crate::random::hex as random_hex;
+use crate::base::random::hex as random_hex;
 #[cfg(test)]
 mod tests;

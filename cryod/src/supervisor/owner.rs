@@ -3,7 +3,7 @@
 //! was fenced, or this node lost its lease) the hold is lost for good, and
 //! the supervisor drops the chamber without writing anything more.
 
-use crate::lease::Lease;
+use crate::services::lease::Lease;
 use crate::store::{Fence, StoreError};
 
 pub(super) struct Ownership {

@@ -9,8 +9,8 @@
 //! notes the usage, `RevokeToken` closes the door, `SessionEnded` takes the
 //! usage and `HoldProvider` reads the limit's guess, then `Release`.
 
-use crate::admission::Permit;
 use crate::chamber::mailbox::Stored;
+use crate::services::admission::Permit;
 use cryo_session::Door;
 use cryo_session::Usage;
 
@@ -38,7 +38,7 @@ pub(super) struct Running {
     /// spawn to its exit (dropping it makes it worthless).
     ticket: Option<crate::gateway::Ticket>,
     /// The wake's trace, from the agent's spawn to its session's row.
-    trace: Option<std::sync::Arc<crate::otlp::Trace>>,
+    trace: Option<std::sync::Arc<crate::base::otlp::Trace>>,
 }
 
 impl Running {
@@ -81,7 +81,7 @@ impl Running {
         pgid: i32,
         door: Door,
         ticket: Option<crate::gateway::Ticket>,
-        trace: Option<std::sync::Arc<crate::otlp::Trace>>,
+        trace: Option<std::sync::Arc<crate::base::otlp::Trace>>,
     ) {
         self.door = Some(door);
         self.agent_pgid = Some(pgid);
@@ -90,7 +90,7 @@ impl Running {
     }
 
     /// The wake's trace, for its root span (once).
-    pub(super) fn take_trace(&mut self) -> Option<std::sync::Arc<crate::otlp::Trace>> {
+    pub(super) fn take_trace(&mut self) -> Option<std::sync::Arc<crate::base::otlp::Trace>> {
         self.trace.take()
     }
 
@@ -165,13 +165,13 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::Running;
-    use crate::admission::{Admission, Permit};
+    use crate::services::admission::{Admission, Permit};
     use cryo_session::Usage;
 
     fn permit(admission: &Admission) -> Permit {
         let got = Arc::new(Mutex::new(None));
         let put = got.clone();
-        let sink: crate::admission::Sink = Arc::new(move |p| {
+        let sink: crate::services::admission::Sink = Arc::new(move |p| {
             *put.lock().unwrap() = Some(p);
             Ok(())
         });

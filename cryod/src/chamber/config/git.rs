@@ -1,5 +1,5 @@
 //! `[git]` in `cryo.toml`: the repository a chamber's sessions work in,
-//! each in a worktree of its own on the chamber's branch (see `crate::git`).
+//! each in a worktree of its own on the chamber's branch (see `crate::services::git`).
 
 use std::path::{Path, PathBuf};
 

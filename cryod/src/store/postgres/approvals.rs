@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use super::Postgres;
-use crate::clock::rfc3339_ms;
+use crate::base::clock::rfc3339_ms;
 use crate::store::{APPROVAL_COLUMNS, ApprovalRecord, Fence, StoreError, read_time};
 
 fn record(r: &Row) -> ApprovalRecord {

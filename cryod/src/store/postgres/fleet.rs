@@ -4,7 +4,7 @@
 //! chambers' "home"), a storage domain (the root its chamber folders live
 //! under, shared by the nodes that can run them) and a lease. The lease's
 //! expiry is judged only by the database's clock (`now()`); the node's own
-//! trust in it only by its monotonic clock (see `cryod::fleet`). A renewal
+//! trust in it only by its monotonic clock (see `cryod::fronts::fleet`). A renewal
 //! never revives an expired lease: a node that was away too long must
 //! register again, under a new id, and its chambers have new fences.
 

@@ -6,7 +6,7 @@
 use tokio_postgres::Row;
 
 use super::Postgres;
-use crate::clock::rfc3339;
+use crate::base::clock::rfc3339;
 use crate::store::{ChamberRecord, Desired, Fence, HoldRecord, NewChamber, StoreError, View, read_time};
 
 /// The chamber columns every query reads, in [`chamber_row`]'s order.

@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 use chrono::{DateTime, Utc};
 
 use super::Postgres;
-use crate::clock::rfc3339;
+use crate::base::clock::rfc3339;
 use crate::store::history::{self, Pruned, UsageQuery};
 use crate::store::{
     Fence, OpenClaim, OpenSession, PassedSlot, SessionEnd, SessionRow, SessionStart, StoreError, UsageRow, WakeRecord,

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::super::{APPROVAL_COLUMNS, ApprovalRecord, StoreError, read_time};
-use crate::clock::rfc3339_ms;
+use crate::base::clock::rfc3339_ms;
 
 fn record(r: &Row) -> rusqlite::Result<ApprovalRecord> {
     Ok(ApprovalRecord {

@@ -34,7 +34,7 @@ fn ledger(c: &rusqlite::Connection, chamber: i64, numbers: std::ops::Range<i64>)
 /// per chamber, and with an account, the account's over every chamber as
 /// rows of chamber 0.
 fn summed(c: &rusqlite::Connection, q: &UsageQuery) -> Vec<UsageRow> {
-    let since = q.since.map(crate::clock::rfc3339).unwrap_or_default();
+    let since = q.since.map(crate::base::clock::rfc3339).unwrap_or_default();
     let mut st = c
         .prepare(
             "SELECT chamber_id, substr(ended_at, 1, 10), provider, model, count(*), sum(input_tokens),

@@ -28,7 +28,7 @@ use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::{Fence, StoreError, read_time};
-use crate::clock::rfc3339;
+use crate::base::clock::rfc3339;
 
 /// What a job leaves to do once its group's commit is known: sends its
 /// answer (or the commit's error).

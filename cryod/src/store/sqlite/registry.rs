@@ -46,7 +46,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
     })?;
     tx.execute(
         "INSERT INTO chambers (name, path, desired, created_at, fence) VALUES (?1, ?2, 'stopped', ?3, 1)",
-        params![name, new.path, crate::clock::rfc3339(new.created_at)],
+        params![name, new.path, crate::base::clock::rfc3339(new.created_at)],
     )?;
     let id = tx.last_insert_rowid();
     tx.commit()?;

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::super::history::{self, Pruned, UsageQuery};
 use super::super::{OpenClaim, OpenSession, PassedSlot, SessionRow, StoreError, UsageRow, read_time};
-use crate::clock::rfc3339;
+use crate::base::clock::rfc3339;
 
 pub(super) fn last_session_number(c: &rusqlite::Connection, chamber: i64) -> Result<u64, StoreError> {
     let n: Option<i64> = c

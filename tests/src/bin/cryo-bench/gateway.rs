@@ -88,7 +88,7 @@ pub fn gateway(requests: usize, streams: usize, mib: usize, open: usize) -> Figu
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async move {
         let up = upstream().await;
-        let g = cryod::gateway::Gateway::new(cryod::clock::Clock::system());
+        let g = cryod::gateway::Gateway::new(cryod::base::clock::Clock::system());
         g.serve(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), tokio_util::sync::CancellationToken::new())
             .await
             .unwrap();
