@@ -22,8 +22,6 @@ pub mod fronts;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
-#[cfg(test)]
-mod layers;
 pub mod services;
 pub mod store;
 pub mod supervisor;

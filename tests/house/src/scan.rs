@@ -1,9 +1,9 @@
-//! The text scan the layers are checked with, after `cryod/src/layers.rs`'s:
-//! what a source file names through `crate::` and `super::` (groups and
-//! chains included, `super` from an inline module too), made absolute from
-//! its crate's root. Comments, strings and character literals are taken
-//! out first, so prose and text name nothing; `self::` names a module's own
-//! children, which are always its to use.
+//! The text scan the layers are checked with: what a source file names
+//! through `crate::` and `super::` (groups and chains included, `super`
+//! from an inline module too), made absolute from its crate's root.
+//! Comments, strings and character literals are taken out first, so prose
+//! and text name nothing; `self::` names a module's own children, which are
+//! always its to use.
 
 use std::path::{Path, PathBuf};
 
