@@ -351,6 +351,8 @@ pub const CRATES: &[Crate] = &[
             // The same scenarios on the seed system (reading their results as cryo's); a
             // fleet of cryod nodes and the hub in a browser, built on cryo's.
             &["seed", "fleet", "hub"],
+            // The growth curve of one world (it asks the seed at its size).
+            &["scale"],
         ],
         inner: &[],
     },

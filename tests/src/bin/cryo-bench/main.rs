@@ -328,20 +328,7 @@ fn main() {
             return;
         }
         Scenario::Scale { sizes, todos, runs, warm_only } => {
-            let mut f = scale::scale(&sizes, todos, runs, !warm_only);
-            let at = sizes.iter().copied().filter(|n| *n <= SEED_AT_MOST).max();
-            let seed = seed.zip(at).map(|(s, n)| {
-                let mut both = seed::idle(s, n, todos, 5);
-                both.extend(seed::control(s, n, runs));
-                for (k, key) in [("rss_mb", "rss_mb"), ("startup_warm_ms", "startup_ms")] {
-                    f.insert(key.into(), f[&format!("{k}_{n}")].clone());
-                }
-                for key in ["list_median_ms", "status_median_ms"] {
-                    f.insert(key.into(), f[&format!("{key}_{n}")].clone());
-                }
-                println!("\nthe seed system beside cryo at {n} chambers:");
-                both
-            });
+            let (f, seed) = scale::with_seed(&sizes, todos, runs, !warm_only, seed);
             (f, seed, &[("rss_mb", "MB"), ("startup_ms", "ms"), ("list_median_ms", "ms"), ("status_median_ms", "ms")])
         }
         Scenario::Recovery { chambers, running } => (
@@ -357,9 +344,6 @@ fn main() {
         println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap());
     }
 }
-
-/// The most chambers the seed system is run with (one daemon each).
-const SEED_AT_MOST: usize = 1000;
 
 fn machine() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);

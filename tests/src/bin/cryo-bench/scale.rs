@@ -18,6 +18,36 @@ const PROBE: usize = 9_999_999;
 /// Wakes of the probe at each size (two seconds apart).
 const WAKES: usize = 5;
 
+/// The most chambers the seed system is run with (one daemon each).
+const SEED_AT_MOST: usize = 1000;
+
+/// [`scale`], and with the seed system's binaries in `seed`, its memory,
+/// start-up, list and status at the largest size it can run, with cryo's
+/// figures at that size under the same keys (for `side_by_side`).
+pub fn with_seed(
+    sizes: &[usize],
+    todos: usize,
+    runs: usize,
+    drop_caches: bool,
+    seed: Option<&Path>,
+) -> (Figures, Option<Figures>) {
+    let mut f = scale(sizes, todos, runs, drop_caches);
+    let at = sizes.iter().copied().filter(|n| *n <= SEED_AT_MOST).max();
+    let seed = seed.zip(at).map(|(s, n)| {
+        let mut both = crate::seed::idle(s, n, todos, 5);
+        both.extend(crate::seed::control(s, n, runs));
+        for (k, key) in [("rss_mb", "rss_mb"), ("startup_warm_ms", "startup_ms")] {
+            f.insert(key.into(), f[&format!("{k}_{n}")].clone());
+        }
+        for key in ["list_median_ms", "status_median_ms"] {
+            f.insert(key.into(), f[&format!("{key}_{n}")].clone());
+        }
+        println!("\nthe seed system beside cryo at {n} chambers:");
+        both
+    });
+    (f, seed)
+}
+
 /// One size's figures.
 struct Row {
     size: usize,
