@@ -8,6 +8,7 @@ mod client;
 mod cmd;
 mod complete;
 mod extras;
+mod quick;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -243,6 +244,11 @@ fn install_extras() -> ExitCode {
 fn main() -> ExitCode {
     // `COMPLETE=SHELL cryoctl ...` is a completion request from the shell.
     clap_complete::CompleteEnv::with_factory(Cli::command).complete();
+    // The commonest reads skip clap's command tree (see `quick`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(q) = quick::parse(&args, std::env::var_os(cryo_proto::SOCKET_ENV)) {
+        return run(cmd::chamber::run(Ctx { socket: q.socket, json: q.json }, q.cmd));
+    }
     let cli = Cli::parse();
     let ctx = Ctx { socket: cli.socket, json: cli.json };
     match cli.command {

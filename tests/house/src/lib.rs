@@ -275,6 +275,8 @@ pub const CRATES: &[Crate] = &[
             &["extras"],
             // The commands, a room each.
             &["cmd"],
+            // The commonest reads taken from the command line without clap's tree.
+            &["quick"],
         ],
         inner: &[
             (
