@@ -56,17 +56,45 @@ impl From<cryo_proto::ControlError> for Failure {
 
 /// A connected Control client (with the operator key) that has said Hello.
 pub async fn control(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
+    Ok(beside_hello(socket, |_| std::future::ready(Ok(()))).await?.0)
+}
+
+/// [`control`], with the command's first calls (`first`, given a clone of
+/// the client) sent beside the `Hello` rather than after its answer: one
+/// round trip to cryod the less, each of which is a wake-up of cryod and of
+/// cryoctl that a loaded machine may make wait. What `first` asks must only
+/// read: a `Hello` that fails (another protocol) is the failure, whatever
+/// `first` got, as if `first` had never been sent.
+pub async fn beside_hello<T, F, Fut>(socket: &Option<PathBuf>, first: F) -> Result<(cryo_proto::Control, T)>
+where
+    F: FnOnce(cryo_proto::Control) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let c = connect(socket).await?;
+    let mut said = c.clone();
+    let hello = async move {
+        let reply = said.hello(cryo_proto::hello_request("cryoctl")).await?.into_inner();
+        cryo_proto::hello_reply(reply, "cryoctl")
+    };
+    let (hello, got) = tokio::join!(hello, first(c.clone()));
+    hello?;
+    Ok((c, got?))
+}
+
+/// A Control client with the operator key, on a connection that has said
+/// nothing yet.
+async fn connect(socket: &Option<PathBuf>) -> Result<cryo_proto::Control> {
     let path = socket.clone().unwrap_or_else(cryo_proto::socket_path);
     // A cryod that holds its lock but has no socket yet is starting (`cryoctl
     // daemon run &` and the next command at once): wait for it a little.
     let now = std::time::Instant::now();
     let (deadline, grace) = (now + STARTING, now + NOT_YET);
     loop {
-        match cryo_proto::control(&path, "cryoctl").await {
+        match cryo_proto::control_unchecked(&path).await {
             // Within the grace, even with no sign of a cryod: a shell's
             // `cryoctl daemon run &` may not have exec'd yet when the next
             // command looks (seen on a loaded machine).
-            Err(cryo_proto::ControlError::Connect(cryo_proto::ConnectError::NoSocket(_)))
+            Err(cryo_proto::ConnectError::NoSocket(_))
                 if std::time::Instant::now() < grace || (std::time::Instant::now() < deadline && starting(socket)) =>
             {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -445,17 +445,23 @@ where
 {
     let r = chamber_ref(arg)?;
     match call(r.clone()).await {
-        Err(s) if s.code() == tonic::Code::NotFound => {
-            if let (Some(a), Some(pb::chamber_ref::By::Name(_))) = (arg, &r.by)
-                && Path::new(a).is_dir()
-            {
-                let p = pb::ChamberRef { by: Some(pb::chamber_ref::By::Path(utf8(&absolute(Path::new(a))?)?)) };
-                return call(p).await.map_err(Failure::from);
-            }
-            Err(s.into())
-        }
+        Err(s) if s.code() == tonic::Code::NotFound => match as_folder(arg, &r)? {
+            Some(p) => call(p).await.map_err(Failure::from),
+            None => Err(s.into()),
+        },
         other => other.map_err(Failure::from),
     }
+}
+
+/// What to ask for once the chamber `arg` named as `r` was not found: the
+/// folder of that name here, if `r` took it for a name and it is one.
+fn as_folder(arg: Option<&str>, r: &pb::ChamberRef) -> Result<Option<pb::ChamberRef>> {
+    if let (Some(a), Some(pb::chamber_ref::By::Name(_))) = (arg, &r.by)
+        && Path::new(a).is_dir()
+    {
+        return Ok(Some(pb::ChamberRef { by: Some(pb::chamber_ref::By::Path(utf8(&absolute(Path::new(a))?)?)) }));
+    }
+    Ok(None)
 }
 
 /// Connects to cryod and asks `call` about the chamber `arg` names (as

@@ -9,8 +9,16 @@ use crate::client::{self, Result};
 use crate::output;
 
 pub(super) async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
-    let mut c = client::control(&ctx.socket).await?;
-    let r = c.chamber_list(pb::ChamberListRequest { archived }).await?.into_inner();
+    // The list, and for a table today's costs, are asked beside the
+    // `Hello` and each other: one wait on cryod.
+    let ask = |mut c: cryo_proto::Control| async move {
+        let mut u = c.clone();
+        let costs =
+            async { if ctx.json { Ok(Default::default()) } else { crate::cmd::usage::today_by_chamber(&mut u).await } };
+        let (r, today) = tokio::join!(c.chamber_list(pb::ChamberListRequest { archived }), costs);
+        Ok::<_, client::Failure>((r?.into_inner(), today))
+    };
+    let (_, (r, today)) = client::beside_hello(&ctx.socket, ask).await?;
     if ctx.json {
         output::json(&serde_json::Value::Array(r.chambers.iter().map(chamber_json).collect()));
         return Ok(());
@@ -21,7 +29,7 @@ pub(super) async fn list(ctx: &Ctx, archived: bool) -> Result<()> {
     }
     // A fleet's chambers show the node that runs each.
     let fleet = r.chambers.iter().any(|c| !c.node.is_empty());
-    let today = crate::cmd::usage::today_by_chamber(&mut c).await?;
+    let today = today?;
     let rows: Vec<Vec<output::Cell>> = r
         .chambers
         .iter()
@@ -111,16 +119,7 @@ type Windows = ([f64; 3], u64);
 /// `chamber status [NAME]`: the named chamber (or the one whose folder we
 /// are in, else every chamber) in detail, with its recent sessions.
 pub(super) async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
-    let mut c = client::control(&ctx.socket).await?;
-    let r = ask_status(&mut c, chamber).await?;
-    // One chamber's cost over three windows.
-    let windows = match r.chambers.as_slice() {
-        [one] => {
-            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
-            crate::cmd::usage::windows(&mut c, by).await?
-        }
-        _ => None,
-    };
+    let (_, (r, windows)) = client::beside_hello(&ctx.socket, |c| ask_status(c, chamber)).await?;
     if ctx.json {
         output::json(&status_json(&r, windows));
         return Ok(());
@@ -133,21 +132,44 @@ pub(super) async fn status(ctx: &Ctx, chamber: Option<String>) -> Result<()> {
 }
 
 /// The status of `chamber`, or of the chamber whose folder we are in; with
-/// neither, every chamber's.
-async fn ask_status(c: &mut cryo_proto::Control, chamber: Option<String>) -> Result<pb::ChamberStatusReply> {
-    let one = with_chamber(chamber.as_deref(), |r| {
-        let mut c = c.clone();
-        async move { c.chamber_status(pb::ChamberStatusRequest { chamber: Some(r) }).await }
-    })
-    .await;
+/// neither, every chamber's. With one chamber, its cost over three windows,
+/// asked beside its status by the same reference (the daemon resolves both
+/// alike), so the command waits on cryod once; a chamber found another way
+/// (a name that is only a folder here) has its windows asked afterwards,
+/// by its name.
+async fn ask_status(
+    mut c: cryo_proto::Control,
+    chamber: Option<String>,
+) -> Result<(pb::ChamberStatusReply, Option<Windows>)> {
+    let first = chamber_ref(chamber.as_deref())?;
+    let (mut s, mut u) = (c.clone(), c.clone());
+    let (one, beside) = tokio::join!(
+        s.chamber_status(pb::ChamberStatusRequest { chamber: Some(first.clone()) }),
+        crate::cmd::usage::windows(&mut u, first.clone()),
+    );
     let r = match one {
-        // Named none, outside any chamber's folder: every chamber.
-        Err(f) if chamber.is_none() && f.code == cryo_proto::exit::NOT_FOUND => {
-            c.chamber_status(pb::ChamberStatusRequest { chamber: None }).await?
+        Ok(r) => {
+            let r = r.into_inner();
+            let windows = if r.chambers.len() == 1 { beside? } else { None };
+            return Ok((r, windows));
         }
-        other => other?,
+        Err(s) if s.code() == tonic::Code::NotFound => match as_folder(chamber.as_deref(), &first)? {
+            Some(p) => c.chamber_status(pb::ChamberStatusRequest { chamber: Some(p) }).await?,
+            // Named none, outside any chamber's folder: every chamber.
+            None if chamber.is_none() => c.chamber_status(pb::ChamberStatusRequest { chamber: None }).await?,
+            None => return Err(s.into()),
+        },
+        Err(s) => return Err(s.into()),
     };
-    Ok(r.into_inner())
+    let r = r.into_inner();
+    let windows = match r.chambers.as_slice() {
+        [one] => {
+            let by = pb::ChamberRef { by: Some(pb::chamber_ref::By::Name(one.name.clone())) };
+            crate::cmd::usage::windows(&mut c, by).await?
+        }
+        _ => None,
+    };
+    Ok((r, windows))
 }
 
 /// `chamber status --json`: the chambers, the first with its sessions,
