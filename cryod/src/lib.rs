@@ -214,7 +214,7 @@ pub async fn run(
     server::raise_file_limit();
     let operator = listener.operator();
     let live = shared.clone();
-    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| cryo_session::session_of(pid, &live.live));
+    let session_of: server::SessionOf = std::sync::Arc::new(move |pid| live.live.session_of(pid));
     let (incoming, _guard) = listener.incoming(session_of).context("listening on the socket")?;
     // The sessions' doors: the Agent service alone, each connection tagged
     // with its session.

@@ -102,7 +102,7 @@ fn run_plan(bin: &str, args: &str, who: As, setup: impl FnOnce(&Env, &ModelServe
 
 /// Why this machine cannot provide the sandbox `mode`, if it cannot.
 fn sandbox_missing(mode: &str) -> Option<String> {
-    cryo_session::Sandbox::parse(mode).and_then(cryo_session::unavailable)
+    cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable)
 }
 
 /// [`run_plan`] confined by `sandbox` (issue 25), skipped with the reason

@@ -11,7 +11,7 @@ use cryo_tests::{Chamber, Env, wait_until};
 /// A world for `mode` (as user 65534 if `normal_user` and this is root),
 /// its daemon started; `None` (and why, printed) where it cannot be had.
 pub(crate) fn world(test: &str, mode: &str, normal_user: bool) -> Option<(Env, cryo_tests::Daemon)> {
-    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::unavailable) {
+    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED {test}: {why}");
         return None;
     }
@@ -411,7 +411,7 @@ fn links_moved_under_accepted_paths_hold_the_chamber_under_bwrap_as_root() {
 /// another chamber's session and the operator go on.
 #[test]
 fn a_flood_of_connections_from_a_session_delays_no_one_else() {
-    flood(cryo_session::strongest().as_str(), "os.environ[\"CRYO_SOCKET\"]");
+    flood(cryo_session::Sandbox::strongest().as_str(), "os.environ[\"CRYO_SOCKET\"]");
 }
 
 /// The same at the operator's socket, which Landlock does not hide from a
@@ -549,7 +549,7 @@ cryo-agent hibernate
 
 fn under_cargo_bin(mode: &str) {
     let test = format!("cryo-agent under ~/.cargo/bin ({mode})");
-    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::unavailable) {
+    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED {test}: {why}");
         return;
     }

@@ -307,7 +307,7 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     let messages = env.cryoctl(&["chamber", "messages", "echo"]);
     cryo_tests::examples::check("README.md", "cryoctl chamber messages echo", messages.ok());
     let toml = c.read("cryo.toml");
-    let strongest = cryo_session::strongest().as_str();
+    let strongest = cryo_session::Sandbox::strongest().as_str();
     assert!(toml.contains(&format!("sandbox = \"{strongest}\"")), "{toml}");
     wait_until("the session to hibernate", || c.cryo_log().contains("hibernate accepted"));
     // Issue 61: a deliberate typo is answered with the key meant, in one

@@ -1166,7 +1166,7 @@ fn fleet_a_known_kinds_session_is_read_through_its_keeper() {
     let mut node = Node::new(&pg, "n1");
     node.start();
     let provider = crate::agents::claude_provider(&node.env, &model);
-    let sandbox = cryo_session::strongest().as_str();
+    let sandbox = cryo_session::Sandbox::strongest().as_str();
     let toml = format!("agent = \"{}\"\nsandbox = \"{sandbox}\"\n\n[provider]\n{provider}\n", path.display());
     let c = node.env.chamber("k", "", &toml);
     node.env.cryoctl(&["chamber", "start", "k"]).ok();

@@ -210,7 +210,7 @@ fn an_upstream_rewritten_in_the_clis_own_config_gets_no_key() {
 /// is refused, and its session still completes through the gateway.
 fn netted(bin: &str, mode: cryo_session::Sandbox, setup: impl FnOnce(&Env, &ModelServer) -> String) -> Option<Env> {
     let path = cli(bin)?;
-    if let Some(why) = cryo_session::unavailable(mode) {
+    if let Some(why) = mode.unavailable() {
         eprintln!("SKIPPED: {why}");
         return None;
     }
@@ -277,7 +277,7 @@ fn network_gateway_under_bwrap_refuses_a_direct_connection_and_opencode_complete
 /// with it; nothing of the session is left running.
 #[test]
 fn network_gateway_under_bwrap_a_stop_ends_the_agent_and_its_forwarder() {
-    if let Some(why) = cryo_session::unavailable(cryo_session::Sandbox::Bwrap) {
+    if let Some(why) = cryo_session::Sandbox::Bwrap.unavailable() {
         eprintln!("SKIPPED: {why}");
         return;
     }

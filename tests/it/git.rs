@@ -35,7 +35,7 @@ fn have_git() -> bool {
 
 /// Whether git and the sandbox `mode` are both here.
 fn have_git_and(mode: &str) -> bool {
-    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::unavailable) {
+    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED: {mode}: {why}");
         return false;
     }

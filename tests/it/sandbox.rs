@@ -104,7 +104,7 @@ fn bwrap_confines_an_agent_as_a_normal_user() {
 /// Runs the prober under `mode` (as user 65534 if `normal_user` and this
 /// is root) and checks each probe.
 fn confines(mode: &str, normal_user: bool) {
-    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::unavailable) {
+    if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED {mode} confinement: {why}");
         return;
     }
@@ -297,7 +297,7 @@ fn a_malformed_key_value_is_one_line_naming_it() {
 fn a_new_chamber_gets_the_strongest_sandbox_and_doctor_says_which() {
     let env = Env::new();
     let _d = env.start_daemon();
-    let strongest = cryo_session::strongest().as_str();
+    let strongest = cryo_session::Sandbox::strongest().as_str();
     let dir = env.path("c");
     let out =
         env.cryoctl(&["chamber", "add", dir.to_str().unwrap(), "--init", "--agent", "sh agent.sh"]).ok().to_string();

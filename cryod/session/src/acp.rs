@@ -42,7 +42,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// The bridge's first argument.
-pub const ARG: &str = "__acp";
+pub(crate) const ARG: &str = "__acp";
 
 /// The session's variables cryo's MCP server needs (the agent starts it
 /// with the environment its `session/new` names).
@@ -61,7 +61,7 @@ struct Asked {
 }
 
 /// The bridge's arguments, before the agent's command.
-pub fn args(resume: Option<&str>, mcp: Option<&str>, approve: Option<&str>) -> Vec<String> {
+pub(crate) fn args(resume: Option<&str>, mcp: Option<&str>, approve: Option<&str>) -> Vec<String> {
     let mut out = vec![ARG.to_string()];
     if let Some(id) = resume {
         out.extend(["--resume".into(), id.to_string()]);
@@ -102,7 +102,7 @@ fn ask_cryod(program: &str, call: &Value) -> (bool, String) {
 
 /// `cryod __acp …`: drives the agent, then exits (with the agent's code if
 /// it ended before its turn did).
-pub fn intercept() {
+pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;
@@ -119,7 +119,7 @@ pub fn intercept() {
 }
 
 /// The variable that carries the prompt to cryod's client.
-pub const PROMPT_VAR: &str = "CRYO_ACP_PROMPT";
+pub(crate) const PROMPT_VAR: &str = "CRYO_ACP_PROMPT";
 
 fn parse(args: Vec<OsString>) -> Result<Asked, String> {
     let mut asked = Asked { prompt: std::env::var(PROMPT_VAR).unwrap_or_default(), ..Asked::default() };

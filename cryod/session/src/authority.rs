@@ -31,7 +31,7 @@ const PRIORITY: u8 = 0x20;
 /// largest this sends).
 const MAX_FRAME: usize = 16_384;
 /// The largest header block mended; a larger one turns the mending off.
-pub const MAX_BLOCK: usize = 64 * 1024;
+pub(crate) const MAX_BLOCK: usize = 64 * 1024;
 /// The most a mended block may grow to once decoded.
 const MAX_MENDED: usize = 256 * 1024;
 /// The dynamic table the client's encoder may use: what h2 allows it

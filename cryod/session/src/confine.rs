@@ -19,6 +19,7 @@ use super::Error;
 use super::harden::{self, Plan};
 use super::kinds;
 use super::sandbox;
+use crate::precheck::Prepared;
 use crate::setup::{Network, Sandbox, Setup};
 use cryo_files::Dir;
 
@@ -61,7 +62,7 @@ pub struct Jail<'a> {
 /// A command made to run confined: the program cryod starts (the keeper
 /// of the tree, bubblewrap or `systemd-run`), its arguments, the private
 /// TMPDIR of a sandboxed one, what its launchers are told, and its cgroup.
-pub struct Confined {
+pub(crate) struct Confined {
     pub program: PathBuf,
     pub args: Vec<OsString>,
     pub tmp: Option<PathBuf>,
@@ -98,7 +99,7 @@ fn can_hold(jail: &Jail<'_>) -> super::Result<()> {
     // process asks nothing, and keeps its worker).
     let unavailable = match jail.mode {
         Sandbox::Off => None,
-        confined => tokio::task::block_in_place(|| sandbox::unavailable(confined)),
+        confined => tokio::task::block_in_place(|| confined.unavailable()),
     };
     if let Some(why) = unavailable {
         return Err(Error::Unavailable(why));
@@ -122,9 +123,31 @@ fn can_hold(jail: &Jail<'_>) -> super::Result<()> {
     Ok(())
 }
 
+impl Jail<'_> {
+    /// `run` made ready as a short command (a pre-check, a jailed git
+    /// command), wrapped as the chamber's agent is (its sandbox, limits
+    /// and launchers), with its whole environment: cryod's own when
+    /// unconfined, else the allowlist and a private TMPDIR; then `env`
+    /// (also what the sandbox lets it read); then what its launchers are
+    /// told. What could not be applied (limits outside systemd) the
+    /// agent's own start tells.
+    pub fn prepare(&self, env: BTreeMap<String, String>, run: Run<'_>) -> super::Result<Prepared> {
+        let mut notes = Vec::new();
+        let confined = confine(self, &env, run, &mut notes)?;
+        let mut all: BTreeMap<String, String> = match &confined.tmp {
+            // Unconfined: cryod's own environment, as for its agent.
+            None => std::env::vars().collect(),
+            Some(tmp) => sandbox::confined_env(tmp),
+        };
+        all.extend(env);
+        all.extend(confined.env);
+        Ok(Prepared { program: confined.program, args: confined.args, env: all })
+    }
+}
+
 /// Wraps `run` for the chamber's sandbox and limits; what could not be
 /// applied (limits outside systemd) goes into `notes`.
-pub fn confine(
+pub(crate) fn confine(
     jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
     run: Run<'_>,

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Most connections one session's door holds at once (`cryo-agent` makes
 /// one per call; an MCP server keeps one).
-pub const MAX_PER_DOOR: usize = 32;
+pub(crate) const MAX_PER_DOOR: usize = 32;
 
 /// The session a door belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,12 +20,12 @@ const RECEIVING: Duration = Duration::from_secs(5);
 
 /// Held around `spawn()` on a thread that may block (inside
 /// `block_in_place`): no descriptor arrives unmarked meanwhile.
-pub fn spawning() -> RwLockReadGuard<'static, ()> {
+pub(crate) fn spawning() -> RwLockReadGuard<'static, ()> {
     GATE.blocking_read()
 }
 
 /// Runs `spawn` once no descriptor is arriving.
-pub async fn spawn_when_clear<T>(spawn: impl FnOnce() -> T) -> T {
+pub(crate) async fn spawn_when_clear<T>(spawn: impl FnOnce() -> T) -> T {
     let _held = GATE.read().await;
     spawn()
 }

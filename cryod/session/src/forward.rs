@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 
 /// The forwarder's first argument.
-pub const ARG: &str = "__forward";
+pub(crate) const ARG: &str = "__forward";
 
 /// The forwarder's arguments for `program ARGS` (the program is cryod's
 /// own binary).
-pub fn args(port: u16, socket: &Path, program: &Path, args: &[String]) -> Vec<String> {
+pub(crate) fn args(port: u16, socket: &Path, program: &Path, args: &[String]) -> Vec<String> {
     let mut out = vec![ARG.to_string(), port.to_string(), socket.to_string_lossy().into_owned(), "--".into()];
     out.push(program.to_string_lossy().into_owned());
     out.extend(args.iter().cloned());
@@ -31,7 +31,7 @@ pub fn args(port: u16, socket: &Path, program: &Path, args: &[String]) -> Vec<St
 
 /// `cryod __forward …`: relays, runs the agent, and exits with its
 /// status; returns only if this process is not the forwarder.
-pub fn intercept() {
+pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;

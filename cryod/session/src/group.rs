@@ -80,47 +80,49 @@ impl Live {
     fn contains(&self, pgid: i32) -> bool {
         self.0.lock().expect("live groups lock").contains(&pgid)
     }
-}
 
-/// Whether the process `pid` belongs to a cryo session's tree, and how it
-/// shows: it runs in another process namespace than cryod (bubblewrap's),
-/// it or an ancestor is in a running session's process group or Unix
-/// session, cryod itself started an ancestor of it (an agent, a pre-check,
-/// a keeper, a notifier's command), or its environment is a session's.
-/// A process that left all of these behind (double-forked, in a session
-/// of its own, its environment cleared) is not recognised here; it still
-/// lacks the operator key, which no sandbox lets it read.
-pub fn session_of(pid: i32, live: &Live) -> Option<String> {
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
-    if let (Some(ours), Some(theirs)) = (ns("self"), ns(&pid.to_string()))
-        && ours != theirs
-    {
-        return Some("it runs in a sandbox's own process namespace".into());
-    }
-    // The process that connected has gone: its connection was handed on
-    // (a fork whose parent left), and whose it is now cannot be told.
-    if stat(pid).is_none() {
-        return Some(format!("process {pid}, which connected, has ended: a connection is not handed on"));
-    }
-    let me = std::process::id() as i32;
-    let mut p = pid;
-    for _ in 0..64 {
-        let Some((ppid, pgrp, sid)) = stat(p) else { break };
-        if live.contains(pgrp) || live.contains(sid) {
-            return Some(format!("it belongs to a running session's process group {pgrp}"));
+    /// Whether the process `pid` belongs to a cryo session's tree, and how
+    /// it shows: it runs in another process namespace than cryod
+    /// (bubblewrap's), it or an ancestor is in one of these running
+    /// sessions' process groups or Unix sessions, cryod itself started an
+    /// ancestor of it (an agent, a pre-check, a keeper, a notifier's
+    /// command), or its environment is a session's. A process that left
+    /// all of these behind (double-forked, in a session of its own, its
+    /// environment cleared) is not recognised here; it still lacks the
+    /// operator key, which no sandbox lets it read.
+    pub fn session_of(&self, pid: i32) -> Option<String> {
+        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+        if let (Some(ours), Some(theirs)) = (ns("self"), ns(&pid.to_string()))
+            && ours != theirs
+        {
+            return Some("it runs in a sandbox's own process namespace".into());
         }
-        if ppid == me {
-            return Some(format!("cryod started process {p}, of which it is a part"));
+        // The process that connected has gone: its connection was handed on
+        // (a fork whose parent left), and whose it is now cannot be told.
+        if stat(pid).is_none() {
+            return Some(format!("process {pid}, which connected, has ended: a connection is not handed on"));
         }
-        if ppid <= 1 {
-            break;
+        let me = std::process::id() as i32;
+        let mut p = pid;
+        for _ in 0..64 {
+            let Some((ppid, pgrp, sid)) = stat(p) else { break };
+            if self.contains(pgrp) || self.contains(sid) {
+                return Some(format!("it belongs to a running session's process group {pgrp}"));
+            }
+            if ppid == me {
+                return Some(format!("cryod started process {p}, of which it is a part"));
+            }
+            if ppid <= 1 {
+                break;
+            }
+            p = ppid;
         }
-        p = ppid;
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let marked = environ
+            .split(|b| *b == 0)
+            .any(|kv| kv.starts_with(b"CRYO_SESSION_TOKEN=") || kv.starts_with(b"CRYO_WAKE_ID="));
+        marked.then(|| "its environment is a cryo session's".into())
     }
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    let marked =
-        environ.split(|b| *b == 0).any(|kv| kv.starts_with(b"CRYO_SESSION_TOKEN=") || kv.starts_with(b"CRYO_WAKE_ID="));
-    marked.then(|| "its environment is a cryo session's".into())
 }
 
 /// A process's parent, process group and Unix session.
@@ -141,16 +143,16 @@ mod tests {
         let live = Live::default();
         // This test process is "cryod": a child it started is a session's.
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        let why = session_of(child.id() as i32, &live);
+        let why = live.session_of(child.id() as i32);
         assert!(why.as_deref().is_some_and(|w| w.contains("cryod started")), "{why:?}");
         // Our parent (the test runner) is not.
-        assert_eq!(session_of(nix::unistd::getppid().as_raw(), &live), None);
+        assert_eq!(live.session_of(nix::unistd::getppid().as_raw()), None);
         let _ = child.kill();
         let _ = child.wait();
         // A process of a live session's group, whoever its parent.
         let own = nix::unistd::getpgrp().as_raw();
         live.add(own);
-        let why = session_of(nix::unistd::getppid().as_raw(), &live).or(session_of(std::process::id() as i32, &live));
+        let why = live.session_of(nix::unistd::getppid().as_raw()).or(live.session_of(std::process::id() as i32));
         assert!(why.is_some());
         live.remove(own);
     }

@@ -27,10 +27,10 @@ use crate::{Error, Result};
 
 #[cfg(test)]
 use super::sandbox::Policy;
-pub use super::sandbox::{PLAN_VAR, Plan, STDIN_VAR};
+pub(crate) use super::sandbox::{PLAN_VAR, Plan, STDIN_VAR};
 
 /// `cryod __confine -- PROGRAM ARGS`.
-pub const ARG: &str = "__confine";
+pub(crate) const ARG: &str = "__confine";
 
 /// `cryod __confine --exec ARG0 -- PROGRAM ARGS`: only unblock the signals
 /// and become the program (a namespace's init runs the program so).
@@ -38,7 +38,7 @@ const EXEC: &str = "--exec";
 
 /// What a confined process holds, as `/proc/self/status` says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Held {
+pub(crate) struct Held {
     /// `CapInh`, `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`, as hex masks.
     pub caps: BTreeMap<String, u64>,
     pub no_new_privs: bool,
@@ -48,11 +48,11 @@ pub struct Held {
 
 impl Held {
     /// This process's.
-    pub fn now() -> Held {
+    pub(crate) fn now() -> Held {
         Held::parse(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
     }
 
-    pub fn parse(status: &str) -> Held {
+    pub(crate) fn parse(status: &str) -> Held {
         let mut held = Held::default();
         for line in status.lines() {
             let Some((key, value)) = line.split_once(':') else { continue };
@@ -71,7 +71,7 @@ impl Held {
 
     /// What is left that a session must not hold, in words (the bounding
     /// set too if `bounding`); `None` when nothing is.
-    pub fn excess(&self, bounding: bool) -> Option<String> {
+    pub(crate) fn excess(&self, bounding: bool) -> Option<String> {
         let mut left: Vec<String> = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]
             .iter()
             .filter(|k| bounding || **k != "CapBnd")
@@ -93,7 +93,7 @@ impl Held {
 
 /// `cryod __confine …`: confines this process and becomes the program;
 /// returns only if this process is not the launcher.
-pub fn intercept() {
+pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;
@@ -213,7 +213,7 @@ fn give_stdin(text: &[u8]) -> Result<()> {
 /// Applies `plan` to this process (`init`: the first of a process
 /// namespace of its own): Landlock if it says so, then every capability
 /// gone, then the filter; fails unless all of it holds.
-pub fn confine(plan: &Plan, init: bool) -> Result<()> {
+pub(crate) fn confine(plan: &Plan, init: bool) -> Result<()> {
     if let Some(policy) = &plan.landlock {
         super::sandbox::restrict(policy)?;
     }
@@ -431,9 +431,36 @@ fn no_clone3() -> Result<seccompiler::BpfProgram> {
     filter.try_into().map_err(|e: seccompiler::BackendError| bad(e))
 }
 
+/// What this machine offers a session, for `cryoctl doctor`: the
+/// strongest sandbox, the kernel's Landlock and what it confines, and what
+/// a session under that sandbox holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The strongest sandbox this machine provides
+    /// ([`crate::Sandbox::strongest`]).
+    pub strongest: crate::setup::Sandbox,
+    /// The kernel's Landlock ABI, as far as cryo can tell (0: none).
+    pub landlock_abi: u32,
+    /// What a Landlock sandbox confines at that ABI beyond files, in words.
+    pub landlock: String,
+    /// What a session under the strongest sandbox holds, in one phrase.
+    pub holds: String,
+}
+
+impl Offer {
+    /// This machine's, where a session's tree ends by `tree` (how cryod's
+    /// cgroups describe it).
+    pub fn here(tree: &str) -> Offer {
+        let strongest = crate::setup::Sandbox::strongest();
+        let landlock_abi = super::sandbox::landlock_abi();
+        let landlock = super::sandbox::landlock_adds(landlock_abi);
+        Offer { strongest, landlock_abi, landlock, holds: holds(strongest, tree) }
+    }
+}
+
 /// What a session holds, in one phrase, for `cryo-agent.log`'s header and
 /// `cryoctl doctor`: its sandbox, and how its tree ends.
-pub fn holds(mode: crate::setup::Sandbox, tree: &str) -> String {
+pub(crate) fn holds(mode: crate::setup::Sandbox, tree: &str) -> String {
     let sandbox = match mode {
         crate::setup::Sandbox::Off => "no sandbox".to_string(),
         crate::setup::Sandbox::Landlock => {

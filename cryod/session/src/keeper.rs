@@ -42,7 +42,7 @@ use tokio::time::Instant;
 /// The first argument that makes a cryod binary a keeper.
 /// Now on the machine's monotonic clock, in milliseconds (the same for
 /// cryod and its keepers; it runs on while a process is stopped).
-pub fn monotonic_ms() -> u64 {
+pub(crate) fn monotonic_ms() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map(|t| t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
         .unwrap_or(0)
@@ -53,10 +53,10 @@ pub fn until(left: Duration) -> u64 {
     monotonic_ms().saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
 }
 
-pub const ARG: &str = "__keep";
+pub(crate) const ARG: &str = "__keep";
 
 /// Before the program: relay the agent's output on stdout.
-pub const RELAY: &str = "--relay";
+pub(crate) const RELAY: &str = "--relay";
 
 /// How long the keeper reads what the agent wrote after it exited (a
 /// process it left behind may hold its output open).
@@ -86,7 +86,7 @@ impl Out {
 /// When the first argument is [`ARG`], runs the keeper and exits; returns
 /// otherwise. Call it first in every binary that embeds cryod (`cryod`,
 /// `cryoctl`).
-pub fn intercept() {
+pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;
@@ -277,7 +277,7 @@ fn report(s: ExitStatus) -> String {
 
 /// The agent's status from the keeper's report (what `wait` would have
 /// said had the agent been cryod's child).
-pub fn status_from_report(line: &str) -> Option<ExitStatus> {
+pub(crate) fn status_from_report(line: &str) -> Option<ExitStatus> {
     let (kind, n) = line.trim().split_once(' ')?;
     let n: i32 = n.parse().ok()?;
     match kind {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-pub use super::confine::{Confined, Jail, Run, confine};
+pub(crate) use super::confine::{Confined, Jail, Run, confine};
 use super::kinds::{self, Turn};
 use super::sandbox;
 use super::stream::{self, EVENTS_FILE, Logs, Tell};
@@ -426,7 +426,7 @@ const KEY_VARS: &[&str] = &[
 ];
 
 /// Where a session's exchanges are kept in its chamber.
-pub const EXCHANGES: &str = ".cryo/exchanges";
+pub(crate) const EXCHANGES: &str = ".cryo/exchanges";
 /// Sessions whose exchanges are kept (the newest).
 const KEEP_EXCHANGES: usize = 20;
 
@@ -528,7 +528,7 @@ fn command<G, T>(
     // A confined agent gets only an allowlist of cryod's environment, and a
     // private TMPDIR.
     if let Some(tmp) = &tmp {
-        cmd.env_clear().envs(std::env::vars().filter(|(k, _)| sandbox::env_kept(k))).env("TMPDIR", tmp);
+        cmd.env_clear().envs(sandbox::confined_env(tmp));
     }
     // What the launchers are told (removed before the agent runs).
     cmd.envs(told);

@@ -13,19 +13,18 @@
 //!   loops); what it used is a [`Usage`], a provider's refusal a
 //!   [`Limited`], priced by [`Prices`];
 //! - **run a short command confined** (a pre-check, a notifier's command,
-//!   a jailed git command): [`confine`] a [`Run`], then [`run_check`],
-//!   [`run_prepared`], [`run_capped`] or [`shell`] it ([`Prepared`],
-//!   [`Ran`]);
+//!   a jailed git command): a [`Jail`] prepares a [`Run`] (or
+//!   [`Prepared::shell`] makes one unconfined), then [`Prepared::check`] or
+//!   [`Prepared::run`] runs it ([`Ran`]);
 //! - **the kinds**: [`Kind`] (each known CLI, and the event format it
 //!   writes), [`agent_words`], [`agent_file_upstream`] (the upstream a CLI's
 //!   own file names, part of what the operator accepts), [`Auth`];
-//! - **the sandbox**: [`Sandbox`], [`Network`], [`Limits`], what this
-//!   machine offers ([`strongest`], [`unavailable`], [`landlock_abi`],
-//!   [`landlock_adds`], [`holds`]) and what a confined process keeps
-//!   ([`env_kept`]);
+//! - **the sandbox**: [`Sandbox`] (the strongest here, why one is
+//!   unavailable), [`Network`], [`Limits`], and what this machine offers
+//!   a session ([`Offer`]);
 //! - **processes**: a session's door ([`Doors`], [`Door`], [`DoorKey`]),
-//!   process groups ([`Live`], [`signal_group`], [`end_groups`],
-//!   [`processes_by_wake`], [`session_of`], [`pid_running`]), trees
+//!   process groups ([`Live`] and whose a process is, [`signal_group`],
+//!   [`end_groups`], [`processes_by_wake`], [`pid_running`]), trees
 //!   ([`Cgroups`], [`Trees`]), the keeper's clock ([`keeper_until`]), and
 //!   [`intercept`]: cryod's own binary run as a session's launcher;
 //! - **what cryod shares with it**: the spawn gate ([`receive`]), stock
@@ -51,6 +50,11 @@
 //! - `stream` (a known kind's output read as it comes), `confine` (the
 //!   chain of launchers around a program);
 //! - `launch` (a session's start).
+
+// One door: what lib.rs re-exports is the crate's API; an item of a room
+// that it does not is the crate's own (`pub(crate)`), so the rooms stay
+// private and this list stays whole.
+#![warn(unreachable_pub)]
 
 /// Why an agent, or a pre-check, could not be started as its chamber says.
 /// Each reads as one line for the person who gets it; the kind says whose
@@ -106,18 +110,18 @@ mod upstream;
 mod watch;
 
 pub use authority::Mended;
-pub use confine::{Confined, Jail, Places, Run, confine};
+pub use confine::{Jail, Places, Run};
 pub use door::{Door, DoorConn, DoorKey, Doors, Incoming};
 pub use events::{Limited, Price, Prices, ToolCall, Usage};
 pub use fds::receive;
-pub use group::{Live, end_groups, pid_running, processes_by_wake, session_of, signal_group};
-pub use harden::{PLAN_VAR, holds};
+pub use group::{Live, end_groups, pid_running, processes_by_wake, signal_group};
+pub use harden::Offer;
 pub use keeper::until as keeper_until;
 pub use kinds::{Kind, Turn, agent_bin_dir, agent_words};
 pub use launch::{AGENT_LOG, Exit, Gateway, Keeper, PROMPT_FILE, Session, Started, Through, Ticket, start};
 pub use paths::find_program;
-pub use precheck::{Prepared, Ran, run as run_check, run_capped, run_prepared, shell};
-pub use sandbox::{env_kept, landlock_abi, landlock_adds, strongest, unavailable};
+pub use precheck::{Prepared, Ran};
+pub use sandbox::PLAN_VAR;
 pub use setup::{Limits, NETWORK_LANDLOCK, Network, Sandbox, Setup};
 pub use stream::{EVENTS_FILE, Tell, Trace};
 pub use tree::{Cgroups, Tree, Trees};

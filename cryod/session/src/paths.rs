@@ -20,7 +20,7 @@ pub fn find_program(program: &str, cwd: &Path, path: &str) -> Option<PathBuf> {
 }
 
 /// `program` on cryod's own `PATH`.
-pub fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     find_program(program, Path::new("/"), &std::env::var("PATH").unwrap_or_default())
 }
 
@@ -28,7 +28,7 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
 /// replaced or removed since cryod started (an upgrade in place: Linux then
 /// names it `PATH (deleted)`) cannot be run again: that is said as what it
 /// is, with what to do, rather than as the agent's program not being found.
-pub fn own_exe() -> crate::Result<PathBuf> {
+pub(crate) fn own_exe() -> crate::Result<PathBuf> {
     let exe =
         std::env::current_exe().map_err(|e| crate::Error::Spawn(format!("cannot find cryod's own binary: {e}")))?;
     if exe.is_file() {

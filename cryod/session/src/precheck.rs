@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cryo_core::chamber::Checked;
-pub use cryo_core::todo::PRECHECK_SKIP;
+pub(crate) use cryo_core::todo::PRECHECK_SKIP;
 use tokio::io::AsyncReadExt;
 
 /// Most bytes of a check's output kept (the prompt quotes less).
@@ -34,17 +34,77 @@ impl Prepared {
         all.extend(env.clone());
         Prepared { program: "/bin/sh".into(), args: vec!["-c".into(), command.into()], env: all }
     }
-}
 
-/// Runs a check (`check`, prepared) in `dir`, for at most `timeout`; the
-/// whole process group is killed at the limit.
-pub async fn run(dir: &Path, check: &Prepared, timeout: Duration) -> Checked {
-    match run_prepared(Some(dir), check, None, timeout).await {
-        Ran::Exited { code: 0, stdout, .. } => Checked::Wake { output: stdout },
-        Ran::Exited { code: PRECHECK_SKIP, stdout, stderr } => Checked::Skip {
-            line: if first_line(&stdout).is_empty() { first_line(&stderr) } else { first_line(&stdout) },
-        },
-        failed => Checked::Failed { why: failed.failure() },
+    /// Runs it as a pre-check in `dir`, for at most `timeout`; the whole
+    /// process group is killed at the limit.
+    pub async fn check(&self, dir: &Path, timeout: Duration) -> Checked {
+        match self.run(Some(dir), None, timeout, MAX_OUTPUT).await {
+            Ran::Exited { code: 0, stdout, .. } => Checked::Wake { output: stdout },
+            Ran::Exited { code: PRECHECK_SKIP, stdout, stderr } => Checked::Skip {
+                line: if first_line(&stdout).is_empty() { first_line(&stderr) } else { first_line(&stdout) },
+            },
+            failed => Checked::Failed { why: failed.failure() },
+        }
+    }
+
+    /// Runs it (in `dir`, else where cryod runs) in its own process group,
+    /// with its environment alone, `stdin` given to it (else none), at most
+    /// `cap` bytes of each output kept, for at most `timeout`. The whole
+    /// group ends with it: at its end, at the limit, or when the task
+    /// running this is aborted.
+    pub async fn run(&self, dir: Option<&Path>, stdin: Option<Vec<u8>>, timeout: Duration, cap: u64) -> Ran {
+        use std::os::unix::process::ExitStatusExt;
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(&self.env)
+            .process_group(0)
+            .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // Not `kill_on_drop`: a SIGKILL to the keeper of the check's tree at
+        // once would hand what the check left behind to init. [`Group`] ends
+        // it: SIGTERM, so the keeper ends its whole tree, then SIGKILL.
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
+        let spawned = crate::fds::spawn_when_clear(|| cmd.spawn()).await;
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => return Ran::Failed(format!("could not start: {e}")),
+        };
+        let group = child.id().map(|p| Group(p as i32));
+        if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), stdin) {
+            tokio::spawn(async move {
+                let _ = pipe.write_all(&bytes).await;
+            });
+        }
+        let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = (&mut p).take(cap).read_to_end(&mut out).await;
+                    // The rest is read and dropped: a full pipe would stall
+                    // the command until its time limit.
+                    let _ = tokio::io::copy(&mut p, &mut tokio::io::sink()).await;
+                }
+                String::from_utf8_lossy(&out).into_owned()
+            })
+        };
+        let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+        let status = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Ran::Failed(format!("could not be waited for: {e}")),
+            Err(_) => return Ran::Failed(format!("timed out after {timeout:?}")),
+        };
+        drop(group);
+        let (stdout, stderr) = (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default());
+        match status.code() {
+            Some(code) => Ran::Exited { code, stdout, stderr },
+            None => Ran::Killed { signal: status.signal().unwrap_or(0) },
+        }
     }
 }
 
@@ -80,83 +140,6 @@ impl Ran {
 
 fn first_line(s: &str) -> String {
     s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string()
-}
-
-/// Runs `sh -c command` (in `dir`, else where cryod runs) in its own
-/// process group, with `env` added, `stdin` given to it (else none), its
-/// output captured, for at most `timeout`. The whole group ends with it:
-/// at its end, at the limit, or when the task running this is aborted.
-pub async fn shell(
-    dir: Option<&Path>,
-    command: &str,
-    env: &BTreeMap<String, String>,
-    stdin: Option<Vec<u8>>,
-    timeout: Duration,
-) -> Ran {
-    run_prepared(dir, &Prepared::shell(command, env), stdin, timeout).await
-}
-
-/// Runs `p` (in `dir`, else where cryod runs) in its own process group,
-/// with its environment alone, `stdin` given to it (else none), its output
-/// captured, for at most `timeout`. The whole group ends with it.
-pub async fn run_prepared(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>, timeout: Duration) -> Ran {
-    run_capped(dir, p, stdin, timeout, MAX_OUTPUT).await
-}
-
-/// [`run_prepared`], keeping at most `cap` bytes of each output.
-pub async fn run_capped(dir: Option<&Path>, p: &Prepared, stdin: Option<Vec<u8>>, timeout: Duration, cap: u64) -> Ran {
-    use std::os::unix::process::ExitStatusExt;
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(&p.program);
-    cmd.args(&p.args)
-        .env_clear()
-        .envs(&p.env)
-        .process_group(0)
-        .stdin(if stdin.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    // Not `kill_on_drop`: a SIGKILL to the keeper of the check's tree at
-    // once would hand what the check left behind to init. [`Group`] ends
-    // it: SIGTERM, so the keeper ends its whole tree, then SIGKILL.
-    if let Some(d) = dir {
-        cmd.current_dir(d);
-    }
-    let spawned = crate::fds::spawn_when_clear(|| cmd.spawn()).await;
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => return Ran::Failed(format!("could not start: {e}")),
-    };
-    let group = child.id().map(|p| Group(p as i32));
-    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), stdin) {
-        tokio::spawn(async move {
-            let _ = pipe.write_all(&bytes).await;
-        });
-    }
-    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
-        tokio::spawn(async move {
-            let mut out = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = (&mut p).take(cap).read_to_end(&mut out).await;
-                // The rest is read and dropped: a full pipe would stall
-                // the command until its time limit.
-                let _ = tokio::io::copy(&mut p, &mut tokio::io::sink()).await;
-            }
-            String::from_utf8_lossy(&out).into_owned()
-        })
-    };
-    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
-    let status = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Ran::Failed(format!("could not be waited for: {e}")),
-        Err(_) => return Ran::Failed(format!("timed out after {timeout:?}")),
-    };
-    drop(group);
-    let (stdout, stderr) = (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default());
-    match status.code() {
-        Some(code) => Ran::Exited { code, stdout, stderr },
-        None => Ran::Killed { signal: status.signal().unwrap_or(0) },
-    }
 }
 
 /// A check's process group, ended when dropped: SIGTERM first, so that
@@ -198,7 +181,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut env = BTreeMap::new();
         env.insert("CRYO_TEST_VAR".to_string(), "seen".to_string());
-        rt.block_on(run(dir.path(), &Prepared::shell(command, &env), timeout))
+        rt.block_on(Prepared::shell(command, &env).check(dir.path(), timeout))
     }
 
     #[test]
@@ -232,7 +215,7 @@ mod tests {
         let pid = rt.block_on(async {
             let task = tokio::spawn(async move {
                 let check = Prepared::shell("sleep 60 & echo $! > bg.pid; wait", &BTreeMap::new());
-                run(&root, &check, Duration::from_secs(120)).await
+                check.check(&root, Duration::from_secs(120)).await
             });
             let file = dir.path().join("bg.pid");
             let deadline = std::time::Instant::now() + Duration::from_secs(10);

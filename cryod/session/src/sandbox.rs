@@ -33,6 +33,7 @@
 //! a mount fails.
 
 use super::Error;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -46,7 +47,7 @@ use crate::setup::{Limits, Sandbox};
 
 /// Set to `0` in cryod's environment, says the kernel has no Landlock
 /// whatever it has (a test's kernel without the feature).
-pub const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
+pub(crate) const PROBE_OVERRIDE: &str = "CRYO_LANDLOCK";
 
 /// The access rights cryo asks for: those of Landlock's fifth version
 /// (truncate and device ioctls); an older kernel enforces what it knows.
@@ -58,11 +59,11 @@ const ABI_WANTED: ABI = ABI::V5;
 /// (`/dev/pts/N`) what the operator types, `/dev/shm` what every process
 /// of the user shares. A `writable` entry adds one (`/dev/dri`, `/dev/shm`).
 /// bubblewrap makes a fresh `/dev`, with terminals of its own.
-pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+pub(crate) const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
 /// Whether the kernel enforces Landlock (it makes a ruleset of the first
 /// version's rights).
-pub fn kernel_has_landlock() -> bool {
+pub(crate) fn kernel_has_landlock() -> bool {
     if std::env::var(PROBE_OVERRIDE).is_ok_and(|v| v == "0") {
         return false;
     }
@@ -75,7 +76,7 @@ pub fn kernel_has_landlock() -> bool {
 
 /// The kernel's Landlock ABI, as far as cryo can tell (0: none): each
 /// version is probed by a ruleset that needs what it added. Asked once.
-pub fn landlock_abi() -> u32 {
+pub(crate) fn landlock_abi() -> u32 {
     static ABI_FOUND: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *ABI_FOUND.get_or_init(|| {
         if !kernel_has_landlock() {
@@ -102,7 +103,7 @@ pub fn landlock_abi() -> u32 {
 }
 
 /// What a Landlock sandbox confines at `abi` beyond files, in words.
-pub fn landlock_adds(abi: u32) -> String {
+pub(crate) fn landlock_adds(abi: u32) -> String {
     match abi {
         0 => "none: this kernel has no Landlock".into(),
         6.. => "files; an agent cannot signal processes outside its sandbox (cryod among them) nor reach abstract \
@@ -123,12 +124,12 @@ pub const PLAN_VAR: &str = "CRYO_SANDBOX";
 /// (an agent's prompt): the launcher puts it in a memory file that becomes
 /// the program's stdin. Never an argument: any process of the machine may
 /// read another's in `/proc/PID/cmdline`.
-pub const STDIN_VAR: &str = "CRYO_SANDBOX_STDIN";
+pub(crate) const STDIN_VAR: &str = "CRYO_SANDBOX_STDIN";
 
 /// What a session's launchers are told ([`super::tree`]'s keeper of the
 /// tree, then this one).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The program's name for itself.
     pub arg0: String,
     /// Landlock's rules (`sandbox = "landlock"`); `None` under bubblewrap,
@@ -157,26 +158,26 @@ pub struct Plan {
 
 impl Plan {
     /// The plan as its variable's value.
-    pub fn to_env(&self) -> String {
+    pub(crate) fn to_env(&self) -> String {
         serde_json::to_string(self).expect("a plan serializes")
     }
 
     /// The plan this launcher was given.
-    pub fn from_env() -> super::Result<Plan> {
+    pub(crate) fn from_env() -> super::Result<Plan> {
         let raw = std::env::var(PLAN_VAR).map_err(|_| Error::Launcher(format!("no {PLAN_VAR} in the environment")))?;
         serde_json::from_str(&raw).map_err(|e| Error::Launcher(format!("a bad {PLAN_VAR}: {e}")))
     }
 
     /// Whether Landlock scopes this session's signals (ABI 6: none leaves
     /// its domain).
-    pub fn signals_scoped(&self) -> bool {
+    pub(crate) fn signals_scoped(&self) -> bool {
         self.landlock.is_some() && landlock_abi() >= 6
     }
 }
 
 /// What one session may reach.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// Read and write.
     pub writable: Vec<PathBuf>,
     /// Read only (within the hidden roots; everything else outside them is
@@ -197,7 +198,7 @@ pub struct Policy {
 
 /// A folder no sandbox hides whole (the system's own): `/` and the
 /// top-level folders of the system.
-pub fn system_folder(p: &Path) -> bool {
+pub(crate) fn system_folder(p: &Path) -> bool {
     let p = canonical(p);
     p.components().count() <= 2
         && ["/", "/tmp", "/run", "/var", "/usr", "/etc", "/dev", "/proc", "/sys", "/home", "/root"]
@@ -205,39 +206,43 @@ pub fn system_folder(p: &Path) -> bool {
             .any(|s| p == Path::new(s))
 }
 
-/// Why a session confined by `mode` cannot start here, if it cannot.
-pub fn unavailable(mode: Sandbox) -> Option<String> {
-    match mode {
-        Sandbox::Off => None,
-        Sandbox::Landlock => (!kernel_has_landlock()).then(|| {
-            "sandbox = \"landlock\", but this kernel has no Landlock (Linux 5.13 or later, with landlock among its \
-             LSMs): the session is not started (sandbox = \"off\" runs it unconfined)"
-                .to_string()
-        }),
-        Sandbox::Bwrap => bwrap().err().map(|why| {
-            format!("sandbox = \"bwrap\", but {why}: the session is not started (sandbox = \"off\" runs it unconfined)")
-        }),
+impl Sandbox {
+    /// Why a session confined by this mode cannot start here, if it cannot.
+    pub fn unavailable(self) -> Option<String> {
+        match self {
+            Sandbox::Off => None,
+            Sandbox::Landlock => (!kernel_has_landlock()).then(|| {
+                "sandbox = \"landlock\", but this kernel has no Landlock (Linux 5.13 or later, with landlock among \
+                 its LSMs): the session is not started (sandbox = \"off\" runs it unconfined)"
+                    .to_string()
+            }),
+            Sandbox::Bwrap => bwrap().err().map(|why| {
+                format!(
+                    "sandbox = \"bwrap\", but {why}: the session is not started (sandbox = \"off\" runs it unconfined)"
+                )
+            }),
+        }
     }
-}
 
-/// The strongest mode this machine provides: `bwrap` (namespaces hide the
-/// other processes too), then `landlock`, then `off`. Asked once per
-/// process: new chambers get it, and `cryoctl doctor` shows it.
-pub fn strongest() -> Sandbox {
-    static STRONGEST: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
-    *STRONGEST.get_or_init(|| {
-        [Sandbox::Bwrap, Sandbox::Landlock].into_iter().find(|m| unavailable(*m).is_none()).unwrap_or(Sandbox::Off)
-    })
+    /// The strongest mode this machine provides: `bwrap` (namespaces hide the
+    /// other processes too), then `landlock`, then `off`. Asked once per
+    /// process: new chambers get it, and `cryoctl doctor` shows it.
+    pub fn strongest() -> Sandbox {
+        static STRONGEST: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+        *STRONGEST.get_or_init(|| {
+            [Sandbox::Bwrap, Sandbox::Landlock].into_iter().find(|m| m.unavailable().is_none()).unwrap_or(Sandbox::Off)
+        })
+    }
 }
 
 /// Set in cryod's environment, names the bubblewrap program instead of
 /// `bwrap` on its `PATH` (packaging; tests name a missing one).
-pub const BWRAP_OVERRIDE: &str = "CRYO_BWRAP";
+pub(crate) const BWRAP_OVERRIDE: &str = "CRYO_BWRAP";
 
 /// bubblewrap's program, once it has made a sandbox on this machine (a
 /// success is remembered; a failure is asked again next time, so that
 /// installing the package is enough).
-pub fn bwrap() -> super::Result<PathBuf> {
+pub(crate) fn bwrap() -> super::Result<PathBuf> {
     static WORKS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     if let Some(p) = WORKS.get() {
         return Ok(p.clone());
@@ -265,7 +270,7 @@ pub fn bwrap() -> super::Result<PathBuf> {
 /// The arguments of bubblewrap running `program ARGS` under `policy`. Its
 /// `/tmp` is a private tmpfs; `TMPDIR` (the chamber's `.cryo/tmp`) is where
 /// files too big for memory go.
-pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsString> {
+pub(crate) fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::new();
     let mut push = |a: &[&std::ffi::OsStr]| out.extend(a.iter().map(|s| s.to_os_string()));
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
@@ -330,7 +335,7 @@ pub fn bwrap_args(policy: &Policy, program: &Path, args: &[String]) -> Vec<OsStr
 /// Restricts this process (and what it runs) to `policy`; fails unless the
 /// kernel enforced every rule.
 pub(crate) fn restrict(policy: &Policy) -> super::Result<()> {
-    if let Some(why) = unavailable(Sandbox::Landlock) {
+    if let Some(why) = Sandbox::Landlock.unavailable() {
         return Err(Error::Unavailable(why));
     }
     let abi = ABI_WANTED;
@@ -411,7 +416,7 @@ fn visible(dir: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
 /// `systemd-run`'s arguments running `program ARGS` in a transient scope
 /// with `limits`, described as `what`. The scope runs the agent in its place
 /// (the pid stays the agent's).
-pub fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]) -> Vec<OsString> {
+pub(crate) fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]) -> Vec<OsString> {
     let mut out: Vec<OsString> = ["--user", "--scope", "--quiet", "--collect"].map(OsString::from).to_vec();
     out.push(format!("--description={what}").into());
     if let Some(m) = &limits.memory_max {
@@ -428,7 +433,7 @@ pub fn scope_args(limits: &Limits, what: &str, program: &Path, args: &[OsString]
 
 /// `systemd-run`, when cryod runs as a systemd service (whose manager can
 /// make scopes), or why the limits cannot be applied.
-pub fn systemd_run() -> super::Result<PathBuf> {
+pub(crate) fn systemd_run() -> super::Result<PathBuf> {
     let manager = std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).join("systemd/private"));
     if std::env::var_os("INVOCATION_ID").is_none_or(|v| v.is_empty()) || !manager.is_some_and(|m| m.exists()) {
         return Err(Error::Unavailable(
@@ -443,7 +448,7 @@ pub fn systemd_run() -> super::Result<PathBuf> {
 /// The folders `program` needs to run, read-only: its install (the
 /// `node_modules` holding its resolved file, or that file's folder) and its
 /// `#!` interpreter's (`#!/usr/bin/env node` looked up on `path`).
-pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf], writable: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn program_install(program: &Path, path: &str, hidden: &[PathBuf], writable: &[PathBuf]) -> Vec<PathBuf> {
     // The install's folder, unless it holds a hidden root (a program kept
     // right in `/home`, say): then the file alone.
     let install = |p: &Path| {
@@ -500,7 +505,7 @@ pub fn program_install(program: &Path, path: &str, hidden: &[PathBuf], writable:
 
 /// What of cryod's environment a sandboxed agent keeps (beside `CRYO_*`,
 /// `[provider].env` and what the launch sets).
-pub const ENV_KEPT: &[&str] = &[
+pub(crate) const ENV_KEPT: &[&str] = &[
     "HOME",
     "USER",
     "LOGNAME",
@@ -528,8 +533,16 @@ pub const ENV_KEPT: &[&str] = &[
 ];
 
 /// Whether cryod's variable `name` reaches a sandboxed agent.
-pub fn env_kept(name: &str) -> bool {
+fn env_kept(name: &str) -> bool {
     ENV_KEPT.contains(&name) || name.starts_with("LC_")
+}
+
+/// What of cryod's environment a sandboxed run starts from: the allowlist
+/// ([`ENV_KEPT`], `LC_*`), and `tmp`, its private folder, as `TMPDIR`.
+pub(crate) fn confined_env(tmp: &Path) -> BTreeMap<String, String> {
+    let mut kept: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| env_kept(k)).collect();
+    kept.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
+    kept
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ const STREAM_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// A known kind's stdout being read: its lines go raw to
 /// `.cryo/agent-events.jsonl` and rendered to `cryo-agent.log`, and what
 /// the session used is gathered.
-pub struct EventStream {
+pub(crate) struct EventStream {
     seen: Arc<std::sync::Mutex<Seen>>,
     done: tokio::task::JoinHandle<()>,
 }
@@ -42,7 +42,7 @@ impl Seen {
 
 impl EventStream {
     /// What the stream said, once it ended (or after `STREAM_DRAIN`, 2 s).
-    pub async fn finish(self) -> (Option<Box<crate::events::Usage>>, Option<Box<crate::events::Limited>>) {
+    pub(crate) async fn finish(self) -> (Option<Box<crate::events::Usage>>, Option<Box<crate::events::Limited>>) {
         let _ = tokio::time::timeout(STREAM_DRAIN, self.done).await;
         let seen = std::mem::take(&mut *self.seen.lock().expect("stream lock"));
         ((!seen.usage.is_empty()).then(|| Box::new(seen.usage)), seen.limited.map(Box::new))
@@ -51,7 +51,7 @@ impl EventStream {
 
 /// Where a known kind's output goes: the readable transcript (and its
 /// log lines), and the raw events file.
-pub struct Logs {
+pub(crate) struct Logs {
     pub transcript: std::fs::File,
     pub stderr: std::fs::File,
     /// `.cryo/agent-events.jsonl`, if it could be opened (a link or a FIFO
@@ -88,7 +88,7 @@ pub trait Trace: Send + Sync {
 
 /// Reads a known kind's events (`out`) and log lines (`err`) into the
 /// transcript, the raw events file and the session's usage.
-pub fn read(
+pub(crate) fn read(
     out: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     err: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
     kind: crate::kinds::Kind,

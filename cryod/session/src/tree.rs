@@ -36,17 +36,17 @@ use crate::paths::{cannot_run, program_after_dashes};
 use crate::{Error, Result};
 
 /// `cryod __sandbox [--exec] -- PROGRAM ARGS`.
-pub const ARG: &str = "__sandbox";
+pub(crate) const ARG: &str = "__sandbox";
 
 /// Before `--`: join the cgroup and become the program (bubblewrap).
-pub const EXEC: &str = "--exec";
+pub(crate) const EXEC: &str = "--exec";
 
 /// The longest a keeper waits for its tree to go after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// `cryod __sandbox …`: keeps a session's tree, and exits as its agent
 /// did; returns only if this process is not the keeper.
-pub fn intercept() {
+pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_none_or(|a| a != ARG) {
         return;
@@ -424,7 +424,7 @@ impl Tree {
 
 /// SIGKILL to every process in `cgroup`: `cgroup.kill` (Linux 5.14), else
 /// each listed process until none is.
-pub fn kill_cgroup(cgroup: &Path) {
+pub(crate) fn kill_cgroup(cgroup: &Path) {
     if std::fs::write(cgroup.join("cgroup.kill"), "1").is_ok() {
         return;
     }

@@ -37,11 +37,11 @@ use std::path::{Path, PathBuf};
 use super::kinds::{Kind, Launch};
 
 /// Anthropic's public API.
-pub const ANTHROPIC: &str = "https://api.anthropic.com";
+pub(crate) const ANTHROPIC: &str = "https://api.anthropic.com";
 /// Google's Gemini API (its clients add the version).
-pub const GEMINI: &str = "https://generativelanguage.googleapis.com";
+pub(crate) const GEMINI: &str = "https://generativelanguage.googleapis.com";
 /// OpenAI's public API (with its version, as OpenAI's clients name it).
-pub const OPENAI: &str = "https://api.openai.com/v1";
+pub(crate) const OPENAI: &str = "https://api.openai.com/v1";
 
 /// The credential the upstream gets (the gateway sends it as the provider
 /// expects).
@@ -76,7 +76,7 @@ impl std::fmt::Debug for Auth {
 
 /// Where one session's model calls go, and how its CLI is pointed there.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub upstream: String,
     pub auth: Auth,
     /// The upstream came from the CLI's own config file (which the agent
@@ -91,7 +91,7 @@ pub struct Plan {
 /// `[provider] env` nor cryod.toml names one first: read when `cryo.toml`
 /// is, and part of what the operator accepts. A file the agent rewrites to
 /// send the key elsewhere then holds the chamber instead.
-pub fn file_upstream(
+pub(crate) fn file_upstream(
     kind: Kind,
     chamber: &Path,
     var: &dyn Fn(&str) -> Option<String>,
@@ -105,7 +105,7 @@ pub fn file_upstream(
 
 /// How a session's CLI reaches its provider.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Way {
+pub(crate) enum Way {
     /// Through the gateway, as planned.
     Gateway(Plan),
     /// By itself, as before the gateway: an unknown command (`None`), or
@@ -141,7 +141,7 @@ const MAX_CONFIG: u64 = 1024 * 1024;
 /// (`[provider].env`, then cryod's environment), `upstream` is
 /// `[providers.NAME] upstream`, `model` what the agent line names.
 /// `Err`: why its session cannot start, in one line.
-pub fn plan(
+pub(crate) fn plan(
     kind: Kind,
     chamber: &Path,
     var: &dyn Fn(&str) -> Option<String>,
@@ -289,7 +289,13 @@ pub fn agent_file_upstream(agent: &str, provider_env: &BTreeMap<String, String>,
 /// Points `launch` (a kind's command line and environment) at the
 /// gateway: `base` is the session's base URL, `token` its credential.
 /// `provider_env` is the chamber's, whose key variables the token replaces.
-pub fn point(plan: &Plan, launch: &mut Launch, base: &str, token: &str, provider_env: &BTreeMap<String, String>) {
+pub(crate) fn point(
+    plan: &Plan,
+    launch: &mut Launch,
+    base: &str,
+    token: &str,
+    provider_env: &BTreeMap<String, String>,
+) {
     let env = &mut launch.env;
     match &plan.how {
         How::Env { base: base_var, vars } => {

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::events::ToolCall;
 
 /// Whom what the watch saw is told (once per session).
-pub type Sink = Arc<dyn Fn(Caught) + Send + Sync>;
+pub(crate) type Sink = Arc<dyn Fn(Caught) + Send + Sync>;
 
 /// One session's watch; clones share it.
 #[derive(Clone)]

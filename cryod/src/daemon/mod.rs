@@ -226,7 +226,7 @@ impl Daemon {
         daemon.prune_daily();
         // The strongest sandbox is asked once (bubblewrap is run to see):
         // off the workers, before a client asks.
-        tokio::task::spawn_blocking(cryo_session::strongest);
+        tokio::task::spawn_blocking(cryo_session::Sandbox::strongest);
         Ok(daemon)
     }
 

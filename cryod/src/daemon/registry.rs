@@ -154,7 +154,7 @@ impl Daemon {
         if dir.exists() && !dir.is_dir() {
             return Err(Error::Invalid(format!("{} exists and is not a folder", dir.display())));
         }
-        let sandbox = sandbox.unwrap_or_else(cryo_session::strongest);
+        let sandbox = sandbox.unwrap_or_else(cryo_session::Sandbox::strongest);
         scaffold::init(&dir, agent, sandbox)
             .map_err(|e| Error::Invalid(format!("cannot scaffold {}: {e}", dir.display())))
     }

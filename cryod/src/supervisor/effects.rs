@@ -210,7 +210,7 @@ impl Sup {
             let mut results = Vec::with_capacity(checks.len());
             for (check, prepared) in checks.into_iter().zip(prepared) {
                 let said = match prepared {
-                    Ok(p) => cryo_session::run_check(&root, &p, timeout).await,
+                    Ok(p) => p.check(&root, timeout).await,
                     Err(why) => cryo_core::chamber::Checked::Failed { why: format!("could not be confined: {why}") },
                 };
                 tracing::info!(chamber = %name, command = %check.command, ?said, "pre-check");
@@ -260,21 +260,7 @@ impl Sup {
         let jail = self.jail(config).await?;
         let path = std::env::var("PATH").unwrap_or_default();
         let run = cryo_session::Run { arg0, program, args, path: &path, door: None, what, readable, stdin: None };
-        let mut notes = Vec::new();
-        let confined = cryo_session::confine(&jail, &env, run, &mut notes)?;
-        let mut all: std::collections::BTreeMap<String, String> = match &confined.tmp {
-            // Unconfined: cryod's own environment, as for its agent.
-            None => std::env::vars().collect(),
-            Some(tmp) => {
-                let mut kept: std::collections::BTreeMap<String, String> =
-                    std::env::vars().filter(|(k, _)| cryo_session::env_kept(k)).collect();
-                kept.insert("TMPDIR".into(), tmp.to_string_lossy().into_owned());
-                kept
-            }
-        };
-        all.extend(env);
-        all.extend(confined.env);
-        Ok(Prepared { program: confined.program, args: confined.args, env: all })
+        jail.prepare(env, run)
     }
 
     /// What confines the chamber's processes, as its config says.

@@ -17,7 +17,7 @@ impl Sup {
     pub(super) fn reset(&mut self, req: ReqId) -> Input {
         let (root, now) = (&self.root, self.now());
         // A cryo.toml made again (it had none) is confined as a new chamber's.
-        let made = || crate::chamber::reset::to_history(root, now, cryo_session::strongest());
+        let made = || crate::chamber::reset::to_history(root, now, cryo_session::Sandbox::strongest());
         let result = off_worker(made).map_err(Failed::of);
         match &result {
             Ok(dir) => {

@@ -61,7 +61,7 @@ pub struct Limited {
 
 /// A provider's limit in one of a kind's log lines (its stderr, which cryod
 /// reads for OpenCode and Gemini CLI).
-pub fn log_limit(kind: Kind, line: &str) -> Option<Limited> {
+pub(crate) fn log_limit(kind: Kind, line: &str) -> Option<Limited> {
     match kind {
         Kind::OpenCode => opencode_log_limit(line),
         Kind::Gemini => gemini_log_limit(line),
@@ -73,7 +73,7 @@ pub fn log_limit(kind: Kind, line: &str) -> Option<Limited> {
 /// backoff (not the provider's `retry-after`), saying `Attempt 1 failed
 /// with status 429. Retrying with backoff... _ApiError: {…}`; it would only
 /// wait.
-pub fn gemini_log_limit(line: &str) -> Option<Limited> {
+pub(crate) fn gemini_log_limit(line: &str) -> Option<Limited> {
     let (_, rest) = line.split_once("failed with status ")?;
     rest.starts_with("429").then(|| Limited { text: clip(line.trim()), ..Limited::default() })
 }
@@ -82,7 +82,7 @@ pub fn gemini_log_limit(line: &str) -> Option<Limited> {
 /// stderr; its JSON events say nothing of a 429, it waits silently):
 /// `level=ERROR ... message="stream error" ... error.error="AI_APICallError:
 /// Rate limit reached. ..."`.
-pub fn opencode_log_limit(line: &str) -> Option<Limited> {
+pub(crate) fn opencode_log_limit(line: &str) -> Option<Limited> {
     if !line.contains("level=ERROR") {
         return None;
     }
@@ -112,7 +112,7 @@ const RESULT_LINES: usize = 3;
 const LINE_CHARS: usize = 200;
 
 /// Reads one session's stream, line by line.
-pub struct Reader {
+pub(crate) struct Reader {
     kind: Kind,
     pub usage: Usage,
     /// The stream ended on the provider's limit.
@@ -178,7 +178,7 @@ fn call_key(name: &str, input: &str) -> String {
 impl Reader {
     /// `model` is what the agent line or the CLI's config names, if any
     /// (Codex and OpenCode do not repeat it in their events).
-    pub fn new(kind: Kind, model: Option<String>) -> Reader {
+    pub(crate) fn new(kind: Kind, model: Option<String>) -> Reader {
         Reader {
             kind,
             usage: Usage { model, ..Usage::default() },
@@ -194,7 +194,7 @@ impl Reader {
 
     /// The transcript lines for one line of output; anything that is not
     /// one of the kind's events is kept as it is.
-    pub fn line(&mut self, line: &str) -> Vec<String> {
+    pub(crate) fn line(&mut self, line: &str) -> Vec<String> {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             return if line.trim().is_empty() { Vec::new() } else { vec![line.to_string()] };
         };
@@ -306,7 +306,7 @@ pub struct Price {
 /// providers listed them in November 2025; `[prices."MODEL"]` in
 /// `cryod.toml` overrides or adds). A model that is not listed gets no
 /// computed cost.
-pub fn default_prices() -> Vec<(&'static str, Price)> {
+pub(crate) fn default_prices() -> Vec<(&'static str, Price)> {
     let p = |input, output, cached| Price { input, output, cached: Some(cached), cache_write: None };
     // Anthropic bills a cache write at 1.25 times the input price.
     let a = |input: f64, output, cached| Price { cache_write: Some(input * 1.25), ..p(input, output, cached) };

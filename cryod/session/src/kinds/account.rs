@@ -9,7 +9,7 @@ use super::Kind;
 /// The model a kind's own configuration names, for a stream that does not
 /// say (Codex: `model` in `$CODEX_HOME/config.toml`; OpenCode: `model` in
 /// the file `OPENCODE_CONFIG` names). Claude Code's stream names it.
-pub fn configured_model(kind: Kind, chamber: &Path, provider_env: &BTreeMap<String, String>) -> Option<String> {
+pub(crate) fn configured_model(kind: Kind, chamber: &Path, provider_env: &BTreeMap<String, String>) -> Option<String> {
     let var = |k: &str| provider_env.get(k).cloned().or_else(|| std::env::var(k).ok()).filter(|v| !v.is_empty());
     let file = match kind {
         Kind::Claude => return None,

@@ -77,7 +77,7 @@ pub(super) fn claude_asking_line(
 /// written, in the chamber (named by `QWEN_CODE_SYSTEM_DEFAULTS_PATH`: the
 /// layer below every other, read without the folder's trust; its hooks
 /// add to the user's).
-pub const QWEN_DEFAULTS: &str = ".cryo/qwen-defaults.json";
+pub(crate) const QWEN_DEFAULTS: &str = ".cryo/qwen-defaults.json";
 
 /// Qwen Code's hook seconds: it ends a hook after a minute whatever its
 /// timeout says (and then runs the call), so the hook asks for at most 50
@@ -96,4 +96,4 @@ pub(super) fn qwen_defaults(m: &Mcp) -> serde_json::Value {
 }
 
 /// Where cryo's OpenCode plugin (`[approvals]`) is written, in the chamber.
-pub const OPENCODE_PLUGIN: &str = ".cryo/opencode-cryo.mjs";
+pub(crate) const OPENCODE_PLUGIN: &str = ".cryo/opencode-cryo.mjs";

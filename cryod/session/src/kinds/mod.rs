@@ -52,11 +52,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Longest prompt passed as one argument (Linux caps one at 128 KiB).
-pub const MAX_PROMPT_ARG: usize = 100 * 1024;
+pub(crate) const MAX_PROMPT_ARG: usize = 100 * 1024;
 
 /// A resolved command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub program: String,
     pub args: Vec<String>,
     /// Extra environment the kind needs; it wins over `[provider].env`
@@ -84,13 +84,13 @@ pub struct Launch {
 
 /// `cryo-agent mcp` as this session's MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mcp {
+pub(crate) struct Mcp {
     /// The `cryo-agent` binary (absolute when found).
     pub program: String,
 }
 
 /// Where Claude Code's MCP configuration is written, in the chamber.
-pub const CLAUDE_MCP_CONFIG: &str = ".cryo/mcp.json";
+pub(crate) const CLAUDE_MCP_CONFIG: &str = ".cryo/mcp.json";
 
 /// The session's variables an MCP server needs (Codex filters a server's
 /// environment to a few variables plus those it is told to forward).
@@ -98,7 +98,7 @@ const SESSION_VARS: &[&str] =
     &["CRYO_SOCKET", "CRYO_CHAMBER", "CRYO_SESSION", "CRYO_WAKE_ID", "CRYO_SESSION_TOKEN", "TZ"];
 
 /// What makes an `agent` line an Agent Client Protocol agent.
-pub const ACP_PREFIX: &str = "acp:";
+pub(crate) const ACP_PREFIX: &str = "acp:";
 
 /// The agent kinds cryo knows, each with the event stream it writes on
 /// stdout (read by `events`).
@@ -203,7 +203,7 @@ impl Kind {
 
 /// The model an agent line's arguments name (`--model M`, `-m M`,
 /// `--model=M`), if any.
-pub fn named_model(args: &[String]) -> Option<String> {
+pub(crate) fn named_model(args: &[String]) -> Option<String> {
     args.iter().enumerate().find_map(|(i, a)| match a.as_str() {
         "--model" | "-m" => args.get(i + 1).cloned(),
         a => a.strip_prefix("--model=").map(str::to_string),
@@ -227,7 +227,7 @@ pub struct Turn<'a> {
 }
 
 /// The command line that runs `agent` in `chamber` for `turn`.
-pub fn command_line(
+pub(crate) fn command_line(
     agent: &str,
     chamber: &Path,
     turn: &Turn<'_>,
@@ -478,7 +478,7 @@ fn qwen_line(extra: Vec<String>, resume: Option<&str>, mcp: Option<&Mcp>) -> Kin
 
 /// Gemini CLI's workspace settings, in the chamber: cryod sets its own keys
 /// there (see [`gemini_settings`]) and keeps the rest.
-pub const GEMINI_SETTINGS: &str = ".gemini/settings.json";
+pub(crate) const GEMINI_SETTINGS: &str = ".gemini/settings.json";
 
 /// Gemini CLI's line: headless (its prompt on stdin) with stream-json events,
 /// every tool approved (`--approval-mode yolo`) unless the agent line
@@ -522,7 +522,7 @@ fn gemini_line(
 /// (`GOOGLE_GEMINI_BASE_URL`, as the gateway does) Gemini CLI 0.61.0
 /// otherwise picks an auth type its headless mode refuses ("Invalid auth
 /// method selected"). `None` when there is nothing to set.
-pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool, hook: Option<u64>) -> Option<serde_json::Value> {
+pub(crate) fn gemini_settings(mcp: Option<&Mcp>, api_key: bool, hook: Option<u64>) -> Option<serde_json::Value> {
     use serde_json::json;
     let mut settings = json!({});
     if let Some(m) = mcp {
@@ -547,7 +547,7 @@ pub fn gemini_settings(mcp: Option<&Mcp>, api_key: bool, hook: Option<u64>) -> O
 }
 
 /// `over` merged into `base`: objects key by key, anything else replaced.
-pub fn merge_json(base: &mut serde_json::Value, over: &serde_json::Value) {
+pub(crate) fn merge_json(base: &mut serde_json::Value, over: &serde_json::Value) {
     match (base, over) {
         (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
             for (k, v) in o {
@@ -560,7 +560,7 @@ pub fn merge_json(base: &mut serde_json::Value, over: &serde_json::Value) {
 
 /// Where the extension that gives Pi cryo's MCP tools is written, in the
 /// chamber.
-pub const PI_EXTENSION: &str = ".cryo/pi-cryo.mjs";
+pub(crate) const PI_EXTENSION: &str = ".cryo/pi-cryo.mjs";
 
 /// Pi's line: `--mode json` (its events, one a line) and `--offline`. Pi
 /// has no MCP client: the extension `pi-cryo.mjs` (loaded with `-e`)
@@ -688,9 +688,9 @@ mod account;
 mod approvals;
 mod settings;
 mod words;
-pub use account::configured_model;
-pub use approvals::{OPENCODE_PLUGIN, QWEN_DEFAULTS};
-pub use settings::merge_settings;
+pub(crate) use account::configured_model;
+pub(crate) use approvals::{OPENCODE_PLUGIN, QWEN_DEFAULTS};
+pub(crate) use settings::merge_settings;
 pub use words::agent_words;
 use words::in_chamber;
 #[cfg(test)]

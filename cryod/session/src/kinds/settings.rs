@@ -10,7 +10,7 @@ use cryo_files::{Dir, NewFile};
 /// workspace settings), keeping the rest of it; written only when that
 /// changes it. A file that is not a JSON object is the user's to mend:
 /// the session does not start, and nothing is written.
-pub fn merge_settings(dir: &Dir, rel: &Path, keys: &serde_json::Value) -> crate::Result<()> {
+pub(crate) fn merge_settings(dir: &Dir, rel: &Path, keys: &serde_json::Value) -> crate::Result<()> {
     const MAX: u64 = 1024 * 1024;
     let old = match dir.read(rel, MAX) {
         Ok(bytes) => Some(bytes),

@@ -15,7 +15,7 @@ pub fn agent_words(agent: &str) -> crate::Result<Vec<String>> {
 
 /// Splits a command line into words: whitespace separates, single and double
 /// quotes group, a backslash escapes the next character.
-pub fn split_words(s: &str) -> crate::Result<Vec<String>> {
+pub(super) fn split_words(s: &str) -> crate::Result<Vec<String>> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;

@@ -24,18 +24,19 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         )));
     }
     let setup = d.setup();
+    let offer = cryo_session::Offer::here(&setup.trees);
     Ok(HelloReply {
         protocol: cryo_proto::PROTOCOL_VERSION,
         version: cryo_proto::VERSION.to_string(),
         pid: std::process::id(),
         started_at: crate::base::clock::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
-        sandbox: cryo_session::strongest().as_str().to_string(),
+        sandbox: offer.strongest.as_str().to_string(),
         sandbox_default: d.config().sandbox.as_str().to_string(),
-        landlock_abi: cryo_session::landlock_abi(),
-        landlock: cryo_session::landlock_adds(cryo_session::landlock_abi()),
+        landlock_abi: offer.landlock_abi,
+        landlock: offer.landlock,
         watcher: setup.watcher.unwrap_or_default(),
-        session_holds: cryo_session::holds(cryo_session::strongest(), &setup.trees),
+        session_holds: offer.holds,
         agent_path: std::env::var("PATH").unwrap_or_default(),
     })
 }

@@ -166,10 +166,7 @@ impl Git {
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.entry("GIT_SSH_COMMAND".into()).or_insert_with(|| "ssh -o BatchMode=yes".into());
         let p = Prepared { program: self.program.clone(), args: with(HARDENED, args), env };
-        finish(
-            cryo_session::run_capped(Some(store), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await,
-            args,
-        )
+        finish(p.run(Some(store), None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
     }
 
     /// The far side of a fetch from the worktree, as `git fetch
@@ -204,10 +201,7 @@ impl Git {
     pub async fn jailed(&self, dir: &Path, args: &[&str], long: bool) -> Result<Out, Failed> {
         let mut p = self.jail.clone().ok_or(Failed::NoJail("no jail to run git in the worktree"))?;
         p.args.extend(with(HARDENED, args));
-        finish(
-            cryo_session::run_capped(Some(dir), &p, None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await,
-            args,
-        )
+        finish(p.run(Some(dir), None, if long { NETWORK } else { LOCAL }, MAX_OUTPUT).await, args)
     }
 }
 

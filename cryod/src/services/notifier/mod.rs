@@ -549,6 +549,10 @@ async fn send_email(c: &NotifierConfig, e: &Event) -> Result<String, Error> {
     Ok(format!("SMTP {}", r.code()))
 }
 
+/// Most bytes of a command's output kept (what it said on standard error
+/// is its failure's line), as for a pre-check.
+const OUTPUT_KEPT: u64 = 64 * 1024;
+
 /// `command`: `sh -c` (through the pre-checks' runner: its own process
 /// group, output captured, a time limit), the event in `CRYO_*` variables
 /// and as JSON on standard input; exit 0 is delivered.
@@ -565,7 +569,7 @@ async fn run_command(command: &str, e: &Event) -> Result<String, Error> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.clone()))
     .collect();
-    match cryo_session::shell(None, command, &env, Some(json), ATTEMPT_TIMEOUT).await {
+    match cryo_session::Prepared::shell(command, &env).run(None, Some(json), ATTEMPT_TIMEOUT, OUTPUT_KEPT).await {
         cryo_session::Ran::Exited { code: 0, .. } => Ok("exit 0".into()),
         failed => Err(Error::Command(failed.failure())),
     }
