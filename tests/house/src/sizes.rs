@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::scan::{code, sources};
+use crate::measure::{self, functions};
 
 const MAX_FILE_LINES: usize = 700;
 const MAX_FN_LINES: usize = 120;
@@ -16,72 +16,13 @@ fn workspace() -> PathBuf {
 /// Every `.rs` file of every member's `src/` (read from the workspace's
 /// `Cargo.toml`, so a new crate is measured too).
 fn every_file() -> Vec<PathBuf> {
-    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("the workspace's Cargo.toml");
-    let list = manifest.split("members = [").nth(1).and_then(|m| m.split(']').next()).expect("its members");
-    let mut files = Vec::new();
-    for member in list.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
-        sources(&workspace().join(member).join("src"), &[], &mut files);
-    }
+    let files = measure::every_file(&workspace());
     assert!(files.len() > 200, "found only {} files", files.len());
     files
 }
 
 fn shown(p: &Path) -> String {
     p.strip_prefix(workspace()).unwrap_or(p).display().to_string()
-}
-
-/// Each function of `text`: its name, first line (1-based) and length in
-/// lines, from `fn` to its closing brace. A declaration without a body (a
-/// trait's) is none.
-fn functions(text: &str) -> Vec<(String, usize, usize)> {
-    let code = code(text);
-    let s: Vec<char> = code.chars().collect();
-    let line_at = |i: usize| s[..i].iter().filter(|&&c| c == '\n').count() + 1;
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i + 3 < s.len() {
-        let at = i;
-        i += 1;
-        if !(s[at] == 'f' && s[at + 1] == 'n' && s[at + 2] == ' ') || (at > 0 && ident(s[at - 1])) {
-            continue;
-        }
-        let name: String = s[at + 3..].iter().take_while(|&&c| ident(c)).collect();
-        if name.is_empty() {
-            continue;
-        }
-        // The body opens at the first `{` outside the signature's brackets;
-        // a `;` first is a declaration.
-        let mut depth = 0i32;
-        let mut open = None;
-        for (k, &c) in s.iter().enumerate().skip(at + 3) {
-            match c {
-                '(' | '[' | '<' => depth += 1,
-                ')' | ']' => depth -= 1,
-                '>' if s[k - 1] != '-' && s[k - 1] != '=' => depth -= 1,
-                ';' if depth <= 0 => break,
-                '{' if depth <= 0 => {
-                    open = Some(k);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let Some(open) = open else { continue };
-        let mut level = 0;
-        let close = s[open..].iter().position(|&c| {
-            level += match c {
-                '{' => 1,
-                '}' => -1,
-                _ => 0,
-            };
-            level == 0
-        });
-        if let Some(close) = close {
-            found.push((name, line_at(at), line_at(open + close) - line_at(at) + 1));
-        }
-    }
-    found
 }
 
 #[test]

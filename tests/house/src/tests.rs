@@ -137,3 +137,30 @@ fn a_file_is_the_module_its_path_says() {
     let of = |p: &str| module_of(Path::new(p)).join("::");
     assert_eq!([of("lib.rs"), of("main.rs"), of("a.rs"), of("a/mod.rs"), of("a/b.rs")], ["", "", "a", "a", "a::b"]);
 }
+
+/// No two sibling modules of any crate use each other, directly or round
+/// through others, in folders with a table or without; and the measure
+/// finds one planted.
+#[test]
+fn no_crate_has_a_circle() {
+    let mut found = Vec::new();
+    for member in crate::measure::members(&workspace()) {
+        found.extend(crate::measure::circles(&member.join("src")));
+    }
+    assert!(found.is_empty(), "modules that use each other: {found:?}");
+    let planted = std::env::temp_dir().join(format!("house-circle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&planted);
+    std::fs::create_dir_all(planted.join("a")).unwrap();
+    for (file, text) in [
+        ("lib.rs", "mod a;\nmod d;"),
+        ("a/mod.rs", "mod b;\nmod c;"),
+        ("a/b.rs", "use super::c::X;"),
+        ("a/c.rs", "fn f() { crate::d::g(); }"),
+        ("d.rs", "use crate::a::b::Y;"),
+    ] {
+        std::fs::write(planted.join(file), text).unwrap();
+    }
+    let seen = crate::measure::circles(&planted);
+    std::fs::remove_dir_all(&planted).unwrap();
+    assert_eq!(seen, ["crate::{a, d}"], "a uses d (in c) and d uses a (its b); b -> c alone is no circle");
+}
