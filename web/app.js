@@ -3,6 +3,7 @@
 // follows one event stream for live updates.
 "use strict";
 
+import { LIST } from "./boot.js";
 import { api, at, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized, when } from "./lib.js";
 import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
 import { listPage, moveInQueue, openInQueue, renderList } from "./list.js";
@@ -121,7 +122,7 @@ async function follow() {
 function caughtUp() {
   refreshApprovals();
   if (state.current) refreshHeader().catch(() => {});
-  else if (main.dataset.page === "list") api("/chambers?archived=1").then((list) => {
+  else if (main.dataset.page === "list") api(LIST).then((list) => {
     if (state.current || main.dataset.page !== "list") return;
     state.chambers = new Map(list.map((c) => [c.name, c]));
     renderList();

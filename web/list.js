@@ -3,6 +3,7 @@
 // chambers searched and filtered, and the next day's wakes.
 "use strict";
 
+import { LIST } from "./boot.js";
 import { api, at, badge, chamberPath, el, failure, flash, isOwner, prose, state, toast, when } from "./lib.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 import { reviewTrust } from "./trust.js";
@@ -18,7 +19,7 @@ onApprovals(() => renderList());
 export async function listPage() {
   state.current = null;
   state.schedule = null;
-  const list = await api("/chambers?archived=1");
+  const list = await api(LIST);
   state.chambers = new Map(list.map((c) => [c.name, c]));
   main().dataset.page = "list";
   renderList();

@@ -3,10 +3,14 @@
 // the API answers (chambers, messages, tokens): only the fixed files below.
 "use strict";
 
-const SHELL = "cryo-shell-v6";
-const FILES = ["/", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/list.js", "/approvals.js", "/trust.js", "/run.js", "/timeline.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
+const SHELL = "cryo-shell-v7";
+const FILES = ["/", "/boot.js", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/list.js", "/approvals.js", "/trust.js", "/run.js", "/timeline.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
 
 self.addEventListener("install", (e) => {
+  // The API never waits on this worker (the fetch handler below passes it
+  // by): where the browser can say so, its requests go straight to cryod.
+  // A browser that cannot (or refuses the rule) keeps the handler's way.
+  try { e.addRoutes?.({ condition: { urlPattern: { pathname: "/api/*" } }, source: "network" })?.catch(() => {}); } catch (_) { /* the fetch handler passes it by */ }
   e.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));
 });
 

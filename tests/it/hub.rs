@@ -419,6 +419,7 @@ fn invites_open_only_their_chambers_and_end_on_revocation() {
     assert_eq!(seen.as_array().unwrap().len(), 1);
     assert_eq!(seen[0]["name"], "a");
     assert!(seen[0].get("path").is_none() && seen[0].get("agent").is_none(), "a guest sees no folder or agent: {seen}");
+    assert_eq!(guest.get("/api/chambers?fields=row").json(), seen, "a guest's row is its whole, already lean");
     assert_eq!(guest.get("/api/chambers/a/messages").status, 200);
     for path in ["/api/chambers/b", "/api/chambers/b/messages", "/api/chambers/b/attachments/x.png"] {
         assert_eq!(guest.get(path).status, 404, "{path}: another chamber is as if it did not exist");
@@ -847,4 +848,36 @@ fn the_schedule_is_sent_for_the_window_asked() {
     assert_eq!(texts("/api/schedule?count=50&hours=24"), ["today"]);
     // Any number of hours is a window, not an overflow.
     assert_eq!(texts("/api/schedule?count=50&hours=4294967295").len(), 2);
+}
+
+/// Issue 63, first paint: the list page asks for `fields=row`, each
+/// chamber with only what the page reads of it (every `c.FIELD` in
+/// `web/list.js` and `web/app.js`), under the whole's names and values;
+/// the whole stays the default for scripts and other pages, and another
+/// shape is refused.
+#[test]
+fn the_list_page_is_sent_only_what_it_draws() {
+    let env = Env::new();
+    let _d = env.start_daemon();
+    env.chamber("c", AGENT, "");
+    let hub = Hub::of(&env);
+    let whole = hub.get("/api/chambers?archived=1").json();
+    let rows = hub.get("/api/chambers?archived=1&fields=row").json();
+    let (whole, row) = (whole[0].as_object().unwrap(), rows[0].as_object().unwrap());
+    for (k, v) in row {
+        assert_eq!(Some(v), whole.get(k), "{k}: the whole's name and value");
+    }
+    let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
+    for file in ["list.js", "app.js"] {
+        let text = std::fs::read_to_string(web.join(file)).unwrap();
+        for (i, _) in text.match_indices("c.") {
+            if text[..i].ends_with(|p: char| p.is_alphanumeric() || p == '_' || p == '.') {
+                continue;
+            }
+            let field: String = text[i + 2..].chars().take_while(|&ch| ch.is_ascii_lowercase() || ch == '_').collect();
+            assert!(row.contains_key(&field), "{file} reads c.{field}, which `fields=row` does not send");
+        }
+    }
+    assert!(row.len() < whole.len() && !row.contains_key("path"), "lean: {row:?}");
+    assert_eq!(hub.get("/api/chambers?fields=everything").status, 400);
 }

@@ -31,6 +31,7 @@ pub const MAX_BODY: usize = 256 * 1024;
 /// The page's files, embedded: path, bytes, type.
 const ASSETS: &[(&str, &[u8], &str)] = &[
     ("/", include_bytes!("../../../../web/index.html"), "text/html; charset=utf-8"),
+    ("/boot.js", include_bytes!("../../../../web/boot.js"), "text/javascript; charset=utf-8"),
     ("/app.js", include_bytes!("../../../../web/app.js"), "text/javascript; charset=utf-8"),
     ("/lib.js", include_bytes!("../../../../web/lib.js"), "text/javascript; charset=utf-8"),
     ("/chamber.js", include_bytes!("../../../../web/chamber.js"), "text/javascript; charset=utf-8"),
