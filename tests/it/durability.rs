@@ -404,3 +404,58 @@ fn a_session_cut_by_a_clean_stop_runs_again_when_cryod_is_back() {
     assert!(!log.contains("held for"), "no back-off after cryod's own stop: {log}");
     assert_eq!(no_wake_ran_twice(&c), 2);
 }
+
+/// Issue 65: cryod answers while it boots its chambers after a start. A
+/// chamber asked for at once is booted before its turn and answered as its
+/// files say (its next wake, not a blank stand-in); Hello counts every
+/// chamber, the ones still loading too; a list waits for the last. Prints
+/// how many were still loading when the status answered.
+#[test]
+fn a_chamber_asked_for_during_start_up_is_booted_out_of_turn() {
+    const N: usize = 120;
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let far = "2099-01-01T00:00:00Z";
+    let todos: Vec<serde_json::Value> = (1..=200)
+        .map(|k| serde_json::json!({"id": k, "text": format!("later {k}"), "done": false, "claimed": false, "at": far}))
+        .collect();
+    let todos = serde_json::to_string(&todos).unwrap();
+    for i in 0..N {
+        // Past its bootstrap, with nothing due before 2099.
+        let c = env.chamber(&format!("c{i:03}"), "exit 0\n", "");
+        seed_history(&c, &todos);
+        env.cryoctl(&["chamber", "start", &c.name, "--no-wait"]).ok();
+    }
+    let last = format!("c{:03}", N - 1);
+    let planned = |c: &serde_json::Value| c["next_wake"].as_str().is_some_and(|w| w.starts_with("2099-01-01"));
+    wait_until("the last chamber to plan its wake", || planned(&status(&env, &last)));
+    d.signal_and_wait(Signal::SIGTERM);
+
+    let _d = env.spawn_daemon(&[]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (loading, chambers, view) = rt.block_on(async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "cryod never answered:\n{}", env.daemon_log());
+            if let Ok((mut c, hello)) = cryo_proto::control_hello(&env.socket(), "test").await {
+                let chamber =
+                    Some(cryo_proto::v1::ChamberRef { by: Some(cryo_proto::v1::chamber_ref::By::Name(last.clone())) });
+                let reply = c.chamber_status(cryo_proto::v1::ChamberStatusRequest { chamber }).await.unwrap();
+                break (hello.loading, hello.chambers, reply.into_inner().chambers.remove(0));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    });
+    println!("the status answered with {loading} of {chambers} chambers still loading");
+    assert_eq!(chambers as usize, N, "Hello counts every chamber, loading or not");
+    assert!(loading as usize <= N);
+    assert_eq!(view.name, last);
+    assert!(view.next_wake.starts_with("2099-01-01"), "booted, not a stand-in: {view:?}");
+    // A list is whole, and every chamber in it booted.
+    let list = env.cryoctl(&["chamber", "list", "--json"]).json();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), N);
+    let unplanned: Vec<&serde_json::Value> = list.iter().filter(|c| !planned(c)).map(|c| &c["name"]).collect();
+    assert!(unplanned.is_empty(), "each booted, its wake planned: {unplanned:?}");
+    assert!(env.daemon_log().contains("registry loaded"));
+}

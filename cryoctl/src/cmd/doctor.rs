@@ -81,8 +81,15 @@ async fn daemon_checks(socket: &Path, checks: &mut Vec<Check>) -> (Vec<pb::Chamb
                 "daemon",
                 Level::Ok,
                 format!(
-                    "cryod {} (protocol {}, pid {}) serves {} chamber(s)",
-                    h.version, h.protocol, h.pid, h.chambers
+                    "cryod {} (protocol {}, pid {}) serves {} chamber(s){}",
+                    h.version,
+                    h.protocol,
+                    h.pid,
+                    h.chambers,
+                    match h.loading {
+                        0 => String::new(),
+                        n => format!(", {n} of them still loading"),
+                    }
                 ),
             ));
             checks.push(sandbox_check(&h));

@@ -26,7 +26,7 @@ pub fn valid_id(id: &str) -> bool {
 impl Daemon {
     /// An agent's CLI asks whether a tool call of session `session` may run.
     pub async fn approve_call(&self, chamber: i64, session: u64, ask: supervisor::Ask) -> Result<supervisor::Answer> {
-        let handle = self.handle_of(chamber)?;
+        let handle = self.handle_of(chamber).await?;
         let (reply, rx) = oneshot::channel();
         handle
             .tx
@@ -38,7 +38,10 @@ impl Daemon {
     /// The newest `limit` requests, of one chamber or of all; pending ones
     /// only unless `all`.
     pub async fn approvals(&self, chamber: Option<&ChamberRef>, all: bool, limit: u32) -> Result<Vec<Named>> {
-        let id = chamber.map(|r| self.resolve(r)).transpose()?.map(|v| v.record.id);
+        let id = match chamber {
+            Some(r) => Some(self.resolve(r).await?.record.id),
+            None => None,
+        };
         let rows = self.0.shared.store.approvals(id, all, limit).await?;
         Ok(rows.into_iter().map(|record| Named { chamber: self.name_of(record.chamber_id), record }).collect())
     }
@@ -79,6 +82,8 @@ impl Daemon {
     /// taken up later finds it there.
     async fn deliver_answer(&self, record: &ApprovalRecord) {
         let id = record.chamber_id;
+        // One booting now reads the store before this answer is in it.
+        self.ready(id).await;
         if let Some(h) = self.chambers().get(&id).map(|e| e.handle.clone()) {
             let _ = h.tx.send(Event::Answered(Box::new(record.clone())));
             return;
@@ -94,7 +99,7 @@ impl Daemon {
     /// The owner's side of [`Command::Answered`].
     pub(super) async fn answered_here(&self, id: &str) -> Result<()> {
         let named = self.approval(id).await?;
-        let handle = self.handle_of(named.record.chamber_id)?;
+        let handle = self.handle_of(named.record.chamber_id).await?;
         let _ = handle.tx.send(Event::Answered(Box::new(named.record)));
         Ok(())
     }

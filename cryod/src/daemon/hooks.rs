@@ -15,9 +15,9 @@ impl Daemon {
 
     /// Creates (or replaces) a chamber's hook secret; returns the chamber's
     /// name and the secret, shown once.
-    pub fn rotate_hook(&self, r: &ChamberRef) -> Result<(String, String)> {
+    pub async fn rotate_hook(&self, r: &ChamberRef) -> Result<(String, String)> {
         use std::os::unix::fs::PermissionsExt;
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let path = self.hook_secret_path(v.record.id);
         let dir = path.parent().expect("a file in a folder");
         std::fs::create_dir_all(dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;

@@ -105,7 +105,7 @@ impl Daemon {
         let result = sent
             .map(|d| cryo_core::chamber::handoff::HandedOff { file: d.file, waits: d.waits, looped: job.looped })
             .map_err(cryo_core::chamber::Failed::of);
-        if let Ok(handle) = self.handle_of(job.from_id) {
+        if let Ok(handle) = self.handle_of(job.from_id).await {
             let _ = handle.tx.send(Event::HandedOff { to: h.to, session: h.session, result });
         }
     }
@@ -141,6 +141,8 @@ impl Daemon {
 
     /// Ends every running session and stops every supervisor.
     pub async fn shutdown(&self) {
+        // The loader stops at its batch's end: none boots after this.
+        self.all_loaded().await;
         let handles: Vec<Handle> = self.chambers().values().map(|e| e.handle.clone()).collect();
         let mut waits = Vec::new();
         for h in handles {

@@ -7,6 +7,7 @@ pub mod approvals;
 mod history;
 mod hooks;
 mod life;
+mod loading;
 mod moves;
 pub use self::moves::{FleetNodes, FleetStatus};
 mod ops;
@@ -28,7 +29,7 @@ use crate::chamber::scaffold;
 use crate::error::{Error, Result};
 use crate::services::runtime::Shared;
 use crate::store::ChamberRecord;
-use crate::supervisor::{self, Handle, Snapshot};
+use crate::supervisor::{Handle, Snapshot};
 
 pub use crate::supervisor::State;
 
@@ -106,6 +107,8 @@ struct Inner {
     remote_watched: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// What each chamber's wakes were last laid out from.
     schedule_memo: schedule::Memo,
+    /// The chambers not booted yet (the socket serves before the last is).
+    loading: loading::Loading,
 }
 
 /// What `add` did.
@@ -142,11 +145,9 @@ impl Daemon {
     /// machine; a fleet node starts with none and claims its share).
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
-        let began = std::time::Instant::now();
         let records = shared.store.chambers().await?;
         // `[[on_end]]` may name any of them: known before the first boot.
         shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
-        let mut chambers = BTreeMap::new();
         let mut remote = BTreeMap::new();
         // The providers' holds a stopped cryod kept: not one wake of a held
         // account runs before the provider said.
@@ -163,6 +164,7 @@ impl Daemon {
         if ended > 0 {
             tracing::warn!(trees = ended, "ended the session trees a stopped cryod left");
         }
+        let mut loading = loading::Loading::none();
         if shared.lease.is_fleet() {
             remote = records.into_iter().map(|r| (r.id, r)).collect();
             tracing::info!("registry loaded; claiming this node's share of the fleet's chambers");
@@ -178,46 +180,20 @@ impl Daemon {
             for s in all {
                 open.entry(s.chamber_id).or_default().push(s);
             }
-            // Booted a batch at a time: each boot waits for a few store
-            // queries, and the queries of a batch share the store thread's
-            // wake-ups (one after the other, the round trips were most of a
-            // start-up).
-            let mut records = records.into_iter().peekable();
-            while records.peek().is_some() {
-                let mut batch = tokio::task::JoinSet::new();
-                let records: Vec<ChamberRecord> = records.by_ref().take(BOOT_BATCH).collect();
-                // The batch's ledger rows, in one job on SQLite's thread (if
-                // the read fails whole, each start reads its own).
-                let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
-                for record in records {
-                    let recovery = supervisor::Recovery {
-                        open: open.remove(&record.id).unwrap_or_default(),
-                        processes: processes.clone(),
-                        rows: rows.remove(&record.id),
-                    };
-                    let shared = shared.clone();
-                    batch.spawn(async move {
-                        let handle = supervisor::spawn(shared, record.clone(), recovery).await;
-                        (record, handle)
-                    });
-                }
-                while let Some(booted) = batch.join_next().await {
-                    let (record, handle) =
-                        booted.map_err(|e| Error::Internal(format!("a chamber's boot failed: {e}")))?;
-                    chambers.insert(record.id, Entry::new(record, handle));
-                }
-            }
-            tracing::info!(chambers = chambers.len(), in_ms = began.elapsed().as_millis() as u64, "registry loaded");
+            // Booted after this returns, while the socket serves
+            // (`loading`).
+            loading = loading::Loading::of(records, open, processes);
         }
         let daemon = Daemon(Arc::new(Inner {
             shared,
             started_at,
-            chambers: RwLock::new(chambers),
+            chambers: RwLock::new(BTreeMap::new()),
             remote: RwLock::new(remote),
             starting: Default::default(),
             leaving: Default::default(),
             remote_watched: Default::default(),
             schedule_memo: Default::default(),
+            loading,
         }));
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
@@ -227,6 +203,7 @@ impl Daemon {
         // The strongest sandbox is asked once (bubblewrap is run to see):
         // off the workers, before a client asks.
         tokio::task::spawn_blocking(cryo_session::Sandbox::strongest);
+        tokio::spawn(daemon.clone().boot_all());
         Ok(daemon)
     }
 
@@ -234,8 +211,9 @@ impl Daemon {
         self.0.started_at
     }
 
+    /// The chambers this node runs, those still loading included.
     pub fn chamber_count(&self) -> usize {
-        self.chambers().len()
+        self.chambers().len() + self.loading()
     }
 
     /// The chambers this node runs.
@@ -257,7 +235,8 @@ impl Daemon {
 
     fn view_of(&self, id: i64) -> Option<ChamberView> {
         let local = self.chambers().get(&id).map(Entry::view);
-        local.or_else(|| self.remote().get(&id).map(remote_view))
+        let waiting = || self.0.loading.waiting().into_iter().find(|r| r.id == id).map(|r| remote_view(&r));
+        local.or_else(|| self.remote().get(&id).map(remote_view)).or_else(waiting)
     }
 
     /// Whether this node runs the chamber.
@@ -271,7 +250,7 @@ impl Daemon {
         self.0.shared.store.fleet().is_some() && !self.runs(v.record.id)
     }
 
-    fn handle_of(&self, id: i64) -> Result<Handle> {
+    fn handle_now(&self, id: i64) -> Result<Handle> {
         if let Some(h) = self.chambers().get(&id).map(|e| e.handle.clone()) {
             return Ok(h);
         }
@@ -314,10 +293,13 @@ impl Daemon {
         (count, running, next)
     }
 
-    /// Every chamber (of every node of a fleet), by name.
-    pub fn list(&self) -> Vec<ChamberView> {
+    /// Every chamber (of every node of a fleet), by name, as they are now:
+    /// one not booted yet as its record says ([`Daemon::list`] waits for
+    /// all).
+    pub fn list_now(&self) -> Vec<ChamberView> {
         let mut all: Vec<_> = self.chambers().values().map(Entry::view).collect();
         all.extend(self.remote().values().map(remote_view));
+        all.extend(self.0.loading.waiting().iter().map(remote_view));
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
     }
@@ -327,24 +309,27 @@ impl Daemon {
     pub fn names(&self, ids: impl IntoIterator<Item = i64>) -> std::collections::HashMap<i64, String> {
         let local = self.chambers();
         let remote = self.remote();
-        let name = |id: i64| local.get(&id).map(|e| &e.record).or_else(|| remote.get(&id)).map(|r| r.name.clone());
+        let waiting = self.0.loading.waiting();
+        let name = |id: i64| {
+            let pending = || waiting.iter().find(|r| r.id == id);
+            local.get(&id).map(|e| &e.record).or_else(|| remote.get(&id)).or_else(pending).map(|r| r.name.clone())
+        };
         ids.into_iter().filter_map(|id| Some((id, name(id)?))).collect()
     }
 
-    /// The chambers a list shows: archived ones only when asked for.
-    pub fn listed(&self, archived: bool) -> Vec<ChamberView> {
-        let mut all = self.list();
-        all.retain(|v| archived || !v.snap.view.archived);
-        all
-    }
-
-    /// One chamber, by name or by a path inside it.
-    pub fn resolve(&self, r: &ChamberRef) -> Result<ChamberView> {
+    /// One chamber, by name or by a path inside it, as it is now: one not
+    /// booted yet as its record says ([`Daemon::resolve`] boots it first).
+    pub fn resolve_now(&self, r: &ChamberRef) -> Result<ChamberView> {
         // Only the match is copied out (a status call must not cost a copy
         // of every chamber).
         let local = self.chambers();
         let remote = self.remote();
-        let mut all = local.values().map(|e| (&e.record, Some(e))).chain(remote.values().map(|r| (r, None)));
+        let waiting = self.0.loading.waiting();
+        let mut all = local
+            .values()
+            .map(|e| (&e.record, Some(e)))
+            .chain(remote.values().map(|r| (r, None)))
+            .chain(waiting.iter().map(|r| (r, None)));
         let hit = match r {
             ChamberRef::Name(n) => all.find(|(rec, _)| &rec.name == n),
             ChamberRef::Path(p) => {

@@ -36,7 +36,7 @@ impl Daemon {
     /// draining), so it was released to the fleet instead.
     pub async fn hand_over(&self, id: i64, to: Option<&str>) -> Result<bool> {
         let pg = self.0.shared.store.fleet().cloned().ok_or_else(|| Error::Internal("not a fleet".into()))?;
-        let handle = self.handle_of(id)?;
+        let handle = self.handle_of(id).await?;
         // The ownership round must not take it back while it goes.
         self.0.leaving.lock().expect("leaving lock").insert(id);
         let went = async {
@@ -83,7 +83,7 @@ impl Daemon {
     /// home becomes that node. Returns the view, the node's id and whether
     /// the chamber was there already.
     pub async fn move_to(&self, r: &ChamberRef, to: &str) -> Result<(ChamberView, String, bool)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let node = self.live_node(to).await?;
         if node.draining {
             return Err(Error::Precondition(format!("node {to:?} is draining: it takes no chambers")));

@@ -155,7 +155,7 @@ impl Daemon {
         make: impl FnOnce(oneshot::Sender<T>) -> Event,
     ) -> Result<Option<T>> {
         let handed_on = || self.0.shared.store.fleet().is_some() && (self.leaving(id) || !self.runs(id));
-        let handle = match self.handle_of(id) {
+        let handle = match self.handle_of(id).await {
             Err(_) if handed_on() => return Ok(None),
             h => h?,
         };
@@ -176,7 +176,7 @@ impl Daemon {
 
     /// Unregisters a chamber (ending its session); its files stay.
     pub async fn remove(&self, r: &ChamberRef) -> Result<ChamberView> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if self.elsewhere(&v) {
             self.forward(&v, Command::Remove).await?.done()?;
             self.remote_mut().remove(&v.record.id);
@@ -200,7 +200,7 @@ impl Daemon {
     /// Starts a chamber. Returns the view and whether it was started already.
     /// With `wait`, returns once a first session's agent has started.
     pub async fn start(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if !self.elsewhere(&v)
             && let Some(already) = self.ask_here(v.record.id, |reply| Event::Start { wait, reply }).await?
         {
@@ -213,7 +213,7 @@ impl Daemon {
     /// Stops a chamber; returns once a running session has ended.
     /// The flags: it was stopped already; a session was ended.
     pub async fn stop(&self, r: &ChamberRef, wait: bool) -> Result<(ChamberView, bool, bool)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if !self.elsewhere(&v)
             && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Stop { wait, reply }).await?
         {
@@ -225,7 +225,7 @@ impl Daemon {
 
     /// Pauses (or resumes) a chamber; the flag says nothing changed.
     pub async fn pause(&self, r: &ChamberRef, pause: bool) -> Result<(ChamberView, bool)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if !self.elsewhere(&v)
             && let Some(already) = self.ask_here(v.record.id, |tx| Event::Pause(pause, tx)).await?
         {
@@ -240,7 +240,7 @@ impl Daemon {
     /// queue until it changes or, with `until`, until then.
     pub async fn acknowledge(&self, r: &ChamberRef, snooze: Snooze) -> Result<ChamberView> {
         let until = snooze.end(self.0.shared.clock.now())?;
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if !self.elsewhere(&v)
             && let Some(done) = self.ask_here(v.record.id, |tx| Event::Acknowledge(until, tx)).await?
         {
@@ -260,7 +260,7 @@ impl Daemon {
         edit: Option<crate::supervisor::Edit>,
         diff: bool,
     ) -> Result<(ChamberView, Vec<crate::chamber::trust::Change>)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let mine = edit.clone();
         if !self.elsewhere(&v)
             && let Some(keys) = self.ask_here(v.record.id, |reply| Event::Trust { edit: mine, diff, reply }).await?
@@ -275,7 +275,7 @@ impl Daemon {
     /// started) or unarchives it (it stays stopped); the flag says nothing
     /// changed.
     pub async fn archive(&self, r: &ChamberRef, archive: bool) -> Result<(ChamberView, bool)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if self.elsewhere(&v) {
             let (v, already, _) = self.forward(&v, Command::Archive { archive }).await?.flags(&v)?;
             return Ok((v, already));
@@ -291,7 +291,7 @@ impl Daemon {
     /// runtime files into `history/TIMESTAMP/`; returns that folder
     /// (relative to the chamber). The chamber stays stopped.
     pub async fn reset(&self, r: &ChamberRef) -> Result<(ChamberView, String)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if self.elsewhere(&v) {
             let (view, dir) = self.forward(&v, Command::Reset).await?.reset()?;
             return Ok((remote::with_view(&v, view), dir));
@@ -311,7 +311,7 @@ impl Daemon {
         message: Option<String>,
         replace: bool,
     ) -> Result<(ChamberView, supervisor::WakeOutcome)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let mine = message.clone();
         if !self.elsewhere(&v)
             && let Some(out) = self.ask_here(v.record.id, |reply| Event::Wake { message: mine, replace, reply }).await?
@@ -335,7 +335,7 @@ impl Daemon {
         text: &str,
         meta: std::collections::BTreeMap<String, String>,
     ) -> Result<supervisor::Delivered> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let (from, subject, text) = (from.to_string(), subject.to_string(), text.to_string());
         let mine = Box::new((from.clone(), subject.clone(), text.clone(), meta.clone()));
         if !self.elsewhere(&v)
@@ -348,7 +348,7 @@ impl Daemon {
 
     /// An operator's TODO call.
     pub async fn todo(&self, r: &ChamberRef, call: supervisor::TodoCall) -> Result<supervisor::AgentReply> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         let mine = Box::new(call.clone());
         if !self.elsewhere(&v)
             && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Todo { call: mine, reply }).await?
@@ -361,7 +361,7 @@ impl Daemon {
     /// Asks a chamber's bridges to pull (or push) now; returns each one's
     /// count or error, and every bridge's status after.
     pub async fn sync(&self, r: &ChamberRef, pull: bool) -> Result<supervisor::SyncOutcome> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if !self.elsewhere(&v)
             && let Some(answer) = self.ask_here(v.record.id, |reply| Event::Sync { pull, reply }).await?
         {
@@ -407,7 +407,7 @@ impl Daemon {
         session: u64,
         call: supervisor::AgentCall,
     ) -> Result<supervisor::AgentReply> {
-        let handle = self.handle_of(chamber)?;
+        let handle = self.handle_of(chamber).await?;
         let (reply, rx) = oneshot::channel();
         handle
             .tx

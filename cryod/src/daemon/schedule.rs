@@ -151,8 +151,8 @@ impl Daemon {
     pub async fn schedule(&self, only: Option<&ChamberRef>, count: usize) -> Result<(Vec<Planned>, Vec<String>)> {
         let count = count.clamp(1, MAX_COUNT);
         let views = match only {
-            Some(r) => vec![self.resolve(r)?],
-            None => self.list(),
+            Some(r) => vec![self.resolve(r).await?],
+            None => self.list().await,
         };
         let now = self.0.shared.clock.now();
         let system = self.0.shared.system_zone.get();

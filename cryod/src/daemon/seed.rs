@@ -30,10 +30,13 @@ impl Daemon {
             Err(_) if adopt => return Err(Error::NotFound(format!("{} does not exist", abs.display()))),
             Err(_) => None,
         };
-        let registered = canonical.as_ref().and_then(|c| {
-            let c = c.to_string_lossy();
-            self.list().into_iter().find(|v| v.record.path == c)
-        });
+        let registered = match &canonical {
+            Some(c) => {
+                let c = c.to_string_lossy();
+                self.list().await.into_iter().find(|v| v.record.path == c)
+            }
+            None => None,
+        };
         let found = match (&canonical, init || registered.is_some()) {
             (Some(c), false) => {
                 let at = c.clone();
@@ -65,7 +68,7 @@ impl Daemon {
         // What registering will refuse, before anything is touched.
         if let Some(n) = name {
             validate_name(n)?;
-            if self.list().iter().any(|v| v.record.name == n) {
+            if self.list().await.iter().any(|v| v.record.name == n) {
                 return Err(Error::Precondition(format!("a chamber named {n:?} exists: choose another with --name")));
             }
         }
@@ -103,7 +106,7 @@ impl Daemon {
     /// session ended first), its files written as the seed reads them
     /// ([`seed::release`]), then unregistered. Returns its folder.
     pub async fn release(&self, r: &ChamberRef) -> Result<(String, Report)> {
-        let v = self.resolve(r)?;
+        let v = self.resolve(r).await?;
         if self.elsewhere(&v) {
             return Err(Error::Precondition(format!(
                 "{} runs on another node of the fleet: release it on that node, whose disk holds its files",

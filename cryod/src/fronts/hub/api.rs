@@ -34,8 +34,8 @@ impl IntoResponse for ApiError {
 
 pub(super) type ApiResult = Result<axum::Json<Value>, ApiError>;
 
-pub(super) fn view(hub: &Hub, name: &str) -> Result<ChamberView, ApiError> {
-    Ok(hub.daemon.resolve(&ChamberRef::Name(name.to_string()))?)
+pub(super) async fn view(hub: &Hub, name: &str) -> Result<ChamberView, ApiError> {
+    Ok(hub.daemon.resolve(&ChamberRef::Name(name.to_string())).await?)
 }
 
 pub(super) fn chamber_value(v: &ChamberView) -> Value {
@@ -141,7 +141,7 @@ pub(super) async fn list(State(hub): State<Hub>, axum::Extension(role): Who, Que
         Some("row") => true,
         Some(other) => return Err(Error::Invalid(format!("fields={other:?}: the one shape is `row`")).into()),
     };
-    let list = hub.daemon.listed(archived);
+    let list = hub.daemon.listed(archived).await;
     let seen = list.iter().filter(|v| role.sees(&v.record.name));
     let lean = |v: &ChamberView| match (row, &role) {
         (true, Role::Owner) => chamber_row(v),
@@ -171,7 +171,7 @@ pub(super) struct NewInvite {
 pub(super) async fn invite_add(State(hub): State<Hub>, axum::Json(n): axum::Json<NewInvite>) -> ApiResult {
     let mut chambers = Vec::new();
     for c in &n.chambers {
-        chambers.push(view(&hub, c)?.record.name);
+        chambers.push(view(&hub, c).await?.record.name);
     }
     chambers.dedup();
     let created = crate::base::clock::rfc3339(hub.daemon.now());
@@ -228,7 +228,7 @@ pub(super) async fn chamber(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<ChamberQuery>,
 ) -> ApiResult {
-    let v = hub.chamber_for(&role, &name)?;
+    let v = hub.chamber_for(&role, &name).await?;
     if let Role::Guest(_) = role {
         return Ok(axum::Json(json!({ "chamber": guest_chamber_value(&v), "sessions": [] })));
     }
@@ -274,7 +274,7 @@ pub(super) async fn control(
         "archive" => hub.daemon.archive(&r, true).await?.0,
         "unarchive" => hub.daemon.archive(&r, false).await?.0,
         "reset" => {
-            let v = hub.daemon.resolve(&r)?;
+            let v = hub.daemon.resolve(&r).await?;
             if body.confirm != v.record.name {
                 let why = format!(
                     "a reset moves the chamber's files into history/: confirm it with {{\"confirm\": {:?}}}",
@@ -344,7 +344,7 @@ pub(super) async fn messages(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<Page>,
 ) -> ApiResult {
-    let v = hub.chamber_for(&role, &name)?;
+    let v = hub.chamber_for(&role, &name).await?;
     let n = q.limit.or(q.last).unwrap_or(100).clamp(1, 1000);
     let page = hub.daemon.conversation_page(&v, q.before.as_deref(), n).await?;
     Ok(axum::Json(Value::Array(page.iter().map(message_value).collect())))
@@ -372,7 +372,7 @@ pub(super) async fn send(
     UrlPath(name): UrlPath<String>,
     axum::Json(b): axum::Json<SendBody>,
 ) -> Response {
-    let v = match hub.chamber_for(&role, &name) {
+    let v = match hub.chamber_for(&role, &name).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
@@ -420,7 +420,7 @@ pub(super) async fn todos_done(
         archived: q.limit.unwrap_or(50).clamp(1, 500),
         archived_before: q.before.unwrap_or(0),
     };
-    let v = hub.daemon.resolve(&chamber)?;
+    let v = hub.daemon.resolve(&chamber).await?;
     let tz: chrono_tz::Tz = list.timezone.parse().unwrap_or(chrono_tz::UTC);
     let (archived, next) = hub.daemon.archived_todos(&v, tz, req.archived_before, req.archived).await?;
     let current = list.todos.drain(..).filter(|t| t.state == "done" && q.before.is_none());
@@ -512,7 +512,7 @@ pub(super) async fn todo_remove(State(hub): State<Hub>, UrlPath((name, id)): Url
 }
 
 pub(super) async fn plan(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "plan.md").await? })))
 }
 
@@ -526,13 +526,13 @@ pub(super) async fn plan_put(
     UrlPath(name): UrlPath<String>,
     axum::Json(b): axum::Json<PlanBody>,
 ) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     hub.daemon.write_plan(&v, &b.text).await?;
     Ok(axum::Json(json!({ "saved": true })))
 }
 
 pub(super) async fn notes(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     Ok(axum::Json(json!({ "text": hub.daemon.read_chamber_file(&v, "NOTES.md").await? })))
 }
 
@@ -550,7 +550,7 @@ pub(super) async fn diff(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     let d = hub.daemon.chamber_diff(&v, q.session.filter(|n| *n > 0)).await?;
     Ok(axum::Json(j::diff_json(&convert::diff(d))))
 }
@@ -574,7 +574,7 @@ pub(super) async fn log(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<LogQuery>,
 ) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     let rel = if q.agent { cryo_session::AGENT_LOG } else { crate::chamber::log::LOG };
     let root = std::path::PathBuf::from(&v.record.path);
     let n = if q.session.is_some() { 5000 } else { q.lines.unwrap_or(200).min(5000) };

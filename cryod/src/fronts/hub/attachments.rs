@@ -58,7 +58,7 @@ pub(super) async fn upload(
     Query(q): Query<Upload>,
     body: Bytes,
 ) -> Response {
-    let v = match hub.chamber_for(&role, &name) {
+    let v = match hub.chamber_for(&role, &name).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
@@ -122,7 +122,7 @@ pub(super) async fn fetch(
     axum::Extension(role): Who,
     UrlPath((name, file)): UrlPath<(String, String)>,
 ) -> Response {
-    let v = match hub.chamber_for(&role, &name) {
+    let v = match hub.chamber_for(&role, &name).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };

@@ -61,7 +61,7 @@ pub(super) fn sse(body: Body) -> Response {
 /// the agent writes it (`event: lines`, `{lines}`), until the page goes.
 pub(super) async fn transcript(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> Response {
     use tokio_stream::StreamExt;
-    let v = match view(&hub, &name) {
+    let v = match view(&hub, &name).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };

@@ -47,7 +47,7 @@ pub(super) async fn chamber(
     UrlPath(name): UrlPath<String>,
     Query(q): Query<Days>,
 ) -> ApiResult {
-    let v = view(&hub, &name)?;
+    let v = view(&hub, &name).await?;
     let days = q.days.unwrap_or(7).clamp(1, 90);
     let tz: Tz = v.snap.view.timezone.parse().unwrap_or(chrono_tz::UTC);
     let now = hub.daemon.now();
@@ -134,7 +134,7 @@ pub(super) async fn fleet(State(hub): State<Hub>, Query(q): Query<Count>) -> Api
         .map(|p| j::scheduled_json(&convert::scheduled(p)))
         .collect();
     let mut running = Vec::new();
-    for v in hub.daemon.list() {
+    for v in hub.daemon.list().await {
         if !v.snap.view.in_session {
             continue;
         }

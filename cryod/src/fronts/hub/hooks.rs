@@ -67,7 +67,7 @@ pub(super) async fn receive(
     // One answer for an unknown chamber, a chamber without a hook and a bad
     // signature: a sender learns nothing of which chambers exist.
     let unauthorised = || refuse(StatusCode::UNAUTHORIZED, "unknown hook or bad signature");
-    let Ok(v) = hub.daemon.resolve(&ChamberRef::Name(name)) else { return unauthorised() };
+    let Ok(v) = hub.daemon.resolve(&ChamberRef::Name(name)).await else { return unauthorised() };
     let Ok(secret) = std::fs::read_to_string(hub.daemon.hook_secret_path(v.record.id)) else { return unauthorised() };
     let given = header(&headers, &["x-hub-signature-256", "x-cryo-signature-256"]);
     let Some(hex) = given.and_then(|s| s.strip_prefix("sha256=")) else { return unauthorised() };

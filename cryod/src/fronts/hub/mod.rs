@@ -91,11 +91,11 @@ struct Hub {
 impl Hub {
     /// A chamber `role` may see; one it may not is "not found", as if it
     /// did not exist.
-    fn chamber_for(&self, role: &Role, name: &str) -> Result<ChamberView, ApiError> {
+    async fn chamber_for(&self, role: &Role, name: &str) -> Result<ChamberView, ApiError> {
         if !role.sees(name) {
             return Err(Error::NotFound(format!("no chamber named {name:?}")).into());
         }
-        view(self, name)
+        view(self, name).await
     }
 
     /// Counts a send or an upload against `role`'s rate; over it, the 429

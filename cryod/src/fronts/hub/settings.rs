@@ -203,8 +203,8 @@ fn one_line(e: &toml_edit::TomlError) -> String {
     e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or("not TOML").trim().to_string()
 }
 
-fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
-    let v = view(hub, name).map_err(|e| e.0)?;
+async fn config_path(hub: &Hub, name: &str) -> Result<(PathBuf, PathBuf), Error> {
+    let v = view(hub, name).await.map_err(|e| e.0)?;
     let dir = PathBuf::from(&v.record.path);
     Ok((dir.join("cryo.toml"), dir))
 }
@@ -218,7 +218,7 @@ async fn read_text(dir: &Path) -> Result<String, Error> {
 
 /// `GET /api/chambers/NAME/settings`.
 pub(super) async fn get(State(hub): State<Hub>, UrlPath(name): UrlPath<String>) -> ApiResult {
-    let (path, dir) = config_path(&hub, &name)?;
+    let (path, dir) = config_path(&hub, &name).await?;
     let text = read_text(&dir).await?;
     let v = read(&text).map_err(|e| Error::Precondition(format!("{}: {e}", path.display())))?;
     Ok(axum::Json(v))
@@ -241,7 +241,7 @@ pub(super) async fn put(
     if let Some(other) = changes.keys().find(|k| !KEYS.iter().any(|(key, _)| key == k)) {
         return Err(refused(Error::Invalid(SettingsError::NotASetting(other.clone()).to_string())));
     }
-    let (path, dir) = config_path(&hub, &name).map_err(refused)?;
+    let (path, dir) = config_path(&hub, &name).await.map_err(refused)?;
     let _one_writer = hub.settings.lock().await;
     let text = read_text(&dir).await.map_err(refused)?;
     let tz = hub.daemon.system_zone();

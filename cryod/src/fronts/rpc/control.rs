@@ -24,13 +24,13 @@ impl Control for ControlService {
 
     async fn chamber_log(&self, req: Request<pb::ChamberLogRequest>) -> R<Self::ChamberLogStream> {
         let req = req.into_inner();
-        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?).await?;
         Ok(Response::new(super::follow::log(&self.daemon, v, req.agent, req.follow, req.lines)))
     }
 
     async fn chamber_messages(&self, req: Request<pb::ChamberMessagesRequest>) -> R<Self::ChamberMessagesStream> {
         let req = req.into_inner();
-        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?).await?;
         Ok(Response::new(super::follow::messages(&self.daemon, v, req.follow, req.last)))
     }
 
@@ -51,13 +51,13 @@ impl Control for ControlService {
 
     async fn chamber_file(&self, req: Request<pb::ChamberFileRequest>) -> R<pb::ChamberFileReply> {
         let req = req.into_inner();
-        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?).await?;
         Ok(Response::new(pb::ChamberFileReply { text: self.daemon.read_chamber_file(&v, &req.name).await? }))
     }
 
     async fn chamber_diff(&self, req: Request<pb::ChamberDiffRequest>) -> R<pb::ChamberDiffReply> {
         let req = req.into_inner();
-        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?)?;
+        let v = self.daemon.resolve(&convert::chamber_ref(req.chamber)?).await?;
         let d = self.daemon.chamber_diff(&v, (req.session > 0).then_some(req.session)).await?;
         Ok(Response::new(convert::diff(d)))
     }
@@ -65,7 +65,7 @@ impl Control for ControlService {
     async fn usage(&self, req: Request<pb::UsageRequest>) -> R<pb::UsageReply> {
         let req = req.into_inner();
         let only = match req.chamber {
-            Some(r) => Some(self.daemon.resolve(&convert::chamber_ref(Some(r))?)?.record.id),
+            Some(r) => Some(self.daemon.resolve(&convert::chamber_ref(Some(r))?).await?.record.id),
             None => None,
         };
         let since = match req.since.as_str() {
@@ -126,7 +126,7 @@ impl Control for ControlService {
 
     async fn chamber_hook(&self, req: Request<pb::ChamberHookRequest>) -> R<pb::ChamberHookReply> {
         let r = convert::chamber_ref(req.into_inner().chamber)?;
-        let (chamber, secret) = self.daemon.rotate_hook(&r)?;
+        let (chamber, secret) = self.daemon.rotate_hook(&r).await?;
         let url = self.daemon.hub_link(&format!("hooks/{chamber}"));
         Ok(Response::new(pb::ChamberHookReply { chamber, url, secret }))
     }
@@ -157,7 +157,7 @@ impl Control for ControlService {
     }
 
     async fn chamber_watch(&self, req: Request<pb::ChamberWatchRequest>) -> R<Self::ChamberWatchStream> {
-        let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?)?;
+        let v = self.daemon.resolve(&convert::chamber_ref(req.into_inner().chamber)?).await?;
         Ok(Response::new(super::follow::watch(&self.daemon, v)))
     }
 
@@ -209,7 +209,7 @@ impl Control for ControlService {
     }
 
     async fn chamber_list(&self, req: Request<pb::ChamberListRequest>) -> R<pb::ChamberListReply> {
-        let chambers = self.daemon.listed(req.into_inner().archived).iter().map(convert::chamber).collect();
+        let chambers = self.daemon.listed(req.into_inner().archived).await.iter().map(convert::chamber).collect();
         Ok(Response::new(pb::ChamberListReply {
             chambers,
             holds: convert::holds(&self.daemon),
@@ -221,9 +221,9 @@ impl Control for ControlService {
         let req = req.into_inner();
         let one = req.chamber.is_some();
         let (views, sessions, (passed_total, passed), budgets) = match req.chamber {
-            None => (self.daemon.list(), Vec::new(), (0, Vec::new()), Vec::new()),
+            None => (self.daemon.list().await, Vec::new(), (0, Vec::new()), Vec::new()),
             Some(r) => {
-                let v = self.daemon.resolve(&convert::chamber_ref(Some(r))?)?;
+                let v = self.daemon.resolve(&convert::chamber_ref(Some(r))?).await?;
                 let sessions = self.daemon.sessions(v.record.id, 10).await?;
                 let passed = self.daemon.passed(v.record.id, 10).await?;
                 let budgets = self.daemon.budgets(v.record.id, Path::new(&v.record.path)).await?;
@@ -359,7 +359,7 @@ impl Control for ControlService {
         let r = convert::chamber_ref(req.chamber)?;
         let action = Action::try_from(req.action).unwrap_or(Action::Status);
         let (results, bridges) = match action {
-            Action::Status => (Vec::new(), self.daemon.resolve(&r)?.snap.bridges),
+            Action::Status => (Vec::new(), self.daemon.resolve(&r).await?.snap.bridges),
             Action::Pull | Action::Push => self.daemon.sync(&r, action == Action::Pull).await?,
         };
         Ok(Response::new(pb::ChamberSyncReply {

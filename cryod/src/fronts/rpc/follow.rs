@@ -224,9 +224,10 @@ pub fn watch(d: &Daemon, v: ChamberView) -> Streamed<pb::Chamber> {
             &tx,
             || None,
             |what| match what {
-                NoticeKind::Status => {
-                    daemon.resolve(&crate::daemon::ChamberRef::Name(name.clone())).ok().map(|v| convert::chamber(&v))
-                }
+                NoticeKind::Status => daemon
+                    .resolve_now(&crate::daemon::ChamberRef::Name(name.clone()))
+                    .ok()
+                    .map(|v| convert::chamber(&v)),
                 _ => None,
             },
         )

@@ -31,6 +31,7 @@ pub fn hello(d: &Daemon, req: &HelloRequest) -> Result<HelloReply, tonic::Status
         pid: std::process::id(),
         started_at: crate::base::clock::rfc3339(d.started_at()),
         chambers: d.chamber_count() as u32,
+        loading: d.loading() as u32,
         sandbox: offer.strongest.as_str().to_string(),
         sandbox_default: d.config().sandbox.as_str().to_string(),
         landlock_abi: offer.landlock_abi,
@@ -52,7 +53,7 @@ pub async fn add_archived(
     if req.archived == 0 {
         return Ok(());
     }
-    let v = daemon.resolve(chamber)?;
+    let v = daemon.resolve(chamber).await?;
     let tz: chrono_tz::Tz = reply.timezone.parse().unwrap_or(chrono_tz::UTC);
     let (items, next) = daemon.archived_todos(&v, tz, req.archived_before, req.archived).await?;
     reply.archived = items.iter().map(|t| crate::fronts::convert::todo(t, tz)).collect();

@@ -1,6 +1,6 @@
 //! Telling a service manager how cryod is doing (sd_notify(3)): `READY=1` once
-//! the socket is bound and every chamber is loaded and scheduled, a one-line
-//! `STATUS=` kept current, `WATCHDOG=1` at half the watchdog interval, and
+//! the socket serves (the chambers boot meanwhile: "loading N chamber(s)"),
+//! a one-line `STATUS=` kept current from the last one booted on, `WATCHDOG=1` at half the watchdog interval, and
 //! `STOPPING=1` on the way out ([`stopping`]). Without `NOTIFY_SOCKET` (started by hand)
 //! every call does nothing.
 
@@ -16,6 +16,10 @@ use crate::services::runtime::NoticeKind;
 
 /// The one-line summary systemd shows as the unit's status.
 pub fn summary(d: &Daemon) -> String {
+    let loading = d.loading();
+    if loading > 0 {
+        return format!("{} chamber(s), loading {loading} of them", d.chamber_count());
+    }
     let (chambers, running, next) = d.tally();
     let next = match next {
         Some(t) => format!("next wake {}", crate::base::clock::rfc3339(t)),
@@ -60,7 +64,11 @@ pub fn ready(d: &Daemon) {
     let daemon = d.clone();
     tokio::spawn(async move {
         let mut notices = daemon.notices();
-        let mut last = status;
+        // A line per change only once every chamber is booted: each
+        // boot is a change, and a line reads them all.
+        daemon.all_loaded().await;
+        let mut last = summary(&daemon);
+        notify(&[NotifyState::Status(&last)]);
         loop {
             let n = tokio::select! {
                 _ = stopping.cancelled() => return,

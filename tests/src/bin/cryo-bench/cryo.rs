@@ -576,7 +576,7 @@ pub fn history(a: &Aging, aged: bool) -> Figures {
 
 /// With `CRYO_BENCH_KEEP` set, leaves `env`'s world on disk (its cryod
 /// stopped) and says where, to profile it by hand afterwards.
-fn keep_if_asked(env: Env) {
+pub(crate) fn keep_if_asked(env: Env) {
     if std::env::var_os("CRYO_BENCH_KEEP").is_some() {
         eprintln!("cryo-bench: the world is kept at {}", env.root().display());
         std::mem::forget(env);

@@ -107,7 +107,9 @@ pub fn scale(sizes: &[usize], todos: usize, runs: usize, drop_caches: bool) -> F
         rows.push(row);
     }
     drop(d);
-    growth(&rows)
+    let f = growth(&rows);
+    crate::cryo::keep_if_asked(env);
+    f
 }
 
 /// `runs` restarts of cryod with `total` chambers, the page cache dropped
@@ -134,27 +136,41 @@ fn restarts(env: &Env, mut d: Daemon, total: usize, runs: usize, cold: bool) -> 
     (d, Some((median(|r| r.0), median(|r| r.1), median(|r| r.2))))
 }
 
-/// Milliseconds from `t` until the socket first answers a list, and until
-/// the list holds `total` chambers. A daemon that stops answering ends the
-/// bench with its log's tail.
+/// Milliseconds from `t` until the socket first answers one chamber's
+/// status (`first`, the middle one of the `total`: cryod boots a chamber
+/// asked for before its turn), and until a list holds all `total`. A
+/// daemon that stops answering ends the bench with its log's tail.
 async fn timed_start(env: &Env, total: usize, t: Instant) -> (f64, f64) {
+    use cryo_proto::v1::{ChamberListRequest, ChamberRef, ChamberStatusRequest, chamber_ref::By};
     let ms = || t.elapsed().as_secs_f64() * 1000.0;
     let deadline = Instant::now() + Duration::from_secs(600);
-    let (mut first, mut c) = (None, None);
+    let name = format!("b{:05}", (total - 1) / 2);
+    let (mut first, mut listed, mut c) = (None, None, None);
     loop {
         assert!(Instant::now() < deadline, "cryod never listed its {total} chambers:\n{}", tail(env));
         if c.is_none() {
             c = cryo_proto::control_unchecked(&env.socket()).await.ok();
         }
         if let Some(client) = c.as_mut() {
-            match client.chamber_list(cryo_proto::v1::ChamberListRequest { archived: false }).await {
-                Ok(r) => {
-                    let first = *first.get_or_insert_with(ms);
-                    if r.into_inner().chambers.len() >= total {
-                        return (first, ms());
-                    }
+            let answered = match first {
+                None => {
+                    let chamber = Some(ChamberRef { by: Some(By::Name(name.clone())) });
+                    client.chamber_status(ChamberStatusRequest { chamber }).await.map(|r| {
+                        assert_eq!(r.into_inner().chambers[0].name, name, "the status asked for");
+                        first = Some(ms());
+                    })
                 }
-                Err(_) => c = None,
+                Some(_) => client.chamber_list(ChamberListRequest { archived: false }).await.map(|r| {
+                    if r.into_inner().chambers.len() >= total {
+                        listed = Some(ms());
+                    }
+                }),
+            };
+            if answered.is_err() {
+                c = None;
+            }
+            if let (Some(f), Some(l)) = (first, listed) {
+                return (f, l);
             }
         }
         tokio::time::sleep(Duration::from_millis(2)).await;

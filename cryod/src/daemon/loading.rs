@@ -1,0 +1,195 @@
+//! The start's second half: the chambers are booted in the background, a
+//! batch at a time, while the socket already serves. A chamber a caller
+//! names before its turn is booted at once (its status does not wait for
+//! ten thousand others), and whatever needs every chamber (the list, the
+//! schedule) waits for the last.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, watch};
+
+use super::{BOOT_BATCH, Daemon, Entry};
+use crate::error::Result;
+use crate::store::{ChamberRecord, OpenSession};
+use crate::supervisor;
+
+/// The chambers not booted yet, and what their recovery needs.
+pub(super) struct Loading {
+    /// By id, booted lowest first; a caller may take one out of turn.
+    pending: Mutex<BTreeMap<i64, ChamberRecord>>,
+    /// The sessions a stopped cryod left open, by chamber.
+    open: Mutex<HashMap<i64, Vec<OpenSession>>>,
+    /// What still ran of them (by wake id), already ended.
+    processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
+    /// Chambers not booted yet (pending, or in the loader's batch).
+    left: AtomicUsize,
+    /// A chamber joined the registry.
+    booted: Notify,
+    /// The loader is done: every chamber booted, or a shutdown stopped it.
+    done: watch::Sender<bool>,
+}
+
+impl Loading {
+    /// Nothing to boot (a fleet node claims its chambers instead).
+    pub(super) fn none() -> Loading {
+        Loading::of(Vec::new(), HashMap::new(), Default::default())
+    }
+
+    pub(super) fn of(
+        records: Vec<ChamberRecord>,
+        open: HashMap<i64, Vec<OpenSession>>,
+        processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
+    ) -> Loading {
+        let done = records.is_empty();
+        Loading {
+            left: AtomicUsize::new(records.len()),
+            pending: Mutex::new(records.into_iter().map(|r| (r.id, r)).collect()),
+            open: Mutex::new(open),
+            processes,
+            booted: Notify::new(),
+            done: watch::Sender::new(done),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, ChamberRecord>> {
+        self.pending.lock().expect("pending lock")
+    }
+
+    /// The records not booted yet (as placeholders in a lookup).
+    pub(super) fn waiting(&self) -> Vec<ChamberRecord> {
+        if *self.done.borrow() {
+            return Vec::new();
+        }
+        self.pending().values().cloned().collect()
+    }
+
+    fn recovery(&self, id: i64) -> supervisor::Recovery {
+        supervisor::Recovery {
+            open: self.open.lock().expect("open lock").remove(&id).unwrap_or_default(),
+            processes: self.processes.clone(),
+            rows: None,
+        }
+    }
+}
+
+impl Daemon {
+    /// Boots every pending chamber, [`BOOT_BATCH`] at a time (each boot
+    /// waits on a few store queries, and a batch's share the store
+    /// thread's wake-ups); stops early on shutdown.
+    pub(super) async fn boot_all(self) {
+        let began = std::time::Instant::now();
+        let loading = &self.0.loading;
+        let shared = &self.0.shared;
+        while !shared.shutdown.is_cancelled() {
+            let records: Vec<ChamberRecord> = {
+                let mut pending = loading.pending();
+                std::iter::from_fn(|| pending.pop_first().map(|(_, r)| r)).take(BOOT_BATCH).collect()
+            };
+            if records.is_empty() {
+                break;
+            }
+            // The batch's ledger rows, in one job on SQLite's thread (if
+            // the read fails whole, each start reads its own).
+            let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
+            let mut batch = tokio::task::JoinSet::new();
+            for record in records {
+                let recovery = supervisor::Recovery { rows: rows.remove(&record.id), ..loading.recovery(record.id) };
+                let shared = shared.clone();
+                batch.spawn(async move {
+                    let handle = supervisor::spawn(shared, record.clone(), recovery).await;
+                    (record, handle)
+                });
+            }
+            while let Some(booted) = batch.join_next().await {
+                match booted {
+                    Ok((record, handle)) => self.joined(record, handle),
+                    Err(e) => {
+                        loading.left.fetch_sub(1, Ordering::Relaxed);
+                        tracing::error!(error = %e, "a chamber's boot failed")
+                    }
+                }
+            }
+        }
+        let count = self.chambers().len();
+        tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
+        loading.done.send_replace(true);
+        loading.booted.notify_waiters();
+    }
+
+    /// A pending chamber, booted, joins the registry.
+    fn joined(&self, record: ChamberRecord, handle: supervisor::Handle) {
+        self.chambers_mut().insert(record.id, Entry::new(record, handle));
+        self.0.loading.left.fetch_sub(1, Ordering::Relaxed);
+        self.0.loading.booted.notify_waiters();
+    }
+
+    /// How many chambers are not booted yet.
+    pub fn loading(&self) -> usize {
+        if self.loaded() { 0 } else { self.0.loading.left.load(Ordering::Relaxed) }
+    }
+
+    /// Whether every chamber is booted (or a shutdown stopped the loader).
+    pub fn loaded(&self) -> bool {
+        *self.0.loading.done.borrow()
+    }
+
+    /// Waits until every chamber is booted.
+    pub async fn all_loaded(&self) {
+        let mut done = self.0.loading.done.subscribe();
+        let _ = done.wait_for(|d| *d).await;
+    }
+
+    /// Makes sure chamber `id` is booted, if it is one: out of turn if it
+    /// still waits for the loader, else once the loader's batch has it.
+    pub(super) async fn ready(&self, id: i64) {
+        let loading = &self.0.loading;
+        loop {
+            let booted = loading.booted.notified();
+            tokio::pin!(booted);
+            booted.as_mut().enable();
+            if self.loaded() || self.chambers().contains_key(&id) {
+                return;
+            }
+            let taken = loading.pending().remove(&id);
+            if let Some(record) = taken {
+                let recovery = loading.recovery(id);
+                let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), recovery).await;
+                return self.joined(record, handle);
+            }
+            booted.await;
+        }
+    }
+
+    /// The handle of chamber `id`, booted first if it was not yet.
+    pub(super) async fn handle_of(&self, id: i64) -> Result<supervisor::Handle> {
+        self.ready(id).await;
+        self.handle_now(id)
+    }
+
+    /// One chamber, by name or by a path inside it, booted first if it was
+    /// not yet (see [`Daemon::resolve_now`]).
+    pub async fn resolve(&self, r: &super::ChamberRef) -> Result<super::ChamberView> {
+        if !self.loaded() {
+            let id = self.resolve_now(r)?.record.id;
+            self.ready(id).await;
+        }
+        self.resolve_now(r)
+    }
+
+    /// Every chamber (of every node of a fleet), by name, once all are
+    /// booted.
+    pub async fn list(&self) -> Vec<super::ChamberView> {
+        self.all_loaded().await;
+        self.list_now()
+    }
+
+    /// The chambers a list shows (archived ones only when asked for), once
+    /// all are booted.
+    pub async fn listed(&self, archived: bool) -> Vec<super::ChamberView> {
+        let mut all = self.list().await;
+        all.retain(|v| archived || !v.snap.view.archived);
+        all
+    }
+}
