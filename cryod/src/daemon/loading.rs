@@ -114,6 +114,7 @@ impl Daemon {
         }
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
+        give_back_freed_memory();
         loading.done.send_replace(true);
         loading.booted.notify_waiters();
     }
@@ -193,3 +194,22 @@ impl Daemon {
         all
     }
 }
+
+/// Returns to the system the pages the boot freed. The boots run on every
+/// worker beside the first requests, each thread's allocations in an arena
+/// of its own, and what one frees another cannot reuse: at 10,000 chambers
+/// 24 MB stayed resident and unused (anonymous 82 MB without it, 106 MB
+/// with, measured on one world). glibc gives free pages inside a heap
+/// back only when asked.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn give_back_freed_memory() {
+    // SAFETY: `malloc_trim` takes no pointer and only releases free pages
+    // under the allocator's own locks; any thread may call it at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn give_back_freed_memory() {}
