@@ -304,6 +304,18 @@ impl Daemon {
         all
     }
 
+    /// The chamber registered at exactly `path` (its canonical folder),
+    /// once every chamber is booted. Only the match is copied: every
+    /// `chamber add` asks, and a copy of every view each time made
+    /// registering the n-th chamber cost n.
+    pub(super) async fn at_path(&self, path: &str) -> Option<ChamberView> {
+        self.all_loaded().await;
+        if let Some(e) = self.chambers().values().find(|e| e.record.path == path) {
+            return Some(e.view());
+        }
+        self.remote().values().find(|r| r.path == path).map(remote_view)
+    }
+
     /// The names of the chambers `ids` names (without copying their views,
     /// and only theirs: one chamber's answer costs one lookup).
     pub fn names(&self, ids: impl IntoIterator<Item = i64>) -> std::collections::HashMap<i64, String> {

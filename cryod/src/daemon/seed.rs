@@ -31,10 +31,7 @@ impl Daemon {
             Err(_) => None,
         };
         let registered = match &canonical {
-            Some(c) => {
-                let c = c.to_string_lossy();
-                self.list().await.into_iter().find(|v| v.record.path == c)
-            }
+            Some(c) => self.at_path(&c.to_string_lossy()).await,
             None => None,
         };
         let found = match (&canonical, init || registered.is_some()) {
@@ -68,7 +65,7 @@ impl Daemon {
         // What registering will refuse, before anything is touched.
         if let Some(n) = name {
             validate_name(n)?;
-            if self.list().await.iter().any(|v| v.record.name == n) {
+            if self.resolve(&ChamberRef::Name(n.to_string())).await.is_ok() {
                 return Err(Error::Precondition(format!("a chamber named {n:?} exists: choose another with --name")));
             }
         }

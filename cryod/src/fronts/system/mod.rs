@@ -14,6 +14,9 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use crate::daemon::Daemon;
 use crate::services::runtime::NoticeKind;
 
+/// How often, at most, the status line is made again.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
 /// The one-line summary systemd shows as the unit's status.
 pub fn summary(d: &Daemon) -> String {
     let loading = d.loading();
@@ -68,6 +71,7 @@ pub fn ready(d: &Daemon) {
         // boot is a change, and a line reads them all.
         daemon.all_loaded().await;
         let mut last = summary(&daemon);
+        let mut made = tokio::time::Instant::now();
         notify(&[NotifyState::Status(&last)]);
         loop {
             let n = tokio::select! {
@@ -79,10 +83,16 @@ pub fn ready(d: &Daemon) {
                 Err(RecvError::Closed) => return,
                 _ => {}
             }
-            // A burst of changes (a thousand chambers due at once) is told
-            // once: what is already queued is taken before the line is made.
+            // A burst of changes (a thousand chambers due at once, or
+            // registered one after another) is told once a second at most:
+            // the line reads every chamber.
+            tokio::select! {
+                _ = stopping.cancelled() => return,
+                () = tokio::time::sleep(STATUS_EVERY.saturating_sub(made.elapsed())) => {}
+            }
             while !matches!(notices.try_recv(), Err(TryRecvError::Empty | TryRecvError::Closed)) {}
             let now = summary(&daemon);
+            made = tokio::time::Instant::now();
             if now != last {
                 notify(&[NotifyState::Status(&now)]);
                 last = now;
