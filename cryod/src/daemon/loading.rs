@@ -53,16 +53,10 @@ impl Loading {
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, ChamberRecord>> {
+    /// The records not booted yet, by id, read in place: a lookup copies
+    /// only its match. Taken after the registry's locks, never before.
+    pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, ChamberRecord>> {
         self.pending.lock().expect("pending lock")
-    }
-
-    /// The records not booted yet (as placeholders in a lookup).
-    pub(super) fn waiting(&self) -> Vec<ChamberRecord> {
-        if *self.done.borrow() {
-            return Vec::new();
-        }
-        self.pending().values().cloned().collect()
     }
 
     fn recovery(&self, id: i64) -> supervisor::Recovery {

@@ -235,7 +235,7 @@ impl Daemon {
 
     fn view_of(&self, id: i64) -> Option<ChamberView> {
         let local = self.chambers().get(&id).map(Entry::view);
-        let waiting = || self.0.loading.waiting().into_iter().find(|r| r.id == id).map(|r| remote_view(&r));
+        let waiting = || self.0.loading.pending().get(&id).map(remote_view);
         local.or_else(|| self.remote().get(&id).map(remote_view)).or_else(waiting)
     }
 
@@ -299,7 +299,7 @@ impl Daemon {
     pub fn list_now(&self) -> Vec<ChamberView> {
         let mut all: Vec<_> = self.chambers().values().map(Entry::view).collect();
         all.extend(self.remote().values().map(remote_view));
-        all.extend(self.0.loading.waiting().iter().map(remote_view));
+        all.extend(self.0.loading.pending().values().map(remote_view));
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
     }
@@ -321,9 +321,9 @@ impl Daemon {
     pub fn names(&self, ids: impl IntoIterator<Item = i64>) -> std::collections::HashMap<i64, String> {
         let local = self.chambers();
         let remote = self.remote();
-        let waiting = self.0.loading.waiting();
+        let waiting = self.0.loading.pending();
         let name = |id: i64| {
-            let pending = || waiting.iter().find(|r| r.id == id);
+            let pending = || waiting.get(&id);
             local.get(&id).map(|e| &e.record).or_else(|| remote.get(&id)).or_else(pending).map(|r| r.name.clone())
         };
         ids.into_iter().filter_map(|id| Some((id, name(id)?))).collect()
@@ -336,12 +336,12 @@ impl Daemon {
         // of every chamber).
         let local = self.chambers();
         let remote = self.remote();
-        let waiting = self.0.loading.waiting();
+        let waiting = self.0.loading.pending();
         let mut all = local
             .values()
             .map(|e| (&e.record, Some(e)))
             .chain(remote.values().map(|r| (r, None)))
-            .chain(waiting.iter().map(|r| (r, None)));
+            .chain(waiting.values().map(|r| (r, None)));
         let hit = match r {
             ChamberRef::Name(n) => all.find(|(rec, _)| &rec.name == n),
             ChamberRef::Path(p) => {

@@ -52,9 +52,9 @@ impl Daemon {
     /// faulted on a name it did not know reads its `cryo.toml` again.
     pub(super) fn note_names(&self) {
         let names: std::collections::HashSet<String> = {
-            let (local, remote, waiting) = (self.chambers(), self.remote(), self.0.loading.waiting());
+            let (local, remote, waiting) = (self.chambers(), self.remote(), self.0.loading.pending());
             let booted = local.values().map(|e| e.record.name.clone());
-            booted.chain(remote.values().chain(&waiting).map(|r| r.name.clone())).collect()
+            booted.chain(remote.values().chain(waiting.values()).map(|r| r.name.clone())).collect()
         };
         if self.0.shared.names.set_known(names) {
             self.recheck_faulted();
