@@ -3,13 +3,16 @@
 // follows one event stream for live updates.
 "use strict";
 
-import { LIST } from "./boot.js";
-import { api, at, auth, el, isOwner, readEvents, setToken, state, takeTokenFromUrl, Unauthorized, when } from "./lib.js";
-import { addMessage, chamberChanged, chamberPage, leaveChamber, logLine, refreshHeader, renderTodos } from "./chamber.js";
+import { api, at, auth, el, LIST, isOwner, readEvents, setToken, state, takeTokenFromUrl, toast, Unauthorized, when } from "./lib.js";
 import { listPage, moveInQueue, openInQueue, renderList } from "./list.js";
 import { approvalChanged, refreshApprovals } from "./approvals.js";
-import { leaveRun, runPage } from "./run.js";
-import { newPage, sharePage } from "./owner.js";
+
+// The other pages' modules, loaded when first shown: a start on the list
+// compiles only what the list draws (boot.js fetches early what a start on
+// another page needs). Until a page has been shown, its module is null.
+const pages = { chamber: null, run: null, owner: null };
+const loaders = { chamber: () => import("./chamber.js"), run: () => import("./run.js"), owner: () => import("./owner.js") };
+async function pageOf(name) { return pages[name] ??= await loaders[name](); }
 
 const main = document.getElementById("main");
 const live = document.getElementById("live");
@@ -69,9 +72,10 @@ function holds() {
 }
 
 async function route() {
+  performance.mark("route");
   if (!state.token) { signIn(); return; }
-  leaveChamber();
-  leaveRun();
+  pages.chamber?.leaveChamber();
+  pages.run?.leaveRun();
   const h = location.hash.replace(/^#/, "") || "/";
   try {
     if (!state.me) { state.me = await api("/me"); nav(); }
@@ -80,15 +84,15 @@ async function route() {
     // `#/c/NAME/run/N`: one run on a page of its own.
     if (h.startsWith("/c/")) {
       const [name, what, arg] = h.slice(3).split("/");
-      if (what === "run") await runPage(decodeURIComponent(name), Number(arg));
+      if (what === "run") await (await pageOf("run")).runPage(decodeURIComponent(name), Number(arg));
       else {
-        await chamberPage(decodeURIComponent(name), what === "answer");
+        await (await pageOf("chamber")).chamberPage(decodeURIComponent(name), what === "answer");
         // Once: a later redraw does not take the cursor again.
         if (what) history.replaceState(null, "", "#/c/" + name);
       }
     }
-    else if (h === "/new" && isOwner()) newPage();
-    else if (h === "/share" && isOwner()) await sharePage();
+    else if (h === "/new" && isOwner()) (await pageOf("owner")).newPage();
+    else if (h === "/share" && isOwner()) await (await pageOf("owner")).sharePage();
     else await listPage();
     holds();
     // Into the new page, unless it put the cursor somewhere (a reply box).
@@ -121,7 +125,7 @@ async function follow() {
 
 function caughtUp() {
   refreshApprovals();
-  if (state.current) refreshHeader().catch(() => {});
+  if (state.current) pages.chamber?.refreshHeader().catch(() => {});
   else if (main.dataset.page === "list") api(LIST).then((list) => {
     if (state.current || main.dataset.page !== "list") return;
     state.chambers = new Map(list.map((c) => [c.name, c]));
@@ -133,13 +137,13 @@ function handle(ev, d) {
   if (ev === "status") {
     state.chambers.set(d.chamber.name, d.chamber);
     renderList();
-    chamberChanged(d.chamber);
-    if (state.current === d.chamber.name) renderTodos().catch(() => {});
+    pages.chamber?.chamberChanged(d.chamber);
+    if (state.current === d.chamber.name) pages.chamber?.renderTodos().catch(() => {});
     holds();
   } else if (ev === "message" && state.current === d.chamber) {
-    addMessage(d.message);
+    pages.chamber?.addMessage(d.message);
   } else if (ev === "log" && state.current === d.chamber) {
-    logLine(d.line);
+    pages.chamber?.logLine(d.line);
   } else if (ev === "approval") {
     approvalChanged(d.approval);
   } else if (ev === "index" || ev === "resync") {
@@ -202,6 +206,16 @@ document.addEventListener("keydown", (e) => {
 });
 
 if ("serviceWorker" in navigator) {
+  // A worker that takes over from another brings a new cryod's files, and
+  // this page was drawn from the old ones: it is drawn anew, unless
+  // something is being written in it (then the person is told).
+  const had = navigator.serviceWorker.controller;
+  navigator.serviceWorker.addEventListener("controllerchange", () => {
+    if (!had) return;
+    const typing = [...document.querySelectorAll("textarea, input:not([type=search])")].some((f) => f.value);
+    if (!typing) location.reload();
+    else toast("cryo was updated: reload the page when you are done here.");
+  });
   navigator.serviceWorker.register("/sw.js").then(() => { document.body.dataset.sw = "registered"; }).catch(() => {});
 }
 window.addEventListener("hashchange", route);

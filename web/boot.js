@@ -1,13 +1,15 @@
-// The first page's questions, asked as the page starts. index.html loads
-// this module before app.js, whose imports arrive a level at a time (most
-// of a cold load's wait), so cryod answers `/me` and the chamber list
-// meanwhile rather than after. lib.js's `api` takes each answer once.
+// The first page's questions, asked as the page starts. A classic script
+// that index.html runs as it reads its head (before the stylesheet, so
+// nothing waits for it): cryod answers `/me` and the chamber list while
+// the modules are read and compiled. lib.js's `api` takes each answer
+// once, through `window.cryoBoot`.
+(() => {
 "use strict";
 
 // What the list asks of each chamber: only what it draws (cryod's
 // `fields=row`), the whole chamber's bytes being most of the wait at
 // 1,000 chambers.
-export const LIST = "/chambers?archived=1&fields=row";
+const LIST = "/chambers?archived=1&fields=row";
 
 // path -> {token, asked (ms), answer (a Response's promise)}
 const started = new Map();
@@ -24,16 +26,27 @@ function ask(path) {
   started.set(path, { token, asked: performance.now(), answer });
 }
 
+// The modules of the page a start opens, when it is not the list's (which
+// index.html names): fetched and compiled now, not when app.js asks.
+const preload = (f) => document.head.append(Object.assign(document.createElement("link"), { rel: "modulepreload", href: f }));
+if (hash.startsWith("/c/")) {
+  preload("/chamber.js");
+  if (hash.includes("/run/")) preload("/run.js");
+} else if (hash === "/new" || hash === "/share") preload("/owner.js");
+
 if (token) {
-  ask("/me");
+  performance.mark("boot"); ask("/me");
   if (!hash.startsWith("/c/") && hash !== "/new" && hash !== "/share") ask(LIST);
 }
 
 // The answer to GET `path` asked at the start with `tok`, once, and only
 // while it is fresh (the start's page, not a later one); else null.
-export function early(path, tok) {
+function early(path, tok) {
   const s = started.get(path);
   if (!s) return null;
   started.delete(path);
   return s.token === tok && performance.now() - s.asked < 10000 ? s.answer : null;
 }
+
+window.cryoBoot = { LIST, early };
+})();

@@ -35,7 +35,7 @@ function controls(c) {
     el("button", { "data-action": a, "aria-describedby": "does-" + a, onclick: async (e) => {
       if (a === "reset") { confirmReset(c); return; }
       e.target.disabled = true;
-      try { const v = await api(base + "/" + a, "POST", {}); showState(v); toast(c.name + ": " + a + " done; now " + v.state + "."); } catch (er) { flash(er); e.target.disabled = false; }
+      try { const v = await api(base + "/" + a, "POST", {}); headerReads++; showState(v); toast(c.name + ": " + a + " done; now " + v.state + "."); } catch (er) { flash(er); e.target.disabled = false; }
     } }, a),
     el("span", { id: "does-" + a, class: "muted does" }, CONTROLS[a])));
 }
@@ -624,9 +624,15 @@ function settingsForm(base, s) {
   return form;
 }
 
+// Each header read in turn: an answer older than the latest read, or than
+// an action's own answer (which counts as a read), is dropped, so a slow
+// answer never draws a state the chamber has left.
+let headerReads = 0;
 export async function refreshHeader() {
   if (!state.current) return;
+  const read = ++headerReads;
   const info = await api(chamberPath(state.current) + "?sessions=" + RUNS_SHOWN);
+  if (read !== headerReads || info.chamber.name !== state.current) return;
   showState(info.chamber);
   if (isOwner()) {
     document.getElementById("sessions")?.replaceChildren(sessions(info.sessions));

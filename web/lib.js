@@ -1,7 +1,9 @@
 // What every page of the hub shares: the token, the API, elements, times.
 "use strict";
 
-import { early } from "./boot.js";
+// What boot.js (run before any module) asked, and how the list is asked for.
+const { early } = window.cryoBoot;
+export const { LIST } = window.cryoBoot;
 
 export const state = {
   token: localStorage.getItem("cryo-token") || "",

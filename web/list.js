@@ -3,8 +3,7 @@
 // chambers searched and filtered, and the next day's wakes.
 "use strict";
 
-import { LIST } from "./boot.js";
-import { api, at, badge, chamberPath, el, failure, flash, isOwner, prose, state, toast, when } from "./lib.js";
+import { api, at, badge, chamberPath, el, failure, flash, isOwner, LIST, prose, state, toast, when } from "./lib.js";
 import { approvalItem, onApprovals, pending, refreshApprovals } from "./approvals.js";
 import { reviewTrust } from "./trust.js";
 import { fleetTimeline, legend } from "./timeline.js";
@@ -19,10 +18,14 @@ onApprovals(() => renderList());
 export async function listPage() {
   state.current = null;
   state.schedule = null;
+  // The marks name the steps of a start (tests/browser/paint.mjs prints them).
+  performance.mark("listPage");
   const list = await api(LIST);
+  performance.mark("list-answered");
   state.chambers = new Map(list.map((c) => [c.name, c]));
   main().dataset.page = "list";
   renderList();
+  performance.mark("rendered");
   refreshApprovals();
   // Asked once the rows are up: it would share cryod's cores with them.
   if (isOwner()) {

@@ -3,7 +3,10 @@
 // the API answers (chambers, messages, tokens): only the fixed files below.
 "use strict";
 
-const SHELL = "cryo-shell-v7";
+// The shell's version: cryod writes a digest of the page's files in place
+// of the mark as it serves this script, so a cryod with other files makes
+// a new worker, which fills a new cache and drops the old one.
+const SHELL = "cryo-shell-" + "CRYO_SHELL_DIGEST";
 const FILES = ["/", "/boot.js", "/app.js", "/lib.js", "/chamber.js", "/owner.js", "/list.js", "/approvals.js", "/trust.js", "/run.js", "/timeline.js", "/app.css", "/manifest.webmanifest", "/icon-192.png", "/icon-512.png"];
 
 self.addEventListener("install", (e) => {
@@ -11,6 +14,11 @@ self.addEventListener("install", (e) => {
   // by): where the browser can say so, its requests go straight to cryod.
   // A browser that cannot (or refuses the rule) keeps the handler's way.
   try { e.addRoutes?.({ condition: { urlPattern: { pathname: "/api/*" } }, source: "network" })?.catch(() => {}); } catch (_) { /* the fetch handler passes it by */ }
+  // The shell is read from this worker's cache by the browser itself,
+  // without starting the worker (a file the cache lacks comes from the
+  // network); elsewhere the fetch handler below does the same.
+  const shell = FILES.map((f) => ({ condition: { urlPattern: { pathname: f }, requestMethod: "GET" }, source: { cacheName: SHELL } }));
+  try { e.addRoutes?.(shell)?.catch(() => {}); } catch (_) { /* the fetch handler serves them */ }
   e.waitUntil(caches.open(SHELL).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));
 });
 
@@ -20,14 +28,14 @@ self.addEventListener("activate", (e) => {
     .then(() => self.clients.claim()));
 });
 
-// The shell: network first (a new cryod brings new files), the cache when
-// offline. Anything else (the API above all) goes straight to the network.
+// The shell: from this worker's cache, which holds this cryod's files (a
+// new cryod's are a new worker's), so a start waits on no round trip; the
+// network for a file the cache lacks. Anything else (the API above all)
+// goes straight to the network.
 self.addEventListener("fetch", (e) => {
   const url = new URL(e.request.url);
   if (e.request.method !== "GET" || url.origin !== location.origin || !FILES.includes(url.pathname)) return;
-  e.respondWith(fetch(e.request)
-    .then((r) => { const copy = r.clone(); caches.open(SHELL).then((c) => c.put(e.request, copy)); return r; })
-    .catch(() => caches.match(e.request)));
+  e.respondWith(caches.open(SHELL).then((c) => c.match(url.pathname)).then((r) => r || fetch(e.request)));
 });
 
 // A notice from cryod (encrypted for this device; the browser decrypts it):

@@ -3,11 +3,12 @@
 // chamber's page, and with CHAMBER that chamber's page (its newest
 // messages drawn), RUNS times each, at 1280 px. Prints JSON: the
 // milliseconds to the content, p50 and max. A cold load's figure is the
-// page's own (when the frame holding the content has been drawn);
-// `list_driver_ms` is the same load as the driver sees it (its next call
-// after the rows were there: after the load event, two round trips to
-// Chromium and whatever the page did meanwhile), as measured until
-// 2026-11-29.
+// page's own (when the frame holding the content has been drawn; until
+// 2026-11-29, later, the driver polled the page meanwhile, which added its
+// script's run to the page's thread); `list_driver_ms` is a load as the
+// driver sees it (its next call after the rows were there: after the load
+// event, two round trips to Chromium and whatever the page did meanwhile),
+// as measured until 2026-11-29, in loads of its own.
 // With PAINT_PROFILE=FILE it also writes FILE: three more cold loads of the
 // list, each with its resource timings (what waited on what), the last one
 // traced (FILE.trace.json, for chrome://tracing or Perfetto), and cryod's
@@ -34,24 +35,36 @@ await drive(async (browser, out) => {
       for (const sel of ["#chambers tbody tr", "#messages article"]) {
         if (sel in window.__drawn || !document.querySelector(sel)) continue;
         window.__drawn[sel] = null;
-        requestAnimationFrame(() => setTimeout(() => { window.__drawn[sel] = performance.now(); }));
+        requestAnimationFrame(() => setTimeout(() => {
+          window.__drawn[sel] = performance.now();
+          console.debug("cryo-drawn " + sel);
+        }));
       }
     }).observe(document, { childList: true, subtree: true });
   });
   const page = await ctx.newPage();
   await page.goto(HUB_URL + "#token=" + HUB_TOKEN);
   await page.waitForSelector("#chambers tbody tr", { timeout: 60000 });
-  // A cold load of `hash` until `sel` is drawn: the page's figure, and the
-  // driver's.
+  // The page says when `sel` is drawn on its console: waiting for that
+  // runs nothing in the page (a polling wait would run the driver's
+  // script on the page's thread, in the middle of what is measured).
+  const drawnSignal = (sel) => page.waitForEvent("console", { predicate: (m) => m.text() === "cryo-drawn " + sel, timeout: 60000 });
+  // A cold load of `hash` until `sel` is drawn: the page's figure (loads
+  // with nothing polled), and the driver's (loads of their own).
   const time = async (hash, sel) => {
     const [ms, driver] = [[], []];
+    for (let i = 0; i < RUNS; i++) {
+      await page.goto("about:blank");
+      const drawn = drawnSignal(sel);
+      await page.goto(HUB_URL + hash);
+      await drawn;
+      ms.push(Math.round(await page.evaluate((sel) => window.__drawn[sel], sel)));
+    }
     for (let i = 0; i < RUNS; i++) {
       await page.goto("about:blank");
       await page.goto(HUB_URL + hash);
       await page.waitForFunction((sel) => document.querySelectorAll(sel).length > 0, sel, { timeout: 60000, polling: "raf" });
       driver.push(Math.round(await page.evaluate(() => performance.now())));
-      const drawn = await page.waitForFunction((sel) => window.__drawn[sel], sel, { timeout: 60000, polling: "raf" });
-      ms.push(Math.round(await drawn.jsonValue()));
     }
     return [stats(ms), stats(driver)];
   };
@@ -79,8 +92,9 @@ await drive(async (browser, out) => {
       await page.goto("about:blank");
       if (i === 2) await browser.startTracing(page, { path: process.env.PAINT_PROFILE + ".trace.json", screenshots: false,
         categories: ["devtools.timeline", "v8.execute", "disabled-by-default-devtools.timeline", "blink.user_timing", "loading", "navigation", "ServiceWorker", "blink.resource"] });
+      const drawn = drawnSignal("#chambers tbody tr");
       await page.goto(HUB_URL + "#/");
-      await page.waitForFunction(() => window.__drawn["#chambers tbody tr"], null, { timeout: 60000, polling: "raf" });
+      await drawn;
       if (i === 2) await browser.stopTracing();
       prof.push(await page.evaluate(() => {
         const n = performance.getEntriesByType("navigation")[0];
@@ -88,7 +102,7 @@ await drive(async (browser, out) => {
         return {
           drawn: r(window.__drawn["#chambers tbody tr"]),
           nav: { workerStart: r(n.workerStart), fetchStart: r(n.fetchStart), responseStart: r(n.responseStart), responseEnd: r(n.responseEnd), domInteractive: r(n.domInteractive), dcl: r(n.domContentLoadedEventEnd), load: r(n.loadEventEnd) },
-          res: performance.getEntriesByType("resource").map((e) => [e.name.replace(/^https?:\/\/[^/]+/, ""), r(e.startTime), r(e.workerStart), r(e.responseStart), r(e.responseEnd), e.transferSize]),
+          res: performance.getEntriesByType("resource").map((e) => [e.name.replace(/^https?:\/\/[^/]+/, ""), r(e.startTime), r(e.workerStart), r(e.responseStart), r(e.responseEnd), e.transferSize, e.workerFinalSourceType || ""]),
           marks: performance.getEntriesByType("mark").map((m) => [m.name, r(m.startTime)]),
         };
       }));

@@ -236,6 +236,12 @@ fn the_auth_matrix_host_and_csrf_checks() {
     assert_eq!(page.header("referrer-policy").as_deref(), Some("no-referrer"));
     assert!(page.header("content-security-policy").unwrap().contains("default-src 'none'"));
     assert_eq!(hub.get("/api/chambers").header("x-content-type-options").as_deref(), Some("nosniff"));
+    // The service worker names its cache after this cryod's files (a digest
+    // in place of its mark), so other files make another worker.
+    let sw = hub.raw("GET", "/sw.js", None, &[], None).body;
+    let name = sw.split("\"cryo-shell-\" + \"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+    assert!(name.len() == 16 && name.chars().all(|c| c.is_ascii_hexdigit()), "the shell's cache: {name:?}");
+    assert_eq!(hub.raw("GET", "/sw.js", None, &[], None).body, sw, "one digest for one cryod");
 }
 
 #[test]

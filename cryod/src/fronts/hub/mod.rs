@@ -321,10 +321,26 @@ pub async fn serve_metrics(daemon: Daemon, bind: &str) -> Result<SocketAddr, Lis
 fn assets() -> Router<Hub> {
     let mut r = Router::new();
     for (path, body, kind) in ASSETS {
+        let body: &'static [u8] = if *path == "/sw.js" { &SERVICE_WORKER } else { body };
         r = r.route(path, get(move || async move { page(body, kind) }));
     }
     r
 }
+
+/// The service worker as served: its mark replaced by a digest of every
+/// file the page is made of, so that the browser, finding the worker's
+/// bytes changed, installs a new one (and fills a new cache) whenever a
+/// new cryod brings other files. Its cache serves the page at once.
+static SERVICE_WORKER: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let mut all = ring::digest::Context::new(&ring::digest::SHA256);
+    for (path, body, _) in ASSETS {
+        all.update(path.as_bytes());
+        all.update(body);
+    }
+    let digest = hex::encode(&all.finish().as_ref()[..8]);
+    let (_, sw, _) = ASSETS.iter().find(|(p, _, _)| *p == "/sw.js").expect("the worker is a page file");
+    String::from_utf8_lossy(sw).replace("CRYO_SHELL_DIGEST", &digest).into_bytes()
+});
 
 fn page(body: &'static [u8], kind: &'static str) -> Response {
     let mut r = body.into_response();
