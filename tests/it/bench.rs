@@ -68,6 +68,10 @@ fn the_fleet_reports_its_statements_and_lateness() {
     // The per-wake figure is an estimate (the heartbeats' share taken out),
     // noisy at this size; what the wakes ran is counted as it is.
     assert!(num(&f, "statements_per_wake").is_finite(), "{f:?}");
+    // The killed node's chambers were all taken over, and counted.
+    assert!(num(&f, "takeover_s") > 0.0, "{f:?}");
+    assert!(num(&f, "handover_chambers") >= 1.0 && num(&f, "takeover_chambers") >= 1.0, "{f:?}");
+    assert!(num(&f, "database_mb") > 0.0, "{f:?}");
     assert!(num(&f, "statements_during_wakes") >= 4.0 * 3.0, "each wake writes its ledger row, start and end: {f:?}");
 }
 

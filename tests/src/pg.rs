@@ -157,6 +157,16 @@ impl Postgres {
         ))
     }
 
+    /// The `n` statements that took the most time in all, each as calls,
+    /// mean and total milliseconds and the statement's start.
+    pub fn slowest(&self, n: usize) -> String {
+        self.sql(&format!(
+            "SELECT s.calls || '  ' || round(s.mean_exec_time::numeric, 3) || '  ' || round(s.total_exec_time::numeric) || '  '
+                    || regexp_replace(left(s.query, 100), '\\s+', ' ', 'g')
+             FROM pg_stat_statements s ORDER BY s.total_exec_time DESC LIMIT {n}"
+        ))
+    }
+
     /// Makes a login role (one per node, so that one node's connection can
     /// be cut: [`Postgres::cut`]).
     pub fn role(&self, name: &str) {

@@ -34,22 +34,25 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
         .collect();
     let first = &envs[0].1;
     let _d1 = first.start_daemon();
+    // The claims: each chamber registered and started on the first node
+    // (its ownership written to the database with its fence).
+    let claiming = Instant::now();
     let names = register(first, chambers, scripts::LATENESS, |_, dir| write_todos(dir, &[FAR.to_string()]));
     let dirs = dirs(first, &names);
     start_all(first, &names);
-    let _others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
+    let claims = claiming.elapsed().as_secs_f64();
+    // The hand-over: the first node owns every chamber; the others start
+    // and take their shares.
+    let handover = Instant::now();
+    let mut others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
     let share = chambers.div_ceil(nodes) as u64;
-    wait_until_within(Duration::from_secs(120), "the chambers to be shared out", || {
-        let s = first.cryoctl(&["fleet", "status", "--json"]).json();
-        let live: Vec<u64> = s["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["live"] == true)
-            .map(|n| n["chambers"].as_u64().unwrap())
-            .collect();
-        s["unowned"] == 0 && live.len() == nodes && live.iter().all(|c| *c <= share)
+    let deadline = Duration::from_secs(120 + chambers as u64 / 100);
+    wait_until_within(deadline, "the chambers to be shared out", || {
+        let live = owned(first);
+        live.unowned == 0 && live.nodes.len() == nodes && live.nodes.iter().all(|(_, c)| *c <= share)
     });
+    let handover = handover.elapsed().as_secs_f64();
+    let moved = chambers as u64 - owned(first).nodes.iter().find(|(n, _)| n == "n1").map_or(0, |(_, c)| *c);
     let count = || pg.statements_by_role().expect("pg_stat_statements (Debian's postgresql package has it)");
     let of = |m: &std::collections::HashMap<String, u64>| -> u64 {
         envs.iter().map(|(n, _)| m.get(n).copied().unwrap_or(0)).sum()
@@ -81,21 +84,24 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
             eprintln!("--- statements of {n} so far\n{}", pg.statements_of(n));
         }
     }
-    // Wakes.
-    let due = schedule(chambers, wakes.div_ceil(chambers), spread, second_after(3));
+    // Wakes: at most one chamber a wake (a large fleet's wakes are a few
+    // of its chambers).
+    let waking = chambers.min(wakes.max(1));
+    let dirs = &dirs[..waking];
+    let due = schedule(waking, wakes.div_ceil(waking), spread, second_after(3));
     for (d, due) in dirs.iter().zip(&due) {
         let at: Vec<String> = due.iter().map(|s| rfc3339_ns(*s as i128 * 1_000_000_000)).collect();
         write_todos(d, &at);
     }
     let (before, t) = (count(), Instant::now());
-    let waited = std::panic::catch_unwind(|| wait_for_wakes(&dirs, &due, 0));
+    let waited = std::panic::catch_unwind(|| wait_for_wakes(dirs, &due, 0));
     if let Err(e) = waited {
-        dump_waiting(&envs, &dirs, &due);
+        dump_waiting(&envs, dirs, &due);
         std::panic::resume_unwind(e);
     }
     let (after, busy) = (count(), t.elapsed().as_secs_f64());
     if std::env::var_os("CRYO_BENCH_DEBUG").is_some() {
-        dump_late(&envs, &dirs, &due);
+        dump_late(&envs, dirs, &due);
     }
     let ran: usize = due.iter().map(Vec::len).sum();
     let during = of(&after) - of(&before);
@@ -108,12 +114,76 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
     );
     println!("  statements per idle node   {idle:.2} /s   (each node: {per_node:.2?}, over {rest:.0} s)");
     println!("  statements per wake        {per_wake:.1}   ({ran} wakes, the heartbeats' share taken out)");
-    let mut f = lateness_figures(&dirs, &due);
+    let mut f = lateness_figures(dirs, &due);
+    // The take-over: the last node killed (SIGKILL: no goodbye), its
+    // chambers owned again once its lease has run out.
+    let victim = format!("n{nodes}");
+    let orphans = owned(first).nodes.iter().find(|(n, _)| *n == victim).map_or(0, |(_, c)| *c);
+    let t = Instant::now();
+    others.last_mut().expect("two nodes at least").signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    wait_until_within(deadline + Duration::from_millis(lease.1), "the killed node's chambers to be taken over", || {
+        let live = owned(first);
+        live.unowned == 0
+            && live.nodes.len() == nodes - 1
+            && live.nodes.iter().map(|(_, c)| c).sum::<u64>() == chambers as u64
+    });
+    let takeover = t.elapsed().as_secs_f64();
+    let after_lease = (takeover - lease.1 as f64 / 1000.0).max(0.001);
+    let size = pg.sql("SELECT pg_database_size(current_database())").parse::<f64>().unwrap_or(0.0);
+    let tables = pg.sql(
+        "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ' ORDER BY pg_total_relation_size(oid) DESC)
+         FROM (SELECT oid, relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace
+               ORDER BY pg_total_relation_size(oid) DESC LIMIT 4) t",
+    );
+    println!(
+        "  claims                     {chambers} chambers registered and started on n1 in {claims:.1} s ({:.0}/s)",
+        chambers as f64 / claims
+    );
+    println!(
+        "  hand-over                  {moved} chambers to {} new nodes in {handover:.1} s ({:.0} chambers/s)",
+        nodes - 1,
+        moved as f64 / handover
+    );
+    println!(
+        "  take-over after SIGKILL    {orphans} chambers in {takeover:.1} s ({after_lease:.1} s after the {:.0} s lease: {:.0} chambers/s)",
+        lease.1 as f64 / 1000.0,
+        orphans as f64 / after_lease
+    );
+    println!("  database size              {:.1} MB ({tables})", size / 1e6);
+    println!("  slowest statements, by total time (calls, mean ms, total ms):");
+    for line in pg.slowest(5).lines() {
+        println!("    {line}");
+    }
+    f.insert("claims_per_second".into(), (chambers as f64 / claims).into());
+    f.insert("handover_s".into(), handover.into());
+    f.insert("handover_chambers".into(), moved.into());
+    f.insert("takeover_s".into(), takeover.into());
+    f.insert("takeover_chambers".into(), orphans.into());
+    f.insert("database_mb".into(), (size / 1e6).into());
     f.insert("nodes".into(), nodes.into());
     f.insert("statements_per_idle_node_per_second".into(), idle.into());
     f.insert("statements_per_wake".into(), per_wake.into());
     f.insert("statements_during_wakes".into(), during.into());
     f
+}
+
+/// Who owns what, as the first node's `cryoctl fleet status` says.
+struct Owned {
+    unowned: u64,
+    /// Each live node's name and chambers.
+    nodes: Vec<(String, u64)>,
+}
+
+fn owned(env: &Env) -> Owned {
+    let s = env.cryoctl(&["fleet", "status", "--json"]).json();
+    let nodes = s["nodes"]
+        .as_array()
+        .expect("fleet status lists the nodes")
+        .iter()
+        .filter(|n| n["live"] == true)
+        .map(|n| (n["name"].as_str().unwrap_or_default().to_string(), n["chambers"].as_u64().unwrap_or(0)))
+        .collect();
+    Owned { unowned: s["unowned"].as_u64().unwrap_or(u64::MAX), nodes }
 }
 
 /// What the chambers still waiting show, and where they run (the wakes did
