@@ -423,6 +423,9 @@ fn fleet_of(
         assert!(started.insert(key), "a chamber got two supervisors on n1: {l}\n{log}");
     }
     assert_eq!(started.len(), chambers, "{log}");
+    // Alone, n1 owns everything: a round that read the database before a
+    // registration and what runs here after it must not drop the chamber.
+    assert!(!log.contains("the chamber is no longer this node's"), "n1 alone dropped a chamber:\n{log}");
     for node in &mut nodes[1..] {
         node.start();
     }
@@ -461,6 +464,18 @@ fn settle_owned(n: &Node, live: &[&str], total: u64) {
 
 fn wait_sessions(cs: &[Chamber], more_than: usize) {
     wait_until_within(TAKEOVER, "sessions to run on the fleet", || total_sessions(cs) > more_than);
+}
+
+/// A node alone, registering chambers while its ownership rounds run (a
+/// round every 250 ms), keeps every one: none is dropped as "no longer this
+/// node's" and taken again (at 100,000 chambers most were, and a `start`
+/// between the two found no such chamber).
+#[test]
+fn fleet_a_node_alone_keeps_every_chamber_it_registers() {
+    let Some(pg) = Postgres::start() else { return };
+    let (nodes, cs) = fleet(&pg, 1, 60);
+    let names = nodes[0].env.cryoctl(&["chamber", "list", "--json"]).json();
+    assert_eq!(names.as_array().map(Vec::len), Some(cs.len()), "{names}");
 }
 
 /// Three nodes share twelve chambers; a node killed with SIGKILL (and

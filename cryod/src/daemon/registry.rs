@@ -64,7 +64,12 @@ impl Daemon {
     /// A chamber faulted on a name it did not know reads its `cryo.toml`
     /// again (the names changed).
     fn recheck_faulted(&self) {
-        for e in self.chambers().values() {
+        // Most often none: a registration then costs no walk of every chamber.
+        let waiting = self.0.shared.names.waiting();
+        if waiting.is_empty() {
+            return;
+        }
+        for e in self.chambers().values().filter(|e| waiting.contains(&e.record.name)) {
             if e.handle.snapshot.borrow().view.state == State::Faulted {
                 let _ = e.handle.tx.send(Event::Watched(crate::services::watch::Change::Config));
             }

@@ -154,6 +154,10 @@ impl Tokens {
 pub struct Names {
     known: RwLock<HashSet<String>>,
     links: RwLock<HashMap<String, Vec<String>>>,
+    /// The chambers whose `cryo.toml` last named one cryod did not know:
+    /// the ones to read it again when the names change (the rest need not
+    /// be looked at, at any number of chambers).
+    waiting: RwLock<HashSet<String>>,
 }
 
 impl Names {
@@ -177,6 +181,25 @@ impl Names {
     /// Whether an `[[on_end]]` may name `chamber`: only a chamber cryod knows.
     pub fn may_name(&self, chamber: &str) -> bool {
         self.known.read().expect("names lock").contains(chamber)
+    }
+
+    /// Notes whether `chamber`'s `cryo.toml` waits on a name cryod does
+    /// not know.
+    pub fn waits(&self, chamber: &str, waits: bool) {
+        let known = self.waiting.read().expect("waiting lock").contains(chamber);
+        if known != waits {
+            let mut waiting = self.waiting.write().expect("waiting lock");
+            if waits {
+                waiting.insert(chamber.to_string())
+            } else {
+                waiting.remove(chamber)
+            };
+        }
+    }
+
+    /// The chambers that wait on a name (see [`Names::waits`]).
+    pub fn waiting(&self) -> HashSet<String> {
+        self.waiting.read().expect("waiting lock").clone()
     }
 
     /// Notes `chamber`'s `[[on_end]]` targets (none forgets its links).

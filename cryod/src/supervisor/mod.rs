@@ -457,7 +457,7 @@ pub(super) fn load_config(
     name: &str,
     accepted: Option<&Trusted>,
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
-    let mut read = None;
+    let (mut read, mut unknown) = (None, false);
     // The text goes into the machine's settings (a core type): a string.
     let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|mut l| {
         l.pin_upstream(root);
@@ -467,16 +467,20 @@ pub(super) fn load_config(
             return Err(Failed(crate::chamber::trust::held(name, &changed)));
         }
         match l.config.on_end.iter().find(|c| !shared.names.may_name(&c.link.chamber)) {
-            Some(c) => Err(Failed(format!(
-                "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
-                c.at, c.link.chamber
-            ))),
+            Some(c) => {
+                unknown = true;
+                Err(Failed(format!(
+                    "{}: [[on_end]] `chamber`: no chamber named {:?} is registered (see `cryoctl chamber list`)",
+                    c.at, c.link.chamber
+                )))
+            }
             None => Ok(l),
         }
     });
     let targets: Vec<String> =
         loaded.as_ref().map(|l| l.config.on_end.iter().map(|c| c.link.chamber.clone()).collect()).unwrap_or_default();
     shared.names.link(name, targets);
+    shared.names.waits(name, unknown);
     match loaded {
         Ok(mut l) => {
             if nix::unistd::geteuid().is_root()
