@@ -41,18 +41,8 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
     let dirs = dirs(first, &names);
     start_all(first, &names);
     let claims = claiming.elapsed().as_secs_f64();
-    // The hand-over: the first node owns every chamber; the others start
-    // and take their shares.
-    let handover = Instant::now();
-    let mut others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
-    let share = chambers.div_ceil(nodes) as u64;
     let deadline = Duration::from_secs(120 + chambers as u64 / 100);
-    wait_until_within(deadline, "the chambers to be shared out", || {
-        let live = owned(first);
-        live.unowned == 0 && live.nodes.len() == nodes && live.nodes.iter().all(|(_, c)| *c <= share)
-    });
-    let handover = handover.elapsed().as_secs_f64();
-    let moved = chambers as u64 - owned(first).nodes.iter().find(|(n, _)| n == "n1").map_or(0, |(_, c)| *c);
+    let (mut others, handover, moved) = hand_over(&envs, chambers, deadline);
     let count = || pg.statements_by_role().expect("pg_stat_statements (Debian's postgresql package has it)");
     let of = |m: &std::collections::HashMap<String, u64>| -> u64 {
         envs.iter().map(|(n, _)| m.get(n).copied().unwrap_or(0)).sum()
@@ -117,24 +107,9 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
     let mut f = lateness_figures(dirs, &due);
     // The take-over: the last node killed (SIGKILL: no goodbye), its
     // chambers owned again once its lease has run out.
-    let victim = format!("n{nodes}");
-    let orphans = owned(first).nodes.iter().find(|(n, _)| *n == victim).map_or(0, |(_, c)| *c);
-    let t = Instant::now();
-    others.last_mut().expect("two nodes at least").signal_and_wait(nix::sys::signal::Signal::SIGKILL);
-    wait_until_within(deadline + Duration::from_millis(lease.1), "the killed node's chambers to be taken over", || {
-        let live = owned(first);
-        live.unowned == 0
-            && live.nodes.len() == nodes - 1
-            && live.nodes.iter().map(|(_, c)| c).sum::<u64>() == chambers as u64
-    });
-    let takeover = t.elapsed().as_secs_f64();
+    let (orphans, takeover) =
+        take_over(first, &mut others, (nodes, chambers), deadline + Duration::from_millis(lease.1));
     let after_lease = (takeover - lease.1 as f64 / 1000.0).max(0.001);
-    let size = pg.sql("SELECT pg_database_size(current_database())").parse::<f64>().unwrap_or(0.0);
-    let tables = pg.sql(
-        "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ' ORDER BY pg_total_relation_size(oid) DESC)
-         FROM (SELECT oid, relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace
-               ORDER BY pg_total_relation_size(oid) DESC LIMIT 4) t",
-    );
     println!(
         "  claims                     {chambers} chambers registered and started on n1 in {claims:.1} s ({:.0}/s)",
         chambers as f64 / claims
@@ -149,22 +124,72 @@ pub fn fleet(nodes: usize, chambers: usize, seconds: u64, wakes: usize, spread: 
         lease.1 as f64 / 1000.0,
         orphans as f64 / after_lease
     );
-    println!("  database size              {:.1} MB ({tables})", size / 1e6);
-    println!("  slowest statements, by total time (calls, mean ms, total ms):");
-    for line in pg.slowest(5).lines() {
-        println!("    {line}");
-    }
+    database(&pg, &mut f);
     f.insert("claims_per_second".into(), (chambers as f64 / claims).into());
     f.insert("handover_s".into(), handover.into());
     f.insert("handover_chambers".into(), moved.into());
     f.insert("takeover_s".into(), takeover.into());
     f.insert("takeover_chambers".into(), orphans.into());
-    f.insert("database_mb".into(), (size / 1e6).into());
     f.insert("nodes".into(), nodes.into());
     f.insert("statements_per_idle_node_per_second".into(), idle.into());
     f.insert("statements_per_wake".into(), per_wake.into());
     f.insert("statements_during_wakes".into(), during.into());
     f
+}
+
+/// The first node owns every chamber; the others start and take their
+/// shares: their daemons, the seconds until the shares were even, and how
+/// many chambers moved.
+fn hand_over(envs: &[(String, Env)], chambers: usize, deadline: Duration) -> (Vec<cryo_tests::Daemon>, f64, u64) {
+    let (first, nodes) = (&envs[0].1, envs.len());
+    let t = Instant::now();
+    let others: Vec<_> = envs[1..].iter().map(|(_, e)| e.start_daemon()).collect();
+    let share = chambers.div_ceil(nodes) as u64;
+    wait_until_within(deadline, "the chambers to be shared out", || {
+        let live = owned(first);
+        live.unowned == 0 && live.nodes.len() == nodes && live.nodes.iter().all(|(_, c)| *c <= share)
+    });
+    let handover = t.elapsed().as_secs_f64();
+    let moved = chambers as u64 - owned(first).nodes.iter().find(|(n, _)| n == "n1").map_or(0, |(_, c)| *c);
+    (others, handover, moved)
+}
+
+/// Kills the last node (SIGKILL: no goodbye) and waits until every chamber
+/// it owned is owned by a live node again: how many, and the seconds.
+fn take_over(
+    first: &Env,
+    others: &mut [cryo_tests::Daemon],
+    (nodes, chambers): (usize, usize),
+    deadline: Duration,
+) -> (u64, f64) {
+    let victim = format!("n{nodes}");
+    let orphans = owned(first).nodes.iter().find(|(n, _)| *n == victim).map_or(0, |(_, c)| *c);
+    let t = Instant::now();
+    others.last_mut().expect("two nodes at least").signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    wait_until_within(deadline, "the killed node's chambers to be taken over", || {
+        let live = owned(first);
+        live.unowned == 0
+            && live.nodes.len() == nodes - 1
+            && live.nodes.iter().map(|(_, c)| c).sum::<u64>() == chambers as u64
+    });
+    (orphans, t.elapsed().as_secs_f64())
+}
+
+/// The database's size, its largest tables and the statements with the
+/// most time, printed; the size in `f`.
+fn database(pg: &cryo_tests::pg::Postgres, f: &mut Figures) {
+    let size = pg.sql("SELECT pg_database_size(current_database())").parse::<f64>().unwrap_or(0.0);
+    let tables = pg.sql(
+        "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ' ORDER BY pg_total_relation_size(oid) DESC)
+         FROM (SELECT oid, relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace
+               ORDER BY pg_total_relation_size(oid) DESC LIMIT 4) t",
+    );
+    println!("  database size              {:.1} MB ({tables})", size / 1e6);
+    println!("  slowest statements, by total time (calls, mean ms, total ms):");
+    for line in pg.slowest(5).lines() {
+        println!("    {line}");
+    }
+    f.insert("database_mb".into(), (size / 1e6).into());
 }
 
 /// Who owns what, as the first node's `cryoctl fleet status` says.
