@@ -143,8 +143,19 @@ fn fleet_store_migrates_from_empty_and_fences_an_old_owner() {
         let claimed = b.claim().await.unwrap();
         assert!(claimed.taken.iter().all(|r| r.id != c.id), "a live owner's chamber was taken");
 
-        // a's lease runs out on the database's clock: b takes the chamber.
-        pg.sql(&format!("UPDATE cryo_nodes SET expires_at = now() - interval '1 second' WHERE id = '{}'", a.node_id()));
+        // a's lease runs out on the database's clock: b waits a tenth of the
+        // lease (6 s here; room for a keeper that kills a's agents late),
+        // then takes the chamber.
+        pg.sql(&format!(
+            "UPDATE cryo_nodes SET expires_at = now() - interval '5 seconds' WHERE id = '{}'",
+            a.node_id()
+        ));
+        let claimed = b.claim().await.unwrap();
+        assert!(claimed.taken.iter().all(|r| r.id != c.id), "a chamber was taken within the margin after its expiry");
+        pg.sql(&format!(
+            "UPDATE cryo_nodes SET expires_at = now() - interval '7 seconds' WHERE id = '{}'",
+            a.node_id()
+        ));
         let claimed = b.claim().await.unwrap();
         let taken = claimed.taken.iter().find(|r| r.id == c.id).expect("b takes the expired owner's chamber");
         assert_eq!(taken.fence, 2);
@@ -326,11 +337,12 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
             }
             assert!(
                 pair[0].last <= pair[1].start,
-                "{}: two sessions overlap: {:?} and {:?}\n{}",
+                "{}: two sessions overlap: {:?} and {:?}\n{}\ncryo-agent.log:\n{}",
                 c.name,
                 pair[0],
                 pair[1],
-                c.read("trace.log")
+                c.read("trace.log"),
+                c.read("cryo-agent.log")
             );
             assert!(pair[0].fence <= pair[1].fence, "{}: an old fence after a newer: {pair:?}", c.name);
         }
@@ -550,7 +562,7 @@ fn fleet_a_killed_node_is_taken_over_and_no_chamber_runs_twice() {
 }
 
 /// At cryod's default lease (18 s, renewed every 3 s), a killed node's
-/// chambers are taken over, and answer mail there, within about 21 s: the
+/// chambers are taken over, and answer mail there, within about 23 s: the
 /// figure and its margin under 30 s are printed; no chamber runs twice.
 #[test]
 fn fleet_takeover_at_the_default_lease() {
@@ -1167,6 +1179,34 @@ fn a_keeper_reports_its_agents_end_at_once() {
         .expect("cryod __keep runs");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exit 125", "{out:?}");
     assert!(!marker.exists(), "the keeper started an agent past its deadline");
+    // An extension is an end on the same clock, not the trust left: one read
+    // late (a keeper starved of CPU) must not reach past cryod's trust. An
+    // end already past kills the agent at once.
+    let mut keeper = Command::new(cryo_tests::bin("cryod"))
+        .args(["__keep", until.as_str(), "sleep", "600"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cryod __keep runs");
+    let mut stdin = keeper.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(keeper.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.starts_with("pid "), "{first:?}");
+    let ended = cryo_session::keeper_until(Duration::ZERO).saturating_sub(1);
+    std::io::Write::write_all(&mut stdin, format!("{ended}\n").as_bytes()).unwrap();
+    let mut status = None;
+    wait_until_within(Duration::from_secs(30), "the keeper to kill its agent at an end already past", || {
+        status = keeper.try_wait().unwrap();
+        status.is_some()
+    });
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest.trim(), "signal 9", "the agent was not killed by its keeper");
+    let mut err = String::new();
+    keeper.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("past the deadline"), "{err}");
 }
 
 /// A known kind's session on a fleet node (its agent a keeper's child, not

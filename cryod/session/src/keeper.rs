@@ -11,8 +11,11 @@
 //! hands on a deadline already past, not a fresh one). The keeper runs
 //! nothing past it; else it starts the agent in a process group of its own
 //! and then:
-//! - reads deadline extensions from stdin, one line of milliseconds each
-//!   (cryod writes one after every lease renewal: the trust left);
+//! - reads deadline extensions from stdin, one line each: a new UNTIL on
+//!   the same clock (cryod writes one after every lease renewal: the end of
+//!   its trust). An absolute end, not the trust left: a keeper that reads
+//!   the line late (starved of CPU, its pages read back from disk) must not
+//!   push the deadline past cryod's trust by its own delay;
 //! - kills the agent's group with SIGKILL when the deadline passes, and
 //!   then every process below it: the keeper is their subreaper, so a
 //!   process that left the group (`setsid`, a session's own launchers, a
@@ -193,7 +196,7 @@ async fn keep(args: Vec<OsString>) -> i32 {
             },
             line = lines.next_line(), if !cryod_gone => match line {
                 Ok(Some(l)) => match l.trim().parse::<u64>() {
-                    Ok(ms) => deadline = Instant::now() + Duration::from_millis(ms),
+                    Ok(until) => deadline = Instant::now() + Duration::from_millis(until.saturating_sub(monotonic_ms())),
                     Err(_) => eprintln!("cryo keeper: ignoring {l:?}"),
                 },
                 _ => {
@@ -206,7 +209,13 @@ async fn keep(args: Vec<OsString>) -> i32 {
             },
             _ = tokio::time::sleep_until(drain_by) => {
                 if ended.is_none() {
-                    eprintln!("cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent");
+                    // How late this keeper acts shows a starved machine.
+                    let late = Instant::now().saturating_duration_since(deadline).as_millis();
+                    eprintln!(
+                        "cryo keeper: cryod stopped vouching for this session (its lease may be lost); killing the agent \
+                         ({late} ms past the deadline, at {:.3} s of the monotonic clock)",
+                        monotonic_ms() as f64 / 1000.0
+                    );
                     crate::group::signal_group(pgid, Signal::SIGKILL);
                     let left = end_tree();
                     if left > 0 {

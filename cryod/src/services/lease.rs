@@ -100,7 +100,8 @@ impl Lease {
     /// the database said it is gone), and tells every keeper.
     pub fn trust_until(&self, until: Instant) {
         self.until.send_replace(Some(until));
-        let millis = until.saturating_duration_since(Instant::now()).as_millis();
+        // The keepers' clock: milliseconds of the machine's monotonic clock.
+        let millis = cryo_session::keeper_until(until.saturating_duration_since(Instant::now()));
         let mut keepers = self.keepers.lock().expect("keepers lock");
         // A keeper that is gone (its pipe broken) has nothing to keep; a full
         // pipe (a stopped keeper) only misses this extension.

@@ -21,7 +21,7 @@ use crate::store::{ChamberRecord, Fence, StoreError};
 /// (River: elect every 5 s, expire after 15 s; Quartz: check in every
 /// 7.5 s, failed after 15 s; Oban: expire after 30 s): renewed every 3 s,
 /// expired after 18 s, so a dead node's chambers are taken over within
-/// about 21 s (the TTL and a claim round), with a margin under 30 s. A
+/// about 23 s (the TTL, a tenth of it, and a claim round), under 30 s. A
 /// node freezes once two renewals in a row did not come back (7.2 s
 /// without one). Tests scale them down in the same ratios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,9 @@ impl Default for LeaseTimes {
 
 impl LeaseTimes {
     /// How long before the database's expiry a node stops trusting its
-    /// lease: room for clock-rate drift and a write that was under way.
+    /// lease (room for clock-rate drift and a write that was under way), and
+    /// how long after it the others wait before taking its chambers (room
+    /// for a keeper that kills its agent late).
     pub fn margin(&self) -> Duration {
         self.ttl / 10
     }
@@ -145,7 +147,7 @@ impl Postgres {
     }
 
     /// One claim round: this node takes unowned chambers of its domain (and
-    /// those of nodes whose lease has expired), up to its share, preferring
+    /// those of nodes whose lease expired a margin ago), up to its share, preferring
     /// those whose home it is and leaving those whose home node is alive.
     /// Rows another node is claiming are skipped (`SKIP LOCKED`).
     pub async fn claim(&self) -> Result<Claimed, StoreError> {
@@ -173,12 +175,17 @@ impl Postgres {
         let want = share - owned;
         let mut taken = Vec::new();
         if want > 0 {
+            // An expired owner's chambers are taken only a margin after its
+            // expiry: its agents' keepers kill them a margin before it, so a
+            // keeper that acts late (starved of CPU) still has that much more.
+            let grace = n.lease.margin().as_millis() as i64;
             let rows = tx
                 .query(
                     &format!(
                         "WITH c AS (
                             SELECT ch.id FROM cryo_chambers ch LEFT JOIN cryo_nodes o ON o.id = ch.owner
-                            WHERE ch.domain = $1 AND (ch.owner IS NULL OR o.expires_at <= now())
+                            WHERE ch.domain = $1
+                              AND (ch.owner IS NULL OR o.expires_at <= now() - $5::int8 * interval '1 millisecond')
                             ORDER BY (ch.home IS NOT DISTINCT FROM $3) DESC,
                                      EXISTS (SELECT 1 FROM cryo_nodes h WHERE h.name = ch.home AND h.id <> $2
                                              AND h.expires_at > now() AND NOT h.draining),
@@ -190,7 +197,7 @@ impl Postgres {
                          RETURNING {}",
                         columns_of("cryo_chambers")
                     ),
-                    &[&n.domain, &id, &n.name, &want],
+                    &[&n.domain, &id, &n.name, &want, &grace],
                 )
                 .await?;
             taken = rows.iter().map(chamber_row).collect();
