@@ -155,7 +155,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible> {
         command.args([ARG.into(), EXEC.into(), OsString::from(&plan.arg0), "--".into(), program]).args(args);
         command.env_remove(PLAN_VAR).env_remove(STDIN_VAR);
         let grace = std::time::Duration::from_millis(plan.grace_ms);
-        super::tree::supervise(command, grace, true).map(|end| end.exit())
+        super::tree::supervise(command, grace, true, None).map(|end| end.exit())
     } else {
         let e = std::process::Command::new(&program)
             .arg0(&plan.arg0)
