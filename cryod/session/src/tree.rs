@@ -319,7 +319,9 @@ fn spawn_in(mut command: std::process::Command, cgroup: Option<&Path>) -> Result
             eprintln!("cryo sandbox: {}", cannot_run(command.get_program(), e));
             std::process::exit(127)
         }
-        Err(_) => {
+        Err(e) => {
+            // Said in the session's log: each start here waits for the move.
+            eprintln!("cryo sandbox: cannot fork into the session's cgroup ({e}): joining it instead");
             join(cgroup)?;
             spawn(command)
         }

@@ -69,7 +69,8 @@ impl Daemon {
         if waiting.is_empty() {
             return;
         }
-        for e in self.chambers().values().filter(|e| waiting.contains(&e.record.name)) {
+        let chambers = self.chambers();
+        for e in waiting.iter().filter_map(|name| chambers.named(name)) {
             if e.handle.snapshot.borrow().view.state == State::Faulted {
                 let _ = e.handle.tx.send(Event::Watched(crate::services::watch::Change::Config));
             }
