@@ -212,9 +212,10 @@ impl Names {
         }
     }
 
-    /// Forgets a removed chamber's links.
+    /// Forgets a removed chamber's links, and that it waited on a name.
     pub fn unlink(&self, chamber: &str) {
         self.links.write().expect("links lock").remove(chamber);
+        self.waiting.write().expect("waiting lock").remove(chamber);
     }
 
     /// The loop a hand-off from `from` to `to` closes, if the chambers'
@@ -453,7 +454,9 @@ mod tests {
         names.link("b", Vec::new());
         assert!(names.handoff_loop("a", "b").is_none(), "no targets: no links");
         names.link("b", vec!["a".into()]);
+        names.waits("b", true);
         names.unlink("b");
+        assert!(names.waiting().is_empty(), "a removed chamber waits on no name");
         assert!(names.handoff_loop("a", "b").is_none(), "a removed chamber's links go");
     }
 
