@@ -12,7 +12,8 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     // `cryod __keep …`, `__sandbox`, `__confine`, `__forward`, `__acp`: one
-    // of a session's launchers (see `cryo_session::intercept`).
+    // of a session's launchers (see `cryo_session::intercept`; the first
+    // two run as `cryod-launch` where it is installed beside cryod).
     cryo_session::intercept();
     cryod::main_with(Cli::parse().args)
 }

@@ -547,8 +547,13 @@ cryo-agent hibernate
 // ---------------------------------------------------------------------------
 // cryo as a newcomer installs it: under ~/.cargo/bin.
 
-fn under_cargo_bin(mode: &str) {
-    let test = format!("cryo-agent under ~/.cargo/bin ({mode})");
+/// `launcher`: cryod's small launcher installed beside it, as `cargo
+/// install` and `install.sh` put it; without it, cryod's own binary
+/// launches (a copy of cryod alone). The agent says which launched it:
+/// its parent (the keeper of its tree, its namespace's init, or bubblewrap
+/// running the launcher) names it.
+fn under_cargo_bin(mode: &str, launcher: bool) {
+    let test = format!("cryo-agent under ~/.cargo/bin ({mode}, launcher {launcher})");
     if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED {test}: {why}");
         return;
@@ -556,14 +561,20 @@ fn under_cargo_bin(mode: &str) {
     let env = Env::new();
     let bin = env.home().join(".cargo/bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for b in ["cryod", "cryoctl", "cryo-agent"] {
+    let installed: &[&str] = if launcher {
+        &["cryod", "cryod-launch", "cryoctl", "cryo-agent"]
+    } else {
+        &["cryod", "cryoctl", "cryo-agent"]
+    };
+    for b in installed {
         std::fs::copy(cryo_tests::bin(b), bin.join(b)).unwrap();
     }
     let mut cmd = env.command(bin.join("cryod"));
     let log = std::fs::File::create(env.path("cryod.log")).unwrap();
     let mut daemon = cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display())).stderr(log).spawn().unwrap();
     wait_until("cryod", || std::os::unix::net::UnixStream::connect(env.socket()).is_ok());
-    let c = env.chamber("c", &format!("cryo-agent send \"from $(command -v cryo-agent)\" >/dev/null\n{END}"), "");
+    let say = "cryo-agent send \"from $(command -v cryo-agent) under $(tr '\\0' ' ' </proc/$PPID/cmdline)\" >/dev/null";
+    let c = env.chamber("c", &format!("{say}\n{END}"), "");
     let toml = c.read("cryo.toml").replace("sandbox = \"off\"", &format!("sandbox = \"{mode}\""));
     std::fs::write(c.dir.join("cryo.toml"), toml).unwrap();
     env.cryoctl(&["chamber", "trust", "c"]).ok();
@@ -572,15 +583,25 @@ fn under_cargo_bin(mode: &str) {
     let _ = daemon.kill();
     let _ = daemon.wait();
     assert!(c.cryo_log().contains("hibernate accepted"), "{test}: {}\n{}", c.cryo_log(), c.read("cryo-agent.log"));
-    assert!(c.outbox().iter().any(|m| m.contains(".cargo/bin/cryo-agent")), "{test}: {:?}", c.outbox());
+    let outbox = c.outbox();
+    assert!(outbox.iter().any(|m| m.contains(".cargo/bin/cryo-agent")), "{test}: {outbox:?}");
+    let launched_by = if launcher { ".cargo/bin/cryod-launch __" } else { ".cargo/bin/cryod __" };
+    assert!(outbox.iter().any(|m| m.contains(launched_by)), "{test}: not launched by {launched_by}: {outbox:?}");
 }
 
 #[test]
 fn cryo_agent_under_cargo_bin_is_reached_under_bwrap() {
-    under_cargo_bin("bwrap");
+    under_cargo_bin("bwrap", true);
 }
 
 #[test]
 fn cryo_agent_under_cargo_bin_is_reached_under_landlock() {
-    under_cargo_bin("landlock");
+    under_cargo_bin("landlock", true);
+}
+
+/// A copy of cryod alone (no `cryod-launch` beside it) still runs each
+/// session, its own binary the launcher.
+#[test]
+fn cryod_alone_launches_its_sessions_itself() {
+    under_cargo_bin("landlock", false);
 }

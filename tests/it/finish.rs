@@ -268,7 +268,7 @@ fn a_newcomer_follows_the_readme_to_a_working_chamber() {
     let env = Env::new();
     let bin = env.home().join(".cargo/bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for b in ["cryod", "cryoctl", "cryo-agent"] {
+    for b in ["cryod", "cryod-launch", "cryoctl", "cryo-agent"] {
         std::fs::copy(cryo_tests::bin(b), bin.join(b)).unwrap();
     }
     let readme =

@@ -39,7 +39,7 @@ pub fn bin_dir() -> PathBuf {
             parent.to_path_buf()
         };
         build_binaries(&dir);
-        for b in ["cryod", "cryoctl", "cryo-agent"] {
+        for b in ["cryod", "cryod-launch", "cryoctl", "cryo-agent"] {
             assert!(dir.join(b).exists(), "{} is missing after building", dir.join(b).display());
         }
         dir

@@ -8,8 +8,12 @@
 //! and installs the seccomp filter ([`super::harden`]).
 //!
 //! The chain, outermost first (`[…]` where it applies):
-//! - off, landlock: `[systemd-run] cryod __sandbox -- cryod __confine -- PROGRAM`
-//! - bwrap: `[systemd-run] [cryod __sandbox --exec] bwrap … -- [cryod __forward …] cryod __confine -- PROGRAM`
+//! - off, landlock: `[systemd-run] cryod-launch __sandbox -- cryod-launch __confine -- PROGRAM`
+//! - bwrap: `[systemd-run] [cryod-launch __sandbox --exec] bwrap … -- [cryod __forward …] cryod-launch __confine -- PROGRAM`
+//!
+//! `cryod-launch` is the small binary installed beside cryod
+//! ([`crate::LAUNCHER`]); cryod's own binary runs the launchers where it
+//! is not there.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -155,8 +159,11 @@ pub(crate) fn confine(
 ) -> super::Result<Confined> {
     let config = &jail.setup;
     can_hold(jail)?;
-    let own_exe = crate::paths::own_exe()?;
-    let own_exe = sandbox::canonical(&own_exe);
+    let own_exe = sandbox::canonical(&crate::paths::own_exe()?);
+    // The small binary that runs the keeper of the tree and the last step
+    // (cryod's own where it is not installed).
+    let launcher = sandbox::canonical(&crate::paths::launcher()?);
+    let ours = [own_exe.clone(), launcher.clone()];
     // Limits through a systemd scope put the run in the scope's cgroup,
     // which a cgroup of cryod's own would take it out of.
     let scope = match (config.limits.is_empty(), sandbox::systemd_run()) {
@@ -204,16 +211,16 @@ pub(crate) fn confine(
         // (under Landlock's rules, which the last step applies).
         Sandbox::Off | Sandbox::Landlock => {
             if jail.mode == Sandbox::Landlock {
-                let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
+                let (policy, dir) = policy(jail, provider_env, &run, &ours)?;
                 tmp = Some(dir);
                 plan.landlock = Some(policy);
             }
-            let mut rest: Vec<OsString> = vec![own_exe.clone().into()];
+            let mut rest: Vec<OsString> = vec![launcher.clone().into()];
             rest.extend(confine_args(&run.program, run.args));
-            (own_exe.clone(), keeper(false, rest))
+            (launcher.clone(), keeper(false, rest))
         }
         Sandbox::Bwrap => {
-            let (policy, dir) = policy(jail, provider_env, &run, &own_exe)?;
+            let (policy, dir) = policy(jail, provider_env, &run, &ours)?;
             tmp = Some(dir);
             // The resolved file: a link to it may lie in a hidden root.
             let real = std::fs::canonicalize(&run.program).unwrap_or(run.program);
@@ -223,15 +230,15 @@ pub(crate) fn confine(
             let bwrap_args = match netted(jail) {
                 // Its own network, whose way out is the forwarder.
                 Some((port, socket)) => {
-                    let args = super::forward::args(port, &socket, &own_exe, &inner);
+                    let args = super::forward::args(port, &socket, &launcher, &inner);
                     sandbox::bwrap_args(&policy, &own_exe, &args)
                 }
-                None => sandbox::bwrap_args(&policy, &own_exe, &inner),
+                None => sandbox::bwrap_args(&policy, &launcher, &inner),
             };
             if tree.is_some() {
                 let mut rest: Vec<OsString> = vec![bwrap.into()];
                 rest.extend(bwrap_args);
-                (own_exe.clone(), keeper(true, rest))
+                (launcher.clone(), keeper(true, rest))
             } else {
                 (bwrap, bwrap_args)
             }
@@ -274,7 +281,7 @@ fn policy(
     jail: &Jail<'_>,
     provider_env: &BTreeMap<String, String>,
     run: &Run<'_>,
-    own_exe: &Path,
+    ours: &[PathBuf],
 ) -> super::Result<(sandbox::Policy, PathBuf)> {
     let (config, root, places) = (&jail.setup, jail.root, jail.places);
     for (key, dirs) in [("writable", &config.writable), ("readable", &config.readable)] {
@@ -332,9 +339,13 @@ fn policy(
     }
     hidden.push(cryo_proto::operator_key_path(&places.socket));
     let mut reachable: Vec<PathBuf> = run.door.map(Path::to_path_buf).into_iter().collect();
-    // cryod's own binary: the launcher that confines the program runs
-    // inside (and under bubblewrap, the forwarder).
-    readable.push(own_exe.to_path_buf());
+    // cryod's own binaries: the launcher that confines the program runs
+    // inside (and under bubblewrap, the forwarder, cryod's own).
+    for exe in ours {
+        if !readable.contains(exe) {
+            readable.push(exe.clone());
+        }
+    }
     // Under bubblewrap, the gateway's socket the forwarder relays to.
     if let Some((_, socket)) = netted(jail) {
         // The system's sockets too (a resolver's, the system bus's, a

@@ -119,7 +119,7 @@ pub use harden::Offer;
 pub use keeper::until as keeper_until;
 pub use kinds::{Kind, Turn, agent_bin_dir, agent_words};
 pub use launch::{AGENT_LOG, Exit, Gateway, Keeper, PROMPT_FILE, Session, Started, Through, Ticket, start};
-pub use paths::find_program;
+pub use paths::{LAUNCHER, find_program};
 pub use precheck::{Prepared, Ran};
 pub use sandbox::PLAN_VAR;
 pub use setup::{Limits, NETWORK_LANDLOCK, Network, Sandbox, Setup};
@@ -134,12 +134,21 @@ pub use watch::Watch;
 pub fn intercept() {
     // A session's keeper (see `keeper`).
     keeper::intercept();
-    // The keeper of a session's tree (see `tree`).
-    tree::intercept();
-    // The last step before a session's program runs (see `harden`).
-    harden::intercept();
+    intercept_launchers();
     // The way out of a bubblewrap session's network (see `forward`).
     forward::intercept();
     // The client of an Agent Client Protocol agent (see `acp`).
     acp::intercept();
+}
+
+/// Runs the launchers every confined run goes through (`__sandbox`, the
+/// keeper of its tree, then `__confine`, the last step) when this process
+/// was started as one: the call does not return then. The small
+/// `cryod-launch` binary, installed beside cryod, is these alone: a
+/// session starts them, not cryod's 40 MB (see [`LAUNCHER`]).
+pub fn intercept_launchers() {
+    // The keeper of a session's tree (see `tree`).
+    tree::intercept();
+    // The last step before a session's program runs (see `harden`).
+    harden::intercept();
 }

@@ -165,7 +165,8 @@ pub const CRATES: &[Crate] = &[
     Crate {
         name: "cryod",
         src: "cryod/src",
-        skip: &[],
+        // `cryod-launch`: a session's launchers, cryo-session's code alone.
+        skip: &["bin"],
         layers: &[
             // What knows nothing of chambers: the clock, random names, log lines, the metrics
             // registry, bounded TCP connections, the wall-clock scheduler, traces over OTLP.
