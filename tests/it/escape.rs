@@ -547,13 +547,22 @@ cryo-agent hibernate
 // ---------------------------------------------------------------------------
 // cryo as a newcomer installs it: under ~/.cargo/bin.
 
-/// `launcher`: cryod's small launcher installed beside it, as `cargo
-/// install` and `install.sh` put it; without it, cryod's own binary
-/// launches (a copy of cryod alone). The agent says which launched it:
-/// its parent (the keeper of its tree, its namespace's init, or bubblewrap
-/// running the launcher) names it.
-fn under_cargo_bin(mode: &str, launcher: bool) {
-    let test = format!("cryo-agent under ~/.cargo/bin ({mode}, launcher {launcher})");
+/// What lies beside cryod under `~/.cargo/bin`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Beside {
+    /// cryod's small launcher, as `cargo install` and `install.sh` put it.
+    Launcher,
+    /// Nothing: a copy of cryod alone; its own binary launches.
+    Nothing,
+    /// A `cryod-launch` of another build (here a script that fails): cryod
+    /// says so in its log and launches with its own binary.
+    Stale,
+}
+
+/// The agent says which binary launched it: its parent (the keeper of its
+/// tree, its namespace's init, or bubblewrap running the launcher) names it.
+fn under_cargo_bin(mode: &str, beside: Beside) {
+    let test = format!("cryo-agent under ~/.cargo/bin ({mode}, {beside:?} beside cryod)");
     if let Some(why) = cryo_session::Sandbox::parse(mode).and_then(cryo_session::Sandbox::unavailable) {
         eprintln!("SKIPPED {test}: {why}");
         return;
@@ -561,13 +570,17 @@ fn under_cargo_bin(mode: &str, launcher: bool) {
     let env = Env::new();
     let bin = env.home().join(".cargo/bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let installed: &[&str] = if launcher {
-        &["cryod", "cryod-launch", "cryoctl", "cryo-agent"]
-    } else {
-        &["cryod", "cryoctl", "cryo-agent"]
-    };
-    for b in installed {
+    for b in ["cryod", "cryoctl", "cryo-agent"] {
         std::fs::copy(cryo_tests::bin(b), bin.join(b)).unwrap();
+    }
+    match beside {
+        Beside::Launcher => drop(std::fs::copy(cryo_tests::bin("cryod-launch"), bin.join("cryod-launch")).unwrap()),
+        Beside::Nothing => {}
+        Beside::Stale => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(bin.join("cryod-launch"), "#!/bin/sh\necho stale launcher >&2\nexit 99\n").unwrap();
+            std::fs::set_permissions(bin.join("cryod-launch"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
     }
     let mut cmd = env.command(bin.join("cryod"));
     let log = std::fs::File::create(env.path("cryod.log")).unwrap();
@@ -585,23 +598,33 @@ fn under_cargo_bin(mode: &str, launcher: bool) {
     assert!(c.cryo_log().contains("hibernate accepted"), "{test}: {}\n{}", c.cryo_log(), c.read("cryo-agent.log"));
     let outbox = c.outbox();
     assert!(outbox.iter().any(|m| m.contains(".cargo/bin/cryo-agent")), "{test}: {outbox:?}");
-    let launched_by = if launcher { ".cargo/bin/cryod-launch __" } else { ".cargo/bin/cryod __" };
+    let launched_by = if beside == Beside::Launcher { ".cargo/bin/cryod-launch __" } else { ".cargo/bin/cryod __" };
     assert!(outbox.iter().any(|m| m.contains(launched_by)), "{test}: not launched by {launched_by}: {outbox:?}");
+    let said = std::fs::read_to_string(env.path("cryod.log")).unwrap();
+    let warned = said.contains("another build than this cryod");
+    assert_eq!(warned, beside == Beside::Stale, "{test}: cryod's log:\n{said}");
 }
 
 #[test]
 fn cryo_agent_under_cargo_bin_is_reached_under_bwrap() {
-    under_cargo_bin("bwrap", true);
+    under_cargo_bin("bwrap", Beside::Launcher);
 }
 
 #[test]
 fn cryo_agent_under_cargo_bin_is_reached_under_landlock() {
-    under_cargo_bin("landlock", true);
+    under_cargo_bin("landlock", Beside::Launcher);
 }
 
 /// A copy of cryod alone (no `cryod-launch` beside it) still runs each
 /// session, its own binary the launcher.
 #[test]
 fn cryod_alone_launches_its_sessions_itself() {
-    under_cargo_bin("landlock", false);
+    under_cargo_bin("landlock", Beside::Nothing);
+}
+
+/// A `cryod-launch` of another build beside cryod (an upgrade half done)
+/// is never run: cryod says so once and launches with its own binary.
+#[test]
+fn a_launcher_of_another_build_is_not_run() {
+    under_cargo_bin("landlock", Beside::Stale);
 }

@@ -181,6 +181,7 @@ pub(crate) fn confine(
     let tree = if scope.is_some() || !session { None } else { jail.places.cgroups.make(&tree_name(jail.chamber)) };
     let grace = if session { jail.places.grace.mul_f64(0.7) } else { SHORT_GRACE };
     let mut plan = Plan {
+        build: crate::paths::BUILD.to_string(),
         arg0: run.arg0.to_string(),
         landlock: None,
         cgroup: tree.as_ref().map(|t| t.path().to_path_buf()),

@@ -20,8 +20,8 @@ use crate::Error;
 /// The forwarder's first argument.
 pub(crate) const ARG: &str = "__forward";
 
-/// The forwarder's arguments for `program ARGS` (the program is cryod's
-/// own binary).
+/// The forwarder's arguments for `program ARGS` (the program is the
+/// launcher, `cryod-launch __confine`).
 pub(crate) fn args(port: u16, socket: &Path, program: &Path, args: &[String]) -> Vec<String> {
     let mut out = vec![ARG.to_string(), port.to_string(), socket.to_string_lossy().into_owned(), "--".into()];
     out.push(program.to_string_lossy().into_owned());

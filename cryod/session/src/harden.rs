@@ -1,5 +1,5 @@
 //! The last step before anything of a chamber runs (its agent, a pre-check,
-//! a jailed git command): `cryod __confine -- PROGRAM ARGS` takes from this
+//! a jailed git command): `cryod-launch __confine -- PROGRAM ARGS` takes from this
 //! process what a session must not hold, reads back that the kernel took
 //! it, and becomes the program. Whoever runs cryod, root included:
 //!
@@ -29,10 +29,10 @@ use crate::{Error, Result};
 use super::sandbox::Policy;
 pub(crate) use super::sandbox::{PLAN_VAR, Plan, STDIN_VAR};
 
-/// `cryod __confine -- PROGRAM ARGS`.
+/// `cryod-launch __confine -- PROGRAM ARGS` (or cryod's own binary: `LAUNCHER`).
 pub(crate) const ARG: &str = "__confine";
 
-/// `cryod __confine --exec ARG0 -- PROGRAM ARGS`: only unblock the signals
+/// `cryod-launch __confine --exec ARG0 -- PROGRAM ARGS`: only unblock the signals
 /// and become the program (a namespace's init runs the program so).
 const EXEC: &str = "--exec";
 
@@ -91,7 +91,7 @@ impl Held {
     }
 }
 
-/// `cryod __confine …`: confines this process and becomes the program;
+/// `cryod-launch __confine …`: confines this process and becomes the program;
 /// returns only if this process is not the launcher.
 pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);

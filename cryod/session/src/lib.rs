@@ -26,11 +26,13 @@
 //!   process groups ([`Live`] and whose a process is, [`signal_group`],
 //!   [`end_groups`], [`processes_by_wake`], [`pid_running`]), trees
 //!   ([`Cgroups`], [`Trees`]), the keeper's clock ([`keeper_until`]), and
-//!   [`intercept`]: cryod's own binary run as a session's launcher;
+//!   [`intercept`]: cryod's own binary run as a session's launcher
+//!   ([`intercept_launchers`] in the small `cryod-launch`, [`LAUNCHER`]);
 //! - **what cryod shares with it**: the spawn gate ([`receive`]), stock
 //!   gRPC clients let in ([`Mended`]), [`find_program`].
 //!
 //! Inside, one room each; each uses only rooms of the lines before it:
+//! - `hpack` (a header block's Huffman-coded strings made raw);
 //! - `paths` (finding programs), `fds` (the spawn gate), `authority` (a
 //!   client's `:authority` mended), `setup`, `acp` (the client of an Agent
 //!   Client Protocol agent, `cryod __acp`), `group` (process groups),
@@ -41,11 +43,11 @@
 //!   line, `kinds/kinds-mcp.md`);
 //! - `events` (each kind's stream read: transcript and usage,
 //!   `agent-events.md`), `tree` (a session's whole tree and its end,
-//!   `cryod __sandbox`), `upstream` (where a session's model calls go, and
+//!   `cryod-launch __sandbox`), `upstream` (where a session's model calls go, and
 //!   each kind pointed at the gateway), `precheck` (short commands run
 //!   confined);
 //! - `watch` (stalls and loops), `harden` (Landlock, no capability, the
-//!   seccomp filter: `cryod __confine`), `keeper` (a fleet node's agent,
+//!   seccomp filter: `cryod-launch __confine`), `keeper` (a fleet node's agent,
 //!   killed when cryod stops vouching for it: `cryod __keep`);
 //! - `stream` (a known kind's output read as it comes), `confine` (the
 //!   chain of launchers around a program);
@@ -78,7 +80,7 @@ pub enum Error {
     /// The program (or its keeper) did not start.
     #[error("{0}")]
     Spawn(String),
-    /// One of cryod's own launchers (`cryod __confine`, `__sandbox`,
+    /// One of cryod's own launchers (`cryod-launch __confine`, `__sandbox`,
     /// `__forward`) was not given what it needs, its arguments or its
     /// plan: cryod's own mistake, or a launcher run by hand.
     #[error("{0}")]
@@ -97,6 +99,7 @@ mod fds;
 mod forward;
 mod group;
 mod harden;
+mod hpack;
 mod keeper;
 mod kinds;
 mod launch;

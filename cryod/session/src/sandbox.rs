@@ -15,7 +15,7 @@
 //! The network stays open and cryod's socket reachable.
 //!
 //! `landlock`: Linux's unprivileged filesystem sandbox, applied by the
-//! launcher (`cryod __confine`, [`super::harden`]) to itself before it
+//! launcher (`cryod-launch __confine`, [`super::harden`]) to itself before it
 //! becomes the agent. Landlock's ptrace rule keeps the agent out of
 //! `/proc/<pid>/environ` and `mem` of any process outside its domain
 //! (cryod's among them) once it holds no capability, which the launcher
@@ -130,6 +130,10 @@ pub(crate) const STDIN_VAR: &str = "CRYO_SANDBOX_STDIN";
 /// tree, then this one).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Plan {
+    /// The build of the launchers that made it ([`crate::paths::BUILD`]):
+    /// a launcher of another build refuses it.
+    #[serde(default)]
+    pub build: String,
     /// The program's name for itself.
     pub arg0: String,
     /// Landlock's rules (`sandbox = "landlock"`); `None` under bubblewrap,
@@ -165,7 +169,15 @@ impl Plan {
     /// The plan this launcher was given.
     pub(crate) fn from_env() -> super::Result<Plan> {
         let raw = std::env::var(PLAN_VAR).map_err(|_| Error::Launcher(format!("no {PLAN_VAR} in the environment")))?;
-        serde_json::from_str(&raw).map_err(|e| Error::Launcher(format!("a bad {PLAN_VAR}: {e}")))
+        let plan: Plan = serde_json::from_str(&raw).map_err(|e| Error::Launcher(format!("a bad {PLAN_VAR}: {e}")))?;
+        if plan.build != crate::paths::BUILD {
+            let me = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(Error::Launcher(format!(
+                "this launcher ({me}) is from another build than the cryod that started it: install both again \
+                 (packaging/install.sh), then restart cryod"
+            )));
+        }
+        Ok(plan)
     }
 
     /// Whether Landlock scopes this session's signals (ABI 6: none leaves

@@ -9,7 +9,7 @@
 //!   kernel cannot fork into a cgroup); cryod ends the session by
 //!   writing `cgroup.kill`, which no process inside can escape, and a
 //!   restarted cryod ends what a killed one left. [`Trees`] keeps them.
-//! - **the keeper of the tree** (`cryod __sandbox -- …`, this module's
+//! - **the keeper of the tree** (`cryod-launch __sandbox -- …`, this module's
 //!   [`intercept`]): the session's first process, outside its
 //!   confinement, a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that
 //!   whatever its agent leaves behind becomes its child. When the agent
@@ -36,7 +36,7 @@ use super::sandbox::Plan;
 use crate::paths::{cannot_run, program_after_dashes};
 use crate::{Error, Result};
 
-/// `cryod __sandbox [--exec] -- PROGRAM ARGS`.
+/// `cryod-launch __sandbox [--exec] -- PROGRAM ARGS` (or cryod's own binary: `LAUNCHER`).
 pub(crate) const ARG: &str = "__sandbox";
 
 /// Before `--`: join the cgroup and become the program (bubblewrap).
@@ -45,7 +45,7 @@ pub(crate) const EXEC: &str = "--exec";
 /// The longest a keeper waits for its tree to go after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// `cryod __sandbox …`: keeps a session's tree, and exits as its agent
+/// `cryod-launch __sandbox …`: keeps a session's tree, and exits as its agent
 /// did; returns only if this process is not the keeper.
 pub(crate) fn intercept() {
     let mut args = std::env::args_os().skip(1);

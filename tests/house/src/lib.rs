@@ -144,6 +144,8 @@ pub const CRATES: &[Crate] = &[
         src: "cryod/session/src",
         skip: &[],
         layers: &[
+            // A header block's strings made raw (HPACK).
+            &["hpack"],
             // Finding programs, the spawn gate, a client's `:authority`, what a chamber
             // asks of its session, an ACP agent's client, process groups, the way out
             // of a bubblewrap session's network.
