@@ -80,9 +80,11 @@ pub fn main_with(args: DaemonArgs) -> ExitCode {
 }
 
 fn init_tracing(verbose: u8) {
+    // cryod's own crates: the sessions' (a launcher refused, a cgroup not
+    // made) and the sync bridges' lines are cryod's too.
     let default = match verbose {
-        0 => "cryod=info",
-        1 => "cryod=debug",
+        0 => "cryod=info,cryo_session=info,cryo_sync=info",
+        1 => "cryod=debug,cryo_session=debug,cryo_sync=debug",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -234,7 +234,7 @@ impl Env {
             .env("TMPDIR", self.root())
             .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display()))
             .env("TZ", "UTC")
-            .env("RUST_LOG", "cryod=debug")
+            .env("RUST_LOG", "cryod=debug,cryo_session=debug,cryo_sync=debug")
             .env("RUST_BACKTRACE", "1")
             .current_dir(self.root())
             .stdin(Stdio::null());
