@@ -603,6 +603,13 @@ fn under_cargo_bin(mode: &str, beside: Beside) {
     let said = std::fs::read_to_string(env.path("cryod.log")).unwrap();
     let warned = said.contains("another build than this cryod");
     assert_eq!(warned, beside == Beside::Stale, "{test}: cryod's log:\n{said}");
+    // With a cgroup a session, the keeper's child confines itself in place
+    // of an exec of the launcher: under Landlock the agent's parent (its
+    // namespace's init) is that child, whose command line is the keeper's.
+    if mode == "landlock" && said.contains("a session's process tree ends by tree=its own cgroup") {
+        let keeper = if beside == Beside::Launcher { "cryod-launch __sandbox" } else { "cryod __sandbox" };
+        assert!(outbox.iter().any(|m| m.contains(keeper)), "{test}: the last step was exec'd: {outbox:?}");
+    }
 }
 
 #[test]

@@ -13,7 +13,9 @@
 //!
 //! `cryod-launch` is the small binary installed beside cryod
 //! ([`crate::LAUNCHER`]); cryod's own binary runs the launchers where it
-//! is not there.
+//! is not there. Where the keeper forks its child into the session's
+//! cgroup, the child runs `__confine` in place rather than exec the same
+//! binary again (`tree::LastStep`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

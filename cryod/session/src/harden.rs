@@ -98,7 +98,15 @@ pub(crate) fn intercept() {
     if args.next().is_none_or(|a| a != ARG) {
         return;
     }
-    let why = match confine_and_exec(args.collect()) {
+    here(args.collect())
+}
+
+/// Confines this process and becomes the program given by `args` (what
+/// follows `__confine`); on failure, says why and exits 126. The keeper of
+/// the tree runs it in its child, in place of an exec of the launcher
+/// (`tree::LastStep`).
+pub(crate) fn here(args: Vec<OsString>) -> ! {
+    let why = match confine_and_exec(args) {
         Ok(never) => match never {},
         Err(why) => why,
     };
@@ -155,7 +163,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible> {
         command.args([ARG.into(), EXEC.into(), OsString::from(&plan.arg0), "--".into(), program]).args(args);
         command.env_remove(PLAN_VAR).env_remove(STDIN_VAR);
         let grace = std::time::Duration::from_millis(plan.grace_ms);
-        super::tree::supervise(command, grace, true, None).map(|end| end.exit())
+        super::tree::supervise(command, grace, true, None, None).map(|end| end.exit())
     } else {
         let e = std::process::Command::new(&program)
             .arg0(&plan.arg0)

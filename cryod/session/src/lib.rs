@@ -150,8 +150,9 @@ pub fn intercept() {
 /// `cryod-launch` binary, installed beside cryod, is these alone: a
 /// session starts them, not cryod's 40 MB (see [`LAUNCHER`]).
 pub fn intercept_launchers() {
-    // The keeper of a session's tree (see `tree`).
-    tree::intercept();
+    // The keeper of a session's tree (see `tree`), which may run the last
+    // step in its child.
+    tree::intercept(tree::LastStep { arg: harden::ARG, run: harden::here });
     // The last step before a session's program runs (see `harden`).
     harden::intercept();
 }
