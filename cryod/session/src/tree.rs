@@ -349,7 +349,13 @@ fn spawn_in(mut command: std::process::Command, cgroup: Option<&Path>, last: Opt
 
 /// The arguments after `arg` when `command` runs this very binary with
 /// `arg` first, in this process's environment and folder: what the child
-/// may run in place of the exec.
+/// may run in place of the exec. Only the program, its arguments, its
+/// environment's changes and its folder are looked at: `keep` sets nothing
+/// else on it (an `arg0`, `env_clear`, a `pre_exec`, another user would be
+/// lost in place, so a command given any must not come here). In place,
+/// a namespace's init keeps the keeper's signalfd (close-on-exec; it reads
+/// only the init's own signals) and its memory, which nothing in the
+/// session may read: the init is undumpable and the filter refuses ptrace.
 fn in_place(command: &std::process::Command, arg: &str) -> Option<Vec<OsString>> {
     use std::os::unix::fs::MetadataExt;
     let mut args = command.get_args();
