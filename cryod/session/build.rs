@@ -1,5 +1,8 @@
 //! The build's identity, `CRYO_SESSION_BUILD`: a digest of this crate's
-//! sources and the workspace's lock file. cryod and `cryod-launch` link
+//! sources, those of the workspace's crates it links (`cryo-files` opens
+//! the paths Landlock's rules name, `cryo-core` and `cryo-proto` give it
+//! types) and the workspace's lock file (the versions of landlock,
+//! seccompiler and caps). cryod and `cryod-launch` link
 //! this crate from one build, so they share it; a launcher from another
 //! build (an upgrade half done, a copy of one binary alone) is told apart
 //! before it confines anything (`paths::BUILD`).
@@ -10,9 +13,13 @@ use std::path::{Path, PathBuf};
 fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    walk(&dir.join("src"), &mut files);
+    for code in ["src", "../files/src", "../core/src", "../../proto"] {
+        if dir.join(code).is_dir() {
+            println!("cargo:rerun-if-changed={code}");
+            walk(&dir.join(code), &mut files);
+        }
+    }
     files.sort();
-    println!("cargo:rerun-if-changed=src");
     let lock = dir.join("../../Cargo.lock");
     if lock.is_file() {
         println!("cargo:rerun-if-changed=../../Cargo.lock");

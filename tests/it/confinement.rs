@@ -210,12 +210,6 @@ fn leave_behind(tag: &str) -> String {
     )
 }
 
-/// Whether this cryod gives each session a cgroup of its own (root, or a
-/// service with `Delegate=yes`), as its log says at start.
-fn cryod_makes_cgroups(env: &cryo_tests::Env) -> bool {
-    env.daemon_log().contains("tree=its own cgroup")
-}
-
 /// A script's start that writes where its agent and its keeper (its parent,
 /// outside any process namespace) are in the cgroup tree.
 const WHERE: &str = "cat /proc/self/cgroup > cgroup.txt; cat /proc/$PPID/cgroup > keeper-cgroup.txt\n";
@@ -325,7 +319,7 @@ fn a_killed_cryods_leftover_trees_end_at_its_restart() {
     let c = chamber(&env, "left", "off", &format!("{WHERE}{}sleep 600\n", leave_behind(&tag)));
     env.cryoctl(&["chamber", "start", "left"]).ok();
     wait_until("the session to leave its processes", || c.read("left.txt").contains("left"));
-    if cryod_makes_cgroups(&env) {
+    if env.cryod_makes_cgroups() {
         assert_forked_into_its_cgroup(&c);
     } else {
         eprintln!(

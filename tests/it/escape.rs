@@ -600,13 +600,13 @@ fn under_cargo_bin(mode: &str, beside: Beside) {
     assert!(outbox.iter().any(|m| m.contains(".cargo/bin/cryo-agent")), "{test}: {outbox:?}");
     let launched_by = if beside == Beside::Launcher { ".cargo/bin/cryod-launch __" } else { ".cargo/bin/cryod __" };
     assert!(outbox.iter().any(|m| m.contains(launched_by)), "{test}: not launched by {launched_by}: {outbox:?}");
-    let said = std::fs::read_to_string(env.path("cryod.log")).unwrap();
+    let said = env.daemon_log();
     let warned = said.contains("another build than this cryod");
     assert_eq!(warned, beside == Beside::Stale, "{test}: cryod's log:\n{said}");
     // With a cgroup a session, the keeper's child confines itself in place
     // of an exec of the launcher: under Landlock the agent's parent (its
     // namespace's init) is that child, whose command line is the keeper's.
-    if mode == "landlock" && said.contains("a session's process tree ends by tree=its own cgroup") {
+    if mode == "landlock" && env.cryod_makes_cgroups() {
         let keeper = if beside == Beside::Launcher { "cryod-launch __sandbox" } else { "cryod __sandbox" };
         assert!(outbox.iter().any(|m| m.contains(keeper)), "{test}: the last step was exec'd: {outbox:?}");
     }
@@ -627,6 +627,29 @@ fn cryo_agent_under_cargo_bin_is_reached_under_landlock() {
 #[test]
 fn cryod_alone_launches_its_sessions_itself() {
     under_cargo_bin("landlock", Beside::Nothing);
+}
+
+/// A launcher handed a plan of another build (cryod replaced between the
+/// check of its launcher and the start, or a plan written by hand) refuses
+/// it with one line, before it confines or runs anything: both launchers,
+/// with the plan's build absent or another.
+#[test]
+fn a_launcher_refuses_a_plan_of_another_build() {
+    let marker = std::env::temp_dir().join(format!("cryo-ran-{}", std::process::id()));
+    for plan in [r#"{"arg0":"sh"}"#, r#"{"build":"cryo-session-build:0.0.0-0","arg0":"sh"}"#] {
+        for launcher in ["__sandbox", "__confine"] {
+            let out = std::process::Command::new(cryo_tests::bin("cryod-launch"))
+                .args([launcher, "--", "/bin/sh", "-c", &format!("touch {}", marker.display())])
+                .env(cryo_session::PLAN_VAR, plan)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(126), "{launcher} {plan}: {said}");
+            assert!(said.contains("is from another build than the cryod that started it"), "{launcher}: {said}");
+            assert_eq!(said.lines().count(), 1, "{launcher}: one line: {said}");
+            assert!(!marker.exists(), "{launcher} ran the program with a plan of another build");
+        }
+    }
 }
 
 /// A `cryod-launch` of another build beside cryod (an upgrade half done)

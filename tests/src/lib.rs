@@ -296,6 +296,12 @@ impl Env {
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.path("cryod.log")).unwrap_or_default()
     }
+
+    /// Whether this world's cryod gives each session a cgroup of its own
+    /// (root, or a service with `Delegate=yes`), as its log says at start.
+    pub fn cryod_makes_cgroups(&self) -> bool {
+        self.daemon_log().contains("tree=its own cgroup")
+    }
 }
 
 /// A running cryod; killed on drop.

@@ -111,13 +111,9 @@ fn vouch(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
     if m.len() > MOST {
         return Err(format!("it is {} bytes, larger than a launcher", m.len()));
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("it cannot be read: {e}"))?;
-    match holds(file, BUILD.as_bytes()) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err("it is from another build than this cryod (install both again: packaging/install.sh)".into());
-        }
-        Err(e) => return Err(format!("it cannot be read: {e}")),
+    let unreadable = |e: std::io::Error| format!("it cannot be read: {e}");
+    if !holds(std::fs::File::open(path).map_err(unreadable)?, BUILD.as_bytes()).map_err(unreadable)? {
+        return Err("it is from another build than this cryod (install both again: packaging/install.sh)".into());
     }
     Ok(())
 }
@@ -185,6 +181,14 @@ mod tests {
         assert!(why.contains("another build"), "{why}");
         assert!(check(&this, 0o775).unwrap_err().contains("other"), "group-writable");
         assert!(check(&this, 0o644).unwrap_err().contains("not an executable"));
+        // Another user's (root may hand it to one).
+        if nix::unistd::geteuid().is_root() {
+            check(&this, 0o755).unwrap();
+            let nobody = nix::unistd::Uid::from_raw(65534);
+            nix::unistd::chown(&file, Some(nobody), None).unwrap();
+            let why = super::vouch(&file, &file.metadata().unwrap()).unwrap_err();
+            assert!(why.contains("belongs to user 65534"), "{why}");
+        }
         // Found across the reads' seams.
         let needle = b"0123456789";
         for at in [0, (1 << 20) - 5, (1 << 20) + 3, 3 << 20] {
