@@ -475,3 +475,67 @@ fn a_chamber_asked_for_during_start_up_is_booted_out_of_turn() {
     assert!(unplanned.is_empty(), "each booted, its wake planned: {unplanned:?}");
     assert!(env.daemon_log().contains("registry loaded"));
 }
+
+/// A restart takes a chamber's next wake from what the last start read of
+/// its TODO list while the list's files are unchanged, and reads the list
+/// again once they changed while cryod was down: even in place, at the same
+/// size, with its times set back.
+#[test]
+fn a_restart_reads_again_only_the_todo_lists_that_changed() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let todo = |at: &str| format!(r#"[{{"id":1,"text":"later","done":false,"claimed":false,"at":"{at}"}}]"#);
+    let chambers = [env.chamber("a", "exit 0\n", ""), env.chamber("b", "exit 0\n", "")];
+    for c in &chambers {
+        seed_history(c, &todo("2099-01-01T00:00:00Z"));
+        env.cryoctl(&["chamber", "start", &c.name]).ok();
+    }
+    let wake = |name: &str| status(&env, name)["next_wake"].as_str().unwrap_or_default().to_string();
+    wait_until("both wakes planned", || chambers.iter().all(|c| wake(&c.name).starts_with("2099-01-01")));
+    // Each start says how many lists it read and how many it took back.
+    let starts = || -> Vec<(u64, u64)> {
+        let field = |l: &str, k: &str| l.split(&format!(" {k}=")).nth(1)?.split(' ').next()?.parse().ok();
+        let log = env.daemon_log();
+        log.lines()
+            .filter(|l| l.contains("TODO lists at start"))
+            .filter_map(|l| Some((field(l, "read")?, field(l, "taken")?)))
+            .collect()
+    };
+    // A file changed in the last two seconds is not kept by its version.
+    let settled = |c: &Chamber| {
+        let m = std::fs::metadata(c.dir.join("todo.json")).unwrap();
+        let changed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(m.ctime().max(m.mtime()) as u64 + 3);
+        // The filesystem's time now: a file written now.
+        std::fs::write(env.path("now"), "").unwrap();
+        changed < std::fs::metadata(env.path("now")).unwrap().modified().unwrap()
+    };
+    // Stops cryod, does `meanwhile`, lets the files settle, starts it: what
+    // its boots read and took back.
+    let restart = |d: &mut cryo_tests::Daemon, meanwhile: &dyn Fn()| {
+        d.signal_and_wait(Signal::SIGTERM);
+        meanwhile();
+        cryo_tests::wait_until_within(std::time::Duration::from_secs(10), "the lists to settle", || {
+            chambers.iter().all(settled)
+        });
+        let before = starts().len();
+        *d = env.start_daemon();
+        wait_until("the boots to end", || starts().len() > before);
+        *starts().last().unwrap()
+    };
+    assert_eq!(restart(&mut d, &|| ()), (2, 0), "{}", env.daemon_log());
+    assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
+    assert!(chambers.iter().all(|c| wake(&c.name).starts_with("2099-01-01")));
+    // Rewritten in place while cryod is down: the same size, the old mtime.
+    let rewrite = || {
+        let file = chambers[0].dir.join("todo.json");
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, todo("2098-01-01T00:00:00Z")).unwrap();
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(mtime)).unwrap();
+    };
+    assert_eq!(restart(&mut d, &rewrite), (1, 1), "{}", env.daemon_log());
+    assert!(wake("a").starts_with("2098-01-01") && wake("b").starts_with("2099-01-01"));
+    assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
+    assert!(wake("a").starts_with("2098-01-01"));
+}

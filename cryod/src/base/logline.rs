@@ -9,7 +9,9 @@
 //! and writes nothing more. The daemon goes on either way, and SIGTERM and
 //! SIGINT still stop it.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
@@ -92,6 +94,48 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
     }
 }
 
+/// Lines that many chambers repeat while cryod starts (the same warning in
+/// ten thousand `cryo.toml`s was ten thousand lines, and 4% of the start):
+/// each is said for the first chamber that has it, and the rest are counted
+/// until [`Repeated::end`], which gives each line's count to be said once.
+/// After that every line is said.
+pub struct Repeated(Mutex<Option<HashMap<String, u64>>>);
+
+/// The most lines [`Repeated`] counts (any more are said each time).
+const REPEATED_LINES: usize = 256;
+
+impl Default for Repeated {
+    fn default() -> Repeated {
+        Repeated(Mutex::new(Some(HashMap::new())))
+    }
+}
+
+impl Repeated {
+    /// Whether to say `line` now: not while the start goes on and it was
+    /// said before (it is counted instead).
+    pub fn say(&self, line: &str) -> bool {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(seen) = lines.as_mut() else { return true };
+        if let Some(more) = seen.get_mut(line) {
+            *more += 1;
+            return false;
+        }
+        if seen.len() < REPEATED_LINES {
+            seen.insert(line.to_string(), 0);
+        }
+        true
+    }
+
+    /// The start is over: each line counted, with how many more times it
+    /// came after it was said.
+    pub fn end(&self) -> Vec<(String, u64)> {
+        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        let mut more: Vec<(String, u64)> = seen.into_iter().filter(|(_, n)| *n > 0).collect();
+        more.sort();
+        more
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +151,16 @@ mod tests {
         }
         assert_eq!(rx.try_iter().count(), 1);
         assert!(dropped() >= before + 2);
+    }
+
+    #[test]
+    fn a_line_repeated_while_starting_is_said_once_then_counted() {
+        let r = Repeated::default();
+        assert!(r.say("a") && r.say("b"));
+        assert!(!r.say("a") && !r.say("a"));
+        assert_eq!(r.end(), [("a".to_string(), 2)]);
+        // After the start, every line is said.
+        assert!(r.say("a") && r.say("a"));
+        assert_eq!(r.end(), []);
     }
 }

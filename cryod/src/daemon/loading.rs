@@ -108,9 +108,22 @@ impl Daemon {
         }
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
+        for (warning, more) in shared.start_lines.end() {
+            tracing::warn!(
+                %warning,
+                chambers = more,
+                "cryo.toml: the same warning in more chambers (`cryoctl chamber status NAME` shows each one's)"
+            );
+        }
         give_back_freed_memory();
         loading.done.send_replace(true);
         loading.booted.notify_waiters();
+        // What the boots read of the TODO lists, kept for the next start.
+        let shared = shared.clone();
+        let kept = tokio::task::spawn_blocking(move || shared.kept.save()).await.ok().flatten();
+        if let Some((taken, read)) = kept {
+            tracing::info!(read, taken, "TODO lists at start: read, or their next wake taken from the last start");
+        }
     }
 
     /// A pending chamber, booted, joins the registry.

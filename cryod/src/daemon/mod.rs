@@ -273,7 +273,9 @@ impl Daemon {
                 open.entry(s.chamber_id).or_default().push(s);
             }
             // Booted after this returns, while the socket serves
-            // (`loading`).
+            // (`loading`), each from the next due time its TODO list gave
+            // the last start if its files are still those versions.
+            shared.kept.open(shared.places.state_dir.join(crate::chamber::todos::KEPT_FILE));
             loading = loading::Loading::of(records, open, processes);
         }
         let daemon = Daemon(Arc::new(Inner {

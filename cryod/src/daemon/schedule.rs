@@ -53,23 +53,20 @@ pub enum Unplanned {
 /// A version is the file's inode, size, and times of change: its ctime
 /// too, which no one can set back (the agent can put an old mtime back on
 /// a file it rewrote in place). A file changed within the last
-/// [`SETTLING`] is not kept, as git does with a file changed in the same
+/// [`todos::SETTLING`] is not kept, as git does with a file changed in the same
 /// tick as its index (timestamps are coarse: two writes of one size in a
 /// tick look alike); nor is a list of more than [`MAX_KEPT`] TODOs.
 pub(super) struct Memo {
     kept: std::sync::Mutex<HashMap<i64, Read>>,
-    /// [`SETTLING`] (tests take less).
+    /// [`todos::SETTLING`] (tests take less).
     settling: std::time::Duration,
 }
 
 impl Default for Memo {
     fn default() -> Memo {
-        Memo { kept: Default::default(), settling: SETTLING }
+        Memo { kept: Default::default(), settling: todos::SETTLING }
     }
 }
-
-/// How recently changed a file is read every time rather than kept.
-const SETTLING: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The most pending TODOs a chamber's kept list holds (a larger one is read
 /// every time, not held).
@@ -107,17 +104,8 @@ impl Memo {
         let mut fresh = false;
         let mut version = |rel: &str| -> Version {
             let m = d.stat(Path::new(rel)).ok().flatten()?;
-            let at = |s: i64, ns: i64| std::time::UNIX_EPOCH + std::time::Duration::new(s.max(0) as u64, ns as u32);
-            fresh |= at(m.st_ctime, m.st_ctime_nsec).max(at(m.st_mtime, m.st_mtime_nsec)) >= settled;
-            Some([
-                m.st_dev as i64,
-                m.st_ino as i64,
-                m.st_size,
-                m.st_mtime,
-                m.st_mtime_nsec,
-                m.st_ctime,
-                m.st_ctime_nsec,
-            ])
+            fresh |= todos::unsettled(&m, settled);
+            Some(todos::version(&m))
         };
         let [todo, journal, state] = todos::FILES;
         let key = ([version(chamber_config::FILE), version(todo), version(journal), version(state)], system);

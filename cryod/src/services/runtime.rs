@@ -111,6 +111,11 @@ pub struct Shared {
     pub(crate) handoffs: HandOffs,
     /// Sessions waiting in place for a person's approval.
     pub(crate) approvals: crate::services::approvals::Waiting,
+    /// The chambers' warnings while they boot, each said once.
+    pub(crate) start_lines: crate::base::logline::Repeated,
+    /// The next due times the last start read from the TODO lists, for
+    /// this start's boots (open only while they run).
+    pub(crate) kept: crate::chamber::todos::Kept,
 }
 
 /// The live sessions' tokens, each with the session it belongs to. A token
@@ -360,6 +365,8 @@ impl Shared {
             notifiers: crate::services::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             handoffs: HandOffs::new(),
             approvals: Default::default(),
+            start_lines: Default::default(),
+            kept: Default::default(),
             doors,
             live: Default::default(),
             door_rx: TakeOnce::new(door_rx),

@@ -88,22 +88,15 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
     let (past, mailbox) = past(&root, last, tz, watch_activity);
-    // The version read, taken before the read: `launch` reads again only
-    // another (an old file of fifty thousand TODOs was parsed twice).
-    let mut todos_read = todos::stamp(&root);
-    // An old file's done TODOs past the tail are archived now, once; the
-    // machine takes a fault as its line.
-    let todos = match &config {
-        Ok(c) if !record.archived => {
-            let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
-            todos::load_at_start(&root, tz, how).map(|(list, written)| {
-                todos_read = written.or(todos_read);
-                list
-            })
-        }
-        _ => todos::load(&root, tz),
-    }
-    .map_err(Failed::of);
+    let last_asked = past.last_result.as_deref().is_some_and(|r| r.starts_with(chamber::approval::AWAITING_APPROVAL));
+    // A chamber with nothing to recover may rest from its start.
+    let plain = recovery.open.is_empty()
+        && rows.claims.is_empty()
+        && past.rerun.is_none()
+        && !record.paused
+        && !last_asked
+        && !record.archived;
+    let ListAtStart { todos, read: todos_read, rested } = list_at_start(&shared, &record, &root, &config, tz, plain);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
@@ -112,11 +105,10 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     let health: Option<chamber::HealthRecord> = record.health.as_deref().and_then(|j| serde_json::from_str(j).ok());
     // A chamber paused for an approval waits for it; an answer that never
     // led to a session is given after the boot.
-    let last_asked = past.last_result.as_deref().is_some_and(|r| r.starts_with(chamber::approval::AWAITING_APPROVAL));
     let newest = if record.paused || last_asked { newest_request(&shared, record.id).await } else { None };
     let attention = health.as_ref().and_then(|h| h.attention.as_deref());
     let request::AtBoot { awaiting, answered } = request::at_boot(record.paused, last_asked, attention, newest);
-    let machine = Chamber::new(
+    let mut machine = Chamber::new(
         chamber::Loaded {
             id: record.id,
             name: record.name.clone(),
@@ -142,6 +134,9 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
+    if let Some(next_due) = rested {
+        machine.rested(next_due);
+    }
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
     let boot = boot_input(rows.claims, &mailbox, recovery);
     let snapshot = super::outlets::Shown::default();
@@ -170,6 +165,51 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         git_last,
     };
     launch(sup, boot, answered, &watch_dirs, rx, tx, snapshot).await
+}
+
+/// A chamber's TODO list at its start, the version of `todo.json` it was
+/// read from, and the next due time taken back instead of a read.
+struct ListAtStart {
+    todos: std::result::Result<cryo_core::todo::TodoList, Failed>,
+    read: Option<todos::Stamp>,
+    rested: Option<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+/// Reads the chamber's TODO list at its start. A `plain` chamber (nothing
+/// to recover) whose list's files are the versions the last start read
+/// rests from its start: what they gave of the next wake is taken back, and
+/// the list is not read. An old file's done TODOs past the tail are
+/// archived now, once; the machine takes a fault as its line.
+fn list_at_start(
+    shared: &Shared,
+    record: &ChamberRecord,
+    root: &std::path::Path,
+    config: &std::result::Result<crate::chamber::config::ChamberConfig, Failed>,
+    tz: chrono_tz::Tz,
+    plain: bool,
+) -> ListAtStart {
+    // The version read, taken before the read: `launch` reads again only
+    // another (an old file of fifty thousand TODOs was parsed twice).
+    let settled = std::time::SystemTime::from(shared.clock.now()) - todos::SETTLING;
+    let (mut read, key) = todos::versions(root, tz, settled);
+    let rested = key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take(record.id, k));
+    let todos = match config {
+        _ if rested.is_some() => Ok(Default::default()),
+        Ok(c) if !record.archived => {
+            let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
+            todos::load_at_start(root, tz, how).map(|(list, written)| {
+                match (written, key) {
+                    (Some(written), _) => read = Some(written),
+                    (None, Some(key)) => shared.kept.keep(record.id, key, list.next_due()),
+                    (None, None) => {}
+                }
+                list
+            })
+        }
+        _ => todos::load(root, tz),
+    }
+    .map_err(Failed::of);
+    ListAtStart { todos, read, rested }
 }
 
 /// What the ledger holds for a chamber's start, read for it alone (nothing

@@ -492,7 +492,7 @@ pub(super) fn load_config(
                         .into(),
                 );
             }
-            for w in &l.warnings {
+            for w in l.warnings.iter().filter(|w| shared.start_lines.say(w)) {
                 tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
             }
             (Ok(l.config), l.warnings, read)

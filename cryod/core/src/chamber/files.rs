@@ -117,6 +117,14 @@ impl Files {
         }
     }
 
+    /// At rest from the start, with the next due time an earlier start
+    /// read from the same versions of the files (see [`Files::rest`]).
+    pub(super) fn rested(&mut self, next_due: Option<DateTime<Utc>>) {
+        if self.todos.is_ok() {
+            self.todos = Ok(Held::Rest { next_due });
+        }
+    }
+
     /// `todo.json` as the shell read it. Returns whether the plan may have
     /// changed: the list differs, and not only as the list read again for
     /// a wake or a listing, with the next due time rest kept.

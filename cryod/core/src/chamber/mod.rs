@@ -328,6 +328,18 @@ impl Chamber {
         }
     }
 
+    /// Made at rest: the shell did not read `todo.json`, whose files are
+    /// the versions an earlier start read, and hands over what that read
+    /// found of the next due time. Only before [`Input::Boot`], for a
+    /// chamber with nothing to recover (no open session or batch, no rerun,
+    /// no approval's answer): the first input that decides from the list
+    /// has it read ([`wants_list`](Self::wants_list)), as after any rest.
+    pub fn rested(&mut self, next_due: Option<DateTime<Utc>>) {
+        if !self.waking.in_session() && !self.waking.reruns() {
+            self.files.rested(next_due);
+        }
+    }
+
     /// Whether `input` decides from the TODO list, so the shell reads
     /// `todo.json` first and hands it over (as [`Input::TodosChanged`]) if it
     /// differs from what the machine holds, which at rest it always does: a

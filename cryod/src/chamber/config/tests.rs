@@ -200,3 +200,23 @@ fn an_inline_key_is_warned_about() {
     let l = p("[provider]\nenv = { ANTHROPIC_API_KEY = { file = \"/k\" } }\n").unwrap();
     assert!(l.warnings.is_empty(), "{:?}", l.warnings);
 }
+
+/// Lines that hold only a comment are not lexed (a scaffolded file is nearly
+/// all comments) and change nothing: the same settings and digests, an
+/// error still on its line. A multi-line string keeps its lines that begin
+/// with `#`, and a comment with a control character is still refused.
+#[test]
+fn comment_lines_are_skipped_and_change_nothing() {
+    let plain = "agent = \"sh a.sh\"\nwatch_dirs = [\n  \"in\",\n]\nmax_attempts = 3\n";
+    let commented = "# top\r\nagent = \"sh a.sh\" # after\n  # indented\nwatch_dirs = [\n  # inside\n  \"in\",\n]\n\t# a tab\n\
+                     max_attempts = 3\n# the last, no break";
+    let (a, b) = (p(plain).unwrap(), p(commented).unwrap());
+    assert_eq!(format!("{:?}", a.config), format!("{:?}", b.config));
+    assert_eq!((a.trust, a.warnings), (b.trust, b.warnings));
+    let at = fault("# one\n# two\n\nmax_attempts = \"many\"\n");
+    assert!(at.starts_with("/c/cryo.toml:4:"), "{at}");
+    let kept = p("precheck = \"\"\"\n# not a comment\ntrue\"\"\"\n").unwrap();
+    assert_eq!(kept.config.precheck.as_deref(), Some("# not a comment\ntrue"));
+    assert!(p("# a bell \u{7}\nagent = \"sh a.sh\"\n").is_err());
+    assert!(p("\u{c}# after a form feed\nagent = \"sh a.sh\"\n").is_err());
+}
