@@ -122,7 +122,7 @@ pub use harden::Offer;
 pub use keeper::until as keeper_until;
 pub use kinds::{Kind, Turn, agent_bin_dir, agent_words};
 pub use launch::{AGENT_LOG, Exit, Gateway, Keeper, PROMPT_FILE, Session, Started, Through, Ticket, start};
-pub use paths::{LAUNCHER, find_program};
+pub use paths::{BUILD, LAUNCHER, find_program};
 pub use precheck::{Prepared, Ran};
 pub use sandbox::PLAN_VAR;
 pub use setup::{Limits, NETWORK_LANDLOCK, Network, Sandbox, Setup};

@@ -53,7 +53,7 @@ pub const LAUNCHER: &str = "cryod-launch";
 /// plan names it, and a launcher of another build refuses the plan
 /// ([`crate::sandbox::Plan::from_env`]). One literal, so cryod can also
 /// find it in a launcher's file before it runs one.
-pub(crate) const BUILD: &str = concat!("cryo-session-build:", env!("CRYO_SESSION_BUILD"));
+pub const BUILD: &str = concat!("cryo-session-build:", env!("CRYO_SESSION_BUILD"));
 
 /// The binary that runs a session's launchers: [`LAUNCHER`] beside cryod's
 /// own binary when it is one cryod may run ([`runnable`]), else cryod's

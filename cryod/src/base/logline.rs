@@ -101,8 +101,10 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
 /// After that every line is said.
 pub struct Repeated(Mutex<Option<HashMap<String, u64>>>);
 
-/// The most lines [`Repeated`] counts (any more are said each time).
+/// The most lines [`Repeated`] counts, and the longest (any other is
+/// said each time).
 const REPEATED_LINES: usize = 256;
+const REPEATED_BYTES: usize = 1024;
 
 impl Default for Repeated {
     fn default() -> Repeated {
@@ -120,7 +122,7 @@ impl Repeated {
             *more += 1;
             return false;
         }
-        if seen.len() < REPEATED_LINES {
+        if seen.len() < REPEATED_LINES && line.len() <= REPEATED_BYTES {
             seen.insert(line.to_string(), 0);
         }
         true

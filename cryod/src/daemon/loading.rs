@@ -111,8 +111,8 @@ impl Daemon {
         for (warning, more) in shared.start_lines.end() {
             tracing::warn!(
                 %warning,
-                chambers = more,
-                "cryo.toml: the same warning in more chambers (`cryoctl chamber status NAME` shows each one's)"
+                more,
+                "cryo.toml: the same warning, for more chambers (`cryoctl chamber status NAME` shows each one's)"
             );
         }
         give_back_freed_memory();

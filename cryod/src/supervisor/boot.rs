@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cryo_core::approvals::request::{self, Newest};
-use cryo_core::chamber::{self, Boot, Chamber, Failed, Input, Limits, OpenBatch, OpenSession, Outgoing};
+use cryo_core::chamber::{self, Boot, Chamber, Failed, Input, Limits, Listed, OpenBatch, OpenSession, Outgoing};
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
 use tokio::sync::watch;
@@ -96,7 +96,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         && !record.paused
         && !last_asked
         && !record.archived;
-    let ListAtStart { todos, read: todos_read, rested } = list_at_start(&shared, &record, &root, &config, tz, plain);
+    let StartList { todos, read: todos_read } = list_at_start(&shared, &record, &root, &config, tz, plain);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
@@ -108,7 +108,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     let newest = if record.paused || last_asked { newest_request(&shared, record.id).await } else { None };
     let attention = health.as_ref().and_then(|h| h.attention.as_deref());
     let request::AtBoot { awaiting, answered } = request::at_boot(record.paused, last_asked, attention, newest);
-    let mut machine = Chamber::new(
+    let machine = Chamber::new(
         chamber::Loaded {
             id: record.id,
             name: record.name.clone(),
@@ -134,9 +134,6 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         },
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
-    if let Some(next_due) = rested {
-        machine.rested(next_due);
-    }
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
     let boot = boot_input(rows.claims, &mailbox, recovery);
     let snapshot = super::outlets::Shown::default();
@@ -167,12 +164,11 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     launch(sup, boot, answered, &watch_dirs, rx, tx, snapshot).await
 }
 
-/// A chamber's TODO list at its start, the version of `todo.json` it was
-/// read from, and the next due time taken back instead of a read.
-struct ListAtStart {
-    todos: std::result::Result<cryo_core::todo::TodoList, Failed>,
+/// A chamber's TODO list at its start (or the next due time taken back
+/// instead of a read), and the version of `todo.json` it stands for.
+struct StartList {
+    todos: std::result::Result<Listed, Failed>,
     read: Option<todos::Stamp>,
-    rested: Option<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 /// Reads the chamber's TODO list at its start. A `plain` chamber (nothing
@@ -187,14 +183,17 @@ fn list_at_start(
     config: &std::result::Result<crate::chamber::config::ChamberConfig, Failed>,
     tz: chrono_tz::Tz,
     plain: bool,
-) -> ListAtStart {
+) -> StartList {
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
     let settled = std::time::SystemTime::from(shared.clock.now()) - todos::SETTLING;
     let (mut read, key) = todos::versions(root, tz, settled);
-    let rested = key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take(record.id, k));
+    if let Some(next_due) =
+        key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take(record.id, k))
+    {
+        return StartList { todos: Ok(Listed::Kept(next_due)), read };
+    }
     let todos = match config {
-        _ if rested.is_some() => Ok(Default::default()),
         Ok(c) if !record.archived => {
             let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
             todos::load_at_start(root, tz, how).map(|(list, written)| {
@@ -208,8 +207,9 @@ fn list_at_start(
         }
         _ => todos::load(root, tz),
     }
+    .map(Listed::Read)
     .map_err(Failed::of);
-    ListAtStart { todos, read, rested }
+    StartList { todos, read }
 }
 
 /// What the ledger holds for a chamber's start, read for it alone (nothing

@@ -38,10 +38,14 @@ impl Files {
     pub(super) fn new(
         config: Result<Settings, Failed>,
         warnings: Vec<String>,
-        todos: Result<TodoList, Failed>,
+        todos: Result<super::Listed, Failed>,
         unread: Vec<String>,
     ) -> Files {
-        Files { config, warnings, todos: todos.map(Held::List), unread }
+        let todos = todos.map(|l| match l {
+            super::Listed::Read(list) => Held::List(list),
+            super::Listed::Kept(next_due) => Held::Rest { next_due },
+        });
+        Files { config, warnings, todos, unread }
     }
 
     // ---- cryo.toml ---------------------------------------------------------
@@ -114,14 +118,6 @@ impl Files {
     pub(super) fn rest(&mut self) {
         if let Ok(Held::List(l)) = &self.todos {
             self.todos = Ok(Held::Rest { next_due: l.next_due() });
-        }
-    }
-
-    /// At rest from the start, with the next due time an earlier start
-    /// read from the same versions of the files (see [`Files::rest`]).
-    pub(super) fn rested(&mut self, next_due: Option<DateTime<Utc>>) {
-        if self.todos.is_ok() {
-            self.todos = Ok(Held::Rest { next_due });
         }
     }
 

@@ -134,6 +134,18 @@ pub struct View {
 
 /// What the chamber holds when its machine is made (from the registry, the
 /// ledger and the files).
+/// What a start hands the machine of `todo.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Listed {
+    /// The list, as read.
+    Read(TodoList),
+    /// Its files are the versions an earlier start read: only the next due
+    /// time that read gave, the machine at rest from its start (the first
+    /// input that decides from the list has it read, as after any rest; see
+    /// [`Chamber::wants_list`]).
+    Kept(Option<DateTime<Utc>>),
+}
+
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub id: i64,
@@ -150,7 +162,7 @@ pub struct Loaded {
     pub open_questions: u32,
     pub config: Result<Settings, Failed>,
     pub warnings: Vec<String>,
-    pub todos: Result<TodoList, Failed>,
+    pub todos: Result<Listed, Failed>,
     pub unread: Vec<String>,
     pub system_tz: Tz,
     /// The conversation the last session left to resume (from the ledger).
@@ -325,18 +337,6 @@ impl Chamber {
     pub fn rest(&mut self) {
         if !self.waking.in_session() {
             self.files.rest();
-        }
-    }
-
-    /// Made at rest: the shell did not read `todo.json`, whose files are
-    /// the versions an earlier start read, and hands over what that read
-    /// found of the next due time. Only before [`Input::Boot`], for a
-    /// chamber with nothing to recover (no open session or batch, no rerun,
-    /// no approval's answer): the first input that decides from the list
-    /// has it read ([`wants_list`](Self::wants_list)), as after any rest.
-    pub fn rested(&mut self, next_due: Option<DateTime<Utc>>) {
-        if !self.waking.in_session() && !self.waking.reruns() {
-            self.files.rested(next_due);
         }
     }
 

@@ -156,8 +156,9 @@ fn without_comment_lines(text: &str) -> std::borrow::Cow<'_, str> {
     // A line (without its `\n` or `\r\n`) is a comment's alone when its
     // first mark is `#` and it holds no byte the parser might refuse there:
     // an ASCII control but a tab, or the lead byte of a C1 control.
-    let comment = |line: &[u8]| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let comment = |line: &[u8], broken: bool| {
+        // A `\r` is part of a line break only before a `\n`.
+        let line = if broken { line.strip_suffix(b"\r").unwrap_or(line) } else { line };
         let body = &line[line.iter().take_while(|c| matches!(c, b' ' | b'\t')).count()..];
         body.first() == Some(&b'#') && !body.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f || c == 0xc2)
     };
@@ -165,7 +166,7 @@ fn without_comment_lines(text: &str) -> std::borrow::Cow<'_, str> {
     // line break kept.
     let (mut kept, mut from, mut start) = (String::new(), 0, 0);
     for end in memchr::memchr_iter(b'\n', b).chain([b.len()]) {
-        if start <= end && comment(&b[start..end]) {
+        if start <= end && comment(&b[start..end], end < b.len()) {
             kept.push_str(&text[from..start]);
             from = end;
         }

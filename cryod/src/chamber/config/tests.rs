@@ -219,4 +219,5 @@ fn comment_lines_are_skipped_and_change_nothing() {
     assert_eq!(kept.config.precheck.as_deref(), Some("# not a comment\ntrue"));
     assert!(p("# a bell \u{7}\nagent = \"sh a.sh\"\n").is_err());
     assert!(p("\u{c}# after a form feed\nagent = \"sh a.sh\"\n").is_err());
+    assert!(p("agent = \"sh a.sh\"\n# a carriage return that ends no line\r").is_err());
 }

@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use nix::sys::stat::FileStat;
 
-use super::{Dir, Stamp, TODO, journal::JOURNAL};
+use super::{Dir, STATE, Stamp, TODO, journal::JOURNAL};
 
 /// The file in cryod's state folder the entries are kept in.
 pub const FILE: &str = "todo-next.json";
@@ -35,12 +35,29 @@ pub const FILE: &str = "todo-next.json";
 /// take about 15 MB).
 const MAX_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The versions of the files a chamber's list is read from, and its zone.
+/// The versions of the files a chamber's list is read from (the state
+/// file too: one that became unreadable faults the chamber at its start),
+/// and its zone.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Key {
     todo: Option<[i64; 7]>,
     journal: Option<[i64; 7]>,
+    state: Option<[i64; 7]>,
     tz: String,
+}
+
+/// The build that read the lists: the rules that parse them and the zones'
+/// data are its own (cryo-core's sources, chrono-tz's version in
+/// `Cargo.lock`), so another build's entries are not taken.
+fn build() -> String {
+    format!("cryod {} {}", env!("CARGO_PKG_VERSION"), cryo_session::BUILD)
+}
+
+/// The file: the build that wrote it, and its entries.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Written {
+    build: String,
+    entries: Vec<Entry>,
 }
 
 /// A file's version: its device, inode, size, mtime and ctime (to the
@@ -68,12 +85,14 @@ pub fn versions(dir: &Path, tz: Tz, settled: SystemTime) -> (Option<Stamp>, Opti
     let Ok(d) = Dir::open(dir) else { return (None, None) };
     let Ok(todo) = d.stat(Path::new(TODO)) else { return (None, None) };
     let stamp = todo.as_ref().map(Stamp::of);
-    let Ok(journal) = d.stat(Path::new(JOURNAL)) else { return (stamp, None) };
-    if todo.iter().chain(&journal).any(|m| unsettled(m, settled)) {
+    let (Ok(journal), Ok(state)) = (d.stat(Path::new(JOURNAL)), d.stat(Path::new(STATE))) else {
+        return (stamp, None);
+    };
+    if todo.iter().chain(&journal).chain(&state).any(|m| unsettled(m, settled)) {
         return (stamp, None);
     }
-    let key = Key { todo: todo.as_ref().map(version), journal: journal.as_ref().map(version), tz: tz.name().into() };
-    (stamp, Some(key))
+    let [todo, journal, state] = [todo, journal, state].map(|m| m.as_ref().map(version));
+    (stamp, Some(Key { todo, journal, state, tz: tz.name().into() }))
 }
 
 /// One chamber's entry: the key and the next due time its list gave (as
@@ -150,7 +169,7 @@ impl Kept {
     /// were read (none if it was not open).
     pub fn save(&self) -> Option<(u64, u64)> {
         let (file, book) = self.lock().take()?;
-        let bytes = serde_json::to_vec(&book.kept).unwrap_or_default();
+        let bytes = serde_json::to_vec(&Written { build: build(), entries: book.kept }).unwrap_or_default();
         if let Err(error) = crate::chamber::write_atomic(&file, &bytes) {
             tracing::warn!(file = %file.display(), %error, "cannot keep the TODO lists' next wakes: the next start reads each list");
         }
@@ -171,7 +190,11 @@ fn read(file: &Path) -> Result<Vec<Entry>, String> {
     if bytes.len() as u64 > MAX_BYTES {
         return Err(format!("over {MAX_BYTES} bytes"));
     }
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    let written: Written = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    if written.build != build() {
+        return Err(format!("written by another build ({})", written.build));
+    }
+    Ok(written.entries)
 }
 
 #[cfg(test)]
@@ -254,6 +277,14 @@ mod tests {
         fourth.open(file.clone());
         assert_eq!(fourth.take(1, &key), None);
         assert_eq!(fourth.save(), Some((0, 0)));
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "[]");
+        let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(written["entries"], serde_json::json!([]));
+        // Another build's entries are not taken.
+        third.save();
+        let text = std::fs::read_to_string(&file).unwrap().replace("cryod ", "cryod 0");
+        std::fs::write(&file, text).unwrap();
+        let fifth = Kept::default();
+        fifth.open(file);
+        assert_eq!(fifth.take(1, &key), None);
     }
 }

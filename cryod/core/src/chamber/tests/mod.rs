@@ -20,8 +20,8 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
 use super::{
-    Boot, Call, Chamber, DEFAULT_PRECHECK_TIMEOUT, Effect, Failed, Input, Limits, Loaded, Refusal, Reply, ReqId,
-    Settings, TodoCall, TodoWriteError,
+    Boot, Call, Chamber, DEFAULT_PRECHECK_TIMEOUT, Effect, Failed, Input, Limits, Listed, Loaded, Refusal, Reply,
+    ReqId, Settings, TodoCall, TodoWriteError,
 };
 use crate::todo::{Missed, NewTodo, TodoList};
 
@@ -77,7 +77,7 @@ fn loaded(todos: &TodoList, unread: &[&str], last_session: u64) -> Loaded {
         open_questions: 0,
         config: Ok(settings()),
         warnings: Vec::new(),
-        todos: Ok(todos.clone()),
+        todos: Ok(Listed::Read(todos.clone())),
         unread: unread.iter().map(|s| s.to_string()).collect(),
         system_tz: chrono_tz::UTC,
         thread: None,

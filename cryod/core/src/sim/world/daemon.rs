@@ -13,7 +13,8 @@ use super::{Ev, Step, World, approvals, report::label};
 use crate::chamber::approval::AWAITING_APPROVAL;
 use crate::chamber::handoff::OnEnd;
 use crate::chamber::{
-    Boot, Chamber, Effect, Input, Limits, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, ReqId, Rerun, Settings,
+    Boot, Chamber, Effect, Input, Limits, Listed, Loaded, LogLine, OpenBatch, OpenSession, Outgoing, ReqId, Rerun,
+    Settings,
 };
 use crate::message::CRYOCHAMBER;
 use crate::session::{Continuity, Outcome, Trigger};
@@ -117,26 +118,28 @@ impl World {
                 )
             })
             .collect();
-        let machines = (0..n).map(|c| Some(self.load(c, awaiting[c].awaiting.clone()))).collect();
+        // As cryod's start with its kept next due times: a chamber with
+        // nothing to recover, its files unchanged since an earlier start
+        // read them, starts at rest (every other one, by incarnation).
+        let machines = (0..n)
+            .map(|c| {
+                let boot = self.boot_input(c, &ended);
+                let plain = boot.open.is_empty()
+                    && boot.batches.is_empty()
+                    && awaiting[c].answered.is_none()
+                    && awaiting[c].awaiting.is_none()
+                    && (self.incarnation as usize + c).is_multiple_of(2);
+                Some(self.load(c, awaiting[c].awaiting.clone(), plain))
+            })
+            .collect();
         self.daemon = Some(Daemon::new(self.incarnation, machines));
         // The holds it reads back from the store end when they said.
         let ends: Vec<DateTime<Utc>> = self.holds.values().copied().filter(|u| *u > self.now).collect();
         for end in ends {
             self.at(end, Ev::HoldOver { inc: self.incarnation });
         }
-        for (c, crate::approvals::request::AtBoot { answered, awaiting }) in awaiting.into_iter().enumerate() {
+        for (c, crate::approvals::request::AtBoot { answered, .. }) in awaiting.into_iter().enumerate() {
             let boot = self.boot_input(c, &ended);
-            // As cryod's start with its kept next due times: a chamber with
-            // nothing to recover, its files unchanged since an earlier start
-            // read them, starts at rest (every other one, by incarnation).
-            let plain = boot.open.is_empty() && boot.batches.is_empty() && answered.is_none() && awaiting.is_none();
-            if plain && (self.incarnation as usize + c).is_multiple_of(2) {
-                let next_due = self.disks[c].todos.next_due();
-                let machine = self.daemon.as_mut().and_then(|d| d.machines[c].as_mut());
-                if let Some(m) = machine.filter(|m| m.fault().is_none()) {
-                    m.rested(next_due);
-                }
-            }
             self.feed(c, Input::Boot(boot))?;
             if let Some((id, line)) = answered
                 && self.daemon.is_some()
@@ -151,11 +154,19 @@ impl World {
     /// Chamber `c`'s machine as a start of cryod makes it from the durable
     /// half (its registry row, files and ledger rows), waiting for the
     /// approval request `awaiting` if one.
-    fn load(&self, c: usize, awaiting: Option<(String, String)>) -> Chamber {
+    fn load(&self, c: usize, awaiting: Option<(String, String)>, rest: bool) -> Chamber {
         let disk = &self.disks[c];
         let rows: Vec<&Row> = self.ledger.rows.iter().filter(|r| r.chamber == c).collect();
         let last = rows.iter().map(|r| r.number).max().unwrap_or(0);
         let from_log = disk.log.iter().filter_map(|l| if let LogLine::Begin(n) = l { Some(*n) } else { None }).max();
+        let rerun = (rows.iter().max_by_key(|r| r.number).filter(|r| r.ended))
+            .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk)));
+        // At rest from its start only with nothing to recover, as cryod's.
+        let todos = if rest && rerun.is_none() && !disk.paused {
+            Listed::Kept(disk.todos.next_due())
+        } else {
+            Listed::Read(disk.todos.clone())
+        };
         Chamber::new(
             Loaded {
                 id: c as i64 + 1,
@@ -170,18 +181,14 @@ impl World {
                 open_questions: 0,
                 config: Ok(settings(disk)),
                 warnings: Vec::new(),
-                todos: Ok(disk.todos.clone()),
+                todos: Ok(todos),
                 unread: disk.inbox.keys().cloned().collect(),
                 system_tz: chrono_tz::UTC,
                 // The conversation the newest session left, as cryod
                 // reads it from the ledger (none if it is open).
                 thread: rows.iter().max_by_key(|r| r.number).and_then(|r| r.thread.clone()),
                 last_visible: None,
-                rerun: rows
-                    .iter()
-                    .max_by_key(|r| r.number)
-                    .filter(|r| r.ended)
-                    .and_then(|r| Rerun::after(r.number, Some(&r.outcome), || outgoing(disk))),
+                rerun,
                 awaiting,
                 health: disk.health.clone(),
             },
