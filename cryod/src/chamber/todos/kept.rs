@@ -179,17 +179,11 @@ impl Kept {
 
 /// The entries in `file` (an empty list if it is missing).
 fn read(file: &Path) -> Result<Vec<Entry>, String> {
-    use std::io::Read;
-    let f = match std::fs::File::open(file) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
-    };
-    let mut bytes = Vec::new();
-    f.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!("over {MAX_BYTES} bytes"));
-    }
+    // cryod's own folder, read as its other files are: no link followed, no
+    // FIFO opened, nothing over the limit read.
+    let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { return Ok(Vec::new()) };
+    let read = Dir::open_own(folder).and_then(|d| d.read_if(Path::new(name), MAX_BYTES));
+    let Some(bytes) = read.map_err(|e| e.to_string())? else { return Ok(Vec::new()) };
     let written: Written = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     if written.build != build() {
         return Err(format!("written by another build ({})", written.build));
@@ -284,7 +278,33 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap().replace("cryod ", "cryod 0");
         std::fs::write(&file, text).unwrap();
         let fifth = Kept::default();
-        fifth.open(file);
+        fifth.open(file.clone());
         assert_eq!(fifth.take(1, &key), None);
+        // A link or a FIFO in its place is not followed or opened, and the
+        // start goes on reading every list.
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+        let linked = Kept::default();
+        linked.open(file.clone());
+        assert_eq!(linked.take(1, &key), None);
+        std::fs::remove_file(&file).unwrap();
+        nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let fifo = Kept::default();
+        fifo.open(file);
+        assert_eq!(fifo.take(1, &key), None);
+    }
+
+    /// A link or a FIFO put where `todo.json` was has a version of its own:
+    /// an entry kept for the file does not match it (the list's read then
+    /// faults the chamber, as it always did).
+    #[test]
+    fn a_link_in_the_lists_place_matches_no_entry() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path();
+        write(dir, TODO, "[]");
+        let file = versions(dir, chrono_tz::UTC, settled_after(dir)).1.unwrap();
+        std::fs::rename(dir.join(TODO), dir.join("elsewhere.json")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere.json"), dir.join(TODO)).unwrap();
+        assert_ne!(versions(dir, chrono_tz::UTC, settled_after(dir)).1, Some(file));
     }
 }
