@@ -51,7 +51,7 @@ pub const LAUNCHER: &str = "cryod-launch";
 
 /// This build of the launchers, in every binary that has them: cryod's
 /// plan names it, and a launcher of another build refuses the plan
-/// ([`crate::sandbox::Plan::from_env`]). One literal, so cryod can also
+/// (`sandbox::Plan::from_env`). One literal, so cryod can also
 /// find it in a launcher's file before it runs one.
 pub const BUILD: &str = concat!("cryo-session-build:", env!("CRYO_SESSION_BUILD"));
 
