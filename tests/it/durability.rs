@@ -477,13 +477,51 @@ fn a_chamber_asked_for_during_start_up_is_booted_out_of_turn() {
     assert!(env.daemon_log().contains("registry loaded"));
 }
 
+/// What each start said it read and took back from the last one, in order:
+/// its line that says `what` ("TODO lists at start", "mailboxes at start").
+fn starts_of(env: &Env, what: &str) -> Vec<(u64, u64)> {
+    let field = |l: &str, k: &str| l.split(&format!(" {k}=")).nth(1)?.split(' ').next()?.parse().ok();
+    let log = env.daemon_log();
+    log.lines().filter(|l| l.contains(what)).filter_map(|l| Some((field(l, "read")?, field(l, "taken")?))).collect()
+}
+
+/// Whether `path` last changed over two seconds ago by the filesystem's
+/// clock: one changed since is not kept by its version.
+fn settled(env: &Env, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    let changed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(m.ctime().max(m.mtime()) as u64 + 3);
+    // The filesystem's time now: a file written now.
+    std::fs::write(env.path("now"), "").unwrap();
+    changed < std::fs::metadata(env.path("now")).unwrap().modified().unwrap()
+}
+
+/// Stops cryod, does `meanwhile`, lets `paths` settle, starts it: what its
+/// boots read and took back, as its line that says `what` gives them.
+fn restart_reading(
+    env: &Env,
+    d: &mut cryo_tests::Daemon,
+    what: &str,
+    paths: &[std::path::PathBuf],
+    meanwhile: &dyn Fn(),
+) -> (u64, u64) {
+    d.signal_and_wait(Signal::SIGTERM);
+    meanwhile();
+    cryo_tests::wait_until_within(std::time::Duration::from_secs(10), "the files to settle", || {
+        paths.iter().all(|p| settled(env, p))
+    });
+    let before = starts_of(env, what).len();
+    *d = env.start_daemon();
+    wait_until("the boots to end", || starts_of(env, what).len() > before);
+    *starts_of(env, what).last().unwrap()
+}
+
 /// A restart takes a chamber's next wake from what the last start read of
 /// its TODO list while the list's files are unchanged, and reads the list
 /// again once they changed while cryod was down: even in place, at the same
 /// size, with its times set back.
 #[test]
 fn a_restart_reads_again_only_the_todo_lists_that_changed() {
-    use std::os::unix::fs::MetadataExt;
     let env = Env::new();
     let mut d = env.start_daemon();
     let todo = |at: &str| format!(r#"[{{"id":1,"text":"later","done":false,"claimed":false,"at":"{at}"}}]"#);
@@ -494,35 +532,9 @@ fn a_restart_reads_again_only_the_todo_lists_that_changed() {
     }
     let wake = |name: &str| status(&env, name)["next_wake"].as_str().unwrap_or_default().to_string();
     wait_until("both wakes planned", || chambers.iter().all(|c| wake(&c.name).starts_with("2099-01-01")));
-    // Each start says how many lists it read and how many it took back.
-    let starts = || -> Vec<(u64, u64)> {
-        let field = |l: &str, k: &str| l.split(&format!(" {k}=")).nth(1)?.split(' ').next()?.parse().ok();
-        let log = env.daemon_log();
-        log.lines()
-            .filter(|l| l.contains("TODO lists at start"))
-            .filter_map(|l| Some((field(l, "read")?, field(l, "taken")?)))
-            .collect()
-    };
-    // A file changed in the last two seconds is not kept by its version.
-    let settled = |c: &Chamber| {
-        let m = std::fs::metadata(c.dir.join("todo.json")).unwrap();
-        let changed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(m.ctime().max(m.mtime()) as u64 + 3);
-        // The filesystem's time now: a file written now.
-        std::fs::write(env.path("now"), "").unwrap();
-        changed < std::fs::metadata(env.path("now")).unwrap().modified().unwrap()
-    };
-    // Stops cryod, does `meanwhile`, lets the files settle, starts it: what
-    // its boots read and took back.
+    let lists: Vec<_> = chambers.iter().map(|c| c.dir.join("todo.json")).collect();
     let restart = |d: &mut cryo_tests::Daemon, meanwhile: &dyn Fn()| {
-        d.signal_and_wait(Signal::SIGTERM);
-        meanwhile();
-        cryo_tests::wait_until_within(std::time::Duration::from_secs(10), "the lists to settle", || {
-            chambers.iter().all(settled)
-        });
-        let before = starts().len();
-        *d = env.start_daemon();
-        wait_until("the boots to end", || starts().len() > before);
-        *starts().last().unwrap()
+        restart_reading(&env, d, "TODO lists at start", &lists, meanwhile)
     };
     assert_eq!(restart(&mut d, &|| ()), (2, 0), "{}", env.daemon_log());
     assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
@@ -539,4 +551,42 @@ fn a_restart_reads_again_only_the_todo_lists_that_changed() {
     assert!(wake("a").starts_with("2098-01-01") && wake("b").starts_with("2099-01-01"));
     assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
     assert!(wake("a").starts_with("2098-01-01"));
+}
+
+/// A restart takes back what the last start listed of a chamber's mailbox
+/// (an empty inbox, the agent's open questions) while its four folders are
+/// unchanged, and lists it again once a message came while cryod was down:
+/// the message is read and wakes the chamber.
+#[test]
+fn a_restart_lists_again_only_the_mailboxes_that_changed() {
+    let script = "cryo-agent receive > \"got-$CRYO_SESSION.txt\"\n\
+                  [ \"$CRYO_SESSION\" = 1 ] && cryo-agent send --question 'Which branch?' >/dev/null\n\
+                  cryo-agent todo list | grep -q later || cryo-agent todo add later --at +1h >/dev/null\n\
+                  cryo-agent hibernate\n";
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let chambers = [env.chamber("a", script, ""), env.chamber("b", script, "")];
+    for c in &chambers {
+        env.cryoctl(&["chamber", "start", &c.name]).ok();
+        c.wait_ended(1);
+    }
+    let questions = |name: &str| status(&env, name)["open_questions"].as_u64();
+    wait_until("each agent's question open", || chambers.iter().all(|c| questions(&c.name) == Some(1)));
+    let folders: Vec<_> = chambers
+        .iter()
+        .flat_map(|c| ["inbox", "inbox/archive", "outbox", "outbox/archive"].map(|f| c.dir.join("messages").join(f)))
+        .collect();
+    let restart = |d: &mut cryo_tests::Daemon, meanwhile: &dyn Fn()| {
+        restart_reading(&env, d, "mailboxes at start", &folders, meanwhile)
+    };
+    assert_eq!(restart(&mut d, &|| ()), (2, 0), "{}", env.daemon_log());
+    assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
+    assert!(chambers.iter().all(|c| questions(&c.name) == Some(1)), "taken back: {}", env.daemon_log());
+    // A message comes while cryod is down: only that mailbox is listed, and
+    // the message wakes its chamber.
+    assert_eq!(restart(&mut d, &|| drop(chambers[0].write_inbox(1, "use main"))), (1, 1), "{}", env.daemon_log());
+    chambers[0].wait_ended(2);
+    assert!(chambers[0].read("got-2.txt").contains("use main"));
+    assert_eq!(questions("b"), Some(1));
+    assert!(!chambers[1].dir.join("got-2.txt").exists(), "b did not wake");
 }

@@ -73,6 +73,11 @@ impl Dir {
 
     /// Makes the folder `rel` and those on its way (never the chamber).
     pub fn make_dirs(&self, rel: &Path) -> Result<(), FileError> {
+        // Nearly always there already: a look costs no `mkdir` on the way
+        // (each takes its parent's lock to find the name taken).
+        if let Ok(Some(Kind::Folder)) = self.kind(rel) {
+            return Ok(());
+        }
         let (fd, name) = self.parent(rel, true)?;
         let path = self.full(rel);
         match nix::sys::stat::mkdirat(&fd, name.as_os_str(), Mode::from_bits_truncate(0o755)) {

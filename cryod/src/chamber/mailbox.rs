@@ -84,6 +84,23 @@ impl Folder {
     }
 }
 
+/// Every folder of messages, in the order [`Versions`] keeps them.
+const FOLDERS: [Folder; 4] = [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive];
+
+/// The versions of a mailbox's folders and its zone ([`Mailbox::versions`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Versions {
+    folders: [Option<[i64; 7]>; 4],
+    tz: String,
+}
+
+impl Versions {
+    /// The inbox's version: while it holds, no message came or went.
+    pub fn inbox(&self) -> Option<[i64; 7]> {
+        self.folders[0]
+    }
+}
+
 /// A message read from a folder.
 #[derive(Debug, Clone)]
 pub struct Stored {
@@ -151,6 +168,32 @@ impl Mailbox {
     /// hundred thousand.
     pub fn each_name(&self, f: Folder, each: impl FnMut(&str)) -> std::io::Result<()> {
         Ok(each_name(&self.open()?, f, each)?)
+    }
+
+    /// The versions of the four folders of messages (as
+    /// [`crate::chamber::version::of`] tells a file's; an entry added,
+    /// removed or renamed changes its folder's) and the zone their times
+    /// are read in: what a start keeps beside what it read of them. `None`
+    /// if one is not a folder, cannot be looked at, or changed after
+    /// `settled`; a missing folder has no version.
+    pub fn versions(&self, settled: std::time::SystemTime) -> Option<Versions> {
+        let d = self.open().ok()?;
+        let mut folders = [None; 4];
+        for (slot, f) in folders.iter_mut().zip(FOLDERS) {
+            let Some(st) = folder_status(&d, f)? else { continue };
+            if crate::chamber::version::unsettled(&st, settled) {
+                return None;
+            }
+            *slot = Some(crate::chamber::version::of(&st));
+        }
+        Some(Versions { folders, tz: self.tz.name().into() })
+    }
+
+    /// The inbox's version now (as in [`Mailbox::versions`]), if it is a
+    /// folder.
+    pub fn inbox_version(&self) -> Option<[i64; 7]> {
+        let st = folder_status(&self.open().ok()?, Folder::Inbox)??;
+        Some(crate::chamber::version::of(&st))
     }
 
     /// Unread messages waiting in the inbox.
@@ -446,6 +489,16 @@ fn each_name(d: &Dir, f: Folder, mut each: impl FnMut(&str)) -> Result<(), FileE
             each(n);
         }
     })
+}
+
+/// The status of the folder `f`: `None` if something else stands there or
+/// it cannot be looked at, `Some(None)` if it is missing.
+fn folder_status(d: &Dir, f: Folder) -> Option<Option<nix::sys::stat::FileStat>> {
+    use nix::sys::stat::SFlag;
+    match d.stat(Path::new(f.rel())).ok()? {
+        Some(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR => None,
+        st => Some(st),
+    }
 }
 
 /// Moves `from` into the folder `to` as `name`, or `NAME-N.md` if that is

@@ -8,10 +8,12 @@ pub mod config;
 pub mod log;
 pub mod mailbox;
 pub mod reset;
+pub mod rest;
 pub mod scaffold;
 pub mod seed;
 pub mod todos;
 pub mod trust;
+pub mod version;
 
 use std::path::Path;
 

@@ -16,11 +16,11 @@ use cryo_core::todo::{self, TodoList};
 use super::{Dir, FileError};
 
 mod journal;
-mod kept;
+mod key;
 mod lock;
 
 use journal::Journal;
-pub use kept::{FILE as KEPT_FILE, Kept, Key, SETTLING, unsettled, version, versions};
+pub use key::{Key, versions};
 pub use lock::LOCK_WAIT;
 use lock::lock_within;
 

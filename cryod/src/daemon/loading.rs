@@ -115,15 +115,18 @@ impl Daemon {
                 "cryo.toml: the same warning, for more chambers (`cryoctl chamber status NAME` shows each one's)"
             );
         }
-        // What the boots read of the TODO lists, kept for the next start,
+        // What the boots read of the TODO lists and mailboxes, kept for the next start,
         // before the trim: the entries freed after it stayed resident (8 MB
         // at 10,000 chambers).
         let kept = {
             let shared = shared.clone();
             tokio::task::spawn_blocking(move || shared.kept.save()).await.ok().flatten()
         };
-        if let Some((taken, read)) = kept {
+        if let Some(n) = kept {
+            let (read, taken) = (n.lists_read, n.lists_taken);
             tracing::info!(read, taken, "TODO lists at start: read, or their next wake taken from the last start");
+            let (read, taken) = (n.mail_read, n.mail_taken);
+            tracing::info!(read, taken, "mailboxes at start: listed, or taken from the last start");
         }
         give_back_freed_memory();
         loading.done.send_replace(true);

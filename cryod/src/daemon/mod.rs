@@ -275,7 +275,7 @@ impl Daemon {
             // Booted after this returns, while the socket serves
             // (`loading`), each from the next due time its TODO list gave
             // the last start if its files are still those versions.
-            shared.kept.open(shared.places.state_dir.join(crate::chamber::todos::KEPT_FILE));
+            shared.kept.open(shared.places.state_dir.join(crate::chamber::rest::FILE));
             loading = loading::Loading::of(records, open, processes);
         }
         let daemon = Daemon(Arc::new(Inner {

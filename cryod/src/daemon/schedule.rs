@@ -13,7 +13,7 @@ use cryo_core::schedule::Upcoming;
 use cryo_core::todo::TodoList;
 
 use super::{ChamberRef, ChamberView, Daemon};
-use crate::chamber::{Dir, config as chamber_config, todos};
+use crate::chamber::{Dir, config as chamber_config, todos, version};
 use crate::error::Result;
 
 /// Most wakes one request lists.
@@ -53,18 +53,18 @@ pub enum Unplanned {
 /// A version is the file's inode, size, and times of change: its ctime
 /// too, which no one can set back (the agent can put an old mtime back on
 /// a file it rewrote in place). A file changed within the last
-/// [`todos::SETTLING`] is not kept, as git does with a file changed in the same
+/// [`version::SETTLING`] is not kept, as git does with a file changed in the same
 /// tick as its index (timestamps are coarse: two writes of one size in a
 /// tick look alike); nor is a list of more than [`MAX_KEPT`] TODOs.
 pub(super) struct Memo {
     kept: std::sync::Mutex<HashMap<i64, Read>>,
-    /// [`todos::SETTLING`] (tests take less).
+    /// [`version::SETTLING`] (tests take less).
     settling: std::time::Duration,
 }
 
 impl Default for Memo {
     fn default() -> Memo {
-        Memo { kept: Default::default(), settling: todos::SETTLING }
+        Memo { kept: Default::default(), settling: version::SETTLING }
     }
 }
 
@@ -104,8 +104,8 @@ impl Memo {
         let mut fresh = false;
         let mut version = |rel: &str| -> Version {
             let m = d.stat(Path::new(rel)).ok().flatten()?;
-            fresh |= todos::unsettled(&m, settled);
-            Some(todos::version(&m))
+            fresh |= version::unsettled(&m, settled);
+            Some(version::of(&m))
         };
         let [todo, journal, state] = todos::FILES;
         let key = ([version(chamber_config::FILE), version(todo), version(journal), version(state)], system);

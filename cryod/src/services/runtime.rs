@@ -115,7 +115,7 @@ pub struct Shared {
     pub(crate) start_lines: crate::base::logline::Repeated,
     /// The next due times the last start read from the TODO lists, for
     /// this start's boots (open only while they run).
-    pub(crate) kept: crate::chamber::todos::Kept,
+    pub(crate) kept: crate::chamber::rest::Kept,
 }
 
 /// The live sessions' tokens, each with the session it belongs to. A token

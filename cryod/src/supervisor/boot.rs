@@ -97,6 +97,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         && !last_asked
         && !record.archived;
     let StartList { todos, read: todos_read } = list_at_start(&shared, &record, &root, &config, tz, plain);
+    let StartMail { open_questions, unread, inbox } = mail_at_start(&shared, &record, &mailbox, plain);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
@@ -120,11 +121,11 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
             last_session,
             last_result: past.last_result,
             last_lateness_ms: past.last_lateness_ms,
-            open_questions: open_questions(&mailbox),
+            open_questions,
             config: config.as_ref().map(settings).map_err(Clone::clone),
             warnings,
             todos,
-            unread: mailbox.unread(),
+            unread,
             system_tz,
             thread: past.thread,
             last_visible: past.last_visible,
@@ -161,7 +162,31 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         git_lock: Default::default(),
         git_last,
     };
-    launch(sup, boot, answered, &watch_dirs, rx, tx, snapshot).await
+    launch(sup, Launch { boot, answered, inbox }, &watch_dirs, rx, tx, snapshot).await
+}
+
+/// What a chamber's mailbox holds at its start: the questions the agent
+/// left open and the unread mail, and the inbox's version they stand for
+/// (a settled one: while it holds, no message came or went).
+struct StartMail {
+    open_questions: u32,
+    unread: Vec<String>,
+    inbox: Option<[i64; 7]>,
+}
+
+/// Reads the chamber's mailbox at its start, or, for a `plain` chamber
+/// whose four folders are the versions the last start read with an empty
+/// inbox, takes back what that read gave (nothing to list).
+fn mail_at_start(shared: &Shared, record: &ChamberRecord, mailbox: &Mailbox, plain: bool) -> StartMail {
+    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+    let key = mailbox.versions(settled);
+    let inbox = key.as_ref().and_then(|k| k.inbox());
+    if let Some(open_questions) = key.as_ref().filter(|_| plain).and_then(|k| shared.kept.take_mail(record.id, k)) {
+        return StartMail { open_questions, unread: Vec::new(), inbox };
+    }
+    let (open_questions, unread) = (open_questions(mailbox), mailbox.unread());
+    shared.kept.keep_mail(record.id, key.filter(|_| unread.is_empty()), open_questions);
+    StartMail { open_questions, unread, inbox }
 }
 
 /// A chamber's TODO list at its start (or the next due time taken back
@@ -186,10 +211,10 @@ fn list_at_start(
 ) -> StartList {
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
-    let settled = std::time::SystemTime::from(shared.clock.now()) - todos::SETTLING;
+    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
     let (mut read, key) = todos::versions(root, tz, settled);
     if let Some(next_due) =
-        key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take(record.id, k))
+        key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take_list(record.id, k))
     {
         return StartList { todos: Ok(Listed::Kept(next_due)), read };
     }
@@ -199,7 +224,7 @@ fn list_at_start(
             todos::load_at_start(root, tz, how).map(|(list, written)| {
                 match (written, key) {
                     (Some(written), _) => read = Some(written),
-                    (None, Some(key)) => shared.kept.keep(record.id, key, list.next_due()),
+                    (None, Some(key)) => shared.kept.keep_list(record.id, key, list.next_due()),
                     (None, None) => {}
                 }
                 list
@@ -304,13 +329,21 @@ fn write_fence(shared: &Shared, record: &ChamberRecord, root: &std::path::Path) 
     }
 }
 
+/// What a made supervisor is told as it starts: what recovery found, an
+/// answer no session used, and the inbox's settled version its unread mail
+/// was read at.
+struct Launch {
+    boot: Boot,
+    answered: Option<(String, String)>,
+    inbox: Option<[i64; 7]>,
+}
+
 /// Starts a made supervisor: it watches the chamber, takes what recovery
 /// found, catches up on what changed before the watch, and runs on its own
 /// task; the handle is how the daemon reaches it.
 async fn launch(
     mut sup: Sup,
-    boot: Boot,
-    answered: Option<(String, String)>,
+    Launch { boot, answered, inbox }: Launch,
     watch_dirs: &[PathBuf],
     rx: super::queue::Receiver<Event>,
     tx: super::queue::Sender<Event>,
@@ -328,7 +361,10 @@ async fn launch(
     if sup.todos_written.is_none() || todos::stamp(&sup.root) != sup.todos_written {
         sup.reload_todos().await;
     }
-    sup.observe_inbox().await;
+    // The inbox is listed again unless it is the settled version read.
+    if inbox.is_none() || sup.mailbox().inbox_version() != inbox {
+        sup.observe_inbox().await;
+    }
     sup.publish();
     let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
     tokio::spawn(Box::new(sup).run(rx, drop.clone(), ended.clone()));

@@ -236,7 +236,16 @@ pub const CRATES: &[Crate] = &[
             ("gateway", &[&["wire", "redact", "kept"], &["route"], &["forward"]]),
             // What the operator accepts knows nothing of `cryo.toml`'s reading, which digests it;
             // a new chamber's files and resets read the config.
-            ("chamber", &[&["trust", "log", "mailbox", "todos"], &["config"], &["scaffold", "seed"], &["reset"]]),
+            (
+                "chamber",
+                &[
+                    &["version"],
+                    &["trust", "log", "mailbox", "todos"],
+                    &["config", "rest"],
+                    &["scaffold", "seed"],
+                    &["reset"],
+                ],
+            ),
             (
                 "supervisor",
                 &[

@@ -1,0 +1,343 @@
+//! What a chamber at rest was, kept from one start of cryod to the next.
+//!
+//! A chamber at rest holds little: its next due time, how many questions
+//! it left open, that no mail waits. Yet a start read every chamber's
+//! `todo.json` and listed its four folders of messages to learn them: a
+//! fifth and then another fifth of a start at 10,000 chambers. A start now
+//! keeps, for each chamber, the versions of the files and folders it read
+//! and what they gave; the next start takes that back, without a read, for
+//! a chamber whose files are still those versions.
+//!
+//! A version is a file's (or folder's) device, inode and size, and the times
+//! of its last change of content (`mtime`) and of status (`ctime`), to the
+//! nanosecond. cryod replaces `todo.json` (a new inode) and appends to the
+//! journal; any other write changes the `ctime`, which only the kernel sets.
+//! A message that comes or goes changes its folder's. A file changed in the
+//! last [`SETTLING`](super::version::SETTLING) is not kept by its version.
+//! An entry states a fact about versions of files: it never goes stale, it
+//! only stops matching.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+
+use super::Dir;
+use super::mailbox::Versions;
+use super::todos::Key;
+
+/// The file in cryod's state folder the entries are kept in.
+pub const FILE: &str = "rest.json";
+
+/// The file an earlier build kept the TODO lists' next wakes in: removed.
+const FORMER: &str = "todo-next.json";
+
+/// The largest file of kept entries read (a hundred thousand chambers'
+/// take about 25 MB).
+const MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The build that read the files: the rules that parse them and the zones'
+/// data are its own (cryo-core's sources, chrono-tz's version in
+/// `Cargo.lock`), so another build's entries are not taken.
+fn build() -> String {
+    format!("cryod {} {}", env!("CARGO_PKG_VERSION"), cryo_session::BUILD)
+}
+
+/// The file: the build that wrote it, and its entries.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Written {
+    build: String,
+    entries: Vec<Entry>,
+}
+
+/// The build alone, read first: another build's entries may have another
+/// shape.
+#[derive(serde::Deserialize)]
+struct Head {
+    build: String,
+}
+
+/// What a chamber's TODO list gave of its next wake (as seconds and
+/// nanoseconds since the epoch), at the versions of its files.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct List {
+    key: Key,
+    next_due: Option<(i64, u32)>,
+}
+
+/// What a chamber's mailbox gave at the versions of its folders: an empty
+/// inbox (only such a one is kept), and the questions the agent left open.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Mail {
+    key: Versions,
+    open_questions: u32,
+}
+
+/// One chamber's entry: what its list and its mailbox gave, each kept by
+/// its own versions.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    id: i64,
+    list: Option<List>,
+    mail: Option<Mail>,
+}
+
+/// How many reads a start took back from the last one, and how many it
+/// made (and kept for the next).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub lists_taken: u64,
+    pub lists_read: u64,
+    pub mail_taken: u64,
+    pub mail_read: u64,
+}
+
+/// The entries of the last start, taken by this one's boots, and those this
+/// start keeps for the next.
+#[derive(Default)]
+struct Book {
+    last: HashMap<i64, Entry>,
+    kept: HashMap<i64, Entry>,
+    counts: Counts,
+}
+
+impl Book {
+    fn kept(&mut self, id: i64) -> &mut Entry {
+        self.kept.entry(id).or_insert_with(|| Entry { id, ..Entry::default() })
+    }
+}
+
+/// What chambers at rest were: open while the chambers boot, then written
+/// for the next start ([`Kept::save`]). Closed, it takes and keeps nothing
+/// (a fleet's node, which claims its chambers one by one, and any
+/// supervisor made after the start).
+#[derive(Default)]
+pub struct Kept {
+    book: Mutex<Option<(PathBuf, Book)>>,
+}
+
+impl Kept {
+    /// Opens the entries the last start kept in `file`. A file that is
+    /// missing or does not parse gives none (every chamber is read).
+    pub fn open(&self, file: PathBuf) {
+        if let Some(former) = file.parent().map(|d| d.join(FORMER)) {
+            let _ = std::fs::remove_file(former);
+        }
+        let last = read(&file).unwrap_or_else(|why| {
+            tracing::info!(file = %file.display(), %why, "what chambers at rest were is not used: each one's files are read");
+            Vec::new()
+        });
+        let last = last.into_iter().map(|e| (e.id, e)).collect();
+        *self.lock() = Some((file, Book { last, ..Book::default() }));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(PathBuf, Book)>> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Chamber `id`'s next due time, if the last start kept one for the
+    /// versions `key` names (kept again for the next start).
+    pub fn take_list(&self, id: i64, key: &Key) -> Option<Option<DateTime<Utc>>> {
+        let mut book = self.lock();
+        let (_, book) = book.as_mut()?;
+        let list = book.last.get_mut(&id)?.list.take().filter(|l| l.key == *key)?;
+        let next_due = match list.next_due {
+            Some((secs, nanos)) => Some(DateTime::from_timestamp(secs, nanos)?),
+            None => None,
+        };
+        book.kept(id).list = Some(list);
+        book.counts.lists_taken += 1;
+        Some(next_due)
+    }
+
+    /// The list chamber `id` read at the versions `key` names comes due
+    /// next at `next_due`.
+    pub fn keep_list(&self, id: i64, key: Key, next_due: Option<DateTime<Utc>>) {
+        if let Some((_, book)) = self.lock().as_mut() {
+            let next_due = next_due.map(|t| (t.timestamp(), t.timestamp_subsec_nanos()));
+            book.kept(id).list = Some(List { key, next_due });
+            book.counts.lists_read += 1;
+        }
+    }
+
+    /// How many questions chamber `id`'s agent left open, if the last start
+    /// kept its mailbox at the versions `key` names, with an empty inbox
+    /// (kept again for the next start).
+    pub fn take_mail(&self, id: i64, key: &Versions) -> Option<u32> {
+        let mut book = self.lock();
+        let (_, book) = book.as_mut()?;
+        let mail = book.last.get_mut(&id)?.mail.take().filter(|m| m.key == *key)?;
+        let open_questions = mail.open_questions;
+        book.kept(id).mail = Some(mail);
+        book.counts.mail_taken += 1;
+        Some(open_questions)
+    }
+
+    /// Chamber `id`'s mailbox was listed; read at the versions `key`
+    /// names (none: not to be kept), it had an empty inbox and
+    /// `open_questions` questions open.
+    pub fn keep_mail(&self, id: i64, key: Option<Versions>, open_questions: u32) {
+        if let Some((_, book)) = self.lock().as_mut() {
+            book.counts.mail_read += 1;
+            if let Some(key) = key {
+                book.kept(id).mail = Some(Mail { key, open_questions });
+            }
+        }
+    }
+
+    /// The boots are over: writes what this start kept for the next one
+    /// and closes. What was taken and read (none if it was not open).
+    pub fn save(&self) -> Option<Counts> {
+        let (file, book) = self.lock().take()?;
+        let mut entries: Vec<Entry> = book.kept.into_values().collect();
+        entries.sort_unstable_by_key(|e| e.id);
+        let bytes = serde_json::to_vec(&Written { build: build(), entries }).unwrap_or_default();
+        if let Err(error) = crate::chamber::write_atomic(&file, &bytes) {
+            tracing::warn!(file = %file.display(), %error, "cannot keep what chambers at rest were: the next start reads each one's files");
+        }
+        Some(book.counts)
+    }
+}
+
+/// The entries in `file` (an empty list if it is missing).
+fn read(file: &Path) -> Result<Vec<Entry>, String> {
+    // cryod's own folder, read as its other files are: no link followed, no
+    // FIFO opened, nothing over the limit read.
+    let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { return Ok(Vec::new()) };
+    let read = Dir::open_own(folder).and_then(|d| d.read_if(Path::new(name), MAX_BYTES));
+    let Some(bytes) = read.map_err(|e| e.to_string())? else { return Ok(Vec::new()) };
+    let head: Head = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    if head.build != build() {
+        return Err(format!("written by another build ({})", head.build));
+    }
+    let written: Written = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    Ok(written.entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::chamber::mailbox::Mailbox;
+    use crate::chamber::todos::versions;
+
+    const TODO: &str = "todo.json";
+
+    /// An hour after the list's last change: it has settled.
+    fn settled_after(dir: &Path) -> SystemTime {
+        std::fs::metadata(dir.join(TODO)).unwrap().modified().unwrap() + Duration::from_secs(3600)
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    fn counts(lists_taken: u64, lists_read: u64) -> Option<Counts> {
+        Some(Counts { lists_taken, lists_read, ..Counts::default() })
+    }
+
+    /// What one start keeps, the next takes back when the key matches, and
+    /// keeps again; an entry that no longer matches is dropped.
+    #[test]
+    fn kept_entries_are_taken_back_by_the_next_start() {
+        let t = tempfile::tempdir().unwrap();
+        let (dir, file) = (t.path(), t.path().join(FILE));
+        write(dir, TODO, "[]");
+        let key = versions(dir, chrono_tz::UTC, settled_after(dir)).1.unwrap();
+        let due = DateTime::parse_from_rfc3339("2031-02-03T04:05:06.789012345Z").unwrap().to_utc();
+        let first = Kept::default();
+        assert_eq!(first.take_list(1, &key), None, "closed: nothing is taken");
+        first.open(file.clone());
+        assert_eq!(first.take_list(1, &key), None);
+        first.keep_list(1, key.clone(), Some(due));
+        first.keep_list(2, key.clone(), None);
+        first.keep_list(3, key.clone(), None);
+        assert_eq!(first.save(), counts(0, 3));
+        let next = Kept::default();
+        next.open(file.clone());
+        assert_eq!(next.take_list(1, &key), Some(Some(due)));
+        assert_eq!(next.take_list(2, &key), Some(None));
+        write(dir, TODO, "[ ]");
+        assert_eq!(next.take_list(3, &versions(dir, chrono_tz::UTC, settled_after(dir)).1.unwrap()), None);
+        assert_eq!(next.save(), counts(2, 0));
+        let third = Kept::default();
+        third.open(file.clone());
+        assert_eq!(third.take_list(3, &key), None, "the entry that did not match was not kept");
+        assert_eq!(third.take_list(1, &key), Some(Some(due)));
+        // A file that does not parse gives nothing, and is replaced.
+        std::fs::write(&file, "{").unwrap();
+        let fourth = Kept::default();
+        fourth.open(file.clone());
+        assert_eq!(fourth.take_list(1, &key), None);
+        assert_eq!(fourth.save(), counts(0, 0));
+        let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(written["entries"], serde_json::json!([]));
+        // Another build's entries are not taken.
+        third.save();
+        let text = std::fs::read_to_string(&file).unwrap().replace("cryod ", "cryod 0");
+        std::fs::write(&file, text).unwrap();
+        let fifth = Kept::default();
+        fifth.open(file.clone());
+        assert_eq!(fifth.take_list(1, &key), None);
+        // A link or a FIFO in its place is not followed or opened, and the
+        // start goes on reading every list.
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+        let linked = Kept::default();
+        linked.open(file.clone());
+        assert_eq!(linked.take_list(1, &key), None);
+        std::fs::remove_file(&file).unwrap();
+        nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let fifo = Kept::default();
+        fifo.open(file);
+        assert_eq!(fifo.take_list(1, &key), None);
+    }
+
+    /// A mailbox's versions hold while no message comes or goes; what a
+    /// start kept of it, the next takes back only then. A folder that is
+    /// a link, or changed a moment ago, has no version to keep.
+    #[test]
+    fn a_mailbox_is_kept_by_its_folders_versions() {
+        let t = tempfile::tempdir().unwrap();
+        let (dir, file) = (t.path(), t.path().join(FILE));
+        for f in ["messages/inbox/archive", "messages/outbox/archive"] {
+            std::fs::create_dir_all(dir.join(f)).unwrap();
+        }
+        let later = |dir: &Path| {
+            std::fs::metadata(dir.join("messages/inbox")).unwrap().modified().unwrap() + Duration::from_secs(3600)
+        };
+        let mb = Mailbox::new(dir, chrono_tz::UTC);
+        let now = std::fs::metadata(dir.join("messages/inbox")).unwrap().modified().unwrap();
+        assert_eq!(mb.versions(now), None, "made a moment ago");
+        let key = mb.versions(later(dir)).unwrap();
+        assert_eq!(mb.versions(later(dir)), Some(key.clone()));
+        assert_ne!(Mailbox::new(dir, chrono_tz::Europe::Berlin).versions(later(dir)), Some(key.clone()));
+        let first = Kept::default();
+        first.open(file.clone());
+        first.keep_mail(7, Some(key.clone()), 2);
+        first.keep_mail(8, None, 0);
+        let saved = first.save().unwrap();
+        assert_eq!((saved.mail_taken, saved.mail_read), (0, 2));
+        let next = Kept::default();
+        next.open(file.clone());
+        assert_eq!(next.take_mail(7, &key), Some(2));
+        assert_eq!(next.take_mail(7, &key), None, "taken once");
+        assert_eq!(next.take_mail(8, &key), None);
+        // A message written, then archived: each changes a folder's version.
+        write(dir, "messages/outbox/m.md", "hello");
+        let sent = mb.versions(later(dir)).unwrap();
+        assert_ne!(sent, key);
+        std::fs::rename(dir.join("messages/outbox/m.md"), dir.join("messages/outbox/archive/m.md")).unwrap();
+        assert_ne!(mb.versions(later(dir)), Some(sent));
+        write(dir, "messages/inbox/n.md", "hi");
+        let mail = mb.versions(later(dir)).unwrap();
+        assert_ne!(mail.inbox(), key.inbox(), "a message came");
+        // The inbox a link to another folder: no version.
+        std::fs::rename(dir.join("messages/inbox"), dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("messages/inbox")).unwrap();
+        assert_eq!(mb.versions(later(dir)), None);
+    }
+}
