@@ -556,7 +556,8 @@ fn a_restart_reads_again_only_the_todo_lists_that_changed() {
 /// A restart takes back what the last start listed of a chamber's mailbox
 /// (an empty inbox, the agent's open questions) while its four folders are
 /// unchanged, and lists it again once a message came while cryod was down:
-/// the message is read and wakes the chamber.
+/// the message is read and wakes the chamber. So with `cryo.log`'s last
+/// session number.
 #[test]
 fn a_restart_lists_again_only_the_mailboxes_that_changed() {
     let script = "cryo-agent receive > \"got-$CRYO_SESSION.txt\"\n\
@@ -574,7 +575,10 @@ fn a_restart_lists_again_only_the_mailboxes_that_changed() {
     wait_until("each agent's question open", || chambers.iter().all(|c| questions(&c.name) == Some(1)));
     let folders: Vec<_> = chambers
         .iter()
-        .flat_map(|c| ["inbox", "inbox/archive", "outbox", "outbox/archive"].map(|f| c.dir.join("messages").join(f)))
+        .flat_map(|c| {
+            ["messages/inbox", "messages/inbox/archive", "messages/outbox", "messages/outbox/archive", "cryo.log"]
+                .map(|f| c.dir.join(f))
+        })
         .collect();
     let restart = |d: &mut cryo_tests::Daemon, meanwhile: &dyn Fn()| {
         restart_reading(&env, d, "mailboxes at start", &folders, meanwhile)
@@ -582,9 +586,21 @@ fn a_restart_lists_again_only_the_mailboxes_that_changed() {
     assert_eq!(restart(&mut d, &|| ()), (2, 0), "{}", env.daemon_log());
     assert_eq!(restart(&mut d, &|| ()), (0, 2), "{}", env.daemon_log());
     assert!(chambers.iter().all(|c| questions(&c.name) == Some(1)), "taken back: {}", env.daemon_log());
+    // The logs' last session numbers were taken back too.
+    let logs = || *starts_of(&env, "logs at start").last().unwrap();
+    assert_eq!(logs(), (0, 2), "{}", env.daemon_log());
     // A message comes while cryod is down: only that mailbox is listed, and
-    // the message wakes its chamber.
-    assert_eq!(restart(&mut d, &|| drop(chambers[0].write_inbox(1, "use main"))), (1, 1), "{}", env.daemon_log());
+    // the message wakes its chamber. b's log gains a session block (a
+    // chamber moved from the seed system counts on from its log): only that
+    // log is read, and b's number moves on.
+    let meanwhile = || {
+        chambers[0].write_inbox(1, "use main");
+        let mut log = std::fs::OpenOptions::new().append(true).open(chambers[1].dir.join("cryo.log")).unwrap();
+        std::io::Write::write_all(&mut log, b"\n--- CRYO SESSION 40 ---\n").unwrap();
+    };
+    assert_eq!(restart(&mut d, &meanwhile), (1, 1), "{}", env.daemon_log());
+    assert_eq!(logs(), (1, 1), "{}", env.daemon_log());
+    assert_eq!(status(&env, "b")["session"].as_u64(), Some(40));
     chambers[0].wait_ended(2);
     assert!(chambers[0].read("got-2.txt").contains("use main"));
     assert_eq!(questions("b"), Some(1));

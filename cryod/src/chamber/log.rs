@@ -146,6 +146,15 @@ pub fn last_session_number(root: &Path) -> u64 {
     0
 }
 
+/// `cryo.log`'s version (as [`crate::chamber::version::of`] tells it), if
+/// it is a plain file that did not change after `settled`.
+pub fn version(root: &Path, settled: std::time::SystemTime) -> Option<[i64; 7]> {
+    use nix::sys::stat::SFlag;
+    let st = Dir::open(root).ok()?.stat(Path::new(LOG)).ok()??;
+    let plain = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG;
+    (plain && !crate::chamber::version::unsettled(&st, settled)).then(|| crate::chamber::version::of(&st))
+}
+
 /// The largest session number read from a `cryo.log`: a session an hour
 /// for a hundred thousand years.
 pub const MAX_SESSION_NUMBER: u64 = 1_000_000_000;

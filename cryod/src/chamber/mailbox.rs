@@ -175,7 +175,10 @@ impl Mailbox {
     /// removed or renamed changes its folder's) and the zone their times
     /// are read in: what a start keeps beside what it read of them. `None`
     /// if one is not a folder, cannot be looked at, or changed after
-    /// `settled`; a missing folder has no version.
+    /// `settled`; a missing folder has no version. A message rewritten in
+    /// place leaves its folder's version as it was: cryod writes none so,
+    /// and an agent that does changes only its own count of open questions
+    /// until a message comes or goes.
     pub fn versions(&self, settled: std::time::SystemTime) -> Option<Versions> {
         let d = self.open().ok()?;
         let mut folders = [None; 4];

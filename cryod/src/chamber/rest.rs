@@ -74,13 +74,21 @@ struct Mail {
     open_questions: u32,
 }
 
-/// One chamber's entry: what its list and its mailbox gave, each kept by
-/// its own versions.
+/// The number of the last session `cryo.log` names, at the log's version.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Log {
+    key: [i64; 7],
+    number: u64,
+}
+
+/// One chamber's entry: what its list, its mailbox and its log gave, each
+/// kept by its own versions.
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 struct Entry {
     id: i64,
     list: Option<List>,
     mail: Option<Mail>,
+    log: Option<Log>,
 }
 
 /// How many reads a start took back from the last one, and how many it
@@ -91,6 +99,8 @@ pub struct Counts {
     pub lists_read: u64,
     pub mail_taken: u64,
     pub mail_read: u64,
+    pub logs_taken: u64,
+    pub logs_read: u64,
 }
 
 /// The entries of the last start, taken by this one's boots, and those this
@@ -182,6 +192,29 @@ impl Kept {
             book.counts.mail_read += 1;
             if let Some(key) = key {
                 book.kept(id).mail = Some(Mail { key, open_questions });
+            }
+        }
+    }
+
+    /// The last session's number chamber `id`'s `cryo.log` names, if the
+    /// last start kept it for the log's version `key` (kept again).
+    pub fn take_log(&self, id: i64, key: &[i64; 7]) -> Option<u64> {
+        let mut book = self.lock();
+        let (_, book) = book.as_mut()?;
+        let log = book.last.get_mut(&id)?.log.take().filter(|l| l.key == *key)?;
+        let number = log.number;
+        book.kept(id).log = Some(log);
+        book.counts.logs_taken += 1;
+        Some(number)
+    }
+
+    /// Chamber `id`'s `cryo.log` was read; at the version `key` (none: not
+    /// to be kept) it names `number` as the last session's.
+    pub fn keep_log(&self, id: i64, key: Option<[i64; 7]>, number: u64) {
+        if let Some((_, book)) = self.lock().as_mut() {
+            book.counts.logs_read += 1;
+            if let Some(key) = key {
+                book.kept(id).log = Some(Log { key, number });
             }
         }
     }
@@ -326,6 +359,19 @@ mod tests {
         assert_eq!(next.take_mail(7, &key), Some(2));
         assert_eq!(next.take_mail(7, &key), None, "taken once");
         assert_eq!(next.take_mail(8, &key), None);
+        // A log's number, the same way.
+        next.keep_log(7, Some([1, 2, 3, 4, 5, 6, 7]), 41);
+        next.keep_log(8, None, 3);
+        let saved = next.save().unwrap();
+        assert_eq!((saved.logs_taken, saved.logs_read), (0, 2));
+        let third = Kept::default();
+        third.open(file.clone());
+        assert_eq!(third.take_log(7, &[1, 2, 3, 4, 5, 6, 8]), None, "another version");
+        assert_eq!(third.take_log(8, &[1, 2, 3, 4, 5, 6, 7]), None, "none kept");
+        third.save();
+        let fourth = Kept::default();
+        fourth.open(file.clone());
+        assert_eq!(fourth.take_log(7, &[1, 2, 3, 4, 5, 6, 7]), None, "the entry that did not match was not kept");
         // A message written, then archived: each changes a folder's version.
         write(dir, "messages/outbox/m.md", "hello");
         let sent = mb.versions(later(dir)).unwrap();

@@ -127,6 +127,8 @@ impl Daemon {
             tracing::info!(read, taken, "TODO lists at start: read, or their next wake taken from the last start");
             let (read, taken) = (n.mail_read, n.mail_taken);
             tracing::info!(read, taken, "mailboxes at start: listed, or taken from the last start");
+            let (read, taken) = (n.logs_read, n.logs_taken);
+            tracing::info!(read, taken, "logs at start: the last session's number read, or taken from the last start");
         }
         give_back_freed_memory();
         loading.done.send_replace(true);

@@ -77,7 +77,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         Some(rows) => rows,
         None => ledger_rows(&shared, record.id).await,
     };
-    let last_session = newest_number(rows.newest.as_ref(), &root);
+    let last_session = newest_number(&shared, &record, rows.newest.as_ref(), &root);
     // What the newest session did on a `[git]` branch, for the status.
     let git_last =
         rows.newest.as_ref().and_then(|s| s.git.as_deref()).and_then(|j| serde_json::from_str(j).ok()).map(Arc::new);
@@ -245,9 +245,22 @@ async fn ledger_rows(shared: &Shared, id: i64) -> crate::store::BootRows {
 }
 
 /// The highest session number the ledger (its newest row) or the chamber's
-/// log knows.
-fn newest_number(newest: Option<&crate::store::SessionRow>, root: &std::path::Path) -> u64 {
-    newest.map(|s| s.number).unwrap_or(0).max(log::last_session_number(root))
+/// log knows (the log's taken back from the last start while it is the
+/// version that start read).
+fn newest_number(
+    shared: &Shared,
+    record: &ChamberRecord,
+    newest: Option<&crate::store::SessionRow>,
+    root: &std::path::Path,
+) -> u64 {
+    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+    let key = log::version(root, settled);
+    let logged = key.as_ref().and_then(|k| shared.kept.take_log(record.id, k)).unwrap_or_else(|| {
+        let n = log::last_session_number(root);
+        shared.kept.keep_log(record.id, key, n);
+        n
+    });
+    newest.map(|s| s.number).unwrap_or(0).max(logged)
 }
 
 /// The chamber's accepted settings after this read: those kept, else (none
