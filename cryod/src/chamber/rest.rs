@@ -44,11 +44,12 @@ fn build() -> String {
     format!("cryod {} {}", env!("CARGO_PKG_VERSION"), cryo_session::BUILD)
 }
 
-/// The file: the build that wrote it, and its entries.
+/// The file: the build that wrote it, and its entries (read as [`Entry`],
+/// written from `&Entry`).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Written {
+struct Written<E> {
     build: String,
-    entries: Vec<Entry>,
+    entries: Vec<E>,
 }
 
 /// The build alone, read first: another build's entries may have another
@@ -89,7 +90,16 @@ struct Entry {
     list: Option<List>,
     mail: Option<Mail>,
     log: Option<Log>,
+    /// The parts this start took back or read ([`LIST`], [`MAIL`], [`LOG`]):
+    /// only those are written for the next.
+    #[serde(skip)]
+    seen: u8,
 }
+
+/// The parts of an [`Entry`], as its `seen` bits.
+const LIST: u8 = 1;
+const MAIL: u8 = 2;
+const LOG: u8 = 4;
 
 /// How many reads a start took back from the last one, and how many it
 /// made (and kept for the next).
@@ -103,18 +113,39 @@ pub struct Counts {
     pub logs_read: u64,
 }
 
-/// The entries of the last start, taken by this one's boots, and those this
-/// start keeps for the next.
+/// The entries of the last start, marked in place as this one's boots take
+/// them back or read anew (a start moves no entry: what the boots allocate
+/// beside the chambers' own state stays small).
 #[derive(Default)]
 struct Book {
-    last: HashMap<i64, Entry>,
-    kept: HashMap<i64, Entry>,
+    entries: HashMap<i64, Entry>,
     counts: Counts,
 }
 
 impl Book {
-    fn kept(&mut self, id: i64) -> &mut Entry {
-        self.kept.entry(id).or_insert_with(|| Entry { id, ..Entry::default() })
+    /// The part `field` of chamber `id`'s entry, if it is there, this start
+    /// has not taken it yet, and it `matches`; marked taken.
+    fn take<T>(
+        &mut self,
+        id: i64,
+        bit: u8,
+        field: fn(&mut Entry) -> &mut Option<T>,
+        matches: impl FnOnce(&T) -> bool,
+    ) -> Option<&T> {
+        let e = self.entries.get_mut(&id).filter(|e| e.seen & bit == 0)?;
+        if !field(e).as_ref().is_some_and(matches) {
+            return None;
+        }
+        e.seen |= bit;
+        field(e).as_ref()
+    }
+
+    /// Sets the part `field` of chamber `id`'s entry to what this start
+    /// read (`None`: nothing to keep).
+    fn keep<T>(&mut self, id: i64, bit: u8, field: fn(&mut Entry) -> &mut Option<T>, read: Option<T>) {
+        let e = self.entries.entry(id).or_insert_with(|| Entry { id, ..Entry::default() });
+        *field(e) = read;
+        e.seen |= bit;
     }
 }
 
@@ -139,7 +170,7 @@ impl Kept {
             Vec::new()
         });
         let last = last.into_iter().map(|e| (e.id, e)).collect();
-        *self.lock() = Some((file, Book { last, ..Book::default() }));
+        *self.lock() = Some((file, Book { entries: last, ..Book::default() }));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(PathBuf, Book)>> {
@@ -151,12 +182,11 @@ impl Kept {
     pub fn take_list(&self, id: i64, key: &Key) -> Option<Option<DateTime<Utc>>> {
         let mut book = self.lock();
         let (_, book) = book.as_mut()?;
-        let list = book.last.get_mut(&id)?.list.take().filter(|l| l.key == *key)?;
-        let next_due = match list.next_due {
+        let next_due = book.take(id, LIST, |e| &mut e.list, |l| l.key == *key)?.next_due;
+        let next_due = match next_due {
             Some((secs, nanos)) => Some(DateTime::from_timestamp(secs, nanos)?),
             None => None,
         };
-        book.kept(id).list = Some(list);
         book.counts.lists_taken += 1;
         Some(next_due)
     }
@@ -166,7 +196,7 @@ impl Kept {
     pub fn keep_list(&self, id: i64, key: Key, next_due: Option<DateTime<Utc>>) {
         if let Some((_, book)) = self.lock().as_mut() {
             let next_due = next_due.map(|t| (t.timestamp(), t.timestamp_subsec_nanos()));
-            book.kept(id).list = Some(List { key, next_due });
+            book.keep(id, LIST, |e| &mut e.list, Some(List { key, next_due }));
             book.counts.lists_read += 1;
         }
     }
@@ -177,9 +207,7 @@ impl Kept {
     pub fn take_mail(&self, id: i64, key: &Versions) -> Option<u32> {
         let mut book = self.lock();
         let (_, book) = book.as_mut()?;
-        let mail = book.last.get_mut(&id)?.mail.take().filter(|m| m.key == *key)?;
-        let open_questions = mail.open_questions;
-        book.kept(id).mail = Some(mail);
+        let open_questions = book.take(id, MAIL, |e| &mut e.mail, |m| m.key == *key)?.open_questions;
         book.counts.mail_taken += 1;
         Some(open_questions)
     }
@@ -189,10 +217,8 @@ impl Kept {
     /// `open_questions` questions open.
     pub fn keep_mail(&self, id: i64, key: Option<Versions>, open_questions: u32) {
         if let Some((_, book)) = self.lock().as_mut() {
+            book.keep(id, MAIL, |e| &mut e.mail, key.map(|key| Mail { key, open_questions }));
             book.counts.mail_read += 1;
-            if let Some(key) = key {
-                book.kept(id).mail = Some(Mail { key, open_questions });
-            }
         }
     }
 
@@ -201,9 +227,7 @@ impl Kept {
     pub fn take_log(&self, id: i64, key: &[i64; 7]) -> Option<u64> {
         let mut book = self.lock();
         let (_, book) = book.as_mut()?;
-        let log = book.last.get_mut(&id)?.log.take().filter(|l| l.key == *key)?;
-        let number = log.number;
-        book.kept(id).log = Some(log);
+        let number = book.take(id, LOG, |e| &mut e.log, |l| l.key == *key)?.number;
         book.counts.logs_taken += 1;
         Some(number)
     }
@@ -212,18 +236,29 @@ impl Kept {
     /// to be kept) it names `number` as the last session's.
     pub fn keep_log(&self, id: i64, key: Option<[i64; 7]>, number: u64) {
         if let Some((_, book)) = self.lock().as_mut() {
+            book.keep(id, LOG, |e| &mut e.log, key.map(|key| Log { key, number }));
             book.counts.logs_read += 1;
-            if let Some(key) = key {
-                book.kept(id).log = Some(Log { key, number });
-            }
         }
     }
 
     /// The boots are over: writes what this start kept for the next one
     /// and closes. What was taken and read (none if it was not open).
     pub fn save(&self) -> Option<Counts> {
-        let (file, book) = self.lock().take()?;
-        let mut entries: Vec<Entry> = book.kept.into_values().collect();
+        let (file, mut book) = self.lock().take()?;
+        // What this start neither took back nor read is not written.
+        for e in book.entries.values_mut() {
+            if e.seen & LIST == 0 {
+                e.list = None;
+            }
+            if e.seen & MAIL == 0 {
+                e.mail = None;
+            }
+            if e.seen & LOG == 0 {
+                e.log = None;
+            }
+        }
+        let mut entries: Vec<&Entry> =
+            book.entries.values().filter(|e| e.list.is_some() || e.mail.is_some() || e.log.is_some()).collect();
         entries.sort_unstable_by_key(|e| e.id);
         let bytes = serde_json::to_vec(&Written { build: build(), entries }).unwrap_or_default();
         if let Err(error) = crate::chamber::write_atomic(&file, &bytes) {
@@ -244,7 +279,7 @@ fn read(file: &Path) -> Result<Vec<Entry>, String> {
     if head.build != build() {
         return Err(format!("written by another build ({})", head.build));
     }
-    let written: Written = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let written: Written<Entry> = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     Ok(written.entries)
 }
 
