@@ -68,6 +68,7 @@ pub struct DaemonArgs {
 
 /// Runs the daemon in the foreground until SIGTERM or SIGINT.
 pub fn main_with(args: DaemonArgs) -> ExitCode {
+    daemon::hold_mmap_threshold();
     init_tracing(args.verbose);
     match main_inner(args) {
         Ok(()) => ExitCode::SUCCESS,

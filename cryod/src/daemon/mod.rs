@@ -8,6 +8,7 @@ mod history;
 mod hooks;
 mod life;
 mod loading;
+pub use loading::hold_mmap_threshold;
 mod moves;
 pub use self::moves::{FleetNodes, FleetStatus};
 mod ops;
