@@ -94,7 +94,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn of(st: &FileStat) -> Kind {
+    /// What a status (`stat`, links not followed) says stands there.
+    pub fn of(st: &FileStat) -> Kind {
         match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
             SFlag::S_IFREG => Kind::File,
             SFlag::S_IFDIR => Kind::Folder,

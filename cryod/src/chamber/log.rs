@@ -149,9 +149,8 @@ pub fn last_session_number(root: &Path) -> u64 {
 /// `cryo.log`'s version (as [`crate::chamber::version::of`] tells it), if
 /// it is a plain file that did not change after `settled`.
 pub fn version(root: &Path, settled: std::time::SystemTime) -> Option<[i64; 7]> {
-    use nix::sys::stat::SFlag;
     let st = Dir::open(root).ok()?.stat(Path::new(LOG)).ok()??;
-    let plain = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG;
+    let plain = cryo_files::Kind::of(&st) == cryo_files::Kind::File;
     (plain && !crate::chamber::version::unsettled(&st, settled)).then(|| crate::chamber::version::of(&st))
 }
 
@@ -162,6 +161,26 @@ pub const MAX_SESSION_NUMBER: u64 = 1_000_000_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `cryo.log` that is a link or a FIFO has no version (it is read as
+    /// any start reads it, which refuses it); a plain one has, once settled.
+    #[test]
+    fn only_a_plain_settled_log_has_a_version() {
+        let t = tempfile::tempdir().unwrap();
+        let (root, log) = (t.path(), t.path().join(LOG));
+        std::fs::write(&log, "--- CRYO SESSION 3 ---\n").unwrap();
+        let later = std::fs::metadata(&log).unwrap().modified().unwrap() + std::time::Duration::from_secs(3600);
+        assert!(version(root, later).is_some());
+        assert_eq!(version(root, std::fs::metadata(&log).unwrap().modified().unwrap()), None, "just written");
+        std::fs::rename(&log, root.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), &log).unwrap();
+        assert_eq!(version(root, later), None);
+        assert_eq!(last_session_number(root), 0, "a link is not read");
+        std::fs::remove_file(&log).unwrap();
+        nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(version(root, later), None);
+        assert_eq!(last_session_number(root), 0, "a FIFO is not opened");
+    }
 
     #[test]
     fn blocks_and_forgery() {

@@ -497,9 +497,8 @@ fn each_name(d: &Dir, f: Folder, mut each: impl FnMut(&str)) -> Result<(), FileE
 /// The status of the folder `f`: `None` if something else stands there or
 /// it cannot be looked at, `Some(None)` if it is missing.
 fn folder_status(d: &Dir, f: Folder) -> Option<Option<nix::sys::stat::FileStat>> {
-    use nix::sys::stat::SFlag;
     match d.stat(Path::new(f.rel())).ok()? {
-        Some(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR => None,
+        Some(st) if cryo_files::Kind::of(&st) != cryo_files::Kind::Folder => None,
         st => Some(st),
     }
 }

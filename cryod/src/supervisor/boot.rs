@@ -178,7 +178,7 @@ struct StartMail {
 /// whose four folders are the versions the last start read with an empty
 /// inbox, takes back what that read gave (nothing to list).
 fn mail_at_start(shared: &Shared, record: &ChamberRecord, mailbox: &Mailbox, plain: bool) -> StartMail {
-    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+    let settled = settled_now(shared);
     let key = mailbox.versions(settled);
     let inbox = key.as_ref().and_then(|k| k.inbox());
     if let Some(open_questions) = key.as_ref().filter(|_| plain).and_then(|k| shared.kept.take_mail(record.id, k)) {
@@ -187,6 +187,12 @@ fn mail_at_start(shared: &Shared, record: &ChamberRecord, mailbox: &Mailbox, pla
     let (open_questions, unread) = (open_questions(mailbox), mailbox.unread());
     shared.kept.keep_mail(record.id, key.filter(|_| unread.is_empty()), open_questions);
     StartMail { open_questions, unread, inbox }
+}
+
+/// The time before which a file's version stands for its content (a file
+/// changed since is read, never kept by its version).
+fn settled_now(shared: &Shared) -> std::time::SystemTime {
+    std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING
 }
 
 /// A chamber's TODO list at its start (or the next due time taken back
@@ -211,7 +217,7 @@ fn list_at_start(
 ) -> StartList {
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
-    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+    let settled = settled_now(shared);
     let (mut read, key) = todos::versions(root, tz, settled);
     if let Some(next_due) =
         key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take_list(record.id, k))
@@ -253,7 +259,7 @@ fn newest_number(
     newest: Option<&crate::store::SessionRow>,
     root: &std::path::Path,
 ) -> u64 {
-    let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+    let settled = settled_now(shared);
     let key = log::version(root, settled);
     let logged = key.as_ref().and_then(|k| shared.kept.take_log(record.id, k)).unwrap_or_else(|| {
         let n = log::last_session_number(root);
