@@ -236,6 +236,18 @@ impl Dir {
         Ok(())
     }
 
+    /// The folder `rel`, held open as a [`Dir`] of its own (links are not
+    /// followed on the way, nor at its end): the names under it are then
+    /// reached from it, not from the chamber again.
+    pub fn sub(&self, rel: &Path) -> Result<Dir, FileError> {
+        Ok(Dir { fd: self.folder(rel)?, path: self.full(rel) })
+    }
+
+    /// The status of the folder itself.
+    pub fn status(&self) -> Result<FileStat, FileError> {
+        nix::sys::stat::fstat(&self.fd).map_err(io(&self.path))
+    }
+
     /// The folder `rel` opened (the chamber itself for `"."`).
     pub(crate) fn folder(&self, rel: &Path) -> Result<OwnedFd, FileError> {
         if rel.components().all(|c| c == Component::CurDir) {
@@ -265,7 +277,7 @@ impl AsFd for Dir {
 mod tests {
     use super::*;
     use crate::tests::{rel, world};
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{MetadataExt, symlink};
 
     #[test]
     fn a_listing_names_what_each_entry_is() {
@@ -278,6 +290,28 @@ mod tests {
         seen.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(seen, vec![("b".into(), Kind::Folder), ("f.md".into(), Kind::File), ("l.md".into(), Kind::Link)]);
         assert!(d.list(rel("missing")).unwrap().is_empty());
+    }
+
+    /// A folder beneath, held open, reaches what is under it; a link or
+    /// a file in its place, or anywhere on its way, is not opened.
+    #[test]
+    fn a_folder_beneath_is_opened_without_following_a_link() {
+        let (_t, root, outside) = world();
+        let d = Dir::open(&root).unwrap();
+        let a = d.sub(rel("a")).unwrap();
+        assert_eq!(a.path(), root.join("a"));
+        assert_eq!(a.status().unwrap().st_ino, std::fs::metadata(root.join("a")).unwrap().ino());
+        assert_eq!(a.kind(rel("b")).unwrap(), Some(Kind::Folder));
+        assert_eq!(
+            d.sub(rel("a/b")).unwrap().status().unwrap().st_ino,
+            std::fs::metadata(root.join("a/b")).unwrap().ino()
+        );
+        symlink(&outside, root.join("l")).unwrap();
+        assert!(d.sub(rel("l")).unwrap_err().is_planted());
+        assert!(d.sub(rel("l/x")).unwrap_err().is_planted());
+        std::fs::write(root.join("f"), "").unwrap();
+        assert!(d.sub(rel("f")).unwrap_err().is_planted());
+        assert!(d.sub(rel("none")).unwrap_err().is_missing());
     }
 
     #[test]

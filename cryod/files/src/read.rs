@@ -60,9 +60,7 @@ impl Dir {
     pub fn read(&self, rel: &Path, max: u64) -> Result<Vec<u8>, FileError> {
         let path = self.full(rel);
         let (file, size) = self.open_sized(rel, Some(max))?;
-        // Room for it all, and the one read that finds its end.
-        let mut out = Vec::with_capacity(size as usize + 1);
-        file.take(max + 1).read_to_end(&mut out).map_err(|error| FileError::Io { path: path.clone(), error })?;
+        let out = read_sized(&file, size, max).map_err(|error| FileError::Io { path: path.clone(), error })?;
         if out.len() as u64 > max {
             return Err(FileError::TooLarge { path, size: out.len() as u64, max });
         }
@@ -77,6 +75,32 @@ impl Dir {
             Err(e) => Err(e),
         }
     }
+}
+
+/// At most `max + 1` bytes of `file`, whose size was `size` when opened:
+/// one read for them all and one that finds the end (`read_to_end` reads
+/// 8 KiB at first, three calls for a scaffolded `cryo.toml`), more only if
+/// it grew.
+fn read_sized(mut file: &File, size: u64, max: u64) -> std::io::Result<Vec<u8>> {
+    let limit = usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut out = vec![0; usize::try_from(size).unwrap_or(usize::MAX).saturating_add(1).min(limit)];
+    let mut len = 0;
+    loop {
+        if len == out.len() {
+            if len == limit {
+                break;
+            }
+            out.resize(len.saturating_mul(2).min(limit), 0);
+        }
+        match file.read(&mut out[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(len);
+    Ok(out)
 }
 
 /// The bytes of a file the operator named (a key file, a CLI's own
@@ -212,5 +236,21 @@ mod tests {
         assert!(matches!(e, FileError::TooLarge { size: 2048, max: 1024, .. }), "{e}");
         assert_eq!(d.read(rel("big"), 4096).unwrap().len(), 2048);
         assert!(d.read_if(rel("none"), 10).unwrap().is_none());
+    }
+
+    /// A file read whole whatever its size was when opened: one that grew
+    /// since is read on to its end, or to one byte past the limit.
+    #[test]
+    fn a_file_is_read_to_its_end_or_past_the_limit() {
+        let (_t, root, _outside) = world();
+        std::fs::write(root.join("f"), vec![b'x'; 20_000]).unwrap();
+        let file = || File::open(root.join("f")).unwrap();
+        assert_eq!(read_sized(&file(), 20_000, 1 << 20).unwrap().len(), 20_000);
+        assert_eq!(read_sized(&file(), 3, 1 << 20).unwrap().len(), 20_000, "grown since");
+        assert_eq!(read_sized(&file(), 0, 100).unwrap().len(), 101, "past the limit");
+        assert_eq!(read_sized(&file(), 20_000, 100).unwrap().len(), 101);
+        assert_eq!(read_sized(&file(), 0, u64::MAX).unwrap().len(), 20_000);
+        std::fs::write(root.join("f"), "").unwrap();
+        assert!(read_sized(&file(), 0, 10).unwrap().is_empty());
     }
 }
