@@ -147,9 +147,10 @@ pub fn last_session_number(root: &Path) -> u64 {
 }
 
 /// `cryo.log`'s version (as [`crate::chamber::version::of`] tells it), if
-/// it is a plain file that did not change after `settled`.
-pub fn version(root: &Path, settled: std::time::SystemTime) -> Option<[i64; 7]> {
-    let st = Dir::open(root).ok()?.stat(Path::new(LOG)).ok()??;
+/// it is a plain file that did not change after `settled`; `d` is the
+/// chamber folder.
+pub fn version(d: &Dir, settled: std::time::SystemTime) -> Option<[i64; 7]> {
+    let st = d.stat(Path::new(LOG)).ok()??;
     let plain = cryo_files::Kind::of(&st) == cryo_files::Kind::File;
     (plain && !crate::chamber::version::unsettled(&st, settled)).then(|| crate::chamber::version::of(&st))
 }
@@ -168,6 +169,7 @@ mod tests {
     fn only_a_plain_settled_log_has_a_version() {
         let t = tempfile::tempdir().unwrap();
         let (root, log) = (t.path(), t.path().join(LOG));
+        let version = |root, settled| version(&Dir::open(root).unwrap(), settled);
         std::fs::write(&log, "--- CRYO SESSION 3 ---\n").unwrap();
         let later = std::fs::metadata(&log).unwrap().modified().unwrap() + std::time::Duration::from_secs(3600);
         assert!(version(root, later).is_some());

@@ -84,12 +84,10 @@ impl Folder {
     }
 }
 
-/// Every folder of messages, in the order [`Versions`] keeps them.
-const FOLDERS: [Folder; 4] = [Folder::Inbox, Folder::InboxArchive, Folder::Outbox, Folder::OutboxArchive];
-
 /// The versions of a mailbox's folders and its zone ([`Mailbox::versions`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Versions {
+    /// The inbox, its archive, the outbox, its archive.
     folders: [Option<[i64; 7]>; 4],
     tz: String,
 }
@@ -178,24 +176,36 @@ impl Mailbox {
     /// `settled`; a missing folder has no version. A message rewritten in
     /// place leaves its folder's version as it was: cryod writes none so,
     /// and an agent that does changes only its own count of open questions
-    /// until a message comes or goes.
-    pub fn versions(&self, settled: std::time::SystemTime) -> Option<Versions> {
-        let d = self.open().ok()?;
+    /// until a message comes or goes. `d` is the chamber folder, held open;
+    /// each box is opened once, its archive looked at from it.
+    pub fn versions(&self, d: &Dir, settled: std::time::SystemTime) -> Option<Versions> {
+        let opened = |d: &Dir, rel: &str| match d.sub(Path::new(rel)) {
+            Ok(sub) => Some(Some(sub)),
+            Err(e) if e.is_missing() => Some(None),
+            Err(_) => None,
+        };
         let mut folders = [None; 4];
-        for (slot, f) in folders.iter_mut().zip(FOLDERS) {
-            let Some(st) = folder_status(&d, f)? else { continue };
-            if crate::chamber::version::unsettled(&st, settled) {
-                return None;
+        let Some(messages) = opened(d, "messages")? else {
+            return Some(Versions { folders, tz: self.tz.name().into() });
+        };
+        for (slots, name) in folders.chunks_mut(2).zip(["inbox", "outbox"]) {
+            let Some(boxed) = opened(&messages, name)? else { continue };
+            let statuses = [Some(boxed.status().ok()?), folder_status(&boxed, Path::new("archive"))?];
+            for (slot, st) in slots.iter_mut().zip(statuses) {
+                let Some(st) = st else { continue };
+                if crate::chamber::version::unsettled(&st, settled) {
+                    return None;
+                }
+                *slot = Some(crate::chamber::version::of(&st));
             }
-            *slot = Some(crate::chamber::version::of(&st));
         }
         Some(Versions { folders, tz: self.tz.name().into() })
     }
 
     /// The inbox's version now (as in [`Mailbox::versions`]), if it is a
-    /// folder.
-    pub fn inbox_version(&self) -> Option<[i64; 7]> {
-        let st = folder_status(&self.open().ok()?, Folder::Inbox)??;
+    /// folder; `d` is the chamber folder, held open.
+    pub fn inbox_version(&self, d: &Dir) -> Option<[i64; 7]> {
+        let st = folder_status(d, Path::new(Folder::Inbox.rel()))??;
         Some(crate::chamber::version::of(&st))
     }
 
@@ -494,10 +504,10 @@ fn each_name(d: &Dir, f: Folder, mut each: impl FnMut(&str)) -> Result<(), FileE
     })
 }
 
-/// The status of the folder `f`: `None` if something else stands there or
+/// The status of the folder `rel`: `None` if something else stands there or
 /// it cannot be looked at, `Some(None)` if it is missing.
-fn folder_status(d: &Dir, f: Folder) -> Option<Option<nix::sys::stat::FileStat>> {
-    match d.stat(Path::new(f.rel())).ok()? {
+fn folder_status(d: &Dir, rel: &Path) -> Option<Option<nix::sys::stat::FileStat>> {
+    match d.stat(rel).ok()? {
         Some(st) if cryo_files::Kind::of(&st) != cryo_files::Kind::Folder => None,
         st => Some(st),
     }

@@ -42,25 +42,18 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     }
 }
 
-/// Creates `dir` (and its parents) inside the chamber at `root`, but never
-/// `root` itself: a chamber folder that was deleted or moved stays gone
-/// instead of coming back half empty. Nothing on the way is followed if a
-/// link.
-pub fn make_dir_in(root: &Path, dir: &Path) -> std::io::Result<()> {
-    let inside = dir.strip_prefix(root).map_err(|_| {
+/// Creates `dir` (and its parents) inside the chamber folder `root`, held
+/// open, but never the folder itself: a chamber folder that was deleted or
+/// moved stays gone instead of coming back half empty. Nothing on the way
+/// is followed if a link.
+pub fn make_dir_in(root: &Dir, dir: &Path) -> std::io::Result<()> {
+    let inside = dir.strip_prefix(root.path()).map_err(|_| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} is not inside the chamber", dir.display()))
-    })?;
-    let d = Dir::open(root).map_err(|e| match e {
-        FileError::Missing(_) => std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("the chamber folder {} is missing", root.display()),
-        ),
-        e => e.into(),
     })?;
     if inside.as_os_str().is_empty() {
         return Ok(());
     }
-    Ok(d.make_dirs(inside)?)
+    Ok(root.make_dirs(inside)?)
 }
 
 /// Writes `bytes` to `path`, a file of cryod's own (its state folder) or

@@ -88,9 +88,9 @@ fn move_all(
     Ok(())
 }
 
-/// When the chamber at `root` was last reset, if ever.
-pub fn last_reset(root: &Path) -> Option<DateTime<Utc>> {
-    let bytes = Dir::open(root).ok()?.read(&Path::new(".cryo").join(MARK), 1024).ok()?;
+/// When the chamber (its folder `d`) was last reset, if ever.
+pub fn last_reset(d: &Dir) -> Option<DateTime<Utc>> {
+    let bytes = d.read(&Path::new(".cryo").join(MARK), 1024).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     DateTime::parse_from_rfc3339(text.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
@@ -154,7 +154,7 @@ mod tests {
         // Scaffolded afresh.
         assert_ne!(std::fs::read_to_string(root.join("NOTES.md")).unwrap(), "my notes");
         assert!(root.join("messages/inbox").is_dir() && root.join("messages/attachments").is_dir());
-        assert_eq!(last_reset(root), Some(now));
+        assert_eq!(last_reset(&Dir::open(root).unwrap()), Some(now));
         // A second reset in the same second gets its own folder.
         assert_eq!(to_history(root, now, Sandbox::Off).unwrap(), "history/20261124T102030Z-2");
     }

@@ -289,7 +289,15 @@ mod tests {
 
     use super::*;
     use crate::chamber::mailbox::Mailbox;
-    use crate::chamber::todos::versions;
+
+    /// The versions of the list in the chamber `dir`.
+    fn versions(
+        dir: &Path,
+        tz: chrono_tz::Tz,
+        settled: SystemTime,
+    ) -> (Option<crate::chamber::todos::Stamp>, Option<crate::chamber::todos::Key>) {
+        crate::chamber::todos::versions(&Dir::open(dir).unwrap(), tz, settled)
+    }
 
     const TODO: &str = "todo.json";
 
@@ -377,12 +385,12 @@ mod tests {
         let later = |dir: &Path| {
             std::fs::metadata(dir.join("messages/inbox")).unwrap().modified().unwrap() + Duration::from_secs(3600)
         };
-        let mb = Mailbox::new(dir, chrono_tz::UTC);
+        let (mb, d) = (Mailbox::new(dir, chrono_tz::UTC), Dir::open(dir).unwrap());
         let now = std::fs::metadata(dir.join("messages/inbox")).unwrap().modified().unwrap();
-        assert_eq!(mb.versions(now), None, "made a moment ago");
-        let key = mb.versions(later(dir)).unwrap();
-        assert_eq!(mb.versions(later(dir)), Some(key.clone()));
-        assert_ne!(Mailbox::new(dir, chrono_tz::Europe::Berlin).versions(later(dir)), Some(key.clone()));
+        assert_eq!(mb.versions(&d, now), None, "made a moment ago");
+        let key = mb.versions(&d, later(dir)).unwrap();
+        assert_eq!(mb.versions(&d, later(dir)), Some(key.clone()));
+        assert_ne!(Mailbox::new(dir, chrono_tz::Europe::Berlin).versions(&d, later(dir)), Some(key.clone()));
         let first = Kept::default();
         first.open(file.clone());
         first.keep_mail(7, Some(key.clone()), 2);
@@ -409,16 +417,29 @@ mod tests {
         assert_eq!(fourth.take_log(7, &[1, 2, 3, 4, 5, 6, 7]), None, "the entry that did not match was not kept");
         // A message written, then archived: each changes a folder's version.
         write(dir, "messages/outbox/m.md", "hello");
-        let sent = mb.versions(later(dir)).unwrap();
+        let sent = mb.versions(&d, later(dir)).unwrap();
         assert_ne!(sent, key);
         std::fs::rename(dir.join("messages/outbox/m.md"), dir.join("messages/outbox/archive/m.md")).unwrap();
-        assert_ne!(mb.versions(later(dir)), Some(sent));
+        assert_ne!(mb.versions(&d, later(dir)), Some(sent));
         write(dir, "messages/inbox/n.md", "hi");
-        let mail = mb.versions(later(dir)).unwrap();
+        let mail = mb.versions(&d, later(dir)).unwrap();
         assert_ne!(mail.inbox(), key.inbox(), "a message came");
         // The inbox a link to another folder: no version.
         std::fs::rename(dir.join("messages/inbox"), dir.join("elsewhere")).unwrap();
         std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("messages/inbox")).unwrap();
-        assert_eq!(mb.versions(later(dir)), None);
+        assert_eq!(mb.versions(&d, later(dir)), None);
+        // An archive that is a link, or messages that are: no version either;
+        // a mailbox not made yet has one (its folders have none).
+        let late = later(dir) + Duration::from_secs(3600);
+        std::fs::remove_file(dir.join("messages/inbox")).unwrap();
+        std::fs::rename(dir.join("elsewhere"), dir.join("messages/inbox")).unwrap();
+        assert!(mb.versions(&d, late).is_some());
+        std::fs::remove_dir_all(dir.join("messages/outbox/archive")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("messages/outbox/archive")).unwrap();
+        assert_eq!(mb.versions(&d, late), None);
+        std::fs::rename(dir.join("messages"), dir.join("gone")).unwrap();
+        assert!(mb.versions(&d, late).is_some_and(|v| v.inbox().is_none()));
+        std::os::unix::fs::symlink(dir.join("gone"), dir.join("messages")).unwrap();
+        assert_eq!(mb.versions(&d, late), None);
     }
 }

@@ -213,9 +213,10 @@ impl Stamp {
     }
 }
 
-/// The stamp of `todo.json` now (`None` if it cannot be read).
-pub fn stamp(dir: &Path) -> Option<Stamp> {
-    Dir::open(dir).ok()?.stat(Path::new(TODO)).ok()?.map(|m| Stamp::of(&m))
+/// The stamp of `todo.json` now (`None` if it cannot be read), in the
+/// chamber folder `d`.
+pub fn stamp(d: &Dir) -> Option<Stamp> {
+    d.stat(Path::new(TODO)).ok()?.map(|m| Stamp::of(&m))
 }
 
 /// The files the list is read from: `todo.json`, the journal of adds, and

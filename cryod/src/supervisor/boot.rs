@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::handle::Accepted;
 use super::{Event, Handle, Sup, settings};
 use crate::chamber::mailbox::{Folder, Mailbox};
-use crate::chamber::{log, todos};
+use crate::chamber::{Dir, log, todos};
 use crate::services::runtime::Shared;
 use crate::store::{ChamberRecord, Desired};
 
@@ -77,17 +77,20 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         Some(rows) => rows,
         None => ledger_rows(&shared, record.id).await,
     };
-    let last_session = newest_number(&shared, &record, rows.newest.as_ref(), &root);
+    // The chamber folder, opened once for every look at its files below.
+    let dir = crate::chamber::config::open(&root);
+    let opened = dir.as_ref().ok();
+    let last_session = newest_number(&shared, &record, rows.newest.as_ref(), &root, opened);
     // What the newest session did on a `[git]` branch, for the status.
     let git_last =
         rows.newest.as_ref().and_then(|s| s.git.as_deref()).and_then(|j| serde_json::from_str(j).ok()).map(Arc::new);
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
-    let (config, warnings, read) = super::load_config(&shared, &root, &record.name, trusted.as_ref());
+    let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref());
     let trusted = keep_first_read(&shared, &record, config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
-    let (past, mailbox) = past(&root, last, tz, watch_activity);
+    let (past, mailbox) = past(&root, opened, last, tz, watch_activity);
     let last_asked = past.last_result.as_deref().is_some_and(|r| r.starts_with(chamber::approval::AWAITING_APPROVAL));
     // A chamber with nothing to recover may rest from its start.
     let plain = recovery.open.is_empty()
@@ -96,8 +99,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         && !record.paused
         && !last_asked
         && !record.archived;
-    let StartList { todos, read: todos_read } = list_at_start(&shared, &record, &root, &config, tz, plain);
-    let StartMail { open_questions, unread, inbox } = mail_at_start(&shared, &record, &mailbox, plain);
+    let StartList { todos, read: todos_read } = list_at_start(&shared, &record, opened, &config, tz, plain);
+    let StartMail { open_questions, unread, inbox } = mail_at_start(&shared, &record, &mailbox, opened, plain);
     if let Err(e) = &todos {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
@@ -162,7 +165,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         git_lock: Default::default(),
         git_last,
     };
-    launch(sup, Launch { boot, answered, inbox }, &watch_dirs, rx, tx, snapshot).await
+    launch(sup, Launch { boot, answered, inbox, dir: dir.ok() }, &watch_dirs, rx, tx, snapshot).await
 }
 
 /// What a chamber's mailbox holds at its start: the questions the agent
@@ -177,9 +180,15 @@ struct StartMail {
 /// Reads the chamber's mailbox at its start, or, for a `plain` chamber
 /// whose four folders are the versions the last start read with an empty
 /// inbox, takes back what that read gave (nothing to list).
-fn mail_at_start(shared: &Shared, record: &ChamberRecord, mailbox: &Mailbox, plain: bool) -> StartMail {
+fn mail_at_start(
+    shared: &Shared,
+    record: &ChamberRecord,
+    mailbox: &Mailbox,
+    dir: Option<&Dir>,
+    plain: bool,
+) -> StartMail {
     let settled = settled_now(shared);
-    let key = mailbox.versions(settled);
+    let key = dir.and_then(|d| mailbox.versions(d, settled));
     let inbox = key.as_ref().and_then(|k| k.inbox());
     if let Some(open_questions) = key.as_ref().filter(|_| plain).and_then(|k| shared.kept.take_mail(record.id, k)) {
         return StartMail { open_questions, unread: Vec::new(), inbox };
@@ -210,15 +219,16 @@ struct StartList {
 fn list_at_start(
     shared: &Shared,
     record: &ChamberRecord,
-    root: &std::path::Path,
+    dir: Option<&Dir>,
     config: &std::result::Result<crate::chamber::config::ChamberConfig, Failed>,
     tz: chrono_tz::Tz,
     plain: bool,
 ) -> StartList {
+    let root = std::path::Path::new(&record.path);
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
     let settled = settled_now(shared);
-    let (mut read, key) = todos::versions(root, tz, settled);
+    let (mut read, key) = dir.map(|d| todos::versions(d, tz, settled)).unwrap_or_default();
     if let Some(next_due) =
         key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take_list(record.id, k))
     {
@@ -258,9 +268,10 @@ fn newest_number(
     record: &ChamberRecord,
     newest: Option<&crate::store::SessionRow>,
     root: &std::path::Path,
+    dir: Option<&Dir>,
 ) -> u64 {
     let settled = settled_now(shared);
-    let key = log::version(root, settled);
+    let key = dir.and_then(|d| log::version(d, settled));
     let logged = key.as_ref().and_then(|k| shared.kept.take_log(record.id, k)).unwrap_or_else(|| {
         let n = log::last_session_number(root);
         shared.kept.keep_log(record.id, key, n);
@@ -306,12 +317,13 @@ struct Past {
 /// opens the chamber's mailbox, which the outbox is read through.
 fn past(
     root: &std::path::Path,
+    dir: Option<&Dir>,
     last: Option<crate::store::SessionRow>,
     tz: chrono_tz::Tz,
     watch_activity: bool,
 ) -> (Past, Mailbox) {
     // A reset begins a new conversation.
-    let reset = crate::chamber::reset::last_reset(root);
+    let reset = dir.and_then(crate::chamber::reset::last_reset);
     let thread = last.as_ref().and_then(thread_of).filter(|t| reset.is_none_or(|r| t.ended_at > r));
     // The dead man's switch counts from the newest visible message.
     let last_visible = if watch_activity { newest_message(root) } else { None };
@@ -350,11 +362,12 @@ fn write_fence(shared: &Shared, record: &ChamberRecord, root: &std::path::Path) 
 
 /// What a made supervisor is told as it starts: what recovery found, an
 /// answer no session used, and the inbox's settled version its unread mail
-/// was read at.
+/// was read at, and the chamber folder its boot opened.
 struct Launch {
     boot: Boot,
     answered: Option<(String, String)>,
     inbox: Option<[i64; 7]>,
+    dir: Option<Dir>,
 }
 
 /// Starts a made supervisor: it watches the chamber, takes what recovery
@@ -362,13 +375,17 @@ struct Launch {
 /// task; the handle is how the daemon reaches it.
 async fn launch(
     mut sup: Sup,
-    Launch { boot, answered, inbox }: Launch,
+    Launch { boot, answered, inbox, dir }: Launch,
     watch_dirs: &[PathBuf],
     rx: super::queue::Receiver<Event>,
     tx: super::queue::Sender<Event>,
     snapshot: super::outlets::Shown,
 ) -> Handle {
-    sup.shared.watcher.watch(sup.id, &sup.root, watch_dirs, sup.watch_sink());
+    // A chamber folder that cannot be opened (missing, or a link in its
+    // place) is not watched: its config faults the chamber for it.
+    if let Some(d) = &dir {
+        sup.shared.watcher.watch(sup.id, d, watch_dirs, sup.watch_sink());
+    }
     sup.feed(Input::Boot(boot)).await;
     if let Some((id, line)) = answered {
         let req = sup.own_req();
@@ -377,11 +394,11 @@ async fn launch(
     // What changed between the files' first reading and the watch (a hand
     // edit of todo.json, mail) raised no event: read them again now (the
     // list only if its file is another version than the one read).
-    if sup.todos_written.is_none() || todos::stamp(&sup.root) != sup.todos_written {
+    if sup.todos_written.is_none() || dir.as_ref().and_then(todos::stamp) != sup.todos_written {
         sup.reload_todos().await;
     }
     // The inbox is listed again unless it is the settled version read.
-    if inbox.is_none() || sup.mailbox().inbox_version() != inbox {
+    if inbox.is_none() || dir.as_ref().and_then(|d| sup.mailbox().inbox_version(d)) != inbox {
         sup.observe_inbox().await;
     }
     sup.publish();

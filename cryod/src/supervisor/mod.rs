@@ -333,7 +333,8 @@ impl Sup {
 
     /// `todo.json` changed, unless it is still what cryod last wrote.
     fn todos_changed(&mut self) -> Option<Input> {
-        if self.todos_written.is_some() && todos::stamp(&self.root) == self.todos_written {
+        let stamp = || crate::chamber::Dir::open(&self.root).ok().and_then(|d| todos::stamp(&d));
+        if self.todos_written.is_some() && stamp() == self.todos_written {
             return None;
         }
         self.todos_written = None;
@@ -451,16 +452,18 @@ pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, rec
 /// A `cryo.toml` whose settings of [`crate::chamber::trust::KEYS`] differ
 /// from those `accepted` is held (an error naming them); with nothing
 /// accepted yet, whatever it says is. Returns the digests read, if it was.
+/// `root` is the chamber folder as [`chamber_config::open`] opened it.
 pub(super) fn load_config(
     shared: &Shared,
-    root: &std::path::Path,
+    root: &std::result::Result<crate::chamber::Dir, chamber_config::ConfigError>,
     name: &str,
     accepted: Option<&Trusted>,
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let (mut read, mut unknown) = (None, false);
     // The text goes into the machine's settings (a core type): a string.
-    let loaded = chamber_config::load(root, shared.system_zone.get()).map_err(Failed::of).and_then(|mut l| {
-        l.pin_upstream(root);
+    let loaded = root.as_ref().map_err(Failed::of).and_then(|d| {
+        let mut l = chamber_config::load_in(d, shared.system_zone.get()).map_err(Failed::of)?;
+        l.pin_upstream(d.path());
         let changed = accepted.map(|a| crate::chamber::trust::changed(a, &l.trust)).unwrap_or_default();
         read = Some(l.trust.clone());
         if !changed.is_empty() {

@@ -113,8 +113,13 @@ struct RawSync {
 
 /// Reads `<dir>/cryo.toml`. A missing file gives the defaults.
 pub fn load(dir: &Path, system_tz: Tz) -> Result<Loaded, ConfigError> {
-    let text = read_text(dir)?;
-    parse(&dir.join(FILE), &text, dir, system_tz)
+    load_in(&open(dir)?, system_tz)
+}
+
+/// [`load`], from the chamber folder `d`, held open.
+pub fn load_in(d: &crate::chamber::Dir, system_tz: Tz) -> Result<Loaded, ConfigError> {
+    let text = read_text_in(d)?;
+    parse(&d.path().join(FILE), &text, d.path(), system_tz)
 }
 
 /// The file's name in a chamber.
@@ -128,14 +133,23 @@ pub const MAX_CONFIG_BYTES: usize = 256 * 1024;
 /// FIFO or a folder in its place is refused without being followed or
 /// opened. Errors are one line naming it.
 pub fn read_text(dir: &Path) -> Result<String, ConfigError> {
-    use crate::chamber::Dir;
-    let d = Dir::open(dir).map_err(|e| match e {
+    read_text_in(&open(dir)?)
+}
+
+/// The chamber folder `dir`, opened: a missing one or another thing in its
+/// place is the config's error.
+pub fn open(dir: &Path) -> Result<crate::chamber::Dir, ConfigError> {
+    crate::chamber::Dir::open(dir).map_err(|e| match e {
         FileError::Missing(_) => ConfigError::FolderMissing(dir.to_path_buf()),
         FileError::NotPlain { .. } => ConfigError::FolderReplaced(dir.to_path_buf()),
         e => ConfigError::File(e),
-    })?;
+    })
+}
+
+/// [`read_text`], from the chamber folder `d`, held open.
+fn read_text_in(d: &crate::chamber::Dir) -> Result<String, ConfigError> {
     match d.read_if(Path::new(FILE), MAX_CONFIG_BYTES as u64) {
-        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8(dir.join(FILE))),
+        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8(d.path().join(FILE))),
         Ok(None) => Ok(String::new()),
         Err(e @ FileError::Io { .. }) => Err(ConfigError::Unreadable(e)),
         Err(e) => Err(ConfigError::File(e)),

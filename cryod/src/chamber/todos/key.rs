@@ -24,11 +24,21 @@ pub struct Key {
 /// when a version cannot be told, or a file changed after `settled` (the
 /// list is then read, as it always was, and not kept). Taken before the
 /// files are read: a change after it makes a later key differ.
-pub fn versions(dir: &Path, tz: Tz, settled: SystemTime) -> (Option<Stamp>, Option<Key>) {
-    let Ok(d) = Dir::open(dir) else { return (None, None) };
+pub fn versions(d: &Dir, tz: Tz, settled: SystemTime) -> (Option<Stamp>, Option<Key>) {
     let Ok(todo) = d.stat(Path::new(TODO)) else { return (None, None) };
     let stamp = todo.as_ref().map(Stamp::of);
-    let (Ok(journal), Ok(state)) = (d.stat(Path::new(JOURNAL)), d.stat(Path::new(STATE))) else {
+    // Both in `.cryo`, looked at from it, opened once (a chamber without it
+    // has neither; a link in its place has no version).
+    let cryo = match d.sub(Path::new(".cryo")) {
+        Ok(cryo) => Some(cryo),
+        Err(e) if e.is_missing() => None,
+        Err(_) => return (stamp, None),
+    };
+    let in_cryo = |rel: &str| {
+        let name = Path::new(rel).strip_prefix(".cryo").expect("the list's own files are in .cryo");
+        cryo.as_ref().map_or(Ok(None), |c| c.stat(name))
+    };
+    let (Ok(journal), Ok(state)) = (in_cryo(JOURNAL), in_cryo(STATE)) else {
         return (stamp, None);
     };
     if todo.iter().chain(&journal).chain(&state).any(|m| unsettled(m, settled)) {
@@ -44,6 +54,11 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::chamber::version::SETTLING;
+
+    /// The versions of the list in the chamber `dir`.
+    fn versions(dir: &Path, tz: Tz, settled: SystemTime) -> (Option<Stamp>, Option<Key>) {
+        super::versions(&Dir::open(dir).unwrap(), tz, settled)
+    }
 
     /// An hour after the list's last change: it has settled.
     pub(crate) fn settled_after(dir: &Path) -> SystemTime {
@@ -85,6 +100,13 @@ pub(crate) mod tests {
         let second = key();
         write(dir, JOURNAL, "{}\n");
         assert_ne!(key(), second);
+        let third = key();
+        write(dir, STATE, "{}");
+        assert_ne!(key(), third);
+        // `.cryo` a link to a folder elsewhere: no key.
+        std::fs::rename(dir.join(".cryo"), dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join(".cryo")).unwrap();
+        assert_eq!(versions(dir, chrono_tz::UTC, settled_after(dir)).1, None);
     }
 
     /// A link or a FIFO put where `todo.json` was has a version of its own:

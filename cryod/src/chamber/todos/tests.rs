@@ -71,17 +71,17 @@ fn the_stamp_of_a_write_is_its_own_version_only() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (_, _, stamp) = update_with(d, chrono_tz::UTC, LAZY, add("first")).unwrap();
-    assert!(stamp.is_some() && stamp == super::stamp(d), "the version written is on disk");
+    assert!(stamp.is_some() && stamp == super::stamp(&Dir::open(d).unwrap()), "the version written is on disk");
     let (_, _, unchanged) = update_with(d, chrono_tz::UTC, LAZY, |_| Ok::<_, ()>(())).unwrap();
     assert_eq!(unchanged, None, "nothing written, no new version");
     // In place (the same inode).
     let text = std::fs::read_to_string(todo_path(d)).unwrap();
     std::fs::write(todo_path(d), text.replace("first", "first!")).unwrap();
-    assert_ne!(super::stamp(d), stamp);
+    assert_ne!(super::stamp(&Dir::open(d).unwrap()), stamp);
     let (_, _, again) = update_with(d, chrono_tz::UTC, How { durable: true, ..LAZY }, add("second")).unwrap();
     std::fs::write(d.join("other"), "[]").unwrap();
     std::fs::rename(d.join("other"), todo_path(d)).unwrap();
-    assert_ne!(super::stamp(d), again);
+    assert_ne!(super::stamp(&Dir::open(d).unwrap()), again);
 }
 
 fn archived_ids(d: &Path) -> Vec<u64> {
@@ -133,7 +133,7 @@ fn a_start_archives_an_old_files_done_todos_once() {
     let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
     assert_eq!(list.items.len(), 101, "the newest hundred done and the open one");
     assert_eq!(list.items[0].id, 201);
-    assert!(written.is_some() && written == stamp(d), "the version written");
+    assert!(written.is_some() && written == stamp(&Dir::open(d).unwrap()), "the version written");
     assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>());
     assert_eq!(load(d, chrono_tz::UTC).unwrap(), list);
     let (again, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
