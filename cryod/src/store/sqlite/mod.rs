@@ -2,7 +2,7 @@
 //!
 //! One thread owns the connection; async code sends it closures and awaits
 //! the answer, so SQLite never blocks a tokio worker. Opening the file takes
-//! every chamber in it (a new fence each): one cryod runs a state folder at
+//! every chamber in it (one new fence for all): one cryod runs a state folder at
 //! a time (`server` holds its lock), so the fence only guards against a
 //! writer left over from before.
 //!
@@ -148,7 +148,7 @@ impl Sqlite {
         self.run(durable, move |c| {
             let sp = c.savepoint()?;
             let token: Option<i64> = sp
-                .prepare_cached("SELECT fence FROM chambers WHERE id = ?1")?
+                .prepare_cached("SELECT owner.fence FROM chambers, owner WHERE chambers.id = ?1")?
                 .query_row([fence.chamber], |r| r.get(0))
                 .optional()?;
             if token != Some(fence.token) {
@@ -235,9 +235,9 @@ fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result
     c.prepare_cached(sql)?.execute(p)
 }
 
-/// This process takes every chamber: a new fence each.
+/// This process takes every chamber: a new fence, theirs.
 fn take_all(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute("UPDATE chambers SET fence = fence + 1", [])?;
+    conn.execute("UPDATE owner SET fence = fence + 1", [])?;
     Ok(())
 }
 

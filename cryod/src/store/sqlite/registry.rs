@@ -26,7 +26,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChamberRecord> {
     })
 }
 
-const COLUMNS: &str = "id, name, path, desired, created_at, paused, fence, archived, trusted, health";
+/// A chamber's columns; its fence is the owner's, every chamber's.
+const COLUMNS: &str =
+    "id, name, path, desired, created_at, paused, (SELECT fence FROM owner), archived, trusted, health";
 
 pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, StoreError> {
     let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM chambers ORDER BY name"))?;
@@ -45,10 +47,11 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
         tx.query_row("SELECT 1 FROM chambers WHERE name = ?1", [name], |_| Ok(())).optional().map(|o| o.is_some())
     })?;
     tx.execute(
-        "INSERT INTO chambers (name, path, desired, created_at, fence) VALUES (?1, ?2, 'stopped', ?3, 1)",
+        "INSERT INTO chambers (name, path, desired, created_at) VALUES (?1, ?2, 'stopped', ?3)",
         params![name, new.path, crate::base::clock::rfc3339(new.created_at)],
     )?;
     let id = tx.last_insert_rowid();
+    let fence = tx.query_row("SELECT fence FROM owner", [], |r| r.get(0))?;
     tx.commit()?;
     Ok((
         ChamberRecord {
@@ -59,7 +62,7 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
             paused: false,
             archived: false,
             created_at: new.created_at,
-            fence: 1,
+            fence,
             trusted: None,
             health: None,
             owner: None,
