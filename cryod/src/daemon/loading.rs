@@ -71,11 +71,14 @@ impl Loading {
 impl Daemon {
     /// Boots every pending chamber, [`BOOT_BATCH`] at a time (each boot
     /// waits on a few store queries, and a batch's share the store
-    /// thread's wake-ups); stops early on shutdown.
+    /// thread's wake-ups); stops early on shutdown. The batches overlap:
+    /// the next one's rows are read, and its boots begun, while the last
+    /// one's finish, so no worker waits for a batch's slowest boot.
     pub(super) async fn boot_all(self) {
         let began = std::time::Instant::now();
         let loading = &self.0.loading;
         let shared = &self.0.shared;
+        let mut booting = tokio::task::JoinSet::new();
         while !shared.shutdown.is_cancelled() {
             let records: Vec<ChamberRecord> = {
                 let mut pending = loading.pending();
@@ -87,24 +90,21 @@ impl Daemon {
             // The batch's ledger rows, in one job on SQLite's thread (if
             // the read fails whole, each start reads its own).
             let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
-            let mut batch = tokio::task::JoinSet::new();
             for record in records {
                 let recovery = supervisor::Recovery { rows: rows.remove(&record.id), ..loading.recovery(record.id) };
                 let shared = shared.clone();
-                batch.spawn(async move {
+                booting.spawn(async move {
                     let handle = supervisor::spawn(shared, record.clone(), recovery).await;
                     (record, handle)
                 });
             }
-            while let Some(booted) = batch.join_next().await {
-                match booted {
-                    Ok((record, handle)) => self.joined(record, handle),
-                    Err(e) => {
-                        loading.left.fetch_sub(1, Ordering::Relaxed);
-                        tracing::error!(error = %e, "a chamber's boot failed")
-                    }
-                }
+            // At most two batches at once: one booting, the next begun.
+            while booting.len() > BOOT_BATCH {
+                self.joined_or_failed(booting.join_next().await);
             }
+        }
+        while let Some(booted) = booting.join_next().await {
+            self.joined_or_failed(Some(booted));
         }
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
@@ -115,9 +115,12 @@ impl Daemon {
                 "cryo.toml: the same warning, for more chambers (`cryoctl chamber status NAME` shows each one's)"
             );
         }
-        // What the boots read of the TODO lists and mailboxes, kept for the next start,
+        // Every chamber answers now; what the boots read is kept for the
+        // next start after that (a list does not wait for the write), and
         // before the trim: the entries freed after it stayed resident (8 MB
         // at 10,000 chambers).
+        loading.done.send_replace(true);
+        loading.booted.notify_waiters();
         let kept = {
             let shared = shared.clone();
             tokio::task::spawn_blocking(move || shared.kept.save()).await.ok().flatten()
@@ -131,8 +134,18 @@ impl Daemon {
             tracing::info!(read, taken, "logs at start: the last session's number read, or taken from the last start");
         }
         give_back_freed_memory();
-        loading.done.send_replace(true);
-        loading.booted.notify_waiters();
+    }
+
+    /// A boot of the loader's, ended: its chamber joins the registry.
+    fn joined_or_failed(&self, booted: Option<Result<(ChamberRecord, supervisor::Handle), tokio::task::JoinError>>) {
+        match booted {
+            Some(Ok((record, handle))) => self.joined(record, handle),
+            Some(Err(e)) => {
+                self.0.loading.left.fetch_sub(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "a chamber's boot failed")
+            }
+            None => {}
+        }
     }
 
     /// A pending chamber, booted, joins the registry.

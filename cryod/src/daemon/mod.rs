@@ -238,6 +238,14 @@ impl Daemon {
     /// machine; a fleet node starts with none and claims its share).
     pub async fn load(shared: Arc<Shared>) -> Result<Daemon> {
         let started_at = shared.clock.now();
+        // What the last start kept of each chamber at rest, read (a few
+        // megabytes of JSON at 10,000 chambers) while the registry is.
+        let kept = (!shared.lease.is_fleet()).then(|| {
+            let shared = shared.clone();
+            tokio::task::spawn_blocking(move || {
+                shared.kept.open(shared.places.state_dir.join(crate::chamber::rest::FILE))
+            })
+        });
         let records = shared.store.chambers().await?;
         // `[[on_end]]` may name any of them: known before the first boot.
         shared.names.set_known(records.iter().map(|r| r.name.clone()).collect());
@@ -276,7 +284,9 @@ impl Daemon {
             // Booted after this returns, while the socket serves
             // (`loading`), each from the next due time its TODO list gave
             // the last start if its files are still those versions.
-            shared.kept.open(shared.places.state_dir.join(crate::chamber::rest::FILE));
+            if let Some(kept) = kept {
+                let _ = kept.await;
+            }
             loading = loading::Loading::of(records, open, processes);
         }
         let daemon = Daemon(Arc::new(Inner {
