@@ -74,29 +74,66 @@ pub fn digests(table: &toml::Table) -> BTreeMap<String, String> {
 /// every inline string of an environment (`env`) or of a key named like a
 /// secret left out, and at most 300 characters.
 fn shown(key: &str, v: &toml::Value) -> String {
-    fn secretish(key: &str) -> bool {
-        let k = key.to_ascii_lowercase();
-        ["key", "token", "secret", "password", "passwd", "credential"].iter().any(|w| k.contains(w))
-    }
-    // `key` names `v`; `in_env`: it is an entry of an `env` table, whose
-    // inline strings are keys (a `{ file = … }` entry names a path).
-    fn redact(key: &str, v: &toml::Value, in_env: bool) -> toml::Value {
-        match v {
-            toml::Value::String(s) if in_env || secretish(key) => {
-                toml::Value::String(format!("(a secret of {} characters)", s.chars().count()))
-            }
-            toml::Value::Table(t) => {
-                toml::Value::Table(t.iter().map(|(k, x)| (k.clone(), redact(k, x, key == "env"))).collect())
-            }
-            toml::Value::Array(a) => toml::Value::Array(a.iter().map(|x| redact(key, x, in_env)).collect()),
-            other => other.clone(),
-        }
-    }
-    let text = canonical(&redact(key, v, false));
+    let mut text = String::new();
+    write_canonical(&mut text, v, Some((key, false)));
     match text.char_indices().nth(300) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
     }
+}
+
+/// Whether a key's strings are secrets by its name.
+fn secretish(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["key", "token", "secret", "password", "passwd", "credential"].iter().any(|w| k.contains(w))
+}
+
+/// Writes `v`'s canonical text (see [`canonical`]) to `out`. With
+/// `redact`, the key naming `v` and whether it is an entry of an `env`
+/// table (whose inline strings are keys; a `{ file = … }` entry names a
+/// path), each string that is a secret is written as its length only.
+fn write_canonical(out: &mut String, v: &toml::Value, redact: Option<(&str, bool)>) {
+    match v {
+        toml::Value::String(s) => match redact {
+            Some((key, in_env)) if in_env || secretish(key) => {
+                quote_into(out, &format!("(a secret of {} characters)", s.chars().count()))
+            }
+            _ => quote_into(out, s),
+        },
+        toml::Value::Table(t) => {
+            let mut keys: Vec<&String> = t.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                quote_into(out, k);
+                out.push(':');
+                write_canonical(out, &t[k], redact.map(|(key, _)| (k.as_str(), key == "env")));
+            }
+            out.push('}');
+        }
+        toml::Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(out, x, redact);
+            }
+            out.push(']');
+        }
+        other => {
+            use std::fmt::Write;
+            let _ = write!(out, "{other}");
+        }
+    }
+}
+
+/// `s` quoted as a JSON string, written to `out`.
+fn quote_into(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).expect("a string is always JSON"));
 }
 
 fn digests_only(table: &toml::Table) -> BTreeMap<String, String> {
@@ -190,21 +227,9 @@ pub fn fold_upstream(digests: &mut BTreeMap<String, String>, upstream: Option<&s
 /// A value as text that depends on the value only, not on its layout in
 /// the file: tables with their keys sorted, strings quoted as JSON.
 fn canonical(v: &toml::Value) -> String {
-    match v {
-        toml::Value::Table(t) => {
-            let mut keys: Vec<&String> = t.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys.iter().map(|k| format!("{}:{}", quoted(k), canonical(&t[*k]))).collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        toml::Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
-        toml::Value::String(s) => quoted(s),
-        other => other.to_string(),
-    }
-}
-
-fn quoted(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    let mut out = String::new();
+    write_canonical(&mut out, v, None);
+    out
 }
 
 /// The keys whose digests differ between what was `accepted` and `now`.
@@ -316,6 +341,22 @@ mod tests {
         // Only the digests decide.
         assert!(changes(&after, &after).is_empty());
     }
+
+    /// The digests and the texts shown are those every earlier cryod kept
+    /// (a digest that moved would hold every chamber at the next start).
+    #[test]
+    fn digests_are_those_kept_before() {
+        let d = digests(&table(
+            "agent = [\"claude\", \"-p\", \"q\\\"t\\u00e9\"]\nsandbox = \"bwrap\"\nnetwork = \"gateway\"\n\
+             writable = [\"/a\", \"/b\"]\nmax_session_duration = 3600\nloop_after = 0\nstall_after = \"2h\"\n\
+             memory_max = 1.5\ncpu_weight = true\n[provider]\nz = 1\nenv = { B_TOKEN = \"x\", A = { file = \"/k\" }, C = [\"s\"] }\n\
+             password = \"p\"\nlist = [{ token = \"t\", n = 2 }]\n[[on_end]]\nchamber = \"b\"\n\
+             [approvals]\ndefault = \"ask\"\n[budget]\ndaily_usd = 10.25\nwhen = 1979-05-27T07:32:00Z\n",
+        ));
+        assert_eq!(to_json(&d), GOLDEN);
+    }
+
+    const GOLDEN: &str = r#"{"agent":"fd49b4fab4a04d7a97a2e04c593505c0","approvals":"878ca3f4139798f3d6dfd59d8f579231","budget":"f4d80018d6a203abb84315ec6c882596","cpu_weight":"4e7117d8971eebf81cf741dcdb474467","max_session_duration":"de9af88686a8fdf89f45656048e076d5","memory_max":"386a2672e58e08ac97a207353dda1094","on_end":"60dedd1cf5abc40b88218f7ff603849f","precheck":"16acb08a31f3e67775137c2c3d100d96","provider":"11cb51e9f05b6bd4906981ce32f254ee","readable":"ff0f960d815692fcb7188d0f53a8a322","sandbox":"f547680472c57c2c31aff6137f4c0727","shown.agent":"[\"claude\",\"-p\",\"q\\\"té\"]","shown.approvals":"{\"default\":\"ask\"}","shown.budget":"{\"daily_usd\":10.25,\"when\":1979-05-27T07:32:00Z}","shown.cpu_weight":"true","shown.max_session_duration":"3600, stall_after = \"2h\", loop_after = 0","shown.memory_max":"1.5","shown.on_end":"[{\"chamber\":\"b\"}]","shown.precheck":"(not set)","shown.provider":"{\"env\":{\"A\":{\"file\":\"/k\"},\"B_TOKEN\":\"(a secret of 1 characters)\",\"C\":[\"(a secret of 1 characters)\"]},\"list\":[{\"n\":2,\"token\":\"(a secret of 1 characters)\"}],\"password\":\"(a secret of 1 characters)\",\"z\":1}","shown.readable":"(not set)","shown.sandbox":"\"bwrap\", network = \"gateway\"","shown.sync":"(not set)","shown.writable":"[\"/a\",\"/b\"]","sync":"cfc59757e90ca11bb23d203fdb6464a0","writable":"5748c01cd32a4a0a72037a29ad3632e7"}"#;
 
     #[test]
     fn a_secret_value_is_kept_as_a_digest_only() {
