@@ -152,7 +152,9 @@ impl Book {
 /// What chambers at rest were: open while the chambers boot, then written
 /// for the next start ([`Kept::save`]). Closed, it takes and keeps nothing
 /// (a fleet's node, which claims its chambers one by one, and any
-/// supervisor made after the start).
+/// supervisor made once it is written; one made between the last boot and
+/// the write takes and keeps as a boot does: each entry is a fact about
+/// versions of files).
 #[derive(Default)]
 pub struct Kept {
     book: Mutex<Option<(PathBuf, Book)>>,

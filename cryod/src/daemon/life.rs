@@ -141,8 +141,11 @@ impl Daemon {
 
     /// Ends every running session and stops every supervisor.
     pub async fn shutdown(&self) {
-        // The loader stops at its batch's end: none boots after this.
+        // The loader stops at its batch's end: none boots after this. What
+        // the boots read is written before the stop (else the next start
+        // reads every chamber again).
         self.all_loaded().await;
+        self.rest_saved().await;
         let handles: Vec<Handle> = self.chambers().values().map(|e| e.handle.clone()).collect();
         let mut waits = Vec::new();
         for h in handles {

@@ -29,6 +29,9 @@ pub(super) struct Loading {
     booted: Notify,
     /// The loader is done: every chamber booted, or a shutdown stopped it.
     done: watch::Sender<bool>,
+    /// What the boots read is written for the next start (or there was
+    /// nothing to write): a shutdown waits for it.
+    saved: watch::Sender<bool>,
 }
 
 impl Loading {
@@ -50,6 +53,7 @@ impl Loading {
             processes,
             booted: Notify::new(),
             done: watch::Sender::new(done),
+            saved: watch::Sender::new(false),
         }
     }
 
@@ -73,7 +77,8 @@ impl Daemon {
     /// waits on a few store queries, and a batch's share the store
     /// thread's wake-ups); stops early on shutdown. The batches overlap:
     /// the next one's rows are read, and its boots begun, while the last
-    /// one's finish, so no worker waits for a batch's slowest boot.
+    /// one's finish, so no worker waits for a batch's slowest boot; each
+    /// chamber joins the registry as its boot ends.
     pub(super) async fn boot_all(self) {
         let began = std::time::Instant::now();
         let loading = &self.0.loading;
@@ -92,19 +97,19 @@ impl Daemon {
             let mut rows = shared.store.boot_rows(records.iter().map(|r| r.id).collect()).await.unwrap_or_default();
             for record in records {
                 let recovery = supervisor::Recovery { rows: rows.remove(&record.id), ..loading.recovery(record.id) };
-                let shared = shared.clone();
+                let (shared, daemon) = (shared.clone(), self.clone());
                 booting.spawn(async move {
                     let handle = supervisor::spawn(shared, record.clone(), recovery).await;
-                    (record, handle)
+                    daemon.joined(record, handle);
                 });
             }
             // At most two batches at once: one booting, the next begun.
             while booting.len() > BOOT_BATCH {
-                self.joined_or_failed(booting.join_next().await);
+                self.boot_ended(booting.join_next().await);
             }
         }
-        while let Some(booted) = booting.join_next().await {
-            self.joined_or_failed(Some(booted));
+        while let Some(ended) = booting.join_next().await {
+            self.boot_ended(Some(ended));
         }
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
@@ -133,18 +138,16 @@ impl Daemon {
             let (read, taken) = (n.logs_read, n.logs_taken);
             tracing::info!(read, taken, "logs at start: the last session's number read, or taken from the last start");
         }
+        loading.saved.send_replace(true);
         give_back_freed_memory();
     }
 
-    /// A boot of the loader's, ended: its chamber joins the registry.
-    fn joined_or_failed(&self, booted: Option<Result<(ChamberRecord, supervisor::Handle), tokio::task::JoinError>>) {
-        match booted {
-            Some(Ok((record, handle))) => self.joined(record, handle),
-            Some(Err(e)) => {
-                self.0.loading.left.fetch_sub(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "a chamber's boot failed")
-            }
-            None => {}
+    /// A boot of the loader's ended: one that failed is counted out (one
+    /// that did not has joined the registry).
+    fn boot_ended(&self, ended: Option<Result<(), tokio::task::JoinError>>) {
+        if let Some(Err(e)) = ended {
+            self.0.loading.left.fetch_sub(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "a chamber's boot failed")
         }
     }
 
@@ -163,6 +166,13 @@ impl Daemon {
     /// Whether every chamber is booted (or a shutdown stopped the loader).
     pub fn loaded(&self) -> bool {
         *self.0.loading.done.borrow()
+    }
+
+    /// Waits until what the start's boots read is written for the next
+    /// start (after every chamber is booted).
+    pub(super) async fn rest_saved(&self) {
+        let mut saved = self.0.loading.saved.subscribe();
+        let _ = saved.wait_for(|s| *s).await;
     }
 
     /// Waits until every chamber is booted.

@@ -179,16 +179,26 @@ impl Watcher {
         }
     }
 
-    /// Watches the chamber folder `root` (held open) and `inboxes` for
-    /// `chamber`; called again when the chamber's `watch_dirs` change.
+    /// Watches the chamber folder `root` and `inboxes` for `chamber`;
+    /// called again when the chamber's `watch_dirs` change. A missing inbox
+    /// is made in `opened` (the chamber folder, held open), if it could be
+    /// opened; the folders are routed either way (a chamber whose folder
+    /// comes back is then seen, by its events or by the polls).
     /// Folders that stay watched are never unwatched in between, so no
     /// event is lost while `cryo.toml` is being rewritten.
     ///
     /// The routing table is never locked while the backend is called: the
     /// backend's thread may be inside `dispatch` (which reads the table)
     /// while it answers our request, and would wait for us forever.
-    pub fn watch(&self, chamber: i64, root: &crate::chamber::Dir, inboxes: &[PathBuf], sink: Sink) {
-        let mut dirs: Vec<(Arc<Path>, Role)> = vec![(root.path().into(), Role::Root)];
+    pub fn watch(
+        &self,
+        chamber: i64,
+        root: &Path,
+        opened: Option<&crate::chamber::Dir>,
+        inboxes: &[PathBuf],
+        sink: Sink,
+    ) {
+        let mut dirs: Vec<(Arc<Path>, Role)> = vec![(root.into(), Role::Root)];
         dirs.extend(inboxes.iter().map(|d| (Arc::from(d.as_path()), Role::Inbox)));
         // Route first, so no event of a new watch is dropped; then drop the
         // routes this chamber no longer needs.
@@ -210,8 +220,10 @@ impl Watcher {
             (added, stale)
         };
         // A folder is made where it is missing once, when it is first routed.
-        for d in added.iter().filter(|d| inboxes.iter().any(|i| **i == ***d)) {
-            let _ = crate::chamber::make_dir_in(root, d);
+        if let Some(opened) = opened {
+            for d in added.iter().filter(|d| inboxes.iter().any(|i| **i == ***d)) {
+                let _ = crate::chamber::make_dir_in(opened, d);
+            }
         }
         let mut guard = self.inner.lock().expect("watcher lock");
         let Some(b) = guard.as_mut() else { return };
@@ -524,8 +536,8 @@ mod tests {
     fn unwatching_one_chamber_leaves_the_others() {
         let (_dir, root, inbox, w, tx, _rx) = rig();
         let other = tempfile::tempdir().unwrap();
-        w.watch(1, &Dir::open(&root).unwrap(), std::slice::from_ref(&inbox), sink("a", &tx));
-        w.watch(2, &Dir::open(other.path()).unwrap(), &[], sink("b", &tx));
+        w.watch(1, &root, Dir::open(&root).ok().as_ref(), std::slice::from_ref(&inbox), sink("a", &tx));
+        w.watch(2, other.path(), None, &[], sink("b", &tx));
         w.unwatch(1);
         let routes = w.routes.read().unwrap();
         assert!(routes.of(1).is_empty() && routes.get(&inbox).is_none());
@@ -539,7 +551,7 @@ mod tests {
     #[test]
     fn a_watch_for_the_owner_never_displaces_the_supervisors() {
         let (_dir, root, inbox, w, tx, rx) = rig();
-        w.watch(1, &Dir::open(&root).unwrap(), std::slice::from_ref(&inbox), sink("supervisor", &tx));
+        w.watch(1, &root, Dir::open(&root).ok().as_ref(), std::slice::from_ref(&inbox), sink("supervisor", &tx));
         w.watch_for_owner(1, &inbox, sink("owner", &tx));
         w.unwatch_for_owner(1);
         std::fs::write(inbox.join("a.md"), "x").unwrap();
@@ -554,7 +566,7 @@ mod tests {
         std::fs::write(inbox.join("b.md"), "x").unwrap();
         assert_eq!(heard(&rx), ("owner", Change::Inbox("b.md".into())));
         while rx.recv_timeout(Duration::from_millis(300)).is_ok() {}
-        w.watch(1, &Dir::open(&root).unwrap(), std::slice::from_ref(&inbox), sink("supervisor", &tx));
+        w.watch(1, &root, Dir::open(&root).ok().as_ref(), std::slice::from_ref(&inbox), sink("supervisor", &tx));
         std::fs::write(inbox.join("c.md"), "x").unwrap();
         assert_eq!(heard(&rx), ("supervisor", Change::Inbox("c.md".into())));
     }
@@ -568,7 +580,7 @@ mod tests {
         let bare = Watcher { inner: Arc::new(Mutex::new(None)), routes: Arc::default(), degraded: Arc::default() };
         bare.degrade("no file watcher (Too many open files (os error 24))".into());
         assert!(bare.degraded().unwrap().contains("os error 24"));
-        bare.watch(1, &Dir::open(&root).unwrap(), std::slice::from_ref(&inbox), sink("c", &tx));
+        bare.watch(1, &root, Dir::open(&root).ok().as_ref(), std::slice::from_ref(&inbox), sink("c", &tx));
         std::fs::write(inbox.join("a.md"), "x").unwrap();
         let got = rx.recv_timeout(POLL * 3).expect("a poll");
         assert!(matches!(got, ("c", Change::Rescan | Change::Todos | Change::Config)), "{got:?}");
@@ -583,7 +595,7 @@ mod tests {
         use std::io::Write;
         let (_dir, root, inbox, w, tx, rx) = rig();
         std::fs::write(root.join("notes.md"), "x").unwrap();
-        w.watch(1, &Dir::open(&root).unwrap(), std::slice::from_ref(&inbox), sink("c", &tx));
+        w.watch(1, &root, Dir::open(&root).ok().as_ref(), std::slice::from_ref(&inbox), sink("c", &tx));
         // The agent at work: reads, a log kept open and appended to, its own files.
         let _ = std::fs::read(root.join("notes.md")).unwrap();
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(root.join("cryo-agent.log")).unwrap();

@@ -381,11 +381,7 @@ async fn launch(
     tx: super::queue::Sender<Event>,
     snapshot: super::outlets::Shown,
 ) -> Handle {
-    // A chamber folder that cannot be opened (missing, or a link in its
-    // place) is not watched: its config faults the chamber for it.
-    if let Some(d) = &dir {
-        sup.shared.watcher.watch(sup.id, d, watch_dirs, sup.watch_sink());
-    }
+    sup.shared.watcher.watch(sup.id, &sup.root, dir.as_ref(), watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
     if let Some((id, line)) = answered {
         let req = sup.own_req();

@@ -114,10 +114,9 @@ impl Sup {
                 self.shared.trees.end(self.id, pgid);
             }
             Effect::Rewatch => {
-                // A folder that cannot be opened is not watched (its config
-                // could not have been read either).
-                if let (Ok(c), Ok(root)) = (&self.config, crate::chamber::Dir::open(&self.root)) {
-                    self.shared.watcher.watch(self.id, &root, &c.watch_dirs, self.watch_sink());
+                if let Ok(c) = &self.config {
+                    let opened = crate::chamber::Dir::open(&self.root).ok();
+                    self.shared.watcher.watch(self.id, &self.root, opened.as_ref(), &c.watch_dirs, self.watch_sink());
                 }
             }
             // ---- views and callers
