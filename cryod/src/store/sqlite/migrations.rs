@@ -181,12 +181,15 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 16: the owner's fence, one for every chamber: each cryod that opens
     // the file takes them all by bumping it (not by rewriting every row of
-    // `chambers`, a tenth of a second at a hundred thousand chambers).
+    // `chambers`, a tenth of a second at a hundred thousand chambers); and
+    // the next chamber's id, never one a removed chamber had (a late write
+    // of the removed one's, under the same fence, must not reach it).
     "CREATE TABLE owner (
-        id     INTEGER PRIMARY KEY CHECK (id = 1),
-        fence  INTEGER NOT NULL
+        id            INTEGER PRIMARY KEY CHECK (id = 1),
+        fence         INTEGER NOT NULL,
+        next_chamber  INTEGER NOT NULL
     );
-    INSERT INTO owner SELECT 1, coalesce(max(fence), 0) + 1 FROM chambers;",
+    INSERT INTO owner SELECT 1, coalesce(max(fence), 0) + 1, coalesce(max(id), 0) + 1 FROM chambers;",
 ];
 
 /// The schema version this build writes.
@@ -232,7 +235,8 @@ mod tests {
     }
 
     /// The one fence of a file whose chambers each had their own is above
-    /// every one of them: a writer left from before is fenced out.
+    /// every one of them (a writer left from before is fenced out), and the
+    /// next chamber's id is after theirs.
     #[test]
     fn the_owners_fence_begins_above_every_chambers() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -245,7 +249,8 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(conn.query_row("SELECT fence FROM owner", [], |r| r.get::<_, i64>(0)).unwrap(), 8);
+        let owner = conn.query_row("SELECT fence, next_chamber FROM owner", [], |r| Ok((r.get(0)?, r.get(1)?)));
+        assert_eq!(owner.unwrap(), (8i64, 3i64), "above every fence, and after every id");
     }
 
     #[test]

@@ -47,10 +47,12 @@ pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Resu
         tx.query_row("SELECT 1 FROM chambers WHERE name = ?1", [name], |_| Ok(())).optional().map(|o| o.is_some())
     })?;
     tx.execute(
-        "INSERT INTO chambers (name, path, desired, created_at) VALUES (?1, ?2, 'stopped', ?3)",
+        "INSERT INTO chambers (id, name, path, desired, created_at)
+         VALUES ((SELECT next_chamber FROM owner), ?1, ?2, 'stopped', ?3)",
         params![name, new.path, crate::base::clock::rfc3339(new.created_at)],
     )?;
     let id = tx.last_insert_rowid();
+    tx.execute("UPDATE owner SET next_chamber = next_chamber + 1", [])?;
     let fence = tx.query_row("SELECT fence FROM owner", [], |r| r.get(0))?;
     tx.commit()?;
     Ok((

@@ -154,6 +154,14 @@ async fn an_old_fence_writes_nothing() {
     s.record_wake(fresh, wake).await.unwrap();
     assert_eq!(s.open_sessions(Some(a.id)).await.unwrap().len(), 1);
     assert_eq!(s.open_sessions(Some(a.id + 1)).await.unwrap().len(), 0);
+    // A chamber added after the newest was removed never takes its id: the
+    // removed one's late writes, under the same fence, reach nothing.
+    let (b, _) = s.add_chamber(new("b", false, "/b")).await.unwrap();
+    s.remove_chamber(b.fence()).await.unwrap();
+    let (c, _) = s.add_chamber(new("c", false, "/c")).await.unwrap();
+    assert_ne!(c.id, b.id);
+    assert!(s.set_desired(b.fence(), Desired::Started).await.unwrap_err().is_fenced());
+    assert_eq!(s.chambers().await.unwrap().iter().find(|r| r.id == c.id).unwrap().desired, Desired::Stopped);
 }
 
 /// A start's batched read gives each chamber what its own two reads
