@@ -243,6 +243,16 @@ impl Dir {
         Ok(Dir { fd: self.folder(rel)?, path: self.full(rel) })
     }
 
+    /// [`Dir::sub`], a missing folder (or one under a missing folder) as
+    /// `None`.
+    pub fn sub_if(&self, rel: &Path) -> Result<Option<Dir>, FileError> {
+        match self.sub(rel) {
+            Ok(d) => Ok(Some(d)),
+            Err(FileError::Missing(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The status of the folder itself.
     pub fn status(&self) -> Result<FileStat, FileError> {
         nix::sys::stat::fstat(&self.fd).map_err(io(&self.path))
@@ -312,6 +322,9 @@ mod tests {
         std::fs::write(root.join("f"), "").unwrap();
         assert!(d.sub(rel("f")).unwrap_err().is_planted());
         assert!(d.sub(rel("none")).unwrap_err().is_missing());
+        assert!(d.sub_if(rel("none/deeper")).unwrap().is_none());
+        assert!(d.sub_if(rel("a")).unwrap().is_some());
+        assert!(d.sub_if(rel("l")).unwrap_err().is_planted());
     }
 
     #[test]

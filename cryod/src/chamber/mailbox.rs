@@ -179,17 +179,12 @@ impl Mailbox {
     /// until a message comes or goes. `d` is the chamber folder, held open;
     /// each box is opened once, its archive looked at from it.
     pub fn versions(&self, d: &Dir, settled: std::time::SystemTime) -> Option<Versions> {
-        let opened = |d: &Dir, rel: &str| match d.sub(Path::new(rel)) {
-            Ok(sub) => Some(Some(sub)),
-            Err(e) if e.is_missing() => Some(None),
-            Err(_) => None,
-        };
         let mut folders = [None; 4];
-        let Some(messages) = opened(d, "messages")? else {
+        let Some(messages) = d.sub_if(Path::new("messages")).ok()? else {
             return Some(Versions { folders, tz: self.tz.name().into() });
         };
         for (slots, name) in folders.chunks_mut(2).zip(["inbox", "outbox"]) {
-            let Some(boxed) = opened(&messages, name)? else { continue };
+            let Some(boxed) = messages.sub_if(Path::new(name)).ok()? else { continue };
             let statuses = [Some(boxed.status().ok()?), folder_status(&boxed, Path::new("archive"))?];
             for (slot, st) in slots.iter_mut().zip(statuses) {
                 let Some(st) = st else { continue };

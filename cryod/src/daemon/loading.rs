@@ -27,11 +27,20 @@ pub(super) struct Loading {
     left: AtomicUsize,
     /// A chamber joined the registry.
     booted: Notify,
-    /// The loader is done: every chamber booted, or a shutdown stopped it.
-    done: watch::Sender<bool>,
+    /// How far the loader is.
+    stage: watch::Sender<Stage>,
+}
+
+/// How far the loader is, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Booting,
+    /// Every chamber booted, or a shutdown stopped the loader: lists and
+    /// the schedule go on.
+    Booted,
     /// What the boots read is written for the next start (or there was
-    /// nothing to write): a shutdown waits for it.
-    saved: watch::Sender<bool>,
+    /// nothing to write): a shutdown goes on.
+    Saved,
 }
 
 impl Loading {
@@ -45,15 +54,14 @@ impl Loading {
         open: HashMap<i64, Vec<OpenSession>>,
         processes: Arc<HashMap<String, Vec<(i32, i32)>>>,
     ) -> Loading {
-        let done = records.is_empty();
+        let stage = if records.is_empty() { Stage::Booted } else { Stage::Booting };
         Loading {
             left: AtomicUsize::new(records.len()),
             pending: Mutex::new(records.into_iter().map(|r| (r.id, r)).collect()),
             open: Mutex::new(open),
             processes,
             booted: Notify::new(),
-            done: watch::Sender::new(done),
-            saved: watch::Sender::new(false),
+            stage: watch::Sender::new(stage),
         }
     }
 
@@ -124,7 +132,7 @@ impl Daemon {
         // next start after that (a list does not wait for the write), and
         // before the trim: the entries freed after it stayed resident (8 MB
         // at 10,000 chambers).
-        loading.done.send_replace(true);
+        loading.stage.send_replace(Stage::Booted);
         loading.booted.notify_waiters();
         let kept = {
             let shared = shared.clone();
@@ -138,7 +146,7 @@ impl Daemon {
             let (read, taken) = (n.logs_read, n.logs_taken);
             tracing::info!(read, taken, "logs at start: the last session's number read, or taken from the last start");
         }
-        loading.saved.send_replace(true);
+        loading.stage.send_replace(Stage::Saved);
         give_back_freed_memory();
     }
 
@@ -165,20 +173,23 @@ impl Daemon {
 
     /// Whether every chamber is booted (or a shutdown stopped the loader).
     pub fn loaded(&self) -> bool {
-        *self.0.loading.done.borrow()
+        *self.0.loading.stage.borrow() >= Stage::Booted
     }
 
     /// Waits until what the start's boots read is written for the next
     /// start (after every chamber is booted).
     pub(super) async fn rest_saved(&self) {
-        let mut saved = self.0.loading.saved.subscribe();
-        let _ = saved.wait_for(|s| *s).await;
+        self.reached(Stage::Saved).await
     }
 
     /// Waits until every chamber is booted.
     pub async fn all_loaded(&self) {
-        let mut done = self.0.loading.done.subscribe();
-        let _ = done.wait_for(|d| *d).await;
+        self.reached(Stage::Booted).await
+    }
+
+    async fn reached(&self, stage: Stage) {
+        let mut now = self.0.loading.stage.subscribe();
+        let _ = now.wait_for(|s| *s >= stage).await;
     }
 
     /// Makes sure chamber `id` is booted, if it is one: out of turn if it

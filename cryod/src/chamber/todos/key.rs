@@ -29,11 +29,7 @@ pub fn versions(d: &Dir, tz: Tz, settled: SystemTime) -> (Option<Stamp>, Option<
     let stamp = todo.as_ref().map(Stamp::of);
     // Both in `.cryo`, looked at from it, opened once (a chamber without it
     // has neither; a link in its place has no version).
-    let cryo = match d.sub(Path::new(".cryo")) {
-        Ok(cryo) => Some(cryo),
-        Err(e) if e.is_missing() => None,
-        Err(_) => return (stamp, None),
-    };
+    let Ok(cryo) = d.sub_if(Path::new(".cryo")) else { return (stamp, None) };
     let in_cryo = |rel: &str| {
         let name = Path::new(rel).strip_prefix(".cryo").expect("the list's own files are in .cryo");
         cryo.as_ref().map_or(Ok(None), |c| c.stat(name))
