@@ -17,8 +17,12 @@ use crate::supervisor;
 
 /// The chambers not booted yet, and what their recovery needs.
 pub(super) struct Loading {
-    /// By id, booted lowest first; a caller may take one out of turn.
+    /// By id, booted lowest first; a caller may take one out of turn. A
+    /// record stays here until its chamber joins the registry, so a lookup
+    /// finds it while it boots.
     pending: Mutex<BTreeMap<i64, ChamberRecord>>,
+    /// The pending chambers the loader is booting (taken after `pending`).
+    booting: Mutex<std::collections::HashSet<i64>>,
     /// The sessions a stopped cryod left open, by chamber.
     open: Mutex<HashMap<i64, Vec<OpenSession>>>,
     /// What still ran of them (by wake id), already ended.
@@ -58,6 +62,7 @@ impl Loading {
         Loading {
             left: AtomicUsize::new(records.len()),
             pending: Mutex::new(records.into_iter().map(|r| (r.id, r)).collect()),
+            booting: Mutex::default(),
             open: Mutex::new(open),
             processes,
             booted: Notify::new(),
@@ -94,8 +99,12 @@ impl Daemon {
         let mut booting = tokio::task::JoinSet::new();
         while !shared.shutdown.is_cancelled() {
             let records: Vec<ChamberRecord> = {
-                let mut pending = loading.pending();
-                std::iter::from_fn(|| pending.pop_first().map(|(_, r)| r)).take(BOOT_BATCH).collect()
+                let pending = loading.pending();
+                let mut booting = loading.booting.lock().expect("booting lock");
+                let next: Vec<ChamberRecord> =
+                    pending.values().filter(|r| !booting.contains(&r.id)).take(BOOT_BATCH).cloned().collect();
+                booting.extend(next.iter().map(|r| r.id));
+                next
             };
             if records.is_empty() {
                 break;
@@ -161,7 +170,11 @@ impl Daemon {
 
     /// A pending chamber, booted, joins the registry.
     fn joined(&self, record: ChamberRecord, handle: supervisor::Handle) {
-        self.chambers_mut().insert(record.id, Entry::new(record, handle));
+        let id = record.id;
+        self.chambers_mut().insert(id, Entry::new(record, handle));
+        // Found in the registry now, no longer as pending.
+        self.0.loading.pending().remove(&id);
+        self.0.loading.booting.lock().expect("booting lock").remove(&id);
         self.0.loading.left.fetch_sub(1, Ordering::Relaxed);
         self.0.loading.booted.notify_waiters();
     }
@@ -203,7 +216,11 @@ impl Daemon {
             if self.loaded() || self.chambers().contains_key(&id) {
                 return;
             }
-            let taken = loading.pending().remove(&id);
+            let taken = {
+                let mut pending = loading.pending();
+                let booting = loading.booting.lock().expect("booting lock");
+                if booting.contains(&id) { None } else { pending.remove(&id) }
+            };
             if let Some(record) = taken {
                 let recovery = loading.recovery(id);
                 let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), recovery).await;

@@ -402,9 +402,12 @@ impl Daemon {
     /// one not booted yet as its record says ([`Daemon::list`] waits for
     /// all).
     pub fn list_now(&self) -> Vec<ChamberView> {
-        let mut all: Vec<_> = self.chambers().values().map(Entry::view).collect();
+        let local = self.chambers();
+        let mut all: Vec<_> = local.values().map(Entry::view).collect();
         all.extend(self.remote().values().map(remote_view));
-        all.extend(self.0.loading.pending().values().map(remote_view));
+        // A record leaves `pending` just after its chamber joins: once.
+        all.extend(self.0.loading.pending().values().filter(|r| !local.contains_key(&r.id)).map(remote_view));
+        drop(local);
         all.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         all
     }
