@@ -271,6 +271,150 @@ pub fn from_json(s: &str) -> BTreeMap<String, String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
+/// Accepted digests as a resting chamber holds them: one byte string, a
+/// quarter of their JSON. A known key is one byte, a digest its 16 bytes
+/// and an unset value one byte; anything else is kept as written, so any
+/// map reads back exactly ([`Packed::digests`]). At 10,000 chambers the
+/// JSON held was 908 bytes a chamber, 12% of a resting chamber's heap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed(Box<[u8]>);
+
+/// A packed key or value written out: its length, then its bytes.
+const OTHER: u8 = 0xff;
+/// A value that is a digest (32 lowercase hex digits), as 16 bytes.
+const DIGEST: u8 = 0;
+/// A value shown as unset.
+const UNSET: u8 = 1;
+/// The text of a value shown as unset.
+const UNSET_TEXT: &str = "(not set)";
+/// A shown key's byte: its key's, plus this.
+const SHOWN_KEY: u8 = 0x40;
+
+impl Packed {
+    pub fn of(d: &BTreeMap<String, String>) -> Packed {
+        let mut out = Vec::with_capacity(d.len() * 18);
+        for (k, v) in d {
+            match known(k) {
+                Some(b) => out.push(b),
+                None => other(&mut out, k),
+            }
+            if let Some(bytes) = hex16(v) {
+                out.push(DIGEST);
+                out.extend_from_slice(&bytes);
+            } else if v == UNSET_TEXT {
+                out.push(UNSET);
+            } else {
+                other(&mut out, v);
+            }
+        }
+        Packed(out.into_boxed_slice())
+    }
+
+    /// The map it was packed from.
+    pub fn digests(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::new();
+        let mut b = &self.0[..];
+        while let Some((&tag, rest)) = b.split_first() {
+            b = rest;
+            let key = match tag {
+                OTHER => text(&mut b),
+                t if t >= SHOWN_KEY => ALL_KEYS.get(usize::from(t - SHOWN_KEY)).map(|k| format!("{SHOWN}{k}")),
+                t => ALL_KEYS.get(usize::from(t)).map(|k| k.to_string()),
+            };
+            let Some((&tag, rest)) = b.split_first() else { break };
+            b = rest;
+            let value = match tag {
+                DIGEST if b.len() >= 16 => {
+                    let (digest, rest) = b.split_at(16);
+                    b = rest;
+                    Some(digest.iter().map(|x| format!("{x:02x}")).collect())
+                }
+                UNSET => Some(UNSET_TEXT.to_string()),
+                OTHER => text(&mut b),
+                _ => None,
+            };
+            // Only what this module packed is read: a short one ends here.
+            let (Some(key), Some(value)) = (key, value) else { break };
+            d.insert(key, value);
+        }
+        d
+    }
+}
+
+/// Every key with a digest, in one order: a packed key is its place here.
+const ALL_KEYS: [&str; KEYS.len() + LATER_KEYS.len()] = {
+    let mut all = [""; KEYS.len() + LATER_KEYS.len()];
+    let mut i = 0;
+    while i < KEYS.len() {
+        all[i] = KEYS[i];
+        i += 1;
+    }
+    while i < all.len() {
+        all[i] = LATER_KEYS[i - KEYS.len()];
+        i += 1;
+    }
+    all
+};
+
+/// A key's byte, if it is one of [`ALL_KEYS`] or shown.
+fn known(k: &str) -> Option<u8> {
+    let (base, add) = match k.strip_prefix(SHOWN) {
+        Some(base) => (base, SHOWN_KEY),
+        None => (k, 0),
+    };
+    ALL_KEYS.iter().position(|a| *a == base).map(|i| i as u8 + add)
+}
+
+/// Writes `s` whole: [`OTHER`], its length (LEB128), its bytes.
+fn other(out: &mut Vec<u8>, s: &str) {
+    out.push(OTHER);
+    let mut n = s.len();
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Reads what [`other`] wrote after its tag.
+fn text(b: &mut &[u8]) -> Option<String> {
+    let (mut n, mut shift) = (0usize, 0u32);
+    loop {
+        let (&x, rest) = b.split_first()?;
+        *b = rest;
+        n |= usize::from(x & 0x7f).checked_shl(shift)?;
+        if x & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    if n > b.len() {
+        return None;
+    }
+    let (s, rest) = b.split_at(n);
+    *b = rest;
+    String::from_utf8(s.to_vec()).ok()
+}
+
+/// A digest's 16 bytes, if `v` is 32 lowercase hex digits.
+fn hex16(v: &str) -> Option<[u8; 16]> {
+    let v = v.as_bytes();
+    if v.len() != 32 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 16];
+    for (i, pair) in v.chunks_exact(2).enumerate() {
+        out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
+
 /// The hold's line: which keys changed, and what to do.
 pub fn held(chamber: &str, keys: &[String]) -> String {
     let keys = keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
@@ -287,6 +431,35 @@ mod tests {
 
     fn table(s: &str) -> toml::Table {
         toml::from_str(s).unwrap()
+    }
+
+    /// A packed map reads back as it was, whatever it holds; the kept
+    /// digests of a scaffolded chamber take a third of their JSON.
+    #[test]
+    fn packed_digests_read_back_as_they_were() {
+        let scaffold = digests(&table("agent = \"sh agent.sh\"\nsandbox = \"off\"\nmax_session_duration = 3600\n"));
+        let golden = from_json(GOLDEN);
+        let odd: BTreeMap<String, String> = [
+            ("agent", "072D94D458281F5321DB219786064EE8"),
+            ("shown.agent", ""),
+            ("a future key", "(not set)"),
+            ("shown.git", &"é".repeat(200)),
+            ("", "0123456789abcdef0123456789abcde"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for d in [scaffold.clone(), golden, odd, BTreeMap::new()] {
+            assert_eq!(Packed::of(&d).digests(), d);
+        }
+        let packed = Packed::of(&scaffold).0.len();
+        assert!(packed * 3 < to_json(&scaffold).len(), "{packed} bytes packed");
+        // Cut short anywhere, it reads as much as it holds whole, never more.
+        let whole = Packed::of(&scaffold);
+        for n in 0..whole.0.len() {
+            let part = Packed(whole.0[..n].into()).digests();
+            assert!(part.iter().all(|(k, v)| scaffold.get(k) == Some(v)), "cut at {n}");
+        }
     }
 
     #[test]

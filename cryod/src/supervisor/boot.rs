@@ -87,7 +87,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
     let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref());
-    let trusted = keep_first_read(&shared, &record, config.is_ok(), read).await;
+    let trusted = keep_first_read(&shared, &record, trusted.as_ref(), config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
     let (past, mailbox) = past(&root, opened, last, tz, watch_activity);
@@ -285,11 +285,12 @@ fn newest_number(
 async fn keep_first_read(
     shared: &Shared,
     record: &ChamberRecord,
+    kept: Option<&super::Trusted>,
     config_ok: bool,
     read: Option<super::Trusted>,
 ) -> Option<Accepted> {
-    if let Some(kept) = &record.trusted {
-        return Some(Accepted::from_json(kept.clone()));
+    if let Some(kept) = kept {
+        return Some(Accepted::of(kept));
     }
     // First read since cryod kept what was accepted: what it says is.
     let read = read.filter(|_| config_ok)?;

@@ -221,28 +221,25 @@ pub struct Handle {
 /// [`crate::chamber::trust`]).
 pub type Trusted = std::collections::BTreeMap<String, String>;
 
-/// What the operator accepted, held as the store keeps it (its JSON) and
-/// read into [`Trusted`] only when a `cryo.toml` is checked against it: a
-/// chamber at rest holds one string, not a map of two dozen (3 KB of a
-/// resting chamber's 14 KB at 1,000 chambers).
+/// What the operator accepted, held packed (see
+/// [`crate::chamber::trust::Packed`]) and read into [`Trusted`] only when a
+/// `cryo.toml` is checked against it: a chamber at rest holds one short
+/// byte string, not a map of two dozen strings nor their JSON.
 #[derive(Debug, Clone)]
-pub(super) struct Accepted(Box<str>);
+pub(super) struct Accepted(crate::chamber::trust::Packed);
 
 impl Accepted {
     pub(super) fn of(digests: &Trusted) -> Accepted {
-        Accepted(crate::chamber::trust::to_json(digests).into())
-    }
-
-    pub(super) fn from_json(json: String) -> Accepted {
-        Accepted(json.into())
+        Accepted(crate::chamber::trust::Packed::of(digests))
     }
 
     pub(super) fn digests(&self) -> Trusted {
-        crate::chamber::trust::from_json(&self.0)
+        self.0.digests()
     }
 
+    /// As the store keeps it.
     pub(super) fn json(&self) -> String {
-        self.0.to_string()
+        crate::chamber::trust::to_json(&self.digests())
     }
 }
 
