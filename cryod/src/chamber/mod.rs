@@ -42,6 +42,21 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     }
 }
 
+/// Looks at what a chamber's boot reads of its files, and keeps nothing:
+/// its folder, `cryo.toml`, and the versions of its log, reset marker, TODO
+/// list and mailbox, through the functions the boot calls. Run ahead of
+/// the boots on a start from a cold cache (`daemon::loading`), it brings
+/// those folders and files into the kernel's caches, several chambers at
+/// a time; each boot then finds them there.
+pub fn read_ahead(root: &Path, settled: std::time::SystemTime) {
+    let Ok(d) = config::open(root) else { return };
+    let _ = config::read_text_in(&d);
+    let _ = log::version(&d, settled);
+    let _ = reset::last_reset(&d);
+    let _ = todos::versions(&d, chrono_tz::UTC, settled);
+    let _ = mailbox::Mailbox::new(root, chrono_tz::UTC).versions(&d, settled);
+}
+
 /// Creates `dir` (and its parents) inside the chamber folder `root`, held
 /// open, but never the folder itself: a chamber folder that was deleted or
 /// moved stays gone instead of coming back half empty. Nothing on the way
@@ -107,5 +122,31 @@ mod tests {
         assert!(write_atomic(&p, b"x").is_err());
         assert!(p.is_dir());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// A hostile chamber cannot hold or misdirect a reader ahead: a FIFO
+    /// at `cryo.toml` and at `cryo.log`, links at `messages` and `.cryo`,
+    /// and a link in the folder's place are looked at without being opened
+    /// or followed, and the reader goes on.
+    #[test]
+    fn reading_ahead_opens_no_fifo_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("c");
+        std::fs::create_dir(&root).unwrap();
+        for fifo in ["cryo.toml", "cryo.log"] {
+            nix::unistd::mkfifo(&root.join(fifo), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        }
+        std::os::unix::fs::symlink("/", root.join("messages")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join(".cryo")).unwrap();
+        std::os::unix::fs::symlink(&root, dir.path().join("link")).unwrap();
+        let (done, ended) = std::sync::mpsc::channel();
+        let paths = [root.clone(), dir.path().join("link"), dir.path().join("missing")];
+        std::thread::spawn(move || {
+            for p in paths {
+                super::read_ahead(&p, std::time::SystemTime::UNIX_EPOCH);
+            }
+            done.send(()).unwrap();
+        });
+        ended.recv_timeout(std::time::Duration::from_secs(20)).expect("a reader ahead was held");
     }
 }

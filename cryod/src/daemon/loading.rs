@@ -5,7 +5,7 @@
 //! schedule) waits for the last.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
@@ -96,6 +96,11 @@ impl Daemon {
         let began = std::time::Instant::now();
         let loading = &self.0.loading;
         let shared = &self.0.shared;
+        let ahead = {
+            let pending = loading.pending();
+            let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
+            ReadAhead::start(pending.values().map(|r| r.path.as_str()), settled)
+        };
         let mut booting = tokio::task::JoinSet::new();
         while !shared.shutdown.is_cancelled() {
             let records: Vec<ChamberRecord> = {
@@ -108,6 +113,9 @@ impl Daemon {
             };
             if records.is_empty() {
                 break;
+            }
+            if let Some(ahead) = &ahead {
+                ahead.passed(records.len());
             }
             // The batch's ledger rows, in one job on SQLite's thread (if
             // the read fails whole, each start reads its own).
@@ -127,6 +135,9 @@ impl Daemon {
         }
         while let Some(ended) = booting.join_next().await {
             self.boot_ended(Some(ended));
+        }
+        if let Some(ahead) = ahead {
+            ahead.stop.store(true, Ordering::Relaxed);
         }
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
@@ -262,6 +273,98 @@ impl Daemon {
     }
 }
 
+/// Readers that look at the chambers' files ahead of the boots, on a start
+/// from a cold cache. The boots run on the runtime's workers, one chamber
+/// after another on each, and from a cold cache each waits on the disk for
+/// every folder and file it opens. Several readers ahead bring those into
+/// the kernel's caches at once: on the virtual disk here, one thread
+/// opening each chamber's `cryo.toml` and looking at its folders took
+/// 8.3 s for 10,000 chambers, two 5.1 s and eight 3.7 s. Each reader stops
+/// once the chambers it reads are already cached, so a warm start pays a
+/// few dozen chambers' looks, no more.
+struct ReadAhead {
+    /// The chamber folders, in the loader's order, in one string (10,000
+    /// paths, given back whole when the readers end).
+    paths: String,
+    /// Where each path ends in `paths`.
+    ends: Vec<usize>,
+    /// The next chamber a reader takes; the loader moves it past what it
+    /// has begun to boot.
+    next: AtomicUsize,
+    /// How many chambers the loader has begun to boot.
+    begun: AtomicUsize,
+    stop: AtomicBool,
+    /// The time before which a file's version stands (as a boot's).
+    settled: std::time::SystemTime,
+}
+
+/// Readers ahead of the boots. A cold start of 10,000 chambers here took
+/// 3.3-3.6 s with 6 and 2.7-3.0 s with 12 (the virtual disk's queue).
+const READERS: usize = 12;
+/// With fewer chambers than this to boot, no reader starts.
+const READ_AHEAD_FROM: usize = 4 * BOOT_BATCH;
+/// A chamber read this fast was cached already; after this many in a row,
+/// a reader takes the rest to be too, and ends.
+const CACHED: std::time::Duration = std::time::Duration::from_micros(200);
+const CACHED_IN_A_ROW: u32 = 32;
+
+impl ReadAhead {
+    /// Starts the readers for the chambers in `folders`, to be booted in
+    /// that order, if there are enough.
+    fn start<'a>(
+        folders: impl Iterator<Item = &'a str> + Clone,
+        settled: std::time::SystemTime,
+    ) -> Option<Arc<ReadAhead>> {
+        let count = folders.clone().count();
+        if count < READ_AHEAD_FROM {
+            return None;
+        }
+        let mut paths = String::with_capacity(folders.clone().map(str::len).sum());
+        let mut ends = Vec::with_capacity(count);
+        for folder in folders {
+            paths.push_str(folder);
+            ends.push(paths.len());
+        }
+        let ahead = Arc::new(ReadAhead {
+            paths,
+            ends,
+            next: AtomicUsize::new(0),
+            begun: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            settled,
+        });
+        for _ in 0..READERS {
+            let reader = ahead.clone();
+            if let Err(error) = std::thread::Builder::new().name("cryod-readahead".into()).spawn(move || reader.read())
+            {
+                tracing::debug!(%error, "no reader ahead of the boots");
+                break;
+            }
+        }
+        Some(ahead)
+    }
+
+    /// The loader began to boot `n` more chambers: readers skip them.
+    fn passed(&self, n: usize) {
+        let begun = self.begun.fetch_add(n, Ordering::Relaxed) + n;
+        self.next.fetch_max(begun, Ordering::Relaxed);
+    }
+
+    /// One reader: the next chamber not yet begun, until every one is,
+    /// the loader is done, or the chambers are cached.
+    fn read(&self) {
+        let mut cached = 0;
+        while !self.stop.load(Ordering::Relaxed) && cached < CACHED_IN_A_ROW {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&end) = self.ends.get(i) else { return };
+            let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+            let took = std::time::Instant::now();
+            crate::chamber::read_ahead(std::path::Path::new(&self.paths[start..end]), self.settled);
+            cached = if took.elapsed() < CACHED { cached + 1 } else { 0 };
+        }
+    }
+}
+
 /// Returns to the system the pages the boot freed. The boots run on every
 /// worker beside the first requests, each thread's allocations in an arena
 /// of its own, and what one frees another cannot reuse: at 10,000 chambers
@@ -307,3 +410,34 @@ pub fn hold_mmap_threshold() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn hold_mmap_threshold() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Readers ahead take each chamber the loader has not begun, once, and
+    /// end by themselves: here every folder is cached, so each reader ends
+    /// after [`CACHED_IN_A_ROW`] chambers, or at the last.
+    #[test]
+    fn readers_ahead_skip_what_the_loader_began_and_end_by_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        let folders: Vec<String> = (0..READ_AHEAD_FROM)
+            .map(|i| {
+                let f = dir.path().join(format!("c{i}"));
+                std::fs::create_dir(&f).unwrap();
+                std::fs::write(f.join("cryo.toml"), "agent = \"true\"\n").unwrap();
+                f.display().to_string()
+            })
+            .collect();
+        assert!(ReadAhead::start(folders[1..].iter().map(String::as_str), std::time::SystemTime::UNIX_EPOCH).is_none());
+        let ahead = ReadAhead::start(folders.iter().map(String::as_str), std::time::SystemTime::UNIX_EPOCH).unwrap();
+        ahead.passed(BOOT_BATCH);
+        assert!(ahead.next.load(Ordering::Relaxed) >= BOOT_BATCH);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while Arc::strong_count(&ahead) > 1 {
+            assert!(std::time::Instant::now() < deadline, "the readers did not end");
+            std::thread::yield_now();
+        }
+        assert_eq!(&ahead.paths[ahead.ends[0]..ahead.ends[1]], folders[1]);
+    }
+}

@@ -29,7 +29,7 @@ use cryo_core::chamber::handoff::OnEnd;
 
 pub use self::error::ConfigError;
 pub use self::git::{Git, Mode as GitMode, Repo};
-pub use self::parse::{FILE, MAX_CONFIG_BYTES, key_lists, load, load_in, open, parse, read_text};
+pub use self::parse::{FILE, MAX_CONFIG_BYTES, key_lists, load, load_in, open, parse, read_text, read_text_in};
 pub use self::reach::Reach;
 
 /// The seed system's default agent, kept so its chambers behave the same.

@@ -147,7 +147,7 @@ pub fn open(dir: &Path) -> Result<crate::chamber::Dir, ConfigError> {
 }
 
 /// [`read_text`], from the chamber folder `d`, held open.
-fn read_text_in(d: &crate::chamber::Dir) -> Result<String, ConfigError> {
+pub fn read_text_in(d: &crate::chamber::Dir) -> Result<String, ConfigError> {
     match d.read_if(Path::new(FILE), MAX_CONFIG_BYTES as u64) {
         Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8(d.path().join(FILE))),
         Ok(None) => Ok(String::new()),
