@@ -29,7 +29,9 @@ await drive(async (browser, out) => {
   const ack = await page.$('[data-acknowledge="crash-a"]');
   out.ack_box = await ack.boundingBox();
   out.snooze_box = await (await page.$('[data-snooze="crash-b"]')).boundingBox();
-  await ack.tap();
+  // By its selector, not the handle: the queue may be drawn again (a
+  // chamber's news) between the look and the tap.
+  await page.tap('[data-acknowledge="crash-a"]');
   await gone("crash-a");
   await page.selectOption('[data-snooze="crash-b"]', "3600");
   await gone("crash-b");

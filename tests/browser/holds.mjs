@@ -19,9 +19,9 @@ await drive(async (browser, out) => {
     exact: p.querySelector("time")?.getAttribute("datetime") || "",
   })));
   // The first held chamber's page: held, in the hold's colour, and until when.
-  const link = await page.$("#holds [data-hold] a");
-  if (link) {
-    await link.click();
+  // Clicked by its selector, not a handle the list may draw again.
+  if (await page.$("#holds [data-hold] a")) {
+    await page.click("#holds [data-hold] a");
     await page.waitForSelector("#status [data-held]", { timeout: 20000 });
     out.page = await page.evaluate(() => {
       const held = document.querySelector("#status [data-held]");

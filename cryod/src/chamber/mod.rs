@@ -124,10 +124,10 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
-    /// A hostile chamber cannot hold or misdirect a reader ahead: a FIFO
-    /// at `cryo.toml` and at `cryo.log`, links at `messages` and `.cryo`,
-    /// and a link in the folder's place are looked at without being opened
-    /// or followed, and the reader goes on.
+    /// A hostile chamber cannot hold or misdirect a reader ahead: FIFOs at
+    /// `cryo.toml`, `cryo.log`, `todo.json` and the files of `.cryo`, links
+    /// at `messages` and `.cryo`, and a link in the folder's place are
+    /// looked at without being opened or followed, and the reader goes on.
     #[test]
     fn reading_ahead_opens_no_fifo_and_follows_no_link() {
         let dir = tempfile::tempdir().unwrap();
@@ -139,8 +139,14 @@ mod tests {
         std::os::unix::fs::symlink("/", root.join("messages")).unwrap();
         std::os::unix::fs::symlink("/etc", root.join(".cryo")).unwrap();
         std::os::unix::fs::symlink(&root, dir.path().join("link")).unwrap();
+        // FIFOs at every file the boot looks at in `.cryo`, and at the list.
+        let other = dir.path().join("d");
+        std::fs::create_dir_all(other.join(".cryo")).unwrap();
+        for fifo in ["todo.json", ".cryo/state.json", ".cryo/todo-journal.jsonl", ".cryo/reset"] {
+            nix::unistd::mkfifo(&other.join(fifo), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        }
         let (done, ended) = std::sync::mpsc::channel();
-        let paths = [root.clone(), dir.path().join("link"), dir.path().join("missing")];
+        let paths = [root.clone(), dir.path().join("link"), dir.path().join("missing"), other];
         std::thread::spawn(move || {
             for p in paths {
                 super::read_ahead(&p, std::time::SystemTime::UNIX_EPOCH);

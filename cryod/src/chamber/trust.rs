@@ -275,7 +275,8 @@ pub fn from_json(s: &str) -> BTreeMap<String, String> {
 /// quarter of their JSON. A known key is one byte, a digest its 16 bytes
 /// and an unset value one byte; anything else is kept as written, so any
 /// map reads back exactly ([`Packed::digests`]). At 10,000 chambers the
-/// JSON held was 908 bytes a chamber, 12% of a resting chamber's heap.
+/// JSON held was 908 bytes a chamber, 12% of a resting chamber's heap;
+/// packed, a scaffolded chamber's are 265, under a third.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packed(Box<[u8]>);
 
@@ -289,6 +290,7 @@ const UNSET: u8 = 1;
 const UNSET_TEXT: &str = "(not set)";
 /// A shown key's byte: its key's, plus this.
 const SHOWN_KEY: u8 = 0x40;
+const _: () = assert!(ALL_KEYS.len() < SHOWN_KEY as usize, "a key's byte would be a shown key's");
 
 impl Packed {
     pub fn of(d: &BTreeMap<String, String>) -> Packed {

@@ -99,8 +99,9 @@ impl Daemon {
         let ahead = {
             let pending = loading.pending();
             let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
-            ReadAhead::start(pending.values().map(|r| r.path.as_str()), settled)
-        };
+            ReadAhead::new(pending.values().map(|r| r.path.as_str()), settled)
+        }
+        .map(ReadAhead::start);
         let mut booting = tokio::task::JoinSet::new();
         while !shared.shutdown.is_cancelled() {
             let records: Vec<ChamberRecord> = {
@@ -115,7 +116,7 @@ impl Daemon {
                 break;
             }
             if let Some(ahead) = &ahead {
-                ahead.passed(records.len());
+                ahead.0.passed(records.len());
             }
             // The batch's ledger rows, in one job on SQLite's thread (if
             // the read fails whole, each start reads its own).
@@ -136,9 +137,7 @@ impl Daemon {
         while let Some(ended) = booting.join_next().await {
             self.boot_ended(Some(ended));
         }
-        if let Some(ahead) = ahead {
-            ahead.stop.store(true, Ordering::Relaxed);
-        }
+        drop(ahead);
         let count = self.chambers().len();
         tracing::info!(chambers = count, in_ms = began.elapsed().as_millis() as u64, "registry loaded");
         for (warning, more) in shared.start_lines.end() {
@@ -281,7 +280,8 @@ impl Daemon {
 /// opening each chamber's `cryo.toml` and looking at its folders took
 /// 8.3 s for 10,000 chambers, two 5.1 s and eight 3.7 s. Each reader stops
 /// once the chambers it reads are already cached, so a warm start pays a
-/// few dozen chambers' looks, no more.
+/// few hundred chambers' looks ([`READERS`] × [`CACHED_IN_A_ROW`]), no
+/// more. A reader on a stalled disk waits as a boot would, and is let go.
 struct ReadAhead {
     /// The chamber folders, in the loader's order, in one string (10,000
     /// paths, given back whole when the readers end).
@@ -289,7 +289,8 @@ struct ReadAhead {
     /// Where each path ends in `paths`.
     ends: Vec<usize>,
     /// The next chamber a reader takes; the loader moves it past what it
-    /// has begun to boot.
+    /// has begun to boot. A chamber a caller boots out of turn may still be
+    /// read: a look more, nothing else.
     next: AtomicUsize,
     /// How many chambers the loader has begun to boot.
     begun: AtomicUsize,
@@ -299,7 +300,7 @@ struct ReadAhead {
 }
 
 /// Readers ahead of the boots. A cold start of 10,000 chambers here took
-/// 3.3-3.6 s with 6 and 2.7-3.0 s with 12 (the virtual disk's queue).
+/// 2.9-3.6 s with 6 and 2.7-3.0 s with 12 (the virtual disk's queue).
 const READERS: usize = 12;
 /// With fewer chambers than this to boot, no reader starts.
 const READ_AHEAD_FROM: usize = 4 * BOOT_BATCH;
@@ -308,13 +309,20 @@ const READ_AHEAD_FROM: usize = 4 * BOOT_BATCH;
 const CACHED: std::time::Duration = std::time::Duration::from_micros(200);
 const CACHED_IN_A_ROW: u32 = 32;
 
+/// The readers at work; dropped (the loader done, or stopped), they end
+/// after the chamber each is reading.
+struct Readers(Arc<ReadAhead>);
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 impl ReadAhead {
-    /// Starts the readers for the chambers in `folders`, to be booted in
-    /// that order, if there are enough.
-    fn start<'a>(
-        folders: impl Iterator<Item = &'a str> + Clone,
-        settled: std::time::SystemTime,
-    ) -> Option<Arc<ReadAhead>> {
+    /// The chambers in `folders`, to be booted in that order, if there are
+    /// enough to read ahead of.
+    fn new<'a>(folders: impl Iterator<Item = &'a str> + Clone, settled: std::time::SystemTime) -> Option<ReadAhead> {
         let count = folders.clone().count();
         if count < READ_AHEAD_FROM {
             return None;
@@ -325,23 +333,28 @@ impl ReadAhead {
             paths.push_str(folder);
             ends.push(paths.len());
         }
-        let ahead = Arc::new(ReadAhead {
+        Some(ReadAhead {
             paths,
             ends,
             next: AtomicUsize::new(0),
             begun: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             settled,
-        });
+        })
+    }
+
+    /// Starts [`READERS`] readers (fewer if threads cannot be had).
+    fn start(self) -> Readers {
+        let ahead = Arc::new(self);
         for _ in 0..READERS {
             let reader = ahead.clone();
-            if let Err(error) = std::thread::Builder::new().name("cryod-readahead".into()).spawn(move || reader.read())
-            {
+            let read = move || reader.read_with(|p| crate::chamber::read_ahead(p, reader.settled));
+            if let Err(error) = std::thread::Builder::new().name("cryod-readahead".into()).spawn(read) {
                 tracing::debug!(%error, "no reader ahead of the boots");
                 break;
             }
         }
-        Some(ahead)
+        Readers(ahead)
     }
 
     /// The loader began to boot `n` more chambers: readers skip them.
@@ -350,16 +363,16 @@ impl ReadAhead {
         self.next.fetch_max(begun, Ordering::Relaxed);
     }
 
-    /// One reader: the next chamber not yet begun, until every one is,
-    /// the loader is done, or the chambers are cached.
-    fn read(&self) {
+    /// One reader: `read` for the next chamber not yet begun, until every
+    /// one is, the readers are stopped, or the chambers are cached.
+    fn read_with(&self, read: impl Fn(&std::path::Path)) {
         let mut cached = 0;
         while !self.stop.load(Ordering::Relaxed) && cached < CACHED_IN_A_ROW {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let Some(&end) = self.ends.get(i) else { return };
             let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
             let took = std::time::Instant::now();
-            crate::chamber::read_ahead(std::path::Path::new(&self.paths[start..end]), self.settled);
+            read(std::path::Path::new(&self.paths[start..end]));
             cached = if took.elapsed() < CACHED { cached + 1 } else { 0 };
         }
     }
@@ -413,31 +426,62 @@ pub fn hold_mmap_threshold() {}
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicU32;
+
     use super::*;
 
-    /// Readers ahead take each chamber the loader has not begun, once, and
-    /// end by themselves: here every folder is cached, so each reader ends
-    /// after [`CACHED_IN_A_ROW`] chambers, or at the last.
+    fn ahead(n: usize) -> Option<ReadAhead> {
+        let folders: Vec<String> = (0..n).map(|i| format!("/c/{i}")).collect();
+        ReadAhead::new(folders.iter().map(String::as_str), std::time::SystemTime::UNIX_EPOCH)
+    }
+
+    /// Readers ahead of a slow disk take each chamber the loader has not
+    /// begun exactly once, and none it has; on a cached one each ends after
+    /// [`CACHED_IN_A_ROW`] chambers; stopped, they end too.
     #[test]
-    fn readers_ahead_skip_what_the_loader_began_and_end_by_themselves() {
-        let dir = tempfile::tempdir().unwrap();
-        let folders: Vec<String> = (0..READ_AHEAD_FROM)
-            .map(|i| {
-                let f = dir.path().join(format!("c{i}"));
-                std::fs::create_dir(&f).unwrap();
-                std::fs::write(f.join("cryo.toml"), "agent = \"true\"\n").unwrap();
-                f.display().to_string()
-            })
-            .collect();
-        assert!(ReadAhead::start(folders[1..].iter().map(String::as_str), std::time::SystemTime::UNIX_EPOCH).is_none());
-        let ahead = ReadAhead::start(folders.iter().map(String::as_str), std::time::SystemTime::UNIX_EPOCH).unwrap();
-        ahead.passed(BOOT_BATCH);
-        assert!(ahead.next.load(Ordering::Relaxed) >= BOOT_BATCH);
+    fn readers_ahead_read_each_chamber_not_begun_once_and_end_by_themselves() {
+        assert!(ahead(READ_AHEAD_FROM - 1).is_none(), "too few to read ahead of");
+        let counts = |n: usize, slow: bool| {
+            let ahead = Arc::new(ahead(n).unwrap());
+            ahead.passed(BOOT_BATCH);
+            let reads: Arc<Vec<AtomicU32>> = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect());
+            let readers: Vec<_> = (0..3)
+                .map(|_| {
+                    let (ahead, reads) = (ahead.clone(), reads.clone());
+                    std::thread::spawn(move || {
+                        ahead.read_with(|p| {
+                            let i: usize = p.file_name().unwrap().to_str().unwrap().parse().unwrap();
+                            reads[i].fetch_add(1, Ordering::Relaxed);
+                            if slow {
+                                // A chamber from a cold disk.
+                                std::thread::sleep(CACHED);
+                            }
+                        })
+                    })
+                })
+                .collect();
+            for r in readers {
+                r.join().unwrap();
+            }
+            reads.iter().map(|r| r.load(Ordering::Relaxed)).collect::<Vec<u32>>()
+        };
+        let slow = counts(READ_AHEAD_FROM * 2, true);
+        assert!(slow[..BOOT_BATCH].iter().all(|c| *c == 0), "a chamber begun was read");
+        assert!(slow[BOOT_BATCH..].iter().all(|c| *c == 1), "each other chamber once: {slow:?}");
+        let cached = counts(READ_AHEAD_FROM * 8, false).iter().sum::<u32>();
+        // At least a run each; a reader put off mid-read (a busy machine)
+        // begins its run again.
+        assert!(cached >= 3 * CACHED_IN_A_ROW, "{cached} read");
+        assert!((cached as usize) < READ_AHEAD_FROM * 8 - BOOT_BATCH, "the readers read every cached chamber");
+
+        let readers = ahead(READ_AHEAD_FROM).unwrap().start();
+        let ahead = readers.0.clone();
+        drop(readers);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while Arc::strong_count(&ahead) > 1 {
             assert!(std::time::Instant::now() < deadline, "the readers did not end");
             std::thread::yield_now();
         }
-        assert_eq!(&ahead.paths[ahead.ends[0]..ahead.ends[1]], folders[1]);
+        assert!(ahead.stop.load(Ordering::Relaxed));
     }
 }

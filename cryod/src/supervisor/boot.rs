@@ -295,7 +295,7 @@ async fn keep_first_read(
     // First read since cryod kept what was accepted: what it says is.
     let read = read.filter(|_| config_ok)?;
     let accepted = Accepted::of(&read);
-    if let Err(error) = shared.store.set_trusted(record.fence(), accepted.json()).await {
+    if let Err(error) = shared.store.set_trusted(record.fence(), crate::chamber::trust::to_json(&read)).await {
         tracing::warn!(chamber = %record.name, %error, "cannot keep the accepted settings");
     }
     Some(accepted)

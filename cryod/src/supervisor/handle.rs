@@ -236,11 +236,6 @@ impl Accepted {
     pub(super) fn digests(&self) -> Trusted {
         self.0.digests()
     }
-
-    /// As the store keeps it.
-    pub(super) fn json(&self) -> String {
-        crate::chamber::trust::to_json(&self.digests())
-    }
 }
 
 /// An operator's edit of `cryo.toml` (the hub's settings), accepted before

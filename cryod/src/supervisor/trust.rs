@@ -68,7 +68,7 @@ impl Sup {
             return Ok(changed);
         }
         let kept = handle::Accepted::of(&read);
-        let r = self.shared.store.set_trusted(self.owner.fence(), kept.json()).await;
+        let r = self.shared.store.set_trusted(self.owner.fence(), crate::chamber::trust::to_json(&read)).await;
         self.fenced(r)?;
         tracing::info!(chamber = %self.machine.name(), keys = ?changed.iter().map(|c| &c.key).collect::<Vec<_>>(), "settings accepted by the operator");
         self.trusted = Some(kept);
@@ -82,7 +82,7 @@ impl Sup {
     pub(super) fn accept(&mut self, digests: Trusted) {
         let (store, fence) = (self.shared.store.clone(), self.owner.fence());
         let accepted = handle::Accepted::of(&digests);
-        let json = accepted.json();
+        let json = crate::chamber::trust::to_json(&digests);
         let name = self.machine.name().to_string();
         tokio::spawn(async move {
             if let Err(error) = store.set_trusted(fence, json).await {
