@@ -47,14 +47,21 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
 /// list and mailbox, through the functions the boot calls. Run ahead of
 /// the boots on a start from a cold cache (`daemon::loading`), it brings
 /// those folders and files into the kernel's caches, several chambers at
-/// a time; each boot then finds them there.
-pub fn read_ahead(root: &Path, settled: std::time::SystemTime) {
-    let Ok(d) = config::open(root) else { return };
+/// a time; each boot then finds them there. Returns how long opening the
+/// folder and reading `cryo.toml` took: some microseconds if the file was
+/// cached, the disk's time if not. (The folder alone is no measure: the
+/// folders' inodes come from the disk sixteen at a time. Nor is the whole
+/// look: on a busy machine its thread may be put off midway.)
+pub fn read_ahead(root: &Path, settled: std::time::SystemTime) -> std::time::Duration {
+    let began = std::time::Instant::now();
+    let Ok(d) = config::open(root) else { return began.elapsed() };
     let _ = config::read_text_in(&d);
+    let took = began.elapsed();
     let _ = log::version(&d, settled);
     let _ = reset::last_reset(&d);
     let _ = todos::versions(&d, chrono_tz::UTC, settled);
     let _ = mailbox::Mailbox::new(root, chrono_tz::UTC).versions(&d, settled);
+    took
 }
 
 /// Creates `dir` (and its parents) inside the chamber folder `root`, held
