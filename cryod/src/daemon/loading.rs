@@ -304,11 +304,11 @@ struct ReadAhead {
 const READERS: usize = 12;
 /// With fewer chambers than this to boot, no reader starts.
 const READ_AHEAD_FROM: usize = 4 * BOOT_BATCH;
-/// A chamber whose `cryo.toml` was read this fast was cached already; after this
-/// many in a row, a reader takes the rest to be too, and ends. (Timing the
-/// whole look instead kept readers going through warm starts of 100,000
-/// chambers: on two busy cores a thread is often put off midway, and a
-/// warm start took 5% more CPU.)
+/// A chamber whose `cryo.toml` was read this fast was cached already; after
+/// this many in a row, a reader takes the rest to be too, and ends. (The
+/// whole look is no measure: on two cores busy with the boots a thread is
+/// often put off midway, which could keep a reader going through a warm
+/// start.)
 const CACHED: std::time::Duration = std::time::Duration::from_micros(50);
 const CACHED_IN_A_ROW: u32 = 32;
 
