@@ -380,7 +380,19 @@ fn check(pg: &Postgres, chambers: &[Chamber]) -> usize {
             let wake = t["claimed_by"].as_str().unwrap_or_default();
             let open =
                 pg.sql(&format!("SELECT count(*) FROM cryo_sessions WHERE wake_id = '{wake}' AND ended_at IS NULL"));
-            assert_eq!(open, "1", "{}: a claim left unsettled with no open session: {t}\n{}", c.name, c.cryo_log());
+            if open != "1" {
+                // The ledger's sessions, with the claims each recorded: which
+                // session held the claim, and which recovery passed it by.
+                let ledger = pg.sql(&format!(
+                    "SELECT number, wake_id, node, outcome, claimed FROM cryo_sessions WHERE chamber_id = \
+                     (SELECT chamber_id FROM cryo_sessions WHERE wake_id = '{wake}') ORDER BY number"
+                ));
+                panic!(
+                    "{}: a claim left unsettled with no open session: {t}\nledger:\n{ledger}\n{}",
+                    c.name,
+                    c.cryo_log()
+                );
+            }
         }
         total += s.len();
     }
