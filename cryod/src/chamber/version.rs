@@ -17,6 +17,13 @@ pub fn of(m: &FileStat) -> [i64; 7] {
 /// tick look alike (git keeps no such "racy" file by its stat either).
 pub const SETTLING: Duration = Duration::from_secs(2);
 
+/// The time before which a file's version stands for its content, for a
+/// look taken at `now`: a file changed since is read, never kept by its
+/// version.
+pub fn settled(now: chrono::DateTime<chrono::Utc>) -> SystemTime {
+    SystemTime::from(now) - SETTLING
+}
+
 /// Whether the file's content or status changed at `settled` or later.
 pub fn unsettled(m: &FileStat, settled: SystemTime) -> bool {
     let at = |s: i64, ns: i64| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32);

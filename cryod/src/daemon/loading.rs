@@ -98,11 +98,14 @@ impl Daemon {
         let shared = &self.0.shared;
         let ahead = {
             let pending = loading.pending();
-            let settled = std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING;
-            ReadAhead::new(pending.values().map(|r| r.path.as_str()), settled)
+            ReadAhead::new(
+                pending.values().map(|r| r.path.as_str()),
+                crate::chamber::version::settled(shared.clock.now()),
+            )
         }
         .map(ReadAhead::start);
         let mut booting = tokio::task::JoinSet::new();
+        let mut begun = 0;
         while !shared.shutdown.is_cancelled() {
             let records: Vec<ChamberRecord> = {
                 let pending = loading.pending();
@@ -115,8 +118,9 @@ impl Daemon {
             if records.is_empty() {
                 break;
             }
+            begun += records.len();
             if let Some(ahead) = &ahead {
-                ahead.0.passed(records.len());
+                ahead.begun(begun);
             }
             // The batch's ledger rows, in one job on SQLite's thread (if
             // the read fails whole, each start reads its own).
@@ -292,8 +296,6 @@ struct ReadAhead {
     /// has begun to boot. A chamber a caller boots out of turn may still be
     /// read: a look more, nothing else.
     next: AtomicUsize,
-    /// How many chambers the loader has begun to boot.
-    begun: AtomicUsize,
     stop: AtomicBool,
     /// The time before which a file's version stands (as a boot's).
     settled: std::time::SystemTime,
@@ -316,6 +318,13 @@ const CACHED_IN_A_ROW: u32 = 32;
 /// after the chamber each is reading.
 struct Readers(Arc<ReadAhead>);
 
+impl Readers {
+    /// See [`ReadAhead::begun`].
+    fn begun(&self, n: usize) {
+        self.0.begun(n);
+    }
+}
+
 impl Drop for Readers {
     fn drop(&mut self) {
         self.0.stop.store(true, Ordering::Relaxed);
@@ -336,14 +345,7 @@ impl ReadAhead {
             paths.push_str(folder);
             ends.push(paths.len());
         }
-        Some(ReadAhead {
-            paths,
-            ends,
-            next: AtomicUsize::new(0),
-            begun: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-            settled,
-        })
+        Some(ReadAhead { paths, ends, next: AtomicUsize::new(0), stop: AtomicBool::new(false), settled })
     }
 
     /// Starts [`READERS`] readers (fewer if threads cannot be had).
@@ -360,10 +362,10 @@ impl ReadAhead {
         Readers(ahead)
     }
 
-    /// The loader began to boot `n` more chambers: readers skip them.
-    fn passed(&self, n: usize) {
-        let begun = self.begun.fetch_add(n, Ordering::Relaxed) + n;
-        self.next.fetch_max(begun, Ordering::Relaxed);
+    /// The loader has begun to boot the first `n` chambers: readers skip
+    /// them.
+    fn begun(&self, n: usize) {
+        self.next.fetch_max(n, Ordering::Relaxed);
     }
 
     /// One reader: `read` for the next chamber not yet begun (it says how
@@ -446,7 +448,7 @@ mod tests {
         assert!(ahead(READ_AHEAD_FROM - 1).is_none(), "too few to read ahead of");
         let counts = |n: usize, slow: bool| {
             let ahead = Arc::new(ahead(n).unwrap());
-            ahead.passed(BOOT_BATCH);
+            ahead.begun(BOOT_BATCH);
             let reads: Arc<Vec<AtomicU32>> = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect());
             let readers: Vec<_> = (0..3)
                 .map(|_| {

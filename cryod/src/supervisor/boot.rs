@@ -187,7 +187,7 @@ fn mail_at_start(
     dir: Option<&Dir>,
     plain: bool,
 ) -> StartMail {
-    let settled = settled_now(shared);
+    let settled = crate::chamber::version::settled(shared.clock.now());
     let key = dir.and_then(|d| mailbox.versions(d, settled));
     let inbox = key.as_ref().and_then(|k| k.inbox());
     if let Some(open_questions) = key.as_ref().filter(|_| plain).and_then(|k| shared.kept.take_mail(record.id, k)) {
@@ -196,12 +196,6 @@ fn mail_at_start(
     let (open_questions, unread) = (open_questions(mailbox), mailbox.unread());
     shared.kept.keep_mail(record.id, key.filter(|_| unread.is_empty()), open_questions);
     StartMail { open_questions, unread, inbox }
-}
-
-/// The time before which a file's version stands for its content (a file
-/// changed since is read, never kept by its version).
-fn settled_now(shared: &Shared) -> std::time::SystemTime {
-    std::time::SystemTime::from(shared.clock.now()) - crate::chamber::version::SETTLING
 }
 
 /// A chamber's TODO list at its start (or the next due time taken back
@@ -227,7 +221,7 @@ fn list_at_start(
     let root = std::path::Path::new(&record.path);
     // The version read, taken before the read: `launch` reads again only
     // another (an old file of fifty thousand TODOs was parsed twice).
-    let settled = settled_now(shared);
+    let settled = crate::chamber::version::settled(shared.clock.now());
     let (mut read, key) = dir.map(|d| todos::versions(d, tz, settled)).unwrap_or_default();
     if let Some(next_due) =
         key.as_ref().filter(|_| plain && config.is_ok()).and_then(|k| shared.kept.take_list(record.id, k))
@@ -270,7 +264,7 @@ fn newest_number(
     root: &std::path::Path,
     dir: Option<&Dir>,
 ) -> u64 {
-    let settled = settled_now(shared);
+    let settled = crate::chamber::version::settled(shared.clock.now());
     let key = dir.and_then(|d| log::version(d, settled));
     let logged = key.as_ref().and_then(|k| shared.kept.take_log(record.id, k)).unwrap_or_else(|| {
         let n = log::last_session_number(root);
