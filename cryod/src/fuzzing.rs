@@ -114,6 +114,17 @@ impl HubHarness {
     }
 
     fn new() -> HubHarness {
+        // A static is never dropped, so the folder outlives its process:
+        // each harness removes those whose process has gone.
+        if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let pid = name.to_str().and_then(|n| n.strip_prefix("cryo-fuzz-hub-"));
+                if pid.is_some_and(|p| !std::path::Path::new("/proc").join(p).exists()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         let root = std::env::temp_dir().join(format!("cryo-fuzz-hub-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("state")).expect("fuzz folder");

@@ -260,18 +260,44 @@ fn doctor_zone_linger_and_disk_cases() {
     } else {
         eprintln!("SKIPPED the failing clock case: this machine's clock is synchronized");
     }
-    // Disk: plenty passes; a nearly full file system fails.
-    assert_eq!(level(&doctor(&[]), "disk"), "ok");
-    let small = env.path("small");
-    std::fs::create_dir_all(&small).unwrap();
-    let mounted =
-        std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&small).status();
-    if matches!(mounted, Ok(s) if s.success()) {
-        let checks = doctor(&[("XDG_STATE_HOME", small.to_str().unwrap())]);
-        let _ = std::process::Command::new("umount").arg("-l").arg(&small).status();
-        assert_eq!(level(&checks, "disk"), "fail", "{checks:?}");
-    } else {
-        eprintln!("SKIPPED the failing disk case: cannot mount a tmpfs here");
+    // Disk: plenty passes; a nearly full file system fails. Each on a tmpfs
+    // of its own size (a tmpfs takes no memory until written), not on the
+    // host's disk, whose free space is not the test's to choose.
+    let on_tmpfs = |name: &str, size: &str| -> Option<String> {
+        let dir = env.path(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status();
+        if !matches!(mounted, Ok(s) if s.success()) {
+            return None;
+        }
+        let checks = doctor(&[("XDG_STATE_HOME", dir.to_str().unwrap())]);
+        let _ = std::process::Command::new("umount").arg("-l").arg(&dir).status();
+        Some(level(&checks, "disk"))
+    };
+    match (on_tmpfs("roomy", "4g"), on_tmpfs("small", "1m")) {
+        (Some(roomy), Some(small)) => {
+            assert_eq!(roomy, "ok", "4 GB free");
+            assert_eq!(small, "fail", "1 MB free");
+        }
+        _ => {
+            // No tmpfs: the host's disk, read as doctor reads it.
+            let probe = env.root().join("state");
+            std::fs::create_dir_all(&probe).unwrap();
+            let s = nix::sys::statvfs::statvfs(&probe).unwrap();
+            let mb = s.blocks_available() * s.fragment_size() / (1024 * 1024);
+            let want = if mb < 100 {
+                "fail"
+            } else if mb < 1024 {
+                "warn"
+            } else {
+                "ok"
+            };
+            assert_eq!(level(&doctor(&[]), "disk"), want, "{mb} MB free under {}", probe.display());
+            eprintln!("SKIPPED the failing disk case: cannot mount a tmpfs here");
+        }
     }
 }
 
