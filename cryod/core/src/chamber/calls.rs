@@ -304,18 +304,20 @@ impl Chamber {
                     self.replan();
                 }
             }
-            AfterTodos::Skipped => match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
-                Ok(done) => {
-                    if let TodoDone::Skipped(moved) = done {
-                        self.skipped(&moved);
-                    }
+            AfterTodos::Skipped => {
+                // Beside a wake that went ahead, the session's end re-plans
+                // (and a write that failed is tried again at the next wake).
+                let beside = self.waking.in_session() || self.waking.checking();
+                match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+                    Ok(TodoDone::Skipped(moved)) => self.skipped(&moved),
+                    Ok(_) => {}
+                    Err(_) if !beside => self.hold_wakes(),
+                    Err(_) => {}
+                }
+                if !beside {
                     self.replan();
                 }
-                Err(_) => {
-                    self.hold_wakes();
-                    self.replan();
-                }
-            },
+            }
             AfterTodos::Rezoned => {
                 let _ = self.todos_written(result, |e| Refusal::Internal(e.to_string()));
                 let zone = self.tz().name().to_string();

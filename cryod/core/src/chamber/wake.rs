@@ -42,14 +42,20 @@ impl Chamber {
             || self.waking.reruns()
             || self.health.rework_due(now)
             || matches!(trigger, Trigger::Bootstrap | Trigger::Manual);
+        // `skip` slots long past move on without a run, whether or not
+        // anything else wakes the agent: a wake for other work must not leave
+        // them standing, due, with nothing said.
+        let skips = !list.clone().skip_missed(now, tz, SKIP_GRACE).is_empty();
         if !demand {
             // Demand-driven: nothing is due and no mail waits.
             self.emit(Effect::Release);
-            if !list.clone().skip_missed(now, tz, SKIP_GRACE).is_empty() {
-                // What was due were `skip` slots long past: they move on.
+            if skips {
                 return self.emit(Effect::UpdateTodos { op: TodoOp::Skip { now, tz }, then: AfterTodos::Skipped });
             }
             return self.replan();
+        }
+        if skips {
+            self.emit(Effect::UpdateTodos { op: TodoOp::Skip { now, tz }, then: AfterTodos::Skipped });
         }
         // A scheduled wake (or one cryo owes since it was down) asks its
         // pre-checks first; mail, operators' wakes and reruns (whose work

@@ -119,6 +119,9 @@ const ANSWER_RELEASED_A_BUDGET: &str = "a chamber paused by its daily budget tha
      session ran past daily_sessions";
 const START_CLEARED_THE_LINE: &str = "`chamber start` on a started chamber that had stopped trying cleared its \
      line (the operator has looked) and planned nothing: started, idle, and silent";
+const SKIP_BESIDE_A_WAKE: &str = "a `missed = \"skip\"` slot that passed while the chamber was paused was moved \
+     on only by a wake with nothing else to do; every wake after the resume had other work (and the chamber \
+     paused again), so the slot stood due and unmentioned until cryod stopped";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -146,6 +149,7 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (12_081_212_614_794_675_562, CRASHY, RESUME_WITHOUT_ANSWER),
     (11_276_417_129_375_354_621, LONG_LIFE, ANSWER_RELEASED_A_BUDGET),
     (709_722_607_661_468_675, CROWDED, START_CLEARED_THE_LINE),
+    (2_444_841_330_679_009_966, ROOMY, SKIP_BESIDE_A_WAKE),
 ];
 
 #[test]

@@ -445,7 +445,7 @@ pub enum AfterTodos {
         what: TodoWhat,
     },
     Rezoned,
-    /// Missed `skip` slots moved on; nothing else was due.
+    /// Missed `skip` slots moved on, alone or beside a wake.
     Skipped,
     /// Slots pre-checks passed by, with each check's first line.
     Passed {

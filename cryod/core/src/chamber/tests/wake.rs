@@ -48,6 +48,42 @@ fn a_permit_with_nothing_due_is_given_back_without_a_session() {
     assert!(out.iter().any(|e| matches!(e, Effect::Plan(Some(t)) if *t == t0() + Duration::minutes(60))));
 }
 
+/// A `skip` series whose slot passed long ago (the chamber was paused, say)
+/// moves on at the next wake even when other work wakes the agent: it is
+/// not left standing, due and unmentioned, behind a busy chamber.
+#[test]
+fn a_long_past_skip_slot_moves_on_beside_a_wake_for_other_work() {
+    let mut rig = Rig::new(&[0], &[]);
+    let daily = crate::todo::NewTodo {
+        text: "daily check".into(),
+        at: Some(t0() - Duration::hours(3)),
+        every: Some("1d".into()),
+        missed: crate::todo::Missed::Skip,
+        ..Default::default()
+    };
+    let id = rig.todos.add(daily, t0() - Duration::days(1), chrono_tz::UTC).unwrap();
+    rig.feed(Input::TodosChanged(Ok(rig.todos.clone())));
+    rig.feed(Input::Due);
+    let out = rig.feed(Input::Admitted { nonce: "n0".into(), token: "tok".into(), fresh: None });
+    let Some(Effect::RecordWake(w)) = out.iter().find(|e| matches!(e, Effect::RecordWake(_))) else {
+        panic!("the one-shot TODO wakes the agent: {out:#?}");
+    };
+    assert_eq!(w.claims.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1], "the skip slot is not run");
+    let series = rig.todos.get(id).unwrap();
+    assert_eq!(series.at, Some(t0() + Duration::hours(21)), "the series moved to its next slot");
+    assert!(series.claimed_by.is_none());
+    assert!(
+        out.iter().any(
+            |e| matches!(e, Effect::Log(LogLine::Event(t)) if t.starts_with(&format!("TODO {id} missed its slot")))
+        ),
+        "the slot passed by is said: {out:#?}"
+    );
+    assert!(out.iter().any(|e| matches!(e, Effect::RecordPassed(_))), "and kept: {out:#?}");
+    // The session runs on: no second permit is asked for, nothing re-planned.
+    assert_eq!(rig.m.live_session().map(|s| s.0), Some(2));
+    assert!(!out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
+}
+
 #[test]
 fn hibernate_is_refused_while_mail_is_unread_and_accepted_once_it_is_received() {
     let mut rig = Rig::new(&[0], &[]);
