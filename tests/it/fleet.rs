@@ -658,7 +658,14 @@ fn fleet_a_frozen_cryod_loses_its_agents_and_writes_nothing() {
     // is its subreaper and ended the whole tree.
     let left = wake_processes(&cut_wake);
     let left_orphan = wake_processes(&format!("ORPHAN_OF={cut_wake}"));
-    assert!(left_orphan.is_empty(), "{}: what the frozen node's session left still runs: {left_orphan:?}", busy.name);
+    // (On failure, the keeper's own lines say when it acted, and how late.)
+    assert!(
+        left_orphan.is_empty(),
+        "{}: what the frozen node's session left still runs: {left_orphan:?}; taken over after {taken:?}\n\
+         cryo-agent.log:\n{}",
+        busy.name,
+        busy.read("cryo-agent.log")
+    );
     assert!(left.is_empty(), "{}: processes of the frozen node's session still run: {left:?}", busy.name);
     let rows = |id: &str| {
         pg.sql(&format!("SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY wake_id), '')) FROM cryo_sessions s WHERE node = '{id}'"))

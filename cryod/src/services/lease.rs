@@ -70,16 +70,25 @@ impl Lease {
 
     /// Waits while frozen; true once held in `epoch`, false if the lease of
     /// `epoch` is lost (the caller drops its chamber).
+    ///
+    /// Held is not enough: the trust window must still be open. A node
+    /// frozen past its window (SIGSTOP, a stalled VM) and thawed still reads
+    /// `Held` until its watch runs; a supervisor that wrote in between would
+    /// write over the chamber's new owner. It waits instead, until the
+    /// watch calls the lease lost or a renewal opens the window again.
     pub async fn held(&self, epoch: u64) -> bool {
-        let mut rx = self.state.subscribe();
+        let mut state = self.state.subscribe();
+        let mut until = self.until.subscribe();
         loop {
-            match *rx.borrow_and_update() {
-                Trust::Held { epoch: e } if e == epoch => return true,
-                Trust::Frozen { epoch: e } if e == epoch => {}
+            let open = until.borrow_and_update().is_none_or(|u| Instant::now() < u);
+            match *state.borrow_and_update() {
+                Trust::Held { epoch: e } if e == epoch && open => return true,
+                Trust::Held { epoch: e } | Trust::Frozen { epoch: e } if e == epoch => {}
                 _ => return false,
             }
-            if rx.changed().await.is_err() {
-                return false;
+            tokio::select! {
+                r = state.changed() => if r.is_err() { return false },
+                r = until.changed() => if r.is_err() { return false },
             }
         }
     }
@@ -145,5 +154,42 @@ impl Lease {
 
     pub fn forget(&self, pgid: i32) {
         self.keepers.lock().expect("keepers lock").remove(&pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{Lease, Trust};
+
+    /// Polled once: whether `held` has answered yet.
+    async fn answered(f: &mut std::pin::Pin<&mut impl std::future::Future<Output = bool>>) -> Option<bool> {
+        tokio::time::timeout(Duration::ZERO, f.as_mut()).await.ok()
+    }
+
+    /// A node thawed past its window still reads `Held` until its watch
+    /// runs: the gate stays shut, then opens on a renewal or closes for good.
+    #[tokio::test]
+    async fn a_window_run_out_shuts_the_gate_though_the_lease_reads_held() {
+        let past = Instant::now().checked_sub(Duration::from_millis(1)).unwrap();
+        let fresh = Instant::now() + Duration::from_secs(60);
+        assert!(Lease::fleet(fresh).held(0).await, "an open window writes");
+        assert!(Lease::single().held(0).await, "one machine always writes");
+
+        let lease = Lease::fleet(past);
+        assert_eq!(lease.trust(), Trust::Held { epoch: 0 });
+        let held = lease.held(0);
+        tokio::pin!(held);
+        assert_eq!(answered(&mut held).await, None, "a run-out window waits");
+        lease.trust_until(fresh);
+        assert_eq!(answered(&mut held).await, Some(true), "a renewal opens it again");
+
+        let lease = Lease::fleet(past);
+        let held = lease.held(0);
+        tokio::pin!(held);
+        assert_eq!(answered(&mut held).await, None);
+        lease.set(Trust::Lost { epoch: 0 });
+        assert_eq!(answered(&mut held).await, Some(false), "the watch called it lost");
     }
 }
