@@ -232,7 +232,11 @@ impl Sup {
             approve: record.state == "approved",
             line: if record.state == "approved" { line.clone() } else { approvals::refused_message(&record) },
         };
-        if self.shared.approvals.answer(&record.id, decision) {
+        // An ask that waits takes it; the machine hears it as taken only if
+        // its live session is the one asking. Else (the asking session has
+        // ended, its wait not yet let go) the machine hears the answer, so a
+        // chamber parked for it resumes.
+        if self.shared.approvals.answer(&record.id, decision) && self.machine.asks(&record.id) {
             // The waiting session takes it: it is used.
             let (fence, store) = (self.owner.fence(), self.shared.store.clone());
             let (tool, input) = (record.tool.clone(), record.input.clone());

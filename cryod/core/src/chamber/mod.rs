@@ -415,6 +415,13 @@ impl Chamber {
         self.waking.live().map(|l| (l.number, l.wake_id.as_str()))
     }
 
+    /// Whether the live session waits in place for approval `id`: only
+    /// then may an answer handed to a waiting ask count as taken (an ask of
+    /// a session that has ended may not have let go of its wait yet).
+    pub fn asks(&self, id: &str) -> bool {
+        self.waking.live().is_some_and(|l| l.asking.iter().any(|a| a == id))
+    }
+
     pub fn fault(&self) -> Option<String> {
         self.files.fault()
     }

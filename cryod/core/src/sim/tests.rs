@@ -122,6 +122,9 @@ const START_CLEARED_THE_LINE: &str = "`chamber start` on a started chamber that 
 const SKIP_BESIDE_A_WAKE: &str = "a `missed = \"skip\"` slot that passed while the chamber was paused was moved \
      on only by a wake with nothing else to do; every wake after the resume had other work (and the chamber \
      paused again), so the slot stood due and unmentioned until cryod stopped";
+const TAKEN_BY_THE_GONE: &str = "an approval asked by a session the operator then replaced was asked again, \
+     joined, by a later session that parked for it; the answer went to the first ask's wait (its agent killed, \
+     the wait not let go) and counted as taken in place, so the parked chamber never heard it and waited on";
 /// Every bug the simulator found, with seeds that hit it under each budget's
 /// config (each fixed; each seed fails again if its fix is undone). A seed
 /// names a trajectory of this simulator: when the simulator's use of its
@@ -150,6 +153,7 @@ const REGRESSIONS: &[(u64, Config, &str)] = &[
     (11_276_417_129_375_354_621, LONG_LIFE, ANSWER_RELEASED_A_BUDGET),
     (709_722_607_661_468_675, CROWDED, START_CLEARED_THE_LINE),
     (2_444_841_330_679_009_966, ROOMY, SKIP_BESIDE_A_WAKE),
+    (10_594_058_997_427_121_354, ROOMY, TAKEN_BY_THE_GONE),
 ];
 
 #[test]

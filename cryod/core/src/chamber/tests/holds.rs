@@ -145,8 +145,11 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     rig.feed(Input::ApprovalAsked { session, id: "a0".into() });
     assert_eq!(rig.m.view().state, State::AwaitingApproval, "a session waiting in place is not running");
     assert!(rig.m.view().in_session);
+    assert!(rig.m.asks("a0") && !rig.m.asks("a1"), "only its own ask is taken in place");
     rig.feed(Input::ApprovalTaken { session, id: "a0".into() });
     assert_eq!(rig.m.view().state, State::Running, "answered in place: running again");
+    assert!(!rig.m.asks("a0"));
+    rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
     let out = rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
     assert_eq!(rig.m.view().state, State::AwaitingApproval);
     assert!(
@@ -172,6 +175,9 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     assert_eq!(rig.m.view().state, State::AwaitingApproval, "parked: the chamber says what it waits for");
     assert!(!rig.m.view().in_session);
     assert!(rig.m.view().attention.unwrap_or_default().starts_with("awaiting approval: a1 (Bash: git push)"));
+    // The ask ended with its session: an answer handed to a wait it left
+    // behind is the machine's to hear (`Input::Answered`), not taken.
+    assert!(!rig.m.asks("a1"), "no live session asks it");
     // What comes due meanwhile waits.
     let due = rig.feed(Input::Due);
     assert!(!due.iter().any(|e| matches!(e, Effect::RequestAdmission { .. })), "{due:#?}");

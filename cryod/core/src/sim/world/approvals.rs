@@ -169,9 +169,16 @@ impl World {
         self.in_flight.remove(&id);
         let Some(r) = self.requests.iter().find(|r| r.id == id).cloned() else { return Ok(()) };
         let waiters = self.daemon.as_mut().and_then(|d| d.asking.remove(&id)).unwrap_or_default();
+        // (An agent killed while it asked still counts as waiting here, as a
+        // gRPC call may outlive its process for a moment: the machine's
+        // `asks` tells a live session's ask from it.)
         let waiters: Vec<u32> =
             waiters.into_iter().filter(|p| self.procs[*p as usize - 1].asking.as_ref() == Some(&id)).collect();
-        if waiters.is_empty() {
+        let asks = self.daemon.as_ref().and_then(|d| d.machines[r.chamber].as_ref()).is_some_and(|m| m.asks(&id));
+        if waiters.is_empty() || !asks {
+            for pid in waiters {
+                self.approval_answer(pid, false)?;
+            }
             let req = self.own_req();
             return self.feed(r.chamber, Input::Answered { req, id, line: r.line() });
         }
