@@ -14,8 +14,8 @@ impl Daemon {
     /// now, or this node's lease is lost): its agent is killed.
     pub async fn drop_chamber(&self, id: i64) {
         let Some(entry) = self.unregister_here(id) else { return };
-        entry.handle.drop.cancel();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
+        entry.handle.tx.abandon();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.tx.closed()).await;
         self.0.shared.notify(id, crate::services::runtime::NoticeKind::Status);
     }
 
@@ -48,7 +48,7 @@ impl Daemon {
             let entry = entry.ok_or_else(|| Error::Unavailable("the chamber was dropped meanwhile".into()))?;
             // Until its supervisor has ended (and let go of its watches), the
             // chamber is still this node's in every way but the registry.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.ended.cancelled()).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), entry.handle.tx.closed()).await;
             let fence = entry.record.fence();
             if let Some(to) = to
                 && pg.assign(fence, to).await?

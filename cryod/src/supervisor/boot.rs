@@ -10,7 +10,6 @@ use cryo_core::chamber::{self, Boot, Chamber, Failed, Input, Limits, Listed, Ope
 use cryo_core::message::CRYOCHAMBER;
 use cryo_core::todo::Claim;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use super::handle::Accepted;
 use super::{Event, Handle, Sup, settings};
@@ -393,9 +392,8 @@ async fn launch(
         sup.observe_inbox().await;
     }
     sup.publish();
-    let (drop, ended) = (CancellationToken::new(), CancellationToken::new());
-    tokio::spawn(Box::new(sup).run(rx, drop.clone(), ended.clone()));
-    Handle { tx, snapshot, drop, ended }
+    tokio::spawn(Box::new(sup).run(rx));
+    Handle { tx, snapshot }
 }
 
 /// The writer of a chamber's mirror: the latest view, in order, until the

@@ -205,16 +205,14 @@ pub struct Snapshot {
     pub accounts: Vec<String>,
 }
 
-/// A cheap handle to a supervisor.
+/// A cheap handle to a supervisor. `tx.abandon()` drops the chamber at
+/// once, without finalizing anything (it is another node's now): its agent
+/// is killed. `tx.closed()` returns once the supervisor has ended, either
+/// way.
 #[derive(Clone)]
 pub struct Handle {
     pub tx: queue::Sender<Event>,
     pub snapshot: super::outlets::Shown,
-    /// Cancelled to drop the chamber at once, without finalizing anything
-    /// (it is another node's now): its agent is killed.
-    pub drop: tokio_util::sync::CancellationToken,
-    /// Cancelled when the supervisor has ended, either way.
-    pub ended: tokio_util::sync::CancellationToken,
 }
 
 /// The digests of a chamber's settings the operator accepted (see

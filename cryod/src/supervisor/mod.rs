@@ -33,7 +33,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use cryo_core::chamber::{Chamber, Effect, Failed, Input, Refusal, ReqId, Settings};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 pub use self::approve::{Answer, Ask};
 pub use self::boot::Recovery;
@@ -165,20 +164,14 @@ impl Sup {
     /// Boxed: an async fn's by-value argument is kept twice in its future
     /// (the argument and the local it becomes), and this one lives as long
     /// as the chamber.
-    async fn run(
-        mut self: Box<Self>,
-        mut rx: queue::Receiver<Event>,
-        drop: CancellationToken,
-        ended: CancellationToken,
-    ) {
+    /// Ends when the chamber finishes, is no longer ours, or its queue is
+    /// abandoned (dropped at once); its end drops `rx`, which the handles'
+    /// `closed` sees.
+    async fn run(mut self: Box<Self>, mut rx: queue::Receiver<Event>) {
         self.machine.rest();
         self.publish();
         loop {
-            let ev = tokio::select! {
-                ev = rx.recv() => ev,
-                _ = drop.cancelled() => None,
-            };
-            let Some(ev) = ev else { break };
+            let Some(ev) = rx.recv().await else { break };
             // Boxed: the future of an event is large (every effect's awaits)
             // and needed only while the event is handled, not at rest.
             Box::pin(self.event(ev)).await;
@@ -192,12 +185,11 @@ impl Sup {
                 break;
             }
         }
-        if !self.owner.is_ours() || drop.is_cancelled() {
+        if !self.owner.is_ours() || rx.abandoned() {
             self.drop_chamber();
         }
         self.shared.watcher.unwatch(self.id);
         self.shared.admission.cancel(self.id);
-        ended.cancel();
     }
 
     /// Lets the chamber go without finalizing it: its agent is killed (never

@@ -2,7 +2,10 @@
 //! and nearly free while empty. tokio's unbounded channel allocates a block
 //! of 32 slots when it is made, more than a resting chamber holds in all
 //! else; this one holds what waits, in a `VecDeque` behind a lock taken for
-//! a push or a pop.
+//! a push or a pop. It also carries the supervisor's two signals, so a
+//! resting chamber pays for no token of its own: the order to drop the
+//! chamber at once ([`Sender::abandon`]), and the supervisor's end (its
+//! receiver gone: [`Sender::closed`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,6 +15,8 @@ use tokio::sync::Notify;
 struct Inner<T> {
     state: Mutex<State<T>>,
     ready: Notify,
+    /// Told when the receiver goes.
+    gone: Notify,
 }
 
 struct State<T> {
@@ -19,6 +24,8 @@ struct State<T> {
     senders: usize,
     /// The receiver is still there.
     open: bool,
+    /// The receiver is to stop at once, whatever still waits.
+    abandoned: bool,
 }
 
 /// Sends to the queue; cloned freely.
@@ -33,8 +40,9 @@ pub struct SendError<T>(pub T);
 
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let inner = Arc::new(Inner {
-        state: Mutex::new(State { items: VecDeque::new(), senders: 1, open: true }),
+        state: Mutex::new(State { items: VecDeque::new(), senders: 1, open: true, abandoned: false }),
         ready: Notify::new(),
+        gone: Notify::new(),
     });
     (Sender(inner.clone()), Receiver(inner))
 }
@@ -55,6 +63,27 @@ impl<T> Sender<T> {
         drop(s);
         self.0.ready.notify_one();
         Ok(())
+    }
+
+    /// Tells the receiver to stop at once: its next `recv` (or the one
+    /// waiting) gives `None`, though values still wait.
+    pub fn abandon(&self) {
+        self.0.state().abandoned = true;
+        self.0.ready.notify_one();
+    }
+
+    /// Returns once the receiver has gone (dropped, or its task ended).
+    pub async fn closed(&self) {
+        loop {
+            let gone = self.0.gone.notified();
+            tokio::pin!(gone);
+            // Registered before the check: a drop in between is not missed.
+            gone.as_mut().enable();
+            if !self.0.state().open {
+                return;
+            }
+            gone.await;
+        }
     }
 }
 
@@ -78,11 +107,15 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next value; `None` once every sender is gone and the queue is
-    /// empty. Cancel-safe: a value is taken only by the poll that returns it.
+    /// empty, or once a sender abandoned it. Cancel-safe: a value is taken
+    /// only by the poll that returns it.
     pub async fn recv(&mut self) -> Option<T> {
         loop {
             {
                 let mut s = self.0.state();
+                if s.abandoned {
+                    return None;
+                }
                 if let Some(v) = s.items.pop_front() {
                     if s.items.is_empty() && s.items.capacity() > 16 {
                         // A burst is over: give its room back.
@@ -98,6 +131,11 @@ impl<T> Receiver<T> {
             self.0.ready.notified().await;
         }
     }
+
+    /// Whether a sender abandoned the queue.
+    pub fn abandoned(&self) -> bool {
+        self.0.state().abandoned
+    }
 }
 
 impl<T> Drop for Receiver<T> {
@@ -107,6 +145,7 @@ impl<T> Drop for Receiver<T> {
             s.open = false;
             std::mem::take(&mut s.items)
         };
+        self.0.gone.notify_waiters();
         // Dropped outside the lock: a value's own drop may send elsewhere.
         drop(left);
     }
@@ -133,6 +172,25 @@ mod tests {
         tx.send(3).unwrap();
         drop((tx, tx2));
         assert_eq!(waiting.await.unwrap(), [1, 2, 3]);
+    }
+
+    /// Abandoned, the receiver stops though values wait; its end is seen
+    /// by a sender waiting for it, and by one that asks after it.
+    #[tokio::test]
+    async fn an_abandoned_queue_stops_at_once_and_its_end_is_seen() {
+        let (tx, mut rx) = channel();
+        tx.send(1).unwrap();
+        let ending = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.closed().await }
+        });
+        tx.abandon();
+        assert_eq!(rx.recv().await, None, "a waiting value is not handed out");
+        assert!(rx.abandoned());
+        assert!(!ending.is_finished(), "the receiver is still there");
+        drop(rx);
+        ending.await.unwrap();
+        tx.closed().await;
     }
 
     #[test]
