@@ -15,6 +15,32 @@ pub use crate::approvals::request::{AWAITING_APPROVAL, awaiting_line};
 pub const PARK_GRACE: StdDuration = StdDuration::from_secs(10);
 
 impl Chamber {
+    /// Whether the live session waits in place for approval `id`: only
+    /// then may an answer handed to a waiting ask count as taken (an ask of
+    /// a session that has ended may not have let go of its wait yet).
+    pub fn asks(&self, id: &str) -> bool {
+        self.waking.live().is_some_and(|l| l.asking.iter().any(|a| a == id))
+    }
+
+    /// The running session asks request `id` and waits in place.
+    pub(super) fn asked(&mut self, session: u64, id: String) {
+        if let Some(l) = self.waking.running(session)
+            && !l.asking.contains(&id)
+        {
+            l.asking.push(id);
+        }
+    }
+
+    /// The running session took the answer to `id` in place.
+    pub(super) fn taken(&mut self, session: u64, id: &str) {
+        if let Some(l) = self.waking.running(session) {
+            l.asking.retain(|a| a != id);
+        }
+        // A chamber an operator resumed while it waited for this request
+        // waits for it no more: a session took the answer.
+        self.health.awaits(id);
+    }
+
     /// The running session's ask was not answered within `approval_wait`.
     pub(super) fn parked(&mut self, session: u64, req: ReqId, id: String, what: String) {
         let Some(l) = self.waking.running(session) else { return };

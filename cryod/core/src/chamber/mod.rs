@@ -415,13 +415,6 @@ impl Chamber {
         self.waking.live().map(|l| (l.number, l.wake_id.as_str()))
     }
 
-    /// Whether the live session waits in place for approval `id`: only
-    /// then may an answer handed to a waiting ask count as taken (an ask of
-    /// a session that has ended may not have let go of its wait yet).
-    pub fn asks(&self, id: &str) -> bool {
-        self.waking.live().is_some_and(|l| l.asking.iter().any(|a| a == id))
-    }
-
     pub fn fault(&self) -> Option<String> {
         self.files.fault()
     }
@@ -595,18 +588,8 @@ impl Chamber {
                 self.budget(req, &budgets);
                 self.held(held);
             }
-            Input::ApprovalAsked { session, id } => {
-                if let Some(l) = self.waking.running(session)
-                    && !l.asking.contains(&id)
-                {
-                    l.asking.push(id);
-                }
-            }
-            Input::ApprovalTaken { session, id } => {
-                if let Some(l) = self.waking.running(session) {
-                    l.asking.retain(|a| *a != id);
-                }
-            }
+            Input::ApprovalAsked { session, id } => self.asked(session, id),
+            Input::ApprovalTaken { session, id } => self.taken(session, &id),
             Input::Exited { session, status, log_tail, limited, used } => {
                 if let Some(l) = self.waking.running(session) {
                     l.used = used;

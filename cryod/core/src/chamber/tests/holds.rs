@@ -203,3 +203,33 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     assert!(prompt.contains("Approval a1 was given by operator"), "{prompt}");
     assert_eq!(resume.as_deref(), Some("conv-1"));
 }
+
+/// An operator resumes a chamber parked for an approval without answering
+/// it; a later session makes the same call, joins the request and takes
+/// the answer in place. The chamber no longer waits for it: paused again,
+/// it says paused, not "awaiting approval" for a request already answered.
+#[test]
+fn an_answer_taken_in_place_ends_the_chambers_wait_for_it() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.wake();
+    let session = rig.m.live_session().unwrap().0;
+    let req = rig.req();
+    rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
+    rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
+    rig.exit_in("exit 0", Some("conv-1"));
+    assert_eq!(rig.m.view().state, State::AwaitingApproval);
+    let req = rig.req();
+    rig.feed(Input::Pause { req, pause: false });
+    assert!(!rig.m.paused());
+    rig.feed(Input::Admitted { nonce: "n1".into(), token: "tok2".into(), fresh: None });
+    let session = rig.m.live_session().expect("the resumed chamber runs").0;
+    rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
+    rig.feed(Input::ApprovalTaken { session, id: "a1".into() });
+    rig.call(add_todo("+1h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    let req = rig.req();
+    rig.feed(Input::Pause { req, pause: true });
+    assert!(rig.m.paused());
+    assert_eq!(rig.m.view().state, State::Paused, "{:?}", rig.m.view().attention);
+}
