@@ -56,6 +56,13 @@ impl Waiting {
         any
     }
 
+    /// Every ask of request `id` stops waiting without its answer (each is
+    /// told its session parks): the answer is the chamber's, not theirs.
+    pub fn dismiss(&self, id: &str) {
+        let dropped = self.waits.lock().expect("the waits' lock").remove(id);
+        drop(dropped);
+    }
+
     /// One ask stopped waiting (its wait passed); the others wait on.
     pub fn forget(&self, id: &str, ticket: u64) {
         let mut waits = self.waits.lock().expect("the waits' lock");
@@ -271,5 +278,11 @@ mod tests {
         w.forget("a2", first);
         assert!(w.answer("a2", Decision { approve: false, line: "no".into() }), "one wait passing ends only its own");
         assert_eq!(second.try_recv().unwrap().line, "no");
+        // Dismissed, every wait of a request ends without its answer (the
+        // wait's task then parks its session), and none is left to take one.
+        let (_, mut rx) = w.wait("a3");
+        w.dismiss("a3");
+        assert_eq!(rx.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Closed));
+        assert!(!w.answer("a3", Decision { approve: true, line: "late".into() }));
     }
 }

@@ -232,11 +232,14 @@ impl Sup {
             approve: record.state == "approved",
             line: if record.state == "approved" { line.clone() } else { approvals::refused_message(&record) },
         };
-        // An ask that waits takes it; the machine hears it as taken only if
-        // its live session is the one asking. Else (the asking session has
-        // ended, its wait not yet let go) the machine hears the answer, so a
-        // chamber parked for it resumes.
-        if self.shared.approvals.answer(&record.id, decision) && self.machine.asks(&record.id) {
+        // The live session that asks takes it in place. Any other ask that
+        // still waits (of a session that has ended, its wait not yet let
+        // go, or of one parked or being ended) is let go without it, and
+        // the machine hears the answer: a chamber parked for it resumes,
+        // and the call runs once, in the session told of it.
+        if !self.machine.asks(&record.id) {
+            self.shared.approvals.dismiss(&record.id);
+        } else if self.shared.approvals.answer(&record.id, decision) {
             // The waiting session takes it: it is used.
             let (fence, store) = (self.owner.fence(), self.shared.store.clone());
             let (tool, input) = (record.tool.clone(), record.input.clone());

@@ -4,7 +4,7 @@
 
 use std::time::Duration as StdDuration;
 
-use super::waking::Cut;
+use super::waking::{Cut, Phase};
 use super::{Chamber, ReqId, Timer};
 // The line is the request's: `approvals::request` reads it back at boot.
 pub use crate::approvals::request::{AWAITING_APPROVAL, awaiting_line};
@@ -15,11 +15,15 @@ pub use crate::approvals::request::{AWAITING_APPROVAL, awaiting_line};
 pub const PARK_GRACE: StdDuration = StdDuration::from_secs(10);
 
 impl Chamber {
-    /// Whether the live session waits in place for approval `id`: only
-    /// then may an answer handed to a waiting ask count as taken (an ask of
-    /// a session that has ended may not have let go of its wait yet).
+    /// Whether the live session waits in place for approval `id`, and will
+    /// go on with the answer: only then may an answer count as taken in
+    /// place. Not an ask of a session that has ended (its wait may not have
+    /// let go yet), nor of one parked or being ended (it goes, the answer
+    /// with it): the chamber hears those answers itself.
     pub fn asks(&self, id: &str) -> bool {
-        self.waking.live().is_some_and(|l| l.asking.iter().any(|a| a == id))
+        self.waking.live().is_some_and(|l| {
+            l.phase == Phase::Running && l.ending.is_none() && l.parked.is_none() && l.asking.iter().any(|a| a == id)
+        })
     }
 
     /// The running session asks request `id` and waits in place.

@@ -152,6 +152,10 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
     rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
     let out = rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
     assert_eq!(rig.m.view().state, State::AwaitingApproval);
+    // Parked, it goes within its grace: asked again meanwhile, the answer
+    // is still the chamber's to hear, not the going session's to take.
+    rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
+    assert!(rig.m.live_session().is_some() && !rig.m.asks("a1"), "a parked session does not take it in place");
     assert!(
         out.iter().any(
             |e| matches!(e, Effect::ArmTimer { timer: Timer::Park(s), after } if *s == session && *after == PARK_GRACE)

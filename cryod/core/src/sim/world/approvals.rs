@@ -176,8 +176,10 @@ impl World {
             waiters.into_iter().filter(|p| self.procs[*p as usize - 1].asking.as_ref() == Some(&id)).collect();
         let asks = self.daemon.as_ref().and_then(|d| d.machines[r.chamber].as_ref()).is_some_and(|m| m.asks(&id));
         if waiters.is_empty() || !asks {
+            // Let go without the answer (cryod's `Waiting::dismiss`): each
+            // is told its session parks.
             for pid in waiters {
-                self.approval_answer(pid, false)?;
+                self.approval_answer(pid, true)?;
             }
             let req = self.own_req();
             return self.feed(r.chamber, Input::Answered { req, id, line: r.line() });
