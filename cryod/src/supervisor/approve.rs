@@ -177,9 +177,13 @@ impl Sup {
             let answer = match decided {
                 Ok(Ok(Decision { approve: true, line })) => Answer::allow(line),
                 Ok(Ok(Decision { approve: false, line })) => Answer::deny(line),
-                // No answer in time (or cryod is stopping): the session
-                // parks; the answer reaches the next one.
-                _ => {
+                // Let go without the answer (`Waiting::dismiss`): its session
+                // has ended or is on its way out, and the chamber heard the
+                // answer itself; the agent is told to stop, nothing parks.
+                Ok(Err(_)) => Answer::deny(approvals::parked_message(&id)),
+                // No answer in time: the session parks; the answer reaches
+                // the next one.
+                Err(_) => {
                     shared.approvals.forget(&id, ticket);
                     let _ = tx.send(Event::Parked { session, id: id.clone(), what: a.what });
                     Answer::deny(approvals::parked_message(&id))

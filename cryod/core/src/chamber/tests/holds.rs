@@ -134,15 +134,21 @@ fn a_budget_notices_pauses_and_a_resume_releases_it() {
     assert!(!rig.m.paused(), "released for the period: {out:#?}");
 }
 
+/// A session starts and asks approval `id`, waiting in place: its number,
+/// and a request id for what follows.
+fn asking(rig: &mut Rig, id: &str) -> (u64, crate::chamber::ReqId) {
+    rig.wake();
+    let session = rig.m.live_session().unwrap().0;
+    assert_eq!(rig.m.view().state, State::Running);
+    rig.feed(Input::ApprovalAsked { session, id: id.into() });
+    (session, rig.req())
+}
+
 #[test]
 fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation() {
     use crate::chamber::approval::PARK_GRACE;
     let mut rig = Rig::new(&[0], &[]);
-    rig.wake();
-    let session = rig.m.live_session().unwrap().0;
-    let req = rig.req();
-    assert_eq!(rig.m.view().state, State::Running);
-    rig.feed(Input::ApprovalAsked { session, id: "a0".into() });
+    let (session, req) = asking(&mut rig, "a0");
     assert_eq!(rig.m.view().state, State::AwaitingApproval, "a session waiting in place is not running");
     assert!(rig.m.view().in_session);
     assert!(rig.m.asks("a0") && !rig.m.asks("a1"), "only its own ask is taken in place");
@@ -215,10 +221,7 @@ fn a_parked_session_pauses_the_chamber_until_the_answer_resumes_its_conversation
 #[test]
 fn an_answer_taken_in_place_ends_the_chambers_wait_for_it() {
     let mut rig = Rig::new(&[0], &[]);
-    rig.wake();
-    let session = rig.m.live_session().unwrap().0;
-    let req = rig.req();
-    rig.feed(Input::ApprovalAsked { session, id: "a1".into() });
+    let (session, req) = asking(&mut rig, "a1");
     rig.feed(Input::Parked { session, req, id: "a1".into(), what: "Bash: git push".into() });
     rig.exit_in("exit 0", Some("conv-1"));
     assert_eq!(rig.m.view().state, State::AwaitingApproval);
