@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use cryo_tests::{Env, wait_until, wait_until_within};
+use cryo_tests::{Env, wait_until, wait_until_telling, wait_until_within};
 
 fn status(env: &Env, name: &str) -> serde_json::Value {
     env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
@@ -126,4 +126,65 @@ fn a_binary_replaced_under_cryod_is_named_with_the_fix() {
     wait_until("the line", || attention().contains("was replaced or removed since cryod started"));
     let line = attention();
     assert!(line.contains("cryoctl daemon stop") && !line.contains("not found on PATH"), "{line}");
+}
+
+/// A process that has ended (gone, or a zombie no one reaped yet).
+fn ended(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')').next().is_none_or(|rest| rest.trim_start().starts_with(['Z', 'X']))
+}
+
+/// A supervisor that panics (a bug of ours) leaves no chamber without one:
+/// the session's agent is ended, the chamber says why in its log and is
+/// taken up again at once, its session recovered; the new supervisor
+/// answers and runs the next session. A second fall soon after waits a
+/// while, says so, and is taken up again after it.
+#[test]
+fn a_supervisor_that_panics_is_started_again_and_says_so() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[("CRYO_TEST_PANIC_ON_WAKE", "p")]);
+    d.wait_ready(&env);
+    let script = r#"echo "$CRYO_SESSION $$" >> sessions.txt
+if [ "$CRYO_SESSION" = 1 ]; then while :; do sleep 0.1; done; fi
+cryo-agent receive >/dev/null
+cryo-agent todo add later --at +1h >/dev/null
+cryo-agent hibernate >/dev/null
+"#;
+    let c = env.chamber("p", script, "");
+    env.cryoctl(&["chamber", "start", "p"]).ok();
+    wait_until("session 1 at work", || c.read("sessions.txt").starts_with("1 "));
+    let agent: i32 = c.read("sessions.txt").split_whitespace().nth(1).unwrap().parse().unwrap();
+    // The operator's wake is the one the test makes the supervisor fall on.
+    let woke = env.cryoctl(&["chamber", "wake", "p"]);
+    assert_ne!(woke.code, Some(0), "the wake fell with its supervisor");
+    wait_until("session 1's agent ended", || ended(agent));
+    wait_until("the fall in cryo.log", || c.cryo_log().contains("cryod's supervisor of this chamber failed"));
+    assert!(c.cryo_log().contains("names this chamber"), "the panic's message: {}", c.cryo_log());
+    // Taken up again: it answers, and mail starts its next session.
+    wait_until("the chamber answers", || env.cryoctl(&["chamber", "status", "p", "--json"]).code == Some(0));
+    c.write_inbox(1, "are you there?");
+    let tell = || {
+        let s = env.cryoctl(&["chamber", "status", "p", "--json"]).stdout;
+        format!(
+            "status: {s}\nsessions.txt:\n{}\ncryo.log:\n{}\ncryod's log:\n{}",
+            c.read("sessions.txt"),
+            c.cryo_log(),
+            env.daemon_log()
+        )
+    };
+    wait_until_telling(
+        Duration::from_secs(60),
+        "the next session's end",
+        || c.read("sessions.txt").lines().count() >= 2 && c.ended() >= 1,
+        tell,
+    );
+    wait_until("a planned wake", || status(&env, "p")["next_wake"].is_string());
+    // A second fall soon after: the chamber waits, and says so.
+    env.cryoctl(&["chamber", "wake", "p"]);
+    wait_until("the wait's line", || c.cryo_log().contains("it starts again in 1 s"));
+    wait_until("taken up again after the wait", || {
+        let s = status(&env, "p");
+        s["attention"].is_null() && s["next_wake"].is_string()
+    });
+    assert!(env.daemon_log().contains("supervisor failed"), "cryod's log names the fall");
 }

@@ -238,6 +238,11 @@ impl Env {
             .env("RUST_BACKTRACE", "1")
             .current_dir(self.root())
             .stdin(Stdio::null());
+        // The allocator's tunables pass through, for measuring their effect
+        // (`GLIBC_TUNABLES=glibc.malloc.arena_max=1 cryo-bench scale ...`).
+        if let Some(t) = std::env::var_os("GLIBC_TUNABLES") {
+            c.env("GLIBC_TUNABLES", t);
+        }
         c
     }
 

@@ -585,13 +585,31 @@ impl Trees {
     pub fn end(&self, chamber: i64, pgid: i32) {
         let tree = self.0.lock().expect("trees lock").remove(&(chamber, pgid));
         if let Some(tree) = tree {
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn_blocking(move || tree.end());
-                }
-                Err(_) => tree.end(),
+            end_apart(tree);
+        }
+    }
+
+    /// Ends every session tree of `chamber` (its supervisor is gone and
+    /// cannot say which): their process groups.
+    pub fn end_chamber(&self, chamber: i64) -> Vec<i32> {
+        let mut trees = self.0.lock().expect("trees lock");
+        let keys: Vec<(i64, i32)> = trees.keys().filter(|(c, _)| *c == chamber).copied().collect();
+        for key in &keys {
+            if let Some(tree) = trees.remove(key) {
+                end_apart(tree);
             }
         }
+        keys.into_iter().map(|(_, pgid)| pgid).collect()
+    }
+}
+
+/// Ends `tree` off the caller's thread (it waits for the cgroup to empty).
+fn end_apart(tree: Tree) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn_blocking(move || tree.end());
+        }
+        Err(_) => tree.end(),
     }
 }
 

@@ -8,6 +8,7 @@ mod history;
 mod hooks;
 mod life;
 mod loading;
+mod mend;
 pub use loading::hold_mmap_threshold;
 mod moves;
 pub use self::moves::{FleetNodes, FleetStatus};
@@ -302,6 +303,7 @@ impl Daemon {
         }));
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
+        daemon.mend_fallen();
         daemon.mark_running();
         daemon.heartbeat();
         daemon.prune_daily();

@@ -18,6 +18,31 @@ impl Daemon {
         if self.runs(record.id) {
             return;
         }
+        self.take_up(record).await;
+    }
+
+    /// Starts again a chamber whose supervisor fell (see `mend`), unless
+    /// it was removed, let go or started again meanwhile; its new
+    /// supervisor's entry takes the fallen one's place.
+    /// `Err`: its record could not be read (to be tried again).
+    pub(super) async fn start_again(&self, id: i64) -> Result<()> {
+        let _one = self.0.starting.lock().await;
+        if !self.chambers().get(&id).is_some_and(|e| e.handle.tx.is_closed()) {
+            return Ok(());
+        }
+        // The store's record, whole: the registry's lacks what only a boot
+        // reads (the accepted settings, the health), and its desired state
+        // is the one it was added with.
+        let record = self.0.shared.store.chambers().await?.into_iter().find(|r| r.id == id);
+        if let Some(record) = record {
+            self.take_up(record).await;
+        }
+        Ok(())
+    }
+
+    /// What its last supervisor left open is recovered, then it runs here.
+    /// Callers hold `starting`.
+    async fn take_up(&self, record: ChamberRecord) {
         let shared = &self.0.shared;
         let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
         if !open.is_empty() {

@@ -109,6 +109,8 @@ pub struct Shared {
     pub(crate) notifiers: crate::services::notifier::Notifiers,
     /// Hand-offs for the daemon to deliver.
     pub(crate) handoffs: HandOffs,
+    /// Supervisors that panicked, for the daemon to start again.
+    pub(crate) fallen: Jobs<Fallen>,
     /// Sessions waiting in place for a person's approval.
     pub(crate) approvals: crate::services::approvals::Waiting,
     /// The chambers' warnings while they boot, each said once.
@@ -269,29 +271,42 @@ impl<T> TakeOnce<T> {
     }
 }
 
-/// The queue of hand-offs: supervisors send, the daemon's hand-off task
-/// (the one that takes the receiver) delivers.
-pub struct HandOffs {
-    tx: tokio::sync::mpsc::UnboundedSender<HandOffJob>,
-    rx: TakeOnce<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>>,
+/// A queue of jobs the supervisors hand the daemon: they send, the one
+/// daemon task that takes the receiver does them (hand-offs, and the
+/// supervisors that fell).
+pub struct Jobs<T> {
+    tx: tokio::sync::mpsc::UnboundedSender<T>,
+    rx: TakeOnce<tokio::sync::mpsc::UnboundedReceiver<T>>,
 }
 
-impl HandOffs {
-    fn new() -> HandOffs {
+impl<T> Jobs<T> {
+    fn new() -> Jobs<T> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        HandOffs { tx, rx: TakeOnce::new(rx) }
+        Jobs { tx, rx: TakeOnce::new(rx) }
     }
 
-    /// Queues `job`; gives it back if nobody delivers any more (cryod is
+    /// Queues `job`; gives it back if nobody does them any more (cryod is
     /// stopping).
-    pub fn send(&self, job: HandOffJob) -> Result<(), Box<HandOffJob>> {
+    pub fn send(&self, job: T) -> Result<(), Box<T>> {
         self.tx.send(job).map_err(|e| Box::new(e.0))
     }
 
-    /// The receiving end, for the task that delivers (once).
-    pub fn take_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<HandOffJob>> {
+    /// The receiving end, for the task that does them (once).
+    pub fn take_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<T>> {
         self.rx.take()
     }
+}
+
+/// The chambers' hand-offs (`[[on_end]]`), delivered by the daemon.
+pub type HandOffs = Jobs<HandOffJob>;
+
+/// A chamber whose supervisor panicked: the daemon ends what it left
+/// running and starts it again (`Daemon::mend_fallen`).
+#[derive(Debug)]
+pub struct Fallen {
+    pub chamber: i64,
+    /// The panic's message.
+    pub why: String,
 }
 
 /// A hand-off on its way: chamber `from` (its id and name) hands a
@@ -364,6 +379,7 @@ impl Shared {
             names: Default::default(),
             notifiers: crate::services::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             handoffs: HandOffs::new(),
+            fallen: Jobs::new(),
             approvals: Default::default(),
             start_lines: Default::default(),
             kept: Default::default(),

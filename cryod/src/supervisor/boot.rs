@@ -392,8 +392,34 @@ async fn launch(
         sup.observe_inbox().await;
     }
     sup.publish();
-    tokio::spawn(Box::new(sup).run(rx));
+    tokio::spawn(run_caught(Box::new(sup), rx));
     Handle { tx, snapshot }
+}
+
+/// Runs the supervisor; a panic in it is caught and handed to the daemon,
+/// which ends what the chamber left running and starts it again, so one
+/// chamber's bug never leaves it silently without a supervisor.
+async fn run_caught(sup: Box<Sup>, rx: super::queue::Receiver<Event>) {
+    let (shared, chamber) = (sup.shared.clone(), sup.id);
+    let caught = {
+        let mut run = std::pin::pin!(sup.run(rx));
+        std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| std::future::Future::poll(run.as_mut(), cx)))
+            {
+                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                Ok(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
+                Err(payload) => std::task::Poll::Ready(Some(payload)),
+            }
+        })
+        .await
+    };
+    // The supervisor is dropped by now: its permit and door are back.
+    if let Some(payload) = caught {
+        let why = (payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        let _ = shared.fallen.send(crate::services::runtime::Fallen { chamber, why });
+    }
 }
 
 /// The writer of a chamber's mirror: the latest view, in order, until the

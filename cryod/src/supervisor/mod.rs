@@ -94,6 +94,10 @@ struct Sup {
     git_last: Option<Arc<crate::services::git::Settled>>,
 }
 
+/// For the tests of a supervisor that fails: set in cryod's environment to a
+/// chamber's name, that chamber's supervisor panics on an operator's wake.
+pub const PANIC_ON_WAKE: &str = "CRYO_TEST_PANIC_ON_WAKE";
+
 /// How far the due instant the scheduler `told` is ahead of the clock's
 /// `real` time: none once reached, nor when it is further ahead than a head
 /// start (the clock was set back since).
@@ -232,6 +236,9 @@ impl Sup {
                 return;
             }
             Event::Wake { message, replace, reply } => {
+                if std::env::var_os(PANIC_ON_WAKE).is_some_and(|n| n == self.machine.name()) {
+                    panic!("{PANIC_ON_WAKE} names this chamber");
+                }
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
             Event::Deliver { message, reply } => {

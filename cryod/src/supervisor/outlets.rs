@@ -21,6 +21,14 @@ impl Shown {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Shows that the chamber's supervisor fell and when it starts again
+    /// (`line`), until the next supervisor shows its own.
+    pub fn show_fallen(&self, line: String) {
+        let mut shown = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        shown.view.attention = Some(line);
+        shown.view.in_session = false;
+    }
+
     /// Shows `snap`; returns whether it differs from what was shown.
     pub(super) fn replace(&self, snap: Snapshot) -> bool {
         let mut shown = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -72,6 +72,11 @@ impl<T> Sender<T> {
         self.0.ready.notify_one();
     }
 
+    /// Whether the receiver has gone.
+    pub fn is_closed(&self) -> bool {
+        !self.0.state().open
+    }
+
     /// Returns once the receiver has gone (dropped, or its task ended).
     pub async fn closed(&self) {
         loop {
