@@ -142,7 +142,7 @@ fn ended(pid: i32) -> bool {
 #[test]
 fn a_supervisor_that_panics_is_started_again_and_says_so() {
     let env = Env::new();
-    let d = env.spawn_daemon_with(&[], &[("CRYO_TEST_PANIC_ON_WAKE", "p")]);
+    let d = env.spawn_daemon_with(&[], &[("CRYO_TEST_PANIC", "wake:p")]);
     d.wait_ready(&env);
     let script = r#"echo "$CRYO_SESSION $$" >> sessions.txt
 if [ "$CRYO_SESSION" = 1 ]; then while :; do sleep 0.1; done; fi
@@ -159,7 +159,7 @@ cryo-agent hibernate >/dev/null
     assert_ne!(woke.code, Some(0), "the wake fell with its supervisor");
     wait_until("session 1's agent ended", || ended(agent));
     wait_until("the fall in cryo.log", || c.cryo_log().contains("cryod's supervisor of this chamber failed"));
-    assert!(c.cryo_log().contains("names this chamber"), "the panic's message: {}", c.cryo_log());
+    assert!(c.cryo_log().contains("names this chamber's wake"), "the panic's message: {}", c.cryo_log());
     // Taken up again: it answers, and mail starts its next session.
     wait_until("the chamber answers", || env.cryoctl(&["chamber", "status", "p", "--json"]).code == Some(0));
     c.write_inbox(1, "are you there?");
@@ -187,4 +187,38 @@ cryo-agent hibernate >/dev/null
         s["attention"].is_null() && s["next_wake"].is_string()
     });
     assert!(env.daemon_log().contains("supervisor failed"), "cryod's log names the fall");
+}
+
+/// A chamber whose boot panics at every start (a bug of ours that its
+/// files set off) is registered all the same: it answers, its line says
+/// what failed and when it is tried again, each try waiting longer, and
+/// cryod goes on serving its other chambers. Without the bug it runs.
+#[test]
+fn a_chamber_whose_boot_panics_says_so_and_keeps_trying() {
+    let env = Env::new();
+    let mut d = env.start_daemon();
+    let script = "cryo-agent todo add later --at +1h >/dev/null\ncryo-agent hibernate >/dev/null\n";
+    let (b, ok) = (env.chamber("b", script, ""), env.chamber("ok", script, ""));
+    for name in ["b", "ok"] {
+        env.cryoctl(&["chamber", "start", name]).ok();
+    }
+    b.wait_ended(1);
+    ok.wait_ended(1);
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    let mut d = env.spawn_daemon_with(&[], &[("CRYO_TEST_PANIC", "boot:b")]);
+    d.wait_ready(&env);
+    let attention = || status(&env, "b")["attention"].as_str().unwrap_or_default().to_string();
+    wait_until("the line of a later try", || attention().contains("it starts again in 2 s"));
+    assert!(attention().contains("names this chamber's boot"), "{}", attention());
+    assert!(b.cryo_log().contains("it starts again now"), "the first try is at once: {}", b.cryo_log());
+    // The other chamber is served as ever.
+    ok.write_inbox(1, "still there?");
+    ok.wait_ended(2);
+    // Without the bug, the chamber runs again from where it was.
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    let _d = env.start_daemon();
+    wait_until("b back, its wake planned", || {
+        let s = status(&env, "b");
+        s["attention"].is_null() && s["next_wake"].is_string() && s["desired"] == "started"
+    });
 }

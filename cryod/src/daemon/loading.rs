@@ -129,8 +129,8 @@ impl Daemon {
                 let recovery = supervisor::Recovery { rows: rows.remove(&record.id), ..loading.recovery(record.id) };
                 let (shared, daemon) = (shared.clone(), self.clone());
                 booting.spawn(async move {
-                    let handle = supervisor::spawn(shared, record.clone(), recovery).await;
-                    daemon.joined(record, handle);
+                    let spawned = supervisor::spawn(shared, record.clone(), recovery).await;
+                    daemon.joined(record, spawned);
                 });
             }
             // At most two batches at once: one booting, the next begun.
@@ -183,9 +183,10 @@ impl Daemon {
     }
 
     /// A pending chamber, booted, joins the registry.
-    fn joined(&self, record: ChamberRecord, handle: supervisor::Handle) {
+    fn joined(&self, record: ChamberRecord, spawned: supervisor::Spawned) {
         let id = record.id;
-        self.chambers_mut().insert(id, Entry::new(record, handle));
+        self.chambers_mut().insert(id, Entry::new(record, spawned.handle));
+        self.fell_at_boot(id, spawned.fell);
         // Found in the registry now, no longer as pending.
         self.0.loading.pending().remove(&id);
         self.0.loading.booting.lock().expect("booting lock").remove(&id);
@@ -237,8 +238,8 @@ impl Daemon {
             };
             if let Some(record) = taken {
                 let recovery = loading.recovery(id);
-                let handle = supervisor::spawn(self.0.shared.clone(), record.clone(), recovery).await;
-                return self.joined(record, handle);
+                let spawned = supervisor::spawn(self.0.shared.clone(), record.clone(), recovery).await;
+                return self.joined(record, spawned);
             }
             booted.await;
         }

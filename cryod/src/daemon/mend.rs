@@ -67,6 +67,14 @@ impl Daemon {
         });
     }
 
+    /// A supervisor whose boot fell, now registered (with a closed queue),
+    /// is mended as one that fell later.
+    pub(super) fn fell_at_boot(&self, chamber: i64, fell: Option<String>) {
+        if let Some(why) = fell {
+            let _ = self.0.shared.fallen.send(Fallen { chamber, why });
+        }
+    }
+
     /// Ends what the fallen supervisor left (its session's processes, its
     /// tokens, watches and place in the queue), says so, and after `wait`
     /// starts the chamber again.

@@ -60,10 +60,11 @@ impl Daemon {
     pub(super) async fn run_here(&self, mut record: ChamberRecord, recovery: supervisor::Recovery) {
         let shared = &self.0.shared;
         record.owner_name = shared.store.fleet().map(|pg| pg.node().name.clone());
-        let handle = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
+        let spawned = supervisor::spawn(shared.clone(), record.clone(), recovery).await;
         tracing::info!(chamber = %record.name, fence = record.fence, "chamber runs here");
         let (id, name) = (record.id, record.name.clone());
-        self.chambers_mut().insert(id, Entry::new(record, handle));
+        self.chambers_mut().insert(id, Entry::new(record, spawned.handle));
+        self.fell_at_boot(id, spawned.fell);
         // (A refresh of the fleet's view may have listed it as remote meanwhile.)
         self.remote_mut().remove(&id);
         // Live views (and the service manager's status line) learn of it.

@@ -377,6 +377,7 @@ async fn launch(
 ) -> Handle {
     sup.shared.watcher.watch(sup.id, &sup.root, dir.as_ref(), watch_dirs, sup.watch_sink());
     sup.feed(Input::Boot(boot)).await;
+    super::test_panic("boot", sup.machine.name());
     if let Some((id, line)) = answered {
         let req = sup.own_req();
         sup.feed(Input::Answered { req, id, line }).await;
@@ -401,25 +402,33 @@ async fn launch(
 /// chamber's bug never leaves it silently without a supervisor.
 async fn run_caught(sup: Box<Sup>, rx: super::queue::Receiver<Event>) {
     let (shared, chamber) = (sup.shared.clone(), sup.id);
-    let caught = {
-        let mut run = std::pin::pin!(sup.run(rx));
-        std::future::poll_fn(|cx| {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| std::future::Future::poll(run.as_mut(), cx)))
-            {
-                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-                Ok(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
-                Err(payload) => std::task::Poll::Ready(Some(payload)),
-            }
-        })
-        .await
-    };
-    // The supervisor is dropped by now: its permit and door are back.
-    if let Some(payload) = caught {
-        let why = (payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
+    // The supervisor is dropped when `caught` returns: its permit and door
+    // are back before the daemon hears of the fall.
+    if let Err(why) = caught(sup.run(rx)).await {
         let _ = shared.fallen.send(crate::services::runtime::Fallen { chamber, why });
     }
+}
+
+/// Polls `fut` to its end; a panic in it is caught, and its message given
+/// back. `fut` is dropped before this returns.
+pub(super) async fn caught<T>(fut: impl std::future::Future<Output = T>) -> Result<T, String> {
+    use std::task::Poll;
+    let mut fut = std::pin::pin!(fut);
+    let payload = match std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(payload) => Poll::Ready(Err(payload)),
+        }
+    })
+    .await
+    {
+        Ok(v) => return Ok(v),
+        Err(payload) => payload,
+    };
+    Err((payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into()))
 }
 
 /// The writer of a chamber's mirror: the latest view, in order, until the

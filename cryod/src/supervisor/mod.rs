@@ -94,9 +94,19 @@ struct Sup {
     git_last: Option<Arc<crate::services::git::Settled>>,
 }
 
-/// For the tests of a supervisor that fails: set in cryod's environment to a
-/// chamber's name, that chamber's supervisor panics on an operator's wake.
-pub const PANIC_ON_WAKE: &str = "CRYO_TEST_PANIC_ON_WAKE";
+/// For the tests of a supervisor that fails: `wake:NAME` in cryod's
+/// environment makes chamber NAME's supervisor panic on an operator's wake,
+/// `boot:NAME` at each of its boots.
+pub const TEST_PANIC: &str = "CRYO_TEST_PANIC";
+
+/// Panics if [`TEST_PANIC`] names this moment (`at`) of chamber `name`.
+fn test_panic(at: &str, name: &str) {
+    static SET: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| std::env::var(TEST_PANIC).ok());
+    if set.as_deref().and_then(|s| s.split_once(':')) == Some((at, name)) {
+        panic!("{TEST_PANIC} names this chamber's {at}");
+    }
+}
 
 /// How far the due instant the scheduler `told` is ahead of the clock's
 /// `real` time: none once reached, nor when it is further ahead than a head
@@ -236,9 +246,7 @@ impl Sup {
                 return;
             }
             Event::Wake { message, replace, reply } => {
-                if std::env::var_os(PANIC_ON_WAKE).is_some_and(|n| n == self.machine.name()) {
-                    panic!("{PANIC_ON_WAKE} names this chamber");
-                }
+                test_panic("wake", self.machine.name());
                 Input::Wake { req: self.wait(Waiter::Wake(reply)), message, replace }
             }
             Event::Deliver { message, reply } => {
@@ -440,10 +448,26 @@ impl Sup {
     }
 }
 
+/// A chamber's supervisor as started: its handle, and why its boot fell
+/// if it panicked (the handle's queue is closed then: the caller registers
+/// it, then hands the fall to the daemon, which starts it again).
+pub struct Spawned {
+    pub handle: Handle,
+    pub fell: Option<String>,
+}
+
 /// Starts the supervisor of a chamber, first finishing what a killed cryod
 /// left open.
-pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Handle {
-    boot::start(shared, record, recovery).await
+pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Spawned {
+    match boot::caught(boot::start(shared, record, recovery)).await {
+        Ok(handle) => Spawned { handle, fell: None },
+        Err(why) => {
+            // A queue whose receiver is gone: the fallen supervisor's.
+            let (tx, rx) = queue::channel();
+            drop(rx);
+            Spawned { handle: Handle { tx, snapshot: Default::default() }, fell: Some(why) }
+        }
+    }
 }
 
 /// Reads a chamber's `cryo.toml` and checks what only cryod can: that
