@@ -331,20 +331,20 @@ fn kinds_check(path: &str) -> Check {
             Some((*name, *tested, p))
         })
         .collect();
-    let versions: Vec<Option<String>> = std::thread::scope(|s| {
+    let versions: Vec<std::result::Result<String, &str>> = std::thread::scope(|s| {
         let asked: Vec<_> = found.iter().map(|(_, _, p)| s.spawn(move || cli_version(p))).collect();
-        asked.into_iter().map(|h| h.join().ok().flatten()).collect()
+        asked.into_iter().map(|h| h.join().unwrap_or(Err(FAILED))).collect()
     });
     let mut level = Level::Ok;
     let mut said: Vec<String> = found
         .iter()
         .zip(versions)
         .map(|((name, tested, _), v)| match v {
-            Some(v) if v.contains(tested) => format!("{name} {v}"),
-            Some(v) => format!("{name} {v} (tested with {tested})"),
-            None => {
+            Ok(v) if v.contains(tested) => format!("{name} {v}"),
+            Ok(v) => format!("{name} {v} (tested with {tested})"),
+            Err(why) => {
                 level = Level::Warn;
-                format!("{name} (its --version failed)")
+                format!("{name} (its --version {why})")
             }
         })
         .collect();
@@ -359,9 +359,19 @@ fn kinds_check(path: &str) -> Check {
     check("kinds", level, detail)
 }
 
-/// The first line `PROGRAM --version` prints, within a few seconds (on
-/// stdout, or on stderr where Pi prints it).
-fn cli_version(program: &Path) -> Option<String> {
+/// `--version` exited with an error, or could not be run.
+const FAILED: &str = "failed";
+
+/// `--version` gave no answer within [`VERSION_DEADLINE`].
+const SLOW: &str = "did not answer within 30 s";
+
+/// How long a CLI's `--version` may take: a JavaScript CLI takes 2–3 s to
+/// start on an idle machine, and over 10 s on a busy one with a cold cache.
+const VERSION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The first line `PROGRAM --version` prints (on stdout, or on stderr where
+/// Pi prints it), or why there is none ([`FAILED`], [`SLOW`]).
+fn cli_version(program: &Path) -> std::result::Result<String, &'static str> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     let mut child = std::process::Command::new(program)
@@ -372,7 +382,7 @@ fn cli_version(program: &Path) -> Option<String> {
         // Its own group, ended whole: a helper it leaves cannot hold us.
         .process_group(0)
         .spawn()
-        .ok()?;
+        .map_err(|_| FAILED)?;
     // Each pipe read aside (a few KiB of it), so that neither fills up
     // and nothing waits past the deadline.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -390,7 +400,7 @@ fn cli_version(program: &Path) -> Option<String> {
             let _ = tx.send((n, text));
         });
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + VERSION_DEADLINE;
     let end = |child: &mut std::process::Child| {
         let _ =
             nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
@@ -399,10 +409,10 @@ fn cli_version(program: &Path) -> Option<String> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
+            Ok(Some(_)) | Err(_) => return Err(FAILED),
             Ok(None) if std::time::Instant::now() > deadline => {
                 end(&mut child);
-                return None;
+                return Err(SLOW);
             }
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
         }
@@ -417,7 +427,7 @@ fn cli_version(program: &Path) -> Option<String> {
     }
     end(&mut child);
     // Stdout's first line, else stderr's (where Pi prints it).
-    first(&said[0]).or_else(|| first(&said[1]))
+    first(&said[0]).or_else(|| first(&said[1])).ok_or(FAILED)
 }
 
 fn agent_check(c: &pb::Chamber, path: &str) -> Check {
@@ -446,13 +456,15 @@ fn agent_check(c: &pb::Chamber, path: &str) -> Check {
             let name = Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or(program);
             if let Some(tested) = TESTED.iter().find(|t| t.0 == name).map(|t| t.1) {
                 match cli_version(&p) {
-                    Some(v) if v.contains(tested) => {
-                        detail.push_str(&format!(" ({v}, the version cryo is tested with)"))
-                    }
-                    Some(v) => detail.push_str(&format!(" ({v}; cryo is tested with {tested})")),
-                    None => {
+                    Ok(v) if v.contains(tested) => detail.push_str(&format!(" ({v}, the version cryo is tested with)")),
+                    Ok(v) => detail.push_str(&format!(" ({v}; cryo is tested with {tested})")),
+                    Err(why) if why == SLOW => {
                         level = Level::Warn;
-                        detail.push_str(" but `--version` failed: is the install complete?");
+                        detail.push_str(&format!(" but `--version` {why}: is the machine busy, or the install stuck?"));
+                    }
+                    Err(why) => {
+                        level = Level::Warn;
+                        detail.push_str(&format!(" but `--version` {why}: is the install complete?"));
                     }
                 }
                 let args: Vec<&str> = c.agent.split_whitespace().skip(1).collect();
