@@ -160,8 +160,7 @@ cryo-agent hibernate >/dev/null
     wait_until("session 1's agent ended", || ended(agent));
     wait_until("the fall in cryo.log", || c.cryo_log().contains("cryod's supervisor of this chamber failed"));
     assert!(c.cryo_log().contains("names this chamber's wake"), "the panic's message: {}", c.cryo_log());
-    // Taken up again: it answers, and mail starts its next session.
-    wait_until("the chamber answers", || env.cryoctl(&["chamber", "status", "p", "--json"]).code == Some(0));
+    // Taken up again: mail starts its next session.
     c.write_inbox(1, "are you there?");
     let tell = || {
         let s = env.cryoctl(&["chamber", "status", "p", "--json"]).stdout;

@@ -412,23 +412,18 @@ async fn run_caught(sup: Box<Sup>, rx: super::queue::Receiver<Event>) {
 /// Polls `fut` to its end; a panic in it is caught, and its message given
 /// back. `fut` is dropped before this returns.
 pub(super) async fn caught<T>(fut: impl std::future::Future<Output = T>) -> Result<T, String> {
-    use std::task::Poll;
     let mut fut = std::pin::pin!(fut);
-    let payload = match std::future::poll_fn(|cx| {
+    let polled = std::future::poll_fn(|cx| {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Err(payload) => Poll::Ready(Err(payload)),
+            Ok(poll) => poll.map(Ok),
+            Err(payload) => std::task::Poll::Ready(Err(payload)),
         }
+    });
+    polled.await.map_err(|payload| {
+        (payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())
     })
-    .await
-    {
-        Ok(v) => return Ok(v),
-        Err(payload) => payload,
-    };
-    Err((payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into()))
 }
 
 /// The writer of a chamber's mirror: the latest view, in order, until the
