@@ -32,7 +32,10 @@ impl Daemon {
                     () = shutdown.cancelled() => None,
                 };
                 let (Some(thaw), Some(inner)) = (thaw, daemon.upgrade()) else { break };
-                tokio::spawn(Daemon(inner).thaw(thaw, turns.clone()));
+                // Taken before the task is made: the thaws waiting for a
+                // turn are jobs in the queue, not large futures.
+                let Ok(turn) = turns.clone().acquire_owned().await else { break };
+                tokio::spawn(Daemon(inner).thaw(thaw, turn));
             }
         });
     }
@@ -41,7 +44,7 @@ impl Daemon {
     /// is there (a chamber freezes as its boot ends, which may be before
     /// the boot's caller has put it in). A chamber no longer registered, or
     /// whose entry holds another queue, is let go, its queue with it.
-    async fn thaw(self, thaw: Thaw, turns: Arc<tokio::sync::Semaphore>) {
+    async fn thaw(self, thaw: Thaw, _turn: tokio::sync::OwnedSemaphorePermit) {
         let chamber = thaw.chamber;
         self.ready(chamber).await;
         let handle = match self.handle_now(chamber) {
@@ -55,7 +58,6 @@ impl Daemon {
                 }
             }
         };
-        let Ok(_turn) = turns.acquire().await else { return };
         let (shared, began) = (&self.0.shared, std::time::Instant::now());
         let Some(Some(record)) = self.read_again(|| shared.store.chamber(chamber)).await else { return };
         let Some(mut rows) = self.read_again(|| shared.store.boot_rows(vec![chamber])).await else { return };

@@ -426,8 +426,12 @@ impl Sup {
     /// Where the file watcher sends what it saw.
     pub(super) fn watch_sink(&self) -> crate::services::watch::Sink {
         let tx = self.tx.clone();
+        // The watcher may say the same thing again and again (every chamber
+        // is told to look again when the kernel's queue overflows): a
+        // chamber hears it once while it waits, so a frozen chamber's queue
+        // stays short while its thaw waits its turn.
         Arc::new(move |c| {
-            let _ = tx.send(Event::Watched(c));
+            let _ = tx.send_unless_waiting(Event::Watched(c.clone()), |e| matches!(e, Event::Watched(w) if *w == c));
         })
     }
 

@@ -88,6 +88,17 @@ impl<T> Sender<T> {
         Ok(())
     }
 
+    /// Sends `value` unless one `like` it already waits (then it is
+    /// dropped): for what need be heard once however often it is said.
+    pub fn send_unless_waiting(&self, value: T, like: impl Fn(&T) -> bool) -> Result<(), SendError<T>> {
+        let s = self.0.state();
+        if s.open && s.items.iter().any(like) {
+            return Ok(());
+        }
+        drop(s);
+        self.send(value)
+    }
+
     /// Sends `value` unless the receiver is frozen (then it comes back in
     /// `Ok(Some)`): for what a resting chamber need not hear.
     pub fn send_unless_frozen(&self, value: T) -> Result<Option<T>, SendError<T>> {
@@ -287,6 +298,18 @@ mod tests {
         tx.send(2).unwrap();
         assert_eq!(tx.send_unless_frozen(3).unwrap(), None, "a thawed one hears it");
         assert_eq!((rx.recv().await, rx.recv().await, rx.recv().await), (Some(1), Some(2), Some(3)));
+    }
+
+    /// A value like one that waits is not queued twice.
+    #[tokio::test]
+    async fn a_value_like_one_waiting_is_dropped() {
+        let (tx, mut rx) = channel();
+        tx.send_unless_waiting(1, |v| *v == 1).unwrap();
+        tx.send_unless_waiting(1, |v| *v == 1).unwrap();
+        tx.send_unless_waiting(2, |v| *v == 2).unwrap();
+        assert_eq!((rx.recv().await, rx.recv().await), (Some(1), Some(2)));
+        tx.send_unless_waiting(1, |v| *v == 1).unwrap();
+        assert_eq!(rx.recv().await, Some(1), "heard again once the first was taken");
     }
 
     /// A receiver with a value waiting does not freeze.
