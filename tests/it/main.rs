@@ -14,7 +14,6 @@ mod failover;
 mod finish;
 mod fleet;
 mod foundation;
-mod frozen;
 mod gateway;
 mod git;
 mod hostile;

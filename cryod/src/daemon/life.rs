@@ -132,12 +132,10 @@ impl Daemon {
         });
     }
 
-    /// Tells every chamber the machine goes to sleep (or woke up); a
-    /// frozen one hears of it when it thaws.
+    /// Tells every chamber the machine goes to sleep (or woke up).
     pub fn power(&self, sleeping: bool) {
-        self.0.shared.sleeps.power(sleeping, self.0.shared.clock.now());
         for e in self.chambers().values() {
-            let _ = e.handle.tx.send_unless_frozen(Event::Power { sleeping });
+            let _ = e.handle.tx.send(Event::Power { sleeping });
         }
     }
 
@@ -152,8 +150,7 @@ impl Daemon {
         let mut waits = Vec::new();
         for h in handles {
             let (tx, rx) = oneshot::channel();
-            // A frozen chamber has nothing to end.
-            if let Ok(None) = h.tx.send_unless_frozen(Event::Shutdown(tx)) {
+            if h.tx.send(Event::Shutdown(tx)).is_ok() {
                 waits.push(rx);
             }
         }
