@@ -14,6 +14,7 @@ mod failover;
 mod finish;
 mod fleet;
 mod foundation;
+mod frozen;
 mod gateway;
 mod git;
 mod hostile;

@@ -87,6 +87,11 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// Nothing noticed, paused or released: as a new machine's.
+    pub fn is_quiet(&self) -> bool {
+        self.noticed.is_empty() && self.paused_by.is_none() && self.released.is_empty()
+    }
+
     /// Whether a reached limit holds the chamber paused now (only an
     /// operator's resume releases it).
     pub fn pausing(&self) -> bool {
@@ -133,6 +138,11 @@ pub struct Hold {
 }
 
 impl Hold {
+    /// Mail's senders were told of a hold.
+    pub fn told(&self) -> bool {
+        self.told
+    }
+
     /// Admission was asked for a wake (by mail when `by_mail`); `held` is
     /// when the account's hold ends (`local`: in the chamber's zone), if it
     /// is held. Returns the message to the sender, once per hold.

@@ -109,6 +109,7 @@ pub struct Metrics {
     session_duration: HistogramFamily,
     admission_wait: HistogramFamily,
     agent_calls: HistogramFamily,
+    thaws: Histogram,
     spent: Mutex<BTreeMap<String, Spent>>,
 }
 
@@ -121,6 +122,8 @@ pub struct Gauges {
     pub admission_queued: u64,
     pub admission_running: u64,
     pub admission_limit: u64,
+    /// Chambers at rest without a supervisor of their own.
+    pub frozen: u64,
 }
 
 /// The process's registry.
@@ -133,6 +136,7 @@ pub fn get() -> &'static Metrics {
         session_duration: HistogramFamily::new(DURATION),
         admission_wait: HistogramFamily::new(LATENCY),
         agent_calls: HistogramFamily::new(LATENCY),
+        thaws: Histogram::new(LATENCY),
         spent: Mutex::default(),
     })
 }
@@ -164,6 +168,12 @@ impl Metrics {
     /// A wake waited `waited` for its session slot.
     pub fn admitted(&self, trigger: &str, waited: Duration) {
         self.admission_wait.with(format!("trigger=\"{}\"", value(trigger))).observe(waited);
+    }
+
+    /// A frozen chamber was booted again in `took` (its record read, its
+    /// machine made).
+    pub fn thawed(&self, took: Duration) {
+        self.thaws.observe(took);
     }
 
     /// A `cryo-agent` call took `took` in cryod.
@@ -215,6 +225,15 @@ impl Metrics {
         let name = "cryo_inbox_to_agent_seconds";
         head(&mut out, name, "histogram", "From a message seen in an inbox to the agent it woke", Some("seconds"));
         self.inbox_to_agent.render(&mut out, name, "");
+        let name = "cryo_thaw_seconds";
+        head(
+            &mut out,
+            name,
+            "histogram",
+            "Frozen chambers booted again: their record read and their boot",
+            Some("seconds"),
+        );
+        self.thaws.render(&mut out, name, "");
 
         head(&mut out, "cryo_sessions", "counter", "Sessions ended, by trigger and outcome", None);
         for (labels, n) in self.sessions.0.lock().expect("metrics lock").iter() {
@@ -247,6 +266,7 @@ impl Metrics {
             ("cryo_admission_queue_depth", "Wakes waiting for a session slot", gauges.admission_queued),
             ("cryo_admission_running", "Sessions holding a slot", gauges.admission_running),
             ("cryo_admission_limit", "Session slots (max_concurrent_sessions)", gauges.admission_limit),
+            ("cryo_chambers_frozen", "Chambers at rest without a supervisor of their own", gauges.frozen),
         ];
         for (name, help, v) in gauges {
             head(&mut out, name, "gauge", help, None);

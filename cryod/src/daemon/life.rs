@@ -132,10 +132,12 @@ impl Daemon {
         });
     }
 
-    /// Tells every chamber the machine goes to sleep (or woke up).
+    /// Tells every chamber the machine goes to sleep (or woke up); a
+    /// frozen one hears of it when it thaws.
     pub fn power(&self, sleeping: bool) {
+        self.0.shared.sleeps.power(sleeping, self.0.shared.clock.now());
         for e in self.chambers().values() {
-            let _ = e.handle.tx.send(Event::Power { sleeping });
+            let _ = e.handle.tx.send_unless_frozen(Event::Power { sleeping });
         }
     }
 
@@ -150,7 +152,8 @@ impl Daemon {
         let mut waits = Vec::new();
         for h in handles {
             let (tx, rx) = oneshot::channel();
-            if h.tx.send(Event::Shutdown(tx)).is_ok() {
+            // A frozen chamber has nothing to end.
+            if let Ok(None) = h.tx.send_unless_frozen(Event::Shutdown(tx)) {
                 waits.push(rx);
             }
         }

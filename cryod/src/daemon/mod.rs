@@ -19,6 +19,7 @@ pub mod remote;
 pub mod schedule;
 mod seed;
 mod services;
+mod thaw;
 pub use self::services::{Setup, Slots};
 
 use std::collections::BTreeMap;
@@ -304,6 +305,7 @@ impl Daemon {
         daemon.follow_the_system_zone();
         daemon.deliver_handoffs();
         daemon.mend_fallen();
+        daemon.thaw_frozen();
         daemon.mark_running();
         daemon.heartbeat();
         daemon.prune_daily();
@@ -374,6 +376,12 @@ impl Daemon {
     /// The state of each chamber this node runs.
     pub fn local_states(&self) -> Vec<State> {
         self.chambers().values().map(|e| e.handle.snapshot.borrow().view.state).collect()
+    }
+
+    /// How many of this node's chambers are frozen (at rest, without a
+    /// supervisor: see `supervisor::freeze`).
+    pub fn frozen(&self) -> usize {
+        self.chambers().values().filter(|e| e.handle.tx.is_frozen()).count()
     }
 
     /// How many chambers there are (of every node of a fleet), how many run

@@ -33,8 +33,7 @@ impl Daemon {
         // The store's record, whole: the registry's lacks what only a boot
         // reads (the accepted settings, the health), and its desired state
         // is the one it was added with.
-        let record = self.0.shared.store.chambers().await?.into_iter().find(|r| r.id == id);
-        if let Some(record) = record {
+        if let Some(record) = self.0.shared.store.chamber(id).await? {
             self.take_up(record).await;
         }
         Ok(())

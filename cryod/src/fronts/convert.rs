@@ -163,6 +163,7 @@ pub fn metrics(daemon: &crate::daemon::Daemon) -> String {
     let slots = daemon.slots();
     (gauges.admission_queued, gauges.admission_running, gauges.admission_limit) =
         (slots.queued as u64, slots.running as u64, slots.limit as u64);
+    gauges.frozen = daemon.frozen() as u64;
     crate::base::metrics::get().render(&gauges)
 }
 

@@ -120,6 +120,11 @@ pub struct Bridges {
 }
 
 impl Bridges {
+    /// No bridge runs.
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
     pub fn new(changed: Arc<dyn Fn() + Send + Sync>) -> Bridges {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
         Bridges { running: Vec::new(), changed, home }

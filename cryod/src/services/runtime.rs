@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::services::admission::Admission;
 use crate::services::watch::Watcher;
 use crate::store::Store;
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 /// Something that happened in a chamber, for live views (follow streams,
@@ -111,6 +112,14 @@ pub struct Shared {
     pub(crate) handoffs: HandOffs,
     /// Supervisors that panicked, for the daemon to start again.
     pub(crate) fallen: Jobs<Fallen>,
+    /// Frozen chambers an event was sent to, for the daemon to boot again.
+    pub(crate) thaws: Jobs<Thaw>,
+    /// When this cryod started (a thawed chamber's machine was "down"
+    /// only before it).
+    pub(crate) up_since: chrono::DateTime<chrono::Utc>,
+    /// When the computer slept since (a thawed chamber's missed slots
+    /// are told as the machine's sleep, not as cryod's).
+    pub(crate) sleeps: Sleeps,
     /// Sessions waiting in place for a person's approval.
     pub(crate) approvals: crate::services::approvals::Waiting,
     /// The chambers' warnings while they boot, each said once.
@@ -297,6 +306,46 @@ impl<T> Jobs<T> {
     }
 }
 
+/// The computer's recent sleeps: from, and until (none while asleep).
+#[derive(Default)]
+pub struct Sleeps(Mutex<std::collections::VecDeque<Slept>>);
+
+/// A sleep of the computer: from, and until (none while asleep).
+pub type Slept = (DateTime<Utc>, Option<DateTime<Utc>>);
+
+/// A frozen chamber an event was sent to, for the daemon to boot again on
+/// its queue: the receiver as the supervisor froze it (whose type is the
+/// supervisor's, so held opaque here).
+pub struct Thaw {
+    pub chamber: i64,
+    pub frozen: Box<dyn std::any::Any + Send>,
+}
+
+impl Sleeps {
+    /// Sleeps kept: a chamber's machine keeps no more spans than this.
+    const KEPT: usize = 16;
+
+    /// The computer goes to sleep (`sleeping`) or woke up, at `at`.
+    pub fn power(&self, sleeping: bool, at: DateTime<Utc>) {
+        let mut list = self.0.lock().expect("sleeps lock");
+        match (sleeping, list.back_mut()) {
+            (false, Some((_, end @ None))) => *end = Some(at),
+            (false, _) => {}
+            (true, Some((_, None))) => {}
+            (true, _) => {
+                if list.len() == Self::KEPT {
+                    list.pop_front();
+                }
+                list.push_back((at, None));
+            }
+        }
+    }
+
+    pub fn list(&self) -> Vec<Slept> {
+        self.0.lock().expect("sleeps lock").iter().copied().collect()
+    }
+}
+
 /// The chambers' hand-offs (`[[on_end]]`), delivered by the daemon.
 pub type HandOffs = Jobs<HandOffJob>;
 
@@ -380,6 +429,9 @@ impl Shared {
             notifiers: crate::services::notifier::Notifiers::new(&config.notify, clock.clone(), state_dir.clone()),
             handoffs: HandOffs::new(),
             fallen: Jobs::new(),
+            thaws: Jobs::new(),
+            up_since: clock.now(),
+            sleeps: Default::default(),
             approvals: Default::default(),
             start_lines: Default::default(),
             kept: Default::default(),

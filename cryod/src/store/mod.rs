@@ -375,6 +375,10 @@ pub trait Backend: Send + Sync + 'static {
     // The registry.
     /// Every chamber (of every node), by name.
     fn chambers(&self) -> Fut<'_, Vec<ChamberRecord>>;
+    /// One chamber's record, if it is registered.
+    fn chamber(&self, id: i64) -> Fut<'_, Option<ChamberRecord>> {
+        Box::pin(async move { Ok(self.chambers().await?.into_iter().find(|r| r.id == id)) })
+    }
     /// Registers a chamber; its base name is made unique by a `-2`, `-3`...
     /// suffix unless exact. The new chamber is this node's, with a fresh
     /// fence. Returns the record and whether it existed already (same path).

@@ -66,10 +66,29 @@ fn session_began(row: &crate::store::SessionRow) -> Option<chrono::DateTime<chro
     row.started_at.or(row.due_at)
 }
 
+/// Where a booted supervisor takes its events and shows its look: a new
+/// queue and snapshot, or a frozen chamber's (thawed, with what its
+/// machine is told of the time it had none).
+pub(super) struct Place {
+    pub(super) tx: super::queue::Sender<Event>,
+    pub(super) rx: super::queue::Receiver<Event>,
+    pub(super) snapshot: super::outlets::Shown,
+    pub(super) thawed: Option<chamber::Thawed>,
+}
+
+impl Place {
+    pub(super) fn new() -> Place {
+        let (tx, rx) = super::queue::channel();
+        Place { tx, rx, snapshot: Default::default(), thawed: None }
+    }
+}
+
 /// Makes a chamber's supervisor from the registry's record, the ledger and
 /// the chamber's files, and starts it on its own task.
-pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recovery: Recovery) -> Handle {
-    let (tx, rx) = super::queue::channel();
+pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recovery: Recovery, place: Place) -> Handle {
+    let Place { tx, rx, snapshot, thawed } = place;
+    // A thaw's boot says nothing the chamber's first boot said.
+    let log = thawed.is_none();
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_zone.get();
     let rows = match recovery.rows.take() {
@@ -85,7 +104,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         rows.newest.as_ref().and_then(|s| s.git.as_deref()).and_then(|j| serde_json::from_str(j).ok()).map(Arc::new);
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
-    let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref());
+    let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref(), log);
     let trusted = keep_first_read(&shared, &record, trusted.as_ref(), config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());
@@ -100,7 +119,7 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         && !record.archived;
     let StartList { todos, read: todos_read } = list_at_start(&shared, &record, opened, &config, tz, plain);
     let StartMail { open_questions, unread, inbox } = mail_at_start(&shared, &record, &mailbox, opened, plain);
-    if let Err(e) = &todos {
+    if let (Err(e), true) = (&todos, log) {
         tracing::warn!(chamber = %record.name, fault = %e, "chamber is faulted");
     }
     // What a person must do, the back-off, the failed work's next try: as
@@ -138,8 +157,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         Limits { stop_grace: std::time::Duration::from_secs(shared.config.stop_grace_seconds) },
     );
     let watch_dirs = config.as_ref().map(|c| c.watch_dirs.clone()).unwrap_or_default();
-    let boot = boot_input(rows.claims, &mailbox, recovery);
-    let snapshot = super::outlets::Shown::default();
+    let mut boot = boot_input(rows.claims, &mailbox, recovery);
+    boot.thawed = thawed;
     let changed = bridges_changed(tx.clone());
     let mirror = shared.lease.is_fleet().then(|| mirrored(&shared, record.fence()));
     write_fence(&shared, &record, &root);
@@ -163,6 +182,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         bridges: crate::services::bridges::Bridges::new(changed),
         git_lock: Default::default(),
         git_last,
+        timers: Vec::new(),
+        unsaved: false,
     };
     launch(sup, Launch { boot, answered, inbox, dir: dir.ok() }, &watch_dirs, rx, tx, snapshot).await
 }
@@ -476,6 +497,7 @@ fn boot_input(batches: Vec<crate::store::OpenClaim>, mailbox: &Mailbox, r: Recov
             })
             .collect(),
         outgoing,
+        thawed: None,
     }
 }
 

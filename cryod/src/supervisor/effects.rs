@@ -181,12 +181,14 @@ impl Sup {
         }
     }
 
-    fn arm_timer(&self, timer: cryo_core::chamber::Timer, after: Duration) {
+    fn arm_timer(&mut self, timer: cryo_core::chamber::Timer, after: Duration) {
         let tx = self.tx.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             tokio::time::sleep(after).await;
             let _ = tx.send(Event::Timer(timer));
         });
+        self.timers.retain(|(_, task)| !task.is_finished());
+        self.timers.push((timer, task.abort_handle()));
     }
 
     /// Runs a wake's pre-checks off the chamber's path, one after another,
@@ -424,8 +426,12 @@ impl Sup {
     /// Where the file watcher sends what it saw.
     pub(super) fn watch_sink(&self) -> crate::services::watch::Sink {
         let tx = self.tx.clone();
+        // The watcher may say the same thing again and again (every chamber
+        // is told to look again when the kernel's queue overflows): a
+        // chamber hears it once while it waits, so a frozen chamber's queue
+        // stays short while its thaw waits its turn.
         Arc::new(move |c| {
-            let _ = tx.send(Event::Watched(c));
+            let _ = tx.send_unless_waiting(Event::Watched(c.clone()), |e| matches!(e, Event::Watched(w) if *w == c));
         })
     }
 
@@ -509,7 +515,10 @@ impl Sup {
     }
 
     /// Notes a write refused by the fence: the chamber is someone else's now.
+    /// Any write that failed keeps the chamber from freezing (the store may
+    /// not hold what its machine does).
     pub(super) fn fenced<T>(&mut self, r: Result<T, crate::store::StoreError>) -> Result<T, crate::store::StoreError> {
+        self.unsaved |= r.is_err();
         if self.owner.fenced(&r)
             && let Err(e) = &r
         {

@@ -15,6 +15,7 @@ mod boot;
 pub mod budget;
 mod effects;
 mod files;
+mod freeze;
 mod git;
 mod handle;
 mod ledger;
@@ -36,11 +37,13 @@ use tokio::sync::oneshot;
 
 pub use self::approve::{Answer, Ask};
 pub use self::boot::Recovery;
+pub use self::freeze::TEST_STILL_FOR;
 pub use self::handle::{AgentReply, Delivered, Edit, Event, Handle, Snapshot, SyncOutcome, Trusted};
 use self::outlets::Outlets;
 use self::owner::Ownership;
 use self::replies::{Callers, Waiter};
 use self::running::Running;
+use crate::services::runtime::Thaw;
 pub use cryo_core::chamber::{Call as AgentCall, State, TodoCall, WakeOutcome};
 
 use crate::chamber::config::{self as chamber_config, ChamberConfig};
@@ -92,6 +95,12 @@ struct Sup {
     git_lock: Arc<tokio::sync::Mutex<()>>,
     /// What the last session did on the `[git]` branch.
     git_last: Option<Arc<crate::services::git::Settled>>,
+    /// Timers armed that have not fired yet (a chamber freezes only when
+    /// none of them matters at rest; the rest are dropped then).
+    timers: Vec<(cryo_core::chamber::Timer, tokio::task::AbortHandle)>,
+    /// A write to the store failed since the boot: what the store holds
+    /// may not be what the machine does, so the chamber never freezes.
+    unsaved: bool,
 }
 
 /// For the tests of a supervisor that fails: `wake:NAME` in cryod's
@@ -181,11 +190,31 @@ impl Sup {
     /// Ends when the chamber finishes, is no longer ours, or its queue is
     /// abandoned (dropped at once); its end drops `rx`, which the handles'
     /// `closed` sees.
+    /// A chamber at rest freezes (see `freeze`): at once after its boot,
+    /// else once it has been still for a while; it ends then without
+    /// letting go of its watches.
     async fn run(mut self: Box<Self>, mut rx: queue::Receiver<Event>) {
         self.machine.rest();
         self.publish();
+        let mut still_for = std::time::Duration::ZERO;
         loop {
-            let Some(ev) = rx.recv().await else { break };
+            let next = if self.may_freeze() {
+                match tokio::time::timeout(still_for, rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => match self.freeze(rx) {
+                        Ok(()) => return,
+                        // An event came meanwhile.
+                        Err(back) => {
+                            rx = back;
+                            continue;
+                        }
+                    },
+                }
+            } else {
+                rx.recv().await
+            };
+            let Some(ev) = next else { break };
+            still_for = freeze::still_for();
             // Boxed: the future of an event is large (every effect's awaits)
             // and needed only while the event is handled, not at rest.
             Box::pin(self.event(ev)).await;
@@ -287,7 +316,10 @@ impl Sup {
                 Input::Agent { session, req: self.wait(Waiter::Agent(reply)), call: *call }
             }
             Event::Exited { session, status, usage, limited } => self.exited(session, status, usage, limited).await,
-            Event::Timer(t) => Input::Timer(t),
+            Event::Timer(t) => {
+                self.timers.retain(|(_, task)| !task.is_finished());
+                Input::Timer(t)
+            }
             Event::Prechecked { nonce, results } => Input::Prechecked { nonce, results },
             Event::Prepared { wake_id, result, settled_before } => {
                 if let Some(s) = settled_before {
@@ -459,7 +491,7 @@ pub struct Spawned {
 /// Starts the supervisor of a chamber, first finishing what a killed cryod
 /// left open.
 pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, recovery: Recovery) -> Spawned {
-    match boot::caught(boot::start(shared, record, recovery)).await {
+    match boot::caught(boot::start(shared, record, recovery, boot::Place::new())).await {
         Ok(handle) => Spawned { handle, fell: None },
         Err(why) => {
             // A queue whose receiver is gone: the fallen supervisor's.
@@ -470,17 +502,39 @@ pub async fn spawn(shared: Arc<Shared>, record: crate::store::ChamberRecord, rec
     }
 }
 
+/// Boots a frozen chamber again on its queue and snapshot, which must be
+/// those of `entry` (its registry entry's handle; a queue it no longer
+/// holds is let go), from its `record` and ledger `rows`, its machine told
+/// that cryod ran meanwhile. Returns why the boot fell if it panicked: the
+/// queue is closed then, and the caller hands the fall to the daemon as
+/// [`spawn`]'s does.
+pub async fn thaw(
+    shared: Arc<Shared>,
+    record: crate::store::ChamberRecord,
+    rows: crate::store::BootRows,
+    thaw: Thaw,
+    entry: Handle,
+) -> Option<String> {
+    let rx = freeze::receiver(thaw).filter(|rx| rx.feeds(&entry.tx))?;
+    let place = boot::Place { tx: rx.sender(), rx, snapshot: entry.snapshot, thawed: Some(freeze::thawed(&shared)) };
+    let recovery = Recovery { rows: Some(rows), ..Recovery::default() };
+    boot::caught(boot::start(shared, record, recovery, place)).await.err()
+}
+
 /// Reads a chamber's `cryo.toml` and checks what only cryod can: that
 /// each `[[on_end]]` names a chamber it knows. Notes the chamber's links.
 /// A `cryo.toml` whose settings of [`crate::chamber::trust::KEYS`] differ
 /// from those `accepted` is held (an error naming them); with nothing
 /// accepted yet, whatever it says is. Returns the digests read, if it was.
 /// `root` is the chamber folder as [`chamber_config::open`] opened it.
+/// Without `log`, its warnings and fault go to no log (a thaw: they were
+/// told when the chamber was booted first).
 pub(super) fn load_config(
     shared: &Shared,
     root: &std::result::Result<crate::chamber::Dir, chamber_config::ConfigError>,
     name: &str,
     accepted: Option<&Trusted>,
+    log: bool,
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let (mut read, mut unknown) = (None, false);
     // The text goes into the machine's settings (a core type): a string.
@@ -518,13 +572,15 @@ pub(super) fn load_config(
                         .into(),
                 );
             }
-            for w in l.warnings.iter().filter(|w| shared.start_lines.say(w)) {
+            for w in l.warnings.iter().filter(|w| log && shared.start_lines.say(w)) {
                 tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
             }
             (Ok(l.config), l.warnings, read)
         }
         Err(e) => {
-            tracing::warn!(chamber = %name, fault = %e, "chamber is faulted");
+            if log {
+                tracing::warn!(chamber = %name, fault = %e, "chamber is faulted");
+            }
             (Err(e), Vec::new(), read)
         }
     }

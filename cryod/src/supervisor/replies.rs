@@ -43,6 +43,11 @@ impl Callers {
         self.next
     }
 
+    /// Nobody waits for a reply.
+    pub(super) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
     /// Whoever waits for `req` (once).
     fn take(&mut self, req: ReqId) -> Option<Waiter> {
         self.waiting.remove(&req)

@@ -17,7 +17,7 @@ impl Sup {
     pub(super) fn read_config(&mut self) -> Option<(std::result::Result<Settings, Failed>, Vec<String>)> {
         let accepted = self.trusted.as_ref().map(handle::Accepted::digests);
         let (config, warnings, read) =
-            load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), accepted.as_ref());
+            load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), accepted.as_ref(), true);
         if self.trusted.is_none()
             && let Some(read) = read
             && config.is_ok()
@@ -57,7 +57,8 @@ impl Sup {
                 }
                 digests
             }
-            None => match load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), None) {
+            None => match load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), None, true)
+            {
                 (Ok(_), _, Some(read)) => read,
                 (Err(e), _, _) => return Err(Error::Precondition(e.0)),
                 (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),

@@ -250,7 +250,7 @@ pub const CRATES: &[Crate] = &[
                 "supervisor",
                 &[
                     &["budget", "queue", "running", "owner", "outlets"],
-                    &["trust", "limits", "replies", "files", "approve", "git"],
+                    &["trust", "limits", "replies", "files", "approve", "git", "freeze"],
                     // What the rest of cryod holds of a supervisor, and sends it.
                     &["handle"],
                     &["boot"],

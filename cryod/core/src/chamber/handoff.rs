@@ -141,6 +141,15 @@ pub(super) struct HandOffs {
 }
 
 impl HandOffs {
+    /// Nothing sent, held or told: as a new machine's.
+    pub(super) fn is_idle(&self) -> bool {
+        self.sent.is_empty()
+            && self.held.is_empty()
+            && self.last.is_none()
+            && self.looped.is_none()
+            && self.armed.is_none()
+    }
+
     /// When the link to `to` may carry its next hand-off (none: now).
     fn free_at(&self, to: &str, limit: u32, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let recent = self.sent.iter().filter(|(t, at)| t == to && now - *at < WINDOW).map(|(_, at)| *at);

@@ -373,6 +373,13 @@ impl Health {
         self.approval.get_or_insert_default().awaiting = Some(id);
     }
 
+    /// Whether all of it that matters is in its record or rebuilt at a
+    /// boot: no failed write to show or retry, no approval awaited or
+    /// answered for the next session.
+    pub(super) fn kept_whole(&self) -> bool {
+        self.write_error.is_none() && self.write_retry_at.is_none() && self.approval.is_none()
+    }
+
     /// Whether the chamber waits for a person's answer to a request.
     pub(super) fn awaiting_any(&self) -> bool {
         self.approval.as_ref().is_some_and(|a| a.awaiting.is_some())

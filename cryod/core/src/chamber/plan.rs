@@ -14,6 +14,24 @@ impl Chamber {
         self.replan();
     }
 
+    /// Whether nothing of this machine lives only in memory: no session,
+    /// no wake wanted or waiting, nobody waiting for a reply, and nothing
+    /// held, told, awaited or failed that a boot from the store and the
+    /// files would not make again. The shell may then let it go and boot it again when
+    /// something arrives for it (cryod's `supervisor::freeze`): a resting
+    /// chamber then costs its view and its place in the schedule.
+    pub fn may_sleep(&self) -> bool {
+        !self.finished
+            && self.out.is_empty()
+            && self.waking.idle()
+            && self.handoffs.is_idle()
+            && self.budgets.is_quiet()
+            && !self.hold.told()
+            && self.limit_hold.is_none()
+            && self.silence.is_quiet()
+            && self.health.kept_whole()
+    }
+
     /// Whether nothing would wake the chamber: no session wanted or
     /// running, no TODO to come, no mail, no retry or rework planned, and
     /// its plan not complete.

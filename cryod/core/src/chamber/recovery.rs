@@ -19,15 +19,24 @@ impl Chamber {
     pub(super) fn boot(&mut self, boot: Boot) {
         self.arm_snooze_end();
         // Before now no cryod ran it, or it was stopped or paused anyway.
+        // A thawed machine's cryod ran all along: it was down only before
+        // its start, and the computer's sleeps since are told apart.
+        let since = boot.thawed.as_ref().map_or(self.now, |t| t.up_since.min(self.now));
         let before = match (self.wishes.started(), self.wishes.paused()) {
             (false, _) => missed::Why::Stopped,
             (true, true) => missed::Why::Paused,
-            (true, false) => missed::Why::Down { since: self.now },
+            (true, false) => missed::Why::Down { since },
         };
         if matches!(before, missed::Why::Down { .. }) {
-            self.spans.span(DateTime::<Utc>::MIN_UTC, self.now, before);
+            self.spans.span(DateTime::<Utc>::MIN_UTC, since, before);
         } else {
             self.spans.open(DateTime::<Utc>::MIN_UTC, before);
+        }
+        for (from, to) in boot.thawed.iter().flat_map(|t| &t.slept) {
+            match to {
+                Some(to) => self.spans.span(*from, *to, missed::Why::Asleep),
+                None => self.spans.open(*from, missed::Why::Asleep),
+            }
         }
         let answered = |name: &str| boot.outgoing.iter().any(|m| m.in_reply_to.iter().any(|f| f == name));
         for s in &boot.open {

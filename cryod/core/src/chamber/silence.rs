@@ -30,6 +30,11 @@ pub(super) enum Over {
 }
 
 impl Silence {
+    /// No timer armed and nothing said: a boot makes it again.
+    pub(super) fn is_quiet(&self) -> bool {
+        !self.armed && !self.told
+    }
+
     /// `last_visible`: when the newest visible message was written.
     pub(super) fn new(last_visible: Option<DateTime<Utc>>) -> Silence {
         Silence { last_visible, ..Silence::default() }

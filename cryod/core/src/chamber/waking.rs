@@ -173,6 +173,18 @@ impl Waking {
         self.live.as_ref().map_or(self.last_session, |l| l.number)
     }
 
+    /// No session, no wake wanted or owed, nobody waiting on one.
+    pub(super) fn idle(&self) -> bool {
+        self.live.is_none()
+            && self.checking.is_none()
+            && self.wanted.is_none()
+            && !self.manual_queued
+            && self.rerun.is_none()
+            && self.replace_with.is_none()
+            && self.start_waiters.is_empty()
+            && self.removing.is_none()
+    }
+
     /// A session is under way (from its record to its settlement).
     pub(super) fn in_session(&self) -> bool {
         self.live.is_some()

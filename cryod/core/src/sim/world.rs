@@ -367,7 +367,13 @@ impl World {
                     self.feed(chamber, Input::Due)?;
                 }
             }
-            Ev::Timer { inc, chamber, timer } if inc == live => self.feed(chamber, Input::Timer(timer))?,
+            Ev::Timer { inc, chamber, timer } if inc == live => {
+                if timer.matters_at_rest() {
+                    let d = self.live();
+                    d.timers[chamber] = d.timers[chamber].saturating_sub(1);
+                }
+                self.feed(chamber, Input::Timer(timer))?
+            }
             Ev::Admit { inc, chamber } if inc == live => self.admit(chamber)?,
             Ev::Checked { inc, chamber, nonce, results } if inc == live => {
                 self.feed(chamber, Input::Prechecked { nonce, results })?
@@ -432,7 +438,16 @@ impl World {
             Ev::Restart => self.restart()?,
             Ev::Sleep { hours } => self.sleep(hours)?,
             Ev::Woke => {
+                if let Some(d) = self.daemon.as_mut()
+                    && let Some((_, end @ None)) = d.slept.last_mut()
+                {
+                    *end = Some(self.now);
+                }
+                // A frozen chamber is not told (it hears at its thaw).
                 for c in 0..self.disks.len() {
+                    if self.frozen(c) {
+                        continue;
+                    }
                     self.feed(c, Input::Power { sleeping: false })?;
                 }
                 if self.externals_on {

@@ -256,6 +256,10 @@ impl Backend for Sqlite {
         Box::pin(self.call(|c| registry::chambers(c)))
     }
 
+    fn chamber(&self, id: i64) -> Fut<'_, Option<ChamberRecord>> {
+        Box::pin(self.call(move |c| registry::chamber(c, id)))
+    }
+
     fn add_chamber(&self, new: NewChamber) -> Fut<'_, (ChamberRecord, bool)> {
         Box::pin(self.call(move |c| registry::add_chamber(c, new)))
     }

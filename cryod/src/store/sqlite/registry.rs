@@ -36,6 +36,10 @@ pub(super) fn chambers(c: &rusqlite::Connection) -> Result<Vec<ChamberRecord>, S
     Ok(rows)
 }
 
+pub(super) fn chamber(c: &rusqlite::Connection, id: i64) -> Result<Option<ChamberRecord>, StoreError> {
+    Ok(c.query_row(&format!("SELECT {COLUMNS} FROM chambers WHERE id = ?1"), [id], row).optional()?)
+}
+
 pub(super) fn add_chamber(c: &mut rusqlite::Connection, new: NewChamber) -> Result<(ChamberRecord, bool), StoreError> {
     let tx = c.savepoint()?;
     if let Some(existing) =

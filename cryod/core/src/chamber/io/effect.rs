@@ -247,6 +247,17 @@ pub enum Timer {
     SnoozeEnd,
 }
 
+impl Timer {
+    /// Whether this timer, firing for a machine that [may
+    /// sleep](crate::chamber::Chamber::may_sleep), could change anything: a
+    /// snooze's end and the dead man's switch. The others name a session, a
+    /// start's waiters or held hand-offs, of which such a machine has none,
+    /// so the shell may drop them when it lets the machine go.
+    pub fn matters_at_rest(&self) -> bool {
+        matches!(self, Timer::SnoozeEnd | Timer::Silence)
+    }
+}
+
 /// A signal for the agent's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sig {

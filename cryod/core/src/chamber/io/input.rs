@@ -362,6 +362,18 @@ pub struct Boot {
     pub open: Vec<OpenSession>,
     pub batches: Vec<OpenBatch>,
     pub outgoing: Vec<Outgoing>,
+    /// A frozen machine booted again (see [`crate::chamber::Chamber::may_sleep`]): cryod
+    /// ran all along, so only the time before it started was "down".
+    pub thawed: Option<Thawed>,
+}
+
+/// What the daemon knows of the time a frozen chamber had no machine.
+#[derive(Debug, Clone, Default)]
+pub struct Thawed {
+    /// When cryod started.
+    pub up_since: DateTime<Utc>,
+    /// When the computer slept since then (an end of `None`: it is asleep).
+    pub slept: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
 /// A session that was open in the ledger when cryod started.

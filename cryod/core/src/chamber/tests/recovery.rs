@@ -86,6 +86,7 @@ fn boot_requeues_an_open_session_and_answers_only_the_mail_its_agent_saw() {
             OpenBatch { id: 8, session: 1, files: vec!["unseen.md".into()], archived: vec![] },
         ],
         outgoing: Vec::new(),
+        thawed: None,
     };
     let out = m.feed(Input::Boot(boot));
     assert!(out.iter().any(|e| matches!(e, Effect::JournalDrop { id: 8 })), "{out:#?}");
@@ -116,6 +117,7 @@ fn work_interrupted_by_cryod_runs_again_at_once_and_only_once() {
         open: vec![OpenSession { number: 1, wake_id: "w1-1-x".into(), claims: Vec::new(), groups_ended: 1 }],
         batches: vec![OpenBatch { id: 7, session: 1, files: vec!["hi.md".into()], archived: vec!["hi.md".into()] }],
         outgoing: Vec::new(),
+        thawed: None,
     };
     let out = rig.feed(Input::Boot(boot));
     let fallback = messages(&out).into_iter().find(|m| m.meta.contains_key("in_reply_to")).expect("a holding reply");

@@ -45,12 +45,20 @@ pub(super) struct Daemon {
     pub(super) billing: Vec<Option<usize>>,
     /// Agents waiting in place for an approval request, by its id.
     pub(super) asking: HashMap<String, Vec<u32>>,
+    /// When this cryod started, and when the machine slept since.
+    pub(super) since: DateTime<Utc>,
+    pub(super) slept: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// Timers armed and not fired yet that matter at rest, by chamber.
+    pub(super) timers: Vec<u32>,
+    /// Frozen chambers: their machine is let go (its view is what the
+    /// daemon shows), and the next input boots it again.
+    pub(super) frozen: Vec<bool>,
 }
 
 impl Daemon {
     /// A daemon just started with these machines: no permits, plans,
     /// tokens or callers yet.
-    fn new(inc: u32, machines: Vec<Option<Chamber>>) -> Daemon {
+    fn new(inc: u32, machines: Vec<Option<Chamber>>, since: DateTime<Utc>) -> Daemon {
         let n = machines.len();
         Daemon {
             inc,
@@ -66,6 +74,10 @@ impl Daemon {
             next_req: 0,
             billing: vec![None; n],
             asking: HashMap::new(),
+            since,
+            slept: Vec::new(),
+            timers: vec![0; n],
+            frozen: vec![false; n],
         }
     }
 }
@@ -104,20 +116,7 @@ impl World {
         let n = self.disks.len();
         // What a paused chamber waits for, and an answer that never reached
         // it, as `supervisor::boot` reads them.
-        let awaiting: Vec<_> = (0..n)
-            .map(|c| {
-                let d = &self.disks[c];
-                let last = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
-                let last_asked = last.is_some_and(|r| r.outcome.starts_with(AWAITING_APPROVAL));
-                let newest = if d.paused || last_asked { self.newest_request(c) } else { None };
-                crate::approvals::request::at_boot(
-                    d.paused,
-                    last_asked,
-                    d.health.as_ref().and_then(|h| h.attention.as_deref()),
-                    newest,
-                )
-            })
-            .collect();
+        let awaiting: Vec<_> = (0..n).map(|c| self.at_boot(c)).collect();
         // As cryod's start with its kept next due times: a chamber with
         // nothing to recover, its files unchanged since an earlier start
         // read them, starts at rest (every other one, by incarnation).
@@ -132,7 +131,7 @@ impl World {
                 Some(self.load(c, awaiting[c].awaiting.clone(), plain))
             })
             .collect();
-        self.daemon = Some(Daemon::new(self.incarnation, machines));
+        self.daemon = Some(Daemon::new(self.incarnation, machines, self.now));
         // The holds it reads back from the store end when they said.
         let ends: Vec<DateTime<Utc>> = self.holds.values().copied().filter(|u| *u > self.now).collect();
         for end in ends {
@@ -149,6 +148,21 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// What a paused chamber waits for, and an answer that never reached
+    /// it, as `supervisor::boot` reads them.
+    fn at_boot(&self, c: usize) -> crate::approvals::request::AtBoot {
+        let d = &self.disks[c];
+        let last = self.ledger.rows.iter().filter(|r| r.chamber == c).max_by_key(|r| r.number);
+        let last_asked = last.is_some_and(|r| r.outcome.starts_with(AWAITING_APPROVAL));
+        let newest = if d.paused || last_asked { self.newest_request(c) } else { None };
+        crate::approvals::request::at_boot(
+            d.paused,
+            last_asked,
+            d.health.as_ref().and_then(|h| h.attention.as_deref()),
+            newest,
+        )
     }
 
     /// Chamber `c`'s machine as a start of cryod makes it from the durable
@@ -216,6 +230,7 @@ impl World {
                 })
                 .collect(),
             outgoing: outgoing(disk),
+            thawed: None,
         }
     }
 
@@ -250,6 +265,13 @@ impl World {
             if let Some((completed, fault)) = view {
                 self.disks[c].completed = completed;
                 self.disks[c].faulted = fault.is_some();
+            }
+            // A frozen chamber has nothing to end (cryod sends it nothing).
+            if let Some(d) = self.daemon.as_mut()
+                && d.frozen[c]
+            {
+                d.machines[c] = None;
+                continue;
             }
             self.operator(c, |req| Input::Shutdown { req })?;
         }
@@ -299,12 +321,65 @@ impl World {
                 )));
             }
         }
+        self.maybe_freeze(c);
+        Ok(())
+    }
+
+    /// Whether chamber `c` is frozen in the live daemon.
+    pub(super) fn frozen(&self, c: usize) -> bool {
+        self.daemon.as_ref().is_some_and(|d| d.frozen[c])
+    }
+
+    /// As cryod's supervisor at rest (`supervisor::freeze`): a machine that
+    /// may sleep, with nothing of the shell's for it (a permit, a timer, a
+    /// token, a place in the queue), is let go, one time in two.
+    fn maybe_freeze(&mut self, c: usize) {
+        let Some(d) = self.daemon.as_ref() else { return };
+        let Some(m) = d.machines[c].as_ref() else { return };
+        let shell_idle = !d.slot[c]
+            && !d.arrived[c]
+            && d.timers[c] == 0
+            && !d.frozen[c]
+            && !d.queue.values().any(|&ch| ch == c)
+            && !d.tokens.values().any(|&(ch, _)| ch == c);
+        if shell_idle && m.may_sleep() && self.rng.one_in(2) {
+            self.note(c, "FREEZE");
+            self.live().frozen[c] = true;
+        }
+    }
+
+    /// A frozen chamber's machine made again from the durable half, as
+    /// `Daemon::thaw` does: its boot told that cryod ran all along.
+    fn thaw(&mut self, c: usize) -> Step {
+        self.note(c, "THAW");
+        self.report.thaws += 1;
+        let at_boot = self.at_boot(c);
+        let machine = self.load(c, at_boot.awaiting.clone(), false);
+        let d = self.live();
+        d.frozen[c] = false;
+        d.machines[c] = Some(machine);
+        let thawed = crate::chamber::Thawed { up_since: d.since, slept: d.slept.clone() };
+        let mut boot = self.boot_input(c, &HashMap::new());
+        if !boot.open.is_empty() {
+            return Err(Broken(format!("chamber {c} froze with session(s) open in the ledger")));
+        }
+        boot.thawed = Some(thawed);
+        self.handle(c, Input::Boot(boot))?;
+        if let Some((id, line)) = at_boot.answered
+            && self.daemon.is_some()
+        {
+            let req = self.own_req();
+            self.handle(c, Input::Answered { req, id, line })?;
+        }
         Ok(())
     }
 
     /// Hands `input` to a chamber's machine and performs its effects depth
     /// first, as the supervisor does; cryod may crash before any effect.
     fn handle(&mut self, c: usize, input: Input) -> Step {
+        if self.daemon.as_ref().is_some_and(|d| d.frozen[c]) {
+            self.thaw(c)?;
+        }
         let Some(d) = self.daemon.as_mut() else { return Ok(()) };
         let Some(mut machine) = d.machines[c].take() else { return Ok(()) };
         self.note(c, label(&input));

@@ -35,7 +35,14 @@ impl World {
             Effect::HoldProvider { until } => self.hold_provider(c, until, inc),
             Effect::Precheck { nonce, checks, timeout } => self.precheck(c, nonce, checks, timeout),
             Effect::Release => self.release(c),
-            Effect::ArmTimer { timer, after } => self.after(after, Ev::Timer { inc, chamber: c, timer }),
+            Effect::ArmTimer { timer, after } => {
+                // (The others the shell drops at a freeze; here they thaw
+                // the chamber when they fire, and find its machine stale.)
+                if timer.matters_at_rest() {
+                    self.live().timers[c] += 1;
+                }
+                self.after(after, Ev::Timer { inc, chamber: c, timer })
+            }
             Effect::Notify(n) => self.notify(c, n)?,
             Effect::HandOff(h) => return Ok(Some(self.hand_off(c, h)?)),
             // ---- the ledger
@@ -94,7 +101,7 @@ impl World {
     }
 
     /// The daemon that performs effects.
-    fn live(&mut self) -> &mut Daemon {
+    pub(super) fn live(&mut self) -> &mut Daemon {
         self.daemon.as_mut().expect("effects run in a live daemon")
     }
 

@@ -16,7 +16,14 @@ impl World {
     /// with it; wall-clock deadlines that pass are due at once on waking.
     pub(super) fn sleep(&mut self, hours: i64) -> Step {
         self.report.sleeps += 1;
+        let now = self.now;
+        if let Some(d) = self.daemon.as_mut() {
+            d.slept.push((now, None));
+        }
         for c in 0..self.disks.len() {
+            if self.frozen(c) {
+                continue;
+            }
             self.feed(c, Input::Power { sleeping: true })?;
         }
         let wake = self.now + Duration::hours(hours);

@@ -44,13 +44,15 @@ pub struct Report {
     pub asked: u64,
     pub decided: u64,
     pub parked: u64,
+    /// Frozen chambers booted again by an input.
+    pub thaws: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be), {} provider holds, {} calls asked of a person ({} answered, {} sessions parked)",
+            "{} chamber-days, {} wakes, {} agents spawned ({} resumed), {} slots passed by pre-checks, {} missed, {} hand-offs, {} events ({} of budgets), {} cryod crashes, {} failed writes, {} sleeps, {} inputs, {} effects, {} done TODOs archived (longest todo.json {}), {} worktrees made ready ({} could not be), {} provider holds, {} calls asked of a person ({} answered, {} sessions parked), {} thaws",
             self.chamber_days,
             self.wakes,
             self.spawns,
@@ -72,7 +74,8 @@ impl fmt::Display for Report {
             self.holds,
             self.asked,
             self.decided,
-            self.parked
+            self.parked,
+            self.thaws
         )
     }
 }
@@ -101,6 +104,7 @@ impl std::ops::AddAssign for Report {
         self.asked += o.asked;
         self.decided += o.decided;
         self.parked += o.parked;
+        self.thaws += o.thaws;
     }
 }
 

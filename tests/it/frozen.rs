@@ -1,0 +1,87 @@
+//! Issue 65: a chamber at rest without a supervisor. A resting chamber
+//! freezes (its task and machine let go, its view, schedule and watches
+//! kept) and every kind of event boots it again on the same queue: an
+//! operator's command, mail, a TODO coming due, a restart of cryod.
+
+use std::time::Duration;
+
+use cryo_tests::{Env, wait_until, wait_until_within};
+
+use crate::scheduling::{HIBERNATE, quiet_chamber};
+
+fn status(env: &Env, name: &str) -> serde_json::Value {
+    env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
+}
+
+/// How many chambers are frozen, as `cryoctl metrics` says.
+fn frozen(env: &Env) -> f64 {
+    let j = env.cryoctl(&["metrics", "--json"]).json();
+    let row = j.as_array().unwrap().iter().find(|s| s["name"] == "cryo_chambers_frozen");
+    row.unwrap_or_else(|| panic!("no cryo_chambers_frozen in {j}"))["value"].as_f64().unwrap()
+}
+
+/// How many thaws `cryoctl metrics` counts.
+fn thaws(env: &Env) -> f64 {
+    let j = env.cryoctl(&["metrics", "--json"]).json();
+    let row = j.as_array().unwrap().iter().find(|s| s["name"] == "cryo_thaw_seconds" && s["labels"] == "");
+    row.unwrap_or_else(|| panic!("no cryo_thaw_seconds in {j}"))["value"].as_f64().unwrap()
+}
+
+/// What a status shows of a chamber at rest, which a freeze and a thaw
+/// must not change.
+fn at_rest(s: &serde_json::Value) -> serde_json::Value {
+    let keys = ["state", "desired", "next_wake", "last_result", "attention", "mail_waiting", "session", "timezone"];
+    keys.iter().map(|k| (k.to_string(), s[k].clone())).collect::<serde_json::Map<_, _>>().into()
+}
+
+#[test]
+fn a_resting_chamber_freezes_and_every_event_thaws_it() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
+    d.wait_ready(&env);
+    let c = quiet_chamber(&env, "f", HIBERNATE);
+    let other = quiet_chamber(&env, "g", HIBERNATE);
+    wait_until("both at rest, frozen", || frozen(&env) == 2.0);
+    let rested = at_rest(&status(&env, "f"));
+    assert_eq!(rested["state"], "idle", "{rested}");
+    assert!(rested["next_wake"].is_string(), "{rested}");
+
+    // An operator's wake thaws it; a session runs; it freezes again.
+    env.cryoctl(&["chamber", "wake", "f"]).ok();
+    c.wait_ended(2);
+    wait_until("frozen again after its session", || frozen(&env) == 2.0);
+    // Mail: the watcher's event thaws it.
+    c.write_inbox(1, "are you there?");
+    c.wait_ended(3);
+    assert!(c.outbox().len() >= 2, "it answered: {:?}", c.outbox());
+    wait_until("frozen again", || frozen(&env) == 2.0);
+    // A TODO coming due: the scheduler's event thaws it, on time.
+    env.cryoctl(&["chamber", "todo", "f", "add", "soon", "--at", "+3s"]).ok();
+    wait_until("frozen with the TODO planned", || frozen(&env) == 2.0);
+    c.wait_ended(4);
+    let late = status(&env, "f")["sessions"][0]["lateness_ms"].as_i64().expect("lateness recorded");
+    assert!(late < 1000, "the thawed wake was {late} ms late");
+    // Stopped, and started again from frozen.
+    env.cryoctl(&["chamber", "stop", "f"]).ok();
+    wait_until("frozen, stopped", || frozen(&env) == 2.0 && status(&env, "f")["desired"] == "stopped");
+    env.cryoctl(&["chamber", "start", "f"]).ok();
+    wait_until("started again", || status(&env, "f")["desired"] == "started");
+    wait_until("frozen, started", || frozen(&env) == 2.0);
+    let s = status(&env, "f");
+    assert!(s["next_wake"].is_string() && s["attention"].is_null(), "{s}");
+    // The other chamber never woke: a thaw is one chamber's; and none
+    // boots over and over.
+    assert_eq!(other.ended(), 1, "{}", other.cryo_log());
+    let n = thaws(&env);
+    assert!((4.0..=30.0).contains(&n), "{n} thaws for four sessions and a few commands");
+
+    // A restart: the frozen chambers stop at once and come back as they were.
+    let before = at_rest(&status(&env, "g"));
+    let mut d = d;
+    let stopped = std::time::Instant::now();
+    d.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    assert!(stopped.elapsed() < Duration::from_secs(10), "a stop took {:?}", stopped.elapsed());
+    let _d = env.start_daemon();
+    wait_until_within(Duration::from_secs(30), "g back", || at_rest(&status(&env, "g")) == before);
+    assert!(!c.cryo_log().contains("interrupted"), "{}", c.cryo_log());
+}
