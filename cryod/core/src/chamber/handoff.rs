@@ -125,6 +125,9 @@ fn render(template: &str, chamber: &str, session: u64, outcome: &Outcome, summar
         .replace("{summary}", summary)
 }
 
+/// A hand-off delivered: to which chamber, the session, when.
+pub type Delivered = (String, u64, DateTime<Utc>);
+
 /// What the machine keeps of its hand-offs.
 #[derive(Debug, Clone, Default)]
 pub(super) struct HandOffs {
@@ -132,8 +135,8 @@ pub(super) struct HandOffs {
     sent: Vec<(String, DateTime<Utc>)>,
     /// At most one per link: a hand-off over its link's rate, and the limit.
     held: Vec<(HandOff, u32)>,
-    /// The last hand-off delivered: to, session, when.
-    last: Option<(String, u64, DateTime<Utc>)>,
+    /// The last hand-off delivered.
+    last: Option<Delivered>,
     /// The last loop a hand-off closed.
     looped: Option<Vec<String>>,
     /// When the armed timer fires (one timer, not one per hand-off).
@@ -141,13 +144,20 @@ pub(super) struct HandOffs {
 }
 
 impl HandOffs {
-    /// Nothing sent, held or told: as a new machine's.
-    pub(super) fn is_idle(&self) -> bool {
-        self.sent.is_empty()
-            && self.held.is_empty()
-            && self.last.is_none()
-            && self.looped.is_none()
-            && self.armed.is_none()
+    /// As a start finds them: the last hand-off and loop the store kept.
+    pub(super) fn kept(last: Option<Delivered>, looped: Option<Vec<String>>) -> HandOffs {
+        HandOffs { last, looped, ..HandOffs::default() }
+    }
+
+    /// What the hand-off line shows, for the store.
+    pub(super) fn shown(&self) -> (Option<Delivered>, Option<Vec<String>>) {
+        (self.last.clone(), self.looped.clone())
+    }
+
+    /// Nothing held, and nothing sent within its link's window at `now`:
+    /// what a new machine would have, but for what the store keeps.
+    pub(super) fn is_idle(&self, now: DateTime<Utc>) -> bool {
+        self.held.is_empty() && self.armed.is_none() && self.sent.iter().all(|(_, at)| now - *at >= WINDOW)
     }
 
     /// When the link to `to` may carry its next hand-off (none: now).

@@ -84,6 +84,10 @@ pub struct HealthRecord {
     pub rework_at: Option<DateTime<Utc>>,
     pub completed: bool,
     pub acknowledged: Option<Acknowledged>,
+    /// The last hand-off delivered (to, session, when) and the last loop
+    /// one closed: what the chamber's hand-off line shows.
+    pub handoff_last: Option<(String, u64, DateTime<Utc>)>,
+    pub handoff_loop: Option<Vec<String>>,
 }
 
 /// What the chamber holds of an approval request.
@@ -114,6 +118,8 @@ impl Health {
             rework_at: self.rework_at,
             completed: self.completed,
             acknowledged: self.acknowledged.as_deref().copied(),
+            handoff_last: None,
+            handoff_loop: None,
         }
     }
 

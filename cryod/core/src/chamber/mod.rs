@@ -228,6 +228,7 @@ impl Chamber {
         let mut health = Health::new(l.last_result, l.last_lateness_ms, l.open_questions);
         let mut record = l.health.unwrap_or_default();
         let saved_health = hash(&record);
+        let handoffs = handoff::HandOffs::kept(record.handoff_last.take(), record.handoff_loop.take());
         // The ledger has the last word on a completed plan (its end is
         // written before the record is saved again).
         record.completed |= completed;
@@ -247,7 +248,7 @@ impl Chamber {
             health,
             silence: Silence::new(l.last_visible),
             thread: l.thread,
-            handoffs: handoff::HandOffs::default(),
+            handoffs,
             budgets: Default::default(),
             hold: Default::default(),
             limit_hold: None,
@@ -277,16 +278,18 @@ impl Chamber {
 
     /// Saves the health record if it changed since it was last saved.
     pub(super) fn save_health(&mut self) {
-        let h = hash(&self.health.record());
+        let h = hash(&self.health_record());
         if h != self.saved_health {
             self.saved_health = h;
             self.emit(Effect::SaveHealth);
         }
     }
 
-    /// What of its health the store keeps, as it is now.
+    /// What of its health the store keeps, as it is now (with the last
+    /// hand-off its line shows).
     pub fn health_record(&self) -> HealthRecord {
-        self.health.record()
+        let (handoff_last, handoff_loop) = self.handoffs.shown();
+        HealthRecord { handoff_last, handoff_loop, ..self.health.record() }
     }
 
     // ---- what the shell reads --------------------------------------------

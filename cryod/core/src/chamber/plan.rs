@@ -24,7 +24,7 @@ impl Chamber {
         !self.finished
             && self.out.is_empty()
             && self.waking.idle()
-            && self.handoffs.is_idle()
+            && self.handoffs.is_idle(self.now)
             && self.budgets.is_quiet()
             && !self.hold.told()
             && self.limit_hold.is_none()

@@ -58,7 +58,12 @@ fn session_ends_are_handed_on_at_the_links_rate() {
         waits: None,
         looped: Some(vec!["c".into(), "review".into(), "c".into()]),
     };
-    rig.feed(Input::HandedOff { to: "review".into(), session: 2, result: Ok(done) });
+    let out = rig.feed(Input::HandedOff { to: "review".into(), session: 2, result: Ok(done) });
+    // Kept in the health record, for a restart (or a thaw) to show again.
+    assert!(out.iter().any(|e| matches!(e, Effect::SaveHealth)), "{out:#?}");
+    let kept = rig.m.health_record();
+    assert_eq!(kept.handoff_last.map(|(to, n, _)| (to, n)), Some(("review".to_string(), 2)));
+    assert_eq!(kept.handoff_loop.map(|l| l.len()), Some(3));
     let line = rig.m.view().handoffs.expect("a line");
     assert!(line.starts_with("→ review when hibernated, → pager when failed; last: session 2 → review"), "{line}");
     assert!(line.ends_with("loop: c → review → c"), "{line}");
@@ -87,6 +92,40 @@ fn session_ends_are_handed_on_at_the_links_rate() {
     // A failed delivery needs a person.
     rig.feed(Input::HandedOff { to: "review".into(), session: 5, result: Err("no chamber named \"review\"".into()) });
     assert!(rig.m.view().attention.unwrap().contains("could not hand session 5 on to review"));
+}
+
+/// The last hand-off is kept in the health record: a restart (or a thaw)
+/// shows the chamber's hand-off line as it was, and the chamber may be let
+/// go at rest once no hand-off was sent within the hour its rate counts
+/// (what only memory holds).
+#[test]
+fn the_last_hand_off_outlives_a_restart_and_an_hour_lets_it_rest() {
+    use crate::chamber::{Boot, Chamber, Limits, Loaded};
+    use handoff::{HandedOff, OnEnd, When};
+    let mut rig = Rig::new(&[0], &[]);
+    let on_end = vec![OnEnd { chamber: "review".into(), when: When::Hibernated, message: None, max_per_hour: 6 }];
+    let config = Settings { on_end, ..settings() };
+    rig.feed(Input::ConfigChanged { config: Ok(config.clone()), warnings: Vec::new() });
+    let req = rig.req();
+    rig.feed(Input::Wake { req, message: None, replace: false });
+    rig.feed(Input::Admitted { nonce: "n".into(), token: "t".into(), fresh: None });
+    rig.call(add_todo("+9h")).unwrap();
+    rig.call(hibernate()).unwrap();
+    rig.exit("exit 0");
+    let done = HandedOff { file: "messages/inbox/x.md".into(), waits: None, looped: None };
+    rig.feed(Input::HandedOff { to: "review".into(), session: 2, result: Ok(done) });
+    assert!(!rig.m.may_sleep(), "a hand-off sent within the hour is counted in memory only");
+    rig.now += Duration::minutes(61);
+    rig.feed(Input::Timer(Timer::HandOffs));
+    assert!(rig.m.may_sleep(), "an hour on, nothing but the kept line remains");
+
+    let loaded =
+        Loaded { health: Some(rig.m.health_record()), config: Ok(config), ..super::loaded(&rig.todos, &[], 2) };
+    let mut again = Chamber::new(loaded, Limits { stop_grace: StdDuration::from_secs(10) });
+    again.handle(Input::Boot(Boot::default()), rig.now);
+    let line = again.view().handoffs.expect("a line after a restart");
+    assert!(line.contains("last: session 2 → review"), "{line}");
+    assert!(again.may_sleep(), "booted from the store, it may rest again");
 }
 
 /// A slot that runs late is recorded as missed, with the span that held it:
