@@ -85,3 +85,48 @@ fn a_resting_chamber_freezes_and_every_event_thaws_it() {
     wait_until_within(Duration::from_secs(30), "g back", || at_rest(&status(&env, "g")) == before);
     assert!(!c.cryo_log().contains("interrupted"), "{}", c.cryo_log());
 }
+
+/// A hostile hand on frozen chambers' files, as between sessions: a flood
+/// of mail thaws its chamber a few times, not once a message; a link and a
+/// FIFO as `cryo.toml` are refused with one line, as for a live chamber;
+/// cryod answers throughout, and a chamber nobody touched stays frozen.
+#[test]
+fn a_frozen_chamber_takes_a_flood_a_link_and_a_fifo_as_a_live_one_does() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
+    d.wait_ready(&env);
+    let flooded = quiet_chamber(&env, "flooded", HIBERNATE);
+    let linked = quiet_chamber(&env, "linked", HIBERNATE);
+    let fifo = quiet_chamber(&env, "fifo", HIBERNATE);
+    let untouched = quiet_chamber(&env, "untouched", HIBERNATE);
+    wait_until("all four frozen", || frozen(&env) == 4.0);
+    let before = thaws(&env);
+
+    // 300 messages at once: read in a few sessions, each a thaw at most.
+    let sent: Vec<String> = (1..=300).map(|n| flooded.write_inbox(n, "flood")).collect();
+    let inbox = flooded.dir.join("messages/inbox");
+    wait_until("the flood read", || sent.iter().all(|n| !inbox.join(n).exists()));
+    wait_until("frozen again after the flood", || frozen(&env) == 4.0);
+    let sessions = flooded.ended() - 1;
+    let n = thaws(&env) - before;
+    assert!(n >= 1.0 && n <= (sessions + 2) as f64, "{n} thaws for {sessions} sessions of a flood");
+
+    // A link to another chamber's cryo.toml, and a FIFO, while frozen.
+    std::fs::remove_file(linked.dir.join("cryo.toml")).unwrap();
+    std::os::unix::fs::symlink(untouched.dir.join("cryo.toml"), linked.dir.join("cryo.toml")).unwrap();
+    std::fs::remove_file(fifo.dir.join("cryo.toml")).unwrap();
+    nix::unistd::mkfifo(&fifo.dir.join("cryo.toml"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (c, says) in [(&linked, "symbolic link"), (&fifo, "FIFO")] {
+        wait_until(&format!("{} faulted", c.name), || status(&env, &c.name)["state"] == "faulted");
+        let s = status(&env, &c.name);
+        let fault = s["fault"].as_str().unwrap_or_default();
+        assert!(fault.contains(says) && fault.lines().count() == 1, "{}: {s}", c.name);
+    }
+    let at = std::time::Instant::now();
+    env.cryoctl(&["chamber", "list"]).ok();
+    assert!(at.elapsed() < Duration::from_secs(5), "a FIFO held cryod");
+    // Nothing the hand touched woke the untouched chamber, or changed it.
+    assert_eq!(untouched.ended(), 1, "{}", untouched.cryo_log());
+    assert_eq!(status(&env, "untouched")["state"], "idle");
+    assert!(untouched.dir.join("cryo.toml").symlink_metadata().unwrap().is_file());
+}
