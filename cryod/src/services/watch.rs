@@ -12,9 +12,12 @@
 //! Elsewhere notify's recommended watcher does the job.
 //!
 //! Without a watcher (the user's inotify instances or watches used up:
-//! `EMFILE`, `ENOSPC`), every chamber looks at its folders again every
-//! [`POLL`]: new mail is seen seconds late rather than at the next wake,
-//! and [`Watcher::degraded`] says why (in `cryoctl doctor`).
+//! `EMFILE`, `ENOSPC`), the folders are looked at every [`POLL`] and each
+//! chamber is told of what changed in its own (`poll`): new mail is seen
+//! seconds late rather than at the next wake, and [`Watcher::degraded`]
+//! says why (in `cryoctl doctor`).
+
+mod poll;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -169,9 +172,11 @@ impl Watcher {
         );
         let routes = self.routes.clone();
         let spawned = std::thread::Builder::new().name("cryo-poll".into()).spawn(move || {
+            let mut looks = poll::Looks::default();
             loop {
                 std::thread::sleep(POLL);
-                dispatch_all(&routes);
+                #[allow(clippy::disallowed_methods)] // files' times are compared with the wall clock
+                looks.look(&routes, std::time::SystemTime::now());
             }
         });
         if let Err(error) = spawned {
@@ -313,8 +318,8 @@ fn dispatch(routes: &Routes, dir: &Path, name: &str, seen: Seen) {
     (route.sink)(change);
 }
 
-/// Events were lost (the kernel's queue overflowed), or there is no
-/// watcher: every chamber looks at everything again.
+/// Events were lost (the kernel's queue overflowed): every chamber looks
+/// at everything again.
 fn dispatch_all(routes: &Routes) {
     let routes = routes.read().expect("routes lock");
     for route in routes.values() {

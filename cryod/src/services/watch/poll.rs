@@ -1,0 +1,188 @@
+//! Folders looked at without a watcher: every [`POLL`](super::POLL), each
+//! routed folder's chamber is told of what changed in it since the last
+//! look, as its events would have told it: the inbox folder (a message
+//! renamed in or out moves its times), `cryo.toml` and `todo.json`.
+//!
+//! A look compares stamps (inode, size, modification and change times,
+//! without following a link), not contents, and tells nothing of what did
+//! not change: telling every chamber to read everything again at each look
+//! cost every chamber a read of its folder every few seconds, and woke
+//! every frozen chamber (`supervisor::freeze`), so none stayed frozen. A
+//! folder seen for the first time is told of, as is a stamp that is still
+//! recent (a second write within the clock's tick may leave it as it was).
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{Change, Role, Routes, Sink};
+
+/// A stamp this close to the look is told of again at the next look.
+const RECENT: Duration = Duration::from_secs(2);
+
+/// A folder's stamps at the last look: the inbox folder's, or the chamber
+/// folder's `cryo.toml` and `todo.json`. `None`: missing or unreadable.
+type Stamps = [Option<Stamp>; 2];
+
+/// What a look compares; a `recent` stamp is told of at the next look too.
+#[derive(Clone, Copy)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    recent: bool,
+}
+
+impl Stamp {
+    fn of(path: &Path, now: SystemTime) -> Option<Stamp> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let changed = UNIX_EPOCH + Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().clamp(0, 999_999_999) as u32);
+        let recent = now.duration_since(changed).map_or(true, |d| d < RECENT);
+        Some(Stamp {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            recent,
+        })
+    }
+
+    /// Whether `now` tells of a change from `before`.
+    fn moved(before: Option<Stamp>, now: Option<Stamp>) -> bool {
+        match (before, now) {
+            (Some(b), Some(n)) => b.recent || (b.ino, b.size, b.mtime, b.ctime) != (n.ino, n.size, n.mtime, n.ctime),
+            (None, None) => false,
+            _ => true,
+        }
+    }
+}
+
+/// The poller's memory between looks.
+#[derive(Default)]
+pub(super) struct Looks {
+    seen: HashMap<Arc<Path>, Stamps>,
+}
+
+impl Looks {
+    /// One look at every routed folder: each chamber is told of what
+    /// changed (a folder not looked at before: of everything).
+    pub(super) fn look(&mut self, routes: &Routes, now: SystemTime) {
+        // Taken out of the table first: the stats are not made under its lock.
+        let routed: Vec<(Arc<Path>, Role, Sink)> = {
+            let routes = routes.read().expect("routes lock");
+            routes.by_dir.iter().map(|(dir, r)| (dir.clone(), r.role, r.sink.clone())).collect()
+        };
+        let (mut seen, mut told) = (HashMap::with_capacity(routed.len()), 0);
+        for (dir, role, sink) in routed {
+            let before = self.seen.remove(&dir);
+            let stamps: Stamps = match role {
+                Role::Inbox => [Stamp::of(&dir, now), None],
+                Role::Root => [Stamp::of(&dir.join("cryo.toml"), now), Stamp::of(&dir.join("todo.json"), now)],
+            };
+            let moved = |i: usize| before.is_none_or(|b: Stamps| Stamp::moved(b[i], stamps[i]));
+            let changes = match role {
+                Role::Inbox => [moved(0).then_some(Change::Rescan), None],
+                Role::Root => [moved(0).then_some(Change::Config), moved(1).then_some(Change::Todos)],
+            };
+            for change in changes.into_iter().flatten() {
+                told += 1;
+                sink(change);
+            }
+            seen.insert(dir, stamps);
+        }
+        tracing::debug!(folders = seen.len(), told, "the folders looked at");
+        // Folders no longer routed are forgotten.
+        self.seen = seen;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the files' times are the wall clock's
+mod tests {
+    use super::super::{Route, Table};
+    use super::*;
+    use std::sync::{Mutex, RwLock};
+
+    /// A chamber folder with an inbox, routed; what its sink was told.
+    fn rig() -> (tempfile::TempDir, Routes, Arc<Mutex<Vec<Change>>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("messages/inbox")).unwrap();
+        std::fs::write(root.join("cryo.toml"), "agent = \"a\"\n").unwrap();
+        std::fs::write(root.join("todo.json"), "[]").unwrap();
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let sink: Sink = {
+            let told = told.clone();
+            Arc::new(move |c| told.lock().unwrap().push(c))
+        };
+        let mut t = Table::default();
+        let route = |role| Route { chamber: 1, role, sink: sink.clone(), for_owner: false };
+        t.insert(Arc::from(root), route(Role::Root));
+        t.insert(Arc::from(root.join("messages/inbox").as_path()), route(Role::Inbox));
+        (dir, Arc::new(RwLock::new(t)), told)
+    }
+
+    fn taken(told: &Mutex<Vec<Change>>) -> Vec<Change> {
+        let mut v = std::mem::take(&mut *told.lock().unwrap());
+        v.sort_by_key(|c| format!("{c:?}"));
+        v
+    }
+
+    /// The first look tells of everything; a look at nothing changed tells
+    /// nothing; each kind of change tells its chamber of that change alone,
+    /// once the stamp is no longer recent.
+    #[test]
+    fn a_look_tells_only_what_changed() {
+        let (dir, routes, told) = rig();
+        let root = dir.path();
+        let mut looks = Looks::default();
+        let later = SystemTime::now() + RECENT * 2;
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [Change::Config, Change::Rescan, Change::Todos]);
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [], "nothing changed");
+
+        // A message renamed in; todo.json rewritten in place; cryo.toml
+        // swapped for a link.
+        std::fs::write(root.join("messages/inbox/a.md"), "x").unwrap();
+        let later = SystemTime::now() + RECENT * 2;
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [Change::Rescan]);
+        std::fs::write(root.join("todo.json"), "[ ]").unwrap();
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [Change::Todos]);
+        std::fs::remove_file(root.join("cryo.toml")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("cryo.toml")).unwrap();
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [Change::Config]);
+        std::fs::remove_file(root.join("cryo.toml")).unwrap();
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), [Change::Config], "a removed file is a change");
+        looks.look(&routes, later);
+        assert_eq!(taken(&told), []);
+    }
+
+    /// A change whose stamp is recent is told again at the next look: a
+    /// second write within the clock's tick may leave the stamp unchanged.
+    /// (The rig's files are all recent at `now`: each is told again.)
+    #[test]
+    fn a_recent_change_is_told_again() {
+        let (dir, routes, told) = rig();
+        let mut looks = Looks::default();
+        looks.look(&routes, SystemTime::now() + RECENT * 2);
+        taken(&told);
+        std::fs::write(dir.path().join("todo.json"), "[  ]").unwrap();
+        let now = SystemTime::now();
+        looks.look(&routes, now);
+        assert_eq!(taken(&told), [Change::Todos], "the change alone");
+        looks.look(&routes, now);
+        assert_eq!(taken(&told), [Change::Config, Change::Rescan, Change::Todos], "recent stamps: told again");
+        looks.look(&routes, now + RECENT * 2);
+        assert_eq!(taken(&told), [Change::Config, Change::Rescan, Change::Todos], "the last look's were recent");
+        looks.look(&routes, now + RECENT * 2);
+        assert_eq!(taken(&told), [], "none recent, none changed");
+    }
+}
