@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cryo_tests::{Env, wait_until, wait_until_within};
 
-use crate::scheduling::{HIBERNATE, quiet_chamber};
+use crate::scheduling::{HIBERNATE, quiet_chamber, quiet_chamber_with};
 
 fn status(env: &Env, name: &str) -> serde_json::Value {
     env.cryoctl(&["chamber", "status", name, "--json"]).json()[0].clone()
@@ -129,4 +129,63 @@ fn a_frozen_chamber_takes_a_flood_a_link_and_a_fifo_as_a_live_one_does() {
     assert_eq!(untouched.ended(), 1, "{}", untouched.cryo_log());
     assert_eq!(status(&env, "untouched")["state"], "idle");
     assert!(untouched.dir.join("cryo.toml").symlink_metadata().unwrap().is_file());
+}
+
+/// Without a file watcher (the user's inotify used up), the folders are
+/// looked at every few seconds: a frozen chamber stays frozen through the
+/// looks that find nothing new in its folder (a look that told every
+/// chamber to read everything again thawed them all), and mail still
+/// wakes it.
+#[test]
+fn a_polled_chamber_stays_frozen_until_its_mail_comes() {
+    let env = Env::new();
+    let vars = [(cryod::supervisor::TEST_STILL_FOR, "300"), ("CRYO_TEST_NO_INOTIFY", "1"), ("RUST_LOG", "cryod=debug")];
+    let d = env.spawn_daemon_with(&[], &vars);
+    d.wait_ready(&env);
+    let polled = quiet_chamber(&env, "polled", HIBERNATE);
+    wait_until("frozen", || frozen(&env) == 1.0);
+    let thawed = || {
+        let log = env.daemon_log();
+        log.lines().filter(|l| l.contains("a frozen chamber boots again") && l.contains("chamber=polled")).count()
+    };
+    // Looks: the first tells of every folder, the next of what its first
+    // session changed (a change is told at the two looks after it).
+    let looks = || env.daemon_log().matches("the folders looked at").count();
+    let settled = looks() + 3;
+    wait_until("three looks", || looks() >= settled);
+    let before = thawed();
+    wait_until("three more looks", || looks() >= settled + 3);
+    assert_eq!(thawed(), before, "a look that found nothing thawed it: {}", env.daemon_log());
+    assert_eq!(polled.ended(), 1);
+    // Its own mail is found by the next look.
+    polled.write_inbox(1, "and this");
+    polled.wait_ended(2);
+    wait_until("frozen again", || frozen(&env) == 1.0);
+}
+
+/// A `cryo.toml` warning is logged when it first shows, not at each read
+/// of the file: a re-read or a thaw logs a new warning alone, and the file
+/// written again as it was logs nothing (at 100,000 chambers every look
+/// at the folders logged each one's warnings again).
+#[test]
+fn a_warning_is_logged_once_not_at_every_read() {
+    let env = Env::new();
+    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
+    d.wait_ready(&env);
+    let c = quiet_chamber_with(&env, "w", HIBERNATE, "zulip_poll_interval = 5\n");
+    let said =
+        |key: &str| env.daemon_log().lines().filter(|l| l.contains(" WARN cryo.toml") && l.contains(key)).count();
+    wait_until("frozen", || frozen(&env) == 1.0);
+    assert_eq!(said("zulip_poll_interval"), 1, "{}", env.daemon_log());
+    // A new warning, written while frozen: only it is said.
+    let toml = c.dir.join("cryo.toml");
+    let text = format!("{}gh_poll_interval = 5\n", std::fs::read_to_string(&toml).unwrap());
+    std::fs::write(&toml, &text).unwrap();
+    wait_until("the new warning said", || said("gh_poll_interval") == 1);
+    wait_until("frozen again", || frozen(&env) == 1.0);
+    // Written again as it is: thawed, read, nothing said.
+    let before = thaws(&env);
+    std::fs::write(&toml, &text).unwrap();
+    wait_until("thawed and frozen again", || thaws(&env) > before && frozen(&env) == 1.0);
+    assert_eq!((said("zulip_poll_interval"), said("gh_poll_interval")), (1, 1), "{}", env.daemon_log());
 }

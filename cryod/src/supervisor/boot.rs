@@ -87,8 +87,12 @@ impl Place {
 /// the chamber's files, and starts it on its own task.
 pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recovery: Recovery, place: Place) -> Handle {
     let Place { tx, rx, snapshot, thawed } = place;
-    // A thaw's boot says nothing the chamber's first boot said.
+    // A thaw's boot says nothing the chamber shows already.
     let log = thawed.is_none();
+    let (said, fault) = {
+        let shown = snapshot.borrow();
+        (shown.view.warnings.clone(), shown.view.fault.clone())
+    };
     let root = PathBuf::from(&record.path);
     let system_tz = shared.system_zone.get();
     let rows = match recovery.rows.take() {
@@ -104,7 +108,8 @@ pub(super) async fn start(shared: Arc<Shared>, record: ChamberRecord, mut recove
         rows.newest.as_ref().and_then(|s| s.git.as_deref()).and_then(|j| serde_json::from_str(j).ok()).map(Arc::new);
     let last = rows.newest;
     let trusted = record.trusted.as_deref().map(crate::chamber::trust::from_json);
-    let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref(), log);
+    let told = super::Told { warnings: &said, fault: fault.as_deref() };
+    let (config, warnings, read) = super::load_config(&shared, &dir, &record.name, trusted.as_ref(), told);
     let trusted = keep_first_read(&shared, &record, trusted.as_ref(), config.is_ok(), read).await;
     let tz = config.as_ref().map(|c| c.timezone).unwrap_or(system_tz);
     let watch_activity = config.as_ref().is_ok_and(|c| c.expect_activity_within.is_some());

@@ -527,14 +527,15 @@ pub async fn thaw(
 /// from those `accepted` is held (an error naming them); with nothing
 /// accepted yet, whatever it says is. Returns the digests read, if it was.
 /// `root` is the chamber folder as [`chamber_config::open`] opened it.
-/// Without `log`, its warnings and fault go to no log (a thaw: they were
-/// told when the chamber was booted first).
+/// Its warnings and fault are logged, but for those the chamber shows
+/// already (`told`): a re-read, or a thaw, says only what is new, not every
+/// warning again each time the file is read.
 pub(super) fn load_config(
     shared: &Shared,
     root: &std::result::Result<crate::chamber::Dir, chamber_config::ConfigError>,
     name: &str,
     accepted: Option<&Trusted>,
-    log: bool,
+    told: Told<'_>,
 ) -> (std::result::Result<ChamberConfig, Failed>, Vec<String>, Option<Trusted>) {
     let (mut read, mut unknown) = (None, false);
     // The text goes into the machine's settings (a core type): a string.
@@ -572,17 +573,31 @@ pub(super) fn load_config(
                         .into(),
                 );
             }
-            for w in l.warnings.iter().filter(|w| log && shared.start_lines.say(w)) {
+            for w in l.warnings.iter().filter(|w| !told.warnings.contains(w) && shared.start_lines.say(w)) {
                 tracing::warn!(chamber = %name, warning = %w, "cryo.toml");
             }
             (Ok(l.config), l.warnings, read)
         }
         Err(e) => {
-            if log {
+            if told.fault != Some(e.0.as_str()) {
                 tracing::warn!(chamber = %name, fault = %e, "chamber is faulted");
             }
             (Err(e), Vec::new(), read)
         }
+    }
+}
+
+/// What a chamber shows already of its `cryo.toml`: warnings and a fault
+/// that a reading of the file does not log again.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Told<'a> {
+    pub(super) warnings: &'a [String],
+    pub(super) fault: Option<&'a str>,
+}
+
+impl<'a> Told<'a> {
+    pub(super) fn by(view: &'a cryo_core::chamber::View) -> Told<'a> {
+        Told { warnings: &view.warnings, fault: view.fault.as_deref() }
     }
 }
 

@@ -16,15 +16,16 @@ impl Sup {
     /// Reads `cryo.toml`; `Some` (with the machine's settings) if it changed.
     pub(super) fn read_config(&mut self) -> Option<(std::result::Result<Settings, Failed>, Vec<String>)> {
         let accepted = self.trusted.as_ref().map(handle::Accepted::digests);
-        let (config, warnings, read) =
-            load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), accepted.as_ref(), true);
+        let view = self.machine.view();
+        let (root, name) = (chamber_config::open(&self.root), self.machine.name());
+        let (config, warnings, read) = load_config(&self.shared, &root, name, accepted.as_ref(), Told::by(&view));
         if self.trusted.is_none()
             && let Some(read) = read
             && config.is_ok()
         {
             self.accept(read);
         }
-        if config == self.config && warnings == self.machine.view().warnings {
+        if config == self.config && warnings == view.warnings {
             return None;
         }
         tracing::info!(chamber = %self.machine.name(), "cryo.toml read");
@@ -57,8 +58,13 @@ impl Sup {
                 }
                 digests
             }
-            None => match load_config(&self.shared, &chamber_config::open(&self.root), self.machine.name(), None, true)
-            {
+            None => match load_config(
+                &self.shared,
+                &chamber_config::open(&self.root),
+                self.machine.name(),
+                None,
+                Told::by(&self.machine.view()),
+            ) {
                 (Ok(_), _, Some(read)) => read,
                 (Err(e), _, _) => return Err(Error::Precondition(e.0)),
                 (Ok(_), _, None) => return Err(Error::Internal("cryo.toml loaded without its digests".into())),
