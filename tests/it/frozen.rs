@@ -148,8 +148,9 @@ fn a_polled_chamber_stays_frozen_until_its_mail_comes() {
         let log = env.daemon_log();
         log.lines().filter(|l| l.contains("a frozen chamber boots again") && l.contains("chamber=polled")).count()
     };
-    // Looks: the first tells of every folder, the next of what its first
-    // session changed (a change is told at the two looks after it).
+    // Looks: the first tells of what changed since the folders were
+    // routed, the next of what its first session changed (a change is told
+    // at the two looks after it).
     let looks = || env.daemon_log().matches("the folders looked at").count();
     let settled = looks() + 3;
     wait_until("three looks", || looks() >= settled);

@@ -51,6 +51,10 @@ struct Route {
     sink: Sink,
     /// Held for another node's chamber ([`Watcher::watch_for_owner`]).
     for_owner: bool,
+    /// When it was routed: a look without a watcher tells of a file it
+    /// sees first only if it changed about then or later (before, the
+    /// chamber's boot read it).
+    since: std::time::SystemTime,
 }
 
 /// Which chamber each watched folder belongs to, and each chamber's folders
@@ -116,6 +120,12 @@ impl Table {
 }
 
 type Routes = Arc<RwLock<Table>>;
+
+/// The wall clock's time, for a route (files' times are the wall clock's).
+fn routed() -> std::time::SystemTime {
+    #[allow(clippy::disallowed_methods)] // compared with files' times
+    std::time::SystemTime::now()
+}
 
 /// What happened to a name in a watched folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,8 +221,10 @@ impl Watcher {
             let mut routes = self.routes.write().expect("routes lock");
             let mut added = Vec::new();
             for (dir, role) in &dirs {
-                let old =
-                    routes.insert(dir.clone(), Route { chamber, role: *role, sink: sink.clone(), for_owner: false });
+                let old = routes.insert(
+                    dir.clone(),
+                    Route { chamber, role: *role, sink: sink.clone(), for_owner: false, since: routed() },
+                );
                 if old.is_none_or(|o| o.chamber != chamber) {
                     added.push(dir.clone());
                 }
@@ -263,7 +275,7 @@ impl Watcher {
             if routes.contains(inbox) {
                 return;
             }
-            routes.insert(inbox.into(), Route { chamber, role: Role::Inbox, sink, for_owner: true });
+            routes.insert(inbox.into(), Route { chamber, role: Role::Inbox, sink, for_owner: true, since: routed() });
         }
         let mut guard = self.inner.lock().expect("watcher lock");
         if let Some(b) = guard.as_mut()
@@ -515,7 +527,8 @@ mod tests {
     /// removed.
     #[test]
     fn the_table_knows_each_chambers_folders() {
-        let route = |chamber| Route { chamber, role: Role::Inbox, sink: Arc::new(|_| {}), for_owner: false };
+        let route =
+            |chamber| Route { chamber, role: Role::Inbox, sink: Arc::new(|_| {}), for_owner: false, since: routed() };
         let mut t = Table::default();
         for chamber in 1..=1000 {
             t.insert(Path::new(&format!("/c/{chamber}")).into(), route(chamber));

@@ -8,8 +8,10 @@
 //! not change: telling every chamber to read everything again at each look
 //! cost every chamber a read of its folder every few seconds, and woke
 //! every frozen chamber (`supervisor::freeze`), so none stayed frozen. A
-//! folder seen for the first time is told of, as is a stamp that is still
-//! recent (a second write within the clock's tick may leave it as it was).
+//! file seen for the first time is told of if it changed about when its
+//! folder was routed or later (the chamber's boot read what was there
+//! before); a stamp that is still recent is told of again at the next look
+//! (a second write within the clock's tick may leave it as it was).
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -33,6 +35,8 @@ struct Stamp {
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    /// The change time, as the wall clock's.
+    changed: SystemTime,
     recent: bool,
 }
 
@@ -46,8 +50,15 @@ impl Stamp {
             size: m.size(),
             mtime: (m.mtime(), m.mtime_nsec()),
             ctime: (m.ctime(), m.ctime_nsec()),
+            changed,
             recent,
         })
+    }
+
+    /// Whether a file first seen by a look tells of a change: it changed
+    /// about when its folder was routed (`since`), or later.
+    fn new_since(now: Option<Stamp>, since: SystemTime) -> bool {
+        now.is_some_and(|n| n.changed + RECENT >= since)
     }
 
     /// Whether `now` tells of a change from `before`.
@@ -71,18 +82,21 @@ impl Looks {
     /// changed (a folder not looked at before: of everything).
     pub(super) fn look(&mut self, routes: &Routes, now: SystemTime) {
         // Taken out of the table first: the stats are not made under its lock.
-        let routed: Vec<(Arc<Path>, Role, Sink)> = {
+        let routed: Vec<(Arc<Path>, Role, Sink, SystemTime)> = {
             let routes = routes.read().expect("routes lock");
-            routes.by_dir.iter().map(|(dir, r)| (dir.clone(), r.role, r.sink.clone())).collect()
+            routes.by_dir.iter().map(|(dir, r)| (dir.clone(), r.role, r.sink.clone(), r.since)).collect()
         };
         let (mut seen, mut told) = (HashMap::with_capacity(routed.len()), 0);
-        for (dir, role, sink) in routed {
+        for (dir, role, sink, since) in routed {
             let before = self.seen.remove(&dir);
             let stamps: Stamps = match role {
                 Role::Inbox => [Stamp::of(&dir, now), None],
                 Role::Root => [Stamp::of(&dir.join("cryo.toml"), now), Stamp::of(&dir.join("todo.json"), now)],
             };
-            let moved = |i: usize| before.is_none_or(|b: Stamps| Stamp::moved(b[i], stamps[i]));
+            let moved = |i: usize| match before {
+                Some(b) => Stamp::moved(b[i], stamps[i]),
+                None => Stamp::new_since(stamps[i], since),
+            };
             let changes = match role {
                 Role::Inbox => [moved(0).then_some(Change::Rescan), None],
                 Role::Root => [moved(0).then_some(Change::Config), moved(1).then_some(Change::Todos)],
@@ -119,7 +133,8 @@ mod tests {
             Arc::new(move |c| told.lock().unwrap().push(c))
         };
         let mut t = Table::default();
-        let route = |role| Route { chamber: 1, role, sink: sink.clone(), for_owner: false };
+        let since = SystemTime::now();
+        let route = |role| Route { chamber: 1, role, sink: sink.clone(), for_owner: false, since };
         t.insert(Arc::from(root), route(Role::Root));
         t.insert(Arc::from(root.join("messages/inbox").as_path()), route(Role::Inbox));
         (dir, Arc::new(RwLock::new(t)), told)
@@ -129,6 +144,19 @@ mod tests {
         let mut v = std::mem::take(&mut *told.lock().unwrap());
         v.sort_by_key(|c| format!("{c:?}"));
         v
+    }
+
+    /// A first look tells nothing of files older than their folder's route
+    /// (the chamber's boot read them).
+    #[test]
+    fn a_first_look_passes_over_what_the_boot_read() {
+        let (_dir, routes, told) = rig();
+        for route in routes.write().unwrap().by_dir.values_mut() {
+            route.since += RECENT * 5;
+        }
+        let mut looks = Looks::default();
+        looks.look(&routes, SystemTime::now() + RECENT * 2);
+        assert_eq!(taken(&told), []);
     }
 
     /// The first look tells of everything; a look at nothing changed tells
