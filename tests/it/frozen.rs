@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cryo_tests::{Env, wait_until, wait_until_within};
+use cryo_tests::{Daemon, Env, wait_until, wait_until_within};
 
 use crate::scheduling::{HIBERNATE, quiet_chamber, quiet_chamber_with};
 
@@ -27,6 +27,16 @@ fn thaws(env: &Env) -> f64 {
     row.unwrap_or_else(|| panic!("no cryo_thaw_seconds in {j}"))["value"].as_f64().unwrap()
 }
 
+/// cryod with these variables, its chambers freezing after 300 ms at rest
+/// (not 30 s), once it answers.
+fn quick_to_freeze(env: &Env, vars: &[(&str, &str)]) -> Daemon {
+    let mut all = vec![(cryod::supervisor::TEST_STILL_FOR, "300")];
+    all.extend_from_slice(vars);
+    let d = env.spawn_daemon_with(&[], &all);
+    d.wait_ready(env);
+    d
+}
+
 /// What a status shows of a chamber at rest, which a freeze and a thaw
 /// must not change.
 fn at_rest(s: &serde_json::Value) -> serde_json::Value {
@@ -37,8 +47,7 @@ fn at_rest(s: &serde_json::Value) -> serde_json::Value {
 #[test]
 fn a_resting_chamber_freezes_and_every_event_thaws_it() {
     let env = Env::new();
-    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
-    d.wait_ready(&env);
+    let d = quick_to_freeze(&env, &[]);
     let c = quiet_chamber(&env, "f", HIBERNATE);
     let other = quiet_chamber(&env, "g", HIBERNATE);
     wait_until("both at rest, frozen", || frozen(&env) == 2.0);
@@ -93,8 +102,7 @@ fn a_resting_chamber_freezes_and_every_event_thaws_it() {
 #[test]
 fn a_frozen_chamber_takes_a_flood_a_link_and_a_fifo_as_a_live_one_does() {
     let env = Env::new();
-    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
-    d.wait_ready(&env);
+    let _d = quick_to_freeze(&env, &[]);
     let flooded = quiet_chamber(&env, "flooded", HIBERNATE);
     let linked = quiet_chamber(&env, "linked", HIBERNATE);
     let fifo = quiet_chamber(&env, "fifo", HIBERNATE);
@@ -139,9 +147,7 @@ fn a_frozen_chamber_takes_a_flood_a_link_and_a_fifo_as_a_live_one_does() {
 #[test]
 fn a_polled_chamber_stays_frozen_until_its_mail_comes() {
     let env = Env::new();
-    let vars = [(cryod::supervisor::TEST_STILL_FOR, "300"), ("CRYO_TEST_NO_INOTIFY", "1"), ("RUST_LOG", "cryod=debug")];
-    let d = env.spawn_daemon_with(&[], &vars);
-    d.wait_ready(&env);
+    let _d = quick_to_freeze(&env, &[("CRYO_TEST_NO_INOTIFY", "1"), ("RUST_LOG", "cryod=debug")]);
     let polled = quiet_chamber(&env, "polled", HIBERNATE);
     wait_until("frozen", || frozen(&env) == 1.0);
     let thawed = || {
@@ -171,8 +177,7 @@ fn a_polled_chamber_stays_frozen_until_its_mail_comes() {
 #[test]
 fn a_warning_is_logged_once_not_at_every_read() {
     let env = Env::new();
-    let d = env.spawn_daemon_with(&[], &[(cryod::supervisor::TEST_STILL_FOR, "300")]);
-    d.wait_ready(&env);
+    let _d = quick_to_freeze(&env, &[]);
     let c = quiet_chamber_with(&env, "w", HIBERNATE, "zulip_poll_interval = 5\n");
     let said =
         |key: &str| env.daemon_log().lines().filter(|l| l.contains(" WARN cryo.toml") && l.contains(key)).count();

@@ -34,8 +34,7 @@ struct Stamp {
     ino: u64,
     size: u64,
     mtime: (i64, i64),
-    ctime: (i64, i64),
-    /// The change time, as the wall clock's.
+    /// The change time (ctime), as the wall clock's.
     changed: SystemTime,
     recent: bool,
 }
@@ -45,14 +44,7 @@ impl Stamp {
         let m = std::fs::symlink_metadata(path).ok()?;
         let changed = UNIX_EPOCH + Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().clamp(0, 999_999_999) as u32);
         let recent = now.duration_since(changed).map_or(true, |d| d < RECENT);
-        Some(Stamp {
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-            changed,
-            recent,
-        })
+        Some(Stamp { ino: m.ino(), size: m.size(), mtime: (m.mtime(), m.mtime_nsec()), changed, recent })
     }
 
     /// Whether a file first seen by a look tells of a change: it changed
@@ -64,7 +56,9 @@ impl Stamp {
     /// Whether `now` tells of a change from `before`.
     fn moved(before: Option<Stamp>, now: Option<Stamp>) -> bool {
         match (before, now) {
-            (Some(b), Some(n)) => b.recent || (b.ino, b.size, b.mtime, b.ctime) != (n.ino, n.size, n.mtime, n.ctime),
+            (Some(b), Some(n)) => {
+                b.recent || (b.ino, b.size, b.mtime, b.changed) != (n.ino, n.size, n.mtime, n.changed)
+            }
             (None, None) => false,
             _ => true,
         }
@@ -79,7 +73,8 @@ pub(super) struct Looks {
 
 impl Looks {
     /// One look at every routed folder: each chamber is told of what
-    /// changed (a folder not looked at before: of everything).
+    /// changed since the last look (a folder not looked at before: of what
+    /// changed since it was routed).
     pub(super) fn look(&mut self, routes: &Routes, now: SystemTime) {
         // Taken out of the table first: the stats are not made under its lock.
         let routed: Vec<(Arc<Path>, Role, Sink, SystemTime)> = {
