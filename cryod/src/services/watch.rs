@@ -113,10 +113,6 @@ impl Table {
     fn of(&self, chamber: i64) -> &[Arc<Path>] {
         self.by_chamber.get(&chamber).map(Vec::as_slice).unwrap_or_default()
     }
-
-    fn values(&self) -> impl Iterator<Item = &Route> {
-        self.by_dir.values()
-    }
 }
 
 type Routes = Arc<RwLock<Table>>;
@@ -330,27 +326,13 @@ fn dispatch(routes: &Routes, dir: &Path, name: &str, seen: Seen) {
     (route.sink)(change);
 }
 
-/// Events were lost (the kernel's queue overflowed): every chamber looks
-/// at everything again.
-fn dispatch_all(routes: &Routes) {
-    let routes = routes.read().expect("routes lock");
-    for route in routes.values() {
-        match route.role {
-            Role::Inbox => (route.sink)(Change::Rescan),
-            Role::Root => {
-                (route.sink)(Change::Todos);
-                (route.sink)(Change::Config);
-            }
-        }
-    }
-}
-
 #[cfg(target_os = "linux")]
 mod backend {
     //! inotify, read by a thread of its own.
 
     use std::collections::HashMap;
     use std::ffi::OsStr;
+    use std::os::fd::AsFd;
     use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
     use std::sync::{Arc, Mutex};
@@ -410,8 +392,21 @@ mod backend {
         }
     }
 
+    /// Whether the queue of events holds none now.
+    fn empty(ino: &Inotify) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(ino.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|ready| ready == 0)
+    }
+
     fn read(ino: &Inotify, dirs: &Mutex<HashMap<WatchDescriptor, Arc<Path>>>, routes: &Routes) {
+        // When the queue was last seen empty: events lost to its overflow
+        // were sent later.
+        let mut quiet = super::routed();
         loop {
+            if empty(ino) {
+                quiet = super::routed();
+            }
             let events = match ino.read_events() {
                 Ok(e) => e,
                 Err(nix::errno::Errno::EINTR) => continue,
@@ -422,7 +417,7 @@ mod backend {
             };
             for ev in events {
                 if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    super::dispatch_all(routes);
+                    super::poll::lost_since(routes, quiet);
                     continue;
                 }
                 let Some(name) = ev.name.as_deref().and_then(|n| OsStr::from_bytes(n.as_bytes()).to_str()) else {
@@ -545,7 +540,7 @@ mod tests {
         t.remove(Path::new("/c/7"));
         assert!(t.of(7).is_empty() && !t.by_chamber.contains_key(&7));
         assert_eq!(t.get(Path::new("/c/7/inbox")).map(|r| r.chamber), Some(8));
-        assert_eq!(t.values().count(), 1999);
+        assert_eq!(t.by_dir.len(), 1999);
     }
 
     /// Unwatching a chamber among thousands leaves every other chamber's

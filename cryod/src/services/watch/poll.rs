@@ -76,36 +76,71 @@ impl Looks {
     /// changed since the last look (a folder not looked at before: of what
     /// changed since it was routed).
     pub(super) fn look(&mut self, routes: &Routes, now: SystemTime) {
-        // Taken out of the table first: the stats are not made under its lock.
-        let routed: Vec<(Arc<Path>, Role, Sink, SystemTime)> = {
-            let routes = routes.read().expect("routes lock");
-            routes.by_dir.iter().map(|(dir, r)| (dir.clone(), r.role, r.sink.clone(), r.since)).collect()
-        };
+        let routed = every_route(routes);
         let (mut seen, mut told) = (HashMap::with_capacity(routed.len()), 0);
         for (dir, role, sink, since) in routed {
             let before = self.seen.remove(&dir);
-            let stamps: Stamps = match role {
-                Role::Inbox => [Stamp::of(&dir, now), None],
-                Role::Root => [Stamp::of(&dir.join("cryo.toml"), now), Stamp::of(&dir.join("todo.json"), now)],
-            };
-            let moved = |i: usize| match before {
+            let stamps = stamps(&dir, role, now);
+            told += tell(role, &sink, |i| match before {
                 Some(b) => Stamp::moved(b[i], stamps[i]),
                 None => Stamp::new_since(stamps[i], since),
-            };
-            let changes = match role {
-                Role::Inbox => [moved(0).then_some(Change::Rescan), None],
-                Role::Root => [moved(0).then_some(Change::Config), moved(1).then_some(Change::Todos)],
-            };
-            for change in changes.into_iter().flatten() {
-                told += 1;
-                sink(change);
-            }
+            });
             seen.insert(dir, stamps);
         }
         tracing::debug!(folders = seen.len(), told, "the folders looked at");
         // Folders no longer routed are forgotten.
         self.seen = seen;
     }
+}
+
+/// Events were lost, the kernel's queue of them full, at some time after
+/// `quiet` (when the queue was last seen empty): each chamber is told of
+/// what changed about then or later, by its files' stamps, as a first look
+/// tells. (Telling every chamber to read everything again thawed every
+/// frozen chamber at once.) Returns how many changes were told.
+pub(super) fn lost_since(routes: &Routes, quiet: SystemTime) -> usize {
+    let routed = every_route(routes);
+    let folders = routed.len();
+    let told: usize = routed
+        .into_iter()
+        .map(|(dir, role, sink, _)| {
+            let stamps = stamps(&dir, role, quiet);
+            // A file removed then leaves its folder changed.
+            let emptied = role == Role::Root && Stamp::new_since(Stamp::of(&dir, quiet), quiet);
+            tell(role, &sink, |i| Stamp::new_since(stamps[i], quiet) || (stamps[i].is_none() && emptied))
+        })
+        .sum();
+    tracing::warn!(folders, told, "file events were lost (inotify's queue overflowed): the folders were looked at");
+    told
+}
+
+/// Every routed folder, taken out of the table first: the stats are not
+/// made under its lock.
+fn every_route(routes: &Routes) -> Vec<(Arc<Path>, Role, Sink, SystemTime)> {
+    let routes = routes.read().expect("routes lock");
+    routes.by_dir.iter().map(|(dir, r)| (dir.clone(), r.role, r.sink.clone(), r.since)).collect()
+}
+
+/// A routed folder's stamps: the inbox folder's, or its chamber's files'.
+fn stamps(dir: &Path, role: Role, now: SystemTime) -> Stamps {
+    match role {
+        Role::Inbox => [Stamp::of(dir, now), None],
+        Role::Root => [Stamp::of(&dir.join("cryo.toml"), now), Stamp::of(&dir.join("todo.json"), now)],
+    }
+}
+
+/// Tells `sink` of each of a folder's stamps that `moved`; how many.
+fn tell(role: Role, sink: &Sink, moved: impl Fn(usize) -> bool) -> usize {
+    let changes = match role {
+        Role::Inbox => [moved(0).then_some(Change::Rescan), None],
+        Role::Root => [moved(0).then_some(Change::Config), moved(1).then_some(Change::Todos)],
+    };
+    let mut told = 0;
+    for change in changes.into_iter().flatten() {
+        told += 1;
+        sink(change);
+    }
+    told
 }
 
 #[cfg(test)]
@@ -207,5 +242,18 @@ mod tests {
         assert_eq!(taken(&told), [Change::Config, Change::Rescan, Change::Todos], "the last look's were recent");
         looks.look(&routes, now + RECENT * 2);
         assert_eq!(taken(&told), [], "none recent, none changed");
+    }
+
+    /// Lost events tell each chamber only of what changed about when they
+    /// were lost, or later (a file removed too): what is older is told
+    /// nothing.
+    #[test]
+    fn lost_events_tell_only_what_changed_since_the_queue_was_quiet() {
+        let (dir, routes, told) = rig();
+        assert_eq!(lost_since(&routes, SystemTime::now() + RECENT * 5), 0);
+        assert_eq!(taken(&told), [], "nothing changed since");
+        std::fs::remove_file(dir.path().join("todo.json")).unwrap();
+        assert_eq!(lost_since(&routes, SystemTime::now() - RECENT * 5), 3);
+        assert_eq!(taken(&told), [Change::Config, Change::Rescan, Change::Todos], "a removal too");
     }
 }
