@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod conn;
 pub mod logline;
+pub mod memory;
 pub mod metrics;
 pub mod otlp;
 pub mod random;

@@ -9,7 +9,7 @@ mod hooks;
 mod life;
 mod loading;
 mod mend;
-pub use loading::hold_mmap_threshold;
+pub use crate::base::memory::hold_mmap_threshold;
 mod moves;
 pub use self::moves::{FleetNodes, FleetStatus};
 mod ops;
@@ -306,6 +306,7 @@ impl Daemon {
         daemon.deliver_handoffs();
         daemon.mend_fallen();
         daemon.thaw_frozen();
+        daemon.trim_after_waves();
         daemon.mark_running();
         daemon.heartbeat();
         daemon.prune_daily();

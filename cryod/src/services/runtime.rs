@@ -114,6 +114,8 @@ pub struct Shared {
     pub(crate) fallen: Jobs<Fallen>,
     /// Frozen chambers an event was sent to, for the daemon to boot again.
     pub(crate) thaws: Jobs<Thaw>,
+    /// How many times a chamber froze (its supervisor freed).
+    pub(crate) freezes: std::sync::atomic::AtomicU64,
     /// When this cryod started (a thawed chamber's machine was "down"
     /// only before it).
     pub(crate) up_since: chrono::DateTime<chrono::Utc>,
@@ -430,6 +432,7 @@ impl Shared {
             handoffs: HandOffs::new(),
             fallen: Jobs::new(),
             thaws: Jobs::new(),
+            freezes: Default::default(),
             up_since: clock.now(),
             sleeps: Default::default(),
             approvals: Default::default(),

@@ -80,6 +80,7 @@ pub fn scale(sizes: &[usize], todos: usize, runs: usize, drop_caches: bool) -> F
         start_all(&env, &names);
         println!("\n{size} chambers ({} added in {:.1} s)", size - have, t.elapsed().as_secs_f64());
         have = size.max(have);
+        after_the_wave(&env, &d, have + 1);
         let (warm, cold);
         (d, warm) = restarts(&env, d, have + 1, runs, false);
         (d, cold) = if drop_caches { restarts(&env, d, have + 1, runs, true) } else { (d, None) };
@@ -110,6 +111,32 @@ pub fn scale(sizes: &[usize], todos: usize, runs: usize, drop_caches: bool) -> F
     let f = growth(&rows);
     crate::cryo::keep_if_asked(env);
     f
+}
+
+/// The starts just made thawed every new chamber at once: prints cryod's
+/// memory once every chamber is frozen again and its heaps were trimmed
+/// after the wave (a build that does not trim: 90 s after the last froze).
+fn after_the_wave(env: &Env, d: &Daemon, total: usize) {
+    const TRIMMED: &str = "the heaps' free pages given back";
+    let frozen = || {
+        let j = env.cryoctl(&["metrics", "--json"]).json();
+        let row = j.as_array().and_then(|a| a.iter().find(|s| s["name"] == "cryo_chambers_frozen").cloned());
+        row.and_then(|r| r["value"].as_f64()).unwrap_or(0.0) as usize
+    };
+    let t = Instant::now();
+    wait_until_within(Duration::from_secs(600), "every chamber frozen after the starts", || frozen() >= total);
+    let (frozen_after, before) = (t.elapsed(), env.daemon_log().matches(TRIMMED).count());
+    let waited = Instant::now();
+    while env.daemon_log().matches(TRIMMED).count() == before && waited.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let pid = d.pid();
+    println!(
+        "  after the starts (every chamber thawed at once), all frozen again in {:.1} s: {:.1} MB RSS ({:.1} MB anonymous)",
+        frozen_after.as_secs_f64(),
+        rss_mb(pid),
+        status_kb(pid, "RssAnon:") / 1024.0
+    );
 }
 
 /// `runs` restarts of cryod with `total` chambers, the page cache dropped
