@@ -196,7 +196,7 @@ pub const CRATES: &[Crate] = &[
         inner: &[
             // The clock and the leaves; then what runs on the clock: the scheduler's timers, the
             // traces' times.
-            ("base", &[&["clock", "random", "logline", "metrics", "conn"], &["scheduler", "otlp"]]),
+            ("base", &[&["clock", "random", "logline", "metrics", "conn", "memory"], &["scheduler", "otlp"]]),
             (
                 "services",
                 &[
