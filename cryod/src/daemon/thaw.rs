@@ -18,43 +18,35 @@ const LONGEST_WAIT: Duration = Duration::from_secs(60);
 /// start-up's loader batches its boots the same way).
 const AT_ONCE: usize = 16;
 
-/// Freezes after which the heaps' free pages are given back.
-const TRIM_AFTER: u64 = 1000;
-/// How often the freezes are counted.
-const TRIM_EVERY: Duration = Duration::from_secs(60);
+/// How long after a wave of freezes begins the heaps are trimmed: the
+/// wave's chambers froze by then (each 30 s after its last event).
+const WAVE_SETTLES: Duration = Duration::from_secs(45);
 
 impl Daemon {
     /// Gives the heaps' free pages back to the system after a wave of
-    /// freezes. A start of every chamber, a change of the system's zone or
-    /// a wake from sleep thaw thousands of chambers at once; each frees its
+    /// freezes ([`memory::WAVE`](crate::base::memory::WAVE) since the
+    /// last). A start of every chamber, a change of the system's zone or a
+    /// wake from sleep thaw thousands of chambers at once; each frees its
     /// supervisor as it freezes again, but the allocator keeps the pages:
     /// 90,000 chambers started at once left 770 MB resident, 683 MB after
     /// the trim (346 MB after a restart: the rest is the heaps' pages
-    /// still partly used).
+    /// still partly used). Woken by the wave, never at rest.
     pub(super) fn trim_after_waves(&self) {
-        let shared = Arc::downgrade(&self.0.shared);
-        let shutdown = self.0.shared.shutdown.clone();
+        let (waves, shutdown) = (self.0.shared.freezes.clone(), self.0.shared.shutdown.clone());
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TRIM_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut trimmed_at = 0;
             loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    () = shutdown.cancelled() => return,
-                }
-                let Some(freezes) = shared.upgrade().map(|s| s.freezes.load(std::sync::atomic::Ordering::Relaxed))
-                else {
-                    return;
+                let settled = async {
+                    waves.next().await;
+                    tokio::time::sleep(WAVE_SETTLES).await;
                 };
-                if freezes - trimmed_at < TRIM_AFTER {
-                    continue;
+                tokio::select! {
+                    () = settled => {}
+                    () = shutdown.cancelled() => return,
                 }
                 let began = std::time::Instant::now();
                 let _ = tokio::task::spawn_blocking(crate::base::memory::give_back_freed_memory).await;
-                let in_ms = began.elapsed().as_millis() as u64;
-                tracing::debug!(freezes = freezes - trimmed_at, in_ms, "the heaps' free pages given back");
-                trimmed_at = freezes;
+                let (freezes, in_ms) = (waves.trimmed(), began.elapsed().as_millis() as u64);
+                tracing::debug!(freezes, in_ms, "the heaps' free pages given back");
             }
         });
     }

@@ -114,8 +114,8 @@ pub struct Shared {
     pub(crate) fallen: Jobs<Fallen>,
     /// Frozen chambers an event was sent to, for the daemon to boot again.
     pub(crate) thaws: Jobs<Thaw>,
-    /// How many times a chamber froze (its supervisor freed).
-    pub(crate) freezes: std::sync::atomic::AtomicU64,
+    /// Chambers frozen (their supervisors freed), for the heaps' trim.
+    pub(crate) freezes: std::sync::Arc<crate::base::memory::Waves>,
     /// When this cryod started (a thawed chamber's machine was "down"
     /// only before it).
     pub(crate) up_since: chrono::DateTime<chrono::Utc>,

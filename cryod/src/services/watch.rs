@@ -117,8 +117,9 @@ impl Table {
 
 type Routes = Arc<RwLock<Table>>;
 
-/// The wall clock's time, for a route (files' times are the wall clock's).
-fn routed() -> std::time::SystemTime {
+/// The wall clock's time, for what is compared with files' times (a
+/// route's, the inotify queue's last quiet, a look's).
+fn wall_clock() -> std::time::SystemTime {
     #[allow(clippy::disallowed_methods)] // compared with files' times
     std::time::SystemTime::now()
 }
@@ -181,8 +182,7 @@ impl Watcher {
             let mut looks = poll::Looks::default();
             loop {
                 std::thread::sleep(POLL);
-                #[allow(clippy::disallowed_methods)] // files' times are compared with the wall clock
-                looks.look(&routes, std::time::SystemTime::now());
+                looks.look(&routes, wall_clock());
             }
         });
         if let Err(error) = spawned {
@@ -219,7 +219,7 @@ impl Watcher {
             for (dir, role) in &dirs {
                 let old = routes.insert(
                     dir.clone(),
-                    Route { chamber, role: *role, sink: sink.clone(), for_owner: false, since: routed() },
+                    Route { chamber, role: *role, sink: sink.clone(), for_owner: false, since: wall_clock() },
                 );
                 if old.is_none_or(|o| o.chamber != chamber) {
                     added.push(dir.clone());
@@ -271,7 +271,8 @@ impl Watcher {
             if routes.contains(inbox) {
                 return;
             }
-            routes.insert(inbox.into(), Route { chamber, role: Role::Inbox, sink, for_owner: true, since: routed() });
+            routes
+                .insert(inbox.into(), Route { chamber, role: Role::Inbox, sink, for_owner: true, since: wall_clock() });
         }
         let mut guard = self.inner.lock().expect("watcher lock");
         if let Some(b) = guard.as_mut()
@@ -402,10 +403,10 @@ mod backend {
     fn read(ino: &Inotify, dirs: &Mutex<HashMap<WatchDescriptor, Arc<Path>>>, routes: &Routes) {
         // When the queue was last seen empty: events lost to its overflow
         // were sent later.
-        let mut quiet = super::routed();
+        let mut quiet = super::wall_clock();
         loop {
             if empty(ino) {
-                quiet = super::routed();
+                quiet = super::wall_clock();
             }
             let events = match ino.read_events() {
                 Ok(e) => e,
@@ -522,8 +523,13 @@ mod tests {
     /// removed.
     #[test]
     fn the_table_knows_each_chambers_folders() {
-        let route =
-            |chamber| Route { chamber, role: Role::Inbox, sink: Arc::new(|_| {}), for_owner: false, since: routed() };
+        let route = |chamber| Route {
+            chamber,
+            role: Role::Inbox,
+            sink: Arc::new(|_| {}),
+            for_owner: false,
+            since: wall_clock(),
+        };
         let mut t = Table::default();
         for chamber in 1..=1000 {
             t.insert(Path::new(&format!("/c/{chamber}")).into(), route(chamber));

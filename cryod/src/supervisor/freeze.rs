@@ -79,7 +79,7 @@ impl Sup {
         for (_, task) in &self.timers {
             task.abort();
         }
-        self.shared.freezes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.shared.freezes.freed();
         Ok(())
     }
 }

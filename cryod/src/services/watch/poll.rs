@@ -129,6 +129,7 @@ pub(super) fn lost_since(routes: &Routes, quiet: SystemTime) -> usize {
     let told: usize = routed
         .into_iter()
         .map(|(dir, role, sink, _)| {
+            // (Their `recent` is not asked for here.)
             let stamps = stamps(&dir, role, quiet);
             // A file removed then leaves its folder changed.
             let emptied = role == Role::Root && Stamp::new_since(Stamp::of(&dir, quiet), quiet);
@@ -214,8 +215,8 @@ mod tests {
         assert_eq!(taken(&told), []);
     }
 
-    /// The first look tells of everything; a look at nothing changed tells
-    /// nothing; each kind of change tells its chamber of that change alone,
+    /// The first look tells of what changed since the route (here, all of
+    /// the rig's new files); a look at nothing changed tells nothing; each kind of change tells its chamber of that change alone,
     /// once the stamp is no longer recent.
     #[test]
     fn a_look_tells_only_what_changed() {
