@@ -111,6 +111,9 @@ export async function chamberPage(name, answer = false) {
   main.dataset.page = "chamber";
   const base = chamberPath(name);
   const owner = isOwner();
+  // The page's own read is a header read: a change told while it loads
+  // (its refresh found no page to draw on) is read again once it is drawn.
+  const read = ++headerReads;
   const [info, msgs, extra] = await Promise.all([
     api(base + "?sessions=" + RUNS_SHOWN), api(base + "/messages?limit=" + PAGE),
     owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
@@ -167,6 +170,7 @@ export async function chamberPage(name, answer = false) {
   scrollMessages();
   if (answer) document.getElementById("send-text")?.focus();
   if (owner) { drawTodos(extra[0]); followTranscript(base); }
+  if (read !== headerReads) refreshHeader().catch(() => {});
 }
 
 // ---- the conversation ----------------------------------------------------------
