@@ -26,6 +26,28 @@ pub struct Entry {
 pub struct Dir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Asked just before each write takes effect (see [`Gate`]).
+    gate: Option<Gate>,
+}
+
+/// The writer's right to write, asked just before each write through a
+/// [`Dir`] takes effect (a rename into place, an open to append, a
+/// removal), after the slow part (the data written and synced): a fleet
+/// node that was stopped in the middle of a write and no longer trusts its
+/// lease when it runs again writes nothing over the chamber's new owner.
+#[derive(Clone)]
+pub struct Gate(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Gate {
+    pub fn new(open: impl Fn() -> bool + Send + Sync + 'static) -> Gate {
+        Gate(std::sync::Arc::new(open))
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
 }
 
 /// The parts of a relative path inside a chamber (no `..`, not absolute,
@@ -70,7 +92,21 @@ impl Dir {
             Errno::ENOTDIR => FileError::NotPlain { path: root.to_path_buf(), what: "not a folder" },
             e => io(root)(e),
         })?;
-        Ok(Dir { fd, path: root.to_path_buf() })
+        Ok(Dir { fd, path: root.to_path_buf(), gate: None })
+    }
+
+    /// This folder, each of its writes (and those of its [`Dir::sub`]s)
+    /// asking `gate` first; `None` leaves it as it is.
+    pub fn gated(self, gate: Option<Gate>) -> Dir {
+        Dir { gate: gate.or(self.gate), ..self }
+    }
+
+    /// Refuses the write of `rel` if the gate is closed.
+    pub(crate) fn may_write(&self, rel: &Path) -> Result<(), FileError> {
+        match &self.gate {
+            Some(Gate(open)) if !open() => Err(FileError::Closed(self.full(rel))),
+            _ => Ok(()),
+        }
     }
 
     /// Opens a folder of cryod's own or of the operator's (the state
@@ -79,7 +115,7 @@ impl Dir {
     pub fn open_own(folder: &Path) -> Result<Dir, FileError> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let fd = nix::fcntl::open(folder, flags, Mode::empty()).map_err(io(folder))?;
-        Ok(Dir { fd, path: folder.to_path_buf() })
+        Ok(Dir { fd, path: folder.to_path_buf(), gate: None })
     }
 
     pub fn path(&self) -> &Path {
@@ -240,7 +276,7 @@ impl Dir {
     /// followed on the way, nor at its end): the names under it are then
     /// reached from it, not from the chamber again.
     pub fn sub(&self, rel: &Path) -> Result<Dir, FileError> {
-        Ok(Dir { fd: self.folder(rel)?, path: self.full(rel) })
+        Ok(Dir { fd: self.folder(rel)?, path: self.full(rel), gate: self.gate.clone() })
     }
 
     /// [`Dir::sub`], a missing folder (or one under a missing folder) as

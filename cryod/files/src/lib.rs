@@ -32,7 +32,7 @@ mod read;
 mod tail;
 mod write;
 
-pub use dir::{Dir, Entry};
+pub use dir::{Dir, Entry, Gate};
 pub use read::read_file;
 #[cfg(target_os = "linux")]
 pub use read::{open_resolved, read_resolved};
@@ -59,6 +59,9 @@ pub enum FileError {
     Outside(PathBuf),
     #[error("{}: {error}", .path.display())]
     Io { path: PathBuf, error: std::io::Error },
+    /// The writer's [`Gate`] closed: nothing was changed.
+    #[error("{}: not written: this writer no longer holds the chamber", .0.display())]
+    Closed(PathBuf),
 }
 
 impl FileError {

@@ -54,6 +54,7 @@ impl Dir {
         {
             return Err(FileError::NotPlain { path, what: Kind::of(&st).what() });
         }
+        self.may_write(rel)?;
         let file = File::from(
             nix::fcntl::openat(&fd, name.as_os_str(), flags, Mode::from_bits_truncate(0o644)).map_err(io(&path))?,
         );
@@ -106,6 +107,7 @@ impl Dir {
             file.sync_all().map_err(|error| FileError::Io { path: path.clone(), error })?;
             let st = nix::sys::stat::fstat(&file).map_err(io(&path))?;
             drop(file);
+            self.may_write(rel)?;
             nix::fcntl::renameat(&fd, tmp.as_os_str(), &fd, name.as_os_str()).map_err(|e| match e {
                 Errno::EISDIR | Errno::ENOTEMPTY | Errno::EEXIST => {
                     FileError::NotPlain { path: path.clone(), what: Kind::Folder.what() }
@@ -163,6 +165,7 @@ impl Dir {
         let st = nix::sys::stat::fstat(&file).map_err(io(&path))?;
         drop(file);
         let (fd, name) = self.parent(rel, true)?;
+        self.may_write(rel)?;
         // No old version to keep, or no swap here: the spare takes the name.
         if swap(&sfd, &sname, &fd, &name).is_err() {
             nix::fcntl::renameat(&sfd, sname.as_os_str(), &fd, name.as_os_str()).map_err(io(&path))?;
@@ -185,6 +188,7 @@ impl Dir {
         let (ffd, fname) = self.parent(from, false)?;
         let (tfd, tname) = self.parent(to, true)?;
         let path = self.full(from);
+        self.may_write(to)?;
         if replace {
             return nix::fcntl::renameat(&ffd, fname.as_os_str(), &tfd, tname.as_os_str()).map_err(io(&path));
         }
@@ -201,6 +205,7 @@ impl Dir {
             Err(FileError::Missing(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
+        self.may_write(rel)?;
         match nix::unistd::unlinkat(&fd, name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(io(&self.full(rel))(e)),
@@ -264,8 +269,10 @@ fn random_hex() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Gate;
     use crate::tests::{rel, world};
     use std::os::unix::fs::symlink;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn writes_leave_no_temporary_and_keep_the_old_file_on_failure() {
@@ -282,6 +289,32 @@ mod tests {
         assert!(root.join("a/b").is_dir());
         let names: Vec<_> = std::fs::read_dir(root.join("a")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A closed gate is asked after the data is synced, before the name
+    /// changes: every write refused, the files as they were, no temporary.
+    #[test]
+    fn a_closed_gate_changes_nothing() {
+        let (_t, root, _outside) = world();
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let asked = open.clone();
+        let d = Dir::open(&root).unwrap().gated(Some(Gate::new(move || asked.load(Ordering::SeqCst))));
+        d.write(rel("a/file"), b"one", NewFile::QUICK).unwrap();
+        d.write_keeping(rel("t"), rel(".cryo/t.prev"), b"one", true).unwrap();
+        open.store(false, Ordering::SeqCst);
+        let closed = |r: Result<(), FileError>| assert!(matches!(r, Err(FileError::Closed(_))), "{r:?}");
+        closed(d.write(rel("a/file"), b"two", NewFile::QUICK).map(drop));
+        closed(d.write_keeping(rel("t"), rel(".cryo/t.prev"), b"two", true).map(drop));
+        closed(d.sub(rel("a")).unwrap().write(rel("file"), b"two", NewFile::QUICK).map(drop));
+        closed(d.append(rel("a/file")).map(drop));
+        closed(d.rename(rel("a/file"), rel("a/moved"), true));
+        closed(d.remove(rel("t")));
+        assert_eq!(std::fs::read(root.join("a/file")).unwrap(), b"one");
+        assert_eq!(std::fs::read(root.join("t")).unwrap(), b"one");
+        let names: Vec<_> = std::fs::read_dir(root.join("a")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "no temporary left: {names:?}");
+        assert!(!root.join("a/moved").exists());
+        assert!(Dir::open(&root).unwrap().gated(None).write(rel("a/file"), b"two", NewFile::QUICK).is_ok());
     }
 
     #[test]

@@ -235,7 +235,7 @@ pub enum UpdateError<E> {
 }
 
 /// How [`update_with`] writes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct How {
     /// The new file's name made durable (the new file is always complete on
     /// disk before it takes the name).
@@ -246,6 +246,8 @@ pub struct How {
     pub now: chrono::DateTime<chrono::Utc>,
     /// An add that may wait in the journal (the module `journal`: appended, folded into `todo.json` later).
     pub journaled: bool,
+    /// Asked before each write takes effect (a fleet node's lease).
+    pub gate: Option<cryo_files::Gate>,
 }
 
 /// Reads the list, applies `change`, and writes the result as `how` says,
@@ -269,7 +271,7 @@ fn update_locking<T, E>(
     wait: Duration,
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
-    let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?;
+    let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?.gated(how.gate.clone());
     let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
     let _lock = lock_within(lock, &dir.join(".cryo/todo.lock"), wait).map_err(UpdateError::Write)?;
     let path = todo_path(dir);

@@ -33,6 +33,12 @@ impl Trust {
     }
 }
 
+/// Whether a writer of `epoch` may write now: the lease held in that
+/// epoch, and its trust window (if any) still open.
+fn trusted(trust: Trust, until: Option<Instant>, epoch: u64) -> bool {
+    trust == Trust::Held { epoch } && until.is_none_or(|u| Instant::now() < u)
+}
+
 pub struct Lease {
     fleet: bool,
     state: watch::Sender<Trust>,
@@ -80,9 +86,9 @@ impl Lease {
         let mut state = self.state.subscribe();
         let mut until = self.until.subscribe();
         loop {
-            let open = until.borrow_and_update().is_none_or(|u| Instant::now() < u);
+            let open = *until.borrow_and_update();
             match *state.borrow_and_update() {
-                Trust::Held { epoch: e } if e == epoch && open => return true,
+                trust if trusted(trust, open, epoch) => return true,
                 Trust::Held { epoch: e } | Trust::Frozen { epoch: e } if e == epoch => {}
                 _ => return false,
             }
@@ -91,6 +97,19 @@ impl Lease {
                 r = until.changed() => if r.is_err() { return false },
             }
         }
+    }
+
+    /// [`Lease::held`] asked at once, never waiting, by a write just before
+    /// it takes effect (see `cryo_files::Gate`): the supervisor's gate is
+    /// passed before the write begins, and a node stopped in the middle
+    /// (reading, rendering, syncing) may run again past its window. `None`
+    /// on one machine.
+    pub fn gate(&self, epoch: u64) -> Option<cryo_files::Gate> {
+        if !self.fleet {
+            return None;
+        }
+        let (state, until) = (self.state.subscribe(), self.until.subscribe());
+        Some(cryo_files::Gate::new(move || trusted(*state.borrow(), *until.borrow(), epoch)))
     }
 
     /// Trust left (zero when none; `None` on one machine).
@@ -191,5 +210,29 @@ mod tests {
         assert_eq!(answered(&mut held).await, None);
         lease.set(Trust::Lost { epoch: 0 });
         assert_eq!(answered(&mut held).await, Some(false), "the watch called it lost");
+    }
+
+    /// The gate a write asks just before it takes effect: shut as soon as
+    /// the window runs out (the lease still reading `Held`), open again on
+    /// a renewal, shut for an old epoch; none on one machine.
+    #[test]
+    fn a_writes_gate_shuts_with_the_window() {
+        assert!(Lease::single().gate(0).is_none());
+        let lease = Lease::fleet(Instant::now() + Duration::from_secs(60));
+        let gate = lease.gate(0).unwrap();
+        let open = |g: &cryo_files::Gate| {
+            let dir = tempfile::tempdir().unwrap();
+            let d = cryo_files::Dir::open(dir.path()).unwrap().gated(Some(g.clone()));
+            d.write(std::path::Path::new("f"), b"x", cryo_files::NewFile::QUICK).is_ok()
+        };
+        assert!(open(&gate));
+        lease.trust_until(Instant::now().checked_sub(Duration::from_millis(1)).unwrap());
+        assert_eq!(lease.trust(), Trust::Held { epoch: 0 });
+        assert!(!open(&gate), "a run-out window");
+        lease.trust_until(Instant::now() + Duration::from_secs(60));
+        assert!(open(&gate), "renewed");
+        assert!(!open(&lease.gate(1).unwrap()), "another epoch");
+        lease.set(Trust::Frozen { epoch: 0 });
+        assert!(!open(&gate), "frozen");
     }
 }

@@ -255,7 +255,9 @@ fn list_at_start(
     }
     let todos = match config {
         Ok(c) if !record.archived => {
-            let how = todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false };
+            let gate = shared.lease.gate(shared.lease.trust().epoch());
+            let how =
+                todos::How { durable: true, keep_done: c.keep_done, now: shared.clock.now(), journaled: false, gate };
             todos::load_at_start(root, tz, how).map(|(list, written)| {
                 match (written, key) {
                     (Some(written), _) => read = Some(written),

@@ -36,8 +36,13 @@ impl Sup {
     pub(super) fn update_todos(&mut self, op: TodoOp, then: AfterTodos) -> Input {
         let (root, tz) = (&self.root, self.machine.tz());
         let keep_done = self.config.as_ref().map_or(cryo_core::todo::DEFAULT_KEEP_DONE, |c| c.keep_done);
-        let how =
-            todos::How { durable: op.durable(), keep_done, now: self.shared.clock.now(), journaled: op.journaled() };
+        let how = todos::How {
+            durable: op.durable(),
+            keep_done,
+            now: self.shared.clock.now(),
+            journaled: op.journaled(),
+            gate: self.owner.gate(&self.shared.lease),
+        };
         let outcome = off_worker(|| todos::update_with(root, tz, how, |list| op.apply(list)));
         match &outcome {
             Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),

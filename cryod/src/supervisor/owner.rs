@@ -41,6 +41,12 @@ impl Ownership {
         held
     }
 
+    /// What each write to the chamber's files asks just before it takes
+    /// effect (see [`Lease::gate`]); `None` on one machine.
+    pub(super) fn gate(&self, lease: &Lease) -> Option<cryo_files::Gate> {
+        lease.gate(self.epoch)
+    }
+
     /// Notes what a write said: refused by the fence, the chamber is
     /// someone else's now (returns whether it was).
     pub(super) fn fenced<T>(&mut self, r: &Result<T, StoreError>) -> bool {

@@ -133,7 +133,7 @@ mod tests {
         d: &Path,
         text: &str,
     ) -> Result<(u64, TodoList, Option<super::super::Stamp>), super::super::UpdateError<todo::TodoError>> {
-        let how = How { durable: true, keep_done: 100, now: now(), journaled: true };
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: true, gate: None };
         let new = todo::NewTodo { text: text.into(), at: Some(now()), ..Default::default() };
         update_with(d, chrono_tz::UTC, how, |l| l.add(new.clone(), now(), chrono_tz::UTC))
     }
@@ -151,7 +151,7 @@ mod tests {
         }
         assert!(!todo_path(d).exists(), "todo.json untouched");
         assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 3, "the list holds the journal's adds");
-        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
         update_with(d, chrono_tz::UTC, how, |l| l.done(2)).unwrap();
         let file = std::fs::read_to_string(todo_path(d)).unwrap();
         assert!(file.contains("job 0") && file.contains("job 2"), "{file}");
@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(texts, [(1, "by hand"), (2, "second"), (3, "first")]);
         // Folded, then the journal put back as if its removal was lost.
         let saved = std::fs::read(d.join(JOURNAL)).unwrap();
-        let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+        let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
         update_with(d, chrono_tz::UTC, how, |l| l.done(1)).unwrap();
         std::fs::write(d.join(JOURNAL), saved).unwrap();
         let again = load(d, chrono_tz::UTC).unwrap();

@@ -7,8 +7,13 @@ fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339("2026-03-05T12:00:00Z").unwrap().with_timezone(&chrono::Utc)
 }
 
-const LAZY: How =
-    How { durable: false, keep_done: todo::DEFAULT_KEEP_DONE, now: chrono::DateTime::UNIX_EPOCH, journaled: false };
+const LAZY: How = How {
+    durable: false,
+    keep_done: todo::DEFAULT_KEEP_DONE,
+    now: chrono::DateTime::UNIX_EPOCH,
+    journaled: false,
+    gate: None,
+};
 
 fn update<T, E>(
     dir: &Path,
@@ -129,14 +134,14 @@ fn a_start_archives_an_old_files_done_todos_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(todo_path(d), done_file(300)).unwrap();
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
-    let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
+    let (list, written) = load_at_start(d, chrono_tz::UTC, how.clone()).unwrap();
     assert_eq!(list.items.len(), 101, "the newest hundred done and the open one");
     assert_eq!(list.items[0].id, 201);
     assert!(written.is_some() && written == stamp(&Dir::open(d).unwrap()), "the version written");
     assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>());
     assert_eq!(load(d, chrono_tz::UTC).unwrap(), list);
-    let (again, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+    let (again, written) = load_at_start(d, chrono_tz::UTC, how.clone()).unwrap();
     assert_eq!((again, written), (list, None), "nothing more to archive");
     assert_eq!(archived_ids(d).len(), 200);
 }
@@ -149,7 +154,7 @@ fn an_archive_cut_short_is_finished_without_doubles() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     crashed_after(d, 50, r#"{"id":51,"te"#);
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
     update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
     assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once, in order");
     assert_eq!(load(d, chrono_tz::UTC).unwrap().items.len(), 101);
@@ -183,12 +188,12 @@ fn a_start_does_not_wait_for_a_held_lock() {
     old_file(d);
     let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
     held.lock().unwrap();
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
-    let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
+    let (list, written) = load_at_start(d, chrono_tz::UTC, how.clone()).unwrap();
     assert_eq!((list.items.len(), written), (301, None), "read whole, not written");
     assert!(archived_ids(d).is_empty());
     drop(held);
-    let (list, written) = load_at_start(d, chrono_tz::UTC, how).unwrap();
+    let (list, written) = load_at_start(d, chrono_tz::UTC, how.clone()).unwrap();
     assert_eq!((list.items.len(), written.is_some()), (101, true));
 }
 
@@ -197,7 +202,7 @@ fn an_archive_ending_with_a_finished_ones_line_is_not_doubled() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     crashed_after(d, 201, "");
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
     let (_, list, _) = update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
     assert_eq!(archived_ids(d), (1..=201).collect::<Vec<_>>(), "each once");
     assert_eq!(list.items.first().map(|t| t.id), Some(201), "the newest hundred done and the open one");
@@ -212,9 +217,9 @@ fn a_held_lock_is_waited_for_within_a_deadline() {
     let d = dir.path();
     let held = std::fs::File::create(d.join(".cryo/todo.lock")).unwrap();
     held.lock().unwrap();
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
     let wait = Duration::from_millis(200);
-    let Err(UpdateError::Write(line)) = update_locking(d, chrono_tz::UTC, how, wait, add("second")) else {
+    let Err(UpdateError::Write(line)) = update_locking(d, chrono_tz::UTC, how.clone(), wait, add("second")) else {
         panic!("a held lock refuses the change")
     };
     assert!(line.contains("todo.lock is held by another process") && !line.contains('\n'), "{line}");
@@ -256,7 +261,7 @@ fn a_stale_journal_does_not_bring_back_an_archived_todo() {
     let d = dir.path();
     old_file(d);
     std::fs::write(d.join(journal::JOURNAL), "{\"id\":5,\"text\":\"job 5\",\"done\":true}\n").unwrap();
-    let how = How { durable: true, keep_done: 100, now: now(), journaled: false };
+    let how = How { durable: true, keep_done: 100, now: now(), journaled: false, gate: None };
     update_with(d, chrono_tz::UTC, how, |_| Ok::<_, ()>(())).unwrap();
     assert_eq!(archived_ids(d), (1..=200).collect::<Vec<_>>(), "each once");
     let ids: Vec<u64> = load(d, chrono_tz::UTC).unwrap().items.iter().map(|t| t.id).collect();
