@@ -129,11 +129,18 @@ enum Unreadable {
 pub struct Mailbox {
     root: PathBuf,
     tz: Tz,
+    /// Asked before each write takes effect (a fleet node's lease).
+    gate: Option<cryo_files::Gate>,
 }
 
 impl Mailbox {
     pub fn new(root: &Path, tz: Tz) -> Mailbox {
-        Mailbox { root: root.to_path_buf(), tz }
+        Mailbox { root: root.to_path_buf(), tz, gate: None }
+    }
+
+    /// This mailbox, each write asking `gate` just before it takes effect.
+    pub fn gated(self, gate: Option<cryo_files::Gate>) -> Mailbox {
+        Mailbox { gate, ..self }
     }
 
     /// The chamber's folder.
@@ -149,7 +156,11 @@ impl Mailbox {
     /// link (a folder of the mailbox that is one is refused whole: it could
     /// lead to another chamber's mail or anywhere else).
     fn open(&self) -> std::io::Result<Dir> {
-        Ok(Dir::open(&self.root)?)
+        Ok(self.folder()?)
+    }
+
+    fn folder(&self) -> Result<Dir, FileError> {
+        Dir::open(&self.root).map(|d| d.gated(self.gate.clone()))
     }
 
     /// Message file names in `f`, in time order (whatever each is: a link
@@ -293,7 +304,7 @@ impl Mailbox {
     pub fn reject(&self, f: Folder, name: &str, reason: &str) -> Option<String> {
         const REJECTED: &str = "messages/rejected";
         let from = Path::new(f.rel()).join(name);
-        let moved = Dir::open(&self.root).and_then(|d| {
+        let moved = self.folder().and_then(|d| {
             d.make_dirs(Path::new(REJECTED))?;
             let target = move_unique(&d, &from, Path::new(REJECTED), name)?;
             let note = format!("{}.reason", target);
@@ -309,7 +320,7 @@ impl Mailbox {
         };
         tracing::warn!(file = %name, %error, "cannot move a bad message to messages/rejected");
         let aside = format!(".unreadable-{name}");
-        let kept = Dir::open(&self.root).and_then(|d| move_unique(&d, &from, Path::new(f.rel()), &aside));
+        let kept = self.folder().and_then(|d| move_unique(&d, &from, Path::new(f.rel()), &aside));
         let place = match &kept {
             Ok(kept) => format!("it is kept as {}/{kept}", f.rel()),
             Err(_) => "it stays where it is".to_string(),

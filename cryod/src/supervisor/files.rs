@@ -122,7 +122,7 @@ impl Sup {
     /// Writes `plan.md` (durably).
     pub(super) fn write_plan(&self, req: ReqId, text: &str) -> Input {
         let result = off_worker(|| {
-            let dir = crate::chamber::Dir::open(&self.root)?;
+            let dir = crate::chamber::Dir::open(&self.root)?.gated(self.owner.gate(&self.shared.lease));
             dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
         })
         .map(drop)
