@@ -7,8 +7,8 @@ use std::time::Duration as StdDuration;
 
 use super::{
     AFTER_HIBERNATE, AfterClaim, AfterTodos, AfterWrite, By, Call, Chamber, DIALOG_LAST, Effect, Failed, Folder,
-    HEADER_ROOM, MAX_LINGER_SECS, Passed, Refusal, Reply, ReqId, Timer, TodoCall, TodoDone, TodoOp, TodoWhat,
-    TodoWriteError, claim_req, first_line,
+    HEADER_ROOM, MAX_LINGER_SECS, Passed, Refusal, Reply, ReqId, SKIP_GRACE, Timer, TodoCall, TodoDone, TodoOp,
+    TodoWhat, TodoWriteError, claim_req, first_line,
 };
 use crate::hibernate::{self, Ending, Gate, GateInput};
 use crate::message::{MAX_MESSAGE_BYTES, Message};
@@ -31,10 +31,27 @@ impl Chamber {
         }
     }
 
+    /// `look` at the list as the live session's claims leave it. They are
+    /// written once the agent runs, and when `todo.json` cannot take them
+    /// (a planted journal, a full disk) they are made at the session's end
+    /// from the ledger: the session's own wake is neither due work nor its
+    /// next wake meanwhile.
+    fn with_own_claims<T>(&self, list: &TodoList, look: impl Fn(&TodoList) -> T) -> T {
+        let now = self.now;
+        let Some(l) = self.waking.live() else { return look(list) };
+        let ids: Vec<u64> = l.claims.iter().map(|c| c.id).collect();
+        if !list.due(now).any(|t| ids.contains(&t.id)) {
+            return look(list);
+        }
+        let mut claimed = list.clone();
+        claimed.claim_for(&l.wake_id, &ids, now, self.tz(), SKIP_GRACE);
+        look(&claimed)
+    }
+
     pub(super) fn hibernate(&mut self, req: ReqId, summary: String, complete: bool, exit_code: i32, linger: u32) {
         let now = self.now;
         let (has_next_wake, due_now) = match self.list() {
-            Ok(t) => (t.has_pending(), t.due(now).count()),
+            Ok(t) => self.with_own_claims(t, |t| (t.has_pending(), t.due(now).count())),
             Err(e) => {
                 let why = format!("todo.json cannot be read, so hibernate cannot check it: {e}");
                 return self.reply(req, Err(Refusal::Precondition(why)));

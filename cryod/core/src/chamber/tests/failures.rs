@@ -55,6 +55,23 @@ fn a_claim_that_cannot_be_written_is_made_by_the_settlement() {
     assert_eq!(rig.todos.items[0].claimed_by, None);
 }
 
+/// The session's own wake is not due work while its claim waits for the
+/// settlement: `--complete` is accepted, and a plain hibernate still needs
+/// a next wake of its own (the claimed TODO is not one).
+#[test]
+fn a_claim_that_cannot_be_written_does_not_count_as_due() {
+    let mut rig = Rig::new(&[0], &[]);
+    rig.fail = Some("UpdateTodos { op: Claim");
+    rig.wake();
+    assert!(rig.todos.items[0].is_pending(), "the claim did not reach the file");
+    let refused = rig.call(hibernate()).unwrap_err();
+    assert!(refused.text().contains("no pending TODO declares the next wake"), "{}", refused.text());
+    let complete = Call::Hibernate { summary: "all done".into(), complete: true, exit_code: 0, linger_secs: 0 };
+    rig.call(complete).unwrap();
+    rig.exit("exit 0");
+    assert!(rig.todos.items[0].done, "settled from the ledger: {:#?}", rig.todos);
+}
+
 #[test]
 fn a_failed_spawn_fails_the_claim_as_an_attempt_and_reports_it() {
     let mut rig = Rig::new(&[0], &[]);
