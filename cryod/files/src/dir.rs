@@ -42,6 +42,11 @@ impl Gate {
     pub fn new(open: impl Fn() -> bool + Send + Sync + 'static) -> Gate {
         Gate(std::sync::Arc::new(open))
     }
+
+    /// Whether writes pass now.
+    pub fn is_open(&self) -> bool {
+        (self.0)()
+    }
 }
 
 impl std::fmt::Debug for Gate {
@@ -104,7 +109,7 @@ impl Dir {
     /// Refuses the write of `rel` if the gate is closed.
     pub(crate) fn may_write(&self, rel: &Path) -> Result<(), FileError> {
         match &self.gate {
-            Some(Gate(open)) if !open() => Err(FileError::Closed(self.full(rel))),
+            Some(gate) if !gate.is_open() => Err(FileError::Closed(self.full(rel))),
             _ => Ok(()),
         }
     }

@@ -138,7 +138,9 @@ impl Mailbox {
         Mailbox { root: root.to_path_buf(), tz, gate: None }
     }
 
-    /// This mailbox, each write asking `gate` just before it takes effect.
+    /// This mailbox, each message written asking `gate` just before it
+    /// takes its name (moves within the mailbox are not gated: a claim's
+    /// archive moved halfway is not written again).
     pub fn gated(self, gate: Option<cryo_files::Gate>) -> Mailbox {
         Mailbox { gate, ..self }
     }
@@ -160,7 +162,7 @@ impl Mailbox {
     }
 
     fn folder(&self) -> Result<Dir, FileError> {
-        Dir::open(&self.root).map(|d| d.gated(self.gate.clone()))
+        Dir::open(&self.root)
     }
 
     /// Message file names in `f`, in time order (whatever each is: a link
@@ -380,7 +382,8 @@ impl Mailbox {
             }
             _ => msg,
         };
-        self.open()?.write(&rel, message::render(msg, self.tz).as_bytes(), NewFile::DURABLE)?;
+        let d = self.open()?.gated(self.gate.clone());
+        d.write(&rel, message::render(msg, self.tz).as_bytes(), NewFile::DURABLE)?;
         Ok(name)
     }
 

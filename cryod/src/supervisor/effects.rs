@@ -71,10 +71,10 @@ impl Sup {
             }
             // ---- the chamber's files
             Effect::Reset { req } => return Some(self.reset(req)),
-            Effect::UpdateTodos { op, then } => return Some(self.update_todos(op, then)),
-            Effect::WriteMessage { folder, message, then } => return Some(self.write_message(folder, message, then)),
+            Effect::UpdateTodos { op, then } => return self.update_todos(op, then).await,
+            Effect::WriteMessage { folder, message, then } => return self.write_message(folder, message, then).await,
             Effect::ArchiveInbox { names, then } => return Some(self.archive(names, then)),
-            Effect::WritePlan { req, text } => return Some(self.write_plan(req, &text)),
+            Effect::WritePlan { req, text } => return self.write_plan(req, &text).await,
             Effect::RotateLogs => self.rotate_logs(),
             Effect::Log(line) => self.log(line),
             // ---- processes

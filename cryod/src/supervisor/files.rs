@@ -32,18 +32,25 @@ impl Sup {
     }
 
     /// Applies a change to `todo.json` (locked, and durable when the
-    /// change must be).
-    pub(super) fn update_todos(&mut self, op: TodoOp, then: AfterTodos) -> Input {
-        let (root, tz) = (&self.root, self.machine.tz());
-        let keep_done = self.config.as_ref().map_or(cryo_core::todo::DEFAULT_KEEP_DONE, |c| c.keep_done);
-        let how = todos::How {
-            durable: op.durable(),
-            keep_done,
-            now: self.shared.clock.now(),
-            journaled: op.journaled(),
-            gate: self.owner.gate(&self.shared.lease),
+    /// change must be). `None`: the chamber is another owner's now.
+    pub(super) async fn update_todos(&mut self, op: TodoOp, then: AfterTodos) -> Option<Input> {
+        let gate = self.owner.gate(&self.shared.lease);
+        let outcome = loop {
+            let (root, tz) = (&self.root, self.machine.tz());
+            let keep_done = self.config.as_ref().map_or(cryo_core::todo::DEFAULT_KEEP_DONE, |c| c.keep_done);
+            let how = todos::How {
+                durable: op.durable(),
+                keep_done,
+                now: self.shared.clock.now(),
+                journaled: op.journaled(),
+                gate: gate.clone(),
+            };
+            let outcome = off_worker(|| todos::update_with(root, tz, how, |list| op.apply(list)));
+            if matches!(outcome, Err(todos::UpdateError::Write(_))) && !self.held_after_gate(gate.as_ref()).await? {
+                continue;
+            }
+            break outcome;
         };
-        let outcome = off_worker(|| todos::update_with(root, tz, how, |list| op.apply(list)));
         match &outcome {
             Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),
             Ok(_) => {}
@@ -58,16 +65,32 @@ impl Sup {
                 TodoWriteError::Write(m)
             }
         });
-        Input::TodosUpdated { then, result }
+        Some(Input::TodosUpdated { then, result })
     }
 
-    /// Writes a message into the inbox or the outbox.
-    pub(super) fn write_message(
+    /// After a write failed: whether the failure was the write's own
+    /// (`Some(true)`: the machine is told). A write the lease's gate
+    /// refused (the node's trust window ran out while it wrote, the file
+    /// left as it was) is not a failure of the chamber's: the supervisor
+    /// waits as before each effect, and writes again (`Some(false)`) once
+    /// the lease is held anew; `None` once it is lost (the chamber is
+    /// dropped, nothing more written).
+    async fn held_after_gate(&mut self, gate: Option<&cryo_files::Gate>) -> Option<bool> {
+        if gate.is_none_or(cryo_files::Gate::is_open) {
+            return Some(true);
+        }
+        tracing::info!(chamber = %self.machine.name(), "a write waits: this node's lease is not trusted now");
+        self.owner.may_write(&self.shared.lease).await.then_some(false)
+    }
+
+    /// Writes a message into the inbox or the outbox. `None`: the chamber
+    /// is another owner's now.
+    pub(super) async fn write_message(
         &mut self,
         folder: MachineFolder,
         mut message: cryo_core::message::Message,
         then: AfterWrite,
-    ) -> Input {
+    ) -> Option<Input> {
         let folder = match folder {
             MachineFolder::Inbox => Folder::Inbox,
             MachineFolder::Outbox => Folder::Outbox,
@@ -76,8 +99,15 @@ impl Sup {
         if let (Folder::Outbox, Some(f)) = (folder, self.fleet_fence()) {
             message.meta.insert("fence".into(), f.to_string());
         }
-        let (mailbox, now) = (self.mailbox(), self.now());
-        let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(Failed::of);
+        let gate = self.owner.gate(&self.shared.lease);
+        let result = loop {
+            let (mailbox, now) = (self.mailbox().gated(gate.clone()), self.now());
+            let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(Failed::of);
+            if result.is_err() && !self.held_after_gate(gate.as_ref()).await? {
+                continue;
+            }
+            break result;
+        };
         match &result {
             Ok(name) => {
                 self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
@@ -87,7 +117,7 @@ impl Sup {
             }
             Err(error) => tracing::error!(chamber = %self.machine.name(), %error, "cannot write a message"),
         }
-        Input::MessageWritten { then, result }
+        Some(Input::MessageWritten { then, result })
     }
 
     /// Moves the named inbox files to the archive (those that still parse;
@@ -119,15 +149,21 @@ impl Sup {
         Input::Archived { then, result }
     }
 
-    /// Writes `plan.md` (durably).
-    pub(super) fn write_plan(&self, req: ReqId, text: &str) -> Input {
-        let result = off_worker(|| {
-            let dir = crate::chamber::Dir::open(&self.root)?.gated(self.owner.gate(&self.shared.lease));
-            dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
-        })
-        .map(drop)
-        .map_err(Failed::of);
-        Input::PlanWritten { req, result }
+    /// Writes `plan.md` (durably). `None`: the chamber is another owner's
+    /// now.
+    pub(super) async fn write_plan(&mut self, req: ReqId, text: &str) -> Option<Input> {
+        let gate = self.owner.gate(&self.shared.lease);
+        let result = loop {
+            let result = off_worker(|| {
+                let dir = crate::chamber::Dir::open(&self.root)?.gated(gate.clone());
+                dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
+            });
+            if result.is_err() && !self.held_after_gate(gate.as_ref()).await? {
+                continue;
+            }
+            break result;
+        };
+        Some(Input::PlanWritten { req, result: result.map(drop).map_err(Failed::of) })
     }
 
     /// Rotates the chamber's logs that are over their size.

@@ -156,7 +156,7 @@ impl Sup {
     }
 
     fn mailbox(&self) -> Mailbox {
-        Mailbox::new(&self.root, self.machine.tz()).gated(self.owner.gate(&self.shared.lease))
+        Mailbox::new(&self.root, self.machine.tz())
     }
 
     fn wait(&mut self, w: Waiter) -> ReqId {
