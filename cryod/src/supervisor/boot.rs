@@ -261,8 +261,13 @@ fn list_at_start(
             todos::load_at_start(root, tz, how).map(|(list, written)| {
                 match (written, key) {
                     (Some(written), _) => read = Some(written),
-                    (None, Some(key)) => shared.kept.keep_list(record.id, key, list.next_due()),
-                    (None, None) => {}
+                    // A list holding a claim is read again at the next
+                    // start: a claim left by a session that is over is
+                    // re-queued at a boot that reads it.
+                    (None, Some(key)) if !list.items.iter().any(|t| t.claimed_by.is_some()) => {
+                        shared.kept.keep_list(record.id, key, list.next_due())
+                    }
+                    (None, _) => {}
                 }
                 list
             })

@@ -321,6 +321,14 @@ impl Chamber {
                     self.replan();
                 }
             }
+            AfterTodos::Released => {
+                // A write that fails leaves them as they were: the line of
+                // the failed write says so, and the next start tries again.
+                if self.todos_written(result, |e| Refusal::Internal(e.to_string())).is_ok() && !self.waking.in_session()
+                {
+                    self.replan();
+                }
+            }
             AfterTodos::Skipped => {
                 // Beside a wake that went ahead, the session's end re-plans
                 // (and a write that failed is tried again at the next wake).

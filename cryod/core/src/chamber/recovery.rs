@@ -2,14 +2,16 @@
 //! from what the ledger, the journal and the outbox say (their agents were
 //! ended by start-up first), then the chamber resumes.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 
 use super::{
-    AfterTodos, Boot, Chamber, Effect, LogLine, Recovered, Refusal, Rerun, TodoDone, TodoOp, TodoWriteError,
-    capitalize, missed,
+    AfterTodos, Boot, Chamber, Effect, LogLine, OpenSession, Recovered, Refusal, Rerun, TodoDone, TodoOp,
+    TodoWriteError, capitalize, missed,
 };
 use crate::session::{Conversation, Outcome, Trigger};
-use crate::todo::{Settle, TodoList};
+use crate::todo::{Claim, Settle, TodoList};
 
 impl Chamber {
     /// Finishes the sessions a killed cryod left open (their processes were
@@ -70,6 +72,7 @@ impl Chamber {
             let then = AfterTodos::Recovered(Recovered { number: s.number, unanswered, sent_any, note });
             self.emit(Effect::UpdateTodos { op, then });
         }
+        self.release_orphans(&boot.open);
         // Batches of sessions that did end, but whose answer was not recorded.
         for b in boot.batches.iter().filter(|b| !boot.open.iter().any(|s| s.number == b.session)) {
             if !b.archived.is_empty() {
@@ -85,6 +88,38 @@ impl Chamber {
             self.resume();
         } else {
             self.replan();
+        }
+    }
+
+    /// Re-queues the claims `todo.json` still holds for a session that is
+    /// over: its settlement was never written (a full disk, a fleet node
+    /// whose lease ran out as it wrote) though its end was, so no session
+    /// will settle them, and the TODOs would never come due again. They run
+    /// again, as an interrupted session's work does. Only a list read at
+    /// this start is looked at (one kept from the last start holds none:
+    /// see `rest`).
+    fn release_orphans(&mut self, open: &[OpenSession]) {
+        let Ok(list) = self.list() else { return };
+        let mut orphans: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
+        for t in &list.items {
+            let Some(wake) = t.claimed_by.as_deref() else { continue };
+            if open.iter().any(|s| s.wake_id == wake) {
+                continue;
+            }
+            let due = t.at.unwrap_or(self.now);
+            let claim = Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt, skipped: None };
+            orphans.entry(wake).or_default().push(claim);
+        }
+        let orphans: Vec<(String, Vec<Claim>)> = orphans.into_iter().map(|(w, c)| (w.to_string(), c)).collect();
+        for (wake, claims) in orphans {
+            let ids: Vec<String> = claims.iter().map(|c| c.id.to_string()).collect();
+            self.log(format!(
+                "TODO {} still claimed by wake {wake}, whose session is over (its end was recorded, its settlement never written): it runs again",
+                ids.join(", ")
+            ));
+            let op =
+                TodoOp::Settle { wake, claims, how: Settle::Requeue { now: self.now }, now: self.now, tz: self.tz() };
+            self.emit(Effect::UpdateTodos { op, then: AfterTodos::Released });
         }
     }
 

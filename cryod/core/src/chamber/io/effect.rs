@@ -458,6 +458,9 @@ pub enum AfterTodos {
     Rezoned,
     /// Missed `skip` slots moved on, alone or beside a wake.
     Skipped,
+    /// Claims of a session that is over, re-queued at start-up (see
+    /// `Chamber::release_orphans`).
+    Released,
     /// Slots pre-checks passed by, with each check's first line.
     Passed {
         skipped: std::collections::BTreeMap<u64, String>,

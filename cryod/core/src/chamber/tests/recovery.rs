@@ -105,6 +105,34 @@ fn boot_requeues_an_open_session_and_answers_only_the_mail_its_agent_saw() {
     assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "{out:#?}");
 }
 
+/// A claim `todo.json` still holds for a session that is over (its end
+/// recorded, its settlement never written) is re-queued at the next boot
+/// that reads the list, and said; an open session's claim is recovery's.
+#[test]
+fn a_claim_left_by_a_session_that_is_over_runs_again_at_boot() {
+    let mut rig = Rig::new(&[0, 0], &[]);
+    let open = rig.todos.clone().claim_for("w1-2-open", &[2], t0(), chrono_tz::UTC, SKIP_GRACE);
+    rig.todos.claim_for("w1-1-over", &[1], t0(), chrono_tz::UTC, SKIP_GRACE);
+    rig.todos.claim_for("w1-2-open", &[2], t0(), chrono_tz::UTC, SKIP_GRACE);
+    rig.m = machine(&rig.todos, &[], 2);
+    let boot = Boot {
+        open: vec![OpenSession { number: 2, wake_id: "w1-2-open".into(), claims: open, groups_ended: 0 }],
+        ..Boot::default()
+    };
+    let out = rig.feed(Input::Boot(boot));
+    let released = |e: &Effect| matches!(e, Effect::UpdateTodos { op: TodoOp::Settle { wake, how: Settle::Requeue { .. }, .. }, .. } if wake == "w1-1-over");
+    assert_eq!(out.iter().filter(|e| released(e)).count(), 1, "{out:#?}");
+    assert!(
+        out.iter().any(
+            |e| matches!(e, Effect::Log(LogLine::Event(t)) if t.starts_with("TODO 1 still claimed by wake w1-1-over"))
+        ),
+        "{out:#?}"
+    );
+    assert!(rig.todos.items.iter().all(|t| t.claimed_by.is_none()), "both settled: {:#?}", rig.todos);
+    assert!(rig.todos.items.iter().all(|t| t.is_pending() && t.attempt == 1), "{:#?}", rig.todos);
+    assert!(out.iter().any(|e| matches!(e, Effect::RequestAdmission(_))), "it runs again: {out:#?}");
+}
+
 /// The work of a session cut short by cryod's death runs again, at once and
 /// once: even a bootstrap or an operator's wake, which no TODO stands
 /// behind; its unanswered mail is named in the rerun's prompt; and new mail
