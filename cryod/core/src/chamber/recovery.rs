@@ -13,6 +13,9 @@ use super::{
 use crate::session::{Conversation, Outcome, Trigger};
 use crate::todo::{Claim, Settle, TodoList};
 
+/// The most TODOs a line names by number.
+const MAX_NAMED: usize = 10;
+
 impl Chamber {
     /// Finishes the sessions a killed cryod left open (their processes were
     /// ended by start-up before this): re-queues what they still hold of
@@ -100,7 +103,7 @@ impl Chamber {
     /// see `rest`).
     fn release_orphans(&mut self, open: &[OpenSession]) {
         let Ok(list) = self.list() else { return };
-        let mut orphans: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
+        let mut orphans: BTreeMap<String, Vec<Claim>> = BTreeMap::new();
         for t in &list.items {
             let Some(wake) = t.claimed_by.as_deref() else { continue };
             if open.iter().any(|s| s.wake_id == wake) {
@@ -108,19 +111,23 @@ impl Chamber {
             }
             let due = t.at.unwrap_or(self.now);
             let claim = Claim { id: t.id, text: t.text.clone(), due, slots: 1, attempt: t.attempt, skipped: None };
-            orphans.entry(wake).or_default().push(claim);
+            orphans.entry(wake.to_string()).or_default().push(claim);
         }
-        let orphans: Vec<(String, Vec<Claim>)> = orphans.into_iter().map(|(w, c)| (w.to_string(), c)).collect();
-        for (wake, claims) in orphans {
-            let ids: Vec<String> = claims.iter().map(|c| c.id.to_string()).collect();
-            self.log(format!(
-                "TODO {} still claimed by wake {wake}, whose session is over (its end was recorded, its settlement never written): it runs again",
-                ids.join(", ")
-            ));
-            let op =
-                TodoOp::Settle { wake, claims, how: Settle::Requeue { now: self.now }, now: self.now, tz: self.tz() };
-            self.emit(Effect::UpdateTodos { op, then: AfterTodos::Released });
+        if orphans.is_empty() {
+            return;
         }
+        // One line and one write, however many: the agent can write
+        // `todo.json`, and fifty thousand made-up wakes are one re-queue.
+        let ids: Vec<String> = orphans.values().flatten().map(|c| c.id.to_string()).collect();
+        let shown = match ids.len() {
+            n if n > MAX_NAMED => format!("{} and {} more", ids[..MAX_NAMED].join(", "), n - MAX_NAMED),
+            _ => ids.join(", "),
+        };
+        self.log(format!(
+            "TODO {shown} still claimed by a session that is over (its end was recorded, its settlement never written): it runs again"
+        ));
+        let orphans = orphans.into_iter().collect();
+        self.emit(Effect::UpdateTodos { op: TodoOp::Release { orphans, now: self.now }, then: AfterTodos::Released });
     }
 
     pub(super) fn recovered(&mut self, r: Recovered, result: Result<(TodoDone, TodoList), TodoWriteError>) {

@@ -320,6 +320,12 @@ pub enum TodoOp {
         now: DateTime<Utc>,
         tz: Tz,
     },
+    /// Re-queue the claims each wake (a session that is over) still holds
+    /// (see `Chamber::release_orphans`): one write for them all.
+    Release {
+        orphans: Vec<(String, Vec<Claim>)>,
+        now: DateTime<Utc>,
+    },
     Add {
         new: NewTodo,
         now: DateTime<Utc>,
@@ -374,6 +380,13 @@ impl TodoOp {
                 list.reclaim(wake, claims, *now, *tz, SKIP_GRACE);
                 let (retries, exhausted) = list.settle(wake, claims, *how);
                 TodoDone::Settled { retries, exhausted }
+            }
+            TodoOp::Release { orphans, now } => {
+                let mut retries = Vec::new();
+                for (wake, claims) in orphans {
+                    retries.extend(list.settle(wake, claims, Settle::Requeue { now: *now }).0);
+                }
+                TodoDone::Settled { retries, exhausted: Vec::new() }
             }
             TodoOp::Add { new, now, tz, .. } => {
                 let id = list.add(new.clone(), *now, *tz)?;
