@@ -118,6 +118,8 @@ export async function chamberPage(name, answer = false) {
     api(base + "?sessions=" + RUNS_SHOWN), api(base + "/messages?limit=" + PAGE),
     owner ? Promise.all([api(base + "/todos"), api(base + "/plan"), api(base + "/notes"), api(base + "/log?lines=100"), api(base + "/settings"), api(base + "/history?days=7")]) : null,
   ]);
+  // Another page was asked for meanwhile: it draws itself.
+  if (state.current !== name) return;
   const c = info.chamber;
   here = c;
   if (owner) refreshApprovals();

@@ -74,6 +74,14 @@ impl FileError {
     pub fn is_planted(&self) -> bool {
         matches!(self, FileError::NotPlain { .. } | FileError::Linked { .. })
     }
+
+    /// Whether `e` (converted from a [`FileError`]) is a write the writer's
+    /// [`Gate`] refused: nothing was changed.
+    pub fn closed_in(e: &std::io::Error) -> bool {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<FileError>())
+            .is_some_and(|f| matches!(f, FileError::Closed(_)))
+    }
 }
 
 impl From<FileError> for std::io::Error {
@@ -83,7 +91,9 @@ impl From<FileError> for std::io::Error {
             FileError::Io { error, .. } => error.kind(),
             _ => std::io::ErrorKind::InvalidData,
         };
-        std::io::Error::new(kind, e.to_string())
+        // The error itself, not only its line: [`FileError::closed_in`]
+        // reads it back.
+        std::io::Error::new(kind, e)
     }
 }
 

@@ -148,6 +148,9 @@ impl Dir {
     pub fn write_keeping(&self, rel: &Path, spare: &Path, bytes: &[u8], durable: bool) -> Result<FileStat, FileError> {
         let how = NewFile { durable, mode: 0o644 };
         let path = self.full(rel);
+        // Asked before the spare is touched too: a refused write changes
+        // nothing, not even the kept version.
+        self.may_write(rel)?;
         let (sfd, sname) = match self.parent(spare, true) {
             Ok(p) => p,
             Err(_) => return self.write(rel, bytes, how),
@@ -309,6 +312,10 @@ mod tests {
         closed(d.append(rel("a/file")).map(drop));
         closed(d.rename(rel("a/file"), rel("a/moved"), true));
         closed(d.remove(rel("t")));
+        // Through an `io::Error` (the mailbox's), still told apart.
+        let e: std::io::Error = d.write(rel("a/file"), b"two", NewFile::QUICK).unwrap_err().into();
+        assert!(FileError::closed_in(&e) && e.to_string().contains("not written"), "{e}");
+        assert!(!FileError::closed_in(&std::io::Error::other("disk full")));
         assert_eq!(std::fs::read(root.join("a/file")).unwrap(), b"one");
         assert_eq!(std::fs::read(root.join("t")).unwrap(), b"one");
         let names: Vec<_> = std::fs::read_dir(root.join("a")).unwrap().map(|e| e.unwrap().file_name()).collect();

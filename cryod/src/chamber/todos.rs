@@ -191,7 +191,7 @@ fn read_at_start(dir: &Path, d: &Dir, bytes: &[u8], tz: Tz, how: How) -> Result<
         Ok(((), list, stamp)) => Ok((list, stamp)),
         Err(e) => {
             let error = match e {
-                UpdateError::Fault(m) | UpdateError::Write(m) => m,
+                UpdateError::Fault(m) | UpdateError::Write(m) | UpdateError::Closed(m) => m,
                 UpdateError::Refused(never) => match never {},
             };
             tracing::warn!(dir = %dir.display(), %error, "cannot archive the done TODOs at start");
@@ -232,6 +232,19 @@ pub enum UpdateError<E> {
     Refused(E),
     /// Writing failed (disk full, read-only folder): the old file is intact.
     Write(String),
+    /// The writer's gate refused the write (a fleet node past its trust
+    /// window, see `cryo_files::Gate`): nothing was changed, and the same
+    /// change may be made again.
+    Closed(String),
+}
+
+/// A failed write of the update, as an [`UpdateError`]: refused by the
+/// gate, or failed with the line `line` gives.
+fn write_error<E>(e: FileError, line: impl FnOnce(&FileError) -> String) -> UpdateError<E> {
+    match e {
+        FileError::Closed(_) => UpdateError::Closed(e.to_string()),
+        e => UpdateError::Write(line(&e)),
+    }
 }
 
 /// How [`update_with`] writes.
@@ -272,7 +285,7 @@ fn update_locking<T, E>(
     mut change: impl FnMut(&mut TodoList) -> Result<T, E>,
 ) -> Result<(T, TodoList, Option<Stamp>), UpdateError<E>> {
     let d = Dir::open(dir).map_err(|e| UpdateError::Write(e.to_string()))?.gated(how.gate.clone());
-    let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| UpdateError::Write(e.to_string()))?;
+    let lock = d.append(Path::new(".cryo/todo.lock")).map_err(|e| write_error(e, FileError::to_string))?;
     let _lock = lock_within(lock, &dir.join(".cryo/todo.lock"), wait).map_err(UpdateError::Write)?;
     let path = todo_path(dir);
     // The core's `TodoWriteError` carries the line.
@@ -304,12 +317,17 @@ fn update_locking<T, E>(
         // between the two leaves it in both, and the next archive skips it.
         let late = list.retire(how.keep_done);
         archive(&d, Retiring { text: &before, early: &early, late: &late }, &list, tz, how.now)
-            .map_err(|e| UpdateError::Write(format!("cannot archive done TODOs: {e}")))?;
+            .map_err(|e| write_error(e, |e| format!("cannot archive done TODOs: {e}")))?;
         drop(before);
         // The journal's adds must be in the file for good before it goes.
         let written = save_with(&d, &list, tz, how.durable || journal.bytes > 0)
-            .map_err(|e| UpdateError::Write(format!("cannot write {}: {e}", path.display())))?;
-        journal.clear(&d).map_err(|e| UpdateError::Write(e.to_string()))?;
+            .map_err(|e| write_error(e, |e| format!("cannot write {}: {e}", path.display())))?;
+        // The list is written: a journal left behind (its adds are in the
+        // file now) is folded again harmlessly, and the change must not be
+        // made twice.
+        if let Err(error) = journal.clear(&d) {
+            tracing::warn!(dir = %dir.display(), %error, "cannot clear the TODO journal after writing todo.json");
+        }
         return Ok((value, list, Some(Stamp::of(&written))));
     }
     Err(UpdateError::Write(format!("{} kept changing while cryod tried to update it", path.display())))
@@ -331,7 +349,7 @@ fn journaled<E>(
     if !only_added || journal.full(more, file) {
         return Ok(false);
     }
-    journal.append(d, &added, tz).map_err(|e| UpdateError::Write(format!("cannot journal the TODO: {e}")))?;
+    journal.append(d, &added, tz).map_err(|e| write_error(e, |e| format!("cannot journal the TODO: {e}")))?;
     Ok(true)
 }
 

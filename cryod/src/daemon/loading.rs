@@ -81,6 +81,8 @@ impl Loading {
             open: self.open.lock().expect("open lock").remove(&id).unwrap_or_default(),
             processes: self.processes.clone(),
             rows: None,
+            // A failed read of the open sessions fails the start.
+            open_unknown: false,
         }
     }
 }

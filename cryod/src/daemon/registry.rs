@@ -43,12 +43,18 @@ impl Daemon {
     /// Callers hold `starting`.
     async fn take_up(&self, record: ChamberRecord) {
         let shared = &self.0.shared;
-        let open = shared.store.open_sessions(Some(record.id)).await.unwrap_or_default();
+        let (open, open_unknown) = match shared.store.open_sessions(Some(record.id)).await {
+            Ok(open) => (open, false),
+            Err(error) => {
+                tracing::error!(chamber = %record.name, %error, "cannot read the sessions its last owner left open");
+                (Vec::new(), true)
+            }
+        };
         if !open.is_empty() {
             tracing::warn!(chamber = %record.name, sessions = open.len(), "recovering sessions its last owner left open");
         }
         let processes = end_leftovers(shared, &open).await;
-        self.run_here(record, supervisor::Recovery { open, processes, rows: None }).await;
+        self.run_here(record, supervisor::Recovery { open, processes, rows: None, open_unknown }).await;
     }
 
     /// Starts running a chamber here: its supervisor, its registry entry.

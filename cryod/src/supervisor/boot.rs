@@ -29,6 +29,8 @@ pub struct Recovery {
     /// What the ledger holds for this start, if read with its batch's
     /// (`None`: the start reads it).
     pub rows: Option<crate::store::BootRows>,
+    /// The open sessions could not be read (see `Boot::open_unknown`).
+    pub open_unknown: bool,
 }
 
 /// The conversation the newest session left to resume, as its row keeps it
@@ -482,13 +484,14 @@ fn mirrored(shared: &Arc<Shared>, fence: crate::store::Fence) -> watch::Sender<c
 /// the outbox says about them.
 fn boot_input(batches: Vec<crate::store::OpenClaim>, mailbox: &Mailbox, r: Recovery) -> Boot {
     if r.open.is_empty() && batches.is_empty() {
-        return Boot::default();
+        return Boot { open_unknown: r.open_unknown, ..Boot::default() };
     }
     let archive = std::path::Path::new(Folder::InboxArchive.rel());
     let dir = crate::chamber::Dir::open(mailbox.root()).ok();
     let archived = |f: &String| dir.as_ref().is_some_and(|d| d.kind(&archive.join(f)).is_ok_and(|k| k.is_some()));
     let outgoing = outgoing(mailbox);
     Boot {
+        open_unknown: r.open_unknown,
         open: r
             .open
             .iter()

@@ -46,7 +46,8 @@ impl Sup {
                 gate: gate.clone(),
             };
             let outcome = off_worker(|| todos::update_with(root, tz, how, |list| op.apply(list)));
-            if matches!(outcome, Err(todos::UpdateError::Write(_))) && !self.held_after_gate(gate.as_ref()).await? {
+            if matches!(outcome, Err(todos::UpdateError::Closed(_))) {
+                self.held_again().await?;
                 continue;
             }
             break outcome;
@@ -60,7 +61,7 @@ impl Sup {
         let result = outcome.map_err(|e| match e {
             todos::UpdateError::Fault(m) => TodoWriteError::Fault(m),
             todos::UpdateError::Refused(e) => TodoWriteError::Refused(e),
-            todos::UpdateError::Write(m) => {
+            todos::UpdateError::Write(m) | todos::UpdateError::Closed(m) => {
                 tracing::error!(chamber = %self.machine.name(), error = %m, "write failed");
                 TodoWriteError::Write(m)
             }
@@ -68,19 +69,14 @@ impl Sup {
         Some(Input::TodosUpdated { then, result })
     }
 
-    /// After a write failed: whether the failure was the write's own
-    /// (`Some(true)`: the machine is told). A write the lease's gate
-    /// refused (the node's trust window ran out while it wrote, the file
-    /// left as it was) is not a failure of the chamber's: the supervisor
-    /// waits as before each effect, and writes again (`Some(false)`) once
-    /// the lease is held anew; `None` once it is lost (the chamber is
-    /// dropped, nothing more written).
-    async fn held_after_gate(&mut self, gate: Option<&cryo_files::Gate>) -> Option<bool> {
-        if gate.is_none_or(cryo_files::Gate::is_open) {
-            return Some(true);
-        }
+    /// A write the lease's gate refused (the node's trust window ran out
+    /// while it wrote; nothing was changed) is not a failure of the
+    /// chamber's: the supervisor waits as before each effect, and the
+    /// caller writes again once the lease is held anew; `None` once it is
+    /// lost (the chamber is dropped, nothing more written).
+    async fn held_again(&mut self) -> Option<()> {
         tracing::info!(chamber = %self.machine.name(), "a write waits: this node's lease is not trusted now");
-        self.owner.may_write(&self.shared.lease).await.then_some(false)
+        self.owner.may_write(&self.shared.lease).await.then_some(())
     }
 
     /// Writes a message into the inbox or the outbox. `None`: the chamber
@@ -102,11 +98,12 @@ impl Sup {
         let gate = self.owner.gate(&self.shared.lease);
         let result = loop {
             let (mailbox, now) = (self.mailbox().gated(gate.clone()), self.now());
-            let result = off_worker(|| mailbox.write(folder, &message, now)).map_err(Failed::of);
-            if result.is_err() && !self.held_after_gate(gate.as_ref()).await? {
+            let result = off_worker(|| mailbox.write(folder, &message, now));
+            if result.as_ref().is_err_and(cryo_files::FileError::closed_in) {
+                self.held_again().await?;
                 continue;
             }
-            break result;
+            break result.map_err(Failed::of);
         };
         match &result {
             Ok(name) => {
@@ -158,7 +155,8 @@ impl Sup {
                 let dir = crate::chamber::Dir::open(&self.root)?.gated(gate.clone());
                 dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
             });
-            if result.is_err() && !self.held_after_gate(gate.as_ref()).await? {
+            if matches!(result, Err(crate::chamber::FileError::Closed(_))) {
+                self.held_again().await?;
                 continue;
             }
             break result;

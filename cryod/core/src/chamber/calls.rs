@@ -40,7 +40,8 @@ impl Chamber {
         let now = self.now;
         let Some(l) = self.waking.live() else { return look(list) };
         let ids: Vec<u64> = l.claims.iter().map(|c| c.id).collect();
-        if !list.due(now).any(|t| ids.contains(&t.id)) {
+        let claimed: std::collections::HashSet<u64> = ids.iter().copied().collect();
+        if !list.due(now).any(|t| claimed.contains(&t.id)) {
             return look(list);
         }
         let mut claimed = list.clone();
@@ -321,12 +322,23 @@ impl Chamber {
                     self.replan();
                 }
             }
-            AfterTodos::Released => {
-                // A write that fails leaves them as they were: the line of
-                // the failed write says so, and the next start tries again.
-                if self.todos_written(result, |e| Refusal::Internal(e.to_string())).is_ok() && !self.waking.in_session()
-                {
-                    self.replan();
+            AfterTodos::Released { shown, count } => {
+                let (s, were) = if count == 1 { ("", "was") } else { ("s", "were") };
+                match self.todos_written(result, |e| Refusal::Internal(e.to_string())) {
+                    Ok(_) => {
+                        self.log(format!(
+                            "TODO{s} {shown} {were} claimed by a wake no open session holds (its settlement never \
+                             written, or a claim made by hand): re-queued, to run again"
+                        ));
+                        if !self.waking.in_session() {
+                            self.replan();
+                        }
+                    }
+                    // Left as they were: the next start tries again.
+                    Err(e) => self.log(format!(
+                        "TODO{s} {shown} {were} claimed by a wake no open session holds, and cannot be re-queued: {}",
+                        e.text()
+                    )),
                 }
             }
             AfterTodos::Skipped => {

@@ -75,7 +75,9 @@ impl Chamber {
             let then = AfterTodos::Recovered(Recovered { number: s.number, unanswered, sent_any, note });
             self.emit(Effect::UpdateTodos { op, then });
         }
-        self.release_orphans(&boot.open);
+        if !boot.open_unknown {
+            self.release_orphans(&boot.open);
+        }
         // Batches of sessions that did end, but whose answer was not recorded.
         for b in boot.batches.iter().filter(|b| !boot.open.iter().any(|s| s.number == b.session)) {
             if !b.archived.is_empty() {
@@ -123,11 +125,9 @@ impl Chamber {
             n if n > MAX_NAMED => format!("{} and {} more", ids[..MAX_NAMED].join(", "), n - MAX_NAMED),
             _ => ids.join(", "),
         };
-        self.log(format!(
-            "TODO {shown} still claimed by a session that is over (its end was recorded, its settlement never written): it runs again"
-        ));
-        let orphans = orphans.into_iter().collect();
-        self.emit(Effect::UpdateTodos { op: TodoOp::Release { orphans, now: self.now }, then: AfterTodos::Released });
+        let (orphans, count) = (orphans.into_iter().collect(), ids.len());
+        let then = AfterTodos::Released { shown, count };
+        self.emit(Effect::UpdateTodos { op: TodoOp::Release { orphans, now: self.now }, then });
     }
 
     pub(super) fn recovered(&mut self, r: Recovered, result: Result<(TodoDone, TodoList), TodoWriteError>) {

@@ -472,8 +472,12 @@ pub enum AfterTodos {
     /// Missed `skip` slots moved on, alone or beside a wake.
     Skipped,
     /// Claims of a session that is over, re-queued at start-up (see
-    /// `Chamber::release_orphans`).
-    Released,
+    /// `Chamber::release_orphans`): the TODOs as a line names them, and
+    /// how many.
+    Released {
+        shown: String,
+        count: usize,
+    },
     /// Slots pre-checks passed by, with each check's first line.
     Passed {
         skipped: std::collections::BTreeMap<u64, String>,

@@ -365,6 +365,9 @@ pub struct Boot {
     /// A frozen machine booted again (see [`crate::chamber::Chamber::may_sleep`]): cryod
     /// ran all along, so only the time before it started was "down".
     pub thawed: Option<Thawed>,
+    /// The ledger's open sessions could not be read: which claims are
+    /// still held is not known, so none is taken for a session's that is over.
+    pub open_unknown: bool,
 }
 
 /// What the daemon knows of the time a frozen chamber had no machine.

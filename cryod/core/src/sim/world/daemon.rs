@@ -231,6 +231,7 @@ impl World {
                 .collect(),
             outgoing: outgoing(disk),
             thawed: None,
+            open_unknown: false,
         }
     }
 
