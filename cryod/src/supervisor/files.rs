@@ -34,24 +34,15 @@ impl Sup {
     /// Applies a change to `todo.json` (locked, and durable when the
     /// change must be). `None`: the chamber is another owner's now.
     pub(super) async fn update_todos(&mut self, op: TodoOp, then: AfterTodos) -> Option<Input> {
-        let gate = self.owner.gate(&self.shared.lease);
-        let outcome = loop {
-            let (root, tz) = (&self.root, self.machine.tz());
-            let keep_done = self.config.as_ref().map_or(cryo_core::todo::DEFAULT_KEEP_DONE, |c| c.keep_done);
-            let how = todos::How {
-                durable: op.durable(),
-                keep_done,
-                now: self.shared.clock.now(),
-                journaled: op.journaled(),
-                gate: gate.clone(),
-            };
-            let outcome = off_worker(|| todos::update_with(root, tz, how, |list| op.apply(list)));
-            if matches!(outcome, Err(todos::UpdateError::Closed(_))) {
-                self.held_again().await?;
-                continue;
-            }
-            break outcome;
-        };
+        let refused = |e: &todos::UpdateError<_>| matches!(e, todos::UpdateError::Closed(_));
+        let outcome = self
+            .gated(refused, |sup, gate| {
+                let keep_done = sup.config.as_ref().map_or(cryo_core::todo::DEFAULT_KEEP_DONE, |c| c.keep_done);
+                let now = sup.shared.clock.now();
+                let how = todos::How { durable: op.durable(), keep_done, now, journaled: op.journaled(), gate };
+                todos::update_with(&sup.root, sup.machine.tz(), how, |list| op.apply(list))
+            })
+            .await?;
         match &outcome {
             Ok((_, _, Some(stamp))) => self.todos_written = Some(*stamp),
             Ok(_) => {}
@@ -69,14 +60,28 @@ impl Sup {
         Some(Input::TodosUpdated { then, result })
     }
 
-    /// A write the lease's gate refused (the node's trust window ran out
-    /// while it wrote; nothing was changed) is not a failure of the
-    /// chamber's: the supervisor waits as before each effect, and the
-    /// caller writes again once the lease is held anew; `None` once it is
-    /// lost (the chamber is dropped, nothing more written).
-    async fn held_again(&mut self) -> Option<()> {
-        tracing::info!(chamber = %self.machine.name(), "a write waits: this node's lease is not trusted now");
-        self.owner.may_write(&self.shared.lease).await.then_some(())
+    /// Runs `write` (off the worker) with the lease's gate (see
+    /// `Lease::gate`). A write the gate refused (`refused`: the node's
+    /// trust window ran out while it wrote; nothing was changed) is not a
+    /// failure of the chamber's: the supervisor waits as before each
+    /// effect, and writes again once the lease is held anew; `None` once
+    /// it is lost (the chamber is dropped, nothing more written).
+    async fn gated<T, E>(
+        &mut self,
+        refused: impl Fn(&E) -> bool,
+        mut write: impl FnMut(&Self, Option<cryo_files::Gate>) -> Result<T, E>,
+    ) -> Option<Result<T, E>> {
+        let gate = self.owner.gate(&self.shared.lease);
+        loop {
+            let result = off_worker(|| write(self, gate.clone()));
+            if !result.as_ref().is_err_and(&refused) {
+                return Some(result);
+            }
+            tracing::info!(chamber = %self.machine.name(), "a write waits: this node's lease is not trusted now");
+            if !self.owner.may_write(&self.shared.lease).await {
+                return None;
+            }
+        }
     }
 
     /// Writes a message into the inbox or the outbox. `None`: the chamber
@@ -95,16 +100,12 @@ impl Sup {
         if let (Folder::Outbox, Some(f)) = (folder, self.fleet_fence()) {
             message.meta.insert("fence".into(), f.to_string());
         }
-        let gate = self.owner.gate(&self.shared.lease);
-        let result = loop {
-            let (mailbox, now) = (self.mailbox().gated(gate.clone()), self.now());
-            let result = off_worker(|| mailbox.write(folder, &message, now));
-            if result.as_ref().is_err_and(cryo_files::FileError::closed_in) {
-                self.held_again().await?;
-                continue;
-            }
-            break result.map_err(Failed::of);
-        };
+        let result = self
+            .gated(cryo_files::FileError::closed_in, |sup, gate| {
+                sup.mailbox().gated(gate).write(folder, &message, sup.now())
+            })
+            .await?
+            .map_err(Failed::of);
         match &result {
             Ok(name) => {
                 self.shared.notify(self.id, NoticeKind::Message { folder, name: name.clone() });
@@ -149,18 +150,13 @@ impl Sup {
     /// Writes `plan.md` (durably). `None`: the chamber is another owner's
     /// now.
     pub(super) async fn write_plan(&mut self, req: ReqId, text: &str) -> Option<Input> {
-        let gate = self.owner.gate(&self.shared.lease);
-        let result = loop {
-            let result = off_worker(|| {
-                let dir = crate::chamber::Dir::open(&self.root)?.gated(gate.clone());
+        let refused = |e: &crate::chamber::FileError| matches!(e, crate::chamber::FileError::Closed(_));
+        let result = self
+            .gated(refused, |sup, gate| {
+                let dir = crate::chamber::Dir::open(&sup.root)?.gated(gate);
                 dir.write(Path::new("plan.md"), text.as_bytes(), crate::chamber::NewFile::DURABLE)
-            });
-            if matches!(result, Err(crate::chamber::FileError::Closed(_))) {
-                self.held_again().await?;
-                continue;
-            }
-            break result;
-        };
+            })
+            .await?;
         Some(Input::PlanWritten { req, result: result.map(drop).map_err(Failed::of) })
     }
 
